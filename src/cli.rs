@@ -1,0 +1,253 @@
+//! Command-line definitions and dispatch. Parsing only: every command's work is in the library.
+
+use crate::error::{self, Exit};
+use crate::source::SourceSpec;
+use crate::util::{Style, use_color};
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "topo",
+    version,
+    about = "How are the GPUs in this box connected, what will NCCL do on it, and how fast should a collective be",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Colour output: auto (terminal only, honours NO_COLOR), always, never.
+    #[arg(long, global = true, default_value = "auto", value_parser = ["auto", "always", "never"])]
+    pub color: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show the machine: GPUs, NVLink/NVSwitch, PCIe tree, NUMA, NICs.
+    Show(ShowArgs),
+    /// What NCCL will do: paths, transports, channels, rings/trees, algorithm and protocol per size.
+    Plan(PlanArgs),
+    /// Write NCCL_TOPO_FILE-compatible topology XML.
+    Xml(XmlArgs),
+    /// Capture this machine (sysfs, NVML answers, environment) for offline use.
+    Snapshot(SnapshotArgs),
+}
+
+/// Where the topology comes from (shared by show, plan, xml).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SourceArgs {
+    /// An NCCL topology XML, a snapshot (folder or .tar.gz from `topo snapshot`) or a profile YAML.
+    #[arg(long, value_name = "PATH")]
+    pub from: Option<PathBuf>,
+    /// A built-in hardware profile (dgx-h100, hgx-h200, dgx-a100, dgx-b200, pcie-8x-l40s, ...).
+    #[arg(long, value_name = "NAME", conflicts_with = "from")]
+    pub profile: Option<String>,
+    /// Replicate the node N times behind its NICs (what-if for N nodes).
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<usize>,
+    /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Read sysfs/procfs under this folder instead of / (live discovery only).
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    pub sysfs_root: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    pub fn spec(&self) -> Result<SourceSpec> {
+        if let Some(0) = self.nodes {
+            return Err(error::usage("--nodes must be at least 1", "pass --nodes 2 for two nodes"));
+        }
+        Ok(SourceSpec {
+            from: self.from.clone(),
+            profile: self.profile.clone(),
+            nodes: self.nodes,
+            sysfs_root: self.sysfs_root.clone(),
+        })
+    }
+
+    /// `--env` settings parsed into (key, value) pairs.
+    pub fn env_overrides(&self) -> Result<Vec<(String, String)>> {
+        self.env
+            .iter()
+            .map(|kv| match kv.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+                _ => Err(error::usage(
+                    format!("bad --env '{kv}': expected KEY=VALUE"),
+                    "for example --env NCCL_P2P_LEVEL=NVL",
+                )),
+            })
+            .collect()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ShowView {
+    Summary,
+    Matrix,
+    Pci,
+    Paths,
+    Dot,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DataFormat {
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[arg(long, value_enum, default_value = "summary")]
+    pub view: ShowView,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: DataFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    Text,
+    Json,
+    Yaml,
+    TunerCsv,
+    NcclGraph,
+}
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all.
+    #[arg(long, default_value = "allreduce")]
+    pub collective: String,
+    /// Algorithms to consider, NCCL_ALGO grammar (auto = all): ring, tree, nvls, nvlstree, collnetdirect, collnetchain, pat.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// Protocols to consider, NCCL_PROTO grammar (auto = all): ll, ll128, simple.
+    #[arg(long, default_value = "auto")]
+    pub proto: String,
+    /// Smallest message size (nccl-tests syntax: 8, 1K, 16M, 4G).
+    #[arg(short = 'b', long = "minbytes", default_value = "8")]
+    pub min_bytes: String,
+    /// Largest message size.
+    #[arg(short = 'e', long = "maxbytes", default_value = "8G")]
+    pub max_bytes: String,
+    /// Multiplication factor between sizes.
+    #[arg(short = 'f', long = "stepfactor", default_value = "2")]
+    pub step_factor: u64,
+    /// NCCL version to model (2.18 … 2.30); default: the NCCL found on this machine, else 2.28.
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: PlanFormat,
+    /// Trace every figure to the rule and constant that produced it.
+    #[arg(long)]
+    pub explain: bool,
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct XmlArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// Output: a .tar.gz file, or a folder when the path ends with '/' or has no .tar.gz/.tgz suffix.
+    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "topo-snapshot.tar.gz")]
+    pub output: PathBuf,
+    /// Read sysfs/procfs under this folder instead of / (for tests).
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    pub sysfs_root: Option<PathBuf>,
+}
+
+/// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
+pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
+    match output {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        None => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("cannot write to stdout"),
+            }
+        }
+    }
+}
+
+pub fn run(cli: Cli) -> Result<i32> {
+    let style = Style { color: use_color(&cli.color) };
+    match cli.command {
+        Command::Show(a) => {
+            let topo = crate::source::load(&a.source.spec()?)?;
+            let style = if a.output.is_some() { Style::default() } else { style };
+            let text = crate::report::show::render(&topo, a.view, a.format, style)?;
+            emit(a.output.as_ref(), &text)?;
+        }
+        Command::Xml(a) => {
+            let topo = crate::source::load(&a.source.spec()?)?;
+            let text = crate::nccl::xml::write(&topo)?;
+            emit(a.output.as_ref(), &text)?;
+        }
+        Command::Snapshot(a) => {
+            let root = a.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+            let summary = crate::source::snapshot::capture(&root, &a.output)?;
+            eprintln!("{summary}");
+        }
+        Command::Plan(a) => {
+            let topo = crate::source::load(&a.source.spec()?)?;
+            let env = a.source.env_overrides()?;
+            let style = if a.output.is_some() { Style::default() } else { style };
+            let text = crate::plan::run(&topo, &a, &env, style)?;
+            emit(a.output.as_ref(), &text)?;
+        }
+    }
+    Ok(0)
+}
+
+/// Parses arguments, runs, prints errors as one line, and returns the exit code.
+pub fn main_entry() -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("error: internal error: {msg}{at}");
+        eprintln!("hint: this is a bug in topo; please report it with the command line that caused it");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { Exit::Usage as i32 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(err)) => {
+            let (exit, hint) = error::classify(&err);
+            eprintln!("error: {}", error::one_line(&err));
+            if let Some(h) = hint {
+                eprintln!("hint: {h}");
+            }
+            exit as i32
+        }
+        Err(_) => 101,
+    }
+}

@@ -1,0 +1,60 @@
+//! Errors that reach the user: one line, an exit code, and where it helps a hint.
+//!
+//! Library code returns `anyhow::Result` with context; a [`Failure`] anywhere in the chain
+//! decides the exit code (contract: 1 check failed, 2 bad usage or unreadable input,
+//! 3 missing runtime component). Anything else exits 2.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    CheckFailed = 1,
+    Usage = 2,
+    MissingRuntime = 3,
+}
+
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl Failure {
+    pub fn new(exit: Exit, message: impl Into<String>) -> Failure {
+        Failure { exit, message: message.into(), hint: None }
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Failure {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// Bad usage or unreadable input (exit 2), with a hint line.
+pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Error {
+    Failure::new(Exit::Usage, message).hint(hint).into()
+}
+
+/// The exit code and optional hint an error chain carries.
+pub fn classify(err: &anyhow::Error) -> (Exit, Option<String>) {
+    for cause in err.chain() {
+        if let Some(f) = cause.downcast_ref::<Failure>() {
+            return (f.exit, f.hint.clone());
+        }
+    }
+    (Exit::Usage, None)
+}
+
+/// The error chain as one line: `outer: inner: innermost`, newlines folded.
+pub fn one_line(err: &anyhow::Error) -> String {
+    let s = format!("{err:#}");
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,1 @@
+//! Path types and bandwidths between every pair of nodes (`src/graph/paths.cc`).

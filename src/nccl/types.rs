@@ -1,0 +1,272 @@
+//! The shared vocabulary of the NCCL model: path and link types, graph patterns,
+//! algorithms, protocols, functions. Internal order is NCCL HEAD's (2.27+) numbering; older
+//! numberings are only a matter of printing (`PathType::number`).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Path types, best first (`src/graph/topo.h`, `PATH_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PathType {
+    #[serde(rename = "LOC")]
+    Loc,
+    #[serde(rename = "NVL")]
+    Nvl,
+    #[serde(rename = "NVB")]
+    Nvb,
+    #[serde(rename = "C2C")]
+    C2c,
+    #[serde(rename = "PIX")]
+    Pix,
+    #[serde(rename = "PXB")]
+    Pxb,
+    #[serde(rename = "P2C")]
+    P2c,
+    #[serde(rename = "PXN")]
+    Pxn,
+    #[serde(rename = "PHB")]
+    Phb,
+    #[serde(rename = "SYS")]
+    Sys,
+    #[serde(rename = "NET")]
+    Net,
+    #[serde(rename = "DIS")]
+    Dis,
+}
+
+impl PathType {
+    pub const ALL: [PathType; 12] = [
+        PathType::Loc,
+        PathType::Nvl,
+        PathType::Nvb,
+        PathType::C2c,
+        PathType::Pix,
+        PathType::Pxb,
+        PathType::P2c,
+        PathType::Pxn,
+        PathType::Phb,
+        PathType::Sys,
+        PathType::Net,
+        PathType::Dis,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PathType::Loc => "LOC",
+            PathType::Nvl => "NVL",
+            PathType::Nvb => "NVB",
+            PathType::C2c => "C2C",
+            PathType::Pix => "PIX",
+            PathType::Pxb => "PXB",
+            PathType::P2c => "P2C",
+            PathType::Pxn => "PXN",
+            PathType::Phb => "PHB",
+            PathType::Sys => "SYS",
+            PathType::Net => "NET",
+            PathType::Dis => "DIS",
+        }
+    }
+
+    /// Exact, case-sensitive name lookup (NCCL's level parser, `ncclGetLevel`).
+    pub fn from_name(s: &str) -> Option<PathType> {
+        PathType::ALL.iter().copied().find(|p| p.name() == s)
+    }
+
+    /// The numeric value NCCL `minor` prints in logs (distances in GDR lines, levels):
+    /// C2C was inserted in 2.26 and P2C in 2.27.
+    pub fn number(self, minor: u32) -> u32 {
+        let head = self as u32;
+        let mut n = head;
+        if minor < 27 && self > PathType::P2c {
+            n -= 1;
+        }
+        if minor < 26 && self > PathType::C2c {
+            n -= 1;
+        }
+        n
+    }
+
+    pub fn next(self) -> PathType {
+        let i = self as usize;
+        PathType::ALL[(i + 1).min(PathType::ALL.len() - 1)]
+    }
+}
+
+impl fmt::Display for PathType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Graph search patterns (`NCCL_TOPO_PATTERN_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    BalancedTree = 1,
+    SplitTree = 2,
+    Tree = 3,
+    Ring = 4,
+    Nvls = 5,
+    CollnetDirect = 6,
+}
+
+impl Pattern {
+    pub fn number(self) -> u32 {
+        self as u32
+    }
+}
+
+/// The graphs NCCL computes at init, with their graph-file ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphId {
+    Ring = 0,
+    Tree = 1,
+    CollnetChain = 2,
+    Nvls = 3,
+    CollnetDirect = 4,
+}
+
+/// Algorithms in NCCL's index order (ties in selection go to the earlier one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Algo {
+    Tree,
+    Ring,
+    CollnetDirect,
+    CollnetChain,
+    Nvls,
+    NvlsTree,
+    Pat,
+}
+
+impl Algo {
+    pub const ALL: [Algo; 7] =
+        [Algo::Tree, Algo::Ring, Algo::CollnetDirect, Algo::CollnetChain, Algo::Nvls, Algo::NvlsTree, Algo::Pat];
+    /// The name NCCL prints (`Tree`, `Ring`, `CollNetDirect`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Tree => "Tree",
+            Algo::Ring => "Ring",
+            Algo::CollnetDirect => "CollNetDirect",
+            Algo::CollnetChain => "CollNetChain",
+            Algo::Nvls => "NVLS",
+            Algo::NvlsTree => "NVLSTree",
+            Algo::Pat => "PAT",
+        }
+    }
+    /// Case-insensitive lookup of NCCL_ALGO tokens.
+    pub fn from_name(s: &str) -> Option<Algo> {
+        Algo::ALL.iter().copied().find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Proto {
+    #[serde(rename = "LL")]
+    Ll,
+    #[serde(rename = "LL128")]
+    Ll128,
+    Simple,
+}
+
+impl Proto {
+    pub const ALL: [Proto; 3] = [Proto::Ll, Proto::Ll128, Proto::Simple];
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Ll => "LL",
+            Proto::Ll128 => "LL128",
+            Proto::Simple => "Simple",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Proto> {
+        Proto::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+/// Collectives. The first five are NCCL's tuning functions in index order; AllToAll and
+/// SendRecv are built from point-to-point operations and are not in the tuning tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Func {
+    Broadcast,
+    Reduce,
+    AllGather,
+    ReduceScatter,
+    AllReduce,
+    AllToAll,
+    SendRecv,
+}
+
+impl Func {
+    pub const ALL: [Func; 7] = [
+        Func::Broadcast,
+        Func::Reduce,
+        Func::AllGather,
+        Func::ReduceScatter,
+        Func::AllReduce,
+        Func::AllToAll,
+        Func::SendRecv,
+    ];
+    pub const TUNED: [Func; 5] = [Func::Broadcast, Func::Reduce, Func::AllGather, Func::ReduceScatter, Func::AllReduce];
+
+    /// NCCL's printed name (`AllReduce`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Broadcast => "Broadcast",
+            Func::Reduce => "Reduce",
+            Func::AllGather => "AllGather",
+            Func::ReduceScatter => "ReduceScatter",
+            Func::AllReduce => "AllReduce",
+            Func::AllToAll => "AllToAll",
+            Func::SendRecv => "SendRecv",
+        }
+    }
+    /// The CLI / JSON name (`allreduce`).
+    pub fn cli_name(self) -> &'static str {
+        match self {
+            Func::Broadcast => "broadcast",
+            Func::Reduce => "reduce",
+            Func::AllGather => "allgather",
+            Func::ReduceScatter => "reducescatter",
+            Func::AllReduce => "allreduce",
+            Func::AllToAll => "alltoall",
+            Func::SendRecv => "sendrecv",
+        }
+    }
+    /// Accepts `allreduce`, `all_reduce`, `AllReduce`, `all-reduce`.
+    pub fn parse(s: &str) -> Option<Func> {
+        let k: String = s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+        Func::ALL.iter().copied().find(|f| f.cli_name() == k)
+    }
+    pub fn is_tuned(self) -> bool {
+        !matches!(self, Func::AllToAll | Func::SendRecv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_numbers_follow_the_renumberings() {
+        assert_eq!(PathType::Pxb.number(30), 5);
+        assert_eq!(PathType::Pxb.number(26), 5);
+        assert_eq!(PathType::Pxb.number(21), 4);
+        assert_eq!(PathType::Phb.number(30), 8);
+        assert_eq!(PathType::Phb.number(26), 7);
+        assert_eq!(PathType::Phb.number(18), 6);
+        assert_eq!(PathType::Sys.number(18), 7);
+        assert_eq!(PathType::Net.number(26), 9);
+        assert_eq!(PathType::from_name("PXB"), Some(PathType::Pxb));
+        assert_eq!(PathType::from_name("pxb"), None);
+    }
+
+    #[test]
+    fn names_parse() {
+        assert_eq!(Func::parse("all_reduce"), Some(Func::AllReduce));
+        assert_eq!(Func::parse("ReduceScatter"), Some(Func::ReduceScatter));
+        assert_eq!(Algo::from_name("nvlstree"), Some(Algo::NvlsTree));
+        assert_eq!(Proto::from_name("ll128"), Some(Proto::Ll128));
+        assert!(Func::parse("bogus").is_none());
+    }
+}

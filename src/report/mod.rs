@@ -1,0 +1,3 @@
+//! Renderers: text views, JSON/YAML documents, DOT.
+
+pub mod show;

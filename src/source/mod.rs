@@ -1,0 +1,109 @@
+//! Everything that produces a [`Topology`]: the live machine, snapshots, NCCL topology XML
+//! and hardware profiles. This is the only module that reads the machine.
+
+pub mod live;
+pub mod ncclxml;
+pub mod nvml;
+pub mod profile;
+pub mod snapshot;
+pub mod sysfs;
+
+use crate::error;
+use crate::model::Topology;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// What the user asked for on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SourceSpec {
+    pub from: Option<PathBuf>,
+    pub profile: Option<String>,
+    pub nodes: Option<usize>,
+    pub sysfs_root: Option<PathBuf>,
+}
+
+/// The kinds of file `--from` accepts, told apart by name and then by content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FromKind {
+    Xml,
+    Snapshot,
+    Profile,
+}
+
+pub fn sniff(path: &Path) -> Result<FromKind> {
+    if path.is_dir() {
+        return Ok(FromKind::Snapshot);
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        return Ok(FromKind::Snapshot);
+    }
+    if name.ends_with(".xml") {
+        return Ok(FromKind::Xml);
+    }
+    if name.ends_with(".yaml") || name.ends_with(".yml") {
+        return Ok(FromKind::Profile);
+    }
+    let head = read_head(path)?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(FromKind::Snapshot);
+    }
+    let text = String::from_utf8_lossy(&head);
+    if text.trim_start().starts_with('<') {
+        Ok(FromKind::Xml)
+    } else {
+        Ok(FromKind::Profile)
+    }
+}
+
+fn read_head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        error::usage(
+            format!("cannot read {}: {}", path.display(), io_reason(&e)),
+            "pass --from an NCCL topology XML, a snapshot folder or .tar.gz, or a profile YAML",
+        )
+    })?;
+    let mut buf = vec![0u8; 512];
+    let n = f.read(&mut buf).unwrap_or(0);
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// `std::io::Error` text without the "(os error N)" tail.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
+        }
+    }
+}
+
+/// Loads the topology the spec names (live discovery by default), replicated for `--nodes`.
+pub fn load(spec: &SourceSpec) -> Result<Topology> {
+    let topo = if let Some(name) = &spec.profile {
+        profile::load_builtin(name)?
+    } else if let Some(path) = &spec.from {
+        if !path.exists() {
+            return Err(error::usage(
+                format!("cannot read {}: no such file or directory", path.display()),
+                "pass --from an NCCL topology XML, a snapshot folder or .tar.gz, or a profile YAML",
+            ));
+        }
+        match sniff(path)? {
+            FromKind::Xml => ncclxml::load_file(path)?,
+            FromKind::Snapshot => snapshot::load(path)?,
+            FromKind::Profile => profile::load_file(path)?,
+        }
+    } else {
+        let root = spec.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        live::discover(&root)?
+    };
+    Ok(match spec.nodes {
+        Some(n) if n > 1 => topo.replicate(n),
+        _ => topo,
+    })
+}

@@ -1,0 +1,1 @@
+//! sysfs reading under a configurable root.
