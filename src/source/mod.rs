@@ -2,6 +2,7 @@
 //! and hardware profiles. This is the only module that reads the machine.
 
 pub mod live;
+pub mod nccl_lib;
 pub mod ncclxml;
 pub mod nvml;
 pub mod profile;
