@@ -8,13 +8,17 @@
 mod doc;
 mod dot;
 mod matrix;
+mod paths;
 mod pci;
 mod summary;
 #[cfg(test)]
 mod testing;
 
 use crate::cli::{DataFormat, ShowView};
-use crate::model::{HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
+use crate::model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
+use crate::nccl;
+use crate::nccl::paths::PathPolicy;
+use crate::nccl::system::{NodeType, System};
 use crate::nccl::types::PathType;
 use crate::util::Style;
 use anyhow::Result;
@@ -31,15 +35,9 @@ pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style)
             ShowView::Matrix => matrix::render(&ctx, style),
             ShowView::Pci => pci::render(&ctx, style),
             ShowView::Dot => dot::render(&ctx),
-            ShowView::Paths => temporary_paths_view(&ctx),
+            ShowView::Paths => paths::render(&ctx, style),
         }),
     }
-}
-
-/// Placeholder text for `--view paths` until NCCL's path computation lands on main.
-fn temporary_paths_view(ctx: &Ctx) -> String {
-    let _ = ctx;
-    "the paths view needs nccl::paths, which is not merged yet\n".to_string()
 }
 
 /// NCCL's path from one model node to another: type and bandwidth (GB/s).
@@ -47,6 +45,9 @@ fn temporary_paths_view(ctx: &Ctx) -> String {
 pub(crate) struct PathInfo {
     pub ty: PathType,
     pub bw: f64,
+    pub hops: u32,
+    /// The GPU a PXN or NVB path relays through.
+    pub via: Option<NodeIndex>,
 }
 
 /// One host's GPUs, network ports and NUMA nodes, in display order.
@@ -80,6 +81,10 @@ pub(crate) struct Ctx<'a> {
     pos: HashMap<NodeIndex, usize>,
     /// NCCL paths from GPUs to GPUs and network ports of the same host.
     pub paths: BTreeMap<(NodeIndex, NodeIndex), PathInfo>,
+    /// Per GPU, the network ports NCCL treats as local (`ncclTopoGetLocal`).
+    local: HashMap<NodeIndex, Vec<NodeIndex>>,
+    /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
+    channel0: HashMap<NodeIndex, NodeIndex>,
 }
 
 impl<'a> Ctx<'a> {
@@ -125,8 +130,10 @@ impl<'a> Ctx<'a> {
             hosts,
             pos,
             paths: BTreeMap::new(),
+            local: HashMap::new(),
+            channel0: HashMap::new(),
         };
-        ctx.paths = temporary_paths_from_pci_tree(&ctx);
+        nccl_paths(&mut ctx);
         ctx
     }
 
@@ -230,34 +237,16 @@ impl<'a> Ctx<'a> {
     /// The network ports NCCL treats as local to a GPU: highest path bandwidth, then best path
     /// type (`ncclTopoGetLocal`, src/graph/topo.cc); in plugin device order.
     pub fn local_nets(&self, gpu: NodeIndex) -> Vec<NodeIndex> {
-        let h = self.topo.node(gpu).host as usize;
-        let Some(hv) = self.hosts.get(h) else {
-            return vec![];
-        };
-        let cands: Vec<(NodeIndex, PathInfo)> = hv
-            .nets
-            .iter()
-            .filter_map(|&n| self.path(gpu, n).map(|p| (n, p)))
-            .collect();
-        let Some(best_bw) = cands.iter().map(|(_, p)| p.bw).reduce(f64::max) else {
-            return vec![];
-        };
-        let near: Vec<&(NodeIndex, PathInfo)> = cands
-            .iter()
-            .filter(|(_, p)| p.bw >= best_bw - 1e-9)
-            .collect();
-        let Some(best_ty) = near.iter().map(|(_, p)| p.ty).min() else {
-            return vec![];
-        };
-        near.into_iter()
-            .filter(|(_, p)| p.ty == best_ty)
-            .map(|(n, _)| *n)
-            .collect()
+        self.local.get(&gpu).cloned().unwrap_or_default()
     }
 
-    /// The first local network port of a GPU and NCCL's path to it.
+    /// The GPU's nearest network port, the one NCCL gives its channel 0, and the path to it.
     pub fn nearest_nic(&self, gpu: NodeIndex) -> Option<(NodeIndex, PathInfo)> {
-        let n = *self.local_nets(gpu).first()?;
+        let n = self
+            .channel0
+            .get(&gpu)
+            .copied()
+            .or_else(|| self.local_nets(gpu).first().copied())?;
         Some((n, self.path(gpu, n)?))
     }
 
@@ -297,96 +286,60 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// TEMPORARY until `nccl::paths` lands on main: path types from the PCI tree (PIX/PXB,
-/// PHB for anything through a CPU, SYS across CPUs) and NVL for NVLink-connected GPUs, with
-/// the bandwidth of the slowest link on the tree path. No PXN, P2C, NVB or GDR rules.
-fn temporary_paths_from_pci_tree(ctx: &Ctx) -> BTreeMap<(NodeIndex, NodeIndex), PathInfo> {
+/// NCCL's paths with the default constants and environment (`nccl::paths::compute`): from
+/// every GPU to the GPUs and network ports of its host, keyed by model node; plus each GPU's
+/// local network ports and the one NCCL gives its channel 0.
+fn nccl_paths(ctx: &mut Ctx) {
     let topo = ctx.topo;
-    let mut out = BTreeMap::new();
-    let sys_bw = |cpu: Option<NodeIndex>| {
-        cpu.and_then(|c| topo.cpu(c))
-            .map(|c| crate::model::BwConstants::default().sys_bw(c))
-            .unwrap_or(0.0)
-    };
-    let up_bw = |mut n: NodeIndex, stop: Option<NodeIndex>| -> f64 {
-        let mut bw = f64::INFINITY;
-        for _ in 0..64 {
-            if Some(n) == stop {
-                break;
-            }
-            match &topo.node(n).kind {
-                NodeKind::Cpu(_) => break,
-                NodeKind::Net(x) => bw = bw.min(x.bw()),
-                k => {
-                    if let Some(l) = topo.node(n).pcie() {
-                        bw = bw.min(l.bw());
-                    } else if matches!(k, NodeKind::NvSwitch(_)) {
-                        break;
-                    }
-                }
-            }
-            match topo.node(n).parent {
-                Some(p) => n = p,
-                None => break,
-            }
-        }
-        bw
-    };
+    let sys = System::build(topo, &BwConstants::default());
+    let policy = PathPolicy::default();
+    let paths = nccl::paths::compute(&sys, &policy);
+    let of: HashMap<NodeIndex, usize> = sys
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n.kind, NodeType::Gpu | NodeType::Net))
+        .filter_map(|(i, n)| n.topo.map(|t| (t, i)))
+        .collect();
+    let model = |i: usize| sys.nodes.get(i).and_then(|n| n.topo);
     for hv in &ctx.hosts {
         for &g in &hv.gpus {
-            let mut targets = hv.gpus.clone();
-            targets.extend(&hv.nets);
-            for t in targets {
-                if t == g {
-                    out.insert(
-                        (g, t),
-                        PathInfo {
-                            ty: PathType::Loc,
-                            bw: crate::model::BwConstants::default().loc,
-                        },
-                    );
-                    continue;
-                }
-                let class = matrix::pci_class(ctx, g, t);
-                let lca = matrix::common_ancestor(topo, g, ctx.pci_device(t));
-                let mut bw = up_bw(g, lca).min(up_bw(t, lca));
-                let ty = match class {
-                    matrix::PciClass::Pix => PathType::Pix,
-                    matrix::PciClass::Pxb => PathType::Pxb,
-                    matrix::PciClass::Phb | matrix::PciClass::Node => PathType::Phb,
-                    matrix::PciClass::Sys => {
-                        bw = bw.min(sys_bw(topo.root_cpu(g)));
-                        PathType::Sys
-                    }
-                };
-                let nv = if matches!(topo.node(t).kind, NodeKind::Gpu(_)) {
-                    ctx.nvlink_lanes_between(g, t)
-                } else {
-                    0
-                };
-                let info = if nv > 0 {
-                    let sm = topo.gpu(g).and_then(|x| x.sm).unwrap_or(0);
-                    let direct = ctx.nvlink(g).peers.iter().any(|p| p.0 == t);
-                    let lanes = if direct {
-                        nv
-                    } else {
-                        ctx.nvlink(g).switch_lanes
-                    };
+            let Some(&sg) = of.get(&g) else { continue };
+            for &t in hv.gpus.iter().chain(&hv.nets) {
+                let Some(&st) = of.get(&t) else { continue };
+                let Some(p) = paths.get(sg, st) else { continue };
+                // The relay GPU of a PXN or NVB path.
+                let via = p
+                    .route
+                    .iter()
+                    .skip(1)
+                    .take(p.route.len().saturating_sub(2))
+                    .find(|&&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
+                    .and_then(|&i| model(i));
+                ctx.paths.insert(
+                    (g, t),
                     PathInfo {
-                        ty: PathType::Nvl,
-                        bw: lanes as f64 * crate::model::BwConstants::default().nvlink_lane(sm),
-                    }
-                } else {
-                    PathInfo {
-                        ty,
-                        bw: if bw.is_finite() { bw } else { 0.0 },
-                    }
-                };
-                out.insert((g, t), info);
+                        ty: p.ty,
+                        bw: p.bw,
+                        hops: p.hops,
+                        via,
+                    },
+                );
+            }
+            let local: Vec<NodeIndex> = nccl::paths::local_nodes(&sys, &paths, sg, NodeType::Net)
+                .into_iter()
+                .filter_map(model)
+                .collect();
+            ctx.local.insert(g, local);
+            let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
+            if let Some(net) =
+                rank.and_then(|r| nccl::paths::local_net(&sys, &paths, &policy, r, 0))
+                && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
+            {
+                ctx.channel0.insert(g, n);
             }
         }
     }
-    out
 }
 
 /// Rounds a bandwidth for documents: two decimals, so 20.6 × 18 prints as 370.8.
@@ -612,6 +565,7 @@ mod snapshots {
             (ShowView::Matrix, "matrix"),
             (ShowView::Pci, "pci"),
             (ShowView::Dot, "dot"),
+            (ShowView::Paths, "paths"),
         ] {
             let text = render(t, view, DataFormat::Text, Style::default()).unwrap();
             insta::assert_snapshot!(format!("{name}_{vname}"), text);

@@ -229,6 +229,9 @@ struct PathDoc {
     #[serde(rename = "type")]
     ty: String,
     bw_gbps: f64,
+    hops: u32,
+    /// The GPU a PXN or NVB path relays through.
+    via: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -375,6 +378,8 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                         to: ctx.label(t),
                         ty: p.ty.name().to_string(),
                         bw_gbps: round2(p.bw),
+                        hops: p.hops,
+                        via: p.via.map(|v| ctx.label(v)),
                     });
                 }
             }
