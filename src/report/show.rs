@@ -55,7 +55,16 @@ pub(crate) struct HostView {
     pub host: HostId,
     pub gpus: Vec<NodeIndex>,
     pub nets: Vec<NodeIndex>,
+    /// NICs without a known network port (skeleton XML): matrix columns after the ports.
+    pub bare_nics: Vec<NodeIndex>,
     pub cpus: Vec<NodeIndex>,
+}
+
+impl HostView {
+    /// Ports, then port-less NICs: the `NIC#` columns of the matrix.
+    pub fn nic_columns(&self) -> Vec<NodeIndex> {
+        self.nets.iter().chain(&self.bare_nics).copied().collect()
+    }
 }
 
 /// What a GPU's NVLinks reach, summed over the model's per-chip links.
@@ -110,16 +119,22 @@ impl<'a> Ctx<'a> {
                         .filter(|&n| topo.node(n).host == host)
                         .collect()
                 };
+                let mut bare: Vec<NodeIndex> = topo
+                    .nics()
+                    .filter(|&n| topo.node(n).host == host && topo.children(n).is_empty())
+                    .collect();
+                bare.sort_by_key(|&n| (topo.node(n).busid(), n));
                 let hv = HostView {
                     host,
                     gpus: on(&gpus),
                     nets: on(&nets),
+                    bare_nics: bare,
                     cpus: on(&cpus),
                 };
                 for (i, &g) in hv.gpus.iter().enumerate() {
                     pos.insert(g, i);
                 }
-                for (i, &n) in hv.nets.iter().enumerate() {
+                for (i, n) in hv.nic_columns().into_iter().enumerate() {
                     pos.insert(n, i);
                 }
                 hv
@@ -340,6 +355,23 @@ fn nccl_paths(ctx: &mut Ctx) {
             }
         }
     }
+}
+
+/// A host's NVSwitch chips ordered by bus id (hidden ones last).
+pub(crate) fn sorted_nvswitches(ctx: &Ctx, host: HostId) -> Vec<NodeIndex> {
+    let mut v: Vec<NodeIndex> = ctx
+        .topo
+        .nvswitches()
+        .filter(|&s| ctx.topo.node(s).host == host)
+        .collect();
+    v.sort_by_key(|&s| {
+        (
+            ctx.topo.node(s).busid().is_none(),
+            ctx.topo.node(s).busid(),
+            s,
+        )
+    });
+    v
 }
 
 /// Rounds a bandwidth for documents: two decimals, so 20.6 × 18 prints as 370.8.

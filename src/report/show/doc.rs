@@ -139,14 +139,15 @@ struct GpuDoc {
 struct NicDoc {
     index: usize,
     host: u16,
-    name: String,
+    /// `null` for a NIC listed without a network port (skeleton XML); so are the port fields.
+    name: Option<String>,
     busid: Option<String>,
-    dev: i32,
+    dev: Option<i32>,
     speed_gbps: Option<f64>,
-    bw_gbps: f64,
-    port: u32,
-    gdr: bool,
-    coll: bool,
+    bw_gbps: Option<f64>,
+    port: Option<u32>,
+    gdr: Option<bool>,
+    coll: Option<bool>,
     numa: Option<i32>,
     link_layer: Option<String>,
     netdev: Option<String>,
@@ -400,14 +401,14 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
             nics.push(NicDoc {
                 index: ctx.index(n),
                 host: hv.host,
-                name: x.name.clone(),
+                name: Some(x.name.clone()),
                 busid: ctx.busid(n).map(|b| b.to_string()),
-                dev: x.dev,
+                dev: Some(x.dev),
                 speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
-                bw_gbps: round2(x.bw()),
-                port: x.port,
-                gdr: x.gdr,
-                coll: x.coll,
+                bw_gbps: Some(round2(x.bw())),
+                port: Some(x.port),
+                gdr: Some(x.gdr),
+                coll: Some(x.coll),
                 numa: ctx.numa(n),
                 link_layer: x.link_layer.clone(),
                 netdev: x.netdev.clone(),
@@ -423,6 +424,38 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .map(|&g| ctx.label(g))
                     .collect(),
                 pcie,
+            });
+        }
+        for &n in &hv.bare_nics {
+            let NodeKind::Nic(c) = &topo.node(n).kind else {
+                continue;
+            };
+            nics.push(NicDoc {
+                index: ctx.index(n),
+                host: hv.host,
+                name: None,
+                busid: c.busid.map(|b| b.to_string()),
+                dev: None,
+                speed_gbps: None,
+                bw_gbps: None,
+                port: None,
+                gdr: None,
+                coll: None,
+                numa: ctx.numa(n),
+                link_layer: None,
+                netdev: None,
+                state: None,
+                guid: None,
+                vendor: hex16(c.vendor),
+                device: hex16(c.device),
+                model: pci::model_name(c.vendor, c.device).map(str::to_string),
+                near_gpus: hv
+                    .gpus
+                    .iter()
+                    .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+                    .map(|&g| ctx.label(g))
+                    .collect(),
+                pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
             });
         }
         verdicts.extend(super::summary::verdicts(ctx, hv));
@@ -456,8 +489,10 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 .collect(),
         })
         .collect();
-    let nvswitches = topo
-        .nvswitches()
+    let nvswitches = ctx
+        .hosts
+        .iter()
+        .flat_map(|hv| super::sorted_nvswitches(ctx, hv.host))
         .filter_map(|s| match &topo.node(s).kind {
             NodeKind::NvSwitch(x) => Some((s, x)),
             _ => None,

@@ -192,7 +192,7 @@ fn paint_for(cell: &str) -> Paint {
 
 fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     let mut rows: Vec<Vec<(String, Paint)>> = vec![];
-    let devices: Vec<NodeIndex> = hv.gpus.iter().chain(&hv.nets).copied().collect();
+    let devices: Vec<NodeIndex> = hv.gpus.iter().copied().chain(hv.nic_columns()).collect();
     let mut header: Vec<(String, Paint)> = vec![(String::new(), Paint::None)];
     for &d in &devices {
         header.push((row_label(ctx, d), Paint::Bold));
@@ -222,10 +222,16 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     let mut out = tab_layout(&rows, style);
     out.push('\n');
     out.push_str(LEGEND);
-    if !hv.nets.is_empty() {
+    let nics = hv.nic_columns();
+    if !nics.is_empty() {
         out.push_str("\nNIC Legend:\n\n");
-        for (i, &n) in hv.nets.iter().enumerate() {
-            out.push_str(&format!("  NIC{i}: {}\n", ctx.label(n)));
+        for (i, &n) in nics.iter().enumerate() {
+            let note = if hv.bare_nics.contains(&n) {
+                " (no network port listed)"
+            } else {
+                ""
+            };
+            out.push_str(&format!("  NIC{i}: {}{note}\n", ctx.label(n)));
         }
     }
     let unknown: Vec<(usize, String)> = hv
@@ -265,7 +271,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
                 style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host)))
             ));
         }
-        if hv.gpus.is_empty() && hv.nets.is_empty() {
+        if hv.gpus.is_empty() && hv.nic_columns().is_empty() {
             out.push_str(&format!(
                 "No GPUs or network ports{}.\n",
                 no_gpu_reason(ctx, hv)
@@ -316,7 +322,7 @@ pub(crate) fn doc(ctx: &Ctx) -> Vec<MatrixDoc> {
     ctx.hosts
         .iter()
         .map(|hv| {
-            let devices: Vec<NodeIndex> = hv.gpus.iter().chain(&hv.nets).copied().collect();
+            let devices: Vec<NodeIndex> = hv.gpus.iter().copied().chain(hv.nic_columns()).collect();
             MatrixDoc {
                 host: hv.host,
                 labels: devices.iter().map(|&d| row_label(ctx, d)).collect(),
@@ -341,9 +347,9 @@ pub(crate) fn doc(ctx: &Ctx) -> Vec<MatrixDoc> {
                     .collect(),
                 numa_affinity: hv.gpus.iter().map(|&g| ctx.numa(g)).collect(),
                 nic_legend: hv
-                    .nets
-                    .iter()
-                    .map(|&n| NicLegend {
+                    .nic_columns()
+                    .into_iter()
+                    .map(|n| NicLegend {
                         label: row_label(ctx, n),
                         name: ctx.label(n),
                     })

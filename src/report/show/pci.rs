@@ -102,7 +102,10 @@ pub(crate) fn link_text(l: &PcieLink) -> String {
 pub(crate) enum FlagKind {
     Downtrained,
     UpstreamSlower,
-    VmArtefact,
+    /// An emulated 2.5 GT/s x1 bridge.
+    VmBridge,
+    /// A link reporting width 0.
+    VmWidth0,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -123,13 +126,13 @@ pub(crate) fn flags(ctx: &Ctx, n: NodeIndex) -> Vec<Flag> {
     let is_switch = matches!(node.kind, NodeKind::PciSwitch(_));
     if l.width == Some(0) {
         out.push(Flag {
-            kind: FlagKind::VmArtefact,
+            kind: FlagKind::VmWidth0,
             text: "reports link width 0 (virtual machine); NCCL counts it as x16".into(),
         });
     }
     if is_switch && is_vm_bridge(l) {
         out.push(Flag {
-            kind: FlagKind::VmArtefact,
+            kind: FlagKind::VmBridge,
             text: format!(
                 "2.5 GT/s x1 bridge: an emulated (VM) PCIe topology, not real hardware; NCCL still models paths through it at {:.1} GB/s",
                 l.bw()
@@ -317,8 +320,19 @@ pub(crate) fn fmt_gbps(mbps: u64) -> String {
     }
 }
 
+/// Children in `lspci -t` order: by bus id, ports of a NIC by port number.
+pub(crate) fn sorted_children(ctx: &Ctx, n: NodeIndex) -> Vec<NodeIndex> {
+    let mut kids = ctx.topo.children(n);
+    kids.sort_by_key(|&k| {
+        let node = ctx.topo.node(k);
+        let port = ctx.topo.net(k).map(|x| (x.port, x.name.clone()));
+        (node.busid(), port, k)
+    });
+    kids
+}
+
 fn tree(ctx: &Ctx, n: NodeIndex, prefix: &str, out: &mut String, style: Style, depth: usize) {
-    let kids = ctx.topo.children(n);
+    let kids = sorted_children(ctx, n);
     for (i, &k) in kids.iter().enumerate() {
         let last = i + 1 == kids.len();
         let (branch, cont) = if last {
@@ -372,11 +386,7 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         tree(ctx, c, "", &mut out, style, 0);
         out.push('\n');
     }
-    let switches: Vec<NodeIndex> = ctx
-        .topo
-        .nvswitches()
-        .filter(|&s| ctx.topo.node(s).host == hv.host)
-        .collect();
+    let switches = super::sorted_nvswitches(ctx, hv.host);
     if !switches.is_empty() {
         out.push_str(&style.bold("NVSwitches (reached over NVLink, not PCIe)"));
         out.push('\n');
@@ -535,8 +545,7 @@ pub(crate) fn doc_node(ctx: &Ctx, n: NodeIndex, depth: usize) -> PciNode {
         cur_link_width: l.and_then(|l| l.cur_width),
         flags: flags(ctx, n),
         children: if depth < 32 {
-            ctx.topo
-                .children(n)
+            sorted_children(ctx, n)
                 .into_iter()
                 .map(|k| doc_node(ctx, k, depth + 1))
                 .collect()
@@ -590,11 +599,11 @@ mod tests {
         let br = t.node(g0).parent.unwrap();
         let fb = flags(&ctx, br);
         assert_eq!(fb.len(), 1);
-        assert_eq!(fb[0].kind, FlagKind::VmArtefact);
+        assert_eq!(fb[0].kind, FlagKind::VmBridge);
         assert!(fb[0].text.contains("0.2 GB/s"));
         let fg = flags(&ctx, g0);
         assert_eq!(fg.len(), 1, "{fg:?}");
-        assert_eq!(fg[0].kind, FlagKind::VmArtefact);
+        assert_eq!(fg[0].kind, FlagKind::VmWidth0);
     }
 
     #[test]

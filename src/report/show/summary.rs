@@ -1,7 +1,7 @@
 //! The summary view: host, GPUs, NICs, NUMA nodes, switches, verdicts and warnings.
 
 use super::matrix::{PciClass, pci_class};
-use super::pci::{fmt_gbps, gen_width};
+use super::pci::{FlagKind, fmt_gbps, gen_width};
 use super::{Cell, Ctx, HostView, Paint, ranges, table};
 use crate::model::bw::{IntelClass, intel_class};
 use crate::model::{Cpu, CpuVendor, LinkKind, NodeKind, class};
@@ -109,10 +109,11 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
         nic_verdicts(ctx, hv, &mut out);
         numa_verdicts(ctx, hv, &mut out);
     }
-    if !gpus.is_empty() && hv.nets.is_empty() {
+    if !gpus.is_empty() && hv.nic_columns().is_empty() {
         out.push("No network ports found: this host can only run single-node jobs".to_string());
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut vm_bridges, mut vm_width0) = (0, 0);
     for n in ctx
         .topo
         .graph
@@ -120,19 +121,41 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
         .filter(|&n| ctx.topo.node(n).host == hv.host)
     {
         for f in super::pci::flags(ctx, n) {
-            *counts
-                .entry(match f.kind {
-                    super::pci::FlagKind::Downtrained => "downtrained",
-                    super::pci::FlagKind::UpstreamSlower => "limited by a slower upstream link",
-                    super::pci::FlagKind::VmArtefact => "virtual-machine artefacts",
-                })
-                .or_default() += 1;
+            match f.kind {
+                FlagKind::Downtrained => *counts.entry("downtrained").or_default() += 1,
+                FlagKind::UpstreamSlower => {
+                    *counts
+                        .entry("limited by a slower upstream link")
+                        .or_default() += 1
+                }
+                FlagKind::VmBridge => vm_bridges += 1,
+                FlagKind::VmWidth0 => vm_width0 += 1,
+            }
         }
     }
     if !counts.is_empty() {
         let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
         out.push(format!(
             "PCIe links worth a look: {} (see --view pci)",
+            parts.join(", ")
+        ));
+    }
+    if vm_bridges + vm_width0 > 0 {
+        let mut parts = vec![];
+        if vm_bridges > 0 {
+            parts.push(format!(
+                "{vm_bridges} emulated 2.5 GT/s x1 bridge{}",
+                if vm_bridges == 1 { "" } else { "s" }
+            ));
+        }
+        if vm_width0 > 0 {
+            parts.push(format!(
+                "{vm_width0} link{} of width 0",
+                if vm_width0 == 1 { "" } else { "s" }
+            ));
+        }
+        out.push(format!(
+            "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",
             parts.join(", ")
         ));
     }
@@ -233,12 +256,25 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
 }
 
 fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
-    if hv.nets.is_empty() {
+    let cols = hv.nic_columns();
+    if cols.is_empty() {
         return;
     }
-    let near = |g: NodeIndex| -> Vec<NodeIndex> {
-        hv.nets
+    let has = |n: usize| if n == 1 { "has" } else { "have" };
+    let their = |n: usize| if n == 1 { "its" } else { "their" };
+    // GPUs whose NUMA node has no NIC at all; said once, not again as "no NIC on its switch".
+    let nic_numas: Vec<i32> = cols.iter().filter_map(|&n| ctx.numa(n)).collect();
+    let lonely: Vec<NodeIndex> = if hv.cpus.len() > 1 && !nic_numas.is_empty() {
+        hv.gpus
             .iter()
+            .copied()
+            .filter(|&g| ctx.numa(g).is_some_and(|x| !nic_numas.contains(&x)))
+            .collect()
+    } else {
+        vec![]
+    };
+    let near = |g: NodeIndex| -> Vec<NodeIndex> {
+        cols.iter()
             .copied()
             .filter(|&n| pci_class(ctx, g, n) <= PciClass::Pxb)
             .collect()
@@ -256,9 +292,26 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
     let m = per_nic.values().next().map(|v| v.len()).unwrap_or(0);
     let same_m = per_nic.values().all(|v| v.len() == m);
     if all_have && same_k && same_m && k == 1 && m == 1 {
-        out.push(
-            "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC".to_string(),
-        );
+        // Say so when the pairing does not follow the numbering (IBM gx3d: GPU0 ↔ mlx5_7).
+        let crossed = per_gpu
+            .iter()
+            .any(|(g, ns)| ns.first().is_some_and(|&n| ctx.index(n) != ctx.index(*g)));
+        let mut line =
+            "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC".to_string();
+        if crossed {
+            let pairs: Vec<String> = per_gpu
+                .iter()
+                .filter_map(|(g, ns)| {
+                    ns.first()
+                        .map(|&n| format!("{}↔{}", ctx.label(*g), ctx.label(n)))
+                })
+                .collect();
+            line.push_str(&format!(
+                " (NIC numbering differs from GPU numbering: {})",
+                pairs.join(", ")
+            ));
+        }
+        out.push(line);
     } else if all_have && same_k && same_m && m == 1 {
         out.push(format!(
             "Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"
@@ -270,51 +323,44 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
     } else {
         let without: Vec<NodeIndex> = per_gpu
             .iter()
-            .filter(|(_, ns)| ns.is_empty())
+            .filter(|(g, ns)| ns.is_empty() && !lonely.contains(g))
             .map(|(g, _)| *g)
             .collect();
-        if !without.is_empty() && without.len() < hv.gpus.len() {
-            out.push(format!(
-                "{} {} no NIC behind {} PCIe switch",
-                gpu_numbers(ctx, &without),
-                if without.len() == 1 { "has" } else { "have" },
-                if without.len() == 1 { "its" } else { "their" }
-            ));
-        } else if without.len() == hv.gpus.len() {
+        let any_near = per_gpu.iter().any(|(_, ns)| !ns.is_empty());
+        if !any_near {
             out.push(
                 "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU"
                     .to_string(),
             );
-        }
-    }
-    // GPUs whose NUMA node has no NIC at all.
-    let nic_numas: Vec<i32> = hv.nets.iter().filter_map(|&n| ctx.numa(n)).collect();
-    let numas: Vec<i32> = hv
-        .cpus
-        .iter()
-        .filter_map(|&c| ctx.topo.cpu(c))
-        .map(|c| c.numa)
-        .collect();
-    if numas.len() > 1 && !nic_numas.is_empty() {
-        let lonely: Vec<NodeIndex> = hv
-            .gpus
-            .iter()
-            .copied()
-            .filter(|&g| ctx.numa(g).is_some_and(|x| !nic_numas.contains(&x)))
-            .collect();
-        if !lonely.is_empty() {
-            let mut ns: Vec<i32> = lonely.iter().filter_map(|&g| ctx.numa(g)).collect();
-            ns.sort();
-            ns.dedup();
-            let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
+        } else if !without.is_empty() {
             out.push(format!(
-                "{} {} no NIC on {} socket (NUMA {}): their network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
-                gpu_numbers(ctx, &lonely),
-                if lonely.len() == 1 { "has" } else { "have" },
-                if lonely.len() == 1 { "its" } else { "their" },
-                ns.join(", ")
+                "{} {} no NIC behind {} PCIe switch",
+                gpu_numbers(ctx, &without),
+                has(without.len()),
+                their(without.len())
             ));
         }
+    }
+    if !lonely.is_empty() {
+        let mut ns: Vec<i32> = lonely.iter().filter_map(|&g| ctx.numa(g)).collect();
+        ns.sort();
+        ns.dedup();
+        let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
+        out.push(format!(
+            "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
+            gpu_numbers(ctx, &lonely),
+            has(lonely.len()),
+            their(lonely.len()),
+            ns.join(", "),
+            their(lonely.len())
+        ));
+    }
+    if !hv.bare_nics.is_empty() {
+        out.push(format!(
+            "{} NIC{} listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown",
+            hv.bare_nics.len(),
+            if hv.bare_nics.len() == 1 { "" } else { "s" }
+        ));
     }
     let no_gdr: Vec<String> = hv
         .nets
@@ -457,7 +503,10 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                         .into(),
                 );
             }
-            let nv = nvlink_text(ctx, g);
+            let mut nv = nvlink_text(ctx, g);
+            if nv.len() > 40 && nv.starts_with("unknown") {
+                nv = "unknown (see note)".to_string();
+            }
             let paint = if nv.starts_with("unknown") {
                 Paint::Yellow
             } else {
@@ -471,11 +520,25 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             r
         })
         .collect();
-    table("  ", &header, &rows, style)
+    let mut out = table("  ", &header, &rows, style);
+    let mut notes: Vec<String> = hv
+        .gpus
+        .iter()
+        .filter_map(|&g| ctx.nvlink(g).unknown)
+        .filter(|r| r.len() + "unknown ()".len() > 40)
+        .collect();
+    notes.dedup();
+    for n in notes {
+        out.push_str(&format!(
+            "  {} NVLink unknown: {n}\n",
+            style.yellow("note:")
+        ));
+    }
+    out
 }
 
 fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
-    let rows: Vec<Vec<Cell>> = hv
+    let mut rows: Vec<Vec<Cell>> = hv
         .nets
         .iter()
         .filter_map(|&n| ctx.topo.net(n).map(|x| (n, x)))
@@ -505,6 +568,25 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             ]
         })
         .collect();
+    for &n in &hv.bare_nics {
+        let mut r: Vec<Cell> = vec![
+            ctx.index(n).to_string().into(),
+            Cell::paint("(no port listed)", Paint::Dim),
+            ctx.busid(n)
+                .map(|b| b.to_string())
+                .unwrap_or_default()
+                .into(),
+        ];
+        r.extend(["?", "?", "?", "?"].map(Cell::from));
+        r.push(
+            ctx.numa(n)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "?".into())
+                .into(),
+        );
+        r.push("—".into());
+        rows.push(r);
+    }
     table(
         "  ",
         &[
@@ -718,13 +800,13 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         out.push_str(&section("GPUs", hv.gpus.len(), style));
         out.push_str(&gpu_table(ctx, hv, style));
     }
-    if !hv.nets.is_empty() {
-        out.push_str(&section("NICs", hv.nets.len(), style));
+    if !hv.nic_columns().is_empty() {
+        out.push_str(&section("NICs", hv.nic_columns().len(), style));
         out.push_str(&nic_table(ctx, hv, style));
     }
     out.push_str(&section("NUMA nodes", hv.cpus.len(), style));
     out.push_str(&numa_table(ctx, hv, style));
-    let nvs: Vec<NodeIndex> = ctx.topo.nvswitches().filter(on_host).collect();
+    let nvs = super::sorted_nvswitches(ctx, hv.host);
     if !nvs.is_empty() {
         out.push_str(&section("NVSwitches", nvs.len(), style));
         out.push_str(&nvswitch_table(ctx, &nvs, style));
@@ -854,5 +936,68 @@ mod tests {
         let text = render(&ctx, Style::default());
         assert!(text.contains("unknown (no NVML)"), "{text}");
         assert!(!text.contains("none"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod rail_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn portless_nics_still_give_the_rail_picture() {
+        let t = two_rails(false);
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("GPU↔NIC rail-aligned 1:1")),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&"2 NICs listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown".to_string()),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|l| l.starts_with("No network ports")),
+            "{got:?}"
+        );
+        let m = super::super::matrix::render(&ctx, Style::default());
+        assert!(m.contains("GPU0     X      NODE    PIX     NODE"), "{m}");
+        assert!(
+            m.contains("  NIC1: 0000:22:00.0 (no network port listed)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn crossed_numbering_is_spelled_out() {
+        let t = two_rails(true);
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.contains(&"GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC (NIC numbering differs from GPU numbering: GPU0↔mlx5_1, GPU1↔mlx5_0)".to_string()),
+            "{got:?}"
+        );
+        let (nic, p) = ctx.nearest_nic(ctx.hosts[0].gpus[0]).unwrap();
+        assert_eq!(ctx.label(nic), "mlx5_1");
+        assert_eq!(p.ty, crate::nccl::types::PathType::Pix);
+    }
+
+    #[test]
+    fn vm_topology_is_one_verdict() {
+        let t = vm_bridges();
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.iter().any(|l| l.starts_with(
+                "Virtual-machine PCIe topology (1 emulated 2.5 GT/s x1 bridge, 2 links of width 0)"
+            )),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|l| l.starts_with("PCIe links worth a look")),
+            "{got:?}"
+        );
     }
 }

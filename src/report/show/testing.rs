@@ -249,3 +249,50 @@ pub fn vm_bridges() -> Topology {
     t.connect_cpus();
     t
 }
+
+/// Two GPUs, each behind its own switch with a NIC, as a skeleton XML lists them: NICs by PCI
+/// class only (no ports). With `ports`, the NICs get ports numbered against the GPUs
+/// (GPU0's NIC is mlx5_1), as on IBM's gx3d.
+pub fn two_rails(ports: bool) -> Topology {
+    let mut t = Topology::new(SourceInfo {
+        kind: "test".into(),
+        origin: None,
+    });
+    host(&mut t, "rails");
+    let gen5 = "32.0 GT/s PCIe";
+    let c0 = cpu(&mut t, 0, "0-63", "GenuineIntel", 143);
+    for i in 0..2u8 {
+        let sw = t.add_child(
+            c0,
+            switch(&format!("0000:{:02x}:00.0", 0x10 + 0x10 * i), gen5, 16),
+        );
+        let mut g = gpu(
+            &format!("0000:{:02x}:00.0", 0x11 + 0x10 * i),
+            i as i32,
+            "NVIDIA H100 80GB HBM3",
+            0x2330,
+            90,
+            gen5,
+        );
+        g.nvlink = NvlinkInfo::Unknown("skeleton file".into());
+        t.add_child(sw, NodeKind::Gpu(g));
+        let n = t.add_child(
+            sw,
+            nic(
+                &format!("0000:{:02x}:00.0", 0x12 + 0x10 * i),
+                0x1021,
+                gen5,
+                16,
+            ),
+        );
+        if ports {
+            let dev = 1 - i as i32;
+            t.add_child(
+                n,
+                net(&format!("mlx5_{dev}"), dev, 400, Some("InfiniBand"), true),
+            );
+        }
+    }
+    t.connect_cpus();
+    t
+}
