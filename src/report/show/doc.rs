@@ -482,10 +482,10 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 .map(|&g| ctx.label(g))
                 .collect(),
             nics: hv
-                .nets
-                .iter()
-                .filter(|&&n| topo.root_cpu(n) == Some(c))
-                .map(|&n| ctx.label(n))
+                .nic_columns()
+                .into_iter()
+                .filter(|&n| topo.root_cpu(n) == Some(c))
+                .map(|n| ctx.label(n))
                 .collect(),
         })
         .collect();

@@ -320,6 +320,12 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         out.push(format!(
             "{m} GPUs share each NIC behind a PCIe switch ({m}:1)"
         ));
+    } else if all_have && same_k && same_m {
+        out.push(format!(
+            "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
+            hv.gpus.len(),
+            per_nic.len()
+        ));
     } else {
         let without: Vec<NodeIndex> = per_gpu
             .iter()
@@ -618,10 +624,10 @@ fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 .map(|&g| ctx.index(g))
                 .collect();
             let nics: Vec<String> = hv
-                .nets
-                .iter()
-                .filter(|&&n| ctx.topo.root_cpu(n) == Some(c))
-                .map(|&n| ctx.label(n))
+                .nic_columns()
+                .into_iter()
+                .filter(|&n| ctx.topo.root_cpu(n) == Some(c))
+                .map(|n| ctx.label(n))
                 .collect();
             vec![
                 (if x.numa >= 0 {
