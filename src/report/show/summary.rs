@@ -218,12 +218,25 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
     }
     // Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
     let mut pairs = vec![];
+    let mut lanes = vec![];
     let mut pcie_classes = vec![];
+    // Islands of GPUs joined by NVLink (union-find over host positions).
+    let mut island: Vec<usize> = (0..n).collect();
+    fn root(v: &mut [usize], mut x: usize) -> usize {
+        while v[x] != x {
+            v[x] = v[v[x]];
+            x = v[x];
+        }
+        x
+    }
     for (i, &a) in gpus.iter().enumerate() {
-        for &b in &gpus[i + 1..] {
+        for (j, &b) in gpus.iter().enumerate().skip(i + 1) {
             let nv = ctx.nvlink_lanes_between(a, b);
             if nv > 0 {
                 pairs.push(format!("{}–{} NV{nv}", ctx.label(a), ctx.label(b)));
+                lanes.push(nv);
+                let (ra, rb) = (root(&mut island, i), root(&mut island, j));
+                island[ra] = rb;
             } else {
                 pcie_classes.push(pci_class(ctx, a, b));
             }
@@ -236,22 +249,56 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
             _ => String::new(),
         }
     };
+    // Few pairs are worth naming; a mesh is summarised by its lane range.
+    let detail = if pairs.len() <= 6 {
+        pairs.join(", ")
+    } else {
+        let (lo, hi) = (
+            lanes.iter().min().copied().unwrap_or(0),
+            lanes.iter().max().copied().unwrap_or(0),
+        );
+        if lo == hi {
+            format!("NV{lo} each")
+        } else {
+            format!("NV{lo}–NV{hi}")
+        }
+    };
+    let total = n * (n - 1) / 2;
     if pairs.is_empty() {
         out.push(format!(
             "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
             span(&pcie_classes)
         ));
     } else if pcie_classes.is_empty() {
-        out.push(format!(
-            "All {n} GPUs directly NVLinked: {}",
-            pairs.join(", ")
-        ));
+        out.push(format!("All {n} GPUs directly NVLinked: {detail}"));
     } else {
-        out.push(format!(
-            "NVLink only between {}; the other GPU pairs use PCIe ({}), so a ring over all GPUs crosses PCIe",
-            pairs.join(", "),
-            span(&pcie_classes)
-        ));
+        let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
+        for (i, &g) in gpus.iter().enumerate() {
+            let r = root(&mut island, i);
+            groups.entry(r).or_default().push(g);
+        }
+        if groups.len() == 1 {
+            out.push(format!(
+                "NVLink mesh: {} of {total} GPU pairs directly linked ({detail}), the rest use PCIe ({}); every GPU reaches the others over NVLink",
+                pairs.len(),
+                span(&pcie_classes)
+            ));
+        } else {
+            let mut names: Vec<(usize, String)> = groups
+                .values()
+                .map(|v| {
+                    let first = v.iter().map(|&g| ctx.index(g)).min().unwrap_or(0);
+                    (first, gpu_numbers(ctx, v))
+                })
+                .collect();
+            names.sort();
+            let names: Vec<String> = names.into_iter().map(|x| x.1).collect();
+            out.push(format!(
+                "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({}), so a ring over all GPUs crosses PCIe",
+                names.join("; "),
+                span(&pcie_classes)
+            ));
+        }
     }
 }
 
@@ -1004,6 +1051,41 @@ mod rail_tests {
         assert!(
             !got.iter().any(|l| l.starts_with("PCIe links worth a look")),
             "{got:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod nvlink_shape_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    fn first_verdict(t: &crate::model::Topology) -> String {
+        let ctx = Ctx::new(t);
+        verdicts(&ctx, &ctx.hosts[0])[0].clone()
+    }
+
+    #[test]
+    fn bridged_pairs_are_islands_and_a_connected_graph_is_a_mesh() {
+        let mut t = pcie_2socket();
+        let g = t.gpus();
+        for (a, b) in [(0, 1), (2, 3), (4, 5)] {
+            t.add_nvlink(g[a], g[b], 4);
+            t.add_nvlink(g[b], g[a], 4);
+        }
+        assert_eq!(
+            first_verdict(&t),
+            "NVLink islands: GPUs 0–1; GPUs 2–3; GPUs 4–5 (GPU0–GPU1 NV4, GPU2–GPU3 NV4, GPU4–GPU5 NV4); \
+             traffic between islands uses PCIe (best PXB, worst SYS), so a ring over all GPUs crosses PCIe"
+        );
+        for (a, b) in [(1, 2), (3, 4)] {
+            t.add_nvlink(g[a], g[b], 2);
+            t.add_nvlink(g[b], g[a], 2);
+        }
+        assert_eq!(
+            first_verdict(&t),
+            "NVLink mesh: 5 of 15 GPU pairs directly linked (GPU0–GPU1 NV4, GPU1–GPU2 NV2, GPU2–GPU3 NV4, \
+             GPU3–GPU4 NV2, GPU4–GPU5 NV4), the rest use PCIe (best PXB, worst SYS); every GPU reaches the others over NVLink"
         );
     }
 }
