@@ -627,10 +627,14 @@ fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<
         let Some(p) = node.parent else { continue };
         let (kind, bw) = match &node.kind {
             NodeKind::Net(x) => ("net", x.bw()),
+            // The model's own edge: a NIC without PCI location sits on the CPU at LOC bandwidth.
             _ => (
                 "pcie",
-                node.pcie()
-                    .map(|l| l.bw())
+                topo.graph
+                    .edges_connecting(p, n)
+                    .find(|e| e.weight().kind == LinkKind::Pci)
+                    .map(|e| e.weight().bw)
+                    .or_else(|| node.pcie().map(|l| l.bw()))
                     .unwrap_or(BwConstants::default().loc),
             ),
         };

@@ -20,8 +20,13 @@ fn node_line(ctx: &Ctx, n: NodeIndex, id: &str, indent: &str) -> String {
             let cpus = super::cpu_list(c)
                 .map(|l| format!("\\nCPUs {l}"))
                 .unwrap_or_default();
+            let numa = if c.numa >= 0 {
+                c.numa.to_string()
+            } else {
+                "?".to_string()
+            };
             (
-                format!("CPU / NUMA {}{cpus}", c.numa),
+                format!("CPU / NUMA {numa}{cpus}"),
                 "shape=box3d, fillcolor=\"#f2f2f2\"",
             )
         }
@@ -30,7 +35,11 @@ fn node_line(ctx: &Ctx, n: NodeIndex, id: &str, indent: &str) -> String {
             "fillcolor=\"#eeeeee\"",
         ),
         NodeKind::Gpu(g) => {
-            let name = g.name.clone().unwrap_or_else(|| "GPU".into());
+            let name = g
+                .name
+                .clone()
+                .or_else(|| super::pci::model_name(g.vendor, g.device).map(str::to_string))
+                .unwrap_or_else(|| "GPU".into());
             (
                 format!("{}\\n{name}\\n{}", ctx.label(n), g.busid),
                 "fillcolor=\"#d9f2b3\"",
@@ -113,7 +122,14 @@ pub(crate) fn render(ctx: &Ctx) -> String {
                 "    subgraph {} {{\n",
                 q(&format!("cluster_h{}_numa{}", hv.host, c.index()))
             ));
-            out.push_str(&format!("      label={};\n", q(&format!("NUMA {numa}"))));
+            out.push_str(&format!(
+                "      label={};\n",
+                q(&if numa >= 0 {
+                    format!("NUMA {numa}")
+                } else {
+                    "NUMA ?".to_string()
+                })
+            ));
             for &n in in_cpu.get(&c).map(|v| v.as_slice()).unwrap_or(&[]) {
                 out.push_str(&node_line(ctx, n, &id(n), "      "));
             }
@@ -135,7 +151,7 @@ pub(crate) fn render(ctx: &Ctx) -> String {
                     q(&format!("port {}", x.port))
                 )
             }
-            _ => match node.pcie() {
+            _ => match node.pcie().filter(|_| node.busid().is_some()) {
                 Some(l) => {
                     let label = format!(
                         "{}\\n{:.1} GB/s",

@@ -251,9 +251,14 @@ pub(crate) fn describe(ctx: &Ctx, n: NodeIndex) -> String {
                 .busid
                 .map(|b| b.to_string())
                 .unwrap_or_else(|| "(no PCI location)".into());
+            let what = if x.busid.is_none() && x.class == 0 {
+                "NIC attached to the CPU"
+            } else {
+                class::describe(x.class)
+            };
             format!(
                 "{b}  {}{}{}  {}",
-                class::describe(x.class),
+                what,
                 ids(x.vendor, x.device),
                 named(x.vendor, x.device),
                 if x.busid.is_some() {
