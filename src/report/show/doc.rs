@@ -115,6 +115,8 @@ struct GpuDoc {
     dev: Option<i32>,
     busid: String,
     name: Option<String>,
+    /// Model from the PCI ids when the source gave no name (`H100 SXM5 80GB`).
+    model: Option<String>,
     sm: Option<u32>,
     numa: Option<i32>,
     cpu_affinity: Option<String>,
@@ -334,6 +336,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 dev: (x.dev >= 0).then_some(x.dev),
                 busid: x.busid.to_string(),
                 name: x.name.clone(),
+                model: pci::model_name(x.vendor, x.device).map(str::to_string),
                 sm: x.sm,
                 numa: ctx.numa(g),
                 cpu_affinity: topo
