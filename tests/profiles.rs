@@ -669,3 +669,39 @@ fn the_rtx4090_profile_reproduces_its_nccl_dump() {
         _ => unreachable!(),
     }
 }
+
+#[test]
+fn the_documented_example_loads_as_described() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/profiles.md")).unwrap();
+    let section = doc.split("## An annotated example").nth(1).unwrap();
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let t = profile::load_str(yaml, "docs/profiles.md", "example").unwrap();
+    let g = t.gpus();
+    assert_eq!(t.gpu(g[0]).unwrap().busid.to_string(), "0000:18:00.0");
+    let devs: Vec<(String, i32)> = t
+        .nets()
+        .iter()
+        .map(|&n| (t.net(n).unwrap().name.clone(), t.net(n).unwrap().dev))
+        .collect();
+    assert_eq!(devs, vec![("mlx5_0".into(), 0), ("mlx5_1".into(), 1)]);
+    let sys: Vec<f64> = t
+        .graph
+        .edge_references()
+        .filter(|e| e.weight().kind == LinkKind::Sys)
+        .map(|e| e.weight().bw)
+        .collect();
+    assert_eq!(sys, vec![22.0, 22.0]);
+    assert_eq!(t.nvlinks(g[0]).len(), 1);
+    assert!((t.nvlinks(g[0])[0].2 - 82.4).abs() < 1e-9);
+    assert_eq!(
+        t.hosts[0].env.get("NCCL_IB_HCA").map(String::as_str),
+        Some("mlx5_0,mlx5_1")
+    );
+}

@@ -15,6 +15,7 @@ use crate::model::{
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
 use schema::{GpuRef, GpuSpec, LinkSpec, NicSpec, PortSpec, Profile, SwitchSpec};
+use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
@@ -70,8 +71,8 @@ pub fn load_file(path: &Path) -> Result<Topology> {
 
 /// Parses and builds a profile; `file` names it in errors, `origin` goes to `SourceInfo`.
 pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
-    let profile: Profile = yaml_serde::from_str(text)
-        .map_err(|e| error::usage(format!("cannot parse {file}: {}", yaml_message(&e)), HINT))?;
+    let profile =
+        parse(text).map_err(|msg| error::usage(format!("cannot parse {file}: {msg}"), HINT))?;
     let mut topo = build(&profile)
         .map_err(|msg| error::usage(format!("invalid profile {file}: {msg}"), HINT))?;
     topo.source = SourceInfo {
@@ -79,6 +80,37 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
         origin: Some(origin.to_string()),
     };
     Ok(topo)
+}
+
+/// Typed parse straight from the text (errors keep their line and column). The typed
+/// deserializer does not expand `<<` merge keys, so a file that uses them is read as a YAML
+/// value, merged, then deserialized (errors then name the field path but no line).
+fn parse(text: &str) -> Result<Profile, String> {
+    let direct = match yaml_serde::from_str::<Profile>(text) {
+        Ok(p) => return Ok(p),
+        Err(e) => e,
+    };
+    let mut value: yaml_serde::Value = match yaml_serde::from_str(text) {
+        Ok(v) => v,
+        Err(_) => return Err(yaml_message(&direct)),
+    };
+    if !has_merge_key(&value) {
+        return Err(yaml_message(&direct));
+    }
+    value.apply_merge().map_err(|e| yaml_message(&e))?;
+    Profile::deserialize(value)
+        .map_err(|e| format!("{} (after expanding << merge keys)", yaml_message(&e)))
+}
+
+fn has_merge_key(v: &yaml_serde::Value) -> bool {
+    match v {
+        yaml_serde::Value::Mapping(m) => m
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("<<") || has_merge_key(v)),
+        yaml_serde::Value::Sequence(s) => s.iter().any(has_merge_key),
+        yaml_serde::Value::Tagged(t) => has_merge_key(&t.value),
+        _ => false,
+    }
 }
 
 /// `line L column C: message` from a YAML error (its own text puts the position last).
@@ -1040,6 +1072,43 @@ nvlink:
             "gpus: [{bus: \"0000:11:00.0\", index: 0}]",
         );
         assert!(err(&y3).contains("both have index 0"));
+    }
+
+    #[test]
+    fn yaml_anchors_and_merge_keys_work_as_templates() {
+        let y = r#"
+name: anchors
+cpu: {arch: x86_64}
+defaults:
+  gpu: {sm: 90}
+templates:
+  pex: &pex {link: gen5x16, vendor: 0x1000, device: 0xc030}
+numa:
+  - id: 0
+    switches:
+      - {<<: *pex, bus: "0000:10:00.0", gpus: ["0000:11:00.0"]}
+      - {<<: *pex, bus: "0000:20:00.0", link: gen4x8, gpus: ["0000:21:00.0"]}
+"#;
+        let t = load_str(y, "t.yaml", "t.yaml").unwrap();
+        let sw: Vec<(Option<u16>, f64)> = t
+            .pci_switches()
+            .map(|s| match &t.node(s).kind {
+                NodeKind::PciSwitch(p) => (p.device, p.pcie.bw()),
+                _ => unreachable!(),
+            })
+            .collect();
+        // The merged template fills the gaps; a key set next to the merge wins.
+        assert_eq!(sw, vec![(Some(0xc030), 48.0), (Some(0xc030), 12.0)]);
+        // A typo inside a template is still caught where it is merged.
+        let bad = y.replace("device: 0xc030}", "devise: 0xc030}");
+        let e = err(&bad);
+        assert!(
+            e.contains("unknown field `devise`") && e.contains("after expanding << merge keys"),
+            "{e}"
+        );
+        // Without merge keys the error keeps its position.
+        let e = err(&MINI.replace("sm: 90", "sm: ninety"));
+        assert!(e.contains("line 5 column 13: defaults.gpu.sm: invalid type"), "{e}");
     }
 
     #[test]

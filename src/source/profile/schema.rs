@@ -26,6 +26,10 @@ pub struct Profile {
     pub numa: Vec<NumaSpec>,
     #[serde(default)]
     pub nvlink: NvlinkSpec,
+    /// Free-form YAML whose only use is to hold anchors (`&gpu_pair`) that the rest of the file
+    /// merges in with `<<: *gpu_pair`; never read otherwise.
+    #[serde(default)]
+    pub templates: Option<yaml_serde::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
