@@ -1108,7 +1108,10 @@ numa:
         );
         // Without merge keys the error keeps its position.
         let e = err(&MINI.replace("sm: 90", "sm: ninety"));
-        assert!(e.contains("line 5 column 13: defaults.gpu.sm: invalid type"), "{e}");
+        assert!(
+            e.contains("line 5 column 13: defaults.gpu.sm: invalid type"),
+            "{e}"
+        );
     }
 
     #[test]
