@@ -705,3 +705,28 @@ fn the_documented_example_loads_as_described() {
         Some("mlx5_0,mlx5_1")
     );
 }
+
+#[test]
+fn loading_is_deterministic() {
+    let edges = |t: &Topology| -> Vec<String> {
+        t.graph
+            .edge_references()
+            .map(|e| {
+                format!(
+                    "{:?}>{:?} {:?} {} {}",
+                    e.source(),
+                    e.target(),
+                    e.weight().kind,
+                    e.weight().bw,
+                    e.weight().lanes
+                )
+            })
+            .collect()
+    };
+    for name in profile::builtin_names() {
+        let first = edges(&builtin(name));
+        for _ in 0..5 {
+            assert_eq!(edges(&builtin(name)), first, "{name}");
+        }
+    }
+}

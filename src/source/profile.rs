@@ -270,6 +270,9 @@ impl<'a> Flattener<'a> {
             .sm
             .or(d.sm)
             .ok_or_else(|| format!("{what}: missing sm (set it on the gpu or in defaults.gpu)"))?;
+        if g.index.is_some_and(|i| i < 0) {
+            return Err(format!("{what}: index must not be negative"));
+        }
         let mut gpu = Gpu::new(bus, g.index.unwrap_or(-1));
         gpu.sm = Some(sm);
         gpu.name = g.name.clone().or(d.name);
@@ -666,7 +669,8 @@ fn build(p: &Profile) -> Result<Topology, String> {
                 }
                 v
             }
-            None => sm_of.keys().copied().collect(),
+            // Bus-id order keeps edge insertion (and so every later output) deterministic.
+            None => gpu_items.iter().map(|&i| bus_of(&items[i])).collect(),
         };
         let per_gpu: u32 = s.lanes.iter().sum();
         for b in &fabric {
