@@ -730,3 +730,33 @@ fn loading_is_deterministic() {
         }
     }
 }
+
+#[test]
+fn nccl_paths_on_the_profiles() {
+    use topo::nccl::paths::{PathPolicy, compute};
+    use topo::nccl::types::PathType;
+    // (profile, GPU0->GPU1, GPU0->mlx5_0)
+    let cases = [
+        ("dgx-h100", PathType::Nvl, PathType::Pix),
+        ("hgx-h200", PathType::Nvl, PathType::Pix),
+        ("dgx-b200", PathType::Nvl, PathType::Pix),
+        // Two-level Broadcom Gen4 switches flatten into one, as NCCL does on a real DGX A100.
+        ("dgx-a100", PathType::Nvl, PathType::Pix),
+        ("dgx-v100", PathType::Nvl, PathType::Pix),
+        ("pcie-8x-l40s", PathType::Pix, PathType::Pix),
+        // realdata: each GPU on its own NUMA node, the NIC on the root complex.
+        ("2x-rtx4090", PathType::Sys, PathType::Phb),
+    ];
+    for (name, gpu, nic) in cases {
+        let t = builtin(name);
+        let sys = System::build(&t, &BwConstants::default());
+        let p = compute(&sys, &PathPolicy::default());
+        let (g0, g1) = (sys.gpus[0], sys.gpus[1]);
+        let net0 = *sys
+            .nets
+            .iter()
+            .find(|&&n| sys.nodes[n].net.as_ref().unwrap().name == "mlx5_0")
+            .unwrap();
+        assert_eq!((p.ty(g0, g1), p.ty(g0, net0)), (gpu, nic), "{name}");
+    }
+}
