@@ -1118,6 +1118,34 @@ numa:
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Any edit of a real profile either loads or fails with a usage error: never a panic.
+        #[test]
+        fn edited_profiles_never_panic(
+            which in 0usize..7,
+            at in 0usize..4000,
+            cut in 0usize..40,
+            insert in "[ -~\n]{0,12}",
+        ) {
+            let names = builtin_names();
+            let text = builtin_text(names[which % names.len()]).unwrap_or_default();
+            let mut start = at.min(text.len());
+            while !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let mut end = (start + cut).min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let edited = format!("{}{}{}", &text[..start], insert, &text[end..]);
+            if let Err(e) = load_str(&edited, "t.yaml", "t.yaml") {
+                let (exit, _) = crate::error::classify(&e);
+                proptest::prop_assert_eq!(exit, crate::error::Exit::Usage);
+            }
+        }
+    }
+
     #[test]
     fn unknown_builtin_lists_the_names() {
         let e = load_builtin("nope").unwrap_err();
