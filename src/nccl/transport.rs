@@ -7,6 +7,15 @@
 //! 2.28.9 (`p2pCanConnect` in src/transport/p2p.cc, `shmCanConnect` in src/transport/shm.cc,
 //! `canConnect` in src/transport/net.cc), with the version differences noted where they apply.
 //!
+//! Invisible peers (one GPU per process through `CUDA_VISIBLE_DEVICES`, one GPU per container):
+//! `p2pCanConnect` (p2p.cc, same code 2.18.6 through 2.30.7) runs the topology check first
+//! (`ncclTopoCheckP2p`: level, NVML status, same host hash and `/dev/shm`; the `/dev/shm` test
+//! sat in `p2pCanConnect` itself up to 2.23), then the NET-is-faster check, and only then maps
+//! both bus ids to CUDA devices. When either GPU is not visible it accepts P2P outright on any
+//! build with CUDART >= 10.1 (every build of the versions modelled), skipping
+//! `cudaDeviceCanAccessPeer` and the legacy-IPC probe. The acceptance is not limited to NVLink:
+//! a PCIe pair within the P2P level is accepted the same way.
+//!
 //! Output size: all ordered pairs of ranks on each host, plus one inter-node entry per rank
 //! (towards the rank with the same local index on the next host, the neighbour NCCL's rings
 //! and trees connect on rail-aligned machines). Every rank reaches every other host through
@@ -31,6 +40,7 @@ use super::paths::{self, LevelSource, PathPolicy, Paths};
 use super::system::System;
 use super::types::PathType;
 use serde::Serialize;
+use std::cell::OnceCell;
 
 /// The P2P flavour NCCL picks once P2P is accepted (`p2pSendSetup`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -157,6 +167,8 @@ enum P2pOutcome {
         intermediate: Option<usize>,
         why: String,
         invisible_peer: bool,
+        /// The GPU→GPU path type.
+        path: PathType,
     },
     Refuse(Refusal),
 }
@@ -165,7 +177,7 @@ struct Ctx<'a> {
     sys: &'a System,
     paths: &'a Paths,
     /// Paths before the no-P2P rerouting: tells whether a pair is NVLink-connected.
-    raw: Paths,
+    raw: OnceCell<Paths>,
     pp: PathPolicy,
     tp: &'a TransportPolicy,
     cumem: (bool, String),
@@ -234,7 +246,7 @@ impl<'a> Ctx<'a> {
         Ctx {
             sys,
             paths,
-            raw: paths::raw_paths(sys, &pp),
+            raw: OnceCell::new(),
             cumem: tp.cumem_enabled(),
             net: tp.net_name(!sys.nets.is_empty()),
             pp,
@@ -242,8 +254,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Computed only when some pair is refused P2P: accepted pairs keep their raw path.
     fn raw_ty(&self, a: usize, b: usize) -> PathType {
-        self.raw.ty(self.sys.gpus[a], self.sys.gpus[b])
+        self.raw
+            .get_or_init(|| paths::raw_paths(self.sys, &self.pp))
+            .ty(self.sys.gpus[a], self.sys.gpus[b])
     }
 
     fn nvlinked(&self, a: usize, b: usize) -> bool {
@@ -267,7 +282,6 @@ impl<'a> Ctx<'a> {
     /// then the flavour `p2pSendSetup` picks.
     fn p2p(&self, a: usize, b: usize, local_ranks: usize) -> P2pOutcome {
         let tp = self.tp;
-        let raw = self.raw_ty(a, b);
         let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
         if tp.placement.isolates_ranks() || self.pp.isolated_ranks {
             return P2pOutcome::Refuse(Refusal {
@@ -282,6 +296,7 @@ impl<'a> Ctx<'a> {
         }
         let c = paths::check_p2p(self.sys, self.paths, &self.pp, a, b);
         if !c.p2p {
+            let raw = self.raw_ty(a, b);
             if c.nvml_blocked {
                 let abort = if raw <= PathType::Nvb && self.pp.ignore_disabled_p2p == 0 {
                     " (on an NVLink pair NCCL aborts init unless NCCL_IGNORE_DISABLED_P2P=1)"
@@ -326,6 +341,8 @@ impl<'a> Ctx<'a> {
                 net_faster: false,
             });
         }
+        // An accepted pair was not rerouted: its path is the raw one.
+        let raw = c.path;
         let level = self.level_text(c.level, c.level_source);
         let ce = tp.p2p_use_cuda_memcpy;
         if let Some(m) = c.intermediate {
@@ -351,6 +368,7 @@ impl<'a> Ctx<'a> {
                     read_note(tp, read, c.read)
                 ),
                 invisible_peer: false,
+                path: c.path,
             };
         }
         if paths::net_faster(self.sys, self.paths, &self.pp, a, b) {
@@ -449,13 +467,14 @@ impl<'a> Ctx<'a> {
                 }
             ),
             invisible_peer: !visible,
+            path: c.path,
         }
     }
 
     fn same_host(&self, a: usize, b: usize, local_ranks: usize) -> PairTransport {
         let tp = self.tp;
-        let raw = self.raw_ty(a, b);
         if tp.placement.node_per_rank() {
+            let raw = self.raw_ty(a, b);
             let why = "each container has its own host hash (no common NCCL_HOSTID), so NCCL \
                        treats the ranks as different nodes and only NET connects them"
                 .to_string();
@@ -479,11 +498,12 @@ impl<'a> Ctx<'a> {
                 intermediate,
                 why,
                 invisible_peer,
+                path,
             } => {
                 return self.p2p_pair(
                     a,
                     b,
-                    raw,
+                    path,
                     (flavour, read, ce, intermediate),
                     why,
                     invisible_peer,
@@ -491,6 +511,7 @@ impl<'a> Ctx<'a> {
             }
             P2pOutcome::Refuse(r) => r,
         };
+        let raw = self.raw_ty(a, b);
         // shmCanConnect (src/transport/shm.cc): disabled, NET faster, other host, other /dev/shm.
         let net_faster =
             refusal.net_faster || paths::net_faster(self.sys, self.paths, &self.pp, a, b);
@@ -683,7 +704,9 @@ impl<'a> Ctx<'a> {
         // One node per rank (containers) has no NVLink peer to relay through.
         let proxy = if send && !self.tp.placement.node_per_rank() {
             path.filter(|p| p.ty == PathType::Pxn).and_then(|p| {
-                p.route[1..p.route.len().saturating_sub(1)]
+                p.route
+                    .get(1..p.route.len().saturating_sub(1))
+                    .unwrap_or(&[])
                     .iter()
                     .find_map(|&x| sys.nodes[x].gpu.as_ref().map(|a| a.rank))
             })

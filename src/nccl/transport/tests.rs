@@ -999,6 +999,39 @@ fn v100_nvb_pairs_go_indirect() {
     assert!(ce.pair(3, 4).anomaly.is_some());
 }
 
+/// Checks every `... via ...` INFO line of a real log against the line the model predicts for
+/// that connection; returns how many lines were checked.
+fn check_log(r: &Run, log: &str) -> usize {
+    let mut n = 0;
+    for line in log.lines() {
+        let Some((_, msg)) = line.split_once("NCCL INFO ") else {
+            continue;
+        };
+        let msg = msg.trim_end();
+        if !msg.contains(" via ") {
+            continue;
+        }
+        let (head, rest) = msg.split_once(" : ").unwrap();
+        let chan = head.strip_prefix("Channel ").unwrap();
+        let (ch, conn) = match chan.split_once('/') {
+            Some((c, k)) => (c.parse().unwrap(), k.parse().unwrap()),
+            None => (chan.parse().unwrap(), 0),
+        };
+        let (a, rest) = rest.split_once(" -> ").unwrap();
+        let rank = |s: &str| s.split('[').next().unwrap().parse::<usize>().unwrap();
+        let (a, b) = (rank(a), rank(rest));
+        let p = r.pair(a, b);
+        let predicted = if msg.contains("[receive]") {
+            p.recv_info_line(ch, conn).unwrap()
+        } else {
+            p.info_line(ch, conn)
+        };
+        assert_eq!(predicted, msg);
+        n += 1;
+    }
+    n
+}
+
 // ---- Real logs (/work/shared/realdata/nccl-logs) ----
 
 /// nccl-tests-166-v100-sxm2-2x8-shm-due-to-env: 2 nodes × 8 V100-SXM2 (NVLink), nccl-tests
@@ -1046,6 +1079,10 @@ fn real_v100_shm_due_to_env() {
     }
     let m = matrices(&r.sys, &r.pairs);
     assert_eq!(m[0].anomalies, 56);
+    let log = include_str!(
+        "../../../fixtures/transport/nccl-tests-166-v100-sxm2-2x8-shm-due-to-env-EXCERPT.log"
+    );
+    assert_eq!(check_log(&r, log), 16);
     // Without the variable the same pairs get NVLink P2P through direct pointers.
     let fixed = run(
         &dgx1_v100_nics(&[0]).replicate(2),
@@ -1100,6 +1137,8 @@ fn real_h20_cross_pod_net_socket() {
         Some("Channel 01/0 : 1[2] -> 0[0] [receive] via NET/Socket/0")
     );
     assert!(r.pair(0, 1).anomaly.is_some());
+    let log = include_str!("../../../fixtures/transport/nccl-1781-h20-cross-pod-net-socket.log");
+    assert_eq!(check_log(&r, log), 8);
     let t = r.p2p_type();
     assert_eq!(t.len(), 2);
     for c in t {
@@ -1139,6 +1178,9 @@ fn real_h20_cross_pod_hostid_p2p_cumem() {
     );
     let a = r.pair(0, 1).anomaly.as_deref().unwrap();
     assert!(a.contains("sees only its own GPU"), "{a}");
+    let log =
+        include_str!("../../../fixtures/transport/nccl-1781-h20-cross-pod-hostid-p2p-cumem.log");
+    assert_eq!(check_log(&r, log), 48);
     assert_eq!(
         r.p2p_type()[0].log_line.as_deref(),
         Some("Check P2P Type isAllDirectP2p 1 directMode 0")
@@ -1182,6 +1224,10 @@ fn real_hgx_h100_2x8_transports() {
         "Channel 06/0 : 14[6] -> 6[6] [send] via NET/NCCL RDMA Plugin v8/6/GDRDMA"
     );
     assert_eq!(r.pair(1, 9).transport, "NET/NCCL RDMA Plugin v8");
+    let log = include_str!(
+        "../../../fixtures/transport/nccl-tests-319-hgx-h100-2x8-nccl2.26.2-transports-EXCERPT.log"
+    );
+    assert_eq!(check_log(&r, log), 164);
 }
 
 #[test]
