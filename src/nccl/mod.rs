@@ -4,5 +4,6 @@
 pub mod graph;
 pub mod paths;
 pub mod system;
+pub mod transport;
 pub mod types;
 pub mod xml;
