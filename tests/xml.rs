@@ -644,6 +644,8 @@ proptest! {
                     let x = topo::nccl::xml::write(&t).unwrap();
                     let again = ncclxml::parse_str(&x, "rewritten.xml");
                     prop_assert!(again.is_ok(), "written XML does not read back: {:?}\n{x}", again.err());
+                    let y = topo::nccl::xml::write(&again.unwrap()).unwrap();
+                    prop_assert_eq!(y, x, "writing is not idempotent");
                 }
                 Err(e) => {
                     let msg = topo::error::one_line(&e);
@@ -670,4 +672,29 @@ fn real_dumps_are_reproduced_byte_for_byte() {
         let expected = original.replace("latency=\"0.000000\"", "latency=\"0\"");
         assert_eq!(xml_of(&fixture(file)), expected, "{file}");
     }
+}
+
+/// `--nodes 2` doubles the board; each copy keeps its own host_hash and reads back as a host.
+#[test]
+fn multi_host_topologies_write_one_cpu_per_numa_per_host() {
+    let f = fixture("ibm-cloud-gx3d-h100-topo.xml");
+    let out = topo_cmd()
+        .args(["xml", "--nodes", "2", "--from"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let x = String::from_utf8(out.stdout).unwrap();
+    let cpus: Vec<&str> = x.lines().filter(|l| l.starts_with("  <cpu ")).collect();
+    assert_eq!(cpus.len(), 4);
+    let hashes: std::collections::BTreeSet<&str> =
+        cpus.iter().map(|l| l.split('"').nth(1).unwrap()).collect();
+    assert_eq!(hashes.len(), 2, "{cpus:?}");
+    let t = ncclxml::parse_str(&x, "two.xml").unwrap();
+    assert_eq!(t.host_count(), 2);
+    assert_eq!(t.gpus().len(), 16);
+    assert_eq!(t.nvswitches().count(), 8);
+    assert_eq!(lanes(&t), vec![18; 16]);
+    assert_eq!(t.node(t.gpus()[8]).host, 1);
+    assert_eq!(topo::nccl::xml::write(&t).unwrap(), x);
 }

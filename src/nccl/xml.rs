@@ -14,7 +14,7 @@
 //! file is read back. (NCCL 2.27+ overwrites `host_hash` with the local host's when it loads a
 //! file, so a multi-host file is for tools, not for NCCL_TOPO_FILE.)
 
-use crate::model::{HostId, LinkKind, Net, NodeKind, NvlinkInfo, PcieLink, Topology};
+use crate::model::{HostId, LinkKind, Net, NodeKind, NvlinkInfo, PcieLink, Topology, class};
 use anyhow::Result;
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
@@ -194,7 +194,8 @@ impl Writer<'_> {
                     [g.vendor, g.device, g.subsystem_vendor, g.subsystem_device],
                     &g.pcie,
                 );
-                let skeleton = matches!(g.nvlink, NvlinkInfo::Unknown(_))
+                let skeleton = class::is_gpu(g.class)
+                    && matches!(g.nvlink, NvlinkInfo::Unknown(_))
                     && g.sm.is_none()
                     && g.rank.is_none()
                     && g.gdr.is_none();
@@ -236,7 +237,9 @@ impl Writer<'_> {
                             ],
                             &nic.pcie,
                         );
-                        if !nic_el.children.is_empty() {
+                        // A portless NIC is written bare, as in vendor skeleton files, when its
+                        // class says "network"; otherwise an empty <nic/> keeps it a NIC.
+                        if !nic_el.children.is_empty() || !class::is_network(nic.class) {
                             el.children.push(nic_el);
                         }
                         let others = t.children(n).into_iter().filter(|&c| t.net(c).is_none());
@@ -288,8 +291,14 @@ impl Writer<'_> {
                         ),
                         TCLASS_NVSWITCH.to_string(),
                     ),
+                    // NCCL tells a GPU peer by a tclass starting with 0x03.
                     NodeKind::Gpu(peer) => {
-                        (Some(peer.busid.to_string()), format!("{:#08x}", peer.class))
+                        let c = if class::is_gpu(peer.class) {
+                            peer.class
+                        } else {
+                            0x030200
+                        };
+                        (Some(peer.busid.to_string()), format!("{c:#08x}"))
                     }
                     // NCCL connects a CPU-class entry to the GPU's own CPU whatever the target.
                     NodeKind::Cpu(_) => (None, TCLASS_CPU.to_string()),

@@ -29,6 +29,9 @@ const HINT: &str = "pass an NCCL topology XML (the format of NCCL_TOPO_FILE / NC
 /// Real topology files are a few KiB; anything this large is not one.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// More NVLink lanes than this to one target is not hardware (the most any GPU has is 18).
+const MAX_NVLINK_COUNT: u32 = 1024;
+
 /// Why a GPU listed only by its PCI class has no NVLink information.
 pub const SKELETON_NVLINK_REASON: &str =
     "the file lists this GPU by PCI class only; NCCL fills NVLink at run time";
@@ -620,7 +623,11 @@ impl<'a> Builder<'a> {
             self.topo.add_child(parent, NodeKind::PciDevice(dev))
         };
         for p in parts.pcilinks {
-            self.pcilinks.push(Pending { from: node, el: p });
+            if matches!(self.topo.node(node).kind, NodeKind::PciSwitch(_)) {
+                self.pcilinks.push(Pending { from: node, el: p });
+            } else {
+                self.ignore(p, "pci that is not a switch");
+            }
         }
         for p in parts.pcis {
             self.pci(p, node);
@@ -816,7 +823,15 @@ impl<'a> Builder<'a> {
             .map(|b| b.to_string())
             .unwrap_or_default();
         let count = match self.int_as::<u32>(el, "count") {
-            Some(c) if c > 0 => c,
+            // No GPU has more than 18 links; the cap keeps lane sums far from overflowing.
+            Some(c) if c > 0 && c <= MAX_NVLINK_COUNT => c,
+            Some(c) if c > 0 => {
+                self.warn_at(
+                    el.pos,
+                    format!("GPU {gpu_bus}: <nvlink count=\"{c}\"> is implausible; ignored"),
+                );
+                return;
+            }
             _ => {
                 self.warn_at(
                     el.pos,
@@ -1220,6 +1235,51 @@ mod tests {
                 .any(|e| e.weight().kind == LinkKind::Loc)
         );
         for needle in ["by PCI class only", "listed again", "ignoring <foo>"] {
+            assert!(
+                t.warnings.iter().any(|w| w.contains(needle)),
+                "{needle}: {:?}",
+                t.warnings
+            );
+        }
+    }
+
+    #[test]
+    fn odd_speeds_bare_gpus_and_dev_numbering() {
+        let t = parse(&wrap(
+            r#"    <pci busid="0000:20:00.0" class="0x030200" link_speed="32 GT/s PCIe/s" link_width="16">
+      <gpu dev="1"/>
+    </pci>
+    <pci busid="0000:10:00.0" class="0x030200" link_speed="Unknown" link_width="16">
+      <gpu/>
+    </pci>
+    <pci busid="0000:30:00.0" class="0x030200" link_speed="8.0 GT/s PCIe" link_width="x16">
+      <gpu sm="0x5a" rank="010"/>
+    </pci>"#,
+        ));
+        let g: Vec<&Gpu> = t.gpus().iter().map(|&n| t.gpu(n).unwrap()).collect();
+        let devs: Vec<(String, i32)> = g.iter().map(|g| (g.busid.to_string(), g.dev)).collect();
+        assert_eq!(
+            devs,
+            [
+                ("0000:10:00.0".to_string(), 0),
+                ("0000:20:00.0".into(), 1),
+                ("0000:30:00.0".into(), 2)
+            ]
+        );
+        // "32 GT/s PCIe/s" matches NCCL's old-kernel "32 GT/s" entry; "Unknown" falls to Gen3
+        assert_eq!(g[1].pcie.bw(), 48.0);
+        assert_eq!(g[0].pcie.bw(), 12.0);
+        assert_eq!(
+            (g[2].sm, g[2].rank),
+            (Some(90), Some(8)),
+            "strtol: hex and octal"
+        );
+        assert_eq!(g[2].pcie.width, None);
+        assert!(g.iter().all(|g| matches!(g.nvlink, NvlinkInfo::Unknown(_))));
+        for needle in [
+            "\"Unknown\" not in NCCL's speed table",
+            "link_width=\"x16\" is not a number",
+        ] {
             assert!(
                 t.warnings.iter().any(|w| w.contains(needle)),
                 "{needle}: {:?}",
