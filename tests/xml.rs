@@ -325,6 +325,9 @@ fn ibm_h100_full_nvswitch_fabric_reversed_nic_numbering() {
     assert_eq!(numas(&t), vec![0, 0, 0, 0, 1, 1, 1, 1]);
     assert_eq!(t.host_count(), 1);
     assert_eq!(t.hosts[0].host_hash, Some(0xa5f31daa95182da8));
+    let cpu0 = t.cpu(t.cpus().next().unwrap()).unwrap();
+    assert_eq!(cpu0.cpus.as_deref(), Some("0-79"));
+    assert_eq!((cpu0.family, cpu0.model), (Some(6), Some(143)));
     assert!(
         t.warnings.iter().any(|w| w.contains("link_width of 0")),
         "{:?}",
@@ -538,7 +541,7 @@ fn bad_input_is_one_error_line_and_exit_2() {
 
     let empty = dir.path().join("empty.xml");
     std::fs::write(&empty, "").unwrap();
-    assert_bad_input(&empty, "line 1 column 1: no elements (empty file?)");
+    assert_bad_input(&empty, "line 1 column 1: empty file");
 
     let v2 = dir.path().join("v2.xml");
     std::fs::write(

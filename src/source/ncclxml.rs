@@ -83,7 +83,9 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Topology> {
     }
     let Some(system) = system else {
         let end = tree::pos_at(text, text.len());
-        let what = if doc.roots.is_empty() {
+        let what = if text.trim().is_empty() {
+            "empty file"
+        } else if doc.roots.is_empty() {
             "no elements (empty file?)"
         } else {
             "no <system> element"
@@ -227,6 +229,37 @@ pub fn strtod(s: &str) -> Option<(f64, &str)> {
     }
     let v: f64 = t[..i].parse().ok()?;
     v.is_finite().then_some((v, &t[i..]))
+}
+
+/// The CPU list (`0-23,48-71`) of an NCCL `affinity` mask (sysfs `cpumap`: comma-separated
+/// 32-bit hex words, most significant first); `None` when the mask is malformed or empty.
+pub fn affinity_to_cpulist(mask: &str) -> Option<String> {
+    let words: Vec<&str> = mask.trim().split(',').collect();
+    let mut cpus: Vec<usize> = Vec::new();
+    for (k, w) in words.iter().rev().enumerate() {
+        let w = w.trim();
+        if w.is_empty() || w.len() > 8 {
+            return None;
+        }
+        let bits = u32::from_str_radix(w, 16).ok()?;
+        cpus.extend((0..32).filter(|b| bits >> b & 1 == 1).map(|b| k * 32 + b));
+    }
+    let mut ranges: Vec<String> = Vec::new();
+    let mut i = 0;
+    while let Some(&start) = cpus.get(i) {
+        let mut end = start;
+        while cpus.get(i + 1) == Some(&(end + 1)) {
+            end += 1;
+            i += 1;
+        }
+        ranges.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    (!ranges.is_empty()).then(|| ranges.join(","))
 }
 
 /// An `<nvlink>`, `<c2c>` or `<pcilink>` entry waiting for every device to exist.
@@ -447,6 +480,7 @@ impl<'a> Builder<'a> {
                 let cpu = Cpu {
                     numa,
                     affinity: Self::text(el, "affinity"),
+                    cpus: el.attr("affinity").and_then(affinity_to_cpulist),
                     arch: Self::text(el, "arch"),
                     vendor: Self::text(el, "vendor"),
                     family: self.int_as(el, "familyid"),
@@ -1064,6 +1098,17 @@ mod tests {
         assert_eq!(strtod("1.5e3us"), Some((1500.0, "us")));
         assert_eq!(strtod("."), None);
         assert_eq!(strtod("2."), Some((2.0, "")));
+        assert_eq!(affinity_to_cpulist("c0c0").as_deref(), Some("6-7,14-15"));
+        assert_eq!(
+            affinity_to_cpulist("00000000,00ffffff,00000000,00ffffff").as_deref(),
+            Some("0-23,64-87")
+        );
+        assert_eq!(
+            affinity_to_cpulist("ffffffff,00000001").as_deref(),
+            Some("0,32-63")
+        );
+        assert_eq!(affinity_to_cpulist("00000000"), None);
+        assert_eq!(affinity_to_cpulist("xyz"), None);
     }
 
     #[test]
@@ -1298,7 +1343,12 @@ mod tests {
             "{e}"
         );
         let e = parse_str("", "x.xml").unwrap_err();
-        assert!(e.to_string().contains("empty file"), "{e}");
+        assert!(e.to_string().contains("line 1 column 1: empty file"), "{e}");
+        let e = parse_str("<!-- nothing -->\n", "x.xml").unwrap_err();
+        assert!(
+            e.to_string().contains("line 2 column 1: no elements"),
+            "{e}"
+        );
         let e = parse_str("<system version=\"1\">\n<cpu>", "x.xml").unwrap_err();
         assert!(e.to_string().contains("line 2 column 6"), "{e}");
         let e = parse_str("<topology/>", "x.xml").unwrap_err();
