@@ -121,6 +121,8 @@ impl Writer<'_> {
 
     fn cpu(&self, n: NodeIndex) -> El {
         let node = self.topo.node(n);
+        // host_hash first: NCCL's detection creates a <cpu> with host_hash, then numaid
+        // (ncclTopoGetXmlFromSys, src/graph/xml.cc, 2.21+), as every real dump shows.
         let mut el = El::new("cpu").opt("host_hash", self.hash_of(node.host));
         if let Some(c) = self.topo.cpu(n) {
             el = el

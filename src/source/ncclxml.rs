@@ -82,11 +82,12 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Topology> {
         }
     }
     let Some(system) = system else {
+        if text.trim().is_empty() {
+            return Err(syntax_error(origin, Pos { line: 1, col: 1 }, "empty file"));
+        }
         let end = tree::pos_at(text, text.len());
-        let what = if text.trim().is_empty() {
-            "empty file"
-        } else if doc.roots.is_empty() {
-            "no elements (empty file?)"
+        let what = if doc.roots.is_empty() {
+            "no elements, only comments or declarations"
         } else {
             "no <system> element"
         };
@@ -145,7 +146,7 @@ pub fn strtol(s: &str) -> Option<(i64, &str)> {
 }
 
 /// Hex as NCCL reads `guid` and `host_hash` (`strtoull(s, NULL, 16)`): an optional `0x` prefix,
-/// hex digits; the value wraps like an unsigned 64-bit number would saturate, so it is capped.
+/// then hex digits; values beyond 64 bits saturate, as strtoull does.
 pub fn strtoull_hex(s: &str) -> Option<(u64, &str)> {
     let t = s.trim_start();
     let t = t.strip_prefix('+').unwrap_or(t);
@@ -1346,7 +1347,8 @@ mod tests {
         assert!(e.to_string().contains("line 1 column 1: empty file"), "{e}");
         let e = parse_str("<!-- nothing -->\n", "x.xml").unwrap_err();
         assert!(
-            e.to_string().contains("line 2 column 1: no elements"),
+            e.to_string()
+                .contains("line 2 column 1: no elements, only comments"),
             "{e}"
         );
         let e = parse_str("<system version=\"1\">\n<cpu>", "x.xml").unwrap_err();
