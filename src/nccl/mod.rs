@@ -6,3 +6,4 @@ pub mod paths;
 pub mod system;
 pub mod types;
 pub mod xml;
+pub mod version;
