@@ -6,4 +6,5 @@ pub mod paths;
 pub mod system;
 pub mod types;
 pub mod xml;
+pub mod env;
 pub mod version;
