@@ -26,7 +26,10 @@ pub struct EnableMatrix {
 
 impl Default for EnableMatrix {
     fn default() -> Self {
-        EnableMatrix { algo: [[1; 7]; 5], proto: [[1, 2, 1]; 5] }
+        EnableMatrix {
+            algo: [[1; 7]; 5],
+            proto: [[1, 2, 1]; 5],
+        }
     }
 }
 
@@ -35,7 +38,9 @@ impl EnableMatrix {
         func_index(f).map(|i| self.algo[i][a as usize]).unwrap_or(1)
     }
     pub fn proto(&self, f: Func, p: Proto) -> u8 {
-        func_index(f).map(|i| self.proto[i][p as usize]).unwrap_or(1)
+        func_index(f)
+            .map(|i| self.proto[i][p as usize])
+            .unwrap_or(1)
     }
 }
 
@@ -186,12 +191,18 @@ fn int(name: &str, value: &str, accepted: &str) -> Result<i64> {
     } else {
         None
     };
-    parsed.map(|v| if neg { -v } else { v }).ok_or_else(|| bad(name, value, accepted))
+    parsed
+        .map(|v| if neg { -v } else { v })
+        .ok_or_else(|| bad(name, value, accepted))
 }
 
 fn one_of(name: &str, value: &str, allowed: &[i64], accepted: &str) -> Result<i64> {
     let v = int(name, value, accepted)?;
-    if allowed.contains(&v) { Ok(v) } else { Err(bad(name, value, accepted)) }
+    if allowed.contains(&v) {
+        Ok(v)
+    } else {
+        Err(bad(name, value, accepted))
+    }
 }
 
 fn flag(name: &str, value: &str) -> Result<bool> {
@@ -200,7 +211,11 @@ fn flag(name: &str, value: &str) -> Result<bool> {
 
 fn at_least(name: &str, value: &str, min: i64, accepted: &str) -> Result<i64> {
     let v = int(name, value, accepted)?;
-    if v >= min { Ok(v) } else { Err(bad(name, value, accepted)) }
+    if v >= min {
+        Ok(v)
+    } else {
+        Err(bad(name, value, accepted))
+    }
 }
 
 /// NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL: an exact path-type name up to SYS, or a legacy number
@@ -211,11 +226,20 @@ fn level(name: &str, value: &str, data: &VersionData) -> Result<PathType> {
         return Ok(p);
     }
     let list: Vec<&str> = names.iter().map(|p| p.name()).collect();
-    let accepted = format!("one of {} (case-sensitive) or a number 0-5", list.join(", "));
+    let accepted = format!(
+        "one of {} (case-sensitive) or a number 0-5",
+        list.join(", ")
+    );
     if value.starts_with(|c: char| c.is_ascii_digit()) {
         let n = int(name, value, &accepted)?;
-        const OLD: [PathType; 6] =
-            [PathType::Loc, PathType::Pix, PathType::Pxb, PathType::Phb, PathType::Sys, PathType::Sys];
+        const OLD: [PathType; 6] = [
+            PathType::Loc,
+            PathType::Pix,
+            PathType::Pxb,
+            PathType::Phb,
+            PathType::Sys,
+            PathType::Sys,
+        ];
         return Ok(OLD[(n.clamp(0, 5)) as usize]);
     }
     Err(bad(name, value, &accepted))
@@ -286,7 +310,9 @@ fn parse_list<const N: usize>(
                     None => {
                         if start != 0 {
                             return Err(usage(
-                                format!("bad {name}='{value}': entry '{entry}' needs a function prefix (func:list); only the first entry may omit it"),
+                                format!(
+                                    "bad {name}='{value}': entry '{entry}' needs a function prefix (func:list); only the first entry may omit it"
+                                ),
                                 format!("accepted: {accepted}"),
                             ));
                         }
@@ -323,7 +349,10 @@ fn parse_list<const N: usize>(
                 if !found {
                     let funcs: Vec<&str> = TUNED.iter().map(|f| f.name()).collect();
                     return Err(usage(
-                        format!("bad {name}='{value}': unknown function '{}'", prefix.unwrap_or("")),
+                        format!(
+                            "bad {name}='{value}': unknown function '{}'",
+                            prefix.unwrap_or("")
+                        ),
                         format!("functions: {} (case-insensitive)", funcs.join(", ")),
                     ));
                 }
@@ -351,7 +380,11 @@ impl EnvPolicy {
         latest.sort_by_key(|(k, _)| VARIABLES.iter().position(|n| n == k));
         let mut p = EnvPolicy::default();
         for (k, v) in &latest {
-            p.vars.push(SetVar { name: k.clone(), value: v.clone(), effects: vec![] });
+            p.vars.push(SetVar {
+                name: k.clone(),
+                value: v.clone(),
+                effects: vec![],
+            });
         }
         let get = |n: &str| latest.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
         let minor = data.minor();
@@ -363,7 +396,10 @@ impl EnvPolicy {
         if let Some(v) = get("NCCL_P2P_LEVEL") {
             let l = level("NCCL_P2P_LEVEL", v, data)?;
             if p.p2p_disable {
-                p.note_effect("NCCL_P2P_LEVEL", "ignored: NCCL_P2P_DISABLE=1 takes precedence");
+                p.note_effect(
+                    "NCCL_P2P_LEVEL",
+                    "ignored: NCCL_P2P_DISABLE=1 takes precedence",
+                );
             } else {
                 p.p2p_level = Some(l);
             }
@@ -389,14 +425,28 @@ impl EnvPolicy {
         p.ll128_c2c = b("NCCL_LL128_C2C")?;
 
         if let Some(v) = get("NCCL_CUMEM_ENABLE") {
-            p.cumem_enable = Some(one_of("NCCL_CUMEM_ENABLE", v, &[-2, 0, 1], "0, 1 or -2 (auto)")?);
+            p.cumem_enable = Some(one_of(
+                "NCCL_CUMEM_ENABLE",
+                v,
+                &[-2, 0, 1],
+                "0, 1 or -2 (auto)",
+            )?);
         }
         if let Some(v) = get("NCCL_NET_GDR_READ") {
-            p.net_gdr_read = Some(one_of("NCCL_NET_GDR_READ", v, &[-2, 0, 1], "0, 1 or -2 (auto)")?);
+            p.net_gdr_read = Some(one_of(
+                "NCCL_NET_GDR_READ",
+                v,
+                &[-2, 0, 1],
+                "0, 1 or -2 (auto)",
+            )?);
         }
         if let Some(v) = get("NCCL_NET") {
             if v.trim().is_empty() {
-                return Err(bad("NCCL_NET", v, "a network name such as IB or Socket, or a plugin's name"));
+                return Err(bad(
+                    "NCCL_NET",
+                    v,
+                    "a network name such as IB or Socket, or a plugin's name",
+                ));
             }
             p.net = Some(v.to_string());
         }
@@ -404,16 +454,31 @@ impl EnvPolicy {
             p.p2p_pxn_level = Some(one_of("NCCL_P2P_PXN_LEVEL", v, &[0, 1, 2], "0, 1 or 2")?);
         }
         if let Some(v) = get("NCCL_NVLS_ENABLE") {
-            p.nvls_enable = Some(one_of("NCCL_NVLS_ENABLE", v, &[0, 1, 2], "0, 1 or 2 (auto)")?);
+            p.nvls_enable = Some(one_of(
+                "NCCL_NVLS_ENABLE",
+                v,
+                &[0, 1, 2],
+                "0, 1 or 2 (auto)",
+            )?);
         }
         if let Some(v) = get("NCCL_CROSS_NIC") {
             p.cross_nic = Some(one_of("NCCL_CROSS_NIC", v, &[0, 1, 2], "0, 1 or 2")?);
         }
         if let Some(v) = get("NCCL_IGNORE_DISABLED_P2P") {
-            p.ignore_disabled_p2p = Some(one_of("NCCL_IGNORE_DISABLED_P2P", v, &[0, 1, 2], "0, 1 or 2")?);
+            p.ignore_disabled_p2p = Some(one_of(
+                "NCCL_IGNORE_DISABLED_P2P",
+                v,
+                &[0, 1, 2],
+                "0, 1 or 2",
+            )?);
         }
         if let Some(v) = get("NCCL_PAT_ENABLE") {
-            p.pat_enable = Some(one_of("NCCL_PAT_ENABLE", v, &[0, 1, 2], "0, 1 or 2 (auto)")?);
+            p.pat_enable = Some(one_of(
+                "NCCL_PAT_ENABLE",
+                v,
+                &[0, 1, 2],
+                "0, 1 or 2 (auto)",
+            )?);
         }
 
         let chans = format!("a channel count 1-{}", data.max_channels);
@@ -443,13 +508,22 @@ impl EnvPolicy {
         // Thread counts: NCCL clamps out-of-range values (tuning.cc getNthreads); only
         // non-numbers are errors here.
         if let Some(v) = get("NCCL_NTHREADS") {
-            p.nthreads = Some(int("NCCL_NTHREADS", v, "a multiple of 32 between 64 and 512")?);
+            p.nthreads = Some(int(
+                "NCCL_NTHREADS",
+                v,
+                "a multiple of 32 between 64 and 512",
+            )?);
         }
         if let Some(v) = get("NCCL_LL128_NTHREADS") {
-            p.ll128_nthreads = Some(int("NCCL_LL128_NTHREADS", v, "a multiple of 32 between 160 and 640")?);
+            p.ll128_nthreads = Some(int(
+                "NCCL_LL128_NTHREADS",
+                v,
+                "a multiple of 32 between 160 and 640",
+            )?);
         }
         if let Some(v) = get("NCCL_THREAD_THRESHOLDS") {
-            let accepted = "up to six integers 'treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple'";
+            let accepted =
+                "up to six integers 'treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple'";
             let toks: Vec<&str> = v.split_whitespace().collect();
             if toks.is_empty() || toks.len() > 6 {
                 return Err(bad("NCCL_THREAD_THRESHOLDS", v, accepted));
@@ -462,10 +536,17 @@ impl EnvPolicy {
             p.thread_thresholds = Some(t);
         }
         if let Some(v) = get("NCCL_NET_OVERHEAD") {
-            p.net_overhead = Some(at_least("NCCL_NET_OVERHEAD", v, 0, "a non-negative number of nanoseconds")?);
+            p.net_overhead = Some(at_least(
+                "NCCL_NET_OVERHEAD",
+                v,
+                0,
+                "a non-negative number of nanoseconds",
+            )?);
         }
         let bytes = |n: &str| -> Result<Option<i64>> {
-            get(n).map(|v| at_least(n, v, 1, "a positive number of bytes")).transpose()
+            get(n)
+                .map(|v| at_least(n, v, 1, "a positive number of bytes"))
+                .transpose()
         };
         p.buffsize = bytes("NCCL_BUFFSIZE")?;
         p.ll_buffsize = bytes("NCCL_LL_BUFFSIZE")?;
@@ -488,30 +569,62 @@ impl EnvPolicy {
         let mut ignored = vec![];
         if let Some(v) = get("NCCL_PROTO") {
             let protos: Vec<&str> = Proto::ALL.iter().map(|p| p.name()).collect();
-            parse_list("NCCL_PROTO", v, &protos, grammar, &mut enable.proto, &mut ignored)?;
+            parse_list(
+                "NCCL_PROTO",
+                v,
+                &protos,
+                grammar,
+                &mut enable.proto,
+                &mut ignored,
+            )?;
             p.proto = Some(v.to_string());
         }
         if let Some(v) = get("NCCL_ALGO") {
-            parse_list("NCCL_ALGO", v, &elems_algo, grammar, &mut enable.algo, &mut ignored)?;
+            parse_list(
+                "NCCL_ALGO",
+                v,
+                &elems_algo,
+                grammar,
+                &mut enable.algo,
+                &mut ignored,
+            )?;
             p.algo = Some(v.to_string());
         }
         for tok in &ignored {
             let var = tok.split(':').next().unwrap_or("").to_string();
-            p.note_effect(&var, format!("NCCL {} ignores unknown name {}", data.version, &tok[var.len() + 2..]));
+            p.note_effect(
+                &var,
+                format!(
+                    "NCCL {} ignores unknown name {}",
+                    data.version,
+                    &tok[var.len() + 2..]
+                ),
+            );
         }
         p.ignored_tokens = ignored;
         p.enable = enable;
 
         // Variables this version does not read.
         let missing = [
-            ("NCCL_NET_GDR_C2C", data.defaults.net_gdr_c2c.is_none(), "2.26"),
+            (
+                "NCCL_NET_GDR_C2C",
+                data.defaults.net_gdr_c2c.is_none(),
+                "2.26",
+            ),
             ("NCCL_PXN_C2C", data.defaults.pxn_c2c.is_none(), "2.27"),
             ("NCCL_LL128_C2C", data.defaults.ll128_c2c.is_none(), "2.27"),
-            ("NCCL_PAT_ENABLE", data.defaults.pat_enable.is_none(), "2.23"),
+            (
+                "NCCL_PAT_ENABLE",
+                data.defaults.pat_enable.is_none(),
+                "2.23",
+            ),
         ];
         for (name, absent, since) in missing {
             if absent && get(name).is_some() {
-                p.note_effect(name, format!("ignored: NCCL 2.{minor} does not read it (added in {since})"));
+                p.note_effect(
+                    name,
+                    format!("ignored: NCCL 2.{minor} does not read it (added in {since})"),
+                );
                 match name {
                     "NCCL_NET_GDR_C2C" => p.net_gdr_c2c = None,
                     "NCCL_PXN_C2C" => p.pxn_c2c = None,
@@ -530,7 +643,10 @@ impl EnvPolicy {
 
     /// The raw value of a variable that was set.
     pub fn value(&self, var: &str) -> Option<&str> {
-        self.vars.iter().find(|v| v.name == var).map(|v| v.value.as_str())
+        self.vars
+            .iter()
+            .find(|v| v.name == var)
+            .map(|v| v.value.as_str())
     }
 
     /// Records a decision `var` changed. Unset variables are ignored; repeats are kept once.
@@ -550,7 +666,11 @@ impl EnvPolicy {
             .map(|v| EnvEntry {
                 name: v.name.clone(),
                 value: v.value.clone(),
-                effect: if v.effects.is_empty() { None } else { Some(v.effects.join("; ")) },
+                effect: if v.effects.is_empty() {
+                    None
+                } else {
+                    Some(v.effects.join("; "))
+                },
             })
             .collect()
     }
@@ -560,16 +680,20 @@ impl EnvPolicy {
         self.cumem_enable.unwrap_or(data.defaults.cumem_enable)
     }
     pub fn net_gdr_c2c_or(&self, data: &VersionData) -> bool {
-        self.net_gdr_c2c.unwrap_or(data.defaults.net_gdr_c2c.unwrap_or(0) == 1)
+        self.net_gdr_c2c
+            .unwrap_or(data.defaults.net_gdr_c2c.unwrap_or(0) == 1)
     }
     pub fn pxn_c2c_or(&self, data: &VersionData) -> bool {
-        self.pxn_c2c.unwrap_or(data.defaults.pxn_c2c.unwrap_or(0) == 1)
+        self.pxn_c2c
+            .unwrap_or(data.defaults.pxn_c2c.unwrap_or(0) == 1)
     }
     pub fn ll128_c2c_or(&self, data: &VersionData) -> bool {
-        self.ll128_c2c.unwrap_or(data.defaults.ll128_c2c.unwrap_or(0) == 1)
+        self.ll128_c2c
+            .unwrap_or(data.defaults.ll128_c2c.unwrap_or(0) == 1)
     }
     pub fn pat_enable_or(&self, data: &VersionData) -> i64 {
-        self.pat_enable.unwrap_or(data.defaults.pat_enable.unwrap_or(0))
+        self.pat_enable
+            .unwrap_or(data.defaults.pat_enable.unwrap_or(0))
     }
     pub fn cross_nic_or(&self, data: &VersionData) -> i64 {
         self.cross_nic.unwrap_or(data.defaults.cross_nic)
@@ -578,7 +702,8 @@ impl EnvPolicy {
         self.nvls_enable.unwrap_or(data.defaults.nvls_enable)
     }
     pub fn collnet_enable_or(&self, data: &VersionData) -> bool {
-        self.collnet_enable.unwrap_or(data.defaults.collnet_enable == 1)
+        self.collnet_enable
+            .unwrap_or(data.defaults.collnet_enable == 1)
     }
 }
 

@@ -28,15 +28,27 @@ pub struct NcclVersion {
 pub const SUPPORTED_MINORS: [u32; 13] = [18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30];
 
 /// The version the model assumes when nothing else is known.
-pub const DEFAULT_VERSION: NcclVersion = NcclVersion { major: 2, minor: 28, patch: None };
+pub const DEFAULT_VERSION: NcclVersion = NcclVersion {
+    major: 2,
+    minor: 28,
+    patch: None,
+};
 
 fn supported_list() -> String {
-    SUPPORTED_MINORS.iter().map(|m| format!("2.{m}")).collect::<Vec<_>>().join(", ")
+    SUPPORTED_MINORS
+        .iter()
+        .map(|m| format!("2.{m}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl NcclVersion {
     pub fn new(major: u32, minor: u32, patch: Option<u32>) -> NcclVersion {
-        NcclVersion { major, minor, patch }
+        NcclVersion {
+            major,
+            minor,
+            patch,
+        }
     }
 
     /// Parses and checks that the version is supported.
@@ -44,7 +56,10 @@ impl NcclVersion {
         let bad = |why: &str| {
             crate::error::usage(
                 format!("bad nccl version '{s}': {why}"),
-                format!("use MAJOR.MINOR[.PATCH[-BUILD]], one of {}", supported_list()),
+                format!(
+                    "use MAJOR.MINOR[.PATCH[-BUILD]], one of {}",
+                    supported_list()
+                ),
             )
         };
         let t = s.trim();
@@ -59,7 +74,8 @@ impl NcclVersion {
             if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad(&format!("'{p}' is not a number")));
             }
-            p.parse::<u32>().map_err(|_| bad(&format!("'{p}' is too large")))
+            p.parse::<u32>()
+                .map_err(|_| bad(&format!("'{p}' is too large")))
         };
         let major = num(parts[0])?;
         let minor = num(parts[1])?;
@@ -67,10 +83,17 @@ impl NcclVersion {
             Some(p) => Some(num(p)?),
             None => None,
         };
-        let v = NcclVersion { major, minor, patch };
+        let v = NcclVersion {
+            major,
+            minor,
+            patch,
+        };
         if major != 2 || !SUPPORTED_MINORS.contains(&minor) {
             return Err(crate::error::usage(
-                format!("unsupported nccl version {v}: supported versions are {}", supported_list()),
+                format!(
+                    "unsupported nccl version {v}: supported versions are {}",
+                    supported_list()
+                ),
                 "pick the closest supported version with --nccl-version",
             ));
         }
@@ -110,7 +133,11 @@ pub struct SpeedArrays {
 impl SpeedArrays {
     /// The array the search starts from for this minimum compute capability.
     pub fn for_cc(&self, min_cc: u32, inter: bool) -> &[f64] {
-        let sm100 = if inter { &self.inter_sm100 } else { &self.intra_sm100 };
+        let sm100 = if inter {
+            &self.inter_sm100
+        } else {
+            &self.intra_sm100
+        };
         match (min_cc, sm100) {
             (c, Some(a)) if c >= 100 => a,
             (c, _) if c >= 90 => {
@@ -375,6 +402,18 @@ pub enum Ll128MixedCcRule {
     EqualOrSm90,
 }
 
+/// What a function left with no algorithm at all falls back to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RingBackup {
+    /// Nothing: selection fails.
+    None,
+    /// [2.21] Ring's modelled bandwidths come back, every protocol.
+    AllProtocols,
+    /// [2.22–2.23] Ring's bandwidths come back for the protocols that are enabled.
+    EnabledProtocols,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AlgoProtoGrammar {
@@ -456,7 +495,7 @@ pub struct Rules {
     pub ll128_min_cc: u32,
     pub ll128_mixed_cc_rule: Ll128MixedCcRule,
     /// [2.21–2.23] a function left without any algorithm gets Ring back.
-    pub ring_backup: bool,
+    pub ring_backup: RingBackup,
     /// [≤2.23] CollNet unsupported and the user disabled Ring, Tree, NVLS and NVLSTree: Ring and
     /// Tree come back.
     pub collnet_forced_fallback: bool,
@@ -530,9 +569,11 @@ fn raw_value(key: &str, depth: usize) -> Result<yaml_serde::Value> {
         .find(|(k, _)| *k == key)
         .map(|(_, t)| *t)
         .with_context(|| format!("no nccl data file for {key}"))?;
-    let mut v: Value =
-        yaml_serde::from_str(text).with_context(|| format!("cannot parse profiles/nccl/{key}.yaml"))?;
-    let map = v.as_mapping_mut().with_context(|| format!("profiles/nccl/{key}.yaml: not a mapping"))?;
+    let mut v: Value = yaml_serde::from_str(text)
+        .with_context(|| format!("cannot parse profiles/nccl/{key}.yaml"))?;
+    let map = v
+        .as_mapping_mut()
+        .with_context(|| format!("profiles/nccl/{key}.yaml: not a mapping"))?;
     let parent = map.remove("inherits");
     let Some(parent) = parent else { return Ok(v) };
     let parent = parent
@@ -591,7 +632,11 @@ impl VersionData {
     }
 
     pub fn minor(&self) -> u32 {
-        self.version.split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(0)
+        self.version
+            .split('.')
+            .nth(1)
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0)
     }
 
     /// Algorithms of this version in NCCL's index order.
@@ -605,10 +650,12 @@ impl VersionData {
             .iter()
             .copied()
             .filter(|p| *p <= PathType::Sys)
-            .filter(|p| match (p, self.rules.path_renumbering) {
-                (PathType::C2c, PathRenumbering::V2_18) => false,
-                (PathType::P2c, PathRenumbering::V2_18 | PathRenumbering::V2_26) => false,
-                _ => true,
+            .filter(|p| {
+                !matches!(
+                    (p, self.rules.path_renumbering),
+                    (PathType::C2c, PathRenumbering::V2_18)
+                        | (PathType::P2c, PathRenumbering::V2_18 | PathRenumbering::V2_26)
+                )
             })
             .collect()
     }

@@ -6,7 +6,10 @@ fn data(v: &str) -> VersionData {
 }
 
 fn env(pairs: &[(&str, &str)], v: &str) -> Result<EnvPolicy> {
-    let vars: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let vars: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     EnvPolicy::from_env(&vars, &data(v))
 }
 
@@ -20,7 +23,10 @@ const F: [Func; 5] = Func::TUNED;
 fn empty_environment_is_all_defaults() {
     let p = env(&[("PATH", "/bin"), ("NCCL_DEBUG", "INFO")], "2.30").unwrap();
     assert_eq!(p.enable, EnableMatrix::default());
-    assert!(p.effects().is_empty(), "unrelated variables are not recorded");
+    assert!(
+        p.effects().is_empty(),
+        "unrelated variables are not recorded"
+    );
     assert_eq!(p.p2p_level, None);
     let d = data("2.30");
     assert_eq!(p.cumem_enable_or(&d), -2);
@@ -35,7 +41,11 @@ fn empty_environment_is_all_defaults() {
 
 #[test]
 fn later_pairs_override_earlier_ones() {
-    let p = env(&[("NCCL_P2P_LEVEL", "SYS"), ("NCCL_P2P_LEVEL", "NVL")], "2.30").unwrap();
+    let p = env(
+        &[("NCCL_P2P_LEVEL", "SYS"), ("NCCL_P2P_LEVEL", "NVL")],
+        "2.30",
+    )
+    .unwrap();
     assert_eq!(p.p2p_level, Some(PathType::Nvl));
     assert_eq!(p.effects().len(), 1);
     assert_eq!(p.effects()[0].value, "NVL");
@@ -62,7 +72,13 @@ fn p2p_levels_by_name_and_legacy_number() {
         assert_eq!(p.p2p_level, Some(*want), "{v} {val}");
     }
     // names are case-sensitive; P2C does not exist before 2.27, C2C before 2.26; NET is above SYS
-    for (v, val) in [("2.30", "pxb"), ("2.26", "P2C"), ("2.21", "C2C"), ("2.30", "NET"), ("2.30", "")] {
+    for (v, val) in [
+        ("2.30", "pxb"),
+        ("2.26", "P2C"),
+        ("2.21", "C2C"),
+        ("2.30", "NET"),
+        ("2.30", ""),
+    ] {
         let e = err(&[("NCCL_P2P_LEVEL", val)], v);
         assert!(e.contains("bad NCCL_P2P_LEVEL"), "{e}");
         assert!(e.contains("case-sensitive"), "{e}");
@@ -73,19 +89,35 @@ fn p2p_levels_by_name_and_legacy_number() {
 
 #[test]
 fn p2p_disable_wins_over_level() {
-    let mut p = env(&[("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_LEVEL", "SYS")], "2.30").unwrap();
+    let mut p = env(
+        &[("NCCL_P2P_DISABLE", "1"), ("NCCL_P2P_LEVEL", "SYS")],
+        "2.30",
+    )
+    .unwrap();
     assert!(p.p2p_disable);
     assert_eq!(p.p2p_level, Some(PathType::Loc));
     p.note_effect("NCCL_P2P_DISABLE", "P2P off between all GPU pairs");
     p.note_effect("NCCL_P2P_DISABLE", "P2P off between all GPU pairs");
     let fx = p.effects();
     assert_eq!(fx[0].name, "NCCL_P2P_DISABLE");
-    assert_eq!(fx[0].effect.as_deref(), Some("P2P off between all GPU pairs"));
+    assert_eq!(
+        fx[0].effect.as_deref(),
+        Some("P2P off between all GPU pairs")
+    );
     assert_eq!(fx[1].name, "NCCL_P2P_LEVEL");
-    assert!(fx[1].effect.as_deref().unwrap().contains("NCCL_P2P_DISABLE=1 takes precedence"));
+    assert!(
+        fx[1]
+            .effect
+            .as_deref()
+            .unwrap()
+            .contains("NCCL_P2P_DISABLE=1 takes precedence")
+    );
     let p = env(&[("NCCL_P2P_DISABLE", "0")], "2.30").unwrap();
     assert_eq!(p.p2p_level, None);
-    assert!(err(&[("NCCL_P2P_DISABLE", "yes")], "2.30").contains("bad NCCL_P2P_DISABLE='yes': expected 0 or 1"));
+    assert!(
+        err(&[("NCCL_P2P_DISABLE", "yes")], "2.30")
+            .contains("bad NCCL_P2P_DISABLE='yes': expected 0 or 1")
+    );
 }
 
 #[test]
@@ -106,7 +138,11 @@ fn numeric_variables_and_their_errors() {
     )
     .unwrap();
     assert_eq!(p.min_nchannels, Some(4));
-    assert_eq!(p.max_nchannels, Some(8), "legacy NRINGS used when NCHANNELS unset");
+    assert_eq!(
+        p.max_nchannels,
+        Some(8),
+        "legacy NRINGS used when NCHANNELS unset"
+    );
     assert_eq!(p.nthreads, Some(256));
     assert_eq!(p.thread_thresholds, Some([8, 8, 64, 64, 8, 64]));
     assert_eq!(p.net_overhead, Some(2000));
@@ -115,9 +151,19 @@ fn numeric_variables_and_their_errors() {
     assert_eq!(p.nvls_enable, Some(0));
     let p = env(&[("NCCL_THREAD_THRESHOLDS", "16 16")], "2.30").unwrap();
     assert_eq!(p.thread_thresholds, Some([16, 16, -2, -2, -2, -2]));
-    let p = env(&[("NCCL_MAX_NCHANNELS", "4"), ("NCCL_MAX_NRINGS", "8")], "2.30").unwrap();
+    let p = env(
+        &[("NCCL_MAX_NCHANNELS", "4"), ("NCCL_MAX_NRINGS", "8")],
+        "2.30",
+    )
+    .unwrap();
     assert_eq!(p.max_nchannels, Some(4));
-    assert!(p.effects()[1].effect.as_deref().unwrap().contains("NCCL_MAX_NCHANNELS is set"));
+    assert!(
+        p.effects()[1]
+            .effect
+            .as_deref()
+            .unwrap()
+            .contains("NCCL_MAX_NCHANNELS is set")
+    );
 
     let cases: &[(&str, &str, &str)] = &[
         ("NCCL_CROSS_NIC", "3", "expected 0, 1 or 2"),
@@ -125,7 +171,11 @@ fn numeric_variables_and_their_errors() {
         ("NCCL_MIN_NCHANNELS", "four", "a channel count 1-64"),
         ("NCCL_NTHREADS", "lots", "multiple of 32"),
         ("NCCL_THREAD_THRESHOLDS", "8 x", "up to six integers"),
-        ("NCCL_THREAD_THRESHOLDS", "1 2 3 4 5 6 7", "up to six integers"),
+        (
+            "NCCL_THREAD_THRESHOLDS",
+            "1 2 3 4 5 6 7",
+            "up to six integers",
+        ),
         ("NCCL_BUFFSIZE", "-1", "a positive number of bytes"),
         ("NCCL_NET_OVERHEAD", "-5", "non-negative"),
         ("NCCL_CUMEM_ENABLE", "2", "0, 1 or -2"),
@@ -145,7 +195,11 @@ fn variables_a_version_does_not_read_are_marked() {
     assert_eq!(p.pxn_c2c, None);
     assert_eq!(p.pat_enable, None);
     let fx = p.effects();
-    assert!(fx.iter().all(|e| e.effect.as_deref().unwrap().contains("does not read it")), "{fx:?}");
+    assert!(
+        fx.iter()
+            .all(|e| e.effect.as_deref().unwrap().contains("does not read it")),
+        "{fx:?}"
+    );
     let p = env(&[("NCCL_PXN_C2C", "0")], "2.28").unwrap();
     assert_eq!(p.pxn_c2c, Some(false));
     assert_eq!(p.effects()[0].effect, None);
@@ -154,7 +208,10 @@ fn variables_a_version_does_not_read_are_marked() {
 #[test]
 fn cuda_visible_devices_stops_at_the_first_invalid_entry() {
     let p = env(&[("CUDA_VISIBLE_DEVICES", "0,1,GPU-1234,x,3")], "2.30").unwrap();
-    assert_eq!(p.cuda_visible_devices.as_deref().unwrap(), ["0", "1", "GPU-1234"]);
+    assert_eq!(
+        p.cuda_visible_devices.as_deref().unwrap(),
+        ["0", "1", "GPU-1234"]
+    );
     assert!(p.effects()[0].effect.as_deref().unwrap().contains("'x'"));
     let p = env(&[("CUDA_VISIBLE_DEVICES", "")], "2.30").unwrap();
     assert_eq!(p.cuda_visible_devices.as_deref().unwrap().len(), 0);
@@ -164,10 +221,31 @@ fn cuda_visible_devices_stops_at_the_first_invalid_entry() {
 fn algo_grammar_2_24_and_later() {
     let d = data("2.30");
     // (value, function, algorithm, expected enable)
-    let cases: &[(&str, &[(Func, Algo, u8)])] = &[
-        ("ring", &[(Func::AllReduce, Algo::Ring, 1), (Func::AllReduce, Algo::Tree, 0), (Func::Broadcast, Algo::Ring, 1)]),
-        ("RING,tree", &[(Func::AllGather, Algo::Tree, 1), (Func::AllGather, Algo::Nvls, 0)]),
-        ("^nvls,nvlstree", &[(Func::AllReduce, Algo::Nvls, 0), (Func::AllReduce, Algo::NvlsTree, 0), (Func::AllReduce, Algo::Ring, 1)]),
+    type Check = (Func, Algo, u8);
+    let cases: &[(&str, &[Check])] = &[
+        (
+            "ring",
+            &[
+                (Func::AllReduce, Algo::Ring, 1),
+                (Func::AllReduce, Algo::Tree, 0),
+                (Func::Broadcast, Algo::Ring, 1),
+            ],
+        ),
+        (
+            "RING,tree",
+            &[
+                (Func::AllGather, Algo::Tree, 1),
+                (Func::AllGather, Algo::Nvls, 0),
+            ],
+        ),
+        (
+            "^nvls,nvlstree",
+            &[
+                (Func::AllReduce, Algo::Nvls, 0),
+                (Func::AllReduce, Algo::NvlsTree, 0),
+                (Func::AllReduce, Algo::Ring, 1),
+            ],
+        ),
         (
             "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring",
             &[
@@ -179,8 +257,21 @@ fn algo_grammar_2_24_and_later() {
                 (Func::Broadcast, Algo::CollnetDirect, 0),
             ],
         ),
-        ("allreduce:^ring", &[(Func::AllReduce, Algo::Ring, 0), (Func::AllReduce, Algo::Tree, 1), (Func::AllGather, Algo::Ring, 1)]),
-        ("ring;;allgather:pat", &[(Func::AllGather, Algo::Pat, 1), (Func::AllGather, Algo::Ring, 0)]),
+        (
+            "allreduce:^ring",
+            &[
+                (Func::AllReduce, Algo::Ring, 0),
+                (Func::AllReduce, Algo::Tree, 1),
+                (Func::AllGather, Algo::Ring, 1),
+            ],
+        ),
+        (
+            "ring;;allgather:pat",
+            &[
+                (Func::AllGather, Algo::Pat, 1),
+                (Func::AllGather, Algo::Ring, 0),
+            ],
+        ),
     ];
     for (v, checks) in cases {
         let vars = vec![("NCCL_ALGO".to_string(), v.to_string())];
@@ -206,7 +297,11 @@ fn algo_grammar_2_24_and_later() {
 fn proto_grammar_per_function() {
     let p = env(&[("NCCL_PROTO", "^LL128;allreduce:LL128")], "2.30").unwrap();
     for f in F {
-        let want = if f == Func::AllReduce { [0, 1, 0] } else { [1, 0, 1] };
+        let want = if f == Func::AllReduce {
+            [0, 1, 0]
+        } else {
+            [1, 0, 1]
+        };
         for (i, pr) in Proto::ALL.iter().enumerate() {
             assert_eq!(p.enable.proto(f, *pr), want[i], "{f:?} {pr:?}");
         }
@@ -215,7 +310,10 @@ fn proto_grammar_per_function() {
     assert_eq!(p.enable.proto(Func::AllReduce, Proto::Ll128), 0);
     assert_eq!(p.enable.proto(Func::AllReduce, Proto::Simple), 1);
     let e = err(&[("NCCL_PROTO", "LL,LL256")], "2.30");
-    assert!(e.contains("unknown name 'LL256'") && e.contains("NCCL_PROTO"), "{e}");
+    assert!(
+        e.contains("unknown name 'LL256'") && e.contains("NCCL_PROTO"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -226,7 +324,13 @@ fn algo_grammar_up_to_2_23_is_one_list_and_ignores_unknown_names() {
         assert_eq!(p.enable.algo(f, Algo::Ring), 0);
     }
     assert_eq!(p.ignored_tokens, vec!["NCCL_ALGO: 'bogus'".to_string()]);
-    assert!(p.effects()[0].effect.as_deref().unwrap().contains("ignores unknown name 'bogus'"));
+    assert!(
+        p.effects()[0]
+            .effect
+            .as_deref()
+            .unwrap()
+            .contains("ignores unknown name 'bogus'")
+    );
     // a per-function entry is just an unknown token there
     let p = env(&[("NCCL_ALGO", "allreduce:tree")], "2.23").unwrap();
     assert_eq!(p.enable.algo(Func::AllReduce, Algo::Tree), 0);
