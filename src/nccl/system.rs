@@ -151,23 +151,13 @@ impl System {
     }
     /// GPU ranks of one host, in rank order.
     pub fn host_gpus(&self, host: HostId) -> Vec<usize> {
-        (0..self.gpus.len())
-            .filter(|&r| self.gpu(r).host == host)
-            .collect()
+        (0..self.gpus.len()).filter(|&r| self.gpu(r).host == host).collect()
     }
     pub fn min_sm(&self) -> u32 {
-        self.gpus
-            .iter()
-            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
-            .min()
-            .unwrap_or(0)
+        self.gpus.iter().filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm)).min().unwrap_or(0)
     }
     pub fn max_sm(&self) -> u32 {
-        self.gpus
-            .iter()
-            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
-            .max()
-            .unwrap_or(0)
+        self.gpus.iter().filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm)).max().unwrap_or(0)
     }
     /// The first CPU node (NCCL uses its arch/vendor for CPU-dependent rules).
     pub fn first_cpu(&self) -> Option<&CpuAttrs> {
@@ -193,26 +183,14 @@ impl System {
 
     /// Builds NCCL's system graph from the hardware model with `c`'s constants.
     pub fn build(topo: &Topology, c: &BwConstants) -> System {
-        let mut sys = System {
-            nodes: vec![],
-            gpus: vec![],
-            nets: vec![],
-            cpus: vec![],
-            nvs: vec![],
-            nhosts: 1,
-        };
+        let mut sys = System { nodes: vec![], gpus: vec![], nets: vec![], cpus: vec![], nvs: vec![], nhosts: 1 };
         let mut map: HashMap<NodeIndex, usize> = HashMap::new();
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
         let g = &topo.graph;
 
         let mut order: Vec<NodeIndex> = g.node_indices().collect();
         order.sort_by_key(|&n| (g[n].host, kind_rank(&g[n].kind), n));
-        let rank_of: HashMap<NodeIndex, usize> = topo
-            .gpus()
-            .into_iter()
-            .enumerate()
-            .map(|(r, n)| (n, r))
-            .collect();
+        let rank_of: HashMap<NodeIndex, usize> = topo.gpus().into_iter().enumerate().map(|(r, n)| (n, r)).collect();
 
         for n in order {
             let node = &g[n];
@@ -262,10 +240,7 @@ impl System {
                     sys.nvs.push(i);
                     i
                 }
-                NodeKind::Nic(nic) => sys.add(base(
-                    NodeType::Nic,
-                    nic.busid.map(|b| b.0).unwrap_or(n.index() as u64),
-                )),
+                NodeKind::Nic(nic) => sys.add(base(NodeType::Nic, nic.busid.map(|b| b.0).unwrap_or(n.index() as u64))),
                 NodeKind::Net(net) => {
                     let mut s = base(NodeType::Net, net.dev.max(0) as u64);
                     s.net = Some(NetAttrs {
@@ -274,9 +249,7 @@ impl System {
                         bw: net.bw(),
                         gdr: net.gdr,
                         coll: net.coll,
-                        guid: net
-                            .guid
-                            .unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
+                        guid: net.guid.unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
                         port: net.port,
                         latency: net.latency,
                         maxconn: net.maxconn.unwrap_or(64),
@@ -298,13 +271,10 @@ impl System {
             .collect();
         gpus.sort();
         sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
-        sys.nets
-            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
+        sys.nets.sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
 
         for e in g.edge_references() {
-            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
-                continue;
-            };
+            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else { continue };
             let w = e.weight();
             let (kind, bw) = match w.kind {
                 LinkKind::Pci => (LinkType::Pci, w.bw),
@@ -312,10 +282,7 @@ impl System {
                 LinkKind::Net => (LinkType::Net, w.bw),
                 LinkKind::C2c => (LinkType::C2c, w.bw),
                 LinkKind::Sys => {
-                    let bw = topo
-                        .cpu(e.source())
-                        .map(|cpu| c.sys_bw(cpu))
-                        .unwrap_or(w.bw);
+                    let bw = topo.cpu(e.source()).map(|cpu| c.sys_bw(cpu)).unwrap_or(w.bw);
                     (LinkType::Sys, bw)
                 }
                 LinkKind::NvLink => {
@@ -343,13 +310,9 @@ impl System {
     /// of the same kind; their downstream devices link to it directly.
     fn flatten_bcm_switches(&mut self, topo: &Topology) {
         let bcm_gen = |n: &SysNode| -> Option<u8> {
-            let NodeKind::PciSwitch(p) = &topo.graph[n.topo?].kind else {
-                return None;
-            };
+            let NodeKind::PciSwitch(p) = &topo.graph[n.topo?].kind else { return None };
             match (p.vendor, p.device, p.subsystem_vendor, p.subsystem_device) {
-                (Some(0x1000), Some(0xc010), Some(0x1000), Some(sd)) if sd & 0xf000 == 0xa000 => {
-                    Some(4)
-                }
+                (Some(0x1000), Some(0xc010), Some(0x1000), Some(sd)) if sd & 0xf000 == 0xa000 => Some(4),
                 (Some(0x1000), Some(0xc030), Some(0x1000), Some(_)) => Some(5),
                 _ => None,
             }
@@ -376,12 +339,7 @@ impl System {
                 })
                 .collect();
             for ch in children {
-                let grand: Vec<SysLink> = self.nodes[ch]
-                    .links
-                    .iter()
-                    .filter(|l| l.to != p)
-                    .cloned()
-                    .collect();
+                let grand: Vec<SysLink> = self.nodes[ch].links.iter().filter(|l| l.to != p).cloned().collect();
                 for l in grand {
                     // Re-point the grandchild to the parent switch, both directions.
                     let back = self.nodes[l.to].links.iter().find(|b| b.to == ch).cloned();
@@ -427,12 +385,7 @@ impl System {
             }
             self.nodes.push(n);
         }
-        for v in [
-            &mut self.gpus,
-            &mut self.nets,
-            &mut self.cpus,
-            &mut self.nvs,
-        ] {
+        for v in [&mut self.gpus, &mut self.nets, &mut self.cpus, &mut self.nvs] {
             for x in v.iter_mut() {
                 *x = remap[*x];
             }
@@ -476,16 +429,9 @@ mod tests {
     #[test]
     fn version_constants_apply() {
         let t = hgx(2, 90);
-        let c = BwConstants {
-            sm90_nvlink: 20.0,
-            ..Default::default()
-        };
+        let c = BwConstants { sm90_nvlink: 20.0, ..Default::default() };
         let s = System::build(&t, &c);
-        let nvl = s.nodes[s.gpus[0]]
-            .links
-            .iter()
-            .find(|l| l.kind == LinkType::Nvl)
-            .unwrap();
+        let nvl = s.nodes[s.gpus[0]].links.iter().find(|l| l.kind == LinkType::Nvl).unwrap();
         assert!((nvl.bw - 360.0).abs() < 1e-9);
     }
 }

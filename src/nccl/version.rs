@@ -654,7 +654,10 @@ impl VersionData {
                 !matches!(
                     (p, self.rules.path_renumbering),
                     (PathType::C2c, PathRenumbering::V2_18)
-                        | (PathType::P2c, PathRenumbering::V2_18 | PathRenumbering::V2_26)
+                        | (
+                            PathType::P2c,
+                            PathRenumbering::V2_18 | PathRenumbering::V2_26
+                        )
                 )
             })
             .collect()
