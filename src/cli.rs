@@ -58,7 +58,10 @@ pub struct SourceArgs {
 impl SourceArgs {
     pub fn spec(&self) -> Result<SourceSpec> {
         if let Some(0) = self.nodes {
-            return Err(error::usage("--nodes must be at least 1", "pass --nodes 2 for two nodes"));
+            return Err(error::usage(
+                "--nodes must be at least 1",
+                "pass --nodes 2 for two nodes",
+            ));
         }
         Ok(SourceSpec {
             from: self.from.clone(),
@@ -166,7 +169,12 @@ pub struct XmlArgs {
 #[derive(Args, Debug)]
 pub struct SnapshotArgs {
     /// Output: a .tar.gz file, or a folder when the path ends with '/' or has no .tar.gz/.tgz suffix.
-    #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "topo-snapshot.tar.gz")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "topo-snapshot.tar.gz"
+    )]
     pub output: PathBuf,
     /// Read sysfs/procfs under this folder instead of / (for tests).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
@@ -188,11 +196,17 @@ pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
-    let style = Style { color: use_color(&cli.color) };
+    let style = Style {
+        color: use_color(&cli.color),
+    };
     match cli.command {
         Command::Show(a) => {
             let topo = crate::source::load(&a.source.spec()?)?;
-            let style = if a.output.is_some() { Style::default() } else { style };
+            let style = if a.output.is_some() {
+                Style::default()
+            } else {
+                style
+            };
             let text = crate::report::show::render(&topo, a.view, a.format, style)?;
             emit(a.output.as_ref(), &text)?;
         }
@@ -209,7 +223,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Plan(a) => {
             let topo = crate::source::load(&a.source.spec()?)?;
             let env = a.source.env_overrides()?;
-            let style = if a.output.is_some() { Style::default() } else { style };
+            let style = if a.output.is_some() {
+                Style::default()
+            } else {
+                style
+            };
             let text = crate::plan::run(&topo, &a, &env, style)?;
             emit(a.output.as_ref(), &text)?;
         }
@@ -226,14 +244,23 @@ pub fn main_entry() -> i32 {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
         eprintln!("error: internal error: {msg}{at}");
-        eprintln!("hint: this is a bug in topo; please report it with the command line that caused it");
+        eprintln!(
+            "hint: this is a bug in topo; please report it with the command line that caused it"
+        );
     }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { Exit::Usage as i32 } else { 0 };
+            let code = if e.use_stderr() {
+                Exit::Usage as i32
+            } else {
+                0
+            };
             let _ = e.print();
             return code;
         }

@@ -30,7 +30,11 @@ impl std::error::Error for Failure {}
 
 impl Failure {
     pub fn new(exit: Exit, message: impl Into<String>) -> Failure {
-        Failure { exit, message: message.into(), hint: None }
+        Failure {
+            exit,
+            message: message.into(),
+            hint: None,
+        }
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Failure {
         self.hint = Some(hint.into());

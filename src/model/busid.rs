@@ -12,7 +12,12 @@ pub struct BusId(pub u64);
 
 impl BusId {
     pub fn new(domain: u32, bus: u8, device: u8, function: u8) -> BusId {
-        BusId(((domain as u64) << 20) | ((bus as u64) << 12) | ((device as u64) << 4) | function as u64)
+        BusId(
+            ((domain as u64) << 20)
+                | ((bus as u64) << 12)
+                | ((device as u64) << 4)
+                | function as u64,
+        )
     }
 
     pub fn domain(self) -> u32 {
@@ -114,20 +119,40 @@ mod tests {
         assert_eq!(BusId::parse("1b:00.0").unwrap().0, 0x1b000);
         let f = BusId::parse("fffffff:ff:ff.0").unwrap();
         assert!(f.is_placeholder());
-        assert_eq!(BusId::parse("0101:00:00.0").unwrap().to_string(), "0101:00:00.0");
-        assert_eq!(BusId::parse("ffff:ff:01.0").unwrap().to_string(), "ffff:ff:01.0");
+        assert_eq!(
+            BusId::parse("0101:00:00.0").unwrap().to_string(),
+            "0101:00:00.0"
+        );
+        assert_eq!(
+            BusId::parse("ffff:ff:01.0").unwrap().to_string(),
+            "ffff:ff:01.0"
+        );
     }
 
     #[test]
     fn rejects_garbage() {
-        for s in ["", "1b", "0000:1b:00", "zz:00.0", "0000:1b:00.10", "0000:100:00.0", ":.", "0:0:0:0.0"] {
+        for s in [
+            "",
+            "1b",
+            "0000:1b:00",
+            "zz:00.0",
+            "0000:1b:00.10",
+            "0000:100:00.0",
+            ":.",
+            "0:0:0:0.0",
+        ] {
             assert!(BusId::parse(s).is_err(), "{s}");
         }
     }
 
     #[test]
     fn round_trips_through_text() {
-        for s in ["0000:00:00.0", "0000:c1:00.1", "0001:41:1f.7", "ffffffff:ff:ff.f"] {
+        for s in [
+            "0000:00:00.0",
+            "0000:c1:00.1",
+            "0001:41:1f.7",
+            "ffffffff:ff:ff.f",
+        ] {
             assert_eq!(BusId::parse(s).unwrap().to_string(), s);
         }
     }

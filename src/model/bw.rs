@@ -153,7 +153,10 @@ pub fn pcie_lane_value(speed: &str) -> Option<u32> {
         ("64.0 GT/s PCIe", 480),
     ];
     let s = speed.trim();
-    TABLE.iter().find(|(k, _)| s.starts_with(k)).map(|(_, v)| *v)
+    TABLE
+        .iter()
+        .find(|(k, _)| s.starts_with(k))
+        .map(|(_, v)| *v)
 }
 
 /// The NCCL rate used when the speed string is missing or unknown (Gen3).
@@ -163,7 +166,10 @@ pub const PCIE_DEFAULT_LANE_VALUE: u32 = 60;
 /// "16 GT/s"): for display and generation checks, not for NCCL's bandwidth.
 pub fn pcie_gts(speed: &str) -> Option<f64> {
     let s = speed.trim();
-    let num: String = s.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let num: String = s
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
     let v: f64 = num.parse().ok()?;
     if s[num.len()..].trim_start().starts_with("GT/s") && v > 0.0 {
         Some(v)
@@ -174,8 +180,18 @@ pub fn pcie_gts(speed: &str) -> Option<f64> {
 
 /// PCIe generation from the per-lane transfer rate.
 pub fn pcie_generation(gts: f64) -> Option<u32> {
-    const GENS: &[(f64, u32)] = &[(2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6), (128.0, 7)];
-    GENS.iter().find(|(g, _)| (gts - g).abs() < 0.01).map(|(_, n)| *n)
+    const GENS: &[(f64, u32)] = &[
+        (2.5, 1),
+        (5.0, 2),
+        (8.0, 3),
+        (16.0, 4),
+        (32.0, 5),
+        (64.0, 6),
+        (128.0, 7),
+    ];
+    GENS.iter()
+        .find(|(g, _)| (gts - g).abs() < 0.01)
+        .map(|(_, n)| *n)
 }
 
 /// The canonical sysfs string for a generation, as NCCL 2.30 writes it from NVML.
@@ -194,7 +210,9 @@ pub fn pcie_speed_string(generation: u32) -> Option<&'static str> {
 /// PCIe link bandwidth in GB/s: `width * lane_value / 80`, width 0 counting as 16 and an
 /// unknown speed as Gen3 (`ncclTopoAddPci`, all versions).
 pub fn pcie_bw(speed: Option<&str>, width: Option<u32>) -> f64 {
-    let lane = speed.and_then(pcie_lane_value).unwrap_or(PCIE_DEFAULT_LANE_VALUE);
+    let lane = speed
+        .and_then(pcie_lane_value)
+        .unwrap_or(PCIE_DEFAULT_LANE_VALUE);
     let w = match width {
         None | Some(0) => 16,
         Some(w) => w,

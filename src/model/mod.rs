@@ -386,7 +386,12 @@ impl Topology {
     }
 
     /// Adds a node without links; registers its bus id for lookups.
-    pub fn add_node(&mut self, host: HostId, parent: Option<NodeIndex>, kind: NodeKind) -> NodeIndex {
+    pub fn add_node(
+        &mut self,
+        host: HostId,
+        parent: Option<NodeIndex>,
+        kind: NodeKind,
+    ) -> NodeIndex {
         let node = Node { host, parent, kind };
         let busid = node.busid();
         let idx = self.graph.add_node(node);
@@ -406,7 +411,11 @@ impl Topology {
         let host = self.graph[parent].host;
         let parent_is_cpu = matches!(self.graph[parent].kind, NodeKind::Cpu(_));
         let link = match &kind {
-            NodeKind::Net(n) => Link { kind: LinkKind::Net, bw: n.bw(), lanes: 0 },
+            NodeKind::Net(n) => Link {
+                kind: LinkKind::Net,
+                bw: n.bw(),
+                lanes: 0,
+            },
             // A NIC without a PCI location sits on the CPU at LOC bandwidth.
             NodeKind::Nic(n) if n.busid.is_none() && parent_is_cpu => Link {
                 kind: LinkKind::Pci,
@@ -486,13 +495,26 @@ impl Topology {
                     NodeKind::Cpu(cpu) => c.sys_bw(cpu),
                     _ => unreachable!(),
                 };
-                self.graph.add_edge(a, b, Link { kind: LinkKind::Sys, bw, lanes: 0 });
+                self.graph.add_edge(
+                    a,
+                    b,
+                    Link {
+                        kind: LinkKind::Sys,
+                        bw,
+                        lanes: 0,
+                    },
+                );
             }
         }
     }
 
-    fn nodes_where<'a>(&'a self, f: impl Fn(&NodeKind) -> bool + 'a) -> impl Iterator<Item = NodeIndex> + 'a {
-        self.graph.node_indices().filter(move |&n| f(&self.graph[n].kind))
+    fn nodes_where<'a>(
+        &'a self,
+        f: impl Fn(&NodeKind) -> bool + 'a,
+    ) -> impl Iterator<Item = NodeIndex> + 'a {
+        self.graph
+            .node_indices()
+            .filter(move |&n| f(&self.graph[n].kind))
     }
 
     pub fn cpus(&self) -> impl Iterator<Item = NodeIndex> + '_ {
@@ -501,7 +523,9 @@ impl Topology {
 
     /// GPUs in a stable order: host, then NVML index, then bus id.
     pub fn gpus(&self) -> Vec<NodeIndex> {
-        let mut v: Vec<NodeIndex> = self.nodes_where(|k| matches!(k, NodeKind::Gpu(_))).collect();
+        let mut v: Vec<NodeIndex> = self
+            .nodes_where(|k| matches!(k, NodeKind::Gpu(_)))
+            .collect();
         v.sort_by_key(|&n| {
             let node = &self.graph[n];
             match &node.kind {
@@ -514,7 +538,9 @@ impl Topology {
 
     /// Network ports in a stable order: host, then plugin device index, then name.
     pub fn nets(&self) -> Vec<NodeIndex> {
-        let mut v: Vec<NodeIndex> = self.nodes_where(|k| matches!(k, NodeKind::Net(_))).collect();
+        let mut v: Vec<NodeIndex> = self
+            .nodes_where(|k| matches!(k, NodeKind::Net(_)))
+            .collect();
         v.sort_by(|&a, &b| {
             let key = |n: NodeIndex| match &self.graph[n].kind {
                 NodeKind::Net(x) => (self.graph[n].host, x.dev, x.name.clone()),
@@ -595,7 +621,12 @@ impl Topology {
     }
 
     pub fn host_count(&self) -> usize {
-        let max = self.graph.node_weights().map(|n| n.host as usize + 1).max().unwrap_or(1);
+        let max = self
+            .graph
+            .node_weights()
+            .map(|n| n.host as usize + 1)
+            .max()
+            .unwrap_or(1);
         max.max(1)
     }
 
@@ -622,7 +653,8 @@ impl Topology {
                 out.graph[map[&idx]].parent = parent;
             }
             for e in self.graph.edge_references() {
-                out.graph.add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+                out.graph
+                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
             }
             for (h, host) in self.hosts.iter().enumerate() {
                 let mut host = host.clone();
@@ -695,7 +727,10 @@ pub mod testing {
     /// One socket, `n` GPUs of compute capability `sm` each behind its own Gen5 switch with
     /// one 400G IB NIC, all GPUs with 18 NVLinks to 4 NVSwitch chips (5/5/4/4), as on HGX H100.
     pub fn hgx(n: usize, sm: u32) -> Topology {
-        let mut t = Topology::new(SourceInfo { kind: "test".into(), origin: None });
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
         let cpu = t.add_node(
             0,
             None,
@@ -713,7 +748,10 @@ pub mod testing {
                 t.add_node(
                     0,
                     None,
-                    NodeKind::NvSwitch(NvSwitch { busid: Some(BusId::new(0, 0x05 + i, 0, 0)), ..Default::default() }),
+                    NodeKind::NvSwitch(NvSwitch {
+                        busid: Some(BusId::new(0, 0x05 + i, 0, 0)),
+                        ..Default::default()
+                    }),
                 )
             })
             .collect();

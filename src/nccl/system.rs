@@ -8,11 +8,11 @@
 //! up; PCI functions that are neither switches, GPUs nor NICs are dropped; two-level Broadcom
 //! PEX switches are flattened; links are sorted by descending bandwidth.
 
-use crate::model::{self, BwConstants, HostId, LinkKind, NodeKind, Topology};
+use crate::model::{self, BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum NodeType {
@@ -134,6 +134,8 @@ pub struct System {
     pub cpus: Vec<usize>,
     pub nvs: Vec<usize>,
     pub nhosts: usize,
+    /// NVML P2P answers per ordered rank pair, where the source had them.
+    pub p2p: BTreeMap<(usize, usize), P2pCaps>,
 }
 
 impl System {
@@ -151,13 +153,26 @@ impl System {
     }
     /// GPU ranks of one host, in rank order.
     pub fn host_gpus(&self, host: HostId) -> Vec<usize> {
-        (0..self.gpus.len()).filter(|&r| self.gpu(r).host == host).collect()
+        (0..self.gpus.len())
+            .filter(|&r| self.gpu(r).host == host)
+            .collect()
     }
     pub fn min_sm(&self) -> u32 {
-        self.gpus.iter().filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm)).min().unwrap_or(0)
+        self.gpus
+            .iter()
+            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
+            .min()
+            .unwrap_or(0)
     }
     pub fn max_sm(&self) -> u32 {
-        self.gpus.iter().filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm)).max().unwrap_or(0)
+        self.gpus
+            .iter()
+            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
+            .max()
+            .unwrap_or(0)
+    }
+    pub fn p2p_caps(&self, a: usize, b: usize) -> Option<&P2pCaps> {
+        self.p2p.get(&(a, b))
     }
     /// The first CPU node (NCCL uses its arch/vendor for CPU-dependent rules).
     pub fn first_cpu(&self) -> Option<&CpuAttrs> {
@@ -183,14 +198,27 @@ impl System {
 
     /// Builds NCCL's system graph from the hardware model with `c`'s constants.
     pub fn build(topo: &Topology, c: &BwConstants) -> System {
-        let mut sys = System { nodes: vec![], gpus: vec![], nets: vec![], cpus: vec![], nvs: vec![], nhosts: 1 };
+        let mut sys = System {
+            nodes: vec![],
+            gpus: vec![],
+            nets: vec![],
+            cpus: vec![],
+            nvs: vec![],
+            nhosts: 1,
+            p2p: BTreeMap::new(),
+        };
         let mut map: HashMap<NodeIndex, usize> = HashMap::new();
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
         let g = &topo.graph;
 
         let mut order: Vec<NodeIndex> = g.node_indices().collect();
         order.sort_by_key(|&n| (g[n].host, kind_rank(&g[n].kind), n));
-        let rank_of: HashMap<NodeIndex, usize> = topo.gpus().into_iter().enumerate().map(|(r, n)| (n, r)).collect();
+        let rank_of: HashMap<NodeIndex, usize> = topo
+            .gpus()
+            .into_iter()
+            .enumerate()
+            .map(|(r, n)| (n, r))
+            .collect();
 
         for n in order {
             let node = &g[n];
@@ -240,7 +268,10 @@ impl System {
                     sys.nvs.push(i);
                     i
                 }
-                NodeKind::Nic(nic) => sys.add(base(NodeType::Nic, nic.busid.map(|b| b.0).unwrap_or(n.index() as u64))),
+                NodeKind::Nic(nic) => sys.add(base(
+                    NodeType::Nic,
+                    nic.busid.map(|b| b.0).unwrap_or(n.index() as u64),
+                )),
                 NodeKind::Net(net) => {
                     let mut s = base(NodeType::Net, net.dev.max(0) as u64);
                     s.net = Some(NetAttrs {
@@ -249,7 +280,9 @@ impl System {
                         bw: net.bw(),
                         gdr: net.gdr,
                         coll: net.coll,
-                        guid: net.guid.unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
+                        guid: net
+                            .guid
+                            .unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
                         port: net.port,
                         latency: net.latency,
                         maxconn: net.maxconn.unwrap_or(64),
@@ -271,10 +304,13 @@ impl System {
             .collect();
         gpus.sort();
         sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
-        sys.nets.sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
+        sys.nets
+            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
 
         for e in g.edge_references() {
-            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else { continue };
+            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
+                continue;
+            };
             let w = e.weight();
             let (kind, bw) = match w.kind {
                 LinkKind::Pci => (LinkType::Pci, w.bw),
@@ -282,7 +318,10 @@ impl System {
                 LinkKind::Net => (LinkType::Net, w.bw),
                 LinkKind::C2c => (LinkType::C2c, w.bw),
                 LinkKind::Sys => {
-                    let bw = topo.cpu(e.source()).map(|cpu| c.sys_bw(cpu)).unwrap_or(w.bw);
+                    let bw = topo
+                        .cpu(e.source())
+                        .map(|cpu| c.sys_bw(cpu))
+                        .unwrap_or(w.bw);
                     (LinkType::Sys, bw)
                 }
                 LinkKind::NvLink => {
@@ -301,6 +340,16 @@ impl System {
             }
             sys.connect(a, b, kind, bw);
         }
+        let rank_by_bus: HashMap<(HostId, model::BusId), usize> = rank_of
+            .iter()
+            .filter_map(|(&n, &r)| topo.gpu(n).map(|g| ((g_host(topo, n), g.busid), r)))
+            .collect();
+        for ((h, a, b), caps) in &topo.p2p {
+            if let (Some(&ra), Some(&rb)) = (rank_by_bus.get(&(*h, *a)), rank_by_bus.get(&(*h, *b)))
+            {
+                sys.p2p.insert((ra, rb), caps.clone());
+            }
+        }
         sys.flatten_bcm_switches(topo);
         sys
     }
@@ -310,9 +359,13 @@ impl System {
     /// of the same kind; their downstream devices link to it directly.
     fn flatten_bcm_switches(&mut self, topo: &Topology) {
         let bcm_gen = |n: &SysNode| -> Option<u8> {
-            let NodeKind::PciSwitch(p) = &topo.graph[n.topo?].kind else { return None };
+            let NodeKind::PciSwitch(p) = &topo.graph[n.topo?].kind else {
+                return None;
+            };
             match (p.vendor, p.device, p.subsystem_vendor, p.subsystem_device) {
-                (Some(0x1000), Some(0xc010), Some(0x1000), Some(sd)) if sd & 0xf000 == 0xa000 => Some(4),
+                (Some(0x1000), Some(0xc010), Some(0x1000), Some(sd)) if sd & 0xf000 == 0xa000 => {
+                    Some(4)
+                }
                 (Some(0x1000), Some(0xc030), Some(0x1000), Some(_)) => Some(5),
                 _ => None,
             }
@@ -339,7 +392,12 @@ impl System {
                 })
                 .collect();
             for ch in children {
-                let grand: Vec<SysLink> = self.nodes[ch].links.iter().filter(|l| l.to != p).cloned().collect();
+                let grand: Vec<SysLink> = self.nodes[ch]
+                    .links
+                    .iter()
+                    .filter(|l| l.to != p)
+                    .cloned()
+                    .collect();
                 for l in grand {
                     // Re-point the grandchild to the parent switch, both directions.
                     let back = self.nodes[l.to].links.iter().find(|b| b.to == ch).cloned();
@@ -385,12 +443,21 @@ impl System {
             }
             self.nodes.push(n);
         }
-        for v in [&mut self.gpus, &mut self.nets, &mut self.cpus, &mut self.nvs] {
+        for v in [
+            &mut self.gpus,
+            &mut self.nets,
+            &mut self.cpus,
+            &mut self.nvs,
+        ] {
             for x in v.iter_mut() {
                 *x = remap[*x];
             }
         }
     }
+}
+
+fn g_host(topo: &Topology, n: NodeIndex) -> HostId {
+    topo.graph[n].host
 }
 
 fn kind_rank(k: &NodeKind) -> u8 {
@@ -429,9 +496,16 @@ mod tests {
     #[test]
     fn version_constants_apply() {
         let t = hgx(2, 90);
-        let c = BwConstants { sm90_nvlink: 20.0, ..Default::default() };
+        let c = BwConstants {
+            sm90_nvlink: 20.0,
+            ..Default::default()
+        };
         let s = System::build(&t, &c);
-        let nvl = s.nodes[s.gpus[0]].links.iter().find(|l| l.kind == LinkType::Nvl).unwrap();
+        let nvl = s.nodes[s.gpus[0]]
+            .links
+            .iter()
+            .find(|l| l.kind == LinkType::Nvl)
+            .unwrap();
         assert!((nvl.bw - 360.0).abs() < 1e-9);
     }
 }

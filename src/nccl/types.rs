@@ -140,8 +140,15 @@ pub enum Algo {
 }
 
 impl Algo {
-    pub const ALL: [Algo; 7] =
-        [Algo::Tree, Algo::Ring, Algo::CollnetDirect, Algo::CollnetChain, Algo::Nvls, Algo::NvlsTree, Algo::Pat];
+    pub const ALL: [Algo; 7] = [
+        Algo::Tree,
+        Algo::Ring,
+        Algo::CollnetDirect,
+        Algo::CollnetChain,
+        Algo::Nvls,
+        Algo::NvlsTree,
+        Algo::Pat,
+    ];
     /// The name NCCL prints (`Tree`, `Ring`, `CollNetDirect`, …).
     pub fn name(self) -> &'static str {
         match self {
@@ -156,7 +163,10 @@ impl Algo {
     }
     /// Case-insensitive lookup of NCCL_ALGO tokens.
     pub fn from_name(s: &str) -> Option<Algo> {
-        Algo::ALL.iter().copied().find(|a| a.name().eq_ignore_ascii_case(s.trim()))
+        Algo::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name().eq_ignore_ascii_case(s.trim()))
     }
 }
 
@@ -179,7 +189,10 @@ impl Proto {
         }
     }
     pub fn from_name(s: &str) -> Option<Proto> {
-        Proto::ALL.iter().copied().find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+        Proto::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
     }
 }
 
@@ -207,7 +220,13 @@ impl Func {
         Func::AllToAll,
         Func::SendRecv,
     ];
-    pub const TUNED: [Func; 5] = [Func::Broadcast, Func::Reduce, Func::AllGather, Func::ReduceScatter, Func::AllReduce];
+    pub const TUNED: [Func; 5] = [
+        Func::Broadcast,
+        Func::Reduce,
+        Func::AllGather,
+        Func::ReduceScatter,
+        Func::AllReduce,
+    ];
 
     /// NCCL's printed name (`AllReduce`).
     pub fn name(self) -> &'static str {
@@ -235,7 +254,11 @@ impl Func {
     }
     /// Accepts `allreduce`, `all_reduce`, `AllReduce`, `all-reduce`.
     pub fn parse(s: &str) -> Option<Func> {
-        let k: String = s.chars().filter(|c| c.is_ascii_alphanumeric()).collect::<String>().to_ascii_lowercase();
+        let k: String = s
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
         Func::ALL.iter().copied().find(|f| f.cli_name() == k)
     }
     pub fn is_tuned(self) -> bool {

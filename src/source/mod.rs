@@ -2,6 +2,7 @@
 //! and hardware profiles. This is the only module that reads the machine.
 
 pub mod live;
+pub mod nccl_lib;
 pub mod ncclxml;
 pub mod nvml;
 pub mod profile;
@@ -34,7 +35,10 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     if path.is_dir() {
         return Ok(FromKind::Snapshot);
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
         return Ok(FromKind::Snapshot);
     }
@@ -99,7 +103,10 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
             FromKind::Profile => profile::load_file(path)?,
         }
     } else {
-        let root = spec.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+        let root = spec
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/"));
         live::discover(&root)?
     };
     Ok(match spec.nodes {
