@@ -1740,6 +1740,40 @@ pub fn render_tuning_log(t: &CostTable) -> String {
     out
 }
 
+/// The `Enabled NCCL Func/Proto/Algo Matrix:` block NCCL 2.24+ logs when NCCL_ALGO or
+/// NCCL_PROTO is set (user settings before topology rules; LL128 2 = auto), without the log
+/// prefix; `None` when neither is set or the version does not print it.
+pub fn render_enable_matrix(env: &EnvPolicy, data: &VersionData) -> Option<String> {
+    use crate::nccl::version::AlgoProtoGrammar;
+    if data.rules.algo_proto_grammar != AlgoProtoGrammar::PerFunction
+        || (env.algo.is_none() && env.proto.is_none())
+    {
+        return None;
+    }
+    let algos = data.algorithms();
+    let mut out = String::from("Enabled NCCL Func/Proto/Algo Matrix:\n     Function | ");
+    for p in Proto::ALL {
+        out += &format!("{:>8}  ", p.name());
+    }
+    out += " | ";
+    for a in algos {
+        out += &format!("{:>13}  ", a.name());
+    }
+    out.push('\n');
+    for f in Func::TUNED {
+        out += &format!("{:>13} | ", f.name());
+        for p in Proto::ALL {
+            out += &format!("{:>8}  ", env.enable.proto(f, p));
+        }
+        out += " | ";
+        for a in algos {
+            out += &format!("{:>13}  ", env.enable.algo(f, *a));
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
 /// The `threadThresholds` INIT line's values (`8/8/64 | 64/8/64 | 512 | 512`).
 pub fn render_thread_thresholds(t: &CostTable) -> String {
     let x = &t.thread_thresholds;

@@ -1283,3 +1283,27 @@ fn single_rank_needs_no_algorithm() {
         (Algo::Ring, Proto::Simple, 0.0)
     );
 }
+
+#[test]
+fn enable_matrix_log_from_2_24() {
+    let d = data("2.30");
+    assert_eq!(render_enable_matrix(&policy(&d, &[]), &d), None);
+    let m =
+        render_enable_matrix(&policy(&d, &[("NCCL_PROTO", "^LL128;allreduce:LL128")]), &d).unwrap();
+    let lines: Vec<&str> = m.lines().collect();
+    assert_eq!(lines[0], "Enabled NCCL Func/Proto/Algo Matrix:");
+    assert_eq!(
+        lines[1],
+        "     Function |       LL     LL128    Simple   |          Tree           Ring  CollNetDirect   CollNetChain           NVLS       NVLSTree            PAT  "
+    );
+    assert_eq!(
+        lines[2],
+        "    Broadcast |        1         0         1   |             1              1              1              1              1              1              1  "
+    );
+    assert!(lines[6].starts_with("    AllReduce |        0         1         0   |"));
+    let d23 = data("2.23");
+    assert_eq!(
+        render_enable_matrix(&policy(&d23, &[("NCCL_ALGO", "ring")]), &d23),
+        None
+    );
+}
