@@ -1119,6 +1119,9 @@ impl CostTable {
         let mut user_proto: Vec<String> = vec![];
         let mut ll128_fx: Vec<String> = vec![];
         let mut pat_user = false;
+        // Ring protocols that resolved to off (user or LL128 auto), per function: the 2.22–2.23
+        // Ring backup does not bring those back.
+        let mut ring_proto_off = [[false; 3]; 5];
         for (fi, f) in Func::TUNED.iter().copied().enumerate() {
             for a in algos.iter().copied() {
                 for p in Proto::ALL {
@@ -1130,6 +1133,9 @@ impl CostTable {
                     }
                     if pe == 2 && p == Proto::Ll128 {
                         let reasons = self.ll128_auto(inp, f, a);
+                        if a == Algo::Ring && !reasons.is_empty() {
+                            ring_proto_off[fi][pi] = true;
+                        }
                         why.extend(reasons);
                     } else if p == Proto::Ll128 && pe == 1 && env.proto.is_some() {
                         let reasons = self.ll128_auto(inp, f, a);
@@ -1193,8 +1199,9 @@ impl CostTable {
                     .any(|ai| (0..3).any(|pi| self.cells[fi * 21 + ai * 3 + pi].bw.is_some()));
                 if !any {
                     for p in Proto::ALL {
+                        let pi = p as usize;
                         let keep = r.ring_backup == RingBackup::AllProtocols
-                            || proto_en[fi][p as usize] != 0;
+                            || (proto_en[fi][pi] != 0 && !ring_proto_off[fi][pi]);
                         let c = self.cell_mut(fi, Algo::Ring, p);
                         if keep && c.evaluated && c.model_bw > 0.0 {
                             c.bw = Some(c.model_bw);

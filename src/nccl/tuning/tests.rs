@@ -1189,6 +1189,24 @@ fn v_no_algorithm_left_fallbacks() {
         t22.select(Func::AllReduce, 1 << 20, &op).unwrap().algo,
         Algo::Ring
     );
+    // 2.21 restores every Ring protocol, 2.22 only the enabled ones (LL128 auto is off on PCIe)
+    let pcie = |i: &mut TuningInput| {
+        no_nvls(i);
+        i.ring = Some(graph(
+            GraphId::Ring,
+            Pattern::Ring,
+            2,
+            12.0,
+            12.0,
+            PathType::Pxb,
+            PathType::Pix,
+        ));
+    };
+    let t21 = single("2.21", &[("NCCL_ALGO", "NVLS")], pcie);
+    assert!(t21.bw(Func::AllReduce, Algo::Ring, Proto::Ll128).is_some());
+    let t22 = single("2.22", &[("NCCL_ALGO", "NVLS")], pcie);
+    assert!(t22.bw(Func::AllReduce, Algo::Ring, Proto::Ll128).is_none());
+    assert!(t22.bw(Func::AllReduce, Algo::Ring, Proto::Simple).is_some());
     let t24 = single("2.24", &[("NCCL_ALGO", "NVLS")], no_nvls);
     assert!(t24.select(Func::AllReduce, 1 << 20, &op).is_err());
     // NCCL_ALGO=CollNetDirect without CollNet: ≤2.23 ignores it (Ring+Tree back)
