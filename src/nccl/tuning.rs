@@ -420,6 +420,28 @@ impl CostTable {
             .map(|c| c.lat_us)
     }
 
+    /// The plan's `costs` object: collective → algorithm → protocol → `{bw_gbps, lat_us}`, or
+    /// `None` where disabled (CLI names: `allreduce`, `nvlstree`, `ll128`).
+    pub fn costs(&self) -> Costs {
+        let mut out = Costs::new();
+        for f in Func::TUNED {
+            let per_algo = out.entry(f.cli_name()).or_default();
+            for a in &self.algorithms {
+                let per_proto = per_algo.entry(algo_cli_name(*a)).or_default();
+                for p in Proto::ALL {
+                    let c = self.cell(f, *a, p).and_then(|c| {
+                        c.bw.map(|bw| Cost {
+                            bw_gbps: bw,
+                            lat_us: c.lat_us,
+                        })
+                    });
+                    per_proto.insert(proto_cli_name(p), c);
+                }
+            }
+        }
+        out
+    }
+
     /// Applies the (variable, effect) notes to the policy that produced this table.
     pub fn apply_env_effects(&self, env: &mut EnvPolicy) {
         for (k, v) in &self.env_effects {
@@ -1320,6 +1342,43 @@ impl CostTable {
             why.push("LL128 disabled: Ring AllReduce on 2 Hopper ranks with CUDA 11.8".into());
         }
         why
+    }
+}
+
+/// One usable cell of the plan's `costs`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Cost {
+    pub bw_gbps: f64,
+    pub lat_us: f64,
+}
+
+pub type Costs = std::collections::BTreeMap<
+    &'static str,
+    std::collections::BTreeMap<
+        &'static str,
+        std::collections::BTreeMap<&'static str, Option<Cost>>,
+    >,
+>;
+
+/// The CLI / JSON name of an algorithm (`--algo` values).
+pub fn algo_cli_name(a: Algo) -> &'static str {
+    match a {
+        Algo::Tree => "tree",
+        Algo::Ring => "ring",
+        Algo::CollnetDirect => "collnetdirect",
+        Algo::CollnetChain => "collnetchain",
+        Algo::Nvls => "nvls",
+        Algo::NvlsTree => "nvlstree",
+        Algo::Pat => "pat",
+    }
+}
+
+/// The CLI / JSON name of a protocol (`--proto` values).
+pub fn proto_cli_name(p: Proto) -> &'static str {
+    match p {
+        Proto::Ll => "ll",
+        Proto::Ll128 => "ll128",
+        Proto::Simple => "simple",
     }
 }
 

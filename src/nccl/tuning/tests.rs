@@ -1325,3 +1325,21 @@ fn enable_matrix_log_from_2_24() {
         None
     );
 }
+
+#[test]
+fn costs_for_the_plan_json() {
+    let d = data("2.30");
+    let env = policy(&d, &[]);
+    let t = CostTable::build(&h100(&env, &d));
+    let c = t.costs();
+    let ar = &c["allreduce"];
+    let ring_ll = ar["ring"]["ll"].unwrap();
+    assert!((ring_ll.bw_gbps - 80.571).abs() < 0.001 && (ring_ll.lat_us - 15.0).abs() < 1e-9);
+    assert_eq!(ar["nvlstree"]["simple"], None);
+    assert_eq!(c["broadcast"]["tree"]["simple"], None);
+    assert_eq!(ar.len(), 7);
+    assert_eq!(c.len(), 5);
+    let d21 = data("2.21");
+    let env = policy(&d21, &[]);
+    assert!(!CostTable::build(&h100(&env, &d21)).costs()["allreduce"].contains_key("pat"));
+}
