@@ -5,7 +5,7 @@ use crate::source::SourceSpec;
 use crate::util::{Style, use_color};
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -212,6 +212,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Xml(a) => {
             let topo = crate::source::load(&a.source.spec()?)?;
+            print_warnings(&topo, style);
             let text = crate::nccl::xml::write(&topo)?;
             emit(a.output.as_ref(), &text)?;
         }
@@ -233,6 +234,14 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Topology warnings on stderr, for commands whose output has no place for them.
+fn print_warnings(topo: &crate::model::Topology, style: Style) {
+    let style = Style { color: style.color && std::io::stderr().is_terminal() };
+    for w in &topo.warnings {
+        eprintln!("{} {w}", style.yellow("warning:"));
+    }
 }
 
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.

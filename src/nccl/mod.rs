@@ -1,8 +1,12 @@
 //! The NCCL model: a pure function of (topology, environment policy, NCCL version).
 //! No I/O here: callers pass text or structs in and get structs out.
 
+pub mod env;
 pub mod graph;
 pub mod paths;
 pub mod system;
+pub mod transport;
+pub mod tuning;
 pub mod types;
+pub mod version;
 pub mod xml;

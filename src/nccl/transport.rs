@@ -1,0 +1,820 @@
+//! Which transport NCCL uses between two ranks (`src/transport.cc`, `src/transport/*.cc`),
+//! with the flavour NCCL prints, the INFO line it logs, a one-line reason, and an anomaly when
+//! NVLink-connected GPUs end up on SHM or NET (the classic "SHM on an NVLink box" failure).
+//!
+//! NCCL tries P2P, then SHM, then NET for every connection, and takes the first whose
+//! `canConnect` accepts (transport.cc `selectTransport`). The rules mirrored here are those of
+//! 2.28.9 (`p2pCanConnect` in src/transport/p2p.cc, `shmCanConnect` in src/transport/shm.cc,
+//! `canConnect` in src/transport/net.cc), with the version differences noted where they apply.
+//!
+//! Invisible peers (one GPU per process through `CUDA_VISIBLE_DEVICES`, one GPU per container):
+//! `p2pCanConnect` (p2p.cc, same code 2.18.6 through 2.30.7) runs the topology check first
+//! (`ncclTopoCheckP2p`: level, NVML status, same host hash and `/dev/shm`; the `/dev/shm` test
+//! sat in `p2pCanConnect` itself up to 2.23), then the NET-is-faster check, and only then maps
+//! both bus ids to CUDA devices. When either GPU is not visible it accepts P2P outright on any
+//! build with CUDART >= 10.1 (every build of the versions modelled), skipping
+//! `cudaDeviceCanAccessPeer` and the legacy-IPC probe. The acceptance is not limited to NVLink:
+//! a PCIe pair within the P2P level is accepted the same way.
+//!
+//! Output size: all ordered pairs of ranks on each host, plus one inter-node entry per rank
+//! (towards the rank with the same local index on the next host, the neighbour NCCL's rings
+//! and trees connect on rail-aligned machines). Every rank reaches every other host through
+//! the same NIC choice, so n² inter-node entries would repeat the same line; a 1024-GPU
+//! what-if stays at 128 × 8² + 1024 entries.
+//!
+//! Not modelled: MNNVL (`P2P/MNNVL` across hosts), CollNet/NVLS connections, SHM copy-engine
+//! modes (`SHM/CE/...`), the send/recv-only PXN choice of `ncclTopoGetNetDev` (peer-index
+//! NIC); the NET of an inter-node entry is the rank's channel-0 local NET.
+
+mod policy;
+#[cfg(test)]
+mod tests;
+mod view;
+
+pub use policy::{RankPlacement, TransportPolicy};
+pub use view::{
+    HostMatrix, LEGEND, P2pTypeCheck, TransportSummary, check_p2p_type, matrices, summary,
+};
+
+use super::paths::{self, LevelSource, PathPolicy, Paths};
+use super::system::System;
+use super::types::PathType;
+use serde::Serialize;
+use std::cell::OnceCell;
+
+/// The P2P flavour NCCL picks once P2P is accepted (`p2pSendSetup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum P2pFlavour {
+    /// cuMem VMM buffers exported as file descriptors.
+    Cumem,
+    /// Legacy `cudaIpc*` handles.
+    Ipc,
+    /// Same process: device pointers used directly.
+    Direct,
+    /// Routed through the buffers of an intermediate GPU (NVB path).
+    Indirect,
+}
+
+/// One connection NCCL could set up from `from` to `to`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PairTransport {
+    pub from: usize,
+    pub to: usize,
+    /// NVML indices NCCL prints in brackets (`0[0] -> 1[1]`).
+    pub from_dev: i32,
+    pub to_dev: i32,
+    /// The ranks are on different hosts (or NCCL counts them as different nodes).
+    pub inter_node: bool,
+    /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `SHM`, `NET/IB`,
+    /// `NET/Socket`, or `NET/<plugin name>` for an external net plugin.
+    pub transport: String,
+    /// GPU→GPU path type before NCCL reroutes refused P2P through the CPU; `None` across hosts.
+    pub path: Option<PathType>,
+    /// P2P read mode (`/read`).
+    pub read: bool,
+    /// Copy-engine P2P (`/CE`).
+    pub ce: bool,
+    /// The relay rank of `P2P/indirect`.
+    pub intermediate: Option<usize>,
+    /// NET: the network name NCCL prints (`IB`, `Socket`, plugin name).
+    pub net: Option<String>,
+    /// NET: plugin device index of the sender's NIC and its name (`mlx5_3`).
+    pub net_dev: Option<i32>,
+    pub nic: Option<String>,
+    /// NET: the sender GPU → NIC path type.
+    pub nic_path: Option<PathType>,
+    /// NET: the PXN proxy rank that sends for `from`, when its NIC path is PXN.
+    pub proxy: Option<usize>,
+    /// NET: GPUDirect RDMA on the send side (`/GDRDMA`) and forced PCIe mapping (`(PCI)`).
+    pub gdr: bool,
+    pub gdr_pci: bool,
+    /// NET: the receiver's NIC and GPUDirect RDMA on the receive side.
+    pub recv_net_dev: Option<i32>,
+    pub recv_gdr: bool,
+    /// How NCCL's INFO line ends: `via P2P/CUMEM/read`, `via SHM/direct/direct`,
+    /// `[send] via NET/IB/1(1)/GDRDMA`.
+    pub log_form: String,
+    /// NET only: the receiver's line, `[receive] via NET/IB/0/GDRDMA`.
+    pub log_form_recv: Option<String>,
+    /// Why this transport and not a better one.
+    pub reason: String,
+    /// Set when NVLink-connected GPUs do not use P2P (or only appear to), with the fix.
+    pub anomaly: Option<String>,
+}
+
+impl PairTransport {
+    /// The INFO line NCCL logs for this connection (without the `host:pid:tid [dev] NCCL
+    /// INFO` prefix). SHM lines carry no connection index.
+    pub fn info_line(&self, channel: u32, conn_index: u32) -> String {
+        let head = if self.transport == "SHM" {
+            format!("Channel {channel:02}")
+        } else {
+            format!("Channel {channel:02}/{conn_index}")
+        };
+        format!(
+            "{head} : {}[{}] -> {}[{}] {}",
+            self.from, self.from_dev, self.to, self.to_dev, self.log_form
+        )
+    }
+
+    /// The receiver's INFO line of a NET connection (printed as sender -> receiver).
+    pub fn recv_info_line(&self, channel: u32, conn_index: u32) -> Option<String> {
+        self.log_form_recv.as_ref().map(|f| {
+            format!(
+                "Channel {channel:02}/{conn_index} : {}[{}] -> {}[{}] {f}",
+                self.from, self.from_dev, self.to, self.to_dev
+            )
+        })
+    }
+
+    /// Short code for the matrix: `P2P`, `P2P/R`, `P2P/I`, `SHM`, `NET`, `!` for an anomaly.
+    pub fn code(&self) -> String {
+        let base = if self.transport.starts_with("P2P") {
+            if self.intermediate.is_some() {
+                "P2P/I"
+            } else if self.read {
+                "P2P/R"
+            } else {
+                "P2P"
+            }
+        } else if self.transport == "SHM" {
+            "SHM"
+        } else {
+            "NET"
+        };
+        if self.anomaly.is_some() {
+            format!("{base}!")
+        } else {
+            base.to_string()
+        }
+    }
+}
+
+/// Why P2P refused a pair, and what fixes it when the pair has NVLink.
+struct Refusal {
+    why: String,
+    fix: String,
+    /// `ncclTopoCheckNet` preferred the network: SHM refuses too.
+    net_faster: bool,
+}
+
+enum P2pOutcome {
+    Accept {
+        flavour: P2pFlavour,
+        read: bool,
+        ce: bool,
+        intermediate: Option<usize>,
+        why: String,
+        invisible_peer: bool,
+        /// The GPU→GPU path type.
+        path: PathType,
+    },
+    Refuse(Refusal),
+}
+
+struct Ctx<'a> {
+    sys: &'a System,
+    paths: &'a Paths,
+    /// Paths before the no-P2P rerouting: tells whether a pair is NVLink-connected.
+    raw: OnceCell<Paths>,
+    pp: PathPolicy,
+    tp: &'a TransportPolicy,
+    cumem: (bool, String),
+    net: (String, String),
+}
+
+/// Every connection NCCL could set up (see the module comment for which pairs), in order:
+/// hosts' pairs by (from, to), then one inter-node entry per rank.
+///
+/// `paths` must come from `paths::compute(sys, path_policy)` where `path_policy.isolated_ranks`
+/// agrees with `tp.placement.isolates_ranks()`; the placement's isolation is applied to the
+/// checks here either way.
+pub fn select(
+    sys: &System,
+    paths: &Paths,
+    path_policy: &PathPolicy,
+    tp: &TransportPolicy,
+) -> Vec<PairTransport> {
+    let ctx = Ctx::new(sys, paths, path_policy, tp);
+    let mut out = vec![];
+    let nhosts = host_count(sys);
+    let hosts: Vec<Vec<usize>> = (0..nhosts).map(|h| sys.host_gpus(h as u16)).collect();
+    for ranks in &hosts {
+        for &a in ranks {
+            for &b in ranks {
+                if a != b {
+                    out.push(ctx.same_host(a, b, ranks.len()));
+                }
+            }
+        }
+    }
+    if nhosts > 1 {
+        for (h, ranks) in hosts.iter().enumerate() {
+            let next = &hosts[(h + 1) % nhosts];
+            for (i, &a) in ranks.iter().enumerate() {
+                if let Some(&b) = next.get(i).or(next.first()) {
+                    out.push(ctx.net_pair(a, b, true, None));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn host_count(sys: &System) -> usize {
+    sys.gpus
+        .iter()
+        .map(|&g| sys.nodes[g].host as usize + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+fn dev_of(sys: &System, rank: usize) -> i32 {
+    sys.gpu(rank).gpu.as_ref().map(|g| g.dev).unwrap_or(-1)
+}
+
+impl<'a> Ctx<'a> {
+    fn new(
+        sys: &'a System,
+        paths: &'a Paths,
+        path_policy: &PathPolicy,
+        tp: &'a TransportPolicy,
+    ) -> Ctx<'a> {
+        let mut pp = path_policy.clone();
+        pp.isolated_ranks |= tp.placement.isolates_ranks();
+        Ctx {
+            sys,
+            paths,
+            raw: OnceCell::new(),
+            cumem: tp.cumem_enabled(),
+            net: tp.net_name(!sys.nets.is_empty()),
+            pp,
+            tp,
+        }
+    }
+
+    /// Computed only when some pair is refused P2P: accepted pairs keep their raw path.
+    fn raw_ty(&self, a: usize, b: usize) -> PathType {
+        self.raw
+            .get_or_init(|| paths::raw_paths(self.sys, &self.pp))
+            .ty(self.sys.gpus[a], self.sys.gpus[b])
+    }
+
+    fn nvlinked(&self, a: usize, b: usize) -> bool {
+        matches!(self.raw_ty(a, b), PathType::Nvl | PathType::Nvb)
+    }
+
+    fn level_text(&self, level: PathType, src: LevelSource) -> String {
+        match src {
+            LevelSource::Env => format!("{level} (NCCL_P2P_LEVEL={level})"),
+            LevelSource::Disabled => "LOC (NCCL_P2P_DISABLE=1)".into(),
+            LevelSource::Default if self.pp.minor >= 23 => {
+                format!("{level} (default since 2.23: PXB, SYS on AMD x86 with at most 2 GPUs)")
+            }
+            LevelSource::Default => {
+                format!("{level} (2.18-2.22 default: SYS, PXB on Intel x86, ARM and Zhaoxin)")
+            }
+        }
+    }
+
+    /// `p2pCanConnect` (src/transport/p2p.cc, 2.28.9) for the sender `a` and receiver `b`,
+    /// then the flavour `p2pSendSetup` picks.
+    fn p2p(&self, a: usize, b: usize, local_ranks: usize) -> P2pOutcome {
+        let tp = self.tp;
+        let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
+        if tp.placement.isolates_ranks() || self.pp.isolated_ranks {
+            return P2pOutcome::Refuse(Refusal {
+                why: "the ranks' containers have different /dev/shm devices, so \
+                      ncclTopoCheckP2p refuses P2P"
+                    .into(),
+                fix: "run the ranks of a host in one container that sees all its GPUs \
+                      (or share /dev/shm and the IPC namespace between the containers)"
+                    .into(),
+                net_faster: false,
+            });
+        }
+        let c = paths::check_p2p(self.sys, self.paths, &self.pp, a, b);
+        if !c.p2p {
+            let raw = self.raw_ty(a, b);
+            if c.nvml_blocked {
+                let abort = if raw <= PathType::Nvb && self.pp.ignore_disabled_p2p == 0 {
+                    " (on an NVLink pair NCCL aborts init unless NCCL_IGNORE_DISABLED_P2P=1)"
+                } else {
+                    ""
+                };
+                return P2pOutcome::Refuse(Refusal {
+                    why: format!(
+                        "NVML reports P2P as not supported between GPU {da} and GPU {db}{abort}"
+                    ),
+                    fix: "check `nvidia-smi topo -p2p rw`, the driver and the fabric manager"
+                        .into(),
+                    net_faster: false,
+                });
+            }
+            let (why, fix) = match c.level_source {
+                LevelSource::Disabled => (
+                    format!(
+                        "NCCL_P2P_DISABLE=1 sets the P2P level to LOC, so P2P is refused \
+                         for this {raw} pair"
+                    ),
+                    "unset NCCL_P2P_DISABLE".to_string(),
+                ),
+                LevelSource::Env => (
+                    format!(
+                        "NCCL_P2P_LEVEL={} is below the path type {raw}, so P2P is refused",
+                        c.level
+                    ),
+                    format!("unset NCCL_P2P_LEVEL (or set it to {raw} or higher)"),
+                ),
+                LevelSource::Default => (
+                    format!(
+                        "path {raw} exceeds the P2P level {}, so P2P is refused",
+                        self.level_text(c.level, c.level_source)
+                    ),
+                    format!("NCCL_P2P_LEVEL={raw} allows P2P on this path"),
+                ),
+            };
+            return P2pOutcome::Refuse(Refusal {
+                why,
+                fix,
+                net_faster: false,
+            });
+        }
+        // An accepted pair was not rerouted: its path is the raw one.
+        let raw = c.path;
+        let level = self.level_text(c.level, c.level_source);
+        let ce = tp.p2p_use_cuda_memcpy;
+        if let Some(m) = c.intermediate {
+            if ce {
+                return P2pOutcome::Refuse(Refusal {
+                    why: format!(
+                        "NCCL_P2P_USE_CUDA_MEMCPY=1 cannot relay through the intermediate \
+                         GPU of rank {m} that this NVB path needs"
+                    ),
+                    fix: "unset NCCL_P2P_USE_CUDA_MEMCPY".into(),
+                    net_faster: false,
+                });
+            }
+            let read = tp.p2p_read_enable.unwrap_or(c.read);
+            return P2pOutcome::Accept {
+                flavour: P2pFlavour::Indirect,
+                read,
+                ce: false,
+                intermediate: Some(m),
+                why: format!(
+                    "path NVB is within the P2P level {level}; it runs through the GPU of \
+                     rank {m}, so P2P goes through that GPU's buffers{}",
+                    read_note(tp, read, c.read)
+                ),
+                invisible_peer: false,
+                path: c.path,
+            };
+        }
+        if paths::net_faster(self.sys, self.paths, &self.pp, a, b) {
+            let gg = self.paths.bw(self.sys.gpus[a], self.sys.gpus[b]);
+            return P2pOutcome::Refuse(Refusal {
+                why: format!(
+                    "both GPUs reach a NIC at PXB or better faster than their {raw} path \
+                     ({gg:.1} GB/s), so ncclTopoCheckNet prefers the network"
+                ),
+                fix: "NCCL_NET_DISABLE_INTRA=1 keeps local pairs off the network".into(),
+                net_faster: true,
+            });
+        }
+        let visible = tp.peers_visible(local_ranks);
+        let (cumem, cumem_why) = (&self.cumem.0, &self.cumem.1);
+        if visible {
+            if tp.peer_access.get(&(a, b)) == Some(&false) {
+                return P2pOutcome::Refuse(Refusal {
+                    why: format!(
+                        "cudaDeviceCanAccessPeer reports no peer access from GPU {da} to GPU \
+                         {db} (\"Could not enable P2P\")"
+                    ),
+                    fix: "check the driver, IOMMU/ACS and virtualization settings \
+                          (`nvidia-smi topo -p2p rw`)"
+                        .into(),
+                    net_faster: false,
+                });
+            }
+            if !cumem && tp.legacy_ipc == Some(false) {
+                return P2pOutcome::Refuse(Refusal {
+                    why: format!(
+                        "CUMEM is off ({cumem_why}) and legacy CUDA IPC is not supported \
+                         (\"Legacy IPC not supported\", e.g. WSL)"
+                    ),
+                    fix: "enable CUMEM (NCCL_CUMEM_ENABLE=1 with a CUDA 12 driver)".into(),
+                    net_faster: false,
+                });
+            }
+        }
+        let same_process = tp.placement == RankPlacement::ProcessPerHost;
+        let (flavour, how) = if same_process && !tp.p2p_direct_disable && !ce {
+            (
+                P2pFlavour::Direct,
+                "both GPUs belong to one process, so peers use direct pointers".to_string(),
+            )
+        } else {
+            let pre = if same_process && tp.p2p_direct_disable {
+                "NCCL_P2P_DIRECT_DISABLE=1 turns direct pointers off; "
+            } else if same_process {
+                "copy-engine mode (NCCL_P2P_USE_CUDA_MEMCPY=1) turns direct pointers off; "
+            } else {
+                "ranks are separate processes; "
+            };
+            if *cumem {
+                (P2pFlavour::Cumem, format!("{pre}CUMEM is on ({cumem_why})"))
+            } else {
+                (
+                    P2pFlavour::Ipc,
+                    format!("{pre}CUMEM is off ({cumem_why}), so legacy CUDA IPC is used"),
+                )
+            }
+        };
+        let read = if ce {
+            false
+        } else {
+            tp.p2p_read_enable.unwrap_or(c.read)
+        };
+        let ce_note = if ce {
+            "; NCCL_P2P_USE_CUDA_MEMCPY=1 copies with the copy engine (/CE), always writing"
+        } else {
+            ""
+        };
+        let vis_note = if visible {
+            String::new()
+        } else {
+            format!(
+                "; the peer GPU is not visible to this process{} and NCCL accepts it without \
+                 cudaDeviceCanAccessPeer (p2p.cc, CUDA >= 10.1)",
+                tp.cuda_visible_devices
+                    .as_deref()
+                    .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v})"))
+                    .unwrap_or_default()
+            )
+        };
+        P2pOutcome::Accept {
+            flavour,
+            read,
+            ce,
+            intermediate: None,
+            why: format!(
+                "path {raw} is within the P2P level {level}; {how}{}{ce_note}{vis_note}",
+                if ce {
+                    String::new()
+                } else {
+                    read_note(tp, read, c.read)
+                }
+            ),
+            invisible_peer: !visible,
+            path: c.path,
+        }
+    }
+
+    fn same_host(&self, a: usize, b: usize, local_ranks: usize) -> PairTransport {
+        let tp = self.tp;
+        if tp.placement.node_per_rank() {
+            let raw = self.raw_ty(a, b);
+            let why = "each container has its own host hash (no common NCCL_HOSTID), so NCCL \
+                       treats the ranks as different nodes and only NET connects them"
+                .to_string();
+            let fix = "run the ranks of a host in one container that sees all its GPUs";
+            let mut p = self.net_pair(a, b, true, Some(why.clone()));
+            p.path = Some(raw);
+            if self.nvlinked(a, b) {
+                p.anomaly = Some(format!(
+                    "{} between NVLink-connected GPUs ({raw}) on one host (NVIDIA/nccl#1781): \
+                     {why}; fix: {fix}",
+                    p.transport
+                ));
+            }
+            return p;
+        }
+        let refusal = match self.p2p(a, b, local_ranks) {
+            P2pOutcome::Accept {
+                flavour,
+                read,
+                ce,
+                intermediate,
+                why,
+                invisible_peer,
+                path,
+            } => {
+                return self.p2p_pair(
+                    a,
+                    b,
+                    path,
+                    (flavour, read, ce, intermediate),
+                    why,
+                    invisible_peer,
+                );
+            }
+            P2pOutcome::Refuse(r) => r,
+        };
+        let raw = self.raw_ty(a, b);
+        // shmCanConnect (src/transport/shm.cc): disabled, NET faster, other host, other /dev/shm.
+        let net_faster =
+            refusal.net_faster || paths::net_faster(self.sys, self.paths, &self.pp, a, b);
+        let shm_refused = if self.pp.shm_disable {
+            Some("NCCL_SHM_DISABLE=1 refuses SHM".to_string())
+        } else if refusal.net_faster {
+            Some("SHM declines for the same reason".to_string())
+        } else if net_faster {
+            Some(format!(
+                "both GPUs reach a NIC at PXB or better faster than their GPU-GPU path \
+                 ({:.1} GB/s), so ncclTopoCheckNet makes SHM decline and NET connect them",
+                self.paths.bw(self.sys.gpus[a], self.sys.gpus[b])
+            ))
+        } else if self.pp.isolated_ranks {
+            Some("SHM needs a common /dev/shm too".to_string())
+        } else {
+            None
+        };
+        let anomaly = |t: &str, cause: &str| {
+            self.nvlinked(a, b).then(|| {
+                format!(
+                    "{t} between NVLink-connected GPUs ({raw}): {cause}; fix: {}",
+                    refusal.fix
+                )
+            })
+        };
+        match shm_refused {
+            None => PairTransport {
+                from_dev: dev_of(self.sys, a),
+                to_dev: dev_of(self.sys, b),
+                transport: "SHM".into(),
+                path: Some(raw),
+                log_form: if tp.minor >= 30 {
+                    "via SHM/direct".into()
+                } else {
+                    "via SHM/direct/direct".into()
+                },
+                reason: format!(
+                    "{}; SHM (through host memory) is used{}",
+                    refusal.why,
+                    if raw <= PathType::Nvb {
+                        " although the GPUs are NVLink-connected"
+                    } else {
+                        ""
+                    }
+                ),
+                anomaly: anomaly("SHM", &refusal.why),
+                ..empty(a, b)
+            },
+            Some(shm_why) => {
+                let why = if net_faster {
+                    format!("{}; {shm_why}", refusal.why)
+                } else {
+                    format!(
+                        "{}; {shm_why}: NCCL drops the peer from the node's graph and \
+                         connects it over the network",
+                        refusal.why
+                    )
+                };
+                let mut p = self.net_pair(a, b, false, Some(why.clone()));
+                p.path = Some(raw);
+                p.anomaly = anomaly(&p.transport, &why);
+                p
+            }
+        }
+    }
+
+    fn p2p_pair(
+        &self,
+        a: usize,
+        b: usize,
+        raw: PathType,
+        (flavour, read, ce, intermediate): (P2pFlavour, bool, bool, Option<usize>),
+        why: String,
+        invisible_peer: bool,
+    ) -> PairTransport {
+        let r = if read { "/read" } else { "" };
+        let c = if ce { "/CE" } else { "" };
+        let (transport, log_form) = match flavour {
+            P2pFlavour::Direct => ("P2P/direct", format!("via P2P/direct pointer{r}")),
+            P2pFlavour::Cumem => ("P2P/CUMEM", format!("via P2P/CUMEM{r}{c}")),
+            P2pFlavour::Ipc => ("P2P/IPC", format!("via P2P/IPC{r}{c}")),
+            P2pFlavour::Indirect => {
+                let m = intermediate.unwrap_or(a);
+                (
+                    "P2P/indirect",
+                    format!("via P2P/indirect/{m}[{}]{r}", dev_of(self.sys, m)),
+                )
+            }
+        };
+        let container = matches!(self.tp.placement, RankPlacement::ContainerPerGpu { .. });
+        let anomaly = (invisible_peer && container).then(|| {
+            format!(
+                "{transport} is reported, but each container sees only its own GPU: NCCL \
+                 accepts the invisible peer, yet mapping its buffers needs shared IPC and PID \
+                 namespaces and all GPUs visible (NVIDIA/nccl#1781 saw no NVLink traffic); \
+                 fix: run the ranks of a host in one container that sees all its GPUs"
+            )
+        });
+        PairTransport {
+            from_dev: dev_of(self.sys, a),
+            to_dev: dev_of(self.sys, b),
+            transport: transport.into(),
+            path: Some(raw),
+            read,
+            ce,
+            intermediate,
+            log_form,
+            reason: why,
+            anomaly,
+            ..empty(a, b)
+        }
+    }
+
+    /// A NET connection `a → b`: the sender's NIC (PXN proxy, GDR read side) and the
+    /// receiver's NIC (GDR write side), as `sendSetup`/`recvSetup` in src/transport/net.cc.
+    fn net_pair(&self, a: usize, b: usize, inter: bool, why: Option<String>) -> PairTransport {
+        let (name, net_why) = (&self.net.0, &self.net.1);
+        let send = self.net_side(a, true);
+        let recv = self.net_side(b, false);
+        let transport = match name.as_str() {
+            "IB" => "NET/IB".to_string(),
+            "Socket" => "NET/Socket".to_string(),
+            other => format!("NET/{other}"),
+        };
+        let pci = |s: &NetSide| if s.gdr_pci { "(PCI)" } else { "" };
+        let gdr = |s: &NetSide| if s.gdr { "/GDRDMA" } else { "" };
+        let proxy = send.proxy.map(|p| format!("({p})")).unwrap_or_default();
+        let log_form = format!(
+            "[send] via NET/{name}/{}{proxy}{}{}",
+            send.dev,
+            gdr(&send),
+            pci(&send)
+        );
+        let log_form_recv = format!(
+            "[receive] via NET/{name}/{}{}{}",
+            recv.dev,
+            gdr(&recv),
+            pci(&recv)
+        );
+        let head = why.unwrap_or_else(|| "different hosts: only the network connects them".into());
+        let reason = format!("{head}; {transport} because {net_why}; {}", send.why);
+        PairTransport {
+            from_dev: dev_of(self.sys, a),
+            to_dev: dev_of(self.sys, b),
+            inter_node: inter,
+            transport,
+            net: Some(name.clone()),
+            net_dev: Some(send.dev),
+            nic: send.nic,
+            nic_path: send.nic_path,
+            proxy: send.proxy,
+            gdr: send.gdr,
+            gdr_pci: send.gdr_pci,
+            recv_net_dev: Some(recv.dev),
+            recv_gdr: recv.gdr,
+            log_form,
+            log_form_recv: Some(log_form_recv),
+            reason,
+            ..empty(a, b)
+        }
+    }
+
+    fn net_side(&self, rank: usize, send: bool) -> NetSide {
+        let sys = self.sys;
+        if self.net.0 == "Socket" {
+            // Socket devices are network interfaces, not the RDMA ports of the model: the
+            // first interface NCCL_SOCKET_IFNAME selects is device 0.
+            return NetSide {
+                dev: 0,
+                why: "sockets never use GPUDirect RDMA".into(),
+                ..Default::default()
+            };
+        }
+        let Some(ni) = paths::local_net(sys, self.paths, &self.pp, rank, 0) else {
+            return NetSide {
+                dev: 0,
+                why: "no network device is local to this GPU".into(),
+                ..Default::default()
+            };
+        };
+        let g = sys.gpus[rank];
+        let n = sys.nets[ni];
+        let attrs = sys.nodes[n].net.as_ref();
+        let nic = attrs.map(|x| x.name.clone());
+        let dev = attrs.map(|x| x.dev).unwrap_or(ni as i32);
+        let path = self.paths.get(g, n);
+        let nic_path = path.map(|p| p.ty);
+        // PXN (`ncclTopoGetNetDev`): a PXN path means the relay GPU's rank proxies the send.
+        // One node per rank (containers) has no NVLink peer to relay through.
+        let proxy = if send && !self.tp.placement.node_per_rank() {
+            path.filter(|p| p.ty == PathType::Pxn).and_then(|p| {
+                p.route
+                    .get(1..p.route.len().saturating_sub(1))
+                    .unwrap_or(&[])
+                    .iter()
+                    .find_map(|&x| sys.nodes[x].gpu.as_ref().map(|a| a.rank))
+            })
+        } else {
+            None
+        };
+        let gc = paths::check_gdr(sys, self.paths, &self.pp, rank, ni, send);
+        let gdr_pci = gc.enabled && self.pci_mode(g, gc.distance);
+        let name = nic.clone().unwrap_or_else(|| format!("NET {dev}"));
+        let side = if send { "sends on" } else { "receives on" };
+        let mut why = match proxy {
+            Some(p) => format!(
+                "{side} {name} through PXN: the GPU of rank {p} relays over NVLink and its \
+                 proxy sends"
+            ),
+            None => format!(
+                "{side} {name}, the GPU's local NIC ({})",
+                nic_path.map(|t| t.name()).unwrap_or("?")
+            ),
+        };
+        if gc.enabled {
+            why.push_str(&format!("; GPUDirect RDMA: {}", gc.reason));
+            if gdr_pci {
+                why.push_str(", mapped over PCIe because the GPU reaches its CPU over C2C");
+            }
+        } else {
+            why.push_str(&format!("; no GPUDirect RDMA: {}", gc.reason));
+        }
+        NetSide {
+            dev,
+            nic,
+            nic_path,
+            proxy,
+            gdr: gc.enabled,
+            gdr_pci,
+            why,
+        }
+    }
+
+    /// GDR "PCI" mode (`ncclTopoCheckGdr`, 2.27+): the GPU reaches its CPU over C2C but the NIC
+    /// is not behind that C2C link (HEAD: distance not P2C; 2.27-2.29: not C2C, with P2C
+    /// counted as C2C when NCCL_NET_GDR_C2C=1).
+    fn pci_mode(&self, g: usize, distance: PathType) -> bool {
+        if self.pp.minor < 27 {
+            return false;
+        }
+        let c2c_cpu = paths::local_cpu(self.sys, self.paths, g)
+            .is_some_and(|c| self.paths.ty(g, c) == PathType::C2c);
+        if !c2c_cpu {
+            return false;
+        }
+        if self.pp.minor >= 30 {
+            distance != PathType::P2c
+        } else {
+            let eff = if distance == PathType::P2c && self.pp.gdr_c2c() {
+                PathType::C2c
+            } else {
+                distance
+            };
+            eff != PathType::C2c
+        }
+    }
+}
+
+#[derive(Default)]
+struct NetSide {
+    dev: i32,
+    nic: Option<String>,
+    nic_path: Option<PathType>,
+    proxy: Option<usize>,
+    gdr: bool,
+    gdr_pci: bool,
+    why: String,
+}
+
+fn read_note(tp: &TransportPolicy, read: bool, topo_read: bool) -> String {
+    match tp.p2p_read_enable {
+        Some(true) => "; NCCL_P2P_READ_ENABLE=1 forces P2P read".into(),
+        Some(false) if topo_read => "; NCCL_P2P_READ_ENABLE=0 forces P2P write".into(),
+        _ if read => "; P2P read because both GPUs are sm80 on an NVLink path".into(),
+        _ => String::new(),
+    }
+}
+
+fn empty(a: usize, b: usize) -> PairTransport {
+    PairTransport {
+        from: a,
+        to: b,
+        from_dev: -1,
+        to_dev: -1,
+        inter_node: false,
+        transport: String::new(),
+        path: None,
+        read: false,
+        ce: false,
+        intermediate: None,
+        net: None,
+        net_dev: None,
+        nic: None,
+        nic_path: None,
+        proxy: None,
+        gdr: false,
+        gdr_pci: false,
+        recv_net_dev: None,
+        recv_gdr: false,
+        log_form: String::new(),
+        log_form_recv: None,
+        reason: String::new(),
+        anomaly: None,
+    }
+}

@@ -1,0 +1,276 @@
+//! What the transport choice needs to know beyond the topology and the path policy: the
+//! process/container layout of the ranks, the transport environment variables and the CUDA
+//! driver facts. The integrator fills it from the environment; nothing here reads it.
+
+use std::collections::BTreeMap;
+
+/// How the ranks of a host map onto processes and containers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RankPlacement {
+    /// One process drives every GPU of its host (threads, `ncclCommInitAll`, nccl-tests `-g N`):
+    /// ranks share a host hash and a pid hash, so P2P uses direct pointers.
+    ProcessPerHost,
+    /// One process per GPU in one OS instance (torchrun, mpirun, srun): same host hash and
+    /// `/dev/shm`, different pid hash, so P2P goes through CUMEM or legacy IPC handles.
+    #[default]
+    ProcessPerGpu,
+    /// One container (pod) per GPU, each seeing only its own GPU (NVIDIA/nccl#1781).
+    ContainerPerGpu {
+        /// The containers share a host hash: `NCCL_HOSTID` is set to one value in all of them
+        /// (or they share the host's UTS namespace). Without it every container is a node.
+        common_host_id: bool,
+        /// The containers see the same `/dev/shm` device (host IPC or a shared mount); NCCL
+        /// compares its `st_dev` before allowing P2P or SHM.
+        shared_shm: bool,
+    },
+}
+
+impl RankPlacement {
+    /// True when NCCL sees the local ranks as one node but P2P and SHM cannot connect them
+    /// (different `/dev/shm`): what `PathPolicy::isolated_ranks` must say for the paths.
+    pub fn isolates_ranks(&self) -> bool {
+        matches!(
+            self,
+            RankPlacement::ContainerPerGpu {
+                common_host_id: true,
+                shared_shm: false
+            }
+        )
+    }
+
+    /// True when every rank has its own host hash, so NCCL counts one node per rank.
+    pub fn node_per_rank(&self) -> bool {
+        matches!(
+            self,
+            RankPlacement::ContainerPerGpu {
+                common_host_id: false,
+                ..
+            }
+        )
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            RankPlacement::ProcessPerHost => "one process for all GPUs of a host",
+            RankPlacement::ProcessPerGpu => "one process per GPU",
+            RankPlacement::ContainerPerGpu { .. } => "one container per GPU",
+        }
+    }
+}
+
+/// Transport-level inputs. Path-level policy (P2P level and disable, SHM disable, GDR level,
+/// PXN, NVB) is [`super::super::paths::PathPolicy`] and is not repeated here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransportPolicy {
+    /// NCCL minor version (2.`minor`): log forms, CUMEM default, "Check P2P Type" form.
+    pub minor: u32,
+    /// `NCCL_CUMEM_ENABLE`: `Some(true)`/`Some(false)` when set, `None` = the version default
+    /// (off in 2.18, auto from 2.19).
+    pub cumem: Option<bool>,
+    /// `NCCL_P2P_DIRECT_DISABLE=1`: no direct pointers between ranks of one process.
+    pub p2p_direct_disable: bool,
+    /// `NCCL_P2P_READ_ENABLE`: `None` = auto (read on NVLink between two sm80 GPUs).
+    pub p2p_read_enable: Option<bool>,
+    /// `NCCL_P2P_USE_CUDA_MEMCPY=1`: copy-engine P2P (`/CE`), never read, never direct, and no
+    /// relay through an intermediate GPU.
+    pub p2p_use_cuda_memcpy: bool,
+    /// `NCCL_NET`: the network to use, matched case-insensitively (`IB`, `Socket`, or a plugin
+    /// name such as `NCCL RDMA Plugin v8`); `None` = the first that works (IB, then Socket).
+    pub net: Option<String>,
+    /// `NCCL_IB_DISABLE=1`: the built-in IB transport is off, sockets are used.
+    pub ib_disable: bool,
+    /// Whether the hosts have IB verbs devices the IB transport can use (IB or RoCE ports).
+    /// `None` = assume the topology's network devices are verbs devices when there are any.
+    pub ib_available: Option<bool>,
+    pub placement: RankPlacement,
+    /// `CUDA_VISIBLE_DEVICES` as each rank's process sees it. One entry with several ranks per
+    /// host means one GPU per process (Slurm `--gpus-per-task=1`, one GPU per pod): peers are
+    /// then invisible to the process. `None` = unset (all GPUs visible).
+    pub cuda_visible_devices: Option<String>,
+    /// `cudaDriverVersion` (12040 for CUDA 12.4); `None` = unknown (assumed ≥ 12.0).
+    pub cuda_driver_version: Option<u32>,
+    /// `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`; `None` = unknown (assumed).
+    pub vmm_supported: Option<bool>,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED`, which CUMEM auto also
+    /// required in 2.19–2.23; `None` = unknown (assumed).
+    pub vmm_gdr_supported: Option<bool>,
+    /// Whether legacy CUDA IPC works (`cudaIpcGetMemHandle`; fails on WSL). `None` = assumed.
+    pub legacy_ipc: Option<bool>,
+    /// `cudaDeviceCanAccessPeer` per ordered rank pair, where a CUDA probe ran; a missing pair
+    /// is assumed to allow peer access.
+    pub peer_access: BTreeMap<(usize, usize), bool>,
+}
+
+impl Default for TransportPolicy {
+    fn default() -> Self {
+        TransportPolicy {
+            minor: 28,
+            cumem: None,
+            p2p_direct_disable: false,
+            p2p_read_enable: None,
+            p2p_use_cuda_memcpy: false,
+            net: None,
+            ib_disable: false,
+            ib_available: None,
+            placement: RankPlacement::default(),
+            cuda_visible_devices: None,
+            cuda_driver_version: None,
+            vmm_supported: None,
+            vmm_gdr_supported: None,
+            legacy_ipc: None,
+            peer_access: BTreeMap::new(),
+        }
+    }
+}
+
+/// `12040` → `12.4`.
+pub(super) fn driver_str(v: u32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+impl TransportPolicy {
+    /// Whether P2P buffers use the cuMem VMM API (`ncclCuMemEnable`, src/misc/cudawrap.cc),
+    /// and why. 2.18: `NCCL_CUMEM_ENABLE` default 0. 2.19+: default -2 = auto, on when the
+    /// driver is ≥ 12.0 and the device supports VMM; 2.19–2.23 also required GPUDirect RDMA
+    /// with VMM (the attribute check was dropped in 2.24).
+    pub fn cumem_enabled(&self) -> (bool, String) {
+        if let Some(v) = self.cumem {
+            return (v, format!("NCCL_CUMEM_ENABLE={}", u8::from(v)));
+        }
+        if self.minor <= 18 {
+            return (false, "off by default in 2.18".into());
+        }
+        if let Some(d) = self.cuda_driver_version
+            && d < 12000
+        {
+            return (
+                false,
+                format!("auto: CUDA driver {} is older than 12.0", driver_str(d)),
+            );
+        }
+        if self.vmm_supported == Some(false) {
+            return (
+                false,
+                "auto: the GPU reports no virtual memory management support".into(),
+            );
+        }
+        if self.minor <= 23 && self.vmm_gdr_supported == Some(false) {
+            return (
+                false,
+                "auto (2.19-2.23): the GPU reports no GPUDirect RDMA with VMM".into(),
+            );
+        }
+        let driver = match self.cuda_driver_version {
+            Some(d) => format!("CUDA driver {}", driver_str(d)),
+            None => "CUDA driver assumed".into(),
+        };
+        (true, format!("auto (2.19+): {driver} >= 12.0 with VMM"))
+    }
+
+    /// Number of GPUs `CUDA_VISIBLE_DEVICES` names, `None` when unset.
+    pub fn visible_count(&self) -> Option<usize> {
+        self.cuda_visible_devices.as_deref().map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .count()
+        })
+    }
+
+    /// Whether a rank's process can see its local peers' GPUs as CUDA devices.
+    pub(super) fn peers_visible(&self, local_ranks: usize) -> bool {
+        match self.placement {
+            RankPlacement::ProcessPerHost => true,
+            RankPlacement::ContainerPerGpu { .. } => false,
+            RankPlacement::ProcessPerGpu => match self.visible_count() {
+                None => true,
+                Some(n) => n >= 2 || local_ranks <= 1,
+            },
+        }
+    }
+
+    /// The network NCCL uses (`ncclNet->name`) and why.
+    pub(super) fn net_name(&self, have_nets: bool) -> (String, String) {
+        if let Some(n) = self.net.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+            let name = if n.eq_ignore_ascii_case("ib") {
+                "IB".to_string()
+            } else if n.eq_ignore_ascii_case("socket") {
+                "Socket".to_string()
+            } else {
+                n.to_string()
+            };
+            return (name, format!("NCCL_NET={n} selects it"));
+        }
+        if self.ib_disable {
+            return (
+                "Socket".into(),
+                "NCCL_IB_DISABLE=1 turns the IB transport off, so sockets are used".into(),
+            );
+        }
+        if self.ib_available.unwrap_or(have_nets) {
+            ("IB".into(), "IB verbs devices are present".into())
+        } else {
+            (
+                "Socket".into(),
+                "no IB device is visible, so NCCL falls back to sockets".into(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cumem_defaults_per_version() {
+        let mut p = TransportPolicy {
+            minor: 18,
+            ..Default::default()
+        };
+        assert!(!p.cumem_enabled().0);
+        p.minor = 19;
+        assert!(p.cumem_enabled().0);
+        p.cuda_driver_version = Some(11080);
+        let (on, why) = p.cumem_enabled();
+        assert!(!on);
+        assert!(why.contains("11.8"), "{why}");
+        p.cuda_driver_version = Some(12040);
+        p.vmm_gdr_supported = Some(false);
+        assert!(!p.cumem_enabled().0);
+        p.minor = 24;
+        assert!(p.cumem_enabled().0);
+        p.vmm_supported = Some(false);
+        assert!(!p.cumem_enabled().0);
+        p.cumem = Some(true);
+        assert_eq!(p.cumem_enabled(), (true, "NCCL_CUMEM_ENABLE=1".into()));
+    }
+
+    #[test]
+    fn visibility_and_net_names() {
+        let mut p = TransportPolicy::default();
+        assert!(p.peers_visible(8));
+        p.cuda_visible_devices = Some("3".into());
+        assert!(!p.peers_visible(8));
+        assert!(p.peers_visible(1));
+        p.cuda_visible_devices = Some("0,1,2,3".into());
+        assert!(p.peers_visible(8));
+        assert_eq!(p.net_name(true).0, "IB");
+        assert_eq!(p.net_name(false).0, "Socket");
+        p.net = Some("socket".into());
+        assert_eq!(p.net_name(true).0, "Socket");
+        p.net = Some("NCCL RDMA Plugin v8".into());
+        assert_eq!(p.net_name(true).0, "NCCL RDMA Plugin v8");
+        p.net = None;
+        p.ib_disable = true;
+        assert_eq!(p.net_name(true).0, "Socket");
+        assert!(
+            RankPlacement::ContainerPerGpu {
+                common_host_id: true,
+                shared_shm: false
+            }
+            .isolates_ranks()
+        );
+        assert!(!RankPlacement::ProcessPerGpu.isolates_ranks());
+    }
+}
