@@ -129,3 +129,228 @@ fn bad_view_is_a_usage_error() {
         .stderr(predicates::str::contains("bogus"));
     topo().args(["show", "--format", "xml"]).assert().code(2);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Real topology files (fixtures/xml, provenance in fixtures/xml/README.md) and built-in
+// profiles, through the binary.
+
+const FIXTURES: [&str; 8] = [
+    "aws-p4d-24xl-topo",
+    "aws-p5-48xl-topo",
+    "azure-ndv4-topo",
+    "azure-ndv5-topo",
+    "ibm-cloud-gx3d-h100-topo",
+    "nccl-miner-2x-rtxa6000-nvlink-bridge",
+    "panlichen-8x-rtx3090-switchtec",
+    "rwkvinllama-2x-rtx4090-cx4",
+];
+
+/// `topo show` run from the repository root, so paths in the output are relative and stable.
+fn show(args: &[&str]) -> String {
+    let out = topo()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["show"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "topo show {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn xml(name: &str) -> String {
+    format!("fixtures/xml/{name}.xml")
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend(["--format", "json"]);
+    serde_json::from_str(&show(&a)).unwrap()
+}
+
+/// The matrix row of `label`, split into cells.
+fn row(matrix: &str, label: &str) -> Vec<String> {
+    matrix
+        .lines()
+        .find(|l| l.starts_with(&format!("{label} ")))
+        .unwrap_or_else(|| panic!("no row {label} in\n{matrix}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn fixture_views_snapshots() {
+    for f in FIXTURES {
+        let path = xml(f);
+        for view in ["summary", "matrix"] {
+            let text = show(&["--from", &path, "--view", view]);
+            insta::assert_snapshot!(format!("{f}_{view}"), text);
+        }
+    }
+    for f in ["ibm-cloud-gx3d-h100-topo", "panlichen-8x-rtx3090-switchtec"] {
+        for view in ["pci", "paths"] {
+            let text = show(&["--from", &xml(f), "--view", view]);
+            insta::assert_snapshot!(format!("{f}_{view}"), text);
+        }
+    }
+    let j = show(&[
+        "--from",
+        &xml("rwkvinllama-2x-rtx4090-cx4"),
+        "--format",
+        "json",
+    ]);
+    insta::assert_snapshot!("rwkvinllama-2x-rtx4090-cx4_json", j);
+}
+
+#[test]
+fn ibm_gx3d_reads_like_nvidia_smi_and_pairs_nics_by_switch() {
+    let f = xml("ibm-cloud-gx3d-h100-topo");
+    let m = show(&["--from", &f, "--view", "matrix"]);
+    let r0 = row(&m, "GPU0");
+    // GPU0..GPU7, NIC0..NIC7 columns after the label.
+    assert_eq!(r0[1], "X");
+    assert!(r0[2..9].iter().all(|c| c == "NV18"), "{r0:?}");
+    assert_eq!(r0[16], "PIX", "GPU0 pairs with NIC7 (mlx5_7): {r0:?}");
+    assert_eq!(r0[9], "SYS", "NIC0 is on the other socket: {r0:?}");
+    assert_eq!(r0[13], "NODE", "{r0:?}");
+    assert!(m.contains("\nNIC Legend:\n\n  NIC0: mlx5_0\n"));
+    let j = json_of(&["--from", &f]);
+    let g0 = &j["gpus"][0];
+    assert_eq!(g0["nvlink_lanes"], 18);
+    assert_eq!(g0["nvswitch"], true);
+    assert_eq!(g0["nearest_nic"], "mlx5_7");
+    assert_eq!(g0["nic_path"], "PIX");
+    assert_eq!(g0["numa"], 0);
+    assert_eq!(j["nvswitches"].as_array().unwrap().len(), 4);
+    let s = show(&["--from", &f]);
+    assert!(s.contains("GPU0↔mlx5_7, GPU1↔mlx5_6"), "{s}");
+    assert!(
+        s.contains(
+            "Virtual-machine PCIe topology (8 emulated 2.5 GT/s x1 bridges, 16 links of width 0)"
+        ),
+        "{s}"
+    );
+    let p = show(&["--from", &f, "--view", "pci"]);
+    assert_eq!(p.matches("! 2.5 GT/s x1 bridge").count(), 8);
+}
+
+#[test]
+fn bridge_pair_and_pcie_boxes() {
+    let m = show(&[
+        "--from",
+        &xml("nccl-miner-2x-rtxa6000-nvlink-bridge"),
+        "--view",
+        "matrix",
+    ]);
+    assert_eq!(row(&m, "GPU0")[2], "NV4");
+    assert_eq!(row(&m, "GPU1")[1], "NV4");
+    let m = show(&[
+        "--from",
+        &xml("rwkvinllama-2x-rtx4090-cx4"),
+        "--view",
+        "matrix",
+    ]);
+    assert_eq!(row(&m, "GPU0")[2], "SYS");
+    let j = json_of(&["--from", &xml("rwkvinllama-2x-rtx4090-cx4")]);
+    let p = j["paths"].as_array().unwrap();
+    let g0g1 = p
+        .iter()
+        .find(|x| x["from"] == "GPU0" && x["to"] == "GPU1")
+        .unwrap();
+    assert_eq!(g0g1["type"], "SYS");
+    assert_eq!(j["gpus"][1]["nic_path"], "SYS");
+    assert_eq!(j["nics"][0]["gdr"], false);
+    // Switchtec box: 4 GPUs per switch, the only NIC under the second socket's switch.
+    let m = show(&[
+        "--from",
+        &xml("panlichen-8x-rtx3090-switchtec"),
+        "--view",
+        "matrix",
+    ]);
+    let r0 = row(&m, "GPU0");
+    assert_eq!(r0[2..5], ["PIX", "PIX", "PIX"]);
+    assert_eq!(r0[5], "SYS");
+    assert_eq!(row(&m, "GPU4")[9], "PIX");
+    let s = show(&["--from", &xml("panlichen-8x-rtx3090-switchtec")]);
+    assert!(
+        s.contains("GPUs 0–3 have no NIC on their socket (NUMA 0)"),
+        "{s}"
+    );
+}
+
+#[test]
+fn skeleton_files_say_nvlink_is_unknown_and_keep_their_nics() {
+    let f = xml("azure-ndv4-topo");
+    let m = show(&["--from", &f, "--view", "matrix"]);
+    assert!(m.contains("Note: NVLink unknown for GPUs 0–7"), "{m}");
+    assert!(
+        m.contains("  NIC0: 0101:00:00.0 (no network port listed)"),
+        "{m}"
+    );
+    assert_eq!(row(&m, "GPU0")[2], "PIX");
+    let j = json_of(&["--from", &f]);
+    assert_eq!(j["gpus"][0]["nvlink_lanes"], serde_json::Value::Null);
+    assert_eq!(j["gpus"][0]["nvlink"]["state"], "unknown");
+    assert_eq!(j["nics"].as_array().unwrap().len(), 8);
+    assert_eq!(j["nics"][0]["name"], serde_json::Value::Null);
+    let s = show(&["--from", &f]);
+    assert!(s.contains("unknown (see note)"), "{s}");
+    assert!(!s.contains("0 lanes"), "{s}");
+}
+
+#[test]
+fn profiles_render_every_view() {
+    for p in ["dgx-h100", "dgx-a100", "dgx-v100", "pcie-8x-l40s"] {
+        for view in ["summary", "matrix", "pci", "paths", "dot"] {
+            let text = show(&["--profile", p, "--view", view]);
+            assert!(!text.is_empty());
+        }
+    }
+    let m = show(&["--profile", "dgx-h100", "--view", "matrix"]);
+    assert!(
+        row(&m, "GPU3")[1..9]
+            .iter()
+            .filter(|c| *c == "NV18")
+            .count()
+            == 7
+    );
+    let m = show(&["--profile", "dgx-a100", "--view", "matrix"]);
+    assert_eq!(row(&m, "GPU0")[2], "NV12");
+    let two = json_of(&["--profile", "dgx-h100", "--nodes", "2"]);
+    assert_eq!(two["gpus"].as_array().unwrap().len(), 16);
+    assert_eq!(two["gpus"][8]["host"], 1);
+    assert_eq!(two["gpus"][8]["index"], 0);
+}
+
+/// The full outputs quoted in docs/show.md are what the binary prints.
+#[test]
+fn docs_examples_are_current() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/show.md")).unwrap();
+    let mut checked = 0;
+    for block in doc.split("```\n$ ").skip(1) {
+        let (cmd, rest) = block.split_once('\n').unwrap();
+        let body = rest.split("```").next().unwrap();
+        if cmd.contains("excerpt") || body.contains("\n...") || body.contains("  ...\n") {
+            continue;
+        }
+        let args: Vec<&str> = cmd
+            .split(" | ")
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(args[..2], ["topo", "show"], "{cmd}");
+        assert_eq!(
+            show(&args[2..]).trim_end(),
+            body.trim_end(),
+            "docs/show.md is stale for `{cmd}`"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "matrix, paths and dot examples");
+}
