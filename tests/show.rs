@@ -39,10 +39,16 @@ fn live_summary_says_why_there_is_no_gpu() {
     let out = stdout(&["show"]);
     assert!(out.contains("NUMA nodes ("), "{out}");
     if !has_nvidia_gpu() {
+        // The reason live discovery gives, said once.
+        let json = stdout(&["show", "--format", "json"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let why = v["hosts"][0]["gpu_discovery"].as_str().unwrap().to_string();
+        assert!(out.contains("\nNo NVIDIA GPU"), "{out}");
         assert!(
-            out.contains("No NVIDIA GPU or NVML library found: "),
+            out.contains(why.trim_start_matches("no NVIDIA GPU found: ")),
             "{out}"
         );
+        assert_eq!(out.matches("No NVIDIA GPU").count(), 1, "{out}");
         assert!(!out.contains("GPUs ("), "{out}");
     }
 }

@@ -357,6 +357,25 @@ fn nccl_paths(ctx: &mut Ctx) {
     }
 }
 
+/// The sentence saying a host has no GPU, with the reason discovery gave
+/// (`Host::gpu_discovery`), without repeating "no NVIDIA GPU" when the reason starts with it.
+pub(crate) fn no_gpu_line(ctx: &Ctx, host: HostId) -> String {
+    let why = ctx
+        .topo
+        .hosts
+        .get(host as usize)
+        .and_then(|h| h.gpu_discovery.clone())
+        .unwrap_or_else(|| "the source lists no GPUs".to_string());
+    if why.to_ascii_lowercase().starts_with("no nvidia gpu") {
+        let mut c = why.chars();
+        c.next()
+            .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+            .unwrap_or_default()
+    } else {
+        format!("No NVIDIA GPU or NVML library found: {why}")
+    }
+}
+
 /// A host's NVSwitch chips ordered by bus id (hidden ones last).
 pub(crate) fn sorted_nvswitches(ctx: &Ctx, host: HostId) -> Vec<NodeIndex> {
     let mut v: Vec<NodeIndex> = ctx

@@ -273,14 +273,14 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
         }
         if hv.gpus.is_empty() && hv.nic_columns().is_empty() {
             out.push_str(&format!(
-                "No GPUs or network ports{}.\n",
-                no_gpu_reason(ctx, hv)
+                "{}. No network ports either.\n",
+                super::no_gpu_line(ctx, hv.host)
             ));
         } else {
             if hv.gpus.is_empty() {
                 out.push_str(&format!(
-                    "No NVIDIA GPU{}; showing network ports only.\n\n",
-                    no_gpu_reason(ctx, hv)
+                    "{}; showing network ports only.\n\n",
+                    super::no_gpu_line(ctx, hv.host)
                 ));
             }
             out.push_str(&host_matrix(ctx, hv, style));
@@ -290,15 +290,6 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
         }
     }
     out
-}
-
-fn no_gpu_reason(ctx: &Ctx, hv: &HostView) -> String {
-    ctx.topo
-        .hosts
-        .get(hv.host as usize)
-        .and_then(|h| h.gpu_discovery.clone())
-        .map(|r| format!(" ({r})"))
-        .unwrap_or_default()
 }
 
 /// The matrix as data: row/column labels and cells, per host.

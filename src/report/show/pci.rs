@@ -65,6 +65,11 @@ pub(crate) fn model_name(vendor: Option<u16>, device: Option<u16>) -> Option<&'s
         (0x1af4, 0x1000 | 0x1041) => "virtio network",
         (0x1af4, 0x1001 | 0x1042) => "virtio block",
         (0x1af4, 0x1004 | 0x1048) => "virtio SCSI",
+        (0x1af4, 0x1003 | 0x1043) => "virtio console",
+        (0x1af4, 0x1005 | 0x1044) => "virtio RNG",
+        (0x1af4, 0x1002 | 0x1045) => "virtio balloon",
+        (0x1af4, 0x1009 | 0x1049) => "virtio 9p",
+        (0x1af4, 0x1053) => "virtio vsock",
         _ => return None,
     })
 }

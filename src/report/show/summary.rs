@@ -97,13 +97,7 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
     let mut out = vec![];
     let gpus = &hv.gpus;
     if gpus.is_empty() {
-        let why = ctx
-            .topo
-            .hosts
-            .get(hv.host as usize)
-            .and_then(|h| h.gpu_discovery.clone())
-            .unwrap_or_else(|| "the source lists no GPUs".to_string());
-        out.push(format!("No NVIDIA GPU or NVML library found: {why}"));
+        out.push(super::no_gpu_line(ctx, hv.host));
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
         nic_verdicts(ctx, hv, &mut out);
@@ -839,15 +833,9 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     let mut out = host_line(ctx, hv, style);
     let on_host = |n: &NodeIndex| ctx.topo.node(*n).host == hv.host;
     if hv.gpus.is_empty() {
-        let why = ctx
-            .topo
-            .hosts
-            .get(hv.host as usize)
-            .and_then(|h| h.gpu_discovery.clone())
-            .unwrap_or_else(|| "the source lists no GPUs".into());
         out.push_str(&format!(
-            "\n{} {why}\n",
-            style.yellow("No NVIDIA GPU or NVML library found:")
+            "\n{}\n",
+            style.yellow(&super::no_gpu_line(ctx, hv.host))
         ));
     } else {
         out.push_str(&section("GPUs", hv.gpus.len(), style));
@@ -1086,6 +1074,29 @@ mod nvlink_shape_tests {
             first_verdict(&t),
             "NVLink mesh: 5 of 15 GPU pairs directly linked (GPU0–GPU1 NV4, GPU1–GPU2 NV2, GPU2–GPU3 NV4, \
              GPU3–GPU4 NV2, GPU4–GPU5 NV4), the rest use PCIe (best PXB, worst SYS); every GPU reaches the others over NVLink"
+        );
+    }
+}
+
+#[cfg(test)]
+mod no_gpu_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn the_reason_is_said_once() {
+        let mut t = gpuless();
+        t.hosts[0].gpu_discovery = Some("no NVIDIA GPU found: none in sysfs".into());
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            super::super::no_gpu_line(&ctx, 0),
+            "No NVIDIA GPU found: none in sysfs"
+        );
+        t.hosts[0].gpu_discovery = None;
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            super::super::no_gpu_line(&ctx, 0),
+            "No NVIDIA GPU or NVML library found: the source lists no GPUs"
         );
     }
 }
