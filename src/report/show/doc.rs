@@ -692,9 +692,22 @@ pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
 /// every plain scalar that looks like a bus id (hex digits, colons and dots with a colon).
 fn quote_busids(yaml: &str) -> String {
     let mut out = String::with_capacity(yaml.len() + 64);
+    // Indent of the key that opened a literal block (`key: |-`): its lines are text.
+    let mut block: Option<usize> = None;
     for line in yaml.lines() {
         let body = line.trim_start();
         let indent = &line[..line.len() - body.len()];
+        if let Some(b) = block {
+            if body.is_empty() || indent.len() > b {
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
+            block = None;
+        }
+        if body.ends_with('|') || body.ends_with("|-") || body.ends_with("|+") {
+            block = Some(indent.len());
+        }
         let mut rest = body;
         let mut prefix = String::from(indent);
         while let Some(r) = rest.strip_prefix("- ") {
@@ -806,6 +819,10 @@ mod tests {
         assert!(!y.contains(" !"), "{y}");
         let v: yaml_serde::Value = yaml_serde::from_str(&y).unwrap();
         assert_eq!(v["schema"].as_str(), Some("topo.show/v1"));
+        assert_eq!(
+            quote_busids("w: |-\n  line one\n  0000:05:00.0\nc: 0000:06:00.0\n"),
+            "w: |-\n  line one\n  0000:05:00.0\nc: '0000:06:00.0'\n"
+        );
         assert_eq!(
             quote_busids("a: 0000:03:00.0\n- 0000:04:00.0\nb: x:y\n"),
             "a: '0000:03:00.0'\n- '0000:04:00.0'\nb: x:y\n"
