@@ -591,6 +591,33 @@ mod tests {
         assert_eq!(round2(20.6 * 18.0), 370.8);
     }
 
+    /// Colour only adds escape sequences: stripped, the text is the plain text.
+    #[test]
+    fn colour_never_moves_a_column() {
+        let t = hgx(4, 90);
+        for view in [
+            ShowView::Summary,
+            ShowView::Matrix,
+            ShowView::Pci,
+            ShowView::Paths,
+        ] {
+            let plain = render(&t, view, DataFormat::Text, Style { color: false }).unwrap();
+            let col = render(&t, view, DataFormat::Text, Style { color: true }).unwrap();
+            assert!(col.contains("\x1b["), "{view:?}");
+            let mut stripped = String::new();
+            let mut rest = col.as_str();
+            while let Some(i) = rest.find("\x1b[") {
+                stripped.push_str(&rest[..i]);
+                let after = &rest[i..];
+                let end = after.find('m').unwrap();
+                rest = &after[end + 1..];
+            }
+            stripped.push_str(rest);
+            assert_eq!(stripped, plain, "{view:?}");
+            assert!(!plain.contains('\x1b'));
+        }
+    }
+
     #[test]
     fn tables_align_and_trim() {
         let t = table(

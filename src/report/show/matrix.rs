@@ -171,7 +171,13 @@ fn tab_layout(rows: &[Vec<(String, Paint)>], style: Style) -> String {
                 line.push_str(&" ".repeat(starts[c] - col));
                 col = starts[c];
             }
-            line.push_str(&paint.apply(style, text));
+            // Paint only the visible part, so trimming works the same with colour.
+            let core = text.trim();
+            let lead = &text[..text.len() - text.trim_start().len()];
+            let trail = &text[lead.len() + core.len()..];
+            line.push_str(lead);
+            line.push_str(&paint.apply(style, core));
+            line.push_str(trail);
             col += text.chars().count();
         }
         out.push_str(line.trim_end());
