@@ -222,9 +222,7 @@ pub fn comm_channels(
     }
     map.truncate(n);
 
-    let collnet = if minor >= 21 {
-        n
-    } else if minor == 20 && collnet_ok {
+    let collnet = if minor >= 21 || (minor == 20 && collnet_ok) {
         n
     } else {
         0

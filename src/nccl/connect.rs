@@ -8,6 +8,7 @@
 
 use super::channels::ChannelCounts;
 use super::graph::Graph;
+use super::search::Graphs;
 use super::system::System;
 use super::types::Pattern;
 use serde::Serialize;
@@ -190,7 +191,7 @@ pub fn connect(
     let mut ttp = vec![vec![0usize; nn]; n];
     let mut ttc0 = vec![vec![0usize; nn]; n];
     let mut ttc1 = vec![vec![0usize; nn]; n];
-    let cross_swap = ring.cross_nic == 2 && n % 2 == 0;
+    let cross_swap = ring.cross_nic == 2 && n.is_multiple_of(2);
     for node in 0..nn {
         // crossNic=2 rings alternate NICs: odd nodes swap the channels of each pair.
         let swap = cross_swap && node % 2 == 1;
@@ -318,6 +319,17 @@ pub fn connect(
 }
 
 impl Connection {
+    /// [`connect`] with the graphs of a search.
+    pub fn from_graphs(sys: &System, graphs: &Graphs, counts: &ChannelCounts) -> Connection {
+        connect(
+            sys,
+            &graphs.ring,
+            &graphs.tree,
+            graphs.nvls.as_ref(),
+            counts,
+        )
+    }
+
     fn src(&self, c: usize) -> Option<usize> {
         self.channel_src.get(c).copied()
     }
@@ -445,4 +457,77 @@ pub fn channel_line(c: usize, total: usize, ring: &[usize], n_ranks: usize, mino
         line.truncate(127);
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parent_children(n: i64) -> Vec<(i64, i64, i64, i64, i64, i64)> {
+        (0..n)
+            .map(|r| {
+                let d = dtree(n, r);
+                (
+                    d.up[0], d.down0[0], d.down1[0], d.up[1], d.down0[1], d.down1[1],
+                )
+            })
+            .collect()
+    }
+
+    /// Double binary trees checked by hand from the bit rules (trees.cc).
+    #[test]
+    fn double_binary_trees() {
+        // 2 nodes: tree 0 rooted at 0, tree 1 (mirror) rooted at 1.
+        assert_eq!(
+            parent_children(2),
+            [(-1, -1, 1, 1, -1, -1), (0, -1, -1, -1, -1, 0)]
+        );
+        // 3 nodes: tree 0 = 0 → 2 → 1; tree 1 = shift by one: 1 → 0 → 2.
+        assert_eq!(
+            parent_children(3),
+            [
+                (-1, -1, 2, 1, 2, -1),
+                (2, -1, -1, -1, -1, 0),
+                (0, 1, -1, 0, -1, -1)
+            ]
+        );
+        // 4 nodes: tree 0 = 0 → 2 → {1, 3}; tree 1 = mirror: 3 → 1 → {2, 0}.
+        assert_eq!(
+            parent_children(4),
+            [
+                (-1, -1, 2, 1, -1, -1),
+                (2, -1, -1, 3, 2, 0),
+                (0, 1, 3, 1, -1, -1),
+                (2, -1, -1, -1, -1, 1)
+            ]
+        );
+        // 16 nodes: 0 → 8 → {4, 12}, 12 → {10, 14}, 14 → {13, 15}; tree 1 mirrored.
+        let t = parent_children(16);
+        assert_eq!(t[0], (-1, -1, 8, 1, -1, -1));
+        assert_eq!(t[8], (0, 4, 12, 9, -1, -1));
+        assert_eq!(t[12], (8, 10, 14, 13, -1, -1));
+        assert_eq!(t[14], (12, 13, 15, 13, -1, -1));
+        assert_eq!(t[15], (14, -1, -1, -1, -1, 7));
+        assert_eq!(t[7], (6, -1, -1, 15, 11, 3));
+        assert_eq!(t[4], (8, 2, 6, 5, -1, -1));
+        // Child types: smaller than the parent → 0.
+        assert_eq!(dtree(16, 4).child_type[0], 0);
+        assert_eq!(dtree(16, 12).child_type[0], 1);
+        // 1 node: alone.
+        assert_eq!(parent_children(1), [(-1, -1, -1, -1, -1, -1)]);
+    }
+
+    #[test]
+    fn channel_line_formats() {
+        let ring: Vec<usize> = (0..64).collect();
+        let l = channel_line(3, 32, &ring, 64, 28);
+        assert_eq!(l.len(), 127);
+        assert!(l.starts_with("Channel 03/32 :  0  1  2"));
+        // 36 ranks fill 123 characters; the 37th passes 128, so NCCL keeps 124 and adds "...".
+        assert!(l.ends_with(" 34 35 ..."));
+        let l = channel_line(3, 32, &ring, 64, 22);
+        assert!(l.starts_with("Channel 03/32 :    0   1"));
+        assert!(l.ends_with("  19"));
+        assert_eq!(channel_line(0, 2, &[0, 1], 2, 27), "Channel 00/02 : 0 1");
+    }
 }
