@@ -164,6 +164,27 @@ fn write_graph(out: &mut String, g: &Graph, sys: &System, minor: u32, inter: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::testing::hgx;
+    use crate::nccl::search::tests::plan;
+
+    #[test]
+    fn single_node_graph_file() {
+        let p = plan(&hgx(8, 90), 28);
+        let xml = write(&p.graphs, &p.sys, 28);
+        assert!(xml.starts_with("<graphs version=\"1\">\n  <graph id=\"0\" pattern=\"4\" crossnic=\"0\" nchannels=\"12\" speedintra=\"30\" speedinter=\"30\" latencyinter=\"0\" typeintra=\"NVL\" typeinter=\"PIX\" samechannels=\"1\">"));
+        insta::assert_snapshot!("graphfile_hgx_h100_single_node", xml);
+    }
+
+    #[test]
+    fn two_node_graph_file() {
+        let p = plan(&hgx(8, 90).replicate(2), 28);
+        let xml = write(&p.graphs, &p.sys, 28);
+        assert!(xml.contains("<channel>\n      <net dev=\"0\"/>\n      <gpu dev=\"0\"/>\n      <gpu dev=\"0x7\"/>"));
+        insta::assert_snapshot!("graphfile_hgx_h100_two_nodes", xml);
+        // 2.30 writes the rank too; ≤2.20 decimal device numbers.
+        assert!(write(&p.graphs, &p.sys, 30).contains("<gpu dev=\"0x7\" rank=\"7\"/>"));
+        assert!(write(&p.graphs, &p.sys, 18).contains("<gpu dev=\"7\"/>"));
+    }
 
     #[test]
     fn printf_g_matches_c() {

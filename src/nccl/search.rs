@@ -2244,6 +2244,45 @@ pub(crate) mod tests {
         assert_eq!(nvls[1], " 0 : NET/0-0 GPU/0-11000 NET/0-0");
     }
 
+    /// Real log (nccl-tests#319, 2 × HGX H100 with 8 rail-aligned CX-7, NCCL 2.26.2,
+    /// `nccl-tests-319-hgx-h100-2x8-nccl2.26.2-transports-EXCERPT.log`): its inter-node ring
+    /// hops `Channel cc/0 : a[x] -> b[y] [send|receive] via NET/…/<nic>` for channels 0–15.
+    /// The excerpt holds only some ranks' lines; every hop it shows is one of ours, with the
+    /// same NIC, and channels 8–15 repeat 0–7 as postset doubling says.
+    #[test]
+    fn real_log_h100_two_nodes_ring_hops() {
+        let p = plan(&hgx(8, 90).replicate(2), 26);
+        assert_eq!(p.counts.coll, 16);
+        // (channel, from, to, nic) as logged.
+        let logged = [
+            (0, 1, 9, 1),
+            (1, 9, 1, 1),
+            (2, 10, 2, 2),
+            (2, 3, 11, 3),
+            (3, 11, 3, 3),
+            (3, 2, 10, 2),
+            (4, 12, 4, 4),
+            (4, 5, 13, 5),
+            (5, 13, 5, 5),
+            (5, 4, 12, 4),
+            (6, 14, 6, 6),
+            (6, 7, 15, 7),
+            (7, 15, 7, 7),
+            (7, 6, 14, 6),
+        ];
+        for (c, from, to, nic) in logged {
+            for ch in [c, c + 8] {
+                let s = p.conn.channel_src[ch];
+                assert_eq!(p.conn.next[s][from], to as i64, "channel {ch}: {from} -> {to}");
+                // The sender leaves through the NIC of its own GPU (rail-aligned).
+                assert_eq!(from % 8, nic);
+            }
+        }
+        // The ring graph says which NET each channel's last GPU uses.
+        assert_eq!(p.graphs.ring.inter[0], (0, 1));
+        assert_eq!(p.graphs.ring.inter[2], (2, 3));
+    }
+
     #[test]
     fn hgx_h100_sixteen_nodes() {
         let p = plan(&hgx(8, 90).replicate(16), 28);
