@@ -179,7 +179,9 @@ mod tests {
     fn two_node_graph_file() {
         let p = plan(&hgx(8, 90).replicate(2), 28);
         let xml = write(&p.graphs, &p.sys, 28);
-        assert!(xml.contains("<channel>\n      <net dev=\"0\"/>\n      <gpu dev=\"0\"/>\n      <gpu dev=\"0x7\"/>"));
+        assert!(xml.contains(
+            "<channel>\n      <net dev=\"0\"/>\n      <gpu dev=\"0\"/>\n      <gpu dev=\"0x7\"/>"
+        ));
         insta::assert_snapshot!("graphfile_hgx_h100_two_nodes", xml);
         // 2.30 writes the rank too; ≤2.20 decimal device numbers.
         assert!(write(&p.graphs, &p.sys, 30).contains("<gpu dev=\"0x7\" rank=\"7\"/>"));

@@ -1018,24 +1018,30 @@ impl Search<'_> {
         let same_rail = |a: usize, b: usize| {
             c.nets[a].asic == c.nets[b].asic && c.nets[a].port == c.nets[b].port
         };
-        if self.params.minor <= 20 {
-            if t.pattern == Pattern::Tree && n != start {
-                return false;
-            }
+        if t.pattern == Pattern::Tree && n != start {
+            return false;
+        }
+        if self.params.minor <= 22 {
+            // 2.18–2.22: only crossNic=1 may change rail; 2.21–2.22 also make odd channels
+            // come back to the previous channel's start NET whenever crossNic is set.
             if t.cross_nic != 1 && !same_rail(n, start) {
                 return false;
             }
-        } else {
-            if t.pattern == Pattern::Tree && n != start {
+            if self.params.minor >= 21
+                && t.cross_nic != 0
+                && t.n_channels & 1 == 1
+                && n != t.inter[(t.n_channels - 1) * 2]
+            {
                 return false;
             }
-            if t.pattern == Pattern::Ring && t.cross_nic == 2 {
-                if t.n_channels & 1 == 1 && n != t.inter[(t.n_channels - 1) * 2] {
-                    return false;
-                }
-            } else if t.cross_nic == 0 && !same_rail(n, start) {
+        } else if t.pattern == Pattern::Ring && t.cross_nic == 2 {
+            // 2.23+: crossNic=2 rings pair channels: odd ones come back where the previous
+            // one started.
+            if t.n_channels & 1 == 1 && n != t.inter[(t.n_channels - 1) * 2] {
                 return false;
             }
+        } else if t.cross_nic == 0 && !same_rail(n, start) {
+            return false;
         }
         if t.pattern == Pattern::BalancedTree && step != 0 && n != t.inter[t.n_channels * 2 + 1] {
             return false;
@@ -1162,9 +1168,14 @@ impl Search<'_> {
             if self.ctx.nets[n].bw < bw {
                 continue;
             }
-            if self.params.minor >= 21
-                && self.tmp.pattern == Pattern::Ring
-                && self.tmp.cross_nic == 2
+            // Odd channels of a crossNic ring start where the previous one ended (2.23+:
+            // rings with crossNic=2; 2.21–2.22: any pattern with crossNic set).
+            let pair_rule = match self.params.minor {
+                0..=20 => false,
+                21 | 22 => self.tmp.cross_nic != 0,
+                _ => self.tmp.pattern == Pattern::Ring && self.tmp.cross_nic == 2,
+            };
+            if pair_rule
                 && self.tmp.n_channels & 1 == 1
                 && n != self.tmp.inter[(self.tmp.n_channels - 1) * 2 + 1]
             {
@@ -1687,11 +1698,9 @@ impl Search<'_> {
                         }
                     }
                     self.tmp.type_inter = min_te;
-                    let cross_ok = if minor <= 20 {
-                        true
-                    } else {
-                        matches!(self.save.pattern, Pattern::Ring | Pattern::BalancedTree)
-                    };
+                    // 2.23+ only retry crossNic for rings and balanced trees.
+                    let cross_ok = minor <= 22
+                        || matches!(self.save.pattern, Pattern::Ring | Pattern::BalancedTree);
                     if retry_cross != 0 && self.tmp.cross_nic == 0 && cross_ok {
                         self.tmp.cross_nic = retry_cross;
                         continue 'search;
@@ -2215,6 +2224,16 @@ pub(crate) mod tests {
             p.counts.log_line(),
             "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer"
         );
+        // 2.21–2.22: crossNic=2 may not change rails, so rings come back through the first
+        // GPU's NIC by PXN; 8 × 45 (each GPU's NVSwitch link carries 8 × 45 ≤ 370.8) beats
+        // 7 × 48.
+        let p21 = plan(&hgx(8, 90).replicate(2), 21);
+        assert_eq!(
+            lines(&p21, &p21.graphs.ring, 21)[0],
+            "Pattern 4, crossNic 0, nChannels 8, bw 45.000000/45.000000, type NVL/PXN, sameChannels 0"
+        );
+        assert!(lines(&p21, &p21.graphs.ring, 21)[1].ends_with("GPU/0-21000 NET/0-0"));
+        assert_eq!(p21.counts.coll, 16);
         // 2.29+: remote peers need max(1 NIC, ceil(48 / 14)) = 4.
         assert_eq!(plan(&hgx(8, 90).replicate(2), 29).counts.p2p_per_peer, 4);
         // crossNic=2 rings alternate NICs: node 1 runs the pair's other channel.
@@ -2273,7 +2292,10 @@ pub(crate) mod tests {
         for (c, from, to, nic) in logged {
             for ch in [c, c + 8] {
                 let s = p.conn.channel_src[ch];
-                assert_eq!(p.conn.next[s][from], to as i64, "channel {ch}: {from} -> {to}");
+                assert_eq!(
+                    p.conn.next[s][from], to as i64,
+                    "channel {ch}: {from} -> {to}"
+                );
                 // The sender leaves through the NIC of its own GPU (rail-aligned).
                 assert_eq!(from % 8, nic);
             }
