@@ -385,7 +385,8 @@ struct Ctx {
     ng: Vec<Option<SPath>>,
     g_nvs: Vec<Option<SPath>>,
     nvs_g: Vec<Option<SPath>>,
-    gpu_pci_bw: Vec<i32>,
+    /// Per GPU, its PCI up-link and the matching down-link (link ids).
+    gpu_pci_links: Vec<Option<(usize, usize)>>,
     /// Per GPU: preferred NETs ("channel first", §4.9), for the return-to-NET step.
     pref_nets: Vec<Vec<usize>>,
     /// Preferred NETs of all GPUs, for the channel start.
@@ -561,16 +562,19 @@ impl Ctx {
                 }
             }
         }
-        let gpu_pci_bw = gnodes
+        let gpu_pci_links = gnodes
             .iter()
             .map(|&g| {
                 let gnode = &sys.nodes[g];
-                for l in gnode.links.iter().filter(|l| l.kind == LinkType::Pci) {
-                    if let Some(back) = sys.nodes[l.to].links.iter().find(|b| b.to == g) {
-                        return (l.bw as f32).min(back.bw as f32) as i32;
-                    }
-                }
-                -1
+                gnode
+                    .links
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.kind == LinkType::Pci)
+                    .find_map(|(li, l)| {
+                        let back = sys.nodes[l.to].links.iter().position(|b| b.to == g)?;
+                        Some((offset[g] + li, offset[l.to] + back))
+                    })
             })
             .collect();
         let amd_cpu = sys
@@ -591,7 +595,7 @@ impl Ctx {
             ng,
             g_nvs,
             nvs_g,
-            gpu_pci_bw,
+            gpu_pci_links,
             pref_nets,
             pref_nets_all,
             amd_cpu,
@@ -1185,7 +1189,15 @@ impl Search<'_> {
             self.tmp.inter[nc * 2] = n;
             self.tmp.latency_inter = net.latency;
             self.debit_net(&net, bw);
-            if head_pattern {
+            if head_pattern && self.params.minor <= 20 {
+                // 2.18: the head is the local GPU of the nChannels-th NET, reached without
+                // charging the NET path.
+                if nc < count
+                    && let Some(gpu) = self.ctx.nets[nets[nc]].local_gpu
+                {
+                    self.try_gpu(0, btn, btf, 0, time, From::None, gpu);
+                }
+            } else if head_pattern {
                 if nc < count
                     && let Some(gpu) = net.local_gpu
                 {
@@ -1196,6 +1208,8 @@ impl Search<'_> {
                         found = true;
                     }
                 }
+            } else if self.params.minor <= 26 {
+                self.rec_net_start_legacy(n, bw, btn, btf, time);
             } else if nc > 0 && self.tmp.same_channels {
                 if let Some(g) = self.replay_gpu(-1) {
                     self.try_gpu(0, btn, btf, FORCED_REPLAY, time, From::Net(n), g);
@@ -1224,6 +1238,78 @@ impl Search<'_> {
                 }
             }
             self.debit_net(&net, -bw);
+        }
+    }
+
+    /// First GPU of an inter-node channel before 2.27: replay the previous channel, then (for
+    /// the first channel or without sameChannels) the PCI order and the GPUs closest to the
+    /// NET (max bandwidth, then fewest hops), rotated by the channel index (2.21–2.26) or
+    /// those with PCI bandwidth left first (2.18–2.20).
+    fn rec_net_start_legacy(&mut self, n: usize, bw: f32, btn: i64, btf: i64, time: &mut i64) {
+        let nc = self.tmp.n_channels;
+        let ng = self.ctx.ngpus;
+        if nc > 0
+            && let Some(g) = self.replay_gpu(-1)
+        {
+            self.try_gpu(0, btn, btf, FORCED_REPLAY, time, From::Net(n), g);
+        }
+        if nc != 0 && self.tmp.same_channels {
+            return;
+        }
+        if nc == 0 && (self.params.minor <= 20 || !self.ctx.has_nvs) {
+            let mut t = self.params.timeout_pci_order;
+            self.try_gpu(0, btn, btf, FORCED_PCI, &mut t, From::Net(n), 0);
+            if t == -1 {
+                *time = -1;
+            }
+        }
+        let mut max_bw = 0.0f32;
+        let mut min_hops = usize::MAX;
+        for g in 0..ng {
+            let (pbw, hops) = self
+                .ctx
+                .ng(n, g)
+                .map(|p| (p.bw, p.hops.len()))
+                .unwrap_or((0.0, 0));
+            if pbw > max_bw {
+                max_bw = pbw;
+                min_hops = hops;
+            } else if pbw == max_bw && hops > 0 && hops < min_hops {
+                min_hops = hops;
+            }
+        }
+        if max_bw < bw {
+            return;
+        }
+        let best = |s: &Self, g: usize| {
+            s.ctx
+                .ng(n, g)
+                .is_some_and(|p| p.bw == max_bw && p.hops.len() == min_hops)
+        };
+        if self.params.minor <= 20 {
+            for pass in 0..2 {
+                for g in 0..ng {
+                    let used = if self.gpu_pci_bw(g) > 0 { 0 } else { 1 };
+                    if best(self, g) && used == pass {
+                        self.try_gpu(0, btn, btf, 0, time, From::Net(n), g);
+                    }
+                }
+            }
+        } else {
+            for i in 0..ng {
+                let g = (nc + i) % ng;
+                if best(self, g) {
+                    self.try_gpu(0, btn, btf, 0, time, From::Net(n), g);
+                }
+            }
+        }
+    }
+
+    /// `gpuPciBw`: what is left of a GPU's PCI link (min of both directions), truncated.
+    fn gpu_pci_bw(&self, g: usize) -> i32 {
+        match self.ctx.gpu_pci_links.get(g).copied().flatten() {
+            Some((up, down)) => self.ctx.link_bw[up].min(self.ctx.link_bw[down]) as i32,
+            None => -1,
         }
     }
 
@@ -1345,8 +1431,8 @@ impl Search<'_> {
                 continue;
             }
             let (inh, ipci, ibw) = match net.and_then(|n| c.ng(n, h)) {
-                Some(np) => (np.hops.len(), c.gpu_pci_bw[h], np.bw as i32),
-                None if net.is_some() => (0, c.gpu_pci_bw[h], 0),
+                Some(np) => (np.hops.len(), self.gpu_pci_bw(h), np.bw as i32),
+                None if net.is_some() => (0, self.gpu_pci_bw(h), 0),
                 None => (0, 0, 0),
             };
             scores.push((h, i, p.hops.len(), p.bw as i32, inh, ipci, ibw));
