@@ -261,6 +261,32 @@ pub fn p2p_channels(
         ..Default::default()
     };
 
+    // Requirement of local GPU `g` towards a remote rank: the same for every remote rank.
+    let remote = |g: usize| -> usize {
+        if let Some(v) = params.nchannels_per_net_peer {
+            return v;
+        }
+        if minor <= 18 {
+            return 2;
+        }
+        if minor >= 29 {
+            let (count, bw) = net_count_by_bw_229(sys, paths, &policy, g);
+            return if count > 0 {
+                count.max((bw as usize).div_ceil(params.p2p_per_channel_net_bw.max(1.0) as usize))
+            } else {
+                2
+            };
+        }
+        let count = net_count_by_bw_221(sys, paths, g);
+        let mut m = 2usize;
+        while m * n_ranks > p2pn * 4 && m > 1 {
+            m /= 2;
+        }
+        count.max(m)
+    };
+    let remote_need: Vec<Option<usize>> = (0..n_ranks)
+        .map(|g| local.contains(&g).then(|| remote(g)))
+        .collect();
     // Requirement of local GPU `g` towards a peer rank.
     let need = |g: usize, r: usize| -> Option<usize> {
         if g == r {
@@ -280,26 +306,7 @@ pub fn p2p_channels(
             }
             return Some(2);
         }
-        if let Some(v) = params.nchannels_per_net_peer {
-            return Some(v);
-        }
-        if minor <= 18 {
-            return Some(2);
-        }
-        if minor >= 29 {
-            let (count, bw) = net_count_by_bw_229(sys, paths, &policy, g);
-            return Some(if count > 0 {
-                count.max((bw as usize).div_ceil(params.p2p_per_channel_net_bw.max(1.0) as usize))
-            } else {
-                2
-            });
-        }
-        let count = net_count_by_bw_221(sys, paths, g);
-        let mut m = 2usize;
-        while m * n_ranks > p2pn * 4 && m > 1 {
-            m /= 2;
-        }
-        Some(count.max(m))
+        remote_need.get(g).copied().flatten()
     };
 
     // Every host is alike: the local GPUs of host 0 against every rank.

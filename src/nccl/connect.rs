@@ -239,7 +239,8 @@ pub fn connect(
         next[c + n] = next[c].clone();
     }
     // connectTrees.
-    let depth = nr / nn.max(1) - 1 + (usize::BITS - 1 - nn.max(1).leading_zeros()) as usize;
+    let depth =
+        (nr / nn.max(1)).saturating_sub(1) + (usize::BITS - 1 - nn.max(1).leading_zeros()) as usize;
     for node in 0..nn {
         let d = dtree(nn as i64, node as i64);
         for c in 0..n {

@@ -2414,6 +2414,34 @@ pub(crate) mod tests {
         assert_eq!(p.conn.nvls_head_lines()[0].split_whitespace().count(), 19);
     }
 
+    /// Inputs the search cannot use still give an answer, never a panic.
+    #[test]
+    fn degenerate_inputs() {
+        use crate::model::*;
+        // No GPU at all.
+        let mut t = Topology::new(SourceInfo::default());
+        t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+        let p = plan(&t, 28);
+        assert_eq!(p.conn.n_ranks, 0);
+        assert!(
+            p.conn
+                .channel_lines(28)
+                .iter()
+                .all(|l| l.starts_with("Channel"))
+        );
+        // Two hosts without any NIC: no inter-node channel exists, NCCL's fallback applies.
+        let mut t = hgx(2, 90);
+        let mut nets: Vec<_> = t.nets();
+        nets.sort_by(|a, b| b.cmp(a));
+        for n in nets {
+            t.graph.remove_node(n);
+        }
+        let p = plan(&t.replicate(2), 28);
+        assert_eq!(p.graphs.ring.n_channels, 1);
+        assert_eq!(p.graphs.fallbacks.len(), 2);
+        assert_eq!(p.conn.ring(0).map(|r| r.len()), Some(4));
+    }
+
     /// A 1024-GPU what-if: the search runs on one host, connect is linear in ranks.
     #[test]
     fn thousand_gpus_finish_fast() {
