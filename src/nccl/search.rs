@@ -2391,6 +2391,39 @@ pub(crate) mod tests {
         assert_eq!(p.graphs.ring.inter[2], (2, 3));
     }
 
+    /// 2 × HGX A100 (NVSwitch, one NIC per GPU). A balanced tree needs GPU g−1 to reach GPU
+    /// g's NIC in both directions: GPU→NET is PXN but NET→GPU stays PHB, and tree patterns
+    /// check the reverse path too. 2.25–2.28 bound typeInter by the worst GPU→NET type
+    /// (PXN) and sm80 gets no TREE retry, so the tree search fails and falls back to one
+    /// channel: 2 coll channels. This is the A100 regression reported on 2.25/2.26
+    /// (NVIDIA/nccl#1748, NVIDIA-NeMo/Run#266: "Could not find a path for pattern 1, falling
+    /// back to simple order"); 2.18–2.24 allowed up to SYS, and 2.29 forces SYS below sm90.
+    #[test]
+    fn a100_two_nodes_tree_search_by_version() {
+        let t = hgx_a100(8).replicate(2);
+        let p = plan(&t, 28);
+        assert_eq!(
+            p.graphs.fallback_lines(),
+            ["Could not find a path for pattern 1, falling back to simple order"]
+        );
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 28)[0],
+            "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/PXN, sameChannels 0"
+        );
+        assert_eq!(p.counts.coll, 2);
+        for (minor, bw) in [(24, "20.000000"), (29, "24.000000")] {
+            let p = plan(&t, minor);
+            assert!(p.graphs.fallbacks.is_empty(), "2.{minor}");
+            assert_eq!(
+                lines(&p, &p.graphs.tree, minor)[0],
+                format!(
+                    "Pattern 1, crossNic 0, nChannels 10, bw {bw}/{bw}, type NVL/PHB, sameChannels 0"
+                )
+            );
+            assert_eq!(p.counts.coll, 20);
+        }
+    }
+
     #[test]
     fn hgx_h100_sixteen_nodes() {
         let p = plan(&hgx(8, 90).replicate(16), 28);
