@@ -59,7 +59,10 @@ pub struct Analysis {
 pub fn parse_cuda_version(s: &str) -> Option<u32> {
     let mut it = s.trim().split('.');
     let major: u32 = it.next()?.trim().parse().ok()?;
-    let minor: u32 = it.next().map(|m| m.trim().parse().unwrap_or(0)).unwrap_or(0);
+    let minor: u32 = it
+        .next()
+        .map(|m| m.trim().parse().unwrap_or(0))
+        .unwrap_or(0);
     Some(major * 1000 + minor * 10)
 }
 
@@ -68,14 +71,28 @@ fn speeds(v: &[f64]) -> Vec<f64> {
 }
 
 /// The search inputs of `data` and `env`.
-pub fn search_params(data: &VersionData, env: &EnvPolicy, nvls: bool, collnet: bool) -> SearchParams {
+pub fn search_params(
+    data: &VersionData,
+    env: &EnvPolicy,
+    nvls: bool,
+    collnet: bool,
+) -> SearchParams {
     let mut p = SearchParams::for_version(data.minor());
     p.max_channels = data.max_channels as usize;
     let s = &data.speeds;
-    p.speeds_sm80 = SpeedArrays { intra: speeds(&s.intra_sm80), inter: speeds(&s.inter_sm80) };
-    p.speeds_sm90 = SpeedArrays { intra: speeds(&s.intra_sm90), inter: speeds(&s.inter_sm90) };
+    p.speeds_sm80 = SpeedArrays {
+        intra: speeds(&s.intra_sm80),
+        inter: speeds(&s.inter_sm80),
+    };
+    p.speeds_sm90 = SpeedArrays {
+        intra: speeds(&s.intra_sm90),
+        inter: speeds(&s.inter_sm90),
+    };
     p.speeds_sm100 = match (&s.intra_sm100, &s.inter_sm100) {
-        (Some(a), Some(b)) => Some(SpeedArrays { intra: a.clone(), inter: b.clone() }),
+        (Some(a), Some(b)) => Some(SpeedArrays {
+            intra: a.clone(),
+            inter: b.clone(),
+        }),
         _ => None,
     };
     p.cross_nic = env.cross_nic_or(data).clamp(0, 2) as u8;
@@ -96,10 +113,17 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let mut env = EnvPolicy::from_env(&req.env, &data)?;
 
     // Containers with their own host hash each hold one GPU and every NIC of the box.
-    let topo = if req.placement.node_per_rank() { req.topo.split_per_gpu() } else { req.topo.clone() };
+    let topo = if req.placement.node_per_rank() {
+        req.topo.split_per_gpu()
+    } else {
+        req.topo.clone()
+    };
     let system = System::build(&topo, &data.bw);
     let nranks = system.gpus.len();
-    let nnodes = (0..system.nhosts as u16).filter(|&h| !system.host_gpus(h).is_empty()).count().max(1);
+    let nnodes = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
+        .max(1);
 
     let path_policy = PathPolicy {
         minor,
@@ -136,7 +160,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     if let Some(v) = positive(env.max_ctas) {
         channel_params.max_ctas = v;
     }
-    channel_params.nvls_support = nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+    channel_params.nvls_support =
+        nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
@@ -146,7 +171,13 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
 
     let transport_policy = TransportPolicy {
         minor,
-        cumem: env.cumem_enable.and_then(|v| if v == -2 || v == -1 { None } else { Some(v > 0) }),
+        cumem: env.cumem_enable.and_then(|v| {
+            if v == -2 || v == -1 {
+                None
+            } else {
+                Some(v > 0)
+            }
+        }),
         p2p_direct_disable: env.p2p_direct_disable,
         p2p_read_enable: env.p2p_read_enable,
         p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
@@ -180,7 +211,11 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     ti.nvls_channels = counts.nvls;
     ti.nvls_supported = counts.nvls > 0;
     ti.collnet_enabled = collnet_enabled;
-    ti.collnet_heads = graphs.collnet_direct.as_ref().map(|g| g.n_channels).unwrap_or(0);
+    ti.collnet_heads = graphs
+        .collnet_direct
+        .as_ref()
+        .map(|g| g.n_channels)
+        .unwrap_or(0);
     ti.has_nvswitch = !system.nvs.is_empty();
     let costs = CostTable::build(&ti);
     costs.apply_env_effects(&mut env);
@@ -208,22 +243,38 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
 }
 
 /// Records what the P2P/SHM/GDR variables changed, in the words the plan's `env[]` shows.
-fn note_path_effects(env: &mut EnvPolicy, sys: &System, paths: &Paths, pol: &PathPolicy, pairs: &[PairTransport]) {
+fn note_path_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    pol: &PathPolicy,
+    pairs: &[PairTransport],
+) {
     let local: Vec<&PairTransport> = pairs.iter().filter(|p| !p.inter_node).collect();
     let shm = local.iter().filter(|p| p.transport == "SHM").count();
-    let net = local.iter().filter(|p| p.transport.starts_with("NET")).count();
+    let net = local
+        .iter()
+        .filter(|p| p.transport.starts_with("NET"))
+        .count();
     let anomalies = local.iter().filter(|p| p.anomaly.is_some()).count();
     let total = local.len();
     let nvl_refused = format!(
         "{shm} of {total} local GPU pairs use SHM and {net} use NET{}",
-        if anomalies > 0 { format!("; {anomalies} of them are NVLink-connected") } else { String::new() }
+        if anomalies > 0 {
+            format!("; {anomalies} of them are NVLink-connected")
+        } else {
+            String::new()
+        }
     );
     if env.is_set("NCCL_P2P_DISABLE") && pol.p2p_disable {
         env.note_effect("NCCL_P2P_DISABLE", format!("P2P level LOC: {nvl_refused}"));
     }
     if env.is_set("NCCL_P2P_LEVEL") && !pol.p2p_disable {
         let lvl = pol.p2p_level.map(|l| l.name()).unwrap_or("?");
-        env.note_effect("NCCL_P2P_LEVEL", format!("P2P allowed up to {lvl}: {nvl_refused}"));
+        env.note_effect(
+            "NCCL_P2P_LEVEL",
+            format!("P2P allowed up to {lvl}: {nvl_refused}"),
+        );
     }
     if env.is_set("NCCL_SHM_DISABLE") && pol.shm_disable {
         env.note_effect("NCCL_SHM_DISABLE", format!("SHM refused: {nvl_refused}"));
@@ -243,7 +294,10 @@ fn note_path_effects(env: &mut EnvPolicy, sys: &System, paths: &Paths, pol: &Pat
             .flat_map(|&g| sys.nets.iter().map(move |&n| (g, n)))
             .filter(|&(g, n)| paths.ty(g, n) >= PathType::Phb && paths.ty(g, n) < PathType::Net)
             .count();
-        env.note_effect("NCCL_PXN_DISABLE", format!("no PXN: {phb} GPU→NIC paths cross the CPU"));
+        env.note_effect(
+            "NCCL_PXN_DISABLE",
+            format!("no PXN: {phb} GPU→NIC paths cross the CPU"),
+        );
     }
     if env.is_set("CUDA_VISIBLE_DEVICES") {
         env.note_effect(
@@ -261,10 +315,15 @@ mod tests {
     fn run(topo: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
         let req = Request {
             topo,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             version: NcclVersion::parse(version).unwrap(),
             placement: RankPlacement::ProcessPerGpu,
-            facts: RuntimeFacts { cuda_driver_version: Some(12040) },
+            facts: RuntimeFacts {
+                cuda_driver_version: Some(12040),
+            },
         };
         analyze(&req).unwrap()
     }
@@ -277,7 +336,12 @@ mod tests {
             a.counts.log_line(),
             "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"
         );
-        assert!(a.transports.iter().filter(|p| !p.inter_node).all(|p| p.transport == "P2P/CUMEM"));
+        assert!(
+            a.transports
+                .iter()
+                .filter(|p| !p.inter_node)
+                .all(|p| p.transport == "P2P/CUMEM")
+        );
     }
 
     #[test]
@@ -290,7 +354,10 @@ mod tests {
         assert!(local.iter().all(|p| p.anomaly.is_some()));
         let e = a.env.effects();
         let ent = e.iter().find(|x| x.name == "NCCL_P2P_DISABLE").unwrap();
-        assert!(ent.effect.as_deref().unwrap_or("").contains("56 of 56"), "{ent:?}");
+        assert!(
+            ent.effect.as_deref().unwrap_or("").contains("56 of 56"),
+            "{ent:?}"
+        );
     }
 
     #[test]
@@ -300,7 +367,10 @@ mod tests {
             topo: &t,
             env: vec![],
             version: NcclVersion::parse("2.27").unwrap(),
-            placement: RankPlacement::ContainerPerGpu { common_host_id: false, shared_shm: false },
+            placement: RankPlacement::ContainerPerGpu {
+                common_host_id: false,
+                shared_shm: false,
+            },
             facts: RuntimeFacts::default(),
         };
         let a = analyze(&req).unwrap();

@@ -1,6 +1,7 @@
 //! The NCCL model: a pure function of (topology, environment policy, NCCL version).
 //! No I/O here: callers pass text or structs in and get structs out.
 
+pub mod analyze;
 pub mod channels;
 pub mod connect;
 pub mod env;

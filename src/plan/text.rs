@@ -30,7 +30,11 @@ fn channel_list(cs: &[usize]) -> String {
         while j + 1 < cs.len() && cs[j + 1] == cs[j] + 1 {
             j += 1;
         }
-        parts.push(if i == j { format!("{:02}", cs[i]) } else { format!("{:02}-{:02}", cs[i], cs[j]) });
+        parts.push(if i == j {
+            format!("{:02}", cs[i])
+        } else {
+            format!("{:02}-{:02}", cs[i], cs[j])
+        });
         i = j + 1;
     }
     parts.join(",")
@@ -39,7 +43,11 @@ fn channel_list(cs: &[usize]) -> String {
 fn ranks_line(r: &[usize]) -> String {
     const MAX: usize = 32;
     let shown: Vec<String> = r.iter().take(MAX).map(|x| x.to_string()).collect();
-    if r.len() > MAX { format!("{} ... ({} ranks)", shown.join(" "), r.len()) } else { shown.join(" ") }
+    if r.len() > MAX {
+        format!("{} ... ({} ranks)", shown.join(" "), r.len())
+    } else {
+        shown.join(" ")
+    }
 }
 
 fn size_col(b: u64) -> String {
@@ -79,7 +87,12 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
                 let _ = writeln!(out, "  {:>12}   {}", "", style.dim(e));
             }
             if let Some(ru) = &r.runner_up {
-                let _ = writeln!(out, "  {:>12}   {}", "", style.dim(&format!("runner-up: {ru}")));
+                let _ = writeln!(
+                    out,
+                    "  {:>12}   {}",
+                    "",
+                    style.dim(&format!("runner-up: {ru}"))
+                );
             }
         }
         prev = Some(choice);
@@ -88,7 +101,11 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
 
 pub fn render(p: &Plan, style: Style) -> String {
     let mut out = String::new();
-    let origin = p.source.origin.clone().unwrap_or_else(|| p.source.kind.clone());
+    let origin = p
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| p.source.kind.clone());
     let _ = writeln!(
         out,
         "{} {} ({}): {} rank(s) on {} node(s), {}{}",
@@ -105,7 +122,11 @@ pub fn render(p: &Plan, style: Style) -> String {
         "NCCL {} ({}){}",
         p.nccl_version,
         p.nccl_version_source,
-        if p.nccl_version_documented { "" } else { "; constants inherited from the nearest documented version" }
+        if p.nccl_version_documented {
+            ""
+        } else {
+            "; constants inherited from the nearest documented version"
+        }
     );
     for w in &p.warnings {
         let _ = writeln!(out, "{} {w}", style.yellow("warning:"));
@@ -115,10 +136,16 @@ pub fn render(p: &Plan, style: Style) -> String {
     let _ = writeln!(out, "  {}", p.channels.log_line);
 
     heading(&mut out, style, "Graphs (NCCL's search)");
-    for (name, g) in [("ring", Some(&p.graphs.ring)), ("tree", Some(&p.graphs.tree))]
-        .into_iter()
-        .chain([("nvls", p.graphs.nvls.as_ref()), ("collnet", p.graphs.collnet.as_ref())])
-        .chain([("collnet_direct", p.graphs.collnet_direct.as_ref())])
+    for (name, g) in [
+        ("ring", Some(&p.graphs.ring)),
+        ("tree", Some(&p.graphs.tree)),
+    ]
+    .into_iter()
+    .chain([
+        ("nvls", p.graphs.nvls.as_ref()),
+        ("collnet", p.graphs.collnet.as_ref()),
+    ])
+    .chain([("collnet_direct", p.graphs.collnet_direct.as_ref())])
     {
         let Some(g) = g else { continue };
         let _ = writeln!(out, "  {name}:");
@@ -133,10 +160,20 @@ pub fn render(p: &Plan, style: Style) -> String {
     heading(&mut out, style, "Rings");
     let total = p.rings.len();
     for (cs, r) in ring_groups(&p.rings) {
-        let _ = writeln!(out, "  Channel {}/{:02} : {}", channel_list(&cs), total, ranks_line(r));
+        let _ = writeln!(
+            out,
+            "  Channel {}/{:02} : {}",
+            channel_list(&cs),
+            total,
+            ranks_line(r)
+        );
     }
     if let Some(t) = p.log.iter().find(|l| l.starts_with("Trees")) {
-        heading(&mut out, style, "Trees (rank 0, as NCCL logs them: down0/down1/down2->rank->up)");
+        heading(
+            &mut out,
+            style,
+            "Trees (rank 0, as NCCL logs them: down0/down1/down2->rank->up)",
+        );
         let short: String = t.chars().take(400).collect();
         let _ = writeln!(out, "  {short}{}", if t.len() > 400 { " ..." } else { "" });
     }
@@ -156,18 +193,29 @@ pub fn render(p: &Plan, style: Style) -> String {
                 out,
                 "  ({} more node(s){})",
                 p.transport_matrix.len() - 1,
-                if same { ", identical" } else { ", see --format json" }
+                if same {
+                    ", identical"
+                } else {
+                    ", see --format json"
+                }
             );
         }
     }
     // One line per distinct reason, with the pairs it covers.
     let mut reasons: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
     for t in &p.transports {
-        reasons.entry((t.transport.as_str(), t.reason.as_str())).or_default().push(format!("{}->{}", t.from, t.to));
+        reasons
+            .entry((t.transport.as_str(), t.reason.as_str()))
+            .or_default()
+            .push(format!("{}->{}", t.from, t.to));
     }
     for ((tr, why), pairs) in &reasons {
         let n = pairs.len();
-        let who = if n <= 4 { pairs.join(" ") } else { format!("{n} pairs") };
+        let who = if n <= 4 {
+            pairs.join(" ")
+        } else {
+            format!("{n} pairs")
+        };
         let _ = writeln!(out, "  {tr} ({who}): {why}");
     }
     let mut anomalies: BTreeMap<&str, usize> = BTreeMap::new();
@@ -180,7 +228,11 @@ pub fn render(p: &Plan, style: Style) -> String {
         let _ = writeln!(out, "  {} {a} ({n} pairs)", style.red("anomaly:"));
     }
 
-    heading(&mut out, style, "Cost table (NCCL TUNING log layout: latency us / algorithm bandwidth GB/s)");
+    heading(
+        &mut out,
+        style,
+        "Cost table (NCCL TUNING log layout: latency us / algorithm bandwidth GB/s)",
+    );
     for l in p.tuning_log.lines() {
         let _ = writeln!(out, "  {l}");
     }
@@ -207,13 +259,20 @@ pub fn render(p: &Plan, style: Style) -> String {
         );
         table(&mut out, style, rows, p.explain);
         let cross: Vec<_> = p.crossovers.iter().filter(|c| c.collective == f).collect();
-        if cross.is_empty() {
-            if let Some(r) = rows.first() {
-                let _ = writeln!(out, "  {}/{} at every size", r.algo, r.proto);
-            }
+        if cross.is_empty()
+            && let Some(r) = rows.first()
+        {
+            let _ = writeln!(out, "  {}/{} at every size", r.algo, r.proto);
         }
         for c in cross {
-            let _ = writeln!(out, "  crossover: {} -> {} at {} B ({})", c.from, c.to, c.bytes, human_size(c.bytes));
+            let _ = writeln!(
+                out,
+                "  crossover: {} -> {} at {} B ({})",
+                c.from,
+                c.to,
+                c.bytes,
+                human_size(c.bytes)
+            );
         }
     }
 
@@ -226,12 +285,18 @@ pub fn render(p: &Plan, style: Style) -> String {
                 "  {}={}: {}",
                 e.name,
                 e.value,
-                e.effect.as_deref().unwrap_or("read, changed nothing in this plan")
+                e.effect
+                    .as_deref()
+                    .unwrap_or("read, changed nothing in this plan")
             );
         }
     }
     if p.explain {
-        heading(&mut out, style, "Cost cells (rule and constants behind each usable figure)");
+        heading(
+            &mut out,
+            style,
+            "Cost cells (rule and constants behind each usable figure)",
+        );
         for (f, algos) in &p.costs_explain {
             for (a, protos) in algos {
                 for (pr, lines) in protos {
