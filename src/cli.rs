@@ -151,6 +151,11 @@ pub struct PlanArgs {
     pub nccl_version: Option<String>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: PlanFormat,
+    /// How ranks map to processes: process-per-gpu (torchrun), process-per-host (one process,
+    /// all GPUs), container-per-gpu (own host hash), container-per-gpu-hostid (common
+    /// NCCL_HOSTID, private /dev/shm), container-per-gpu-shared (common host id and /dev/shm).
+    #[arg(long, default_value = "process-per-gpu")]
+    pub placement: String,
     /// Trace every figure to the rule and constant that produced it.
     #[arg(long)]
     pub explain: bool,
@@ -238,7 +243,9 @@ pub fn run(cli: Cli) -> Result<i32> {
 
 /// Topology warnings on stderr, for commands whose output has no place for them.
 fn print_warnings(topo: &crate::model::Topology, style: Style) {
-    let style = Style { color: style.color && std::io::stderr().is_terminal() };
+    let style = Style {
+        color: style.color && std::io::stderr().is_terminal(),
+    };
     for w in &topo.warnings {
         eprintln!("{} {w}", style.yellow("warning:"));
     }

@@ -675,6 +675,80 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// A copy of the nodes `keep` accepts, all on host 0, with parents and links among them.
+    fn subset(&self, keep: &dyn Fn(NodeIndex) -> bool) -> Topology {
+        let mut out = Topology::new(self.source.clone());
+        out.hosts.clear();
+        out.warnings = self.warnings.clone();
+        let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+        for idx in self.graph.node_indices() {
+            if keep(idx) {
+                let new = out.add_node(0, None, self.graph[idx].kind.clone());
+                map.insert(idx, new);
+            }
+        }
+        for (&old, &new) in &map {
+            out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
+        }
+        for e in self.graph.edge_references() {
+            if let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) {
+                out.graph.add_edge(a, b, e.weight().clone());
+            }
+        }
+        out
+    }
+
+    /// Every GPU on a host of its own that still holds every non-GPU device of the original
+    /// host: what NCCL sees when each GPU runs in a container with its own host hash
+    /// (one node per rank, NVIDIA/nccl#1781). GPU order is kept.
+    pub fn split_per_gpu(&self) -> Topology {
+        let gpus = self.gpus();
+        let mut parts: Vec<Topology> = vec![];
+        for &g in &gpus {
+            let host = self.graph[g].host;
+            let t = self.subset(&|n| {
+                let node = &self.graph[n];
+                node.host == host && (n == g || !matches!(node.kind, NodeKind::Gpu(_)))
+            });
+            parts.push(t);
+        }
+        let mut out = Topology::new(self.source.clone());
+        out.hosts.clear();
+        out.warnings = self.warnings.clone();
+        for (i, (part, &g)) in parts.iter().zip(&gpus).enumerate() {
+            let base = i as HostId;
+            let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+            for idx in part.graph.node_indices() {
+                let new = out.add_node(base, None, part.graph[idx].kind.clone());
+                map.insert(idx, new);
+            }
+            for idx in part.graph.node_indices() {
+                out.graph[map[&idx]].parent = part.graph[idx].parent.map(|p| map[&p]);
+            }
+            for e in part.graph.edge_references() {
+                out.graph
+                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+            }
+            let mut host = self
+                .hosts
+                .get(self.graph[g].host as usize)
+                .cloned()
+                .unwrap_or_default();
+            host.name = Some(format!(
+                "{}-gpu{}",
+                host.name.clone().unwrap_or_else(|| "node".into()),
+                i
+            ));
+            while out.hosts.len() <= i {
+                out.hosts.push(Host::default());
+            }
+            out.hosts[i] = host;
+        }
+        out
+    }
+}
+
 /// PCI class helpers (class codes as 24-bit values, `0x030200`).
 pub mod class {
     pub const BRIDGE: u32 = 0x060400;
@@ -815,5 +889,18 @@ pub mod testing {
         assert_eq!(r.gpus().len(), 16);
         assert_eq!(r.host_count(), 2);
         assert_eq!(r.node(r.gpus()[8]).host, 1);
+        let s = t.split_per_gpu();
+        assert_eq!(s.gpus().len(), 8);
+        assert_eq!(s.host_count(), 8);
+        assert_eq!(s.nets().len(), 64);
+        assert!(
+            s.gpus()
+                .iter()
+                .enumerate()
+                .all(|(i, &g)| s.node(g).host as usize == i)
+        );
+        // NVLinks to the NVSwitch chips survive; links to other GPUs cannot exist.
+        let lanes: u32 = s.nvlinks(s.gpus()[3]).iter().map(|l| l.1).sum();
+        assert_eq!(lanes, 18);
     }
 }

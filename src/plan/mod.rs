@@ -1,16 +1,675 @@
-//! The Plan: everything the analysis decided, serialisable, plus its exports.
+//! The Plan: everything the analysis decided for one machine, environment and NCCL version,
+//! as one serialisable document (`topo.plan/v1`), plus its renderings and exports (text,
+//! JSON/YAML, tuner CSV, NCCL graph XML).
+//!
+//! `run` is the only function here that touches the outside world (the process environment
+//! and the NCCL version probe); `build` and the renderers are pure.
 
-use crate::cli::PlanArgs;
-use crate::model::Topology;
-use crate::util::Style;
+mod text;
+
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::error;
+use crate::model::{SourceInfo, Topology};
+use crate::nccl::analyze::{self, Analysis, Request, RuntimeFacts};
+use crate::nccl::env::EnvEntry;
+use crate::nccl::graph::Graph;
+use crate::nccl::transport::{self, PairTransport, RankPlacement, TransportSummary};
+use crate::nccl::tuning::{self, Choice, Costs, OpContext};
+use crate::nccl::types::{Algo, Func, Proto};
+use crate::nccl::version::{DEFAULT_VERSION, NcclVersion};
+use crate::util::{Style, parse_size};
 use anyhow::Result;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What the user asked for, parsed and checked.
+#[derive(Clone, Debug)]
+pub struct PlanRequest {
+    pub funcs: Vec<Func>,
+    pub sizes: Vec<u64>,
+    pub version: NcclVersion,
+    pub version_source: String,
+    pub placement: RankPlacement,
+    pub env: Vec<(String, String)>,
+    pub explain: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Channels {
+    pub coll: usize,
+    pub nvls: usize,
+    pub collnet: usize,
+    pub p2p: usize,
+    pub p2p_per_peer: usize,
+    /// The line NCCL logs at init.
+    pub log_line: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GraphOut {
+    /// `ring`, `balanced_tree`, `split_tree`, `tree`, `nvls`, `collnet_direct`.
+    pub pattern: String,
+    /// NCCL's numeric pattern (`Pattern 4` in its log).
+    pub pattern_id: u32,
+    pub nchannels: usize,
+    pub bw_intra: f64,
+    pub bw_inter: f64,
+    pub type_intra: String,
+    pub type_inter: String,
+    pub same_channels: bool,
+    pub cross_nic: u8,
+    /// GPU ranks of one node per channel, in order (NVLS: the head).
+    pub channels: Vec<Vec<usize>>,
+    /// NET names entering and leaving each channel (inter-node graphs).
+    pub nets: Vec<(String, String)>,
+    /// NCCL's graph print.
+    pub log: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Graphs {
+    pub ring: GraphOut,
+    pub tree: GraphOut,
+    pub nvls: Option<GraphOut>,
+    pub collnet: Option<GraphOut>,
+    pub collnet_direct: Option<GraphOut>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeNode {
+    pub rank: usize,
+    /// Parent rank, -1 for a root.
+    pub up: i64,
+    /// Children ranks, -1 for none.
+    pub down: [i64; 3],
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeOut {
+    pub channel: usize,
+    pub ranks: Vec<TreeNode>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub collective: String,
+    pub bytes: u64,
+    /// Elements per rank as nccl-tests prints `count` (float32).
+    pub count: u64,
+    pub algo: String,
+    pub proto: String,
+    pub nchannels: usize,
+    pub nthreads: u32,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// The runner-up and by how much it lost.
+    pub runner_up: Option<String>,
+    pub explain: Vec<String>,
+}
+
+/// The first size at which the choice changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Crossover {
+    pub collective: String,
+    pub bytes: u64,
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub schema: &'static str,
+    pub nccl_version: String,
+    /// Why this version: the flag, the library found on the machine, or the default.
+    pub nccl_version_source: String,
+    /// Whether the version's data was read from NCCL's source in full (else inherited).
+    pub nccl_version_documented: bool,
+    pub source: SourceInfo,
+    pub nranks: usize,
+    pub nnodes: usize,
+    pub ranks_per_node: Vec<usize>,
+    pub placement: String,
+    pub gpu: Option<String>,
+    pub channels: Channels,
+    pub graphs: Graphs,
+    /// Rank order per collective channel.
+    pub rings: Vec<Vec<usize>>,
+    pub trees: Vec<TreeOut>,
+    pub transports: Vec<PairTransport>,
+    pub transport_summary: TransportSummary,
+    /// `Check P2P Type …` as NCCL logs it on this version, where it does.
+    pub p2p_type: Option<String>,
+    pub costs: Costs,
+    /// Rule and constants behind each usable cost cell: `costs_explain[func][algo][proto]`.
+    pub costs_explain: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>,
+    /// Why each unusable cell is unusable.
+    pub costs_disabled: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>,
+    pub table: Vec<Row>,
+    pub crossovers: Vec<Crossover>,
+    pub env: Vec<EnvEntry>,
+    /// NCCL INFO lines this plan predicts (channels, rings, trees, thresholds).
+    pub log: Vec<String>,
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    pub explain: bool,
+    #[serde(skip)]
+    pub tuning_log: String,
+    #[serde(skip)]
+    pub transport_matrix: Vec<String>,
+    #[serde(skip)]
+    pub tuner_csv: String,
+    #[serde(skip)]
+    pub graph_xml: String,
+}
+
+fn pattern_name(g: &Graph) -> &'static str {
+    use crate::nccl::types::Pattern::*;
+    match g.pattern {
+        BalancedTree => "balanced_tree",
+        SplitTree => "split_tree",
+        Tree => "tree",
+        Ring => "ring",
+        Nvls => "nvls",
+        CollnetDirect => "collnet_direct",
+    }
+}
+
+fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
+    let net_name = |i: usize| {
+        a.system
+            .nets
+            .get(i)
+            .and_then(|&n| a.system.nodes[n].net.as_ref())
+            .map(|x| x.name.clone())
+            .unwrap_or_default()
+    };
+    GraphOut {
+        pattern: pattern_name(g).into(),
+        pattern_id: g.pattern.number(),
+        nchannels: g.n_channels,
+        bw_intra: g.bw_intra,
+        bw_inter: g.bw_inter,
+        type_intra: g.type_intra.name().into(),
+        type_inter: g.type_inter.name().into(),
+        same_channels: g.same_channels,
+        cross_nic: g.cross_nic,
+        channels: g.intra.clone(),
+        nets: g
+            .inter
+            .iter()
+            .map(|&(x, y)| (net_name(x), net_name(y)))
+            .collect(),
+        log: crate::nccl::search::print_graph(g, &a.system, a.data.minor()),
+    }
+}
+
+fn label(a: Algo, p: Proto) -> String {
+    format!("{}/{}", a.name(), p.name())
+}
+
+/// nccl-tests' per-rank element count for a float32 buffer of `bytes`.
+fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
+    let elems = bytes / 4;
+    match f {
+        Func::AllGather | Func::ReduceScatter => elems / nranks.max(1) as u64,
+        _ => elems,
+    }
+}
+
+fn row(a: &Analysis, c: &Choice) -> Row {
+    let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
+    let runner_up = c
+        .considered
+        .iter()
+        .filter(|(al, p, _)| !(*al == c.algo && *p == c.proto))
+        .min_by(|x, y| x.2.partial_cmp(&y.2).unwrap_or(std::cmp::Ordering::Equal))
+        .map(|(al, p, t)| {
+            format!(
+                "{} {:.1} us (+{:.0}%)",
+                label(*al, *p),
+                t,
+                (t / c.time_us - 1.0) * 100.0
+            )
+        });
+    Row {
+        collective: c.func.cli_name().into(),
+        bytes: c.bytes,
+        count: count_of(c.func, c.bytes, a.nranks),
+        algo: c.algo.name().into(),
+        proto: c.proto.name().into(),
+        nchannels: c.nchannels,
+        nthreads: c.nthreads,
+        time_us: c.time_us,
+        algbw_gbps: tuning::algbw_gbps(c.bytes, c.time_us),
+        busbw_gbps: busbw,
+        runner_up,
+        explain: c.explain.clone(),
+    }
+}
+
+/// The first byte count in (lo, hi] whose choice differs from `lo`'s (choices are
+/// piecewise constant in size, so bisection finds the exact switch).
+fn crossover(a: &Analysis, f: Func, lo: u64, hi: u64, op: &OpContext) -> Result<u64> {
+    let key = |b: u64| -> Result<(Algo, Proto)> {
+        let c = a.costs.select(f, b, op)?;
+        Ok((c.algo, c.proto))
+    };
+    let base = key(lo)?;
+    let (mut l, mut h) = (lo, hi);
+    while h - l > 1 {
+        let m = l + (h - l) / 2;
+        if key(m)? == base { l = m } else { h = m }
+    }
+    Ok(h)
+}
+
+pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
+    let op = OpContext::default();
+    let mut table = vec![];
+    let mut crossovers = vec![];
+    for &f in &req.funcs {
+        let mut prev: Option<Choice> = None;
+        for &b in &req.sizes {
+            let c = a.costs.select(f, b, &op)?;
+            if let Some(p) = &prev
+                && (p.algo, p.proto) != (c.algo, c.proto)
+            {
+                let at = crossover(a, f, p.bytes, b, &op)?;
+                crossovers.push(Crossover {
+                    collective: f.cli_name().into(),
+                    bytes: at,
+                    from: label(p.algo, p.proto),
+                    to: label(c.algo, c.proto),
+                });
+            }
+            table.push(row(a, &c));
+            prev = Some(c);
+        }
+    }
+
+    let sys = &a.system;
+    let conn = &a.connection;
+    let rings: Vec<Vec<usize>> = (0..conn.n_channels).filter_map(|c| conn.ring(c)).collect();
+    let trees: Vec<TreeOut> = (0..conn.n_channels)
+        .map(|c| TreeOut {
+            channel: c,
+            ranks: (0..a.nranks)
+                .filter_map(|r| {
+                    conn.tree(c, r).map(|t| TreeNode {
+                        rank: r,
+                        up: t.up,
+                        down: t.down,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+
+    let mut costs_explain: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>> =
+        BTreeMap::new();
+    let mut costs_disabled = costs_explain.clone();
+    for f in Func::TUNED {
+        for &al in a.data.algorithms() {
+            for p in Proto::ALL {
+                let Some(cell) = a.costs.cell(f, al, p) else {
+                    continue;
+                };
+                let slot = if cell.bw.is_some() {
+                    &mut costs_explain
+                } else {
+                    &mut costs_disabled
+                };
+                let lines = if cell.bw.is_some() {
+                    cell.explain.clone()
+                } else {
+                    cell.disabled.clone()
+                };
+                if lines.is_empty() {
+                    continue;
+                }
+                slot.entry(f.cli_name().into())
+                    .or_default()
+                    .entry(tuning::algo_cli_name(al).into())
+                    .or_default()
+                    .insert(tuning::proto_cli_name(p).into(), lines);
+            }
+        }
+    }
+
+    let p2p_checks = transport::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
+    let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
+    let mut log = vec![];
+    log.extend(a.graphs.fallback_lines());
+    for g in a.graphs.iter() {
+        log.extend(crate::nccl::search::print_graph(g, sys, a.data.minor()));
+    }
+    log.extend(conn.channel_lines(a.data.minor()));
+    log.extend(conn.ring_lines(0));
+    log.push(conn.trees_line(0));
+    log.extend(conn.tree_anchor_lines(0).iter().cloned());
+    log.extend(conn.nvls_head_lines());
+    if let Some(l) = &p2p_type {
+        log.push(l.clone());
+    }
+    log.push(tuning::render_thread_thresholds(&a.costs));
+    log.push(a.counts.log_line());
+
+    let gpu = sys
+        .gpus
+        .first()
+        .and_then(|&g| sys.nodes[g].topo)
+        .and_then(|n| a.topo.gpu(n))
+        .map(|g| {
+            let name = g.name.clone().unwrap_or_else(|| "GPU".into());
+            match g.sm {
+                Some(sm) => format!("{name} (sm{sm})"),
+                None => name,
+            }
+        });
+
+    let mut plan = Plan {
+        schema: "topo.plan/v1",
+        nccl_version: a.version.short(),
+        nccl_version_source: req.version_source.clone(),
+        nccl_version_documented: a.data.documented,
+        source: a.topo.source.clone(),
+        nranks: a.nranks,
+        nnodes: a.nnodes,
+        ranks_per_node: (0..sys.nhosts as u16)
+            .map(|h| sys.host_gpus(h).len())
+            .filter(|&n| n > 0)
+            .collect(),
+        placement: req.placement.describe().into(),
+        gpu,
+        channels: Channels {
+            coll: a.counts.coll,
+            nvls: a.counts.nvls,
+            collnet: a.counts.collnet,
+            p2p: a.counts.p2p,
+            p2p_per_peer: a.counts.p2p_per_peer,
+            log_line: a.counts.log_line(),
+        },
+        graphs: Graphs {
+            ring: graph_out(a, &a.graphs.ring),
+            tree: graph_out(a, &a.graphs.tree),
+            nvls: a.graphs.nvls.as_ref().map(|g| graph_out(a, g)),
+            collnet: a.graphs.collnet_chain.as_ref().map(|g| graph_out(a, g)),
+            collnet_direct: a.graphs.collnet_direct.as_ref().map(|g| graph_out(a, g)),
+        },
+        rings,
+        trees,
+        transports: a.transports.clone(),
+        transport_summary: transport::summary(&a.transports),
+        p2p_type,
+        costs: a.costs.costs(),
+        costs_explain,
+        costs_disabled,
+        table,
+        crossovers,
+        env: a.env.effects(),
+        log,
+        warnings: a.topo.warnings.clone(),
+        explain: req.explain,
+        tuning_log: tuning::render_tuning_log(&a.costs),
+        transport_matrix: transport::matrices(sys, &a.transports)
+            .iter()
+            .map(|m| m.render())
+            .collect(),
+        tuner_csv: String::new(),
+        graph_xml: crate::nccl::graphfile::write(&a.graphs, sys, a.data.minor()),
+    };
+    plan.tuner_csv = tuner_csv(&plan);
+    Ok(plan)
+}
+
+/// NCCL's example tuner plugin CSV
+/// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
+/// NVIDIA/nccl `plugins/tuner/example`): one line per run of consecutive sizes with the same
+/// choice. Row i covers (size[i-1], size[i]]; the first starts at 0 and the last ends at the
+/// largest planned size, so NCCL keeps its own choice beyond the plan.
+pub fn tuner_csv(plan: &Plan) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# topo plan: NCCL {} model, {} ranks on {} node(s); sizes are NCCL's nBytes (nccl-tests size column)\n",
+        plan.nccl_version, plan.nranks, plan.nnodes
+    ));
+    out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
+    let mut i = 0;
+    let rows = &plan.table;
+    while i < rows.len() {
+        let r = &rows[i];
+        let min = if i == 0 || rows[i - 1].collective != r.collective {
+            0
+        } else {
+            rows[i - 1].bytes + 1
+        };
+        let mut j = i;
+        while j + 1 < rows.len()
+            && rows[j + 1].collective == r.collective
+            && (
+                rows[j + 1].algo.as_str(),
+                rows[j + 1].proto.as_str(),
+                rows[j + 1].nchannels,
+            ) == (r.algo.as_str(), r.proto.as_str(), r.nchannels)
+        {
+            j += 1;
+        }
+        let algo = Algo::from_name(&r.algo)
+            .map(tuning::algo_cli_name)
+            .unwrap_or("ring");
+        let proto = Proto::from_name(&r.proto)
+            .map(tuning::proto_cli_name)
+            .unwrap_or("simple");
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},1,-1\n",
+            r.collective, min, rows[j].bytes, algo, proto, r.nchannels, plan.nnodes, plan.nranks
+        ));
+        i = j + 1;
+    }
+    out
+}
+
+fn placement_of(s: &str) -> Result<RankPlacement> {
+    Ok(match s {
+        "process-per-gpu" => RankPlacement::ProcessPerGpu,
+        "process-per-host" => RankPlacement::ProcessPerHost,
+        "container-per-gpu" => RankPlacement::ContainerPerGpu {
+            common_host_id: false,
+            shared_shm: false,
+        },
+        "container-per-gpu-hostid" => RankPlacement::ContainerPerGpu {
+            common_host_id: true,
+            shared_shm: false,
+        },
+        "container-per-gpu-shared" => RankPlacement::ContainerPerGpu {
+            common_host_id: true,
+            shared_shm: true,
+        },
+        other => {
+            return Err(error::usage(
+                format!("unknown placement '{other}'"),
+                "use process-per-gpu, process-per-host, container-per-gpu, container-per-gpu-hostid or container-per-gpu-shared",
+            ));
+        }
+    })
+}
+
+/// Sizes from `min` to `max` multiplying by `factor`, as nccl-tests steps them.
+pub fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
+    let hint =
+        "sizes are numbers with an optional K, M, G or T suffix, like nccl-tests: -b 8 -e 8G";
+    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), hint))?;
+    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), hint))?;
+    if lo == 0 {
+        return Err(error::usage("-b must be at least 1 byte", hint));
+    }
+    if lo > hi {
+        return Err(error::usage(
+            format!("-b {min} is larger than -e {max}"),
+            hint,
+        ));
+    }
+    if factor < 2 && lo != hi {
+        return Err(error::usage(
+            format!("-f {factor}: the step factor must be at least 2"),
+            "use -f 2",
+        ));
+    }
+    let mut v = vec![];
+    let mut s = lo;
+    while s <= hi {
+        v.push(s);
+        if v.len() > 4096 {
+            return Err(error::usage(
+                "too many sizes (more than 4096)",
+                "raise -f or narrow -b/-e",
+            ));
+        }
+        match s.checked_mul(factor) {
+            Some(n) if n > s => s = n,
+            _ => break,
+        }
+    }
+    Ok(v)
+}
+
+fn funcs(s: &str) -> Result<Vec<Func>> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Func::TUNED.to_vec());
+    }
+    let mut out = vec![];
+    for tok in s.split(',') {
+        let f = Func::parse(tok).ok_or_else(|| {
+            error::usage(
+                format!("unknown collective '{tok}'"),
+                "use allreduce, allgather, reducescatter, broadcast, reduce, or all",
+            )
+        })?;
+        if !f.is_tuned() {
+            return Err(error::usage(
+                format!(
+                    "{} has no NCCL cost model: NCCL runs it as point-to-point sends and receives",
+                    f.cli_name()
+                ),
+                "topo plan predicts allreduce, allgather, reducescatter, broadcast and reduce; the plan's p2p channel counts apply to sends",
+            ));
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// Which NCCL version to model: the flag, else the library on this machine, else the default.
+fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
+    if let Some(v) = flag {
+        return Ok((NcclVersion::parse(v)?, "--nccl-version".into()));
+    }
+    match crate::source::nccl_lib::detect() {
+        Ok(d) => match NcclVersion::parse(&d.version) {
+            Ok(v) => Ok((v, format!("found {} ({})", d.library, d.version))),
+            Err(_) => Ok((
+                DEFAULT_VERSION,
+                format!(
+                    "{} reports NCCL {}, which topo does not model; using {DEFAULT_VERSION}, what current PyTorch bundles",
+                    d.library, d.version
+                ),
+            )),
+        },
+        Err(e) => Ok((
+            DEFAULT_VERSION,
+            format!("default: {e}; {DEFAULT_VERSION} is what current PyTorch bundles"),
+        )),
+    }
+}
+
+/// The NCCL-related part of the process environment.
+fn process_env() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_") || k == "CUDA_VISIBLE_DEVICES")
+        .collect();
+    v.sort();
+    v
+}
 
 pub fn run(
     topo: &Topology,
     args: &PlanArgs,
-    env: &[(String, String)],
+    overrides: &[(String, String)],
     style: Style,
 ) -> Result<String> {
-    let _ = (topo, args, env, style);
-    anyhow::bail!("plan is not built yet")
+    let funcs = funcs(&args.collective)?;
+    let sizes = sizes(&args.min_bytes, &args.max_bytes, args.step_factor)?;
+    let (version, version_source) = version_choice(args.nccl_version.as_deref())?;
+    let placement = placement_of(&args.placement)?;
+    let mut env = process_env();
+    env.extend(overrides.iter().cloned());
+    if !args.algo.eq_ignore_ascii_case("auto") {
+        env.push(("NCCL_ALGO".into(), args.algo.clone()));
+    }
+    if !args.proto.eq_ignore_ascii_case("auto") {
+        env.push(("NCCL_PROTO".into(), args.proto.clone()));
+    }
+    if topo.gpus().is_empty() {
+        return Err(error::usage(
+            "the topology has no GPU to plan for",
+            "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)",
+        ));
+    }
+    let facts = RuntimeFacts {
+        cuda_driver_version: topo
+            .hosts
+            .first()
+            .and_then(|h| h.cuda_driver_version.as_deref())
+            .and_then(analyze::parse_cuda_version),
+    };
+    let req = PlanRequest {
+        funcs,
+        sizes,
+        version,
+        version_source,
+        placement,
+        env,
+        explain: args.explain,
+    };
+    let analysis = analyze::analyze(&Request {
+        topo,
+        env: req.env.clone(),
+        version: req.version,
+        placement: req.placement.clone(),
+        facts,
+    })?;
+    let plan = build(&analysis, &req)?;
+    Ok(match args.format {
+        PlanFormat::Text => text::render(&plan, style),
+        PlanFormat::Json => serde_json::to_string_pretty(&plan)? + "\n",
+        PlanFormat::Yaml => yaml_serde::to_string(&plan)?,
+        PlanFormat::TunerCsv => plan.tuner_csv.clone(),
+        PlanFormat::NcclGraph => plan.graph_xml.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_steps() {
+        assert_eq!(sizes("8", "64", 2).unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(sizes("1K", "1K", 1).unwrap(), vec![1024]);
+        assert!(sizes("0", "8", 2).is_err());
+        assert!(sizes("64", "8", 2).is_err());
+        assert!(sizes("8", "64", 1).is_err());
+        assert!(sizes("8", "1Q", 2).is_err());
+    }
+
+    #[test]
+    fn collectives_parse() {
+        assert_eq!(funcs("allreduce").unwrap(), vec![Func::AllReduce]);
+        assert_eq!(funcs("all").unwrap().len(), 5);
+        assert!(funcs("alltoall").is_err());
+        assert!(funcs("bogus").is_err());
+    }
 }

@@ -1,0 +1,388 @@
+//! One call that runs the whole NCCL model in NCCL's init order: environment policy, system
+//! graph, paths, graph search, channel counts, rings and trees, transports, cost table.
+//!
+//! Pure: the caller passes the environment (process variables merged with overrides), the
+//! version and the runtime facts it read; nothing here reads the machine.
+
+use super::channels::{self, ChannelCounts, ChannelParams};
+use super::connect::Connection;
+use super::env::EnvPolicy;
+use super::paths::{self, PathPolicy, Paths};
+use super::search::{self, Graphs, SearchParams, SpeedArrays};
+use super::system::System;
+use super::transport::{self, PairTransport, RankPlacement, TransportPolicy};
+use super::tuning::{CostTable, TuningInput};
+use super::types::PathType;
+use super::version::{NcclVersion, VersionData};
+use crate::model::Topology;
+use anyhow::Result;
+
+/// Facts about the machine's software that change NCCL's choices, read by the caller.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeFacts {
+    /// CUDA driver API version as NCCL logs it (`cudaDriverVersion 12040`).
+    pub cuda_driver_version: Option<u32>,
+}
+
+pub struct Request<'a> {
+    pub topo: &'a Topology,
+    /// Environment in precedence order: later entries win (process first, then `--env`).
+    pub env: Vec<(String, String)>,
+    pub version: NcclVersion,
+    pub placement: RankPlacement,
+    pub facts: RuntimeFacts,
+}
+
+/// Everything the model decided.
+pub struct Analysis {
+    pub version: NcclVersion,
+    pub data: VersionData,
+    pub env: EnvPolicy,
+    /// The topology as NCCL sees it (one host per GPU for per-GPU containers).
+    pub topo: Topology,
+    pub system: System,
+    pub path_policy: PathPolicy,
+    pub paths: Paths,
+    pub search: SearchParams,
+    pub graphs: Graphs,
+    pub channel_params: ChannelParams,
+    pub counts: ChannelCounts,
+    pub connection: Connection,
+    pub transport_policy: TransportPolicy,
+    pub transports: Vec<PairTransport>,
+    pub costs: CostTable,
+    pub nranks: usize,
+    pub nnodes: usize,
+}
+
+/// `cudaDriverVersion` from a `12.4`-style string.
+pub fn parse_cuda_version(s: &str) -> Option<u32> {
+    let mut it = s.trim().split('.');
+    let major: u32 = it.next()?.trim().parse().ok()?;
+    let minor: u32 = it
+        .next()
+        .map(|m| m.trim().parse().unwrap_or(0))
+        .unwrap_or(0);
+    Some(major * 1000 + minor * 10)
+}
+
+fn speeds(v: &[f64]) -> Vec<f64> {
+    v.to_vec()
+}
+
+/// The search inputs of `data` and `env`.
+pub fn search_params(
+    data: &VersionData,
+    env: &EnvPolicy,
+    nvls: bool,
+    collnet: bool,
+) -> SearchParams {
+    let mut p = SearchParams::for_version(data.minor());
+    p.max_channels = data.max_channels as usize;
+    let s = &data.speeds;
+    p.speeds_sm80 = SpeedArrays {
+        intra: speeds(&s.intra_sm80),
+        inter: speeds(&s.inter_sm80),
+    };
+    p.speeds_sm90 = SpeedArrays {
+        intra: speeds(&s.intra_sm90),
+        inter: speeds(&s.inter_sm90),
+    };
+    p.speeds_sm100 = match (&s.intra_sm100, &s.inter_sm100) {
+        (Some(a), Some(b)) => Some(SpeedArrays {
+            intra: a.clone(),
+            inter: b.clone(),
+        }),
+        _ => None,
+    };
+    p.cross_nic = env.cross_nic_or(data).clamp(0, 2) as u8;
+    p.nvls_max_arity = data.max_nvls_arity as usize;
+    p.collnet_direct_max_arity = data.max_direct_arity as usize;
+    p.nvls_enabled = nvls;
+    p.collnet_enabled = collnet;
+    p
+}
+
+fn positive(v: Option<i64>) -> Option<usize> {
+    v.filter(|&x| x > 0).map(|x| x as usize)
+}
+
+pub fn analyze(req: &Request) -> Result<Analysis> {
+    let data = VersionData::load(&req.version)?;
+    let minor = data.minor();
+    let mut env = EnvPolicy::from_env(&req.env, &data)?;
+
+    // Containers with their own host hash each hold one GPU and every NIC of the box.
+    let topo = if req.placement.node_per_rank() {
+        req.topo.split_per_gpu()
+    } else {
+        req.topo.clone()
+    };
+    let system = System::build(&topo, &data.bw);
+    let nranks = system.gpus.len();
+    let nnodes = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
+        .max(1);
+
+    let path_policy = PathPolicy {
+        minor,
+        nvb_disable: env.nvb_disable,
+        p2p_disable: env.p2p_disable,
+        p2p_level: env.p2p_level,
+        pxn_disable: env.pxn_disable,
+        pxn_c2c: Some(env.pxn_c2c_or(&data)),
+        gdr_level: env.net_gdr_level,
+        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
+        gdr_c2c: Some(env.net_gdr_c2c_or(&data)),
+        shm_disable: env.shm_disable,
+        net_disable_intra: env.net_disable_intra,
+        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
+        isolated_ranks: req.placement.isolates_ranks(),
+        max_channels: data.max_channels as usize,
+    };
+    let paths = paths::compute(&system, &path_policy);
+
+    // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
+    // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
+    let nvls_enabled = env.nvls_enable_or(&data) != 0;
+    let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
+    let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    let graphs = search::compute_all(&system, &paths, &search);
+
+    let mut channel_params = ChannelParams::for_version(minor);
+    channel_params.max_channels = data.max_channels as usize;
+    channel_params.min_nchannels = positive(env.min_nchannels);
+    channel_params.max_nchannels = positive(env.max_nchannels);
+    if let Some(v) = positive(env.min_ctas) {
+        channel_params.min_ctas = v;
+    }
+    if let Some(v) = positive(env.max_ctas) {
+        channel_params.max_ctas = v;
+    }
+    channel_params.nvls_support =
+        nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+    channel_params.nvls_nchannels = positive(env.nvls_nchannels);
+    channel_params.collnet_enabled = collnet_enabled;
+    channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
+    channel_params.bw = data.bw.clone();
+    let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
+    let connection = Connection::from_graphs(&system, &graphs, &counts);
+
+    let transport_policy = TransportPolicy {
+        minor,
+        cumem: env.cumem_enable.and_then(|v| {
+            if v == -2 || v == -1 {
+                None
+            } else {
+                Some(v > 0)
+            }
+        }),
+        p2p_direct_disable: env.p2p_direct_disable,
+        p2p_read_enable: env.p2p_read_enable,
+        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
+        net: env.net.clone(),
+        ib_disable: env.ib_disable,
+        placement: req.placement.clone(),
+        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
+        cuda_driver_version: req.facts.cuda_driver_version,
+        ..TransportPolicy::default()
+    };
+    let transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+
+    let cpu = system.first_cpu();
+    let mut ti = TuningInput::new(&env, &data, nranks, nnodes);
+    ti.local_ranks = (0..system.nhosts as u16)
+        .map(|h| system.host_gpus(h).len())
+        .filter(|&n| n > 0)
+        .collect();
+    ti.min_cc = system.min_sm();
+    ti.max_cc = system.max_sm();
+    if let Some(c) = cpu {
+        ti.cpu_arch = c.arch;
+        ti.cpu_vendor = c.vendor;
+    }
+    ti.ring = Some(graphs.ring.clone());
+    ti.tree = Some(graphs.tree.clone());
+    ti.collnet_chain = graphs.collnet_chain.clone();
+    ti.collnet_direct = graphs.collnet_direct.clone();
+    ti.nvls = graphs.nvls.clone();
+    ti.comm_channels = counts.coll_algo;
+    ti.nvls_channels = counts.nvls;
+    ti.nvls_supported = counts.nvls > 0;
+    ti.collnet_enabled = collnet_enabled;
+    ti.collnet_heads = graphs
+        .collnet_direct
+        .as_ref()
+        .map(|g| g.n_channels)
+        .unwrap_or(0);
+    ti.has_nvswitch = !system.nvs.is_empty();
+    let costs = CostTable::build(&ti);
+    costs.apply_env_effects(&mut env);
+    note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
+
+    Ok(Analysis {
+        version: req.version,
+        data,
+        env,
+        topo,
+        system,
+        path_policy,
+        paths,
+        search,
+        graphs,
+        channel_params,
+        counts,
+        connection,
+        transport_policy,
+        transports,
+        costs,
+        nranks,
+        nnodes,
+    })
+}
+
+/// Records what the P2P/SHM/GDR variables changed, in the words the plan's `env[]` shows.
+fn note_path_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    pol: &PathPolicy,
+    pairs: &[PairTransport],
+) {
+    let local: Vec<&PairTransport> = pairs.iter().filter(|p| !p.inter_node).collect();
+    let shm = local.iter().filter(|p| p.transport == "SHM").count();
+    let net = local
+        .iter()
+        .filter(|p| p.transport.starts_with("NET"))
+        .count();
+    let anomalies = local.iter().filter(|p| p.anomaly.is_some()).count();
+    let total = local.len();
+    let nvl_refused = format!(
+        "{shm} of {total} local GPU pairs use SHM and {net} use NET{}",
+        if anomalies > 0 {
+            format!("; {anomalies} of them are NVLink-connected")
+        } else {
+            String::new()
+        }
+    );
+    if env.is_set("NCCL_P2P_DISABLE") && pol.p2p_disable {
+        env.note_effect("NCCL_P2P_DISABLE", format!("P2P level LOC: {nvl_refused}"));
+    }
+    if env.is_set("NCCL_P2P_LEVEL") && !pol.p2p_disable {
+        let lvl = pol.p2p_level.map(|l| l.name()).unwrap_or("?");
+        env.note_effect(
+            "NCCL_P2P_LEVEL",
+            format!("P2P allowed up to {lvl}: {nvl_refused}"),
+        );
+    }
+    if env.is_set("NCCL_SHM_DISABLE") && pol.shm_disable {
+        env.note_effect("NCCL_SHM_DISABLE", format!("SHM refused: {nvl_refused}"));
+    }
+    if env.is_set("NCCL_NET_GDR_LEVEL") {
+        let gdr = pairs.iter().filter(|p| p.inter_node && p.gdr).count();
+        let inter = pairs.iter().filter(|p| p.inter_node).count();
+        env.note_effect(
+            "NCCL_NET_GDR_LEVEL",
+            format!("GPUDirect RDMA on {gdr} of {inter} inter-node connections"),
+        );
+    }
+    if env.is_set("NCCL_PXN_DISABLE") && pol.pxn_disable {
+        let phb = sys
+            .gpus
+            .iter()
+            .flat_map(|&g| sys.nets.iter().map(move |&n| (g, n)))
+            .filter(|&(g, n)| paths.ty(g, n) >= PathType::Phb && paths.ty(g, n) < PathType::Net)
+            .count();
+        env.note_effect(
+            "NCCL_PXN_DISABLE",
+            format!("no PXN: {phb} GPU→NIC paths cross the CPU"),
+        );
+    }
+    if env.is_set("CUDA_VISIBLE_DEVICES") {
+        env.note_effect(
+            "CUDA_VISIBLE_DEVICES",
+            "per-process visibility: NCCL still connects invisible peers with P2P (CUDA >= 10.1)",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing::hgx;
+
+    fn run(topo: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
+        let req = Request {
+            topo,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            version: NcclVersion::parse(version).unwrap(),
+            placement: RankPlacement::ProcessPerGpu,
+            facts: RuntimeFacts {
+                cuda_driver_version: Some(12040),
+            },
+        };
+        analyze(&req).unwrap()
+    }
+
+    #[test]
+    fn hgx_h100_reproduces_the_logged_channel_line() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[], "2.28");
+        assert_eq!(
+            a.counts.log_line(),
+            "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+        );
+        assert!(
+            a.transports
+                .iter()
+                .filter(|p| !p.inter_node)
+                .all(|p| p.transport == "P2P/CUMEM")
+        );
+    }
+
+    #[test]
+    fn p2p_disable_turns_nvlink_pairs_into_shm_with_the_variable_named() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[("NCCL_P2P_DISABLE", "1")], "2.28");
+        let local: Vec<_> = a.transports.iter().filter(|p| !p.inter_node).collect();
+        assert!(local.iter().all(|p| p.transport == "SHM"));
+        assert!(local.iter().all(|p| p.reason.contains("NCCL_P2P_DISABLE")));
+        assert!(local.iter().all(|p| p.anomaly.is_some()));
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_P2P_DISABLE").unwrap();
+        assert!(
+            ent.effect.as_deref().unwrap_or("").contains("56 of 56"),
+            "{ent:?}"
+        );
+    }
+
+    #[test]
+    fn containers_with_own_host_hash_become_nodes() {
+        let t = hgx(2, 90);
+        let req = Request {
+            topo: &t,
+            env: vec![],
+            version: NcclVersion::parse("2.27").unwrap(),
+            placement: RankPlacement::ContainerPerGpu {
+                common_host_id: false,
+                shared_shm: false,
+            },
+            facts: RuntimeFacts::default(),
+        };
+        let a = analyze(&req).unwrap();
+        assert_eq!(a.nnodes, 2);
+        assert_eq!(a.nranks, 2);
+        assert!(a.transports.iter().all(|p| p.transport.starts_with("NET")));
+    }
+
+    #[test]
+    fn cuda_versions_parse() {
+        assert_eq!(parse_cuda_version("12.4"), Some(12040));
+        assert_eq!(parse_cuda_version("11"), Some(11000));
+        assert_eq!(parse_cuda_version("x"), None);
+    }
+}

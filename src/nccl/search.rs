@@ -1,0 +1,2597 @@
+//! NCCL's channel search (`src/graph/search.cc`): for one pattern, the set of channels (GPU
+//! orders, and NETs when inter-node) that the links can carry at the highest per-channel
+//! bandwidth, found by a budgeted depth-first search with link bandwidth bookkeeping.
+//!
+//! The implementation follows NCCL 2.28.9 (`ncclTopoCompute`, `ncclTopoSearchRec*`,
+//! `ncclTopoFollowPath`, `ncclTopoCompareGraphs`, `ncclTopoDupChannels`), with the version
+//! differences of 2.18–2.27 and 2.29+ that the reference lists switched on `minor`.
+//!
+//! Scope: NCCL searches on one rank's system, which for a (non-MNNVL) multi-node job holds
+//! only that rank's host. Hosts of a what-if (`Topology::replicate`) are identical, so the
+//! search runs once, on host 0's GPUs and NETs, and every host uses the same channels.
+//! Bandwidths are kept as `f32` like NCCL's `float`s, so rounding and the printed `%f` values
+//! match (45.1 prints as `45.099998`).
+
+use super::graph::Graph;
+use super::paths::{self, PathPolicy, Paths};
+use super::system::{LinkType, NodeType, System};
+use super::types::{GraphId, PathType, Pattern};
+use crate::model::{CpuArch, CpuVendor};
+use serde::Serialize;
+
+/// Per-channel speeds (GB/s) tried by the search, best first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpeedArrays {
+    /// Single-node searches.
+    pub intra: Vec<f64>,
+    /// Multi-node searches.
+    pub inter: Vec<f64>,
+}
+
+/// Everything the search needs from the NCCL version and the environment. Later the
+/// integrator fills it from the per-version data; [`SearchParams::for_version`] holds the
+/// reference's values (§5.1–5.4) meanwhile.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SearchParams {
+    /// NCCL minor version (2.`minor`).
+    pub minor: u32,
+    /// `MAXCHANNELS`: 32 up to 2.24, 64 from 2.25. The ring search may use half of it.
+    pub max_channels: usize,
+    /// Speed arrays for min compute capability < 90.
+    pub speeds_sm80: SpeedArrays,
+    /// Speed arrays for min compute capability 90 (and ≥ 100 before 2.25).
+    pub speeds_sm90: SpeedArrays,
+    /// Speed arrays for min compute capability ≥ 100; `None` before 2.25.
+    pub speeds_sm100: Option<SpeedArrays>,
+    /// `NCCL_CROSS_NIC` (0 never, 1 always, 2 = try same NIC first; default 2).
+    pub cross_nic: u8,
+    /// `NCCL_MAX_NVLS_ARITY`: 8 in 2.18, 32 from 2.21. Caps NVLS heads.
+    pub nvls_max_arity: usize,
+    /// `NCCL_MAX_DIRECT_ARITY` (7): CollNet direct has at most arity + 1 heads.
+    pub collnet_direct_max_arity: usize,
+    /// CollNet (SHARP) usable (`NCCL_COLLNET_ENABLE=1` and a CollNet plugin): the CollNet
+    /// chain and direct graphs are computed.
+    pub collnet_enabled: bool,
+    /// NVLS usable (`NCCL_NVLS_ENABLE` and multicast support on the GPU): the NVLS graph is
+    /// searched (it still needs an NVSwitch and min compute capability ≥ 90).
+    pub nvls_enabled: bool,
+    /// Global step budget: 5×2^16 in 2.18–2.20, 2^19 from 2.21.
+    pub global_timeout: i64,
+    /// Step budget of one attempt (2^14), and with `sameChannels` (2^8).
+    pub timeout: i64,
+    pub timeout_same_channels: i64,
+    /// Step budget of the "PCI order" first try of an inter-node channel (2^10).
+    pub timeout_pci_order: i64,
+}
+
+fn v(xs: &[f64]) -> Vec<f64> {
+    xs.to_vec()
+}
+
+impl SearchParams {
+    /// The reference's values for NCCL 2.`minor` (speed arrays of §5.2, budgets of §5.4).
+    pub fn for_version(minor: u32) -> SearchParams {
+        let sm80 = SpeedArrays {
+            intra: v(&[
+                40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+            ]),
+            inter: v(&[
+                48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0,
+                2.4, 1.2, 0.24, 0.12,
+            ]),
+        };
+        let sm90 = if minor <= 20 {
+            // search.cc 2.18: no 50 / 11 (intra) and no 22 (inter).
+            SpeedArrays {
+                intra: v(&[60.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 6.0, 3.0]),
+                inter: v(&[
+                    48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2,
+                    0.24, 0.12,
+                ]),
+            }
+        } else {
+            SpeedArrays {
+                intra: v(&[
+                    60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0,
+                ]),
+                inter: v(&[
+                    48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+                    2.4, 1.2, 0.24, 0.12,
+                ]),
+            }
+        };
+        let sm100 = match minor {
+            0..=24 => None,
+            25 | 26 => Some(SpeedArrays {
+                intra: v(&[90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0]),
+                inter: sm90.inter.clone(),
+            }),
+            27..=29 => Some(SpeedArrays {
+                intra: v(&[
+                    90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+                ]),
+                inter: v(&[
+                    96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0,
+                    3.0, 2.4, 1.2, 0.24, 0.12,
+                ]),
+            }),
+            _ => Some(SpeedArrays {
+                intra: v(&[
+                    90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0,
+                ]),
+                inter: v(&[
+                    96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0,
+                    12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12,
+                ]),
+            }),
+        };
+        SearchParams {
+            minor,
+            max_channels: if minor >= 25 { 64 } else { 32 },
+            speeds_sm80: sm80,
+            speeds_sm90: sm90,
+            speeds_sm100: sm100,
+            cross_nic: 2,
+            nvls_max_arity: if minor >= 21 { 32 } else { 8 },
+            collnet_direct_max_arity: 7,
+            collnet_enabled: false,
+            nvls_enabled: true,
+            global_timeout: if minor >= 21 { 1 << 19 } else { 5 << 16 },
+            timeout: 1 << 14,
+            timeout_same_channels: 1 << 8,
+            timeout_pci_order: 1 << 10,
+        }
+    }
+
+    fn speeds(&self, cc_min: u32, inter: bool) -> Vec<f32> {
+        let arr = if cc_min >= 100 {
+            self.speeds_sm100.as_ref().unwrap_or(&self.speeds_sm90)
+        } else if cc_min >= 90 {
+            &self.speeds_sm90
+        } else {
+            &self.speeds_sm80
+        };
+        let s = if inter { &arr.inter } else { &arr.intra };
+        let out: Vec<f32> = s.iter().map(|&x| x as f32).collect();
+        if out.is_empty() { vec![0.12] } else { out }
+    }
+
+    fn path_policy(&self) -> PathPolicy {
+        PathPolicy {
+            minor: self.minor,
+            max_channels: self.max_channels,
+            ..Default::default()
+        }
+    }
+}
+
+/// The graphs NCCL computes at init (§5.1), for host 0 (every host of a replicated topology
+/// uses the same ones).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Graphs {
+    pub ring: Graph,
+    pub tree: Graph,
+    /// Computed when CollNet is enabled.
+    pub collnet_chain: Option<Graph>,
+    pub collnet_direct: Option<Graph>,
+    /// Computed when NVLS is enabled (empty when the search does not apply).
+    pub nvls: Option<Graph>,
+    /// `=== System : maxBw … totalBw … ===` inputs of the search.
+    pub max_bw: f64,
+    pub total_bw: f64,
+    /// Whether the search ran in its inter-node form (more than one host).
+    pub inter: bool,
+    /// Patterns whose search found nothing and fell back to one channel in index order.
+    pub fallbacks: Vec<Pattern>,
+}
+
+impl Graphs {
+    /// `=== System : maxBw %2.1f totalBw %2.1f ===` (the header of the system print).
+    pub fn system_line(&self) -> String {
+        format!(
+            "=== System : maxBw {:.1} totalBw {:.1} ===",
+            self.max_bw, self.total_bw
+        )
+    }
+
+    /// The fallback lines NCCL logs (INFO in 2.30, WARN before).
+    pub fn fallback_lines(&self) -> Vec<String> {
+        self.fallbacks
+            .iter()
+            .map(|p| {
+                format!(
+                    "Could not find a path for pattern {}, falling back to simple order",
+                    p.number()
+                )
+            })
+            .collect()
+    }
+
+    /// The graphs in NCCL's print order: ring, tree, CollNet chain, CollNet direct, NVLS.
+    pub fn iter(&self) -> impl Iterator<Item = &Graph> {
+        [Some(&self.ring), Some(&self.tree)]
+            .into_iter()
+            .chain([
+                self.collnet_chain.as_ref(),
+                self.collnet_direct.as_ref(),
+                self.nvls.as_ref(),
+            ])
+            .flatten()
+    }
+}
+
+/// Computes every graph in NCCL's order: ring, tree (channels pinned to the ring's),
+/// CollNet chain and direct, NVLS (`initTransportsRank`, init.cc).
+pub fn compute_all(sys: &System, paths: &Paths, params: &SearchParams) -> Graphs {
+    let ctx = Ctx::new(sys, paths, params);
+    let mut fallbacks = vec![];
+    let (ring, fb) = ctx.compute_full(params, GraphId::Ring, 1, params.max_channels / 2);
+    if fb {
+        fallbacks.push(ring.pattern);
+    }
+    let rc = ring.n_channels;
+    let (tree, fb) = ctx.compute_full(params, GraphId::Tree, rc, rc);
+    if fb {
+        fallbacks.push(tree.pattern);
+    }
+    let (collnet_chain, collnet_direct) = if params.collnet_enabled {
+        (
+            Some(ctx.compute(params, GraphId::CollnetChain, rc, rc)),
+            Some(ctx.compute(params, GraphId::CollnetDirect, 1, params.max_channels)),
+        )
+    } else {
+        (None, None)
+    };
+    let nvls = params
+        .nvls_enabled
+        .then(|| ctx.compute(params, GraphId::Nvls, 1, params.max_channels));
+    Graphs {
+        ring,
+        tree,
+        collnet_chain,
+        collnet_direct,
+        nvls,
+        max_bw: ctx.max_bw as f64,
+        total_bw: ctx.total_bw as f64,
+        inter: ctx.inter,
+        fallbacks,
+    }
+}
+
+/// Computes one graph with NCCL's default channel bounds for `id` (§5.1); the tree and
+/// CollNet chain bounds come from `ring_channels`.
+pub fn compute_graph(
+    sys: &System,
+    paths: &Paths,
+    params: &SearchParams,
+    id: GraphId,
+    ring_channels: usize,
+) -> Graph {
+    let ctx = Ctx::new(sys, paths, params);
+    let (min, max) = match id {
+        GraphId::Ring => (1, params.max_channels / 2),
+        GraphId::Tree | GraphId::CollnetChain => (ring_channels, ring_channels),
+        GraphId::Nvls | GraphId::CollnetDirect => (1, params.max_channels),
+    };
+    ctx.compute(params, id, min, max)
+}
+
+/// The graph print (INFO GRAPH, §5.6): header then one line per channel.
+pub fn print_graph(g: &Graph, sys: &System, minor: u32) -> Vec<String> {
+    let mut out = vec![format!(
+        "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
+        g.pattern.number(),
+        g.cross_nic,
+        g.n_channels,
+        g.bw_intra,
+        g.bw_inter,
+        g.type_intra.name(),
+        g.type_inter.name(),
+        u8::from(g.same_channels)
+    )];
+    let label = |node: usize| -> String {
+        let n = &sys.nodes[node];
+        if minor >= 21 {
+            n.label()
+        } else {
+            // ≤2.20 printed a single hex id (no system id).
+            format!("{}/{:x}", n.kind.name(), n.id)
+        }
+    };
+    for c in 0..g.n_channels {
+        let mut line = format!("{c:2} :");
+        let inter = g.inter.get(c);
+        if let Some(&(a, _)) = inter
+            && let Some(&n) = sys.nets.get(a)
+        {
+            line.push(' ');
+            line.push_str(&label(n));
+        }
+        if let Some(order) = g.intra.get(c) {
+            for &r in order {
+                if let Some(&gn) = sys.gpus.get(r) {
+                    line.push(' ');
+                    line.push_str(&label(gn));
+                }
+                if g.id == GraphId::Nvls {
+                    break;
+                }
+            }
+        }
+        if let Some(&(_, b)) = inter
+            && let Some(&n) = sys.nets.get(b)
+        {
+            line.push(' ');
+            line.push_str(&label(n));
+        }
+        out.push(line);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// Search context: host 0's GPUs and NETs, paths as link lists, mutable link bandwidths.
+
+#[derive(Clone, Debug)]
+struct Hop {
+    link: usize,
+    rev: Option<usize>,
+    pci: bool,
+    /// Entering a GPU with compute capability < 80 (reverse charge of bw/8 from non-GPUs).
+    to_old_gpu: bool,
+    /// NVLink into a POWER CPU (full reverse charge).
+    to_power_nvl: bool,
+}
+
+#[derive(Clone, Debug)]
+struct SPath {
+    ty: PathType,
+    bw: f32,
+    hops: Vec<Hop>,
+    /// PHB path crossing an Intel x86 CPU: PCI links are charged 6/5 when it starts at a GPU.
+    intel_phb: bool,
+}
+
+#[derive(Clone, Debug)]
+struct NetInfo {
+    /// Index into `System::nets`.
+    sys_idx: usize,
+    bw: f32,
+    asic: u64,
+    port: u32,
+    latency: f64,
+    coll: bool,
+    /// Local GPU index that owns this NET (`net.localGpu`).
+    local_gpu: Option<usize>,
+    /// GPUs with the best path from this NET (`ncclTopoGetLocal(NET, n, GPU)`), and whether
+    /// that path exists at all.
+    local_gpus: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct Ctx {
+    inter: bool,
+    ngpus: usize,
+    /// Global ranks of host 0's GPUs, in rank order.
+    ranks: Vec<usize>,
+    cc_min: u32,
+    nets: Vec<NetInfo>,
+    /// Total NETs of host 0 (crossNic needs more than one).
+    nets_in_system: usize,
+    has_nvs: bool,
+    link_bw: Vec<f32>,
+    gg: Vec<Option<SPath>>,
+    gn: Vec<Option<SPath>>,
+    ng: Vec<Option<SPath>>,
+    g_nvs: Vec<Option<SPath>>,
+    nvs_g: Vec<Option<SPath>>,
+    /// Per GPU, its PCI up-link and the matching down-link (link ids).
+    gpu_pci_links: Vec<Option<(usize, usize)>>,
+    /// Per GPU: preferred NETs ("channel first", §4.9), for the return-to-NET step.
+    pref_nets: Vec<Vec<usize>>,
+    /// Preferred NETs of all GPUs, for the channel start.
+    pref_nets_all: Vec<usize>,
+    amd_cpu: bool,
+    max_bw: f32,
+    total_bw: f32,
+    min_type_intra: PathType,
+    max_type_intra: PathType,
+    min_type_inter: PathType,
+    max_type_inter: PathType,
+    split_nvlink: bool,
+}
+
+const LOC_BW: f32 = 5000.0;
+
+impl Ctx {
+    fn new(sys: &System, paths: &Paths, params: &SearchParams) -> Ctx {
+        let host = 0;
+        let inter = sys.nhosts > 1;
+        let ranks: Vec<usize> = sys.host_gpus(host);
+        let ngpus = ranks.len();
+        let gnodes: Vec<usize> = ranks.iter().map(|&r| sys.gpus[r]).collect();
+        let cc: Vec<u32> = gnodes
+            .iter()
+            .map(|&g| sys.nodes[g].gpu.as_ref().map(|a| a.sm).unwrap_or(0))
+            .collect();
+        let cc_min = cc.iter().copied().min().unwrap_or(0);
+        let policy = params.path_policy();
+
+        // Flat link ids over the whole system.
+        let mut offset = Vec::with_capacity(sys.nodes.len());
+        let mut link_bw = Vec::new();
+        for n in &sys.nodes {
+            offset.push(link_bw.len());
+            link_bw.extend(n.links.iter().map(|l| l.bw as f32));
+        }
+        let make = |from: usize, to: usize| -> Option<SPath> {
+            let p = paths.get(from, to)?;
+            if p.ty >= PathType::Dis && from != to {
+                return None;
+            }
+            let mut hops = Vec::with_capacity(p.route.len().saturating_sub(1));
+            let mut intel = false;
+            for w in p.route.windows(2) {
+                let (a, b) = (w[0], w[1]);
+                let li = sys.nodes[a].links.iter().position(|l| {
+                    l.to == b
+                        && sys.nodes[b]
+                            .links
+                            .iter()
+                            .any(|r| r.to == a && r.kind == l.kind)
+                })?;
+                let l = &sys.nodes[a].links[li];
+                let rev = sys.nodes[b]
+                    .links
+                    .iter()
+                    .position(|r| r.to == a && r.kind == l.kind)
+                    .map(|ri| offset[b] + ri);
+                let bn = &sys.nodes[b];
+                let to_old_gpu =
+                    bn.kind == NodeType::Gpu && bn.gpu.as_ref().map(|x| x.sm).unwrap_or(0) < 80;
+                let cpu = bn.cpu.as_ref();
+                let to_power_nvl = bn.kind == NodeType::Cpu
+                    && cpu.is_some_and(|c| c.arch == CpuArch::Power)
+                    && l.kind == LinkType::Nvl;
+                if bn.kind == NodeType::Cpu
+                    && cpu.is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Intel)
+                {
+                    intel = true;
+                }
+                hops.push(Hop {
+                    link: offset[a] + li,
+                    rev,
+                    pci: l.kind == LinkType::Pci,
+                    to_old_gpu,
+                    to_power_nvl,
+                });
+            }
+            Some(SPath {
+                ty: p.ty,
+                bw: p.bw as f32,
+                hops,
+                intel_phb: intel && p.ty == PathType::Phb,
+            })
+        };
+
+        let mut gg = Vec::with_capacity(ngpus * ngpus);
+        for &a in &gnodes {
+            for &b in &gnodes {
+                gg.push(make(a, b));
+            }
+        }
+        let net_idx: Vec<usize> = (0..sys.nets.len())
+            .filter(|&i| sys.nodes[sys.nets[i]].host == host)
+            .collect();
+        let nets_in_system = net_idx.len();
+        let nets_used: Vec<usize> = if inter { net_idx } else { vec![] };
+        let mut gn = Vec::with_capacity(ngpus * nets_used.len());
+        for &a in &gnodes {
+            for &ni in &nets_used {
+                gn.push(make(a, sys.nets[ni]));
+            }
+        }
+        let mut ng = Vec::with_capacity(ngpus * nets_used.len());
+        for &ni in &nets_used {
+            for &b in &gnodes {
+                ng.push(make(sys.nets[ni], b));
+            }
+        }
+        let nvs = sys.nvs.iter().copied().find(|&n| sys.nodes[n].host == host);
+        let g_nvs: Vec<Option<SPath>> = gnodes
+            .iter()
+            .map(|&g| nvs.and_then(|s| make(g, s)))
+            .collect();
+        let nvs_g: Vec<Option<SPath>> = gnodes
+            .iter()
+            .map(|&g| nvs.and_then(|s| make(s, g)))
+            .collect();
+        let local_of_rank = |r: usize| ranks.iter().position(|&x| x == r);
+        let nets: Vec<NetInfo> = nets_used
+            .iter()
+            .map(|&ni| {
+                let node = sys.nets[ni];
+                let a = sys.nodes[node].net.as_ref();
+                NetInfo {
+                    sys_idx: ni,
+                    bw: a.map(|x| x.bw as f32).unwrap_or(0.0),
+                    asic: a.map(|x| x.guid).unwrap_or(ni as u64),
+                    port: a.map(|x| x.port).unwrap_or(0),
+                    latency: a.map(|x| x.latency).unwrap_or(0.0),
+                    coll: a.is_some_and(|x| x.coll),
+                    local_gpu: paths
+                        .net_local_gpu
+                        .get(ni)
+                        .copied()
+                        .flatten()
+                        .and_then(local_of_rank),
+                    local_gpus: paths::local_nodes(sys, paths, node, NodeType::Gpu)
+                        .into_iter()
+                        .filter_map(|g| gnodes.iter().position(|&x| x == g))
+                        .collect(),
+                }
+            })
+            .collect();
+        let net_local = |sys_idx: usize| nets.iter().position(|n| n.sys_idx == sys_idx);
+        // ncclTopoPrefNetsChannelFirst (2.28): per GPU the channel→NET sequence until it
+        // repeats.
+        let mut pref_nets: Vec<Vec<usize>> = vec![];
+        if inter {
+            for &r in &ranks {
+                let mut seq: Vec<usize> = vec![];
+                for c in 0..params.max_channels.max(1) {
+                    let Some(n) = paths::local_net(sys, paths, &policy, r, c).and_then(net_local)
+                    else {
+                        break;
+                    };
+                    if !seq.is_empty() && seq[0] == n {
+                        break;
+                    }
+                    seq.push(n);
+                }
+                pref_nets.push(seq);
+            }
+        } else {
+            pref_nets = vec![vec![]; ngpus];
+        }
+        let mut pref_nets_all = vec![];
+        for seq in &pref_nets {
+            for &n in seq {
+                if !pref_nets_all.contains(&n) {
+                    pref_nets_all.push(n);
+                }
+            }
+        }
+        let gpu_pci_links = gnodes
+            .iter()
+            .map(|&g| {
+                let gnode = &sys.nodes[g];
+                gnode
+                    .links
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| l.kind == LinkType::Pci)
+                    .find_map(|(li, l)| {
+                        let back = sys.nodes[l.to].links.iter().position(|b| b.to == g)?;
+                        Some((offset[g] + li, offset[l.to] + back))
+                    })
+            })
+            .collect();
+        let amd_cpu = sys
+            .first_cpu()
+            .is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Amd);
+
+        let mut ctx = Ctx {
+            inter,
+            ngpus,
+            ranks,
+            cc_min,
+            nets,
+            nets_in_system,
+            has_nvs: nvs.is_some(),
+            link_bw,
+            gg,
+            gn,
+            ng,
+            g_nvs,
+            nvs_g,
+            gpu_pci_links,
+            pref_nets,
+            pref_nets_all,
+            amd_cpu,
+            max_bw: 0.0,
+            total_bw: 0.0,
+            min_type_intra: PathType::Loc,
+            max_type_intra: PathType::Sys,
+            min_type_inter: PathType::Pix,
+            max_type_inter: PathType::Sys,
+            split_nvlink: false,
+        };
+        ctx.init_bw(sys, &gnodes);
+        ctx.init_types(params);
+        ctx.split_nvlink = ctx.compute_split_nvlink();
+        ctx
+    }
+
+    fn gg(&self, a: usize, b: usize) -> Option<&SPath> {
+        self.gg.get(a * self.ngpus + b).and_then(|p| p.as_ref())
+    }
+    fn gn(&self, g: usize, n: usize) -> Option<&SPath> {
+        self.gn
+            .get(g * self.nets.len() + n)
+            .and_then(|p| p.as_ref())
+    }
+    fn ng(&self, n: usize, g: usize) -> Option<&SPath> {
+        self.ng.get(n * self.ngpus + g).and_then(|p| p.as_ref())
+    }
+
+    /// `ncclTopoSearchInit`: maxBw (best path to a NET, or to another GPU) and totalBw (max of
+    /// the PCI up-link and the summed NVLink bandwidth of a GPU).
+    fn init_bw(&mut self, sys: &System, gnodes: &[usize]) {
+        if !self.inter && self.ngpus == 1 {
+            self.max_bw = LOC_BW;
+            self.total_bw = LOC_BW;
+            return;
+        }
+        let mut max_bw = 0.0f32;
+        let mut total = 0.0f32;
+        for (g, &gnode) in gnodes.iter().enumerate() {
+            if self.inter {
+                for n in 0..self.nets.len() {
+                    if let Some(p) = self.gn(g, n).filter(|p| !p.hops.is_empty()) {
+                        max_bw = max_bw.max(p.bw);
+                    }
+                }
+            } else {
+                for h in 0..self.ngpus {
+                    if let Some(p) = self.gg(g, h).filter(|p| !p.hops.is_empty()) {
+                        max_bw = max_bw.max(p.bw);
+                    }
+                }
+            }
+            let mut nvl = 0.0f32;
+            let mut pci = 0.0f32;
+            for l in &sys.nodes[gnode].links {
+                match l.kind {
+                    LinkType::Nvl => nvl += l.bw as f32,
+                    LinkType::Pci => pci = l.bw as f32,
+                    _ => {}
+                }
+            }
+            total = total.max(pci.max(nvl));
+        }
+        self.max_bw = max_bw;
+        self.total_bw = total;
+    }
+
+    /// Type bounds of §5.2, per version.
+    fn init_types(&mut self, params: &SearchParams) {
+        let minor = params.minor;
+        if minor <= 24 {
+            // 2.18–2.24: intra from NVL (LOC for one GPU), inter from PIX, both up to SYS;
+            // the intra bound is the current typeInter when NETs exist.
+            self.min_type_intra = if self.ngpus == 1 {
+                PathType::Loc
+            } else {
+                PathType::Nvl
+            };
+            self.max_type_intra = PathType::Sys;
+            self.min_type_inter = PathType::Pix;
+            self.max_type_inter = PathType::Sys;
+            return;
+        }
+        // ncclTopoGetGpuMinPath / MaxPath (paths.cc 2.25+).
+        let (mut lo, mut hi) = (PathType::Sys, PathType::Loc);
+        let mut any = false;
+        for a in 0..self.ngpus {
+            for b in 0..self.ngpus {
+                if a == b {
+                    continue;
+                }
+                let t = self.gg(a, b).map(|p| p.ty).unwrap_or(PathType::Dis);
+                lo = lo.min(t);
+                hi = hi.max(t);
+                any = true;
+            }
+        }
+        if any {
+            self.min_type_intra = lo;
+            self.max_type_intra = hi;
+        } else {
+            self.min_type_intra = PathType::Loc;
+            self.max_type_intra = PathType::Sys;
+        }
+        if self.inter {
+            let (mut lo, mut hi) = (PathType::Sys, PathType::Loc);
+            for g in 0..self.ngpus {
+                for n in 0..self.nets.len() {
+                    let t = self.gn(g, n).map(|p| p.ty).unwrap_or(PathType::Dis);
+                    lo = lo.min(t);
+                    hi = hi.max(t);
+                }
+            }
+            self.min_type_inter = lo;
+            self.max_type_inter = hi;
+            // 2.29+: Ampere balanced trees may need to come back through PHB/SYS.
+            if minor >= 29 && self.cc_min < 90 {
+                self.max_type_inter = PathType::Sys;
+            }
+            self.max_type_intra = self.max_type_inter;
+        }
+    }
+
+    /// `ncclTopoSplitNvLink`: exactly two NVLink domains of more than one GPU.
+    fn compute_split_nvlink(&self) -> bool {
+        let n = self.ngpus;
+        let mut dom: Vec<usize> = (0..n).collect();
+        for g in 0..n {
+            let d = dom[g];
+            for (p, slot) in dom.iter_mut().enumerate().skip(g + 1) {
+                if self.gg(g, p).is_some_and(|x| x.ty == PathType::Nvl) {
+                    *slot = d;
+                }
+            }
+        }
+        let mut count = vec![0usize; n];
+        for &d in &dom {
+            count[d] += 1;
+        }
+        count.iter().filter(|&&c| c > 1).count() == 2
+    }
+
+    fn compute(&self, params: &SearchParams, id: GraphId, min_ch: usize, max_ch: usize) -> Graph {
+        self.compute_full(params, id, min_ch, max_ch).0
+    }
+
+    fn compute_full(
+        &self,
+        params: &SearchParams,
+        id: GraphId,
+        min_ch: usize,
+        max_ch: usize,
+    ) -> (Graph, bool) {
+        let pattern = match id {
+            GraphId::Ring => Pattern::Ring,
+            GraphId::Tree => Pattern::BalancedTree,
+            GraphId::CollnetChain => Pattern::Tree,
+            GraphId::Nvls => Pattern::Nvls,
+            GraphId::CollnetDirect => Pattern::CollnetDirect,
+        };
+        let collnet = matches!(id, GraphId::CollnetChain | GraphId::CollnetDirect);
+        let mut s = Search {
+            ctx: self.clone(),
+            params,
+            tmp: GState::new(self.ngpus, params.max_channels.max(max_ch)),
+            save: GState::new(self.ngpus, 0),
+        };
+        let st = s.run(id, pattern, collnet, min_ch, max_ch);
+        (st.to_graph(id, &s.ctx), st.fallback)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Graph under construction (`ncclTopoGraph`).
+
+#[derive(Clone, Debug)]
+struct GState {
+    pattern: Pattern,
+    cross_nic: u8,
+    collnet: bool,
+    n_channels: usize,
+    min_channels: usize,
+    max_channels: usize,
+    bw_intra: f32,
+    bw_inter: f32,
+    latency_inter: f64,
+    type_intra: PathType,
+    type_inter: PathType,
+    same_channels: bool,
+    n_hops: i32,
+    /// `intra[c * ngpus + step]` = local GPU index.
+    intra: Vec<usize>,
+    /// `inter[c * 2 + {0,1}]` = local NET index.
+    inter: Vec<usize>,
+    /// Per GPU, bit c set while the GPU is used in channel c.
+    used: Vec<u64>,
+    /// Nothing was found: the "simple order" fallback.
+    fallback: bool,
+}
+
+impl GState {
+    fn new(ngpus: usize, cap: usize) -> GState {
+        GState {
+            pattern: Pattern::Ring,
+            cross_nic: 0,
+            collnet: false,
+            n_channels: 0,
+            min_channels: 0,
+            max_channels: 0,
+            bw_intra: 0.0,
+            bw_inter: 0.0,
+            latency_inter: 0.0,
+            type_intra: PathType::Loc,
+            type_inter: PathType::Pix,
+            same_channels: true,
+            n_hops: 0,
+            intra: vec![0; cap.max(1) * ngpus.max(1)],
+            inter: vec![0; cap.max(1) * 2],
+            used: vec![0; ngpus],
+            fallback: false,
+        }
+    }
+
+    fn to_graph(&self, id: GraphId, ctx: &Ctx) -> Graph {
+        let ng = ctx.ngpus;
+        let nch = self.n_channels;
+        Graph {
+            id,
+            pattern: self.pattern,
+            cross_nic: self.cross_nic,
+            n_channels: nch,
+            bw_intra: self.bw_intra as f64,
+            bw_inter: self.bw_inter as f64,
+            latency_inter: self.latency_inter,
+            type_intra: self.type_intra,
+            type_inter: self.type_inter,
+            same_channels: self.same_channels,
+            intra: (0..nch)
+                .map(|c| {
+                    (0..ng)
+                        .map(|i| {
+                            let g = self.intra.get(c * ng + i).copied().unwrap_or(0);
+                            ctx.ranks.get(g).copied().unwrap_or(g)
+                        })
+                        .collect()
+                })
+                .collect(),
+            inter: if ctx.inter {
+                (0..nch)
+                    .map(|c| {
+                        let m = |k: usize| {
+                            let n = self.inter.get(c * 2 + k).copied().unwrap_or(0);
+                            ctx.nets.get(n).map(|x| x.sys_idx).unwrap_or(0)
+                        };
+                        (m(0), m(1))
+                    })
+                    .collect()
+            } else {
+                vec![]
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum From {
+    None,
+    Gpu(usize),
+    Net(usize),
+    Nvs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum To {
+    Gpu(usize),
+    Net(usize),
+    Nvs,
+}
+
+const FORCED_PCI: u8 = 1;
+const FORCED_REPLAY: u8 = 2;
+
+fn round1000(x: f32) -> f32 {
+    (x * 1000.0).round() / 1000.0
+}
+
+struct Search<'a> {
+    ctx: Ctx,
+    params: &'a SearchParams,
+    tmp: GState,
+    save: GState,
+}
+
+impl Search<'_> {
+    fn path(&self, from: From, to: To) -> Option<(SPath, Option<PathType>)> {
+        let c = &self.ctx;
+        // The reverse path's type matters for tree patterns.
+        let (p, rev) = match (from, to) {
+            (From::Gpu(a), To::Gpu(b)) => (c.gg(a, b), c.gg(b, a)),
+            (From::Gpu(a), To::Net(n)) => (c.gn(a, n), c.ng(n, a)),
+            (From::Net(n), To::Gpu(b)) => (c.ng(n, b), c.gn(b, n)),
+            (From::Gpu(a), To::Nvs) => (c.g_nvs.get(a)?.as_ref(), c.nvs_g.get(a)?.as_ref()),
+            (From::Nvs, To::Gpu(b)) => (c.nvs_g.get(b)?.as_ref(), c.g_nvs.get(b)?.as_ref()),
+            _ => return None,
+        };
+        Some((p?.clone(), rev.map(|r| r.ty)))
+    }
+
+    /// `followPath`: charges `bw` on the first `max_steps` links; returns how many succeeded.
+    fn follow(&mut self, p: &SPath, start_gpu: bool, max_steps: usize, bw: f32) -> usize {
+        let pci_bw = if p.intel_phb && start_gpu {
+            bw * 6.0 / 5.0
+        } else {
+            bw
+        };
+        for (step, hop) in p.hops.iter().take(max_steps).enumerate() {
+            let fw = if hop.pci { pci_bw } else { bw };
+            let mut rev_bw = 0.0f32;
+            if hop.to_old_gpu && !start_gpu {
+                rev_bw += fw / 8.0;
+            }
+            if hop.to_power_nvl {
+                rev_bw += fw;
+            }
+            let lbw = self.ctx.link_bw[hop.link];
+            let rev_short = rev_bw != 0.0 && hop.rev.is_none_or(|r| self.ctx.link_bw[r] < rev_bw);
+            if lbw < fw || rev_short {
+                return step;
+            }
+            self.ctx.link_bw[hop.link] = round1000(lbw - fw);
+            if rev_bw != 0.0
+                && let Some(r) = hop.rev
+            {
+                self.ctx.link_bw[r] = round1000(self.ctx.link_bw[r] - rev_bw);
+            }
+        }
+        max_steps.min(p.hops.len())
+    }
+
+    /// `ncclTopoFollowPath`: charges (mult > 0) or credits (mult < 0) one path with the
+    /// graph's intra or inter bandwidth; returns false when the path is unusable.
+    fn follow_path(&mut self, from: From, to: To, mult: f32) -> bool {
+        if from == From::None {
+            return true;
+        }
+        let Some((p, rev_ty)) = self.path(from, to) else {
+            return false;
+        };
+        let intra = matches!(from, From::Gpu(_) | From::Nvs) && matches!(to, To::Gpu(_) | To::Nvs);
+        let (bw, ty) = if intra {
+            (self.tmp.bw_intra, self.tmp.type_intra)
+        } else {
+            (self.tmp.bw_inter, self.tmp.type_inter)
+        };
+        if p.ty >= PathType::Dis {
+            return false;
+        }
+        if mult == 1.0 && p.ty > ty {
+            return false;
+        }
+        if mult == 1.0
+            && matches!(
+                self.tmp.pattern,
+                Pattern::BalancedTree | Pattern::Tree | Pattern::SplitTree
+            )
+            && rev_ty.is_none_or(|r| r > ty)
+        {
+            return false;
+        }
+        let bw = bw * mult;
+        let start_gpu = matches!(from, From::Gpu(_));
+        let n = p.hops.len();
+        let step = self.follow(&p, start_gpu, n, bw);
+        if step < n {
+            self.follow(&p, start_gpu, step, -bw);
+            return false;
+        }
+        self.tmp.n_hops = (self.tmp.n_hops as f32 + mult * n as f32) as i32;
+        true
+    }
+
+    fn replay_gpu(&self, step: i64) -> Option<usize> {
+        let ng = self.ctx.ngpus;
+        if self.tmp.n_channels == 0 {
+            return None;
+        }
+        let idx = (self.tmp.n_channels - 1) as i64 * ng as i64 + step + 1;
+        self.tmp.intra.get(usize::try_from(idx).ok()?).copied()
+    }
+
+    /// `ncclTopoSelectNets`: preferred NETs first, then any NET within `type_inter`.
+    fn select_nets(&self, gpu: Option<usize>) -> Vec<usize> {
+        let c = &self.ctx;
+        let mut nets: Vec<usize> = match gpu {
+            Some(g) => c.pref_nets.get(g).cloned().unwrap_or_default(),
+            None => c.pref_nets_all.clone(),
+        };
+        let type_inter = self.tmp.type_inter;
+        for t in PathType::ALL
+            .iter()
+            .copied()
+            .take_while(|&t| t <= type_inter)
+        {
+            for g in 0..c.ngpus {
+                if gpu.is_some_and(|x| x != g) {
+                    continue;
+                }
+                for n in 0..c.nets.len().min(self.params.max_channels) {
+                    if c.gn(g, n).map(|p| p.ty).unwrap_or(PathType::Dis) == t && !nets.contains(&n)
+                    {
+                        nets.push(n);
+                    }
+                }
+            }
+        }
+        nets
+    }
+
+    /// `ncclTopoSearchCheckNet`: may the channel return to NET `n`?
+    fn check_net(&self, start: usize, n: usize, step: usize) -> bool {
+        let t = &self.tmp;
+        let c = &self.ctx;
+        let same_rail = |a: usize, b: usize| {
+            c.nets[a].asic == c.nets[b].asic && c.nets[a].port == c.nets[b].port
+        };
+        if t.pattern == Pattern::Tree && n != start {
+            return false;
+        }
+        if self.params.minor <= 22 {
+            // 2.18–2.22: only crossNic=1 may change rail; 2.21–2.22 also make odd channels
+            // come back to the previous channel's start NET whenever crossNic is set.
+            if t.cross_nic != 1 && !same_rail(n, start) {
+                return false;
+            }
+            if self.params.minor >= 21
+                && t.cross_nic != 0
+                && t.n_channels & 1 == 1
+                && n != t.inter[(t.n_channels - 1) * 2]
+            {
+                return false;
+            }
+        } else if t.pattern == Pattern::Ring && t.cross_nic == 2 {
+            // 2.23+: crossNic=2 rings pair channels: odd ones come back where the previous
+            // one started.
+            if t.n_channels & 1 == 1 && n != t.inter[(t.n_channels - 1) * 2] {
+                return false;
+            }
+        } else if t.cross_nic == 0 && !same_rail(n, start) {
+            return false;
+        }
+        if t.pattern == Pattern::BalancedTree && step != 0 && n != t.inter[t.n_channels * 2 + 1] {
+            return false;
+        }
+        true
+    }
+
+    fn compare(&self) -> bool {
+        let g = &self.tmp;
+        let r = &self.save;
+        if g.n_channels < g.min_channels {
+            return false;
+        }
+        let gch = g.n_channels as f32;
+        let rch = r.n_channels as f32;
+        if g.pattern == Pattern::Nvls {
+            let more = g.n_channels > r.n_channels && g.n_channels <= self.ctx.ngpus;
+            // 2.21+ also prefers more aggregate inter bandwidth.
+            return more || (self.params.minor >= 21 && gch * g.bw_inter > rch * r.bw_inter);
+        }
+        // 2.18–2.20 gave a 15% bonus to graphs not crossing NICs.
+        let target = if self.params.minor <= 20 {
+            1.0 - (r.cross_nic as f32 - g.cross_nic as f32) * 0.15
+        } else {
+            1.0
+        };
+        let a = gch * g.bw_intra;
+        let b = rch * r.bw_intra * target;
+        if a > b {
+            return true;
+        }
+        if a < b {
+            return false;
+        }
+        g.pattern == r.pattern && g.cross_nic == r.cross_nic && g.n_hops < r.n_hops
+    }
+
+    fn search_params(&self) -> (i64, i64) {
+        let ng = self.ctx.ngpus as i64;
+        if self.ctx.inter {
+            let btn = match self.tmp.pattern {
+                Pattern::Ring => ng - 1,
+                Pattern::SplitTree => 1,
+                _ => 0,
+            };
+            (btn, -1)
+        } else {
+            let btf = if self.tmp.pattern == Pattern::Ring {
+                ng - 1
+            } else {
+                -1
+            };
+            (-1, btf)
+        }
+    }
+
+    fn rec(&mut self, time: &mut i64) {
+        let (btn, btf) = self.search_params();
+        if self.ctx.inter {
+            self.rec_net(btn, btf, time);
+            return;
+        }
+        if self.tmp.pattern == Pattern::Nvls {
+            let g = self.tmp.n_channels;
+            if g < self.ctx.ngpus {
+                self.try_gpu(0, btn, btf, 0, time, From::None, g);
+            }
+            return;
+        }
+        if self.tmp.n_channels == 0 {
+            self.try_gpu(0, btn, btf, FORCED_PCI, time, From::None, 0);
+        } else if let Some(g) = self.replay_gpu(-1) {
+            self.try_gpu(0, btn, btf, FORCED_REPLAY, time, From::None, g);
+        }
+        if !self.tmp.same_channels || self.tmp.n_channels == 0 {
+            for g in 0..self.ctx.ngpus {
+                self.try_gpu(0, btn, btf, 0, time, From::None, g);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn try_gpu(
+        &mut self,
+        step: usize,
+        btn: i64,
+        btf: i64,
+        forced: u8,
+        time: &mut i64,
+        from: From,
+        g: usize,
+    ) {
+        if g >= self.ctx.ngpus {
+            return;
+        }
+        let flag = 1u64.checked_shl(self.tmp.n_channels as u32).unwrap_or(0);
+        if self.follow_path(from, To::Gpu(g), 1.0) {
+            self.tmp.used[g] ^= flag;
+            self.rec_gpu(Some(g), step, btn, btf, forced, time);
+            self.tmp.used[g] ^= flag;
+            self.follow_path(from, To::Gpu(g), -1.0);
+        }
+    }
+
+    fn rec_net(&mut self, btn: i64, btf: i64, time: &mut i64) {
+        let bw = (self.tmp.bw_inter as i32) as f32;
+        let nets = self.select_nets(None);
+        let count = nets.len();
+        let mut found = false;
+        let head_pattern = matches!(self.tmp.pattern, Pattern::Nvls | Pattern::CollnetDirect);
+        for i in 0..count {
+            if head_pattern && found {
+                break;
+            }
+            let n = if self.params.minor >= 21 {
+                nets[(self.tmp.n_channels + i) % count]
+            } else {
+                nets[i]
+            };
+            let net = self.ctx.nets[n].clone();
+            if self.tmp.collnet && !net.coll {
+                continue;
+            }
+            if self.ctx.nets[n].bw < bw {
+                continue;
+            }
+            // Odd channels of a crossNic ring start where the previous one ended (2.23+:
+            // rings with crossNic=2; 2.21–2.22: any pattern with crossNic set).
+            let pair_rule = match self.params.minor {
+                0..=20 => false,
+                21 | 22 => self.tmp.cross_nic != 0,
+                _ => self.tmp.pattern == Pattern::Ring && self.tmp.cross_nic == 2,
+            };
+            if pair_rule
+                && self.tmp.n_channels & 1 == 1
+                && n != self.tmp.inter[(self.tmp.n_channels - 1) * 2 + 1]
+            {
+                continue;
+            }
+            let nc = self.tmp.n_channels;
+            self.tmp.inter[nc * 2] = n;
+            self.tmp.latency_inter = net.latency;
+            self.debit_net(&net, bw);
+            if head_pattern && self.params.minor <= 20 {
+                // 2.18: the head is the local GPU of the nChannels-th NET, reached without
+                // charging the NET path.
+                if nc < count
+                    && let Some(gpu) = self.ctx.nets[nets[nc]].local_gpu
+                {
+                    self.try_gpu(0, btn, btf, 0, time, From::None, gpu);
+                }
+            } else if head_pattern {
+                if nc < count
+                    && let Some(gpu) = net.local_gpu
+                {
+                    let ng = self.ctx.ngpus;
+                    let dup = (0..nc).any(|gc| self.tmp.intra[gc * ng] == gpu);
+                    if !dup {
+                        self.try_gpu(0, btn, btf, 0, time, From::Net(n), gpu);
+                        found = true;
+                    }
+                }
+            } else if self.params.minor <= 26 {
+                self.rec_net_start_legacy(n, bw, btn, btf, time);
+            } else if nc > 0 && self.tmp.same_channels {
+                if let Some(g) = self.replay_gpu(-1) {
+                    self.try_gpu(0, btn, btf, FORCED_REPLAY, time, From::Net(n), g);
+                }
+            } else {
+                if nc == 0 && !self.ctx.has_nvs {
+                    // PCI order first, on a small private budget (search.cc).
+                    let mut t = self.params.timeout_pci_order;
+                    self.try_gpu(0, btn, btf, FORCED_PCI, &mut t, From::Net(n), 0);
+                    if t == -1 {
+                        *time = -1;
+                    }
+                }
+                if let Some(lg) = net.local_gpu {
+                    self.try_gpu(0, btn, btf, 0, time, From::Net(n), lg);
+                }
+                if net.local_gpus.is_empty() {
+                    // NCCL skips the bandwidth credit here too (`continue` before it).
+                    continue;
+                }
+                for &g in &net.local_gpus {
+                    if Some(g) == net.local_gpu {
+                        continue;
+                    }
+                    self.try_gpu(0, btn, btf, 0, time, From::Net(n), g);
+                }
+            }
+            self.debit_net(&net, -bw);
+        }
+    }
+
+    /// First GPU of an inter-node channel before 2.27: replay the previous channel, then (for
+    /// the first channel or without sameChannels) the PCI order and the GPUs closest to the
+    /// NET (max bandwidth, then fewest hops), rotated by the channel index (2.21–2.26) or
+    /// those with PCI bandwidth left first (2.18–2.20).
+    fn rec_net_start_legacy(&mut self, n: usize, bw: f32, btn: i64, btf: i64, time: &mut i64) {
+        let nc = self.tmp.n_channels;
+        let ng = self.ctx.ngpus;
+        if nc > 0
+            && let Some(g) = self.replay_gpu(-1)
+        {
+            self.try_gpu(0, btn, btf, FORCED_REPLAY, time, From::Net(n), g);
+        }
+        if nc != 0 && self.tmp.same_channels {
+            return;
+        }
+        if nc == 0 && (self.params.minor <= 20 || !self.ctx.has_nvs) {
+            let mut t = self.params.timeout_pci_order;
+            self.try_gpu(0, btn, btf, FORCED_PCI, &mut t, From::Net(n), 0);
+            if t == -1 {
+                *time = -1;
+            }
+        }
+        let mut max_bw = 0.0f32;
+        let mut min_hops = usize::MAX;
+        for g in 0..ng {
+            let (pbw, hops) = self
+                .ctx
+                .ng(n, g)
+                .map(|p| (p.bw, p.hops.len()))
+                .unwrap_or((0.0, 0));
+            if pbw > max_bw {
+                max_bw = pbw;
+                min_hops = hops;
+            } else if pbw == max_bw && hops > 0 && hops < min_hops {
+                min_hops = hops;
+            }
+        }
+        if max_bw < bw {
+            return;
+        }
+        let best = |s: &Self, g: usize| {
+            s.ctx
+                .ng(n, g)
+                .is_some_and(|p| p.bw == max_bw && p.hops.len() == min_hops)
+        };
+        if self.params.minor <= 20 {
+            for pass in 0..2 {
+                for g in 0..ng {
+                    let used = if self.gpu_pci_bw(g) > 0 { 0 } else { 1 };
+                    if best(self, g) && used == pass {
+                        self.try_gpu(0, btn, btf, 0, time, From::Net(n), g);
+                    }
+                }
+            }
+        } else {
+            for i in 0..ng {
+                let g = (nc + i) % ng;
+                if best(self, g) {
+                    self.try_gpu(0, btn, btf, 0, time, From::Net(n), g);
+                }
+            }
+        }
+    }
+
+    /// `gpuPciBw`: what is left of a GPU's PCI link (min of both directions), truncated.
+    fn gpu_pci_bw(&self, g: usize) -> i32 {
+        match self.ctx.gpu_pci_links.get(g).copied().flatten() {
+            Some((up, down)) => self.ctx.link_bw[up].min(self.ctx.link_bw[down]) as i32,
+            None => -1,
+        }
+    }
+
+    fn debit_net(&mut self, net: &NetInfo, bw: f32) {
+        for m in self.ctx.nets.iter_mut() {
+            if m.asic == net.asic && m.port == net.port {
+                m.bw -= bw;
+            }
+        }
+    }
+
+    fn rec_gpu(
+        &mut self,
+        gpu: Option<usize>,
+        step: usize,
+        btn: i64,
+        btf: i64,
+        forced: u8,
+        time: &mut i64,
+    ) {
+        if *time <= 0 {
+            return;
+        }
+        *time -= 1;
+        let ng = self.ctx.ngpus;
+        if step == ng {
+            self.tmp.n_channels += 1;
+            if self.compare() {
+                self.save = self.tmp.clone();
+                if self.tmp.n_channels == self.tmp.max_channels {
+                    *time = -1;
+                }
+            }
+            if self.tmp.n_channels < self.tmp.max_channels {
+                self.rec(time);
+            }
+            self.tmp.n_channels -= 1;
+            return;
+        }
+        let Some(g) = gpu else { return };
+        let nc = self.tmp.n_channels;
+        self.tmp.intra[nc * ng + step] = g;
+        if step as i64 == btn {
+            if self.ctx.inter {
+                let start = self.tmp.inter[nc * 2];
+                let nets = self.select_nets(Some(g));
+                for n in nets {
+                    if !self.check_net(start, n, step) {
+                        continue;
+                    }
+                    let mut next_btn = -1;
+                    let save_bw = self.tmp.bw_inter;
+                    let balanced = self.tmp.pattern == Pattern::BalancedTree;
+                    if balanced {
+                        if step == 0 {
+                            next_btn = 1;
+                        }
+                        self.tmp.bw_inter /= 2.0;
+                    }
+                    let ok = self.follow_path(From::Gpu(g), To::Net(n), 1.0);
+                    self.tmp.bw_inter = save_bw;
+                    if ok {
+                        self.tmp.inter[nc * 2 + 1] = n;
+                        self.rec_gpu(Some(g), step, next_btn, btf, forced, time);
+                        if balanced {
+                            self.tmp.bw_inter /= 2.0;
+                        }
+                        self.follow_path(From::Gpu(g), To::Net(n), -1.0);
+                        self.tmp.bw_inter = save_bw;
+                    }
+                }
+            }
+        } else if self.tmp.pattern == Pattern::Nvls {
+            self.try_nvls(g, time);
+        } else if self.tmp.pattern == Pattern::CollnetDirect {
+            self.try_collnet_direct(g, time);
+        } else if step + 1 < ng {
+            let next: Vec<usize> = match forced {
+                FORCED_PCI => vec![step + 1],
+                FORCED_REPLAY => self.replay_gpu(step as i64).into_iter().collect(),
+                _ => {
+                    let sort_net = if btn == -1 {
+                        0
+                    } else if btn == step as i64 + 1 {
+                        1
+                    } else {
+                        -1
+                    };
+                    self.next_gpu_sort(g, sort_net)
+                }
+            };
+            for h in next {
+                self.try_gpu(step + 1, btn, btf, forced, time, From::Gpu(g), h);
+            }
+        } else if step as i64 == btf {
+            let p = self.tmp.intra[nc * ng];
+            if self.follow_path(From::Gpu(g), To::Gpu(p), 1.0) {
+                self.rec_gpu(Some(p), step + 1, btn, -1, forced, time);
+                self.follow_path(From::Gpu(g), To::Gpu(p), -1.0);
+            }
+        } else {
+            self.rec_gpu(Some(g), ng, -1, -1, forced, time);
+        }
+    }
+
+    /// `ncclTopoSearchNextGpuSort`: candidate next GPUs, best first; with an NVSwitch only
+    /// the index neighbours.
+    fn next_gpu_sort(&self, g: usize, sort_net: i32) -> Vec<usize> {
+        let c = &self.ctx;
+        let ng = c.ngpus;
+        let flag = 1u64.checked_shl(self.tmp.n_channels as u32).unwrap_or(0);
+        let net = (sort_net != 0).then(|| self.tmp.inter[self.tmp.n_channels * 2]);
+        // (g, startIndex, intraNhops, intraBw, interNhops, interPciBw, interBw)
+        let mut scores: Vec<(usize, usize, usize, i32, usize, i32, i32)> = vec![];
+        for i in 1..ng {
+            let h = (g + i) % ng;
+            let Some(p) = c.gg(g, h) else { continue };
+            if p.hops.is_empty() || self.tmp.used[h] & flag != 0 {
+                continue;
+            }
+            let (inh, ipci, ibw) = match net.and_then(|n| c.ng(n, h)) {
+                Some(np) => (np.hops.len(), self.gpu_pci_bw(h), np.bw as i32),
+                None if net.is_some() => (0, self.gpu_pci_bw(h), 0),
+                None => (0, 0, 0),
+            };
+            scores.push((h, i, p.hops.len(), p.bw as i32, inh, ipci, ibw));
+        }
+        scores.sort_by(|a, b| {
+            b.6.cmp(&a.6)
+                .then(b.5.cmp(&a.5))
+                .then(a.4.cmp(&b.4))
+                .then(b.3.cmp(&a.3))
+                .then(a.2.cmp(&b.2))
+                .then(a.1.cmp(&b.1))
+        });
+        let all_same_intra = scores
+            .first()
+            .is_none_or(|f| scores.iter().all(|s| s.3 == f.3 && s.2 == f.2));
+        let mut next: Vec<usize> = if sort_net == -1 && all_same_intra {
+            scores.iter().rev().map(|s| s.0).collect()
+        } else {
+            scores.iter().map(|s| s.0).collect()
+        };
+        if c.has_nvs {
+            let prev = (g + ng - 1) % ng;
+            let nxt = (g + 1) % ng;
+            let mut first = match self.tmp.pattern {
+                Pattern::Ring => vec![nxt, prev],
+                Pattern::SplitTree | Pattern::BalancedTree => vec![prev, nxt],
+                _ => vec![nxt],
+            };
+            if first.len() == 2 && nxt == prev {
+                first.truncate(1);
+            }
+            let mut real = 0;
+            for f in first {
+                if let Some(i) = next.iter().position(|&x| x == f) {
+                    next.remove(i);
+                    next.insert(0, f);
+                    real += 1;
+                }
+            }
+            next.truncate(real);
+        }
+        next
+    }
+
+    fn try_nvls(&mut self, g: usize, time: &mut i64) {
+        let ng = self.ctx.ngpus;
+        let mult = |d: usize| if d == g { 2.0 } else { 1.0 };
+        let mut d0 = 0;
+        let mut ok;
+        loop {
+            ok = self.follow_path(From::Nvs, To::Gpu(d0), mult(d0));
+            if !ok {
+                break;
+            }
+            d0 += 1;
+            if d0 >= ng {
+                break;
+            }
+        }
+        if ok {
+            let mut d1 = 0;
+            loop {
+                ok = self.follow_path(From::Gpu(d1), To::Nvs, mult(d1));
+                if !ok {
+                    break;
+                }
+                d1 += 1;
+                if d1 >= ng {
+                    break;
+                }
+            }
+            if ok {
+                self.rec_gpu(None, ng, -1, -1, 0, time);
+            }
+            while d1 > 0 {
+                d1 -= 1;
+                self.follow_path(From::Gpu(d1), To::Nvs, -mult(d1));
+            }
+        }
+        while d0 > 0 {
+            d0 -= 1;
+            self.follow_path(From::Nvs, To::Gpu(d0), -mult(d0));
+        }
+    }
+
+    fn try_collnet_direct(&mut self, g: usize, time: &mut i64) {
+        let ng = self.ctx.ngpus;
+        let mul = 1.0 / (ng as f32 - 1.0);
+        let mut fwd = 0;
+        let mut ok;
+        loop {
+            ok = self.follow_path(From::Gpu(g), To::Gpu(fwd), mul);
+            if !ok {
+                break;
+            }
+            fwd += 1;
+            if fwd >= ng {
+                break;
+            }
+        }
+        if ok {
+            let mut bwd = 0;
+            loop {
+                ok = self.follow_path(From::Gpu(bwd), To::Gpu(g), mul);
+                if !ok {
+                    break;
+                }
+                bwd += 1;
+                if bwd >= ng {
+                    break;
+                }
+            }
+            if ok {
+                let nc = self.tmp.n_channels;
+                let mut step = 1;
+                for idx in 0..ng {
+                    if idx != g {
+                        self.tmp.intra[nc * ng + step] = idx;
+                        step += 1;
+                    }
+                }
+                self.rec_gpu(None, ng, -1, -1, 0, time);
+            }
+            while bwd > 0 {
+                bwd -= 1;
+                self.follow_path(From::Gpu(bwd), To::Gpu(g), -mul);
+            }
+        }
+        while fwd > 0 {
+            fwd -= 1;
+            self.follow_path(From::Gpu(g), To::Gpu(fwd), -mul);
+        }
+    }
+
+    /// `ncclTopoDupChannels`.
+    fn dup_channels(&mut self) {
+        let s = &mut self.save;
+        let ng = self.ctx.ngpus;
+        if s.n_channels == 0 || s.pattern == Pattern::Nvls || s.bw_intra < 25.0 {
+            return;
+        }
+        if self.ctx.cc_min > 80 && s.bw_intra < 50.0 && s.n_channels > 4 {
+            return;
+        }
+        let n = s.n_channels;
+        let dup = (n * 2).min(s.max_channels);
+        if dup <= n {
+            return;
+        }
+        let need = dup * ng;
+        if s.intra.len() < need {
+            s.intra.resize(need, 0);
+        }
+        if s.inter.len() < dup * 2 {
+            s.inter.resize(dup * 2, 0);
+        }
+        for i in 0..(dup - n) * ng {
+            s.intra[n * ng + i] = s.intra[i];
+        }
+        for i in 0..(dup - n) * 2 {
+            s.inter[n * 2 + i] = s.inter[i];
+        }
+        let f = dup.div_ceil(n) as f32;
+        s.bw_intra /= f;
+        s.bw_inter /= f;
+        s.n_channels = dup;
+    }
+
+    /// `ncclTopoCompute`: the outer loop of §5.4.
+    fn run(
+        &mut self,
+        _id: GraphId,
+        pattern0: Pattern,
+        collnet: bool,
+        min_ch: usize,
+        max_ch: usize,
+    ) -> GState {
+        let p = self.params;
+        let minor = p.minor;
+        let ng = self.ctx.ngpus;
+        let inter = self.ctx.inter;
+        let mut graph = GState::new(ng, 0);
+        graph.pattern = pattern0;
+        graph.collnet = collnet;
+        graph.min_channels = min_ch;
+        graph.max_channels = max_ch;
+        let tri_pattern = matches!(
+            pattern0,
+            Pattern::Ring | Pattern::BalancedTree | Pattern::SplitTree
+        );
+        // NETs visible to the search: 2.28+ keeps NET nodes for single-node communicators.
+        let nets_seen = if inter || minor >= 28 {
+            self.ctx.nets_in_system
+        } else {
+            0
+        };
+        let cross_nic: u8 = if nets_seen > 1 && tri_pattern {
+            p.cross_nic
+        } else {
+            0
+        };
+        graph.cross_nic = if minor <= 20 {
+            0
+        } else if cross_nic == 1 {
+            1
+        } else {
+            0
+        };
+        // 2.18–2.20 retried with crossNic=1 when NCCL_CROSS_NIC was non-zero.
+        let retry_cross: u8 = if minor <= 20 {
+            u8::from(cross_nic != 0)
+        } else if cross_nic == 2 {
+            2
+        } else {
+            0
+        };
+        let (min_ti, max_ti, min_te, max_te) = (
+            self.ctx.min_type_intra,
+            self.ctx.max_type_intra,
+            self.ctx.min_type_inter,
+            self.ctx.max_type_inter,
+        );
+        graph.type_intra = min_ti;
+        graph.type_inter = min_te;
+        let try_same = pattern0 != Pattern::Nvls;
+        graph.same_channels = try_same;
+
+        let cc_min = self.ctx.cc_min;
+        if pattern0 == Pattern::Nvls && (!self.ctx.has_nvs || cc_min < 90) {
+            return graph;
+        }
+        if minor >= 21 {
+            if pattern0 == Pattern::Nvls {
+                graph.max_channels = p.nvls_max_arity.min(ng);
+            }
+            if pattern0 == Pattern::CollnetDirect {
+                graph.max_channels = (p.collnet_direct_max_arity + 1).min(ng);
+            }
+        }
+        if ng == 1 && pattern0 != Pattern::Ring {
+            graph.pattern = Pattern::Tree;
+        }
+        if !inter && pattern0 == Pattern::Nvls {
+            if minor <= 20 {
+                graph.min_channels = ng;
+                graph.max_channels = ng;
+            } else {
+                graph.min_channels = graph.max_channels;
+            }
+        }
+        if minor >= 26
+            && graph.pattern == Pattern::Ring
+            && self.ctx.split_nvlink
+            && graph.max_channels >= 2
+            && graph.min_channels == 1
+        {
+            graph.min_channels = 2;
+        }
+        if graph.max_channels == 0 {
+            return graph;
+        }
+
+        let speeds = p.speeds(cc_min, inter);
+        let nspeeds = speeds.len();
+        let max_bw = self.ctx.max_bw;
+        let mut total_bw = self.ctx.total_bw;
+        let sys_total = self.ctx.total_bw;
+        // 2.18–2.20 scaled a single GPU's ring too (to infinity); 2.21+ only trees with n > 1.
+        let scale = if minor <= 20 {
+            ng == 1 || graph.pattern != Pattern::Ring
+        } else {
+            ng > 1 && graph.pattern != Pattern::Ring
+        };
+        if scale {
+            total_bw *= ng as f32 / (ng as f32 - 1.0);
+        }
+        let mut si = 0;
+        while (speeds[si] > max_bw || speeds[si] * graph.min_channels as f32 > total_bw)
+            && si < nspeeds - 1
+        {
+            si += 1;
+        }
+        self.save = graph.clone();
+        self.tmp = graph.clone();
+        let cap = p.max_channels.max(graph.max_channels);
+        self.tmp.intra = vec![0; cap * ng.max(1)];
+        self.tmp.inter = vec![0; cap * 2];
+        self.tmp.used = vec![0; ng];
+        self.tmp.bw_intra = speeds[si];
+        self.tmp.bw_inter = speeds[si];
+        let mut global = p.global_timeout;
+        let mut pass = 1;
+        let mut time: i64;
+
+        'search: loop {
+            time = if self.tmp.same_channels {
+                p.timeout_same_channels
+            } else {
+                p.timeout
+            };
+            self.tmp.n_channels = 0;
+            global -= time;
+            self.rec(&mut time);
+
+            let mut goto_done =
+                time == -1 || self.save.n_channels as f32 * self.save.bw_inter >= sys_total;
+            if !goto_done && pass == 1 {
+                // Different channels (not through AMD CPUs at SYS, 2.21+).
+                let amd_block =
+                    minor >= 21 && self.ctx.amd_cpu && self.tmp.type_intra == PathType::Sys;
+                if self.tmp.same_channels && !amd_block {
+                    self.tmp.same_channels = false;
+                    continue 'search;
+                }
+                self.tmp.same_channels = try_same;
+                if time != -1 {
+                    global += time;
+                } else {
+                    global = p.global_timeout;
+                }
+                if global < 0 && self.save.n_channels > 0 {
+                    goto_done = true;
+                }
+                if !goto_done {
+                    if cc_min >= 90 && self.tmp.pattern == Pattern::BalancedTree {
+                        self.tmp.pattern = Pattern::Tree;
+                        continue 'search;
+                    }
+                    self.tmp.pattern = self.save.pattern;
+                    let max_intra = if inter { self.tmp.type_inter } else { max_ti };
+                    if self.tmp.type_intra < max_intra
+                        && (self.save.n_channels == 0 || self.tmp.type_intra < self.save.type_intra)
+                    {
+                        self.tmp.type_intra = self.tmp.type_intra.next();
+                        if self.tmp.type_intra < PathType::Dis {
+                            continue 'search;
+                        }
+                    }
+                    self.tmp.type_intra = min_ti;
+                    if inter
+                        && self.tmp.type_inter < max_te
+                        && (self.save.n_channels == 0
+                            || self.tmp.type_inter < self.save.type_inter
+                            || self.tmp.type_inter < PathType::Pxn)
+                    {
+                        self.tmp.type_inter = self.tmp.type_inter.next();
+                        if self.tmp.type_inter < PathType::Dis {
+                            continue 'search;
+                        }
+                    }
+                    self.tmp.type_inter = min_te;
+                    // 2.23+ only retry crossNic for rings and balanced trees.
+                    let cross_ok = minor <= 22
+                        || matches!(self.save.pattern, Pattern::Ring | Pattern::BalancedTree);
+                    if retry_cross != 0 && self.tmp.cross_nic == 0 && cross_ok {
+                        self.tmp.cross_nic = retry_cross;
+                        continue 'search;
+                    }
+                    self.tmp.cross_nic = graph.cross_nic;
+                    if si < nspeeds - 1
+                        && (self.save.n_channels == 0 || speeds[si + 1] / self.save.bw_inter > 0.49)
+                    {
+                        si += 1;
+                        self.tmp.bw_intra = speeds[si];
+                        self.tmp.bw_inter = speeds[si];
+                        continue 'search;
+                    }
+                    si = 0;
+                    while speeds[si] > max_bw && si < nspeeds - 1 {
+                        si += 1;
+                    }
+                    self.tmp.bw_intra = speeds[si];
+                    self.tmp.bw_inter = speeds[si];
+                }
+            }
+            // done:
+            if pass == 1 {
+                time = -1;
+                if minor >= 21 {
+                    self.dup_channels();
+                }
+                self.tmp = self.save.clone();
+                self.tmp.intra.resize(cap * ng.max(1), 0);
+                self.tmp.inter.resize(cap * 2, 0);
+                self.tmp.used = vec![0; ng];
+                si = 0;
+                while speeds[si] > self.save.bw_inter && si < nspeeds - 1 {
+                    si += 1;
+                }
+                self.tmp.bw_intra = speeds[si];
+                self.tmp.bw_inter = speeds[si];
+                self.tmp.min_channels = self.save.n_channels;
+                pass = 2;
+            }
+            if pass == 2 {
+                if time != 0 && si > 0 {
+                    if minor >= 21 {
+                        if self.save.pattern == Pattern::Ring {
+                            si -= 1;
+                            self.tmp.bw_intra = speeds[si];
+                            self.tmp.bw_inter = speeds[si];
+                            continue 'search;
+                        } else if self.save.pattern == Pattern::Nvls
+                            && self.tmp.bw_inter == self.save.bw_inter
+                            && self.tmp.bw_inter < self.tmp.bw_intra * 2.0
+                        {
+                            self.tmp.min_channels = self.save.n_channels;
+                            self.tmp.max_channels = self.save.n_channels;
+                            si -= 1;
+                            self.tmp.bw_inter = speeds[si];
+                            continue 'search;
+                        } else if self.tmp.bw_intra == self.save.bw_intra
+                            && self.tmp.bw_intra < self.tmp.bw_inter * 2.0
+                        {
+                            si -= 1;
+                            self.tmp.bw_intra = speeds[si];
+                            continue 'search;
+                        }
+                    } else if self.save.pattern != Pattern::Ring
+                        && self.tmp.bw_intra == self.save.bw_intra
+                        && self.tmp.bw_intra < self.tmp.bw_inter * 2.0
+                    {
+                        si -= 1;
+                        self.tmp.bw_intra = speeds[si];
+                        continue 'search;
+                    }
+                }
+                break 'search;
+            }
+        }
+
+        if self.save.n_channels == 0 && !collnet && self.save.pattern != Pattern::Nvls {
+            // Fallback: one channel in index order at 0.1 GB/s (logged as "Could not find a
+            // path for pattern %d, falling back to simple order").
+            let s = &mut self.save;
+            if s.intra.len() < ng {
+                s.intra.resize(ng, 0);
+            }
+            for i in 0..ng {
+                s.intra[i] = i;
+            }
+            if s.inter.len() < 2 {
+                s.inter.resize(2, 0);
+            }
+            s.inter[0] = 0;
+            s.inter[1] = 0;
+            s.bw_intra = 0.1;
+            s.bw_inter = 0.1;
+            s.type_intra = PathType::Sys;
+            s.type_inter = PathType::Sys;
+            s.n_channels = 1;
+            s.fallback = true;
+        }
+        if minor <= 20 {
+            self.dup_channels();
+        }
+        self.save.clone()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::model::testing::hgx;
+    use crate::model::{BwConstants, Topology};
+    use crate::nccl::channels::{self, ChannelCounts, ChannelParams};
+    use crate::nccl::connect::Connection;
+
+    pub(crate) struct Plan {
+        pub sys: System,
+        pub graphs: Graphs,
+        pub counts: ChannelCounts,
+        pub conn: Connection,
+    }
+
+    pub(crate) fn plan_with(
+        t: &Topology,
+        c: &BwConstants,
+        sp: &SearchParams,
+        cp: &ChannelParams,
+    ) -> Plan {
+        let sys = System::build(t, c);
+        let pol = PathPolicy {
+            minor: sp.minor,
+            max_channels: sp.max_channels,
+            ..Default::default()
+        };
+        let paths = paths::compute(&sys, &pol);
+        let graphs = compute_all(&sys, &paths, sp);
+        let counts = channels::comm_channels(&sys, &paths, &graphs, cp);
+        let conn = Connection::from_graphs(&sys, &graphs, &counts);
+        Plan {
+            sys,
+            graphs,
+            counts,
+            conn,
+        }
+    }
+
+    pub(crate) fn plan(t: &Topology, minor: u32) -> Plan {
+        plan_with(
+            t,
+            &BwConstants::default(),
+            &SearchParams::for_version(minor),
+            &ChannelParams::for_version(minor),
+        )
+    }
+
+    /// An HGX A100 board: like `hgx(n, 80)` but 12 NVLink lanes per GPU (3 to each of the 4
+    /// switch chips here), 240 GB/s.
+    pub(crate) fn hgx_a100(n: usize) -> Topology {
+        let mut t = hgx(n, 80);
+        for e in t.graph.edge_weights_mut() {
+            if e.kind == crate::model::LinkKind::NvLink {
+                e.lanes = 3;
+                e.bw = 60.0;
+            }
+        }
+        t
+    }
+
+    /// A PCIe-only server: 2 Intel sockets, 2 Gen4 switches per socket, 2 GPUs (sm80, no
+    /// NVLink) per switch, one 200G NIC per switch.
+    pub(crate) fn pcie_box() -> Topology {
+        use crate::model::*;
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
+        let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
+        let mut dev = 0;
+        for s in 0..2u8 {
+            let cpu = t.add_node(
+                0,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: s as i32,
+                    arch: Some("x86_64".into()),
+                    vendor: Some("GenuineIntel".into()),
+                    family: Some(6),
+                    model: Some(0x55),
+                    ..Default::default()
+                }),
+            );
+            for w in 0..2u8 {
+                let bus = 0x10 + s * 0x80 + w * 0x40;
+                let sw = t.add_child(
+                    cpu,
+                    NodeKind::PciSwitch(PciSwitch {
+                        busid: BusId::new(0, bus, 0, 0),
+                        class: class::BRIDGE,
+                        pcie: gen4.clone(),
+                        ..Default::default()
+                    }),
+                );
+                for k in 0..2u8 {
+                    let mut g = Gpu::new(BusId::new(0, bus + 1 + k, 0, 0), dev);
+                    g.sm = Some(80);
+                    g.gdr = Some(true);
+                    g.pcie = gen4.clone();
+                    t.add_child(sw, NodeKind::Gpu(g));
+                    dev += 1;
+                }
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, bus + 3, 0, 0)),
+                        class: class::IB,
+                        pcie: gen4.clone(),
+                        ..Default::default()
+                    }),
+                );
+                let nd = (s * 2 + w) as i32;
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{nd}"),
+                        dev: nd,
+                        speed_mbps: Some(200_000),
+                        port: 1,
+                        gdr: true,
+                        ..Default::default()
+                    }),
+                );
+            }
+        }
+        t.connect_cpus();
+        t
+    }
+
+    /// One sm90 GPU per host behind a PCIe switch with a plain Ethernet NIC (NET/Socket,
+    /// speed unknown: NCCL's 10 Gb/s default).
+    pub(crate) fn one_gpu_socket_host() -> Topology {
+        use crate::model::*;
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
+        let cpu = t.add_node(
+            0,
+            None,
+            NodeKind::Cpu(Cpu {
+                numa: 0,
+                arch: Some("x86_64".into()),
+                vendor: Some("GenuineIntel".into()),
+                family: Some(6),
+                model: Some(143),
+                ..Default::default()
+            }),
+        );
+        let gen5 = PcieLink::new(Some("32.0 GT/s PCIe"), Some(16));
+        let sw = t.add_child(
+            cpu,
+            NodeKind::PciSwitch(PciSwitch {
+                busid: BusId::new(0, 0x10, 0, 0),
+                class: class::BRIDGE,
+                pcie: gen5.clone(),
+                ..Default::default()
+            }),
+        );
+        let mut g = Gpu::new(BusId::new(0, 0x11, 0, 0), 0);
+        g.sm = Some(90);
+        g.pcie = gen5.clone();
+        t.add_child(sw, NodeKind::Gpu(g));
+        let nic = t.add_child(
+            cpu,
+            NodeKind::Nic(Nic {
+                busid: Some(BusId::new(0, 0x40, 0, 0)),
+                class: class::ETHERNET,
+                pcie: PcieLink::new(Some("8.0 GT/s PCIe"), Some(8)),
+                ..Default::default()
+            }),
+        );
+        t.add_child(
+            nic,
+            NodeKind::Net(Net {
+                name: "eth0".into(),
+                dev: 0,
+                speed_mbps: None,
+                port: 0,
+                gdr: false,
+                ..Default::default()
+            }),
+        );
+        t.connect_cpus();
+        t
+    }
+
+    fn lines(p: &Plan, g: &Graph, minor: u32) -> Vec<String> {
+        print_graph(g, &p.sys, minor)
+    }
+
+    const H100_LINE: &str = "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer";
+
+    /// §5.8: one HGX H100 board. Ring: 60 GB/s fits 6 channels (each ring crosses every
+    /// GPU↔NVSwitch link once per direction, 6 × 60 = 360 ≤ 370.8); lower speeds are not
+    /// strictly better; duplication gives 12 × 30. Tree 12 × 30 (30 is the first speed with
+    /// 12 × s ≤ 370.8 × 8/7). Postset doubles 12 → 24.
+    #[test]
+    fn hgx_h100_single_node_is_the_worked_example() {
+        for minor in [21, 23, 27, 28, 29, 30] {
+            let p = plan(&hgx(8, 90), minor);
+            let ring = lines(&p, &p.graphs.ring, minor);
+            assert_eq!(
+                ring[0],
+                "Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1",
+                "2.{minor}"
+            );
+            assert_eq!(ring.len(), 13);
+            assert_eq!(
+                ring[1],
+                " 0 : GPU/0-11000 GPU/0-21000 GPU/0-31000 GPU/0-41000 GPU/0-51000 GPU/0-61000 GPU/0-71000 GPU/0-81000"
+            );
+            let tree = lines(&p, &p.graphs.tree, minor);
+            assert_eq!(
+                tree[0],
+                "Pattern 1, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1"
+            );
+            // NVLS: 8 heads at 40 GB/s intra (9 × 40 ≤ 370.8 per NVSwitch link with the head
+            // counted twice), bwInter raised to 60 in pass 2.
+            let nvls = lines(&p, p.graphs.nvls.as_ref().unwrap(), minor);
+            assert_eq!(
+                nvls[0],
+                "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000, type NVL/PIX, sameChannels 0"
+            );
+            assert_eq!(nvls[2], " 1 : GPU/0-21000");
+            assert_eq!(p.counts.log_line(), H100_LINE, "2.{minor}");
+            assert_eq!(p.counts.search, 12);
+            assert_eq!(p.conn.ring(0).unwrap(), (0..8).collect::<Vec<_>>());
+            assert_eq!(p.conn.ring(23).unwrap(), (0..8).collect::<Vec<_>>());
+            assert_eq!(
+                p.graphs.system_line(),
+                "=== System : maxBw 370.8 totalBw 370.8 ==="
+            );
+            assert!(p.graphs.fallbacks.is_empty());
+        }
+    }
+
+    #[test]
+    fn hgx_h100_log_lines() {
+        let p = plan(&hgx(8, 90), 28);
+        let ch = p.conn.channel_lines(28);
+        assert_eq!(ch.len(), 24);
+        assert_eq!(ch[0], "Channel 00/24 : 0 1 2 3 4 5 6 7");
+        assert_eq!(ch[23], "Channel 23/24 : 0 1 2 3 4 5 6 7");
+        let old = p.conn.channel_lines(22);
+        assert_eq!(old[0], "Channel 00/24 :    0   1   2   3   4   5   6   7");
+        let rings = p.conn.ring_lines(0);
+        assert_eq!(rings[3], "Ring 03 : 7 -> 0 -> 1");
+        assert_eq!(p.conn.ring_lines(7)[0], "Ring 00 : 6 -> 7 -> 0");
+        let trees = p.conn.trees_line(0);
+        assert!(trees.starts_with("Trees [0] 1/-1/-1->0->-1 [1] 1/-1/-1->0->-1"));
+        assert!(trees.ends_with("[23] 1/-1/-1->0->-1"));
+        assert!(p.conn.trees_line(7).starts_with("Trees [0] -1/-1/-1->7->6"));
+        assert!(p.conn.trees_line(3).starts_with("Trees [0] 4/-1/-1->3->2"));
+        assert_eq!(
+            p.conn.tree_anchor_lines(0)[..2],
+            [
+                "Tree 0 : -1 -> 0 -> 1/-1/-1",
+                "Tree 12 : -1 -> 0 -> 1/-1/-1"
+            ]
+        );
+        // Single node: no NVLS head lines.
+        assert!(p.conn.nvls_head_lines().is_empty());
+    }
+
+    /// 8×A100 on NVSwitch (12 lanes, 240 GB/s): 6 × 40 fills the links, duplication gives
+    /// 12 × 20, so 24 coll channels; no NVLS below sm90.
+    #[test]
+    fn hgx_a100_gives_24_channels() {
+        let p = plan(&hgx_a100(8), 28);
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 28)[0],
+            "Pattern 4, crossNic 0, nChannels 12, bw 20.000000/20.000000, type NVL/PIX, sameChannels 1"
+        );
+        assert_eq!(p.graphs.tree.n_channels, 12);
+        assert_eq!(p.graphs.nvls.as_ref().unwrap().n_channels, 0);
+        assert_eq!(
+            p.counts.log_line(),
+            "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+        );
+    }
+
+    /// 2.18 on sm90 with 20.0 GB/s lanes (360 GB/s): 6 × 60 = 360 reaches totalBw at once;
+    /// 2.18 duplicates after pass 2 → 12 × 30; the tree fits 12 × 30; 24 channels. p2p: 2.18
+    /// per-peer needs min(24, 2 × 360/20 = 36) = 24 → 32. The 2.18 log line has no collnet.
+    #[test]
+    fn nccl_2_18_on_sm90() {
+        let c = BwConstants {
+            sm90_nvlink: 20.0,
+            ..Default::default()
+        };
+        let p = plan_with(
+            &hgx(8, 90),
+            &c,
+            &SearchParams::for_version(18),
+            &ChannelParams {
+                bw: c.clone(),
+                ..ChannelParams::for_version(18)
+            },
+        );
+        assert_eq!(p.graphs.max_bw, 360.0);
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 18)[0],
+            "Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1"
+        );
+        // ≤2.20 printed single hex ids.
+        assert!(lines(&p, &p.graphs.ring, 18)[1].starts_with(" 0 : GPU/11000 GPU/21000"));
+        assert_eq!(p.graphs.tree.n_channels, 12);
+        assert_eq!(
+            p.counts.log_line(),
+            "24 coll channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+        );
+        assert_eq!(
+            p.conn.channel_lines(18)[0],
+            "Channel 00/24 :    0   1   2   3   4   5   6   7"
+        );
+    }
+
+    /// PCIe-only, 2 Intel (Skylake, QPI 10 GB/s) sockets × 2 Gen4 switches × 2 GPUs, a 200G
+    /// NIC per switch. Derivation (2.28):
+    /// * P2P level PXB: GPUs on different switches are not P2P; across sockets the path
+    ///   (10 GB/s over QPI) is slower than each GPU's PIX path to its NIC (24 GB/s), so
+    ///   NCCL marks it NET (`ncclTopoCheckNet`). Max intra type is therefore NET.
+    /// * Ring: maxBw = totalBw = 24 (Gen4 x16). Any ring crosses the QPI link once per
+    ///   direction, so a channel needs the QPI link at its speed: nothing fits above 10
+    ///   GB/s; typeIntra escalates to NET and one channel at 10 GB/s is found. Lower speeds
+    ///   are not strictly better (2 × 5 = 10). No duplication (< 25 GB/s).
+    /// * Tree: pinned to 1 channel, also 10 GB/s.
+    /// * Channels: 1 → postset 2; p2p min(2, 2) = 2 per peer (PCIe peers need 2).
+    #[test]
+    fn pcie_only_box() {
+        let p = plan(&pcie_box(), 28);
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 28)[0],
+            "Pattern 4, crossNic 0, nChannels 1, bw 10.000000/10.000000, type NET/PIX, sameChannels 1"
+        );
+        assert_eq!(p.graphs.tree.n_channels, 1);
+        assert_eq!(p.graphs.tree.bw_intra, 10.0);
+        assert_eq!(
+            p.counts.log_line(),
+            "2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer"
+        );
+        assert_eq!(
+            p.conn.channel_lines(28)[1],
+            "Channel 01/02 : 0 1 2 3 4 5 6 7"
+        );
+        assert!(p.graphs.fallbacks.is_empty());
+    }
+
+    /// The same box on 2 nodes: the inter-node search bounds the intra type by the worst
+    /// GPU→NET type (SYS), but cross-socket GPU pairs are NET, and every order of 8 GPUs has a
+    /// cross-socket neighbour pair: no ring or tree exists, and NCCL falls back to one
+    /// channel in index order at 0.1 GB/s (and says so).
+    #[test]
+    fn pcie_only_box_two_nodes_falls_back() {
+        let p = plan(&pcie_box().replicate(2), 28);
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 28)[0],
+            "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.100000, type SYS/SYS, sameChannels 1"
+        );
+        assert_eq!(
+            p.graphs.fallback_lines(),
+            [
+                "Could not find a path for pattern 4, falling back to simple order",
+                "Could not find a path for pattern 1, falling back to simple order"
+            ]
+        );
+        assert_eq!(p.counts.coll, 2);
+        assert_eq!(
+            p.conn.channel_lines(28)[0],
+            "Channel 00/02 :  0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15"
+        );
+    }
+
+    /// 2 × HGX H100 with one 400G NIC per GPU behind the GPU's Gen5 switch (2.28).
+    /// * maxBw = 48 (GPU→NET limited by Gen5 x16), start speed 48 (inter sm90 array).
+    /// * Ring with crossNic 0 must come back to the start NIC; only the NIC's own GPU reaches
+    ///   it at PIX, so nothing is found until typeInter reaches PXN (7 channels, the PXN
+    ///   return loads the NVSwitch links). crossNic=2 at PIX then lets each channel leave by
+    ///   the last GPU's own NIC: 8 channels × 48 = 384 ≥ totalBw → done. 48 < 50 on sm90
+    ///   with > 4 channels: no duplication.
+    /// * Tree: balanced trees need GPU g−1 to return to GPU g's NIC (PXN) → after
+    ///   sameChannels, sm90 retries plain TREE: 8 chains × 48, perfect.
+    /// * Channels: 8 → postset 16 → the sm90 multi-node doubling needs < 16: stays 16. It
+    ///   would give 32 only if the ring search stopped at 4 or fewer channels of > 45 GB/s,
+    ///   or if the start speed were below 48 (e.g. a NIC or GPU on a slower PCIe link: at
+    ///   45 GB/s 8 channels are below totalBw, so the search goes on to 16 × 24 = 384, and
+    ///   postset gives 32) — that is the "16 vs 32 depends on PCIe" of the reference.
+    /// * p2p: 16; per peer (2.28): remote peers need max(netCountByBw = 0 for a PCIe
+    ///   GPU, 2) = 2.
+    #[test]
+    fn hgx_h100_two_nodes() {
+        let p = plan(&hgx(8, 90).replicate(2), 28);
+        let ring = lines(&p, &p.graphs.ring, 28);
+        assert_eq!(
+            ring[0],
+            "Pattern 4, crossNic 2, nChannels 8, bw 48.000000/48.000000, type NVL/PIX, sameChannels 0"
+        );
+        assert_eq!(
+            ring[1],
+            " 0 : NET/0-0 GPU/0-11000 GPU/0-81000 GPU/0-71000 GPU/0-61000 GPU/0-51000 GPU/0-41000 GPU/0-31000 GPU/0-21000 NET/0-1"
+        );
+        assert_eq!(
+            ring[2],
+            " 1 : NET/0-1 GPU/0-21000 GPU/0-31000 GPU/0-41000 GPU/0-51000 GPU/0-61000 GPU/0-71000 GPU/0-81000 GPU/0-11000 NET/0-0"
+        );
+        let tree = lines(&p, &p.graphs.tree, 28);
+        assert_eq!(
+            tree[0],
+            "Pattern 3, crossNic 0, nChannels 8, bw 48.000000/48.000000, type NVL/PIX, sameChannels 0"
+        );
+        assert!(tree[1].ends_with("GPU/0-81000 NET/0-0"));
+        assert_eq!(
+            p.counts.log_line(),
+            "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 2 p2p channels per peer"
+        );
+        // 2.21–2.22: crossNic=2 may not change rails, so rings come back through the first
+        // GPU's NIC by PXN; 8 × 45 (each GPU's NVSwitch link carries 8 × 45 ≤ 370.8) beats
+        // 7 × 48.
+        let p21 = plan(&hgx(8, 90).replicate(2), 21);
+        assert_eq!(
+            lines(&p21, &p21.graphs.ring, 21)[0],
+            "Pattern 4, crossNic 0, nChannels 8, bw 45.000000/45.000000, type NVL/PXN, sameChannels 0"
+        );
+        assert!(lines(&p21, &p21.graphs.ring, 21)[1].ends_with("GPU/0-21000 NET/0-0"));
+        assert_eq!(p21.counts.coll, 16);
+        // 2.29+: remote peers need max(1 NIC, ceil(48 / 14)) = 4.
+        assert_eq!(plan(&hgx(8, 90).replicate(2), 29).counts.p2p_per_peer, 4);
+        // crossNic=2 rings alternate NICs: node 1 runs the pair's other channel.
+        let ch = p.conn.channel_lines(28);
+        assert_eq!(
+            ch[0],
+            "Channel 00/16 :  0  7  6  5  4  3  2  1  9 10 11 12 13 14 15  8"
+        );
+        assert_eq!(
+            ch[1],
+            "Channel 01/16 :  0  8 15 14 13 12 11 10  9  1  2  3  4  5  6  7"
+        );
+        assert_eq!(ch[8][5..], ch[0][5..].replace("00/16", "08/16")[..]);
+        // Rank 0 is the tree anchor of channel 0 (TREE: parent and both children on T[0]).
+        assert!(
+            p.conn
+                .trees_line(0)
+                .starts_with("Trees [0] 1/8/-1->0->-1 [1] -1/-1/-1->0->7")
+        );
+        assert_eq!(
+            p.conn.tree_anchor_lines(0)[..2],
+            ["Tree 0 : -1 -> 0 -> 1/8/-1", "Tree 8 : 8 -> 0 -> 1/-1/-1"]
+        );
+        assert_eq!(p.conn.nvls_head_lines()[0], "NVLS Head  0:  0  8");
+        assert_eq!(p.conn.nvls_head_lines().len(), 8);
+        let nvls = lines(&p, p.graphs.nvls.as_ref().unwrap(), 28);
+        assert_eq!(nvls[1], " 0 : NET/0-0 GPU/0-11000 NET/0-0");
+    }
+
+    /// Real log (nccl-tests#319, 2 × HGX H100 with 8 rail-aligned CX-7, NCCL 2.26.2,
+    /// `nccl-tests-319-hgx-h100-2x8-nccl2.26.2-transports-EXCERPT.log`): its inter-node ring
+    /// hops `Channel cc/0 : a[x] -> b[y] [send|receive] via NET/…/<nic>` for channels 0–15.
+    /// The excerpt holds only some ranks' lines; every hop it shows is one of ours, with the
+    /// same NIC, and channels 8–15 repeat 0–7 as postset doubling says.
+    #[test]
+    fn real_log_h100_two_nodes_ring_hops() {
+        let p = plan(&hgx(8, 90).replicate(2), 26);
+        assert_eq!(p.counts.coll, 16);
+        // (channel, from, to, nic) as logged.
+        let logged = [
+            (0, 1, 9, 1),
+            (1, 9, 1, 1),
+            (2, 10, 2, 2),
+            (2, 3, 11, 3),
+            (3, 11, 3, 3),
+            (3, 2, 10, 2),
+            (4, 12, 4, 4),
+            (4, 5, 13, 5),
+            (5, 13, 5, 5),
+            (5, 4, 12, 4),
+            (6, 14, 6, 6),
+            (6, 7, 15, 7),
+            (7, 15, 7, 7),
+            (7, 6, 14, 6),
+        ];
+        for (c, from, to, nic) in logged {
+            for ch in [c, c + 8] {
+                let s = p.conn.channel_src[ch];
+                assert_eq!(
+                    p.conn.next[s][from], to as i64,
+                    "channel {ch}: {from} -> {to}"
+                );
+                // The sender leaves through the NIC of its own GPU (rail-aligned).
+                assert_eq!(from % 8, nic);
+            }
+        }
+        // The ring graph says which NET each channel's last GPU uses.
+        assert_eq!(p.graphs.ring.inter[0], (0, 1));
+        assert_eq!(p.graphs.ring.inter[2], (2, 3));
+    }
+
+    /// 2 × HGX A100 (NVSwitch, one NIC per GPU). A balanced tree needs GPU g−1 to reach GPU
+    /// g's NIC in both directions: GPU→NET is PXN but NET→GPU stays PHB, and tree patterns
+    /// check the reverse path too. 2.25–2.28 bound typeInter by the worst GPU→NET type
+    /// (PXN) and sm80 gets no TREE retry, so the tree search fails and falls back to one
+    /// channel: 2 coll channels. This is the A100 regression reported on 2.25/2.26
+    /// (NVIDIA/nccl#1748, NVIDIA-NeMo/Run#266: "Could not find a path for pattern 1, falling
+    /// back to simple order"); 2.18–2.24 allowed up to SYS, and 2.29 forces SYS below sm90.
+    #[test]
+    fn a100_two_nodes_tree_search_by_version() {
+        let t = hgx_a100(8).replicate(2);
+        let p = plan(&t, 28);
+        assert_eq!(
+            p.graphs.fallback_lines(),
+            ["Could not find a path for pattern 1, falling back to simple order"]
+        );
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 28)[0],
+            "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/PXN, sameChannels 0"
+        );
+        assert_eq!(p.counts.coll, 2);
+        for (minor, bw) in [(24, "20.000000"), (29, "24.000000")] {
+            let p = plan(&t, minor);
+            assert!(p.graphs.fallbacks.is_empty(), "2.{minor}");
+            assert_eq!(
+                lines(&p, &p.graphs.tree, minor)[0],
+                format!(
+                    "Pattern 1, crossNic 0, nChannels 10, bw {bw}/{bw}, type NVL/PHB, sameChannels 0"
+                )
+            );
+            assert_eq!(p.counts.coll, 20);
+        }
+    }
+
+    #[test]
+    fn hgx_h100_sixteen_nodes() {
+        let p = plan(&hgx(8, 90).replicate(16), 28);
+        assert_eq!(p.graphs.ring.n_channels, 8);
+        assert_eq!(p.graphs.ring.cross_nic, 2);
+        assert_eq!(p.graphs.ring.type_inter, PathType::Pix);
+        assert_eq!(p.graphs.tree.n_channels, 8);
+        // 2.28 per peer: 2 × 128 ranks > 4 × 16 → halve to 1.
+        assert_eq!(
+            p.counts.log_line(),
+            "16 coll channels, 16 collnet channels, 16 nvls channels, 16 p2p channels, 1 p2p channels per peer"
+        );
+        let ring = p.conn.ring(0).unwrap();
+        assert_eq!(ring.len(), 128);
+        // 2.23+: width of "127"; the 28th rank ends exactly at 127 characters, where NCCL
+        // stops without an ellipsis.
+        let ch = &p.conn.channel_lines(28)[0];
+        assert_eq!(ch.len(), 127);
+        assert!(ch.starts_with("Channel 00/16 :   0   7   6"));
+        assert!(ch.ends_with(" 25  26  27  28"));
+        assert_eq!(p.conn.nvls_head_lines()[0].split_whitespace().count(), 19);
+    }
+
+    /// Inputs the search cannot use still give an answer, never a panic.
+    #[test]
+    fn degenerate_inputs() {
+        use crate::model::*;
+        // No GPU at all.
+        let mut t = Topology::new(SourceInfo::default());
+        t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+        let p = plan(&t, 28);
+        assert_eq!(p.conn.n_ranks, 0);
+        assert!(
+            p.conn
+                .channel_lines(28)
+                .iter()
+                .all(|l| l.starts_with("Channel"))
+        );
+        // Two hosts without any NIC: no inter-node channel exists, NCCL's fallback applies.
+        let mut t = hgx(2, 90);
+        let mut nets: Vec<_> = t.nets();
+        nets.sort_by(|a, b| b.cmp(a));
+        for n in nets {
+            t.graph.remove_node(n);
+        }
+        let p = plan(&t.replicate(2), 28);
+        assert_eq!(p.graphs.ring.n_channels, 1);
+        assert_eq!(p.graphs.fallbacks.len(), 2);
+        assert_eq!(p.conn.ring(0).map(|r| r.len()), Some(4));
+    }
+
+    /// A 1024-GPU what-if: the search runs on one host, connect is linear in ranks.
+    #[test]
+    fn thousand_gpus_finish_fast() {
+        let t0 = std::time::Instant::now();
+        let p = plan(&hgx(8, 90).replicate(128), 28);
+        assert_eq!(p.conn.n_ranks, 1024);
+        assert_eq!(p.conn.n_nodes, 128);
+        assert_eq!(p.counts.coll, 16);
+        assert_eq!(p.conn.ring(5).map(|r| r.len()), Some(1024));
+        assert!(p.conn.trees_line(0).len() <= 1027);
+        assert!(t0.elapsed().as_secs() < 60, "took {:?}", t0.elapsed());
+    }
+
+    /// Real log (NVIDIA/nccl#1781, NCCL 2.27.5): 2 H20 of an NVSwitch board in one
+    /// communicator. NCCL logged `24 coll channels, 24 collnet channels, 0 nvls channels, 32
+    /// p2p channels, 32 p2p channels per peer` (multicast unavailable in those pods: NVLS
+    /// off) and the tree line below: 6 chains 0→1, then 6 chains 1→0 (the sameChannels=0
+    /// search starts from every GPU), doubled to 24.
+    #[test]
+    fn real_log_two_h20_on_nvswitch() {
+        let cp = ChannelParams {
+            nvls_support: false,
+            ..ChannelParams::for_version(27)
+        };
+        let p = plan_with(
+            &hgx(2, 90),
+            &BwConstants::default(),
+            &SearchParams::for_version(27),
+            &cp,
+        );
+        assert_eq!(
+            p.counts.log_line(),
+            "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+        );
+        let mut want0 = String::from("Trees");
+        let mut want1 = String::from("Trees");
+        for c in 0..24 {
+            if c % 12 < 6 {
+                want0.push_str(&format!(" [{c}] 1/-1/-1->0->-1"));
+                want1.push_str(&format!(" [{c}] -1/-1/-1->1->0"));
+            } else {
+                want0.push_str(&format!(" [{c}] -1/-1/-1->0->1"));
+                want1.push_str(&format!(" [{c}] 0/-1/-1->1->-1"));
+            }
+        }
+        assert_eq!(p.conn.trees_line(0), want0);
+        assert_eq!(p.conn.trees_line(1), want1);
+        assert_eq!(p.conn.channel_lines(27)[5], "Channel 05/24 : 0 1");
+    }
+
+    /// Real log (NVIDIA/nccl#1781, first log, 2.27.5): the same GPUs in two pods seen as two
+    /// hosts of 1 GPU each over NET/Socket. NCCL logged `Channel 00/02 : 0 1`,
+    /// `Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1` on rank 0 and `2 coll channels, 2
+    /// collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer`. The
+    /// pods' PCIe layout is not in the log; any 1-GPU host whose NIC reports no speed
+    /// (10 Gb/s → one 1.2 GB/s channel) gives these lines.
+    #[test]
+    fn real_log_two_pods_over_socket() {
+        let p = plan(&one_gpu_socket_host().replicate(2), 27);
+        assert_eq!(
+            lines(&p, &p.graphs.ring, 27)[0],
+            "Pattern 4, crossNic 0, nChannels 1, bw 1.200000/1.200000, type LOC/PHB, sameChannels 1"
+        );
+        assert_eq!(
+            p.counts.log_line(),
+            "2 coll channels, 2 collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer"
+        );
+        assert_eq!(
+            p.conn.channel_lines(27),
+            ["Channel 00/02 : 0 1", "Channel 01/02 : 0 1"]
+        );
+        assert_eq!(
+            p.conn.trees_line(0),
+            "Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->1"
+        );
+        assert_eq!(
+            p.conn.trees_line(1),
+            "Trees [0] -1/-1/-1->1->0 [1] 0/-1/-1->1->-1"
+        );
+    }
+
+    #[test]
+    fn env_clamps_and_collnet() {
+        let cp = ChannelParams {
+            max_nchannels: Some(8),
+            min_nchannels: Some(20),
+            ..ChannelParams::for_version(28)
+        };
+        let p = plan_with(
+            &hgx(8, 90),
+            &BwConstants::default(),
+            &SearchParams::for_version(28),
+            &cp,
+        );
+        // Max first (24 → 8), then copies up to the minimum (20).
+        assert_eq!(p.counts.coll, 20);
+        assert_eq!(p.counts.copy_map[8..12], [0, 1, 2, 3]);
+        assert_eq!(p.counts.p2p, 32);
+        // 2.23–2.27 copy channels up to the NVLS count.
+        let cp = ChannelParams {
+            max_nchannels: Some(4),
+            ..ChannelParams::for_version(26)
+        };
+        let p = plan_with(
+            &hgx(8, 90),
+            &BwConstants::default(),
+            &SearchParams::for_version(26),
+            &cp,
+        );
+        assert_eq!(p.counts.coll_algo, 4);
+        assert_eq!(p.counts.coll, 16);
+        // A single GPU: every ring channel is free (LOC), so the search fills MAXCHANNELS/2
+        // at the top speed; no NVLS with fewer than 2 GPUs.
+        let p = plan(&hgx(1, 90), 28);
+        assert_eq!(p.graphs.ring.n_channels, 32);
+        assert_eq!(p.graphs.ring.bw_intra, 60.0);
+        assert_eq!(p.counts.coll, 64);
+        assert_eq!(p.counts.nvls, 0);
+    }
+}
