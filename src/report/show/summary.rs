@@ -60,29 +60,46 @@ pub(crate) fn switch_gpus(ctx: &Ctx, s: NodeIndex) -> Vec<(NodeIndex, u32)> {
 
 /// The NVLink column of the GPU table: `18 → NVSwitch ×4 (370.8 GB/s)`.
 pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
+    // Grace-Hopper/Blackwell GPUs reach their CPU over C2C rather than NVLink.
+    let (c2c_lanes, c2c_bw) = ctx
+        .topo
+        .graph
+        .edges_directed(g, Direction::Outgoing)
+        .filter(|e| e.weight().kind == LinkKind::C2c)
+        .fold((0, 0.0), |(l, b), e| {
+            (l + e.weight().lanes, b + e.weight().bw)
+        });
+    let c2c = (c2c_lanes > 0).then(|| format!("C2C {c2c_lanes} → CPU ({c2c_bw:.1} GB/s)"));
     let s = ctx.nvlink(g);
-    if let Some(r) = s.unknown {
-        return format!("unknown ({r})");
-    }
-    if s.lanes == 0 {
-        return "none".to_string();
-    }
-    let mut parts = vec![];
-    if s.switch_lanes > 0 {
-        let chips = if s.switches.len() > 1 {
-            format!(" ×{}", s.switches.len())
+    let nv = if let Some(r) = s.unknown {
+        format!("unknown ({r})")
+    } else {
+        let mut parts = vec![];
+        if s.switch_lanes > 0 {
+            let chips = if s.switches.len() > 1 {
+                format!(" ×{}", s.switches.len())
+            } else {
+                String::new()
+            };
+            parts.push(format!("{} → NVSwitch{chips}", s.switch_lanes));
+        }
+        for (p, lanes, _) in &s.peers {
+            parts.push(format!("{lanes} → {}", ctx.label(*p)));
+        }
+        if s.cpu_lanes > 0 {
+            parts.push(format!("{} → CPU", s.cpu_lanes));
+        }
+        if parts.is_empty() {
+            "none".to_string()
         } else {
-            String::new()
-        };
-        parts.push(format!("{} → NVSwitch{chips}", s.switch_lanes));
+            format!("{} ({:.1} GB/s)", parts.join(", "), s.bw)
+        }
+    };
+    match c2c {
+        Some(c) if nv == "none" => c,
+        Some(c) => format!("{nv}; {c}"),
+        None => nv,
     }
-    for (p, lanes, _) in &s.peers {
-        parts.push(format!("{lanes} → {}", ctx.label(*p)));
-    }
-    if s.cpu_lanes > 0 {
-        parts.push(format!("{} → CPU", s.cpu_lanes));
-    }
-    format!("{} ({:.1} GB/s)", parts.join(", "), s.bw)
 }
 
 fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
@@ -100,6 +117,7 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
         out.push(super::no_gpu_line(ctx, hv.host));
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
+        p2p_verdicts(ctx, hv, &mut out);
         nic_verdicts(ctx, hv, &mut out);
         numa_verdicts(ctx, hv, &mut out);
     }
@@ -293,6 +311,64 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
                 span(&pcie_classes)
             ));
         }
+    }
+}
+
+/// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
+/// registration (multi-node NVLink).
+fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
+    let label = |b: crate::model::BusId| -> String {
+        ctx.topo
+            .find(hv.host, b)
+            .filter(|&n| ctx.topo.gpu(n).is_some())
+            .map(|n| ctx.label(n))
+            .unwrap_or_else(|| b.to_string())
+    };
+    let mut denied = vec![];
+    for ((h, a, b), caps) in &ctx.topo.p2p {
+        if *h != hv.host || a >= b {
+            continue;
+        }
+        let no = |x: Option<bool>| x == Some(false);
+        if no(caps.read) || no(caps.write) {
+            denied.push(format!("{}–{}", label(*a), label(*b)));
+        }
+    }
+    if !denied.is_empty() {
+        let n = denied.len();
+        if n > 6 {
+            denied.truncate(6);
+            denied.push("…".to_string());
+        }
+        out.push(format!(
+            "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
+            if n == 1 { "" } else { "s" },
+            denied.join(", ")
+        ));
+    }
+    let fabrics: Vec<String> = hv
+        .gpus
+        .iter()
+        .filter_map(|&g| ctx.topo.gpu(g).and_then(|x| x.fabric.as_ref()))
+        .map(|f| {
+            format!(
+                "cluster {} clique {} ({})",
+                f.cluster_uuid, f.clique_id, f.state
+            )
+        })
+        .collect();
+    if let Some(first) = fabrics.first() {
+        let same = fabrics.iter().all(|f| f == first);
+        out.push(if same && fabrics.len() == hv.gpus.len() {
+            format!("All GPUs registered in one NVLink fabric: {first}")
+        } else {
+            format!(
+                "{} of {} GPUs registered in an NVLink fabric ({})",
+                fabrics.len(),
+                hv.gpus.len(),
+                first
+            )
+        });
     }
 }
 
@@ -1097,6 +1173,72 @@ mod no_gpu_tests {
         assert_eq!(
             super::super::no_gpu_line(&ctx, 0),
             "No NVIDIA GPU or NVML library found: the source lists no GPUs"
+        );
+    }
+}
+
+#[cfg(test)]
+mod p2p_c2c_tests {
+    use super::*;
+    use crate::model::testing::hgx;
+    use crate::model::{FabricInfo, Link, P2pCaps};
+
+    #[test]
+    fn nvml_p2p_refusals_and_fabric_are_verdicts() {
+        let mut t = hgx(2, 90);
+        let g = t.gpus();
+        let (a, b) = (t.gpu(g[0]).unwrap().busid, t.gpu(g[1]).unwrap().busid);
+        let no = P2pCaps {
+            read: Some(false),
+            write: Some(false),
+            nvlink: Some(false),
+            atomics: None,
+        };
+        t.p2p.insert((0, a, b), no.clone());
+        t.p2p.insert((0, b, a), no);
+        for &x in &g {
+            if let NodeKind::Gpu(gpu) = &mut t.node_mut(x).kind {
+                gpu.fabric = Some(FabricInfo {
+                    cluster_uuid: "c0ffee".into(),
+                    clique_id: 7,
+                    state: "completed".into(),
+                    status: None,
+                });
+            }
+        }
+        let ctx = Ctx::new(&t);
+        let v = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            v.iter().any(|l| l.starts_with("NVML reports no P2P read/write for 1 GPU pair (GPU0–GPU1)")),
+            "{v:?}"
+        );
+        assert!(
+            v.contains(
+                &"All GPUs registered in one NVLink fabric: cluster c0ffee clique 7 (completed)"
+                    .to_string()
+            ),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn c2c_shows_next_to_nvlink() {
+        let mut t = hgx(1, 90);
+        let g = t.gpus()[0];
+        let cpu = t.cpus().next().unwrap();
+        t.connect_both(
+            g,
+            cpu,
+            Link {
+                kind: LinkKind::C2c,
+                bw: 90.0,
+                lanes: 10,
+            },
+        );
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            nvlink_text(&ctx, g),
+            "18 → NVSwitch ×4 (370.8 GB/s); C2C 10 → CPU (90.0 GB/s)"
         );
     }
 }
