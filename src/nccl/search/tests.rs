@@ -450,6 +450,17 @@ fn hgx_h100_two_nodes() {
         ["Tree 0 : -1 -> 0 -> 1/8/-1", "Tree 8 : 8 -> 0 -> 1/-1/-1"]
     );
     assert_eq!(p.conn.nvls_head_lines()[0], "NVLS Head  0:  0  8");
+    // Rank 0 heads NVLS channel 0 on node 0 (down slot 16 + 1 + 0); node 1's head 8 is its
+    // child in tree 0 and its parent in tree 1.
+    let nodes = crate::nccl::connect::Nodes::of(&p.sys);
+    assert_eq!(
+        p.conn.nvls_trees_line(0, &nodes).unwrap(),
+        "NVLS Trees : 17/8/-1->0->-1 17/-1/-1->0->8"
+    );
+    assert_eq!(
+        p.conn.nvls_trees_line(9, &nodes).unwrap(),
+        "NVLS Trees : 18/-1/-1->9->1 18/1/-1->9->-1"
+    );
     assert_eq!(p.conn.nvls_head_lines().len(), 8);
     let nvls = lines(&p, p.graphs.nvls.as_ref().unwrap(), 28);
     assert_eq!(nvls[1], " 0 : NET/0-0 GPU/0-11000 NET/0-0");
