@@ -393,6 +393,12 @@ fn pcie_only_box_two_nodes_falls_back() {
 #[test]
 fn hgx_h100_two_nodes() {
     let p = plan(&hgx(8, 90).replicate(2), 28);
+    // Same search inputs as the real 2 × 8 H200 log of nccl-tests#256 (one 400G NIC and one
+    // GPU per switch, 18 NVLinks): `=== System : maxBw 48.0 totalBw 370.8 ===`.
+    assert_eq!(
+        p.graphs.system_line(),
+        "=== System : maxBw 48.0 totalBw 370.8 ==="
+    );
     let ring = lines(&p, &p.graphs.ring, 28);
     assert_eq!(
         ring[0],
