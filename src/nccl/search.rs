@@ -1876,6 +1876,21 @@ impl Search<'_> {
             s.bw_inter = 0.1;
             s.type_intra = PathType::Sys;
             s.type_inter = PathType::Sys;
+            if minor >= 30 {
+                // 2.30: the first preferred NET of GPU 0 and of the last GPU, or no NET at all.
+                let first = |g: usize| self.ctx.pref_nets.get(g).and_then(|v| v.first().copied());
+                match (first(0), first(ng.saturating_sub(1))) {
+                    (Some(a), Some(b)) => {
+                        s.inter[0] = a;
+                        s.inter[1] = b;
+                    }
+                    _ if !inter && self.ctx.nets_in_system > 0 => {}
+                    _ => {
+                        s.bw_inter = 0.0;
+                        s.type_inter = PathType::Dis;
+                    }
+                }
+            }
             s.n_channels = 1;
             s.fallback = true;
         }

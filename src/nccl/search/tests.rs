@@ -596,6 +596,12 @@ fn degenerate_inputs() {
     assert_eq!(p.graphs.ring.n_channels, 1);
     assert_eq!(p.graphs.fallbacks.len(), 2);
     assert_eq!(p.conn.ring(0).map(|r| r.len()), Some(4));
+    // 2.30 marks the fallback's network side as missing.
+    let p = plan(&t.replicate(2), 30);
+    assert_eq!(
+        lines(&p, &p.graphs.ring, 30)[0],
+        "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.000000, type SYS/DIS, sameChannels 1"
+    );
 }
 
 /// A 1024-GPU what-if: the search runs on one host, connect is linear in ranks.
