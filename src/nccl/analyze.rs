@@ -418,6 +418,33 @@ mod tests {
     }
 
     #[test]
+    fn gpus_only_the_network_connects_become_nodes() {
+        // Two sockets, two GPUs and one 200G NIC per socket: the cross-socket CPU link
+        // (Skylake class, 10 GB/s) is slower than each GPU's 24 GB/s path to its NIC.
+        let text = include_str!("../../fixtures/synthetic/two-socket-nic-per-socket.xml");
+        let t = crate::source::ncclxml::parse_str(text, "two-socket").unwrap();
+        let a = run(&t, &[], "2.28");
+        assert_eq!(a.nranks, 4);
+        assert_eq!(a.nnodes, 2);
+        assert!(a.topo.warnings.iter().any(|w| w.contains("[0 1] [2 3]")));
+        let cross = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 2)
+            .unwrap();
+        assert_eq!(cross.transport, "NET/IB");
+        let local = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 1)
+            .unwrap();
+        assert_eq!(local.transport, "P2P/CUMEM");
+        // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
+        let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");
+        assert_eq!(b.nnodes, 1);
+    }
+
+    #[test]
     fn cuda_versions_parse() {
         assert_eq!(parse_cuda_version("12.4"), Some(12040));
         assert_eq!(parse_cuda_version("11"), Some(11000));
