@@ -113,17 +113,12 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let mut env = EnvPolicy::from_env(&req.env, &data)?;
 
     // Containers with their own host hash each hold one GPU and every NIC of the box.
-    let topo = if req.placement.node_per_rank() {
+    let mut topo = if req.placement.node_per_rank() {
         req.topo.split_per_gpu()
     } else {
         req.topo.clone()
     };
-    let system = System::build(&topo, &data.bw);
-    let nranks = system.gpus.len();
-    let nnodes = (0..system.nhosts as u16)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .count()
-        .max(1);
+    let mut system = System::build(&topo, &data.bw);
 
     let path_policy = PathPolicy {
         minor,
@@ -141,7 +136,50 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         isolated_ranks: req.placement.isolates_ranks(),
         max_channels: data.max_channels as usize,
     };
-    let paths = paths::compute(&system, &path_policy);
+    let mut paths = paths::compute(&system, &path_policy);
+
+    // GPUs of one host that only the network connects form separate domains, which NCCL
+    // counts as separate nodes (ranks are grouped into nodes by their ring's first GPU).
+    let domains = paths::gpu_domains(&system, &paths);
+    let hosts_with_gpus = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count();
+    if domains.len() > hosts_with_gpus {
+        let groups: Vec<Vec<_>> = domains
+            .iter()
+            .map(|d| {
+                d.iter()
+                    .filter_map(|&r| system.nodes[system.gpus[r]].topo)
+                    .collect()
+            })
+            .collect();
+        let shown: Vec<String> = domains
+            .iter()
+            .map(|d| {
+                format!(
+                    "[{}]",
+                    d.iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect();
+        topo = topo.split_gpus(&groups);
+        topo.warn(format!(
+            "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
+             connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
+             treats each group as a node and uses NET between them",
+            shown.join(" ")
+        ));
+        system = System::build(&topo, &data.bw);
+        paths = paths::compute(&system, &path_policy);
+    }
+    let nranks = system.gpus.len();
+    let nnodes = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
+        .max(1);
 
     // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
     // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
@@ -377,6 +415,33 @@ mod tests {
         assert_eq!(a.nnodes, 2);
         assert_eq!(a.nranks, 2);
         assert!(a.transports.iter().all(|p| p.transport.starts_with("NET")));
+    }
+
+    #[test]
+    fn gpus_only_the_network_connects_become_nodes() {
+        // Two sockets, two GPUs and one 200G NIC per socket: the cross-socket CPU link
+        // (Skylake class, 10 GB/s) is slower than each GPU's 24 GB/s path to its NIC.
+        let text = include_str!("../../fixtures/synthetic/two-socket-nic-per-socket.xml");
+        let t = crate::source::ncclxml::parse_str(text, "two-socket").unwrap();
+        let a = run(&t, &[], "2.28");
+        assert_eq!(a.nranks, 4);
+        assert_eq!(a.nnodes, 2);
+        assert!(a.topo.warnings.iter().any(|w| w.contains("[0 1] [2 3]")));
+        let cross = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 2)
+            .unwrap();
+        assert_eq!(cross.transport, "NET/IB");
+        let local = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 1)
+            .unwrap();
+        assert_eq!(local.transport, "P2P/CUMEM");
+        // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
+        let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");
+        assert_eq!(b.nnodes, 1);
     }
 
     #[test]
