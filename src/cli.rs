@@ -63,6 +63,17 @@ impl SourceArgs {
                 "pass --nodes 2 for two nodes",
             ));
         }
+        if let Some(n) = self.nodes
+            && n > crate::source::MAX_NODES
+        {
+            return Err(error::usage(
+                format!(
+                    "--nodes {n}: at most {} nodes are modelled",
+                    crate::source::MAX_NODES
+                ),
+                format!("pass --nodes {} or fewer", crate::source::MAX_NODES),
+            ));
+        }
         Ok(SourceSpec {
             from: self.from.clone(),
             profile: self.profile.clone(),

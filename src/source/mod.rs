@@ -14,6 +14,13 @@ use crate::model::Topology;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
+/// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
+/// thousand nodes), and few enough that every command stays within seconds and memory.
+pub const MAX_NODES: usize = 4096;
+
+/// The most GPUs a replicated topology may hold (4096 nodes of 8 GPUs).
+pub const MAX_GPUS: usize = 32768;
+
 /// What the user asked for on the command line.
 #[derive(Clone, Debug, Default)]
 pub struct SourceSpec {
@@ -110,7 +117,22 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
         live::discover(&root)?
     };
     Ok(match spec.nodes {
-        Some(n) if n > 1 => topo.replicate(n),
+        Some(n) if n > 1 => {
+            let total = topo.gpus().len().saturating_mul(n);
+            if total > MAX_GPUS {
+                return Err(error::usage(
+                    format!(
+                        "--nodes {n}: {n} nodes of {} GPUs is {total} GPUs, more than the {MAX_GPUS} topo models",
+                        topo.gpus().len()
+                    ),
+                    format!(
+                        "pass --nodes {} or fewer",
+                        (MAX_GPUS / topo.gpus().len().max(1)).max(1)
+                    ),
+                ));
+            }
+            topo.replicate(n)
+        }
         _ => topo,
     })
 }

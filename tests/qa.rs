@@ -1,0 +1,74 @@
+//! Hostile input through the real binary: every bad input gets one `error:` line (plus an
+//! optional `hint:`), exit code 2, no panic, and stays bounded in time and memory.
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn topo() -> Command {
+    let mut c = Command::cargo_bin("topo").unwrap();
+    c.env_remove("NO_COLOR");
+    c.timeout(Duration::from_secs(120));
+    c
+}
+
+/// Runs topo expecting failure; returns stderr after checking the contract's shape.
+fn fails(args: &[&str], code: i32) -> String {
+    let out = topo().args(args).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(code), "topo {args:?}: {err}");
+    assert!(out.stdout.is_empty(), "topo {args:?} wrote to stdout");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        !lines.is_empty() && lines[0].starts_with("error: "),
+        "topo {args:?}: {err}"
+    );
+    assert!(
+        lines.len() == 1 || (lines.len() == 2 && lines[1].starts_with("hint: ")),
+        "topo {args:?}: not one error line plus a hint: {err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
+    assert!(!err.contains("os error"), "raw io error text: {err}");
+    err
+}
+
+fn write(dir: &Path, name: &str, text: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn nodes_has_a_ceiling() {
+    let t = Instant::now();
+    let err = fails(&["show", "--profile", "dgx-h100", "--nodes", "100000"], 2);
+    assert!(err.contains("--nodes 100000"), "{err}");
+    assert!(err.contains("4096"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    fails(&["plan", "--profile", "dgx-h100", "--nodes", "4097"], 2);
+    fails(&["xml", "--profile", "dgx-h100", "--nodes", "4097"], 2);
+}
+
+#[test]
+fn nodes_ceiling_counts_gpus_too() {
+    // 200 GPUs in one host: 4096 copies would be 819200 GPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = String::from(
+        r#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel">"#,
+    );
+    for i in 0..200 {
+        s += &format!(
+            r#"<pci busid="0000:{:02x}:00.0" class="0x030200" vendor="0x10de" device="0x2330"><gpu dev="{i}" sm="90" rank="{i}" gdr="1"/></pci>"#,
+            i + 1
+        );
+    }
+    s += "</cpu></system>";
+    let f = write(dir.path(), "big.xml", s.as_bytes());
+    let t = Instant::now();
+    let err = fails(&["plan", "--from", &f, "--nodes", "4096"], 2);
+    assert!(err.contains("819200 GPUs"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
