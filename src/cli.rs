@@ -3,7 +3,7 @@
 use crate::error::{self, Exit};
 use crate::source::SourceSpec;
 use crate::util::{Style, use_color};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -199,13 +199,24 @@ pub struct SnapshotArgs {
 
 /// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
+    use crate::source::io_reason;
     match output {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        Some(p) => std::fs::write(p, text).map_err(|e| {
+            error::usage(
+                format!("cannot write {}: {}", p.display(), io_reason(&e)),
+                "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",
+            )
+        }),
         None => {
             let mut out = std::io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                r => r.context("cannot write to stdout"),
+                Err(e) => Err(error::Failure::new(
+                    Exit::Usage,
+                    format!("cannot write to stdout: {}", io_reason(&e)),
+                )
+                .into()),
+                Ok(()) => Ok(()),
             }
         }
     }

@@ -98,3 +98,37 @@ fn many_nodes_stay_fast() {
     assert_eq!(v["gpus"].as_array().map(Vec::len), Some(256 * 8));
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
 }
+
+#[test]
+fn unwritable_output_names_the_file_and_the_reason() {
+    for cmd in ["show", "plan", "xml"] {
+        let err = fails(
+            &[cmd, "--profile", "dgx-h100", "-o", "/nonexistent/dir/file"],
+            2,
+        );
+        assert!(
+            err.starts_with("error: cannot write /nonexistent/dir/file: no such file or directory"),
+            "{err}"
+        );
+        assert!(err.contains("hint: "), "{err}");
+    }
+}
+
+#[test]
+fn full_stdout_is_one_lowercase_error() {
+    let Ok(full) = std::fs::File::create("/dev/full") else {
+        return;
+    };
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args(["show", "--profile", "dgx-h100"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.lines().next(),
+        Some("error: cannot write to stdout: no space left on device"),
+        "{err}"
+    );
+}
