@@ -228,6 +228,9 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     match cli.command {
         Command::Show(a) => {
+            // show and xml describe hardware and do not apply --env, but a malformed one is
+            // still a mistake worth stopping on.
+            a.source.env_overrides()?;
             let topo = crate::source::load(&a.source.spec()?)?;
             let style = if a.output.is_some() {
                 Style::default()
@@ -238,6 +241,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             emit(a.output.as_ref(), &text)?;
         }
         Command::Xml(a) => {
+            a.source.env_overrides()?;
             let topo = crate::source::load(&a.source.spec()?)?;
             print_warnings(&topo, style);
             let text = crate::nccl::xml::write(&topo)?;

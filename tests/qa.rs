@@ -132,3 +132,16 @@ fn full_stdout_is_one_lowercase_error() {
         "{err}"
     );
 }
+
+#[test]
+fn env_is_checked_by_every_command_that_takes_it() {
+    for cmd in ["show", "xml", "plan"] {
+        let err = fails(&[cmd, "--profile", "dgx-h100", "--env", "=x"], 2);
+        assert!(err.contains("bad --env '=x'"), "{err}");
+        let err = fails(
+            &[cmd, "--profile", "dgx-h100", "--env", "NCCL_P2P_LEVEL"],
+            2,
+        );
+        assert!(err.contains("bad --env 'NCCL_P2P_LEVEL'"), "{err}");
+    }
+}
