@@ -45,7 +45,7 @@ pub struct SourceArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "from")]
     pub profile: Option<String>,
     /// Replicate the node N times behind its NICs (what-if for N nodes).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub nodes: Option<usize>,
     /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
     #[arg(long = "env", value_name = "KEY=VALUE")]
@@ -149,13 +149,28 @@ pub struct PlanArgs {
     #[arg(long, default_value = "auto")]
     pub proto: String,
     /// Smallest message size (nccl-tests syntax: 8, 1K, 16M, 4G).
-    #[arg(short = 'b', long = "minbytes", default_value = "8")]
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        default_value = "8",
+        allow_hyphen_values = true
+    )]
     pub min_bytes: String,
     /// Largest message size.
-    #[arg(short = 'e', long = "maxbytes", default_value = "8G")]
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "8G",
+        allow_hyphen_values = true
+    )]
     pub max_bytes: String,
     /// Multiplication factor between sizes.
-    #[arg(short = 'f', long = "stepfactor", default_value = "2")]
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        default_value = "2",
+        allow_hyphen_values = true
+    )]
     pub step_factor: u64,
     /// NCCL version to model (2.18 … 2.30); default: the NCCL found on this machine, else 2.28.
     #[arg(long, value_name = "V")]
@@ -277,6 +292,45 @@ fn print_warnings(topo: &crate::model::Topology, style: Style) {
     }
 }
 
+/// Clap's multi-line usage error as the contract's `error:` line and a `hint:` line: its
+/// suggestion or list of possible values when it has one, else where the options are listed.
+fn clap_error_lines(rendered: &str) -> (String, String) {
+    let mut lines = rendered.lines().map(str::trim);
+    let first = lines.next().unwrap_or("error: bad arguments").to_string();
+    let mut hint: Option<String> = None;
+    let mut usage: Option<String> = None;
+    for l in lines {
+        if let Some(tip) = l.strip_prefix("tip: ") {
+            hint.get_or_insert_with(|| tip.to_string());
+        } else if let Some(values) = l
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+        {
+            hint.get_or_insert_with(|| format!("possible values: {values}"));
+        } else if let Some(u) = l.strip_prefix("Usage: ") {
+            // `topo show [OPTIONS]`: the command words before the first placeholder.
+            let cmd: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            usage = Some(cmd.join(" "));
+        }
+    }
+    let hint = hint.unwrap_or_else(|| {
+        let cmd = usage.unwrap_or_else(|| {
+            let sub = std::env::args()
+                .skip(1)
+                .find(|a| ["show", "plan", "xml", "snapshot"].contains(&a.as_str()));
+            match sub {
+                Some(s) => format!("topo {s}"),
+                None => "topo".into(),
+            }
+        });
+        format!("run '{cmd} --help' for the options")
+    });
+    (first, hint)
+}
+
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.
 pub fn main_entry() -> i32 {
     std::panic::set_hook(Box::new(|info| {
@@ -298,13 +352,20 @@ pub fn main_entry() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() {
-                Exit::Usage as i32
-            } else {
-                0
-            };
-            let _ = e.print();
-            return code;
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                return if e.use_stderr() {
+                    Exit::Usage as i32
+                } else {
+                    0
+                };
+            }
+            let (line, hint) = clap_error_lines(&e.render().to_string());
+            eprintln!("{line}");
+            eprintln!("hint: {hint}");
+            return Exit::Usage as i32;
         }
     };
     match std::panic::catch_unwind(|| run(cli)) {

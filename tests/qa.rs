@@ -145,3 +145,29 @@ fn env_is_checked_by_every_command_that_takes_it() {
         assert!(err.contains("bad --env 'NCCL_P2P_LEVEL'"), "{err}");
     }
 }
+
+#[test]
+fn usage_errors_are_one_line_with_a_hint() {
+    for args in [
+        &["plan", "--profile", "dgx-h100", "--nodes", "abc"][..],
+        &[
+            "plan",
+            "--profile",
+            "dgx-h100",
+            "-f",
+            "99999999999999999999",
+        ],
+        &["show", "--view", "bogus"],
+        &["show", "--bogus"],
+        &["bogus"],
+    ] {
+        let err = fails(args, 2);
+        assert!(err.contains("\nhint: "), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn negative_sizes_reach_the_size_parser() {
+    let err = fails(&["plan", "--profile", "dgx-h100", "-b", "-1"], 2);
+    assert!(err.contains("bad size '-1'"), "{err}");
+}
