@@ -41,6 +41,8 @@ fn write(dir: &Path, name: &str, text: &[u8]) -> String {
     p.display().to_string()
 }
 
+const XML: &str = include_str!("../fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
+
 #[test]
 fn nodes_has_a_ceiling() {
     let t = Instant::now();
@@ -170,4 +172,46 @@ fn usage_errors_are_one_line_with_a_hint() {
 fn negative_sizes_reach_the_size_parser() {
     let err = fails(&["plan", "--profile", "dgx-h100", "-b", "-1"], 2);
     assert!(err.contains("bad size '-1'"), "{err}");
+}
+
+#[test]
+fn xml_named_yaml_is_read_as_xml() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "box.yaml", XML.as_bytes());
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("GPUs (2)"), "{text}");
+    assert!(text.contains("source xml"), "{text}");
+}
+
+#[test]
+fn gzip_named_xml_is_not_parsed_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "box.xml", b"\x1f\x8b\x08\x00garbage");
+    let err = fails(&["show", "--from", &f], 2);
+    assert!(!err.contains("not UTF-8"), "{err}");
+}
+
+#[test]
+fn profile_named_xml_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/profiles/2x-rtx4090.yaml"
+    ))
+    .unwrap();
+    let f = write(dir.path(), "box.xml", &yaml);
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("source profile")
+    );
 }

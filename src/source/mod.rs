@@ -38,6 +38,8 @@ pub enum FromKind {
     Profile,
 }
 
+/// Content decides where it is unambiguous (gzip magic, a leading `<`, a `key:` line), so a
+/// file with the wrong suffix is still read as what it is; the suffix decides otherwise.
 pub fn sniff(path: &Path) -> Result<FromKind> {
     if path.is_dir() {
         return Ok(FromKind::Snapshot);
@@ -46,25 +48,35 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
-        return Ok(FromKind::Snapshot);
-    }
-    if name.ends_with(".xml") {
-        return Ok(FromKind::Xml);
-    }
-    if name.ends_with(".yaml") || name.ends_with(".yml") {
-        return Ok(FromKind::Profile);
-    }
     let head = read_head(path)?;
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(FromKind::Snapshot);
     }
     let text = String::from_utf8_lossy(&head);
-    if text.trim_start().starts_with('<') {
-        Ok(FromKind::Xml)
-    } else {
-        Ok(FromKind::Profile)
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    if text.starts_with('<') {
+        return Ok(FromKind::Xml);
     }
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        return Ok(FromKind::Snapshot);
+    }
+    if name.ends_with(".xml") && !looks_like_yaml(text) {
+        return Ok(FromKind::Xml);
+    }
+    Ok(FromKind::Profile)
+}
+
+/// Whether the first line that is not blank or a comment is a YAML `key:` entry.
+fn looks_like_yaml(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && l != &"---")
+        .and_then(|l| l.split_once(':'))
+        .is_some_and(|(k, _)| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
 }
 
 fn read_head(path: &Path) -> Result<Vec<u8>> {
