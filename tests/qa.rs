@@ -215,3 +215,21 @@ fn profile_named_xml_says_what_it_is() {
             .contains("source profile")
     );
 }
+
+#[test]
+fn out_of_range_warning_quotes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "sm.xml",
+        XML.replace(r#"sm="89""#, r#"sm="99999999999999999999""#)
+            .as_bytes(),
+    );
+    let out = topo().args(["xml", "--from", &f]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(r#"<gpu> sm="99999999999999999999" is out of range; ignored"#),
+        "{err}"
+    );
+}

@@ -368,9 +368,11 @@ impl<'a> Builder<'a> {
         match T::try_from(v) {
             Ok(x) => Some(x),
             Err(_) => {
+                // Quote the file: `v` is already saturated like strtol's result.
+                let raw = el.attr(key).unwrap_or_default();
                 self.warn_at(
                     el.pos,
-                    format!("<{}> {key}=\"{v}\" is out of range; ignored", el.name),
+                    format!("<{}> {key}=\"{raw}\" is out of range; ignored", el.name),
                 );
                 None
             }
