@@ -233,3 +233,31 @@ fn out_of_range_warning_quotes_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn bad_nvlink_count_warns_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = |bus: &str, dev: u32, nv: &str| {
+        format!(
+            r#"<pci busid="{bus}" class="0x030200" vendor="0x10de" device="0x2330"><gpu dev="{dev}" sm="90" rank="{dev}" gdr="1">{nv}</gpu></pci>"#
+        )
+    };
+    let s = format!(
+        r#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel">{}{}</cpu></system>"#,
+        gpu(
+            "0000:01:00.0",
+            0,
+            r#"<nvlink target="0000:02:00.0" count="4294967296" tclass="0x030200"/>"#
+        ),
+        gpu("0000:02:00.0", 1, "")
+    );
+    let f = write(dir.path(), "nv.xml", s.as_bytes());
+    let out = topo().args(["xml", "--from", &f]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(r#"count="4294967296" is out of range"#),
+        "{err}"
+    );
+}

@@ -869,6 +869,8 @@ impl<'a> Builder<'a> {
                 );
                 return;
             }
+            // A count that is not a number or out of range was already reported.
+            None if el.attr("count").is_some_and(|r| !r.trim().is_empty()) => return,
             _ => {
                 self.warn_at(
                     el.pos,
