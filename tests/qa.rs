@@ -261,3 +261,20 @@ fn bad_nvlink_count_warns_once() {
         "{err}"
     );
 }
+
+#[test]
+fn deeply_nested_yaml_fails_fast() {
+    // libyaml's scanner is quadratic in flow nesting: 200k brackets took a minute.
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "name: x\ntemplates: {}{}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let f = write(dir.path(), "deep.yaml", text.as_bytes());
+    let t = Instant::now();
+    let err = fails(&["show", "--from", &f], 2);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(err.contains("line 2 column"), "{err}");
+    assert!(err.contains("nested deeper than"), "{err}");
+}
