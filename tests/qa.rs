@@ -278,3 +278,16 @@ fn deeply_nested_yaml_fails_fast() {
     assert!(err.contains("line 2 column"), "{err}");
     assert!(err.contains("nested deeper than"), "{err}");
 }
+
+#[test]
+fn empty_profile_says_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["empty.yaml", "empty"] {
+        let f = write(dir.path(), name, b"");
+        let err = fails(&["show", "--from", &f], 2);
+        assert!(err.contains(": empty file"), "{err}");
+        let f = write(dir.path(), name, b"  \n# only a comment\n");
+        let err = fails(&["show", "--from", &f], 2);
+        assert!(err.contains(": empty file"), "{err}");
+    }
+}

@@ -86,6 +86,13 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
 /// deserializer does not expand `<<` merge keys, so a file that uses them is read as a YAML
 /// value, merged, then deserialized (errors then name the field path but no line).
 fn parse(text: &str) -> Result<Profile, String> {
+    if text
+        .lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#') || l == "---")
+    {
+        return Err("line 1 column 1: empty file".into());
+    }
     check_flow_depth(text)?;
     let direct = match yaml_serde::from_str::<Profile>(text) {
         Ok(p) => return Ok(p),
