@@ -92,7 +92,15 @@ fn many_nodes_stay_fast() {
 
     let t = Instant::now();
     let out = topo()
-        .args(["show", "--profile", "dgx-h100", "--nodes", "256", "--format", "json"])
+        .args([
+            "show",
+            "--profile",
+            "dgx-h100",
+            "--nodes",
+            "256",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success());
