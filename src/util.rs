@@ -9,27 +9,45 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("bad size '{s}': expected a number with an optional K, M, G or T suffix"));
+        return Err(format!(
+            "bad size '{s}': expected a number with an optional K, M, G or T suffix"
+        ));
     }
-    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}': number too large"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("bad size '{s}': number too large"))?;
     let mult: u64 = match unit.to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
-        _ => return Err(format!("bad size '{s}': unknown suffix '{unit}' (use K, M, G or T)")),
+        _ => {
+            return Err(format!(
+                "bad size '{s}': unknown suffix '{unit}' (use K, M, G or T)"
+            ));
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("bad size '{s}': too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("bad size '{s}': too large"))
 }
 
 /// Human size with binary units, as nccl-tests users read them (`1K`, `16M`, `1.5G`).
 pub fn human_size(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
     for (m, u) in UNITS {
         if bytes >= m {
             let v = bytes as f64 / m as f64;
-            return if bytes % m == 0 { format!("{}{u}", bytes / m) } else { format!("{v:.1}{u}") };
+            return if bytes.is_multiple_of(m) {
+                format!("{}{u}", bytes / m)
+            } else {
+                format!("{v:.1}{u}")
+            };
         }
     }
     format!("{bytes}")
@@ -42,7 +60,8 @@ pub fn use_color(choice: &str) -> bool {
         "always" => true,
         "never" => false,
         _ => {
-            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::io::stdout().is_terminal()
         }
     }
 }
@@ -55,7 +74,11 @@ pub struct Style {
 
 impl Style {
     fn wrap(&self, code: &str, s: &str) -> String {
-        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
     }
     pub fn bold(&self, s: &str) -> String {
         self.wrap("1", s)
@@ -89,7 +112,15 @@ mod tests {
         assert_eq!(parse_size("4G").unwrap(), 4 << 30);
         assert_eq!(parse_size("4g").unwrap(), 4 << 30);
         assert_eq!(parse_size("2KiB").unwrap(), 2048);
-        for bad in ["", "K", "1X", "-1", "1.5M", "99999999999999999999", "16777216T"] {
+        for bad in [
+            "",
+            "K",
+            "1X",
+            "-1",
+            "1.5M",
+            "99999999999999999999",
+            "16777216T",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
