@@ -361,7 +361,7 @@ fn odd_sysfs_files_become_warnings() {
         w.contains("0000:a1:00.0: no max_link_speed in sysfs"),
         "{w}"
     );
-    assert!(w.contains("mlx5_1 port 1 is 1: DOWN"), "{w}");
+    assert!(w.contains("mlx5_1 port 1 is not active (1: DOWN)"), "{w}");
     // Still a full model: both GPUs, the active IB port, the Ethernet port.
     assert_eq!(t.gpus().len(), 2);
     let names: Vec<_> = t
@@ -582,4 +582,122 @@ fn snapshot_into_a_non_empty_folder_is_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("folder exists and is not empty"));
+}
+
+/// The model as an indented PCI tree plus NVLinks, for reviewable snapshots.
+fn describe(t: &Topology) -> String {
+    fn label(t: &Topology, n: petgraph::graph::NodeIndex) -> String {
+        let link = |p: Option<&topo::model::PcieLink>| {
+            p.map(|l| {
+                format!(
+                    " [{} x{} = {} GB/s]",
+                    l.speed.as_deref().unwrap_or("?"),
+                    l.width.map(|w| w.to_string()).unwrap_or("?".into()),
+                    l.bw()
+                )
+            })
+            .unwrap_or_default()
+        };
+        let node = t.node(n);
+        match &node.kind {
+            NodeKind::Cpu(c) => format!(
+                "CPU numa {} cpus {} {} {:?}/{:?}",
+                c.numa,
+                c.cpus.as_deref().unwrap_or("?"),
+                c.vendor.as_deref().unwrap_or("?"),
+                c.family,
+                c.model
+            ),
+            NodeKind::PciSwitch(s) => format!(
+                "switch {} {:04x}:{:04x}{}",
+                s.busid,
+                s.vendor.unwrap_or(0),
+                s.device.unwrap_or(0),
+                link(node.pcie())
+            ),
+            NodeKind::Gpu(g) => format!(
+                "GPU {} dev {} {} sm {:?} gdr {:?}{}",
+                g.busid,
+                g.dev,
+                g.name.as_deref().unwrap_or("?"),
+                g.sm,
+                g.gdr,
+                link(node.pcie())
+            ),
+            NodeKind::Nic(x) => format!(
+                "NIC {} class {:06x}{}",
+                x.busid.map(|b| b.to_string()).unwrap_or("-".into()),
+                x.class,
+                link(node.pcie())
+            ),
+            NodeKind::Net(x) => format!(
+                "NET {} dev {} port {} {:?} Mb/s gdr {} {:?} netdev {:?}",
+                x.name, x.dev, x.port, x.speed_mbps, x.gdr, x.link_layer, x.netdev
+            ),
+            NodeKind::NvSwitch(s) => format!("NVSwitch {:?}", s.busid.map(|b| b.to_string())),
+            NodeKind::PciDevice(d) => format!(
+                "device {} class {:06x} driver {:?}",
+                d.busid, d.class, d.driver
+            ),
+        }
+    }
+    fn walk(t: &Topology, n: petgraph::graph::NodeIndex, depth: usize, out: &mut String) {
+        out.push_str(&format!("{}{}\n", "  ".repeat(depth), label(t, n)));
+        for c in t.children(n) {
+            walk(t, c, depth + 1, out);
+        }
+    }
+    let mut out = String::new();
+    for c in t.cpus() {
+        walk(t, c, 0, &mut out);
+    }
+    for s in t.nvswitches() {
+        out.push_str(&format!("{}\n", label(t, s)));
+    }
+    for g in t.gpus() {
+        let mut l: Vec<String> = t
+            .nvlinks(g)
+            .iter()
+            .map(|&(to, lanes, bw)| {
+                format!(
+                    "{} x{lanes} ({bw:.1} GB/s)",
+                    t.node(to)
+                        .busid()
+                        .map(|b| b.to_string())
+                        .unwrap_or("hidden".into())
+                )
+            })
+            .collect();
+        l.sort();
+        if !l.is_empty() {
+            out.push_str(&format!(
+                "nvlink {}: {}\n",
+                t.gpu(g).unwrap().busid,
+                l.join(", ")
+            ));
+        }
+    }
+    let sys: Vec<String> = t
+        .graph
+        .edge_references()
+        .filter(|e| e.weight().kind == LinkKind::Sys)
+        .map(|e| format!("{} GB/s", e.weight().bw))
+        .collect();
+    out.push_str(&format!("sys links: {}\n", sys.join(", ")));
+    out.push_str(&format!("gpu_discovery: {:?}\n", t.hosts[0].gpu_discovery));
+    for w in &t.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    out
+}
+
+#[test]
+fn fixture_models_read_as_expected() {
+    insta::assert_snapshot!("hgx-h100-8gpu", describe(&load(&fixture("hgx-h100-8gpu"))));
+    insta::assert_snapshot!("pcie-8gpu", describe(&load(&fixture("pcie-8gpu"))));
+    insta::assert_snapshot!("ci-vm", describe(&load(&fixture("ci-vm"))));
+    insta::assert_snapshot!(
+        "odd-sysfs",
+        describe(&live::discover(&fixture("odd-sysfs")).unwrap())
+    );
 }

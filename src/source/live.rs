@@ -142,7 +142,7 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
         for p in &d.ports {
             if !p.is_active() {
                 warnings.push(format!(
-                    "{} port {} is {}: NCCL skips ports that are not ACTIVE",
+                    "{} port {} is not active ({}): NCCL's IB plugin skips it",
                     d.name,
                     p.num,
                     p.state.as_deref().unwrap_or("in an unknown state")
