@@ -515,6 +515,114 @@ mod tests {
         assert_eq!(back.gpus[0].busid().unwrap().to_string(), "0000:18:00.0");
     }
 
+    fn link(l: u32, remote: &str, kind: &str) -> NvmlLink {
+        NvmlLink {
+            link: l,
+            active: true,
+            p2p_supported: Some(true),
+            remote_bus_id: Some(remote.into()),
+            remote_type: Some(kind.into()),
+        }
+    }
+
+    fn gpu(index: u32, bus: &str, links: Vec<NvmlLink>) -> NvmlGpu {
+        NvmlGpu {
+            index,
+            name: Some("NVIDIA A100-SXM4-80GB".into()),
+            bus_id: bus.into(),
+            compute_capability: Some("8.0".into()),
+            numa_node: Some(0),
+            max_pcie_gen: Some(4),
+            max_pcie_width: Some(16),
+            nvlinks: links,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn apply_places_every_kind_of_link() {
+        use crate::model::{Cpu, SourceInfo};
+        let mut t = Topology::new(SourceInfo::default());
+        let cpu = t.add_node(
+            0,
+            None,
+            NodeKind::Cpu(Cpu {
+                numa: 0,
+                ..Default::default()
+            }),
+        );
+        let g0 = t.add_child(
+            cpu,
+            NodeKind::Gpu(Gpu::new(BusId::parse("0000:07:00.0").unwrap(), 0)),
+        );
+        // GPU 0: 2 lanes to the peer GPU, 3 to a hidden (all-f) switch, 1 inactive, 1 with P2P
+        // unsupported. GPU 1 exists only in NVML.
+        let mut l = vec![
+            link(0, "00000000:0F:00.0", "gpu"),
+            link(1, "00000000:0F:00.0", "gpu"),
+            link(2, "FFFFFFFF:FF:FF.0", "switch"),
+            link(3, "ffffffff:ff:ff.0", "unknown"),
+            link(4, "FFFFFFFF:FF:FF.0", "switch"),
+            link(5, "00000000:0F:00.0", "gpu"),
+            link(6, "00000000:0F:00.0", "gpu"),
+        ];
+        l[5].active = false;
+        l[6].p2p_supported = Some(false);
+        let report = NvmlReport {
+            schema: SCHEMA.into(),
+            gpus: vec![
+                gpu(0, "00000000:07:00.0", l),
+                gpu(
+                    1,
+                    "00000000:0F:00.0",
+                    vec![
+                        link(0, "00000000:07:00.0", "gpu"),
+                        link(1, "00000000:c4:00.0", "switch"),
+                    ],
+                ),
+            ],
+            p2p: vec![NvmlP2p {
+                from: "00000000:07:00.0".into(),
+                to: "00000000:0F:00.0".into(),
+                read: Some("ok".into()),
+                write: Some("ok".into()),
+                nvlink: Some("ok".into()),
+                atomics: Some("not_supported".into()),
+            }],
+            ..Default::default()
+        };
+        apply(&report, &mut t);
+        let gpus = t.gpus();
+        assert_eq!(gpus.len(), 2);
+        let g1 = gpus[1];
+        assert_eq!(t.root_cpu(g1), Some(cpu));
+        assert_eq!(
+            t.gpu(g1).unwrap().pcie.speed.as_deref(),
+            Some("16.0 GT/s PCIe")
+        );
+        assert!(t.warnings.iter().any(|w| w.contains("missing from sysfs")));
+        let mut out: Vec<(Option<String>, u32, f64)> = t
+            .nvlinks(g0)
+            .iter()
+            .map(|&(to, lanes, bw)| (t.node(to).busid().map(|b| b.to_string()), lanes, bw))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            out,
+            vec![(None, 3, 60.0), (Some("0000:0f:00.0".into()), 2, 40.0)]
+        );
+        // A visible switch id becomes its own NVSwitch node; the hidden one is shared.
+        assert_eq!(t.nvswitches().count(), 2);
+        assert_eq!(t.gpu(g0).unwrap().sm, Some(80));
+        assert_eq!(t.gpu(g0).unwrap().nvlink, NvlinkInfo::Known);
+        let caps = &t.p2p[&(
+            0,
+            BusId::parse("0000:07:00.0").unwrap(),
+            BusId::parse("0000:0f:00.0").unwrap(),
+        )];
+        assert_eq!((caps.read, caps.atomics), (Some(true), Some(false)));
+    }
+
     #[test]
     fn cuda_versions_read_like_nvidia_smi() {
         assert_eq!(cuda_version_string(12040), "12.4");
