@@ -468,6 +468,22 @@ fn capture_of_a_fixture_round_trips() {
     let b = load(&out);
     let diff = model_diff(&a, &b);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
+
+    // Odd files survive capture as what they were: the folder-instead-of-file stays a folder,
+    // the warnings replay identically.
+    let odd = tmp.path().join("odd");
+    topo_cmd()
+        .args(["snapshot", "-o"])
+        .arg(&odd)
+        .arg("--sysfs-root")
+        .arg(fixture("odd-sysfs"))
+        .assert()
+        .success();
+    let a = live::discover(&fixture("odd-sysfs")).unwrap();
+    let b = load(&odd);
+    assert!(!b.warnings.is_empty());
+    let diff = model_diff(&a, &b);
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
 }
 
 #[test]
