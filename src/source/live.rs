@@ -337,7 +337,10 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
         {
             Some(&(_, c)) => c,
             None => {
-                let (first_id, first) = cpus[0];
+                // Never empty: one CPU node is made even without NUMA information.
+                let Some(&(first_id, first)) = cpus.first() else {
+                    continue;
+                };
                 if cpus.len() > 1 || f.numa_node.is_some() {
                     let what = match f.numa_node {
                         Some(n) => {

@@ -13,7 +13,7 @@ use crate::error;
 use crate::model::{SourceInfo, Topology};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -325,52 +325,151 @@ fn extract(archive: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Copies `rel` (a path discovery touched) from `src` into `dst`: folders are created,
-/// symlinks recreated with their relative target (and the target materialised too), files
-/// copied, preferring the bytes discovery read. Returns the physical path of `rel`.
-fn materialize(src: &Path, dst: &Path, rel: &Path, fs: &Sysfs, depth: u32) -> Option<PathBuf> {
-    if depth > 40 {
-        return None;
+/// One entry of a snapshot being captured.
+enum Item {
+    Dir,
+    File(Vec<u8>),
+    /// A symlink with its relative target, as sysfs has it.
+    Link(PathBuf),
+}
+
+/// The snapshot's entries, planned in memory and written once as a folder or an archive.
+struct Plan<'a> {
+    src: &'a Path,
+    fs: &'a Sysfs,
+    items: BTreeMap<PathBuf, Item>,
+    /// Lexical path prefix → its physical path (symlinks resolved), so shared prefixes are
+    /// resolved once.
+    memo: HashMap<PathBuf, PathBuf>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(src: &'a Path, fs: &'a Sysfs) -> Plan<'a> {
+        Plan {
+            src,
+            fs,
+            items: BTreeMap::new(),
+            memo: HashMap::new(),
+        }
     }
-    let mut phys = PathBuf::new();
-    let comps: Vec<Component> = rel.components().collect();
-    for (i, c) in comps.iter().enumerate() {
-        match c {
-            Component::ParentDir => {
-                phys.pop();
+
+    /// Adds `rel` (a path discovery touched): folders on the way, symlinks with their relative
+    /// target (and the target itself), and the file, preferring the bytes discovery read.
+    /// Returns the physical path of `rel`; `None` when part of it does not exist.
+    fn add(&mut self, rel: &Path, depth: u32) -> Option<PathBuf> {
+        if depth > 40 {
+            return None;
+        }
+        let comps: Vec<Component> = rel.components().collect();
+        let mut phys = PathBuf::new();
+        let mut lexical = PathBuf::new();
+        for (i, c) in comps.iter().enumerate() {
+            lexical.push(c);
+            if let Some(p) = self.memo.get(&lexical) {
+                phys = p.clone();
                 continue;
             }
-            Component::Normal(_) => {}
-            _ => continue,
+            match c {
+                Component::ParentDir => {
+                    phys.pop();
+                }
+                Component::Normal(_) => {
+                    let cand = phys.join(c);
+                    let from = self.src.join(&cand);
+                    let md = std::fs::symlink_metadata(&from).ok()?;
+                    if md.file_type().is_symlink() {
+                        let target = std::fs::read_link(&from).ok()?;
+                        if target.is_absolute() {
+                            return None;
+                        }
+                        self.items.insert(cand, Item::Link(target.clone()));
+                        phys = self.add(&phys.join(&target), depth + 1)?;
+                    } else if md.is_dir() {
+                        self.items.entry(cand.clone()).or_insert(Item::Dir);
+                        phys = cand;
+                    } else {
+                        if i + 1 == comps.len() && !self.items.contains_key(&cand) {
+                            // Unreadable attributes are left out: replay sees them as absent.
+                            let bytes =
+                                self.fs.content(rel).or_else(|| std::fs::read(&from).ok())?;
+                            self.items.insert(cand.clone(), Item::File(bytes));
+                        }
+                        phys = cand;
+                    }
+                }
+                _ => continue,
+            }
+            self.memo.insert(lexical.clone(), phys.clone());
         }
-        let cand = phys.join(c);
-        let from = src.join(&cand);
-        let md = std::fs::symlink_metadata(&from).ok()?;
-        let to = dst.join(&cand);
-        if md.file_type().is_symlink() {
-            let target = std::fs::read_link(&from).ok()?;
-            if target.is_absolute() {
-                return None;
-            }
-            if std::fs::symlink_metadata(&to).is_err() {
-                std::fs::create_dir_all(to.parent()?).ok()?;
-                std::os::unix::fs::symlink(&target, &to).ok()?;
-            }
-            phys = materialize(src, dst, &phys.join(&target), fs, depth + 1)?;
-        } else if md.is_dir() {
-            std::fs::create_dir_all(&to).ok()?;
-            phys = cand;
-        } else {
-            if i + 1 == comps.len() && std::fs::symlink_metadata(&to).is_err() {
-                std::fs::create_dir_all(to.parent()?).ok()?;
-                // Unreadable attributes are left out: replay then sees them as absent.
-                let bytes = fs.content(rel).or_else(|| std::fs::read(&from).ok())?;
-                std::fs::write(&to, bytes).ok()?;
-            }
-            phys = cand;
-        }
+        Some(phys)
     }
-    Some(phys)
+
+    fn add_file(&mut self, name: &str, text: String) {
+        self.items
+            .insert(PathBuf::from(name), Item::File((text + "\n").into_bytes()));
+    }
+
+    /// (regular files, their bytes).
+    fn size(&self) -> (u64, u64) {
+        self.items.values().fold((0, 0), |(n, b), it| match it {
+            Item::File(d) => (n + 1, b + d.len() as u64),
+            _ => (n, b),
+        })
+    }
+
+    fn write_folder(&self, out: &Path) -> Result<()> {
+        let ctx = |p: &Path| format!("cannot write {}", p.display());
+        std::fs::create_dir_all(out).with_context(|| ctx(out))?;
+        for (rel, it) in &self.items {
+            let to = out.join(rel);
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).with_context(|| ctx(parent))?;
+            }
+            match it {
+                Item::Dir => std::fs::create_dir_all(&to).with_context(|| ctx(&to))?,
+                Item::File(d) => std::fs::write(&to, d).with_context(|| ctx(&to))?,
+                Item::Link(t) => std::os::unix::fs::symlink(t, &to).with_context(|| ctx(&to))?,
+            }
+        }
+        Ok(())
+    }
+
+    fn write_archive(&self, out: &Path) -> Result<()> {
+        let f = std::fs::File::create(out)
+            .with_context(|| format!("cannot write {}", out.display()))?;
+        let gz = flate2::write::GzEncoder::new(
+            std::io::BufWriter::new(f),
+            flate2::Compression::default(),
+        );
+        let mut tb = tar::Builder::new(gz);
+        for (rel, it) in &self.items {
+            let mut h = tar::Header::new_gnu();
+            h.set_mtime(0);
+            match it {
+                Item::Dir => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    h.set_size(0);
+                    h.set_mode(0o755);
+                    tb.append_data(&mut h, rel, std::io::empty())?;
+                }
+                Item::File(d) => {
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_size(d.len() as u64);
+                    h.set_mode(0o644);
+                    tb.append_data(&mut h, rel, d.as_slice())?;
+                }
+                Item::Link(t) => {
+                    h.set_entry_type(tar::EntryType::Symlink);
+                    h.set_size(0);
+                    h.set_mode(0o777);
+                    tb.append_link(&mut h, rel, t)?;
+                }
+            }
+        }
+        let mut w = tb.into_inner()?.finish()?;
+        std::io::Write::flush(&mut w)?;
+        Ok(())
+    }
 }
 
 /// Civil UTC time from the Unix clock (no date crate needed for one timestamp).
@@ -430,30 +529,24 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     let topo = live::discover_with(&fs, inputs.clone());
 
     let archive = is_archive_name(out);
-    let staging_tmp;
-    let staging: &Path = if archive {
-        staging_tmp = TempDir::new()?;
-        staging_tmp.path()
-    } else {
-        if out.exists()
-            && std::fs::read_dir(out)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(true)
-        {
-            return Err(error::usage(
-                format!(
-                    "cannot write snapshot to {}: folder exists and is not empty",
-                    out.display()
-                ),
-                "pass -o a new folder name, or a name ending in .tar.gz",
-            ));
-        }
-        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-        out
-    };
+    if !archive
+        && out.exists()
+        && std::fs::read_dir(out)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(error::usage(
+            format!(
+                "cannot write snapshot to {}: folder exists and is not empty",
+                out.display()
+            ),
+            "pass -o a new folder name, or a name ending in .tar.gz",
+        ));
+    }
 
+    let mut plan = Plan::new(root, &fs);
     for rel in fs.touched() {
-        materialize(root, staging, &rel, &fs, 0);
+        plan.add(&rel, 0);
     }
     let host = topo.hosts.first().cloned().unwrap_or_default();
     let meta = Meta {
@@ -471,109 +564,24 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
             reason: nvml.as_ref().err().cloned(),
         },
     };
-    let write_json = |name: &str, text: String| -> Result<()> {
-        let p = staging.join(name);
-        std::fs::write(&p, text + "\n").with_context(|| format!("cannot write {}", p.display()))
-    };
-    write_json(META, serde_json::to_string_pretty(&meta)?)?;
+    plan.add_file(META, serde_json::to_string_pretty(&meta)?);
     if let Ok(r) = &nvml {
-        write_json(NVML, serde_json::to_string_pretty(r)?)?;
+        plan.add_file(NVML, serde_json::to_string_pretty(r)?);
     }
 
-    let (files, bytes) = count_files(staging);
-    if archive {
-        write_archive(staging, out)?;
-        let size = std::fs::metadata(out).map(|m| m.len()).unwrap_or(bytes);
-        Ok(format!(
-            "captured {files} files ({} KiB) to {}",
-            size.div_ceil(1024),
-            out.display()
-        ))
+    let (files, bytes) = plan.size();
+    let shown = if archive {
+        plan.write_archive(out)?;
+        std::fs::metadata(out).map(|m| m.len()).unwrap_or(bytes)
     } else {
-        Ok(format!(
-            "captured {files} files ({} KiB) to {}",
-            bytes.div_ceil(1024),
-            out.display()
-        ))
-    }
-}
-
-/// Regular files and their total size under `dir` (symlinks not followed).
-fn count_files(dir: &Path) -> (u64, u64) {
-    let mut n = 0;
-    let mut b = 0;
-    for (_, full) in walk(dir) {
-        if let Ok(m) = std::fs::symlink_metadata(&full)
-            && m.is_file()
-        {
-            n += 1;
-            b += m.len();
-        }
-    }
-    (n, b)
-}
-
-/// Every entry under `dir`, depth first in name order, as (relative, full) paths.
-fn walk(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
-    let mut out = Vec::new();
-    let mut stack = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(dir.join(&rel)) else {
-            continue;
-        };
-        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
-        names.sort();
-        for n in names.into_iter().rev() {
-            let r = rel.join(&n);
-            let full = dir.join(&r);
-            let is_dir = std::fs::symlink_metadata(&full)
-                .map(|m| m.is_dir())
-                .unwrap_or(false);
-            if is_dir {
-                stack.push(r.clone());
-            }
-            out.push((r, full));
-        }
-    }
-    out.sort();
-    out
-}
-
-fn write_archive(staging: &Path, out: &Path) -> Result<()> {
-    let f =
-        std::fs::File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
-    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
-    let mut tb = tar::Builder::new(gz);
-    tb.follow_symlinks(false);
-    for (rel, full) in walk(staging) {
-        let md = std::fs::symlink_metadata(&full)?;
-        if md.file_type().is_symlink() {
-            let target = std::fs::read_link(&full)?;
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            h.set_mode(0o777);
-            h.set_mtime(0);
-            tb.append_link(&mut h, &rel, &target)?;
-        } else if md.is_dir() {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            h.set_mode(0o755);
-            h.set_mtime(0);
-            tb.append_data(&mut h, &rel, std::io::empty())?;
-        } else {
-            let data = std::fs::read(&full)?;
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(data.len() as u64);
-            h.set_mode(0o644);
-            h.set_mtime(0);
-            tb.append_data(&mut h, &rel, data.as_slice())?;
-        }
-    }
-    tb.into_inner()?.finish()?;
-    Ok(())
+        plan.write_folder(out)?;
+        bytes
+    };
+    Ok(format!(
+        "captured {files} files ({} KiB) to {}",
+        shown.div_ceil(1024),
+        out.display()
+    ))
 }
 
 #[cfg(test)]
