@@ -3,7 +3,7 @@
 # the synthetic HGX H100 tree, and writes bench/discovery/results-<host>.md.
 #
 #   bench/discovery/run.sh                 # builds target/release/topo first
-#   TOPO_BIN=/path/to/topo bench/discovery/run.sh
+#   TOPO_BIN=/path/to/topo BENCH_NOTE="built from …" bench/discovery/run.sh
 #
 # Needs hyperfine and lstopo-no-graphics; installs them with apt-get when missing (Debian:
 # hyperfine, hwloc-nox). Each command writes its full output to /dev/null, so the numbers are
@@ -50,6 +50,7 @@ hyperfine --warmup 5 --min-runs 50 -N --export-markdown "$tmp/hgx.md" \
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, kernel $(uname -r)"
   echo "- topo: $("$TOPO_BIN" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo unknown)), release build"
+  if [[ -n "${BENCH_NOTE:-}" ]]; then echo "- note: $BENCH_NOTE"; fi
   echo "- hwloc: $(lstopo-no-graphics --version 2>&1 | head -1)"
   echo "- hyperfine: $(hyperfine --version), --warmup 5 --min-runs 50 -N (no shell)"
   echo "- PCI functions on this machine: $(ls /sys/bus/pci/devices | wc -l); NUMA nodes: $(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)"
