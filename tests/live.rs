@@ -549,6 +549,9 @@ fn bad_snapshots_exit_2_with_one_line() {
     let cut = tmp.path().join("cut.tar.gz");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     expect_exit2(&cut, "truncated or corrupt archive");
+    // Cut inside the gzip trailer: every tar entry is intact, the stream is not.
+    std::fs::write(&cut, &bytes[..bytes.len() - 4]).unwrap();
+    expect_exit2(&cut, "truncated or corrupt archive");
     // Random bytes named .tar.gz.
     let junk = tmp.path().join("junk.tar.gz");
     std::fs::write(
@@ -716,4 +719,52 @@ fn fixture_models_read_as_expected() {
         "odd-sysfs",
         describe(&live::discover(&fixture("odd-sysfs")).unwrap())
     );
+}
+
+#[test]
+fn an_archive_of_the_snapshot_folder_loads_too() {
+    // `tar czf box.tgz box/` puts everything one level down; that is still a snapshot.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("box.tgz");
+    {
+        let f = std::fs::File::create(&out).unwrap();
+        let gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+        let mut b = tar::Builder::new(gz);
+        b.follow_symlinks(false);
+        b.append_dir_all("box", fixture("pcie-8gpu")).unwrap();
+        b.into_inner().unwrap().finish().unwrap();
+    }
+    let diff = model_diff(&load(&fixture("pcie-8gpu")), &load(&out));
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+    /// Damaged archives (cut anywhere, bytes flipped) never panic or hang: they load or fail
+    /// with a usage error.
+    #[test]
+    fn damaged_archives_fail_cleanly(cut in 0usize..4000, flips in proptest::collection::vec((0usize..4000, 1u8..=255), 0..4)) {
+        use std::sync::OnceLock;
+        static GOOD: OnceLock<Vec<u8>> = OnceLock::new();
+        let good = GOOD.get_or_init(|| {
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("g.tar.gz");
+            snapshot::capture(&fixture("odd-sysfs"), &out).unwrap();
+            std::fs::read(&out).unwrap()
+        });
+        let mut bytes = good.clone();
+        bytes.truncate(cut.min(bytes.len()));
+        for (at, x) in flips {
+            if let Some(b) = bytes.get_mut(at) {
+                *b ^= x;
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("d.tar.gz");
+        std::fs::write(&p, &bytes).unwrap();
+        if let Err(e) = snapshot::load(&p) {
+            let (exit, _) = topo::error::classify(&e);
+            proptest::prop_assert_eq!(exit, topo::error::Exit::Usage);
+        }
+    }
 }

@@ -312,6 +312,9 @@ fn extract(archive: &Path, dest: &Path) -> Result<()> {
         }
         // Hard links, devices and FIFOs have no place in a snapshot: skipped.
     }
+    // Tar stops at its end marker; reading the gzip stream to its end checks the trailer
+    // (length and CRC), so a cut after the last entry is still caught.
+    std::io::copy(&mut ar.into_inner(), &mut std::io::sink()).map_err(|e| corrupt(&e))?;
     // Lexical checks cannot see every combination of links; the resolved paths can.
     let base = std::fs::canonicalize(dest)
         .with_context(|| format!("cannot resolve {}", dest.display()))?;
