@@ -155,7 +155,10 @@ impl TempDir {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let p = std::env::temp_dir().join(format!("topo-{}-{nanos}", std::process::id()));
+        // The counter keeps two loads in one process (threads in tests) apart.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("topo-{}-{nanos}-{n}", std::process::id()));
         std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))?;
         Ok(TempDir(p))
     }
