@@ -121,15 +121,15 @@ struct PortPlan {
     net: Net,
 }
 
-/// Network devices in NCCL's plugin order: IB devices (name order, active ports only, as the
-/// IB plugin skips ports that are not ACTIVE) first, then plain network interfaces in name
-/// order. Which plugin NCCL loads decides the real numbering; with both IB devices and plain
+/// Network devices in NCCL's plugin order: IB devices (natural name order, `mlx5_2` before
+/// `mlx5_10`, as the kernel registers them; active ports only, as the IB plugin skips ports that
+/// are not ACTIVE) first, then plain network interfaces in natural name order. Which plugin NCCL loads decides the real numbering; with both IB devices and plain
 /// interfaces present, this order is an approximation (NCCL uses one transport or the other).
 fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
     let gdr = scan.host.gdr();
     let mut out = Vec::new();
     let mut ib: Vec<&sysfs::IbDevice> = scan.ib.iter().collect();
-    ib.sort_by(|a, b| a.name.cmp(&b.name));
+    ib.sort_by_key(|d| natural_key(&d.name));
     let owned: BTreeSet<&str> = ib
         .iter()
         .flat_map(|d| d.netdevs.iter().map(String::as_str))
@@ -178,7 +178,7 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
         .iter()
         .filter(|i| i.pci.is_some() && !owned.contains(i.name.as_str()))
         .collect();
-    plain.sort_by(|a, b| a.name.cmp(&b.name));
+    plain.sort_by_key(|i| natural_key(&i.name));
     for i in plain {
         let (Some(pci), false) = (i.pci, i.operstate.as_deref() == Some("down")) else {
             continue;
@@ -196,6 +196,29 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
             },
         });
     }
+    out
+}
+
+/// Sort key that orders digit runs by value: `mlx5_2` < `mlx5_10`, `enp97s0` < `enp225s0`.
+fn natural_key(name: &str) -> Vec<(String, Option<u64>)> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                out.push((
+                    std::mem::take(&mut text),
+                    Some(digits.parse().unwrap_or(u64::MAX)),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    out.push((text, digits.parse().ok()));
     out
 }
 
@@ -492,6 +515,20 @@ mod tests {
         let l = pcie_of(&dev, &Scan::default());
         assert_eq!(l.speed.as_deref(), Some("32.0 GT/s PCIe"));
         assert_eq!(l.width, Some(16));
+    }
+
+    #[test]
+    fn natural_order_of_device_names() {
+        let mut v = vec![
+            "mlx5_10", "mlx5_2", "mlx5_0", "enp225s0", "enp97s0", "eth0", "eth",
+        ];
+        v.sort_by_key(|s| natural_key(s));
+        assert_eq!(
+            v,
+            vec![
+                "enp97s0", "enp225s0", "eth", "eth0", "mlx5_0", "mlx5_2", "mlx5_10"
+            ]
+        );
     }
 
     #[test]

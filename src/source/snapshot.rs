@@ -38,6 +38,7 @@ pub struct Meta {
     /// NCCL_* and CUDA_VISIBLE_DEVICES at capture time.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    #[serde(default)]
     pub nvml: NvmlStatus,
 }
 
