@@ -769,3 +769,38 @@ proptest::proptest! {
         }
     }
 }
+
+/// The contract the issue names: `topo show --format json` of a snapshot replay equals the
+/// live run, except for the `source` block that says where the topology came from.
+#[test]
+fn snapshot_replay_shows_the_same_json_as_the_live_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("box.tar.gz");
+    topo_cmd()
+        .arg("snapshot")
+        .arg("-o")
+        .arg(&archive)
+        .assert()
+        .success();
+    let show = |from: Option<&Path>| -> serde_json::Value {
+        let mut c = topo_cmd();
+        c.args(["show", "--format", "json"]);
+        if let Some(p) = from {
+            c.arg("--from").arg(p);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let src = v.as_object_mut().unwrap().remove("source").unwrap();
+        assert!(src["kind"].is_string());
+        v
+    };
+    let live = show(None);
+    let replay = show(Some(&archive));
+    assert_eq!(live, replay);
+    assert_eq!(live["schema"], "topo.show/v1");
+}
