@@ -194,7 +194,15 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
         type_inter: g.type_inter.name().into(),
         same_channels: g.same_channels,
         cross_nic: g.cross_nic,
-        channels: g.intra.clone(),
+        // NVLS channels hold their head GPU only; the rest of NCCL's per-channel array is unused.
+        channels: if g.pattern == crate::nccl::types::Pattern::Nvls {
+            g.intra
+                .iter()
+                .map(|c| c.iter().take(1).copied().collect())
+                .collect()
+        } else {
+            g.intra.clone()
+        },
         nets: g
             .inter
             .iter()
@@ -202,6 +210,12 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .collect(),
         log: crate::nccl::search::print_graph(g, &a.system, a.data.minor()),
     }
+}
+
+/// Whether an optional graph (NVLS, CollNet) is one NCCL uses: without channels (no NVSwitch
+/// multicast, no CollNet) NCCL disables the algorithm, so the plan shows null.
+fn searched(g: &Graph) -> bool {
+    g.n_channels > 0
 }
 
 fn label(a: Algo, p: Proto) -> String {
@@ -264,6 +278,50 @@ fn crossover(a: &Analysis, f: Func, lo: u64, hi: u64, op: &OpContext) -> Result<
     Ok(h)
 }
 
+/// Why no (algorithm, protocol) is left for `f`, beyond the user's NCCL_ALGO/NCCL_PROTO:
+/// the rules that turned off the combinations the user did allow.
+fn unusable_reasons(a: &Analysis, f: Func) -> String {
+    let mut out: Vec<String> = vec![];
+    for &al in a.data.algorithms() {
+        if a.env.enable.algo(f, al) == 0 {
+            continue;
+        }
+        let mut why: Vec<&str> = vec![];
+        for p in Proto::ALL {
+            if a.env.enable.proto(f, p) == 0 {
+                continue;
+            }
+            let Some(cell) = a.costs.cell(f, al, p) else {
+                continue;
+            };
+            for w in &cell.disabled {
+                if !why.contains(&w.as_str()) {
+                    why.push(w);
+                }
+            }
+        }
+        if !why.is_empty() {
+            out.push(format!("{}: {}", al.name(), why.join(", ")));
+        }
+    }
+    out.join("; ")
+}
+
+/// `CostTable::select`, with the reasons behind a "no algorithm" error.
+fn select(a: &Analysis, f: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
+    a.costs.select(f, bytes, op).map_err(|e| {
+        let why = unusable_reasons(a, f);
+        if why.is_empty() {
+            return e;
+        }
+        let (_, hint) = error::classify(&e);
+        error::usage(
+            format!("{}: {why}", error::one_line(&e)),
+            hint.unwrap_or_default(),
+        )
+    })
+}
+
 pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let op = OpContext::default();
     let mut table = vec![];
@@ -271,7 +329,7 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     for &f in &req.funcs {
         let mut prev: Option<Choice> = None;
         for &b in &req.sizes {
-            let c = a.costs.select(f, b, &op)?;
+            let c = select(a, f, b, &op)?;
             if let Some(p) = &prev
                 && (p.algo, p.proto) != (c.algo, c.proto)
             {
@@ -341,7 +399,8 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
     let mut log = vec![];
     log.extend(a.graphs.fallback_lines());
-    for g in a.graphs.iter() {
+    let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
+    for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
         log.extend(crate::nccl::search::print_graph(g, sys, a.data.minor()));
     }
     log.extend(conn.channel_lines(a.data.minor()));
@@ -352,7 +411,10 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     if let Some(l) = &p2p_type {
         log.push(l.clone());
     }
-    log.push(tuning::render_thread_thresholds(&a.costs));
+    log.push(format!(
+        "threadThresholds {}",
+        tuning::render_thread_thresholds(&a.costs)
+    ));
     log.push(a.counts.log_line());
 
     let gpu = sys
@@ -393,9 +455,24 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         graphs: Graphs {
             ring: graph_out(a, &a.graphs.ring),
             tree: graph_out(a, &a.graphs.tree),
-            nvls: a.graphs.nvls.as_ref().map(|g| graph_out(a, g)),
-            collnet: a.graphs.collnet_chain.as_ref().map(|g| graph_out(a, g)),
-            collnet_direct: a.graphs.collnet_direct.as_ref().map(|g| graph_out(a, g)),
+            nvls: a
+                .graphs
+                .nvls
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet: a
+                .graphs
+                .collnet_chain
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet_direct: a
+                .graphs
+                .collnet_direct
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
         },
         rings,
         trees,
@@ -423,17 +500,36 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     Ok(plan)
 }
 
+/// Algorithm names as the example tuner plugin parses them (`parseAlgorithm` in
+/// plugins/tuner/example/plugin.c); it reads any other name, `nvlstree` included, as ring.
+fn tuner_algo_name(a: Algo) -> &'static str {
+    match a {
+        Algo::Tree => "tree",
+        Algo::Ring => "ring",
+        Algo::CollnetDirect => "collnet_direct",
+        Algo::CollnetChain => "collnet_chain",
+        Algo::Nvls => "nvls",
+        Algo::NvlsTree => "nvls_tree",
+        Algo::Pat => "pat",
+    }
+}
+
 /// NCCL's example tuner plugin CSV
 /// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
 /// NVIDIA/nccl `plugins/tuner/example`): one line per run of consecutive sizes with the same
-/// choice. Row i covers (size[i-1], size[i]]; the first starts at 0 and the last ends at the
-/// largest planned size, so NCCL keeps its own choice beyond the plan.
+/// choice. Row i covers (size[i-1], size[i]]; the first starts at 0 and the last runs to the
+/// largest size_t, because the example plugin answers every call it finds no row for with one
+/// channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero answer as the
+/// channel cap); for the same reason the channel count is always written out (its `-1` "keep
+/// NCCL's default" also leaves that 1 in place) and numPipeOps is `-1`, so collectives NCCL
+/// aggregates in a group (numPipeOps > 1) still match.
 pub fn tuner_csv(plan: &Plan) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "# topo plan: NCCL {} model, {} ranks on {} node(s); sizes are NCCL's nBytes (nccl-tests size column)\n",
         plan.nccl_version, plan.nranks, plan.nnodes
     ));
+    out.push_str("# load with NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n");
     out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
     let mut i = 0;
     let rows = &plan.table;
@@ -455,15 +551,21 @@ pub fn tuner_csv(plan: &Plan) -> String {
         {
             j += 1;
         }
+        let last_of_collective = j + 1 == rows.len() || rows[j + 1].collective != r.collective;
+        let max = if last_of_collective {
+            u64::MAX
+        } else {
+            rows[j].bytes
+        };
         let algo = Algo::from_name(&r.algo)
-            .map(tuning::algo_cli_name)
+            .map(tuner_algo_name)
             .unwrap_or("ring");
         let proto = Proto::from_name(&r.proto)
             .map(tuning::proto_cli_name)
             .unwrap_or("simple");
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},1,-1\n",
-            r.collective, min, rows[j].bytes, algo, proto, r.nchannels, plan.nnodes, plan.nranks
+            "{},{},{},{},{},{},{},{},-1,-1\n",
+            r.collective, min, max, algo, proto, r.nchannels, plan.nnodes, plan.nranks
         ));
         i = j + 1;
     }
@@ -585,6 +687,38 @@ fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
     }
 }
 
+/// A plan needs to know which GPUs NVLink joins: paths, transports, graphs, channel counts and
+/// the cost table all follow from it. Skeleton topology files (Azure, AWS) leave NVLink for
+/// NCCL to detect at run time, so planning them as they stand would describe a PCIe-only
+/// machine that does not exist (SHM between H100s); refuse and say what to plan instead.
+fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
+    let gpus = topo.gpus();
+    let unknown: Vec<&str> = gpus
+        .iter()
+        .filter_map(|&n| topo.gpu(n))
+        .filter_map(|g| match &g.nvlink {
+            crate::model::NvlinkInfo::Unknown(why) => Some(why.as_str()),
+            crate::model::NvlinkInfo::Known => None,
+        })
+        .collect();
+    let Some(why) = unknown.first() else {
+        return Ok(());
+    };
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone());
+    Err(error::usage(
+        format!(
+            "cannot plan {origin}: NVLink is unknown for {} of {} GPU(s) ({why}), and every figure of a plan depends on it",
+            unknown.len(),
+            gpus.len()
+        ),
+        "plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (--profile dgx-a100, dgx-h100)",
+    ))
+}
+
 /// The NCCL-related part of the process environment.
 fn process_env() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::env::vars()
@@ -618,6 +752,7 @@ pub fn run(
             "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)",
         ));
     }
+    refuse_unknown_nvlink(topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts
