@@ -1008,6 +1008,17 @@ fn tuner_csv_is_what_the_example_plugin_reads() {
             assert_eq!(r[5], t["nchannels"].to_string());
         }
     }
+    // Where the algorithm or protocol changes, a row starts at the exact crossover.
+    let cross = j["crossovers"].as_array().unwrap();
+    assert!(!cross.is_empty());
+    for c in cross {
+        let func = c["collective"].as_str().unwrap();
+        let at = u(&c["bytes"]).to_string();
+        assert!(
+            rows.iter().any(|r| r[0] == func && r[1] == at),
+            "{func}: no row starts at the crossover {at}\n{csv}"
+        );
+    }
     // Multi-node H200 AllReduce picks NVLSTree for large sizes: the plugin spells it nvls_tree
     // (it would read "nvlstree" as ring).
     assert!(seen_nvls_tree, "{csv}");

@@ -517,7 +517,8 @@ fn tuner_algo_name(a: Algo) -> &'static str {
 /// NCCL's example tuner plugin CSV
 /// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
 /// NVIDIA/nccl `plugins/tuner/example`): one line per run of consecutive sizes with the same
-/// choice. Row i covers (size[i-1], size[i]]; the first starts at 0 and the last runs to the
+/// choice. A row ends at the plan's exact crossover where the algorithm or protocol changes,
+/// else at the last sampled size of its run; the first starts at 0 and the last runs to the
 /// largest size_t, because the example plugin answers every call it finds no row for with one
 /// channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero answer as the
 /// channel cap); for the same reason the channel count is always written out (its `-1` "keep
@@ -533,12 +534,13 @@ pub fn tuner_csv(plan: &Plan) -> String {
     out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
     let mut i = 0;
     let rows = &plan.table;
+    let mut next_min = 0;
     while i < rows.len() {
         let r = &rows[i];
         let min = if i == 0 || rows[i - 1].collective != r.collective {
             0
         } else {
-            rows[i - 1].bytes + 1
+            next_min
         };
         let mut j = i;
         while j + 1 < rows.len()
@@ -552,11 +554,22 @@ pub fn tuner_csv(plan: &Plan) -> String {
             j += 1;
         }
         let last_of_collective = j + 1 == rows.len() || rows[j + 1].collective != r.collective;
+        // Where the algorithm or protocol changes, the boundary is the exact crossover the
+        // plan found between the two sampled sizes, not the sampled size.
         let max = if last_of_collective {
             u64::MAX
         } else {
-            rows[j].bytes
+            plan.crossovers
+                .iter()
+                .find(|c| {
+                    c.collective == r.collective
+                        && c.bytes > rows[j].bytes
+                        && c.bytes <= rows[j + 1].bytes
+                })
+                .map(|c| c.bytes - 1)
+                .unwrap_or(rows[j].bytes)
         };
+        next_min = max.saturating_add(1);
         let algo = Algo::from_name(&r.algo)
             .map(tuner_algo_name)
             .unwrap_or("ring");
