@@ -698,6 +698,42 @@ fn algo_and_proto_restrict_the_choices() {
 }
 
 #[test]
+fn channel_variables_cap_channels_and_say_so() {
+    let j = plan_json(&[
+        "--profile",
+        "hgx-h200",
+        "--nccl-version",
+        V,
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+        "--env",
+        "NCCL_MAX_NCHANNELS=8",
+        "--algo",
+        "ring",
+    ]);
+    assert_eq!(u(&j["channels"]["coll"]), 8);
+    assert_eq!(
+        u(&j["table"][0]["nchannels"]),
+        8,
+        "Ring at 1 GiB runs on every coll channel"
+    );
+    let e = j["env"].as_array().unwrap();
+    let ent = e
+        .iter()
+        .find(|x| x["name"] == "NCCL_MAX_NCHANNELS")
+        .unwrap();
+    assert!(
+        ent["effect"]
+            .as_str()
+            .unwrap()
+            .contains("without it: 24 coll channels"),
+        "{ent}"
+    );
+}
+
+#[test]
 fn bad_nccl_algo_exits_2_naming_the_variable() {
     let e = plan_err(&[
         "--profile",
