@@ -632,6 +632,69 @@ fn pcie_gpus_across_sockets_use_shm_without_an_anomaly() {
         8
     );
     assert!(tr.iter().all(|t| t["anomaly"].is_null()));
+    // ... as far as a profile can tell: NCCL also asks NVML, which a profile cannot answer.
+    let w = j["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|x| x
+            .as_str()
+            .unwrap()
+            .starts_with("P2P over PCIe for 8 GPU pair(s) assumes")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn rtx4090_pair_gets_p2p_by_the_rules_with_the_nvml_caveat() {
+    // Two GPUs on different NUMA nodes of an AMD host: 2.23+ sets the P2P level to SYS for AMD
+    // CPUs with at most 2 GPUs, so the topology rules allow P2P over SYS (2.18-2.22: SYS by
+    // default on AMD). Whether NVML allows it (GeForce usually says no, giving SHM) is not in
+    // the file: the plan says so.
+    let p = fixture("fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
+    for v in ["2.18", "2.28"] {
+        let j = plan_json(&[
+            "--from",
+            &p.to_string_lossy(),
+            "--nccl-version",
+            v,
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+        ]);
+        let tr = j["transports"].as_array().unwrap();
+        assert_eq!(tr.len(), 2);
+        for t in tr {
+            assert_eq!(t["path"], "SYS");
+            assert!(
+                t["transport"].as_str().unwrap().starts_with("P2P/"),
+                "{v}: {t}"
+            );
+            assert!(
+                t["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("within the P2P level SYS"),
+                "{t}"
+            );
+        }
+        let w = j["warnings"].as_array().unwrap();
+        assert!(
+            w.iter().any(|x| x.as_str().unwrap().contains("RTX 4090")),
+            "{w:?}"
+        );
+    }
+    // NVLink boxes need no such caveat.
+    let j = plan_json(&[
+        "--profile",
+        "hgx-h200",
+        "--nccl-version",
+        V,
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+    ]);
+    assert!(j["warnings"].as_array().unwrap().is_empty());
 }
 
 #[test]
@@ -909,8 +972,8 @@ fn nccl_versions_change_exactly_what_the_reference_says() {
 }
 
 #[test]
-fn pat_is_chosen_only_where_it_exists_and_is_enabled() {
-    // One rank per node: PAT (2.23+) becomes usable for AllGather; 2.21 has no PAT at all.
+fn pat_exists_from_2_23_and_needs_one_rank_per_node() {
+    // One container per GPU: 8 nodes of one rank, where PAT's auto mode turns it on.
     let args = |v: &'static str| {
         vec![
             "--profile",
@@ -927,12 +990,18 @@ fn pat_is_chosen_only_where_it_exists_and_is_enabled() {
             "8",
         ]
     };
-    let j = plan_json(&args("2.28"));
-    assert!(
-        cost(&j, "allgather", "pat", "simple").is_some(),
-        "{}",
-        j["costs"]["allgather"]
-    );
+    // Tree graph 2 ch x 24 GB/s = 48: PAT x 0.85 in 2.23, x 0.75 later; latency 8 + log2(8) x
+    // 14 / 3.5 + 8 x 2.8 = 42.4 us.
+    for (v, bw) in [
+        ("2.23", 40.8),
+        ("2.27", 36.0),
+        ("2.28", 36.0),
+        ("2.30", 36.0),
+    ] {
+        let j = plan_json(&args(v));
+        let (b, l) = cost(&j, "allgather", "pat", "simple").unwrap_or_else(|| panic!("{v}"));
+        assert!(close(b, bw) && close(l, 42.4), "{v}: {b}/{l}");
+    }
     let j = plan_json(&args("2.21"));
     assert!(j["costs"]["allgather"].get("pat").is_none());
 }

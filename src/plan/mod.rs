@@ -15,7 +15,7 @@ use crate::nccl::env::EnvEntry;
 use crate::nccl::graph::Graph;
 use crate::nccl::transport::{self, PairTransport, RankPlacement, TransportSummary};
 use crate::nccl::tuning::{self, Choice, Costs, OpContext};
-use crate::nccl::types::{Algo, Func, Proto};
+use crate::nccl::types::{Algo, Func, PathType, Proto};
 use crate::nccl::version::{DEFAULT_VERSION, NcclVersion};
 use crate::util::{Style, parse_size};
 use anyhow::Result;
@@ -486,7 +486,7 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         crossovers,
         env: a.env.effects(),
         log,
-        warnings: a.topo.warnings.clone(),
+        warnings: warnings(a),
         explain: req.explain,
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix: transport::matrices(sys, &a.transports)
@@ -512,6 +512,28 @@ fn tuner_algo_name(a: Algo) -> &'static str {
         Algo::NvlsTree => "nvls_tree",
         Algo::Pat => "pat",
     }
+}
+
+/// The source's warnings, plus what the plan had to assume.
+fn warnings(a: &Analysis) -> Vec<String> {
+    let mut w = a.topo.warnings.clone();
+    // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
+    // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
+    let pcie_p2p = a
+        .transports
+        .iter()
+        .filter(|t| !t.inter_node && t.transport.starts_with("P2P"))
+        .filter(|t| {
+            t.path
+                .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
+        })
+        .count();
+    if a.topo.p2p.is_empty() && pcie_p2p > 0 {
+        w.push(format!(
+            "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
+        ));
+    }
+    w
 }
 
 /// NCCL's example tuner plugin CSV
