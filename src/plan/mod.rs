@@ -108,6 +108,17 @@ pub struct Row {
     pub explain: Vec<String>,
 }
 
+/// One line of the tuner CSV: sizes `min..=max` of one collective get one choice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunerRow {
+    pub collective: Func,
+    pub min: u64,
+    pub max: u64,
+    pub algo: Algo,
+    pub proto: Proto,
+    pub nchannels: usize,
+}
+
 /// The first size at which the choice changes.
 #[derive(Clone, Debug, Serialize)]
 pub struct Crossover {
@@ -157,6 +168,9 @@ pub struct Plan {
     pub tuning_log: String,
     #[serde(skip)]
     pub transport_matrix: Vec<String>,
+    /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
+    #[serde(skip)]
+    pub tuner_rows: Vec<TunerRow>,
     #[serde(skip)]
     pub tuner_csv: String,
     #[serde(skip)]
@@ -262,20 +276,48 @@ fn row(a: &Analysis, c: &Choice) -> Row {
     }
 }
 
-/// The first byte count in (lo, hi] whose choice differs from `lo`'s (choices are
-/// piecewise constant in size, so bisection finds the exact switch).
-fn crossover(a: &Analysis, f: Func, lo: u64, hi: u64, op: &OpContext) -> Result<u64> {
-    let key = |b: u64| -> Result<(Algo, Proto)> {
-        let c = a.costs.select(f, b, op)?;
-        Ok((c.algo, c.proto))
+/// The runs of one (algorithm, protocol, channels) choice for `f`, with exact boundaries:
+/// between two planned sizes whose choices differ, bisection finds each size where the
+/// choice changes (channel counts step several times between sizes far apart). The first run
+/// starts at 0 and the last ends at `u64::MAX`, so the rows cover every size.
+fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Vec<TunerRow>> {
+    let key = |b: u64| -> Result<(Algo, Proto, usize)> {
+        let c = select(a, f, b, op)?;
+        Ok((c.algo, c.proto, c.nchannels))
     };
-    let base = key(lo)?;
-    let (mut l, mut h) = (lo, hi);
-    while h - l > 1 {
-        let m = l + (h - l) / 2;
-        if key(m)? == base { l = m } else { h = m }
+    let mut rows = vec![];
+    let Some(&first) = sizes.first() else {
+        return Ok(rows);
+    };
+    let row = |min: u64, max: u64, k: (Algo, Proto, usize)| TunerRow {
+        collective: f,
+        min,
+        max,
+        algo: k.0,
+        proto: k.1,
+        nchannels: k.2,
+    };
+    let mut cur = key(first)?;
+    let mut start = 0;
+    let mut lo = first;
+    for &hi in sizes.iter().skip(1) {
+        let at_hi = key(hi)?;
+        // key(lo) == cur throughout; each change moves lo forward, so this ends.
+        while at_hi != cur {
+            let (mut l, mut h) = (lo, hi);
+            while h - l > 1 {
+                let m = l + (h - l) / 2;
+                if key(m)? == cur { l = m } else { h = m }
+            }
+            rows.push(row(start, h - 1, cur));
+            start = h;
+            cur = key(h)?;
+            lo = h;
+        }
+        lo = hi;
     }
-    Ok(h)
+    rows.push(row(start, u64::MAX, cur));
+    Ok(rows)
 }
 
 /// Why no (algorithm, protocol) is left for `f`, beyond the user's NCCL_ALGO/NCCL_PROTO:
@@ -326,23 +368,24 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let op = OpContext::default();
     let mut table = vec![];
     let mut crossovers = vec![];
+    let mut tuner_rows = vec![];
     for &f in &req.funcs {
-        let mut prev: Option<Choice> = None;
-        for &b in &req.sizes {
-            let c = select(a, f, b, &op)?;
-            if let Some(p) = &prev
-                && (p.algo, p.proto) != (c.algo, c.proto)
-            {
-                let at = crossover(a, f, p.bytes, b, &op)?;
+        let runs = tuner_runs(a, f, &req.sizes, &op)?;
+        // Every change of algorithm or protocol between the runs, at its exact size (several
+        // may fall between two planned sizes).
+        for w in runs.windows(2) {
+            if (w[0].algo, w[0].proto) != (w[1].algo, w[1].proto) {
                 crossovers.push(Crossover {
                     collective: f.cli_name().into(),
-                    bytes: at,
-                    from: label(p.algo, p.proto),
-                    to: label(c.algo, c.proto),
+                    bytes: w[1].min,
+                    from: label(w[0].algo, w[0].proto),
+                    to: label(w[1].algo, w[1].proto),
                 });
             }
-            table.push(row(a, &c));
-            prev = Some(c);
+        }
+        tuner_rows.extend(runs);
+        for &b in &req.sizes {
+            table.push(row(a, &select(a, f, b, &op)?));
         }
     }
 
@@ -493,6 +536,7 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
             .iter()
             .map(|m| m.render())
             .collect(),
+        tuner_rows,
         tuner_csv: String::new(),
         graph_xml: crate::nccl::graphfile::write(&a.graphs, sys, a.data.minor()),
     };
@@ -538,14 +582,13 @@ fn warnings(a: &Analysis) -> Vec<String> {
 
 /// NCCL's example tuner plugin CSV
 /// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
-/// NVIDIA/nccl `plugins/tuner/example`): one line per run of consecutive sizes with the same
-/// choice. A row ends at the plan's exact crossover where the algorithm or protocol changes,
-/// else at the last sampled size of its run; the first starts at 0 and the last runs to the
-/// largest size_t, because the example plugin answers every call it finds no row for with one
-/// channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero answer as the
-/// channel cap); for the same reason the channel count is always written out (its `-1` "keep
-/// NCCL's default" also leaves that 1 in place) and numPipeOps is `-1`, so collectives NCCL
-/// aggregates in a group (numPipeOps > 1) still match.
+/// NVIDIA/nccl `plugins/tuner/example`): one line per run of sizes with the same choice,
+/// bounded where the choice really changes (`tuner_runs`). The rows of a collective run from 0
+/// to the largest size_t because the example plugin answers every call it finds no row for
+/// with one channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero
+/// answer as the channel cap); for the same reason the channel count is always written out
+/// (its `-1` "keep NCCL's default" also leaves that 1 in place) and numPipeOps is `-1`, so
+/// collectives NCCL aggregates in a group (numPipeOps > 1) still match.
 pub fn tuner_csv(plan: &Plan) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -554,55 +597,18 @@ pub fn tuner_csv(plan: &Plan) -> String {
     ));
     out.push_str("# load with NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n");
     out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
-    let mut i = 0;
-    let rows = &plan.table;
-    let mut next_min = 0;
-    while i < rows.len() {
-        let r = &rows[i];
-        let min = if i == 0 || rows[i - 1].collective != r.collective {
-            0
-        } else {
-            next_min
-        };
-        let mut j = i;
-        while j + 1 < rows.len()
-            && rows[j + 1].collective == r.collective
-            && (
-                rows[j + 1].algo.as_str(),
-                rows[j + 1].proto.as_str(),
-                rows[j + 1].nchannels,
-            ) == (r.algo.as_str(), r.proto.as_str(), r.nchannels)
-        {
-            j += 1;
-        }
-        let last_of_collective = j + 1 == rows.len() || rows[j + 1].collective != r.collective;
-        // Where the algorithm or protocol changes, the boundary is the exact crossover the
-        // plan found between the two sampled sizes, not the sampled size.
-        let max = if last_of_collective {
-            u64::MAX
-        } else {
-            plan.crossovers
-                .iter()
-                .find(|c| {
-                    c.collective == r.collective
-                        && c.bytes > rows[j].bytes
-                        && c.bytes <= rows[j + 1].bytes
-                })
-                .map(|c| c.bytes - 1)
-                .unwrap_or(rows[j].bytes)
-        };
-        next_min = max.saturating_add(1);
-        let algo = Algo::from_name(&r.algo)
-            .map(tuner_algo_name)
-            .unwrap_or("ring");
-        let proto = Proto::from_name(&r.proto)
-            .map(tuning::proto_cli_name)
-            .unwrap_or("simple");
+    for r in &plan.tuner_rows {
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},-1,-1\n",
-            r.collective, min, max, algo, proto, r.nchannels, plan.nnodes, plan.nranks
+            r.collective.cli_name(),
+            r.min,
+            r.max,
+            tuner_algo_name(r.algo),
+            tuning::proto_cli_name(r.proto),
+            r.nchannels,
+            plan.nnodes,
+            plan.nranks
         ));
-        i = j + 1;
     }
     out
 }
