@@ -1379,3 +1379,44 @@ fn default_version_says_where_it_came_from() {
         );
     }
 }
+
+#[test]
+fn a_choice_that_changes_and_reverts_between_two_sizes_is_found() {
+    // 2 x HGX H200, AllReduce: Tree/LL at 128K and Tree/LL128 at 256K, but in between the tree
+    // correction factors let Ring/LL win for a while.
+    let j = plan_json(&[
+        "--profile",
+        "hgx-h200",
+        "--nodes",
+        "2",
+        "--nccl-version",
+        V,
+        "-b",
+        "128K",
+        "-e",
+        "256K",
+    ]);
+    let c = table_choices(&j);
+    assert_eq!(c.len(), 2);
+    assert_eq!((c[0].1.as_str(), c[0].2.as_str()), ("Tree", "LL"));
+    assert_eq!((c[1].1.as_str(), c[1].2.as_str()), ("Tree", "LL128"));
+    let x: Vec<(u64, String, String)> = j["crossovers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                u(&c["bytes"]),
+                c["from"].as_str().unwrap().into(),
+                c["to"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        x,
+        vec![
+            (203895, "Tree/LL".into(), "Ring/LL".into()),
+            (244816, "Ring/LL".into(), "Tree/LL128".into())
+        ]
+    );
+}
