@@ -205,6 +205,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();
     let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &graphs, &channel_params, &counts);
     let connection = Connection::from_graphs(&system, &graphs, &counts);
 
     let transport_policy = TransportPolicy {
@@ -278,6 +279,48 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         nranks,
         nnodes,
     })
+}
+
+/// Records what the channel-count variables changed: the channel line with the variable
+/// against the line without it (everything else as set).
+fn note_channel_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+    counts: &ChannelCounts,
+) {
+    type Reset = fn(&mut ChannelParams, &ChannelParams);
+    let knobs: [(&[&str], Reset); 6] = [
+        (&["NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"], |p, _| {
+            p.min_nchannels = None
+        }),
+        (&["NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS"], |p, _| {
+            p.max_nchannels = None
+        }),
+        (&["NCCL_MIN_CTAS"], |p, d| p.min_ctas = d.min_ctas),
+        (&["NCCL_MAX_CTAS"], |p, d| p.max_ctas = d.max_ctas),
+        (&["NCCL_NVLS_NCHANNELS"], |p, _| p.nvls_nchannels = None),
+        (&["NCCL_NCHANNELS_PER_NET_PEER"], |p, _| {
+            p.nchannels_per_net_peer = None
+        }),
+    ];
+    let defaults = ChannelParams::for_version(params.minor);
+    for (vars, reset) in knobs {
+        let Some(var) = vars.iter().find(|v| env.is_set(v)) else {
+            continue;
+        };
+        let mut p = params.clone();
+        reset(&mut p, &defaults);
+        let without = channels::comm_channels(sys, paths, graphs, &p);
+        if without.log_line() != counts.log_line() {
+            env.note_effect(
+                var,
+                format!("{} (without it: {})", counts.log_line(), without.log_line()),
+            );
+        }
+    }
 }
 
 /// Records what the P2P/SHM/GDR variables changed, in the words the plan's `env[]` shows.
@@ -442,6 +485,23 @@ mod tests {
         // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
         let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");
         assert_eq!(b.nnodes, 1);
+    }
+
+    #[test]
+    fn channel_variables_say_what_they_changed() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "8")], "2.28");
+        assert_eq!(a.counts.coll, 8);
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        let effect = ent.effect.as_deref().unwrap_or("");
+        assert!(effect.starts_with("8 coll channels"), "{effect}");
+        assert!(effect.contains("without it: 24 coll channels"), "{effect}");
+        // A value that changes nothing says nothing.
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "32")], "2.28");
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        assert!(ent.effect.is_none(), "{ent:?}");
     }
 
     #[test]
