@@ -574,12 +574,15 @@ fn p2p_disable_and_p2p_level_loc_refuse_nvlink_p2p_and_say_why() {
         ];
         let j = plan_json(&args);
         let tr = j["transports"].as_array().unwrap();
-        assert_eq!(tr.len(), 56);
         // No pair keeps P2P. Pairs go SHM, or NET where both GPUs reach a PIX NIC (50 GB/s)
-        // faster than their GPU-GPU path now routed through the CPU (ncclTopoCheckNet).
+        // faster than their GPU-GPU path now routed through the CPU (ncclTopoCheckNet);
+        // GPUs only NET connects fall into different NCCL domains, which NCCL counts as
+        // nodes (init.cc numbers nodes by each ring's first GPU).
+        assert!(j["nnodes"].as_u64().unwrap() > 1, "{env}");
         let shm = tr.iter().filter(|t| t["transport"] == "SHM").count();
         let net = tr.iter().filter(|t| t["transport"] == "NET/IB").count();
-        assert_eq!(shm + net, 56, "{env}");
+        assert_eq!(shm + net, tr.len(), "{env}");
+        assert!(net > 0, "{env}");
         assert!(shm > 0, "{env}");
         for t in tr {
             let why = t["reason"].as_str().unwrap();
@@ -593,7 +596,10 @@ fn p2p_disable_and_p2p_level_loc_refuse_nvlink_p2p_and_say_why() {
         let ent = e.iter().find(|x| x["name"] == var).unwrap();
         let effect = ent["effect"].as_str().unwrap();
         assert!(
-            effect.contains(&format!("{shm} of 56 local GPU pairs use SHM")),
+            effect.contains(&format!(
+                "{shm} of {} GPU pairs within a host use SHM and {net} use NET",
+                tr.len()
+            )),
             "{effect}"
         );
         let text = plan(&args);
