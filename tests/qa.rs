@@ -299,3 +299,12 @@ fn empty_profile_says_empty() {
         assert!(err.contains(": empty file"), "{err}");
     }
 }
+
+#[test]
+fn snapshot_write_errors_read_like_the_rest() {
+    let err = fails(&["snapshot", "-o", "/nonexistent/dir/x.tar.gz"], 2);
+    assert!(
+        err.starts_with("error: cannot write /nonexistent/dir/x.tar.gz: no such file or directory"),
+        "{err}"
+    );
+}

@@ -95,14 +95,7 @@ fn read_head(path: &Path) -> Result<Vec<u8>> {
 
 /// `std::io::Error` text without the "(os error N)" tail.
 pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
-        }
-    }
+    error::io_reason(e)
 }
 
 /// Loads the topology the spec names (live discovery by default), replicated for `--nodes`.
