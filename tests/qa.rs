@@ -308,3 +308,25 @@ fn snapshot_write_errors_read_like_the_rest() {
         "{err}"
     );
 }
+
+#[test]
+fn snapshot_onto_a_file_says_it_is_not_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "taken", b"x");
+    let err = fails(&["snapshot", "-o", &f], 2);
+    assert!(err.contains("exists and is not a folder"), "{err}");
+    assert_eq!(std::fs::read(&f).unwrap(), b"x");
+}
+
+fn tar_gz(path: &Path, files: &[(&str, &str)]) {
+    let f = std::fs::File::create(path).unwrap();
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+    let mut tb = tar::Builder::new(gz);
+    for (name, text) in files {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(text.len() as u64);
+        h.set_mode(0o644);
+        tb.append_data(&mut h, name, text.as_bytes()).unwrap();
+    }
+    tb.into_inner().unwrap().finish().unwrap();
+}

@@ -536,6 +536,15 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     let topo = live::discover_with(&fs, inputs.clone());
 
     let archive = is_archive_name(out);
+    if !archive && out.exists() && !out.is_dir() {
+        return Err(error::usage(
+            format!(
+                "cannot write snapshot to {}: it exists and is not a folder",
+                out.display()
+            ),
+            "pass -o a new folder name, or a name ending in .tar.gz",
+        ));
+    }
     if !archive
         && out.exists()
         && std::fs::read_dir(out)
