@@ -330,3 +330,27 @@ fn tar_gz(path: &Path, files: &[(&str, &str)]) {
     }
     tb.into_inner().unwrap().finish().unwrap();
 }
+
+#[test]
+fn snapshot_meta_errors_name_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("bad.tar.gz");
+    tar_gz(&a, &[("meta.json", "{not json")]);
+    let err = fails(&["show", "--from", a.to_str().unwrap()], 2);
+    assert!(
+        err.starts_with(&format!(
+            "error: cannot read snapshot {}: bad meta.json",
+            a.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("/tmp/topo-"), "{err}");
+
+    let a = dir.path().join("newer.tar.gz");
+    tar_gz(&a, &[("meta.json", r#"{"schema":"topo.snapshot/v2"}"#)]);
+    let err = fails(&["show", "--from", a.to_str().unwrap()], 2);
+    assert!(
+        err.contains("unknown schema 'topo.snapshot/v2' (expected topo.snapshot/v1)"),
+        "{err}"
+    );
+}
