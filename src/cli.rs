@@ -51,8 +51,19 @@ pub struct SourceArgs {
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
-    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
+}
+
+/// `--sysfs-root` / `TOPO_SYSFS_ROOT`: an empty value (`TOPO_SYSFS_ROOT=`) means unset, as
+/// for most environment switches, instead of clap's "a value is required for --sysfs-root".
+fn sysfs_root(s: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
+}
+
+/// An empty root path counts as none: read this machine.
+fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
+    p.clone().filter(|p| !p.as_os_str().is_empty())
 }
 
 impl SourceArgs {
@@ -78,7 +89,7 @@ impl SourceArgs {
             from: self.from.clone(),
             profile: self.profile.clone(),
             nodes: self.nodes,
-            sysfs_root: self.sysfs_root.clone(),
+            sysfs_root: non_empty(&self.sysfs_root),
         })
     }
 
@@ -208,7 +219,7 @@ pub struct SnapshotArgs {
     )]
     pub output: PathBuf,
     /// Read sysfs/procfs under this folder instead of / (for tests).
-    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
 }
 
@@ -263,7 +274,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             emit(a.output.as_ref(), &text)?;
         }
         Command::Snapshot(a) => {
-            let root = a.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+            let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
             let summary = crate::source::snapshot::capture(&root, &a.output)?;
             eprintln!("{summary}");
         }

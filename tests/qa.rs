@@ -354,3 +354,16 @@ fn snapshot_meta_errors_name_the_archive() {
         "{err}"
     );
 }
+
+#[test]
+fn empty_sysfs_root_variable_means_unset() {
+    let out = topo()
+        .args(["show", "--format", "json"])
+        .env("TOPO_SYSFS_ROOT", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["source"]["kind"], "live", "{v}");
+}
