@@ -367,3 +367,18 @@ fn empty_sysfs_root_variable_means_unset() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["source"]["kind"], "live", "{v}");
 }
+
+#[test]
+fn missing_sysfs_root_names_the_variable() {
+    let out = topo()
+        .args(["show"])
+        .env("TOPO_SYSFS_ROOT", "/nonexistent/root")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("error: cannot read sysfs root /nonexistent/root: no such directory\nhint: set TOPO_SYSFS_ROOT"),
+        "{err}"
+    );
+}

@@ -531,8 +531,11 @@ fn is_archive_name(p: &Path) -> bool {
 pub fn capture(root: &Path, out: &Path) -> Result<String> {
     if !root.is_dir() {
         return Err(error::usage(
-            format!("cannot read {}: no such directory", root.display()),
-            "pass --sysfs-root a folder holding sys/ and proc/, or omit it to capture this machine",
+            format!(
+                "cannot read sysfs root {}: no such directory",
+                root.display()
+            ),
+            "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to capture this machine",
         ));
     }
     let live_root = live::is_system_root(root);
