@@ -382,3 +382,21 @@ fn missing_sysfs_root_names_the_variable() {
         "{err}"
     );
 }
+
+#[test]
+fn gpu_less_source_is_named_when_planning() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "nogpu.xml",
+        br#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel"/></system>"#,
+    );
+    let err = fails(&["plan", "--from", &f], 2);
+    assert!(
+        err.starts_with(&format!(
+            "error: the topology has no GPU to plan for: the XML file {f} lists none\n"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("--from box.tar.gz"), "{err}");
+}
