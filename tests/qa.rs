@@ -400,3 +400,36 @@ fn gpu_less_source_is_named_when_planning() {
     );
     assert!(!err.contains("--from box.tar.gz"), "{err}");
 }
+
+/// One `<cpu>` holding `n` GPUs, on one line: the shape that made parsing quadratic.
+fn wide_xml(cpus: usize, per_cpu: usize) -> String {
+    let mut s = String::from(r#"<system version="1">"#);
+    for c in 0..cpus {
+        s += &format!(r#"<cpu numaid="{c}" affinity="ff" arch="x86_64" vendor="GenuineIntel">"#);
+        for i in 0..per_cpu {
+            let n = c * per_cpu + i;
+            s += &format!(
+                r#"<pci busid="0000:{:02x}:{:02x}.{}" class="0x030200" vendor="0x10de" device="0x2330"><gpu dev="{n}" sm="90" rank="{n}" gdr="1"/></pci>"#,
+                n / 256,
+                (n / 8) % 32,
+                n % 8
+            );
+        }
+        s += "</cpu>";
+    }
+    s + "</system>"
+}
+
+#[test]
+fn huge_xml_is_refused_quickly() {
+    // 60 000 GPUs (10 MB): parsing alone took minutes and the path tables would not fit.
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "wide.xml", wide_xml(1, 60_000).as_bytes());
+    let t = Instant::now();
+    let err = fails(&["show", "--from", &f], 2);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        err.contains("<cpu> opened at line 1 column 21 has more than 640 child elements"),
+        "{err}"
+    );
+}

@@ -12,6 +12,14 @@ use std::fmt;
 /// every recursive walk over the tree bounded.
 pub const MAX_DEPTH: usize = 64;
 
+/// Most child elements one element may have: NCCL 2.30's reader limit (earlier versions
+/// allow fewer). Together with [`MAX_ELEMENTS`] it keeps building the model near-linear.
+pub const MAX_CHILDREN: usize = 640;
+
+/// Most elements in one file: NCCL 2.30's limit for its largest XML (a graph file); a
+/// topology file holds a few hundred.
+pub const MAX_ELEMENTS: usize = 65536;
+
 /// One element with its attributes in file order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Element {
@@ -80,6 +88,10 @@ struct Lexer<'a> {
     bytes: &'a [u8],
     at: usize,
     warnings: Vec<String>,
+    /// The last position computed: tags come in file order, so each position is found by
+    /// counting on from the previous one (counting from the start made parsing quadratic).
+    cursor: std::cell::Cell<(usize, Pos)>,
+    elements: usize,
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -87,6 +99,64 @@ fn is_name_byte(b: u8) -> bool {
 }
 
 impl<'a> Lexer<'a> {
+    /// [`pos_at`] in amortised constant time for offsets that only grow.
+    fn pos(&self, offset: usize) -> Pos {
+        let offset = offset.min(self.text.len());
+        let (from, at) = self.cursor.get();
+        let pos = match self.text.get(from..offset) {
+            Some(gap) if offset >= from => match gap.rfind('\n') {
+                Some(nl) => Pos {
+                    line: at.line + gap.matches('\n').count() as u32,
+                    col: gap.get(nl + 1..).map_or(0, |t| t.chars().count()) as u32 + 1,
+                },
+                None => Pos {
+                    line: at.line,
+                    col: at.col + gap.chars().count() as u32,
+                },
+            },
+            _ => pos_at(self.text, offset),
+        };
+        self.cursor.set((offset, pos));
+        pos
+    }
+
+    /// Adds a finished element under its parent (or as a root), within NCCL's limits.
+    fn attach(
+        &mut self,
+        stack: &mut [(Element, usize)],
+        roots: &mut Vec<Element>,
+        el: Element,
+    ) -> Result<(), SyntaxError> {
+        self.elements += 1;
+        if self.elements > MAX_ELEMENTS {
+            return Err(SyntaxError {
+                pos: el.pos,
+                msg: format!("more than {MAX_ELEMENTS} elements; no topology is this large"),
+            });
+        }
+        let (siblings, parent) = match stack.last_mut() {
+            Some((parent, _)) => (
+                &mut parent.children,
+                Some((parent.name.clone(), parent.pos)),
+            ),
+            None => (roots, None),
+        };
+        if siblings.len() >= MAX_CHILDREN {
+            let within = match parent {
+                Some((name, pos)) => format!("<{name}> opened at {pos}"),
+                None => "the file".into(),
+            };
+            return Err(SyntaxError {
+                pos: el.pos,
+                msg: format!(
+                    "{within} has more than {MAX_CHILDREN} child elements (NCCL reads at most {MAX_CHILDREN})"
+                ),
+            });
+        }
+        siblings.push(el);
+        Ok(())
+    }
+
     fn err<T>(&self, at: usize, msg: impl Into<String>) -> Result<T, SyntaxError> {
         Err(SyntaxError {
             pos: pos_at(self.text, at),
@@ -159,7 +229,7 @@ impl<'a> Lexer<'a> {
     /// Reads a start tag after its `<`; returns the element (without children) and whether
     /// it closed itself.
     fn start_tag(&mut self, lt: usize) -> Result<(Element, bool), SyntaxError> {
-        let pos = pos_at(self.text, lt);
+        let pos = self.pos(lt);
         let name = self.name()?;
         let mut attrs: Vec<(String, String)> = Vec::new();
         loop {
@@ -365,10 +435,7 @@ impl<'a> Lexer<'a> {
                             ),
                         );
                     }
-                    Some((el, _)) => match stack.last_mut() {
-                        Some((parent, _)) => parent.children.push(el),
-                        None => roots.push(el),
-                    },
+                    Some((el, _)) => self.attach(&mut stack, &mut roots, el)?,
                 }
                 continue;
             }
@@ -380,10 +447,7 @@ impl<'a> Lexer<'a> {
                 );
             }
             if closed {
-                match stack.last_mut() {
-                    Some((parent, _)) => parent.children.push(el),
-                    None => roots.push(el),
-                }
+                self.attach(&mut stack, &mut roots, el)?;
             } else {
                 stack.push((el, lt));
             }
@@ -460,6 +524,8 @@ pub fn parse(text: &str) -> Result<Document, SyntaxError> {
         bytes: text.as_bytes(),
         at: 0,
         warnings: Vec::new(),
+        cursor: std::cell::Cell::new((0, Pos { line: 1, col: 1 })),
+        elements: 0,
     }
     .parse()
 }
@@ -479,6 +545,47 @@ pub fn decode_utf8(bytes: &[u8]) -> Result<&str, SyntaxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_counted_on_match_positions_counted_from_the_start() {
+        let text = "<a>\n  <b x=\"é\"/><c/>\n\n   <d>\n</d></a>";
+        let doc = parse(text).unwrap();
+        let a = &doc.roots[0];
+        let expect = |name: &str| pos_at(text, text.find(&format!("<{name}")).unwrap());
+        assert_eq!(a.pos, expect("a"));
+        for el in &a.children {
+            assert_eq!(el.pos, expect(&el.name), "{}", el.name);
+        }
+        assert_eq!(a.children[1].pos, Pos { line: 2, col: 13 });
+    }
+
+    #[test]
+    fn child_and_element_limits() {
+        let wide = format!("<a>{}</a>", "<b/>".repeat(MAX_CHILDREN + 1));
+        let e = parse(&wide).unwrap_err();
+        assert!(
+            e.msg
+                .contains("<a> opened at line 1 column 1 has more than 640 child"),
+            "{}",
+            e.msg
+        );
+        assert_eq!(
+            e.pos,
+            Pos {
+                line: 1,
+                col: 4 + 4 * MAX_CHILDREN as u32
+            }
+        );
+        let ok = format!("<a>{}</a>", "<b/>".repeat(MAX_CHILDREN));
+        assert_eq!(parse(&ok).unwrap().roots[0].children.len(), MAX_CHILDREN);
+        let many = format!(
+            "<a>{}</a>",
+            "<b>".to_string() + &"<c/>".repeat(600) + "</b>"
+        )
+        .repeat(120);
+        let e = parse(&many).unwrap_err();
+        assert!(e.msg.contains("more than 65536 elements"), "{}", e.msg);
+    }
 
     fn one(text: &str) -> Element {
         let mut d = parse(text).unwrap();
