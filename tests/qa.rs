@@ -433,3 +433,16 @@ fn huge_xml_is_refused_quickly() {
         "{err}"
     );
 }
+
+#[test]
+fn host_larger_than_nccl_can_hold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "two.xml", wide_xml(2, 400).as_bytes());
+    let t = Instant::now();
+    let err = fails(&["show", "--from", &f], 2);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        err.contains("host 0 has more than 640 GPUs, more than NCCL can hold per node"),
+        "{err}"
+    );
+}

@@ -21,6 +21,56 @@ pub const MAX_NODES: usize = 4096;
 /// The most GPUs a replicated topology may hold (4096 nodes of 8 GPUs).
 pub const MAX_GPUS: usize = 32768;
 
+/// The most devices of one kind (GPUs, NICs, ports, PCI switches, CPUs) one host may hold:
+/// NCCL's own capacity per node type (`NCCL_TOPO_MAX_NODES`, 640 since 2.29). Larger hosts
+/// cannot be real, and path tables grow with the square of a host's size (a 10 MB XML with
+/// 60 000 GPUs would need tens of GB).
+pub const MAX_PER_HOST: usize = 640;
+
+/// Refuses topologies no NCCL could load and that would not fit in memory.
+fn check_capacity(topo: &Topology) -> Result<()> {
+    use crate::model::NodeKind;
+    use std::collections::HashMap;
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| format!("the {} topology", topo.source.kind));
+    let mut counts: HashMap<(crate::model::HostId, &'static str), usize> = HashMap::new();
+    let mut gpus = 0usize;
+    for node in topo.graph.node_weights() {
+        let kind = match node.kind {
+            NodeKind::Gpu(_) => {
+                gpus += 1;
+                "GPUs"
+            }
+            NodeKind::Net(_) => "network ports",
+            NodeKind::Nic(_) => "NICs",
+            NodeKind::PciSwitch(_) => "PCI switches",
+            NodeKind::Cpu(_) => "CPUs",
+            NodeKind::NvSwitch(_) | NodeKind::PciDevice(_) => continue,
+        };
+        let n = counts.entry((node.host, kind)).or_default();
+        *n += 1;
+        if *n > MAX_PER_HOST {
+            return Err(error::usage(
+                format!(
+                    "{origin}: host {} has more than {MAX_PER_HOST} {kind}, more than NCCL can hold per node",
+                    node.host
+                ),
+                "pass a topology of one real machine (NCCL_TOPO_MAX_NODES is 640 in NCCL 2.29+)",
+            ));
+        }
+    }
+    if gpus > MAX_GPUS {
+        return Err(error::usage(
+            format!("{origin}: {gpus} GPUs, more than the {MAX_GPUS} topo models"),
+            "pass a topology of fewer hosts",
+        ));
+    }
+    Ok(())
+}
+
 /// What the user asked for on the command line.
 #[derive(Clone, Debug, Default)]
 pub struct SourceSpec {
@@ -121,6 +171,7 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
             .unwrap_or_else(|| PathBuf::from("/"));
         live::discover(&root)?
     };
+    check_capacity(&topo)?;
     Ok(match spec.nodes {
         Some(n) if n > 1 => {
             let total = topo.gpus().len().saturating_mul(n);
