@@ -446,3 +446,21 @@ fn host_larger_than_nccl_can_hold_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn devices_and_pipes_are_refused_not_read_forever() {
+    for dev in ["/dev/zero", "/dev/null"] {
+        if !Path::new(dev).exists() {
+            continue;
+        }
+        let t = Instant::now();
+        let err = fails(&["show", "--from", dev], 2);
+        assert!(
+            err.starts_with(&format!(
+                "error: cannot read {dev}: not a regular file or folder"
+            )),
+            "{err}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}

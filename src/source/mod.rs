@@ -159,6 +159,17 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
                 "pass --from an NCCL topology XML, a snapshot folder or .tar.gz, or a profile YAML",
             ));
         }
+        // A device or pipe (/dev/zero, a FIFO, /dev/stdin) would never end, block, or lose the
+        // bytes sniffing reads; files and folders are all a source can be.
+        if !path.is_file() && !path.is_dir() {
+            return Err(error::usage(
+                format!(
+                    "cannot read {}: not a regular file or folder",
+                    path.display()
+                ),
+                "save the input to a file first and pass --from that file",
+            ));
+        }
         match sniff(path)? {
             FromKind::Xml => ncclxml::load_file(path)?,
             FromKind::Snapshot => snapshot::load(path)?,
