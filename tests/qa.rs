@@ -464,3 +464,18 @@ fn devices_and_pipes_are_refused_not_read_forever() {
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
+
+#[test]
+fn oversized_profile_is_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("big.yaml");
+    std::fs::File::create(&f)
+        .unwrap()
+        .set_len(100 << 20)
+        .unwrap();
+    let err = fails(&["show", "--from", f.to_str().unwrap()], 2);
+    assert!(
+        err.contains("104857600 bytes is too large for a profile"),
+        "{err}"
+    );
+}

@@ -59,12 +59,21 @@ pub fn load_builtin(name: &str) -> Result<Topology> {
 }
 
 pub fn load_file(path: &Path) -> Result<Topology> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let unreadable = |why: String| {
         error::usage(
-            format!("cannot read {}: {}", path.display(), super::io_reason(&e)),
+            format!("cannot read {}: {why}", path.display()),
             "pass --from a profile YAML file",
         )
-    })?;
+    };
+    let len = std::fs::metadata(path)
+        .map_err(|e| unreadable(super::io_reason(&e)))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        return Err(unreadable(format!(
+            "{len} bytes is too large for a profile"
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(super::io_reason(&e)))?;
     let origin = path.display().to_string();
     load_str(&text, &origin, &origin)
 }
@@ -109,6 +118,9 @@ fn parse(text: &str) -> Result<Profile, String> {
     Profile::deserialize(value)
         .map_err(|e| format!("{} (after expanding << merge keys)", yaml_message(&e)))
 }
+
+/// Real profiles are a few KiB; anything this large is not one.
+const MAX_FILE_BYTES: u64 = 16 << 20;
 
 /// Deeper `[`/`{` nesting than any profile needs. The YAML scanner's cost grows with the
 /// square of the nesting depth (200 000 levels took a minute), so deeper text is refused
