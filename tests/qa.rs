@@ -479,3 +479,24 @@ fn oversized_profile_is_refused_before_reading() {
         "{err}"
     );
 }
+
+#[test]
+fn huge_attribute_is_cut_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "A".repeat(1_000_000);
+    let f = write(
+        dir.path(),
+        "long.xml",
+        XML.replacen(r#"arch="x86_64""#, &format!(r#"arch="{long}""#), 1)
+            .as_bytes(),
+    );
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    assert!(out.status.success());
+    // The value used to be echoed whole in every table and warning.
+    assert!(out.stdout.len() < 10_000, "{} bytes", out.stdout.len());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("<cpu> arch is 1000000 characters long; NCCL reads values of at most 255"),
+        "{text}"
+    );
+}

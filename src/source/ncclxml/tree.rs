@@ -16,6 +16,10 @@ pub const MAX_DEPTH: usize = 64;
 /// allow fewer). Together with [`MAX_ELEMENTS`] it keeps building the model near-linear.
 pub const MAX_CHILDREN: usize = 640;
 
+/// Longest attribute value NCCL's reader holds (`MAX_STR_LEN`, all versions); longer ones
+/// are cut here so one absurd value cannot swell every output.
+pub const MAX_VALUE_CHARS: usize = 255;
+
 /// Most elements in one file: NCCL 2.30's limit for its largest XML (a graph file); a
 /// topology file holds a few hundred.
 pub const MAX_ELEMENTS: usize = 65536;
@@ -326,7 +330,16 @@ impl<'a> Lexer<'a> {
                             pos_at(self.text, key_at)
                         ));
                     }
-                    attrs.push((key, decode_entities(raw)));
+                    let mut value = decode_entities(raw);
+                    if let Some((cut, _)) = value.char_indices().nth(MAX_VALUE_CHARS) {
+                        self.warnings.push(format!(
+                            "{}: <{name}> {key} is {} characters long; NCCL reads values of at most {MAX_VALUE_CHARS} and may refuse the file; the first {MAX_VALUE_CHARS} are used",
+                            pos_at(self.text, key_at),
+                            value.chars().count()
+                        ));
+                        value.truncate(cut);
+                    }
+                    attrs.push((key, value));
                 }
             }
         }
