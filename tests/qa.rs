@@ -500,3 +500,32 @@ fn huge_attribute_is_cut_with_a_warning() {
         "{text}"
     );
 }
+
+#[test]
+fn impossible_gpu_numbers_are_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "odd.xml",
+        XML.replace(r#"sm="89""#, r#"sm="0""#)
+            .replace(r#"dev="1" sm"#, r#"dev="0" sm"#)
+            .as_bytes(),
+    );
+    let out = topo()
+        .args(["show", "--from", &f, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // sm 0 used to be reported as compute capability 0.0.
+    assert_eq!(v["gpus"][0]["sm"], serde_json::Value::Null, "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(
+        warnings.contains(r#"sm=\"0\" is not a compute capability; ignored"#),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(r#"GPU 0000:46:00.0: <gpu> dev=\"0\" is also GPU 0000:01:00.0's"#),
+        "{warnings}"
+    );
+}

@@ -288,6 +288,8 @@ struct Builder<'a> {
     unknown_pcie: usize,
     /// Speed strings NCCL's table does not know (it then uses Gen3).
     odd_speeds: BTreeSet<String>,
+    /// The GPU that first claimed each (host, `dev`).
+    gpu_devs: HashMap<(HostId, i32), BusId>,
 }
 
 /// Children of a `<pci>` sorted by what they are.
@@ -318,6 +320,7 @@ impl<'a> Builder<'a> {
             handwritten_no_nvlink: 0,
             unknown_pcie: 0,
             odd_speeds: BTreeSet::new(),
+            gpu_devs: HashMap::new(),
         }
     }
 
@@ -700,6 +703,29 @@ impl<'a> Builder<'a> {
         g.subsystem_device = ids[3];
         g.pcie = pcie;
         g.sm = self.int_as(gpu_el, "sm");
+        if g.sm == Some(0) {
+            // No GPU has compute capability 0; showing "0.0" would pass it off as data.
+            self.warn_at(
+                gpu_el.pos,
+                format!("GPU {busid}: <gpu> sm=\"0\" is not a compute capability; ignored"),
+            );
+            g.sm = None;
+        }
+        let host = self.topo.node(parent).host;
+        if g.dev >= 0 {
+            match self.gpu_devs.get(&(host, g.dev)) {
+                Some(first) => {
+                    let msg = format!(
+                        "GPU {busid}: <gpu> dev=\"{}\" is also GPU {first}'s; NCCL numbers GPUs uniquely, so the file was edited",
+                        g.dev
+                    );
+                    self.warn_at(gpu_el.pos, msg);
+                }
+                None => {
+                    self.gpu_devs.insert((host, g.dev), busid);
+                }
+            }
+        }
         g.rank = self.int_as(gpu_el, "rank");
         g.gdr = self.int(gpu_el, "gdr").map(|v| v != 0);
         let mut has_nvlink = false;
