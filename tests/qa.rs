@@ -529,3 +529,21 @@ fn impossible_gpu_numbers_are_flagged() {
         "{warnings}"
     );
 }
+
+#[test]
+fn profile_names_ignore_case() {
+    let out = topo()
+        .args(["show", "--profile", "DGX-H100", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gpus"].as_array().map(Vec::len), Some(8));
+    let err = fails(&["show", "--profile", "Nope"], 2);
+    assert!(
+        err.starts_with(
+            "error: unknown profile 'Nope'\nhint: available profiles: 2x-rtx4090, dgx-a100"
+        ),
+        "{err}"
+    );
+}

@@ -46,9 +46,13 @@ pub fn builtin_text(name: &str) -> Option<&'static str> {
 }
 
 pub fn load_builtin(name: &str) -> Result<Topology> {
+    // `DGX-H100` is how the machine is written everywhere else; accept it.
+    let typed = name;
+    let lower = name.trim().to_ascii_lowercase();
+    let name = lower.as_str();
     let Some(text) = builtin_text(name) else {
         return Err(error::usage(
-            format!("unknown profile '{name}'"),
+            format!("unknown profile '{typed}'"),
             format!(
                 "available profiles: {}; or pass your own file with --from FILE.yaml",
                 builtin_names().join(", ")
