@@ -44,7 +44,7 @@ pub struct SourceArgs {
     /// A built-in hardware profile (dgx-h100, hgx-h200, dgx-a100, dgx-b200, pcie-8x-l40s, ...).
     #[arg(long, value_name = "NAME", conflicts_with = "from")]
     pub profile: Option<String>,
-    /// Replicate the node N times behind its NICs (what-if for N nodes).
+    /// Replicate the node N times behind its NICs (what-if for N nodes; at most 4096).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub nodes: Option<usize>,
     /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
