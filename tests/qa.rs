@@ -547,3 +547,25 @@ fn profile_names_ignore_case() {
         "{err}"
     );
 }
+
+#[test]
+fn element_with_100k_attributes_reads_fast() {
+    // Each attribute was checked against all earlier ones: a 1 MB file took a minute.
+    let dir = tempfile::tempdir().unwrap();
+    let attrs: String = (0..100_000).map(|_| r#" a="1""#).collect();
+    let f = write(
+        dir.path(),
+        "attrs.xml",
+        format!(r#"<system version="1"><cpu numaid="0"{attrs}/></system>"#).as_bytes(),
+    );
+    let t = Instant::now();
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    assert!(out.status.success());
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("<cpu> has more than 16 attributes; the rest are ignored"),
+        "{text}"
+    );
+    assert_eq!(text.matches("repeats attribute 'a'").count(), 15, "{text}");
+}

@@ -16,6 +16,10 @@ pub const MAX_DEPTH: usize = 64;
 /// allow fewer). Together with [`MAX_ELEMENTS`] it keeps building the model near-linear.
 pub const MAX_CHILDREN: usize = 640;
 
+/// Attributes NCCL's reader keeps per element (`MAX_ATTR_COUNT`, all versions); it reads
+/// and ignores the rest. Bounding them also bounds the repeated-attribute check.
+pub const MAX_ATTRS: usize = 16;
+
 /// Longest attribute value NCCL's reader holds (`MAX_STR_LEN`, all versions); longer ones
 /// are cut here so one absurd value cannot swell every output.
 pub const MAX_VALUE_CHARS: usize = 255;
@@ -236,6 +240,7 @@ impl<'a> Lexer<'a> {
         let pos = self.pos(lt);
         let name = self.name()?;
         let mut attrs: Vec<(String, String)> = Vec::new();
+        let mut dropped = false;
         loop {
             let before_ws = self.at;
             self.skip_ws();
@@ -324,17 +329,27 @@ impl<'a> Lexer<'a> {
                     }
                     let raw = self.text.get(start..self.at).unwrap_or_default();
                     self.at += 1;
+                    if attrs.len() >= MAX_ATTRS {
+                        if !dropped {
+                            dropped = true;
+                            self.warnings.push(format!(
+                                "{}: <{name}> has more than {MAX_ATTRS} attributes; the rest are ignored, as NCCL does",
+                                self.pos(key_at)
+                            ));
+                        }
+                        continue;
+                    }
                     if attrs.iter().any(|(k, _)| *k == key) {
                         self.warnings.push(format!(
                             "{}: <{name}> repeats attribute '{key}'; the first value is used, as NCCL does",
-                            pos_at(self.text, key_at)
+                            self.pos(key_at)
                         ));
                     }
                     let mut value = decode_entities(raw);
                     if let Some((cut, _)) = value.char_indices().nth(MAX_VALUE_CHARS) {
                         self.warnings.push(format!(
                             "{}: <{name}> {key} is {} characters long; NCCL reads values of at most {MAX_VALUE_CHARS} and may refuse the file; the first {MAX_VALUE_CHARS} are used",
-                            pos_at(self.text, key_at),
+                            self.pos(key_at),
                             value.chars().count()
                         ));
                         value.truncate(cut);
@@ -570,6 +585,17 @@ mod tests {
             assert_eq!(el.pos, expect(&el.name), "{}", el.name);
         }
         assert_eq!(a.children[1].pos, Pos { line: 2, col: 13 });
+    }
+
+    #[test]
+    fn attributes_beyond_sixteen_are_ignored_once() {
+        let attrs: String = (0..100_000).map(|i| format!(" a{i}=\"{i}\"")).collect();
+        let doc = parse(&format!("<a{attrs}/>")).unwrap();
+        assert_eq!(doc.roots[0].attrs.len(), MAX_ATTRS);
+        assert_eq!(doc.roots[0].attr("a15"), Some("15"));
+        assert_eq!(doc.roots[0].attr("a16"), None);
+        assert_eq!(doc.warnings.len(), 1, "{:?}", doc.warnings);
+        assert!(doc.warnings[0].contains("<a> has more than 16 attributes"));
     }
 
     #[test]
