@@ -570,3 +570,37 @@ fn element_with_100k_attributes_reads_fast() {
     );
     assert_eq!(text.matches("repeats attribute 'a'").count(), 14, "{text}");
 }
+
+#[test]
+fn profile_with_thousands_of_gpus_is_refused_quickly() {
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/profiles/2x-rtx4090.yaml"
+    ))
+    .unwrap();
+    let gpus: Vec<String> = (0..20_000)
+        .map(|i| {
+            format!(
+                "\"0000:{:02x}:{:02x}.{}\"",
+                0x50 + i / 256,
+                (i / 8) % 32,
+                i % 8
+            )
+        })
+        .collect();
+    let text = yaml.replace(
+        r#"gpus: [{bus: "0000:46:00.0", index: 1}]"#,
+        &format!("gpus: [{}]", gpus.join(", ")),
+    );
+    assert_ne!(text, yaml);
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "many.yaml", text.as_bytes());
+    let t = Instant::now();
+    let err = fails(&["show", "--from", &f], 2);
+    // Building it first took 6 s in a debug build, growing with the square of the count.
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert!(
+        err.contains("20001 gpus, more than the 640 NCCL can hold per node"),
+        "{err}"
+    );
+}

@@ -14,7 +14,7 @@ use crate::model::{
 };
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
-use schema::{GpuRef, GpuSpec, LinkSpec, NicSpec, PortSpec, Profile, SwitchSpec};
+use schema::{GpuRef, GpuSpec, LinkSpec, NicSpec, PortSpec, Profile, Short, SwitchSpec};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -538,6 +538,58 @@ fn cpumap(cpus: &[u32], ncpus: u32) -> String {
 }
 
 /// Validates the whole profile and builds its topology (host 0).
+/// Counts devices before building: validation and the model are not linear in the device
+/// count, and NCCL holds at most 640 of a kind per node (`source::MAX_PER_HOST`), so a larger
+/// profile is refused in microseconds instead of after minutes.
+fn check_size(p: &Profile) -> Result<(), String> {
+    #[derive(Default)]
+    struct Count {
+        gpus: usize,
+        nics: usize,
+        ports: usize,
+        switches: usize,
+        devices: usize,
+    }
+    fn add(
+        c: &mut Count,
+        gpus: usize,
+        nics: &[Short<NicSpec>],
+        devices: usize,
+        switches: &[SwitchSpec],
+    ) {
+        c.gpus += gpus;
+        c.nics += nics.len();
+        c.ports += nics
+            .iter()
+            .map(|n| n.0.ports.as_ref().map_or(1, Vec::len))
+            .sum::<usize>();
+        c.devices += devices;
+        c.switches += switches.len();
+        for s in switches {
+            add(c, s.gpus.len(), &s.nics, s.devices.len(), &s.switches);
+        }
+    }
+    let mut c = Count::default();
+    for n in &p.numa {
+        add(&mut c, n.gpus.len(), &n.nics, n.devices.len(), &n.switches);
+    }
+    let max = super::MAX_PER_HOST;
+    for (what, n) in [
+        ("gpus", c.gpus),
+        ("nics", c.nics),
+        ("ports", c.ports),
+        ("switches", c.switches),
+        ("devices", c.devices),
+    ] {
+        if n > max {
+            return Err(format!(
+                "{n} {what}, more than the {max} NCCL can hold per node"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn build(p: &Profile) -> Result<Topology, String> {
     if p.name.trim().is_empty() {
         return Err("name is empty".into());
@@ -545,6 +597,7 @@ fn build(p: &Profile) -> Result<Topology, String> {
     if p.numa.is_empty() {
         return Err("no numa nodes (list at least one under numa:)".into());
     }
+    check_size(p)?;
 
     // CPUs: one per NUMA node, affinity computed from the cpu lists when not given.
     let mut numa_ids = BTreeSet::new();
