@@ -270,6 +270,16 @@ pub fn run(cli: Cli) -> Result<i32> {
             a.source.env_overrides()?;
             let topo = crate::source::load(&a.source.spec()?)?;
             print_warnings(&topo, style);
+            if topo.gpus().is_empty() {
+                // A GPU-less NCCL_TOPO_FILE is valid XML but rarely what was meant.
+                let style = Style {
+                    color: style.color && std::io::stderr().is_terminal(),
+                };
+                eprintln!(
+                    "{} the topology has no GPU, so the XML lists none (NCCL adds GPUs it finds at run time)",
+                    style.yellow("warning:")
+                );
+            }
             let text = crate::nccl::xml::write(&topo)?;
             emit(a.output.as_ref(), &text)?;
         }

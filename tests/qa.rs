@@ -604,3 +604,21 @@ fn profile_with_thousands_of_gpus_is_refused_quickly() {
         "{err}"
     );
 }
+
+#[test]
+fn xml_without_gpus_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "nogpu.xml",
+        br#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel"/></system>"#,
+    );
+    let out = topo().args(["xml", "--from", &f]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        err,
+        "warning: the topology has no GPU, so the XML lists none (NCCL adds GPUs it finds at run time)\n"
+    );
+    assert!(String::from_utf8(out.stdout).unwrap().contains("<cpu "));
+}
