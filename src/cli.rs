@@ -8,6 +8,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
+/// `eprintln!` that ignores a failed write: with stderr a closed pipe, `eprintln!` panics,
+/// and the panic hook's own message then panics again and aborts the process.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "topo",
@@ -275,7 +283,7 @@ pub fn run(cli: Cli) -> Result<i32> {
                 let style = Style {
                     color: style.color && std::io::stderr().is_terminal(),
                 };
-                eprintln!(
+                say!(
                     "{} the topology has no GPU, so the XML lists none (NCCL adds GPUs it finds at run time)",
                     style.yellow("warning:")
                 );
@@ -286,7 +294,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Snapshot(a) => {
             let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
             let summary = crate::source::snapshot::capture(&root, &a.output)?;
-            eprintln!("{summary}");
+            say!("{summary}");
         }
         Command::Plan(a) => {
             let topo = crate::source::load(&a.source.spec()?)?;
@@ -309,7 +317,7 @@ fn print_warnings(topo: &crate::model::Topology, style: Style) {
         color: style.color && std::io::stderr().is_terminal(),
     };
     for w in &topo.warnings {
-        eprintln!("{} {w}", style.yellow("warning:"));
+        say!("{} {w}", style.yellow("warning:"));
     }
 }
 
@@ -365,10 +373,8 @@ pub fn main_entry() -> i32 {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!("error: internal error: {msg}{at}");
-        eprintln!(
-            "hint: this is a bug in topo; please report it with the command line that caused it"
-        );
+        say!("error: internal error: {msg}{at}");
+        say!("hint: this is a bug in topo; please report it with the command line that caused it");
     }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -384,8 +390,8 @@ pub fn main_entry() -> i32 {
                 };
             }
             let (line, hint) = clap_error_lines(&e.render().to_string());
-            eprintln!("{line}");
-            eprintln!("hint: {hint}");
+            say!("{line}");
+            say!("hint: {hint}");
             return Exit::Usage as i32;
         }
     };
@@ -393,9 +399,9 @@ pub fn main_entry() -> i32 {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {
             let (exit, hint) = error::classify(&err);
-            eprintln!("error: {}", error::one_line(&err));
+            say!("error: {}", error::one_line(&err));
             if let Some(h) = hint {
-                eprintln!("hint: {h}");
+                say!("hint: {h}");
             }
             exit as i32
         }

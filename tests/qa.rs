@@ -622,3 +622,31 @@ fn xml_without_gpus_says_so() {
     );
     assert!(String::from_utf8(out.stdout).unwrap().contains("<cpu "));
 }
+
+#[test]
+fn closed_stderr_does_not_abort() {
+    // eprintln! panicked on the broken pipe, the panic hook's eprintln! panicked again, and
+    // the process aborted (SIGABRT) instead of exiting with its code.
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "warn.xml",
+        XML.replace(r#"link_width="16""#, r#"link_width="99999999999""#)
+            .as_bytes(),
+    );
+    for (args, code) in [
+        (vec!["xml", "--from", f.as_str()], 0),
+        (vec!["show", "--profile", "nope"], 2),
+        (vec!["show", "--bogus"], 2),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(writer)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?}: {status:?}");
+    }
+}
