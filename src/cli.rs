@@ -264,7 +264,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Show(a) => {
             // show and xml describe hardware and do not apply --env, but a malformed one is
             // still a mistake worth stopping on.
-            a.source.env_overrides()?;
+            warn_unused_env("show", &a.source.env_overrides()?, style);
             let topo = crate::source::load(&a.source.spec()?)?;
             let style = if a.output.is_some() {
                 Style::default()
@@ -275,7 +275,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             emit(a.output.as_ref(), &text)?;
         }
         Command::Xml(a) => {
-            a.source.env_overrides()?;
+            warn_unused_env("xml", &a.source.env_overrides()?, style);
             let topo = crate::source::load(&a.source.spec()?)?;
             print_warnings(&topo, style);
             if topo.gpus().is_empty() {
@@ -309,6 +309,22 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Says that `--env` was given to a command that describes hardware and does not apply it.
+fn warn_unused_env(cmd: &str, env: &[(String, String)], style: Style) {
+    if env.is_empty() {
+        return;
+    }
+    let style = Style {
+        color: style.color && std::io::stderr().is_terminal(),
+    };
+    let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+    say!(
+        "{} topo {cmd} describes the hardware and does not apply --env ({}); topo plan does",
+        style.yellow("warning:"),
+        keys.join(", ")
+    );
 }
 
 /// Topology warnings on stderr, for commands whose output has no place for them.

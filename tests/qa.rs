@@ -650,3 +650,21 @@ fn closed_stderr_does_not_abort() {
         assert_eq!(status.code(), Some(code), "{args:?}: {status:?}");
     }
 }
+
+#[test]
+fn env_given_to_show_or_xml_is_said_to_be_unused() {
+    for cmd in ["show", "xml"] {
+        let out = topo()
+            .args([cmd, "--profile", "dgx-h100", "--env", "NCCL_P2P_DISABLE=1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(
+            err,
+            format!(
+                "warning: topo {cmd} describes the hardware and does not apply --env (NCCL_P2P_DISABLE); topo plan does\n"
+            )
+        );
+    }
+}
