@@ -668,3 +668,45 @@ fn env_given_to_show_or_xml_is_said_to_be_unused() {
         );
     }
 }
+
+#[test]
+fn absurd_c2c_is_ignored_with_one_warning_each() {
+    let gh = |c2c: &str| {
+        format!(
+            r#"<system version="1"><cpu numaid="0" affinity="ff" arch="arm64" vendor="NVIDIA"><pci busid="0009:01:00.0" class="0x030200" vendor="0x10de" device="0x2342"><gpu dev="0" sm="90" rank="0" gdr="1">{c2c}</gpu></pci></cpu></system>"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (name, c2c, warning) in [
+        (
+            "big",
+            r#"<c2c bw="99999999999999" count="4294967295"/>"#,
+            r#"<c2c bw=\"99999999999999\" count=\"4294967295\"> is implausible; ignored"#,
+        ),
+        (
+            "neg",
+            r#"<c2c bw="45000" count="-1"/>"#,
+            r#"<c2c> count=\"-1\" is out of range; ignored"#,
+        ),
+    ] {
+        let f = write(dir.path(), &format!("{name}.xml"), gh(c2c).as_bytes());
+        let out = topo()
+            .args(["show", "--from", &f, "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let warnings = v["warnings"].as_array().unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0]
+                .as_str()
+                .unwrap()
+                .contains(&warning.replace("\\\"", "\"")),
+            "{warnings:?}"
+        );
+        // No C2C link: the GPU reaches its CPU over PCIe only.
+        let links = v["links"].to_string();
+        assert!(!links.contains("\"c2c\""), "{links}");
+    }
+}

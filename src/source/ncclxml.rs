@@ -32,6 +32,9 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 /// More NVLink lanes than this to one target is not hardware (the most any GPU has is 18).
 const MAX_NVLINK_COUNT: u32 = 1024;
 
+/// More than this per C2C link (MB/s) is not hardware (Grace Hopper: about 45 000).
+const MAX_C2C_LINK_MBPS: u64 = 1_000_000;
+
 /// Why a GPU listed only by its PCI class has no NVLink information.
 pub const SKELETON_NVLINK_REASON: &str =
     "the file lists this GPU by PCI class only; NCCL fills NVLink at run time";
@@ -997,9 +1000,22 @@ impl<'a> Builder<'a> {
             self.int_as::<u64>(el, "bw"),
             self.int_as::<u32>(el, "count"),
         ) else {
-            self.warn_at(el.pos, "<c2c> needs both bw and count; ignored");
+            // A value that is not a number or out of range was already reported.
+            let given = |k: &str| el.attr(k).is_some_and(|v| !v.trim().is_empty());
+            if !(given("bw") && given("count")) {
+                self.warn_at(el.pos, "<c2c> needs both bw and count; ignored");
+            }
             return;
         };
+        // Grace Hopper has 10 links of about 45 GB/s; these caps only stop nonsense (a
+        // 4294967295-link C2C showed as 4e20 GB/s).
+        if count == 0 || count > MAX_NVLINK_COUNT || bw_mbps == 0 || bw_mbps > MAX_C2C_LINK_MBPS {
+            self.warn_at(
+                el.pos,
+                format!("<c2c bw=\"{bw_mbps}\" count=\"{count}\"> is implausible; ignored"),
+            );
+            return;
+        }
         if let NodeKind::Gpu(g) = &mut self.topo.node_mut(gpu).kind {
             g.c2c = Some(C2cInfo { bw_mbps, count });
         }
