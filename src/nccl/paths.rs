@@ -114,6 +114,9 @@ pub struct Paths {
     /// Per system node: its index in `System::nets`, if it is a NET.
     #[serde(skip)]
     net_pos: Vec<Option<usize>>,
+    /// GPU ranks of each host, in rank order.
+    #[serde(skip)]
+    host_ranks: HashMap<HostId, Vec<usize>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -207,6 +210,10 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     for (i, &n) in sys.nets.iter().enumerate() {
         net_pos[n] = Some(i);
     }
+    let mut host_ranks: HashMap<HostId, Vec<usize>> = HashMap::new();
+    for (r, &g) in sys.gpus.iter().enumerate() {
+        host_ranks.entry(host_of[g]).or_default().push(r);
+    }
     let mut paths = Paths {
         local,
         host_of,
@@ -214,6 +221,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         net_local_gpu: vec![],
         by_host,
         net_pos,
+        host_ranks,
     };
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
@@ -432,7 +440,11 @@ pub fn net_local_gpu(
             .filter_map(|g| sys.nodes[g].gpu.as_ref().map(|a| a.rank))
             .collect()
     };
-    for c in 0..policy.max_channels.max(1) {
+    // local_net depends on the channel only modulo netsPerGpu, which is at most the number of
+    // NETs on this host: a GPU that reaches `net` on some channel reaches it on one below
+    // that count, so scanning further finds nothing new (and cost O(MAXCHANNELS) per NET).
+    let period = paths.same_host(n, NodeType::Net).len().max(1);
+    for c in 0..policy.max_channels.max(1).min(period) {
         for &r in &cands {
             if local_net(sys, paths, policy, r, c) == Some(net) {
                 return Some(r);
@@ -767,7 +779,13 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
         // worse than the owner's, so it cannot change during the loop.
         let owner = net_local_gpu(sys, paths, policy, ni);
         owners[ni] = owner;
-        for g in 0..ng {
+        // Only this NET's host: scanning every rank for every NET was quadratic in hosts.
+        let ranks = paths
+            .host_ranks
+            .get(&sys.nodes[n].host)
+            .cloned()
+            .unwrap_or_default();
+        for g in ranks {
             let gn = sys.gpus[g];
             if sys.nodes[gn].host != sys.nodes[n].host {
                 continue;

@@ -136,6 +136,10 @@ pub struct System {
     pub nhosts: usize,
     /// NVML P2P answers per ordered rank pair, where the source had them.
     pub p2p: BTreeMap<(usize, usize), P2pCaps>,
+    /// GPU ranks per host, filled at the end of [`System::build`]; `host_gpus` scanned every
+    /// rank per call, which made multi-node what-ifs quadratic in the node count.
+    #[serde(skip)]
+    host_ranks: Vec<Vec<usize>>,
 }
 
 impl System {
@@ -153,9 +157,10 @@ impl System {
     }
     /// GPU ranks of one host, in rank order.
     pub fn host_gpus(&self, host: HostId) -> Vec<usize> {
-        (0..self.gpus.len())
-            .filter(|&r| self.gpu(r).host == host)
-            .collect()
+        self.host_ranks
+            .get(host as usize)
+            .cloned()
+            .unwrap_or_default()
     }
     pub fn min_sm(&self) -> u32 {
         self.gpus
@@ -206,6 +211,7 @@ impl System {
             nvs: vec![],
             nhosts: 1,
             p2p: BTreeMap::new(),
+            host_ranks: Vec::new(),
         };
         let mut map: HashMap<NodeIndex, usize> = HashMap::new();
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
@@ -351,6 +357,13 @@ impl System {
             }
         }
         sys.flatten_bcm_switches(topo);
+        for r in 0..sys.gpus.len() {
+            let h = sys.gpu(r).host as usize;
+            if sys.host_ranks.len() <= h {
+                sys.host_ranks.resize(h + 1, Vec::new());
+            }
+            sys.host_ranks[h].push(r);
+        }
         sys
     }
 
