@@ -703,20 +703,26 @@ impl Topology {
     /// host: what NCCL sees when each GPU runs in a container with its own host hash
     /// (one node per rank, NVIDIA/nccl#1781). GPU order is kept.
     pub fn split_per_gpu(&self) -> Topology {
-        let gpus = self.gpus();
-        let mut parts: Vec<Topology> = vec![];
-        for &g in &gpus {
-            let host = self.graph[g].host;
-            let t = self.subset(&|n| {
-                let node = &self.graph[n];
-                node.host == host && (n == g || !matches!(node.kind, NodeKind::Gpu(_)))
-            });
-            parts.push(t);
-        }
+        let groups: Vec<Vec<NodeIndex>> = self.gpus().into_iter().map(|g| vec![g]).collect();
+        self.split_gpus(&groups)
+    }
+
+    /// One host per group of GPUs (each group from a single host), each holding the group's
+    /// GPUs and every non-GPU device of the group's original host. Hosts are numbered in
+    /// group order and named `<host>-<suffix><i>`.
+    pub fn split_gpus(&self, groups: &[Vec<NodeIndex>]) -> Topology {
         let mut out = Topology::new(self.source.clone());
         out.hosts.clear();
         out.warnings = self.warnings.clone();
-        for (i, (part, &g)) in parts.iter().zip(&gpus).enumerate() {
+        for (i, group) in groups.iter().enumerate() {
+            let Some(&first) = group.first() else {
+                continue;
+            };
+            let host = self.graph[first].host;
+            let part = self.subset(&|n| {
+                let node = &self.graph[n];
+                node.host == host && (group.contains(&n) || !matches!(node.kind, NodeKind::Gpu(_)))
+            });
             let base = i as HostId;
             let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
             for idx in part.graph.node_indices() {
@@ -730,20 +736,21 @@ impl Topology {
                 out.graph
                     .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
             }
-            let mut host = self
-                .hosts
-                .get(self.graph[g].host as usize)
-                .cloned()
-                .unwrap_or_default();
-            host.name = Some(format!(
-                "{}-gpu{}",
-                host.name.clone().unwrap_or_else(|| "node".into()),
+            let mut h = self.hosts.get(host as usize).cloned().unwrap_or_default();
+            h.name = Some(format!(
+                "{}-part{}",
+                h.name.clone().unwrap_or_else(|| "node".into()),
                 i
             ));
             while out.hosts.len() <= i {
                 out.hosts.push(Host::default());
             }
-            out.hosts[i] = host;
+            out.hosts[i] = h;
+            for ((ph, a, b), caps) in &self.p2p {
+                if *ph == host {
+                    out.p2p.insert((base, *a, *b), caps.clone());
+                }
+            }
         }
         out
     }

@@ -14,8 +14,9 @@ use super::transport::{self, PairTransport, RankPlacement, TransportPolicy};
 use super::tuning::{CostTable, TuningInput};
 use super::types::PathType;
 use super::version::{NcclVersion, VersionData};
-use crate::model::Topology;
+use crate::model::{BusId, HostId, Topology};
 use anyhow::Result;
+use std::collections::HashMap;
 
 /// Facts about the machine's software that change NCCL's choices, read by the caller.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -113,17 +114,12 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let mut env = EnvPolicy::from_env(&req.env, &data)?;
 
     // Containers with their own host hash each hold one GPU and every NIC of the box.
-    let topo = if req.placement.node_per_rank() {
+    let mut topo = if req.placement.node_per_rank() {
         req.topo.split_per_gpu()
     } else {
         req.topo.clone()
     };
-    let system = System::build(&topo, &data.bw);
-    let nranks = system.gpus.len();
-    let nnodes = (0..system.nhosts as u16)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .count()
-        .max(1);
+    let mut system = System::build(&topo, &data.bw);
 
     let path_policy = PathPolicy {
         minor,
@@ -141,7 +137,85 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         isolated_ranks: req.placement.isolates_ranks(),
         max_channels: data.max_channels as usize,
     };
-    let paths = paths::compute(&system, &path_policy);
+    let mut paths = paths::compute(&system, &path_policy);
+
+    let transport_policy = TransportPolicy {
+        minor,
+        cumem: env.cumem_enable.and_then(|v| {
+            if v == -2 || v == -1 {
+                None
+            } else {
+                Some(v > 0)
+            }
+        }),
+        p2p_direct_disable: env.p2p_direct_disable,
+        p2p_read_enable: env.p2p_read_enable,
+        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
+        net: env.net.clone(),
+        ib_disable: env.ib_disable,
+        placement: req.placement.clone(),
+        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
+        cuda_driver_version: req.facts.cuda_driver_version,
+        ..TransportPolicy::default()
+    };
+
+    // GPUs of one host that only the network connects form separate domains, which NCCL
+    // counts as separate nodes (ranks are grouped into nodes by their ring's first GPU).
+    let domains = paths::gpu_domains(&system, &paths);
+    let hosts_with_gpus = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count();
+    let mut split_reasons: HashMap<(HostId, BusId, BusId), (String, Option<String>)> =
+        HashMap::new();
+    let mut orig_host_of_part: Vec<HostId> = vec![];
+    if domains.len() > hosts_with_gpus {
+        // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
+        // the user needs to know what made them so.
+        let key = |sys: &System, r: usize| -> Option<(HostId, BusId)> {
+            let n = sys.nodes[sys.gpus[r]].topo?;
+            Some((sys.nodes[sys.gpus[r]].host, topo.gpu(n)?.busid))
+        };
+        for t in transport::select(&system, &paths, &path_policy, &transport_policy) {
+            if let (Some((h, a)), Some((_, b))) = (key(&system, t.from), key(&system, t.to)) {
+                split_reasons.insert((h, a, b), (t.reason, t.anomaly));
+            }
+        }
+        orig_host_of_part = domains.iter().map(|d| system.gpu(d[0]).host).collect();
+        let groups: Vec<Vec<_>> = domains
+            .iter()
+            .map(|d| {
+                d.iter()
+                    .filter_map(|&r| system.nodes[system.gpus[r]].topo)
+                    .collect()
+            })
+            .collect();
+        let shown: Vec<String> = domains
+            .iter()
+            .map(|d| {
+                format!(
+                    "[{}]",
+                    d.iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect();
+        topo = topo.split_gpus(&groups);
+        topo.warn(format!(
+            "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
+             connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
+             treats each group as a node and uses NET between them",
+            shown.join(" ")
+        ));
+        system = System::build(&topo, &data.bw);
+        paths = paths::compute(&system, &path_policy);
+    }
+    let nranks = system.gpus.len();
+    let nnodes = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
+        .max(1);
 
     // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
     // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
@@ -167,28 +241,26 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();
     let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &graphs, &channel_params, &counts);
     let connection = Connection::from_graphs(&system, &graphs, &counts);
 
-    let transport_policy = TransportPolicy {
-        minor,
-        cumem: env.cumem_enable.and_then(|v| {
-            if v == -2 || v == -1 {
-                None
-            } else {
-                Some(v > 0)
+    let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+    if !split_reasons.is_empty() {
+        for t in transports.iter_mut().filter(|t| t.inter_node) {
+            let ends = [t.from, t.to].map(|r| {
+                let node = &system.nodes[system.gpus[r]];
+                let busid = node.topo.and_then(|n| topo.gpu(n)).map(|g| g.busid);
+                (orig_host_of_part.get(node.host as usize).copied(), busid)
+            });
+            if let [(Some(ha), Some(a)), (Some(hb), Some(b))] = ends
+                && ha == hb
+                && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
+            {
+                t.reason = format!("{reason}{SPLIT_MARK}");
+                t.anomaly = anomaly.clone();
             }
-        }),
-        p2p_direct_disable: env.p2p_direct_disable,
-        p2p_read_enable: env.p2p_read_enable,
-        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
-        net: env.net.clone(),
-        ib_disable: env.ib_disable,
-        placement: req.placement.clone(),
-        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
-        cuda_driver_version: req.facts.cuda_driver_version,
-        ..TransportPolicy::default()
-    };
-    let transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+        }
+    }
 
     let cpu = system.first_cpu();
     let mut ti = TuningInput::new(&env, &data, nranks, nnodes);
@@ -242,7 +314,52 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     })
 }
 
+/// Records what the channel-count variables changed: the channel line with the variable
+/// against the line without it (everything else as set).
+fn note_channel_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+    counts: &ChannelCounts,
+) {
+    type Reset = fn(&mut ChannelParams, &ChannelParams);
+    let knobs: [(&[&str], Reset); 6] = [
+        (&["NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"], |p, _| {
+            p.min_nchannels = None
+        }),
+        (&["NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS"], |p, _| {
+            p.max_nchannels = None
+        }),
+        (&["NCCL_MIN_CTAS"], |p, d| p.min_ctas = d.min_ctas),
+        (&["NCCL_MAX_CTAS"], |p, d| p.max_ctas = d.max_ctas),
+        (&["NCCL_NVLS_NCHANNELS"], |p, _| p.nvls_nchannels = None),
+        (&["NCCL_NCHANNELS_PER_NET_PEER"], |p, _| {
+            p.nchannels_per_net_peer = None
+        }),
+    ];
+    let defaults = ChannelParams::for_version(params.minor);
+    for (vars, reset) in knobs {
+        let Some(var) = vars.iter().find(|v| env.is_set(v)) else {
+            continue;
+        };
+        let mut p = params.clone();
+        reset(&mut p, &defaults);
+        let without = channels::comm_channels(sys, paths, graphs, &p);
+        if without.log_line() != counts.log_line() {
+            env.note_effect(
+                var,
+                format!("{} (without it: {})", counts.log_line(), without.log_line()),
+            );
+        }
+    }
+}
+
 /// Records what the P2P/SHM/GDR variables changed, in the words the plan's `env[]` shows.
+/// Ends the reason of a pair that NCCL splits into different nodes of one host.
+const SPLIT_MARK: &str = "; NCCL therefore counts the two GPUs as different nodes";
+
 fn note_path_effects(
     env: &mut EnvPolicy,
     sys: &System,
@@ -250,7 +367,11 @@ fn note_path_effects(
     pol: &PathPolicy,
     pairs: &[PairTransport],
 ) {
-    let local: Vec<&PairTransport> = pairs.iter().filter(|p| !p.inter_node).collect();
+    // Pairs of one physical host, including those NCCL split into different nodes.
+    let local: Vec<&PairTransport> = pairs
+        .iter()
+        .filter(|p| !p.inter_node || p.reason.ends_with(SPLIT_MARK))
+        .collect();
     let shm = local.iter().filter(|p| p.transport == "SHM").count();
     let net = local
         .iter()
@@ -259,7 +380,7 @@ fn note_path_effects(
     let anomalies = local.iter().filter(|p| p.anomaly.is_some()).count();
     let total = local.len();
     let nvl_refused = format!(
-        "{shm} of {total} local GPU pairs use SHM and {net} use NET{}",
+        "{shm} of {total} GPU pairs within a host use SHM and {net} use NET{}",
         if anomalies > 0 {
             format!("; {anomalies} of them are NVLink-connected")
         } else {
@@ -377,6 +498,50 @@ mod tests {
         assert_eq!(a.nnodes, 2);
         assert_eq!(a.nranks, 2);
         assert!(a.transports.iter().all(|p| p.transport.starts_with("NET")));
+    }
+
+    #[test]
+    fn gpus_only_the_network_connects_become_nodes() {
+        // Two sockets, two GPUs and one 200G NIC per socket: the cross-socket CPU link
+        // (Skylake class, 10 GB/s) is slower than each GPU's 24 GB/s path to its NIC.
+        let text = include_str!("../../fixtures/synthetic/two-socket-nic-per-socket.xml");
+        let t = crate::source::ncclxml::parse_str(text, "two-socket").unwrap();
+        let a = run(&t, &[], "2.28");
+        assert_eq!(a.nranks, 4);
+        assert_eq!(a.nnodes, 2);
+        assert!(a.topo.warnings.iter().any(|w| w.contains("[0 1] [2 3]")));
+        let cross = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 2)
+            .unwrap();
+        assert_eq!(cross.transport, "NET/IB");
+        let local = a
+            .transports
+            .iter()
+            .find(|p| p.from == 0 && p.to == 1)
+            .unwrap();
+        assert_eq!(local.transport, "P2P/CUMEM");
+        // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
+        let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");
+        assert_eq!(b.nnodes, 1);
+    }
+
+    #[test]
+    fn channel_variables_say_what_they_changed() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "8")], "2.28");
+        assert_eq!(a.counts.coll, 8);
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        let effect = ent.effect.as_deref().unwrap_or("");
+        assert!(effect.starts_with("8 coll channels"), "{effect}");
+        assert!(effect.contains("without it: 24 coll channels"), "{effect}");
+        // A value that changes nothing says nothing.
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "32")], "2.28");
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        assert!(ent.effect.is_none(), "{ent:?}");
     }
 
     #[test]

@@ -429,6 +429,60 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// `NVLS Trees : d0/d1/d2->rank->up d0/d1/d2->rank->up` (channels 0 and 1) of `rank` in a
+    /// multi-node communicator with NVLS (`connectNvls`): the NVLS heads of the nodes form
+    /// the same double binary tree as the collective trees; `down[0]` is the rank's own NVLS
+    /// head slot (`nRanks + 1 + headRank`).
+    pub fn nvls_trees_line(&self, rank: usize, nodes: &Nodes) -> Option<String> {
+        if self.n_nodes <= 1 || self.nvls_heads.is_empty() {
+            return None;
+        }
+        let node = *nodes.node_of.get(rank)?;
+        let head_rank = self
+            .nvls_heads
+            .iter()
+            .position(|h| h.get(node) == Some(&rank))
+            .map(|h| h as i64)
+            .unwrap_or(-1);
+        let down = (self.n_ranks as i64) + 1 + head_rank;
+        let d = dtree(self.n_nodes as i64, node as i64);
+        let mut up = [-1i64; 2];
+        let mut d0 = [-1i64; 2];
+        let mut d1 = [-1i64; 2];
+        if let Some(heads) = self.nvls_heads.iter().find(|h| h.get(node) == Some(&rank)) {
+            let at = |x: i64| {
+                usize::try_from(x)
+                    .ok()
+                    .and_then(|i| heads.get(i))
+                    .map(|&r| r as i64)
+                    .unwrap_or(-1)
+            };
+            for t in 0..2 {
+                up[t] = at(d.up[t]);
+                d0[t] = at(d.down0[t]);
+                d1[t] = at(d.down1[t]);
+            }
+        }
+        let part = |t: usize| {
+            let mut tdown = [down, -1, -1];
+            let mut ix = 1;
+            if d0[t] != -1 {
+                tdown[ix] = d0[t];
+                ix += 1;
+            }
+            if d1[t] != -1 {
+                tdown[ix] = d1[t];
+            }
+            format!(
+                "{}/{}/{}->{}->{}",
+                tdown[0], tdown[1], tdown[2], rank, up[t]
+            )
+        };
+        Some(format!("NVLS Trees : {} {}", part(0), part(1)))
+    }
+}
+
 /// One `Channel %02d/%02d :` line in the format of NCCL 2.`minor` (`dumpLine`, rings.cc).
 pub fn channel_line(c: usize, total: usize, ring: &[usize], n_ranks: usize, minor: u32) -> String {
     if minor <= 22 {

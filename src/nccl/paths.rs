@@ -638,6 +638,33 @@ pub fn check_gdr(
     )
 }
 
+/// GPU ranks grouped into NCCL's domains (`ncclTopoTrimSystem`, paths.cc): GPUs of one host
+/// joined by any path better than NET. GPUs that only reach each other through the network
+/// (neither P2P nor SHM can connect them) end up in different domains, which NCCL then counts
+/// as different nodes.
+pub fn gpu_domains(sys: &System, paths: &Paths) -> Vec<Vec<usize>> {
+    let n = sys.gpus.len();
+    let mut dom: Vec<usize> = (0..n).collect();
+    for g in 0..n {
+        for p in 0..g {
+            let (gn, pn) = (sys.gpus[g], sys.gpus[p]);
+            if paths.get(gn, pn).is_some_and(|x| x.ty < PathType::Net) {
+                dom[g] = dom[g].min(dom[p]);
+            }
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = vec![];
+    let mut index: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for (r, &d) in dom.iter().enumerate() {
+        let i = *index.entry(d).or_insert_with(|| {
+            groups.push(vec![]);
+            groups.len() - 1
+        });
+        groups[i].push(r);
+    }
+    groups
+}
+
 fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     let ng = sys.gpus.len();
     // 1. No P2P: divert GPU→GPU traffic through the destination GPU's local CPU.

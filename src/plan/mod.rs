@@ -15,7 +15,7 @@ use crate::nccl::env::EnvEntry;
 use crate::nccl::graph::Graph;
 use crate::nccl::transport::{self, PairTransport, RankPlacement, TransportSummary};
 use crate::nccl::tuning::{self, Choice, Costs, OpContext};
-use crate::nccl::types::{Algo, Func, Proto};
+use crate::nccl::types::{Algo, Func, PathType, Proto};
 use crate::nccl::version::{DEFAULT_VERSION, NcclVersion};
 use crate::util::{Style, parse_size};
 use anyhow::Result;
@@ -108,6 +108,17 @@ pub struct Row {
     pub explain: Vec<String>,
 }
 
+/// One line of the tuner CSV: sizes `min..=max` of one collective get one choice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunerRow {
+    pub collective: Func,
+    pub min: u64,
+    pub max: u64,
+    pub algo: Algo,
+    pub proto: Proto,
+    pub nchannels: usize,
+}
+
 /// The first size at which the choice changes.
 #[derive(Clone, Debug, Serialize)]
 pub struct Crossover {
@@ -157,6 +168,9 @@ pub struct Plan {
     pub tuning_log: String,
     #[serde(skip)]
     pub transport_matrix: Vec<String>,
+    /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
+    #[serde(skip)]
+    pub tuner_rows: Vec<TunerRow>,
     #[serde(skip)]
     pub tuner_csv: String,
     #[serde(skip)]
@@ -194,7 +208,15 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
         type_inter: g.type_inter.name().into(),
         same_channels: g.same_channels,
         cross_nic: g.cross_nic,
-        channels: g.intra.clone(),
+        // NVLS channels hold their head GPU only; the rest of NCCL's per-channel array is unused.
+        channels: if g.pattern == crate::nccl::types::Pattern::Nvls {
+            g.intra
+                .iter()
+                .map(|c| c.iter().take(1).copied().collect())
+                .collect()
+        } else {
+            g.intra.clone()
+        },
         nets: g
             .inter
             .iter()
@@ -202,6 +224,12 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .collect(),
         log: crate::nccl::search::print_graph(g, &a.system, a.data.minor()),
     }
+}
+
+/// Whether an optional graph (NVLS, CollNet) is one NCCL uses: without channels (no NVSwitch
+/// multicast, no CollNet) NCCL disables the algorithm, so the plan shows null.
+fn searched(g: &Graph) -> bool {
+    g.n_channels > 0
 }
 
 fn label(a: Algo, p: Proto) -> String {
@@ -248,43 +276,116 @@ fn row(a: &Analysis, c: &Choice) -> Row {
     }
 }
 
-/// The first byte count in (lo, hi] whose choice differs from `lo`'s (choices are
-/// piecewise constant in size, so bisection finds the exact switch).
-fn crossover(a: &Analysis, f: Func, lo: u64, hi: u64, op: &OpContext) -> Result<u64> {
-    let key = |b: u64| -> Result<(Algo, Proto)> {
-        let c = a.costs.select(f, b, op)?;
-        Ok((c.algo, c.proto))
+/// The runs of one (algorithm, protocol, channels) choice for `f`, with exact boundaries:
+/// between two planned sizes whose choices differ, bisection finds each size where the
+/// choice changes (channel counts step several times between sizes far apart). The first run
+/// starts at 0 and the last ends at `u64::MAX`, so the rows cover every size.
+fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Vec<TunerRow>> {
+    let key = |b: u64| -> Result<(Algo, Proto, usize)> {
+        let c = select(a, f, b, op)?;
+        Ok((c.algo, c.proto, c.nchannels))
     };
-    let base = key(lo)?;
-    let (mut l, mut h) = (lo, hi);
-    while h - l > 1 {
-        let m = l + (h - l) / 2;
-        if key(m)? == base { l = m } else { h = m }
+    let mut rows = vec![];
+    let Some(&first) = sizes.first() else {
+        return Ok(rows);
+    };
+    let row = |min: u64, max: u64, k: (Algo, Proto, usize)| TunerRow {
+        collective: f,
+        min,
+        max,
+        algo: k.0,
+        proto: k.1,
+        nchannels: k.2,
+    };
+    let mut cur = key(first)?;
+    let mut start = 0;
+    let mut lo = first;
+    for &hi in sizes.iter().skip(1) {
+        let at_hi = key(hi)?;
+        // key(lo) == cur throughout; each change moves lo forward, so this ends.
+        while at_hi != cur {
+            let (mut l, mut h) = (lo, hi);
+            while h - l > 1 {
+                let m = l + (h - l) / 2;
+                if key(m)? == cur { l = m } else { h = m }
+            }
+            rows.push(row(start, h - 1, cur));
+            start = h;
+            cur = key(h)?;
+            lo = h;
+        }
+        lo = hi;
     }
-    Ok(h)
+    rows.push(row(start, u64::MAX, cur));
+    Ok(rows)
+}
+
+/// Why no (algorithm, protocol) is left for `f`, beyond the user's NCCL_ALGO/NCCL_PROTO:
+/// the rules that turned off the combinations the user did allow.
+fn unusable_reasons(a: &Analysis, f: Func) -> String {
+    let mut out: Vec<String> = vec![];
+    for &al in a.data.algorithms() {
+        if a.env.enable.algo(f, al) == 0 {
+            continue;
+        }
+        let mut why: Vec<&str> = vec![];
+        for p in Proto::ALL {
+            if a.env.enable.proto(f, p) == 0 {
+                continue;
+            }
+            let Some(cell) = a.costs.cell(f, al, p) else {
+                continue;
+            };
+            for w in &cell.disabled {
+                if !why.contains(&w.as_str()) {
+                    why.push(w);
+                }
+            }
+        }
+        if !why.is_empty() {
+            out.push(format!("{}: {}", al.name(), why.join(", ")));
+        }
+    }
+    out.join("; ")
+}
+
+/// `CostTable::select`, with the reasons behind a "no algorithm" error.
+fn select(a: &Analysis, f: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
+    a.costs.select(f, bytes, op).map_err(|e| {
+        let why = unusable_reasons(a, f);
+        if why.is_empty() {
+            return e;
+        }
+        let (_, hint) = error::classify(&e);
+        error::usage(
+            format!("{}: {why}", error::one_line(&e)),
+            hint.unwrap_or_default(),
+        )
+    })
 }
 
 pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let op = OpContext::default();
     let mut table = vec![];
     let mut crossovers = vec![];
+    let mut tuner_rows = vec![];
     for &f in &req.funcs {
-        let mut prev: Option<Choice> = None;
-        for &b in &req.sizes {
-            let c = a.costs.select(f, b, &op)?;
-            if let Some(p) = &prev
-                && (p.algo, p.proto) != (c.algo, c.proto)
-            {
-                let at = crossover(a, f, p.bytes, b, &op)?;
+        let runs = tuner_runs(a, f, &req.sizes, &op)?;
+        // Every change of algorithm or protocol between the runs, at its exact size (several
+        // may fall between two planned sizes).
+        for w in runs.windows(2) {
+            if (w[0].algo, w[0].proto) != (w[1].algo, w[1].proto) {
                 crossovers.push(Crossover {
                     collective: f.cli_name().into(),
-                    bytes: at,
-                    from: label(p.algo, p.proto),
-                    to: label(c.algo, c.proto),
+                    bytes: w[1].min,
+                    from: label(w[0].algo, w[0].proto),
+                    to: label(w[1].algo, w[1].proto),
                 });
             }
-            table.push(row(a, &c));
-            prev = Some(c);
+        }
+        tuner_rows.extend(runs);
+        for &b in &req.sizes {
+            table.push(row(a, &select(a, f, b, &op)?));
         }
     }
 
@@ -341,7 +442,8 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
     let mut log = vec![];
     log.extend(a.graphs.fallback_lines());
-    for g in a.graphs.iter() {
+    let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
+    for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
         log.extend(crate::nccl::search::print_graph(g, sys, a.data.minor()));
     }
     log.extend(conn.channel_lines(a.data.minor()));
@@ -352,7 +454,10 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     if let Some(l) = &p2p_type {
         log.push(l.clone());
     }
-    log.push(tuning::render_thread_thresholds(&a.costs));
+    log.push(format!(
+        "threadThresholds {}",
+        tuning::render_thread_thresholds(&a.costs)
+    ));
     log.push(a.counts.log_line());
 
     let gpu = sys
@@ -393,9 +498,24 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         graphs: Graphs {
             ring: graph_out(a, &a.graphs.ring),
             tree: graph_out(a, &a.graphs.tree),
-            nvls: a.graphs.nvls.as_ref().map(|g| graph_out(a, g)),
-            collnet: a.graphs.collnet_chain.as_ref().map(|g| graph_out(a, g)),
-            collnet_direct: a.graphs.collnet_direct.as_ref().map(|g| graph_out(a, g)),
+            nvls: a
+                .graphs
+                .nvls
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet: a
+                .graphs
+                .collnet_chain
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet_direct: a
+                .graphs
+                .collnet_direct
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
         },
         rings,
         trees,
@@ -409,13 +529,14 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         crossovers,
         env: a.env.effects(),
         log,
-        warnings: a.topo.warnings.clone(),
+        warnings: warnings(a),
         explain: req.explain,
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix: transport::matrices(sys, &a.transports)
             .iter()
             .map(|m| m.render())
             .collect(),
+        tuner_rows,
         tuner_csv: String::new(),
         graph_xml: crate::nccl::graphfile::write(&a.graphs, sys, a.data.minor()),
     };
@@ -423,49 +544,71 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     Ok(plan)
 }
 
+/// Algorithm names as the example tuner plugin parses them (`parseAlgorithm` in
+/// plugins/tuner/example/plugin.c); it reads any other name, `nvlstree` included, as ring.
+fn tuner_algo_name(a: Algo) -> &'static str {
+    match a {
+        Algo::Tree => "tree",
+        Algo::Ring => "ring",
+        Algo::CollnetDirect => "collnet_direct",
+        Algo::CollnetChain => "collnet_chain",
+        Algo::Nvls => "nvls",
+        Algo::NvlsTree => "nvls_tree",
+        Algo::Pat => "pat",
+    }
+}
+
+/// The source's warnings, plus what the plan had to assume.
+fn warnings(a: &Analysis) -> Vec<String> {
+    let mut w = a.topo.warnings.clone();
+    // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
+    // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
+    let pcie_p2p = a
+        .transports
+        .iter()
+        .filter(|t| !t.inter_node && t.transport.starts_with("P2P"))
+        .filter(|t| {
+            t.path
+                .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
+        })
+        .count();
+    if a.topo.p2p.is_empty() && pcie_p2p > 0 {
+        w.push(format!(
+            "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
+        ));
+    }
+    w
+}
+
 /// NCCL's example tuner plugin CSV
 /// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
-/// NVIDIA/nccl `plugins/tuner/example`): one line per run of consecutive sizes with the same
-/// choice. Row i covers (size[i-1], size[i]]; the first starts at 0 and the last ends at the
-/// largest planned size, so NCCL keeps its own choice beyond the plan.
+/// NVIDIA/nccl `plugins/tuner/example`): one line per run of sizes with the same choice,
+/// bounded where the choice really changes (`tuner_runs`). The rows of a collective run from 0
+/// to the largest size_t because the example plugin answers every call it finds no row for
+/// with one channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero
+/// answer as the channel cap); for the same reason the channel count is always written out
+/// (its `-1` "keep NCCL's default" also leaves that 1 in place) and numPipeOps is `-1`, so
+/// collectives NCCL aggregates in a group (numPipeOps > 1) still match.
 pub fn tuner_csv(plan: &Plan) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "# topo plan: NCCL {} model, {} ranks on {} node(s); sizes are NCCL's nBytes (nccl-tests size column)\n",
         plan.nccl_version, plan.nranks, plan.nnodes
     ));
+    out.push_str("# load with NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n");
     out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
-    let mut i = 0;
-    let rows = &plan.table;
-    while i < rows.len() {
-        let r = &rows[i];
-        let min = if i == 0 || rows[i - 1].collective != r.collective {
-            0
-        } else {
-            rows[i - 1].bytes + 1
-        };
-        let mut j = i;
-        while j + 1 < rows.len()
-            && rows[j + 1].collective == r.collective
-            && (
-                rows[j + 1].algo.as_str(),
-                rows[j + 1].proto.as_str(),
-                rows[j + 1].nchannels,
-            ) == (r.algo.as_str(), r.proto.as_str(), r.nchannels)
-        {
-            j += 1;
-        }
-        let algo = Algo::from_name(&r.algo)
-            .map(tuning::algo_cli_name)
-            .unwrap_or("ring");
-        let proto = Proto::from_name(&r.proto)
-            .map(tuning::proto_cli_name)
-            .unwrap_or("simple");
+    for r in &plan.tuner_rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},1,-1\n",
-            r.collective, min, rows[j].bytes, algo, proto, r.nchannels, plan.nnodes, plan.nranks
+            "{},{},{},{},{},{},{},{},-1,-1\n",
+            r.collective.cli_name(),
+            r.min,
+            r.max,
+            tuner_algo_name(r.algo),
+            tuning::proto_cli_name(r.proto),
+            r.nchannels,
+            plan.nnodes,
+            plan.nranks
         ));
-        i = j + 1;
     }
     out
 }
@@ -585,6 +728,38 @@ fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
     }
 }
 
+/// A plan needs to know which GPUs NVLink joins: paths, transports, graphs, channel counts and
+/// the cost table all follow from it. Skeleton topology files (Azure, AWS) leave NVLink for
+/// NCCL to detect at run time, so planning them as they stand would describe a PCIe-only
+/// machine that does not exist (SHM between H100s); refuse and say what to plan instead.
+fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
+    let gpus = topo.gpus();
+    let unknown: Vec<&str> = gpus
+        .iter()
+        .filter_map(|&n| topo.gpu(n))
+        .filter_map(|g| match &g.nvlink {
+            crate::model::NvlinkInfo::Unknown(why) => Some(why.as_str()),
+            crate::model::NvlinkInfo::Known => None,
+        })
+        .collect();
+    let Some(why) = unknown.first() else {
+        return Ok(());
+    };
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone());
+    Err(error::usage(
+        format!(
+            "cannot plan {origin}: NVLink is unknown for {} of {} GPU(s) ({why}), and every figure of a plan depends on it",
+            unknown.len(),
+            gpus.len()
+        ),
+        "plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (--profile dgx-a100, dgx-h100)",
+    ))
+}
+
 /// The NCCL-related part of the process environment.
 fn process_env() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::env::vars()
@@ -618,6 +793,7 @@ pub fn run(
             "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)",
         ));
     }
+    refuse_unknown_nvlink(topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts

@@ -188,7 +188,14 @@ pub fn render(p: &Plan, style: Style) -> String {
             let _ = writeln!(out, "  {l}");
         }
         if p.transport_matrix.len() > 1 {
-            let same = p.transport_matrix.iter().all(|x| x == m);
+            // The cells, without the host line, the header and the row labels (ranks differ).
+            fn body(x: &str) -> Vec<Vec<&str>> {
+                x.lines()
+                    .skip(2)
+                    .map(|l| l.split_whitespace().skip(1).collect())
+                    .collect()
+            }
+            let same = p.transport_matrix.iter().all(|x| body(x) == body(m));
             let _ = writeln!(
                 out,
                 "  ({} more node(s){})",
@@ -201,9 +208,22 @@ pub fn render(p: &Plan, style: Style) -> String {
             );
         }
     }
-    // One line per distinct reason, with the pairs it covers.
+    // One line per distinct reason, with the pairs it covers. Reasons name ranks and NICs, so
+    // on many nodes they multiply; the pairs a rank of node 0 sends on show every kind once.
+    let node0 = p.ranks_per_node.first().copied().unwrap_or(p.nranks);
+    let shown: Vec<_> = p
+        .transports
+        .iter()
+        .filter(|t| p.nnodes <= 1 || t.from < node0)
+        .collect();
+    if p.nnodes > 1 {
+        let _ = writeln!(
+            out,
+            "  why (pairs sent from node 0; other nodes alike, every pair in --format json):"
+        );
+    }
     let mut reasons: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
-    for t in &p.transports {
+    for t in shown {
         reasons
             .entry((t.transport.as_str(), t.reason.as_str()))
             .or_default()

@@ -1,11 +1,679 @@
 //! `topo show`: summary, matrix, pci, paths and dot views; JSON/YAML documents.
+//!
+//! Every view reads the same [`Ctx`]: the topology split per host, stable labels (`GPU0`,
+//! `NIC0`, as `nvidia-smi topo -m` numbers them) and NCCL's path table. The text views and
+//! the `topo.show/v1` document are built from it, so the JSON always carries what the text
+//! shows.
+
+mod doc;
+mod dot;
+mod matrix;
+mod paths;
+mod pci;
+mod summary;
+#[cfg(test)]
+mod testing;
 
 use crate::cli::{DataFormat, ShowView};
-use crate::model::Topology;
+use crate::model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
+use crate::nccl;
+use crate::nccl::paths::PathPolicy;
+use crate::nccl::system::{NodeType, System};
+use crate::nccl::types::PathType;
 use crate::util::Style;
 use anyhow::Result;
+use petgraph::graph::NodeIndex;
+use std::collections::{BTreeMap, HashMap};
 
 pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style) -> Result<String> {
-    let _ = (topo, view, format, style);
-    anyhow::bail!("show is not built yet")
+    let ctx = Ctx::new(topo);
+    match format {
+        DataFormat::Json => doc::json(&ctx, view),
+        DataFormat::Yaml => doc::yaml(&ctx, view),
+        DataFormat::Text => Ok(match view {
+            ShowView::Summary => summary::render(&ctx, style),
+            ShowView::Matrix => matrix::render(&ctx, style),
+            ShowView::Pci => pci::render(&ctx, style),
+            ShowView::Dot => dot::render(&ctx),
+            ShowView::Paths => paths::render(&ctx, style),
+        }),
+    }
+}
+
+/// NCCL's path from one model node to another: type and bandwidth (GB/s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PathInfo {
+    pub ty: PathType,
+    pub bw: f64,
+    pub hops: u32,
+    /// The GPU a PXN or NVB path relays through.
+    pub via: Option<NodeIndex>,
+}
+
+/// One host's GPUs, network ports and NUMA nodes, in display order.
+pub(crate) struct HostView {
+    pub host: HostId,
+    pub gpus: Vec<NodeIndex>,
+    pub nets: Vec<NodeIndex>,
+    /// NICs without a known network port (skeleton XML): matrix columns after the ports.
+    pub bare_nics: Vec<NodeIndex>,
+    pub cpus: Vec<NodeIndex>,
+}
+
+impl HostView {
+    /// Ports, then port-less NICs: the `NIC#` columns of the matrix.
+    pub fn nic_columns(&self) -> Vec<NodeIndex> {
+        self.nets.iter().chain(&self.bare_nics).copied().collect()
+    }
+}
+
+/// What a GPU's NVLinks reach, summed over the model's per-chip links.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct NvlinkSummary {
+    /// `Some(reason)` when the source could not enumerate NVLinks.
+    pub unknown: Option<String>,
+    pub lanes: u32,
+    pub bw: f64,
+    pub switch_lanes: u32,
+    pub switch_bw: f64,
+    /// NVSwitch chips reached, with lanes to each, in model order.
+    pub switches: Vec<(NodeIndex, u32)>,
+    /// Peer GPUs reached directly: (gpu, lanes, bw).
+    pub peers: Vec<(NodeIndex, u32, f64)>,
+    pub cpu_lanes: u32,
+}
+
+pub(crate) struct Ctx<'a> {
+    pub topo: &'a Topology,
+    pub hosts: Vec<HostView>,
+    /// Position of a GPU or network port inside its host (`GPU3`, `NIC5`).
+    pos: HashMap<NodeIndex, usize>,
+    /// NCCL paths from GPUs to GPUs and network ports of the same host.
+    pub paths: BTreeMap<(NodeIndex, NodeIndex), PathInfo>,
+    /// Per GPU, the network ports NCCL treats as local (`ncclTopoGetLocal`).
+    local: HashMap<NodeIndex, Vec<NodeIndex>>,
+    /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
+    channel0: HashMap<NodeIndex, NodeIndex>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(topo: &'a Topology) -> Ctx<'a> {
+        let nhosts = topo.host_count().max(topo.hosts.len()).max(1);
+        let gpus = topo.gpus();
+        let nets = topo.nets();
+        let mut cpus: Vec<NodeIndex> = topo.cpus().collect();
+        cpus.sort_by_key(|&c| {
+            (
+                topo.node(c).host,
+                topo.cpu(c).map(|x| x.numa).unwrap_or(-1),
+                c,
+            )
+        });
+        let mut pos = HashMap::new();
+        let hosts: Vec<HostView> = (0..nhosts)
+            .map(|h| {
+                let host = h as HostId;
+                let on = |v: &Vec<NodeIndex>| -> Vec<NodeIndex> {
+                    v.iter()
+                        .copied()
+                        .filter(|&n| topo.node(n).host == host)
+                        .collect()
+                };
+                let mut bare: Vec<NodeIndex> = topo
+                    .nics()
+                    .filter(|&n| topo.node(n).host == host && topo.children(n).is_empty())
+                    .collect();
+                bare.sort_by_key(|&n| (topo.node(n).busid(), n));
+                let hv = HostView {
+                    host,
+                    gpus: on(&gpus),
+                    nets: on(&nets),
+                    bare_nics: bare,
+                    cpus: on(&cpus),
+                };
+                for (i, &g) in hv.gpus.iter().enumerate() {
+                    pos.insert(g, i);
+                }
+                for (i, n) in hv.nic_columns().into_iter().enumerate() {
+                    pos.insert(n, i);
+                }
+                hv
+            })
+            .collect();
+        let mut ctx = Ctx {
+            topo,
+            hosts,
+            pos,
+            paths: BTreeMap::new(),
+            local: HashMap::new(),
+            channel0: HashMap::new(),
+        };
+        nccl_paths(&mut ctx);
+        ctx
+    }
+
+    pub fn multi_host(&self) -> bool {
+        self.hosts.len() > 1
+    }
+
+    pub fn host_name(&self, h: HostId) -> String {
+        self.topo
+            .hosts
+            .get(h as usize)
+            .and_then(|x| x.name.clone())
+            .unwrap_or_else(|| {
+                if self.multi_host() {
+                    format!("host{h}")
+                } else {
+                    "(unnamed)".to_string()
+                }
+            })
+    }
+
+    /// Index of a GPU or port inside its host.
+    pub fn index(&self, n: NodeIndex) -> usize {
+        self.pos.get(&n).copied().unwrap_or(0)
+    }
+
+    /// `GPU3`, `NIC5`, or the node's bus id / name for anything else.
+    pub fn label(&self, n: NodeIndex) -> String {
+        let node = self.topo.node(n);
+        match &node.kind {
+            NodeKind::Gpu(_) => format!("GPU{}", self.index(n)),
+            NodeKind::Net(x) => x.name.clone(),
+            NodeKind::Cpu(c) => format!("NUMA{}", c.numa),
+            _ => node
+                .busid()
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "?".to_string()),
+        }
+    }
+
+    pub fn nvlink(&self, gpu: NodeIndex) -> NvlinkSummary {
+        let mut s = NvlinkSummary::default();
+        if let Some(g) = self.topo.gpu(gpu)
+            && let NvlinkInfo::Unknown(reason) = &g.nvlink
+        {
+            s.unknown = Some(reason.clone());
+        }
+        for (to, lanes, bw) in self.topo.nvlinks(gpu) {
+            s.lanes += lanes;
+            s.bw += bw;
+            match &self.topo.node(to).kind {
+                NodeKind::NvSwitch(_) => {
+                    s.switch_lanes += lanes;
+                    s.switch_bw += bw;
+                    s.switches.push((to, lanes));
+                }
+                NodeKind::Gpu(_) => s.peers.push((to, lanes, bw)),
+                _ => s.cpu_lanes += lanes,
+            }
+        }
+        s
+    }
+
+    /// NVLink lanes between two GPUs as `nvidia-smi topo -m` counts them (`NV#`): direct
+    /// lanes, or through NVSwitch the smaller of the two GPUs' switch lane counts.
+    pub fn nvlink_lanes_between(&self, a: NodeIndex, b: NodeIndex) -> u32 {
+        let direct = |x: NodeIndex, y: NodeIndex| -> u32 {
+            self.topo
+                .graph
+                .edges_connecting(x, y)
+                .filter(|e| e.weight().kind == LinkKind::NvLink)
+                .map(|e| e.weight().lanes)
+                .sum()
+        };
+        let d = direct(a, b).max(direct(b, a));
+        if d > 0 {
+            return d;
+        }
+        let (sa, sb) = (self.nvlink(a).switch_lanes, self.nvlink(b).switch_lanes);
+        if sa > 0 && sb > 0 { sa.min(sb) } else { 0 }
+    }
+
+    /// The NIC (PCI function) of a network port, or the node itself.
+    pub fn pci_device(&self, n: NodeIndex) -> NodeIndex {
+        match &self.topo.node(n).kind {
+            NodeKind::Net(_) => self.topo.node(n).parent.unwrap_or(n),
+            _ => n,
+        }
+    }
+
+    /// Bus id of a GPU, NIC or network port (its NIC's).
+    pub fn busid(&self, n: NodeIndex) -> Option<crate::model::BusId> {
+        self.topo.node(self.pci_device(n)).busid()
+    }
+
+    /// The NCCL path from `from` to `to` (same host), if computed.
+    pub fn path(&self, from: NodeIndex, to: NodeIndex) -> Option<PathInfo> {
+        self.paths.get(&(from, to)).copied()
+    }
+
+    /// The network ports NCCL treats as local to a GPU: highest path bandwidth, then best path
+    /// type (`ncclTopoGetLocal`, src/graph/topo.cc); in plugin device order.
+    pub fn local_nets(&self, gpu: NodeIndex) -> Vec<NodeIndex> {
+        self.local.get(&gpu).cloned().unwrap_or_default()
+    }
+
+    /// The GPU's nearest network port, the one NCCL gives its channel 0, and the path to it.
+    pub fn nearest_nic(&self, gpu: NodeIndex) -> Option<(NodeIndex, PathInfo)> {
+        let n = self
+            .channel0
+            .get(&gpu)
+            .copied()
+            .or_else(|| self.local_nets(gpu).first().copied())?;
+        Some((n, self.path(gpu, n)?))
+    }
+
+    /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for
+    /// other PCI functions, `NVSwitch 0000:05:00.0`. Used by the DOT graph and the JSON links.
+    pub fn node_keys(&self) -> HashMap<NodeIndex, String> {
+        let mut keys = HashMap::new();
+        let mut seen: HashMap<(HostId, String), usize> = HashMap::new();
+        for n in self.topo.graph.node_indices() {
+            let node = self.topo.node(n);
+            let base = match &node.kind {
+                NodeKind::Gpu(_) | NodeKind::Net(_) => self.label(n),
+                NodeKind::Cpu(c) if c.numa >= 0 => format!("NUMA{}", c.numa),
+                NodeKind::Cpu(_) => "NUMA?".to_string(),
+                NodeKind::NvSwitch(s) => match s.busid {
+                    Some(b) => format!("NVSwitch {b}"),
+                    None => "NVSwitch".to_string(),
+                },
+                NodeKind::Nic(x) if x.busid.is_none() => "NIC".to_string(),
+                _ => node.busid().map(|b| b.to_string()).unwrap_or_default(),
+            };
+            let count = seen.entry((node.host, base.clone())).or_default();
+            *count += 1;
+            let key = if *count > 1 {
+                format!("{base} #{count}")
+            } else {
+                base
+            };
+            keys.insert(n, key);
+        }
+        keys
+    }
+
+    pub fn numa(&self, n: NodeIndex) -> Option<i32> {
+        let v = self.topo.numa_of(self.pci_device(n));
+        (v >= 0).then_some(v)
+    }
+}
+
+/// NCCL's paths with the default constants and environment (`nccl::paths::compute`): from
+/// every GPU to the GPUs and network ports of its host, keyed by model node; plus each GPU's
+/// local network ports and the one NCCL gives its channel 0.
+fn nccl_paths(ctx: &mut Ctx) {
+    let topo = ctx.topo;
+    let sys = System::build(topo, &BwConstants::default());
+    let policy = PathPolicy::default();
+    let paths = nccl::paths::compute(&sys, &policy);
+    let of: HashMap<NodeIndex, usize> = sys
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| matches!(n.kind, NodeType::Gpu | NodeType::Net))
+        .filter_map(|(i, n)| n.topo.map(|t| (t, i)))
+        .collect();
+    let model = |i: usize| sys.nodes.get(i).and_then(|n| n.topo);
+    for hv in &ctx.hosts {
+        for &g in &hv.gpus {
+            let Some(&sg) = of.get(&g) else { continue };
+            for &t in hv.gpus.iter().chain(&hv.nets) {
+                let Some(&st) = of.get(&t) else { continue };
+                let Some(p) = paths.get(sg, st) else { continue };
+                // The relay GPU of a PXN or NVB path.
+                let via = p
+                    .route
+                    .iter()
+                    .skip(1)
+                    .take(p.route.len().saturating_sub(2))
+                    .find(|&&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
+                    .and_then(|&i| model(i));
+                ctx.paths.insert(
+                    (g, t),
+                    PathInfo {
+                        ty: p.ty,
+                        bw: p.bw,
+                        hops: p.hops,
+                        via,
+                    },
+                );
+            }
+            let local: Vec<NodeIndex> = nccl::paths::local_nodes(&sys, &paths, sg, NodeType::Net)
+                .into_iter()
+                .filter_map(model)
+                .collect();
+            ctx.local.insert(g, local);
+            let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
+            if let Some(net) =
+                rank.and_then(|r| nccl::paths::local_net(&sys, &paths, &policy, r, 0))
+                && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
+            {
+                ctx.channel0.insert(g, n);
+            }
+        }
+    }
+}
+
+/// The sentence saying a host has no GPU, with the reason discovery gave
+/// (`Host::gpu_discovery`), without repeating "no NVIDIA GPU" when the reason starts with it.
+pub(crate) fn no_gpu_line(ctx: &Ctx, host: HostId) -> String {
+    let why = ctx
+        .topo
+        .hosts
+        .get(host as usize)
+        .and_then(|h| h.gpu_discovery.clone())
+        .unwrap_or_else(|| "the source lists no GPUs".to_string());
+    if why.to_ascii_lowercase().starts_with("no nvidia gpu") {
+        let mut c = why.chars();
+        c.next()
+            .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+            .unwrap_or_default()
+    } else {
+        format!("No NVIDIA GPU or NVML library found: {why}")
+    }
+}
+
+/// A host's NVSwitch chips ordered by bus id (hidden ones last).
+pub(crate) fn sorted_nvswitches(ctx: &Ctx, host: HostId) -> Vec<NodeIndex> {
+    let mut v: Vec<NodeIndex> = ctx
+        .topo
+        .nvswitches()
+        .filter(|&s| ctx.topo.node(s).host == host)
+        .collect();
+    v.sort_by_key(|&s| {
+        (
+            ctx.topo.node(s).busid().is_none(),
+            ctx.topo.node(s).busid(),
+            s,
+        )
+    });
+    v
+}
+
+/// Rounds a bandwidth for documents: two decimals, so 20.6 × 18 prints as 370.8.
+pub(crate) fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// `0,1,2,5` → `GPUs 0–2, 5`-style ranges over sorted indices.
+pub(crate) fn ranges(v: &[usize]) -> String {
+    let mut out: Vec<String> = vec![];
+    let mut i = 0;
+    while i < v.len() {
+        let start = v[i];
+        let mut end = start;
+        while i + 1 < v.len() && v[i + 1] == end + 1 {
+            i += 1;
+            end = v[i];
+        }
+        out.push(if end > start {
+            format!("{start}–{end}")
+        } else {
+            start.to_string()
+        });
+        i += 1;
+    }
+    out.join(", ")
+}
+
+/// A CPU list (`0-3,8`) from NCCL's affinity mask (comma-separated 32-bit hex words, most
+/// significant first, as in sysfs `cpumap`).
+pub(crate) fn mask_to_cpulist(mask: &str) -> Option<String> {
+    let words: Vec<&str> = mask.trim().split(',').collect();
+    let mut cpus = vec![];
+    for (k, w) in words.iter().rev().enumerate() {
+        let v = u32::from_str_radix(w.trim(), 16).ok()?;
+        for bit in 0..32 {
+            if v & (1 << bit) != 0 {
+                cpus.push(k * 32 + bit);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return None;
+    }
+    Some(ranges(&cpus).replace('–', "-").replace(", ", ","))
+}
+
+/// A NUMA node's CPU list, from `cpus` or the affinity mask.
+pub(crate) fn cpu_list(cpu: &crate::model::Cpu) -> Option<String> {
+    cpu.cpus
+        .clone()
+        .or_else(|| cpu.affinity.as_deref().and_then(mask_to_cpulist))
+}
+
+/// Colour of a cell in a rendered table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Paint {
+    #[default]
+    None,
+    Bold,
+    Green,
+    Yellow,
+    Cyan,
+    Dim,
+}
+
+impl Paint {
+    pub fn apply(self, style: Style, s: &str) -> String {
+        match self {
+            Paint::None => s.to_string(),
+            Paint::Bold => style.bold(s),
+            Paint::Green => style.green(s),
+            Paint::Yellow => style.yellow(s),
+            Paint::Cyan => style.cyan(s),
+            Paint::Dim => style.dim(s),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cell {
+    pub text: String,
+    pub paint: Paint,
+}
+
+impl Cell {
+    pub fn new(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            paint: Paint::None,
+        }
+    }
+    pub fn paint(text: impl Into<String>, paint: Paint) -> Cell {
+        Cell {
+            text: text.into(),
+            paint,
+        }
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::new(s)
+    }
+}
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::new(s)
+    }
+}
+
+/// A left-aligned table with two spaces between columns; colour is applied after padding so
+/// escape sequences never shift the columns. Trailing spaces are trimmed.
+pub(crate) fn table(indent: &str, header: &[&str], rows: &[Vec<Cell>], style: Style) -> String {
+    let ncol = header
+        .len()
+        .max(rows.iter().map(|r| r.len()).max().unwrap_or(0));
+    let mut w = vec![0usize; ncol];
+    for (i, h) in header.iter().enumerate() {
+        w[i] = w[i].max(h.chars().count());
+    }
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.text.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<Cell>| -> String {
+        let mut s = String::from(indent);
+        let last = cells.len().saturating_sub(1);
+        for (i, c) in cells.into_iter().enumerate() {
+            let pad = if i == last {
+                0
+            } else {
+                w[i].saturating_sub(c.text.chars().count()) + 2
+            };
+            s.push_str(&c.paint.apply(style, &c.text));
+            s.push_str(&" ".repeat(pad));
+        }
+        s.trim_end().to_string()
+    };
+    if !header.is_empty() {
+        out.push_str(&line(
+            header
+                .iter()
+                .map(|h| Cell::paint(*h, Paint::Bold))
+                .collect(),
+        ));
+        out.push('\n');
+    }
+    for r in rows {
+        out.push_str(&line(r.clone()));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::testing::hgx;
+
+    #[test]
+    fn labels_and_nvlink_summary_on_hgx() {
+        let t = hgx(8, 90);
+        let ctx = Ctx::new(&t);
+        let g = &ctx.hosts[0].gpus;
+        assert_eq!(ctx.label(g[3]), "GPU3");
+        let s = ctx.nvlink(g[0]);
+        assert_eq!(s.lanes, 18);
+        assert_eq!(s.switch_lanes, 18);
+        assert_eq!(s.switches.len(), 4);
+        assert!((s.bw - 370.8).abs() < 1e-9);
+        assert_eq!(ctx.nvlink_lanes_between(g[0], g[7]), 18);
+        let (nic, p) = ctx.nearest_nic(g[5]).unwrap();
+        assert_eq!(ctx.label(nic), "mlx5_5");
+        assert_eq!(p.ty, PathType::Pix);
+        assert_eq!(round2(p.bw), 48.0);
+    }
+
+    #[test]
+    fn cpu_masks_and_ranges() {
+        assert_eq!(
+            mask_to_cpulist("00000000,0000ffff").as_deref(),
+            Some("0-15")
+        );
+        assert_eq!(
+            mask_to_cpulist("ffffffff,00000000").as_deref(),
+            Some("32-63")
+        );
+        assert_eq!(
+            mask_to_cpulist("0000000f,000000f0").as_deref(),
+            Some("4-7,32-35")
+        );
+        assert_eq!(mask_to_cpulist("zz"), None);
+        assert_eq!(mask_to_cpulist("00000000"), None);
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), "0–2, 5, 7–8");
+        assert_eq!(round2(20.6 * 18.0), 370.8);
+    }
+
+    /// Colour only adds escape sequences: stripped, the text is the plain text.
+    #[test]
+    fn colour_never_moves_a_column() {
+        let t = hgx(4, 90);
+        for view in [
+            ShowView::Summary,
+            ShowView::Matrix,
+            ShowView::Pci,
+            ShowView::Paths,
+        ] {
+            let plain = render(&t, view, DataFormat::Text, Style { color: false }).unwrap();
+            let col = render(&t, view, DataFormat::Text, Style { color: true }).unwrap();
+            assert!(col.contains("\x1b["), "{view:?}");
+            let mut stripped = String::new();
+            let mut rest = col.as_str();
+            while let Some(i) = rest.find("\x1b[") {
+                stripped.push_str(&rest[..i]);
+                let after = &rest[i..];
+                let end = after.find('m').unwrap();
+                rest = &after[end + 1..];
+            }
+            stripped.push_str(rest);
+            assert_eq!(stripped, plain, "{view:?}");
+            assert!(!plain.contains('\x1b'));
+        }
+    }
+
+    #[test]
+    fn tables_align_and_trim() {
+        let t = table(
+            "",
+            &["A", "Bee"],
+            &[vec!["xx".into(), "y".into()]],
+            Style::default(),
+        );
+        assert_eq!(t, "A   Bee\nxx  y\n");
+    }
+}
+
+#[cfg(test)]
+mod snapshots {
+    //! Every view of every test machine, text and JSON, as reviewed snapshots.
+    use super::testing::*;
+    use super::*;
+    use crate::model::testing::hgx;
+
+    fn all(name: &str, t: &Topology) {
+        for (view, vname) in [
+            (ShowView::Summary, "summary"),
+            (ShowView::Matrix, "matrix"),
+            (ShowView::Pci, "pci"),
+            (ShowView::Dot, "dot"),
+            (ShowView::Paths, "paths"),
+        ] {
+            let text = render(t, view, DataFormat::Text, Style::default()).unwrap();
+            insta::assert_snapshot!(format!("{name}_{vname}"), text);
+        }
+        let json = render(t, ShowView::Summary, DataFormat::Json, Style::default()).unwrap();
+        insta::assert_snapshot!(format!("{name}_json"), json);
+    }
+
+    #[test]
+    fn hgx_h100() {
+        all("hgx8", &hgx(8, 90));
+    }
+    #[test]
+    fn pcie_two_socket() {
+        all("pcie2s", &pcie_2socket());
+    }
+    #[test]
+    fn nvlink_bridge_pair() {
+        all("bridge", &nvlink_bridge());
+    }
+    #[test]
+    fn no_gpu() {
+        all("gpuless", &gpuless());
+    }
+    #[test]
+    fn skeleton_unknown_nvlink() {
+        all("unknown_nvlink", &unknown_nvlink());
+    }
+    #[test]
+    fn vm() {
+        all("vm", &vm_bridges());
+    }
 }

@@ -1,0 +1,839 @@
+//! The `topo.show/v1` document behind `--format json|yaml`, for every view.
+//!
+//! Contract fields (docs/show.md, shared cli-contract): `gpus[]`, `nics[]`, `numa[]`,
+//! `nvswitches[]`, `pci_switches[]`, `paths[]`, `warnings[]`. Numbers are numbers, unknown
+//! is null, bandwidths are rounded to two decimals so output is stable byte for byte. Views
+//! add their own section (`matrix`, `pci_tree`, `nodes`) next to the common fields.
+
+use super::matrix::{self, MatrixDoc};
+use super::pci::{self, Flag, PciNode};
+use super::{Ctx, round2};
+use crate::cli::ShowView;
+use crate::model::bw::{pcie_generation, pcie_gts};
+use crate::model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
+use anyhow::{Context, Result};
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const SCHEMA: &str = "topo.show/v1";
+
+#[derive(Serialize)]
+struct Doc {
+    schema: &'static str,
+    view: &'static str,
+    source: SourceDoc,
+    hosts: Vec<HostDoc>,
+    gpus: Vec<GpuDoc>,
+    nics: Vec<NicDoc>,
+    numa: Vec<NumaDoc>,
+    nvswitches: Vec<NvSwitchDoc>,
+    pci_switches: Vec<PciSwitchDoc>,
+    pci_devices: Vec<PciDeviceDoc>,
+    paths: Vec<PathDoc>,
+    p2p: Vec<P2pDoc>,
+    links: Vec<LinkDoc>,
+    verdicts: Vec<String>,
+    warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    matrix: Option<Vec<MatrixDoc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pci_tree: Option<Vec<PciNode>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nodes: Option<Vec<NodeDoc>>,
+}
+
+#[derive(Serialize)]
+struct SourceDoc {
+    kind: String,
+    origin: Option<String>,
+}
+
+#[derive(Serialize)]
+struct HostDoc {
+    index: u16,
+    name: Option<String>,
+    kernel: Option<String>,
+    driver_version: Option<String>,
+    cuda_driver_version: Option<String>,
+    nvml_version: Option<String>,
+    gpu_discovery: Option<String>,
+    env: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct PcieDoc {
+    speed_gts: Option<f64>,
+    generation: Option<u32>,
+    width: Option<u32>,
+    bw_gbps: f64,
+    max_speed_gts: Option<f64>,
+    max_width: Option<u32>,
+    cur_speed_gts: Option<f64>,
+    cur_width: Option<u32>,
+    flags: Vec<Flag>,
+}
+
+fn pcie_doc(ctx: &Ctx, n: NodeIndex, l: &PcieLink) -> PcieDoc {
+    let gts = |s: &Option<String>| s.as_deref().and_then(pcie_gts);
+    PcieDoc {
+        speed_gts: gts(&l.speed),
+        generation: gts(&l.speed).and_then(pcie_generation),
+        width: l.width,
+        bw_gbps: round2(l.bw()),
+        max_speed_gts: gts(&l.max_speed),
+        max_width: l.max_width,
+        cur_speed_gts: gts(&l.cur_speed),
+        cur_width: l.cur_width,
+        flags: pci::flags(ctx, n),
+    }
+}
+
+#[derive(Serialize)]
+struct NvlinkTarget {
+    to: String,
+    kind: &'static str,
+    lanes: u32,
+    bw_gbps: f64,
+}
+
+#[derive(Serialize)]
+struct NvlinkDoc {
+    /// `known` or `unknown`.
+    state: &'static str,
+    reason: Option<String>,
+    lanes: Option<u32>,
+    bw_gbps: Option<f64>,
+    links: Vec<NvlinkTarget>,
+}
+
+#[derive(Serialize)]
+struct GpuDoc {
+    index: usize,
+    host: u16,
+    dev: Option<i32>,
+    busid: String,
+    name: Option<String>,
+    /// Model from the PCI ids when the source gave no name (`H100 SXM5 80GB`).
+    model: Option<String>,
+    sm: Option<u32>,
+    numa: Option<i32>,
+    cpu_affinity: Option<String>,
+    nvlink_lanes: Option<u32>,
+    nvswitch: Option<bool>,
+    nearest_nic: Option<String>,
+    nic_path: Option<String>,
+    nic_bw_gbps: Option<f64>,
+    local_nics: Vec<String>,
+    memory_bytes: Option<u64>,
+    uuid: Option<String>,
+    gdr: Option<bool>,
+    vendor: Option<String>,
+    device: Option<String>,
+    pcie: PcieDoc,
+    nvlink: NvlinkDoc,
+    c2c: Option<C2cInfo>,
+    fabric: Option<FabricInfo>,
+}
+
+#[derive(Serialize)]
+struct NicDoc {
+    index: usize,
+    host: u16,
+    /// `null` for a NIC listed without a network port (skeleton XML); so are the port fields.
+    name: Option<String>,
+    busid: Option<String>,
+    dev: Option<i32>,
+    speed_gbps: Option<f64>,
+    bw_gbps: Option<f64>,
+    port: Option<u32>,
+    gdr: Option<bool>,
+    coll: Option<bool>,
+    numa: Option<i32>,
+    link_layer: Option<String>,
+    netdev: Option<String>,
+    state: Option<String>,
+    /// Hex string: a 64-bit GUID does not survive a JSON number in most readers.
+    guid: Option<String>,
+    vendor: Option<String>,
+    device: Option<String>,
+    model: Option<String>,
+    /// GPUs that share a PCIe switch with this port (PIX or PXB).
+    near_gpus: Vec<String>,
+    pcie: Option<PcieDoc>,
+}
+
+#[derive(Serialize)]
+struct NumaDoc {
+    id: Option<i32>,
+    host: u16,
+    cpus: Option<String>,
+    arch: Option<String>,
+    vendor: Option<String>,
+    family: Option<u32>,
+    model: Option<u32>,
+    model_name: Option<String>,
+    /// NCCL's bandwidth for links from this CPU to the other sockets (GB/s).
+    sys_bw_gbps: f64,
+    gpus: Vec<String>,
+    nics: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct SwitchGpu {
+    gpu: String,
+    lanes: u32,
+}
+
+#[derive(Serialize)]
+struct NvSwitchDoc {
+    busid: Option<String>,
+    host: u16,
+    vendor: Option<String>,
+    device: Option<String>,
+    gpus: Vec<SwitchGpu>,
+}
+
+#[derive(Serialize)]
+struct PciSwitchDoc {
+    busid: String,
+    host: u16,
+    numa: Option<i32>,
+    link_speed_gts: Option<f64>,
+    link_generation: Option<u32>,
+    link_width: Option<u32>,
+    bw_gbps: f64,
+    vendor: Option<String>,
+    device: Option<String>,
+    model: Option<String>,
+    children: Vec<String>,
+    flags: Vec<Flag>,
+}
+
+#[derive(Serialize)]
+struct PciDeviceDoc {
+    busid: String,
+    host: u16,
+    numa: Option<i32>,
+    class: String,
+    class_name: &'static str,
+    vendor: Option<String>,
+    device: Option<String>,
+    model: Option<String>,
+    driver: Option<String>,
+}
+
+#[derive(Serialize)]
+struct PathDoc {
+    host: u16,
+    from: String,
+    to: String,
+    #[serde(rename = "type")]
+    ty: String,
+    bw_gbps: f64,
+    hops: u32,
+    /// The GPU a PXN or NVB path relays through.
+    via: Option<String>,
+}
+
+#[derive(Serialize)]
+struct P2pDoc {
+    host: u16,
+    from: String,
+    to: String,
+    read: Option<bool>,
+    write: Option<bool>,
+    nvlink: Option<bool>,
+    atomics: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct LinkDoc {
+    host: u16,
+    from: String,
+    to: String,
+    kind: &'static str,
+    lanes: Option<u32>,
+    bw_gbps: f64,
+}
+
+#[derive(Serialize)]
+struct NodeDoc {
+    id: String,
+    host: u16,
+    kind: &'static str,
+    numa: Option<i32>,
+    busid: Option<String>,
+}
+
+fn hex16(v: Option<u16>) -> Option<String> {
+    v.map(|x| format!("0x{x:04x}"))
+}
+
+fn opt_numa(v: i32) -> Option<i32> {
+    (v >= 0).then_some(v)
+}
+
+fn kind_name(k: &NodeKind) -> &'static str {
+    match k {
+        NodeKind::Cpu(_) => "numa",
+        NodeKind::PciSwitch(_) => "pci_switch",
+        NodeKind::Gpu(_) => "gpu",
+        NodeKind::NvSwitch(_) => "nvswitch",
+        NodeKind::Nic(_) => "nic",
+        NodeKind::Net(_) => "port",
+        NodeKind::PciDevice(_) => "pci_device",
+    }
+}
+
+fn build(ctx: &Ctx, view: ShowView) -> Doc {
+    let topo = ctx.topo;
+    let keys = ctx.node_keys();
+    let key = |n: NodeIndex| keys.get(&n).cloned().unwrap_or_default();
+    let hosts = (0..ctx.hosts.len())
+        .map(|i| {
+            let h = topo.hosts.get(i).cloned().unwrap_or_default();
+            HostDoc {
+                index: i as u16,
+                name: h.name,
+                kernel: h.kernel,
+                driver_version: h.driver_version,
+                cuda_driver_version: h.cuda_driver_version,
+                nvml_version: h.nvml_version,
+                gpu_discovery: h.gpu_discovery,
+                env: h.env,
+            }
+        })
+        .collect();
+    let mut gpus = vec![];
+    let mut nics = vec![];
+    let mut paths = vec![];
+    let mut verdicts = vec![];
+    for hv in &ctx.hosts {
+        for &g in &hv.gpus {
+            let Some(x) = topo.gpu(g) else { continue };
+            let nv = ctx.nvlink(g);
+            let known = nv.unknown.is_none();
+            let nearest = ctx.nearest_nic(g);
+            let links = topo
+                .nvlinks(g)
+                .into_iter()
+                .map(|(to, lanes, bw)| NvlinkTarget {
+                    to: key(to),
+                    kind: match topo.node(to).kind {
+                        NodeKind::NvSwitch(_) => "nvswitch",
+                        NodeKind::Gpu(_) => "gpu",
+                        _ => "cpu",
+                    },
+                    lanes,
+                    bw_gbps: round2(bw),
+                })
+                .collect();
+            gpus.push(GpuDoc {
+                index: ctx.index(g),
+                host: hv.host,
+                dev: (x.dev >= 0).then_some(x.dev),
+                busid: x.busid.to_string(),
+                name: x.name.clone(),
+                model: pci::model_name(x.vendor, x.device).map(str::to_string),
+                sm: x.sm,
+                numa: ctx.numa(g),
+                cpu_affinity: topo
+                    .root_cpu(g)
+                    .and_then(|c| topo.cpu(c))
+                    .and_then(super::cpu_list),
+                nvlink_lanes: known.then_some(nv.lanes),
+                nvswitch: known.then_some(nv.switch_lanes > 0),
+                nearest_nic: nearest.map(|(n, _)| ctx.label(n)),
+                nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
+                nic_bw_gbps: nearest.map(|(_, p)| round2(p.bw)),
+                local_nics: ctx
+                    .local_nets(g)
+                    .into_iter()
+                    .map(|n| ctx.label(n))
+                    .collect(),
+                memory_bytes: x.memory_bytes,
+                uuid: x.uuid.clone(),
+                gdr: x.gdr,
+                vendor: hex16(x.vendor),
+                device: hex16(x.device),
+                pcie: pcie_doc(ctx, g, &x.pcie),
+                nvlink: NvlinkDoc {
+                    state: if known { "known" } else { "unknown" },
+                    reason: nv.unknown.clone(),
+                    lanes: known.then_some(nv.lanes),
+                    bw_gbps: known.then_some(round2(nv.bw)),
+                    links,
+                },
+                c2c: x.c2c.clone(),
+                fabric: x.fabric.clone(),
+            });
+            let mut targets = hv.gpus.clone();
+            targets.extend(&hv.nets);
+            for t in targets {
+                if t == g {
+                    continue;
+                }
+                if let Some(p) = ctx.path(g, t) {
+                    paths.push(PathDoc {
+                        host: hv.host,
+                        from: ctx.label(g),
+                        to: ctx.label(t),
+                        ty: p.ty.name().to_string(),
+                        bw_gbps: round2(p.bw),
+                        hops: p.hops,
+                        via: p.via.map(|v| ctx.label(v)),
+                    });
+                }
+            }
+        }
+        for &n in &hv.nets {
+            let Some(x) = topo.net(n) else { continue };
+            let nic = topo.node(n).parent.map(|p| topo.node(p));
+            let (vendor, device, pcie) = match nic.map(|p| &p.kind) {
+                Some(NodeKind::Nic(c)) => (
+                    c.vendor,
+                    c.device,
+                    c.busid
+                        .is_some()
+                        .then(|| pcie_doc(ctx, ctx.pci_device(n), &c.pcie)),
+                ),
+                _ => (None, None, None),
+            };
+            nics.push(NicDoc {
+                index: ctx.index(n),
+                host: hv.host,
+                name: Some(x.name.clone()),
+                busid: ctx.busid(n).map(|b| b.to_string()),
+                dev: Some(x.dev),
+                speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
+                bw_gbps: Some(round2(x.bw())),
+                port: Some(x.port),
+                gdr: Some(x.gdr),
+                coll: Some(x.coll),
+                numa: ctx.numa(n),
+                link_layer: x.link_layer.clone(),
+                netdev: x.netdev.clone(),
+                state: x.state.clone(),
+                guid: x.guid.map(|g| format!("0x{g:016x}")),
+                vendor: hex16(vendor),
+                device: hex16(device),
+                model: pci::model_name(vendor, device).map(str::to_string),
+                near_gpus: hv
+                    .gpus
+                    .iter()
+                    .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+                    .map(|&g| ctx.label(g))
+                    .collect(),
+                pcie,
+            });
+        }
+        for &n in &hv.bare_nics {
+            let NodeKind::Nic(c) = &topo.node(n).kind else {
+                continue;
+            };
+            nics.push(NicDoc {
+                index: ctx.index(n),
+                host: hv.host,
+                name: None,
+                busid: c.busid.map(|b| b.to_string()),
+                dev: None,
+                speed_gbps: None,
+                bw_gbps: None,
+                port: None,
+                gdr: None,
+                coll: None,
+                numa: ctx.numa(n),
+                link_layer: None,
+                netdev: None,
+                state: None,
+                guid: None,
+                vendor: hex16(c.vendor),
+                device: hex16(c.device),
+                model: pci::model_name(c.vendor, c.device).map(str::to_string),
+                near_gpus: hv
+                    .gpus
+                    .iter()
+                    .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+                    .map(|&g| ctx.label(g))
+                    .collect(),
+                pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
+            });
+        }
+        verdicts.extend(super::summary::verdicts(ctx, hv));
+    }
+    let numa = ctx
+        .hosts
+        .iter()
+        .flat_map(|hv| hv.cpus.iter().map(move |&c| (hv, c)))
+        .filter_map(|(hv, c)| topo.cpu(c).map(|x| (hv, c, x)))
+        .map(|(hv, c, x)| NumaDoc {
+            id: opt_numa(x.numa),
+            host: hv.host,
+            cpus: super::cpu_list(x),
+            arch: x.arch.clone(),
+            vendor: x.vendor.as_deref().map(|v| v.trim().to_string()),
+            family: x.family,
+            model: x.model,
+            model_name: x.model_name.clone(),
+            sys_bw_gbps: round2(BwConstants::default().sys_bw(x)),
+            gpus: hv
+                .gpus
+                .iter()
+                .filter(|&&g| topo.root_cpu(g) == Some(c))
+                .map(|&g| ctx.label(g))
+                .collect(),
+            nics: hv
+                .nic_columns()
+                .into_iter()
+                .filter(|&n| topo.root_cpu(n) == Some(c))
+                .map(|n| ctx.label(n))
+                .collect(),
+        })
+        .collect();
+    let nvswitches = ctx
+        .hosts
+        .iter()
+        .flat_map(|hv| super::sorted_nvswitches(ctx, hv.host))
+        .filter_map(|s| match &topo.node(s).kind {
+            NodeKind::NvSwitch(x) => Some((s, x)),
+            _ => None,
+        })
+        .map(|(s, x)| NvSwitchDoc {
+            busid: x.busid.map(|b| b.to_string()),
+            host: topo.node(s).host,
+            vendor: hex16(x.vendor),
+            device: hex16(x.device),
+            gpus: super::summary::switch_gpus(ctx, s)
+                .into_iter()
+                .map(|(g, lanes)| SwitchGpu {
+                    gpu: ctx.label(g),
+                    lanes,
+                })
+                .collect(),
+        })
+        .collect();
+    let pci_switches = topo
+        .pci_switches()
+        .filter_map(|s| match &topo.node(s).kind {
+            NodeKind::PciSwitch(p) => Some((s, p)),
+            _ => None,
+        })
+        .map(|(s, p)| {
+            let gts = p.pcie.gts();
+            PciSwitchDoc {
+                busid: p.busid.to_string(),
+                host: topo.node(s).host,
+                numa: ctx.numa(s),
+                link_speed_gts: gts,
+                link_generation: gts.and_then(pcie_generation),
+                link_width: p.pcie.width,
+                bw_gbps: round2(p.pcie.bw()),
+                vendor: hex16(p.vendor),
+                device: hex16(p.device),
+                model: pci::model_name(p.vendor, p.device).map(str::to_string),
+                children: topo.children(s).into_iter().map(key).collect(),
+                flags: pci::flags(ctx, s),
+            }
+        })
+        .collect();
+    let pci_devices = topo
+        .graph
+        .node_indices()
+        .filter_map(|n| match &topo.node(n).kind {
+            NodeKind::PciDevice(d) => Some((n, d)),
+            _ => None,
+        })
+        .map(|(n, d)| PciDeviceDoc {
+            busid: d.busid.to_string(),
+            host: topo.node(n).host,
+            numa: ctx.numa(n),
+            class: format!("0x{:06x}", d.class),
+            class_name: class::describe(d.class),
+            vendor: hex16(d.vendor),
+            device: hex16(d.device),
+            model: pci::model_name(d.vendor, d.device).map(str::to_string),
+            driver: d.driver.clone(),
+        })
+        .collect();
+    let gpu_label = |h: u16, b: crate::model::BusId| -> String {
+        topo.find(h, b)
+            .filter(|&n| topo.gpu(n).is_some())
+            .map(|n| ctx.label(n))
+            .unwrap_or_else(|| b.to_string())
+    };
+    let p2p = topo
+        .p2p
+        .iter()
+        .map(|((h, a, b), c)| P2pDoc {
+            host: *h,
+            from: gpu_label(*h, *a),
+            to: gpu_label(*h, *b),
+            read: c.read,
+            write: c.write,
+            nvlink: c.nvlink,
+            atomics: c.atomics,
+        })
+        .collect();
+    let links = links(ctx, &keys);
+    Doc {
+        schema: SCHEMA,
+        view: match view {
+            ShowView::Summary => "summary",
+            ShowView::Matrix => "matrix",
+            ShowView::Pci => "pci",
+            ShowView::Paths => "paths",
+            ShowView::Dot => "dot",
+        },
+        source: SourceDoc {
+            kind: topo.source.kind.clone(),
+            origin: topo.source.origin.clone(),
+        },
+        hosts,
+        gpus,
+        nics,
+        numa,
+        nvswitches,
+        pci_switches,
+        pci_devices,
+        paths,
+        p2p,
+        links,
+        verdicts,
+        warnings: topo.warnings.clone(),
+        matrix: (view == ShowView::Matrix).then(|| matrix::doc(ctx)),
+        pci_tree: (view == ShowView::Pci).then(|| pci::doc(ctx)),
+        nodes: (view == ShowView::Dot).then(|| {
+            topo.graph
+                .node_indices()
+                .map(|n| NodeDoc {
+                    id: key(n),
+                    host: topo.node(n).host,
+                    kind: kind_name(&topo.node(n).kind),
+                    numa: ctx.numa(n),
+                    busid: topo.node(n).busid().map(|b| b.to_string()),
+                })
+                .collect()
+        }),
+    }
+}
+
+/// Every physical link once: PCIe parent→child, NVLink/C2C from the GPU, SYS and LOC once
+/// per CPU/switch pair, NIC→port.
+fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<LinkDoc> {
+    let topo = ctx.topo;
+    let key = |n: NodeIndex| keys.get(&n).cloned().unwrap_or_default();
+    let mut out = vec![];
+    for n in topo.graph.node_indices() {
+        let node = topo.node(n);
+        let Some(p) = node.parent else { continue };
+        let (kind, bw) = match &node.kind {
+            NodeKind::Net(x) => ("net", x.bw()),
+            // The model's own edge: a NIC without PCI location sits on the CPU at LOC bandwidth.
+            _ => (
+                "pcie",
+                topo.graph
+                    .edges_connecting(p, n)
+                    .find(|e| e.weight().kind == LinkKind::Pci)
+                    .map(|e| e.weight().bw)
+                    .or_else(|| node.pcie().map(|l| l.bw()))
+                    .unwrap_or(BwConstants::default().loc),
+            ),
+        };
+        out.push(LinkDoc {
+            host: node.host,
+            from: key(p),
+            to: key(n),
+            kind,
+            lanes: None,
+            bw_gbps: round2(bw),
+        });
+    }
+    for e in topo.graph.edge_references() {
+        let (a, b, w) = (e.source(), e.target(), e.weight());
+        let an = &topo.node(a).kind;
+        let kind = match w.kind {
+            LinkKind::NvLink => matches!(an, NodeKind::Gpu(_)).then_some("nvlink"),
+            LinkKind::C2c => matches!(an, NodeKind::Gpu(_)).then_some("c2c"),
+            LinkKind::Sys => (a < b).then_some("sys"),
+            LinkKind::Loc => (a < b).then_some("loc"),
+            LinkKind::Pci | LinkKind::Net => None,
+        };
+        if let Some(kind) = kind {
+            let lanes = matches!(w.kind, LinkKind::NvLink | LinkKind::C2c).then_some(w.lanes);
+            out.push(LinkDoc {
+                host: topo.node(a).host,
+                from: key(a),
+                to: key(b),
+                kind,
+                lanes,
+                bw_gbps: round2(w.bw),
+            });
+        }
+    }
+    out
+}
+
+pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(&build(ctx, view))
+        .context("cannot encode the show document as json")?;
+    s.push('\n');
+    Ok(s)
+}
+
+pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
+    let s = yaml_serde::to_string(&build(ctx, view))
+        .context("cannot encode the show document as yaml")?;
+    Ok(quote_busids(&s))
+}
+
+/// YAML 1.1 readers (PyYAML) take a plain `0000:03:00.0` for a sexagesimal number; quote
+/// every plain scalar that looks like a bus id (hex digits, colons and dots with a colon).
+fn quote_busids(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len() + 64);
+    // Indent of the key that opened a literal block (`key: |-`): its lines are text.
+    let mut block: Option<usize> = None;
+    for line in yaml.lines() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        if let Some(b) = block {
+            if body.is_empty() || indent.len() > b {
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
+            block = None;
+        }
+        if body.ends_with('|') || body.ends_with("|-") || body.ends_with("|+") {
+            block = Some(indent.len());
+        }
+        let mut rest = body;
+        let mut prefix = String::from(indent);
+        while let Some(r) = rest.strip_prefix("- ") {
+            prefix.push_str("- ");
+            rest = r;
+        }
+        let (head, value) = match rest.find(": ") {
+            Some(i) if !rest.starts_with(['\'', '"']) => (&rest[..i + 2], &rest[i + 2..]),
+            _ => ("", rest),
+        };
+        let looks_like_busid = value.contains(':')
+            && !value.is_empty()
+            && value
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+        if looks_like_busid {
+            out.push_str(&format!("{prefix}{head}'{value}'\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use crate::model::testing::hgx;
+
+    fn doc(t: &crate::model::Topology, view: ShowView) -> serde_json::Value {
+        let ctx = Ctx::new(t);
+        serde_json::from_str(&json(&ctx, view).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn contract_fields_on_hgx() {
+        let d = doc(&hgx(8, 90), ShowView::Summary);
+        assert_eq!(d["schema"], "topo.show/v1");
+        let g0 = &d["gpus"][0];
+        assert_eq!(g0["index"], 0);
+        assert_eq!(g0["busid"], "0000:11:00.0");
+        assert_eq!(g0["sm"], 90);
+        assert_eq!(g0["numa"], 0);
+        assert_eq!(g0["nvlink_lanes"], 18);
+        assert_eq!(g0["nvswitch"], true);
+        assert_eq!(g0["nearest_nic"], "mlx5_0");
+        assert_eq!(g0["nic_path"], "PIX");
+        assert_eq!(g0["name"], serde_json::Value::Null);
+        let n3 = &d["nics"][3];
+        assert_eq!(n3["name"], "mlx5_3");
+        assert_eq!(n3["busid"], "0000:42:00.0");
+        assert_eq!(n3["speed_gbps"], 400.0);
+        assert_eq!(n3["gdr"], true);
+        assert_eq!(n3["link_layer"], serde_json::Value::Null);
+        assert_eq!(d["numa"][0]["id"], 0);
+        assert_eq!(d["numa"][0]["vendor"], "GenuineIntel");
+        assert_eq!(d["nvswitches"].as_array().unwrap().len(), 4);
+        let sw = &d["pci_switches"][0];
+        assert_eq!(sw["busid"], "0000:10:00.0");
+        assert_eq!(sw["link_speed_gts"], 32.0);
+        assert_eq!(sw["link_width"], 16);
+        assert_eq!(sw["children"], serde_json::json!(["GPU0", "0000:12:00.0"]));
+        let p = d["paths"].as_array().unwrap();
+        // 8 GPUs × (7 peers + 8 NICs)
+        assert_eq!(p.len(), 8 * 15);
+        let g0g1 = p
+            .iter()
+            .find(|x| x["from"] == "GPU0" && x["to"] == "GPU1")
+            .unwrap();
+        assert_eq!(g0g1["type"], "NVL");
+        assert_eq!(g0g1["bw_gbps"], 370.8);
+        assert!(d["warnings"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknowns_are_null_never_na() {
+        let d = doc(&unknown_nvlink(), ShowView::Summary);
+        assert_eq!(d["gpus"][0]["nvlink_lanes"], serde_json::Value::Null);
+        assert_eq!(d["gpus"][0]["nvswitch"], serde_json::Value::Null);
+        assert_eq!(d["gpus"][0]["nvlink"]["state"], "unknown");
+        assert_eq!(d["gpus"][0]["nvlink"]["reason"], "no NVML");
+        assert_eq!(d["gpus"][0]["nearest_nic"], serde_json::Value::Null);
+        let text = json(&Ctx::new(&unknown_nvlink()), ShowView::Matrix).unwrap();
+        assert!(!text.contains("N/A"));
+    }
+
+    #[test]
+    fn views_add_their_section() {
+        let t = pcie_2socket();
+        assert!(doc(&t, ShowView::Matrix)["matrix"][0]["cells"][0][4] == "SYS");
+        assert_eq!(
+            doc(&t, ShowView::Pci)["pci_tree"][1]["children"][0]["busid"],
+            "0000:80:01.0"
+        );
+        assert!(doc(&t, ShowView::Dot)["nodes"].as_array().unwrap().len() > 10);
+        assert!(doc(&t, ShowView::Summary).get("matrix").is_none());
+    }
+
+    #[test]
+    fn yaml_quotes_busids_and_has_no_tags() {
+        let y = yaml(&Ctx::new(&pcie_2socket()), ShowView::Summary).unwrap();
+        assert!(y.contains("busid: '0000:02:00.0'"), "{y}");
+        assert!(
+            y.contains("- '0000:04:00.0'") || y.contains("children:\n  - GPU0"),
+            "{y}"
+        );
+        assert!(!y.contains(" !"), "{y}");
+        let v: yaml_serde::Value = yaml_serde::from_str(&y).unwrap();
+        assert_eq!(v["schema"].as_str(), Some("topo.show/v1"));
+        assert_eq!(
+            quote_busids("w: |-\n  line one\n  0000:05:00.0\nc: 0000:06:00.0\n"),
+            "w: |-\n  line one\n  0000:05:00.0\nc: '0000:06:00.0'\n"
+        );
+        assert_eq!(
+            quote_busids("a: 0000:03:00.0\n- 0000:04:00.0\nb: x:y\n"),
+            "a: '0000:03:00.0'\n- '0000:04:00.0'\nb: x:y\n"
+        );
+    }
+
+    #[test]
+    fn output_is_deterministic() {
+        let t = hgx(8, 90);
+        let a = json(&Ctx::new(&t), ShowView::Dot).unwrap();
+        let b = json(&Ctx::new(&t), ShowView::Dot).unwrap();
+        assert_eq!(a, b);
+    }
+}

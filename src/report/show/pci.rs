@@ -1,0 +1,633 @@
+//! The PCI tree per NUMA node (like `lspci -tv` / `lstopo`), with what people look for:
+//! class, ids and model, link generation and width, NCCL's bandwidth for the link, and flags
+//! for downtrained links, slower upstream links and virtual-machine artefacts.
+
+use super::{Ctx, HostView, round2};
+use crate::model::bw::{pcie_bw, pcie_generation, pcie_gts};
+use crate::model::{NodeKind, PcieLink, class};
+use crate::util::Style;
+use petgraph::graph::NodeIndex;
+use serde::Serialize;
+
+pub(crate) fn vendor_name(v: u16) -> Option<&'static str> {
+    Some(match v {
+        0x10de => "NVIDIA",
+        0x15b3 => "Mellanox",
+        0x1000 => "Broadcom / LSI",
+        0x10b5 => "Broadcom / PLX",
+        0x11f8 => "Microchip",
+        0x8086 => "Intel",
+        0x1022 => "AMD",
+        0x1d0f => "Amazon",
+        0x104c => "Texas Instruments",
+        0x14e4 => "Broadcom",
+        0x1af4 => "Red Hat (virtio)",
+        0x144d => "Samsung",
+        0x1344 => "Micron",
+        0x1b4b => "Marvell",
+        0x1425 => "Chelsio",
+        0x19e5 => "Huawei",
+        _ => return None,
+    })
+}
+
+/// Model names for the devices that matter on GPU servers; `None` for the rest.
+pub(crate) fn model_name(vendor: Option<u16>, device: Option<u16>) -> Option<&'static str> {
+    Some(match (vendor?, device?) {
+        (0x10de, 0x2330) => "H100 SXM5 80GB",
+        (0x10de, 0x2331) => "H100 PCIe",
+        (0x10de, 0x2335) => "H200 SXM 141GB",
+        (0x10de, 0x20b0) => "A100 SXM4 40GB",
+        (0x10de, 0x20b2) => "A100 SXM4 80GB",
+        (0x10de, 0x20b5) => "A100 PCIe 80GB",
+        (0x10de, 0x20f1) => "A100 PCIe 40GB",
+        (0x10de, 0x26b9) => "L40S",
+        (0x10de, 0x2684) => "GeForce RTX 4090",
+        (0x10de, 0x2204) => "GeForce RTX 3090",
+        (0x10de, 0x2230) => "RTX A6000",
+        (0x10de, 0x22a3) => "NVSwitch (Hopper generation)",
+        (0x10de, 0x1af1) => "NVSwitch (Ampere generation)",
+        (0x15b3, 0x1013) => "ConnectX-4",
+        (0x15b3, 0x1015) => "ConnectX-4 Lx",
+        (0x15b3, 0x1017) => "ConnectX-5",
+        (0x15b3, 0x1019) => "ConnectX-5 Ex",
+        (0x15b3, 0x101b) => "ConnectX-6",
+        (0x15b3, 0x101d) => "ConnectX-6 Dx",
+        (0x15b3, 0x101e) => "ConnectX virtual function",
+        (0x15b3, 0x1021) => "ConnectX-7",
+        (0x15b3, 0x1023) => "ConnectX-8",
+        (0x15b3, 0xa2dc) => "BlueField-3",
+        (0x1000, 0xc010) => "PEX880xx Gen4 switch",
+        (0x1000, 0xc030) => "PEX890xx Gen5 switch",
+        (0x11f8, 0x4000) => "Switchtec switch",
+        (0x104c, 0x8232) => "XIO3130 switch port (common in VMs)",
+        (0x1d0f, 0xefa0..=0xefa2) => "Elastic Fabric Adapter",
+        (0x1af4, 0x1000 | 0x1041) => "virtio network",
+        (0x1af4, 0x1001 | 0x1042) => "virtio block",
+        (0x1af4, 0x1004 | 0x1048) => "virtio SCSI",
+        (0x1af4, 0x1003 | 0x1043) => "virtio console",
+        (0x1af4, 0x1005 | 0x1044) => "virtio RNG",
+        (0x1af4, 0x1002 | 0x1045) => "virtio balloon",
+        (0x1af4, 0x1009 | 0x1049) => "virtio 9p",
+        (0x1af4, 0x1053) => "virtio vsock",
+        _ => return None,
+    })
+}
+
+/// `Gen4 x16` from a link, `?` parts where unknown.
+pub(crate) fn gen_width(speed: Option<&str>, width: Option<u32>) -> String {
+    let g = match speed.and_then(pcie_gts) {
+        Some(gts) => match pcie_generation(gts) {
+            Some(n) => format!("Gen{n}"),
+            None => format!("{gts} GT/s"),
+        },
+        None => "Gen?".to_string(),
+    };
+    let w = width
+        .map(|w| format!("x{w}"))
+        .unwrap_or_else(|| "x?".to_string());
+    format!("{g} {w}")
+}
+
+/// `Gen4 x16 (16 GT/s) 24.0 GB/s` — the link NCCL uses and its bandwidth.
+pub(crate) fn link_text(l: &PcieLink) -> String {
+    if l.speed.is_none() && l.width.is_none() {
+        return format!("link unknown (NCCL assumes Gen3 x16, {:.1} GB/s)", l.bw());
+    }
+    let gts = l.gts().map(|g| format!(" ({g} GT/s)")).unwrap_or_default();
+    format!(
+        "{}{gts} {:.1} GB/s",
+        gen_width(l.speed.as_deref(), l.width),
+        l.bw()
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FlagKind {
+    Downtrained,
+    UpstreamSlower,
+    /// An emulated 2.5 GT/s x1 bridge.
+    VmBridge,
+    /// A link reporting width 0.
+    VmWidth0,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub(crate) struct Flag {
+    pub kind: FlagKind,
+    pub text: String,
+}
+
+fn is_vm_bridge(l: &PcieLink) -> bool {
+    l.width == Some(1) && l.gts().is_some_and(|g| g <= 2.5)
+}
+
+/// What is worth flagging on a node's PCIe link.
+pub(crate) fn flags(ctx: &Ctx, n: NodeIndex) -> Vec<Flag> {
+    let node = ctx.topo.node(n);
+    let Some(l) = node.pcie() else { return vec![] };
+    let mut out = vec![];
+    let is_switch = matches!(node.kind, NodeKind::PciSwitch(_));
+    if l.width == Some(0) {
+        out.push(Flag {
+            kind: FlagKind::VmWidth0,
+            text: "reports link width 0 (virtual machine); NCCL counts it as x16".into(),
+        });
+    }
+    if is_switch && is_vm_bridge(l) {
+        out.push(Flag {
+            kind: FlagKind::VmBridge,
+            text: format!(
+                "2.5 GT/s x1 bridge: an emulated (VM) PCIe topology, not real hardware; NCCL still models paths through it at {:.1} GB/s",
+                l.bw()
+            ),
+        });
+    }
+    // Current link below what the device negotiated as its maximum.
+    let max_s = l.max_speed.as_deref().or(l.speed.as_deref());
+    let max_w = l.max_width.or(l.width);
+    if l.cur_speed.is_some() || l.cur_width.is_some() {
+        let slower = match (
+            l.cur_speed.as_deref().and_then(pcie_gts),
+            max_s.and_then(pcie_gts),
+        ) {
+            (Some(c), Some(m)) => c + 0.01 < m,
+            _ => false,
+        };
+        let narrower = matches!((l.cur_width, max_w), (Some(c), Some(m)) if c < m && c > 0);
+        if slower || narrower {
+            let idle = if matches!(node.kind, NodeKind::Gpu(_)) {
+                "; idle GPUs lower their link speed, so check again under load"
+            } else {
+                ""
+            };
+            out.push(Flag {
+                kind: FlagKind::Downtrained,
+                text: format!(
+                    "downtrained: running {}, capable of {}{idle}",
+                    gen_width(l.cur_speed.as_deref(), l.cur_width),
+                    gen_width(max_s, max_w)
+                ),
+            });
+        }
+    }
+    // The device can do more than the link NCCL uses (the minimum of device and port).
+    if let (Some(dev_s), Some(eff_s)) = (l.max_speed.as_deref(), l.speed.as_deref()) {
+        let dev_bw = pcie_bw(Some(dev_s), l.max_width.or(l.width));
+        if dev_bw > l.bw() + 1e-9 && l.width != Some(0) {
+            out.push(Flag {
+                kind: FlagKind::UpstreamSlower,
+                text: format!(
+                    "the device can do {} ({:.1} GB/s) but its port gives {} ({:.1} GB/s)",
+                    gen_width(Some(dev_s), l.max_width.or(l.width)),
+                    dev_bw,
+                    gen_width(Some(eff_s), l.width),
+                    l.bw()
+                ),
+            });
+        }
+    }
+    // The switch above is linked more slowly than this device (skip emulated bridges, which
+    // are flagged on their own).
+    if let Some(p) = node.parent
+        && let NodeKind::PciSwitch(ps) = &ctx.topo.node(p).kind
+        && !is_vm_bridge(&ps.pcie)
+        && ps.pcie.speed.is_some()
+        && ps.pcie.bw() + 1e-9 < l.bw()
+    {
+        out.push(Flag {
+            kind: FlagKind::UpstreamSlower,
+            text: format!(
+                "upstream switch {} is linked at {:.1} GB/s, below this device's {:.1} GB/s",
+                ps.busid,
+                ps.pcie.bw(),
+                l.bw()
+            ),
+        });
+    }
+    out
+}
+
+/// One line describing a node in the tree.
+pub(crate) fn describe(ctx: &Ctx, n: NodeIndex) -> String {
+    let node = ctx.topo.node(n);
+    let ids = |v: Option<u16>, d: Option<u16>| match (v, d) {
+        (Some(v), Some(d)) => format!(" [{v:04x}:{d:04x}]"),
+        (Some(v), None) => format!(" [{v:04x}]"),
+        _ => String::new(),
+    };
+    let named = |v: Option<u16>, d: Option<u16>| -> String {
+        match (model_name(v, d), v.and_then(vendor_name)) {
+            (Some(m), Some(vn)) => format!(" {vn} {m}"),
+            (Some(m), None) => format!(" {m}"),
+            (None, Some(vn)) => format!(" {vn}"),
+            (None, None) => String::new(),
+        }
+    };
+    match &node.kind {
+        NodeKind::Cpu(c) => format!("NUMA {}", c.numa),
+        NodeKind::PciSwitch(p) => format!(
+            "{}  {}{}{}  {}",
+            p.busid,
+            class::describe(p.class),
+            ids(p.vendor, p.device),
+            named(p.vendor, p.device),
+            link_text(&p.pcie)
+        ),
+        NodeKind::Gpu(g) => {
+            let name = g
+                .name
+                .clone()
+                .map(|x| format!(" {x}"))
+                .unwrap_or_else(|| named(g.vendor, g.device));
+            format!(
+                "{}  {}  {}{}{}  {}",
+                g.busid,
+                ctx.label(n),
+                class::describe(g.class),
+                ids(g.vendor, g.device),
+                name,
+                link_text(&g.pcie)
+            )
+        }
+        NodeKind::Nic(x) => {
+            let b = x
+                .busid
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "(no PCI location)".into());
+            let what = if x.busid.is_none() && x.class == 0 {
+                "NIC attached to the CPU"
+            } else {
+                class::describe(x.class)
+            };
+            format!(
+                "{b}  {}{}{}  {}",
+                what,
+                ids(x.vendor, x.device),
+                named(x.vendor, x.device),
+                if x.busid.is_some() {
+                    link_text(&x.pcie)
+                } else {
+                    String::new()
+                }
+            )
+            .trim_end()
+            .to_string()
+        }
+        NodeKind::Net(x) => {
+            let mut s = format!("{}  NIC{}  port {}", x.name, ctx.index(n), x.port);
+            if let Some(m) = x.speed_mbps {
+                s.push_str(&format!("  {} Gb/s", fmt_gbps(m)));
+            }
+            if let Some(ll) = &x.link_layer {
+                s.push_str(&format!("  {ll}"));
+            }
+            s.push_str(if x.gdr { "  GDR" } else { "  no GDR" });
+            if let Some(nd) = &x.netdev {
+                s.push_str(&format!("  netdev {nd}"));
+            }
+            if let Some(st) = &x.state {
+                s.push_str(&format!("  state {st}"));
+            }
+            s
+        }
+        NodeKind::NvSwitch(s) => {
+            let b = s
+                .busid
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "hidden".into());
+            format!("{b}  NVSwitch{}", ids(s.vendor, s.device))
+        }
+        NodeKind::PciDevice(d) => {
+            let link = if d.pcie.speed.is_some() || d.pcie.width.is_some() {
+                format!("  {}", link_text(&d.pcie))
+            } else {
+                String::new()
+            };
+            let drv = d
+                .driver
+                .as_ref()
+                .map(|x| format!("  ({x})"))
+                .unwrap_or_default();
+            format!(
+                "{}  {}{}{}{link}{drv}",
+                d.busid,
+                class::describe(d.class),
+                ids(d.vendor, d.device),
+                named(d.vendor, d.device)
+            )
+        }
+    }
+}
+
+/// Mbit/s as Gb/s without a needless `.0` (`400`, `2.5`).
+pub(crate) fn fmt_gbps(mbps: u64) -> String {
+    if mbps.is_multiple_of(1000) {
+        (mbps / 1000).to_string()
+    } else {
+        format!("{}", mbps as f64 / 1000.0)
+    }
+}
+
+/// Children in `lspci -t` order: by bus id, ports of a NIC by port number.
+pub(crate) fn sorted_children(ctx: &Ctx, n: NodeIndex) -> Vec<NodeIndex> {
+    let mut kids = ctx.topo.children(n);
+    kids.sort_by_key(|&k| {
+        let node = ctx.topo.node(k);
+        let port = ctx.topo.net(k).map(|x| (x.port, x.name.clone()));
+        (node.busid(), port, k)
+    });
+    kids
+}
+
+fn tree(ctx: &Ctx, n: NodeIndex, prefix: &str, out: &mut String, style: Style, depth: usize) {
+    let kids = sorted_children(ctx, n);
+    for (i, &k) in kids.iter().enumerate() {
+        let last = i + 1 == kids.len();
+        let (branch, cont) = if last {
+            ("└── ", "    ")
+        } else {
+            ("├── ", "│   ")
+        };
+        let line = describe(ctx, k);
+        let line = match ctx.topo.node(k).kind {
+            NodeKind::Gpu(_) => style.green(&line),
+            NodeKind::Nic(_) | NodeKind::Net(_) => style.cyan(&line),
+            _ => line,
+        };
+        out.push_str(&format!("{prefix}{branch}{line}\n"));
+        let sub = format!("{prefix}{cont}");
+        for f in flags(ctx, k) {
+            out.push_str(&format!(
+                "{sub}{} {}\n",
+                style.yellow("!"),
+                style.yellow(&f.text)
+            ));
+        }
+        if depth < 32 {
+            tree(ctx, k, &sub, out, style, depth + 1);
+        }
+    }
+}
+
+pub(crate) fn cpu_heading(ctx: &Ctx, c: NodeIndex) -> String {
+    let Some(cpu) = ctx.topo.cpu(c) else {
+        return String::new();
+    };
+    let numa = if cpu.numa >= 0 {
+        format!("NUMA {}", cpu.numa)
+    } else {
+        "NUMA ?".to_string()
+    };
+    let mut s = numa;
+    if let Some(l) = super::cpu_list(cpu) {
+        s.push_str(&format!("  CPUs {l}"));
+    }
+    s.push_str(&format!("  {}", super::summary::cpu_model(cpu)));
+    s
+}
+
+fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let mut out = String::new();
+    for &c in &hv.cpus {
+        out.push_str(&style.bold(&cpu_heading(ctx, c)));
+        out.push('\n');
+        tree(ctx, c, "", &mut out, style, 0);
+        out.push('\n');
+    }
+    let switches = super::sorted_nvswitches(ctx, hv.host);
+    if !switches.is_empty() {
+        out.push_str(&style.bold("NVSwitches (reached over NVLink, not PCIe)"));
+        out.push('\n');
+        for (i, &s) in switches.iter().enumerate() {
+            let branch = if i + 1 == switches.len() {
+                "└── "
+            } else {
+                "├── "
+            };
+            let gpus = super::summary::switch_gpus(ctx, s);
+            let lanes: Vec<String> = gpus
+                .iter()
+                .map(|(g, l)| format!("{}×{l}", ctx.label(*g)))
+                .collect();
+            out.push_str(&format!(
+                "{branch}{}  NVLink lanes: {}\n",
+                describe(ctx, s),
+                lanes.join(" ")
+            ));
+        }
+        out.push('\n');
+    }
+    let orphans: Vec<NodeIndex> = ctx
+        .topo
+        .graph
+        .node_indices()
+        .filter(|&n| {
+            let node = ctx.topo.node(n);
+            node.host == hv.host
+                && node.parent.is_none()
+                && !matches!(node.kind, NodeKind::Cpu(_) | NodeKind::NvSwitch(_))
+        })
+        .collect();
+    if !orphans.is_empty() {
+        out.push_str(&style.bold("Not attached to a NUMA node"));
+        out.push('\n');
+        for &o in &orphans {
+            out.push_str(&format!("    {}\n", describe(ctx, o)));
+            tree(ctx, o, "    ", &mut out, style, 0);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
+    let mut out = String::new();
+    for hv in &ctx.hosts {
+        if ctx.multi_host() {
+            out.push_str(&style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host))));
+            out.push_str("\n\n");
+        }
+        out.push_str(&host_tree(ctx, hv, style));
+    }
+    out.push_str("GB/s is the bandwidth NCCL assigns to the link (width × per-lane rate; unknown speed counts as Gen3, width 0 as x16).\n");
+    while out.ends_with("\n\n") {
+        out.pop();
+    }
+    out
+}
+
+/// The tree as data, for `--view pci --format json`.
+#[derive(Serialize)]
+pub(crate) struct PciNode {
+    pub kind: &'static str,
+    pub label: String,
+    pub busid: Option<String>,
+    pub class: Option<String>,
+    pub vendor: Option<String>,
+    pub device: Option<String>,
+    pub model: Option<String>,
+    pub link_speed_gts: Option<f64>,
+    pub link_generation: Option<u32>,
+    pub link_width: Option<u32>,
+    pub bw_gbps: Option<f64>,
+    pub max_link_speed_gts: Option<f64>,
+    pub max_link_width: Option<u32>,
+    pub cur_link_speed_gts: Option<f64>,
+    pub cur_link_width: Option<u32>,
+    pub flags: Vec<Flag>,
+    pub children: Vec<PciNode>,
+}
+
+pub(crate) fn doc_node(ctx: &Ctx, n: NodeIndex, depth: usize) -> PciNode {
+    let node = ctx.topo.node(n);
+    let (kind, class_code, vendor, device, model) = match &node.kind {
+        NodeKind::Cpu(_) => ("numa", None, None, None, None),
+        NodeKind::PciSwitch(p) => (
+            "pci_switch",
+            Some(p.class),
+            p.vendor,
+            p.device,
+            model_name(p.vendor, p.device).map(str::to_string),
+        ),
+        NodeKind::Gpu(g) => (
+            "gpu",
+            Some(g.class),
+            g.vendor,
+            g.device,
+            g.name
+                .clone()
+                .or_else(|| model_name(g.vendor, g.device).map(str::to_string)),
+        ),
+        NodeKind::Nic(x) => (
+            "nic",
+            Some(x.class),
+            x.vendor,
+            x.device,
+            model_name(x.vendor, x.device).map(str::to_string),
+        ),
+        NodeKind::Net(_) => ("port", None, None, None, None),
+        NodeKind::NvSwitch(s) => (
+            "nvswitch",
+            None,
+            s.vendor,
+            s.device,
+            model_name(s.vendor, s.device).map(str::to_string),
+        ),
+        NodeKind::PciDevice(d) => (
+            "pci_device",
+            Some(d.class),
+            d.vendor,
+            d.device,
+            model_name(d.vendor, d.device).map(str::to_string),
+        ),
+    };
+    let l = node.pcie();
+    let gts = |s: Option<&String>| s.and_then(|x| pcie_gts(x));
+    PciNode {
+        kind,
+        label: match &node.kind {
+            NodeKind::Gpu(_) | NodeKind::Net(_) | NodeKind::Cpu(_) => ctx.label(n),
+            k => class_code
+                .map(class::describe)
+                .unwrap_or(if matches!(k, NodeKind::NvSwitch(_)) {
+                    "NVSwitch"
+                } else {
+                    ""
+                })
+                .to_string(),
+        },
+        busid: node.busid().map(|b| b.to_string()),
+        class: class_code.map(|c| format!("0x{c:06x}")),
+        vendor: vendor.map(|v| format!("0x{v:04x}")),
+        device: device.map(|d| format!("0x{d:04x}")),
+        model,
+        link_speed_gts: l.and_then(|l| gts(l.speed.as_ref())),
+        link_generation: l
+            .and_then(|l| gts(l.speed.as_ref()))
+            .and_then(pcie_generation),
+        link_width: l.and_then(|l| l.width),
+        bw_gbps: l.map(|l| round2(l.bw())),
+        max_link_speed_gts: l.and_then(|l| gts(l.max_speed.as_ref())),
+        max_link_width: l.and_then(|l| l.max_width),
+        cur_link_speed_gts: l.and_then(|l| gts(l.cur_speed.as_ref())),
+        cur_link_width: l.and_then(|l| l.cur_width),
+        flags: flags(ctx, n),
+        children: if depth < 32 {
+            sorted_children(ctx, n)
+                .into_iter()
+                .map(|k| doc_node(ctx, k, depth + 1))
+                .collect()
+        } else {
+            vec![]
+        },
+    }
+}
+
+pub(crate) fn doc(ctx: &Ctx) -> Vec<PciNode> {
+    ctx.hosts
+        .iter()
+        .flat_map(|hv| hv.cpus.iter().map(|&c| doc_node(ctx, c, 0)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn flags_downtrained_and_upstream_limits() {
+        let t = pcie_2socket();
+        let ctx = Ctx::new(&t);
+        let g = &ctx.hosts[0].gpus;
+        let f3 = flags(&ctx, g[3]);
+        assert_eq!(f3.len(), 1, "{f3:?}");
+        assert_eq!(f3[0].kind, FlagKind::Downtrained);
+        assert!(
+            f3[0]
+                .text
+                .starts_with("downtrained: running Gen1 x16, capable of Gen4 x16")
+        );
+        let f5 = flags(&ctx, g[5]);
+        assert_eq!(f5.len(), 1, "{f5:?}");
+        assert_eq!(f5[0].kind, FlagKind::UpstreamSlower);
+        assert!(
+            f5[0].text.contains("Gen5 x16 (48.0 GB/s)"),
+            "{}",
+            f5[0].text
+        );
+        assert!(flags(&ctx, g[0]).is_empty());
+    }
+
+    #[test]
+    fn vm_artefacts_are_named_not_blamed() {
+        let t = vm_bridges();
+        let ctx = Ctx::new(&t);
+        let g0 = ctx.hosts[0].gpus[0];
+        let br = t.node(g0).parent.unwrap();
+        let fb = flags(&ctx, br);
+        assert_eq!(fb.len(), 1);
+        assert_eq!(fb[0].kind, FlagKind::VmBridge);
+        assert!(fb[0].text.contains("0.2 GB/s"));
+        let fg = flags(&ctx, g0);
+        assert_eq!(fg.len(), 1, "{fg:?}");
+        assert_eq!(fg[0].kind, FlagKind::VmWidth0);
+    }
+
+    #[test]
+    fn link_texts() {
+        assert_eq!(
+            link_text(&PcieLink::new(Some("32.0 GT/s PCIe"), Some(16))),
+            "Gen5 x16 (32 GT/s) 48.0 GB/s"
+        );
+        assert_eq!(
+            link_text(&PcieLink::new(None, None)),
+            "link unknown (NCCL assumes Gen3 x16, 12.0 GB/s)"
+        );
+        assert_eq!(link_text(&PcieLink::new(None, Some(8))), "Gen? x8 6.0 GB/s");
+        assert_eq!(fmt_gbps(400_000), "400");
+        assert_eq!(fmt_gbps(2_500), "2.5");
+    }
+}
