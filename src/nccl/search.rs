@@ -901,7 +901,7 @@ fn round1000(x: f32) -> f32 {
 /// from 2^23 on (and for NaN and infinities) every f32 is already integral.
 #[inline]
 fn round_half_away(y: f32) -> f32 {
-    if !(y.abs() < 8_388_608.0) {
+    if y.is_nan() || y.abs() >= 8_388_608.0 {
         return y;
     }
     let t = (y as i32) as f32;
