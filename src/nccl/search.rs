@@ -1569,8 +1569,9 @@ impl Search<'_> {
                 && c.gg_linked.get(g * ng + h).copied().unwrap_or(false)
                 && self.tmp.used.get(h).is_some_and(|u| u & flag == 0)
         };
-        let prev = (g + ng - 1) % ng;
-        let nxt = (g + 1) % ng;
+        // `(g ± 1) mod ng` without the divisions (g < ng here: try_gpu checked it).
+        let prev = if g == 0 { ng.saturating_sub(1) } else { g - 1 };
+        let nxt = if g + 1 >= ng { 0 } else { g + 1 };
         let (a, b) = match self.tmp.pattern {
             Pattern::Ring => (nxt, Some(prev)),
             Pattern::SplitTree | Pattern::BalancedTree => (prev, Some(nxt)),
