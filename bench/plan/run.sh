@@ -59,6 +59,7 @@ rss() {
 }
 
 rows=()
+mins=()
 for n in $NODES; do
   # Refuse to time a failing command.
   # shellcheck disable=SC2046
@@ -72,6 +73,7 @@ for n in $NODES; do
     --export-json "$tmp/j$n.json" -n "plan nodes=$n json" "$(plan "$n" "--format json")" >&2
   t=$(stats "$tmp/t$n.json")
   j=$(stats "$tmp/j$n.json")
+  mins+=("$n ${t#*|} ${j#*|}")
   rt=$(rss "$n" "")
   rj=$(rss "$n" "--format json")
   rows+=("| $n | $((n * 8)) | ${t%|*} | ${t#*|} | $rt | ${j%|*} | ${j#*|} | $rj | $(awk -v b="$jsize" 'BEGIN { printf "%.2f", b / 1048576 }') |")
@@ -91,5 +93,11 @@ done
   echo "| nodes | GPUs | text ms (mean ± σ) | text min ms | text peak RSS MiB | json ms (mean ± σ) | json min ms | json peak RSS MiB | JSON MiB |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"
+  echo
+  echo "Growth (min times, text): per GPU and against the smallest run"
+  echo
+  printf '%s\n' "${mins[@]}" | awk '
+    NR == 1 { n0 = $1; t0 = $2 }
+    { printf "- %d GPUs: %.1f ms, %.3f ms per GPU, %.1f× the time of %d GPUs for %d× the GPUs\n", $1 * 8, $2, $2 / ($1 * 8), $2 / t0, n0 * 8, $1 / n0 }'
 } >"$out"
 echo "wrote $out" >&2
