@@ -3,7 +3,7 @@
 use crate::error::{self, Exit};
 use crate::source::SourceSpec;
 use crate::util::{Style, use_color};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -45,14 +45,25 @@ pub struct SourceArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "from")]
     pub profile: Option<String>,
     /// Replicate the node N times behind its NICs (what-if for N nodes).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub nodes: Option<usize>,
     /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
-    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
+}
+
+/// `--sysfs-root` / `TOPO_SYSFS_ROOT`: an empty value (`TOPO_SYSFS_ROOT=`) means unset, as
+/// for most environment switches, instead of clap's "a value is required for --sysfs-root".
+fn sysfs_root(s: &str) -> Result<PathBuf, std::convert::Infallible> {
+    Ok(PathBuf::from(s))
+}
+
+/// An empty root path counts as none: read this machine.
+fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
+    p.clone().filter(|p| !p.as_os_str().is_empty())
 }
 
 impl SourceArgs {
@@ -63,11 +74,22 @@ impl SourceArgs {
                 "pass --nodes 2 for two nodes",
             ));
         }
+        if let Some(n) = self.nodes
+            && n > crate::source::MAX_NODES
+        {
+            return Err(error::usage(
+                format!(
+                    "--nodes {n}: at most {} nodes are modelled",
+                    crate::source::MAX_NODES
+                ),
+                format!("pass --nodes {} or fewer", crate::source::MAX_NODES),
+            ));
+        }
         Ok(SourceSpec {
             from: self.from.clone(),
             profile: self.profile.clone(),
             nodes: self.nodes,
-            sysfs_root: self.sysfs_root.clone(),
+            sysfs_root: non_empty(&self.sysfs_root),
         })
     }
 
@@ -138,13 +160,28 @@ pub struct PlanArgs {
     #[arg(long, default_value = "auto")]
     pub proto: String,
     /// Smallest message size (nccl-tests syntax: 8, 1K, 16M, 4G).
-    #[arg(short = 'b', long = "minbytes", default_value = "8")]
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        default_value = "8",
+        allow_hyphen_values = true
+    )]
     pub min_bytes: String,
     /// Largest message size.
-    #[arg(short = 'e', long = "maxbytes", default_value = "8G")]
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "8G",
+        allow_hyphen_values = true
+    )]
     pub max_bytes: String,
     /// Multiplication factor between sizes.
-    #[arg(short = 'f', long = "stepfactor", default_value = "2")]
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        default_value = "2",
+        allow_hyphen_values = true
+    )]
     pub step_factor: u64,
     /// NCCL version to model (2.18 … 2.30); default: the NCCL found on this machine, else 2.28.
     #[arg(long, value_name = "V")]
@@ -182,19 +219,30 @@ pub struct SnapshotArgs {
     )]
     pub output: PathBuf,
     /// Read sysfs/procfs under this folder instead of / (for tests).
-    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true)]
+    #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
 }
 
 /// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
+    use crate::source::io_reason;
     match output {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        Some(p) => std::fs::write(p, text).map_err(|e| {
+            error::usage(
+                format!("cannot write {}: {}", p.display(), io_reason(&e)),
+                "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",
+            )
+        }),
         None => {
             let mut out = std::io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                r => r.context("cannot write to stdout"),
+                Err(e) => Err(error::Failure::new(
+                    Exit::Usage,
+                    format!("cannot write to stdout: {}", io_reason(&e)),
+                )
+                .into()),
+                Ok(()) => Ok(()),
             }
         }
     }
@@ -206,6 +254,9 @@ pub fn run(cli: Cli) -> Result<i32> {
     };
     match cli.command {
         Command::Show(a) => {
+            // show and xml describe hardware and do not apply --env, but a malformed one is
+            // still a mistake worth stopping on.
+            a.source.env_overrides()?;
             let topo = crate::source::load(&a.source.spec()?)?;
             let style = if a.output.is_some() {
                 Style::default()
@@ -216,13 +267,14 @@ pub fn run(cli: Cli) -> Result<i32> {
             emit(a.output.as_ref(), &text)?;
         }
         Command::Xml(a) => {
+            a.source.env_overrides()?;
             let topo = crate::source::load(&a.source.spec()?)?;
             print_warnings(&topo, style);
             let text = crate::nccl::xml::write(&topo)?;
             emit(a.output.as_ref(), &text)?;
         }
         Command::Snapshot(a) => {
-            let root = a.sysfs_root.clone().unwrap_or_else(|| PathBuf::from("/"));
+            let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
             let summary = crate::source::snapshot::capture(&root, &a.output)?;
             eprintln!("{summary}");
         }
@@ -251,6 +303,45 @@ fn print_warnings(topo: &crate::model::Topology, style: Style) {
     }
 }
 
+/// Clap's multi-line usage error as the contract's `error:` line and a `hint:` line: its
+/// suggestion or list of possible values when it has one, else where the options are listed.
+fn clap_error_lines(rendered: &str) -> (String, String) {
+    let mut lines = rendered.lines().map(str::trim);
+    let first = lines.next().unwrap_or("error: bad arguments").to_string();
+    let mut hint: Option<String> = None;
+    let mut usage: Option<String> = None;
+    for l in lines {
+        if let Some(tip) = l.strip_prefix("tip: ") {
+            hint.get_or_insert_with(|| tip.to_string());
+        } else if let Some(values) = l
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+        {
+            hint.get_or_insert_with(|| format!("possible values: {values}"));
+        } else if let Some(u) = l.strip_prefix("Usage: ") {
+            // `topo show [OPTIONS]`: the command words before the first placeholder.
+            let cmd: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            usage = Some(cmd.join(" "));
+        }
+    }
+    let hint = hint.unwrap_or_else(|| {
+        let cmd = usage.unwrap_or_else(|| {
+            let sub = std::env::args()
+                .skip(1)
+                .find(|a| ["show", "plan", "xml", "snapshot"].contains(&a.as_str()));
+            match sub {
+                Some(s) => format!("topo {s}"),
+                None => "topo".into(),
+            }
+        });
+        format!("run '{cmd} --help' for the options")
+    });
+    (first, hint)
+}
+
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.
 pub fn main_entry() -> i32 {
     std::panic::set_hook(Box::new(|info| {
@@ -272,13 +363,20 @@ pub fn main_entry() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() {
-                Exit::Usage as i32
-            } else {
-                0
-            };
-            let _ = e.print();
-            return code;
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                return if e.use_stderr() {
+                    Exit::Usage as i32
+                } else {
+                    0
+                };
+            }
+            let (line, hint) = clap_error_lines(&e.render().to_string());
+            eprintln!("{line}");
+            eprintln!("hint: {hint}");
+            return Exit::Usage as i32;
         }
     };
     match std::panic::catch_unwind(|| run(cli)) {

@@ -57,8 +57,54 @@ pub fn classify(err: &anyhow::Error) -> (Exit, Option<String>) {
     (Exit::Usage, None)
 }
 
-/// The error chain as one line: `outer: inner: innermost`, newlines folded.
+/// The error chain as one line: `outer: inner: innermost`, newlines folded. I/O errors read
+/// like the rest (`no such file or directory`, not `No such file or directory (os error 2)`).
 pub fn one_line(err: &anyhow::Error) -> String {
-    let s = format!("{err:#}");
+    let s = err
+        .chain()
+        .map(|cause| match cause.downcast_ref::<std::io::Error>() {
+            Some(e) => io_reason(e),
+            None => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ");
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `std::io::Error` text without the "(os error N)" tail, lowercase like every other message.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn io_errors_read_like_the_rest() {
+        let io = std::io::Error::from_raw_os_error(28);
+        let err = Err::<(), _>(io)
+            .context("cannot write x.tar.gz")
+            .unwrap_err();
+        assert_eq!(
+            one_line(&err),
+            "cannot write x.tar.gz: no space left on device"
+        );
+        let err = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound))
+            .context("cannot read a.xml");
+        assert_eq!(
+            one_line(&err),
+            "cannot read a.xml: no such file or directory"
+        );
+        let err = anyhow::anyhow!("line 1\n  more").context("outer");
+        assert_eq!(one_line(&err), "outer: line 1 more");
+    }
 }

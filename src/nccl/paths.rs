@@ -8,6 +8,7 @@ use super::system::{LinkType, NodeType, System};
 use super::types::PathType;
 use crate::model::{CpuArch, CpuVendor, HostId, P2pCaps};
 use serde::Serialize;
+use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Path {
@@ -105,6 +106,14 @@ pub struct Paths {
     hosts: Vec<HostTable>,
     /// Per NET: the GPU rank that "owns" it (`ncclTopoGetLocalGpu`), if any.
     pub net_local_gpu: Vec<Option<usize>>,
+    /// Per (host, type): that host's nodes in `System::of_type` order. Paths never cross
+    /// hosts, so searches for a nearest node look only here; scanning every host instead
+    /// made `--nodes N` quadratic in N.
+    #[serde(skip)]
+    by_host: HashMap<(HostId, NodeType), Vec<usize>>,
+    /// Per system node: its index in `System::nets`, if it is a NET.
+    #[serde(skip)]
+    net_pos: Vec<Option<usize>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -131,6 +140,14 @@ impl Paths {
 
     pub fn bw(&self, from: usize, to: usize) -> f64 {
         self.get(from, to).map(|p| p.bw).unwrap_or(0.0)
+    }
+
+    /// The nodes of `kind` on the host of `node`, in `System::of_type` order.
+    pub fn same_host(&self, node: usize, kind: NodeType) -> &[usize] {
+        self.by_host
+            .get(&(self.host_of[node], kind))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     fn set(&mut self, from: usize, to: usize, p: Path) {
@@ -180,11 +197,23 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
             table: vec![None; m.len() * m.len()],
         })
         .collect();
+    let mut by_host: HashMap<(HostId, NodeType), Vec<usize>> = HashMap::new();
+    for kind in [NodeType::Gpu, NodeType::Net, NodeType::Cpu, NodeType::Nvs] {
+        for &t in sys.of_type(kind) {
+            by_host.entry((host_of[t], kind)).or_default().push(t);
+        }
+    }
+    let mut net_pos = vec![None; sys.nodes.len()];
+    for (i, &n) in sys.nets.iter().enumerate() {
+        net_pos[n] = Some(i);
+    }
     let mut paths = Paths {
         local,
         host_of,
         hosts,
         net_local_gpu: vec![],
+        by_host,
+        net_pos,
     };
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
@@ -308,9 +337,9 @@ fn inter_step(
 
 /// Nodes of `kind` with the best path from `from`: maximum bandwidth, then minimum type
 /// (`ncclTopoGetLocal`).
-pub fn local_nodes(sys: &System, paths: &Paths, from: usize, kind: NodeType) -> Vec<usize> {
-    let cands: Vec<usize> = sys
-        .of_type(kind)
+pub fn local_nodes(_sys: &System, paths: &Paths, from: usize, kind: NodeType) -> Vec<usize> {
+    let cands: Vec<usize> = paths
+        .same_host(from, kind)
         .iter()
         .copied()
         .filter(|&t| paths.get(from, t).is_some())
@@ -381,7 +410,7 @@ pub fn local_net(
     idx += channel % nets_per_gpu;
     // Indices into `System::nets`.
     let net_node = nets[idx % nets.len()];
-    sys.nets.iter().position(|&n| n == net_node)
+    paths.net_pos.get(net_node).copied().flatten()
 }
 
 /// The GPU rank that owns a NET (`ncclTopoGetLocalGpu`): scanning channels, the first local
@@ -451,12 +480,17 @@ fn nvml_ok(caps: Option<&P2pCaps>) -> bool {
 /// The default P2P level (`ncclTopoCheckP2p`, paths.cc): PXB from 2.23 (SYS on AMD x86 with at
 /// most two GPUs); before 2.23 SYS, lowered to PXB on Intel x86, ARM and Zhaoxin.
 pub fn default_p2p_level(sys: &System, host: HostId, minor: u32) -> PathType {
+    default_p2p_level_with(sys, sys.host_gpus(host).len(), minor)
+}
+
+/// [`default_p2p_level`] for a host with `ngpus` GPUs (callers with [`Paths`] count them
+/// without scanning every host).
+fn default_p2p_level_with(sys: &System, ngpus: usize, minor: u32) -> PathType {
     let cpu = sys.first_cpu();
     let (arch, vendor) = cpu
         .map(|c| (c.arch, c.vendor))
         .unwrap_or((CpuArch::X86, CpuVendor::Other));
     if minor >= 23 {
-        let ngpus = sys.host_gpus(host).len();
         if arch == CpuArch::X86 && vendor == CpuVendor::Amd && ngpus <= 2 {
             PathType::Sys
         } else {
@@ -482,7 +516,7 @@ pub fn check_p2p(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b: 
         (l, LevelSource::Env)
     } else {
         (
-            default_p2p_level(sys, host, policy.minor),
+            default_p2p_level_with(sys, paths.same_host(ga, NodeType::Gpu).len(), policy.minor),
             LevelSource::Default,
         )
     };
@@ -534,7 +568,7 @@ pub fn net_faster(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b:
     let (ga, gb) = (sys.gpus[a], sys.gpus[b]);
     let gg = paths.bw(ga, gb);
     let good = |g: usize| {
-        sys.nets.iter().any(|&n| {
+        paths.same_host(g, NodeType::Net).iter().any(|&n| {
             paths
                 .get(g, n)
                 .is_some_and(|p| p.ty <= PathType::Pxb && p.bw > gg)

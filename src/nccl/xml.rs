@@ -19,6 +19,7 @@ use anyhow::Result;
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
+use std::collections::{HashMap, HashSet};
 
 /// What NVML reports for an NVSwitch a VM or container cannot see; NCCL writes it as-is.
 const HIDDEN_NVSWITCH: &str = "fffffff:ff:ff.0";
@@ -79,26 +80,47 @@ pub fn write(topo: &Topology) -> Result<String> {
 /// The `host_hash` each host is written with (`None`: single host without one).
 fn host_hashes(topo: &Topology) -> Vec<Option<u64>> {
     let n = topo.host_count();
-    let known = |h: usize| -> Option<u64> {
-        topo.hosts.get(h).and_then(|x| x.host_hash).or_else(|| {
-            topo.cpus()
-                .filter(|&c| topo.node(c).host as usize == h)
-                .find_map(|c| topo.cpu(c).and_then(|cpu| cpu.host_hash))
-        })
-    };
+    // One pass over the CPUs: looking them up per host made `--nodes N` cubic in N.
+    let mut from_cpus: Vec<Option<u64>> = vec![None; n];
+    for c in topo.cpus() {
+        let h = topo.node(c).host as usize;
+        if let (Some(slot @ None), Some(x)) = (
+            from_cpus.get_mut(h),
+            topo.cpu(c).and_then(|cpu| cpu.host_hash),
+        ) {
+            *slot = Some(x);
+        }
+    }
+    let known: Vec<Option<u64>> = (0..n)
+        .map(|h| topo.hosts.get(h).and_then(|x| x.host_hash).or(from_cpus[h]))
+        .collect();
     if n <= 1 {
-        return vec![known(0)];
+        return vec![known.first().copied().flatten()];
     }
     let mut out: Vec<Option<u64>> = Vec::with_capacity(n);
-    for h in 0..n {
-        let mut v = known(h).filter(|x| !out.contains(&Some(*x)));
+    let mut taken: HashSet<u64> = HashSet::new();
+    // How many hosts still to come know each hash: a made-up hash must not take one of them.
+    let mut later: HashMap<u64, usize> = HashMap::new();
+    for x in known.iter().flatten() {
+        *later.entry(*x).or_default() += 1;
+    }
+    for (h, k) in known.iter().enumerate() {
+        if let Some(x) = k
+            && let Some(c) = later.get_mut(x)
+        {
+            *c -= 1;
+        }
+        let mut v = k.filter(|x| !taken.contains(x));
         if v.is_none() {
             // "topo" in ASCII in the high bytes, the host index below: readable and distinct.
             let mut x = 0x746f_706f_0000_0000u64 | h as u64;
-            while out.contains(&Some(x)) || (h + 1..n).any(|k| known(k) == Some(x)) {
+            while taken.contains(&x) || later.get(&x).is_some_and(|&c| c > 0) {
                 x = x.wrapping_add(0x1_0000);
             }
             v = Some(x);
+        }
+        if let Some(x) = v {
+            taken.insert(x);
         }
         out.push(v);
     }

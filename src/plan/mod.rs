@@ -788,9 +788,24 @@ pub fn run(
         env.push(("NCCL_PROTO".into(), args.proto.clone()));
     }
     if topo.gpus().is_empty() {
+        // Say which source was empty; suggesting --from box.tar.gz to someone who passed
+        // a GPU-less snapshot would send them in a circle.
+        let (why, hint) = match (topo.source.kind.as_str(), &topo.source.origin) {
+            ("live", _) | (_, None) => (
+                "this machine has no NVIDIA GPU".to_string(),
+                "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)",
+            ),
+            (kind, Some(origin)) => (
+                format!(
+                    "the {} {origin} lists none",
+                    if kind == "xml" { "XML file" } else { kind }
+                ),
+                "plan a profile (--profile dgx-h100), or pass --from a snapshot or XML of a machine with GPUs",
+            ),
+        };
         return Err(error::usage(
-            "the topology has no GPU to plan for",
-            "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)",
+            format!("the topology has no GPU to plan for: {why}"),
+            hint,
         ));
     }
     refuse_unknown_nvlink(topo)?;

@@ -51,8 +51,11 @@ pub fn is_system_root(root: &Path) -> bool {
 pub fn discover(root: &Path) -> Result<Topology> {
     if !root.is_dir() {
         return Err(error::usage(
-            format!("cannot read {}: no such directory", root.display()),
-            "pass --sysfs-root a folder holding sys/ and proc/, or omit it to read this machine",
+            format!(
+                "cannot read sysfs root {}: no such directory",
+                root.display()
+            ),
+            "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to read this machine",
         ));
     }
     let inputs = if is_system_root(root) {

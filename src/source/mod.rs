@@ -14,6 +14,13 @@ use crate::model::Topology;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
+/// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
+/// thousand nodes), and few enough that every command stays within seconds and memory.
+pub const MAX_NODES: usize = 4096;
+
+/// The most GPUs a replicated topology may hold (4096 nodes of 8 GPUs).
+pub const MAX_GPUS: usize = 32768;
+
 /// What the user asked for on the command line.
 #[derive(Clone, Debug, Default)]
 pub struct SourceSpec {
@@ -31,6 +38,8 @@ pub enum FromKind {
     Profile,
 }
 
+/// Content decides where it is unambiguous (gzip magic, a leading `<`, a `key:` line), so a
+/// file with the wrong suffix is still read as what it is; the suffix decides otherwise.
 pub fn sniff(path: &Path) -> Result<FromKind> {
     if path.is_dir() {
         return Ok(FromKind::Snapshot);
@@ -39,25 +48,35 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
-        return Ok(FromKind::Snapshot);
-    }
-    if name.ends_with(".xml") {
-        return Ok(FromKind::Xml);
-    }
-    if name.ends_with(".yaml") || name.ends_with(".yml") {
-        return Ok(FromKind::Profile);
-    }
     let head = read_head(path)?;
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(FromKind::Snapshot);
     }
     let text = String::from_utf8_lossy(&head);
-    if text.trim_start().starts_with('<') {
-        Ok(FromKind::Xml)
-    } else {
-        Ok(FromKind::Profile)
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    if text.starts_with('<') {
+        return Ok(FromKind::Xml);
     }
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        return Ok(FromKind::Snapshot);
+    }
+    if name.ends_with(".xml") && !looks_like_yaml(text) {
+        return Ok(FromKind::Xml);
+    }
+    Ok(FromKind::Profile)
+}
+
+/// Whether the first line that is not blank or a comment is a YAML `key:` entry.
+fn looks_like_yaml(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && l != &"---")
+        .and_then(|l| l.split_once(':'))
+        .is_some_and(|(k, _)| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
 }
 
 fn read_head(path: &Path) -> Result<Vec<u8>> {
@@ -76,14 +95,7 @@ fn read_head(path: &Path) -> Result<Vec<u8>> {
 
 /// `std::io::Error` text without the "(os error N)" tail.
 pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
-        }
-    }
+    error::io_reason(e)
 }
 
 /// Loads the topology the spec names (live discovery by default), replicated for `--nodes`.
@@ -110,7 +122,22 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
         live::discover(&root)?
     };
     Ok(match spec.nodes {
-        Some(n) if n > 1 => topo.replicate(n),
+        Some(n) if n > 1 => {
+            let total = topo.gpus().len().saturating_mul(n);
+            if total > MAX_GPUS {
+                return Err(error::usage(
+                    format!(
+                        "--nodes {n}: {n} nodes of {} GPUs is {total} GPUs, more than the {MAX_GPUS} topo models",
+                        topo.gpus().len()
+                    ),
+                    format!(
+                        "pass --nodes {} or fewer",
+                        (MAX_GPUS / topo.gpus().len().max(1)).max(1)
+                    ),
+                ));
+            }
+            topo.replicate(n)
+        }
         _ => topo,
     })
 }

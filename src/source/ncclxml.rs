@@ -368,9 +368,11 @@ impl<'a> Builder<'a> {
         match T::try_from(v) {
             Ok(x) => Some(x),
             Err(_) => {
+                // Quote the file: `v` is already saturated like strtol's result.
+                let raw = el.attr(key).unwrap_or_default();
                 self.warn_at(
                     el.pos,
-                    format!("<{}> {key}=\"{v}\" is out of range; ignored", el.name),
+                    format!("<{}> {key}=\"{raw}\" is out of range; ignored", el.name),
                 );
                 None
             }
@@ -867,6 +869,8 @@ impl<'a> Builder<'a> {
                 );
                 return;
             }
+            // A count that is not a number or out of range was already reported.
+            None if el.attr("count").is_some_and(|r| !r.trim().is_empty()) => return,
             _ => {
                 self.warn_at(
                     el.pos,

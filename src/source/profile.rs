@@ -86,6 +86,14 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
 /// deserializer does not expand `<<` merge keys, so a file that uses them is read as a YAML
 /// value, merged, then deserialized (errors then name the field path but no line).
 fn parse(text: &str) -> Result<Profile, String> {
+    if text
+        .lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#') || l == "---")
+    {
+        return Err("line 1 column 1: empty file".into());
+    }
+    check_flow_depth(text)?;
     let direct = match yaml_serde::from_str::<Profile>(text) {
         Ok(p) => return Ok(p),
         Err(e) => e,
@@ -100,6 +108,56 @@ fn parse(text: &str) -> Result<Profile, String> {
     value.apply_merge().map_err(|e| yaml_message(&e))?;
     Profile::deserialize(value)
         .map_err(|e| format!("{} (after expanding << merge keys)", yaml_message(&e)))
+}
+
+/// Deeper `[`/`{` nesting than any profile needs. The YAML scanner's cost grows with the
+/// square of the nesting depth (200 000 levels took a minute), so deeper text is refused
+/// before it reaches the parser.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// Fails at the first `[` or `{` nested deeper than [`MAX_FLOW_DEPTH`], skipping quoted text
+/// and comments (a plain scalar's stray bracket can only shift the count by one).
+fn check_flow_depth(text: &str) -> Result<(), String> {
+    let (mut depth, mut line, mut col) = (0usize, 1usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = '\n';
+    let mut escaped = false;
+    for c in text.chars() {
+        col += 1;
+        if c == '\n' {
+            line += 1;
+            col = 0;
+            comment = false;
+        } else if comment {
+        } else if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if q == '"' && c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            let token_start = prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':');
+            match c {
+                '#' if prev.is_whitespace() => comment = true,
+                '\'' | '"' if token_start => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_FLOW_DEPTH {
+                        return Err(format!(
+                            "line {line} column {col}: brackets nested deeper than {MAX_FLOW_DEPTH} levels"
+                        ));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        prev = c;
+    }
+    Ok(())
 }
 
 fn has_merge_key(v: &yaml_serde::Value) -> bool {

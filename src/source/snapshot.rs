@@ -89,19 +89,28 @@ fn bad(path: &Path, why: &str) -> anyhow::Error {
 }
 
 fn read_meta(root: &Path) -> Result<Option<Meta>> {
+    read_meta_shown(root, &root.join(META))
+}
+
+/// [`read_meta`] with errors naming `shown` (the archive the user passed, not the temporary
+/// folder it was unpacked into).
+fn read_meta_shown(root: &Path, shown: &Path) -> Result<Option<Meta>> {
     let p = root.join(META);
     if !p.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&p).map_err(|e| bad(&p, &super::io_reason(&e)))?;
-    let m: Meta =
-        serde_json::from_str(&text).map_err(|e| bad(&p, &format!("bad meta.json: {e}")))?;
-    if m.schema != SCHEMA {
+    let text = std::fs::read_to_string(&p).map_err(|e| bad(shown, &super::io_reason(&e)))?;
+    let bad_json = |e: serde_json::Error| bad(shown, &format!("bad meta.json: {e}"));
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(bad_json)?;
+    // The schema first: a snapshot from a newer topo should say so, not name a missing field.
+    let schema = value.get("schema").and_then(|v| v.as_str()).unwrap_or("");
+    if schema != SCHEMA {
         return Err(bad(
-            &p,
-            &format!("unknown schema '{}' (expected {SCHEMA})", m.schema),
+            shown,
+            &format!("unknown schema '{schema}' (expected {SCHEMA})"),
         ));
     }
+    let m: Meta = serde_json::from_value(value).map_err(bad_json)?;
     Ok(Some(m))
 }
 
@@ -134,7 +143,12 @@ pub fn load(path: &Path) -> Result<Topology> {
 }
 
 fn load_dir(root: &Path, shown: &Path, origin: Option<String>) -> Result<Topology> {
-    if read_meta(root)?.is_none() {
+    let shown_meta = if root.starts_with(shown) {
+        root.join(META)
+    } else {
+        shown.to_path_buf()
+    };
+    if read_meta_shown(root, &shown_meta)?.is_none() {
         return Err(bad(shown, "not a topo snapshot (no meta.json)"));
     }
     let inputs = recorded_inputs(root)?;
@@ -517,8 +531,11 @@ fn is_archive_name(p: &Path) -> bool {
 pub fn capture(root: &Path, out: &Path) -> Result<String> {
     if !root.is_dir() {
         return Err(error::usage(
-            format!("cannot read {}: no such directory", root.display()),
-            "pass --sysfs-root a folder holding sys/ and proc/, or omit it to capture this machine",
+            format!(
+                "cannot read sysfs root {}: no such directory",
+                root.display()
+            ),
+            "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to capture this machine",
         ));
     }
     let live_root = live::is_system_root(root);
@@ -536,6 +553,15 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     let topo = live::discover_with(&fs, inputs.clone());
 
     let archive = is_archive_name(out);
+    if !archive && out.exists() && !out.is_dir() {
+        return Err(error::usage(
+            format!(
+                "cannot write snapshot to {}: it exists and is not a folder",
+                out.display()
+            ),
+            "pass -o a new folder name, or a name ending in .tar.gz",
+        ));
+    }
     if !archive
         && out.exists()
         && std::fs::read_dir(out)
