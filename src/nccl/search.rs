@@ -350,6 +350,9 @@ struct SPath {
     hops: Vec<Hop>,
     /// PHB path crossing an Intel x86 CPU: PCI links are charged 6/5 when it starts at a GPU.
     intel_phb: bool,
+    /// Neither a PCI surcharge nor a reverse charge on any hop: the search's common case,
+    /// charged by a shorter loop.
+    plain: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -380,6 +383,8 @@ struct Ctx {
     nets_in_system: usize,
     has_nvs: bool,
     link_bw: Vec<f32>,
+    /// `gg[i]` exists and has at least one hop (a next-GPU candidate).
+    gg_linked: Vec<bool>,
     gg: Vec<Option<SPath>>,
     gn: Vec<Option<SPath>>,
     ng: Vec<Option<SPath>>,
@@ -466,11 +471,13 @@ impl Ctx {
                     to_power_nvl,
                 });
             }
+            let intel_phb = intel && p.ty == PathType::Phb;
             Some(SPath {
                 ty: p.ty,
                 bw: p.bw as f32,
+                plain: !intel_phb && hops.iter().all(|h| !h.to_old_gpu && !h.to_power_nvl),
                 hops,
-                intel_phb: intel && p.ty == PathType::Phb,
+                intel_phb,
             })
         };
 
@@ -590,6 +597,10 @@ impl Ctx {
             nets_in_system,
             has_nvs: nvs.is_some(),
             link_bw,
+            gg_linked: gg
+                .iter()
+                .map(|p| p.as_ref().is_some_and(|p| !p.hops.is_empty()))
+                .collect(),
             gg,
             gn,
             ng,
@@ -760,6 +771,7 @@ impl Ctx {
         let collnet = matches!(id, GraphId::CollnetChain | GraphId::CollnetDirect);
         let mut s = Search {
             ctx: self.clone(),
+            link_bw: self.link_bw.clone(),
             params,
             tmp: GState::new(self.ngpus, params.max_channels.max(max_ch)),
             save: GState::new(self.ngpus, 0),
@@ -880,102 +892,172 @@ const FORCED_PCI: u8 = 1;
 const FORCED_REPLAY: u8 = 2;
 
 fn round1000(x: f32) -> f32 {
-    (x * 1000.0).round() / 1000.0
+    round_half_away(x * 1000.0) / 1000.0
+}
+
+/// `f32::round` (half away from zero) without the libm call it becomes on baseline x86-64,
+/// where the search's bandwidth accounting spends a measurable share of its time. Exact:
+/// below 2^23 the integer part converts losslessly and the fraction subtracts exactly;
+/// from 2^23 on (and for NaN and infinities) every f32 is already integral.
+#[inline]
+fn round_half_away(y: f32) -> f32 {
+    if y.is_nan() || y.abs() >= 8_388_608.0 {
+        return y;
+    }
+    let t = (y as i32) as f32;
+    let d = y - t;
+    let r = if d >= 0.5 {
+        t + 1.0
+    } else if d <= -0.5 {
+        t - 1.0
+    } else {
+        t
+    };
+    // Keeps the sign of a zero result, as round(-0.3) is -0.0.
+    r.copysign(y)
 }
 
 struct Search<'a> {
     ctx: Ctx,
+    /// Remaining bandwidth per link while the search charges paths (starts as `ctx.link_bw`).
+    link_bw: Vec<f32>,
     params: &'a SearchParams,
     tmp: GState,
     save: GState,
 }
 
-impl Search<'_> {
-    fn path(&self, from: From, to: To) -> Option<(SPath, Option<PathType>)> {
-        let c = &self.ctx;
-        // The reverse path's type matters for tree patterns.
-        let (p, rev) = match (from, to) {
-            (From::Gpu(a), To::Gpu(b)) => (c.gg(a, b), c.gg(b, a)),
-            (From::Gpu(a), To::Net(n)) => (c.gn(a, n), c.ng(n, a)),
-            (From::Net(n), To::Gpu(b)) => (c.ng(n, b), c.gn(b, n)),
-            (From::Gpu(a), To::Nvs) => (c.g_nvs.get(a)?.as_ref(), c.nvs_g.get(a)?.as_ref()),
-            (From::Nvs, To::Gpu(b)) => (c.nvs_g.get(b)?.as_ref(), c.g_nvs.get(b)?.as_ref()),
-            _ => return None,
-        };
-        Some((p?.clone(), rev.map(|r| r.ty)))
+impl Ctx {
+    #[inline(always)]
+    fn path(&self, from: From, to: To) -> Option<&SPath> {
+        match (from, to) {
+            (From::Gpu(a), To::Gpu(b)) => self.gg(a, b),
+            (From::Gpu(a), To::Net(n)) => self.gn(a, n),
+            (From::Net(n), To::Gpu(b)) => self.ng(n, b),
+            (From::Gpu(a), To::Nvs) => self.g_nvs.get(a)?.as_ref(),
+            (From::Nvs, To::Gpu(b)) => self.nvs_g.get(b)?.as_ref(),
+            _ => None,
+        }
     }
 
-    /// `followPath`: charges `bw` on the first `max_steps` links; returns how many succeeded.
-    fn follow(&mut self, p: &SPath, start_gpu: bool, max_steps: usize, bw: f32) -> usize {
-        let pci_bw = if p.intel_phb && start_gpu {
-            bw * 6.0 / 5.0
-        } else {
-            bw
+    /// The reverse path's type (it matters for tree patterns), looked up only when needed.
+    fn rev_ty(&self, from: From, to: To) -> Option<PathType> {
+        let rev = match (from, to) {
+            (From::Gpu(a), To::Gpu(b)) => self.gg(b, a),
+            (From::Gpu(a), To::Net(n)) => self.ng(n, a),
+            (From::Net(n), To::Gpu(b)) => self.gn(b, n),
+            (From::Gpu(a), To::Nvs) => self.nvs_g.get(a)?.as_ref(),
+            (From::Nvs, To::Gpu(b)) => self.g_nvs.get(b)?.as_ref(),
+            _ => None,
         };
+        rev.map(|r| r.ty)
+    }
+}
+
+/// `followPath`: charges `bw` on the first `max_steps` links; returns how many succeeded.
+#[inline(always)]
+fn follow(link_bw: &mut [f32], p: &SPath, start_gpu: bool, max_steps: usize, bw: f32) -> usize {
+    if p.plain {
+        // No reverse charges and no PCI surcharge: every hop takes `bw`.
         for (step, hop) in p.hops.iter().take(max_steps).enumerate() {
-            let fw = if hop.pci { pci_bw } else { bw };
-            let mut rev_bw = 0.0f32;
-            if hop.to_old_gpu && !start_gpu {
-                rev_bw += fw / 8.0;
-            }
-            if hop.to_power_nvl {
-                rev_bw += fw;
-            }
-            let lbw = self.ctx.link_bw[hop.link];
-            let rev_short = rev_bw != 0.0 && hop.rev.is_none_or(|r| self.ctx.link_bw[r] < rev_bw);
-            if lbw < fw || rev_short {
+            let Some(l) = link_bw.get_mut(hop.link) else {
+                return step;
+            };
+            if *l < bw {
                 return step;
             }
-            self.ctx.link_bw[hop.link] = round1000(lbw - fw);
-            if rev_bw != 0.0
-                && let Some(r) = hop.rev
-            {
-                self.ctx.link_bw[r] = round1000(self.ctx.link_bw[r] - rev_bw);
-            }
+            *l = round1000(*l - bw);
         }
-        max_steps.min(p.hops.len())
+        return max_steps.min(p.hops.len());
     }
+    let pci_bw = if p.intel_phb && start_gpu {
+        bw * 6.0 / 5.0
+    } else {
+        bw
+    };
+    for (step, hop) in p.hops.iter().take(max_steps).enumerate() {
+        let fw = if hop.pci { pci_bw } else { bw };
+        let mut rev_bw = 0.0f32;
+        if hop.to_old_gpu && !start_gpu {
+            rev_bw += fw / 8.0;
+        }
+        if hop.to_power_nvl {
+            rev_bw += fw;
+        }
+        let lbw = link_bw[hop.link];
+        let rev_short = rev_bw != 0.0 && hop.rev.is_none_or(|r| link_bw[r] < rev_bw);
+        if lbw < fw || rev_short {
+            return step;
+        }
+        link_bw[hop.link] = round1000(lbw - fw);
+        if rev_bw != 0.0
+            && let Some(r) = hop.rev
+        {
+            link_bw[r] = round1000(link_bw[r] - rev_bw);
+        }
+    }
+    max_steps.min(p.hops.len())
+}
 
+/// The body of `ncclTopoFollowPath`: the number of hops charged, or None (nothing charged).
+/// A free function over the search's parts, so the path stays borrowed from the context
+/// while the link bandwidths change (the search runs this hundreds of thousands of times).
+#[inline(always)]
+fn charge(
+    ctx: &Ctx,
+    tmp: &GState,
+    link_bw: &mut [f32],
+    from: From,
+    to: To,
+    mult: f32,
+) -> Option<usize> {
+    let p = ctx.path(from, to)?;
+    let intra = matches!(from, From::Gpu(_) | From::Nvs) && matches!(to, To::Gpu(_) | To::Nvs);
+    let (bw, ty) = if intra {
+        (tmp.bw_intra, tmp.type_intra)
+    } else {
+        (tmp.bw_inter, tmp.type_inter)
+    };
+    if p.ty >= PathType::Dis {
+        return None;
+    }
+    if mult == 1.0 && p.ty > ty {
+        return None;
+    }
+    if mult == 1.0
+        && matches!(
+            tmp.pattern,
+            Pattern::BalancedTree | Pattern::Tree | Pattern::SplitTree
+        )
+        && ctx.rev_ty(from, to).is_none_or(|r| r > ty)
+    {
+        return None;
+    }
+    let bw = bw * mult;
+    let start_gpu = matches!(from, From::Gpu(_));
+    let n = p.hops.len();
+    let step = follow(link_bw, p, start_gpu, n, bw);
+    if step < n {
+        follow(link_bw, p, start_gpu, step, -bw);
+        return None;
+    }
+    Some(n)
+}
+
+impl Search<'_> {
     /// `ncclTopoFollowPath`: charges (mult > 0) or credits (mult < 0) one path with the
     /// graph's intra or inter bandwidth; returns false when the path is unusable.
+    #[inline(always)]
     fn follow_path(&mut self, from: From, to: To, mult: f32) -> bool {
         if from == From::None {
             return true;
         }
-        let Some((p, rev_ty)) = self.path(from, to) else {
-            return false;
-        };
-        let intra = matches!(from, From::Gpu(_) | From::Nvs) && matches!(to, To::Gpu(_) | To::Nvs);
-        let (bw, ty) = if intra {
-            (self.tmp.bw_intra, self.tmp.type_intra)
-        } else {
-            (self.tmp.bw_inter, self.tmp.type_inter)
-        };
-        if p.ty >= PathType::Dis {
-            return false;
+        match charge(&self.ctx, &self.tmp, &mut self.link_bw, from, to, mult) {
+            Some(n) => {
+                self.tmp.n_hops = (self.tmp.n_hops as f32 + mult * n as f32) as i32;
+                true
+            }
+            None => false,
         }
-        if mult == 1.0 && p.ty > ty {
-            return false;
-        }
-        if mult == 1.0
-            && matches!(
-                self.tmp.pattern,
-                Pattern::BalancedTree | Pattern::Tree | Pattern::SplitTree
-            )
-            && rev_ty.is_none_or(|r| r > ty)
-        {
-            return false;
-        }
-        let bw = bw * mult;
-        let start_gpu = matches!(from, From::Gpu(_));
-        let n = p.hops.len();
-        let step = self.follow(&p, start_gpu, n, bw);
-        if step < n {
-            self.follow(&p, start_gpu, step, -bw);
-            return false;
-        }
-        self.tmp.n_hops = (self.tmp.n_hops as f32 + mult * n as f32) as i32;
-        true
     }
 
     fn replay_gpu(&self, step: i64) -> Option<usize> {
@@ -1308,7 +1390,7 @@ impl Search<'_> {
     /// `gpuPciBw`: what is left of a GPU's PCI link (min of both directions), truncated.
     fn gpu_pci_bw(&self, g: usize) -> i32 {
         match self.ctx.gpu_pci_links.get(g).copied().flatten() {
-            Some((up, down)) => self.ctx.link_bw[up].min(self.ctx.link_bw[down]) as i32,
+            Some((up, down)) => self.link_bw[up].min(self.link_bw[down]) as i32,
             None => -1,
         }
     }
@@ -1387,9 +1469,25 @@ impl Search<'_> {
         } else if self.tmp.pattern == Pattern::CollnetDirect {
             self.try_collnet_direct(g, time);
         } else if step + 1 < ng {
-            let next: Vec<usize> = match forced {
-                FORCED_PCI => vec![step + 1],
-                FORCED_REPLAY => self.replay_gpu(step as i64).into_iter().collect(),
+            // Candidates live on the stack unless the full sort is needed (no NVSwitch).
+            let mut few = [0usize; 2];
+            let many: Vec<usize>;
+            let next: &[usize] = match forced {
+                FORCED_PCI => {
+                    few[0] = step + 1;
+                    &few[..1]
+                }
+                FORCED_REPLAY => match self.replay_gpu(step as i64) {
+                    Some(h) => {
+                        few[0] = h;
+                        &few[..1]
+                    }
+                    None => &[],
+                },
+                _ if self.ctx.has_nvs => {
+                    let k = self.nvs_neighbours(g, &mut few);
+                    &few[..k]
+                }
                 _ => {
                     let sort_net = if btn == -1 {
                         0
@@ -1398,10 +1496,11 @@ impl Search<'_> {
                     } else {
                         -1
                     };
-                    self.next_gpu_sort(g, sort_net)
+                    many = self.next_gpu_sort(g, sort_net);
+                    &many
                 }
             };
-            for h in next {
+            for &h in next {
                 self.try_gpu(step + 1, btn, btf, forced, time, From::Gpu(g), h);
             }
         } else if step as i64 == btf {
@@ -1415,8 +1514,8 @@ impl Search<'_> {
         }
     }
 
-    /// `ncclTopoSearchNextGpuSort`: candidate next GPUs, best first; with an NVSwitch only
-    /// the index neighbours.
+    /// `ncclTopoSearchNextGpuSort` without an NVSwitch: candidate next GPUs, best first
+    /// (`nvs_neighbours` is the NVSwitch case).
     fn next_gpu_sort(&self, g: usize, sort_net: i32) -> Vec<usize> {
         let c = &self.ctx;
         let ng = c.ngpus;
@@ -1448,33 +1547,46 @@ impl Search<'_> {
         let all_same_intra = scores
             .first()
             .is_none_or(|f| scores.iter().all(|s| s.3 == f.3 && s.2 == f.2));
-        let mut next: Vec<usize> = if sort_net == -1 && all_same_intra {
+        if sort_net == -1 && all_same_intra {
             scores.iter().rev().map(|s| s.0).collect()
         } else {
             scores.iter().map(|s| s.0).collect()
-        };
-        if c.has_nvs {
-            let prev = (g + ng - 1) % ng;
-            let nxt = (g + 1) % ng;
-            let mut first = match self.tmp.pattern {
-                Pattern::Ring => vec![nxt, prev],
-                Pattern::SplitTree | Pattern::BalancedTree => vec![prev, nxt],
-                _ => vec![nxt],
-            };
-            if first.len() == 2 && nxt == prev {
-                first.truncate(1);
-            }
-            let mut real = 0;
-            for f in first {
-                if let Some(i) = next.iter().position(|&x| x == f) {
-                    next.remove(i);
-                    next.insert(0, f);
-                    real += 1;
-                }
-            }
-            next.truncate(real);
         }
-        next
+    }
+
+    /// `ncclTopoSearchNextGpuSort` with an NVSwitch: NCCL moves the index neighbours to the
+    /// front of the sorted list and keeps only those, so the result depends only on which of
+    /// them are candidates and the sort is skipped (the ring search spends most of its time
+    /// here). Each neighbour found is inserted at the front, so the last one of the
+    /// pattern's order comes first. Writes them to `out`; returns how many.
+    #[inline]
+    fn nvs_neighbours(&self, g: usize, out: &mut [usize; 2]) -> usize {
+        let c = &self.ctx;
+        let ng = c.ngpus;
+        let flag = 1u64.checked_shl(self.tmp.n_channels as u32).unwrap_or(0);
+        let candidate = |h: usize| {
+            h != g
+                && c.gg_linked.get(g * ng + h).copied().unwrap_or(false)
+                && self.tmp.used.get(h).is_some_and(|u| u & flag == 0)
+        };
+        // `(g ± 1) mod ng` without the divisions (g < ng here: try_gpu checked it).
+        let prev = if g == 0 { ng.saturating_sub(1) } else { g - 1 };
+        let nxt = if g + 1 >= ng { 0 } else { g + 1 };
+        let (a, b) = match self.tmp.pattern {
+            Pattern::Ring => (nxt, Some(prev)),
+            Pattern::SplitTree | Pattern::BalancedTree => (prev, Some(nxt)),
+            _ => (nxt, None),
+        };
+        let mut k = 0;
+        if let Some(b) = b.filter(|&b| b != a && candidate(b)) {
+            out[k] = b;
+            k += 1;
+        }
+        if candidate(a) {
+            out[k] = a;
+            k += 1;
+        }
+        k
     }
 
     fn try_nvls(&mut self, g: usize, time: &mut i64) {
@@ -1903,3 +2015,58 @@ impl Search<'_> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod round_tests {
+    use super::round_half_away;
+
+    #[test]
+    fn round_half_away_is_f32_round() {
+        let same = |y: f32| {
+            let (a, b) = (round_half_away(y), y.round());
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{y}: {a} vs {b}"
+            );
+        };
+        for y in [
+            0.0,
+            -0.0,
+            0.3,
+            -0.3,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            0.49999997,
+            -0.49999997,
+            8388607.5,
+            -8388607.5,
+            8388608.0,
+            16777217.0,
+            1e30,
+            -1e30,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            1e-45,
+        ] {
+            same(y);
+        }
+        // A stride through every bit pattern: all exponents, both signs.
+        let mut bits = 0u32;
+        while let Some(next) = bits.checked_add(4093) {
+            same(f32::from_bits(bits));
+            bits = next;
+        }
+        // The bandwidth arithmetic the search does: GB/s with three decimals.
+        for i in -400_000..400_000 {
+            same(i as f32 * 0.1 + 0.05);
+            same(i as f32 / 1000.0 * 1000.0);
+        }
+    }
+}
