@@ -110,26 +110,33 @@ impl<'a> Ctx<'a> {
             )
         });
         let mut pos = HashMap::new();
+        // Bucket nodes by host once: scanning the whole graph per host is quadratic in --nodes.
+        let bucket = |v: &[NodeIndex]| -> Vec<Vec<NodeIndex>> {
+            let mut out = vec![vec![]; nhosts];
+            for &n in v {
+                if let Some(b) = out.get_mut(topo.node(n).host as usize) {
+                    b.push(n);
+                }
+            }
+            out
+        };
+        let (mut gpus_by, mut nets_by, mut cpus_by) = (bucket(&gpus), bucket(&nets), bucket(&cpus));
+        let bare_all: Vec<NodeIndex> = topo
+            .nics()
+            .filter(|&n| topo.children(n).is_empty())
+            .collect();
+        let mut bare_by = bucket(&bare_all);
         let hosts: Vec<HostView> = (0..nhosts)
             .map(|h| {
                 let host = h as HostId;
-                let on = |v: &Vec<NodeIndex>| -> Vec<NodeIndex> {
-                    v.iter()
-                        .copied()
-                        .filter(|&n| topo.node(n).host == host)
-                        .collect()
-                };
-                let mut bare: Vec<NodeIndex> = topo
-                    .nics()
-                    .filter(|&n| topo.node(n).host == host && topo.children(n).is_empty())
-                    .collect();
+                let mut bare = std::mem::take(&mut bare_by[h]);
                 bare.sort_by_key(|&n| (topo.node(n).busid(), n));
                 let hv = HostView {
                     host,
-                    gpus: on(&gpus),
-                    nets: on(&nets),
+                    gpus: std::mem::take(&mut gpus_by[h]),
+                    nets: std::mem::take(&mut nets_by[h]),
                     bare_nics: bare,
-                    cpus: on(&cpus),
+                    cpus: std::mem::take(&mut cpus_by[h]),
                 };
                 for (i, &g) in hv.gpus.iter().enumerate() {
                     pos.insert(g, i);
