@@ -420,6 +420,18 @@ fn note_path_effects(
             format!("no PXN: {phb} GPU→NIC paths cross the CPU"),
         );
     }
+    if let Some(f) = env.value("NCCL_TOPO_FILE").map(str::to_string) {
+        env.note_effect(
+            "NCCL_TOPO_FILE",
+            format!("NCCL starts from this topology file; this plan uses the source topo was given (pass --from {f} to plan what NCCL will see)"),
+        );
+    }
+    if env.is_set("NCCL_GRAPH_FILE") {
+        env.note_effect(
+            "NCCL_GRAPH_FILE",
+            "NCCL loads its rings and trees from this file instead of searching; topo does not read it, so the graphs shown are NCCL's own search",
+        );
+    }
     if env.is_set("CUDA_VISIBLE_DEVICES") {
         env.note_effect(
             "CUDA_VISIBLE_DEVICES",
@@ -542,6 +554,33 @@ mod tests {
         let e = a.env.effects();
         let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
         assert!(ent.effect.is_none(), "{ent:?}");
+    }
+
+    #[test]
+    fn file_variables_say_what_they_do() {
+        let t = hgx(2, 90);
+        let a = run(
+            &t,
+            &[("NCCL_TOPO_FILE", "/x.xml"), ("NCCL_GRAPH_FILE", "/g.xml")],
+            "2.28",
+        );
+        let e = a.env.effects();
+        let topo_file = e.iter().find(|x| x.name == "NCCL_TOPO_FILE").unwrap();
+        assert!(
+            topo_file
+                .effect
+                .as_deref()
+                .unwrap()
+                .contains("--from /x.xml")
+        );
+        let graph_file = e.iter().find(|x| x.name == "NCCL_GRAPH_FILE").unwrap();
+        assert!(
+            graph_file
+                .effect
+                .as_deref()
+                .unwrap()
+                .contains("instead of searching")
+        );
     }
 
     #[test]
