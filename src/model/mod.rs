@@ -808,6 +808,14 @@ pub mod testing {
     /// One socket, `n` GPUs of compute capability `sm` each behind its own Gen5 switch with
     /// one 400G IB NIC, all GPUs with 18 NVLinks to 4 NVSwitch chips (5/5/4/4), as on HGX H100.
     pub fn hgx(n: usize, sm: u32) -> Topology {
+        let devs: Vec<i32> = (0..n as i32).collect();
+        hgx_board(&devs, sm, |_| true, true)
+    }
+
+    /// An HGX-like board: the GPUs `devs` (NVML indices) each behind its own Gen5 switch, all
+    /// on one socket, 18 NVLinks each to four NVSwitch chips; a 400G NIC (numbered in order)
+    /// next to the GPUs for which `nic_on(dev)` holds, with GPUDirect RDMA `gdr`.
+    pub fn hgx_board(devs: &[i32], sm: u32, nic_on: impl Fn(i32) -> bool, gdr: bool) -> Topology {
         let mut t = Topology::new(SourceInfo {
             kind: "test".into(),
             origin: None,
@@ -837,8 +845,9 @@ pub mod testing {
             })
             .collect();
         let gen5 = PcieLink::new(Some("32.0 GT/s PCIe"), Some(16));
-        for i in 0..n {
-            let bus = 0x10 + (i as u8) * 0x10;
+        let mut nic_dev = 0;
+        for &d in devs {
+            let bus = 0x10 + (d as u8) * 0x10;
             let sw = t.add_child(
                 cpu,
                 NodeKind::PciSwitch(PciSwitch {
@@ -848,7 +857,7 @@ pub mod testing {
                     ..Default::default()
                 }),
             );
-            let mut g = Gpu::new(BusId::new(0, bus + 1, 0, 0), i as i32);
+            let mut g = Gpu::new(BusId::new(0, bus + 1, 0, 0), d);
             g.sm = Some(sm);
             g.gdr = Some(true);
             g.pcie = gen5.clone();
@@ -856,26 +865,29 @@ pub mod testing {
             for (k, &s) in switches.iter().enumerate() {
                 t.add_nvlink(gi, s, if k < 2 { 5 } else { 4 });
             }
-            let nic = t.add_child(
-                sw,
-                NodeKind::Nic(Nic {
-                    busid: Some(BusId::new(0, bus + 2, 0, 0)),
-                    class: class::IB,
-                    pcie: gen5.clone(),
-                    ..Default::default()
-                }),
-            );
-            t.add_child(
-                nic,
-                NodeKind::Net(Net {
-                    name: format!("mlx5_{i}"),
-                    dev: i as i32,
-                    speed_mbps: Some(400_000),
-                    port: 1,
-                    gdr: true,
-                    ..Default::default()
-                }),
-            );
+            if nic_on(d) {
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, bus + 2, 0, 0)),
+                        class: class::IB,
+                        pcie: gen5.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{nic_dev}"),
+                        dev: nic_dev,
+                        speed_mbps: Some(400_000),
+                        port: 1,
+                        gdr,
+                        ..Default::default()
+                    }),
+                );
+                nic_dev += 1;
+            }
         }
         t.connect_cpus();
         t

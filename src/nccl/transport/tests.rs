@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::model::testing::hgx;
+use crate::model::testing::hgx_board as board;
 use crate::model::{
-    self, BusId, BwConstants, Cpu, Gpu, Net, Nic, NodeKind, NvSwitch, P2pCaps, PciSwitch, PcieLink,
+    self, BusId, BwConstants, Cpu, Gpu, Net, Nic, NodeKind, P2pCaps, PciSwitch, PcieLink,
     SourceInfo, Topology,
 };
 use crate::nccl::paths::PathPolicy;
@@ -41,84 +42,6 @@ impl Run {
     fn p2p_type(&self) -> Vec<P2pTypeCheck> {
         check_p2p_type(&self.sys, &self.paths, &self.pp, &self.tp)
     }
-}
-
-/// An HGX-like board: the GPUs `devs` (NVML indices) each behind its own Gen5 switch, all on
-/// one socket, 18 NVLinks each to four NVSwitch chips; a 400G NIC next to the GPUs for which
-/// `nic_on(dev)` holds, with GPUDirect RDMA `gdr`.
-fn board(devs: &[i32], sm: u32, nic_on: impl Fn(i32) -> bool, gdr: bool) -> Topology {
-    let mut t = Topology::new(SourceInfo::default());
-    let cpu = t.add_node(
-        0,
-        None,
-        NodeKind::Cpu(Cpu {
-            numa: 0,
-            arch: Some("x86_64".into()),
-            vendor: Some("GenuineIntel".into()),
-            family: Some(6),
-            model: Some(143),
-            ..Default::default()
-        }),
-    );
-    let switches: Vec<_> = (0..4u8)
-        .map(|i| {
-            t.add_node(
-                0,
-                None,
-                NodeKind::NvSwitch(NvSwitch {
-                    busid: Some(BusId::new(0, 0x05 + i, 0, 0)),
-                    ..Default::default()
-                }),
-            )
-        })
-        .collect();
-    let gen5 = PcieLink::new(Some("32.0 GT/s PCIe"), Some(16));
-    let mut nic_dev = 0;
-    for &d in devs {
-        let bus = 0x10 + (d as u8) * 0x10;
-        let sw = t.add_child(
-            cpu,
-            NodeKind::PciSwitch(PciSwitch {
-                busid: BusId::new(0, bus, 0, 0),
-                class: model::class::BRIDGE,
-                pcie: gen5.clone(),
-                ..Default::default()
-            }),
-        );
-        let mut g = Gpu::new(BusId::new(0, bus + 1, 0, 0), d);
-        g.sm = Some(sm);
-        g.gdr = Some(true);
-        g.pcie = gen5.clone();
-        let gi = t.add_child(sw, NodeKind::Gpu(g));
-        for (k, &s) in switches.iter().enumerate() {
-            t.add_nvlink(gi, s, if k < 2 { 5 } else { 4 });
-        }
-        if nic_on(d) {
-            let nic = t.add_child(
-                sw,
-                NodeKind::Nic(Nic {
-                    busid: Some(BusId::new(0, bus + 2, 0, 0)),
-                    class: model::class::IB,
-                    pcie: gen5.clone(),
-                    ..Default::default()
-                }),
-            );
-            t.add_child(
-                nic,
-                NodeKind::Net(Net {
-                    name: format!("mlx5_{nic_dev}"),
-                    dev: nic_dev,
-                    speed_mbps: Some(400_000),
-                    port: 1,
-                    gdr,
-                    ..Default::default()
-                }),
-            );
-            nic_dev += 1;
-        }
-    }
-    t.connect_cpus();
-    t
 }
 
 /// Two Intel sockets, one Gen4 switch per socket with two sm89 GPUs each, no NVLink; a 200G
