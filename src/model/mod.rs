@@ -893,6 +893,73 @@ pub mod testing {
         t
     }
 
+    /// Two sockets (CPU `vendor`, `family`, `model`), one Gen4 switch per socket with two sm89
+    /// GPUs each, no NVLink; a 200G IB NIC in socket 0's switch, and in socket 1's too when
+    /// `nic_per_socket`; GPUs and NICs with GPUDirect RDMA `gdr`.
+    pub fn pcie_box(
+        vendor: &str,
+        family: u32,
+        model: u32,
+        nic_per_socket: bool,
+        gdr: bool,
+    ) -> Topology {
+        let mut t = Topology::new(SourceInfo::default());
+        let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
+        for s in 0..2u8 {
+            let cpu = t.add_node(
+                0,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: s as i32,
+                    arch: Some("x86_64".into()),
+                    vendor: Some(vendor.into()),
+                    family: Some(family),
+                    model: Some(model),
+                    ..Default::default()
+                }),
+            );
+            let sw = t.add_child(
+                cpu,
+                NodeKind::PciSwitch(PciSwitch {
+                    busid: BusId::new(0, 0x10 + s * 0x40, 0, 0),
+                    class: class::BRIDGE,
+                    pcie: gen4.clone(),
+                    ..Default::default()
+                }),
+            );
+            for k in 0..2u8 {
+                let mut g = Gpu::new(BusId::new(0, 0x11 + s * 0x40 + k, 0, 0), (s * 2 + k) as i32);
+                g.sm = Some(89);
+                g.gdr = Some(gdr);
+                g.pcie = gen4.clone();
+                t.add_child(sw, NodeKind::Gpu(g));
+            }
+            if s == 0 || nic_per_socket {
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, 0x18 + s * 0x40, 0, 0)),
+                        class: class::IB,
+                        pcie: gen4.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{s}"),
+                        dev: s as i32,
+                        speed_mbps: Some(200_000),
+                        gdr,
+                        ..Default::default()
+                    }),
+                );
+            }
+        }
+        t.connect_cpus();
+        t
+    }
+
     #[test]
     fn hgx_builder_shapes() {
         let t = hgx(8, 90);

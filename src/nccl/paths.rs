@@ -837,10 +837,7 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
 mod tests {
     use super::*;
     use crate::model::testing::hgx;
-    use crate::model::{
-        self, BusId, BwConstants, Cpu, Gpu, Net, Nic, NodeKind, PciSwitch, PcieLink, SourceInfo,
-        Topology,
-    };
+    use crate::model::{BwConstants, Topology};
 
     fn sys_of(t: &Topology) -> System {
         System::build(t, &BwConstants::default())
@@ -910,64 +907,10 @@ mod tests {
         assert!(check_p2p(&sa, &pa, &pol, 0, 1).read);
     }
 
-    /// Two sockets, one PCIe switch per socket with two GPUs each, no NVLink, one NIC on
-    /// socket 0; `vendor` decides the default P2P level.
+    /// Two sockets with two GPUs each and one NIC on socket 0 (`model::testing::pcie_box`);
+    /// `vendor` decides the default P2P level. Model 1 is Broadwell class (6 GB/s) on Intel.
     fn pcie_box(vendor: &str, gdr: bool) -> Topology {
-        let mut t = Topology::new(SourceInfo::default());
-        let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
-        for s in 0..2u8 {
-            let cpu = t.add_node(
-                0,
-                None,
-                NodeKind::Cpu(Cpu {
-                    numa: s as i32,
-                    arch: Some("x86_64".into()),
-                    vendor: Some(vendor.into()),
-                    family: Some(25),
-                    model: Some(1),
-                    ..Default::default()
-                }),
-            );
-            let sw = t.add_child(
-                cpu,
-                NodeKind::PciSwitch(PciSwitch {
-                    busid: BusId::new(0, 0x10 + s * 0x40, 0, 0),
-                    class: model::class::BRIDGE,
-                    pcie: gen4.clone(),
-                    ..Default::default()
-                }),
-            );
-            for k in 0..2u8 {
-                let mut g = Gpu::new(BusId::new(0, 0x11 + s * 0x40 + k, 0, 0), (s * 2 + k) as i32);
-                g.sm = Some(89);
-                g.gdr = Some(gdr);
-                g.pcie = gen4.clone();
-                t.add_child(sw, NodeKind::Gpu(g));
-            }
-            if s == 0 {
-                let nic = t.add_child(
-                    sw,
-                    NodeKind::Nic(Nic {
-                        busid: Some(BusId::new(0, 0x18, 0, 0)),
-                        class: model::class::IB,
-                        pcie: gen4.clone(),
-                        ..Default::default()
-                    }),
-                );
-                t.add_child(
-                    nic,
-                    NodeKind::Net(Net {
-                        name: "mlx5_0".into(),
-                        dev: 0,
-                        speed_mbps: Some(200_000),
-                        gdr,
-                        ..Default::default()
-                    }),
-                );
-            }
-        }
-        t.connect_cpus();
-        t
+        crate::model::testing::pcie_box(vendor, 25, 1, false, gdr)
     }
 
     #[test]

@@ -44,64 +44,10 @@ impl Run {
     }
 }
 
-/// Two Intel sockets, one Gen4 switch per socket with two sm89 GPUs each, no NVLink; a 200G
-/// NIC in socket 0's switch, and in socket 1's too when `nic_per_socket`.
+/// Two Intel Sapphire Rapids sockets, two sm89 GPUs per socket's switch, no NVLink; a 200G
+/// NIC on socket 0, and on socket 1 too when `nic_per_socket`.
 fn pcie_box(nic_per_socket: bool) -> Topology {
-    let mut t = Topology::new(SourceInfo::default());
-    let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
-    for s in 0..2u8 {
-        let cpu = t.add_node(
-            0,
-            None,
-            NodeKind::Cpu(Cpu {
-                numa: s as i32,
-                arch: Some("x86_64".into()),
-                vendor: Some("GenuineIntel".into()),
-                family: Some(6),
-                model: Some(143),
-                ..Default::default()
-            }),
-        );
-        let sw = t.add_child(
-            cpu,
-            NodeKind::PciSwitch(PciSwitch {
-                busid: BusId::new(0, 0x10 + s * 0x40, 0, 0),
-                class: model::class::BRIDGE,
-                pcie: gen4.clone(),
-                ..Default::default()
-            }),
-        );
-        for k in 0..2u8 {
-            let mut g = Gpu::new(BusId::new(0, 0x11 + s * 0x40 + k, 0, 0), (s * 2 + k) as i32);
-            g.sm = Some(89);
-            g.gdr = Some(true);
-            g.pcie = gen4.clone();
-            t.add_child(sw, NodeKind::Gpu(g));
-        }
-        if s == 0 || nic_per_socket {
-            let nic = t.add_child(
-                sw,
-                NodeKind::Nic(Nic {
-                    busid: Some(BusId::new(0, 0x18 + s * 0x40, 0, 0)),
-                    class: model::class::IB,
-                    pcie: gen4.clone(),
-                    ..Default::default()
-                }),
-            );
-            t.add_child(
-                nic,
-                NodeKind::Net(Net {
-                    name: format!("mlx5_{s}"),
-                    dev: s as i32,
-                    speed_mbps: Some(200_000),
-                    gdr: true,
-                    ..Default::default()
-                }),
-            );
-        }
-    }
-    t.connect_cpus();
-    t
+    crate::model::testing::pcie_box("GenuineIntel", 6, 143, nic_per_socket, true)
 }
 
 /// DGX-1 with 8 V100 (sm70): hybrid cube-mesh NVLink (6 links per GPU, doubled on some
