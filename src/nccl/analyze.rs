@@ -202,11 +202,19 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             })
             .collect();
         topo = topo.split_gpus(&groups);
+        // Ranks are numbered node by node from here on; say so when that differs from the
+        // launcher's numbering (GPU index order), which NCCL itself keeps.
+        let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
         topo.warn(format!(
             "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
              connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
-             treats each group as a node and uses NET between them",
-            shown.join(" ")
+             treats each group as a node and uses NET between them{}",
+            shown.join(" "),
+            if contiguous {
+                ""
+            } else {
+                "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
+            }
         ));
         system = System::build(&topo, &data.bw);
         paths = paths::compute(&system, &path_policy);
@@ -534,6 +542,21 @@ mod tests {
             .find(|p| p.from == 0 && p.to == 1)
             .unwrap();
         assert_eq!(local.transport, "P2P/CUMEM");
+        assert!(!a.topo.warnings.iter().any(|w| w.contains("renumbered")));
+        // GPU indices interleaved across the sockets: the plan's ranks follow the groups.
+        let swapped = text
+            .replacen(r#"<gpu dev="1""#, r#"<gpu dev="X""#, 1)
+            .replacen(r#"<gpu dev="2""#, r#"<gpu dev="1""#, 1)
+            .replacen(r#"<gpu dev="X""#, r#"<gpu dev="2""#, 1);
+        let t2 = crate::source::ncclxml::parse_str(&swapped, "interleaved").unwrap();
+        let c = run(&t2, &[], "2.28");
+        assert_eq!(c.nnodes, 2);
+        assert!(
+            c.topo
+                .warnings
+                .iter()
+                .any(|w| w.contains("[0 2] [1 3]") && w.contains("renumbered"))
+        );
         // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
         let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");
         assert_eq!(b.nnodes, 1);
