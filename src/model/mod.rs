@@ -960,6 +960,91 @@ pub mod testing {
         t
     }
 
+    /// Shape of [`two_sockets_two_switches`]: two Intel sockets, two PCIe switches per socket,
+    /// two GPUs per switch, an IB NIC in the switches listed.
+    pub struct SwitchBox {
+        /// Intel family-6 model of both CPUs (decides the inter-socket bandwidth).
+        pub cpu_model: u32,
+        pub link: &'static str,
+        pub sm: u32,
+        /// NIC bus number relative to its switch's.
+        pub nic_offset: u8,
+        pub nic_mbps: u64,
+        pub nic_port: u32,
+        /// Switches (0, 1 on socket 0; 2, 3 on socket 1) that hold a NIC `mlx5_<switch>`.
+        pub nic_switches: Vec<u8>,
+    }
+
+    /// The machine `spec` describes, and its GPUs in NVML index order.
+    pub fn two_sockets_two_switches(spec: &SwitchBox) -> (Topology, Vec<NodeIndex>) {
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
+        let link = PcieLink::new(Some(spec.link), Some(16));
+        let mut gpus = vec![];
+        for s in 0..2u8 {
+            let cpu = t.add_node(
+                0,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: s as i32,
+                    arch: Some("x86_64".into()),
+                    vendor: Some("GenuineIntel".into()),
+                    family: Some(6),
+                    model: Some(spec.cpu_model),
+                    ..Default::default()
+                }),
+            );
+            for w in 0..2u8 {
+                let bus = 0x10 + s * 0x80 + w * 0x40;
+                let sw = t.add_child(
+                    cpu,
+                    NodeKind::PciSwitch(PciSwitch {
+                        busid: BusId::new(0, bus, 0, 0),
+                        class: class::BRIDGE,
+                        pcie: link.clone(),
+                        ..Default::default()
+                    }),
+                );
+                for k in 0..2u8 {
+                    let mut g =
+                        Gpu::new(BusId::new(0, bus + 1 + k, 0, 0), (s * 4 + w * 2 + k) as i32);
+                    g.sm = Some(spec.sm);
+                    g.gdr = Some(true);
+                    g.pcie = link.clone();
+                    gpus.push(t.add_child(sw, NodeKind::Gpu(g)));
+                }
+                let switch = s * 2 + w;
+                if !spec.nic_switches.contains(&switch) {
+                    continue;
+                }
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, bus + spec.nic_offset, 0, 0)),
+                        class: class::IB,
+                        pcie: link.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{switch}"),
+                        dev: switch as i32,
+                        speed_mbps: Some(spec.nic_mbps),
+                        port: spec.nic_port,
+                        gdr: true,
+                        ..Default::default()
+                    }),
+                );
+            }
+        }
+        t.connect_cpus();
+        (t, gpus)
+    }
+
     #[test]
     fn hgx_builder_shapes() {
         let t = hgx(8, 90);

@@ -63,70 +63,17 @@ pub(crate) fn hgx_a100(n: usize) -> Topology {
 /// A PCIe-only server: 2 Intel sockets, 2 Gen4 switches per socket, 2 GPUs (sm80, no
 /// NVLink) per switch, one 200G NIC per switch.
 pub(crate) fn pcie_box() -> Topology {
-    use crate::model::*;
-    let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
-        origin: None,
-    });
-    let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
-    let mut dev = 0;
-    for s in 0..2u8 {
-        let cpu = t.add_node(
-            0,
-            None,
-            NodeKind::Cpu(Cpu {
-                numa: s as i32,
-                arch: Some("x86_64".into()),
-                vendor: Some("GenuineIntel".into()),
-                family: Some(6),
-                model: Some(0x55),
-                ..Default::default()
-            }),
-        );
-        for w in 0..2u8 {
-            let bus = 0x10 + s * 0x80 + w * 0x40;
-            let sw = t.add_child(
-                cpu,
-                NodeKind::PciSwitch(PciSwitch {
-                    busid: BusId::new(0, bus, 0, 0),
-                    class: class::BRIDGE,
-                    pcie: gen4.clone(),
-                    ..Default::default()
-                }),
-            );
-            for k in 0..2u8 {
-                let mut g = Gpu::new(BusId::new(0, bus + 1 + k, 0, 0), dev);
-                g.sm = Some(80);
-                g.gdr = Some(true);
-                g.pcie = gen4.clone();
-                t.add_child(sw, NodeKind::Gpu(g));
-                dev += 1;
-            }
-            let nic = t.add_child(
-                sw,
-                NodeKind::Nic(Nic {
-                    busid: Some(BusId::new(0, bus + 3, 0, 0)),
-                    class: class::IB,
-                    pcie: gen4.clone(),
-                    ..Default::default()
-                }),
-            );
-            let nd = (s * 2 + w) as i32;
-            t.add_child(
-                nic,
-                NodeKind::Net(Net {
-                    name: format!("mlx5_{nd}"),
-                    dev: nd,
-                    speed_mbps: Some(200_000),
-                    port: 1,
-                    gdr: true,
-                    ..Default::default()
-                }),
-            );
-        }
-    }
-    t.connect_cpus();
-    t
+    use crate::model::testing::{SwitchBox, two_sockets_two_switches};
+    let spec = SwitchBox {
+        cpu_model: 0x55,
+        link: "16.0 GT/s PCIe",
+        sm: 80,
+        nic_offset: 3,
+        nic_mbps: 200_000,
+        nic_port: 1,
+        nic_switches: vec![0, 1, 2, 3],
+    };
+    two_sockets_two_switches(&spec).0
 }
 
 /// One sm90 GPU per host behind a PCIe switch with a plain Ethernet NIC (NET/Socket,

@@ -4,10 +4,7 @@
 use super::*;
 use crate::model::testing::hgx;
 use crate::model::testing::hgx_board as board;
-use crate::model::{
-    self, BusId, BwConstants, Cpu, Gpu, Net, Nic, NodeKind, P2pCaps, PciSwitch, PcieLink,
-    SourceInfo, Topology,
-};
+use crate::model::{BwConstants, P2pCaps, Topology};
 use crate::nccl::paths::PathPolicy;
 
 struct Run {
@@ -59,66 +56,17 @@ fn dgx1_v100() -> Topology {
 
 /// [`dgx1_v100`] with IB NICs only in the PCIe switches listed (0, 1 on socket 0; 2, 3 on 1).
 fn dgx1_v100_nics(nic_switches: &[u8]) -> Topology {
-    let mut t = Topology::new(SourceInfo::default());
-    let gen3 = PcieLink::new(Some("8.0 GT/s PCIe"), Some(16));
-    let mut gpus = vec![];
-    for s in 0..2u8 {
-        let cpu = t.add_node(
-            0,
-            None,
-            NodeKind::Cpu(Cpu {
-                numa: s as i32,
-                arch: Some("x86_64".into()),
-                vendor: Some("GenuineIntel".into()),
-                family: Some(6),
-                model: Some(79),
-                ..Default::default()
-            }),
-        );
-        for w in 0..2u8 {
-            let sb = 0x10 + s * 0x80 + w * 0x40;
-            let sw = t.add_child(
-                cpu,
-                NodeKind::PciSwitch(PciSwitch {
-                    busid: BusId::new(0, sb, 0, 0),
-                    class: model::class::BRIDGE,
-                    pcie: gen3.clone(),
-                    ..Default::default()
-                }),
-            );
-            for k in 0..2u8 {
-                let d = (s * 4 + w * 2 + k) as i32;
-                let mut g = Gpu::new(BusId::new(0, sb + 1 + k, 0, 0), d);
-                g.sm = Some(70);
-                g.gdr = Some(true);
-                g.pcie = gen3.clone();
-                gpus.push(t.add_child(sw, NodeKind::Gpu(g)));
-            }
-            if !nic_switches.contains(&(s * 2 + w)) {
-                continue;
-            }
-            let nic = t.add_child(
-                sw,
-                NodeKind::Nic(Nic {
-                    busid: Some(BusId::new(0, sb + 8, 0, 0)),
-                    class: model::class::IB,
-                    pcie: gen3.clone(),
-                    ..Default::default()
-                }),
-            );
-            let dev = (s * 2 + w) as i32;
-            t.add_child(
-                nic,
-                NodeKind::Net(Net {
-                    name: format!("mlx5_{dev}"),
-                    dev,
-                    speed_mbps: Some(100_000),
-                    gdr: true,
-                    ..Default::default()
-                }),
-            );
-        }
-    }
+    use crate::model::testing::{SwitchBox, two_sockets_two_switches};
+    let spec = SwitchBox {
+        cpu_model: 79,
+        link: "8.0 GT/s PCIe",
+        sm: 70,
+        nic_offset: 8,
+        nic_mbps: 100_000,
+        nic_port: 0,
+        nic_switches: nic_switches.to_vec(),
+    };
+    let (mut t, gpus) = two_sockets_two_switches(&spec);
     let links = [
         (0, 1, 1),
         (0, 2, 1),
@@ -141,7 +89,6 @@ fn dgx1_v100_nics(nic_switches: &[u8]) -> Topology {
         t.add_nvlink(gpus[a], gpus[b], n);
         t.add_nvlink(gpus[b], gpus[a], n);
     }
-    t.connect_cpus();
     t
 }
 
