@@ -13,19 +13,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-need() {
-  if ! command -v "$1" >/dev/null 2>&1; then
-    echo "installing $2 (for $1)" >&2
-    apt-get install -y "$2" >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y "$2" >/dev/null; }
-  fi
-}
+source bench/common.sh
 need hyperfine hyperfine
 need lstopo-no-graphics hwloc-nox
 
-if [[ -z "${TOPO_BIN:-}" ]]; then
-  cargo build --release --bin topo >&2
-  TOPO_BIN="$PWD/target/release/topo"
-fi
+topo_bin
 RUNS="${RUNS:-50}"
 HF=(hyperfine --warmup 5 --min-runs "$RUNS" -N --style basic)
 
