@@ -1,20 +1,11 @@
-//! Command-line definitions and dispatch. Parsing only: every command's work is in the library.
+//! The command line: clap definitions, and the checks that turn flags into library requests.
+//! Nothing here does a command's work.
 
-use crate::error::{self, Exit};
-use crate::source::SourceSpec;
-use crate::util::{Style, use_color};
+use crate::error;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-
-/// `eprintln!` that ignores a failed write: with stderr a closed pipe, `eprintln!` panics,
-/// and the panic hook's own message then panics again and aborts the process.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+use topo_source::SourceSpec;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,7 +61,7 @@ fn sysfs_root(s: &str) -> Result<PathBuf, std::convert::Infallible> {
 }
 
 /// An empty root path counts as none: read this machine.
-fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
+pub fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
     p.clone().filter(|p| !p.as_os_str().is_empty())
 }
 
@@ -83,14 +74,14 @@ impl SourceArgs {
             ));
         }
         if let Some(n) = self.nodes
-            && n > crate::source::MAX_NODES
+            && n > topo_source::MAX_NODES
         {
             return Err(error::usage(
                 format!(
                     "--nodes {n}: at most {} nodes are modelled",
-                    crate::source::MAX_NODES
+                    topo_source::MAX_NODES
                 ),
-                format!("pass --nodes {} or fewer", crate::source::MAX_NODES),
+                format!("pass --nodes {} or fewer", topo_source::MAX_NODES),
             ));
         }
         Ok(SourceSpec {
@@ -229,198 +220,4 @@ pub struct SnapshotArgs {
     /// Read sysfs/procfs under this folder instead of / (for tests).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
-}
-
-/// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
-pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
-    use crate::source::io_reason;
-    match output {
-        Some(p) => std::fs::write(p, text).map_err(|e| {
-            error::usage(
-                format!("cannot write {}: {}", p.display(), io_reason(&e)),
-                "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",
-            )
-        }),
-        None => {
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => Err(error::Failure::new(
-                    Exit::Usage,
-                    format!("cannot write to stdout: {}", io_reason(&e)),
-                )
-                .into()),
-                Ok(()) => Ok(()),
-            }
-        }
-    }
-}
-
-pub fn run(cli: Cli) -> Result<i32> {
-    let style = Style {
-        color: use_color(&cli.color),
-    };
-    match cli.command {
-        Command::Show(a) => {
-            // show and xml describe hardware and do not apply --env, but a malformed one is
-            // still a mistake worth stopping on.
-            warn_unused_env("show", &a.source.env_overrides()?, style);
-            let topo = crate::source::load(&a.source.spec()?)?;
-            let style = if a.output.is_some() {
-                Style::default()
-            } else {
-                style
-            };
-            let text = crate::report::show::render(&topo, a.view, a.format, style)?;
-            emit(a.output.as_ref(), &text)?;
-        }
-        Command::Xml(a) => {
-            warn_unused_env("xml", &a.source.env_overrides()?, style);
-            let topo = crate::source::load(&a.source.spec()?)?;
-            print_warnings(&topo, style);
-            if topo.gpus().is_empty() {
-                // A GPU-less NCCL_TOPO_FILE is valid XML but rarely what was meant.
-                let style = Style {
-                    color: style.color && std::io::stderr().is_terminal(),
-                };
-                say!(
-                    "{} the topology has no GPU, so the XML lists none (NCCL adds GPUs it finds at run time)",
-                    style.yellow("warning:")
-                );
-            }
-            let text = crate::nccl::xml::write(&topo)?;
-            emit(a.output.as_ref(), &text)?;
-        }
-        Command::Snapshot(a) => {
-            let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
-            let summary = crate::source::snapshot::capture(&root, &a.output)?;
-            say!("{summary}");
-        }
-        Command::Plan(a) => {
-            let topo = crate::source::load(&a.source.spec()?)?;
-            let env = a.source.env_overrides()?;
-            let style = if a.output.is_some() {
-                Style::default()
-            } else {
-                style
-            };
-            let text = crate::plan::run(&topo, &a, &env, style)?;
-            emit(a.output.as_ref(), &text)?;
-        }
-    }
-    Ok(0)
-}
-
-/// Says that `--env` was given to a command that describes hardware and does not apply it.
-fn warn_unused_env(cmd: &str, env: &[(String, String)], style: Style) {
-    if env.is_empty() {
-        return;
-    }
-    let style = Style {
-        color: style.color && std::io::stderr().is_terminal(),
-    };
-    let keys: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-    say!(
-        "{} topo {cmd} describes the hardware and does not apply --env ({}); topo plan does",
-        style.yellow("warning:"),
-        keys.join(", ")
-    );
-}
-
-/// Topology warnings on stderr, for commands whose output has no place for them.
-fn print_warnings(topo: &crate::model::Topology, style: Style) {
-    let style = Style {
-        color: style.color && std::io::stderr().is_terminal(),
-    };
-    for w in &topo.warnings {
-        say!("{} {w}", style.yellow("warning:"));
-    }
-}
-
-/// Clap's multi-line usage error as the contract's `error:` line and a `hint:` line: its
-/// suggestion or list of possible values when it has one, else where the options are listed.
-fn clap_error_lines(rendered: &str) -> (String, String) {
-    let mut lines = rendered.lines().map(str::trim);
-    let first = lines.next().unwrap_or("error: bad arguments").to_string();
-    let mut hint: Option<String> = None;
-    let mut usage: Option<String> = None;
-    for l in lines {
-        if let Some(tip) = l.strip_prefix("tip: ") {
-            hint.get_or_insert_with(|| tip.to_string());
-        } else if let Some(values) = l
-            .strip_prefix("[possible values: ")
-            .and_then(|v| v.strip_suffix(']'))
-        {
-            hint.get_or_insert_with(|| format!("possible values: {values}"));
-        } else if let Some(u) = l.strip_prefix("Usage: ") {
-            // `topo show [OPTIONS]`: the command words before the first placeholder.
-            let cmd: Vec<&str> = u
-                .split_whitespace()
-                .take_while(|w| !w.starts_with(['[', '<', '-']))
-                .collect();
-            usage = Some(cmd.join(" "));
-        }
-    }
-    let hint = hint.unwrap_or_else(|| {
-        let cmd = usage.unwrap_or_else(|| {
-            let sub = std::env::args()
-                .skip(1)
-                .find(|a| ["show", "plan", "xml", "snapshot"].contains(&a.as_str()));
-            match sub {
-                Some(s) => format!("topo {s}"),
-                None => "topo".into(),
-            }
-        });
-        format!("run '{cmd} --help' for the options")
-    });
-    (first, hint)
-}
-
-/// Parses arguments, runs, prints errors as one line, and returns the exit code.
-pub fn main_entry() -> i32 {
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".into());
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        say!("error: internal error: {msg}{at}");
-        say!("hint: this is a bug in topo; please report it with the command line that caused it");
-    }));
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            if !e.use_stderr()
-                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            {
-                let _ = e.print();
-                return if e.use_stderr() {
-                    Exit::Usage as i32
-                } else {
-                    0
-                };
-            }
-            let (line, hint) = clap_error_lines(&e.render().to_string());
-            say!("{line}");
-            say!("hint: {hint}");
-            return Exit::Usage as i32;
-        }
-    };
-    match std::panic::catch_unwind(|| run(cli)) {
-        Ok(Ok(code)) => code,
-        Ok(Err(err)) => {
-            let (exit, hint) = error::classify(&err);
-            say!("error: {}", error::one_line(&err));
-            if let Some(h) = hint {
-                say!("hint: {h}");
-            }
-            exit as i32
-        }
-        Err(_) => 101,
-    }
 }

@@ -1,18 +1,21 @@
 //! Errors that reach the user: one line, an exit code, and where it helps a hint.
 //!
-//! Library code returns `anyhow::Result` with context; a [`Failure`] anywhere in the chain
-//! decides the exit code (contract: 1 check failed, 2 bad usage or unreadable input,
-//! 3 missing runtime component). Anything else exits 2.
+//! The libraries return typed errors that say what kind of input was wrong; this is the only
+//! place that words the fix in terms of topo's flags, and that decides exit codes (contract:
+//! 1 a check failed, 2 bad usage or unreadable input, 3 a missing runtime component).
 
 use std::fmt;
+use topo_nccl::ErrorKind as NcclKind;
+use topo_source::ErrorKind as SourceKind;
+
+pub use topo_source::error::{io_reason, one_line};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
-    CheckFailed = 1,
     Usage = 2,
-    MissingRuntime = 3,
 }
 
+/// An error the binary itself raises (a bad flag value), with its exit code and hint.
 #[derive(Debug)]
 pub struct Failure {
     pub exit: Exit,
@@ -47,64 +50,132 @@ pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> anyhow::Err
     Failure::new(Exit::Usage, message).hint(hint).into()
 }
 
-/// The exit code and optional hint an error chain carries.
-pub fn classify(err: &anyhow::Error) -> (Exit, Option<String>) {
+/// What the user sees for an error: exit code, the `error:` line and the optional hint.
+pub struct Report {
+    pub exit: Exit,
+    pub line: String,
+    pub hint: Option<String>,
+}
+
+/// The first typed error in the chain decides the exit code and hint.
+pub fn report(err: &anyhow::Error) -> Report {
+    let line = one_line(err);
     for cause in err.chain() {
         if let Some(f) = cause.downcast_ref::<Failure>() {
-            return (f.exit, f.hint.clone());
+            return Report {
+                exit: f.exit,
+                line,
+                hint: f.hint.clone(),
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<topo_source::Error>() {
+            return source_report(e, line);
+        }
+        if let Some(e) = cause.downcast_ref::<topo_nccl::Error>() {
+            return Report {
+                exit: Exit::Usage,
+                line,
+                hint: nccl_hint(e),
+            };
         }
     }
-    (Exit::Usage, None)
-}
-
-/// The error chain as one line: `outer: inner: innermost`, newlines folded. I/O errors read
-/// like the rest (`no such file or directory`, not `No such file or directory (os error 2)`).
-pub fn one_line(err: &anyhow::Error) -> String {
-    let s = err
-        .chain()
-        .map(|cause| match cause.downcast_ref::<std::io::Error>() {
-            Some(e) => io_reason(e),
-            None => cause.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(": ");
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `std::io::Error` text without the "(os error N)" tail, lowercase like every other message.
-pub fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => {
-            let s = e.to_string();
-            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
-        }
+    Report {
+        exit: Exit::Usage,
+        line,
+        hint: None,
     }
+}
+
+fn source_report(e: &topo_source::Error, line: String) -> Report {
+    let (line, hint) = match e.kind {
+        SourceKind::Replication { nodes, max_nodes } => (
+            format!("--nodes {nodes}: {line}"),
+            Some(format!("pass --nodes {max_nodes} or fewer")),
+        ),
+        kind => (line, source_hint(kind)),
+    };
+    Report {
+        exit: Exit::Usage,
+        line,
+        hint,
+    }
+}
+
+fn source_hint(kind: SourceKind) -> Option<String> {
+    let s = match kind {
+        SourceKind::Input => {
+            "pass --from an NCCL topology XML, a snapshot folder or .tar.gz, or a profile YAML"
+        }
+        SourceKind::NotAFile => "save the input to a file first and pass --from that file",
+        SourceKind::NcclXml => {
+            "pass an NCCL topology XML (the format of NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE)"
+        }
+        SourceKind::ProfileFile => "pass --from a profile YAML file",
+        SourceKind::ProfileSchema => "see docs/profiles.md for the profile schema",
+        SourceKind::UnknownProfile => {
+            return Some(format!(
+                "available profiles: {}; or pass your own file with --from FILE.yaml",
+                topo_source::profile::builtin_names().join(", ")
+            ));
+        }
+        SourceKind::Snapshot => "pass --from a folder or .tar.gz made by `topo snapshot`",
+        SourceKind::SysfsRoot => {
+            "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to read this machine"
+        }
+        SourceKind::SnapshotOutput => "pass -o a new folder name, or a name ending in .tar.gz",
+        SourceKind::HostTooLarge => {
+            "pass a topology of one real machine (NCCL_TOPO_MAX_NODES is 640 in NCCL 2.29+)"
+        }
+        SourceKind::TooManyGpus => "pass a topology of fewer hosts",
+        _ => return None,
+    };
+    Some(s.to_string())
+}
+
+fn nccl_hint(e: &topo_nccl::Error) -> Option<String> {
+    if let Some(h) = &e.help {
+        return Some(h.clone());
+    }
+    let s = match &e.kind {
+        NcclKind::Version => "pick the closest supported version with --nccl-version".to_string(),
+        NcclKind::Env { name } => {
+            format!("fix or unset {name} (or override it with --env {name}=...)")
+        }
+        NcclKind::NoGpu { live: true } => "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)".to_string(),
+        NcclKind::NoGpu { live: false } => "plan a profile (--profile dgx-h100), or pass --from a snapshot or XML of a machine with GPUs".to_string(),
+        NcclKind::NvlinkUnknown => "plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (--profile dgx-a100, dgx-h100)".to_string(),
+        _ => return None,
+    };
+    Some(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyhow::Context;
 
     #[test]
-    fn io_errors_read_like_the_rest() {
-        let io = std::io::Error::from_raw_os_error(28);
-        let err = Err::<(), _>(io)
-            .context("cannot write x.tar.gz")
-            .unwrap_err();
+    fn library_errors_get_their_hints_here() {
+        let e = anyhow::Error::from(topo_nccl::Error::new(
+            NcclKind::Env {
+                name: "NCCL_P2P_LEVEL".into(),
+            },
+            "bad NCCL_P2P_LEVEL='x': expected a level",
+        ));
+        let r = report(&e);
+        assert_eq!(r.exit, Exit::Usage);
         assert_eq!(
-            one_line(&err),
-            "cannot write x.tar.gz: no space left on device"
+            r.hint.as_deref(),
+            Some("fix or unset NCCL_P2P_LEVEL (or override it with --env NCCL_P2P_LEVEL=...)")
         );
-        let err = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound))
-            .context("cannot read a.xml");
-        assert_eq!(
-            one_line(&err),
-            "cannot read a.xml: no such file or directory"
-        );
-        let err = anyhow::anyhow!("line 1\n  more").context("outer");
-        assert_eq!(one_line(&err), "outer: line 1 more");
+        let e = anyhow::Error::from(topo_source::Error::new(
+            SourceKind::Replication {
+                nodes: 5000,
+                max_nodes: 4096,
+            },
+            "5000 nodes of 8 GPUs is 40000 GPUs, more than the 32768 topo models",
+        ));
+        let r = report(&e);
+        assert!(r.line.starts_with("--nodes 5000: 5000 nodes"));
+        assert_eq!(r.hint.as_deref(), Some("pass --nodes 4096 or fewer"));
     }
 }

@@ -15,15 +15,15 @@ mod summary;
 mod testing;
 
 use crate::cli::{DataFormat, ShowView};
-use crate::model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
-use crate::nccl;
-use crate::nccl::paths::PathPolicy;
-use crate::nccl::system::{NodeType, System};
-use crate::nccl::types::PathType;
 use crate::util::Style;
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
+use topo_model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
+use topo_nccl as nccl;
+use topo_nccl::paths::PathPolicy;
+use topo_nccl::system::{NodeType, System};
+use topo_nccl::types::PathType;
 
 pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style) -> Result<String> {
     let ctx = Ctx::new(topo);
@@ -247,7 +247,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Bus id of a GPU, NIC or network port (its NIC's).
-    pub fn busid(&self, n: NodeIndex) -> Option<crate::model::BusId> {
+    pub fn busid(&self, n: NodeIndex) -> Option<topo_model::BusId> {
         self.topo.node(self.pci_device(n)).busid()
     }
 
@@ -446,7 +446,7 @@ pub(crate) fn mask_to_cpulist(mask: &str) -> Option<String> {
 }
 
 /// A NUMA node's CPU list, from `cpus` or the affinity mask.
-pub(crate) fn cpu_list(cpu: &crate::model::Cpu) -> Option<String> {
+pub(crate) fn cpu_list(cpu: &topo_model::Cpu) -> Option<String> {
     cpu.cpus
         .clone()
         .or_else(|| cpu.affinity.as_deref().and_then(mask_to_cpulist))
@@ -558,7 +558,7 @@ pub(crate) fn table(indent: &str, header: &[&str], rows: &[Vec<Cell>], style: St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
     #[test]
     fn labels_and_nvlink_summary_on_hgx() {
@@ -642,7 +642,7 @@ mod snapshots {
     //! Every view of every test machine, text and JSON, as reviewed snapshots.
     use super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
     fn all(name: &str, t: &Topology) {
         for (view, vname) in [

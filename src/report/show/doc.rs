@@ -9,13 +9,13 @@ use super::matrix::{self, MatrixDoc};
 use super::pci::{self, Flag, PciNode};
 use super::{Ctx, round2};
 use crate::cli::ShowView;
-use crate::model::bw::{pcie_generation, pcie_gts};
-use crate::model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
 use anyhow::{Context, Result};
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use topo_model::bw::{pcie_generation, pcie_gts};
+use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
 
 pub const SCHEMA: &str = "topo.show/v1";
 
@@ -557,7 +557,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
             driver: d.driver.clone(),
         })
         .collect();
-    let gpu_label = |h: u16, b: crate::model::BusId| -> String {
+    let gpu_label = |h: u16, b: topo_model::BusId| -> String {
         topo.find(h, b)
             .filter(|&n| topo.gpu(n).is_some())
             .map(|n| ctx.label(n))
@@ -737,9 +737,9 @@ fn quote_busids(yaml: &str) -> String {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
-    fn doc(t: &crate::model::Topology, view: ShowView) -> serde_json::Value {
+    fn doc(t: &topo_model::Topology, view: ShowView) -> serde_json::Value {
         let ctx = Ctx::new(t);
         serde_json::from_str(&json(&ctx, view).unwrap()).unwrap()
     }

@@ -4,10 +4,10 @@
 
 use super::Ctx;
 use super::pci::gen_width;
-use crate::model::{LinkKind, NodeKind};
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use std::collections::HashMap;
+use topo_model::{LinkKind, NodeKind};
 
 fn q(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
@@ -73,7 +73,7 @@ fn node_line(ctx: &Ctx, n: NodeIndex, id: &str, indent: &str) -> String {
             )
         }
         NodeKind::PciDevice(d) => (
-            format!("{}\\n{}", crate::model::class::describe(d.class), d.busid),
+            format!("{}\\n{}", topo_model::class::describe(d.class), d.busid),
             "fillcolor=\"#ffffff\", fontcolor=\"#666666\"",
         ),
     };
@@ -239,7 +239,7 @@ pub(crate) fn render(ctx: &Ctx) -> String {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
     #[test]
     fn hgx_dot_has_clusters_and_labelled_links() {

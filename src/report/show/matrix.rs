@@ -5,10 +5,10 @@
 //! PCIe switches between the two devices, PHB/NODE/SYS say what they cross above them.
 
 use super::{Ctx, HostView, Paint};
-use crate::model::{NodeKind, Topology};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
+use topo_model::{NodeKind, Topology};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub(crate) enum PciClass {
@@ -360,7 +360,7 @@ pub(crate) fn doc(ctx: &Ctx) -> Vec<MatrixDoc> {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
     fn cell_by_label(ctx: &Ctx, a: &str, b: &str) -> String {
         let hv = &ctx.hosts[0];

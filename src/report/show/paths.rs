@@ -2,9 +2,9 @@
 //! host, the table NCCL prints per node at INFO/GRAPH level, laid out as a matrix.
 
 use super::{Cell, Ctx, HostView, Paint, table};
-use crate::nccl::types::PathType;
 use crate::util::Style;
 use std::collections::{BTreeMap, BTreeSet};
+use topo_nccl::types::PathType;
 
 fn meaning(t: PathType) -> &'static str {
     match t {
@@ -131,7 +131,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
     #[test]
     fn hgx_paths_table() {

@@ -3,11 +3,11 @@
 //! for downtrained links, slower upstream links and virtual-machine artefacts.
 
 use super::{Ctx, HostView, round2};
-use crate::model::bw::{pcie_bw, pcie_generation, pcie_gts};
-use crate::model::{NodeKind, PcieLink, class};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
+use topo_model::bw::{pcie_bw, pcie_generation, pcie_gts};
+use topo_model::{NodeKind, PcieLink, class};
 
 pub(crate) fn vendor_name(v: u16) -> Option<&'static str> {
     Some(match v {

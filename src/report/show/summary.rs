@@ -3,13 +3,13 @@
 use super::matrix::{PciClass, pci_class};
 use super::pci::{FlagKind, fmt_gbps, gen_width};
 use super::{Cell, Ctx, HostView, Paint, ranges, table};
-use crate::model::bw::{IntelClass, intel_class};
-use crate::model::{Cpu, CpuVendor, LinkKind, NodeKind, class};
 use crate::util::Style;
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use std::collections::BTreeMap;
+use topo_model::bw::{IntelClass, intel_class};
+use topo_model::{Cpu, CpuVendor, LinkKind, NodeKind, class};
 
 /// `GenuineIntel family 6 model 143 (Sapphire Rapids class), x86_64`, or the model name.
 pub(crate) fn cpu_model(cpu: &Cpu) -> String {
@@ -317,7 +317,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
 /// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
 /// registration (multi-node NVLink).
 fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
-    let label = |b: crate::model::BusId| -> String {
+    let label = |b: topo_model::BusId| -> String {
         ctx.topo
             .find(hv.host, b)
             .filter(|&n| ctx.topo.gpu(n).is_some())
@@ -978,9 +978,9 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::model::testing::hgx;
+    use topo_model::testing::hgx;
 
-    fn v(t: &crate::model::Topology) -> Vec<String> {
+    fn v(t: &topo_model::Topology) -> Vec<String> {
         let ctx = Ctx::new(t);
         verdicts(&ctx, &ctx.hosts[0])
     }
@@ -1098,7 +1098,7 @@ mod rail_tests {
         );
         let (nic, p) = ctx.nearest_nic(ctx.hosts[0].gpus[0]).unwrap();
         assert_eq!(ctx.label(nic), "mlx5_1");
-        assert_eq!(p.ty, crate::nccl::types::PathType::Pix);
+        assert_eq!(p.ty, topo_nccl::types::PathType::Pix);
     }
 
     #[test]
@@ -1124,7 +1124,7 @@ mod nvlink_shape_tests {
     use super::super::testing::*;
     use super::*;
 
-    fn first_verdict(t: &crate::model::Topology) -> String {
+    fn first_verdict(t: &topo_model::Topology) -> String {
         let ctx = Ctx::new(t);
         verdicts(&ctx, &ctx.hosts[0])[0].clone()
     }
@@ -1180,8 +1180,8 @@ mod no_gpu_tests {
 #[cfg(test)]
 mod p2p_c2c_tests {
     use super::*;
-    use crate::model::testing::hgx;
-    use crate::model::{FabricInfo, Link, P2pCaps};
+    use topo_model::testing::hgx;
+    use topo_model::{FabricInfo, Link, P2pCaps};
 
     #[test]
     fn nvml_p2p_refusals_and_fabric_are_verdicts() {

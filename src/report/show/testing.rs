@@ -1,6 +1,6 @@
 //! Small machines for the show views' tests, besides `model::testing::hgx`.
 
-use crate::model::*;
+use topo_model::*;
 
 fn cpu(
     t: &mut Topology,

@@ -1,0 +1,1079 @@
+//! The topology model: one directed graph of a machine (or several) that every source fills
+//! and every analysis reads.
+//!
+//! The model is the *hardware* view: each NVSwitch chip, each PCI function, each network port
+//! is its own node. NCCL's own, coarser view (one merged NVSwitch, no unrelated PCI devices,
+//! per-version bandwidth constants) is derived from it by `nccl::system`.
+//!
+//! Every physical link is stored as two directed edges, except an NVLink declared by one GPU
+//! towards a peer GPU, which NCCL also treats as one-directional (`ncclTopoConnectNodes` from
+//! the declaring GPU's `<nvlink>` entry only).
+
+#![forbid(unsafe_code)]
+
+pub mod busid;
+pub mod bw;
+
+pub use busid::BusId;
+pub use bw::{BwConstants, CpuArch, CpuVendor};
+
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
+use petgraph::visit::EdgeRef;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+
+/// Index of a host (system) inside a multi-node topology; 0 for a single machine.
+pub type HostId = u16;
+
+/// PCIe link of a device towards its parent, as NCCL sees it plus what the device reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PcieLink {
+    /// The `link_speed` string NCCL uses (XML attribute, or the minimum of the device's and its
+    /// upstream port's `max_link_speed` in sysfs). `None` when unknown.
+    pub speed: Option<String>,
+    /// The `link_width` NCCL uses; `Some(0)` is what virtual machines report (counts as 16).
+    pub width: Option<u32>,
+    /// What the device itself reports as its maximum (sysfs `max_link_*`), when read live.
+    pub max_speed: Option<String>,
+    pub max_width: Option<u32>,
+    /// The negotiated link right now (sysfs `current_link_*`), when read live.
+    pub cur_speed: Option<String>,
+    pub cur_width: Option<u32>,
+}
+
+impl PcieLink {
+    pub fn new(speed: Option<&str>, width: Option<u32>) -> PcieLink {
+        PcieLink {
+            speed: speed.map(str::to_string),
+            width,
+            ..Default::default()
+        }
+    }
+    /// Bandwidth in GB/s as NCCL computes it from `speed`/`width`.
+    pub fn bw(&self) -> f64 {
+        bw::pcie_bw(self.speed.as_deref(), self.width)
+    }
+    pub fn gts(&self) -> Option<f64> {
+        self.speed.as_deref().and_then(bw::pcie_gts)
+    }
+}
+
+/// A NUMA domain with its CPUs (NCCL's `<cpu>`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cpu {
+    /// NUMA node id; -1 when unknown.
+    pub numa: i32,
+    /// CPU list as in sysfs `cpulist` (`0-47,96-143`), when known.
+    pub cpus: Option<String>,
+    /// CPU mask as NCCL writes it (`affinity`, comma-separated 32-bit hex words).
+    pub affinity: Option<String>,
+    /// `x86_64`, `arm64`, `ppc64`.
+    pub arch: Option<String>,
+    /// CPUID vendor string: `GenuineIntel`, `AuthenticAMD`, `CentaurHauls`, `  Shanghai  `.
+    pub vendor: Option<String>,
+    pub family: Option<u32>,
+    pub model: Option<u32>,
+    /// Human model name from /proc/cpuinfo, when read live.
+    pub model_name: Option<String>,
+    /// NCCL's `host_hash`, when the source had one.
+    pub host_hash: Option<u64>,
+}
+
+impl Cpu {
+    pub fn arch(&self) -> CpuArch {
+        match self.arch.as_deref().map(str::trim) {
+            Some(a) if a.starts_with("x86") => CpuArch::X86,
+            Some(a) if a.starts_with("arm") || a.starts_with("aarch64") => CpuArch::Arm,
+            Some(a) if a.starts_with("ppc") => CpuArch::Power,
+            // NCCL requires arch; a file without it is most likely an x86 box.
+            None => CpuArch::X86,
+            _ => CpuArch::Other,
+        }
+    }
+    pub fn vendor_kind(&self) -> CpuVendor {
+        match self.vendor.as_deref().map(str::trim) {
+            Some("GenuineIntel") => CpuVendor::Intel,
+            Some("AuthenticAMD") | Some("HygonGenuine") => CpuVendor::Amd,
+            Some("CentaurHauls") | Some("Shanghai") => CpuVendor::Zhaoxin,
+            _ => CpuVendor::Other,
+        }
+    }
+}
+
+/// A PCIe switch port or bridge (NCCL node type PCI).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PciSwitch {
+    pub busid: BusId,
+    pub class: u32,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub subsystem_vendor: Option<u16>,
+    pub subsystem_device: Option<u16>,
+    pub pcie: PcieLink,
+}
+
+/// NVLink knowledge for a GPU: whether the source could tell which links exist.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", content = "reason", rename_all = "lowercase")]
+pub enum NvlinkInfo {
+    /// Links were enumerated (zero links is a real answer).
+    Known,
+    /// The source cannot say (no NVML, skeleton XML); the string says why.
+    Unknown(String),
+}
+
+/// GPU fabric (NVLink multi-node) registration, where the driver reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FabricInfo {
+    pub cluster_uuid: String,
+    pub clique_id: u32,
+    pub state: String,
+    pub status: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct C2cInfo {
+    /// Per-link bandwidth in MB/s as NVML reports it.
+    pub bw_mbps: u64,
+    pub count: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    pub busid: BusId,
+    /// NVML device index (`dev` in NCCL XML); -1 when unknown.
+    pub dev: i32,
+    pub name: Option<String>,
+    /// Compute capability × 10 (+ minor): 90 for H100.
+    pub sm: Option<u32>,
+    pub memory_bytes: Option<u64>,
+    pub uuid: Option<String>,
+    /// GPUDirect RDMA support (`gdr` attribute); `None` when the source does not say.
+    pub gdr: Option<bool>,
+    /// NCCL rank recorded in a dumped XML, if any.
+    pub rank: Option<i32>,
+    pub class: u32,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub subsystem_vendor: Option<u16>,
+    pub subsystem_device: Option<u16>,
+    pub pcie: PcieLink,
+    pub nvlink: NvlinkInfo,
+    pub c2c: Option<C2cInfo>,
+    pub fabric: Option<FabricInfo>,
+}
+
+impl Gpu {
+    pub fn new(busid: BusId, dev: i32) -> Gpu {
+        Gpu {
+            busid,
+            dev,
+            name: None,
+            sm: None,
+            memory_bytes: None,
+            uuid: None,
+            gdr: None,
+            rank: None,
+            class: 0x030200,
+            vendor: Some(0x10de),
+            device: None,
+            subsystem_vendor: None,
+            subsystem_device: None,
+            pcie: PcieLink::default(),
+            nvlink: NvlinkInfo::Known,
+            c2c: None,
+            fabric: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NvSwitch {
+    /// `None` when the switch is hidden (VM/container: NVML reports an all-`f` id).
+    pub busid: Option<BusId>,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+}
+
+/// A physical NIC (a PCI function grouping one or more network ports).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Nic {
+    /// `None` for a NIC with no PCI location (NCCL attaches it to the CPU).
+    pub busid: Option<BusId>,
+    pub class: u32,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub subsystem_vendor: Option<u16>,
+    pub subsystem_device: Option<u16>,
+    pub pcie: PcieLink,
+}
+
+/// A network device (port) as a net plugin exports it (`<net>`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Net {
+    /// Plugin device name: `mlx5_0`, `eth0`, `rdmap79s0`.
+    pub name: String,
+    /// Plugin device index.
+    pub dev: i32,
+    /// Port speed in Mbit/s.
+    pub speed_mbps: Option<u64>,
+    pub port: u32,
+    pub guid: Option<u64>,
+    pub gdr: bool,
+    pub coll: bool,
+    /// Extra latency in us added to inter-node latency.
+    pub latency: f64,
+    pub maxconn: Option<u32>,
+    /// `InfiniBand`, `Ethernet` (IB devices), or `None` (plain netdev / unknown).
+    pub link_layer: Option<String>,
+    /// Port state as sysfs says it (`4: ACTIVE`, `up`).
+    pub state: Option<String>,
+    /// Network interface bound to this port, if any.
+    pub netdev: Option<String>,
+}
+
+impl Net {
+    pub fn bw(&self) -> f64 {
+        bw::net_bw(self.speed_mbps)
+    }
+}
+
+/// Any other PCI function (storage, management NIC without a net plugin device, …): shown in
+/// the PCI tree, ignored by NCCL.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PciDevice {
+    pub busid: BusId,
+    pub class: u32,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub driver: Option<String>,
+    pub pcie: PcieLink,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NodeKind {
+    Cpu(Cpu),
+    PciSwitch(PciSwitch),
+    Gpu(Gpu),
+    NvSwitch(NvSwitch),
+    Nic(Nic),
+    Net(Net),
+    PciDevice(PciDevice),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub host: HostId,
+    /// The node this one hangs off in the PCI tree (CPU for root devices, NIC for a port);
+    /// `None` for CPUs and NVSwitches.
+    pub parent: Option<NodeIndex>,
+    pub kind: NodeKind,
+}
+
+impl Node {
+    pub fn busid(&self) -> Option<BusId> {
+        match &self.kind {
+            NodeKind::PciSwitch(p) => Some(p.busid),
+            NodeKind::Gpu(g) => Some(g.busid),
+            NodeKind::NvSwitch(s) => s.busid,
+            NodeKind::Nic(n) => n.busid,
+            NodeKind::PciDevice(d) => Some(d.busid),
+            NodeKind::Cpu(_) | NodeKind::Net(_) => None,
+        }
+    }
+    pub fn pcie(&self) -> Option<&PcieLink> {
+        match &self.kind {
+            NodeKind::PciSwitch(p) => Some(&p.pcie),
+            NodeKind::Gpu(g) => Some(&g.pcie),
+            NodeKind::Nic(n) => Some(&n.pcie),
+            NodeKind::PciDevice(d) => Some(&d.pcie),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkKind {
+    /// Local: BCM `pcilink` between switches.
+    Loc,
+    NvLink,
+    C2c,
+    Pci,
+    /// Inter-socket link between two CPUs of one host.
+    Sys,
+    /// NIC ↔ network port.
+    Net,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub kind: LinkKind,
+    /// GB/s with the default constants (NCCL 2.27+); `nccl::system` recomputes per version.
+    pub bw: f64,
+    /// NVLink or C2C lane count; 0 for other kinds.
+    pub lanes: u32,
+}
+
+/// One machine's identity and software, as far as the source knows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub name: Option<String>,
+    pub host_hash: Option<u64>,
+    pub kernel: Option<String>,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    /// NCCL_* and CUDA_VISIBLE_DEVICES captured with the machine (snapshot) or the process.
+    pub env: BTreeMap<String, String>,
+    /// Why GPUs or NVLink could not be fully discovered (no NVML, …); empty when fine.
+    pub gpu_discovery: Option<String>,
+}
+
+/// NVML's answer for one ordered GPU pair (`nvmlDeviceGetP2PStatus`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct P2pCaps {
+    pub read: Option<bool>,
+    pub write: Option<bool>,
+    pub nvlink: Option<bool>,
+    pub atomics: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// `live`, `snapshot`, `xml`, `profile`.
+    pub kind: String,
+    /// File, folder or profile name the topology came from.
+    pub origin: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Topology {
+    pub graph: DiGraph<Node, Link>,
+    pub hosts: Vec<Host>,
+    /// NVML P2P status per ordered pair of GPU bus ids on one host.
+    pub p2p: BTreeMap<(HostId, BusId, BusId), P2pCaps>,
+    pub warnings: Vec<String>,
+    pub source: SourceInfo,
+    by_busid: HashMap<(HostId, BusId), NodeIndex>,
+}
+
+impl Topology {
+    pub fn new(source: SourceInfo) -> Topology {
+        Topology {
+            source,
+            hosts: vec![Host::default()],
+            ..Default::default()
+        }
+    }
+
+    pub fn warn(&mut self, msg: impl Into<String>) {
+        let m = msg.into();
+        if !self.warnings.contains(&m) {
+            self.warnings.push(m);
+        }
+    }
+
+    pub fn node(&self, n: NodeIndex) -> &Node {
+        &self.graph[n]
+    }
+    pub fn node_mut(&mut self, n: NodeIndex) -> &mut Node {
+        &mut self.graph[n]
+    }
+
+    pub fn find(&self, host: HostId, busid: BusId) -> Option<NodeIndex> {
+        self.by_busid.get(&(host, busid)).copied()
+    }
+
+    /// Adds a node without links; registers its bus id for lookups.
+    pub fn add_node(
+        &mut self,
+        host: HostId,
+        parent: Option<NodeIndex>,
+        kind: NodeKind,
+    ) -> NodeIndex {
+        let node = Node { host, parent, kind };
+        let busid = node.busid();
+        let idx = self.graph.add_node(node);
+        if let Some(b) = busid {
+            self.by_busid.entry((host, b)).or_insert(idx);
+        }
+        while self.hosts.len() <= host as usize {
+            self.hosts.push(Host::default());
+        }
+        idx
+    }
+
+    /// Adds `kind` under `parent` and links the two with a PCI link in both directions whose
+    /// bandwidth comes from the child's PCIe link (NCCL: the child element's link attributes).
+    /// A NIC port (`Net`) is linked to its NIC with a NET link instead.
+    pub fn add_child(&mut self, parent: NodeIndex, kind: NodeKind) -> NodeIndex {
+        let host = self.graph[parent].host;
+        let parent_is_cpu = matches!(self.graph[parent].kind, NodeKind::Cpu(_));
+        let link = match &kind {
+            NodeKind::Net(n) => Link {
+                kind: LinkKind::Net,
+                bw: n.bw(),
+                lanes: 0,
+            },
+            // A NIC without a PCI location sits on the CPU at LOC bandwidth.
+            NodeKind::Nic(n) if n.busid.is_none() && parent_is_cpu => Link {
+                kind: LinkKind::Pci,
+                bw: BwConstants::default().loc,
+                lanes: 0,
+            },
+            other => Link {
+                kind: LinkKind::Pci,
+                bw: match other {
+                    NodeKind::PciSwitch(p) => p.pcie.bw(),
+                    NodeKind::Gpu(g) => g.pcie.bw(),
+                    NodeKind::Nic(n) => n.pcie.bw(),
+                    NodeKind::PciDevice(d) => d.pcie.bw(),
+                    _ => BwConstants::default().loc,
+                },
+                lanes: 0,
+            },
+        };
+        let idx = self.add_node(host, Some(parent), kind);
+        self.connect_both(parent, idx, link);
+        idx
+    }
+
+    pub fn connect(&mut self, from: NodeIndex, to: NodeIndex, link: Link) -> EdgeIndex {
+        // NCCL adds bandwidth when the same (remote, type) link is declared again.
+        if let Some(e) = self
+            .graph
+            .edges_connecting(from, to)
+            .find(|e| e.weight().kind == link.kind)
+            .map(|e| e.id())
+        {
+            let w = &mut self.graph[e];
+            w.bw += link.bw;
+            w.lanes += link.lanes;
+            return e;
+        }
+        self.graph.add_edge(from, to, link)
+    }
+
+    pub fn connect_both(&mut self, a: NodeIndex, b: NodeIndex, link: Link) {
+        self.connect(a, b, link.clone());
+        self.connect(b, a, link);
+    }
+
+    /// Declares `lanes` NVLinks from `gpu` to `target` with the default lane bandwidth of the
+    /// GPU's generation. Towards an NVSwitch or CPU both directions are created; towards a
+    /// peer GPU only this one (the peer's own declaration makes the reverse).
+    pub fn add_nvlink(&mut self, gpu: NodeIndex, target: NodeIndex, lanes: u32) {
+        let sm = match &self.graph[gpu].kind {
+            NodeKind::Gpu(g) => g.sm.unwrap_or(0),
+            _ => 0,
+        };
+        let link = Link {
+            kind: LinkKind::NvLink,
+            bw: lanes as f64 * BwConstants::default().nvlink_lane(sm),
+            lanes,
+        };
+        if matches!(self.graph[target].kind, NodeKind::Gpu(_)) {
+            self.connect(gpu, target, link);
+        } else {
+            self.connect_both(gpu, target, link);
+        }
+    }
+
+    /// Connects every pair of CPUs of the same host with SYS links (`ncclTopoConnectCpus`).
+    /// Call once after all CPUs exist; existing SYS links are replaced.
+    pub fn connect_cpus(&mut self) {
+        self.graph.retain_edges(|g, e| g[e].kind != LinkKind::Sys);
+        let cpus: Vec<NodeIndex> = self.cpus().collect();
+        let c = BwConstants::default();
+        for &a in &cpus {
+            for &b in &cpus {
+                if a == b || self.graph[a].host != self.graph[b].host {
+                    continue;
+                }
+                let bw = match &self.graph[a].kind {
+                    NodeKind::Cpu(cpu) => c.sys_bw(cpu),
+                    _ => unreachable!(),
+                };
+                self.graph.add_edge(
+                    a,
+                    b,
+                    Link {
+                        kind: LinkKind::Sys,
+                        bw,
+                        lanes: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    fn nodes_where<'a>(
+        &'a self,
+        f: impl Fn(&NodeKind) -> bool + 'a,
+    ) -> impl Iterator<Item = NodeIndex> + 'a {
+        self.graph
+            .node_indices()
+            .filter(move |&n| f(&self.graph[n].kind))
+    }
+
+    pub fn cpus(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.nodes_where(|k| matches!(k, NodeKind::Cpu(_)))
+    }
+
+    /// GPUs in a stable order: host, then NVML index, then bus id.
+    pub fn gpus(&self) -> Vec<NodeIndex> {
+        let mut v: Vec<NodeIndex> = self
+            .nodes_where(|k| matches!(k, NodeKind::Gpu(_)))
+            .collect();
+        v.sort_by_key(|&n| {
+            let node = &self.graph[n];
+            match &node.kind {
+                NodeKind::Gpu(g) => (node.host, g.dev, g.busid),
+                _ => unreachable!(),
+            }
+        });
+        v
+    }
+
+    /// Network ports in a stable order: host, then plugin device index, then name.
+    pub fn nets(&self) -> Vec<NodeIndex> {
+        let mut v: Vec<NodeIndex> = self
+            .nodes_where(|k| matches!(k, NodeKind::Net(_)))
+            .collect();
+        v.sort_by(|&a, &b| {
+            let key = |n: NodeIndex| match &self.graph[n].kind {
+                NodeKind::Net(x) => (self.graph[n].host, x.dev, x.name.clone()),
+                _ => unreachable!(),
+            };
+            key(a).cmp(&key(b))
+        });
+        v
+    }
+
+    pub fn nics(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.nodes_where(|k| matches!(k, NodeKind::Nic(_)))
+    }
+    pub fn nvswitches(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.nodes_where(|k| matches!(k, NodeKind::NvSwitch(_)))
+    }
+    pub fn pci_switches(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.nodes_where(|k| matches!(k, NodeKind::PciSwitch(_)))
+    }
+
+    pub fn gpu(&self, n: NodeIndex) -> Option<&Gpu> {
+        match &self.graph[n].kind {
+            NodeKind::Gpu(g) => Some(g),
+            _ => None,
+        }
+    }
+    pub fn net(&self, n: NodeIndex) -> Option<&Net> {
+        match &self.graph[n].kind {
+            NodeKind::Net(x) => Some(x),
+            _ => None,
+        }
+    }
+    pub fn cpu(&self, n: NodeIndex) -> Option<&Cpu> {
+        match &self.graph[n].kind {
+            NodeKind::Cpu(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Children in the PCI tree (nodes whose `parent` is `n`), in insertion order.
+    pub fn children(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut v: Vec<NodeIndex> = self
+            .graph
+            .neighbors_directed(n, Direction::Outgoing)
+            .filter(|&c| self.graph[c].parent == Some(n))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The CPU (NUMA domain) at the root of `n`'s PCI chain.
+    pub fn root_cpu(&self, mut n: NodeIndex) -> Option<NodeIndex> {
+        for _ in 0..64 {
+            if matches!(self.graph[n].kind, NodeKind::Cpu(_)) {
+                return Some(n);
+            }
+            n = self.graph[n].parent?;
+        }
+        None
+    }
+
+    /// NUMA id of the CPU above `n`, or -1.
+    pub fn numa_of(&self, n: NodeIndex) -> i32 {
+        self.root_cpu(n)
+            .and_then(|c| self.cpu(c))
+            .map(|c| c.numa)
+            .unwrap_or(-1)
+    }
+
+    /// Outgoing NVLink links of a GPU: (target, lanes, bw).
+    pub fn nvlinks(&self, gpu: NodeIndex) -> Vec<(NodeIndex, u32, f64)> {
+        self.graph
+            .edges_directed(gpu, Direction::Outgoing)
+            .filter(|e| e.weight().kind == LinkKind::NvLink)
+            .map(|e| (e.target(), e.weight().lanes, e.weight().bw))
+            .collect()
+    }
+
+    pub fn host_count(&self) -> usize {
+        let max = self
+            .graph
+            .node_weights()
+            .map(|n| n.host as usize + 1)
+            .max()
+            .unwrap_or(1);
+        max.max(1)
+    }
+
+    /// The topology repeated `n` times as hosts 0..n behind their NICs (what-if for `n` nodes).
+    /// Host names get a `-<i>` suffix; warnings are kept once.
+    pub fn replicate(&self, n: usize) -> Topology {
+        if n <= 1 {
+            return self.clone();
+        }
+        let per = self.host_count();
+        let mut out = Topology::new(self.source.clone());
+        out.hosts.clear();
+        out.warnings = self.warnings.clone();
+        for copy in 0..n {
+            let base = (copy * per) as HostId;
+            let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+            for idx in self.graph.node_indices() {
+                let node = &self.graph[idx];
+                let new = out.add_node(base + node.host, None, node.kind.clone());
+                map.insert(idx, new);
+            }
+            for idx in self.graph.node_indices() {
+                let parent = self.graph[idx].parent.map(|p| map[&p]);
+                out.graph[map[&idx]].parent = parent;
+            }
+            for e in self.graph.edge_references() {
+                out.graph
+                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+            }
+            for (h, host) in self.hosts.iter().enumerate() {
+                let mut host = host.clone();
+                let name = host.name.clone().unwrap_or_else(|| "node".to_string());
+                host.name = Some(format!("{name}-{copy}"));
+                host.host_hash = host.host_hash.map(|x| x ^ (copy as u64 + 1));
+                let slot = base as usize + h;
+                while out.hosts.len() <= slot {
+                    out.hosts.push(Host::default());
+                }
+                out.hosts[slot] = host;
+            }
+            for ((h, a, b), caps) in &self.p2p {
+                out.p2p.insert((base + h, *a, *b), caps.clone());
+            }
+        }
+        out
+    }
+}
+
+impl Topology {
+    /// A copy of the nodes `keep` accepts, all on host 0, with parents and links among them.
+    fn subset(&self, keep: &dyn Fn(NodeIndex) -> bool) -> Topology {
+        let mut out = Topology::new(self.source.clone());
+        out.hosts.clear();
+        out.warnings = self.warnings.clone();
+        let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+        for idx in self.graph.node_indices() {
+            if keep(idx) {
+                let new = out.add_node(0, None, self.graph[idx].kind.clone());
+                map.insert(idx, new);
+            }
+        }
+        for (&old, &new) in &map {
+            out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
+        }
+        for e in self.graph.edge_references() {
+            if let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) {
+                out.graph.add_edge(a, b, e.weight().clone());
+            }
+        }
+        out
+    }
+
+    /// Every GPU on a host of its own that still holds every non-GPU device of the original
+    /// host: what NCCL sees when each GPU runs in a container with its own host hash
+    /// (one node per rank, NVIDIA/nccl#1781). GPU order is kept.
+    pub fn split_per_gpu(&self) -> Topology {
+        let groups: Vec<Vec<NodeIndex>> = self.gpus().into_iter().map(|g| vec![g]).collect();
+        self.split_gpus(&groups)
+    }
+
+    /// One host per group of GPUs (each group from a single host), each holding the group's
+    /// GPUs and every non-GPU device of the group's original host. Hosts are numbered in
+    /// group order and named `<host>-<suffix><i>`.
+    pub fn split_gpus(&self, groups: &[Vec<NodeIndex>]) -> Topology {
+        let mut out = Topology::new(self.source.clone());
+        out.hosts.clear();
+        out.warnings = self.warnings.clone();
+        for (i, group) in groups.iter().enumerate() {
+            let Some(&first) = group.first() else {
+                continue;
+            };
+            let host = self.graph[first].host;
+            let part = self.subset(&|n| {
+                let node = &self.graph[n];
+                node.host == host && (group.contains(&n) || !matches!(node.kind, NodeKind::Gpu(_)))
+            });
+            let base = i as HostId;
+            let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+            for idx in part.graph.node_indices() {
+                let new = out.add_node(base, None, part.graph[idx].kind.clone());
+                map.insert(idx, new);
+            }
+            for idx in part.graph.node_indices() {
+                out.graph[map[&idx]].parent = part.graph[idx].parent.map(|p| map[&p]);
+            }
+            for e in part.graph.edge_references() {
+                out.graph
+                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+            }
+            let mut h = self.hosts.get(host as usize).cloned().unwrap_or_default();
+            h.name = Some(format!(
+                "{}-part{}",
+                h.name.clone().unwrap_or_else(|| "node".into()),
+                i
+            ));
+            while out.hosts.len() <= i {
+                out.hosts.push(Host::default());
+            }
+            out.hosts[i] = h;
+            for ((ph, a, b), caps) in &self.p2p {
+                if *ph == host {
+                    out.p2p.insert((base, *a, *b), caps.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// PCI class helpers (class codes as 24-bit values, `0x030200`).
+pub mod class {
+    pub const BRIDGE: u32 = 0x060400;
+    pub const NVSWITCH: u32 = 0x068000;
+    pub const IB: u32 = 0x020700;
+    pub const ETHERNET: u32 = 0x020000;
+
+    pub fn is_gpu(c: u32) -> bool {
+        c >> 16 == 0x03
+    }
+    pub fn is_network(c: u32) -> bool {
+        c >> 16 == 0x02
+    }
+    pub fn is_bridge(c: u32) -> bool {
+        c >> 8 == 0x0604
+    }
+    pub fn is_nvswitch(c: u32) -> bool {
+        c >> 8 == 0x0680 && c & 0xff == 0
+    }
+    /// Short human name for the PCI tree view.
+    pub fn describe(c: u32) -> &'static str {
+        match c >> 8 {
+            0x0604 => "PCI bridge",
+            0x0300 => "VGA controller",
+            0x0302 => "3D controller",
+            0x0200 => "Ethernet controller",
+            0x0207 => "InfiniBand controller",
+            0x0680 => "Bridge",
+            0x0108 => "NVMe controller",
+            0x0106 => "SATA controller",
+            0x0100 => "SCSI controller",
+            0x0c03 => "USB controller",
+            0x0600 => "Host bridge",
+            0x0601 => "ISA bridge",
+            0x0801 => "DMA controller",
+            0x0880 => "System peripheral",
+            0x1200 => "Processing accelerator",
+            0x0280 => "Network controller",
+            0x0500 => "RAM memory",
+            _ => "PCI device",
+        }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    //! Small machines built in code for unit tests of every layer.
+    use super::*;
+
+    /// One socket, `n` GPUs of compute capability `sm` each behind its own Gen5 switch with
+    /// one 400G IB NIC, all GPUs with 18 NVLinks to 4 NVSwitch chips (5/5/4/4), as on HGX H100.
+    pub fn hgx(n: usize, sm: u32) -> Topology {
+        let devs: Vec<i32> = (0..n as i32).collect();
+        hgx_board(&devs, sm, |_| true, true)
+    }
+
+    /// An HGX-like board: the GPUs `devs` (NVML indices) each behind its own Gen5 switch, all
+    /// on one socket, 18 NVLinks each to four NVSwitch chips; a 400G NIC (numbered in order)
+    /// next to the GPUs for which `nic_on(dev)` holds, with GPUDirect RDMA `gdr`.
+    pub fn hgx_board(devs: &[i32], sm: u32, nic_on: impl Fn(i32) -> bool, gdr: bool) -> Topology {
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
+        let cpu = t.add_node(
+            0,
+            None,
+            NodeKind::Cpu(Cpu {
+                numa: 0,
+                arch: Some("x86_64".into()),
+                vendor: Some("GenuineIntel".into()),
+                family: Some(6),
+                model: Some(143),
+                ..Default::default()
+            }),
+        );
+        let switches: Vec<NodeIndex> = (0..4u8)
+            .map(|i| {
+                t.add_node(
+                    0,
+                    None,
+                    NodeKind::NvSwitch(NvSwitch {
+                        busid: Some(BusId::new(0, 0x05 + i, 0, 0)),
+                        ..Default::default()
+                    }),
+                )
+            })
+            .collect();
+        let gen5 = PcieLink::new(Some("32.0 GT/s PCIe"), Some(16));
+        let mut nic_dev = 0;
+        for &d in devs {
+            let bus = 0x10 + (d as u8) * 0x10;
+            let sw = t.add_child(
+                cpu,
+                NodeKind::PciSwitch(PciSwitch {
+                    busid: BusId::new(0, bus, 0, 0),
+                    class: class::BRIDGE,
+                    pcie: gen5.clone(),
+                    ..Default::default()
+                }),
+            );
+            let mut g = Gpu::new(BusId::new(0, bus + 1, 0, 0), d);
+            g.sm = Some(sm);
+            g.gdr = Some(true);
+            g.pcie = gen5.clone();
+            let gi = t.add_child(sw, NodeKind::Gpu(g));
+            for (k, &s) in switches.iter().enumerate() {
+                t.add_nvlink(gi, s, if k < 2 { 5 } else { 4 });
+            }
+            if nic_on(d) {
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, bus + 2, 0, 0)),
+                        class: class::IB,
+                        pcie: gen5.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{nic_dev}"),
+                        dev: nic_dev,
+                        speed_mbps: Some(400_000),
+                        port: 1,
+                        gdr,
+                        ..Default::default()
+                    }),
+                );
+                nic_dev += 1;
+            }
+        }
+        t.connect_cpus();
+        t
+    }
+
+    /// Two sockets (CPU `vendor`, `family`, `model`), one Gen4 switch per socket with two sm89
+    /// GPUs each, no NVLink; a 200G IB NIC in socket 0's switch, and in socket 1's too when
+    /// `nic_per_socket`; GPUs and NICs with GPUDirect RDMA `gdr`.
+    pub fn pcie_box(
+        vendor: &str,
+        family: u32,
+        model: u32,
+        nic_per_socket: bool,
+        gdr: bool,
+    ) -> Topology {
+        let mut t = Topology::new(SourceInfo::default());
+        let gen4 = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
+        for s in 0..2u8 {
+            let cpu = t.add_node(
+                0,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: s as i32,
+                    arch: Some("x86_64".into()),
+                    vendor: Some(vendor.into()),
+                    family: Some(family),
+                    model: Some(model),
+                    ..Default::default()
+                }),
+            );
+            let sw = t.add_child(
+                cpu,
+                NodeKind::PciSwitch(PciSwitch {
+                    busid: BusId::new(0, 0x10 + s * 0x40, 0, 0),
+                    class: class::BRIDGE,
+                    pcie: gen4.clone(),
+                    ..Default::default()
+                }),
+            );
+            for k in 0..2u8 {
+                let mut g = Gpu::new(BusId::new(0, 0x11 + s * 0x40 + k, 0, 0), (s * 2 + k) as i32);
+                g.sm = Some(89);
+                g.gdr = Some(gdr);
+                g.pcie = gen4.clone();
+                t.add_child(sw, NodeKind::Gpu(g));
+            }
+            if s == 0 || nic_per_socket {
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, 0x18 + s * 0x40, 0, 0)),
+                        class: class::IB,
+                        pcie: gen4.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{s}"),
+                        dev: s as i32,
+                        speed_mbps: Some(200_000),
+                        gdr,
+                        ..Default::default()
+                    }),
+                );
+            }
+        }
+        t.connect_cpus();
+        t
+    }
+
+    /// Shape of [`two_sockets_two_switches`]: two Intel sockets, two PCIe switches per socket,
+    /// two GPUs per switch, an IB NIC in the switches listed.
+    pub struct SwitchBox {
+        /// Intel family-6 model of both CPUs (decides the inter-socket bandwidth).
+        pub cpu_model: u32,
+        pub link: &'static str,
+        pub sm: u32,
+        /// NIC bus number relative to its switch's.
+        pub nic_offset: u8,
+        pub nic_mbps: u64,
+        pub nic_port: u32,
+        /// Switches (0, 1 on socket 0; 2, 3 on socket 1) that hold a NIC `mlx5_<switch>`.
+        pub nic_switches: Vec<u8>,
+    }
+
+    /// The machine `spec` describes, and its GPUs in NVML index order.
+    pub fn two_sockets_two_switches(spec: &SwitchBox) -> (Topology, Vec<NodeIndex>) {
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            origin: None,
+        });
+        let link = PcieLink::new(Some(spec.link), Some(16));
+        let mut gpus = vec![];
+        for s in 0..2u8 {
+            let cpu = t.add_node(
+                0,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: s as i32,
+                    arch: Some("x86_64".into()),
+                    vendor: Some("GenuineIntel".into()),
+                    family: Some(6),
+                    model: Some(spec.cpu_model),
+                    ..Default::default()
+                }),
+            );
+            for w in 0..2u8 {
+                let bus = 0x10 + s * 0x80 + w * 0x40;
+                let sw = t.add_child(
+                    cpu,
+                    NodeKind::PciSwitch(PciSwitch {
+                        busid: BusId::new(0, bus, 0, 0),
+                        class: class::BRIDGE,
+                        pcie: link.clone(),
+                        ..Default::default()
+                    }),
+                );
+                for k in 0..2u8 {
+                    let mut g =
+                        Gpu::new(BusId::new(0, bus + 1 + k, 0, 0), (s * 4 + w * 2 + k) as i32);
+                    g.sm = Some(spec.sm);
+                    g.gdr = Some(true);
+                    g.pcie = link.clone();
+                    gpus.push(t.add_child(sw, NodeKind::Gpu(g)));
+                }
+                let switch = s * 2 + w;
+                if !spec.nic_switches.contains(&switch) {
+                    continue;
+                }
+                let nic = t.add_child(
+                    sw,
+                    NodeKind::Nic(Nic {
+                        busid: Some(BusId::new(0, bus + spec.nic_offset, 0, 0)),
+                        class: class::IB,
+                        pcie: link.clone(),
+                        ..Default::default()
+                    }),
+                );
+                t.add_child(
+                    nic,
+                    NodeKind::Net(Net {
+                        name: format!("mlx5_{switch}"),
+                        dev: switch as i32,
+                        speed_mbps: Some(spec.nic_mbps),
+                        port: spec.nic_port,
+                        gdr: true,
+                        ..Default::default()
+                    }),
+                );
+            }
+        }
+        t.connect_cpus();
+        (t, gpus)
+    }
+
+    #[test]
+    fn hgx_builder_shapes() {
+        let t = hgx(8, 90);
+        assert_eq!(t.gpus().len(), 8);
+        assert_eq!(t.nets().len(), 8);
+        let g0 = t.gpus()[0];
+        let lanes: u32 = t.nvlinks(g0).iter().map(|l| l.1).sum();
+        assert_eq!(lanes, 18);
+        let bw: f64 = t.nvlinks(g0).iter().map(|l| l.2).sum();
+        assert!((bw - 370.8).abs() < 1e-9);
+        assert_eq!(t.numa_of(g0), 0);
+        let r = t.replicate(2);
+        assert_eq!(r.gpus().len(), 16);
+        assert_eq!(r.host_count(), 2);
+        assert_eq!(r.node(r.gpus()[8]).host, 1);
+        let s = t.split_per_gpu();
+        assert_eq!(s.gpus().len(), 8);
+        assert_eq!(s.host_count(), 8);
+        assert_eq!(s.nets().len(), 64);
+        assert!(
+            s.gpus()
+                .iter()
+                .enumerate()
+                .all(|(i, &g)| s.node(g).host as usize == i)
+        );
+        // NVLinks to the NVSwitch chips survive; links to other GPUs cannot exist.
+        let lanes: u32 = s.nvlinks(s.gpus()[3]).iter().map(|l| l.1).sum();
+        assert_eq!(lanes, 18);
+    }
+}

@@ -1,0 +1,573 @@
+//! One call that runs the whole NCCL model in NCCL's init order: environment policy, system
+//! graph, paths, graph search, channel counts, rings and trees, transports, cost table.
+//!
+//! Pure: the caller passes the environment (process variables merged with overrides), the
+//! version and the runtime facts it read; nothing here reads the machine.
+
+use super::channels::{self, ChannelCounts, ChannelParams};
+use super::connect::Connection;
+use super::env::EnvPolicy;
+use super::paths::{self, PathPolicy, Paths};
+use super::search::{self, Graphs, SearchParams, SpeedArrays};
+use super::system::System;
+use super::transport::{self, PairTransport, RankPlacement, TransportPolicy};
+use super::tuning::{CostTable, TuningInput};
+use super::types::PathType;
+use super::version::{NcclVersion, VersionData};
+use crate::error::Result;
+use std::collections::HashMap;
+use topo_model::{BusId, HostId, Topology};
+
+/// Facts about the machine's software that change NCCL's choices, read by the caller.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuntimeFacts {
+    /// CUDA driver API version as NCCL logs it (`cudaDriverVersion 12040`).
+    pub cuda_driver_version: Option<u32>,
+}
+
+pub struct Request<'a> {
+    pub topo: &'a Topology,
+    /// Environment in precedence order: later entries win (process first, then `--env`).
+    pub env: Vec<(String, String)>,
+    pub version: NcclVersion,
+    pub placement: RankPlacement,
+    pub facts: RuntimeFacts,
+}
+
+/// Everything the model decided.
+pub struct Analysis {
+    pub version: NcclVersion,
+    pub data: VersionData,
+    pub env: EnvPolicy,
+    /// The topology as NCCL sees it (one host per GPU for per-GPU containers).
+    pub topo: Topology,
+    pub system: System,
+    pub path_policy: PathPolicy,
+    pub paths: Paths,
+    pub search: SearchParams,
+    pub graphs: Graphs,
+    pub channel_params: ChannelParams,
+    pub counts: ChannelCounts,
+    pub connection: Connection,
+    pub transport_policy: TransportPolicy,
+    pub transports: Vec<PairTransport>,
+    pub costs: CostTable,
+    pub nranks: usize,
+    pub nnodes: usize,
+}
+
+/// `cudaDriverVersion` from a `12.4`-style string.
+pub fn parse_cuda_version(s: &str) -> Option<u32> {
+    let mut it = s.trim().split('.');
+    let major: u32 = it.next()?.trim().parse().ok()?;
+    let minor: u32 = it
+        .next()
+        .map(|m| m.trim().parse().unwrap_or(0))
+        .unwrap_or(0);
+    Some(major * 1000 + minor * 10)
+}
+
+fn speeds(v: &[f64]) -> Vec<f64> {
+    v.to_vec()
+}
+
+/// The search inputs of `data` and `env`.
+pub fn search_params(
+    data: &VersionData,
+    env: &EnvPolicy,
+    nvls: bool,
+    collnet: bool,
+) -> SearchParams {
+    let mut p = SearchParams::for_version(data.minor());
+    p.max_channels = data.max_channels as usize;
+    let s = &data.speeds;
+    p.speeds_sm80 = SpeedArrays {
+        intra: speeds(&s.intra_sm80),
+        inter: speeds(&s.inter_sm80),
+    };
+    p.speeds_sm90 = SpeedArrays {
+        intra: speeds(&s.intra_sm90),
+        inter: speeds(&s.inter_sm90),
+    };
+    p.speeds_sm100 = match (&s.intra_sm100, &s.inter_sm100) {
+        (Some(a), Some(b)) => Some(SpeedArrays {
+            intra: a.clone(),
+            inter: b.clone(),
+        }),
+        _ => None,
+    };
+    p.cross_nic = env.cross_nic_or(data).clamp(0, 2) as u8;
+    p.nvls_max_arity = data.max_nvls_arity as usize;
+    p.collnet_direct_max_arity = data.max_direct_arity as usize;
+    p.nvls_enabled = nvls;
+    p.collnet_enabled = collnet;
+    p
+}
+
+fn positive(v: Option<i64>) -> Option<usize> {
+    v.filter(|&x| x > 0).map(|x| x as usize)
+}
+
+pub fn analyze(req: &Request) -> Result<Analysis> {
+    let data = VersionData::load(&req.version)?;
+    let minor = data.minor();
+    let mut env = EnvPolicy::from_env(&req.env, &data)?;
+
+    // Containers with their own host hash each hold one GPU and every NIC of the box.
+    let mut topo = if req.placement.node_per_rank() {
+        req.topo.split_per_gpu()
+    } else {
+        req.topo.clone()
+    };
+    let mut system = System::build(&topo, &data.bw);
+
+    let path_policy = PathPolicy {
+        minor,
+        nvb_disable: env.nvb_disable,
+        p2p_disable: env.p2p_disable,
+        p2p_level: env.p2p_level,
+        pxn_disable: env.pxn_disable,
+        pxn_c2c: Some(env.pxn_c2c_or(&data)),
+        gdr_level: env.net_gdr_level,
+        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
+        gdr_c2c: Some(env.net_gdr_c2c_or(&data)),
+        shm_disable: env.shm_disable,
+        net_disable_intra: env.net_disable_intra,
+        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
+        isolated_ranks: req.placement.isolates_ranks(),
+        max_channels: data.max_channels as usize,
+    };
+    let mut paths = paths::compute(&system, &path_policy);
+
+    let transport_policy = TransportPolicy {
+        minor,
+        cumem: env.cumem_enable.and_then(|v| {
+            if v == -2 || v == -1 {
+                None
+            } else {
+                Some(v > 0)
+            }
+        }),
+        p2p_direct_disable: env.p2p_direct_disable,
+        p2p_read_enable: env.p2p_read_enable,
+        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
+        net: env.net.clone(),
+        ib_disable: env.ib_disable,
+        placement: req.placement.clone(),
+        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
+        cuda_driver_version: req.facts.cuda_driver_version,
+        ..TransportPolicy::default()
+    };
+
+    // GPUs of one host that only the network connects form separate domains, which NCCL
+    // counts as separate nodes (ranks are grouped into nodes by their ring's first GPU).
+    let domains = paths::gpu_domains(&system, &paths);
+    let hosts_with_gpus = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count();
+    let mut split_reasons: HashMap<(HostId, BusId, BusId), (String, Option<String>)> =
+        HashMap::new();
+    let mut orig_host_of_part: Vec<HostId> = vec![];
+    if domains.len() > hosts_with_gpus {
+        // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
+        // the user needs to know what made them so.
+        let key = |sys: &System, r: usize| -> Option<(HostId, BusId)> {
+            let n = sys.nodes[sys.gpus[r]].topo?;
+            Some((sys.nodes[sys.gpus[r]].host, topo.gpu(n)?.busid))
+        };
+        for t in transport::select(&system, &paths, &path_policy, &transport_policy) {
+            if let (Some((h, a)), Some((_, b))) = (key(&system, t.from), key(&system, t.to)) {
+                split_reasons.insert((h, a, b), (t.reason, t.anomaly));
+            }
+        }
+        orig_host_of_part = domains.iter().map(|d| system.gpu(d[0]).host).collect();
+        let groups: Vec<Vec<_>> = domains
+            .iter()
+            .map(|d| {
+                d.iter()
+                    .filter_map(|&r| system.nodes[system.gpus[r]].topo)
+                    .collect()
+            })
+            .collect();
+        let shown: Vec<String> = domains
+            .iter()
+            .map(|d| {
+                format!(
+                    "[{}]",
+                    d.iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect();
+        topo = topo.split_gpus(&groups);
+        // Ranks are numbered node by node from here on; say so when that differs from the
+        // launcher's numbering (GPU index order), which NCCL itself keeps.
+        let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
+        topo.warn(format!(
+            "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
+             connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
+             treats each group as a node and uses NET between them{}",
+            shown.join(" "),
+            if contiguous {
+                ""
+            } else {
+                "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
+            }
+        ));
+        system = System::build(&topo, &data.bw);
+        paths = paths::compute(&system, &path_policy);
+    }
+    let nranks = system.gpus.len();
+    let nnodes = (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
+        .max(1);
+
+    // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
+    // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
+    let nvls_enabled = env.nvls_enable_or(&data) != 0;
+    let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
+    let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    let graphs = search::compute_all(&system, &paths, &search);
+
+    let mut channel_params = ChannelParams::for_version(minor);
+    channel_params.max_channels = data.max_channels as usize;
+    channel_params.min_nchannels = positive(env.min_nchannels);
+    channel_params.max_nchannels = positive(env.max_nchannels);
+    if let Some(v) = positive(env.min_ctas) {
+        channel_params.min_ctas = v;
+    }
+    if let Some(v) = positive(env.max_ctas) {
+        channel_params.max_ctas = v;
+    }
+    channel_params.nvls_support =
+        nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+    channel_params.nvls_nchannels = positive(env.nvls_nchannels);
+    channel_params.collnet_enabled = collnet_enabled;
+    channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
+    channel_params.bw = data.bw.clone();
+    let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &graphs, &channel_params, &counts);
+    let connection = Connection::from_graphs(&system, &graphs, &counts);
+
+    let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+    if !split_reasons.is_empty() {
+        for t in transports.iter_mut().filter(|t| t.inter_node) {
+            let ends = [t.from, t.to].map(|r| {
+                let node = &system.nodes[system.gpus[r]];
+                let busid = node.topo.and_then(|n| topo.gpu(n)).map(|g| g.busid);
+                (orig_host_of_part.get(node.host as usize).copied(), busid)
+            });
+            if let [(Some(ha), Some(a)), (Some(hb), Some(b))] = ends
+                && ha == hb
+                && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
+            {
+                t.reason = format!("{reason}{SPLIT_MARK}");
+                t.anomaly = anomaly.clone();
+            }
+        }
+    }
+
+    let cpu = system.first_cpu();
+    let mut ti = TuningInput::new(&env, &data, nranks, nnodes);
+    ti.local_ranks = (0..system.nhosts as u16)
+        .map(|h| system.host_gpus(h).len())
+        .filter(|&n| n > 0)
+        .collect();
+    ti.min_cc = system.min_sm();
+    ti.max_cc = system.max_sm();
+    if let Some(c) = cpu {
+        ti.cpu_arch = c.arch;
+        ti.cpu_vendor = c.vendor;
+    }
+    ti.ring = Some(graphs.ring.clone());
+    ti.tree = Some(graphs.tree.clone());
+    ti.collnet_chain = graphs.collnet_chain.clone();
+    ti.collnet_direct = graphs.collnet_direct.clone();
+    ti.nvls = graphs.nvls.clone();
+    ti.comm_channels = counts.coll_algo;
+    ti.nvls_channels = counts.nvls;
+    ti.nvls_supported = counts.nvls > 0;
+    ti.collnet_enabled = collnet_enabled;
+    ti.collnet_heads = graphs
+        .collnet_direct
+        .as_ref()
+        .map(|g| g.n_channels)
+        .unwrap_or(0);
+    ti.has_nvswitch = !system.nvs.is_empty();
+    let costs = CostTable::build(&ti);
+    costs.apply_env_effects(&mut env);
+    note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
+
+    Ok(Analysis {
+        version: req.version,
+        data,
+        env,
+        topo,
+        system,
+        path_policy,
+        paths,
+        search,
+        graphs,
+        channel_params,
+        counts,
+        connection,
+        transport_policy,
+        transports,
+        costs,
+        nranks,
+        nnodes,
+    })
+}
+
+/// Records what the channel-count variables changed: the channel line with the variable
+/// against the line without it (everything else as set).
+fn note_channel_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+    counts: &ChannelCounts,
+) {
+    type Reset = fn(&mut ChannelParams, &ChannelParams);
+    let knobs: [(&[&str], Reset); 6] = [
+        (&["NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"], |p, _| {
+            p.min_nchannels = None
+        }),
+        (&["NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS"], |p, _| {
+            p.max_nchannels = None
+        }),
+        (&["NCCL_MIN_CTAS"], |p, d| p.min_ctas = d.min_ctas),
+        (&["NCCL_MAX_CTAS"], |p, d| p.max_ctas = d.max_ctas),
+        (&["NCCL_NVLS_NCHANNELS"], |p, _| p.nvls_nchannels = None),
+        (&["NCCL_NCHANNELS_PER_NET_PEER"], |p, _| {
+            p.nchannels_per_net_peer = None
+        }),
+    ];
+    let defaults = ChannelParams::for_version(params.minor);
+    for (vars, reset) in knobs {
+        let Some(var) = vars.iter().find(|v| env.is_set(v)) else {
+            continue;
+        };
+        let mut p = params.clone();
+        reset(&mut p, &defaults);
+        let without = channels::comm_channels(sys, paths, graphs, &p);
+        if without.log_line() != counts.log_line() {
+            env.note_effect(
+                var,
+                format!("{} (without it: {})", counts.log_line(), without.log_line()),
+            );
+        }
+    }
+}
+
+/// Records what the P2P/SHM/GDR variables changed, in the words the plan's `env[]` shows.
+/// Ends the reason of a pair that NCCL splits into different nodes of one host.
+const SPLIT_MARK: &str = "; NCCL therefore counts the two GPUs as different nodes";
+
+fn note_path_effects(
+    env: &mut EnvPolicy,
+    sys: &System,
+    paths: &Paths,
+    pol: &PathPolicy,
+    pairs: &[PairTransport],
+) {
+    // Pairs of one physical host, including those NCCL split into different nodes.
+    let local: Vec<&PairTransport> = pairs
+        .iter()
+        .filter(|p| !p.inter_node || p.reason.ends_with(SPLIT_MARK))
+        .collect();
+    let shm = local.iter().filter(|p| p.transport == "SHM").count();
+    let net = local
+        .iter()
+        .filter(|p| p.transport.starts_with("NET"))
+        .count();
+    let anomalies = local.iter().filter(|p| p.anomaly.is_some()).count();
+    let total = local.len();
+    let nvl_refused = format!(
+        "{shm} of {total} GPU pairs within a host use SHM and {net} use NET{}",
+        if anomalies > 0 {
+            format!("; {anomalies} of them are NVLink-connected")
+        } else {
+            String::new()
+        }
+    );
+    if env.is_set("NCCL_P2P_DISABLE") && pol.p2p_disable {
+        env.note_effect("NCCL_P2P_DISABLE", format!("P2P level LOC: {nvl_refused}"));
+    }
+    if env.is_set("NCCL_P2P_LEVEL") && !pol.p2p_disable {
+        let lvl = pol.p2p_level.map(|l| l.name()).unwrap_or("?");
+        env.note_effect(
+            "NCCL_P2P_LEVEL",
+            format!("P2P allowed up to {lvl}: {nvl_refused}"),
+        );
+    }
+    if env.is_set("NCCL_SHM_DISABLE") && pol.shm_disable {
+        env.note_effect("NCCL_SHM_DISABLE", format!("SHM refused: {nvl_refused}"));
+    }
+    if env.is_set("NCCL_NET_GDR_LEVEL") {
+        let gdr = pairs.iter().filter(|p| p.inter_node && p.gdr).count();
+        let inter = pairs.iter().filter(|p| p.inter_node).count();
+        env.note_effect(
+            "NCCL_NET_GDR_LEVEL",
+            format!("GPUDirect RDMA on {gdr} of {inter} inter-node connections"),
+        );
+    }
+    if env.is_set("NCCL_PXN_DISABLE") && pol.pxn_disable {
+        let phb = sys
+            .gpus
+            .iter()
+            .flat_map(|&g| sys.nets.iter().map(move |&n| (g, n)))
+            .filter(|&(g, n)| paths.ty(g, n) >= PathType::Phb && paths.ty(g, n) < PathType::Net)
+            .count();
+        env.note_effect(
+            "NCCL_PXN_DISABLE",
+            format!("no PXN: {phb} GPU→NIC paths cross the CPU"),
+        );
+    }
+    if let Some(f) = env.value("NCCL_TOPO_FILE").map(str::to_string) {
+        env.note_effect(
+            "NCCL_TOPO_FILE",
+            format!("NCCL starts from this topology file; this plan uses the source topo was given (give topo {f} as its source to plan what NCCL will see)"),
+        );
+    }
+    if env.is_set("NCCL_GRAPH_FILE") {
+        env.note_effect(
+            "NCCL_GRAPH_FILE",
+            "NCCL loads its rings and trees from this file instead of searching; topo does not read it, so the graphs shown are NCCL's own search",
+        );
+    }
+    if env.is_set("CUDA_VISIBLE_DEVICES") {
+        env.note_effect(
+            "CUDA_VISIBLE_DEVICES",
+            "per-process visibility: NCCL still connects invisible peers with P2P (CUDA >= 10.1)",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo_model::testing::hgx;
+
+    fn run(topo: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
+        let req = Request {
+            topo,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            version: NcclVersion::parse(version).unwrap(),
+            placement: RankPlacement::ProcessPerGpu,
+            facts: RuntimeFacts {
+                cuda_driver_version: Some(12040),
+            },
+        };
+        analyze(&req).unwrap()
+    }
+
+    #[test]
+    fn hgx_h100_reproduces_the_logged_channel_line() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[], "2.28");
+        assert_eq!(
+            a.counts.log_line(),
+            "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+        );
+        assert!(
+            a.transports
+                .iter()
+                .filter(|p| !p.inter_node)
+                .all(|p| p.transport == "P2P/CUMEM")
+        );
+    }
+
+    #[test]
+    fn p2p_disable_turns_nvlink_pairs_into_shm_with_the_variable_named() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[("NCCL_P2P_DISABLE", "1")], "2.28");
+        let local: Vec<_> = a.transports.iter().filter(|p| !p.inter_node).collect();
+        assert!(local.iter().all(|p| p.transport == "SHM"));
+        assert!(local.iter().all(|p| p.reason.contains("NCCL_P2P_DISABLE")));
+        assert!(local.iter().all(|p| p.anomaly.is_some()));
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_P2P_DISABLE").unwrap();
+        assert!(
+            ent.effect.as_deref().unwrap_or("").contains("56 of 56"),
+            "{ent:?}"
+        );
+    }
+
+    #[test]
+    fn containers_with_own_host_hash_become_nodes() {
+        let t = hgx(2, 90);
+        let req = Request {
+            topo: &t,
+            env: vec![],
+            version: NcclVersion::parse("2.27").unwrap(),
+            placement: RankPlacement::ContainerPerGpu {
+                common_host_id: false,
+                shared_shm: false,
+            },
+            facts: RuntimeFacts::default(),
+        };
+        let a = analyze(&req).unwrap();
+        assert_eq!(a.nnodes, 2);
+        assert_eq!(a.nranks, 2);
+        assert!(a.transports.iter().all(|p| p.transport.starts_with("NET")));
+    }
+
+    #[test]
+    fn channel_variables_say_what_they_changed() {
+        let t = hgx(8, 90);
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "8")], "2.28");
+        assert_eq!(a.counts.coll, 8);
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        let effect = ent.effect.as_deref().unwrap_or("");
+        assert!(effect.starts_with("8 coll channels"), "{effect}");
+        assert!(effect.contains("without it: 24 coll channels"), "{effect}");
+        // A value that changes nothing says nothing.
+        let a = run(&t, &[("NCCL_MAX_NCHANNELS", "32")], "2.28");
+        let e = a.env.effects();
+        let ent = e.iter().find(|x| x.name == "NCCL_MAX_NCHANNELS").unwrap();
+        assert!(ent.effect.is_none(), "{ent:?}");
+    }
+
+    #[test]
+    fn file_variables_say_what_they_do() {
+        let t = hgx(2, 90);
+        let a = run(
+            &t,
+            &[("NCCL_TOPO_FILE", "/x.xml"), ("NCCL_GRAPH_FILE", "/g.xml")],
+            "2.28",
+        );
+        let e = a.env.effects();
+        let topo_file = e.iter().find(|x| x.name == "NCCL_TOPO_FILE").unwrap();
+        assert!(
+            topo_file
+                .effect
+                .as_deref()
+                .unwrap()
+                .contains("give topo /x.xml as its source")
+        );
+        let graph_file = e.iter().find(|x| x.name == "NCCL_GRAPH_FILE").unwrap();
+        assert!(
+            graph_file
+                .effect
+                .as_deref()
+                .unwrap()
+                .contains("instead of searching")
+        );
+    }
+
+    #[test]
+    fn cuda_versions_parse() {
+        assert_eq!(parse_cuda_version("12.4"), Some(12040));
+        assert_eq!(parse_cuda_version("11"), Some(11000));
+        assert_eq!(parse_cuda_version("x"), None);
+    }
+}

@@ -1,0 +1,399 @@
+//! From graphs to the communicator's channel counts (§5.7–5.9): collective channels after
+//! reconciliation, postset doubling and clamps, NVLS channels, and p2p channels per
+//! communicator and per peer (`init.cc`, `connect.cc` `ncclTopoPostset`, `paths.cc`
+//! `ncclTopoComputeP2pChannels`, `transport/nvls.cc` `ncclNvlsInit`; NCCL 2.28.9 with the
+//! listed version differences).
+
+use super::paths::{self, PathPolicy, Paths};
+use super::search::Graphs;
+use super::system::{NodeType, System};
+use super::types::PathType;
+use serde::Serialize;
+use topo_model::BwConstants;
+
+/// Version data and environment that decide channel counts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChannelParams {
+    /// NCCL minor version (2.`minor`).
+    pub minor: u32,
+    /// `MAXCHANNELS`: 32 up to 2.24, 64 from 2.25.
+    pub max_channels: usize,
+    /// `NCCL_MIN_NCHANNELS` (legacy `NCCL_MIN_NRINGS`).
+    pub min_nchannels: Option<usize>,
+    /// `NCCL_MAX_NCHANNELS` (legacy `NCCL_MAX_NRINGS`).
+    pub max_nchannels: Option<usize>,
+    /// Communicator config `minCTAs` / `maxCTAs` (`NCCL_MIN_CTAS` / `NCCL_MAX_CTAS`): default
+    /// 1 and `MAXCHANNELS`.
+    pub min_ctas: usize,
+    pub max_ctas: usize,
+    /// NVLS multicast usable (`NCCL_NVLS_ENABLE` and driver/GPU support). The NVLS graph must
+    /// also have found heads.
+    pub nvls_support: bool,
+    /// `NCCL_NVLS_NCHANNELS` (≤2.26) or the `nvlsCTAs` config (2.27+); `None` = default.
+    pub nvls_nchannels: Option<usize>,
+    /// CollNet usable (`NCCL_COLLNET_ENABLE=1` with a plugin).
+    pub collnet_enabled: bool,
+    /// `NCCL_COLLNET_NODE_THRESHOLD` (default 2).
+    pub collnet_node_threshold: usize,
+    /// The network does device-side unpack (TCPX/devmem): 2.27+ doubles small channel counts.
+    pub unpack_net: bool,
+    /// `NCCL_UNPACK_DOUBLE_NCHANNELS` (default on).
+    pub unpack_double: bool,
+    /// `NCCL_NCHANNELS_PER_NET_PEER` / config `nChannelsPerNetPeer`.
+    pub nchannels_per_net_peer: Option<usize>,
+    /// `NCCL_MIN_P2P_NCHANNELS` (1) and `NCCL_MAX_P2P_NCHANNELS` (`MAXCHANNELS`).
+    pub min_p2p_nchannels: usize,
+    pub max_p2p_nchannels: Option<usize>,
+    /// `NCCL_P2P_PER_CHANNEL_NET_BW` (2.29+, 14 GB/s).
+    pub p2p_per_channel_net_bw: f64,
+    /// The version's link constants (NVLink lane bandwidth for p2p channels per peer).
+    pub bw: BwConstants,
+}
+
+impl ChannelParams {
+    /// Defaults of NCCL 2.`minor` with no environment set.
+    pub fn for_version(minor: u32) -> ChannelParams {
+        let max = if minor >= 25 { 64 } else { 32 };
+        ChannelParams {
+            minor,
+            max_channels: max,
+            min_nchannels: None,
+            max_nchannels: None,
+            min_ctas: 1,
+            max_ctas: max,
+            nvls_support: true,
+            nvls_nchannels: None,
+            collnet_enabled: false,
+            collnet_node_threshold: 2,
+            unpack_net: false,
+            unpack_double: true,
+            nchannels_per_net_peer: None,
+            min_p2p_nchannels: 1,
+            max_p2p_nchannels: None,
+            p2p_per_channel_net_bw: 14.0,
+            bw: BwConstants::default(),
+        }
+    }
+}
+
+/// The communicator's channel counts, as NCCL logs them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChannelCounts {
+    /// NCCL minor version, for the log format.
+    pub minor: u32,
+    /// `nChannels` at connect time: min of the ring and tree graphs (after reconciliation).
+    pub search: usize,
+    /// Collective channels (`comm->nChannels`, the value logged as "coll channels").
+    pub coll: usize,
+    /// Channels collective algorithms use (`collChannels`): equals `coll` except in
+    /// 2.20–2.27, where channels copied up to the NVLS count are not counted.
+    pub coll_algo: usize,
+    /// The "collnet channels" value of the log: `coll` (2.21+), the CollNet channel count or
+    /// 0 (2.20), absent before.
+    pub collnet: usize,
+    pub nvls: usize,
+    pub p2p: usize,
+    pub p2p_per_peer: usize,
+    /// For every collective channel, the connected channel (0..2×search) it copies.
+    pub copy_map: Vec<usize>,
+}
+
+impl ChannelCounts {
+    /// `24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p
+    /// channels per peer` (2.20+), without the collnet part before 2.20.
+    pub fn log_line(&self) -> String {
+        if self.minor >= 20 {
+            format!(
+                "{} coll channels, {} collnet channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+                self.coll, self.collnet, self.nvls, self.p2p, self.p2p_per_peer
+            )
+        } else {
+            format!(
+                "{} coll channels, {} nvls channels, {} p2p channels, {} p2p channels per peer",
+                self.coll, self.nvls, self.p2p, self.p2p_per_peer
+            )
+        }
+    }
+}
+
+fn pow2_up(x: usize) -> usize {
+    x.max(1).next_power_of_two()
+}
+
+/// `copyChannels`: channels `start..end` copy channels `0..end-start`.
+fn copy_channels(map: &mut Vec<usize>, start: usize, end: usize) -> usize {
+    map.truncate(start);
+    for c in start..end {
+        let v = map.get(c - start).copied().unwrap_or(0);
+        map.push(v);
+    }
+    start.max(end)
+}
+
+/// NVLS channels (`ncclNvlsInit`) before the graph is known: 0 without support or with fewer
+/// than two local GPUs.
+pub fn nvls_default_channels(
+    params: &ChannelParams,
+    local_gpus: usize,
+    cc: u32,
+    multi_node: bool,
+) -> usize {
+    if !params.nvls_support || local_gpus < 2 {
+        return 0;
+    }
+    let n = if params.minor >= 27 {
+        // 2.27+: per architecture; SM100 uses fewer channels inside one NVLink domain.
+        let def = if cc >= 100 {
+            if multi_node { 32 } else { 24 }
+        } else {
+            16
+        };
+        params.nvls_nchannels.unwrap_or(def)
+    } else {
+        params.nvls_nchannels.unwrap_or(16)
+    };
+    n.min(params.max_ctas).max(params.min_ctas)
+}
+
+/// Channel counts of a communicator over every GPU of `sys` (one rank per GPU).
+pub fn comm_channels(
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+) -> ChannelCounts {
+    let minor = params.minor;
+    let maxch = params.max_channels.max(1);
+    let n_ranks = sys.gpus.len();
+    let n_nodes = (0..sys.nhosts as u16)
+        .filter(|&h| !sys.host_gpus(h).is_empty())
+        .count()
+        .max(1);
+    let local = sys.host_gpus(0);
+    let cc_min = sys.min_sm();
+
+    // Reconciled graphs: identical on every host, so the min/max over ranks is the graph.
+    let search = graphs.tree.n_channels.min(graphs.ring.n_channels);
+    let collnet_ok = params.collnet_enabled
+        && graphs
+            .collnet_chain
+            .as_ref()
+            .is_some_and(|g| g.n_channels > 0)
+        && n_nodes >= params.collnet_node_threshold;
+    let nvls_graph = graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+    let nvls = if nvls_graph {
+        nvls_default_channels(params, local.len(), cc_min, n_nodes > 1)
+    } else {
+        0
+    };
+
+    // Postset: channels c and c + n share rings and trees.
+    let mut map: Vec<usize> = (0..2 * search).collect();
+    let mut n = (2 * search).min(maxch);
+    map.truncate(n);
+    if collnet_ok
+        && let Some(chain) = &graphs.collnet_chain
+        && chain.bw_intra > chain.bw_inter
+        && n_ranks > n_nodes
+    {
+        n = copy_channels(&mut map, n, maxch.min(n + n / 2));
+    }
+    let sm90 = if minor >= 25 {
+        cc_min >= 90
+    } else {
+        cc_min == 90
+    };
+    let small = if minor <= 20 { 2 * n <= maxch } else { n < 16 };
+    if sm90 && n_nodes > 1 && graphs.ring.bw_intra > 45.0 && small {
+        n = copy_channels(&mut map, n, 2 * n);
+    }
+    if minor >= 27 && params.unpack_net && params.unpack_double && n_nodes > 1 && n < 16 {
+        n = copy_channels(&mut map, n, 2 * n);
+    }
+    // NCCL_MAX_NCHANNELS then NCCL_MIN_NCHANNELS (copies).
+    let max_env = params.max_nchannels.unwrap_or(maxch).clamp(1, maxch);
+    let min_env = params.min_nchannels.unwrap_or(0).min(maxch);
+    n = n.min(max_env).min(params.max_ctas.max(1));
+    map.truncate(n);
+    n = copy_channels(&mut map, n, min_env.max(params.min_ctas));
+    let coll_algo = n;
+    if (20..=27).contains(&minor) && n < nvls {
+        n = copy_channels(&mut map, n, nvls);
+    }
+    map.truncate(n);
+
+    let collnet = if minor >= 21 || (minor == 20 && collnet_ok) {
+        n
+    } else {
+        0
+    };
+    let (p2p, p2p_per_peer) = p2p_channels(sys, paths, params, n, n_nodes);
+    ChannelCounts {
+        minor,
+        search,
+        coll: n,
+        coll_algo,
+        collnet,
+        nvls,
+        p2p,
+        p2p_per_peer,
+        copy_map: map,
+    }
+}
+
+/// `ncclTopoComputeP2pChannels` (and 2.29+ `…PerPeer`): (p2pnChannels, p2pnChannelsPerPeer).
+pub fn p2p_channels(
+    sys: &System,
+    paths: &Paths,
+    params: &ChannelParams,
+    n_channels: usize,
+    n_nodes: usize,
+) -> (usize, usize) {
+    let minor = params.minor;
+    let maxch = params.max_channels.max(1);
+    let n_ranks = sys.gpus.len();
+    let mut p2pn = n_channels.min(params.max_p2p_nchannels.unwrap_or(maxch));
+    p2pn = p2pn.max(params.min_p2p_nchannels);
+    let local = sys.host_gpus(0);
+    let policy = PathPolicy {
+        minor,
+        max_channels: maxch,
+        ..Default::default()
+    };
+
+    // Requirement of local GPU `g` towards a remote rank: the same for every remote rank.
+    let remote = |g: usize| -> usize {
+        if let Some(v) = params.nchannels_per_net_peer {
+            return v;
+        }
+        if minor <= 18 {
+            return 2;
+        }
+        if minor >= 29 {
+            let (count, bw) = net_count_by_bw_229(sys, paths, &policy, g);
+            return if count > 0 {
+                count.max((bw as usize).div_ceil(params.p2p_per_channel_net_bw.max(1.0) as usize))
+            } else {
+                2
+            };
+        }
+        let count = net_count_by_bw_221(sys, paths, g);
+        let mut m = 2usize;
+        while m * n_ranks > p2pn * 4 && m > 1 {
+            m /= 2;
+        }
+        count.max(m)
+    };
+    let remote_need: Vec<Option<usize>> = (0..n_ranks)
+        .map(|g| local.contains(&g).then(|| remote(g)))
+        .collect();
+    // Requirement of local GPU `g` towards a peer rank.
+    let need = |g: usize, r: usize| -> Option<usize> {
+        if g == r {
+            return None;
+        }
+        let (gn, rn) = (sys.gpus[g], sys.gpus[r]);
+        if sys.nodes[gn].host == sys.nodes[rn].host {
+            let Some(p) = paths.get(rn, gn) else {
+                return Some(2);
+            };
+            let nvl = p.ty == PathType::Nvl || (minor >= 30 && p.ty == PathType::Nvb);
+            if nvl {
+                let sm = sys.nodes[gn].gpu.as_ref().map(|a| a.sm).unwrap_or(0);
+                let lane = params.bw.nvlink_lane(sm) as f32;
+                let k = ((p.bw as f32) / lane) as usize;
+                return Some(2 * k.max(1));
+            }
+            return Some(2);
+        }
+        remote_need.get(g).copied().flatten()
+    };
+
+    // Every host is alike: the local GPUs of host 0 against every rank.
+    let mut per_peer = if minor >= 29 { maxch } else { p2pn };
+    for &g in &local {
+        for r in 0..n_ranks {
+            if let Some(x) = need(g, r) {
+                per_peer = per_peer.min(x);
+            }
+        }
+    }
+    let mut per_peer = pow2_up(per_peer);
+    let p2pn = pow2_up(p2pn);
+    if minor >= 29 && n_nodes > 1 && params.nchannels_per_net_peer.is_none() {
+        // The network is the bottleneck: fit every peer within one round of p2p work.
+        while per_peer * n_ranks.div_ceil(8) > p2pn && per_peer > 1 {
+            per_peer /= 2;
+        }
+    } else {
+        per_peer = per_peer.min(p2pn);
+    }
+    (p2pn, per_peer)
+}
+
+/// 2.21–2.28 `getLocalNetCountByBw`: local NETs summed until their bandwidth reaches the
+/// GPU's direct link to a CPU (none for a GPU behind PCIe switches: count 0).
+fn net_count_by_bw_221(sys: &System, paths: &Paths, rank: usize) -> usize {
+    let g = sys.gpus[rank];
+    let gpu_bw = sys.nodes[g]
+        .links
+        .iter()
+        .filter(|l| sys.nodes[l.to].kind == NodeType::Cpu)
+        .map(|l| l.bw as f32)
+        .next_back()
+        .unwrap_or(0.0);
+    let nets = paths::local_nodes(sys, paths, g, NodeType::Net);
+    let mut total = 0.0f32;
+    let mut count = 0;
+    for n in nets {
+        if total >= gpu_bw {
+            break;
+        }
+        total += paths.bw(g, n) as f32;
+        count += 1;
+    }
+    count
+}
+
+/// 2.29+ `getLocalNetCountByBw`: the GPU's channel NETs until one repeats or their summed
+/// bandwidth reaches the GPU's path bandwidth to its CPU.
+fn net_count_by_bw_229(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    rank: usize,
+) -> (usize, f32) {
+    let g = sys.gpus[rank];
+    let gpu_bw = paths::local_cpu(sys, paths, g)
+        .map(|c| paths.bw(g, c) as f32)
+        .unwrap_or(0.0);
+    let mut first = None;
+    let mut total = 0.0f32;
+    let mut count = 0;
+    for c in 0..policy.max_channels.max(1) {
+        let Some(net) = paths::local_net(sys, paths, policy, rank, c) else {
+            break;
+        };
+        match first {
+            None => first = Some(net),
+            Some(f) if f == net => break,
+            _ => {}
+        }
+        total += paths.bw(g, sys.nets[net]) as f32;
+        count += 1;
+        if total >= gpu_bw {
+            break;
+        }
+    }
+    (count, total)
+}
+
+/// Whether every GPU pair of host 0 is NVLink-connected (`ncclTopoPathAllNVLink`).
+pub fn all_nvlink(sys: &System, paths: &Paths) -> bool {
+    let local = sys.host_gpus(0);
+    local.iter().all(|&a| {
+        local
+            .iter()
+            .all(|&b| a == b || paths.ty(sys.gpus[a], sys.gpus[b]) < PathType::Pix)
+    })
+}

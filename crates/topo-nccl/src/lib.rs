@@ -1,0 +1,22 @@
+//! The NCCL model: a pure function of (topology, environment policy, NCCL version).
+//! No I/O here: callers pass text or structs in and get structs out.
+
+#![forbid(unsafe_code)]
+
+pub mod analyze;
+pub mod channels;
+pub mod connect;
+pub mod env;
+pub mod error;
+pub mod graph;
+pub mod graphfile;
+pub mod paths;
+pub mod plan;
+pub mod search;
+pub mod system;
+pub mod transport;
+pub mod tuning;
+pub mod types;
+pub mod version;
+
+pub use error::{Error, ErrorKind, Result};

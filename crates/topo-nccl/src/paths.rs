@@ -1,0 +1,982 @@
+//! Path types and bandwidths between nodes (`src/graph/paths.cc`), the P2P and GPUDirect RDMA
+//! checks that decide how paths are rerouted, and PXN.
+//!
+//! Paths never cross hosts (NET nodes are leaves), so tables are kept per host: a 1024-GPU
+//! what-if stays as cheap as 128 single machines.
+
+use super::system::{LinkType, NodeType, System};
+use super::types::PathType;
+use serde::Serialize;
+use std::collections::HashMap;
+use topo_model::{CpuArch, CpuVendor, HostId, P2pCaps};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Path {
+    pub ty: PathType,
+    /// Bottleneck bandwidth, GB/s.
+    pub bw: f64,
+    pub hops: u32,
+    /// System node indices from the source to the destination, both included.
+    pub route: Vec<usize>,
+}
+
+impl Path {
+    fn local(node: usize, loc_bw: f64) -> Path {
+        Path {
+            ty: PathType::Loc,
+            bw: loc_bw,
+            hops: 0,
+            route: vec![node],
+        }
+    }
+}
+
+/// What the environment and version say about path post-processing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathPolicy {
+    /// NCCL minor version (2.`minor`): selects the version-specific rules.
+    pub minor: u32,
+    /// `NCCL_NVB_DISABLE=1`.
+    pub nvb_disable: bool,
+    /// `NCCL_P2P_DISABLE=1`.
+    pub p2p_disable: bool,
+    /// `NCCL_P2P_LEVEL`.
+    pub p2p_level: Option<PathType>,
+    /// `NCCL_PXN_DISABLE=1`.
+    pub pxn_disable: bool,
+    /// `NCCL_PXN_C2C`; `None` = version default.
+    pub pxn_c2c: Option<bool>,
+    /// `NCCL_NET_GDR_LEVEL`.
+    pub gdr_level: Option<PathType>,
+    /// `NCCL_NET_GDR_READ`; `None` = auto.
+    pub gdr_read: Option<bool>,
+    /// `NCCL_NET_GDR_C2C`; `None` = version default.
+    pub gdr_c2c: Option<bool>,
+    /// `NCCL_SHM_DISABLE=1`.
+    pub shm_disable: bool,
+    /// `NCCL_NET_DISABLE_INTRA=1`.
+    pub net_disable_intra: bool,
+    /// `NCCL_IGNORE_DISABLED_P2P` (0, 1, 2).
+    pub ignore_disabled_p2p: u8,
+    /// Every rank runs in its own container without shared IPC or /dev/shm: neither P2P nor
+    /// SHM can connect local peers.
+    pub isolated_ranks: bool,
+    /// `MAXCHANNELS` of the version (channels scanned to find a NET's local GPU).
+    pub max_channels: usize,
+}
+
+impl Default for PathPolicy {
+    fn default() -> Self {
+        PathPolicy {
+            minor: 28,
+            nvb_disable: false,
+            p2p_disable: false,
+            p2p_level: None,
+            pxn_disable: false,
+            pxn_c2c: None,
+            gdr_level: None,
+            gdr_read: None,
+            gdr_c2c: None,
+            shm_disable: false,
+            net_disable_intra: false,
+            ignore_disabled_p2p: 0,
+            isolated_ranks: false,
+            max_channels: 64,
+        }
+    }
+}
+
+impl PathPolicy {
+    pub fn pxn_c2c(&self) -> bool {
+        // NCCL_PXN_C2C default 0 in 2.27, 1 from 2.28.
+        self.pxn_c2c.unwrap_or(self.minor >= 28)
+    }
+    pub fn gdr_c2c(&self) -> bool {
+        // NCCL_NET_GDR_C2C default 0 in 2.26, 1 from 2.27.
+        self.gdr_c2c.unwrap_or(self.minor >= 27)
+    }
+}
+
+/// Per-host path tables.
+#[derive(Clone, Debug, Serialize)]
+pub struct Paths {
+    /// Position of each system node inside its host's table.
+    local: Vec<usize>,
+    host_of: Vec<HostId>,
+    hosts: Vec<HostTable>,
+    /// Per NET: the GPU rank that "owns" it (`ncclTopoGetLocalGpu`), if any.
+    pub net_local_gpu: Vec<Option<usize>>,
+    /// Per (host, type): that host's nodes in `System::of_type` order. Paths never cross
+    /// hosts, so searches for a nearest node look only here; scanning every host instead
+    /// made `--nodes N` quadratic in N.
+    #[serde(skip)]
+    by_host: HashMap<(HostId, NodeType), Vec<usize>>,
+    /// Per system node: its index in `System::nets`, if it is a NET.
+    #[serde(skip)]
+    net_pos: Vec<Option<usize>>,
+    /// GPU ranks of each host, in rank order.
+    #[serde(skip)]
+    host_ranks: HashMap<HostId, Vec<usize>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct HostTable {
+    n: usize,
+    /// `table[from * n + to]`.
+    table: Vec<Option<Path>>,
+}
+
+impl Paths {
+    pub fn get(&self, from: usize, to: usize) -> Option<&Path> {
+        let h = self.host_of[from];
+        if h != self.host_of[to] {
+            return None;
+        }
+        let t = &self.hosts[h as usize];
+        t.table[self.local[from] * t.n + self.local[to]].as_ref()
+    }
+
+    /// Path type, `DIS` when there is no path (different hosts, disconnected).
+    pub fn ty(&self, from: usize, to: usize) -> PathType {
+        self.get(from, to).map(|p| p.ty).unwrap_or(PathType::Dis)
+    }
+
+    pub fn bw(&self, from: usize, to: usize) -> f64 {
+        self.get(from, to).map(|p| p.bw).unwrap_or(0.0)
+    }
+
+    /// The nodes of `kind` on the host of `node`, in `System::of_type` order.
+    pub fn same_host(&self, node: usize, kind: NodeType) -> &[usize] {
+        self.by_host
+            .get(&(self.host_of[node], kind))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    fn set(&mut self, from: usize, to: usize, p: Path) {
+        let h = self.host_of[from] as usize;
+        let n = self.hosts[h].n;
+        self.hosts[h].table[self.local[from] * n + self.local[to]] = Some(p);
+    }
+}
+
+fn hop_type(l: LinkType) -> PathType {
+    match l {
+        LinkType::Loc | LinkType::Net => PathType::Loc,
+        LinkType::Nvl => PathType::Nvl,
+        LinkType::C2c => PathType::C2c,
+        LinkType::Pci => PathType::Pix,
+        LinkType::Sys => PathType::Sys,
+    }
+}
+
+/// Computes every path and applies NCCL's post-processing (`ncclTopoComputePaths`): no-P2P
+/// rerouting through the CPU, unreachable peers, P2C, PXN and no-GDR rerouting.
+pub fn compute(sys: &System, policy: &PathPolicy) -> Paths {
+    let mut paths = raw_paths(sys, policy);
+    post_process(sys, policy, &mut paths);
+    paths
+}
+
+/// Breadth-first widest paths towards every node (`ncclTopoSetPaths`), before post-processing.
+pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
+    let nh = sys
+        .nodes
+        .iter()
+        .map(|n| n.host as usize + 1)
+        .max()
+        .unwrap_or(1);
+    let mut members: Vec<Vec<usize>> = vec![vec![]; nh];
+    let mut local = vec![0; sys.nodes.len()];
+    let host_of: Vec<HostId> = sys.nodes.iter().map(|n| n.host).collect();
+    for (i, n) in sys.nodes.iter().enumerate() {
+        local[i] = members[n.host as usize].len();
+        members[n.host as usize].push(i);
+    }
+    let hosts = members
+        .iter()
+        .map(|m| HostTable {
+            n: m.len(),
+            table: vec![None; m.len() * m.len()],
+        })
+        .collect();
+    let mut by_host: HashMap<(HostId, NodeType), Vec<usize>> = HashMap::new();
+    for kind in [NodeType::Gpu, NodeType::Net, NodeType::Cpu, NodeType::Nvs] {
+        for &t in sys.of_type(kind) {
+            by_host.entry((host_of[t], kind)).or_default().push(t);
+        }
+    }
+    let mut net_pos = vec![None; sys.nodes.len()];
+    for (i, &n) in sys.nets.iter().enumerate() {
+        net_pos[n] = Some(i);
+    }
+    let mut host_ranks: HashMap<HostId, Vec<usize>> = HashMap::new();
+    for (r, &g) in sys.gpus.iter().enumerate() {
+        host_ranks.entry(host_of[g]).or_default().push(r);
+    }
+    let mut paths = Paths {
+        local,
+        host_of,
+        hosts,
+        net_local_gpu: vec![],
+        by_host,
+        net_pos,
+        host_ranks,
+    };
+    let loc_bw = 5000.0;
+    let head_rule = policy.minor >= 30;
+
+    for base in 0..sys.nodes.len() {
+        paths.set(base, base, Path::local(base, loc_bw));
+        let mut frontier = vec![base];
+        while !frontier.is_empty() {
+            let mut next: Vec<usize> = vec![];
+            for &node in &frontier {
+                let Some(p_node) = paths.get(node, base).cloned() else {
+                    continue;
+                };
+                let nk = sys.nodes[node].kind;
+                for link in &sys.nodes[node].links {
+                    let rem = link.to;
+                    let rk = sys.nodes[rem].kind;
+                    // A GPU is a leaf, except as the single relay of an NVB path.
+                    if node != base
+                        && nk == NodeType::Gpu
+                        && (policy.nvb_disable
+                            || link.kind != LinkType::Nvl
+                            || rk != NodeType::Gpu
+                            || p_node.hops > 1)
+                    {
+                        continue;
+                    }
+                    // The route is stored from `rem` towards the base: it needs the reverse link.
+                    if !sys.nodes[rem]
+                        .links
+                        .iter()
+                        .any(|l| l.to == node && l.kind == link.kind)
+                    {
+                        continue;
+                    }
+                    let bw = p_node.bw.min(link.bw);
+                    let mut hop = hop_type(link.kind);
+                    if nk == NodeType::Pci && rk == NodeType::Pci {
+                        hop = PathType::Pxb;
+                    }
+                    if link.kind == LinkType::Pci && (nk == NodeType::Cpu || rk == NodeType::Cpu) {
+                        hop = PathType::Phb;
+                    }
+                    if nk == NodeType::Gpu
+                        && p_node.ty == PathType::Nvl
+                        && hop == PathType::Nvl
+                        && p_node.hops >= 1
+                    {
+                        hop = PathType::Nvb;
+                    }
+                    let ty = p_node.ty.max(hop);
+                    let hops = p_node.hops + 1;
+                    let better = match paths.get(rem, base) {
+                        None => true,
+                        Some(cur) if head_rule => {
+                            // 2.30: better type first, then bandwidth, then hop count.
+                            ty < cur.ty
+                                || (ty == cur.ty
+                                    && (bw > cur.bw || (bw == cur.bw && hops < cur.hops)))
+                        }
+                        // ≤2.29: shorter-or-unset and strictly more bandwidth.
+                        Some(cur) => cur.hops > p_node.hops && cur.bw < bw,
+                    };
+                    if better {
+                        let mut route = Vec::with_capacity(p_node.route.len() + 1);
+                        route.push(rem);
+                        route.extend_from_slice(&p_node.route);
+                        paths.set(
+                            rem,
+                            base,
+                            Path {
+                                ty,
+                                bw,
+                                hops,
+                                route,
+                            },
+                        );
+                        if !next.contains(&rem) {
+                            next.push(rem);
+                        }
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
+    paths
+}
+
+/// Joins `from → via` and `via → to` (`addInterStep`). A GPU relay makes the path PXN; from
+/// 2.27 a C2C leg joined with a PHB leg through a CPU makes it P2C.
+fn inter_step(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    from: usize,
+    via: usize,
+    to: usize,
+) -> Option<Path> {
+    let a = paths.get(from, via)?;
+    let b = paths.get(via, to)?;
+    let mut ty = a.ty.max(b.ty);
+    if sys.nodes[via].kind == NodeType::Gpu {
+        ty = PathType::Pxn;
+    } else if sys.nodes[via].kind == NodeType::Cpu
+        && policy.minor >= 27
+        && ((a.ty == PathType::C2c && b.ty == PathType::Phb)
+            || (a.ty == PathType::Phb && b.ty == PathType::C2c))
+    {
+        ty = PathType::P2c;
+    }
+    let mut route = a.route.clone();
+    route.extend_from_slice(&b.route[1..]);
+    Some(Path {
+        ty,
+        bw: a.bw.min(b.bw),
+        hops: a.hops + b.hops,
+        route,
+    })
+}
+
+/// Nodes of `kind` with the best path from `from`: maximum bandwidth, then minimum type
+/// (`ncclTopoGetLocal`).
+pub fn local_nodes(_sys: &System, paths: &Paths, from: usize, kind: NodeType) -> Vec<usize> {
+    let cands: Vec<usize> = paths
+        .same_host(from, kind)
+        .iter()
+        .copied()
+        .filter(|&t| paths.get(from, t).is_some())
+        .collect();
+    let best_bw = cands.iter().map(|&t| paths.bw(from, t)).fold(0.0, f64::max);
+    let at_bw: Vec<usize> = cands
+        .into_iter()
+        .filter(|&t| paths.bw(from, t) == best_bw)
+        .collect();
+    let best_ty = at_bw
+        .iter()
+        .map(|&t| paths.ty(from, t))
+        .min()
+        .unwrap_or(PathType::Dis);
+    at_bw
+        .into_iter()
+        .filter(|&t| paths.ty(from, t) == best_ty)
+        .collect()
+}
+
+/// The CPU local to a node: among local CPUs the one with the fewest hops (`ncclGetLocalCpu`).
+pub fn local_cpu(sys: &System, paths: &Paths, node: usize) -> Option<usize> {
+    local_nodes(sys, paths, node, NodeType::Cpu)
+        .into_iter()
+        .min_by_key(|&c| paths.get(node, c).map(|p| p.hops).unwrap_or(u32::MAX))
+}
+
+fn mirror_bits(v: usize, pow2: usize) -> usize {
+    let bits = pow2.trailing_zeros();
+    let mut out = 0;
+    for b in 0..bits {
+        if v & (1 << b) != 0 {
+            out |= 1 << (bits - 1 - b);
+        }
+    }
+    out
+}
+
+/// The NET a GPU uses for `channel` (`ncclTopoGetLocalNet`, netsPerGpu by the AUTO policy).
+pub fn local_net(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    rank: usize,
+    channel: usize,
+) -> Option<usize> {
+    let g = sys.gpus[rank];
+    let nets = local_nodes(sys, paths, g, NodeType::Net);
+    if nets.is_empty() {
+        return None;
+    }
+    let gpus_of_net = local_nodes(sys, paths, nets[0], NodeType::Gpu);
+    let nets_per_gpu = nets.len().div_ceil(gpus_of_net.len().max(1));
+    let dev = sys.nodes[g]
+        .gpu
+        .as_ref()
+        .map(|a| a.dev.max(0) as usize)
+        .unwrap_or(0);
+    // 2.30 folds the device index onto the GPUs sharing the NIC first.
+    let mut idx = if policy.minor >= 30 {
+        dev % gpus_of_net.len().max(1)
+    } else {
+        dev
+    };
+    if nets.len().is_power_of_two() {
+        idx = mirror_bits(idx, nets.len());
+    }
+    idx += channel % nets_per_gpu;
+    // Indices into `System::nets`.
+    let net_node = nets[idx % nets.len()];
+    paths.net_pos.get(net_node).copied().flatten()
+}
+
+/// The GPU rank that owns a NET (`ncclTopoGetLocalGpu`): scanning channels, the first local
+/// GPU whose channel NET is this one.
+pub fn net_local_gpu(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    net: usize,
+) -> Option<usize> {
+    let n = sys.nets[net];
+    let cands: Vec<usize> = if policy.minor <= 18 {
+        (0..sys.gpus.len())
+            .filter(|&r| sys.gpu(r).host == sys.nodes[n].host)
+            .collect()
+    } else {
+        local_nodes(sys, paths, n, NodeType::Gpu)
+            .into_iter()
+            .filter_map(|g| sys.nodes[g].gpu.as_ref().map(|a| a.rank))
+            .collect()
+    };
+    // local_net depends on the channel only modulo netsPerGpu, which is at most the number of
+    // NETs on this host: a GPU that reaches `net` on some channel reaches it on one below
+    // that count, so scanning further finds nothing new (and cost O(MAXCHANNELS) per NET).
+    let period = paths.same_host(n, NodeType::Net).len().max(1);
+    for c in 0..policy.max_channels.max(1).min(period) {
+        for &r in &cands {
+            if local_net(sys, paths, policy, r, c) == Some(net) {
+                return Some(r);
+            }
+        }
+    }
+    None
+}
+
+/// Why P2P is (not) allowed between two GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct P2pCheck {
+    pub p2p: bool,
+    /// P2P read (A100 NVLink) rather than write.
+    pub read: bool,
+    /// The relay GPU rank of an NVB path.
+    pub intermediate: Option<usize>,
+    pub path: PathType,
+    /// The P2P level in force and where it came from.
+    pub level: PathType,
+    pub level_source: LevelSource,
+    /// NVML reports P2P read or write as not OK for this pair (or its relay).
+    pub nvml_blocked: bool,
+    pub same_host: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelSource {
+    /// NCCL's default for this CPU and GPU count.
+    Default,
+    /// `NCCL_P2P_LEVEL`.
+    Env,
+    /// `NCCL_P2P_DISABLE=1`.
+    Disabled,
+}
+
+fn nvml_ok(caps: Option<&P2pCaps>) -> bool {
+    match caps {
+        Some(c) => c.read != Some(false) && c.write != Some(false),
+        None => true,
+    }
+}
+
+/// The default P2P level (`ncclTopoCheckP2p`, paths.cc): PXB from 2.23 (SYS on AMD x86 with at
+/// most two GPUs); before 2.23 SYS, lowered to PXB on Intel x86, ARM and Zhaoxin.
+pub fn default_p2p_level(sys: &System, host: HostId, minor: u32) -> PathType {
+    default_p2p_level_with(sys, sys.host_gpus(host).len(), minor)
+}
+
+/// [`default_p2p_level`] for a host with `ngpus` GPUs (callers with [`Paths`] count them
+/// without scanning every host).
+fn default_p2p_level_with(sys: &System, ngpus: usize, minor: u32) -> PathType {
+    let cpu = sys.first_cpu();
+    let (arch, vendor) = cpu
+        .map(|c| (c.arch, c.vendor))
+        .unwrap_or((CpuArch::X86, CpuVendor::Other));
+    if minor >= 23 {
+        if arch == CpuArch::X86 && vendor == CpuVendor::Amd && ngpus <= 2 {
+            PathType::Sys
+        } else {
+            PathType::Pxb
+        }
+    } else if arch == CpuArch::Arm
+        || (arch == CpuArch::X86 && matches!(vendor, CpuVendor::Intel | CpuVendor::Zhaoxin))
+    {
+        PathType::Pxb
+    } else {
+        PathType::Sys
+    }
+}
+
+/// `ncclTopoCheckP2p` for ranks `a` → `b` (paths.cc): level, NVB relay, NVML status, read mode.
+pub fn check_p2p(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b: usize) -> P2pCheck {
+    let (ga, gb) = (sys.gpus[a], sys.gpus[b]);
+    let host = sys.nodes[ga].host;
+    let same_host = host == sys.nodes[gb].host;
+    let (level, level_source) = if policy.p2p_disable {
+        (PathType::Loc, LevelSource::Disabled)
+    } else if let Some(l) = policy.p2p_level {
+        (l, LevelSource::Env)
+    } else {
+        (
+            default_p2p_level_with(sys, paths.same_host(ga, NodeType::Gpu).len(), policy.minor),
+            LevelSource::Default,
+        )
+    };
+    let mut out = P2pCheck {
+        p2p: false,
+        read: false,
+        intermediate: None,
+        path: PathType::Dis,
+        level,
+        level_source,
+        nvml_blocked: false,
+        same_host,
+    };
+    if !same_host || policy.isolated_ranks {
+        return out;
+    }
+    let Some(path) = paths.get(ga, gb) else {
+        return out;
+    };
+    out.path = path.ty;
+    if path.ty == PathType::Nvb {
+        out.intermediate = path.route[1..path.route.len() - 1]
+            .iter()
+            .find_map(|&n| sys.nodes[n].gpu.as_ref().map(|g| g.rank));
+    }
+    out.p2p = path.ty <= level;
+    if a != b && policy.ignore_disabled_p2p != 2 {
+        let mut hops = vec![(a, b)];
+        if let Some(m) = out.intermediate {
+            hops = vec![(a, m), (m, b)];
+        }
+        let blocked = hops.iter().any(|&(x, y)| !nvml_ok(sys.p2p_caps(x, y)));
+        if blocked {
+            out.nvml_blocked = true;
+            out.p2p = false;
+        }
+    }
+    let sm = |g: usize| sys.nodes[g].gpu.as_ref().map(|x| x.sm).unwrap_or(0);
+    out.read = path.ty == PathType::Nvl && sm(ga) == 80 && sm(gb) == 80;
+    out
+}
+
+/// `ncclTopoCheckNet`: NET is preferred between two local GPUs when both reach some NET at
+/// PXB or better with more bandwidth than their GPU↔GPU path.
+pub fn net_faster(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b: usize) -> bool {
+    if policy.net_disable_intra {
+        return false;
+    }
+    let (ga, gb) = (sys.gpus[a], sys.gpus[b]);
+    let gg = paths.bw(ga, gb);
+    let good = |g: usize| {
+        paths.same_host(g, NodeType::Net).iter().any(|&n| {
+            paths
+                .get(g, n)
+                .is_some_and(|p| p.ty <= PathType::Pxb && p.bw > gg)
+        })
+    };
+    good(ga) && good(gb)
+}
+
+/// Result of the GPUDirect RDMA check for one GPU and NET.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GdrCheck {
+    pub enabled: bool,
+    pub distance: PathType,
+    pub level: PathType,
+    pub reason: String,
+}
+
+/// `ncclTopoCheckGdr` (paths.cc): both ends support GDR, read side rules, distance ≤ level.
+pub fn check_gdr(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    rank: usize,
+    net: usize,
+    read: bool,
+) -> GdrCheck {
+    let g = sys.gpus[rank];
+    let n = sys.nets[net];
+    let ga = sys.nodes[g].gpu.as_ref();
+    let na = sys.nodes[n].net.as_ref();
+    let mut distance = paths.ty(g, n);
+    if distance == PathType::Pxn
+        && let Some(p) = paths.get(g, n)
+        && let Some(relay) = p.route[1..p.route.len() - 1]
+            .iter()
+            .find(|&&x| sys.nodes[x].kind == NodeType::Gpu)
+    {
+        distance = paths.ty(*relay, n);
+    }
+    let default_level = if policy.minor >= 30 && policy.gdr_c2c() {
+        PathType::P2c
+    } else {
+        PathType::Pxb
+    };
+    let level = policy.gdr_level.unwrap_or(default_level);
+    let mk = |enabled: bool, reason: String| GdrCheck {
+        enabled,
+        distance,
+        level,
+        reason,
+    };
+    if !na.is_some_and(|x| x.gdr) {
+        return mk(
+            false,
+            "the NIC does not support GPUDirect RDMA (gdr=0)".into(),
+        );
+    }
+    if !ga.is_some_and(|x| x.gdr) {
+        return mk(
+            false,
+            "the GPU does not support GPUDirect RDMA (gdr=0)".into(),
+        );
+    }
+    if read {
+        if policy.gdr_read == Some(false) {
+            return mk(
+                false,
+                "NCCL_NET_GDR_READ=0 disables GDR on the send side".into(),
+            );
+        }
+        let sm = ga.map(|x| x.sm).unwrap_or(0);
+        if policy.gdr_read.is_none() && sm < 80 {
+            let host_gpus = sys.host_gpus(sys.nodes[g].host);
+            let nvlinked = host_gpus.len() == 1
+                || host_gpus
+                    .iter()
+                    .any(|&r| r != rank && paths.ty(sys.gpus[r], g) == PathType::Nvl);
+            if !nvlinked {
+                return mk(
+                    false,
+                    format!("GDR read is off by default on sm{sm} without an NVLink peer"),
+                );
+            }
+        }
+    }
+    // 2.27–2.29 treat a P2C distance as C2C when NET_GDR_C2C is on.
+    let eff = if (27..30).contains(&policy.minor) && distance == PathType::P2c && policy.gdr_c2c() {
+        PathType::C2c
+    } else {
+        distance
+    };
+    if eff > level {
+        return mk(
+            false,
+            format!("GPU→NIC distance {distance} exceeds the GDR level {level}"),
+        );
+    }
+    mk(
+        true,
+        format!("GPU→NIC distance {distance} within the GDR level {level}"),
+    )
+}
+
+/// GPU ranks grouped into NCCL's domains (`ncclTopoTrimSystem`, paths.cc): GPUs of one host
+/// joined by any path better than NET. GPUs that only reach each other through the network
+/// (neither P2P nor SHM can connect them) end up in different domains, which NCCL then counts
+/// as different nodes.
+pub fn gpu_domains(sys: &System, paths: &Paths) -> Vec<Vec<usize>> {
+    let n = sys.gpus.len();
+    let mut dom: Vec<usize> = (0..n).collect();
+    for g in 0..n {
+        for p in 0..g {
+            let (gn, pn) = (sys.gpus[g], sys.gpus[p]);
+            if paths.get(gn, pn).is_some_and(|x| x.ty < PathType::Net) {
+                dom[g] = dom[g].min(dom[p]);
+            }
+        }
+    }
+    let mut groups: Vec<Vec<usize>> = vec![];
+    let mut index: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for (r, &d) in dom.iter().enumerate() {
+        let i = *index.entry(d).or_insert_with(|| {
+            groups.push(vec![]);
+            groups.len() - 1
+        });
+        groups[i].push(r);
+    }
+    groups
+}
+
+fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
+    let ng = sys.gpus.len();
+    // 1. No P2P: divert GPU→GPU traffic through the destination GPU's local CPU.
+    for g in 0..ng {
+        let gn = sys.gpus[g];
+        let Some(cpu) = local_cpu(sys, paths, gn) else {
+            continue;
+        };
+        for p in 0..ng {
+            let pn = sys.gpus[p];
+            if p == g || sys.nodes[pn].host != sys.nodes[gn].host {
+                continue;
+            }
+            if !check_p2p(sys, paths, policy, p, g).p2p
+                && let Some(np) = inter_step(sys, paths, policy, pn, cpu, gn)
+            {
+                paths.set(pn, gn, np);
+            }
+        }
+    }
+    // 2. Peers neither P2P nor SHM can reach are only reachable through the network.
+    for g in 0..ng {
+        for p in 0..ng {
+            let (pn, gn) = (sys.gpus[p], sys.gpus[g]);
+            if p == g || sys.nodes[pn].host != sys.nodes[gn].host {
+                continue;
+            }
+            let nf = net_faster(sys, paths, policy, p, g);
+            let p2p = check_p2p(sys, paths, policy, p, g).p2p && !nf;
+            let shm = !policy.shm_disable && !policy.isolated_ranks && !nf;
+            if !p2p
+                && !shm
+                && let Some(mut path) = paths.get(pn, gn).cloned()
+            {
+                path.ty = PathType::Net;
+                paths.set(pn, gn, path);
+            }
+        }
+    }
+    // 3. P2C (2.27+): a GPU on C2C whose local NET sits behind the CPU's PCIe.
+    if policy.minor >= 27 {
+        for g in 0..ng {
+            let gn = sys.gpus[g];
+            let Some(cpu) = local_cpu(sys, paths, gn) else {
+                continue;
+            };
+            for n in local_nodes(sys, paths, gn, NodeType::Net) {
+                let (a, b) = (paths.ty(gn, cpu), paths.ty(n, cpu));
+                if (a == PathType::C2c && b == PathType::Phb)
+                    || (a == PathType::Phb && b == PathType::C2c)
+                {
+                    for (x, y) in [(gn, n), (n, gn)] {
+                        if let Some(mut p) = paths.get(x, y).cloned() {
+                            p.ty = PathType::P2c;
+                            paths.set(x, y, p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // 4. PXN and 5. no-GDR rerouting, per NET.
+    let mut owners = vec![None; sys.nets.len()];
+    for (ni, &n) in sys.nets.iter().enumerate() {
+        // The owner is computed once per NET: PXN only makes other GPUs' paths to this NET
+        // worse than the owner's, so it cannot change during the loop.
+        let owner = net_local_gpu(sys, paths, policy, ni);
+        owners[ni] = owner;
+        // Only this NET's host: scanning every rank for every NET was quadratic in hosts.
+        let ranks = paths
+            .host_ranks
+            .get(&sys.nodes[n].host)
+            .cloned()
+            .unwrap_or_default();
+        for g in ranks {
+            let gn = sys.gpus[g];
+            if sys.nodes[gn].host != sys.nodes[n].host {
+                continue;
+            }
+            if !policy.pxn_disable
+                && let Some(p) = owner.filter(|&p| p != g)
+            {
+                let pn = sys.gpus[p];
+                let (pn_ty, pn_bw) = (paths.ty(pn, n), paths.bw(pn, n));
+                let (gn_ty, gn_bw) = (paths.ty(gn, n), paths.bw(gn, n));
+                let (limit, threshold, need_gdr) = if policy.minor >= 27 {
+                    let lim = if policy.pxn_c2c() {
+                        PathType::P2c
+                    } else {
+                        PathType::Pxb
+                    };
+                    (lim, PathType::Pxn, policy.minor >= 30)
+                } else {
+                    (PathType::Pxb, PathType::Pxb, false)
+                };
+                let gdr_ok = !need_gdr || check_gdr(sys, paths, policy, p, ni, true).enabled;
+                if pn_ty <= limit
+                    && gdr_ok
+                    && paths.ty(pn, gn) <= PathType::Nvl
+                    && (pn_bw > gn_bw || gn_ty > threshold)
+                    && let Some(np) = inter_step(sys, paths, policy, gn, pn, n)
+                {
+                    paths.set(gn, n, np);
+                }
+            }
+            let reroute = policy.minor <= 18 || paths.ty(gn, n) < PathType::Phb;
+            if reroute
+                && !check_gdr(sys, paths, policy, g, ni, false).enabled
+                && let Some(cpu) = local_cpu(sys, paths, gn)
+            {
+                if let Some(np) = inter_step(sys, paths, policy, n, cpu, gn) {
+                    paths.set(n, gn, np);
+                }
+                if let Some(np) = inter_step(sys, paths, policy, gn, cpu, n) {
+                    paths.set(gn, n, np);
+                }
+            }
+        }
+    }
+    paths.net_local_gpu = owners;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo_model::testing::hgx;
+    use topo_model::{BwConstants, Topology};
+
+    fn sys_of(t: &Topology) -> System {
+        System::build(t, &BwConstants::default())
+    }
+
+    #[test]
+    fn hgx_paths() {
+        let t = hgx(8, 90);
+        let s = sys_of(&t);
+        let p = compute(&s, &PathPolicy::default());
+        let (g0, g1) = (s.gpus[0], s.gpus[1]);
+        let gg = p.get(g0, g1).unwrap();
+        assert_eq!(gg.ty, PathType::Nvl);
+        assert!((gg.bw - 370.8).abs() < 1e-9);
+        assert_eq!(gg.hops, 2);
+        // GPU0's own NIC is one switch away: PIX at Gen5 x16.
+        let n0 = s.nets[0];
+        assert_eq!(p.ty(g0, n0), PathType::Pix);
+        assert_eq!(p.bw(g0, n0), 48.0);
+        // GPU0 → NIC1 goes through GPU1 (PXN) because NIC1's owner has a PIX path.
+        assert_eq!(p.ty(g0, s.nets[1]), PathType::Pxn);
+        assert_eq!(p.bw(g0, s.nets[1]), 48.0);
+        // NET → GPU direction is not changed by PXN: through the CPU.
+        assert_eq!(p.ty(s.nets[1], g0), PathType::Phb);
+        assert_eq!(p.net_local_gpu, (0..8).map(Some).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn pxn_disabled_keeps_phb() {
+        let t = hgx(8, 90);
+        let s = sys_of(&t);
+        let p = compute(
+            &s,
+            &PathPolicy {
+                pxn_disable: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(p.ty(s.gpus[0], s.nets[1]), PathType::Phb);
+    }
+
+    #[test]
+    fn p2p_level_and_disable() {
+        let t = hgx(8, 90);
+        let s = sys_of(&t);
+        let pol = PathPolicy::default();
+        let p = compute(&s, &pol);
+        let c = check_p2p(&s, &p, &pol, 0, 1);
+        assert!(c.p2p);
+        assert_eq!(c.level, PathType::Pxb);
+        assert!(!c.read);
+        let dis = PathPolicy {
+            p2p_disable: true,
+            ..Default::default()
+        };
+        let p2 = compute(&s, &dis);
+        let c2 = check_p2p(&s, &p2, &dis, 0, 1);
+        assert!(!c2.p2p);
+        assert_eq!(c2.level_source, LevelSource::Disabled);
+        // Without P2P the GPU pair path goes through the CPU.
+        assert_eq!(p2.ty(s.gpus[0], s.gpus[1]), PathType::Phb);
+        assert_eq!(p2.bw(s.gpus[0], s.gpus[1]), 48.0);
+        // NVLink A100 pairs read.
+        let a = hgx(8, 80);
+        let sa = sys_of(&a);
+        let pa = compute(&sa, &pol);
+        assert!(check_p2p(&sa, &pa, &pol, 0, 1).read);
+    }
+
+    /// Two sockets with two GPUs each and one NIC on socket 0 (`topo_model::testing::pcie_box`);
+    /// `vendor` decides the default P2P level. Model 1 is Broadwell class (6 GB/s) on Intel.
+    fn pcie_box(vendor: &str, gdr: bool) -> Topology {
+        topo_model::testing::pcie_box(vendor, 25, 1, false, gdr)
+    }
+
+    #[test]
+    fn pcie_box_paths_and_levels() {
+        let t = pcie_box("GenuineIntel", true);
+        let s = sys_of(&t);
+        let pol = PathPolicy::default();
+        let p = compute(&s, &pol);
+        let g: Vec<usize> = s.gpus.clone();
+        assert_eq!(p.ty(g[0], g[1]), PathType::Pix);
+        assert_eq!(p.bw(g[0], g[1]), 24.0);
+        // Across sockets P2P is above PXB: rerouted through the CPU, SYS.
+        assert!(!check_p2p(&s, &p, &pol, 0, 2).p2p);
+        assert_eq!(p.ty(g[0], g[2]), PathType::Sys);
+        // Intel inter-socket bandwidth (model 1 is BDW class: 6 GB/s).
+        assert_eq!(p.bw(g[0], g[2]), 6.0);
+        // NIC path: GPUs on socket 0 PIX, socket 1 SYS, no GDR there → still SYS.
+        assert_eq!(p.ty(g[0], s.nets[0]), PathType::Pix);
+        assert_eq!(p.ty(g[2], s.nets[0]), PathType::Sys);
+        // Before 2.23 Intel also got PXB; AMD got SYS.
+        let amd = pcie_box("AuthenticAMD", true);
+        let sa = sys_of(&amd);
+        let old = PathPolicy {
+            minor: 21,
+            ..Default::default()
+        };
+        let pa = compute(&sa, &old);
+        assert!(check_p2p(&sa, &pa, &old, 0, 2).p2p);
+        let new = PathPolicy {
+            minor: 28,
+            ..Default::default()
+        };
+        let pn = compute(&sa, &new);
+        assert!(!check_p2p(&sa, &pn, &new, 0, 2).p2p);
+    }
+
+    #[test]
+    fn no_gdr_reroutes_through_cpu() {
+        let t = pcie_box("GenuineIntel", false);
+        let s = sys_of(&t);
+        let pol = PathPolicy::default();
+        let p = compute(&s, &pol);
+        let c = check_gdr(&s, &p, &pol, 0, 0, false);
+        assert!(!c.enabled);
+        assert_eq!(p.ty(s.gpus[0], s.nets[0]), PathType::Phb);
+        assert_eq!(p.ty(s.nets[0], s.gpus[0]), PathType::Phb);
+    }
+
+    #[test]
+    fn shm_disable_with_p2p_off_makes_net() {
+        let t = pcie_box("GenuineIntel", true);
+        let s = sys_of(&t);
+        let pol = PathPolicy {
+            shm_disable: true,
+            p2p_disable: true,
+            ..Default::default()
+        };
+        let p = compute(&s, &pol);
+        assert_eq!(p.ty(s.gpus[0], s.gpus[1]), PathType::Net);
+    }
+
+    #[test]
+    fn mirror_bits_reverses() {
+        assert_eq!(mirror_bits(1, 8), 4);
+        assert_eq!(mirror_bits(3, 8), 6);
+        assert_eq!(mirror_bits(0, 1), 0);
+        assert_eq!(mirror_bits(1, 2), 1);
+    }
+}

@@ -1,0 +1,673 @@
+//! The Plan: everything the analysis decided for one machine, environment and NCCL version,
+//! as one serialisable document (`topo.plan/v1`), plus its exports (tuner CSV, NCCL graph XML).
+//! Pure: the caller gathers the request (flags, process environment, installed NCCL) and
+//! renders the result.
+
+use crate::analyze::{self, Analysis, Request, RuntimeFacts};
+use crate::env::EnvEntry;
+use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Graph;
+use crate::transport::{self, PairTransport, RankPlacement, TransportSummary};
+use crate::tuning::{self, Choice, Costs, OpContext};
+use crate::types::{Algo, Func, PathType, Proto};
+use crate::version::NcclVersion;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use topo_model::{SourceInfo, Topology};
+
+/// What the user asked for, parsed and checked.
+#[derive(Clone, Debug)]
+pub struct PlanRequest {
+    pub funcs: Vec<Func>,
+    pub sizes: Vec<u64>,
+    pub version: NcclVersion,
+    pub version_source: String,
+    pub placement: RankPlacement,
+    pub env: Vec<(String, String)>,
+    pub explain: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Channels {
+    pub coll: usize,
+    pub nvls: usize,
+    pub collnet: usize,
+    pub p2p: usize,
+    pub p2p_per_peer: usize,
+    /// The line NCCL logs at init.
+    pub log_line: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GraphOut {
+    /// `ring`, `balanced_tree`, `split_tree`, `tree`, `nvls`, `collnet_direct`.
+    pub pattern: String,
+    /// NCCL's numeric pattern (`Pattern 4` in its log).
+    pub pattern_id: u32,
+    pub nchannels: usize,
+    pub bw_intra: f64,
+    pub bw_inter: f64,
+    pub type_intra: String,
+    pub type_inter: String,
+    pub same_channels: bool,
+    pub cross_nic: u8,
+    /// GPU ranks of one node per channel, in order (NVLS: the head).
+    pub channels: Vec<Vec<usize>>,
+    /// NET names entering and leaving each channel (inter-node graphs).
+    pub nets: Vec<(String, String)>,
+    /// NCCL's graph print.
+    pub log: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Graphs {
+    pub ring: GraphOut,
+    pub tree: GraphOut,
+    pub nvls: Option<GraphOut>,
+    pub collnet: Option<GraphOut>,
+    pub collnet_direct: Option<GraphOut>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeNode {
+    pub rank: usize,
+    /// Parent rank, -1 for a root.
+    pub up: i64,
+    /// Children ranks, -1 for none.
+    pub down: [i64; 3],
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeOut {
+    pub channel: usize,
+    pub ranks: Vec<TreeNode>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub collective: String,
+    pub bytes: u64,
+    /// Elements per rank as nccl-tests prints `count` (float32).
+    pub count: u64,
+    pub algo: String,
+    pub proto: String,
+    pub nchannels: usize,
+    pub nthreads: u32,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// The runner-up and by how much it lost.
+    pub runner_up: Option<String>,
+    pub explain: Vec<String>,
+}
+
+/// One line of the tuner CSV: sizes `min..=max` of one collective get one choice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunerRow {
+    pub collective: Func,
+    pub min: u64,
+    pub max: u64,
+    pub algo: Algo,
+    pub proto: Proto,
+    pub nchannels: usize,
+}
+
+/// The first size at which the choice changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct Crossover {
+    pub collective: String,
+    pub bytes: u64,
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub schema: &'static str,
+    pub nccl_version: String,
+    /// Why this version: the flag, the library found on the machine, or the default.
+    pub nccl_version_source: String,
+    /// Whether the version's data was read from NCCL's source in full (else inherited).
+    pub nccl_version_documented: bool,
+    pub source: SourceInfo,
+    pub nranks: usize,
+    pub nnodes: usize,
+    pub ranks_per_node: Vec<usize>,
+    pub placement: String,
+    pub gpu: Option<String>,
+    pub channels: Channels,
+    pub graphs: Graphs,
+    /// Rank order per collective channel.
+    pub rings: Vec<Vec<usize>>,
+    pub trees: Vec<TreeOut>,
+    pub transports: Vec<PairTransport>,
+    pub transport_summary: TransportSummary,
+    /// `Check P2P Type …` as NCCL logs it on this version, where it does.
+    pub p2p_type: Option<String>,
+    pub costs: Costs,
+    /// Rule and constants behind each usable cost cell: `costs_explain[func][algo][proto]`.
+    pub costs_explain: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>,
+    /// Why each unusable cell is unusable.
+    pub costs_disabled: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>,
+    pub table: Vec<Row>,
+    pub crossovers: Vec<Crossover>,
+    pub env: Vec<EnvEntry>,
+    /// NCCL INFO lines this plan predicts (channels, rings, trees, thresholds).
+    pub log: Vec<String>,
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    pub explain: bool,
+    #[serde(skip)]
+    pub tuning_log: String,
+    #[serde(skip)]
+    pub transport_matrix: Vec<String>,
+    /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
+    #[serde(skip)]
+    pub tuner_rows: Vec<TunerRow>,
+    #[serde(skip)]
+    pub tuner_csv: String,
+    #[serde(skip)]
+    pub graph_xml: String,
+}
+
+fn pattern_name(g: &Graph) -> &'static str {
+    use crate::types::Pattern::*;
+    match g.pattern {
+        BalancedTree => "balanced_tree",
+        SplitTree => "split_tree",
+        Tree => "tree",
+        Ring => "ring",
+        Nvls => "nvls",
+        CollnetDirect => "collnet_direct",
+    }
+}
+
+fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
+    let net_name = |i: usize| {
+        a.system
+            .nets
+            .get(i)
+            .and_then(|&n| a.system.nodes[n].net.as_ref())
+            .map(|x| x.name.clone())
+            .unwrap_or_default()
+    };
+    GraphOut {
+        pattern: pattern_name(g).into(),
+        pattern_id: g.pattern.number(),
+        nchannels: g.n_channels,
+        bw_intra: g.bw_intra,
+        bw_inter: g.bw_inter,
+        type_intra: g.type_intra.name().into(),
+        type_inter: g.type_inter.name().into(),
+        same_channels: g.same_channels,
+        cross_nic: g.cross_nic,
+        // NVLS channels hold their head GPU only; the rest of NCCL's per-channel array is unused.
+        channels: if g.pattern == crate::types::Pattern::Nvls {
+            g.intra
+                .iter()
+                .map(|c| c.iter().take(1).copied().collect())
+                .collect()
+        } else {
+            g.intra.clone()
+        },
+        nets: g
+            .inter
+            .iter()
+            .map(|&(x, y)| (net_name(x), net_name(y)))
+            .collect(),
+        log: crate::search::print_graph(g, &a.system, a.data.minor()),
+    }
+}
+
+/// Whether an optional graph (NVLS, CollNet) is one NCCL uses: without channels (no NVSwitch
+/// multicast, no CollNet) NCCL disables the algorithm, so the plan shows null.
+fn searched(g: &Graph) -> bool {
+    g.n_channels > 0
+}
+
+fn label(a: Algo, p: Proto) -> String {
+    format!("{}/{}", a.name(), p.name())
+}
+
+/// nccl-tests' per-rank element count for a float32 buffer of `bytes`.
+fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
+    let elems = bytes / 4;
+    match f {
+        Func::AllGather | Func::ReduceScatter => elems / nranks.max(1) as u64,
+        _ => elems,
+    }
+}
+
+fn row(a: &Analysis, c: &Choice) -> Row {
+    let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
+    let runner_up = c
+        .considered
+        .iter()
+        .filter(|(al, p, _)| !(*al == c.algo && *p == c.proto))
+        .min_by(|x, y| x.2.partial_cmp(&y.2).unwrap_or(std::cmp::Ordering::Equal))
+        .map(|(al, p, t)| {
+            format!(
+                "{} {:.1} us (+{:.0}%)",
+                label(*al, *p),
+                t,
+                (t / c.time_us - 1.0) * 100.0
+            )
+        });
+    Row {
+        collective: c.func.cli_name().into(),
+        bytes: c.bytes,
+        count: count_of(c.func, c.bytes, a.nranks),
+        algo: c.algo.name().into(),
+        proto: c.proto.name().into(),
+        nchannels: c.nchannels,
+        nthreads: c.nthreads,
+        time_us: c.time_us,
+        algbw_gbps: tuning::algbw_gbps(c.bytes, c.time_us),
+        busbw_gbps: busbw,
+        runner_up,
+        explain: c.explain.clone(),
+    }
+}
+
+/// The runs of one (algorithm, protocol, channels) choice for `f`, with exact boundaries:
+/// between two planned sizes whose choices differ, bisection finds each size where the
+/// choice changes (channel counts step several times between sizes far apart). The first run
+/// starts at 0 and the last ends at `u64::MAX`, so the rows cover every size.
+fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Vec<TunerRow>> {
+    let key = |b: u64| -> Result<(Algo, Proto, usize)> {
+        let c = select(a, f, b, op)?;
+        Ok((c.algo, c.proto, c.nchannels))
+    };
+    let mut rows = vec![];
+    let Some(&first) = sizes.first() else {
+        return Ok(rows);
+    };
+    let row = |min: u64, max: u64, k: (Algo, Proto, usize)| TunerRow {
+        collective: f,
+        min,
+        max,
+        algo: k.0,
+        proto: k.1,
+        nchannels: k.2,
+    };
+    let mut cur = key(first)?;
+    let mut start = 0;
+    let mut lo = first;
+    for &hi in sizes.iter().skip(1) {
+        let at_hi = key(hi)?;
+        // key(lo) == cur throughout; each change moves lo forward, so this ends.
+        while at_hi != cur {
+            let (mut l, mut h) = (lo, hi);
+            while h - l > 1 {
+                let m = l + (h - l) / 2;
+                if key(m)? == cur { l = m } else { h = m }
+            }
+            rows.push(row(start, h - 1, cur));
+            start = h;
+            cur = key(h)?;
+            lo = h;
+        }
+        lo = hi;
+    }
+    rows.push(row(start, u64::MAX, cur));
+    Ok(rows)
+}
+
+/// Why no (algorithm, protocol) is left for `f`, beyond the user's NCCL_ALGO/NCCL_PROTO:
+/// the rules that turned off the combinations the user did allow.
+fn unusable_reasons(a: &Analysis, f: Func) -> String {
+    let mut out: Vec<String> = vec![];
+    for &al in a.data.algorithms() {
+        if a.env.enable.algo(f, al) == 0 {
+            continue;
+        }
+        let mut why: Vec<&str> = vec![];
+        for p in Proto::ALL {
+            if a.env.enable.proto(f, p) == 0 {
+                continue;
+            }
+            let Some(cell) = a.costs.cell(f, al, p) else {
+                continue;
+            };
+            for w in &cell.disabled {
+                if !why.contains(&w.as_str()) {
+                    why.push(w);
+                }
+            }
+        }
+        if !why.is_empty() {
+            out.push(format!("{}: {}", al.name(), why.join(", ")));
+        }
+    }
+    out.join("; ")
+}
+
+/// `CostTable::select`, with the reasons behind a "no algorithm" error.
+fn select(a: &Analysis, f: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
+    a.costs.select(f, bytes, op).map_err(|e| {
+        let why = unusable_reasons(a, f);
+        if why.is_empty() {
+            return e;
+        }
+        Error {
+            message: format!("{}: {why}", e.message),
+            ..e
+        }
+    })
+}
+
+pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
+    let op = OpContext::default();
+    let mut table = vec![];
+    let mut crossovers = vec![];
+    let mut tuner_rows = vec![];
+    for &f in &req.funcs {
+        let runs = tuner_runs(a, f, &req.sizes, &op)?;
+        // Every change of algorithm or protocol between the runs, at its exact size (several
+        // may fall between two planned sizes).
+        for w in runs.windows(2) {
+            if (w[0].algo, w[0].proto) != (w[1].algo, w[1].proto) {
+                crossovers.push(Crossover {
+                    collective: f.cli_name().into(),
+                    bytes: w[1].min,
+                    from: label(w[0].algo, w[0].proto),
+                    to: label(w[1].algo, w[1].proto),
+                });
+            }
+        }
+        tuner_rows.extend(runs);
+        for &b in &req.sizes {
+            table.push(row(a, &select(a, f, b, &op)?));
+        }
+    }
+
+    let sys = &a.system;
+    let conn = &a.connection;
+    let rings: Vec<Vec<usize>> = (0..conn.n_channels).filter_map(|c| conn.ring(c)).collect();
+    let trees: Vec<TreeOut> = (0..conn.n_channels)
+        .map(|c| TreeOut {
+            channel: c,
+            ranks: (0..a.nranks)
+                .filter_map(|r| {
+                    conn.tree(c, r).map(|t| TreeNode {
+                        rank: r,
+                        up: t.up,
+                        down: t.down,
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+
+    let mut costs_explain: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>> =
+        BTreeMap::new();
+    let mut costs_disabled = costs_explain.clone();
+    for f in Func::TUNED {
+        for &al in a.data.algorithms() {
+            for p in Proto::ALL {
+                let Some(cell) = a.costs.cell(f, al, p) else {
+                    continue;
+                };
+                let slot = if cell.bw.is_some() {
+                    &mut costs_explain
+                } else {
+                    &mut costs_disabled
+                };
+                let lines = if cell.bw.is_some() {
+                    cell.explain.clone()
+                } else {
+                    cell.disabled.clone()
+                };
+                if lines.is_empty() {
+                    continue;
+                }
+                slot.entry(f.cli_name().into())
+                    .or_default()
+                    .entry(tuning::algo_cli_name(al).into())
+                    .or_default()
+                    .insert(tuning::proto_cli_name(p).into(), lines);
+            }
+        }
+    }
+
+    let p2p_checks = transport::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
+    let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
+    let mut log = vec![];
+    log.extend(a.graphs.fallback_lines());
+    let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
+    for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
+        log.extend(crate::search::print_graph(g, sys, a.data.minor()));
+    }
+    log.extend(conn.channel_lines(a.data.minor()));
+    log.extend(conn.ring_lines(0));
+    log.push(conn.trees_line(0));
+    log.extend(conn.tree_anchor_lines(0).iter().cloned());
+    log.extend(conn.nvls_head_lines());
+    if let Some(l) = &p2p_type {
+        log.push(l.clone());
+    }
+    log.push(format!(
+        "threadThresholds {}",
+        tuning::render_thread_thresholds(&a.costs)
+    ));
+    log.push(a.counts.log_line());
+
+    let gpu = sys
+        .gpus
+        .first()
+        .and_then(|&g| sys.nodes[g].topo)
+        .and_then(|n| a.topo.gpu(n))
+        .map(|g| {
+            let name = g.name.clone().unwrap_or_else(|| "GPU".into());
+            match g.sm {
+                Some(sm) => format!("{name} (sm{sm})"),
+                None => name,
+            }
+        });
+
+    let mut plan = Plan {
+        schema: "topo.plan/v1",
+        nccl_version: a.version.short(),
+        nccl_version_source: req.version_source.clone(),
+        nccl_version_documented: a.data.documented,
+        source: a.topo.source.clone(),
+        nranks: a.nranks,
+        nnodes: a.nnodes,
+        ranks_per_node: (0..sys.nhosts as u16)
+            .map(|h| sys.host_gpus(h).len())
+            .filter(|&n| n > 0)
+            .collect(),
+        placement: req.placement.describe().into(),
+        gpu,
+        channels: Channels {
+            coll: a.counts.coll,
+            nvls: a.counts.nvls,
+            collnet: a.counts.collnet,
+            p2p: a.counts.p2p,
+            p2p_per_peer: a.counts.p2p_per_peer,
+            log_line: a.counts.log_line(),
+        },
+        graphs: Graphs {
+            ring: graph_out(a, &a.graphs.ring),
+            tree: graph_out(a, &a.graphs.tree),
+            nvls: a
+                .graphs
+                .nvls
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet: a
+                .graphs
+                .collnet_chain
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+            collnet_direct: a
+                .graphs
+                .collnet_direct
+                .as_ref()
+                .filter(|g| searched(g))
+                .map(|g| graph_out(a, g)),
+        },
+        rings,
+        trees,
+        transports: a.transports.clone(),
+        transport_summary: transport::summary(&a.transports),
+        p2p_type,
+        costs: a.costs.costs(),
+        costs_explain,
+        costs_disabled,
+        table,
+        crossovers,
+        env: a.env.effects(),
+        log,
+        warnings: warnings(a),
+        explain: req.explain,
+        tuning_log: tuning::render_tuning_log(&a.costs),
+        transport_matrix: transport::matrices(sys, &a.transports)
+            .iter()
+            .map(|m| m.render())
+            .collect(),
+        tuner_rows,
+        tuner_csv: String::new(),
+        graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
+    };
+    plan.tuner_csv = tuner_csv(&plan);
+    Ok(plan)
+}
+
+/// Algorithm names as the example tuner plugin parses them (`parseAlgorithm` in
+/// plugins/tuner/example/plugin.c); it reads any other name, `nvlstree` included, as ring.
+fn tuner_algo_name(a: Algo) -> &'static str {
+    match a {
+        Algo::Tree => "tree",
+        Algo::Ring => "ring",
+        Algo::CollnetDirect => "collnet_direct",
+        Algo::CollnetChain => "collnet_chain",
+        Algo::Nvls => "nvls",
+        Algo::NvlsTree => "nvls_tree",
+        Algo::Pat => "pat",
+    }
+}
+
+/// The source's warnings, plus what the plan had to assume.
+fn warnings(a: &Analysis) -> Vec<String> {
+    let mut w = a.topo.warnings.clone();
+    // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
+    // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
+    let pcie_p2p = a
+        .transports
+        .iter()
+        .filter(|t| !t.inter_node && t.transport.starts_with("P2P"))
+        .filter(|t| {
+            t.path
+                .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
+        })
+        .count();
+    if a.topo.p2p.is_empty() && pcie_p2p > 0 {
+        w.push(format!(
+            "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
+        ));
+    }
+    w
+}
+
+/// NCCL's example tuner plugin CSV
+/// (`collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
+/// NVIDIA/nccl `plugins/tuner/example`): one line per run of sizes with the same choice,
+/// bounded where the choice really changes (`tuner_runs`). The rows of a collective run from 0
+/// to the largest size_t because the example plugin answers every call it finds no row for
+/// with one channel (it sets `*nChannels = 1` before matching, and NCCL takes any non-zero
+/// answer as the channel cap); for the same reason the channel count is always written out
+/// (its `-1` "keep NCCL's default" also leaves that 1 in place) and numPipeOps is `-1`, so
+/// collectives NCCL aggregates in a group (numPipeOps > 1) still match.
+pub fn tuner_csv(plan: &Plan) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# topo plan: NCCL {} model, {} ranks on {} node(s); sizes are NCCL's nBytes (nccl-tests size column)\n",
+        plan.nccl_version, plan.nranks, plan.nnodes
+    ));
+    out.push_str("# load with NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE=<this file>\n");
+    out.push_str("# collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff\n");
+    for r in &plan.tuner_rows {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},-1,-1\n",
+            r.collective.cli_name(),
+            r.min,
+            r.max,
+            tuner_algo_name(r.algo),
+            tuning::proto_cli_name(r.proto),
+            r.nchannels,
+            plan.nnodes,
+            plan.nranks
+        ));
+    }
+    out
+}
+
+/// A plan needs to know which GPUs NVLink joins: paths, transports, graphs, channel counts and
+/// the cost table all follow from it. Skeleton topology files (Azure, AWS) leave NVLink for
+/// NCCL to detect at run time, so planning them as they stand would describe a PCIe-only
+/// machine that does not exist (SHM between H100s); refuse and say what to plan instead.
+fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
+    let gpus = topo.gpus();
+    let unknown: Vec<&str> = gpus
+        .iter()
+        .filter_map(|&n| topo.gpu(n))
+        .filter_map(|g| match &g.nvlink {
+            topo_model::NvlinkInfo::Unknown(why) => Some(why.as_str()),
+            topo_model::NvlinkInfo::Known => None,
+        })
+        .collect();
+    let Some(why) = unknown.first() else {
+        return Ok(());
+    };
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone());
+    Err(Error::new(
+        ErrorKind::NvlinkUnknown,
+        format!(
+            "cannot plan {origin}: NVLink is unknown for {} of {} GPU(s) ({why}), and every figure of a plan depends on it",
+            unknown.len(),
+            gpus.len()
+        ),
+    ))
+}
+
+/// Refuses a topology without GPUs, naming which source was empty (the caller words the fix).
+fn refuse_no_gpu(topo: &Topology) -> Result<()> {
+    if !topo.gpus().is_empty() {
+        return Ok(());
+    }
+    let (why, live) = match (topo.source.kind.as_str(), &topo.source.origin) {
+        ("live", _) | (_, None) => ("this machine has no NVIDIA GPU".to_string(), true),
+        (kind, Some(origin)) => (
+            format!(
+                "the {} {origin} lists none",
+                if kind == "xml" { "XML file" } else { kind }
+            ),
+            false,
+        ),
+    };
+    Err(Error::new(
+        ErrorKind::NoGpu { live },
+        format!("the topology has no GPU to plan for: {why}"),
+    ))
+}
+
+/// The whole model for one request: analysis in NCCL's init order, then the plan document.
+pub fn plan(topo: &Topology, req: &PlanRequest, facts: RuntimeFacts) -> Result<Plan> {
+    refuse_no_gpu(topo)?;
+    refuse_unknown_nvlink(topo)?;
+    let analysis = analyze::analyze(&Request {
+        topo,
+        env: req.env.clone(),
+        version: req.version,
+        placement: req.placement.clone(),
+        facts,
+    })?;
+    build(&analysis, req)
+}

@@ -1,0 +1,524 @@
+//! NCCL's view of a topology (`ncclTopoSystem`, `src/graph/topo.cc`): GPU, PCI, NVS, CPU,
+//! NIC and NET nodes with directed, bandwidth-carrying links, built from the hardware model
+//! with one NCCL version's constants.
+//!
+//! Differences from the hardware model, all mirroring NCCL ≤2.29 (the GPU-centric graph;
+//! 2.30's DEV layer changes hop counts only, not path types or bandwidths for one GPU per
+//! device): every NVSwitch chip of a host is merged into one NVS node and lane bandwidths add
+//! up; PCI functions that are neither switches, GPUs nor NICs are dropped; two-level Broadcom
+//! PEX switches are flattened; links are sorted by descending bandwidth.
+
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use topo_model::{BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum NodeType {
+    Gpu,
+    Pci,
+    Nvs,
+    Cpu,
+    Nic,
+    Net,
+}
+
+impl NodeType {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeType::Gpu => "GPU",
+            NodeType::Pci => "PCI",
+            NodeType::Nvs => "NVS",
+            NodeType::Cpu => "CPU",
+            NodeType::Nic => "NIC",
+            NodeType::Net => "NET",
+        }
+    }
+}
+
+/// Link types (`LINK_*`); their path-type counterparts are used as hop types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum LinkType {
+    Loc,
+    Nvl,
+    C2c,
+    Pci,
+    Sys,
+    Net,
+}
+
+impl LinkType {
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkType::Loc => "LOC",
+            LinkType::Nvl => "NVL",
+            LinkType::C2c => "C2C",
+            LinkType::Pci => "PCI",
+            LinkType::Sys => "SYS",
+            LinkType::Net => "NET",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SysLink {
+    /// Index of the remote node in [`System::nodes`].
+    pub to: usize,
+    pub kind: LinkType,
+    pub bw: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuAttrs {
+    pub dev: i32,
+    /// Rank in the communicator: GPUs in (host, NVML index) order.
+    pub rank: usize,
+    pub sm: u32,
+    pub gdr: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CpuAttrs {
+    pub numa: i32,
+    pub arch: topo_model::CpuArch,
+    pub vendor: topo_model::CpuVendor,
+    pub model: Option<u32>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct NetAttrs {
+    pub name: String,
+    pub dev: i32,
+    pub bw: f64,
+    pub gdr: bool,
+    pub coll: bool,
+    pub guid: u64,
+    pub port: u32,
+    pub latency: f64,
+    pub maxconn: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SysNode {
+    pub kind: NodeType,
+    pub host: HostId,
+    /// NCCL's local id: bus id for GPU/PCI/NVS/NIC, NUMA id for CPU, plugin dev for NET.
+    pub id: u64,
+    /// The hardware-model node this stands for (the first NVSwitch chip for a merged NVS).
+    #[serde(skip)]
+    pub topo: Option<NodeIndex>,
+    pub links: Vec<SysLink>,
+    pub gpu: Option<GpuAttrs>,
+    pub cpu: Option<CpuAttrs>,
+    pub net: Option<NetAttrs>,
+}
+
+impl SysNode {
+    /// NCCL's printed name, `GPU/0-1b000` (2.21+ form).
+    pub fn label(&self) -> String {
+        format!("{}/{:x}-{:x}", self.kind.name(), self.host, self.id)
+    }
+    pub fn link_to(&self, to: usize) -> Option<&SysLink> {
+        self.links.iter().find(|l| l.to == to)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct System {
+    pub nodes: Vec<SysNode>,
+    /// GPU node indices in rank order.
+    pub gpus: Vec<usize>,
+    /// NET node indices in (host, dev) order.
+    pub nets: Vec<usize>,
+    pub cpus: Vec<usize>,
+    pub nvs: Vec<usize>,
+    pub nhosts: usize,
+    /// NVML P2P answers per ordered rank pair, where the source had them.
+    pub p2p: BTreeMap<(usize, usize), P2pCaps>,
+    /// GPU ranks per host, filled at the end of [`System::build`]; `host_gpus` scanned every
+    /// rank per call, which made multi-node what-ifs quadratic in the node count.
+    #[serde(skip)]
+    host_ranks: Vec<Vec<usize>>,
+}
+
+impl System {
+    pub fn gpu(&self, rank: usize) -> &SysNode {
+        &self.nodes[self.gpus[rank]]
+    }
+    pub fn of_type(&self, t: NodeType) -> &[usize] {
+        match t {
+            NodeType::Gpu => &self.gpus,
+            NodeType::Net => &self.nets,
+            NodeType::Cpu => &self.cpus,
+            NodeType::Nvs => &self.nvs,
+            _ => &[],
+        }
+    }
+    /// GPU ranks of one host, in rank order.
+    pub fn host_gpus(&self, host: HostId) -> Vec<usize> {
+        self.host_ranks
+            .get(host as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+    pub fn min_sm(&self) -> u32 {
+        self.gpus
+            .iter()
+            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
+            .min()
+            .unwrap_or(0)
+    }
+    pub fn max_sm(&self) -> u32 {
+        self.gpus
+            .iter()
+            .filter_map(|&g| self.nodes[g].gpu.as_ref().map(|a| a.sm))
+            .max()
+            .unwrap_or(0)
+    }
+    pub fn p2p_caps(&self, a: usize, b: usize) -> Option<&P2pCaps> {
+        self.p2p.get(&(a, b))
+    }
+    /// The first CPU node (NCCL uses its arch/vendor for CPU-dependent rules).
+    pub fn first_cpu(&self) -> Option<&CpuAttrs> {
+        self.cpus.first().and_then(|&c| self.nodes[c].cpu.as_ref())
+    }
+
+    fn add(&mut self, node: SysNode) -> usize {
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Adds bandwidth to an existing (remote, type) link or creates it; keeps links sorted by
+    /// descending bandwidth (`ncclTopoConnectNodes`).
+    fn connect(&mut self, from: usize, to: usize, kind: LinkType, bw: f64) {
+        let links = &mut self.nodes[from].links;
+        if let Some(l) = links.iter_mut().find(|l| l.to == to && l.kind == kind) {
+            l.bw += bw;
+        } else {
+            links.push(SysLink { to, kind, bw });
+        }
+        links.sort_by(|a, b| b.bw.partial_cmp(&a.bw).unwrap_or(std::cmp::Ordering::Equal));
+    }
+
+    /// Builds NCCL's system graph from the hardware model with `c`'s constants.
+    pub fn build(topo: &Topology, c: &BwConstants) -> System {
+        let mut sys = System {
+            nodes: vec![],
+            gpus: vec![],
+            nets: vec![],
+            cpus: vec![],
+            nvs: vec![],
+            nhosts: 1,
+            p2p: BTreeMap::new(),
+            host_ranks: Vec::new(),
+        };
+        let mut map: HashMap<NodeIndex, usize> = HashMap::new();
+        let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
+        let g = &topo.graph;
+
+        let mut order: Vec<NodeIndex> = g.node_indices().collect();
+        order.sort_by_key(|&n| (g[n].host, kind_rank(&g[n].kind), n));
+        let rank_of: HashMap<NodeIndex, usize> = topo
+            .gpus()
+            .into_iter()
+            .enumerate()
+            .map(|(r, n)| (n, r))
+            .collect();
+
+        for n in order {
+            let node = &g[n];
+            let host = node.host;
+            sys.nhosts = sys.nhosts.max(host as usize + 1);
+            let base = |kind, id| SysNode {
+                kind,
+                host,
+                id,
+                topo: Some(n),
+                links: vec![],
+                gpu: None,
+                cpu: None,
+                net: None,
+            };
+            let idx = match &node.kind {
+                NodeKind::Cpu(cpu) => {
+                    let mut s = base(NodeType::Cpu, cpu.numa.max(0) as u64);
+                    s.cpu = Some(CpuAttrs {
+                        numa: cpu.numa,
+                        arch: cpu.arch(),
+                        vendor: cpu.vendor_kind(),
+                        model: cpu.model,
+                    });
+                    let i = sys.add(s);
+                    sys.cpus.push(i);
+                    i
+                }
+                NodeKind::PciSwitch(p) => sys.add(base(NodeType::Pci, p.busid.0)),
+                NodeKind::Gpu(gpu) => {
+                    let mut s = base(NodeType::Gpu, gpu.busid.0);
+                    s.gpu = Some(GpuAttrs {
+                        dev: gpu.dev,
+                        rank: rank_of[&n],
+                        sm: gpu.sm.unwrap_or(0),
+                        gdr: gpu.gdr.unwrap_or(false),
+                    });
+                    sys.add(s)
+                }
+                NodeKind::NvSwitch(_) => {
+                    if let Some(&i) = nvs_of_host.get(&host) {
+                        map.insert(n, i);
+                        continue;
+                    }
+                    let i = sys.add(base(NodeType::Nvs, 0));
+                    nvs_of_host.insert(host, i);
+                    sys.nvs.push(i);
+                    i
+                }
+                NodeKind::Nic(nic) => sys.add(base(
+                    NodeType::Nic,
+                    nic.busid.map(|b| b.0).unwrap_or(n.index() as u64),
+                )),
+                NodeKind::Net(net) => {
+                    let mut s = base(NodeType::Net, net.dev.max(0) as u64);
+                    s.net = Some(NetAttrs {
+                        name: net.name.clone(),
+                        dev: net.dev,
+                        bw: net.bw(),
+                        gdr: net.gdr,
+                        coll: net.coll,
+                        guid: net
+                            .guid
+                            .unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
+                        port: net.port,
+                        latency: net.latency,
+                        maxconn: net.maxconn.unwrap_or(64),
+                    });
+                    let i = sys.add(s);
+                    sys.nets.push(i);
+                    i
+                }
+                NodeKind::PciDevice(_) => continue,
+            };
+            map.insert(n, idx);
+        }
+
+        let mut gpus: Vec<(usize, usize)> = sys
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.gpu.as_ref().map(|a| (a.rank, i)))
+            .collect();
+        gpus.sort();
+        sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
+        sys.nets
+            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
+
+        for e in g.edge_references() {
+            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
+                continue;
+            };
+            let w = e.weight();
+            let (kind, bw) = match w.kind {
+                LinkKind::Pci => (LinkType::Pci, w.bw),
+                LinkKind::Loc => (LinkType::Loc, c.loc),
+                LinkKind::Net => (LinkType::Net, w.bw),
+                LinkKind::C2c => (LinkType::C2c, w.bw),
+                LinkKind::Sys => {
+                    let bw = topo
+                        .cpu(e.source())
+                        .map(|cpu| c.sys_bw(cpu))
+                        .unwrap_or(w.bw);
+                    (LinkType::Sys, bw)
+                }
+                LinkKind::NvLink => {
+                    // Lane bandwidth of the GPU that declares the link; for an NVSwitch → GPU
+                    // edge that is the GPU at the far end.
+                    let sm = topo
+                        .gpu(e.source())
+                        .or_else(|| topo.gpu(e.target()))
+                        .and_then(|x| x.sm)
+                        .unwrap_or(0);
+                    (LinkType::Nvl, w.lanes as f64 * c.nvlink_lane(sm))
+                }
+            };
+            if a == b {
+                continue;
+            }
+            sys.connect(a, b, kind, bw);
+        }
+        let rank_by_bus: HashMap<(HostId, topo_model::BusId), usize> = rank_of
+            .iter()
+            .filter_map(|(&n, &r)| topo.gpu(n).map(|g| ((g_host(topo, n), g.busid), r)))
+            .collect();
+        for ((h, a, b), caps) in &topo.p2p {
+            if let (Some(&ra), Some(&rb)) = (rank_by_bus.get(&(*h, *a)), rank_by_bus.get(&(*h, *b)))
+            {
+                sys.p2p.insert((ra, rb), caps.clone());
+            }
+        }
+        sys.flatten_bcm_switches(topo);
+        for r in 0..sys.gpus.len() {
+            let h = sys.gpu(r).host as usize;
+            if sys.host_ranks.len() <= h {
+                sys.host_ranks.resize(h + 1, Vec::new());
+            }
+            sys.host_ranks[h].push(r);
+        }
+        sys
+    }
+
+    /// Two-level Broadcom PEX switches count as one (`ncclTopoFlattenBcmSwitches`): a Gen4
+    /// (0x1000:0xc010, subsystem 0x1000:0xAxxx) or Gen5 (0xc030) switch absorbs child switches
+    /// of the same kind; their downstream devices link to it directly.
+    fn flatten_bcm_switches(&mut self, topo: &Topology) {
+        let bcm_gen = |n: &SysNode| -> Option<u8> {
+            let NodeKind::PciSwitch(p) = &topo.graph[n.topo?].kind else {
+                return None;
+            };
+            match (p.vendor, p.device, p.subsystem_vendor, p.subsystem_device) {
+                (Some(0x1000), Some(0xc010), Some(0x1000), Some(sd)) if sd & 0xf000 == 0xa000 => {
+                    Some(4)
+                }
+                (Some(0x1000), Some(0xc030), Some(0x1000), Some(_)) => Some(5),
+                _ => None,
+            }
+        };
+        let switches: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].kind == NodeType::Pci && bcm_gen(&self.nodes[i]).is_some())
+            .collect();
+        let mut removed = vec![false; self.nodes.len()];
+        for &p in &switches {
+            if removed[p] {
+                continue;
+            }
+            let pgen = bcm_gen(&self.nodes[p]);
+            let children: Vec<usize> = self.nodes[p]
+                .links
+                .iter()
+                .map(|l| l.to)
+                .filter(|&ch| {
+                    ch != p
+                        && !removed[ch]
+                        && self.nodes[ch].kind == NodeType::Pci
+                        && bcm_gen(&self.nodes[ch]) == pgen
+                        && self.is_below(ch, p, topo)
+                })
+                .collect();
+            for ch in children {
+                let grand: Vec<SysLink> = self.nodes[ch]
+                    .links
+                    .iter()
+                    .filter(|l| l.to != p)
+                    .cloned()
+                    .collect();
+                for l in grand {
+                    // Re-point the grandchild to the parent switch, both directions.
+                    let back = self.nodes[l.to].links.iter().find(|b| b.to == ch).cloned();
+                    self.nodes[l.to].links.retain(|b| b.to != ch);
+                    if let Some(b) = back {
+                        self.connect(l.to, p, b.kind, b.bw);
+                    }
+                    self.connect(p, l.to, l.kind, l.bw);
+                }
+                self.nodes[p].links.retain(|l| l.to != ch);
+                self.nodes[ch].links.clear();
+                removed[ch] = true;
+            }
+        }
+        if removed.iter().any(|&r| r) {
+            self.compact(&removed);
+        }
+    }
+
+    fn is_below(&self, child: usize, parent: usize, topo: &Topology) -> bool {
+        match (self.nodes[child].topo, self.nodes[parent].topo) {
+            (Some(c), Some(p)) => topo.graph[c].parent == Some(p),
+            _ => false,
+        }
+    }
+
+    fn compact(&mut self, removed: &[bool]) {
+        let mut remap = vec![usize::MAX; self.nodes.len()];
+        let mut next = 0;
+        for (i, r) in removed.iter().enumerate() {
+            if !r {
+                remap[i] = next;
+                next += 1;
+            }
+        }
+        let old = std::mem::take(&mut self.nodes);
+        for (i, mut n) in old.into_iter().enumerate() {
+            if removed[i] {
+                continue;
+            }
+            for l in &mut n.links {
+                l.to = remap[l.to];
+            }
+            self.nodes.push(n);
+        }
+        for v in [
+            &mut self.gpus,
+            &mut self.nets,
+            &mut self.cpus,
+            &mut self.nvs,
+        ] {
+            for x in v.iter_mut() {
+                *x = remap[*x];
+            }
+        }
+    }
+}
+
+fn g_host(topo: &Topology, n: NodeIndex) -> HostId {
+    topo.graph[n].host
+}
+
+fn kind_rank(k: &NodeKind) -> u8 {
+    match k {
+        NodeKind::Cpu(_) => 0,
+        NodeKind::PciSwitch(_) => 1,
+        NodeKind::Gpu(_) => 2,
+        NodeKind::NvSwitch(_) => 3,
+        NodeKind::Nic(_) => 4,
+        NodeKind::Net(_) => 5,
+        NodeKind::PciDevice(_) => 6,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo_model::testing::hgx;
+
+    #[test]
+    fn nvswitch_chips_merge_into_one_node() {
+        let t = hgx(8, 90);
+        let s = System::build(&t, &BwConstants::default());
+        assert_eq!(s.nvs.len(), 1);
+        assert_eq!(s.gpus.len(), 8);
+        let g0 = &s.nodes[s.gpus[0]];
+        let nvl = g0.links.iter().find(|l| l.kind == LinkType::Nvl).unwrap();
+        assert!((nvl.bw - 370.8).abs() < 1e-9);
+        let back = s.nodes[s.nvs[0]].link_to(s.gpus[0]).unwrap();
+        assert!((back.bw - 370.8).abs() < 1e-9);
+        // NVLink (370.8) sorts before the PCI up-link (48)
+        assert_eq!(g0.links[0].kind, LinkType::Nvl);
+        assert_eq!(g0.label(), "GPU/0-11000");
+    }
+
+    #[test]
+    fn version_constants_apply() {
+        let t = hgx(2, 90);
+        let c = BwConstants {
+            sm90_nvlink: 20.0,
+            ..Default::default()
+        };
+        let s = System::build(&t, &c);
+        let nvl = s.nodes[s.gpus[0]]
+            .links
+            .iter()
+            .find(|l| l.kind == LinkType::Nvl)
+            .unwrap();
+        assert!((nvl.bw - 360.0).abs() < 1e-9);
+    }
+}

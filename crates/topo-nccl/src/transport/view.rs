@@ -1,0 +1,241 @@
+//! What the plan shows of the transport choice: one compact matrix per host, counts per
+//! transport, and NCCL's "Check P2P Type" flags.
+
+use super::{PairTransport, RankPlacement, TransportPolicy};
+use crate::paths::{self, PathPolicy, Paths};
+use crate::system::System;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Codes used in [`HostMatrix`] cells.
+pub const LEGEND: &str = "P2P = P2P write, P2P/R = P2P read, P2P/I = P2P through an \
+intermediate GPU, SHM = shared host memory, NET = network; ! = NVLink-connected GPUs that do \
+not get NVLink P2P (see the reasons)";
+
+/// Rank × rank transport codes of one host (rows send, columns receive).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostMatrix {
+    pub host: u16,
+    pub ranks: Vec<usize>,
+    /// `cells[i][j]` for `ranks[i] → ranks[j]`: `X` on the diagonal, `-` when not computed.
+    pub cells: Vec<Vec<String>>,
+    pub anomalies: usize,
+}
+
+impl HostMatrix {
+    /// Text like `nvidia-smi topo -m`: a header of ranks, one row per sending rank.
+    pub fn render(&self) -> String {
+        let head: Vec<String> = self.ranks.iter().map(|r| format!("GPU{r}")).collect();
+        let w = self
+            .cells
+            .iter()
+            .flatten()
+            .map(String::len)
+            .chain(head.iter().map(String::len))
+            .max()
+            .unwrap_or(1)
+            + 2;
+        let mut out = format!("host {}\n{:w$}", self.host, "");
+        for h in &head {
+            out.push_str(&format!("{h:<w$}"));
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+        for (h, row) in head.iter().zip(&self.cells) {
+            out.push_str(&format!("{h:<w$}"));
+            for c in row {
+                out.push_str(&format!("{c:<w$}"));
+            }
+            out.truncate(out.trim_end().len());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// One matrix per host from the pairs [`super::select`] returned.
+pub fn matrices(sys: &System, pairs: &[PairTransport]) -> Vec<HostMatrix> {
+    let by_pair: HashMap<(usize, usize), &PairTransport> = pairs
+        .iter()
+        .filter(|p| sys.gpu(p.from).host == sys.gpu(p.to).host)
+        .map(|p| ((p.from, p.to), p))
+        .collect();
+    let nhosts = sys
+        .gpus
+        .iter()
+        .map(|&g| sys.nodes[g].host as usize + 1)
+        .max()
+        .unwrap_or(0);
+    (0..nhosts)
+        .map(|h| {
+            let ranks = sys.host_gpus(h as u16);
+            let mut anomalies = 0;
+            let cells = ranks
+                .iter()
+                .map(|&a| {
+                    ranks
+                        .iter()
+                        .map(|&b| {
+                            if a == b {
+                                return "X".to_string();
+                            }
+                            match by_pair.get(&(a, b)) {
+                                Some(p) => {
+                                    anomalies += usize::from(p.anomaly.is_some());
+                                    p.code()
+                                }
+                                None => "-".to_string(),
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            HostMatrix {
+                host: h as u16,
+                ranks,
+                cells,
+                anomalies,
+            }
+        })
+        .collect()
+}
+
+/// Counts per transport (contract names) and of the suffixes that matter.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TransportSummary {
+    pub counts: BTreeMap<String, usize>,
+    pub read: usize,
+    pub gdr: usize,
+    pub pxn: usize,
+    pub anomalies: usize,
+}
+
+impl TransportSummary {
+    /// `P2P/CUMEM 56, NET/IB 16 (GDRDMA 16, PXN 0), 0 anomalies`.
+    pub fn render(&self) -> String {
+        let mut parts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(k, v)| {
+                if k.starts_with("NET/") {
+                    format!("{k} {v} (GDRDMA {}, PXN {})", self.gdr, self.pxn)
+                } else if k.starts_with("P2P") && self.read > 0 {
+                    format!("{k} {v} (read {})", self.read)
+                } else {
+                    format!("{k} {v}")
+                }
+            })
+            .collect();
+        parts.push(format!(
+            "{} anomal{}",
+            self.anomalies,
+            if self.anomalies == 1 { "y" } else { "ies" }
+        ));
+        parts.join(", ")
+    }
+}
+
+pub fn summary(pairs: &[PairTransport]) -> TransportSummary {
+    let mut s = TransportSummary::default();
+    for p in pairs {
+        *s.counts.entry(p.transport.clone()).or_default() += 1;
+        s.read += usize::from(p.read);
+        s.gdr += usize::from(p.gdr);
+        s.pxn += usize::from(p.proxy.is_some());
+        s.anomalies += usize::from(p.anomaly.is_some());
+    }
+    s
+}
+
+/// NCCL's "Check P2P Type" flags for one node (`ncclTransportCheckP2pType`, src/transport.cc).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct P2pTypeCheck {
+    /// The ranks NCCL counts as local to each other (one host, or one rank per container
+    /// without a common host id).
+    pub ranks: Vec<usize>,
+    /// 2.27+: every local pair passes `ncclTopoCheckP2p` without an intermediate GPU.
+    /// 2.24-2.26 (`intraNodeP2pSupport`): every local pair passes P2P `canConnect`.
+    pub is_all_direct_p2p: bool,
+    /// Some pair of local ranks shares a process.
+    pub direct_mode: bool,
+    /// 2.28+: every local pair has CUDA P2P (NVML read and write OK), whatever the level.
+    pub is_all_cuda_p2p: Option<bool>,
+    /// The INFO line as the version prints it; `None` before 2.24.
+    pub log_line: Option<String>,
+}
+
+/// The flags per node. Versions: 2.24-2.26 `intraNodeP2pSupport %d directMode %d` (rank 0),
+/// 2.27 `isAllDirectP2p %d directMode %d` (rank 0), 2.28+ `... isAllCudaP2p %d` (all ranks).
+/// Up to 2.27 a node with one rank reports no P2P support; from 2.28 it reports 1. (2.28.3
+/// still printed the 2.27 form; the three-flag form is that of 2.28.7 and later.)
+pub fn check_p2p_type(
+    sys: &System,
+    paths: &Paths,
+    path_policy: &PathPolicy,
+    tp: &TransportPolicy,
+) -> Vec<P2pTypeCheck> {
+    let ctx = super::Ctx::new(sys, paths, path_policy, tp);
+    let minor = tp.minor;
+    let nhosts = sys
+        .gpus
+        .iter()
+        .map(|&g| sys.nodes[g].host as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let groups: Vec<Vec<usize>> = if tp.placement.node_per_rank() {
+        (0..sys.gpus.len()).map(|r| vec![r]).collect()
+    } else {
+        (0..nhosts).map(|h| sys.host_gpus(h as u16)).collect()
+    };
+    let isolated = ctx.pp.isolated_ranks;
+    groups
+        .into_iter()
+        .map(|ranks| {
+            let mut all_direct = true;
+            let mut all_cuda = true;
+            for (i, &a) in ranks.iter().enumerate() {
+                for &b in &ranks[i + 1..] {
+                    let ok = if minor <= 26 {
+                        matches!(ctx.p2p(a, b, ranks.len()), super::P2pOutcome::Accept { .. })
+                    } else {
+                        let c = paths::check_p2p(sys, paths, &ctx.pp, a, b);
+                        !isolated && c.p2p && c.intermediate.is_none()
+                    };
+                    all_direct &= ok;
+                    let cuda = !isolated
+                        && (ctx.pp.ignore_disabled_p2p == 2
+                            || sys
+                                .p2p_caps(a, b)
+                                .is_none_or(|c| c.read != Some(false) && c.write != Some(false)));
+                    all_cuda &= cuda;
+                }
+            }
+            if ranks.len() <= 1 && minor <= 27 {
+                all_direct = false;
+            }
+            let direct_mode = tp.placement == RankPlacement::ProcessPerHost && ranks.len() >= 2;
+            let (d, m, c) = (
+                u8::from(all_direct),
+                u8::from(direct_mode),
+                u8::from(all_cuda),
+            );
+            let log_line = match minor {
+                0..=23 => None,
+                24..=26 => Some(format!(
+                    "Check P2P Type intraNodeP2pSupport {d} directMode {m}"
+                )),
+                27 => Some(format!("Check P2P Type isAllDirectP2p {d} directMode {m}")),
+                _ => Some(format!(
+                    "Check P2P Type isAllDirectP2p {d} directMode {m} isAllCudaP2p {c}"
+                )),
+            };
+            P2pTypeCheck {
+                ranks,
+                is_all_direct_p2p: all_direct,
+                direct_mode,
+                is_all_cuda_p2p: (minor >= 28).then_some(all_cuda),
+                log_line,
+            }
+        })
+        .collect()
+}

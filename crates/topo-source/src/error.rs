@@ -1,0 +1,150 @@
+//! The error this crate's public functions return: what is wrong with an input, and what kind
+//! of input it was. Callers word the fix in their own terms (flags, file names); nothing here
+//! knows about a command line.
+
+use std::fmt;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    /// One line: `<what failed>: <why>`, with the context it was reached through.
+    pub message: String,
+    pub kind: ErrorKind,
+}
+
+/// What was being read or written when it failed, which decides the fix a caller suggests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A path given as a source that cannot be read, or is of no kind topo reads.
+    Input,
+    /// A source path that is neither a regular file nor a folder (a device, a FIFO).
+    NotAFile,
+    /// An NCCL topology XML that cannot be read or parsed.
+    NcclXml,
+    /// A profile YAML file that cannot be read.
+    ProfileFile,
+    /// A profile that does not parse or does not follow the schema.
+    ProfileSchema,
+    /// A built-in profile name that does not exist (see [`crate::profile::builtin_names`]).
+    UnknownProfile,
+    /// A snapshot that cannot be read.
+    Snapshot,
+    /// The sysfs root given for discovery or capture is not a folder.
+    SysfsRoot,
+    /// The place a snapshot should be written to cannot take it.
+    SnapshotOutput,
+    /// One host with more devices of a kind than one NCCL node can hold.
+    HostTooLarge,
+    /// More GPUs in all than topo models.
+    TooManyGpus,
+    /// Replicating the topology `nodes` times would exceed the GPU budget; `max_nodes` fit.
+    Replication { nodes: usize, max_nodes: usize },
+    /// Anything else, such as an I/O failure while writing.
+    Other,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            message: message.into(),
+            kind,
+        }
+    }
+}
+
+/// Inside the crate errors travel as `anyhow` chains (for `context`); a typed [`Error`] in the
+/// chain keeps its kind, and the chain's text becomes the message.
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Error {
+        let kind = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<Error>())
+            .map_or(ErrorKind::Other, |t| t.kind);
+        Error {
+            message: one_line(&e),
+            kind,
+        }
+    }
+}
+
+/// The kind of the typed error an `anyhow` chain carries, if any: `None` means the error is
+/// not about the input (a bug, or an I/O failure while writing).
+pub fn kind(err: &anyhow::Error) -> Option<ErrorKind> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<Error>())
+        .map(|e| e.kind)
+}
+
+/// A typed error as an `anyhow` chain link, for code inside the crate.
+pub(crate) fn fail(kind: ErrorKind, message: impl Into<String>) -> anyhow::Error {
+    Error::new(kind, message).into()
+}
+
+/// An error chain as one line: `outer: inner: innermost`, newlines folded. I/O errors read
+/// like the rest (`no such file or directory`, not `No such file or directory (os error 2)`).
+pub fn one_line(err: &anyhow::Error) -> String {
+    let s = err
+        .chain()
+        .map(|cause| match cause.downcast_ref::<std::io::Error>() {
+            Some(e) => io_reason(e),
+            None => cause.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(": ");
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `std::io::Error` text without the "(os error N)" tail, lowercase like every other message.
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let s = e.to_string();
+            s.split(" (os error").next().unwrap_or(&s).to_lowercase()
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn io_errors_read_like_the_rest() {
+        let io = std::io::Error::from_raw_os_error(28);
+        let err = Err::<(), _>(io)
+            .context("cannot write x.tar.gz")
+            .unwrap_err();
+        assert_eq!(
+            one_line(&err),
+            "cannot write x.tar.gz: no space left on device"
+        );
+        let err = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::NotFound))
+            .context("cannot read a.xml");
+        assert_eq!(
+            one_line(&err),
+            "cannot read a.xml: no such file or directory"
+        );
+        let err = anyhow::anyhow!("line 1\n  more").context("outer");
+        assert_eq!(one_line(&err), "outer: line 1 more");
+    }
+
+    #[test]
+    fn a_typed_error_keeps_its_kind_through_context() {
+        let e = fail(ErrorKind::Snapshot, "bad meta").context("cannot read x.tar.gz");
+        let e = Error::from(e);
+        assert_eq!(e.kind, ErrorKind::Snapshot);
+        assert_eq!(e.message, "cannot read x.tar.gz: bad meta");
+    }
+}

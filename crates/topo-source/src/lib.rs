@@ -1,0 +1,214 @@
+//! Everything that produces a [`Topology`]: the live machine, snapshots, NCCL topology XML
+//! and hardware profiles. This is the only module that reads the machine.
+
+pub mod error;
+pub mod live;
+pub mod nccl_lib;
+pub mod ncclxml;
+pub mod nvml;
+pub mod profile;
+pub mod snapshot;
+pub mod sysfs;
+
+pub use error::{Error, ErrorKind, Result};
+
+use std::path::{Path, PathBuf};
+use topo_model::Topology;
+
+/// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
+/// thousand nodes), and few enough that every command stays within seconds and memory.
+pub const MAX_NODES: usize = 4096;
+
+/// The most GPUs a replicated topology may hold (4096 nodes of 8 GPUs).
+pub const MAX_GPUS: usize = 32768;
+
+/// The most devices of one kind (GPUs, NICs, ports, PCI switches, CPUs) one host may hold:
+/// NCCL's own capacity per node type (`NCCL_TOPO_MAX_NODES`, 640 since 2.29). Larger hosts
+/// cannot be real, and path tables grow with the square of a host's size (a 10 MB XML with
+/// 60 000 GPUs would need tens of GB).
+pub const MAX_PER_HOST: usize = 640;
+
+/// Refuses topologies no NCCL could load and that would not fit in memory.
+fn check_capacity(topo: &Topology) -> Result<()> {
+    use std::collections::HashMap;
+    use topo_model::NodeKind;
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| format!("the {} topology", topo.source.kind));
+    let mut counts: HashMap<(topo_model::HostId, &'static str), usize> = HashMap::new();
+    let mut gpus = 0usize;
+    for node in topo.graph.node_weights() {
+        let kind = match node.kind {
+            NodeKind::Gpu(_) => {
+                gpus += 1;
+                "GPUs"
+            }
+            NodeKind::Net(_) => "network ports",
+            NodeKind::Nic(_) => "NICs",
+            NodeKind::PciSwitch(_) => "PCI switches",
+            NodeKind::Cpu(_) => "CPUs",
+            NodeKind::NvSwitch(_) | NodeKind::PciDevice(_) => continue,
+        };
+        let n = counts.entry((node.host, kind)).or_default();
+        *n += 1;
+        if *n > MAX_PER_HOST {
+            return Err(Error::new(
+                ErrorKind::HostTooLarge,
+                format!(
+                    "{origin}: host {} has more than {MAX_PER_HOST} {kind}, more than NCCL can hold per node",
+                    node.host
+                ),
+            ));
+        }
+    }
+    if gpus > MAX_GPUS {
+        return Err(Error::new(
+            ErrorKind::TooManyGpus,
+            format!("{origin}: {gpus} GPUs, more than the {MAX_GPUS} topo models"),
+        ));
+    }
+    Ok(())
+}
+
+/// What the user asked for on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct SourceSpec {
+    pub from: Option<PathBuf>,
+    pub profile: Option<String>,
+    pub nodes: Option<usize>,
+    pub sysfs_root: Option<PathBuf>,
+}
+
+/// The kinds of file `--from` accepts, told apart by name and then by content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FromKind {
+    Xml,
+    Snapshot,
+    Profile,
+}
+
+/// Content decides where it is unambiguous (gzip magic, a leading `<`, a `key:` line), so a
+/// file with the wrong suffix is still read as what it is; the suffix decides otherwise.
+pub fn sniff(path: &Path) -> Result<FromKind> {
+    if path.is_dir() {
+        return Ok(FromKind::Snapshot);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let head = read_head(path)?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok(FromKind::Snapshot);
+    }
+    let text = String::from_utf8_lossy(&head);
+    let text = text.trim_start_matches('\u{feff}').trim_start();
+    if text.starts_with('<') {
+        return Ok(FromKind::Xml);
+    }
+    if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+        return Ok(FromKind::Snapshot);
+    }
+    if name.ends_with(".xml") && !looks_like_yaml(text) {
+        return Ok(FromKind::Xml);
+    }
+    Ok(FromKind::Profile)
+}
+
+/// Whether the first line that is not blank or a comment is a YAML `key:` entry.
+fn looks_like_yaml(text: &str) -> bool {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#') && l != &"---")
+        .and_then(|l| l.split_once(':'))
+        .is_some_and(|(k, _)| {
+            !k.is_empty()
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+}
+
+fn read_head(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| {
+        Error::new(
+            ErrorKind::Input,
+            format!("cannot read {}: {}", path.display(), io_reason(&e)),
+        )
+    })?;
+    let mut buf = vec![0u8; 512];
+    let n = f.read(&mut buf).unwrap_or(0);
+    buf.truncate(n);
+    Ok(buf)
+}
+
+pub use error::io_reason;
+
+/// Loads the topology the spec names (live discovery by default), replicated for `--nodes`.
+pub fn load(spec: &SourceSpec) -> Result<Topology> {
+    let topo = if let Some(name) = &spec.profile {
+        profile::load_builtin(name)?
+    } else if let Some(path) = &spec.from {
+        if !path.exists() {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!("cannot read {}: no such file or directory", path.display()),
+            ));
+        }
+        // A device or pipe (/dev/zero, a FIFO, /dev/stdin) would never end, block, or lose the
+        // bytes sniffing reads; files and folders are all a source can be.
+        if !path.is_file() && !path.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotAFile,
+                format!(
+                    "cannot read {}: not a regular file or folder",
+                    path.display()
+                ),
+            ));
+        }
+        match sniff(path)? {
+            FromKind::Xml => ncclxml::load_file(path)?,
+            FromKind::Snapshot => snapshot::load(path)?,
+            FromKind::Profile => profile::load_file(path)?,
+        }
+    } else {
+        let root = spec
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/"));
+        live::discover(&root)?
+    };
+    check_capacity(&topo)?;
+    Ok(match spec.nodes {
+        Some(n) if n > 1 => {
+            let total = topo.gpus().len().saturating_mul(n);
+            if total > MAX_GPUS {
+                return Err(Error::new(
+                    ErrorKind::Replication {
+                        nodes: n,
+                        max_nodes: (MAX_GPUS / topo.gpus().len().max(1)).max(1),
+                    },
+                    format!(
+                        "{n} nodes of {} GPUs is {total} GPUs, more than the {MAX_GPUS} topo models",
+                        topo.gpus().len()
+                    ),
+                ));
+            }
+            topo.replicate(n)
+        }
+        _ => topo,
+    })
+}
+
+/// Captures the machine under `root` into `out` (see [`snapshot::capture`]); returns the
+/// one-line summary.
+pub fn capture_snapshot(root: &Path, out: &Path) -> Result<String> {
+    Ok(snapshot::capture(root, out)?)
+}
+
+/// The topology as NCCL topology XML (see [`ncclxml::write`]).
+pub fn write_nccl_xml(topo: &Topology) -> Result<String> {
+    Ok(ncclxml::write(topo)?)
+}

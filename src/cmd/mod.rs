@@ -1,0 +1,125 @@
+//! Dispatch: one module per subcommand turns its flags into library requests and renders the
+//! answer; this module runs the one asked for and turns failures into the contract's one-line
+//! errors and exit codes.
+
+mod plan;
+mod show;
+mod snapshot;
+mod xml;
+
+use crate::cli::{Cli, Command};
+use crate::error::{self, Exit};
+use crate::output::say;
+use crate::util::{Style, use_color};
+use anyhow::Result;
+use clap::{CommandFactory, Parser};
+
+pub fn run(cli: Cli) -> Result<i32> {
+    let style = Style {
+        color: use_color(&cli.color),
+    };
+    match &cli.command {
+        Command::Show(a) => show::run(a, style)?,
+        Command::Plan(a) => plan::run(a, style)?,
+        Command::Xml(a) => xml::run(a, style)?,
+        Command::Snapshot(a) => snapshot::run(a)?,
+    }
+    Ok(0)
+}
+
+/// The subcommands clap knows, for naming the one a failed command line was meant for.
+fn subcommand_names() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
+/// Clap's multi-line usage error as the contract's `error:` line and a `hint:` line: its
+/// suggestion or list of possible values when it has one, else where the options are listed.
+fn clap_error_lines(rendered: &str) -> (String, String) {
+    let mut lines = rendered.lines().map(str::trim);
+    let first = lines.next().unwrap_or("error: bad arguments").to_string();
+    let mut hint: Option<String> = None;
+    let mut usage: Option<String> = None;
+    for l in lines {
+        if let Some(tip) = l.strip_prefix("tip: ") {
+            hint.get_or_insert_with(|| tip.to_string());
+        } else if let Some(values) = l
+            .strip_prefix("[possible values: ")
+            .and_then(|v| v.strip_suffix(']'))
+        {
+            hint.get_or_insert_with(|| format!("possible values: {values}"));
+        } else if let Some(u) = l.strip_prefix("Usage: ") {
+            // `topo show [OPTIONS]`: the command words before the first placeholder.
+            let cmd: Vec<&str> = u
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            usage = Some(cmd.join(" "));
+        }
+    }
+    let hint = hint.unwrap_or_else(|| {
+        let cmd = usage.unwrap_or_else(|| {
+            let names = subcommand_names();
+            let sub = std::env::args()
+                .skip(1)
+                .find(|a| names.iter().any(|n| n == a));
+            match sub {
+                Some(s) => format!("topo {s}"),
+                None => "topo".into(),
+            }
+        });
+        format!("run '{cmd} --help' for the options")
+    });
+    (first, hint)
+}
+
+/// Parses arguments, runs, prints errors as one line, and returns the exit code.
+pub fn main_entry() -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        say!("error: internal error: {msg}{at}");
+        say!("hint: this is a bug in topo; please report it with the command line that caused it");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                let _ = e.print();
+                return if e.use_stderr() {
+                    Exit::Usage as i32
+                } else {
+                    0
+                };
+            }
+            let (line, hint) = clap_error_lines(&e.render().to_string());
+            say!("{line}");
+            say!("hint: {hint}");
+            return Exit::Usage as i32;
+        }
+    };
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(err)) => {
+            let r = error::report(&err);
+            say!("error: {}", r.line);
+            if let Some(h) = r.hint {
+                say!("hint: {h}");
+            }
+            r.exit as i32
+        }
+        Err(_) => 101,
+    }
+}

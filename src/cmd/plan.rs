@@ -1,0 +1,223 @@
+//! `topo plan`: turns flags and the process environment into a [`PlanRequest`], asks the
+//! model, and renders the plan. The only place a plan touches the outside world: the process
+//! environment and the probe for an installed NCCL.
+
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::error;
+use crate::output::emit;
+use crate::util::{Style, parse_size};
+use anyhow::Result;
+use topo_model::Topology;
+use topo_nccl::analyze::{self, RuntimeFacts};
+use topo_nccl::plan::PlanRequest;
+use topo_nccl::transport::RankPlacement;
+use topo_nccl::types::Func;
+use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
+
+pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
+    let topo = topo_source::load(&a.source.spec()?)?;
+    let env = a.source.env_overrides()?;
+    let style = if a.output.is_some() {
+        Style::default()
+    } else {
+        style
+    };
+    let text = render(&topo, a, &env, style)?;
+    emit(a.output.as_ref(), &text)
+}
+
+/// The request the flags, `--env` overrides and process environment describe.
+fn request(a: &PlanArgs, overrides: &[(String, String)]) -> Result<PlanRequest> {
+    let funcs = funcs(&a.collective)?;
+    let sizes = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
+    let (version, version_source) = version_choice(a.nccl_version.as_deref())?;
+    let placement = placement_of(&a.placement)?;
+    let mut env = process_env();
+    env.extend(overrides.iter().cloned());
+    if !a.algo.eq_ignore_ascii_case("auto") {
+        env.push(("NCCL_ALGO".into(), a.algo.clone()));
+    }
+    if !a.proto.eq_ignore_ascii_case("auto") {
+        env.push(("NCCL_PROTO".into(), a.proto.clone()));
+    }
+    Ok(PlanRequest {
+        funcs,
+        sizes,
+        version,
+        version_source,
+        placement,
+        env,
+        explain: a.explain,
+    })
+}
+
+fn render(
+    topo: &Topology,
+    a: &PlanArgs,
+    overrides: &[(String, String)],
+    style: Style,
+) -> Result<String> {
+    let req = request(a, overrides)?;
+    let facts = RuntimeFacts {
+        cuda_driver_version: topo
+            .hosts
+            .first()
+            .and_then(|h| h.cuda_driver_version.as_deref())
+            .and_then(analyze::parse_cuda_version),
+    };
+    let plan = topo_nccl::plan::plan(topo, &req, facts)?;
+    Ok(match a.format {
+        PlanFormat::Text => crate::report::plan::render(&plan, style),
+        PlanFormat::Json => serde_json::to_string_pretty(&plan)? + "\n",
+        PlanFormat::Yaml => yaml_serde::to_string(&plan)?,
+        PlanFormat::TunerCsv => plan.tuner_csv.clone(),
+        PlanFormat::NcclGraph => plan.graph_xml.clone(),
+    })
+}
+
+fn placement_of(s: &str) -> Result<RankPlacement> {
+    Ok(match s {
+        "process-per-gpu" => RankPlacement::ProcessPerGpu,
+        "process-per-host" => RankPlacement::ProcessPerHost,
+        "container-per-gpu" => RankPlacement::ContainerPerGpu {
+            common_host_id: false,
+            shared_shm: false,
+        },
+        "container-per-gpu-hostid" => RankPlacement::ContainerPerGpu {
+            common_host_id: true,
+            shared_shm: false,
+        },
+        "container-per-gpu-shared" => RankPlacement::ContainerPerGpu {
+            common_host_id: true,
+            shared_shm: true,
+        },
+        other => {
+            return Err(error::usage(
+                format!("unknown placement '{other}'"),
+                "use process-per-gpu, process-per-host, container-per-gpu, container-per-gpu-hostid or container-per-gpu-shared",
+            ));
+        }
+    })
+}
+
+/// Sizes from `min` to `max` multiplying by `factor`, as nccl-tests steps them.
+fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
+    let hint =
+        "sizes are numbers with an optional K, M, G or T suffix, like nccl-tests: -b 8 -e 8G";
+    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), hint))?;
+    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), hint))?;
+    if lo == 0 {
+        return Err(error::usage("-b must be at least 1 byte", hint));
+    }
+    if lo > hi {
+        return Err(error::usage(
+            format!("-b {min} is larger than -e {max}"),
+            hint,
+        ));
+    }
+    if factor < 2 && lo != hi {
+        return Err(error::usage(
+            format!("-f {factor}: the step factor must be at least 2"),
+            "use -f 2",
+        ));
+    }
+    let mut v = vec![];
+    let mut s = lo;
+    while s <= hi {
+        v.push(s);
+        if v.len() > 4096 {
+            return Err(error::usage(
+                "too many sizes (more than 4096)",
+                "raise -f or narrow -b/-e",
+            ));
+        }
+        match s.checked_mul(factor) {
+            Some(n) if n > s => s = n,
+            _ => break,
+        }
+    }
+    Ok(v)
+}
+
+fn funcs(s: &str) -> Result<Vec<Func>> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Func::TUNED.to_vec());
+    }
+    let mut out = vec![];
+    for tok in s.split(',') {
+        let f = Func::parse(tok).ok_or_else(|| {
+            error::usage(
+                format!("unknown collective '{tok}'"),
+                "use allreduce, allgather, reducescatter, broadcast, reduce, or all",
+            )
+        })?;
+        if !f.is_tuned() {
+            return Err(error::usage(
+                format!(
+                    "{} has no NCCL cost model: NCCL runs it as point-to-point sends and receives",
+                    f.cli_name()
+                ),
+                "topo plan predicts allreduce, allgather, reducescatter, broadcast and reduce; the plan's p2p channel counts apply to sends",
+            ));
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// Which NCCL version to model: the flag, else the library on this machine, else the default.
+fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
+    if let Some(v) = flag {
+        return Ok((NcclVersion::parse(v)?, "--nccl-version".into()));
+    }
+    match topo_source::nccl_lib::detect() {
+        Ok(d) => match NcclVersion::parse(&d.version) {
+            Ok(v) => Ok((v, format!("found {} ({})", d.library, d.version))),
+            Err(_) => Ok((
+                DEFAULT_VERSION,
+                format!(
+                    "{} reports NCCL {}, which topo does not model; using {DEFAULT_VERSION}, what current PyTorch bundles",
+                    d.library, d.version
+                ),
+            )),
+        },
+        Err(e) => Ok((
+            DEFAULT_VERSION,
+            format!("default: {e}; {DEFAULT_VERSION} is what current PyTorch bundles"),
+        )),
+    }
+}
+
+/// The NCCL-related part of the process environment.
+fn process_env() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NCCL_") || k == "CUDA_VISIBLE_DEVICES")
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_steps() {
+        assert_eq!(sizes("8", "64", 2).unwrap(), vec![8, 16, 32, 64]);
+        assert_eq!(sizes("1K", "1K", 1).unwrap(), vec![1024]);
+        assert!(sizes("0", "8", 2).is_err());
+        assert!(sizes("64", "8", 2).is_err());
+        assert!(sizes("8", "64", 1).is_err());
+        assert!(sizes("8", "1Q", 2).is_err());
+    }
+
+    #[test]
+    fn collectives_parse() {
+        assert_eq!(funcs("allreduce").unwrap(), vec![Func::AllReduce]);
+        assert_eq!(funcs("all").unwrap().len(), 5);
+        assert!(funcs("alltoall").is_err());
+        assert!(funcs("bogus").is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! `topo xml`: NCCL_TOPO_FILE-compatible topology XML.
+
+use crate::cli::XmlArgs;
+use crate::output::{emit, print_warnings, warn, warn_unused_env};
+use crate::util::Style;
+use anyhow::Result;
+
+pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
+    warn_unused_env("xml", &a.source.env_overrides()?, style);
+    let topo = topo_source::load(&a.source.spec()?)?;
+    print_warnings(&topo, style);
+    if topo.gpus().is_empty() {
+        // A GPU-less NCCL_TOPO_FILE is valid XML but rarely what was meant.
+        warn(
+            style,
+            "the topology has no GPU, so the XML lists none (NCCL adds GPUs it finds at run time)",
+        );
+    }
+    let text = topo_source::write_nccl_xml(&topo)?;
+    emit(a.output.as_ref(), &text)
+}

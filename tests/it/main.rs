@@ -1,0 +1,11 @@
+//! Integration tests: the real `topo` binary on fixtures, and the library crates on the same
+//! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
+
+mod live;
+mod model;
+mod plan;
+mod profiles;
+mod qa;
+mod show;
+mod util;
+mod xml;
