@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use topo::nccl::xml::write;
-use topo::source::ncclxml::{parse_str, tree::decode_utf8};
+use topo_source::ncclxml::write;
+use topo_source::ncclxml::{parse_str, tree::decode_utf8};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = decode_utf8(data) else { return };

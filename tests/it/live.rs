@@ -4,7 +4,7 @@ use crate::util::topo as topo_cmd;
 use petgraph::visit::EdgeRef;
 use std::path::{Path, PathBuf};
 use topo_model::{BusId, LinkKind, NodeKind, NvlinkInfo, Topology};
-use topo_source::{SourceSpec, live, snapshot};
+use topo_source::{SourceSpec, snapshot};
 
 fn fixture(name: &str) -> PathBuf {
     crate::util::fixture("fixtures/snapshots").join(name)
@@ -298,7 +298,7 @@ fn fixture_tree_without_nvml_json_degrades_to_sysfs_only() {
     copy_tree(&fixture("hgx-h100-8gpu"), &root);
     std::fs::remove_file(root.join("nvml.json")).unwrap();
     std::fs::remove_file(root.join("meta.json")).unwrap();
-    let t = live::discover(&root).unwrap();
+    let t = topo_source::discover(&root).unwrap();
     assert_eq!(t.source.kind, "live");
     assert_eq!(t.gpus().len(), 8);
     // Bus order stands in for the NVML index.
@@ -336,7 +336,7 @@ fn copy_tree(from: &Path, to: &Path) {
 
 #[test]
 fn odd_sysfs_files_become_warnings() {
-    let t = live::discover(&fixture("odd-sysfs")).unwrap();
+    let t = topo_source::discover(&fixture("odd-sysfs")).unwrap();
     let w = t.warnings.join("\n");
     assert!(
         w.contains("cannot read sys/bus/pci/devices/0000:00:04.0/class: is a directory"),
@@ -378,7 +378,7 @@ fn odd_sysfs_files_become_warnings() {
 
 #[test]
 fn this_machine_discovers_without_error() {
-    let t = live::discover(Path::new("/")).unwrap();
+    let t = topo_source::discover(Path::new("/")).unwrap();
     assert_eq!(t.source.kind, "live");
     // NUMA nodes: as many CPUs as sysfs lists node folders (or one of unknown id).
     let nodes = std::fs::read_dir("/sys/devices/system/node")
@@ -427,7 +427,7 @@ fn snapshot_of_this_machine_replays_to_the_same_model() {
         stderr.starts_with("captured ") && stderr.contains("KiB) to "),
         "{stderr}"
     );
-    let live = live::discover(Path::new("/")).unwrap();
+    let live = topo_source::discover(Path::new("/")).unwrap();
     let replay = snapshot::load(&out).unwrap();
     assert_eq!(replay.source.kind, "snapshot");
     let diff = model_diff(&live, &replay);
@@ -472,7 +472,7 @@ fn capture_of_a_fixture_round_trips() {
         .arg(fixture("odd-sysfs"))
         .assert()
         .success();
-    let a = live::discover(&fixture("odd-sysfs")).unwrap();
+    let a = topo_source::discover(&fixture("odd-sysfs")).unwrap();
     let b = load(&odd);
     assert!(!b.warnings.is_empty());
     let diff = model_diff(&a, &b);
@@ -710,7 +710,7 @@ fn fixture_models_read_as_expected() {
     insta::assert_snapshot!("ci-vm", describe(&load(&fixture("ci-vm"))));
     insta::assert_snapshot!(
         "odd-sysfs",
-        describe(&live::discover(&fixture("odd-sysfs")).unwrap())
+        describe(&topo_source::discover(&fixture("odd-sysfs")).unwrap())
     );
 }
 

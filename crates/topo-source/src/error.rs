@@ -26,7 +26,7 @@ pub enum ErrorKind {
     ProfileFile,
     /// A profile that does not parse or does not follow the schema.
     ProfileSchema,
-    /// A built-in profile name that does not exist (see [`crate::profile::builtin_names`]).
+    /// A built-in profile name that does not exist (the profile module lists the names).
     UnknownProfile,
     /// A snapshot that cannot be read.
     Snapshot,

@@ -178,7 +178,7 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
             .sysfs_root
             .clone()
             .unwrap_or_else(|| PathBuf::from("/"));
-        live::discover(&root)?
+        discover(&root)?
     };
     check_capacity(&topo)?;
     Ok(match spec.nodes {
@@ -211,4 +211,29 @@ pub fn capture_snapshot(root: &Path, out: &Path) -> Result<String> {
 /// The topology as NCCL topology XML (see [`ncclxml::write`]).
 pub fn write_nccl_xml(topo: &Topology) -> Result<String> {
     Ok(ncclxml::write(topo)?)
+}
+
+/// Live discovery under `root`: this machine (with live NVML) when `root` is `/`, else a
+/// captured tree replayed with the NVML answers and environment it recorded.
+pub fn discover(root: &Path) -> Result<Topology> {
+    if !root.is_dir() {
+        return Err(Error::new(
+            ErrorKind::SysfsRoot,
+            format!(
+                "cannot read sysfs root {}: no such directory",
+                root.display()
+            ),
+        ));
+    }
+    let inputs = if live::is_system_root(root) {
+        live::Inputs {
+            nvml: nvml::query(),
+            arch: live::host_arch(),
+            env: live::process_env(),
+        }
+    } else {
+        snapshot::recorded_inputs(root)?
+    };
+    let fs = sysfs::Sysfs::new(root);
+    Ok(live::discover_with(&fs, inputs))
 }

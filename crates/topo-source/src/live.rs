@@ -6,7 +6,6 @@
 
 use super::nvml::{self, NvmlReport};
 use super::sysfs::{self, PciFunction, Scan, Sysfs};
-use crate::error::{self, ErrorKind};
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,29 +45,6 @@ pub fn process_env() -> BTreeMap<String, String> {
 /// True when `root` is the real file-system root, the only case where live NVML is asked.
 pub fn is_system_root(root: &Path) -> bool {
     std::fs::canonicalize(root).is_ok_and(|c| c == Path::new("/"))
-}
-
-pub fn discover(root: &Path) -> Result<Topology> {
-    if !root.is_dir() {
-        return Err(error::fail(
-            ErrorKind::SysfsRoot,
-            format!(
-                "cannot read sysfs root {}: no such directory",
-                root.display()
-            ),
-        ));
-    }
-    let inputs = if is_system_root(root) {
-        Inputs {
-            nvml: nvml::query(),
-            arch: host_arch(),
-            env: process_env(),
-        }
-    } else {
-        super::snapshot::recorded_inputs(root)?
-    };
-    let fs = Sysfs::new(root);
-    Ok(discover_with(&fs, inputs))
 }
 
 /// Discovery over an open tree (the capture reuses `fs` to learn which files were read).
