@@ -45,9 +45,9 @@ impl BusId {
     }
 
     /// Parses `dddd:bb:dd.f`, `dddddddd:bb:dd.f` (NVML) or `bb:dd.f` (domain 0), any case.
-    pub fn parse(s: &str) -> Result<BusId, String> {
+    pub fn parse(s: &str) -> Result<BusId, BusIdError> {
         let t = s.trim();
-        let bad = || format!("bad pci bus id '{s}' (expected dddd:bb:dd.f)");
+        let bad = || BusIdError(s.to_string());
         let (rest, func) = t.rsplit_once('.').ok_or_else(bad)?;
         let parts: Vec<&str> = rest.split(':').collect();
         let (dom, bus, dev) = match parts.as_slice() {
@@ -55,7 +55,7 @@ impl BusId {
             [b, v] => ("0", *b, *v),
             _ => return Err(bad()),
         };
-        let hex = |x: &str, max_len: usize| -> Result<u64, String> {
+        let hex = |x: &str, max_len: usize| -> Result<u64, BusIdError> {
             if x.is_empty() || x.len() > max_len || !x.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(bad());
             }
@@ -88,8 +88,13 @@ impl fmt::Debug for BusId {
     }
 }
 
+/// A PCI bus id that does not parse; holds the text as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bad pci bus id '{0}' (expected dddd:bb:dd.f)")]
+pub struct BusIdError(pub String);
+
 impl std::str::FromStr for BusId {
-    type Err = String;
+    type Err = BusIdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         BusId::parse(s)
     }

@@ -14,7 +14,7 @@
 pub mod busid;
 pub mod bw;
 
-pub use busid::BusId;
+pub use busid::{BusId, BusIdError};
 pub use bw::{BwConstants, CpuArch, CpuVendor};
 
 use petgraph::Direction;

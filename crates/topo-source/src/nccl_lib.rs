@@ -12,6 +12,14 @@ pub struct DetectedNccl {
     pub library: String,
 }
 
+/// Why no NCCL could be asked: what was tried and the last loader error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no NCCL library could be loaded (tried {tried}): {last}")]
+pub struct NotFound {
+    pub tried: String,
+    pub last: String,
+}
+
 /// Library names tried in order: the runtime SONAME shipped by NVIDIA's packages and pip wheels
 /// first, then the development symlink.
 const CANDIDATES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
@@ -27,7 +35,7 @@ pub fn decode_version(code: i32) -> String {
 }
 
 /// Loads NCCL with dlopen and reads its version. The error says what was tried.
-pub fn detect() -> Result<DetectedNccl, String> {
+pub fn detect() -> Result<DetectedNccl, NotFound> {
     let mut last = String::new();
     for name in CANDIDATES {
         // SAFETY: loading NCCL runs only its static initialisers, which do not touch the GPU;
@@ -61,10 +69,10 @@ pub fn detect() -> Result<DetectedNccl, String> {
             library: name.to_string(),
         });
     }
-    Err(format!(
-        "no NCCL library could be loaded (tried {}): {last}",
-        CANDIDATES.join(", ")
-    ))
+    Err(NotFound {
+        tried: CANDIDATES.join(", "),
+        last,
+    })
 }
 
 #[cfg(test)]

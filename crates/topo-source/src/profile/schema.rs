@@ -372,7 +372,7 @@ pub trait FromShort: Sized {
 impl FromShort for GpuSpec {
     fn from_short(s: &str) -> Result<Self, String> {
         Ok(GpuSpec {
-            bus: Some(BusId::parse(s)?),
+            bus: Some(BusId::parse(s).map_err(|e| e.to_string())?),
             ..Default::default()
         })
     }
@@ -380,7 +380,7 @@ impl FromShort for GpuSpec {
 impl FromShort for NicSpec {
     fn from_short(s: &str) -> Result<Self, String> {
         Ok(NicSpec {
-            bus: Some(BusId::parse(s)?),
+            bus: Some(BusId::parse(s).map_err(|e| e.to_string())?),
             ..Default::default()
         })
     }
