@@ -12,7 +12,8 @@ use topo_source::SourceSpec;
     name = "topo",
     version,
     about = "How are the GPUs in this box connected, what will NCCL do on it, and how fast should a collective be",
-    propagate_version = true
+    propagate_version = true,
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// Colour output: auto (terminal only, honours NO_COLOR), always, never.
@@ -32,6 +33,26 @@ pub enum Command {
     Xml(XmlArgs),
     /// Capture this machine (sysfs, NVML answers, environment) for offline use.
     Snapshot(SnapshotArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), e.g. `topo man > topo.1`.
+    Man,
+    /// Print the help of topo or of a subcommand (`topo help plan`).
+    Help(HelpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct HelpArgs {
+    /// The subcommand to describe; none for topo itself.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Where the topology comes from (shared by show, plan, xml).
