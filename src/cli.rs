@@ -41,6 +41,8 @@ pub enum Command {
     Xml(XmlArgs),
     /// Capture this machine (sysfs, NVML answers, environment) for offline use.
     Snapshot(SnapshotArgs),
+    /// Why NCCL does what it does here: findings with evidence and fixes, from the machine, a snapshot, a matrix or NCCL logs.
+    Diagnose(crate::report::diagnose::DiagnoseArgs),
 }
 
 /// Where the topology comes from (shared by show, plan, xml).
@@ -296,6 +298,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             let summary = crate::source::snapshot::capture(&root, &a.output)?;
             say!("{summary}");
         }
+        Command::Diagnose(a) => return crate::report::diagnose::run(&a, style),
         Command::Plan(a) => {
             let topo = crate::source::load(&a.source.spec()?)?;
             let env = a.source.env_overrides()?;
@@ -365,7 +368,7 @@ fn clap_error_lines(rendered: &str) -> (String, String) {
         let cmd = usage.unwrap_or_else(|| {
             let sub = std::env::args()
                 .skip(1)
-                .find(|a| ["show", "plan", "xml", "snapshot"].contains(&a.as_str()));
+                .find(|a| ["show", "plan", "xml", "snapshot", "diagnose"].contains(&a.as_str()));
             match sub {
                 Some(s) => format!("topo {s}"),
                 None => "topo".into(),

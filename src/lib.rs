@@ -5,6 +5,7 @@
 //! `report` / XML / tuner CSV. See docs/ARCHITECTURE.md.
 
 pub mod cli;
+pub mod diagnose;
 pub mod error;
 pub mod model;
 pub mod nccl;

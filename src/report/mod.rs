@@ -1,3 +1,4 @@
 //! Renderers: text views, JSON/YAML documents, DOT.
 
+pub mod diagnose;
 pub mod show;

@@ -1,0 +1,202 @@
+//! `topo diagnose`: reads what the user has (the machine, a snapshot, a file, NCCL logs, a
+//! reference) through `source`, runs the pure engine in `crate::diagnose`, and renders.
+
+use crate::cli::SourceArgs;
+use crate::diagnose::{self, Input, LogInput, Severity};
+use crate::error;
+use crate::model::Topology;
+use crate::source::{self, FromKind, hostfacts, live, nccllog, textfile};
+use crate::util::Style;
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Error,
+    Warning,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiagnoseFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct DiagnoseArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// An NCCL_DEBUG=INFO log (repeatable); compared with the model of the machine.
+    #[arg(long = "nccl-log", value_name = "FILE")]
+    pub nccl_log: Vec<PathBuf>,
+    /// A reference machine: a built-in profile name or a snapshot/XML/profile file.
+    #[arg(long, value_name = "PROFILE|SNAPSHOT")]
+    pub expect: Option<String>,
+    /// Exit 1 when a finding is at least this severe.
+    #[arg(long, value_enum, value_name = "error|warning")]
+    pub fail_on: Option<FailOn>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: DiagnoseFormat,
+    /// NCCL version to model when no log names one (2.18 … 2.30).
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+struct Loaded {
+    logs: Vec<(String, nccllog::NcclLog)>,
+    topo: Option<Topology>,
+    topo_note: Option<String>,
+    facts: Option<hostfacts::HostFacts>,
+    env: BTreeMap<String, String>,
+}
+
+/// Runs the command; the exit code follows `--fail-on`.
+pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
+    let loaded = load(a)?;
+    let expect = match &a.expect {
+        Some(e) => Some((e.clone(), load_expect(e)?)),
+        None => None,
+    };
+    let input = Input {
+        logs: loaded
+            .logs
+            .iter()
+            .map(|(n, l)| LogInput {
+                name: n.clone(),
+                log: l,
+            })
+            .collect(),
+        topo: loaded.topo.as_ref(),
+        topo_note: loaded.topo_note.clone(),
+        facts: loaded.facts.as_ref(),
+        expect: expect.as_ref().map(|(n, t)| (n.as_str(), t)),
+        env: loaded.env.clone(),
+        version: a.nccl_version.clone(),
+    };
+    let report = diagnose::diagnose(&input);
+    let style = if a.output.is_some() {
+        Style::default()
+    } else {
+        style
+    };
+    let text = match a.format {
+        DiagnoseFormat::Text => diagnose::render::text(&report, style),
+        DiagnoseFormat::Json => diagnose::render::json(&report),
+    };
+    crate::cli::emit(a.output.as_ref(), &text)?;
+    let threshold = match a.fail_on {
+        Some(FailOn::Error) => Severity::Error,
+        Some(FailOn::Warning) => Severity::Warning,
+        None => return Ok(0),
+    };
+    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+}
+
+/// The name a log is quoted by: its file name.
+fn short_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn read_log(p: &Path) -> Result<(String, nccllog::NcclLog)> {
+    let text = textfile::read_text(p, "NCCL log")?;
+    Ok((short_name(p), nccllog::parse(&text)))
+}
+
+fn load(a: &DiagnoseArgs) -> Result<Loaded> {
+    let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
+    let mut logs = a
+        .nccl_log
+        .iter()
+        .map(|p| read_log(p))
+        .collect::<Result<Vec<_>>>()?;
+    let spec = a.source.spec()?;
+    let mut out = Loaded {
+        logs: vec![],
+        topo: None,
+        topo_note: None,
+        facts: None,
+        env: overrides.clone(),
+    };
+    if let Some(from) = &spec.from {
+        // A log passed as the source is a log to diagnose as well.
+        if from.is_file() && source::sniff(from)? == FromKind::NcclLog {
+            logs.insert(0, read_log(from)?);
+        }
+        out.topo = Some(source::load(&spec).map_err(|e| e.context("cannot diagnose --from"))?);
+        if from.is_dir() {
+            let f = hostfacts::read(from, None, None);
+            out.env = merged(&f.env, &overrides);
+            out.facts = Some(f);
+        }
+    } else if spec.profile.is_some() {
+        out.topo = Some(source::load(&spec)?);
+    } else if !logs.is_empty() {
+        // The log alone: its `=== System` block, else what its Init lines imply.
+        let origin = logs.iter().find(|(_, l)| l.system.is_some());
+        out.topo = origin
+            .and_then(|(n, l)| nccllog::system::topology(l, Some(n.clone())))
+            .or_else(|| {
+                logs.iter()
+                    .find_map(|(n, l)| nccllog::system::implied_topology(l, Some(n.clone())))
+            });
+        if out.topo.is_none() {
+            out.topo_note = Some("the log has no `=== System` block or Init lines with bus ids; pass --from or --profile for the machine it ran on".into());
+        }
+    } else {
+        let root = spec
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/"));
+        out.topo = Some(live::discover(&root)?);
+        let system = live::is_system_root(&root);
+        let env = (system || !root.join("meta.json").exists())
+            .then(|| hostfacts::relevant_env(std::env::vars()));
+        let nvml = system.then(crate::source::nvml::query);
+        let f = hostfacts::read(&root, env, nvml);
+        out.env = merged(&f.env, &overrides);
+        out.facts = Some(f);
+    }
+    out.logs = logs;
+    Ok(out)
+}
+
+/// The NCCL part of the machine's environment, then `--env`.
+fn merged(
+    env: &BTreeMap<String, String>,
+    overrides: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut m: BTreeMap<String, String> = env
+        .iter()
+        .filter(|(k, _)| k.starts_with("NCCL_") || *k == "CUDA_VISIBLE_DEVICES")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    m.extend(overrides.clone());
+    m
+}
+
+fn load_expect(e: &str) -> Result<Topology> {
+    let path = Path::new(e);
+    if path.exists() {
+        return source::load(&source::SourceSpec {
+            from: Some(path.to_path_buf()),
+            ..Default::default()
+        })
+        .map_err(|err| err.context(format!("cannot read --expect {e}")));
+    }
+    source::profile::load_builtin(e).map_err(|err| {
+        if error::classify(&err).1.is_some() {
+            err
+        } else {
+            error::usage(
+                format!("--expect {e}: neither a file nor a built-in profile"),
+                "pass a profile name (dgx-h100, hgx-h200, ...) or a snapshot folder/.tar.gz",
+            )
+        }
+    })
+}

@@ -1,0 +1,93 @@
+//! Text sources read whole: NCCL logs and `nvidia-smi topo -m` pastes. The readers
+//! ([`super::nccllog`], [`super::smimatrix`]) are pure; this file does their I/O and bounds it.
+
+use super::{nccllog, smimatrix};
+use crate::error;
+use crate::model::Topology;
+use anyhow::Result;
+use std::path::Path;
+
+/// Larger than any log worth reading whole (a 512-rank INFO log is ~100 MB).
+pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+
+/// The file as text. Binary content (NUL bytes) is refused; other invalid UTF-8 is replaced,
+/// since hostnames and paths in logs are not always UTF-8.
+pub fn read_text(path: &Path, what: &str) -> Result<String> {
+    let hint = "pass a text file: an NCCL_DEBUG=INFO log or `nvidia-smi topo -m` output";
+    let meta = std::fs::metadata(path).map_err(|e| {
+        error::usage(
+            format!("cannot read {}: {}", path.display(), error::io_reason(&e)),
+            hint,
+        )
+    })?;
+    if meta.len() > MAX_TEXT_BYTES {
+        return Err(error::usage(
+            format!(
+                "cannot read {}: {} bytes, more than the {MAX_TEXT_BYTES} a {what} may hold",
+                path.display(),
+                meta.len()
+            ),
+            "cut the log to the init part (up to `Init COMPLETE`)",
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| {
+        error::usage(
+            format!("cannot read {}: {}", path.display(), error::io_reason(&e)),
+            hint,
+        )
+    })?;
+    if bytes.contains(&0) {
+        return Err(error::usage(
+            format!("cannot read {}: binary data, not a {what}", path.display()),
+            hint,
+        ));
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Whether text looks like an NCCL log (any NCCL INFO/WARN line or a `=== System` block).
+pub fn looks_like_log(text: &str) -> bool {
+    text.contains(" NCCL INFO") || text.contains(" NCCL WARN") || text.contains("=== System")
+}
+
+/// Whether text looks like `nvidia-smi topo -m` (a line that starts with GPU0 and names
+/// another column).
+pub fn looks_like_matrix(text: &str) -> bool {
+    text.lines().any(|l| {
+        let mut t = l.split_whitespace();
+        t.next() == Some("GPU0") && t.any(|x| x == "GPU1" || x == "CPU" || x == "NIC0" || x == "X")
+    })
+}
+
+/// `--from job.log`: the `=== System` block, else the GPUs the Init lines name.
+pub fn load_log(path: &Path) -> Result<Topology> {
+    let text = read_text(path, "NCCL log")?;
+    let log = nccllog::parse(&text);
+    let origin = Some(path.display().to_string());
+    nccllog::system::topology(&log, origin.clone())
+        .or_else(|| nccllog::system::implied_topology(&log, origin))
+        .ok_or_else(|| {
+            error::usage(
+                format!(
+                    "cannot read {}: the NCCL log has no `=== System` block and no Init lines with bus ids, so no topology",
+                    path.display()
+                ),
+                "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH, or use `topo diagnose --nccl-log` for the log and --from for the machine",
+            )
+        })
+}
+
+/// `--from matrix.txt`.
+pub fn load_matrix(path: &Path) -> Result<Topology> {
+    let text = read_text(path, "nvidia-smi matrix")?;
+    let m = smimatrix::parse(&text).map_err(|why| {
+        error::usage(
+            format!(
+                "cannot read {}: not an nvidia-smi topo -m matrix: {why}",
+                path.display()
+            ),
+            "paste the whole output of `nvidia-smi topo -m`, header line (GPU0 GPU1 ...) included",
+        )
+    })?;
+    Ok(smimatrix::topology(&m, Some(path.display().to_string())))
+}
