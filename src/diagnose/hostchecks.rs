@@ -72,7 +72,10 @@ fn visibility(f: &HostFacts, r: &mut Report) {
 }
 
 fn shm(f: &HostFacts, r: &mut Report) {
-    let Some(bytes) = f.shm_bytes else { return };
+    // NCCL only uses /dev/shm between GPUs of one host.
+    let Some(bytes) = f.shm_bytes.filter(|_| !f.pci_gpus.is_empty()) else {
+        return;
+    };
     r.checked("/dev/shm size");
     if bytes >= 512 << 20 {
         return;

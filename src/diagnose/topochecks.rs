@@ -131,43 +131,29 @@ fn downtrained(t: &Topology, r: &mut Report) {
     );
 }
 
-/// NVLink lanes per GPU: uneven totals on a host, or a bridged pair with fewer lanes than a
-/// bridge gives.
+/// NVLink lanes per GPU: uneven totals on a host (error), or a bridged pair with fewer lanes
+/// than a bridge gives (warning: the nominal count depends on the GPU model).
 fn nvlink(t: &Topology, r: &mut Report) {
-    let mut ev = vec![];
+    let (mut uneven, mut bridged) = (vec![], vec![]);
+    let is_gpu = |n: NodeIndex| matches!(t.node(n).kind, NodeKind::Gpu(_));
     for h in 0..t.host_count() as u16 {
-        let gpus: Vec<NodeIndex> = t
-            .gpus()
-            .into_iter()
-            .filter(|&g| t.node(g).host == h)
-            .collect();
+        let gpus: Vec<NodeIndex> = t.gpus().into_iter().filter(|&g| t.node(g).host == h).collect();
         let lanes: Vec<(NodeIndex, u32)> = gpus
             .iter()
             .map(|&g| (g, t.nvlinks(g).iter().map(|x| x.1).sum()))
             .collect();
         let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
         for &(g, n) in &lanes {
-            if max > 0 && n < max && n > 0 || max >= 12 && n == 0 {
-                ev.push(format!(
-                    "{}: {n} NVLink lanes, other GPUs have {max}",
-                    label(t, g)
-                ));
+            if max > 0 && n < max && (n > 0 || max >= 12) {
+                uneven.push(format!("{}: {n} NVLink lanes, other GPUs have {max}", label(t, g)));
             }
-            let peers: Vec<_> = t
-                .nvlinks(g)
-                .into_iter()
-                .filter(|x| matches!(t.node(x.0).kind, NodeKind::Gpu(_)))
-                .collect();
+            let peers: Vec<_> = t.nvlinks(g).into_iter().filter(|x| is_gpu(x.0)).collect();
             if let [(p, l, _)] = peers[..]
                 && l < 4
-                && t.nvlinks(p)
-                    .iter()
-                    .filter(|x| matches!(t.node(x.0).kind, NodeKind::Gpu(_)))
-                    .count()
-                    == 1
                 && g < p
+                && t.nvlinks(p).iter().filter(|x| is_gpu(x.0)).count() == 1
             {
-                ev.push(format!(
+                bridged.push(format!(
                     "{} and {}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)",
                     label(t, g),
                     label(t, p)
@@ -175,18 +161,28 @@ fn nvlink(t: &Topology, r: &mut Report) {
             }
         }
     }
-    if ev.is_empty() {
-        return;
+    let fix = "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced";
+    if !uneven.is_empty() {
+        r.add(
+            Finding::new(
+                "nvlink-degraded",
+                Severity::Error,
+                "NVLink lanes are missing: some links are down or not detected, so those GPUs get less NVLink bandwidth",
+            )
+            .evidence(uneven.into_iter().take(8))
+            .fix(fix),
+        );
+    } else if !bridged.is_empty() {
+        r.add(
+            Finding::new(
+                "nvlink-degraded",
+                Severity::Warning,
+                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected",
+            )
+            .evidence(bridged)
+            .fix(fix),
+        );
     }
-    r.add(
-        Finding::new(
-            "nvlink-degraded",
-            Severity::Error,
-            "NVLink lanes are missing: some links are down or not detected, so those GPUs get less NVLink bandwidth",
-        )
-        .evidence(ev.into_iter().take(8))
-        .fix("check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"),
-    );
 }
 
 fn fabric(t: &Topology, r: &mut Report) {

@@ -274,8 +274,10 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
             Err(why) => unreadable.push(format!("{b}: {why}")),
         }
     }
-    if !unreadable.is_empty() {
-        f.skip("PCIe ACS", unreadable.join("; "));
+    if let Some(first) = unreadable.first() {
+        let more = unreadable.len() - 1;
+        let tail = if more > 0 { format!(" (and {more} more bridges)") } else { String::new() };
+        f.skip("PCIe ACS", format!("{first}{tail}"));
     }
 }
 
