@@ -137,7 +137,11 @@ fn nvlink(t: &Topology, r: &mut Report) {
     let (mut uneven, mut bridged) = (vec![], vec![]);
     let is_gpu = |n: NodeIndex| matches!(t.node(n).kind, NodeKind::Gpu(_));
     for h in 0..t.host_count() as u16 {
-        let gpus: Vec<NodeIndex> = t.gpus().into_iter().filter(|&g| t.node(g).host == h).collect();
+        let gpus: Vec<NodeIndex> = t
+            .gpus()
+            .into_iter()
+            .filter(|&g| t.node(g).host == h)
+            .collect();
         let lanes: Vec<(NodeIndex, u32)> = gpus
             .iter()
             .map(|&g| (g, t.nvlinks(g).iter().map(|x| x.1).sum()))
@@ -145,7 +149,10 @@ fn nvlink(t: &Topology, r: &mut Report) {
         let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
         for &(g, n) in &lanes {
             if max > 0 && n < max && (n > 0 || max >= 12) {
-                uneven.push(format!("{}: {n} NVLink lanes, other GPUs have {max}", label(t, g)));
+                uneven.push(format!(
+                    "{}: {n} NVLink lanes, other GPUs have {max}",
+                    label(t, g)
+                ));
             }
             let peers: Vec<_> = t.nvlinks(g).into_iter().filter(|x| is_gpu(x.0)).collect();
             if let [(p, l, _)] = peers[..]

@@ -276,7 +276,11 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
     }
     if let Some(first) = unreadable.first() {
         let more = unreadable.len() - 1;
-        let tail = if more > 0 { format!(" (and {more} more bridges)") } else { String::new() };
+        let tail = if more > 0 {
+            format!(" (and {more} more bridges)")
+        } else {
+            String::new()
+        };
         f.skip("PCIe ACS", format!("{first}{tail}"));
     }
 }
