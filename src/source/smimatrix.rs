@@ -563,3 +563,49 @@ mod tests {
         assert!(parse("GPU0 GPU1\n").is_err());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    const B300: &str = include_str!("../../fixtures/matrices/deepep-590-hgx-b300-cx8-bond.txt");
+    const A100: &str =
+        include_str!("../../fixtures/matrices/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt");
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn smimatrix_never_panics_on_random_text(s in "\\PC{0,300}") {
+            if let Ok(m) = parse(&s) {
+                let _ = topology(&m, None);
+            }
+        }
+
+        #[test]
+        fn smimatrix_never_panics_on_random_cells(rows in proptest::collection::vec(
+            proptest::collection::vec("(X|NV[0-9]{1,2}|PIX|PXB|PHB|NODE|SYS|N/A|[0-9-]{1,6}|NV18SYS)", 0..12), 0..10)) {
+            let mut text = String::from("\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\n");
+            for (i, r) in rows.iter().enumerate() {
+                let label = if i < 3 { format!("GPU{i}") } else { "NIC0".to_string() };
+                text.push_str(&format!("{label}\t{}\n", r.join("\t")));
+            }
+            if let Ok(m) = parse(&text) {
+                let _ = topology(&m, None);
+            }
+        }
+
+        #[test]
+        fn smimatrix_truncated_real_matrices_never_panic(cut in 0usize..3400, which in 0usize..2) {
+            let text = [B300, A100][which];
+            let mut end = cut.min(text.len());
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            if let Ok(m) = parse(&text[..end]) {
+                let _ = topology(&m, None);
+            }
+        }
+    }
+}

@@ -234,3 +234,6 @@ impl NcclLog {
         self.nccl_lines == 0 && self.system.is_none()
     }
 }
+
+#[cfg(test)]
+mod tests;
