@@ -193,6 +193,9 @@ fn separate_hosts(l: &LogInput, r: &mut Report) {
             ""
         }
     ));
+    if let Some(e) = &log.p2p_type_line {
+        ev.push(quote(&l.name, e.line, &e.text));
+    }
     ev.extend(quote_some(&l.name, conn_lines(socket.iter().copied()), 2));
     let sev = if socket.is_empty() {
         Severity::Warning

@@ -16,7 +16,7 @@ pub fn parse(text: &str) -> NcclLog {
         let line = raw.trim_end_matches('\r');
         if let Some((prefix, level, msg)) = split_line(line) {
             log.nccl_lines += 1;
-            note_host(&mut log, &mut st, &prefix.host);
+            note_host(&mut log, &mut st, prefix.host);
             if level == Level::Warn {
                 log.warnings.push(ev(n, line));
                 continue;
@@ -47,6 +47,8 @@ struct State {
     tuning_algos: Vec<String>,
     tuning_protos: Vec<String>,
     hosts_seen: std::collections::HashSet<String>,
+    /// Connection lines kept with their text, per (transport, GDR).
+    quoted: std::collections::HashMap<String, [usize; 2]>,
 }
 
 fn ev(line: usize, text: &str) -> Evidence {
@@ -64,7 +66,7 @@ fn note_host(log: &mut NcclLog, st: &mut State, host: &str) {
 }
 
 /// `[timestamp] host:pid:tid [dev] NCCL INFO msg`, or `... [dev] file.cc:123 NCCL WARN msg`.
-fn split_line(line: &str) -> Option<(Prefix, Level, &str)> {
+fn split_line(line: &str) -> Option<(Prefix<'_>, Level, &str)> {
     let (head, level, msg) = if let Some(p) = line.find(" NCCL INFO") {
         (&line[..p], Level::Info, &line[p + 10..])
     } else if let Some(p) = line.find(" NCCL WARN") {
@@ -75,7 +77,7 @@ fn split_line(line: &str) -> Option<(Prefix, Level, &str)> {
     Some((prefix(head), level, msg.strip_prefix(' ').unwrap_or(msg)))
 }
 
-fn prefix(head: &str) -> Prefix {
+fn prefix(head: &str) -> Prefix<'_> {
     // An optional `[2024-01-01 10:00:00] ` timestamp comes first.
     let head = match head.strip_prefix('[') {
         Some(rest) if head.contains("] ") && !head.starts_with("[Rank") => {
@@ -94,13 +96,13 @@ fn prefix(head: &str) -> Prefix {
     let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
     match host {
         Some(h) => Prefix {
-            host: h.to_string(),
+            host: h,
             pid: pid.and_then(|p| p.parse().ok()),
             tid: tid.and_then(|t| t.parse().ok()),
             dev,
         },
         None => Prefix {
-            host: String::new(),
+            host: "",
             dev,
             ..Default::default()
         },
@@ -118,7 +120,7 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
     } else if let Some(v) = t.strip_prefix("cudaDriverVersion ") {
         log.cuda_driver_version = v.trim().parse().ok();
     } else if t.starts_with("Channel ") || t.starts_with("Ring ") {
-        channel_line(log, t, n, line);
+        channel_line(log, st, t, n, line);
     } else if let Some(rest) = t.strip_prefix("Trees") {
         trees(log, rest);
     } else if t.starts_with("Tree ") {
@@ -199,7 +201,7 @@ fn rank_line(log: &mut NcclLog, p: &Prefix, t: &str, n: usize, line: &str) {
         ..Default::default()
     });
     if !p.host.is_empty() {
-        r.host.get_or_insert_with(|| p.host.clone());
+        r.host.get_or_insert_with(|| p.host.to_string());
     }
     if r.pid.is_none() {
         r.pid = p.pid;
@@ -234,7 +236,7 @@ fn rank_dev(s: &str) -> Option<(u32, i32)> {
     Some((r.parse().ok()?, d.trim_end_matches(']').parse().ok()?))
 }
 
-fn channel_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
+fn channel_line(log: &mut NcclLog, st: &mut State, t: &str, n: usize, line: &str) {
     let Some((head, body)) = t.split_once(" : ") else {
         return;
     };
@@ -244,7 +246,7 @@ fn channel_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
     };
     let second: Option<u32> = nums.next().and_then(|c| c.parse().ok());
     if body.contains(" via ") {
-        connection(log, channel, second, body, n, line);
+        connection(log, st, (channel, second), body, (n, line));
     } else if t.starts_with("Ring ") && body.contains("->") {
         let r: Vec<u32> = body
             .split("->")
@@ -270,11 +272,10 @@ fn channel_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
 
 fn connection(
     log: &mut NcclLog,
-    channel: u32,
-    conn_index: Option<u32>,
+    st: &mut State,
+    (channel, conn_index): (u32, Option<u32>),
     body: &str,
-    n: usize,
-    line: &str,
+    (n, line): (usize, &str),
 ) {
     let (pair, via) = body.split_once(" via ").unwrap_or((body, ""));
     let mut toks = pair.split_whitespace();
@@ -291,6 +292,23 @@ fn connection(
     };
     let detail = via.trim().to_string();
     let (transport, net_dev) = transport_name(&detail);
+    let gdr = detail.contains("GDRDMA");
+    if !st.quoted.contains_key(transport.as_str()) {
+        st.quoted.insert(transport.clone(), [0, 0]);
+    }
+    let kept = st
+        .quoted
+        .get_mut(transport.as_str())
+        .map(|k| {
+            k[usize::from(gdr)] += 1;
+            k[usize::from(gdr)]
+        })
+        .unwrap_or(0);
+    let text = if kept <= QUOTED_PER_KIND {
+        line.to_string()
+    } else {
+        String::new()
+    };
     log.connections.push(Connection {
         channel,
         conn_index,
@@ -299,12 +317,12 @@ fn connection(
         to,
         to_dev,
         direction: dir,
-        gdr: detail.contains("GDRDMA"),
+        gdr,
         transport,
         net_dev,
         detail,
         line: n,
-        text: line.to_string(),
+        text,
     });
 }
 

@@ -55,32 +55,11 @@ impl SystemCollector {
         if self.done {
             return false;
         }
-        let key = (p.host.clone(), p.pid);
         let t = msg.trim();
-        if self.dump.is_none() {
-            let Some(rest) = t.strip_prefix("=== System") else {
-                return false;
-            };
-            let toks: Vec<&str> = rest.split_whitespace().collect();
-            let num = |k: &str| {
-                toks.windows(2)
-                    .find(|w| w[0] == k)
-                    .and_then(|w| w[1].parse().ok())
-            };
-            self.dump = Some(SystemDump {
-                header: Evidence {
-                    line: n,
-                    text: line.to_string(),
-                },
-                max_bw: num("maxBw"),
-                total_bw: num("totalBw"),
-                nodes: vec![],
-                complete: false,
-            });
-            self.key = Some(key);
-            return true;
-        }
-        if self.key.as_ref() != Some(&key) {
+        let Some(key) = &self.key else {
+            return self.start(p, t, n, line);
+        };
+        if key.0 != p.host || key.1 != p.pid {
             return false;
         }
         if t.starts_with("====") {
@@ -99,6 +78,31 @@ impl SystemCollector {
             }
             None => false,
         }
+    }
+
+    /// The `=== System` header line starts the block of its process.
+    fn start(&mut self, p: &Prefix, t: &str, n: usize, line: &str) -> bool {
+        let Some(rest) = t.strip_prefix("=== System") else {
+            return false;
+        };
+        let toks: Vec<&str> = rest.split_whitespace().collect();
+        let num = |k: &str| {
+            toks.windows(2)
+                .find(|w| w[0] == k)
+                .and_then(|w| w[1].parse().ok())
+        };
+        self.dump = Some(SystemDump {
+            header: Evidence {
+                line: n,
+                text: line.to_string(),
+            },
+            max_bw: num("maxBw"),
+            total_bw: num("totalBw"),
+            nodes: vec![],
+            complete: false,
+        });
+        self.key = Some((p.host.to_string(), p.pid));
+        true
     }
 
     pub fn finish(self, missing: &mut Vec<String>) -> Option<SystemDump> {
