@@ -207,7 +207,7 @@ fn finish(r: &mut Report) {
             None => merged.push(f),
         }
     }
-    merged.sort_by(|a, b| b.severity.cmp(&a.severity));
+    merged.sort_by_key(|f| std::cmp::Reverse(f.severity));
     r.findings = merged;
     r.worst = r.findings.first().map(|f| f.severity);
     r.verdict = match r.findings.first() {

@@ -288,7 +288,7 @@ fn cluster(m: &Matrix, members: &[usize], max: u8) -> Vec<Vec<usize>> {
     g.sets(members)
 }
 
-fn row_of<'a>(m: &'a Matrix, col: usize) -> Option<&'a Row> {
+fn row_of(m: &Matrix, col: usize) -> Option<&Row> {
     m.rows.iter().find(|r| r.label == m.columns[col])
 }
 

@@ -42,7 +42,9 @@ pub fn read_text(path: &Path, what: &str) -> Result<String> {
             hint,
         ));
     }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    // Valid UTF-8 (the usual case) is taken as is: a 100 MB log is not copied.
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// Whether text looks like an NCCL log (any NCCL INFO/WARN line or a `=== System` block).

@@ -290,8 +290,8 @@ fn connection(
     let (Some((from, from_dev)), Some((to, to_dev))) = (from, to) else {
         return;
     };
-    let detail = via.trim().to_string();
-    let (transport, net_dev) = transport_name(&detail);
+    let detail = via.trim();
+    let (transport, net_dev) = transport_name(detail);
     let gdr = detail.contains("GDRDMA");
     if !st.quoted.contains_key(transport.as_str()) {
         st.quoted.insert(transport.clone(), [0, 0]);
@@ -320,7 +320,6 @@ fn connection(
         gdr,
         transport,
         net_dev,
-        detail,
         line: n,
         text,
     });

@@ -76,8 +76,6 @@ pub struct Connection {
     /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `P2P/MNNVL`, `SHM`,
     /// `NET/IB`, `NET/Socket`, `NET/<plugin>`, `COLLNET`.
     pub transport: String,
-    /// Everything after `via ` (`NET/IB/3/GDRDMA`, `SHM/direct/direct`).
-    pub detail: String,
     /// NET: the plugin device index, GPUDirect RDMA.
     pub net_dev: Option<i32>,
     pub gdr: bool,
