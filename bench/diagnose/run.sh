@@ -27,7 +27,7 @@ lines=$(wc -l <"$log")
 "$TOPO_BIN" diagnose --nccl-log "$log" --format json -o /dev/null
 "$TOPO_BIN" show --from "$log" -o /dev/null
 
-hyperfine --warmup 1 --min-runs "$RUNS" -N --style basic --export-markdown "$tmp/t.md" \
+hyperfine --warmup 1 --min-runs "$RUNS" -N --style basic --export-markdown "$tmp/t.md" --export-json "$tmp/t.json" \
   -n "topo diagnose --nccl-log (${SIZE_MB} MB)" "$TOPO_BIN diagnose --nccl-log $log --format json -o /dev/null" \
   -n "topo show --from (${SIZE_MB} MB)" "$TOPO_BIN show --from $log -o /dev/null" \
   -n "wc -l (reading the file once)" "wc -l $log" >&2
@@ -45,5 +45,13 @@ out="bench/diagnose/results-${host}.md"
   echo "- target (issue 9): parsing a 100 MB log of 512 ranks in under 2 s"
   echo
   cat "$tmp/t.md"
+  echo
+  echo "CPU time (the machine is shared, so wall time includes waiting for a core):"
+  echo
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+print("| Command | user [s] | system [s] | user+system [s] |")
+print("|:---|---:|---:|---:|")
+for r in d["results"]:
+    print("| `%s` | %.3f | %.3f | %.3f |" % (r["command"], r["user"], r["system"], r["user"] + r["system"]))' "$tmp/t.json"
 } >"$out"
 echo "wrote $out" >&2
