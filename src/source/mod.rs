@@ -116,6 +116,10 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
         return Ok(FromKind::Snapshot);
     }
+    // A profile may quote an nvidia-smi matrix or NCCL lines in its comments.
+    if name.ends_with(".yaml") || name.ends_with(".yml") {
+        return Ok(FromKind::Profile);
+    }
     if textfile::looks_like_log(text) {
         return Ok(FromKind::NcclLog);
     }
