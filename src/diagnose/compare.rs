@@ -25,6 +25,16 @@ pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
     }
     let (version, vnote) = version_of(l.log, input);
     let topo = scaled(topo, l.log);
+    let gpus = topo.gpus().len();
+    if let Some(n) = l.log.nranks()
+        && n as usize != gpus
+    {
+        r.skip(
+            check,
+            format!("the log has {n} ranks but the machine model {gpus} GPUs, so ranks cannot be matched; pass a topology of the GPUs the job used"),
+        );
+        return;
+    }
     let env = env_of(l.log, input);
     let req = Request {
         topo: &topo,
@@ -144,6 +154,21 @@ fn placement_of(log: &NcclLog) -> RankPlacement {
     if per_pid.values().any(|&n| n > 1) {
         return RankPlacement::ProcessPerHost;
     }
+    // Without Init lines: one pid printing the lines of several sending ranks (P2P and SHM
+    // lines are printed by the sender's threads).
+    let mut ranks_of: BTreeMap<u64, std::collections::BTreeSet<u32>> = BTreeMap::new();
+    for c in log
+        .connections
+        .iter()
+        .filter(|c| c.direction == crate::source::nccllog::Direction::Both)
+    {
+        if let Some(pid) = c.pid {
+            ranks_of.entry(pid).or_default().insert(c.from);
+        }
+    }
+    if log.ranks.is_empty() && ranks_of.values().any(|r| r.len() > 1) {
+        return RankPlacement::ProcessPerHost;
+    }
     RankPlacement::ProcessPerGpu
 }
 
@@ -183,6 +208,24 @@ fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
             e.p2p_per_peer.to_string(),
         );
     }
+    if let Some(t) = log.trees.get(&0) {
+        cmp(
+            l,
+            r,
+            "tree channels (rank 0)",
+            t.len().to_string(),
+            e_coll(a),
+        );
+    }
+    if !log.nvls_heads.is_empty() {
+        cmp(
+            l,
+            r,
+            "NVLS heads",
+            log.nvls_heads.len().to_string(),
+            a.connection.nvls_heads.len().to_string(),
+        );
+    }
     if let Some(order) = log.rings.get(&0) {
         let expected = ring0(a);
         if !expected.is_empty() && order.len() == expected.len() {
@@ -195,6 +238,10 @@ fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
             cmp(l, r, "ring 0 order", s(order), s(&expected));
         }
     }
+}
+
+fn e_coll(a: &Analysis) -> String {
+    a.counts.coll.to_string()
 }
 
 /// The rank order of ring channel 0 as rank 0 prints it, from the model's `next` table.

@@ -280,3 +280,6 @@ impl Report {
         self.findings.iter().any(|f| f.id == id)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -102,6 +102,7 @@ pub fn read(
     env: Option<BTreeMap<String, String>>,
     nvml: Option<Result<NvmlReport, String>>,
 ) -> HostFacts {
+    let live = nvml.is_some();
     let mut f = HostFacts {
         root: root.display().to_string(),
         ..Default::default()
@@ -112,6 +113,9 @@ pub fn read(
     read_pci(&mut f, root);
     read_iommu(&mut f, root);
     read_nvml(&mut f, root, nvml);
+    if live {
+        apply_live_mig(&mut f);
+    }
     read_modules(&mut f, root);
     f.hypervisor = text(root, "proc/cpuinfo").map(|c| {
         c.lines()
@@ -406,6 +410,37 @@ fn read_nvml(f: &mut HostFacts, root: &Path, nvml: Option<Result<NvmlReport, Str
         }
     }
     f.gpus = Some(gpus);
+}
+
+/// MIG mode per GPU index from the live driver (NVML's `nvmlDeviceGetMigMode`); GPUs without
+/// MIG support answer "not supported", which counts as off.
+pub fn live_mig() -> Result<Vec<(u32, bool)>, String> {
+    std::panic::catch_unwind(|| {
+        let nvml = nvml_wrapper::Nvml::init().map_err(|e| super::nvml::describe_error(&e))?;
+        let n = nvml
+            .device_count()
+            .map_err(|e| super::nvml::describe_error(&e))?;
+        Ok((0..n)
+            .filter_map(|i| {
+                let d = nvml.device_by_index(i).ok()?;
+                Some((i, d.mig_mode().is_ok_and(|m| m.current == 1)))
+            })
+            .collect())
+    })
+    .unwrap_or_else(|_| Err("NVML failed while reading MIG mode".into()))
+}
+
+fn apply_live_mig(f: &mut HostFacts) {
+    let Some(gpus) = f.gpus.as_mut() else { return };
+    match live_mig() {
+        Ok(modes) => {
+            for g in gpus.iter_mut() {
+                g.mig = modes.iter().find(|m| m.0 == g.index).map(|m| m.1);
+            }
+            f.skipped.retain(|s| s.check != "MIG mode");
+        }
+        Err(why) => f.skip("MIG mode", why),
+    }
 }
 
 fn read_modules(f: &mut HostFacts, root: &Path) {

@@ -121,6 +121,11 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
         log.cuda_driver_version = v.trim().parse().ok();
     } else if t.starts_with("Channel ") || t.starts_with("Ring ") {
         channel_line(log, st, t, n, line);
+        if let Some(c) = log.connections.last_mut()
+            && c.line == n
+        {
+            c.pid = p.pid;
+        }
     } else if let Some(rest) = t.strip_prefix("Trees") {
         trees(log, rest);
     } else if t.starts_with("Tree ") {
@@ -321,6 +326,7 @@ fn connection(
         transport,
         net_dev,
         line: n,
+        pid: None,
         text,
     });
 }

@@ -80,6 +80,9 @@ pub struct Connection {
     pub net_dev: Option<i32>,
     pub gdr: bool,
     pub line: usize,
+    /// The process that printed it (`host:pid`), for telling one process driving several
+    /// GPUs from one process per GPU when Init lines are cut off.
+    pub pid: Option<u64>,
     /// The line as written, for quoting; kept for the first [`QUOTED_PER_KIND`] lines of each
     /// transport (with or without GPUDirect RDMA) only, empty after: a 100 MB log has a
     /// million of them and a finding quotes three.
