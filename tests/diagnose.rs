@@ -220,6 +220,10 @@ fn a_log_with_a_system_dump_is_a_source_for_show_and_plan() {
     assert_eq!(v["nics"].as_array().unwrap().len(), 8);
     let o = run(&["plan", "--from", H200_VM, "--nccl-version", "2.23"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
+    // diagnose --from a log: the log is diagnosed and its dump is the machine.
+    let v = diagnose_json(&["--from", H200_VM]);
+    assert!(finding(&v, "virtualized-topology").is_some(), "{v}");
+    assert!(v["checked"].to_string().contains("topology of"), "{v}");
     // A log without a dump but with Init lines still gives its GPUs.
     let o = run(&["show", "--from", H20_SOCKET, "--format", "json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
