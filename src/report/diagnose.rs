@@ -191,7 +191,7 @@ fn load_expect(e: &str) -> Result<Topology> {
     }
     source::profile::load_builtin(e).map_err(|err| {
         if error::classify(&err).1.is_some() {
-            err
+            err.context(format!("--expect {e}"))
         } else {
             error::usage(
                 format!("--expect {e}: neither a file nor a built-in profile"),
