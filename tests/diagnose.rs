@@ -729,6 +729,16 @@ fn topology_findings_from_matrices_and_xml() {
     let rtx = diagnose_json(&["--from", "fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml"]);
     assert!(finding(&rtx, "gpu-no-p2p-support").is_some(), "{rtx}");
     assert!(finding(&b300, "gpu-no-p2p-support").is_none());
+    let vm = variant(|r| {
+        let p = r.join("proc/cpuinfo");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{text}flags\t\t: fpu vme hypervisor\n")).unwrap();
+    });
+    let f = finding(&snap(vm.path()), "virtualized-topology")
+        .cloned()
+        .expect("vm");
+    assert_eq!(f["severity"], "info");
+    assert!(finding(&snap(Path::new(HGX)), "virtualized-topology").is_none());
     let ibm = diagnose_json(&["--from", "fixtures/xml/ibm-cloud-gx3d-h100-topo.xml"]);
     assert!(finding(&ibm, "virtualized-topology").is_some(), "{ibm}");
     assert!(

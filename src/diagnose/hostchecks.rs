@@ -28,6 +28,23 @@ pub fn run(f: &HostFacts, input: &Input, r: &mut Report) {
     mig(f, r);
     p2p(f, r);
     gdr(f, input, r);
+    vm(f, r);
+}
+
+/// A guest's PCI tree is the hypervisor's: worth saying even when nothing else looks wrong.
+fn vm(f: &HostFacts, r: &mut Report) {
+    if f.hypervisor != Some(true) || f.pci_gpus.is_empty() {
+        return;
+    }
+    r.add(
+        Finding::new(
+            "virtualized-topology",
+            Severity::Info,
+            "this machine is a virtual machine: NCCL sees the hypervisor's PCI tree, which may hide PCIe switches, NVSwitches and NUMA placement",
+        )
+        .evidence(["/proc/cpuinfo flags include `hypervisor`".to_string()])
+        .fix("compare `topo show --view pci` here with the host's; if they differ, give NCCL the host's topology (NCCL_TOPO_FILE from `topo xml --from host.tar.gz`)"),
+    );
 }
 
 fn visibility(f: &HostFacts, r: &mut Report) {
