@@ -33,6 +33,8 @@ pub enum Command {
     Xml(XmlArgs),
     /// Capture this machine (sysfs, NVML answers, environment) for offline use.
     Snapshot(SnapshotArgs),
+    /// Why NCCL does what it does here: findings with evidence and fixes, from the machine, a snapshot, a matrix or NCCL logs.
+    Diagnose(DiagnoseArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print the manual page (roff), e.g. `topo man > topo.1`.
@@ -241,4 +243,38 @@ pub struct SnapshotArgs {
     /// Read sysfs/procfs under this folder instead of / (for tests).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    Error,
+    Warning,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiagnoseFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct DiagnoseArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// An NCCL_DEBUG=INFO log (repeatable); compared with the model of the machine.
+    #[arg(long = "nccl-log", value_name = "FILE")]
+    pub nccl_log: Vec<PathBuf>,
+    /// A reference machine: a built-in profile name or a snapshot/XML/profile file.
+    #[arg(long, value_name = "PROFILE|SNAPSHOT")]
+    pub expect: Option<String>,
+    /// Exit 1 when a finding is at least this severe.
+    #[arg(long, value_enum, value_name = "error|warning")]
+    pub fail_on: Option<FailOn>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: DiagnoseFormat,
+    /// NCCL version to model when no log names one (2.18 … 2.30).
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }

@@ -119,6 +119,16 @@ fn source_hint(kind: SourceKind) -> Option<String> {
             ));
         }
         SourceKind::Snapshot => "pass --from a folder or .tar.gz made by `topo snapshot`",
+        SourceKind::TextFile => {
+            "pass a text file: an NCCL_DEBUG=INFO log or `nvidia-smi topo -m` output"
+        }
+        SourceKind::TextTooLarge => "cut the log to the init part (up to `Init COMPLETE`)",
+        SourceKind::LogWithoutTopology => {
+            "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH, or use `topo diagnose --nccl-log` for the log and --from for the machine"
+        }
+        SourceKind::SmiMatrix => {
+            "paste the whole output of `nvidia-smi topo -m`, header line (GPU0 GPU1 ...) included"
+        }
         SourceKind::SysfsRoot => {
             "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to read this machine"
         }

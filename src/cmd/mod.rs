@@ -2,6 +2,7 @@
 //! answer; this module runs the one asked for and turns failures into the contract's one-line
 //! errors and exit codes.
 
+mod diagnose;
 mod meta;
 mod plan;
 mod show;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Plan(a) => plan::run(a, style)?,
         Command::Xml(a) => xml::run(a, style)?,
         Command::Snapshot(a) => snapshot::run(a)?,
+        Command::Diagnose(a) => return diagnose::run(a, style),
         Command::Completions(a) => meta::completions(a)?,
         Command::Man => meta::man()?,
         Command::Help(a) => meta::help(a)?,

@@ -28,6 +28,14 @@ pub enum ErrorKind {
     ProfileSchema,
     /// A built-in profile name that does not exist (the profile module lists the names).
     UnknownProfile,
+    /// A text source (NCCL log, nvidia-smi matrix) that cannot be read or is binary.
+    TextFile,
+    /// A text source larger than any worth reading whole.
+    TextTooLarge,
+    /// An NCCL log with neither a `=== System` block nor Init lines naming bus ids.
+    LogWithoutTopology,
+    /// Text that is not an `nvidia-smi topo -m` matrix.
+    SmiMatrix,
     /// A snapshot that cannot be read.
     Snapshot,
     /// The sysfs root given for discovery or capture is not a folder.

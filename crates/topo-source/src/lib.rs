@@ -2,13 +2,17 @@
 //! and hardware profiles. This is the only module that reads the machine.
 
 pub mod error;
+pub mod hostfacts;
 pub mod live;
 pub mod nccl_lib;
+pub mod nccllog;
 pub mod ncclxml;
 pub mod nvml;
 pub mod profile;
+pub mod smimatrix;
 pub mod snapshot;
 pub mod sysfs;
+pub mod textfile;
 
 pub use error::{Error, ErrorKind, Result};
 
@@ -87,6 +91,8 @@ pub enum FromKind {
     Xml,
     Snapshot,
     Profile,
+    NcclLog,
+    SmiMatrix,
 }
 
 /// Content decides where it is unambiguous (gzip magic, a leading `<`, a `key:` line), so a
@@ -110,6 +116,16 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     }
     if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
         return Ok(FromKind::Snapshot);
+    }
+    // A profile may quote an nvidia-smi matrix or NCCL lines in its comments.
+    if name.ends_with(".yaml") || name.ends_with(".yml") {
+        return Ok(FromKind::Profile);
+    }
+    if textfile::looks_like_log(text) {
+        return Ok(FromKind::NcclLog);
+    }
+    if textfile::looks_like_matrix(text) {
+        return Ok(FromKind::SmiMatrix);
     }
     if name.ends_with(".xml") && !looks_like_yaml(text) {
         return Ok(FromKind::Xml);
@@ -138,7 +154,8 @@ fn read_head(path: &Path) -> Result<Vec<u8>> {
             format!("cannot read {}: {}", path.display(), io_reason(&e)),
         )
     })?;
-    let mut buf = vec![0u8; 512];
+    // Enough for a log's first INFO line or a matrix header after a shell prompt.
+    let mut buf = vec![0u8; 4096];
     let n = f.read(&mut buf).unwrap_or(0);
     buf.truncate(n);
     Ok(buf)
@@ -172,6 +189,8 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
             FromKind::Xml => ncclxml::load_file(path)?,
             FromKind::Snapshot => snapshot::load(path)?,
             FromKind::Profile => profile::load_file(path)?,
+            FromKind::NcclLog => textfile::load_log(path)?,
+            FromKind::SmiMatrix => textfile::load_matrix(path)?,
         }
     } else {
         let root = spec

@@ -1,0 +1,339 @@
+//! A log against the plan: NCCL's logged channel counts, ring order and transports next to
+//! what the model predicts for the same machine, environment and version (through
+//! `nccl::analyze`, the entry point `topo plan` uses).
+
+use super::{Comparison, Input, LogInput, Report, TransportRow};
+use std::collections::BTreeMap;
+use topo_model::{NvlinkInfo, Topology};
+use topo_nccl::analyze::{self, Analysis, Request, RuntimeFacts};
+use topo_nccl::transport::{PairTransport, RankPlacement};
+use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
+use topo_source::nccllog::NcclLog;
+
+pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
+    let check = format!("log {} against plan", l.name);
+    let Some(topo) = input.topo else {
+        r.skip(
+            check,
+            "no machine to model: pass --from (snapshot, XML, matrix) or --profile, or a log with its `=== System` block (NCCL_DEBUG_SUBSYS=INIT,GRAPH)",
+        );
+        return;
+    };
+    if let Err(why) = plannable(topo) {
+        r.skip(check, why);
+        return;
+    }
+    let (version, vnote) = version_of(l.log, input);
+    let topo = scaled(topo, l.log);
+    let gpus = topo.gpus().len();
+    if let Some(n) = l.log.nranks()
+        && n as usize != gpus
+    {
+        r.skip(
+            check,
+            format!("the log has {n} ranks but the machine model {gpus} GPUs, so ranks cannot be matched; pass a topology of the GPUs the job used"),
+        );
+        return;
+    }
+    let env = env_of(l.log, input);
+    let req = Request {
+        topo: &topo,
+        env: env.clone(),
+        version,
+        placement: placement_of(l.log),
+        facts: RuntimeFacts {
+            cuda_driver_version: l.log.cuda_driver_version,
+        },
+    };
+    let a = match analyze::analyze(&req) {
+        Ok(a) => a,
+        Err(e) => {
+            r.skip(check, format!("the model failed: {}", e.message));
+            return;
+        }
+    };
+    r.model.get_or_insert(vnote);
+    r.checked(check);
+    counts(l, &a, r);
+    transports(l, &a, r);
+}
+
+fn plannable(topo: &Topology) -> Result<(), String> {
+    let gpus = topo.gpus();
+    if gpus.is_empty() {
+        return Err("the machine has no GPU to model".into());
+    }
+    for g in gpus {
+        if let Some(gpu) = topo.gpu(g)
+            && let NvlinkInfo::Unknown(why) = &gpu.nvlink
+        {
+            return Err(format!("NVLink is unknown in the topology ({why})"));
+        }
+    }
+    Ok(())
+}
+
+/// The log's NCCL version when topo models it, else `--nccl-version`, else the default.
+fn version_of(log: &NcclLog, input: &Input) -> (NcclVersion, String) {
+    if let Some(v) = &log.version {
+        match NcclVersion::parse(v) {
+            Ok(nv) => return (nv, format!("NCCL {v} (from the log)")),
+            Err(_) => {
+                return (
+                    DEFAULT_VERSION,
+                    format!("the log's NCCL {v} is not modelled; compared with {DEFAULT_VERSION}"),
+                );
+            }
+        }
+    }
+    match input.version.as_deref().map(NcclVersion::parse) {
+        Some(Ok(v)) => (v, format!("NCCL {v} (--nccl-version)")),
+        _ => (
+            DEFAULT_VERSION,
+            format!("the log names no version; compared with NCCL {DEFAULT_VERSION}"),
+        ),
+    }
+}
+
+/// A one-host topology replicated to the log's node count (ranks are node-major).
+fn scaled(topo: &Topology, log: &NcclLog) -> Topology {
+    let per_host = topo
+        .gpus()
+        .iter()
+        .filter(|&&g| topo.node(g).host == 0)
+        .count()
+        .max(1) as u32;
+    let nodes = log
+        .nnodes()
+        .or_else(|| log.nranks().map(|n| n.div_ceil(per_host)))
+        .unwrap_or(1)
+        .clamp(1, 64) as usize;
+    if topo.host_count() == 1 && nodes > 1 {
+        topo.replicate(nodes)
+    } else {
+        topo.clone()
+    }
+}
+
+/// What the job ran with: the process/snapshot environment, then what the log says NCCL read.
+fn env_of(log: &NcclLog, input: &Input) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = input.env.clone().into_iter().collect();
+    for (k, (v, _)) in &log.launch_env {
+        if let Some(v) = v {
+            env.push((k.clone(), v.clone()));
+        }
+    }
+    for (k, (v, _)) in &log.env {
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+/// One process per GPU unless the log shows one pid driving several ranks of a host, or
+/// one-GPU containers counted as separate nodes.
+fn placement_of(log: &NcclLog) -> RankPlacement {
+    let mut per_pid: BTreeMap<(Option<&String>, Option<u64>), usize> = BTreeMap::new();
+    for r in log.ranks.values() {
+        *per_pid.entry((r.host.as_ref(), r.pid)).or_default() += 1;
+    }
+    let one_gpu_each = log.ranks.len() > 1
+        && log.ranks.values().all(|r| r.cuda_dev == Some(0))
+        && log
+            .ranks
+            .values()
+            .any(|r| r.nvml_dev.is_some_and(|d| d > 0));
+    if one_gpu_each {
+        return RankPlacement::ContainerPerGpu {
+            common_host_id: log.env.contains_key("NCCL_HOSTID"),
+            shared_shm: false,
+        };
+    }
+    if per_pid.values().any(|&n| n > 1) {
+        return RankPlacement::ProcessPerHost;
+    }
+    // Without Init lines: one pid printing the lines of several sending ranks (P2P and SHM
+    // lines are printed by the sender's threads).
+    let mut ranks_of: BTreeMap<u64, std::collections::BTreeSet<u32>> = BTreeMap::new();
+    for c in log
+        .connections
+        .iter()
+        .filter(|c| c.direction == topo_source::nccllog::Direction::Both)
+    {
+        if let Some(pid) = c.pid {
+            ranks_of.entry(pid).or_default().insert(c.from);
+        }
+    }
+    if log.ranks.is_empty() && ranks_of.values().any(|r| r.len() > 1) {
+        return RankPlacement::ProcessPerHost;
+    }
+    RankPlacement::ProcessPerGpu
+}
+
+fn cmp(l: &LogInput, r: &mut Report, what: &str, observed: String, expected: String) {
+    r.comparisons.push(Comparison {
+        log: l.name.clone(),
+        what: what.into(),
+        differs: observed != expected,
+        observed,
+        expected,
+    });
+}
+
+fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
+    let log = l.log;
+    if let Some(nn) = log.nnodes() {
+        cmp(l, r, "nodes", nn.to_string(), a.nnodes.to_string());
+    }
+    if let Some(c) = &log.channels {
+        let e = &a.counts;
+        cmp(
+            l,
+            r,
+            "coll channels",
+            c.coll.to_string(),
+            e.coll.to_string(),
+        );
+        if let Some(n) = c.nvls {
+            cmp(l, r, "nvls channels", n.to_string(), e.nvls.to_string());
+        }
+        cmp(l, r, "p2p channels", c.p2p.to_string(), e.p2p.to_string());
+        cmp(
+            l,
+            r,
+            "p2p channels per peer",
+            c.p2p_per_peer.to_string(),
+            e.p2p_per_peer.to_string(),
+        );
+    }
+    if let Some(t) = log.trees.get(&0) {
+        cmp(
+            l,
+            r,
+            "tree channels (rank 0)",
+            t.len().to_string(),
+            e_coll(a),
+        );
+    }
+    if !log.nvls_heads.is_empty() {
+        cmp(
+            l,
+            r,
+            "NVLS heads",
+            log.nvls_heads.len().to_string(),
+            a.connection.nvls_heads.len().to_string(),
+        );
+    }
+    if let Some(order) = log.rings.get(&0) {
+        let expected = ring0(a);
+        if !expected.is_empty() && order.len() == expected.len() {
+            let s = |v: &[u32]| {
+                v.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            cmp(l, r, "ring 0 order", s(order), s(&expected));
+        }
+    }
+}
+
+fn e_coll(a: &Analysis) -> String {
+    a.counts.coll.to_string()
+}
+
+/// The rank order of ring channel 0 as rank 0 prints it, from the model's `next` table.
+fn ring0(a: &Analysis) -> Vec<u32> {
+    let Some(next) = a.connection.next.first() else {
+        return vec![];
+    };
+    let mut out = vec![0u32];
+    let mut cur = 0usize;
+    for _ in 0..next.len() {
+        let n = next.get(cur).copied().unwrap_or(-1);
+        if n < 0 || n as usize == 0 {
+            break;
+        }
+        cur = n as usize;
+        out.push(cur as u32);
+    }
+    out
+}
+
+/// `P2P`, `SHM`, `NET` or the name itself: what counts as a difference.
+fn family(t: &str) -> &str {
+    if t.starts_with("P2P") {
+        "P2P"
+    } else if t.starts_with("NET") {
+        "NET"
+    } else {
+        t
+    }
+}
+
+fn transports(l: &LogInput, a: &Analysis, r: &mut Report) {
+    let intra: BTreeMap<(usize, usize), &PairTransport> = a
+        .transports
+        .iter()
+        .filter(|t| !t.inter_node)
+        .map(|t| ((t.from, t.to), t))
+        .collect();
+    let mut inter: BTreeMap<usize, &PairTransport> = BTreeMap::new();
+    for t in a.transports.iter().filter(|t| t.inter_node) {
+        inter.entry(t.from).or_insert(t);
+    }
+    let per_host = (a.nranks / a.nnodes.max(1)).max(1);
+    for ((from, to), observed) in l.log.transport_pairs() {
+        let (f, t) = (from as usize, to as usize);
+        let expected = if f / per_host == t / per_host {
+            intra.get(&(f, t)).copied()
+        } else {
+            inter.get(&f).copied()
+        };
+        let differs =
+            expected.is_some_and(|e| observed.iter().any(|o| family(o) != family(&e.transport)));
+        r.transports.push(TransportRow {
+            log: l.name.clone(),
+            from,
+            to,
+            observed,
+            expected: expected.map(|e| e.transport.clone()),
+            differs,
+            reason: expected.map(|e| e.reason.clone()),
+        });
+    }
+}
+
+/// One finding for the pairs whose transport kind differs from the model's.
+pub fn differences(r: &mut Report) {
+    let rows: Vec<&TransportRow> = r.transports.iter().filter(|t| t.differs).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let ev: Vec<String> = rows
+        .iter()
+        .take(4)
+        .map(|t| {
+            format!(
+                "{}: rank {} -> {}: log {}, model {} ({})",
+                t.log,
+                t.from,
+                t.to,
+                t.observed.join("+"),
+                t.expected.as_deref().unwrap_or("-"),
+                t.reason.as_deref().unwrap_or("")
+            )
+        })
+        .chain((rows.len() > 4).then(|| format!("... and {} more pairs", rows.len() - 4)))
+        .collect();
+    let f = super::Finding::new(
+        "transport-differs-from-plan",
+        super::Severity::Warning,
+        format!(
+            "{} rank pair(s) use another kind of transport than the model predicts for this machine",
+            rows.len()
+        ),
+    )
+    .evidence(ev)
+    .fix("the other findings say why; if none does, compare the machine the log came from with the one passed to --from");
+    r.add(f);
+}

@@ -1,0 +1,119 @@
+//! The engine on logs the model itself writes: a log that says what the model predicts
+//! matches it, and one changed line is marked.
+
+use super::*;
+use topo_model::testing::hgx;
+use topo_nccl::analyze::{Request, RuntimeFacts, analyze};
+use topo_nccl::version::NcclVersion;
+use topo_source::nccllog;
+
+/// The INFO lines NCCL 2.28 would print for `topo` per the model: version, comm lines,
+/// rank 0's ring line, channel counts, one connection line per pair.
+fn model_log(topo: &topo_model::Topology) -> String {
+    let a = analyze(&Request {
+        topo,
+        env: vec![],
+        version: NcclVersion::parse("2.28").unwrap(),
+        placement: Default::default(),
+        facts: RuntimeFacts::default(),
+    })
+    .unwrap();
+    let n = a.nranks;
+    let mut s = String::from("h:1:1 [0] NCCL INFO NCCL version 2.28.3+cuda12.9\n");
+    for r in 0..n {
+        s += &format!(
+            "h:{p}:{p} [{r}] NCCL INFO comm 0x1 rank {r} nRanks {n} nNodes 1 localRanks {n} localRank {r} MNNVL 0\n",
+            p = 100 + r
+        );
+    }
+    s += &format!("h:100:100 [0] NCCL INFO {}\n", a.counts.log_line());
+    for t in &a.transports {
+        s += &format!(
+            "h:{}:9 [{}] NCCL INFO {}\n",
+            100 + t.from,
+            t.from_dev,
+            t.info_line(0, 0)
+        );
+    }
+    s
+}
+
+fn run(text: &str) -> Report {
+    let topo = hgx(8, 90);
+    let log = nccllog::parse(text);
+    diagnose(&Input {
+        logs: vec![LogInput {
+            name: "m.log".into(),
+            log: &log,
+        }],
+        topo: Some(&topo),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_log_of_what_the_model_predicts_matches_it() {
+    let text = model_log(&hgx(8, 90));
+    let r = run(&text);
+    assert!(!r.comparisons.is_empty());
+    assert!(
+        r.comparisons.iter().all(|c| !c.differs),
+        "{:?}",
+        r.comparisons
+    );
+    assert_eq!(r.transports.len(), 56);
+    assert!(
+        r.transports.iter().all(|t| !t.differs),
+        "{:?}",
+        r.transports
+    );
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert_eq!(r.verdict, "no problem found in what could be checked");
+}
+
+#[test]
+fn one_changed_line_is_marked() {
+    let text = model_log(&hgx(8, 90));
+    let line = text
+        .lines()
+        .find(|l| l.contains("0[0] -> 1[1] via"))
+        .unwrap();
+    let changed = text.replace(
+        line,
+        "h:100:9 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+    );
+    let changed = changed.replacen("24 coll", "12 coll", 1);
+    let r = run(&changed);
+    let row = r
+        .transports
+        .iter()
+        .find(|t| (t.from, t.to) == (0, 1))
+        .unwrap();
+    assert!(row.differs);
+    assert!(r.has("transport-differs-from-plan"));
+    assert!(r.has("p2p-refused"));
+    let coll = r
+        .comparisons
+        .iter()
+        .find(|c| c.what == "coll channels")
+        .unwrap();
+    assert!(coll.differs, "{coll:?}");
+}
+
+#[test]
+fn findings_of_one_id_merge_and_sort_by_severity() {
+    let mut r = diagnose(&Input::default());
+    r.findings = vec![
+        Finding::new("a", Severity::Info, "x"),
+        Finding::new("b", Severity::Warning, "y").evidence(["1".to_string()]),
+        Finding::new("b", Severity::Error, "y2").evidence(["2".to_string()]),
+    ];
+    r.checked("something");
+    finish(&mut r);
+    assert_eq!(r.findings.len(), 2);
+    assert_eq!(r.findings[0].id, "b");
+    assert_eq!(r.findings[0].severity, Severity::Error);
+    assert_eq!(r.findings[0].evidence, ["1", "2"]);
+    assert_eq!(r.worst, Some(Severity::Error));
+    assert!(r.verdict.starts_with("error: y"), "{}", r.verdict);
+}

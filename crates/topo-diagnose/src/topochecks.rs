@@ -1,0 +1,415 @@
+//! What the machine's topology shows: a virtual PCI tree, downtrained links, uneven NVLink,
+//! fabric not ready, pairs without P2P support, GPUs without a near NIC, pairs too far for P2P.
+
+use super::{Finding, Input, Report, Severity};
+use petgraph::graph::NodeIndex;
+use topo_model::{NodeKind, Topology, bw};
+use topo_nccl::analyze::{self, Request, RuntimeFacts};
+use topo_nccl::types::PathType;
+use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
+
+pub fn run(t: &Topology, input: &Input, r: &mut Report) {
+    let origin = t
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| t.source.kind.clone());
+    if t.gpus().is_empty() {
+        r.skip(
+            "topology checks (PCIe, NVLink, fabric, P2P, rails)",
+            format!("{origin}: no NVIDIA GPU in it"),
+        );
+        return;
+    }
+    r.checked(format!("topology of {origin} ({} GPUs)", t.gpus().len()));
+    virtual_pci(t, r);
+    downtrained(t, r);
+    nvlink(t, r);
+    fabric(t, r);
+    p2p_support(t, r);
+    rails(t, r);
+    paths(t, input, r);
+}
+
+fn label(t: &Topology, n: NodeIndex) -> String {
+    let node = t.node(n);
+    let bus = node.busid().map(|b| format!("{b}")).unwrap_or_default();
+    match &node.kind {
+        NodeKind::Gpu(g) => format!("GPU{} ({bus})", g.dev),
+        NodeKind::Nic(_) => format!("NIC {bus}"),
+        NodeKind::PciSwitch(_) => format!("bridge {bus}"),
+        _ => bus,
+    }
+}
+
+fn virtual_pci(t: &Topology, r: &mut Report) {
+    let mut ev = vec![];
+    for n in t.pci_switches() {
+        if let NodeKind::PciSwitch(s) = &t.node(n).kind
+            && (s.vendor, s.device) == (Some(0x104c), Some(0x8232))
+        {
+            ev.push(format!(
+                "{}: PCI id 104c:8232 (a bridge QEMU/KVM guests show){}",
+                label(t, n),
+                s.pcie
+                    .speed
+                    .as_deref()
+                    .map(|sp| format!(", {sp} x{}", s.pcie.width.unwrap_or(0)))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    for g in t.gpus() {
+        if let Some(gpu) = t.gpu(g)
+            && gpu.pcie.width == Some(0)
+        {
+            ev.push(format!(
+                "{}: PCIe link width 0 (what VMs report)",
+                label(t, g)
+            ));
+        }
+    }
+    if ev.is_empty() {
+        return;
+    }
+    let more = ev.len().saturating_sub(4);
+    ev.truncate(4);
+    if more > 0 {
+        ev.push(format!("... and {more} more"));
+    }
+    r.add(
+        Finding::new(
+            "virtualized-topology",
+            Severity::Warning,
+            "NCCL sees a virtual machine's PCI tree: emulated bridges hide the real switches and links, so its topology and search can go wrong",
+        )
+        .evidence(ev)
+        .fix("give NCCL the bare-metal topology: `topo snapshot` on the host, `topo xml --from host.tar.gz -o host-topo.xml`, NCCL_TOPO_FILE=host-topo.xml in the guest (bus ids must match the guest's)"),
+    );
+}
+
+fn generation(speed: Option<&str>) -> Option<u32> {
+    speed.and_then(bw::pcie_gts).and_then(bw::pcie_generation)
+}
+
+fn downtrained(t: &Topology, r: &mut Report) {
+    let mut width = vec![];
+    let mut speed = vec![];
+    for n in t.graph.node_indices() {
+        let Some(p) = t.node(n).pcie() else { continue };
+        if let (Some(c), Some(m)) = (p.cur_width, p.max_width)
+            && c < m
+            && c > 0
+        {
+            width.push(format!("{}: x{c} now, x{m} capable", label(t, n)));
+        }
+        if let (Some(c), Some(m)) = (
+            generation(p.cur_speed.as_deref()),
+            generation(p.max_speed.as_deref()),
+        ) && c < m
+        {
+            speed.push(format!("{}: Gen{c} now, Gen{m} capable", label(t, n)));
+        }
+    }
+    if width.is_empty() && speed.is_empty() {
+        return;
+    }
+    let sev = if width.is_empty() {
+        Severity::Info
+    } else {
+        Severity::Warning
+    };
+    let title = if width.is_empty() {
+        "PCIe links run below their maximum speed (idle GPUs lower it to save power; check again under load)"
+    } else {
+        "PCIe links trained to fewer lanes than they support: that link's bandwidth is cut"
+    };
+    r.add(
+        Finding::new("pcie-downtrained", sev, title)
+            .evidence(width.into_iter().chain(speed).take(8))
+            .fix("reseat the card or riser, check the slot's BIOS bifurcation and lane settings; `lspci -vv` LnkSta against LnkCap shows it (`topo show --view pci` flags it)"),
+    );
+}
+
+/// NVLink lanes per GPU: uneven totals on a host (error), or a bridged pair with fewer lanes
+/// than a bridge gives (warning: the nominal count depends on the GPU model).
+fn nvlink(t: &Topology, r: &mut Report) {
+    let (mut uneven, mut bridged) = (vec![], vec![]);
+    let is_gpu = |n: NodeIndex| matches!(t.node(n).kind, NodeKind::Gpu(_));
+    for h in 0..t.host_count() as u16 {
+        let gpus: Vec<NodeIndex> = t
+            .gpus()
+            .into_iter()
+            .filter(|&g| t.node(g).host == h)
+            .collect();
+        let lanes: Vec<(NodeIndex, u32)> = gpus
+            .iter()
+            .map(|&g| (g, t.nvlinks(g).iter().map(|x| x.1).sum()))
+            .collect();
+        let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
+        for &(g, n) in &lanes {
+            if max > 0 && n < max && (n > 0 || max >= 12) {
+                uneven.push(format!(
+                    "{}: {n} NVLink lanes, other GPUs have {max}",
+                    label(t, g)
+                ));
+            }
+            let peers: Vec<_> = t.nvlinks(g).into_iter().filter(|x| is_gpu(x.0)).collect();
+            if let [(p, l, _)] = peers[..]
+                && l < 4
+                && g < p
+                && t.nvlinks(p).iter().filter(|x| is_gpu(x.0)).count() == 1
+            {
+                bridged.push(format!(
+                    "{} and {}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)",
+                    label(t, g),
+                    label(t, p)
+                ));
+            }
+        }
+    }
+    let fix = "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced";
+    if !uneven.is_empty() {
+        r.add(
+            Finding::new(
+                "nvlink-degraded",
+                Severity::Error,
+                "NVLink lanes are missing: some links are down or not detected, so those GPUs get less NVLink bandwidth",
+            )
+            .evidence(uneven.into_iter().take(8))
+            .fix(fix),
+        );
+    } else if !bridged.is_empty() {
+        r.add(
+            Finding::new(
+                "nvlink-degraded",
+                Severity::Warning,
+                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected",
+            )
+            .evidence(bridged)
+            .fix(fix),
+        );
+    }
+}
+
+fn fabric(t: &Topology, r: &mut Report) {
+    let ev: Vec<String> =
+        t.gpus()
+            .into_iter()
+            .filter_map(|g| {
+                let f = t.gpu(g)?.fabric.as_ref()?;
+                (f.state != "completed" || f.status.as_deref().is_some_and(|s| s != "success"))
+                    .then(|| {
+                        format!(
+                            "{}: fabric state {}{}",
+                            label(t, g),
+                            f.state,
+                            f.status
+                                .as_deref()
+                                .map(|s| format!(", status {s}"))
+                                .unwrap_or_default()
+                        )
+                    })
+            })
+            .collect();
+    if ev.is_empty() {
+        return;
+    }
+    r.add(fabric_finding(ev));
+}
+
+pub(super) fn fabric_finding(ev: Vec<String>) -> Finding {
+    Finding::new(
+        "fabric-manager-not-ready",
+        Severity::Error,
+        "the NVSwitch fabric is not ready: GPUs are not registered with the fabric manager, so NVLink P2P and NVLS are unavailable",
+    )
+    .evidence(ev.into_iter().take(8))
+    .fix("start the fabric manager with the same version as the driver (`systemctl enable --now nvidia-fabricmanager`; on GB200/MNNVL also IMEX) and wait for state completed (`nvidia-smi -q | grep -A2 Fabric`)")
+}
+
+/// Consumer GPUs the driver allows no PCIe P2P on (GeForce RTX 30/40/50 series).
+fn consumer(t: &Topology, g: NodeIndex) -> bool {
+    let Some(gpu) = t.gpu(g) else { return false };
+    gpu.name.as_deref().is_some_and(|n| n.contains("GeForce"))
+        || matches!(
+            gpu.device,
+            Some(0x2204 | 0x2206 | 0x2208 | 0x2684 | 0x2702 | 0x2704 | 0x2782 | 0x2b85)
+        )
+}
+
+fn p2p_support(t: &Topology, r: &mut Report) {
+    let mut ev: Vec<String> = t
+        .p2p
+        .iter()
+        .filter(|(_, c)| c.read == Some(false) && c.write == Some(false))
+        .take(6)
+        .map(|((h, a, b), _)| format!("host {h}: NVML reports no P2P between {a} and {b}"))
+        .collect();
+    let gpus = t.gpus();
+    let bare: Vec<NodeIndex> = gpus
+        .iter()
+        .copied()
+        .filter(|&g| consumer(t, g) && t.nvlinks(g).is_empty())
+        .collect();
+    if bare.len() >= 2 {
+        ev.push(format!(
+            "{} are consumer GPUs without NVLink: the driver disables PCIe P2P on them",
+            bare.iter()
+                .map(|&g| label(t, g))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if ev.is_empty() {
+        return;
+    }
+    r.add(
+        Finding::new(
+            "gpu-no-p2p-support",
+            Severity::Warning,
+            "these GPUs cannot do P2P with each other: NCCL falls back to shared memory (SHM) through the CPU",
+        )
+        .evidence(ev)
+        .fix("nothing to set: it is the GPU or platform; use GPUs with NVLink (bridge or NVSwitch) or data-center GPUs for P2P; SHM works, at host-memory speed"),
+    );
+}
+
+/// The PCI ancestors of `n` up to its CPU.
+fn ancestors(t: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
+    let mut v = vec![];
+    let mut cur = t.node(n).parent;
+    while let Some(p) = cur {
+        if v.contains(&p) || v.len() > 64 {
+            break;
+        }
+        v.push(p);
+        cur = t.node(p).parent;
+    }
+    v
+}
+
+/// Whether a NIC shares a PCIe switch (not only the CPU) with the GPU.
+fn near_nic(t: &Topology, g: NodeIndex, nics: &[NodeIndex]) -> bool {
+    let up: Vec<NodeIndex> = ancestors(t, g)
+        .into_iter()
+        .filter(|&a| !matches!(t.node(a).kind, NodeKind::Cpu(_)))
+        .collect();
+    nics.iter()
+        .any(|&n| ancestors(t, n).iter().any(|a| up.contains(a)))
+}
+
+fn rails(t: &Topology, r: &mut Report) {
+    let mut far = vec![];
+    let mut near = 0;
+    for h in 0..t.host_count() as u16 {
+        let nics: Vec<NodeIndex> = t.nics().filter(|&n| t.node(n).host == h).collect();
+        if nics.is_empty() {
+            continue;
+        }
+        for g in t.gpus().into_iter().filter(|&g| t.node(g).host == h) {
+            if near_nic(t, g, &nics) {
+                near += 1;
+            } else {
+                far.push(label(t, g));
+            }
+        }
+    }
+    if near == 0 || far.is_empty() {
+        return;
+    }
+    r.add(
+        Finding::new(
+            "rail-misaligned",
+            Severity::Warning,
+            "some GPUs have no NIC under their PCIe switch: their network traffic crosses the CPU (or is proxied through another GPU by PXN)",
+        )
+        .evidence([format!(
+            "{} have no NIC nearer than the CPU, while {near} other GPU(s) have one",
+            far.join(", ")
+        )])
+        .fix("pair every GPU with a NIC under the same PCIe switch (one rail per GPU), or keep PXN on (NCCL_PXN_DISABLE unset) so NCCL routes through a GPU that has one"),
+    );
+}
+
+/// GPU pairs the model sends through SHM because their PCIe path is longer than the P2P
+/// level, and SHM on NVLink pairs caused by the environment.
+fn paths(t: &Topology, input: &Input, r: &mut Report) {
+    if t.gpus().iter().any(|&g| {
+        t.gpu(g)
+            .is_some_and(|g| matches!(g.nvlink, topo_model::NvlinkInfo::Unknown(_)))
+    }) {
+        r.skip("P2P paths", "NVLink is unknown in this topology");
+        return;
+    }
+    let version = input
+        .version
+        .as_deref()
+        .and_then(|v| NcclVersion::parse(v).ok())
+        .unwrap_or(DEFAULT_VERSION);
+    let req = Request {
+        topo: t,
+        env: input.env.clone().into_iter().collect(),
+        version,
+        placement: Default::default(),
+        facts: RuntimeFacts::default(),
+    };
+    let a = match analyze::analyze(&req) {
+        Ok(a) => a,
+        Err(e) => {
+            r.skip("P2P paths", format!("the model failed: {}", e.message));
+            return;
+        }
+    };
+    r.checked(format!("P2P paths and transports (NCCL {version} model)"));
+    let shm: Vec<&topo_nccl::transport::PairTransport> = a
+        .transports
+        .iter()
+        .filter(|p| !p.inter_node && p.transport == "SHM" && p.from < p.to)
+        .collect();
+    let far: Vec<String> = shm
+        .iter()
+        .filter(|p| p.anomaly.is_none() && p.path.is_some_and(|x| x > PathType::Pxb))
+        .map(|p| format!("GPU{} <-> GPU{}: {}", p.from_dev, p.to_dev, p.reason))
+        .collect();
+    if !far.is_empty() {
+        let n = far.len();
+        r.add(
+            Finding::new(
+                "p2p-path-too-far",
+                Severity::Warning,
+                format!("{n} GPU pair(s) are too far apart on PCIe for P2P (through the CPU): NCCL uses shared memory (SHM) between them"),
+            )
+            .evidence(far.into_iter().take(4).chain((n > 4).then(|| format!("... and {} more pairs", n - 4))))
+            .fix("run jobs on GPUs under one PCIe switch or NVLink-bridged pairs (CUDA_VISIBLE_DEVICES), or try NCCL_P2P_LEVEL=SYS where the platform supports P2P through the CPU (measure: often slower than SHM)"),
+        );
+    }
+    let env_off: Vec<String> = shm
+        .iter()
+        .filter_map(|p| {
+            p.anomaly
+                .as_ref()
+                .map(|a| format!("GPU{} <-> GPU{}: {a}", p.from_dev, p.to_dev))
+        })
+        .collect();
+    let vars: Vec<String> = ["NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL"]
+        .iter()
+        .filter_map(|k| {
+            input
+                .env
+                .get(*k)
+                .map(|v| format!("{k}={v} in the environment"))
+        })
+        .collect();
+    if !env_off.is_empty() && !vars.is_empty() {
+        r.add(
+            Finding::new(
+                "p2p-disabled-by-env",
+                Severity::Error,
+                "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs would talk through shared memory (SHM)",
+            )
+            .evidence(vars.into_iter().chain(env_off.into_iter().take(3)))
+            .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL; NCCL then uses P2P over NVLink"),
+        );
+    }
+}

@@ -1,0 +1,632 @@
+//! Line-by-line recognisers. Each is a cheap prefix or substring test first, so a 100 MB log
+//! is read in one pass without regular expressions.
+
+use super::system::SystemCollector;
+use super::*;
+
+/// Reads a whole log. Never fails: unknown lines are skipped, and what is missing is noted.
+pub fn parse(text: &str) -> NcclLog {
+    let mut log = NcclLog::default();
+    let mut st = State::default();
+    let mut last = "";
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        log.total_lines = n;
+        last = raw;
+        let line = raw.trim_end_matches('\r');
+        if let Some((prefix, level, msg)) = split_line(line) {
+            log.nccl_lines += 1;
+            note_host(&mut log, &mut st, prefix.host);
+            if level == Level::Warn {
+                log.warnings.push(ev(n, line));
+                continue;
+            }
+            if st.system.feed(&prefix, msg, n, line) {
+                continue;
+            }
+            info(&mut log, &mut st, &prefix, msg, n, line);
+        } else {
+            other_line(&mut log, line, n);
+        }
+    }
+    log.system = st.system.finish(&mut log.missing);
+    finish(&mut log, text, last);
+    log
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Info,
+    Warn,
+}
+
+#[derive(Default)]
+struct State {
+    system: SystemCollector,
+    /// TUNING block header: algorithm and protocol per column.
+    tuning_algos: Vec<String>,
+    tuning_protos: Vec<String>,
+    hosts_seen: std::collections::HashSet<String>,
+    /// Connection lines kept with their text, per (transport, GDR).
+    quoted: std::collections::HashMap<String, [usize; 2]>,
+}
+
+fn ev(line: usize, text: &str) -> Evidence {
+    Evidence {
+        line,
+        text: text.to_string(),
+    }
+}
+
+fn note_host(log: &mut NcclLog, st: &mut State, host: &str) {
+    if !host.is_empty() && !st.hosts_seen.contains(host) {
+        st.hosts_seen.insert(host.to_string());
+        log.hosts.push(host.to_string());
+    }
+}
+
+/// `[timestamp] host:pid:tid [dev] NCCL INFO msg`, or `... [dev] file.cc:123 NCCL WARN msg`.
+fn split_line(line: &str) -> Option<(Prefix<'_>, Level, &str)> {
+    let (head, level, msg) = if let Some(p) = line.find(" NCCL INFO") {
+        (&line[..p], Level::Info, &line[p + 10..])
+    } else if let Some(p) = line.find(" NCCL WARN") {
+        (&line[..p], Level::Warn, &line[p + 10..])
+    } else {
+        return None;
+    };
+    Some((prefix(head), level, msg.strip_prefix(' ').unwrap_or(msg)))
+}
+
+fn prefix(head: &str) -> Prefix<'_> {
+    // An optional `[2024-01-01 10:00:00] ` timestamp comes first.
+    let head = match head.strip_prefix('[') {
+        Some(rest) if head.contains("] ") && !head.starts_with("[Rank") => {
+            rest.split_once("] ").map(|x| x.1).unwrap_or(head)
+        }
+        _ => head,
+    };
+    let mut it = head.split_whitespace();
+    let who = it.next().unwrap_or("");
+    let dev = it
+        .next()
+        .and_then(|d| d.strip_prefix('['))
+        .and_then(|d| d.strip_suffix(']'))
+        .and_then(|d| d.parse().ok());
+    let mut parts = who.rsplitn(3, ':');
+    let (tid, pid, host) = (parts.next(), parts.next(), parts.next());
+    match host {
+        Some(h) => Prefix {
+            host: h,
+            pid: pid.and_then(|p| p.parse().ok()),
+            tid: tid.and_then(|t| t.parse().ok()),
+            dev,
+        },
+        None => Prefix {
+            host: "",
+            dev,
+            ..Default::default()
+        },
+    }
+}
+
+fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line: &str) {
+    let t = msg.trim_start();
+    if let Some(v) = t.strip_prefix("NCCL version ") {
+        if log.version.is_none() {
+            let v = v.split(['+', ' ']).next().unwrap_or(v);
+            log.version = Some(v.trim().to_string());
+            log.version_line = Some(ev(n, line));
+        }
+    } else if let Some(v) = t.strip_prefix("cudaDriverVersion ") {
+        log.cuda_driver_version = v.trim().parse().ok();
+    } else if t.starts_with("Channel ") || t.starts_with("Ring ") {
+        channel_line(log, st, t, n, line);
+        if let Some(c) = log.connections.last_mut()
+            && c.line == n
+        {
+            c.pid = p.pid;
+        }
+    } else if let Some(rest) = t.strip_prefix("Trees") {
+        trees(log, rest);
+    } else if t.starts_with("Tree ") {
+        // Multi-node tree anchors: evidence enough through `Trees`; nothing to keep.
+    } else if let Some(rest) = t.strip_prefix("NVLS Head") {
+        let heads = rest
+            .split_once(':')
+            .map(|x| x.1)
+            .unwrap_or("")
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        log.nvls_heads.push(heads);
+    } else if t.starts_with("NVLS multicast support is") {
+        log.nvls_support.push((!t.contains(" not "), ev(n, line)));
+    } else if let Some(rest) = t.strip_prefix("Check P2P Type") {
+        for (k, v) in pairs(rest) {
+            if let Ok(v) = v.parse() {
+                log.p2p_type.insert(k.to_string(), v);
+            }
+        }
+        log.p2p_type_line.get_or_insert_with(|| ev(n, line));
+    } else if t.contains(" coll channels,") {
+        channel_counts(log, t, n, line);
+    } else if t.starts_with("Init timings") {
+        init_timing(log, t, n, line);
+    } else if t.contains(" set by environment to ") {
+        let (k, v) = t.split_once(" set by environment to ").unwrap_or((t, ""));
+        log.env
+            .entry(k.trim().to_string())
+            .or_insert_with(|| (v.trim().trim_end_matches('.').to_string(), ev(n, line)));
+    } else if t.starts_with("Pattern ") {
+        graph_line(log, t, n, line);
+    } else if t.contains(" Bytes -> Algo ") {
+        tuning_choice(log, t, n);
+    } else if t.contains('|') && tuning_line(log, st, t) {
+    } else if t.contains("comm 0x") || t.contains(" nRanks ") || t.contains(" nranks ") {
+        rank_line(log, p, t, n, line);
+    } else if is_notable(t) {
+        log.notable.push(ev(n, line));
+    }
+}
+
+fn is_notable(t: &str) -> bool {
+    const KEYS: [&str; 9] = [
+        "P2P is disabled between",
+        "No device found",
+        "Using network",
+        "GPU Direct RDMA",
+        "DMA-BUF",
+        "NET/IB : Using",
+        "NET/Socket : Using",
+        "MNNVL busId",
+        "Could not enable P2P",
+    ];
+    KEYS.iter().any(|k| t.contains(k))
+}
+
+/// `key value` pairs of a whitespace-separated message (`isAllDirectP2p 1 directMode 0`).
+fn pairs(s: &str) -> Vec<(&str, &str)> {
+    let toks: Vec<&str> = s.split_whitespace().collect();
+    toks.windows(2).map(|w| (w[0], w[1])).collect()
+}
+
+fn value<T: std::str::FromStr>(toks: &[&str], key: &str) -> Option<T> {
+    toks.windows(2)
+        .find(|w| w[0] == key)
+        .and_then(|w| w[1].trim_end_matches(',').parse().ok())
+}
+
+fn rank_line(log: &mut NcclLog, p: &Prefix, t: &str, n: usize, line: &str) {
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    let Some(rank) = value::<u32>(&toks, "rank") else {
+        return;
+    };
+    let r = log.ranks.entry(rank).or_insert_with(|| RankInfo {
+        rank,
+        ..Default::default()
+    });
+    if !p.host.is_empty() {
+        r.host.get_or_insert_with(|| p.host.to_string());
+    }
+    if r.pid.is_none() {
+        r.pid = p.pid;
+    }
+    let nranks = value(&toks, "nranks").or_else(|| value(&toks, "nRanks"));
+    r.nranks = r.nranks.or(nranks);
+    if let Some(nn) = value(&toks, "nNodes") {
+        r.nnodes = Some(nn);
+        r.local_ranks = value(&toks, "localRanks");
+        r.local_rank = value(&toks, "localRank");
+        r.mnnvl = value(&toks, "MNNVL");
+        r.comm_line.get_or_insert_with(|| ev(n, line));
+    }
+    if let Some(d) = value(&toks, "cudaDev") {
+        r.cuda_dev = Some(d);
+        r.nvml_dev = value(&toks, "nvmlDev").or(r.nvml_dev);
+        let bus = toks
+            .windows(2)
+            .find(|w| w[0] == "busId")
+            .and_then(|w| u64::from_str_radix(w[1].trim_start_matches("0x"), 16).ok());
+        r.busid = bus.or(r.busid);
+        if t.contains("Init COMPLETE") {
+            r.init_complete = true;
+        }
+        r.init_line.get_or_insert_with(|| ev(n, line));
+    }
+}
+
+/// `a[x]` → (a, x).
+fn rank_dev(s: &str) -> Option<(u32, i32)> {
+    let (r, d) = s.split_once('[')?;
+    Some((r.parse().ok()?, d.trim_end_matches(']').parse().ok()?))
+}
+
+fn channel_line(log: &mut NcclLog, st: &mut State, t: &str, n: usize, line: &str) {
+    let Some((head, body)) = t.split_once(" : ") else {
+        return;
+    };
+    let mut nums = head.split_whitespace().nth(1).unwrap_or("").split('/');
+    let Some(channel) = nums.next().and_then(|c| c.parse::<u32>().ok()) else {
+        return;
+    };
+    let second: Option<u32> = nums.next().and_then(|c| c.parse().ok());
+    if body.contains(" via ") {
+        connection(log, st, (channel, second), body, (n, line));
+    } else if t.starts_with("Ring ") && body.contains("->") {
+        let r: Vec<u32> = body
+            .split("->")
+            .filter_map(|x| x.trim().parse().ok())
+            .collect();
+        if let [prev, me, next] = r[..] {
+            log.ring_links.insert((channel, me), (prev, next));
+        }
+    } else if t.starts_with("Channel ") {
+        // Rank 0's ring order; the line is cut at 128 characters with `...` in 2.23+.
+        let order: Vec<u32> = body
+            .split_whitespace()
+            .map_while(|x| x.parse().ok())
+            .collect();
+        if !order.is_empty() {
+            log.rings.entry(channel).or_insert(order);
+            if second.is_some() {
+                log.ring_channels = second;
+            }
+        }
+    }
+}
+
+fn connection(
+    log: &mut NcclLog,
+    st: &mut State,
+    (channel, conn_index): (u32, Option<u32>),
+    body: &str,
+    (n, line): (usize, &str),
+) {
+    let (pair, via) = body.split_once(" via ").unwrap_or((body, ""));
+    let mut toks = pair.split_whitespace();
+    let from = toks.next().and_then(rank_dev);
+    let _arrow = toks.next();
+    let to = toks.next().and_then(rank_dev);
+    let dir = match toks.next() {
+        Some("[send]") => Direction::Send,
+        Some("[receive]") => Direction::Receive,
+        _ => Direction::Both,
+    };
+    let (Some((from, from_dev)), Some((to, to_dev))) = (from, to) else {
+        return;
+    };
+    let detail = via.trim();
+    let (transport, net_dev) = transport_name(detail);
+    let gdr = detail.contains("GDRDMA");
+    if !st.quoted.contains_key(transport.as_str()) {
+        st.quoted.insert(transport.clone(), [0, 0]);
+    }
+    let kept = st
+        .quoted
+        .get_mut(transport.as_str())
+        .map(|k| {
+            k[usize::from(gdr)] += 1;
+            k[usize::from(gdr)]
+        })
+        .unwrap_or(0);
+    let text = if kept <= QUOTED_PER_KIND {
+        line.to_string()
+    } else {
+        String::new()
+    };
+    log.connections.push(Connection {
+        channel,
+        conn_index,
+        from,
+        from_dev,
+        to,
+        to_dev,
+        direction: dir,
+        gdr,
+        transport,
+        net_dev,
+        line: n,
+        pid: None,
+        text,
+    });
+}
+
+/// The contract's transport name for what follows `via`, and the NET device index.
+pub fn transport_name(via: &str) -> (String, Option<i32>) {
+    let v = via.trim();
+    if v.starts_with("direct shared memory") || v.starts_with("SHM") {
+        return ("SHM".into(), None);
+    }
+    if let Some(rest) = v.strip_prefix("P2P/") {
+        let kind = rest.split(['/', ' ']).next().unwrap_or(rest);
+        let name = match kind {
+            "CUMEM" => "P2P/CUMEM",
+            "IPC" => "P2P/IPC",
+            "direct" => "P2P/direct",
+            "indirect" => "P2P/indirect",
+            "MNNVL" => "P2P/MNNVL",
+            _ => "P2P",
+        };
+        return (name.into(), None);
+    }
+    if let Some(rest) = v.strip_prefix("NET/") {
+        // `NET/<plugin name, may hold spaces>/<dev>[(proxy)][/GDRDMA][/Shared]`: the device
+        // is the first all-digit component after the name.
+        let parts: Vec<&str> = rest.split('/').collect();
+        let at = parts
+            .iter()
+            .position(|p| {
+                let d = p.split('(').next().unwrap_or("");
+                !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
+            })
+            .unwrap_or(parts.len().min(1));
+        let name = parts[..at.max(1).min(parts.len())].join("/");
+        let dev = parts
+            .get(at)
+            .and_then(|d| d.split('(').next())
+            .and_then(|d| d.parse().ok());
+        return (format!("NET/{name}"), dev);
+    }
+    if v.starts_with("CollNet") || v.starts_with("COLLNET") {
+        return ("COLLNET".into(), None);
+    }
+    (v.split('/').next().unwrap_or(v).to_string(), None)
+}
+
+fn trees(log: &mut NcclLog, rest: &str) {
+    // ` [0] 1/-1/-1->0->-1 [1] ...`
+    for chunk in rest.split('[').skip(1) {
+        let Some((c, spec)) = chunk.split_once(']') else {
+            continue;
+        };
+        let Ok(channel) = c.trim().parse::<u32>() else {
+            continue;
+        };
+        let parts: Vec<&str> = spec.trim().split("->").collect();
+        let [downs, me, up] = parts[..] else {
+            continue;
+        };
+        let d: Vec<i32> = downs.split('/').filter_map(|x| x.parse().ok()).collect();
+        let (Ok(me), Ok(up)) = (me.trim().parse::<i32>(), up.trim().parse::<i32>()) else {
+            continue;
+        };
+        let down = [
+            *d.first().unwrap_or(&-1),
+            *d.get(1).unwrap_or(&-1),
+            *d.get(2).unwrap_or(&-1),
+        ];
+        log.trees
+            .entry(me.max(0) as u32)
+            .or_default()
+            .push(TreeLink {
+                channel,
+                down,
+                rank: me,
+                up,
+            });
+    }
+}
+
+fn channel_counts(log: &mut NcclLog, t: &str, n: usize, line: &str) {
+    // Numbers in order, each followed by its label.
+    let mut coll = None;
+    let mut collnet = None;
+    let mut nvls = None;
+    let mut p2p = None;
+    let mut per_peer = None;
+    for part in t.split(',') {
+        let part = part.trim();
+        let Some((num, label)) = part.split_once(' ') else {
+            continue;
+        };
+        let Ok(v) = num.parse::<u32>() else {
+            continue;
+        };
+        match label.trim() {
+            "coll channels" => coll = Some(v),
+            "collnet channels" => collnet = Some(v),
+            "nvls channels" => nvls = Some(v),
+            "p2p channels" => p2p = Some(v),
+            "p2p channels per peer" => per_peer = Some(v),
+            _ => {}
+        }
+    }
+    if log.channels.is_none()
+        && let (Some(coll), Some(p2p), Some(pp)) = (coll, p2p, per_peer)
+    {
+        log.channels = Some(ChannelCounts {
+            coll,
+            collnet,
+            nvls,
+            p2p,
+            p2p_per_peer: pp,
+            evidence: ev(n, line),
+        });
+    }
+}
+
+fn init_timing(log: &mut NcclLog, t: &str, n: usize, line: &str) {
+    let toks: Vec<&str> = t.split_whitespace().collect();
+    let total = value::<f64>(&toks, "total").unwrap_or(0.0);
+    let mut parts = BTreeMap::new();
+    if let Some((_, inner)) = t.split_once('(') {
+        for kv in inner.trim_end_matches(')').split(',') {
+            if let Some((k, v)) = kv.trim().split_once(' ')
+                && let Ok(v) = v.trim().trim_end_matches(')').parse()
+            {
+                parts.insert(k.to_string(), v);
+            }
+        }
+    }
+    log.init_timings.push(InitTiming {
+        rank: value(&toks, "rank"),
+        total_s: total,
+        parts,
+        evidence: ev(n, line),
+    });
+}
+
+fn graph_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
+    let toks: Vec<&str> = t.split([' ', ',']).filter(|s| !s.is_empty()).collect();
+    let bw = toks
+        .windows(2)
+        .find(|w| w[0] == "bw")
+        .map(|w| w[1])
+        .unwrap_or("0/0");
+    let ty = toks
+        .windows(2)
+        .find(|w| w[0] == "type")
+        .map(|w| w[1])
+        .unwrap_or("/");
+    let (bi, be) = bw.split_once('/').unwrap_or((bw, "0"));
+    let (ti, te) = ty.split_once('/').unwrap_or((ty, ""));
+    log.graphs.push(GraphLine {
+        pattern: value(&toks, "Pattern").unwrap_or(0),
+        nchannels: value(&toks, "nChannels").unwrap_or(0),
+        bw_intra: bi.parse().unwrap_or(0.0),
+        bw_inter: be.parse().unwrap_or(0.0),
+        type_intra: ti.to_string(),
+        type_inter: te.to_string(),
+        evidence: ev(n, line),
+    });
+}
+
+fn tuning_choice(log: &mut NcclLog, t: &str, n: usize) {
+    let (func, rest) = t.split_once(':').unwrap_or(("", t));
+    let toks: Vec<&str> = rest.split_whitespace().collect();
+    let bytes = toks.first().and_then(|b| b.parse().ok()).unwrap_or(0);
+    log.tuning_choices.push(TuningChoice {
+        function: func.trim().to_string(),
+        bytes,
+        algorithm: value::<String>(&toks, "Algo").unwrap_or_default(),
+        protocol: value::<String>(&toks, "proto").unwrap_or_default(),
+        line: n,
+    });
+}
+
+/// TUNING table lines: the 2.2x block layout (`Algorithm |`, `Protocol |`, rows) and the old
+/// single-header layout (`Latency/AlgBw | Tree/ LL | ...`). Returns whether the line was one.
+fn tuning_line(log: &mut NcclLog, st: &mut State, t: &str) -> bool {
+    let cols: Vec<&str> = t.split('|').map(str::trim).collect();
+    let head = cols.first().copied().unwrap_or("");
+    let cells = &cols[1..];
+    match head {
+        "Algorithm" => {
+            st.tuning_algos = cells
+                .iter()
+                .filter(|c| !c.is_empty())
+                .flat_map(|c| std::iter::repeat_n(c.to_string(), 3))
+                .collect();
+            st.tuning_protos.clear();
+        }
+        "Protocol" => {
+            st.tuning_protos = cells
+                .iter()
+                .filter(|c| !c.is_empty())
+                .map(|c| c.to_string())
+                .collect();
+        }
+        "Latency/AlgBw" => {
+            let (a, p): (Vec<String>, Vec<String>) = cells
+                .iter()
+                .filter_map(|c| c.split_once('/'))
+                .map(|(a, p)| (a.trim().to_string(), p.trim().to_string()))
+                .unzip();
+            st.tuning_algos = a;
+            st.tuning_protos = p;
+        }
+        "Max NThreads" => {}
+        _ => {
+            if st.tuning_algos.is_empty() || !cells.iter().any(|c| c.contains('/')) {
+                return false;
+            }
+            for (i, c) in cells.iter().enumerate() {
+                let (Some(algo), Some(proto)) = (st.tuning_algos.get(i), st.tuning_protos.get(i))
+                else {
+                    continue;
+                };
+                let Some((l, b)) = c.split_once('/') else {
+                    continue;
+                };
+                let (Ok(l), Ok(b)) = (l.trim().parse(), b.trim().parse()) else {
+                    continue;
+                };
+                log.tuning.push(TuningCell {
+                    function: head.to_string(),
+                    algorithm: algo.clone(),
+                    protocol: proto.clone(),
+                    lat_us: l,
+                    bw_gbps: b,
+                });
+            }
+        }
+    }
+    true
+}
+
+/// Says what the excerpt lacks, so conclusions can be hedged.
+fn finish(log: &mut NcclLog, text: &str, last: &str) {
+    let m = &mut log.missing;
+    if log.nccl_lines == 0 {
+        m.push("no NCCL INFO or WARN line: not an NCCL_DEBUG=INFO log".into());
+        return;
+    }
+    if log.version.is_none() {
+        m.push("no `NCCL version` line (the excerpt starts after init): version unknown".into());
+    }
+    if log.ranks.values().all(|r| r.nnodes.is_none()) {
+        m.push(
+            "no `comm ... nNodes ... localRanks` line: node and local rank counts unknown".into(),
+        );
+    }
+    if log.channels.is_none() {
+        m.push("no channel counts line (`N coll channels, ...`)".into());
+    }
+    if !log.ranks.is_empty() && !log.ranks.values().any(|r| r.init_complete) {
+        m.push("no `Init COMPLETE` line: init may not have finished".into());
+    }
+    if !text.ends_with('\n') && !last.is_empty() && split_line(last).is_none() {
+        m.push(format!(
+            "last line cut short: `{}`",
+            last.chars().take(60).collect::<String>()
+        ));
+    }
+}
+
+/// Lines NCCL did not write: launch commands and nccl-tests headers pasted with the log.
+fn other_line(log: &mut NcclLog, line: &str, n: usize) {
+    let t = line.trim_start_matches(['#', ' ']);
+    if let Some(rest) = t.strip_prefix("Rank ") {
+        // `Rank  0 Group  0 Pid  39964 on     ubuntu device  0 [0x00] Tesla V100-SXM2-32GB`
+        let rank = rest.split_whitespace().next().and_then(|r| r.parse().ok());
+        let name = rest.split_once("] ").map(|x| x.1.trim().to_string());
+        if let (Some(rank), Some(name)) = (rank, name) {
+            log.devices.push((rank, name, ev(n, line)));
+        }
+        return;
+    }
+    if !line.contains("NCCL_") {
+        return;
+    }
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    for (i, tok) in toks.iter().enumerate() {
+        let after_x =
+            i > 0 && (toks[i - 1] == "-x" || toks[i - 1] == "--env" || toks[i - 1] == "export");
+        let tok = tok.trim_matches(['"', '\'', ';']);
+        let (name, val) = match tok.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None if after_x => (tok, None),
+            None => continue,
+        };
+        if name.starts_with("NCCL_")
+            && name.len() > 5
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            log.launch_env
+                .entry(name.to_string())
+                .or_insert_with(|| (val, ev(n, line)));
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! The `=== System : maxBw … totalBw … ===` block (NCCL_DEBUG_SUBSYS=GRAPH) and the model it
+//! stands for.
+//!
+//! NCCL prints its own topology tree (`ncclTopoPrint`, src/graph/topo.cc): one line per node,
+//! indented by depth, `+ <LINK>[<bw>] - <TYPE>/<sys>-<id hex> (<extra>)`. That is NCCL's
+//! coarse view: bandwidths are exact but GPU models, PCIe generations and NVML indices are
+//! absent, so the rebuilt topology says so in its warnings.
+
+use super::{Evidence, NcclLog, Prefix};
+use petgraph::graph::NodeIndex;
+use serde::Serialize;
+use std::collections::HashMap;
+use topo_model::{
+    BusId, Cpu, Gpu, HostId, Link, LinkKind, Net, Nic, NodeKind, NvSwitch, NvlinkInfo, PciSwitch,
+    PcieLink, SourceInfo, Topology, bw, class,
+};
+
+/// One node line of the dump.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SysLine {
+    /// Indentation column of the line (0 for a CPU root).
+    pub indent: usize,
+    /// Link type and bandwidth towards the parent (`PCI`, 0.2); `None` for a root CPU.
+    pub link: Option<(String, f64)>,
+    /// `CPU`, `PCI`, `GPU`, `NIC`, `NET`, `NVS`.
+    pub kind: String,
+    pub sys: u64,
+    pub id: u64,
+    /// The parenthesised part (`104c823200000000`, `8`, `0/d4f9.../1/50.000000`).
+    pub extra: String,
+    pub evidence: Evidence,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SystemDump {
+    pub header: Evidence,
+    pub max_bw: Option<f64>,
+    pub total_bw: Option<f64>,
+    pub nodes: Vec<SysLine>,
+    pub complete: bool,
+}
+
+/// Gathers the first `=== System` block of one process, skipping other ranks' interleaved
+/// lines.
+#[derive(Default)]
+pub(super) struct SystemCollector {
+    key: Option<(String, Option<u64>)>,
+    dump: Option<SystemDump>,
+    done: bool,
+}
+
+impl SystemCollector {
+    /// Whether the line belonged to the block being collected.
+    pub fn feed(&mut self, p: &Prefix, msg: &str, n: usize, line: &str) -> bool {
+        if self.done {
+            return false;
+        }
+        let t = msg.trim();
+        let Some(key) = &self.key else {
+            return self.start(p, t, n, line);
+        };
+        if key.0 != p.host || key.1 != p.pid {
+            return false;
+        }
+        if t.starts_with("====") {
+            self.done = true;
+            if let Some(d) = &mut self.dump {
+                d.complete = true;
+            }
+            return true;
+        }
+        match node_line(msg, n, line) {
+            Some(node) => {
+                if let Some(d) = &mut self.dump {
+                    d.nodes.push(node);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The `=== System` header line starts the block of its process.
+    fn start(&mut self, p: &Prefix, t: &str, n: usize, line: &str) -> bool {
+        let Some(rest) = t.strip_prefix("=== System") else {
+            return false;
+        };
+        let toks: Vec<&str> = rest.split_whitespace().collect();
+        let num = |k: &str| {
+            toks.windows(2)
+                .find(|w| w[0] == k)
+                .and_then(|w| w[1].parse().ok())
+        };
+        self.dump = Some(SystemDump {
+            header: Evidence {
+                line: n,
+                text: line.to_string(),
+            },
+            max_bw: num("maxBw"),
+            total_bw: num("totalBw"),
+            nodes: vec![],
+            complete: false,
+        });
+        self.key = Some((p.host.to_string(), p.pid));
+        true
+    }
+
+    pub fn finish(self, missing: &mut Vec<String>) -> Option<SystemDump> {
+        let d = self.dump?;
+        if !d.complete {
+            missing.push(
+                "the `=== System` block is cut short: the topology from it is partial".into(),
+            );
+        }
+        Some(d)
+    }
+}
+
+/// `+ PCI[0.2] - PCI/0-65000 (104c823200000000)` or `CPU/0-0 (1/2/-1)`.
+fn node_line(msg: &str, n: usize, line: &str) -> Option<SysLine> {
+    let indent = msg.len() - msg.trim_start().len();
+    let t = msg.trim();
+    let (link, node) = match t.strip_prefix("+ ") {
+        Some(rest) => {
+            let (l, node) = rest.split_once(" - ")?;
+            let (ty, bwv) = l.split_once('[')?;
+            let bwv: f64 = bwv.trim_end_matches(']').parse().ok()?;
+            (Some((ty.to_string(), bwv)), node)
+        }
+        None => (None, t),
+    };
+    let (name, extra) = match node.split_once(' ') {
+        Some((a, b)) => (a, b.trim().trim_start_matches('(').trim_end_matches(')')),
+        None => (node, ""),
+    };
+    let (kind, ids) = name.split_once('/')?;
+    if !matches!(kind, "CPU" | "PCI" | "GPU" | "NIC" | "NET" | "NVS") {
+        return None;
+    }
+    let (sys, id) = match ids.split_once('-') {
+        Some((s, i)) => (
+            u64::from_str_radix(s, 16).ok()?,
+            u64::from_str_radix(i, 16).ok()?,
+        ),
+        None => (0, u64::from_str_radix(ids, 16).ok()?),
+    };
+    Some(SysLine {
+        indent,
+        link,
+        kind: kind.to_string(),
+        sys,
+        id,
+        extra: extra.to_string(),
+        evidence: Evidence {
+            line: n,
+            text: line.to_string(),
+        },
+    })
+}
+
+/// The PCIe generation and width whose NCCL bandwidth is closest to `gbps`, so per-version
+/// recomputation and `show --view pci` say something close to what the dump printed.
+fn pcie_for(gbps: f64) -> PcieLink {
+    let mut best = (f64::MAX, 3, 16);
+    for g in 1..=6 {
+        for w in [1, 2, 4, 8, 16] {
+            let b = bw::pcie_bw(bw::pcie_speed_string(g), Some(w));
+            let d = (b - gbps).abs();
+            if d < best.0 {
+                best = (d, g, w);
+            }
+        }
+    }
+    PcieLink::new(bw::pcie_speed_string(best.1), Some(best.2))
+}
+
+/// The compute capability whose per-lane NVLink rate divides `gbps` into whole lanes.
+fn sm_for_nvlink(gbps: f64) -> Option<(u32, u32)> {
+    let c = topo_model::BwConstants::default();
+    for sm in [90, 100, 80, 86, 70] {
+        let lane = c.nvlink_lane(sm);
+        let lanes = (gbps / lane).round();
+        if lanes >= 1.0 && (lanes * lane - gbps).abs() < 0.05 * lane {
+            return Some((sm, lanes as u32));
+        }
+    }
+    None
+}
+
+fn cpu_of(extra: &str, numa: u64) -> Cpu {
+    let v: Vec<i64> = extra.split('/').filter_map(|x| x.parse().ok()).collect();
+    let arch = match v.first() {
+        Some(2) => "ppc64",
+        Some(3) => "arm64",
+        _ => "x86_64",
+    };
+    let vendor = match v.get(1) {
+        Some(1) => Some("GenuineIntel"),
+        Some(2) => Some("AuthenticAMD"),
+        Some(3) => Some("CentaurHauls"),
+        _ => None,
+    };
+    Cpu {
+        numa: numa as i32,
+        arch: Some(arch.into()),
+        vendor: vendor.map(str::to_string),
+        model: v.get(2).filter(|&&m| m >= 0).map(|&m| m as u32),
+        ..Default::default()
+    }
+}
+
+/// `vendor device subvendor subdevice` from the 64-bit composite NCCL prints for PCI nodes.
+fn pci_ids(extra: &str) -> (Option<u16>, Option<u16>) {
+    match u64::from_str_radix(extra.trim(), 16) {
+        Ok(v) if v != 0 => (Some((v >> 48) as u16), Some((v >> 32) as u16)),
+        _ => (None, None),
+    }
+}
+
+struct Builder<'a> {
+    t: Topology,
+    hosts: HashMap<u64, HostId>,
+    cpus: HashMap<(HostId, u64), NodeIndex>,
+    nvs: HashMap<HostId, NodeIndex>,
+    gpus: HashMap<(HostId, u64), NodeIndex>,
+    pending_nvl: Vec<(NodeIndex, HostId, u64, f64)>,
+    gdr: bool,
+    log: &'a NcclLog,
+}
+
+/// The topology a `=== System` dump describes (`None` without a dump).
+pub fn topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
+    let dump = log.system.as_ref()?;
+    let mut b = Builder {
+        t: Topology::new(SourceInfo {
+            kind: "nccl-log".into(),
+            origin,
+        }),
+        hosts: HashMap::new(),
+        cpus: HashMap::new(),
+        nvs: HashMap::new(),
+        gpus: HashMap::new(),
+        pending_nvl: vec![],
+        gdr: log.connections.iter().any(|c| c.gdr),
+        log,
+    };
+    let mut stack: Vec<(usize, Option<NodeIndex>)> = vec![];
+    for line in &dump.nodes {
+        // NCCL prints a CPU's `+` children at the CPU's own column: a `+` line counts one
+        // column deeper than where it starts.
+        let indent = line.indent + usize::from(line.link.is_some());
+        while stack.last().is_some_and(|&(i, _)| i >= indent) {
+            stack.pop();
+        }
+        let parent = stack.last().and_then(|&(_, p)| p);
+        let idx = b.add(line, parent);
+        stack.push((indent, idx));
+    }
+    b.resolve_nvlinks();
+    b.t.connect_cpus();
+    b.t.warn(format!(
+        "rebuilt from NCCL's `=== System` dump (line {}): GPU models, PCIe generations and NVML indices are not in it; GPU dev numbers are ranks",
+        dump.header.line
+    ));
+    if !dump.complete {
+        b.t.warn("the `=== System` block is cut short: devices after the cut are missing");
+    }
+    Some(b.t)
+}
+
+impl Builder<'_> {
+    fn host(&mut self, sys: u64) -> HostId {
+        let next = self.hosts.len() as HostId;
+        let h = *self.hosts.entry(sys).or_insert(next);
+        if let Some(host) = self.t.hosts.get_mut(h as usize)
+            && host.name.is_none()
+        {
+            host.name = self.log.hosts.get(h as usize).cloned();
+        }
+        h
+    }
+
+    fn add(&mut self, l: &SysLine, parent: Option<NodeIndex>) -> Option<NodeIndex> {
+        let host = self.host(l.sys);
+        let (ty, bwv) = l.link.clone().unwrap_or_default();
+        match (l.kind.as_str(), parent) {
+            ("CPU", None) => Some(self.cpu(host, l)),
+            // `+ SYS[..] - CPU/..` under a CPU: connect_cpus makes those links.
+            ("CPU", Some(_)) => None,
+            ("NVS", Some(p)) => {
+                let s = self.nvswitch(host);
+                let lanes = self.lanes(p, bwv);
+                self.t.add_nvlink(p, s, lanes);
+                None
+            }
+            ("GPU", Some(p)) if ty == "NVL" => {
+                self.pending_nvl.push((p, host, l.id, bwv));
+                None
+            }
+            (_, Some(p)) if ty == "PCI" => Some(self.pci_child(p, l, bwv)),
+            ("NET", Some(p)) => Some(self.net(p, l)),
+            _ => None,
+        }
+    }
+
+    fn cpu(&mut self, host: HostId, l: &SysLine) -> NodeIndex {
+        if let Some(&c) = self.cpus.get(&(host, l.id)) {
+            return c;
+        }
+        let c = self
+            .t
+            .add_node(host, None, NodeKind::Cpu(cpu_of(&l.extra, l.id)));
+        self.cpus.insert((host, l.id), c);
+        c
+    }
+
+    fn nvswitch(&mut self, host: HostId) -> NodeIndex {
+        if let Some(&s) = self.nvs.get(&host) {
+            return s;
+        }
+        let s = self
+            .t
+            .add_node(host, None, NodeKind::NvSwitch(NvSwitch::default()));
+        self.nvs.insert(host, s);
+        s
+    }
+
+    /// NVLink lanes for `gbps` from GPU `gpu`, setting the GPU's sm when the rate tells it.
+    fn lanes(&mut self, gpu: NodeIndex, gbps: f64) -> u32 {
+        let Some((sm, lanes)) = sm_for_nvlink(gbps) else {
+            return 1;
+        };
+        if let NodeKind::Gpu(g) = &mut self.t.node_mut(gpu).kind
+            && g.sm.is_none()
+        {
+            g.sm = Some(sm);
+        }
+        lanes
+    }
+
+    fn pci_child(&mut self, parent: NodeIndex, l: &SysLine, gbps: f64) -> NodeIndex {
+        let host = self.t.node(parent).host;
+        let busid = BusId(l.id);
+        let pcie = pcie_for(gbps);
+        let kind = match l.kind.as_str() {
+            "GPU" => {
+                let mut g = Gpu::new(busid, self.gpus.len() as i32);
+                g.rank = l.extra.trim().parse().ok();
+                g.pcie = pcie;
+                g.gdr = Some(self.gdr);
+                g.nvlink = NvlinkInfo::Known;
+                NodeKind::Gpu(g)
+            }
+            "NIC" => NodeKind::Nic(Nic {
+                busid: Some(busid),
+                class: class::IB,
+                pcie,
+                ..Default::default()
+            }),
+            _ => {
+                let (vendor, device) = pci_ids(&l.extra);
+                NodeKind::PciSwitch(PciSwitch {
+                    busid,
+                    class: class::BRIDGE,
+                    vendor,
+                    device,
+                    pcie,
+                    ..Default::default()
+                })
+            }
+        };
+        let idx = self.t.add_node(host, Some(parent), kind);
+        let link = Link {
+            kind: LinkKind::Pci,
+            bw: gbps,
+            lanes: 0,
+        };
+        self.t.connect_both(parent, idx, link);
+        if l.kind == "GPU" {
+            self.gpus.insert((host, l.id), idx);
+        }
+        idx
+    }
+
+    /// `NET/0-c (coll/guid/port/bw)`.
+    fn net(&mut self, parent: NodeIndex, l: &SysLine) -> NodeIndex {
+        let f: Vec<&str> = l.extra.split('/').collect();
+        let gbps: f64 = f.get(3).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+        self.t.add_child(
+            parent,
+            NodeKind::Net(Net {
+                name: format!("net{}", l.id),
+                dev: l.id as i32,
+                speed_mbps: Some((gbps * 8000.0).round() as u64),
+                port: f.get(2).and_then(|x| x.parse().ok()).unwrap_or(1),
+                guid: f.get(1).and_then(|x| u64::from_str_radix(x, 16).ok()),
+                gdr: self.gdr,
+                coll: f.first() == Some(&"1"),
+                ..Default::default()
+            }),
+        )
+    }
+
+    fn resolve_nvlinks(&mut self) {
+        for (from, host, id, gbps) in std::mem::take(&mut self.pending_nvl) {
+            if let Some(&to) = self.gpus.get(&(host, id)) {
+                let lanes = self.lanes(from, gbps);
+                self.t.add_nvlink(from, to, lanes);
+            }
+        }
+    }
+}
+
+/// What a log without a `=== System` block implies: per host, the GPUs its ranks used (bus
+/// ids from the Init lines), NVLink unknown.
+pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
+    let ranks: Vec<_> = log.ranks.values().filter(|r| r.busid.is_some()).collect();
+    if ranks.is_empty() {
+        return None;
+    }
+    let mut t = Topology::new(SourceInfo {
+        kind: "nccl-log".into(),
+        origin,
+    });
+    let mut cpus: HashMap<String, NodeIndex> = HashMap::new();
+    for r in ranks {
+        let name = r.host.clone().unwrap_or_default();
+        let next = cpus.len() as HostId;
+        let cpu = *cpus.entry(name.clone()).or_insert_with(|| {
+            let c = t.add_node(
+                next,
+                None,
+                NodeKind::Cpu(Cpu {
+                    numa: -1,
+                    ..Default::default()
+                }),
+            );
+            t.hosts[next as usize].name = Some(name.clone());
+            c
+        });
+        let busid = BusId(r.busid.unwrap_or(0));
+        if t.find(t.node(cpu).host, busid).is_some() {
+            continue;
+        }
+        let mut g = Gpu::new(busid, r.nvml_dev.unwrap_or(-1));
+        g.rank = Some(r.rank as i32);
+        g.nvlink = NvlinkInfo::Unknown("an NCCL log without a `=== System` block".into());
+        t.add_child(cpu, NodeKind::Gpu(g));
+    }
+    t.connect_cpus();
+    t.warn("the log has no `=== System` block (NCCL_DEBUG_SUBSYS=GRAPH): only the GPUs its ranks used are known, not how they connect");
+    Some(t)
+}

@@ -1,0 +1,236 @@
+//! The reader on every phrasing it knows, and never a panic on anything else.
+
+use super::*;
+use proptest::prelude::*;
+
+const TUNING: &str = include_str!(
+    "../../../../fixtures/logs/nccl-ebpf-rtx5090-2rank-socket-tuning-table-nccl2.29.7-EXCERPT.log"
+);
+const H200: &str =
+    include_str!("../../../../fixtures/logs/nccl-tests-256-h200-vm-pxb-system-graph.log");
+const H20: &str =
+    include_str!("../../../../fixtures/logs/nccl-1781-h20-cross-pod-hostid-p2p-cumem.log");
+
+#[test]
+fn nccllog_reads_versions_ranks_and_counts() {
+    let log = parse(H20);
+    assert_eq!(
+        log.hosts,
+        ["nccl-tests-gdr-2-worker-0", "nccl-tests-gdr-2-worker-1"]
+    );
+    let r1 = &log.ranks[&1];
+    assert_eq!(
+        (r1.cuda_dev, r1.nvml_dev, r1.busid),
+        (Some(0), Some(2), Some(0xa2000))
+    );
+    assert_eq!(
+        (r1.nnodes, r1.local_ranks, r1.mnnvl),
+        (Some(1), Some(2), Some(0))
+    );
+    assert!(r1.init_complete);
+    assert_eq!(log.p2p_type.get("isAllDirectP2p"), Some(&1));
+    let ch = log.channels.as_ref().unwrap();
+    assert_eq!(
+        (ch.coll, ch.collnet, ch.nvls, ch.p2p, ch.p2p_per_peer),
+        (24, Some(24), Some(0), 32, 32)
+    );
+    assert_eq!(log.ring_channels, Some(24));
+    assert_eq!(log.rings[&23], [0, 1]);
+    assert_eq!(log.trees[&0].len(), 24);
+    assert_eq!(log.trees[&1][6].down, [0, -1, -1]);
+    assert_eq!(log.env["NCCL_HOSTID"].0, "10.10.10.10");
+    assert_eq!(log.init_timings.len(), 2);
+    assert!((log.init_timings[0].parts["alloc"] - 0.55).abs() < 1e-9);
+    assert!(log.connections.iter().all(|c| c.transport == "P2P/CUMEM"));
+    assert!(log.missing.iter().any(|m| m.contains("NCCL version")));
+}
+
+#[test]
+fn nccllog_reads_the_tuning_table_and_choices() {
+    let log = parse(TUNING);
+    assert_eq!(log.version.as_deref(), Some("2.29.7"));
+    let cell = log
+        .tuning
+        .iter()
+        .find(|c| c.function == "AllReduce" && c.algorithm == "Ring" && c.protocol == "Simple")
+        .unwrap();
+    assert_eq!((cell.lat_us, cell.bw_gbps), (36.4, 2.4));
+    assert!(log.tuning.iter().any(|c| c.algorithm == "PAT"));
+    assert!(
+        log.tuning
+            .iter()
+            .any(|c| c.algorithm == "NVLSTree" && c.protocol == "LL128")
+    );
+    assert_eq!(log.tuning_choices.len(), 18);
+    assert_eq!(log.tuning_choices[0].algorithm, "RING");
+    assert_eq!(log.env["NCCL_P2P_DISABLE"].0, "1");
+}
+
+#[test]
+fn nccllog_reads_the_old_tuning_layout_and_phrasings() {
+    let text = "\
+h:1:1 [0] NCCL INFO NCCL version 2.12.12+cuda11.6
+h:1:1 [0] NCCL INFO Latency/AlgBw |    Tree/    LL |    Tree/ LL128 |    Tree/Simple |    Ring/    LL |    Ring/ LL128 |    Ring/Simple | CollNet/    LL | CollNet/ LL128 | CollNet/Simple |
+h:1:1 [0] NCCL INFO  Max NThreads |            512 |            640 |            512 |            512 |            640 |            256 |            512 |            640 |            512 |
+h:1:1 [0] NCCL INFO     Broadcast |     6.3/   0.0 |    14.1/   0.0 |    18.2/   0.0 |     4.3/  20.0 |     4.6/  11.3 |    11.2/  12.0 |     4.4/   0.0 |     4.4/   0.0 |     0.0/   0.0 |
+h:1:1 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via direct shared memory
+h:1:1 [1] NCCL INFO Ring 00 : 1[1] -> 0[0] via P2P/IPC/read
+h:1:1 [0] NCCL INFO Ring 01 : 1 -> 0 -> 1
+h:1:1 [0] NCCL INFO 2 coll channels, 2 nvls channels, 2 p2p channels, 2 p2p channels per peer
+";
+    let log = parse(text);
+    assert_eq!(log.version.as_deref(), Some("2.12.12"));
+    let c = log
+        .tuning
+        .iter()
+        .find(|c| c.algorithm == "Ring" && c.protocol == "LL")
+        .unwrap();
+    assert_eq!(
+        (c.function.as_str(), c.lat_us, c.bw_gbps),
+        ("Broadcast", 4.3, 20.0)
+    );
+    assert_eq!(log.connections[0].transport, "SHM");
+    assert_eq!(log.connections[1].transport, "P2P/IPC");
+    assert_eq!(log.ring_links[&(1, 0)], (1, 1));
+    let ch = log.channels.unwrap();
+    assert_eq!((ch.coll, ch.collnet, ch.nvls), (2, None, Some(2)));
+}
+
+#[test]
+fn nccllog_net_names_devices_and_plugins() {
+    assert_eq!(
+        lines::transport_name("NET/IB/1(1)/GDRDMA"),
+        ("NET/IB".into(), Some(1))
+    );
+    assert_eq!(
+        lines::transport_name("NET/NCCL RDMA Plugin v8/3/GDRDMA"),
+        ("NET/NCCL RDMA Plugin v8".into(), Some(3))
+    );
+    assert_eq!(
+        lines::transport_name("NET/Socket/0"),
+        ("NET/Socket".into(), Some(0))
+    );
+    assert_eq!(
+        lines::transport_name("P2P/CUMEM/read"),
+        ("P2P/CUMEM".into(), None)
+    );
+    assert_eq!(
+        lines::transport_name("P2P/direct pointer"),
+        ("P2P/direct".into(), None)
+    );
+    assert_eq!(
+        lines::transport_name("P2P/indirect/4[4]"),
+        ("P2P/indirect".into(), None)
+    );
+    assert_eq!(
+        lines::transport_name("SHM/direct/direct"),
+        ("SHM".into(), None)
+    );
+}
+
+#[test]
+fn nccllog_prefixes_warns_timestamps_and_truncation() {
+    let text = "[2025-01-01 10:00:00] gpu-a.example:12:34 [3] misc/socket.cc:50 NCCL WARN Net : Connection closed by remote peer\n\
+                gpu-a:12:34 [3] NCCL INFO NVLS Head  0:  0  8\n\
+                gpu-a:12:34 [3] NCCL INFO Check P2P Type intraNodeP2pSupport 0 directMode 0\n\
+                gpu-a:12:34 [3] NCCL INFO Channel 00/0 : 0[3] -> 1[4] via P2P/CUMEM\n\
+                gpu-a:12:3";
+    let log = parse(text);
+    assert_eq!(log.warnings.len(), 1);
+    assert_eq!(log.hosts, ["gpu-a.example", "gpu-a"]);
+    assert_eq!(log.nvls_heads, [vec![0, 8]]);
+    assert_eq!(log.p2p_type["intraNodeP2pSupport"], 0);
+    assert_eq!(log.connections[0].from_dev, 3);
+    assert!(
+        log.missing
+            .iter()
+            .any(|m| m.starts_with("last line cut short")),
+        "{:?}",
+        log.missing
+    );
+}
+
+#[test]
+fn nccllog_system_dump_rebuilds_the_vm() {
+    let log = parse(H200);
+    let dump = log.system.as_ref().unwrap();
+    assert!(dump.complete);
+    assert_eq!(dump.max_bw, Some(48.0));
+    let t = system::topology(&log, None).unwrap();
+    assert_eq!(t.gpus().len(), 8);
+    assert_eq!(t.nets().len(), 8);
+    assert_eq!(t.cpus().count(), 2);
+    let g = t.gpu(t.gpus()[0]).unwrap();
+    assert_eq!((g.sm, g.rank), (Some(90), Some(8)));
+    assert_eq!(t.nvlinks(t.gpus()[0]).iter().map(|x| x.1).sum::<u32>(), 18);
+    // GDRDMA in the log's NET lines marks the NICs GPUDirect-capable.
+    assert!(t.net(t.nets()[0]).unwrap().gdr);
+}
+
+#[test]
+fn nccllog_keeps_one_ranks_system_block_when_interleaved() {
+    let text = "\
+a:1:1 [0] NCCL INFO === System : maxBw 24.0 totalBw 24.0 ===
+b:2:2 [0] NCCL INFO === System : maxBw 24.0 totalBw 24.0 ===
+a:1:1 [0] NCCL INFO CPU/0-0 (1/1/85)
+b:2:2 [0] NCCL INFO CPU/0-0 (1/1/85)
+a:1:1 [0] NCCL INFO + PCI[24.0] - GPU/0-1b000 (0)
+b:2:2 [0] NCCL INFO + PCI[24.0] - GPU/0-1b000 (1)
+a:1:1 [0] NCCL INFO + PCI[24.0] - GPU/0-3b000 (1)
+a:1:1 [0] NCCL INFO ==========================================
+";
+    let log = parse(text);
+    let t = system::topology(&log, None).unwrap();
+    assert_eq!(t.gpus().len(), 2);
+    // A block cut short still gives what it has.
+    let cut = parse(&text[..text.find("a:1:1 [0] NCCL INFO +").unwrap() + 50]);
+    assert!(cut.missing.iter().any(|m| m.contains("cut short")));
+    assert!(system::topology(&cut, None).is_some());
+}
+
+#[test]
+fn nccllog_launch_commands_and_nccl_tests_headers() {
+    let text = "export NCCL_P2P_LEVEL=NVL\nmpirun -x NCCL_IB_HCA -x LD_PRELOAD ./a NCCL_ALGO=Ring\n#  Rank  0 Group  0 Pid  1 on  h device  0 [0x1b] NVIDIA H100 80GB HBM3\n";
+    let log = parse(text);
+    assert_eq!(log.launch_env["NCCL_P2P_LEVEL"].0.as_deref(), Some("NVL"));
+    assert_eq!(log.launch_env["NCCL_IB_HCA"].0, None);
+    assert_eq!(log.launch_env["NCCL_ALGO"].0.as_deref(), Some("Ring"));
+    assert_eq!(log.devices[0].1, "NVIDIA H100 80GB HBM3");
+    assert!(log.is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn nccllog_never_panics_on_random_text(s in "\\PC{0,400}") {
+        let log = parse(&s);
+        let _ = system::topology(&log, None);
+        let _ = system::implied_topology(&log, None);
+    }
+
+    #[test]
+    fn nccllog_never_panics_on_random_nccl_lines(lines in proptest::collection::vec(
+        ("[a-z:0-9]{0,12}", "(Channel|Ring|Trees|NVLS Head|=== System|\\+ PCI\\[|CPU/|GPU/|comm 0x1 rank|[0-9]+ coll channels,|Init timings|  Algorithm   \\||  Protocol    \\||     AllReduce \\|)", "[ -~]{0,60}"),
+        0..40,
+    )) {
+        let text: String = lines
+            .iter()
+            .map(|(h, k, rest)| format!("{h} [0] NCCL INFO {k}{rest}\n"))
+            .collect();
+        let log = parse(&text);
+        let _ = system::topology(&log, None);
+        let _ = system::implied_topology(&log, None);
+    }
+
+    #[test]
+    fn nccllog_truncated_real_logs_never_panic(cut in 0usize..16000, which in 0usize..3) {
+        let text = [H200, H20, TUNING][which];
+        let mut end = cut.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let log = parse(&text[..end]);
+        let _ = system::topology(&log, None);
+    }
+}

@@ -1,0 +1,171 @@
+//! `topo diagnose`: reads what the user has (the machine, a snapshot, a file, NCCL logs, a
+//! reference) through `topo-source`, runs the pure engine in `topo-diagnose`, and renders.
+
+use crate::cli::{DiagnoseArgs, DiagnoseFormat, FailOn};
+use crate::error;
+use crate::output::emit;
+use crate::util::Style;
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use topo_diagnose::{self as diagnose, Input, LogInput, Severity};
+use topo_model::Topology;
+use topo_source::{self as source, FromKind, hostfacts, live, nccllog, textfile};
+
+struct Loaded {
+    logs: Vec<(String, nccllog::NcclLog)>,
+    topo: Option<Topology>,
+    topo_note: Option<String>,
+    facts: Option<hostfacts::HostFacts>,
+    env: BTreeMap<String, String>,
+}
+
+/// Runs the command; the exit code follows `--fail-on`.
+pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
+    let loaded = load(a)?;
+    let expect = match &a.expect {
+        Some(e) => Some((e.clone(), load_expect(e)?)),
+        None => None,
+    };
+    let input = Input {
+        logs: loaded
+            .logs
+            .iter()
+            .map(|(n, l)| LogInput {
+                name: n.clone(),
+                log: l,
+            })
+            .collect(),
+        topo: loaded.topo.as_ref(),
+        topo_note: loaded.topo_note.clone(),
+        facts: loaded.facts.as_ref(),
+        expect: expect.as_ref().map(|(n, t)| (n.as_str(), t)),
+        env: loaded.env.clone(),
+        version: a.nccl_version.clone(),
+    };
+    let report = diagnose::diagnose(&input);
+    let style = if a.output.is_some() {
+        Style::default()
+    } else {
+        style
+    };
+    let text = match a.format {
+        DiagnoseFormat::Text => crate::report::diagnose::text(&report, style),
+        DiagnoseFormat::Json => crate::report::diagnose::json(&report),
+    };
+    emit(a.output.as_ref(), &text)?;
+    let threshold = match a.fail_on {
+        Some(FailOn::Error) => Severity::Error,
+        Some(FailOn::Warning) => Severity::Warning,
+        None => return Ok(0),
+    };
+    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+}
+
+/// The name a log is quoted by: its file name.
+fn short_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+fn read_log(p: &Path) -> Result<(String, nccllog::NcclLog)> {
+    let text = textfile::read_text(p, "NCCL log")?;
+    Ok((short_name(p), nccllog::parse(&text)))
+}
+
+fn load(a: &DiagnoseArgs) -> Result<Loaded> {
+    let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
+    let mut logs = a
+        .nccl_log
+        .iter()
+        .map(|p| read_log(p))
+        .collect::<Result<Vec<_>>>()?;
+    let spec = a.source.spec()?;
+    let mut out = Loaded {
+        logs: vec![],
+        topo: None,
+        topo_note: None,
+        facts: None,
+        env: overrides.clone(),
+    };
+    if let Some(from) = &spec.from {
+        // A log passed as the source is a log to diagnose as well.
+        if from.is_file() && source::sniff(from)? == FromKind::NcclLog {
+            logs.insert(0, read_log(from)?);
+        }
+        out.topo = Some(anyhow::Context::context(
+            source::load(&spec),
+            "cannot diagnose --from",
+        )?);
+        if from.is_dir() {
+            let f = hostfacts::read(from, None, None);
+            out.env = merged(&f.env, &overrides);
+            out.facts = Some(f);
+        }
+    } else if spec.profile.is_some() {
+        out.topo = Some(source::load(&spec)?);
+    } else if !logs.is_empty() {
+        // The log alone: its `=== System` block, else what its Init lines imply.
+        let origin = logs.iter().find(|(_, l)| l.system.is_some());
+        out.topo = origin
+            .and_then(|(n, l)| nccllog::system::topology(l, Some(n.clone())))
+            .or_else(|| {
+                logs.iter()
+                    .find_map(|(n, l)| nccllog::system::implied_topology(l, Some(n.clone())))
+            });
+        if out.topo.is_none() {
+            out.topo_note = Some("the log has no `=== System` block or Init lines with bus ids; pass --from or --profile for the machine it ran on".into());
+        }
+    } else {
+        let root = spec
+            .sysfs_root
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/"));
+        out.topo = Some(source::discover(&root)?);
+        let system = live::is_system_root(&root);
+        let env = (system || !root.join("meta.json").exists())
+            .then(|| hostfacts::relevant_env(std::env::vars()));
+        let nvml = system.then(source::nvml::query);
+        let f = hostfacts::read(&root, env, nvml);
+        out.env = merged(&f.env, &overrides);
+        out.facts = Some(f);
+    }
+    out.logs = logs;
+    Ok(out)
+}
+
+/// The NCCL part of the machine's environment, then `--env`.
+fn merged(
+    env: &BTreeMap<String, String>,
+    overrides: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut m: BTreeMap<String, String> = env
+        .iter()
+        .filter(|(k, _)| k.starts_with("NCCL_") || *k == "CUDA_VISIBLE_DEVICES")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    m.extend(overrides.clone());
+    m
+}
+
+fn load_expect(e: &str) -> Result<Topology> {
+    let path = Path::new(e);
+    if path.exists() {
+        return source::load(&source::SourceSpec {
+            from: Some(path.to_path_buf()),
+            ..Default::default()
+        })
+        .map_err(|err| anyhow::Error::from(err).context(format!("cannot read --expect {e}")));
+    }
+    source::profile::load_builtin(e).map_err(|err| {
+        if error::report(&err).hint.is_some() {
+            err.context(format!("--expect {e}"))
+        } else {
+            error::usage(
+                format!("--expect {e}: neither a file nor a built-in profile"),
+                "pass a profile name (dgx-h100, hgx-h200, ...) or a snapshot folder/.tar.gz",
+            )
+        }
+    })
+}

@@ -1,0 +1,164 @@
+//! The report as text that reads as an answer (verdict first, then each finding with its
+//! evidence and fix, the log against the model, what could not be checked) or as the
+//! `topo.diagnose/v1` JSON document.
+
+use crate::util::Style;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use topo_diagnose::{Report, Severity, TransportRow};
+
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_default() + "\n"
+}
+
+fn tag(s: Severity, style: Style) -> String {
+    match s {
+        Severity::Error => style.red("ERROR"),
+        Severity::Warning => style.yellow("WARNING"),
+        Severity::Info => "INFO".to_string(),
+    }
+}
+
+pub fn text(r: &Report, style: Style) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}\n",
+        style.bold(&format!("topo diagnose: {}", r.verdict))
+    );
+    for f in &r.findings {
+        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.id, f.title);
+        if !f.evidence.is_empty() {
+            let _ = writeln!(o, "  evidence:");
+            for e in &f.evidence {
+                let _ = writeln!(o, "    {e}");
+            }
+        }
+        if !f.fix.is_empty() {
+            let _ = writeln!(o, "  fix: {}", f.fix);
+        }
+        o.push('\n');
+    }
+    comparisons(r, &mut o);
+    transports(r, &mut o);
+    if !r.checked.is_empty() {
+        let _ = writeln!(o, "Checked: {}.", r.checked.join("; "));
+    }
+    if !r.skipped.is_empty() {
+        let _ = writeln!(o, "Not checked:");
+        for s in &r.skipped {
+            let _ = writeln!(o, "  - {}: {}", s.check, s.why);
+        }
+    }
+    if !r.log_notes.is_empty() {
+        let _ = writeln!(o, "Missing from the log(s):");
+        for n in &r.log_notes {
+            let _ = writeln!(o, "  - {n}");
+        }
+    }
+    o
+}
+
+fn comparisons(r: &Report, o: &mut String) {
+    if r.comparisons.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Log against the model ({}):",
+        r.model.as_deref().unwrap_or("NCCL model")
+    );
+    let _ = writeln!(o, "  {:<24} {:>12} {:>12}", "", "log", "model");
+    for c in &r.comparisons {
+        let mark = if c.differs { "  !" } else { "" };
+        let _ = writeln!(
+            o,
+            "  {:<24} {:>12} {:>12}{mark}",
+            c.what, c.observed, c.expected
+        );
+    }
+    o.push('\n');
+}
+
+fn short(t: &str) -> &str {
+    if t.starts_with("P2P") {
+        "P2P"
+    } else if t.starts_with("NET") {
+        "NET"
+    } else {
+        t
+    }
+}
+
+fn transports(r: &Report, o: &mut String) {
+    let Some(first) = r.transports.first().map(|t| t.log.clone()) else {
+        return;
+    };
+    let rows: Vec<&TransportRow> = r.transports.iter().filter(|t| t.log == first).collect();
+    let ranks: Vec<u32> = {
+        let mut v: Vec<u32> = rows.iter().flat_map(|t| [t.from, t.to]).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let _ = writeln!(
+        o,
+        "Transports in {first} (row sends to column; ! = another kind than the model predicts):"
+    );
+    if ranks.len() <= 16 {
+        let cells: BTreeMap<(u32, u32), String> = rows
+            .iter()
+            .map(|t| {
+                let obs: Vec<&str> = t.observed.iter().map(|x| short(x)).collect();
+                let mut s = obs.join("+");
+                if t.differs {
+                    s.push('!');
+                }
+                ((t.from, t.to), s)
+            })
+            .collect();
+        let _ = write!(o, "  {:>5}", "");
+        for c in &ranks {
+            let _ = write!(o, " {c:>6}");
+        }
+        o.push('\n');
+        for a in &ranks {
+            let _ = write!(o, "  {a:>5}");
+            for b in &ranks {
+                let cell = if a == b {
+                    "X".to_string()
+                } else {
+                    cells.get(&(*a, *b)).cloned().unwrap_or_else(|| ".".into())
+                };
+                let _ = write!(o, " {cell:>6}");
+            }
+            o.push('\n');
+        }
+    } else {
+        let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &rows {
+            for x in &t.observed {
+                *kinds.entry(x.clone()).or_default() += 1;
+            }
+        }
+        for (k, n) in kinds {
+            let _ = writeln!(o, "  {k}: {n} rank pair(s)");
+        }
+    }
+    let differing: Vec<&&TransportRow> = rows.iter().filter(|t| t.differs).collect();
+    for t in differing.iter().take(10) {
+        let _ = writeln!(
+            o,
+            "  ! {} -> {}: log {}, model {}: {}",
+            t.from,
+            t.to,
+            t.observed.join("+"),
+            t.expected.as_deref().unwrap_or("-"),
+            t.reason.as_deref().unwrap_or("")
+        );
+    }
+    if differing.len() > 10 {
+        let _ = writeln!(o, "  ... and {} more", differing.len() - 10);
+    }
+    o.push('\n');
+}
