@@ -235,7 +235,7 @@ pub struct SnapshotArgs {
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
     use crate::source::io_reason;
     match output {
-        Some(p) => std::fs::write(p, text).map_err(|e| {
+        Some(p) => crate::output::write_file(p, |w| w.write_all(text.as_bytes())).map_err(|e| {
             error::usage(
                 format!("cannot write {}: {}", p.display(), io_reason(&e)),
                 "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",
@@ -257,6 +257,7 @@ pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
+    crate::output::install_signal_cleanup();
     let style = Style {
         color: use_color(&cli.color),
     };

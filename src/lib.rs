@@ -8,6 +8,7 @@ pub mod cli;
 pub mod error;
 pub mod model;
 pub mod nccl;
+pub mod output;
 pub mod plan;
 pub mod report;
 pub mod source;

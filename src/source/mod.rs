@@ -1,13 +1,16 @@
 //! Everything that produces a [`Topology`]: the live machine, snapshots, NCCL topology XML
 //! and hardware profiles. This is the only module that reads the machine.
 
+pub mod archive;
 pub mod live;
 pub mod nccl_lib;
 pub mod ncclxml;
 pub mod nvml;
 pub mod profile;
+pub mod read;
 pub mod snapshot;
 pub mod sysfs;
+pub mod tree;
 
 use crate::error;
 use crate::model::Topology;
@@ -131,9 +134,9 @@ fn looks_like_yaml(text: &str) -> bool {
 
 fn read_head(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| {
+    let (mut f, _) = read::open_regular(path, false).map_err(|e| {
         error::usage(
-            format!("cannot read {}: {}", path.display(), io_reason(&e)),
+            format!("cannot read {}: {e}", path.display()),
             "pass --from an NCCL topology XML, a snapshot folder or .tar.gz, or a profile YAML",
         )
     })?;
