@@ -15,9 +15,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, Read};
 use std::path::{Component, Path, PathBuf};
 
-/// Members (headers, long-name and PAX records included) and tree nodes (implicit parent
-/// folders included). An 8-GPU HGX capture has about 1000.
+/// Members (headers, long-name and PAX records included). An 8-GPU HGX capture has about
+/// 1000.
 pub const MAX_ENTRIES: usize = 100_000;
+/// Tree nodes, folders implied by member names included.
+pub const MAX_NODES: usize = 2 * MAX_ENTRIES;
 /// One member's content: the largest per-file cap a snapshot reader applies (nvml.json).
 pub const MAX_MEMBER: u64 = read::NVML_JSON.bytes;
 /// All members' content together (a real capture holds well under 1 MiB).
@@ -52,8 +54,8 @@ pub fn load(path: &Path) -> Result<Mem, String> {
             b.member(entry.map_err(|e| corrupt(&e))?)?;
         }
     }
-    if b.pending.name.is_some() || b.pending.link.is_some() {
-        return Err(corrupt(&"a long-name record with no member after it"));
+    if b.pending.open {
+        return Err(corrupt(&"an extension record with no member after it"));
     }
     check_end(ar.into_inner())?;
     b.finish()
@@ -92,6 +94,8 @@ fn check_end(
 struct Pending {
     name: Option<Vec<u8>>,
     link: Option<Vec<u8>>,
+    /// An extension record was read and its member has not come yet.
+    open: bool,
 }
 
 struct Builder {
@@ -128,6 +132,11 @@ impl Builder {
         }
         let t = e.header().entry_type();
         let size = e.header().entry_size().map_err(|e| corrupt(&e))?;
+        let ext = t.is_gnu_longname()
+            || t.is_gnu_longlink()
+            || t.is_pax_local_extensions()
+            || t.is_pax_global_extensions();
+        self.pending.open = ext;
         if t.is_gnu_longname() || t.is_gnu_longlink() {
             let v = read_record(&mut e, size, MAX_PATH as u64 + 1, "long name")?;
             let v = v.split(|&b| b == 0).next().unwrap_or(&[]).to_vec();
@@ -290,9 +299,14 @@ impl Builder {
 
     fn count_node(&mut self, p: &Path) -> Result<(), String> {
         self.name_bytes += p.as_os_str().len() as u64;
-        if self.mem.nodes.len() >= MAX_ENTRIES || self.name_bytes > MAX_NAME_BYTES {
+        if self.mem.nodes.len() >= MAX_NODES {
             return Err(format!(
-                "more than {MAX_ENTRIES} entries or {} of names: not a snapshot",
+                "more than {MAX_NODES} files and folders: not a snapshot"
+            ));
+        }
+        if self.name_bytes > MAX_NAME_BYTES {
+            return Err(format!(
+                "more than {} of names: not a snapshot",
                 read::human(MAX_NAME_BYTES)
             ));
         }

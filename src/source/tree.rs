@@ -215,6 +215,11 @@ pub struct Mem {
 }
 
 impl Mem {
+    /// The folder inside the archive that holds the snapshot (empty: the archive's top).
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
     fn node(&self, phys: &Path) -> io::Result<&Node> {
         self.nodes
             .get(&self.prefix.join(phys))
