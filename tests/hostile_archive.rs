@@ -713,3 +713,62 @@ mod props {
         t.end().finish().unwrap();
     }
 }
+
+/// Writes the worst cases into `$TOPO_HOSTILE_CORPUS` for measuring topo on them
+/// (`/usr/bin/time -v topo show --from ...`, figures in docs/input-limits.md).
+#[test]
+#[ignore]
+fn write_corpus_for_measurement() {
+    let Some(out) = std::env::var_os("TOPO_HOSTILE_CORPUS") else {
+        return;
+    };
+    let out = PathBuf::from(out);
+    std::fs::create_dir_all(&out).unwrap();
+    let meta = file("meta.json", META.as_bytes());
+    let mut t = gz_file(&out.join("bomb-1g-member.tar.gz"));
+    t.add(&meta);
+    t.zeros("proc/cpuinfo", 1 << 30);
+    t.end().finish().unwrap();
+    let mut t = gz_file(&out.join("bomb-many-members.tar.gz"));
+    t.add(&meta);
+    for i in 0..64 {
+        t.zeros(&format!("sys/f{i}"), 15 << 20);
+    }
+    t.end().finish().unwrap();
+    let mut t = gz_file(&out.join("bomb-trailing-zeros.tar.gz"));
+    t.add(&meta);
+    let mut gz = t.end();
+    io::copy(&mut io::repeat(0).take(1 << 30), &mut gz).unwrap();
+    gz.finish().unwrap();
+    let mut t = gz_file(&out.join("flood-990k.tar.gz"));
+    t.add(&meta);
+    for i in 0..990_000 {
+        t.0.write_all(&header(format!("e/{i}").as_bytes(), b'0', b"", 0))
+            .unwrap();
+    }
+    t.end().finish().unwrap();
+    let mut t = gz_file(&out.join("cpuinfo-15m-line.tar.gz"));
+    t.add(&meta);
+    t.zeros("proc/cpuinfo", 15 << 20);
+    t.end().finish().unwrap();
+    // Just under every limit: 31 MiB of content in 99k members, deep names, then a bad link.
+    let mut t = gz_file(&out.join("near-limits.tar.gz"));
+    t.add(&meta);
+    for i in 0..2 {
+        t.zeros(&format!("sys/big{i}"), 15 << 20);
+    }
+    let deep = (0..100)
+        .map(|i| format!("d{i}"))
+        .collect::<Vec<_>>()
+        .join("/");
+    for i in 0..99_000 {
+        t.add(&file(&format!("{deep}/f{i:06}"), b"x"));
+    }
+    t.add(&link("sys/out", "../../x"));
+    t.end().finish().unwrap();
+    let mut m = vec![meta, file("end", b"x")];
+    for i in 0..40_000 {
+        m.push(link(&format!("l{i}"), &format!("l{}", (i + 1) % 40_000)));
+    }
+    archive(&out.join("links-40k-loop.tar.gz"), &m);
+}

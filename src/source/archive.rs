@@ -13,7 +13,7 @@ use super::read::{self, ReadError};
 use super::tree::{self, Mem, Node};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, Read};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// Members (headers, long-name and PAX records included). An 8-GPU HGX capture has about
 /// 1000.
@@ -29,7 +29,7 @@ pub const MAX_NAME_BYTES: u64 = 16 << 20;
 /// One path (Linux's PATH_MAX) and one component (NAME_MAX); folders deep.
 pub const MAX_PATH: usize = 4096;
 pub const MAX_COMPONENT: usize = 255;
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = 64;
 /// A PAX extended header.
 const MAX_PAX: u64 = 64 << 10;
 /// Zero padding allowed after the end-of-archive marker (tar pads to its record size,
@@ -45,9 +45,13 @@ pub fn load(path: &Path) -> Result<Mem, String> {
     if len > read::ARCHIVE.bytes {
         return Err(ReadError::TooLarge(read::ARCHIVE).to_string());
     }
-    let gz = flate2::bufread::GzDecoder::new(std::io::BufReader::new(f));
-    let mut ar = tar::Archive::new(gz);
-    let mut b = Builder::new(path);
+    load_from(std::io::BufReader::new(f), &path.display().to_string())
+}
+
+/// [`load`] from any byte stream (the fuzz target feeds it bytes); `origin` names it.
+pub fn load_from<R: BufRead>(r: R, origin: &str) -> Result<Mem, String> {
+    let mut ar = tar::Archive::new(flate2::bufread::GzDecoder::new(r));
+    let mut b = Builder::new(origin);
     {
         let entries = ar.entries().map_err(|e| corrupt(&e))?.raw(true);
         for entry in entries {
@@ -70,9 +74,7 @@ fn corrupt(e: &dyn std::fmt::Display) -> String {
 /// After the end-of-archive marker: zero padding only, then the end of the gzip stream (its
 /// CRC and length checked by reading to the end), then the end of the file. Anything else is
 /// data some other reader might take for more members.
-fn check_end(
-    mut gz: flate2::bufread::GzDecoder<std::io::BufReader<std::fs::File>>,
-) -> Result<(), String> {
+fn check_end<R: BufRead>(mut gz: flate2::bufread::GzDecoder<R>) -> Result<(), String> {
     let mut rest = Vec::new();
     (&mut gz)
         .take(MAX_PADDING + 1)
@@ -106,12 +108,12 @@ struct Builder {
     name_bytes: u64,
 }
 
-type Entry<'a> = tar::Entry<'a, flate2::bufread::GzDecoder<std::io::BufReader<std::fs::File>>>;
+type Entry<'a, R> = tar::Entry<'a, flate2::bufread::GzDecoder<R>>;
 
 impl Builder {
-    fn new(path: &Path) -> Builder {
+    fn new(origin: &str) -> Builder {
         let mut mem = Mem {
-            origin: path.display().to_string(),
+            origin: origin.to_string(),
             ..Default::default()
         };
         mem.steps_left.set(MAX_RESOLVE_STEPS);
@@ -125,7 +127,7 @@ impl Builder {
         }
     }
 
-    fn member(&mut self, mut e: Entry) -> Result<(), String> {
+    fn member<R: BufRead>(&mut self, mut e: Entry<R>) -> Result<(), String> {
         self.headers += 1;
         if self.headers > MAX_ENTRIES {
             return Err(format!("more than {MAX_ENTRIES} members: not a snapshot"));
@@ -179,7 +181,10 @@ impl Builder {
         let is_dir = t.is_dir() || (t.is_file() && raw.ends_with(b"/"));
         if is_dir || t.is_symlink() {
             if size != 0 {
-                return Err(format!("{shown}: a folder or symlink member with data"));
+                return Err(format!(
+                    "{}: a folder or symlink member with data",
+                    rel.display()
+                ));
             }
             if is_dir {
                 return self.insert(&rel, Node::Dir(BTreeSet::new()));
@@ -190,7 +195,8 @@ impl Builder {
                     .map(|c| c.into_owned())
                     .unwrap_or_default()
             });
-            return self.insert(&rel, Node::Link(link_target(&shown, &target)?));
+            let target = link_target(&rel, &target)?;
+            return self.insert(&rel, Node::Link(target));
         }
         if !(t.is_file() || t.is_contiguous()) {
             let c = t.as_byte();
@@ -204,7 +210,7 @@ impl Builder {
         self.file(&rel, e, size)
     }
 
-    fn file(&mut self, rel: &Path, e: Entry, size: u64) -> Result<(), String> {
+    fn file<R: BufRead>(&mut self, rel: &Path, e: Entry<R>, size: u64) -> Result<(), String> {
         let shown = rel.display();
         if size > MAX_MEMBER {
             return Err(format!(
@@ -264,36 +270,54 @@ impl Builder {
     }
 
     /// Adds a node and any missing folders above it. A path twice, or beneath a file or a
-    /// symlink, is refused: nothing is ever looked up through a member's own name.
+    /// symlink, is refused: nothing is ever looked up through a member's own name. Each folder
+    /// is created once, so the work per member is one lookup plus the folders it adds.
     fn insert(&mut self, rel: &Path, node: Node) -> Result<(), String> {
-        let shown = rel.display();
-        let comps: Vec<&std::ffi::OsStr> = rel.iter().collect();
-        let mut anc = PathBuf::new();
-        for (i, c) in comps.iter().enumerate() {
-            match self.mem.nodes.get_mut(&anc) {
-                Some(Node::Dir(children)) => {
-                    children.insert(c.to_string_lossy().into_owned());
-                }
-                Some(Node::Link(_)) => return Err(format!("{shown}: lies beneath a symlink")),
-                _ => return Err(format!("{shown}: lies beneath a file")),
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        self.ensure_dir(parent, rel)?;
+        match (self.mem.nodes.get(rel), &node) {
+            (Some(Node::Dir(_)), Node::Dir(_)) => return Ok(()),
+            (Some(_), _) => {
+                return Err(format!("{}: appears twice in the archive", rel.display()));
             }
-            anc.push(c);
-            let last = i + 1 == comps.len();
-            match (self.mem.nodes.get(&anc), last) {
-                (Some(_), false) => {}
-                (Some(Node::Dir(_)), true) if matches!(node, Node::Dir(_)) => return Ok(()),
-                (Some(_), true) => return Err(format!("{shown}: appears twice in the archive")),
-                (None, _) => {
-                    self.count_node(&anc)?;
-                    if !last {
-                        self.mem
-                            .nodes
-                            .insert(anc.clone(), Node::Dir(BTreeSet::new()));
-                    }
-                }
-            }
+            (None, _) => {}
         }
-        self.mem.nodes.insert(anc, node);
+        self.add_node(rel, node)
+    }
+
+    /// Makes `dir` a folder, creating it and the folders above it that are missing.
+    fn ensure_dir(&mut self, dir: &Path, rel: &Path) -> Result<(), String> {
+        let mut missing = Vec::new();
+        let mut cur = Some(dir);
+        while let Some(d) = cur {
+            match self.mem.nodes.get(d) {
+                Some(Node::Dir(_)) => break,
+                Some(Node::Link(_)) => {
+                    return Err(format!("{}: lies beneath a symlink", rel.display()));
+                }
+                Some(Node::File(_)) => {
+                    return Err(format!("{}: lies beneath a file", rel.display()));
+                }
+                None => missing.push(d),
+            }
+            cur = d.parent();
+        }
+        for d in missing.into_iter().rev() {
+            self.add_node(d, Node::Dir(BTreeSet::new()))?;
+        }
+        Ok(())
+    }
+
+    /// Inserts a node whose parent is a folder, and names it there.
+    fn add_node(&mut self, p: &Path, node: Node) -> Result<(), String> {
+        self.count_node(p)?;
+        let parent = p.parent().unwrap_or(Path::new(""));
+        if let (Some(Node::Dir(children)), Some(name)) =
+            (self.mem.nodes.get_mut(parent), p.file_name())
+        {
+            children.insert(name.to_string_lossy().into_owned());
+        }
+        self.mem.nodes.insert(p.to_path_buf(), node);
         Ok(())
     }
 
@@ -315,14 +339,7 @@ impl Builder {
 
     /// Every symlink must resolve inside the archive, in a bounded number of hops.
     fn finish(self) -> Result<Mem, String> {
-        let links: Vec<PathBuf> = self
-            .mem
-            .nodes
-            .iter()
-            .filter(|(_, n)| matches!(n, Node::Link(_)))
-            .map(|(p, _)| p.clone())
-            .collect();
-        let mut links = links;
+        let mut links = self.mem.links();
         // Sorted, so the member an error names does not depend on hashing.
         links.sort();
         for l in links {
@@ -368,7 +385,12 @@ fn snapshot_root(nodes: &HashMap<PathBuf, Node>) -> PathBuf {
     }
 }
 
-fn read_record(e: &mut Entry, size: u64, max: u64, what: &str) -> Result<Vec<u8>, String> {
+fn read_record<R: BufRead>(
+    e: &mut Entry<R>,
+    size: u64,
+    max: u64,
+    what: &str,
+) -> Result<Vec<u8>, String> {
     if size > max {
         return Err(format!(
             "a {what} record of {size} bytes (at most {} allowed)",
@@ -383,9 +405,13 @@ fn read_record(e: &mut Entry, size: u64, max: u64, what: &str) -> Result<Vec<u8>
     Ok(v)
 }
 
-/// Control characters shown escaped, so a name cannot rewrite the terminal or forge a line.
+/// Control characters shown escaped, so a name cannot rewrite the terminal or forge a line;
+/// long names cut, so an error stays one readable line.
 fn printable(s: &str) -> String {
-    s.chars()
+    const SHOWN: usize = 120;
+    let mut out: String = s
+        .chars()
+        .take(SHOWN)
         .map(|c| {
             if c.is_control() {
                 c.escape_default().to_string()
@@ -393,7 +419,11 @@ fn printable(s: &str) -> String {
                 c.to_string()
             }
         })
-        .collect()
+        .collect();
+    if s.chars().nth(SHOWN).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// A member name as a clean relative path: UTF-8, no control characters, not absolute, no
@@ -409,30 +439,40 @@ fn clean_name(raw: &[u8]) -> Result<PathBuf, String> {
     if raw.len() > MAX_PATH {
         return bad(&format!("is longer than {MAX_PATH} bytes"));
     }
-    let mut out = PathBuf::new();
-    for c in Path::new(s).components() {
-        match c {
-            Component::Normal(n) if n.len() > MAX_COMPONENT => {
+    if s.starts_with('/') {
+        return bad("is an absolute path");
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut depth = 0;
+    for part in s.split('/') {
+        match part {
+            "" | "." => continue,
+            ".." => return bad("climbs out with '..'"),
+            p if p.len() > MAX_COMPONENT => {
                 return bad(&format!("has a part longer than {MAX_COMPONENT} bytes"));
             }
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            Component::ParentDir => return bad("climbs out with '..'"),
-            Component::RootDir | Component::Prefix(_) => return bad("is an absolute path"),
+            p => {
+                if depth > 0 {
+                    out.push('/');
+                }
+                out.push_str(p);
+                depth += 1;
+            }
         }
     }
-    if out.as_os_str().is_empty() {
+    if depth == 0 {
         return bad("names no file");
     }
-    if out.components().count() > MAX_DEPTH {
+    if depth > MAX_DEPTH {
         return bad(&format!("is more than {MAX_DEPTH} folders deep"));
     }
-    Ok(out)
+    Ok(PathBuf::from(out))
 }
 
 /// A symlink target kept as data: UTF-8, relative, short. Where it leads is checked once the
 /// whole tree is known.
-fn link_target(shown: &str, raw: &[u8]) -> Result<PathBuf, String> {
+fn link_target(rel: &Path, raw: &[u8]) -> Result<PathBuf, String> {
+    let shown = rel.display();
     let s = std::str::from_utf8(raw)
         .map_err(|_| format!("symlink '{shown}' has a target that is not UTF-8"))?;
     if s.is_empty() || raw.len() > MAX_PATH || s.chars().any(char::is_control) {

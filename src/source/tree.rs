@@ -220,6 +220,15 @@ impl Mem {
         &self.prefix
     }
 
+    /// Every symlink, by its path from the archive's top (not from [`Mem::prefix`]).
+    pub fn links(&self) -> Vec<PathBuf> {
+        self.nodes
+            .iter()
+            .filter(|(_, n)| matches!(n, Node::Link(_)))
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     fn node(&self, phys: &Path) -> io::Result<&Node> {
         self.nodes
             .get(&self.prefix.join(phys))
