@@ -751,20 +751,26 @@ fn write_corpus_for_measurement() {
     t.add(&meta);
     t.zeros("proc/cpuinfo", 15 << 20);
     t.end().finish().unwrap();
-    // Just under every limit: 31 MiB of content in 99k members, deep names, then a bad link.
-    let mut t = gz_file(&out.join("near-limits.tar.gz"));
+    // Accepted, near the limits: 30 MiB of content, a 7 MiB cpuinfo, 95k members.
+    let mut t = gz_file(&out.join("near-limits-ok.tar.gz"));
     t.add(&meta);
-    for i in 0..2 {
-        t.zeros(&format!("sys/big{i}"), 15 << 20);
+    t.zeros("sys/big0", 15 << 20);
+    t.zeros("sys/big1", 8 << 20);
+    t.zeros("proc/cpuinfo", 7 << 20);
+    for i in 0..95_000 {
+        t.add(&file(&format!("sys/devices/x/f{i:06}"), b"x"));
     }
-    let deep = (0..100)
+    t.end().finish().unwrap();
+    // Deep names: stopped by the 16 MiB name budget.
+    let mut t = gz_file(&out.join("names-budget.tar.gz"));
+    t.add(&meta);
+    let deep = (0..60)
         .map(|i| format!("d{i}"))
         .collect::<Vec<_>>()
         .join("/");
     for i in 0..99_000 {
         t.add(&file(&format!("{deep}/f{i:06}"), b"x"));
     }
-    t.add(&link("sys/out", "../../x"));
     t.end().finish().unwrap();
     let mut m = vec![meta, file("end", b"x")];
     for i in 0..40_000 {

@@ -26,8 +26,9 @@ pub const MAX_MEMBER: u64 = read::NVML_JSON.bytes;
 pub const MAX_TOTAL: u64 = 32 << 20;
 /// Bytes of all node paths together, so deep names cannot multiply memory.
 pub const MAX_NAME_BYTES: u64 = 16 << 20;
-/// One path (Linux's PATH_MAX) and one component (NAME_MAX); folders deep.
-pub const MAX_PATH: usize = 4096;
+/// One path (a quarter of Linux's PATH_MAX: the deepest sysfs path topo reads is under
+/// 200 bytes), one component (NAME_MAX), folders deep.
+pub const MAX_PATH: usize = 1024;
 pub const MAX_COMPONENT: usize = 255;
 pub const MAX_DEPTH: usize = 64;
 /// A PAX extended header.
