@@ -19,13 +19,14 @@ use std::path::{Path, PathBuf};
 /// 1000.
 pub const MAX_ENTRIES: usize = 100_000;
 /// Tree nodes, folders implied by member names included.
-pub const MAX_NODES: usize = 2 * MAX_ENTRIES;
-/// One member's content: the largest per-file cap a snapshot reader applies (nvml.json).
+pub const MAX_NODES: usize = MAX_ENTRIES + 20_000;
+/// One member's content: the largest per-file cap a snapshot reader applies (nvml.json and
+/// /proc/cpuinfo, 8 MiB each).
 pub const MAX_MEMBER: u64 = read::NVML_JSON.bytes;
 /// All members' content together (a real capture holds well under 1 MiB).
-pub const MAX_TOTAL: u64 = 32 << 20;
+pub const MAX_TOTAL: u64 = 24 << 20;
 /// Bytes of all node paths together, so deep names cannot multiply memory.
-pub const MAX_NAME_BYTES: u64 = 16 << 20;
+pub const MAX_NAME_BYTES: u64 = 8 << 20;
 /// One path (a quarter of Linux's PATH_MAX: the deepest sysfs path topo reads is under
 /// 200 bytes), one component (NAME_MAX), folders deep.
 pub const MAX_PATH: usize = 1024;

@@ -31,9 +31,10 @@ pub const CPUINFO: Cap = Cap {
     bytes: 8 << 20,
     what: "/proc/cpuinfo",
 };
-/// 38 KiB for an 8-GPU HGX; NVML pairs grow with the square of the GPU count.
+/// 38 KiB for an 8-GPU HGX; NVML pairs grow with the square of the GPU count, so 8 MiB
+/// is over 100 GPUs in one host.
 pub const NVML_JSON: Cap = Cap {
-    bytes: 16 << 20,
+    bytes: 8 << 20,
     what: "nvml.json",
 };
 pub const META_JSON: Cap = Cap {
