@@ -2,9 +2,11 @@
 //!
 //! A snapshot is a folder (or a .tar.gz of one) holding the sysfs/procfs files discovery read,
 //! at their real paths with sysfs's relative symlinks kept as symlinks, plus `meta.json`
-//! (who, when, environment, NVML status) and `nvml.json` (NVML's answer, when there was one).
-//! Replaying it runs [`live::discover_with`] on that folder, so a snapshot and the machine it
-//! came from give the same model.
+//! (who, when, environment, NVML status, and the completion mark written last) and
+//! `nvml.json` (NVML's answer, when there was one). Replaying it runs
+//! [`live::discover_with`] on that folder, or on the archive read into memory
+//! ([`super::archive`]: never extracted), so a snapshot and the machine it came from give the
+//! same model. Captures are written atomically ([`crate::output`]).
 
 use super::live::{self, Inputs};
 use super::nvml::{self, NvmlReport};

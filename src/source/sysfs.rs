@@ -1,13 +1,16 @@
 //! sysfs/procfs reading under a configurable root (`root/sys/...`, `root/proc/...`), so the
-//! live machine (`/`), a snapshot folder and a hand-made test tree go through the same code.
+//! live machine (`/`), a snapshot folder, a snapshot archive held in memory and a hand-made
+//! test tree go through the same code.
 //!
-//! Every path is built from the root; an absolute `/sys` is never joined. sysfs is made of
-//! relative symlinks (`sys/bus/pci/devices/X -> ../../../devices/pci0000:00/X`), which
-//! `canonicalize` resolves correctly inside any root as long as they were kept as symlinks.
+//! Every path is relative to the root and read through a [`Tree`]: symlinks (sysfs is made of
+//! relative ones, `sys/bus/pci/devices/X -> ../../../devices/pci0000:00/X`) are resolved
+//! inside the root by topo, never by the kernel, and every file goes through the bounded
+//! reader ([`super::read`]) with a cap for its kind.
 //!
 //! The reader records every path it touches: `snapshot::capture` copies exactly those, so a
 //! snapshot holds what discovery reads and nothing else. Unreadable or odd files become
-//! warnings; nothing here aborts.
+//! warnings; nothing here aborts. In a snapshot replay, files that are refused (not regular,
+//! over their cap, behind a link that leaves the tree) are kept as the replay's refusal.
 
 use super::read::{self, Cap, ReadError};
 use super::tree::{self, Disk, Tree};
@@ -23,7 +26,7 @@ pub struct Sysfs {
     /// link that leaves the tree) stops the replay instead of becoming a warning, since
     /// `topo snapshot` never writes one.
     strict: bool,
-    /// Keep the bytes read, for a capture.
+    /// Keep the paths touched and the bytes read, for a capture.
     record: bool,
     touched: RefCell<BTreeSet<PathBuf>>,
     /// Raw bytes of every file read, so a capture stores what discovery saw.
@@ -98,7 +101,9 @@ impl Sysfs {
     }
 
     fn touch(&self, rel: &Path) {
-        self.touched.borrow_mut().insert(rel.to_path_buf());
+        if self.record {
+            self.touched.borrow_mut().insert(rel.to_path_buf());
+        }
     }
 
     /// Notes a refusal in a strict tree; passes the error on.
