@@ -789,3 +789,28 @@ fn write_corpus_for_measurement() {
     }
     archive(&out.join("links-40k-loop.tar.gz"), &m);
 }
+
+#[test]
+fn common_tar_layouts_load() {
+    // `tar -C box -czf x.tar.gz .` starts with `./` and prefixes every name with it.
+    let s = Scene::new();
+    let a = s.path("dot.tar.gz");
+    archive(
+        &a,
+        &[
+            dir("./"),
+            dir("./proc"),
+            file("./proc/cpuinfo", b"vendor_id : GenuineIntel\n"),
+            file("./meta.json", META.as_bytes()),
+        ],
+    );
+    Command::cargo_bin("topo")
+        .unwrap()
+        .args(["show", "--from"])
+        .arg(&a)
+        .assert()
+        .success();
+    // A file named `.` is not the top.
+    archive(&a, &[file("meta.json", META.as_bytes()), file(".", b"x")]);
+    assert_has(&s.refuses(&a), "names no file");
+}

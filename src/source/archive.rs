@@ -181,6 +181,17 @@ impl Builder {
             return refuse("sparse file");
         }
         let is_dir = t.is_dir() || (t.is_file() && raw.ends_with(b"/"));
+        if rel.as_os_str().is_empty() {
+            // `tar -C box .` starts with `./`: the top itself, which exists already.
+            return if is_dir {
+                Ok(())
+            } else {
+                Err(format!(
+                    "member name '{}' names no file",
+                    printable(&String::from_utf8_lossy(&raw))
+                ))
+            };
+        }
         if is_dir || t.is_symlink() {
             if size != 0 {
                 return Err(format!(
@@ -429,7 +440,8 @@ fn printable(s: &str) -> String {
 }
 
 /// A member name as a clean relative path: UTF-8, no control characters, not absolute, no
-/// `..`, within the length and depth limits. `.` components and a trailing `/` are dropped.
+/// `..`, within the length and depth limits. `.` components and a trailing `/` are dropped,
+/// so `./` is the empty path: the archive's top.
 fn clean_name(raw: &[u8]) -> Result<PathBuf, String> {
     let lossy = || printable(&String::from_utf8_lossy(raw));
     let s =
@@ -462,9 +474,7 @@ fn clean_name(raw: &[u8]) -> Result<PathBuf, String> {
             }
         }
     }
-    if depth == 0 {
-        return bad("names no file");
-    }
+
     if depth > MAX_DEPTH {
         return bad(&format!("is more than {MAX_DEPTH} folders deep"));
     }
