@@ -42,12 +42,16 @@ fn remove_pending() {
         Ok(v) => v.clone(),
         Err(e) => e.into_inner().clone(),
     };
+    remove_paths(&paths);
+}
+
+fn remove_paths(paths: &[PathBuf]) {
     for p in paths {
         // Twice: a writer may still be adding entries to a folder while it is removed.
         for _ in 0..2 {
-            let _ = match std::fs::symlink_metadata(&p) {
-                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
-                Ok(_) => std::fs::remove_file(&p),
+            let _ = match std::fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+                Ok(_) => std::fs::remove_file(p),
                 Err(_) => break,
             };
         }
@@ -201,6 +205,22 @@ fn sync_tree(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_temporaries_are_registered_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (f, d) = (dir.path().join("t.tmp"), dir.path().join("snap"));
+        std::fs::write(&f, "x").unwrap();
+        std::fs::create_dir_all(d.join("sys/a")).unwrap();
+        std::fs::write(d.join("sys/a/b"), "x").unwrap();
+        {
+            let _g = Guard::new(&d);
+            assert!(PENDING.lock().unwrap().contains(&d));
+        }
+        assert!(!PENDING.lock().unwrap().contains(&d));
+        remove_paths(&[f.clone(), d.clone()]);
+        assert!(!f.exists() && !d.exists());
+    }
 
     #[test]
     fn a_failed_write_leaves_the_old_file() {
