@@ -136,91 +136,74 @@ impl Builder {
         }
         let t = e.header().entry_type();
         let size = e.header().entry_size().map_err(|e| corrupt(&e))?;
-        let ext = t.is_gnu_longname()
+        self.pending.open = t.is_gnu_longname()
             || t.is_gnu_longlink()
             || t.is_pax_local_extensions()
             || t.is_pax_global_extensions();
-        self.pending.open = ext;
-        if t.is_gnu_longname() || t.is_gnu_longlink() {
-            let v = read_record(&mut e, size, MAX_PATH as u64 + 1, "long name")?;
-            let v = v.split(|&b| b == 0).next().unwrap_or(&[]).to_vec();
-            if t.is_gnu_longname() {
-                self.pending.name = Some(v);
-            } else {
-                self.pending.link = Some(v);
-            }
-            return Ok(());
-        }
-        if t.is_pax_local_extensions() || t.is_pax_global_extensions() {
-            let v = read_record(&mut e, size, MAX_PAX, "pax header")?;
-            return self.pax(&v, t.is_pax_global_extensions());
+        if self.pending.open {
+            return self.extension(&mut e, t, size);
         }
         let raw = self
             .pending
             .name
             .take()
             .unwrap_or_else(|| e.header().path_bytes().into_owned());
-        let link = self.pending.link.take();
         let rel = clean_name(&raw)?;
-        let shown = rel.display().to_string();
-        let refuse = |what: &str| {
-            Err(format!(
-                "{shown}: {what} (a snapshot holds only files, folders and symlinks)"
-            ))
-        };
-        if t.is_hard_link() {
-            return refuse("hard link");
-        }
-        if t.is_character_special() || t.is_block_special() {
-            return refuse("device file");
-        }
-        if t.is_fifo() {
-            return refuse("fifo");
-        }
-        if t.is_gnu_sparse() {
-            return refuse("sparse file");
-        }
+        check_type(t, &rel)?;
         let is_dir = t.is_dir() || (t.is_file() && raw.ends_with(b"/"));
+        if (is_dir || t.is_symlink()) && size != 0 {
+            return Err(format!(
+                "{}: a folder or symlink member with data",
+                rel.display()
+            ));
+        }
         if rel.as_os_str().is_empty() {
             // `tar -C box .` starts with `./`: the top itself, which exists already.
-            return if is_dir {
-                Ok(())
-            } else {
-                Err(format!(
+            return match is_dir {
+                true => Ok(()),
+                false => Err(format!(
                     "member name '{}' names no file",
-                    printable(&String::from_utf8_lossy(&raw))
-                ))
+                    printable_bytes(&raw)
+                )),
             };
         }
-        if is_dir || t.is_symlink() {
-            if size != 0 {
-                return Err(format!(
-                    "{}: a folder or symlink member with data",
-                    rel.display()
-                ));
-            }
-            if is_dir {
-                return self.insert(&rel, Node::Dir(BTreeSet::new()));
-            }
-            let target = link.unwrap_or_else(|| {
-                e.header()
+        if is_dir {
+            return self.insert(&rel, Node::Dir(BTreeSet::new()));
+        }
+        if t.is_symlink() {
+            let target = match self.pending.link.take() {
+                Some(l) => l,
+                None => e
+                    .header()
                     .link_name_bytes()
-                    .map(|c| c.into_owned())
                     .unwrap_or_default()
-            });
+                    .into_owned(),
+            };
             let target = link_target(&rel, &target)?;
             return self.insert(&rel, Node::Link(target));
         }
-        if !(t.is_file() || t.is_contiguous()) {
-            let c = t.as_byte();
-            let c = if c.is_ascii_graphic() {
-                (c as char).to_string()
-            } else {
-                format!("\\x{c:02x}")
-            };
-            return refuse(&format!("member of type '{c}'"));
-        }
         self.file(&rel, e, size)
+    }
+
+    /// A GNU long-name or PAX record: it names (or describes) the member after it.
+    fn extension<R: BufRead>(
+        &mut self,
+        e: &mut Entry<R>,
+        t: tar::EntryType,
+        size: u64,
+    ) -> Result<(), String> {
+        if t.is_pax_local_extensions() || t.is_pax_global_extensions() {
+            let v = read_record(e, size, MAX_PAX, "pax header")?;
+            return self.pax(&v, t.is_pax_global_extensions());
+        }
+        let v = read_record(e, size, MAX_PATH as u64 + 1, "long name")?;
+        let v = v.split(|&b| b == 0).next().unwrap_or(&[]).to_vec();
+        if t.is_gnu_longname() {
+            self.pending.name = Some(v);
+        } else {
+            self.pending.link = Some(v);
+        }
+        Ok(())
     }
 
     fn file<R: BufRead>(&mut self, rel: &Path, e: Entry<R>, size: u64) -> Result<(), String> {
@@ -396,6 +379,32 @@ fn snapshot_root(nodes: &HashMap<PathBuf, Node>) -> PathBuf {
         [one] => PathBuf::from(one.as_str()),
         _ => PathBuf::new(),
     }
+}
+
+/// Regular files, folders and symlinks only: anything else could not come from a capture,
+/// and a hard link or device is what an extracting reader would be tricked by.
+fn check_type(t: tar::EntryType, rel: &Path) -> Result<(), String> {
+    let what = if t.is_hard_link() {
+        "hard link".to_string()
+    } else if t.is_character_special() || t.is_block_special() {
+        "device file".to_string()
+    } else if t.is_fifo() {
+        "fifo".to_string()
+    } else if t.is_gnu_sparse() {
+        "sparse file".to_string()
+    } else if t.is_file() || t.is_contiguous() || t.is_dir() || t.is_symlink() {
+        return Ok(());
+    } else {
+        format!("member of type '{}'", printable_bytes(&[t.as_byte()]))
+    };
+    Err(format!(
+        "{}: {what} (a snapshot holds only files, folders and symlinks)",
+        rel.display()
+    ))
+}
+
+fn printable_bytes(b: &[u8]) -> String {
+    printable(&String::from_utf8_lossy(b))
 }
 
 fn read_record<R: BufRead>(
