@@ -783,6 +783,20 @@ fn write_corpus_for_measurement() {
         t.add(&file(&format!("{deep}/f{i:06}"), b"x"));
     }
     t.end().finish().unwrap();
+    // A chain of 39 links (just allowed) and 60k links into it: accepted, each link resolved once.
+    let mut m = vec![file("meta.json", META.as_bytes()), file("end", b"x")];
+    for i in 0..39 {
+        let next = if i == 38 {
+            "end".to_string()
+        } else {
+            format!("c{}", i + 1)
+        };
+        m.push(link(&format!("c{i}"), &next));
+    }
+    for i in 0..60_000 {
+        m.push(link(&format!("f/{i}"), "../c0"));
+    }
+    archive(&out.join("links-fanout.tar.gz"), &m);
     let mut m = vec![meta, file("end", b"x")];
     for i in 0..40_000 {
         m.push(link(&format!("l{i}"), &format!("l{}", (i + 1) % 40_000)));

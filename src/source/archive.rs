@@ -37,8 +37,9 @@ const MAX_PAX: u64 = 64 << 10;
 /// Zero padding allowed after the end-of-archive marker (tar pads to its record size,
 /// 10 KiB by default).
 const MAX_PADDING: u64 = 1 << 20;
-/// Path components walked while resolving symlinks, over the archive's whole life.
-pub const MAX_RESOLVE_STEPS: u64 = 20_000_000;
+/// Path components walked while resolving symlinks, over the archive's whole life (checking
+/// every link once, then the replay). A real capture needs a few ten thousand.
+pub const MAX_RESOLVE_STEPS: u64 = 2_000_000;
 
 /// Reads `path` into a memory tree; the error is the reason, for the caller to prefix with
 /// the archive's name.
@@ -352,6 +353,8 @@ impl Builder {
         }
         let mut mem = self.mem;
         mem.prefix = snapshot_root(&mem.nodes);
+        // Remembered links are keyed by paths from the top, which the prefix changes.
+        mem.links_seen.borrow_mut().clear();
         Ok(mem)
     }
 }

@@ -59,6 +59,8 @@ pub enum ReadError {
     Escapes,
     /// More than [`MAX_HOPS`](super::tree::MAX_HOPS) symlinks on the way, or a loop.
     TooManyLinks,
+    /// The tree's whole budget for resolving links is spent.
+    TooMuchResolving,
 }
 
 impl ReadError {
@@ -96,6 +98,7 @@ impl fmt::Display for ReadError {
             ReadError::TooManyLinks => {
                 f.write_str("too many levels of symbolic links (a loop or a long chain)")
             }
+            ReadError::TooMuchResolving => f.write_str("too many symlinks to resolve"),
         }
     }
 }

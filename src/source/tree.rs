@@ -8,7 +8,7 @@
 //! holds no symlink, with `O_NOFOLLOW` on disk, through the bounded reader.
 
 use super::read::{self, Cap, ReadError};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io;
@@ -50,6 +50,11 @@ pub trait Tree {
     fn charge(&self, _steps: u64) -> bool {
         true
     }
+    /// Where a link (a physical path) led before, for trees that cannot change.
+    fn recall(&self, _link: &Path) -> Option<Resolved> {
+        None
+    }
+    fn remember(&self, _link: &Path, _to: Resolved) {}
 }
 
 fn push_components(out: &mut Vec<OsString>, p: &Path) {
@@ -63,18 +68,30 @@ fn push_components(out: &mut Vec<OsString>, p: &Path) {
     }
 }
 
+/// Where a link led: the physical path, the hops it took (itself included), and whether a
+/// component on the way was missing.
+pub type Resolved = (PathBuf, u32, bool);
+
 /// The physical path `rel` leads to, following symlinks inside the tree (the final one only
 /// when `follow_last`). A missing component ends link-following: the rest is taken as
-/// written, and reading it finds nothing.
+/// written, and reading it finds nothing. Trees that cannot change remember where each link
+/// led, so a thousand links into one long chain cost one walk of the chain.
 pub fn resolve(t: &dyn Tree, rel: &Path, follow_last: bool) -> Result<PathBuf, ReadError> {
     let mut pending = Vec::new();
     push_components(&mut pending, rel);
     let mut out = PathBuf::new();
-    let mut hops = 0;
-    let mut missing = false;
-    while let Some(c) = pending.pop() {
+    let (mut hops, mut missing) = (0, false);
+    // Links being followed: (link, pending length before its target, hops before it).
+    let mut frames: Vec<(PathBuf, usize, u32)> = Vec::new();
+    loop {
+        while frames.last().is_some_and(|f| f.1 == pending.len()) {
+            if let Some((link, _, before)) = frames.pop() {
+                t.remember(&link, (out.clone(), hops - before, missing));
+            }
+        }
+        let Some(c) = pending.pop() else { break };
         if !t.charge(1) {
-            return Err(ReadError::TooManyLinks);
+            return Err(ReadError::TooMuchResolving);
         }
         if c == ".." {
             if !out.pop() && !t.absolute_links_ok() {
@@ -91,6 +108,14 @@ pub fn resolve(t: &dyn Tree, rel: &Path, follow_last: bool) -> Result<PathBuf, R
         };
         match kind {
             Ok(Kind::Link) if follow_last || !last => {
+                if let Some((to, h, m)) = t.recall(&cand) {
+                    hops += h;
+                    if hops > MAX_HOPS {
+                        return Err(ReadError::TooManyLinks);
+                    }
+                    (out, missing) = (to, m);
+                    continue;
+                }
                 hops += 1;
                 if hops > MAX_HOPS {
                     return Err(ReadError::TooManyLinks);
@@ -102,6 +127,7 @@ pub fn resolve(t: &dyn Tree, rel: &Path, follow_last: bool) -> Result<PathBuf, R
                     }
                     out = PathBuf::new();
                 }
+                frames.push((cand, pending.len(), hops - 1));
                 push_components(&mut pending, &target);
             }
             Ok(_) => out = cand,
@@ -212,6 +238,8 @@ pub struct Mem {
     /// Resolution steps left: links are resolved on every read, so a crafted tree of long
     /// chains cannot make that work unbounded.
     pub(crate) steps_left: Cell<u64>,
+    /// Where each link led (at most one entry per link, so bounded by the tree).
+    pub(crate) links_seen: RefCell<HashMap<PathBuf, Resolved>>,
 }
 
 impl Mem {
@@ -275,6 +303,12 @@ impl Tree for Mem {
         let left = self.steps_left.get();
         self.steps_left.set(left.saturating_sub(steps));
         left >= steps
+    }
+    fn recall(&self, link: &Path) -> Option<Resolved> {
+        self.links_seen.borrow().get(link).cloned()
+    }
+    fn remember(&self, link: &Path, to: Resolved) {
+        self.links_seen.borrow_mut().insert(link.to_path_buf(), to);
     }
 }
 
@@ -358,6 +392,41 @@ mod tests {
                 .unwrap_err()
                 .is_not_found()
         );
+    }
+
+    #[test]
+    fn remembered_links_still_count_their_hops() {
+        // c0 -> c1 -> ... -> c39 -> end: c0 is 40 hops, Linux's limit.
+        let mut e: Vec<(String, PathBuf)> = (0..40)
+            .map(|i| {
+                let next = if i == 39 {
+                    "end".into()
+                } else {
+                    format!("c{}", i + 1)
+                };
+                (format!("c{i}"), PathBuf::from(next))
+            })
+            .collect();
+        e.push(("via".into(), "c1".into()));
+        e.push(("over".into(), "c0".into()));
+        let mut entries: Vec<(&str, Node)> = vec![("end", Node::File(b"x".to_vec()))];
+        entries.extend(e.iter().map(|(p, t)| (p.as_str(), Node::Link(t.clone()))));
+        let m = mem(&entries);
+        assert_eq!(
+            resolve(&m, Path::new("c1"), true).unwrap(),
+            Path::new("end")
+        );
+        assert!(m.recall(Path::new("c1")).is_some());
+        // Through the remembered c1: 1 + 39 and 1 + 1 + 39 hops.
+        assert_eq!(
+            resolve(&m, Path::new("via"), true).unwrap(),
+            Path::new("end")
+        );
+        assert!(matches!(
+            resolve(&m, Path::new("over"), true),
+            Err(ReadError::TooManyLinks)
+        ));
+        assert!(resolve(&m, Path::new("c0"), true).is_ok());
     }
 
     #[test]
