@@ -133,6 +133,9 @@ fn source_hint(kind: SourceKind) -> Option<String> {
             "set TOPO_SYSFS_ROOT (or --sysfs-root) to a folder holding sys/ and proc/, or unset it to read this machine"
         }
         SourceKind::SnapshotOutput => "pass -o a new folder name, or a name ending in .tar.gz",
+        SourceKind::SnapshotWrite => {
+            "pass -o a path in a folder that exists and is writable, with room to spare"
+        }
         SourceKind::HostTooLarge => {
             "pass a topology of one real machine (NCCL_TOPO_MAX_NODES is 640 in NCCL 2.29+)"
         }

@@ -16,10 +16,10 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
+/// Writes `text` to the file (whole or not at all, see `topo_source::atomic`) or stdout. A closed stdout pipe (`topo show | head`) is not an error.
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
     match output {
-        Some(p) => std::fs::write(p, text).map_err(|e| {
+        Some(p) => topo_source::atomic::write_file(p, |w| w.write_all(text.as_bytes())).map_err(|e| {
             error::usage(
                 format!("cannot write {}: {}", p.display(), io_reason(&e)),
                 "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",

@@ -17,6 +17,7 @@ use anyhow::Result;
 use clap::{CommandFactory, Parser};
 
 pub fn run(cli: Cli) -> Result<i32> {
+    topo_source::atomic::install_signal_cleanup();
     let style = Style {
         color: use_color(&cli.color),
     };

@@ -822,3 +822,24 @@ fn every_realdata_log_and_matrix_diagnoses_without_failing() {
         }
     }
 }
+
+/// A FIFO or device given as a log is refused at once, not read forever.
+#[test]
+fn a_fifo_log_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("job.log");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    for p in [fifo.to_str().unwrap(), "/dev/zero"] {
+        if p != "/dev/zero" && !made {
+            continue;
+        }
+        let out = topo().args(["diagnose", "--nccl-log", p]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{p}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with(&format!("error: cannot read {p}: ")), "{err}");
+        assert!(err.contains("hint: pass a text file"), "{err}");
+    }
+}

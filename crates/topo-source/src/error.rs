@@ -42,6 +42,8 @@ pub enum ErrorKind {
     SysfsRoot,
     /// The place a snapshot should be written to cannot take it.
     SnapshotOutput,
+    /// Writing a snapshot failed (permissions, a full disk).
+    SnapshotWrite,
     /// One host with more devices of a kind than one NCCL node can hold.
     HostTooLarge,
     /// More GPUs in all than topo models.

@@ -128,8 +128,14 @@ fn p(root: &Path, rel: &str) -> PathBuf {
     root.join(rel)
 }
 
+/// A small file under the root, bounded like every sysfs read (a FIFO or device is refused).
 fn text(root: &Path, rel: &str) -> Option<String> {
-    std::fs::read_to_string(p(root, rel)).ok()
+    attr(&p(root, rel))
+}
+
+fn attr(path: &Path) -> Option<String> {
+    let bytes = crate::read::file(path, crate::read::SYSFS).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 fn read_env(f: &mut HostFacts, root: &Path, env: Option<BTreeMap<String, String>>) {
@@ -231,7 +237,7 @@ fn pci_dir(root: &Path) -> PathBuf {
 }
 
 fn hex_attr(dir: &Path, name: &str) -> Option<u32> {
-    let s = std::fs::read_to_string(dir.join(name)).ok()?;
+    let s = attr(&dir.join(name))?;
     u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
 }
 
@@ -292,7 +298,7 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
 /// The ACS control register of a PCI config space, `None` when the device has no ACS
 /// capability; `Err` when the extended space cannot be read (it needs root).
 fn acs_ctrl(path: &Path) -> Result<Option<u16>, String> {
-    let cfg = std::fs::read(path).map_err(|e| crate::error::io_reason(&e))?;
+    let cfg = crate::read::file(path, crate::read::PCI_CONFIG).map_err(|e| e.to_string())?;
     if cfg.len() < 0x104 {
         return Err(format!(
             "config space is {} bytes (the extended part needs root)",

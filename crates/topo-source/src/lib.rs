@@ -1,6 +1,8 @@
 //! Everything that produces a [`Topology`]: the live machine, snapshots, NCCL topology XML
 //! and hardware profiles. This is the only module that reads the machine.
 
+pub mod archive;
+pub mod atomic;
 pub mod error;
 pub mod hostfacts;
 pub mod live;
@@ -9,10 +11,12 @@ pub mod nccllog;
 pub mod ncclxml;
 pub mod nvml;
 pub mod profile;
+pub mod read;
 pub mod smimatrix;
 pub mod snapshot;
 pub mod sysfs;
 pub mod textfile;
+pub mod tree;
 
 pub use error::{Error, ErrorKind, Result};
 
@@ -148,10 +152,10 @@ fn looks_like_yaml(text: &str) -> bool {
 
 fn read_head(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| {
+    let (mut f, _) = read::open_regular(path, false).map_err(|e| {
         Error::new(
             ErrorKind::Input,
-            format!("cannot read {}: {}", path.display(), io_reason(&e)),
+            format!("cannot read {}: {e}", path.display()),
         )
     })?;
     // Enough for a log's first INFO line or a matrix header after a shell prompt.

@@ -29,6 +29,10 @@ use tree::{Element, Pos};
 
 /// Real topology files are a few KiB; anything this large is not one.
 const MAX_FILE_BYTES: u64 = 64 << 20;
+const XML_CAP: super::read::Cap = super::read::Cap {
+    bytes: MAX_FILE_BYTES,
+    what: "a topology XML",
+};
 
 /// More NVLink lanes than this to one target is not hardware (the most any GPU has is 18).
 const MAX_NVLINK_COUNT: u32 = 1024;
@@ -52,17 +56,16 @@ pub fn load_file(path: &Path) -> Result<Topology> {
             format!("cannot read {}: {reason}", path.display()),
         )
     };
-    let meta = std::fs::metadata(path).map_err(|e| unreadable(super::io_reason(&e)))?;
-    if meta.is_dir() {
-        return Err(unreadable("is a directory".into()));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(unreadable(format!(
-            "{} bytes is too large for a topology XML",
-            meta.len()
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| unreadable(super::io_reason(&e)))?;
+    let bytes = match super::read::file(path, XML_CAP) {
+        Ok(b) => b,
+        Err(super::read::ReadError::TooLarge(_)) => {
+            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            return Err(unreadable(format!(
+                "{len} bytes is too large for a topology XML"
+            )));
+        }
+        Err(e) => return Err(unreadable(e.to_string())),
+    };
     let origin = path.display().to_string();
     let text = tree::decode_utf8(&bytes).map_err(|e| syntax_error(&origin, e.pos, &e.msg))?;
     parse_str(text, &origin)

@@ -67,15 +67,24 @@ pub fn load_file(path: &Path) -> Result<Topology> {
             format!("cannot read {}: {why}", path.display()),
         )
     };
-    let len = std::fs::metadata(path)
-        .map_err(|e| unreadable(super::io_reason(&e)))?
-        .len();
-    if len > MAX_FILE_BYTES {
-        return Err(unreadable(format!(
-            "{len} bytes is too large for a profile"
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| unreadable(super::io_reason(&e)))?;
+    let bytes = match super::read::file(
+        path,
+        super::read::Cap {
+            bytes: MAX_FILE_BYTES,
+            what: "a profile",
+        },
+    ) {
+        Ok(b) => b,
+        Err(super::read::ReadError::TooLarge(_)) => {
+            let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            return Err(unreadable(format!(
+                "{len} bytes is too large for a profile"
+            )));
+        }
+        Err(e) => return Err(unreadable(e.to_string())),
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| unreadable("stream did not contain valid utf-8".into()))?;
     let origin = path.display().to_string();
     load_str(&text, &origin, &origin)
 }

@@ -2,23 +2,26 @@
 //!
 //! A snapshot is a folder (or a .tar.gz of one) holding the sysfs/procfs files discovery read,
 //! at their real paths with sysfs's relative symlinks kept as symlinks, plus `meta.json`
-//! (who, when, environment, NVML status) and `nvml.json` (NVML's answer, when there was one).
-//! Replaying it runs [`live::discover_with`] on that folder, so a snapshot and the machine it
-//! came from give the same model.
+//! (who, when, environment, NVML status, and the completion mark written last) and
+//! `nvml.json` (NVML's answer, when there was one). Replaying it runs
+//! [`live::discover_with`] on that folder, or on the archive read into memory
+//! ([`super::archive`]: never extracted), so a snapshot and the machine it came from give the
+//! same model. Captures are written atomically ([`crate::atomic`]).
 
 use super::live::{self, Inputs};
 use super::nvml::{self, NvmlReport};
+use super::read::{self, Cap};
 use super::sysfs::Sysfs;
+use super::tree::{self, Disk, Kind, Tree};
 use crate::error::{self, ErrorKind};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use topo_model::{SourceInfo, Topology};
 
 pub const SCHEMA: &str = "topo.snapshot/v1";
-const META: &str = "meta.json";
+pub(crate) const META: &str = "meta.json";
 const NVML: &str = "nvml.json";
 
 /// `meta.json`.
@@ -40,6 +43,9 @@ pub struct Meta {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub nvml: NvmlStatus,
+    /// Written last by a capture that finished: a snapshot without it is refused.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -56,19 +62,19 @@ const NOT_RECORDED: &str = "NVML was not recorded with this tree (no nvml.json)"
 /// A file that exists but does not parse is an error; absent files mean "no NVML" and the
 /// running binary's architecture and environment.
 pub fn recorded_inputs(root: &Path) -> Result<Inputs> {
-    let meta = read_meta(root)?;
-    let nvml_path = root.join(NVML);
-    let nvml = if nvml_path.is_file() {
-        let text = std::fs::read_to_string(&nvml_path)
-            .map_err(|e| bad(&nvml_path, &super::io_reason(&e)))?;
-        let r: NvmlReport = serde_json::from_str(&text)
-            .map_err(|e| bad(&nvml_path, &format!("not NVML JSON: {e}")))?;
-        Ok(r)
-    } else {
-        Err(meta
+    let disk = Disk::new(root);
+    let meta = read_meta(&disk, root)?;
+    inputs_from(&disk, meta, root)
+}
+
+fn inputs_from(t: &dyn Tree, meta: Option<Meta>, shown: &Path) -> Result<Inputs> {
+    let nvml = match read_json_file(t, NVML, read::NVML_JSON, shown)? {
+        Some(text) => Ok(serde_json::from_slice::<NvmlReport>(&text)
+            .map_err(|e| bad(shown, &format!("{}: not NVML JSON: {e}", member(t, NVML))))?),
+        None => Err(meta
             .as_ref()
             .and_then(|m| m.nvml.reason.clone())
-            .unwrap_or_else(|| NOT_RECORDED.to_string()))
+            .unwrap_or_else(|| NOT_RECORDED.to_string())),
     };
     Ok(Inputs {
         nvml,
@@ -88,20 +94,27 @@ fn bad(path: &Path, why: &str) -> anyhow::Error {
     )
 }
 
-fn read_meta(root: &Path) -> Result<Option<Meta>> {
-    read_meta_shown(root, &root.join(META))
+/// `name` as the tree holds it (`box/nvml.json` in an archive of a folder).
+fn member(t: &dyn Tree, name: &str) -> String {
+    t.member(Path::new(name)).display().to_string()
 }
 
-/// [`read_meta`] with errors naming `shown` (the archive the user passed, not the temporary
-/// folder it was unpacked into).
-fn read_meta_shown(root: &Path, shown: &Path) -> Result<Option<Meta>> {
-    let p = root.join(META);
-    if !p.is_file() {
-        return Ok(None);
+/// A small JSON file at the snapshot's top; `None` when absent. Errors name the snapshot the
+/// user passed and the member, never a temporary path.
+fn read_json_file(t: &dyn Tree, name: &str, cap: Cap, shown: &Path) -> Result<Option<Vec<u8>>> {
+    match tree::read(t, Path::new(name), cap) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(bad(shown, &format!("{}: {e}", member(t, name)))),
     }
-    let text = std::fs::read_to_string(&p).map_err(|e| bad(shown, &super::io_reason(&e)))?;
+}
+
+fn read_meta(t: &dyn Tree, shown: &Path) -> Result<Option<Meta>> {
+    let Some(text) = read_json_file(t, META, read::META_JSON, shown)? else {
+        return Ok(None);
+    };
     let bad_json = |e: serde_json::Error| bad(shown, &format!("bad meta.json: {e}"));
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(bad_json)?;
+    let value: serde_json::Value = serde_json::from_slice(&text).map_err(bad_json)?;
     // The schema first: a snapshot from a newer topo should say so, not name a missing field.
     let schema = value.get("schema").and_then(|v| v.as_str()).unwrap_or("");
     if schema != SCHEMA {
@@ -114,236 +127,37 @@ fn read_meta_shown(root: &Path, shown: &Path) -> Result<Option<Meta>> {
     Ok(Some(m))
 }
 
-/// Replays a snapshot folder or .tar.gz.
+/// Replays a snapshot folder or .tar.gz. An archive is read into memory, never unpacked.
 pub fn load(path: &Path) -> Result<Topology> {
-    let origin = Some(path.display().to_string());
-    if path.is_dir() {
-        return load_dir(path, path, origin);
-    }
-    let tmp = TempDir::new()?;
-    extract(path, tmp.path())?;
-    // An archive of a folder may hold the snapshot one level down.
-    let root = if tmp.path().join(META).is_file() {
-        tmp.path().to_path_buf()
+    let tree: Box<dyn Tree> = if path.is_dir() {
+        Box::new(Disk::new(path))
     } else {
-        let sub: Vec<PathBuf> = std::fs::read_dir(tmp.path())
-            .map(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.join(META).is_file())
-                    .collect()
-            })
-            .unwrap_or_default();
-        match sub.as_slice() {
-            [one] => one.clone(),
-            _ => tmp.path().to_path_buf(),
-        }
+        Box::new(super::archive::load(path).map_err(|why| bad(path, &why))?)
     };
-    load_dir(&root, path, origin)
+    load_tree(tree, path)
 }
 
-fn load_dir(root: &Path, shown: &Path, origin: Option<String>) -> Result<Topology> {
-    let shown_meta = if root.starts_with(shown) {
-        root.join(META)
-    } else {
-        shown.to_path_buf()
-    };
-    if read_meta_shown(root, &shown_meta)?.is_none() {
+fn load_tree(tree: Box<dyn Tree>, shown: &Path) -> Result<Topology> {
+    let Some(meta) = read_meta(&*tree, shown)? else {
         return Err(bad(shown, "not a topo snapshot (no meta.json)"));
+    };
+    if !meta.complete {
+        return Err(bad(
+            shown,
+            "incomplete snapshot (meta.json has no completion mark): its capture did not finish",
+        ));
     }
-    let inputs = recorded_inputs(root)?;
-    let fs = Sysfs::new(root);
+    let inputs = inputs_from(&*tree, Some(meta), shown)?;
+    let fs = Sysfs::replay(tree);
     let mut topo = live::discover_with(&fs, inputs);
+    if let Some((rel, why)) = fs.refusal() {
+        return Err(bad(shown, &format!("{}: {why}", rel.display())));
+    }
     topo.source = SourceInfo {
         kind: "snapshot".into(),
-        origin,
+        origin: Some(shown.display().to_string()),
     };
     Ok(topo)
-}
-
-/// A temporary folder removed on drop (std only: tempfile is a dev-dependency).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir> {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        // The counter keeps two loads in one process (threads in tests) apart.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("topo-{}-{nanos}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).with_context(|| format!("cannot create {}", p.display()))?;
-        Ok(TempDir(p))
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Archive limits: a snapshot is a few MiB; anything far larger is not one.
-const MAX_BYTES: u64 = 1 << 30;
-const MAX_ENTRIES: usize = 1_000_000;
-
-/// Removes `.` components; `None` for absolute paths or any `..`.
-fn clean_relative(p: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// Lexically resolves `target` from the folder `dir` (both relative to the root); `None`
-/// when it climbs above the root or is absolute.
-fn resolve_inside(dir: &Path, target: &Path) -> Option<PathBuf> {
-    let mut out: Vec<std::ffi::OsString> = dir
-        .components()
-        .filter_map(|c| {
-            if let Component::Normal(n) = c {
-                Some(n.to_owned())
-            } else {
-                None
-            }
-        })
-        .collect();
-    for c in target.components() {
-        match c {
-            Component::Normal(n) => out.push(n.to_owned()),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop()?;
-            }
-            _ => return None,
-        }
-    }
-    Some(out.iter().collect())
-}
-
-/// True when no existing prefix of `rel` under `root` is a symlink: entries are only ever
-/// written at physical paths, never through a link.
-fn no_symlink_prefix(root: &Path, rel: &Path) -> bool {
-    let mut cur = root.to_path_buf();
-    let comps: Vec<_> = rel.components().collect();
-    for c in comps.iter().take(comps.len().saturating_sub(1)) {
-        cur.push(c);
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => return false,
-            _ => {}
-        }
-    }
-    true
-}
-
-/// Extracts a .tar.gz into `dest` safely: no absolute paths, no `..`, nothing written through
-/// a symlink, symlinks must resolve inside `dest`, sizes bounded.
-fn extract(archive: &Path, dest: &Path) -> Result<()> {
-    let corrupt = |e: &dyn std::fmt::Display| {
-        let msg = e.to_string().to_lowercase();
-        let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
-        bad(archive, &format!("truncated or corrupt archive ({msg})"))
-    };
-    let f = std::fs::File::open(archive).map_err(|e| bad(archive, &super::io_reason(&e)))?;
-    let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)));
-    let mut total: u64 = 0;
-    let mut links: Vec<PathBuf> = Vec::new();
-    let entries = ar.entries().map_err(|e| corrupt(&e))?;
-    for (i, entry) in entries.enumerate() {
-        let mut e = entry.map_err(|e| corrupt(&e))?;
-        if i >= MAX_ENTRIES {
-            return Err(bad(archive, "too many entries for a snapshot"));
-        }
-        let raw = e.path().map_err(|e| corrupt(&e))?.into_owned();
-        let Some(rel) = clean_relative(&raw) else {
-            return Err(bad(
-                archive,
-                &format!("unsafe path '{}' in archive", raw.display()),
-            ));
-        };
-        if rel.as_os_str().is_empty() {
-            continue;
-        }
-        if !no_symlink_prefix(dest, &rel) {
-            return Err(bad(
-                archive,
-                &format!("entry '{}' lies beneath a symlink", rel.display()),
-            ));
-        }
-        let out = dest.join(&rel);
-        let kind = e.header().entry_type();
-        if kind.is_dir() {
-            std::fs::create_dir_all(&out)
-                .with_context(|| format!("cannot create {}", out.display()))?;
-        } else if kind.is_file() {
-            if let Some(p) = out.parent() {
-                std::fs::create_dir_all(p)
-                    .with_context(|| format!("cannot create {}", p.display()))?;
-            }
-            let size = e.header().size().map_err(|e| corrupt(&e))?;
-            total = total.saturating_add(size);
-            if total > MAX_BYTES {
-                return Err(bad(archive, "more than 1 GiB of content: not a snapshot"));
-            }
-            let mut buf = Vec::with_capacity(size.min(1 << 20) as usize);
-            (&mut e)
-                .take(size)
-                .read_to_end(&mut buf)
-                .map_err(|e| corrupt(&e))?;
-            std::fs::write(&out, &buf)
-                .with_context(|| format!("cannot write {}", out.display()))?;
-        } else if kind.is_symlink() {
-            let target = e
-                .link_name()
-                .map_err(|e| corrupt(&e))?
-                .map(|t| t.into_owned())
-                .unwrap_or_default();
-            let parent = rel.parent().unwrap_or(Path::new(""));
-            match resolve_inside(parent, &target) {
-                Some(r) if !r.as_os_str().is_empty() => {}
-                _ => {
-                    return Err(bad(
-                        archive,
-                        &format!("symlink '{}' points outside the snapshot", rel.display()),
-                    ));
-                }
-            }
-            if let Some(p) = out.parent() {
-                std::fs::create_dir_all(p)
-                    .with_context(|| format!("cannot create {}", p.display()))?;
-            }
-            if std::fs::symlink_metadata(&out).is_err() {
-                std::os::unix::fs::symlink(&target, &out)
-                    .with_context(|| format!("cannot create {}", out.display()))?;
-            }
-            links.push(out);
-        }
-        // Hard links, devices and FIFOs have no place in a snapshot: skipped.
-    }
-    // Tar stops at its end marker; reading the gzip stream to its end checks the trailer
-    // (length and CRC), so a cut after the last entry is still caught.
-    std::io::copy(&mut ar.into_inner(), &mut std::io::sink()).map_err(|e| corrupt(&e))?;
-    // Lexical checks cannot see every combination of links; the resolved paths can.
-    let base = std::fs::canonicalize(dest)
-        .with_context(|| format!("cannot resolve {}", dest.display()))?;
-    for l in links {
-        if let Ok(c) = std::fs::canonicalize(&l)
-            && !c.starts_with(&base)
-        {
-            return Err(bad(archive, "a symlink resolves outside the snapshot"));
-        }
-    }
-    Ok(())
 }
 
 /// One entry of a snapshot being captured.
@@ -356,20 +170,21 @@ enum Item {
 
 /// The snapshot's entries, planned in memory and written once as a folder or an archive.
 struct Plan<'a> {
-    src: &'a Path,
     fs: &'a Sysfs,
     items: BTreeMap<PathBuf, Item>,
+    /// meta.json, written after everything else: its completion mark says the rest is there.
+    meta: Vec<u8>,
     /// Lexical path prefix → its physical path (symlinks resolved), so shared prefixes are
     /// resolved once.
     memo: HashMap<PathBuf, PathBuf>,
 }
 
 impl<'a> Plan<'a> {
-    fn new(src: &'a Path, fs: &'a Sysfs) -> Plan<'a> {
+    fn new(fs: &'a Sysfs) -> Plan<'a> {
         Plan {
-            src,
             fs,
             items: BTreeMap::new(),
+            meta: Vec::new(),
             memo: HashMap::new(),
         }
     }
@@ -396,23 +211,26 @@ impl<'a> Plan<'a> {
                 }
                 Component::Normal(_) => {
                     let cand = phys.join(c);
-                    let from = self.src.join(&cand);
-                    let md = std::fs::symlink_metadata(&from).ok()?;
-                    if md.file_type().is_symlink() {
-                        let target = std::fs::read_link(&from).ok()?;
+                    let src = self.fs.tree();
+                    let kind = src.kind(&cand).ok()?;
+                    if kind == Kind::Link {
+                        let target = src.link_target(&cand).ok()?;
                         if target.is_absolute() {
                             return None;
                         }
                         self.items.insert(cand, Item::Link(target.clone()));
                         phys = self.add(&phys.join(&target), depth + 1)?;
-                    } else if md.is_dir() {
+                    } else if kind == Kind::Dir {
                         self.items.entry(cand.clone()).or_insert(Item::Dir);
                         phys = cand;
                     } else {
                         if i + 1 == comps.len() && !self.items.contains_key(&cand) {
-                            // Unreadable attributes are left out: replay sees them as absent.
-                            let bytes =
-                                self.fs.content(rel).or_else(|| std::fs::read(&from).ok())?;
+                            // Unreadable attributes (and FIFOs, devices, oversized files) are
+                            // left out: replay sees them as absent.
+                            let bytes = self
+                                .fs
+                                .content(rel)
+                                .or_else(|| src.read_phys(&cand, read::SYSFS).ok())?;
                             self.items.insert(cand.clone(), Item::File(bytes));
                         }
                         phys = cand;
@@ -438,32 +256,37 @@ impl<'a> Plan<'a> {
         })
     }
 
-    fn write_folder(&self, out: &Path) -> Result<()> {
-        let ctx = |p: &Path| format!("cannot write {}", p.display());
-        std::fs::create_dir_all(out).with_context(|| ctx(out))?;
+    /// Writes the tree into `out`, a fresh private folder: folders and files are created,
+    /// never opened through a link, and meta.json comes last.
+    fn write_folder(&self, out: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let create = |to: &Path, d: &[u8]| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(to)?;
+            std::io::Write::write_all(&mut f, d)
+        };
         for (rel, it) in &self.items {
             let to = out.join(rel);
-            if let Some(parent) = to.parent() {
-                std::fs::create_dir_all(parent).with_context(|| ctx(parent))?;
-            }
+            make_parents(out, rel)?;
             match it {
-                Item::Dir => std::fs::create_dir_all(&to).with_context(|| ctx(&to))?,
-                Item::File(d) => std::fs::write(&to, d).with_context(|| ctx(&to))?,
-                Item::Link(t) => std::os::unix::fs::symlink(t, &to).with_context(|| ctx(&to))?,
+                Item::Dir => std::fs::create_dir(&to)?,
+                Item::File(d) => create(&to, d)?,
+                Item::Link(t) => std::os::unix::fs::symlink(t, &to)?,
             }
         }
-        Ok(())
+        create(&out.join(META), &self.meta)
     }
 
-    fn write_archive(&self, out: &Path) -> Result<()> {
-        let f = std::fs::File::create(out)
-            .with_context(|| format!("cannot write {}", out.display()))?;
-        let gz = flate2::write::GzEncoder::new(
-            std::io::BufWriter::new(f),
-            flate2::Compression::default(),
-        );
+    fn write_archive(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        let gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
         let mut tb = tar::Builder::new(gz);
-        for (rel, it) in &self.items {
+        let meta = Item::File(self.meta.clone());
+        let meta_path = PathBuf::from(META);
+        let all = self.items.iter().chain([(&meta_path, &meta)]);
+        for (rel, it) in all {
             let mut h = tar::Header::new_gnu();
             h.set_mtime(0);
             match it {
@@ -487,10 +310,25 @@ impl<'a> Plan<'a> {
                 }
             }
         }
-        let mut w = tb.into_inner()?.finish()?;
-        std::io::Write::flush(&mut w)?;
-        Ok(())
+        tb.into_inner()?.finish()?.flush()
     }
+}
+
+/// Creates the folders above `rel` under `out` that are missing, refusing to pass through
+/// anything but a real folder.
+fn make_parents(out: &Path, rel: &Path) -> std::io::Result<()> {
+    let mut cur = out.to_path_buf();
+    let comps: Vec<_> = rel.components().collect();
+    for c in comps.iter().take(comps.len().saturating_sub(1)) {
+        cur.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&cur)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Civil UTC time from the Unix clock (no date crate needed for one timestamp).
@@ -577,7 +415,7 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
         ));
     }
 
-    let mut plan = Plan::new(root, &fs);
+    let mut plan = Plan::new(&fs);
     for rel in fs.touched() {
         plan.add(&rel, 0);
     }
@@ -596,20 +434,22 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
             available: nvml.is_ok(),
             reason: nvml.as_ref().err().cloned(),
         },
+        complete: true,
     };
-    plan.add_file(META, serde_json::to_string_pretty(&meta)?);
+    plan.meta = (serde_json::to_string_pretty(&meta)? + "\n").into_bytes();
     if let Ok(r) = &nvml {
         plan.add_file(NVML, serde_json::to_string_pretty(r)?);
     }
 
     let (files, bytes) = plan.size();
-    let shown = if archive {
-        plan.write_archive(out)?;
-        std::fs::metadata(out).map(|m| m.len()).unwrap_or(bytes)
+    let (files, bytes) = (files + 1, bytes + plan.meta.len() as u64);
+    let written = if archive {
+        crate::atomic::write_file(out, |w| plan.write_archive(w))
+            .map(|()| std::fs::metadata(out).map(|m| m.len()).unwrap_or(bytes))
     } else {
-        plan.write_folder(out)?;
-        bytes
+        crate::atomic::write_dir(out, |dir| plan.write_folder(dir)).map(|()| bytes)
     };
+    let shown = written.map_err(|e| write_error(out, &e, archive))?;
     Ok(format!(
         "captured {files} files ({} KiB) to {}",
         shown.div_ceil(1024),
@@ -617,28 +457,26 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     ))
 }
 
+fn write_error(out: &Path, e: &std::io::Error, archive: bool) -> anyhow::Error {
+    let not_empty = matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST));
+    if !archive && not_empty {
+        return error::fail(
+            ErrorKind::SnapshotOutput,
+            format!(
+                "cannot write snapshot to {}: folder exists and is not empty",
+                out.display()
+            ),
+        );
+    }
+    error::fail(
+        ErrorKind::SnapshotWrite,
+        format!("cannot write {}: {}", out.display(), error::io_reason(e)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_stay_inside() {
-        assert_eq!(
-            clean_relative(Path::new("./sys/a")),
-            Some(PathBuf::from("sys/a"))
-        );
-        assert_eq!(clean_relative(Path::new("/etc/passwd")), None);
-        assert_eq!(clean_relative(Path::new("sys/../../x")), None);
-        assert_eq!(
-            resolve_inside(
-                Path::new("sys/bus/pci/devices"),
-                Path::new("../../../devices/pci0000:00/0000:00:00.0")
-            ),
-            Some(PathBuf::from("sys/devices/pci0000:00/0000:00:00.0"))
-        );
-        assert_eq!(resolve_inside(Path::new("sys"), Path::new("../../x")), None);
-        assert_eq!(resolve_inside(Path::new("sys"), Path::new("/x")), None);
-    }
 
     #[test]
     fn timestamps_are_iso_utc() {

@@ -1,42 +1,93 @@
 //! sysfs/procfs reading under a configurable root (`root/sys/...`, `root/proc/...`), so the
-//! live machine (`/`), a snapshot folder and a hand-made test tree go through the same code.
+//! live machine (`/`), a snapshot folder, a snapshot archive held in memory and a hand-made
+//! test tree go through the same code.
 //!
-//! Every path is built from the root; an absolute `/sys` is never joined. sysfs is made of
-//! relative symlinks (`sys/bus/pci/devices/X -> ../../../devices/pci0000:00/X`), which
-//! `canonicalize` resolves correctly inside any root as long as they were kept as symlinks.
+//! Every path is relative to the root and read through a [`Tree`]: symlinks (sysfs is made of
+//! relative ones, `sys/bus/pci/devices/X -> ../../../devices/pci0000:00/X`) are resolved
+//! inside the root by topo, never by the kernel, and every file goes through the bounded
+//! reader ([`super::read`]) with a cap for its kind.
 //!
 //! The reader records every path it touches: `snapshot::capture` copies exactly those, so a
 //! snapshot holds what discovery reads and nothing else. Unreadable or odd files become
-//! warnings; nothing here aborts.
+//! warnings; nothing here aborts. In a snapshot replay, files that are refused (not regular,
+//! over their cap, behind a link that leaves the tree) are kept as the replay's refusal.
 
+use super::read::{self, Cap, ReadError};
+use super::tree::{self, Disk, Tree};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 use topo_model::BusId;
 
-/// A sysfs/procfs tree rooted at a folder.
-#[derive(Debug)]
+/// A sysfs/procfs tree: the disk under a root folder, or a snapshot archive in memory.
 pub struct Sysfs {
-    root: PathBuf,
-    canon_root: Option<PathBuf>,
+    tree: Box<dyn Tree>,
+    /// A snapshot replay: a file that is refused (not a regular file, over its cap, behind a
+    /// link that leaves the tree) stops the replay instead of becoming a warning, since
+    /// `topo snapshot` never writes one.
+    strict: bool,
+    /// Keep the paths touched and the bytes read, for a capture.
+    record: bool,
     touched: RefCell<BTreeSet<PathBuf>>,
     /// Raw bytes of every file read, so a capture stores what discovery saw.
     contents: RefCell<BTreeMap<PathBuf, Vec<u8>>>,
+    /// The first refusal in a strict tree: (member, why).
+    refusal: RefCell<Option<(PathBuf, String)>>,
+}
+
+impl std::fmt::Debug for Sysfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sysfs({})", self.tree.origin())
+    }
+}
+
+/// What one file may hold: /proc/cpuinfo grows with the CPU count, the rest are attributes.
+fn cap_for(rel: &Path) -> Cap {
+    if rel == Path::new("proc/cpuinfo") {
+        read::CPUINFO
+    } else {
+        read::SYSFS
+    }
 }
 
 impl Sysfs {
+    /// The disk under `root` (the live machine or a test tree): refused files are warnings.
     pub fn new(root: &Path) -> Sysfs {
+        Sysfs::with(Box::new(Disk::new(root)), false, true)
+    }
+
+    /// A snapshot replay over any tree: refused files stop it ([`Sysfs::refusal`]).
+    pub fn replay(tree: Box<dyn Tree>) -> Sysfs {
+        Sysfs::with(tree, true, false)
+    }
+
+    fn with(tree: Box<dyn Tree>, strict: bool, record: bool) -> Sysfs {
         Sysfs {
-            root: root.to_path_buf(),
-            canon_root: std::fs::canonicalize(root).ok(),
+            tree,
+            strict,
+            record,
             touched: RefCell::new(BTreeSet::new()),
             contents: RefCell::new(BTreeMap::new()),
+            refusal: RefCell::new(None),
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
+    pub fn tree(&self) -> &dyn Tree {
+        &*self.tree
+    }
+
+    /// The first file a strict tree refused, as (member path, reason).
+    pub fn refusal(&self) -> Option<(PathBuf, String)> {
+        self.refusal.borrow().clone()
+    }
+
+    /// `rel` as a path a person can find: under the root folder, or inside the archive.
+    fn shown(&self, rel: &Path) -> String {
+        format!(
+            "{}/{}",
+            self.tree.origin().trim_end_matches('/'),
+            self.tree.member(rel).display()
+        )
     }
 
     /// Relative paths (from the root) of everything read, listed or resolved so far.
@@ -49,35 +100,49 @@ impl Sysfs {
         self.contents.borrow().get(rel).cloned()
     }
 
-    fn full(&self, rel: &Path) -> PathBuf {
-        self.touched.borrow_mut().insert(rel.to_path_buf());
-        // `rel` is always built from relative literals and directory entry names, so joining
-        // cannot escape to an absolute path.
-        self.root.join(rel)
+    fn touch(&self, rel: &Path) {
+        if self.record {
+            self.touched.borrow_mut().insert(rel.to_path_buf());
+        }
+    }
+
+    /// Notes a refusal in a strict tree; passes the error on.
+    fn check<T>(&self, rel: &Path, r: Result<T, ReadError>) -> Result<T, ReadError> {
+        if let Err(e) = &r
+            && self.strict
+            && e.is_refusal()
+        {
+            self.refusal
+                .borrow_mut()
+                .get_or_insert_with(|| (self.tree.member(rel), e.to_string()));
+        }
+        r
     }
 
     /// A file's content with the trailing newline removed.
-    pub fn read(&self, rel: &Path) -> std::io::Result<String> {
-        let bytes = std::fs::read(self.full(rel))?;
-        let s = String::from_utf8_lossy(&bytes)
-            .trim_end_matches(['\n', '\r', '\0'])
-            .to_string();
-        self.contents.borrow_mut().insert(rel.to_path_buf(), bytes);
+    pub fn read(&self, rel: &Path) -> Result<String, ReadError> {
+        self.touch(rel);
+        let bytes = self.check(rel, tree::read(&*self.tree, rel, cap_for(rel)))?;
+        // Trimmed as bytes: a large file of NULs costs one pass, not one per character.
+        let end = bytes
+            .iter()
+            .rposition(|b| !matches!(b, b'\n' | b'\r' | 0))
+            .map_or(0, |i| i + 1);
+        let s = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        if self.record {
+            self.contents.borrow_mut().insert(rel.to_path_buf(), bytes);
+        }
         Ok(s)
     }
 
     /// A file that may legitimately be absent: absent is `None` silently; any other failure
-    /// (permission, EIO, a directory where a file should be) is a warning.
+    /// (permission, EIO, a directory where a file should be, a FIFO) is a warning.
     pub fn read_opt(&self, rel: &Path, warnings: &mut Vec<String>) -> Option<String> {
         match self.read(rel) {
             Ok(s) => Some(s),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) if e.is_not_found() => None,
             Err(e) => {
-                warnings.push(format!(
-                    "cannot read {}: {}",
-                    rel.display(),
-                    super::io_reason(&e)
-                ));
+                warnings.push(format!("cannot read {}: {e}", rel.display()));
                 None
             }
         }
@@ -86,35 +151,32 @@ impl Sysfs {
     /// Entry names of a folder, sorted; empty when absent or unreadable. Each entry is recorded
     /// so a capture keeps entries discovery skipped as well (they are skipped again on replay).
     pub fn list(&self, rel: &Path) -> Vec<String> {
-        let Ok(rd) = std::fs::read_dir(self.full(rel)) else {
+        self.touch(rel);
+        let Ok(names) = self.check(rel, tree::list(&*self.tree, rel)) else {
             return vec![];
         };
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
         for n in &names {
-            self.touched.borrow_mut().insert(rel.join(n));
+            self.touch(&rel.join(n));
         }
         names
     }
 
     pub fn exists(&self, rel: &Path) -> bool {
-        self.full(rel).exists()
+        self.touch(rel);
+        self.check(rel, tree::canonical(&*self.tree, rel)).is_ok()
     }
 
     /// The path `rel` resolves to, relative to the root; `None` when it does not exist or
     /// resolves outside the root.
     pub fn canonical(&self, rel: &Path) -> Option<PathBuf> {
-        let c = std::fs::canonicalize(self.full(rel)).ok()?;
-        let base = self.canon_root.as_ref()?;
-        c.strip_prefix(base).ok().map(Path::to_path_buf)
+        self.touch(rel);
+        self.check(rel, tree::canonical(&*self.tree, rel)).ok()
     }
 
     /// The last component of a symlink's target (`driver -> ../../bus/pci/drivers/nvidia`).
     pub fn link_name(&self, rel: &Path) -> Option<String> {
-        let t = std::fs::read_link(self.full(rel)).ok()?;
+        self.touch(rel);
+        let t = tree::read_link(&*self.tree, rel).ok()?;
         t.file_name().map(|n| n.to_string_lossy().into_owned())
     }
 }
@@ -332,10 +394,7 @@ fn scan_pci(fs: &Sysfs, w: &mut Vec<String>) -> BTreeMap<BusId, PciFunction> {
     let mut out = BTreeMap::new();
     let names = fs.list(dir);
     if names.is_empty() {
-        w.push(format!(
-            "no PCI devices under {}",
-            fs.root().join(dir).display()
-        ));
+        w.push(format!("no PCI devices under {}", fs.shown(dir)));
     }
     for name in names {
         let Some(busid) = parse_bdf(&name) else {
@@ -371,7 +430,7 @@ fn scan_pci(fs: &Sysfs, w: &mut Vec<String>) -> BTreeMap<BusId, PciFunction> {
                 w.push(format!(
                     "cannot resolve {} inside {}",
                     d.display(),
-                    fs.root().display()
+                    fs.tree.origin()
                 ));
                 (vec![], None)
             }

@@ -1,39 +1,21 @@
 //! Text sources read whole: NCCL logs and `nvidia-smi topo -m` pastes. The readers
 //! ([`super::nccllog`], [`super::smimatrix`]) are pure; this file does their I/O and bounds it.
 
-use super::{nccllog, smimatrix};
+use super::{nccllog, read, smimatrix};
 use crate::error::{self, ErrorKind};
 use anyhow::Result;
 use std::path::Path;
 use topo_model::Topology;
 
-/// Larger than any log worth reading whole (a 512-rank INFO log is ~100 MB).
-pub const MAX_TEXT_BYTES: u64 = 1 << 30;
-
 /// The file as text. Binary content (NUL bytes) is refused; other invalid UTF-8 is replaced,
 /// since hostnames and paths in logs are not always UTF-8.
 pub fn read_text(path: &Path, what: &str) -> Result<String> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        error::fail(
-            ErrorKind::TextFile,
-            format!("cannot read {}: {}", path.display(), error::io_reason(&e)),
-        )
-    })?;
-    if meta.len() > MAX_TEXT_BYTES {
-        return Err(error::fail(
-            ErrorKind::TextTooLarge,
-            format!(
-                "cannot read {}: {} bytes, more than the {MAX_TEXT_BYTES} a {what} may hold",
-                path.display(),
-                meta.len()
-            ),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| {
-        error::fail(
-            ErrorKind::TextFile,
-            format!("cannot read {}: {}", path.display(), error::io_reason(&e)),
-        )
+    let bytes = read::file(path, read::TEXT).map_err(|e| {
+        let kind = match e {
+            read::ReadError::TooLarge(_) => ErrorKind::TextTooLarge,
+            _ => ErrorKind::TextFile,
+        };
+        error::fail(kind, format!("cannot read {}: {e}", path.display()))
     })?;
     if bytes.contains(&0) {
         return Err(error::fail(
