@@ -8,6 +8,7 @@ pub mod nvml;
 pub mod profile;
 pub mod snapshot;
 pub mod sysfs;
+pub mod yaml_depth;
 
 use crate::error;
 use crate::model::Topology;
