@@ -2,11 +2,11 @@
 
 use crate::error::{self, Exit};
 use crate::source::SourceSpec;
-use crate::util::{Style, use_color};
+use crate::util::{Style, escape_controls, escape_document, use_color};
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `eprintln!` that ignores a failed write: with stderr a closed pipe, `eprintln!` panics,
 /// and the panic hook's own message then panics again and aborts the process.
@@ -98,6 +98,7 @@ impl SourceArgs {
             profile: self.profile.clone(),
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
+            escape_text: false,
         })
     }
 
@@ -231,7 +232,9 @@ pub struct SnapshotArgs {
     pub sysfs_root: Option<PathBuf>,
 }
 
-/// Writes `text` to the file or stdout. A closed stdout pipe (`topo show | head`) is not an error.
+/// Writes `text` to the file or stdout. Output that does not all reach stdout is an error:
+/// a closed stdout or a full disk is one `error:` line (exit 2); a reader that closed the
+/// pipe early exits quietly with SIGPIPE's status (see [`Exit::BrokenPipe`]).
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
     use crate::source::io_reason;
     match output {
@@ -242,18 +245,49 @@ pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
             )
         }),
         None => {
+            if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(stdout_failure("it is closed"));
+            }
             let mut out = std::io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => Err(error::Failure::new(
-                    Exit::Usage,
-                    format!("cannot write to stdout: {}", io_reason(&e)),
-                )
-                .into()),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    Err(error::Failure::new(Exit::BrokenPipe, "stdout: broken pipe").into())
+                }
+                Err(e) => Err(stdout_failure(&io_reason(&e))),
                 Ok(()) => Ok(()),
             }
         }
     }
+}
+
+fn stdout_failure(why: &str) -> anyhow::Error {
+    error::Failure::new(Exit::Usage, format!("cannot write to stdout: {why}")).into()
+}
+
+/// Whether stdout was closed when topo started (`topo show >&-`), looked at once before
+/// anything is opened. Rust's runtime puts `/dev/null` on a closed standard descriptor at
+/// start-up, so the output would vanish with exit 0; it opens it read-write, while a shell's
+/// `> /dev/null` opens it write-only, which tells the two apart (Linux `/proc`).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn note_closed_stdout() {
+    use std::os::fd::AsFd;
+    // Duplicating a descriptor fails (EBADF) exactly when it is not open.
+    let closed = std::io::stdout().as_fd().try_clone_to_owned().is_err()
+        || (std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"))
+            && std::fs::read_to_string("/proc/self/fdinfo/1")
+                .is_ok_and(|info| opened_read_write(&info)));
+    STDOUT_CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `/proc/self/fdinfo/N` text says the descriptor is open read-write (`flags:` is
+/// octal; O_ACCMODE is 3 and O_RDWR 2).
+fn opened_read_write(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & 3 == 2)
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
@@ -265,13 +299,19 @@ pub fn run(cli: Cli) -> Result<i32> {
             // show and xml describe hardware and do not apply --env, but a malformed one is
             // still a mistake worth stopping on.
             warn_unused_env("show", &a.source.env_overrides()?, style);
-            let topo = crate::source::load(&a.source.spec()?)?;
+            let mut spec = a.source.spec()?;
+            spec.escape_text = a.format == DataFormat::Text;
+            let topo = crate::source::load(&spec)?;
             let style = if a.output.is_some() {
                 Style::default()
             } else {
                 style
             };
             let text = crate::report::show::render(&topo, a.view, a.format, style)?;
+            let text = match a.format {
+                DataFormat::Text => escape_document(&text, style.color),
+                _ => text.as_str().into(),
+            };
             emit(a.output.as_ref(), &text)?;
         }
         Command::Xml(a) => {
@@ -289,15 +329,19 @@ pub fn run(cli: Cli) -> Result<i32> {
                 );
             }
             let text = crate::nccl::xml::write(&topo)?;
-            emit(a.output.as_ref(), &text)?;
+            // XML 1.0 allows no control characters but tab and line breaks; escaping the
+            // others keeps the file valid and a terminal showing it safe.
+            emit(a.output.as_ref(), &escape_document(&text, false))?;
         }
         Command::Snapshot(a) => {
             let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
             let summary = crate::source::snapshot::capture(&root, &a.output)?;
-            say!("{summary}");
+            say!("{}", escape_controls(&summary));
         }
         Command::Plan(a) => {
-            let topo = crate::source::load(&a.source.spec()?)?;
+            let mut spec = a.source.spec()?;
+            spec.escape_text = a.format == PlanFormat::Text;
+            let topo = crate::source::load(&spec)?;
             let env = a.source.env_overrides()?;
             let style = if a.output.is_some() {
                 Style::default()
@@ -305,6 +349,10 @@ pub fn run(cli: Cli) -> Result<i32> {
                 style
             };
             let text = crate::plan::run(&topo, &a, &env, style)?;
+            let text = match a.format {
+                PlanFormat::Text => escape_document(&text, style.color),
+                _ => text.as_str().into(),
+            };
             emit(a.output.as_ref(), &text)?;
         }
     }
@@ -323,7 +371,7 @@ fn warn_unused_env(cmd: &str, env: &[(String, String)], style: Style) {
     say!(
         "{} topo {cmd} describes the hardware and does not apply --env ({}); topo plan does",
         style.yellow("warning:"),
-        keys.join(", ")
+        escape_controls(&keys.join(", "))
     );
 }
 
@@ -333,7 +381,7 @@ fn print_warnings(topo: &crate::model::Topology, style: Style) {
         color: style.color && std::io::stderr().is_terminal(),
     };
     for w in &topo.warnings {
-        say!("{} {w}", style.yellow("warning:"));
+        say!("{} {}", style.yellow("warning:"), escape_controls(w));
     }
 }
 
@@ -378,6 +426,7 @@ fn clap_error_lines(rendered: &str) -> (String, String) {
 
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.
 pub fn main_entry() -> i32 {
+    note_closed_stdout();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -389,7 +438,7 @@ pub fn main_entry() -> i32 {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        say!("error: internal error: {msg}{at}");
+        say!("error: internal error: {}{at}", escape_controls(&msg));
         say!("hint: this is a bug in topo; please report it with the command line that caused it");
     }));
     let cli = match Cli::try_parse() {
@@ -406,8 +455,8 @@ pub fn main_entry() -> i32 {
                 };
             }
             let (line, hint) = clap_error_lines(&e.render().to_string());
-            say!("{line}");
-            say!("hint: {hint}");
+            say!("{}", escape_controls(&line));
+            say!("hint: {}", escape_controls(&hint));
             return Exit::Usage as i32;
         }
     };
@@ -415,9 +464,14 @@ pub fn main_entry() -> i32 {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {
             let (exit, hint) = error::classify(&err);
-            say!("error: {}", error::one_line(&err));
+            if exit == Exit::BrokenPipe {
+                return exit as i32;
+            }
+            // The one place errors reach the user: file names and values quoted from input
+            // are escaped here, so none can forge a line or drive the terminal.
+            say!("error: {}", escape_controls(&error::one_line(&err)));
             if let Some(h) = hint {
-                say!("hint: {h}");
+                say!("hint: {}", escape_controls(&h));
             }
             exit as i32
         }

@@ -11,6 +11,11 @@ pub enum Exit {
     CheckFailed = 1,
     Usage = 2,
     MissingRuntime = 3,
+    /// stdout is a pipe its reader closed (`topo show | head -1`): exit quietly with the
+    /// status a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `grep`
+    /// would, so the reader's choice to stop is not an error message but a pipeline with
+    /// `set -o pipefail` still sees that the output was not all read.
+    BrokenPipe = 141,
 }
 
 #[derive(Debug)]

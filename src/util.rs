@@ -100,9 +100,97 @@ impl Style {
     }
 }
 
+/// Text that came from input, safe to print on a terminal and on one line: every control
+/// character (C0 including ESC and newlines, DEL, C1) is written as a visible escape (`\x1b`,
+/// `\n`, `\u{9b}`), so a file cannot retitle the terminal, clear the screen or forge an
+/// extra `error:` line. Everything else, backslashes included, is left as it is.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        push_escaped(&mut out, c);
+    }
+    out.into()
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    use std::fmt::Write;
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if (c as u32) < 0x80 && c.is_control() => {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        }
+        c if c.is_control() => {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+        c => out.push(c),
+    }
+}
+
+/// A whole text document (a view, a plan) made safe for a terminal, as a last line of
+/// defence behind [`escape_controls`] on the values themselves: line breaks and tabs stay,
+/// and with `color` on so do topo's own SGR colour codes (`ESC [ digits m`); every other
+/// control character is escaped.
+pub fn escape_document(text: &str, color: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b' && color && let Some(n) = sgr_len(rest) {
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+            continue;
+        }
+        if unsafe_char(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out.into()
+}
+
+/// Length of a colour code `ESC [ [0-9;]* m` at the start of `s`, the only sequence [`Style`]
+/// writes.
+fn sgr_len(s: &str) -> Option<usize> {
+    let body = s.strip_prefix("\x1b[")?;
+    let n = body.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+    (body.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_become_visible() {
+        assert_eq!(escape_controls("mlx5_0"), "mlx5_0");
+        assert_eq!(
+            escape_controls("a\x1b]0;pwned\x07b\nerror: x\r\t\x7f\u{9b}2J"),
+            "a\\x1b]0;pwned\\x07b\\nerror: x\\r\\t\\x7f\\u{9b}2J"
+        );
+        assert_eq!(escape_controls("é \\x1b"), "é \\x1b");
+    }
+
+    #[test]
+    fn documents_keep_lines_and_their_own_colours() {
+        let red = Style { color: true }.red("x");
+        let doc = format!("{red}\n\tnot\x1b[2Jthis\x1b]0;t\x07\n");
+        assert_eq!(
+            escape_document(&doc, true),
+            "\x1b[31mx\x1b[0m\n\tnot\\x1b[2Jthis\\x1b]0;t\\x07\n"
+        );
+        assert_eq!(escape_document(&red, false), "\\x1b[31mx\\x1b[0m");
+        assert_eq!(escape_document("a\nb\n", false), "a\nb\n");
+    }
 
     #[test]
     fn sizes_like_nccl_tests() {

@@ -1,6 +1,7 @@
 //! Everything that produces a [`Topology`]: the live machine, snapshots, NCCL topology XML
 //! and hardware profiles. This is the only module that reads the machine.
 
+pub mod escape;
 pub mod live;
 pub mod nccl_lib;
 pub mod ncclxml;
@@ -79,6 +80,8 @@ pub struct SourceSpec {
     pub profile: Option<String>,
     pub nodes: Option<usize>,
     pub sysfs_root: Option<PathBuf>,
+    /// The topology is for text output: make control characters in its strings visible.
+    pub escape_text: bool,
 }
 
 /// The kinds of file `--from` accepts, told apart by name and then by content.
@@ -184,6 +187,11 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
         live::discover(&root)?
     };
     check_capacity(&topo)?;
+    let mut topo = topo;
+    if spec.escape_text {
+        // Before replicating: once per machine, not once per node.
+        escape::topology(&mut topo);
+    }
     Ok(match spec.nodes {
         Some(n) if n > 1 => {
             let total = topo.gpus().len().saturating_mul(n);
