@@ -143,7 +143,10 @@ pub fn escape_document(text: &str, color: bool) -> std::borrow::Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 8);
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
-        if c == '\x1b' && color && let Some(n) = sgr_len(rest) {
+        if c == '\x1b'
+            && color
+            && let Some(n) = sgr_len(rest)
+        {
             out.push_str(&rest[..n]);
             rest = &rest[n..];
             continue;
@@ -162,7 +165,10 @@ pub fn escape_document(text: &str, color: bool) -> std::borrow::Cow<'_, str> {
 /// writes.
 fn sgr_len(s: &str) -> Option<usize> {
     let body = s.strip_prefix("\x1b[")?;
-    let n = body.bytes().take_while(|b| b.is_ascii_digit() || *b == b';').count();
+    let n = body
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
     (body.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
 }
 

@@ -225,6 +225,14 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     };
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
+    // Every link as (from, to, kind), to ask in O(1) whether a link has its reverse: scanning
+    // the far end's links made a CPU with 600 NIC children cost 600 × 600 per BFS step.
+    let link_set: std::collections::HashSet<(usize, usize, LinkType)> = sys
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.links.iter().map(move |l| (i, l.to, l.kind)))
+        .collect();
 
     for base in 0..sys.nodes.len() {
         paths.set(base, base, Path::local(base, loc_bw));
@@ -250,11 +258,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                         continue;
                     }
                     // The route is stored from `rem` towards the base: it needs the reverse link.
-                    if !sys.nodes[rem]
-                        .links
-                        .iter()
-                        .any(|l| l.to == node && l.kind == link.kind)
-                    {
+                    if !link_set.contains(&(rem, node, link.kind)) {
                         continue;
                     }
                     let bw = p_node.bw.min(link.bw);

@@ -100,7 +100,10 @@ mod tests {
         topology(&mut t);
         assert_eq!(t.source.origin.as_deref(), Some("a\\x1b[2J.xml"));
         assert_eq!(t.hosts[0].name.as_deref(), Some("box\\x1b]0;owned\\x07"));
-        assert_eq!(t.hosts[0].env.get("NCCL_X\\n").map(String::as_str), Some("1\\r"));
+        assert_eq!(
+            t.hosts[0].env.get("NCCL_X\\n").map(String::as_str),
+            Some("1\\r")
+        );
         assert_eq!(t.warnings, ["bad value 'x\\x1b[31m'"]);
         let NodeKind::Net(n) = &t.node(net).kind else {
             panic!("not a net")

@@ -14,6 +14,7 @@ pub mod yaml_depth;
 use crate::error;
 use crate::model::Topology;
 use anyhow::Result;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
@@ -32,7 +33,6 @@ pub const MAX_PER_HOST: usize = 640;
 /// Refuses topologies no NCCL could load and that would not fit in memory.
 fn check_capacity(topo: &Topology) -> Result<()> {
     use crate::model::NodeKind;
-    use std::collections::HashMap;
     let origin = topo
         .source
         .origin
@@ -71,6 +71,54 @@ fn check_capacity(topo: &Topology) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The most device pairs (the sum over hosts of devices per host, squared) `--nodes` may
+/// build. NCCL's path tables hold one entry per pair of a host's devices, and they, not the
+/// device count, are what costs: about 120 bytes a pair, so this keeps the largest admitted
+/// model near 500 MB (a DGX H100 has 46 devices: about 1 980 nodes of them fit). Counts alone
+/// were not enough: 16 copies of a host with 600 NICs took 54 s and 2 GB.
+pub const MAX_DEVICE_PAIRS: u64 = 1 << 22;
+
+/// Refuses a `--nodes` replication whose path tables would not fit [`MAX_DEVICE_PAIRS`].
+fn check_work(topo: &Topology, n: usize) -> Result<()> {
+    let mut per_host: HashMap<crate::model::HostId, u64> = HashMap::new();
+    for node in topo.graph.node_weights() {
+        *per_host.entry(node.host).or_default() += 1;
+    }
+    let pairs_once: u64 = per_host.values().map(|c| c * c).sum();
+    let pairs = pairs_once.saturating_mul(n as u64);
+    if pairs <= MAX_DEVICE_PAIRS {
+        return Ok(());
+    }
+    let devices = topo.graph.node_count() as u64;
+    Err(error::usage(
+        format!(
+            "--nodes {n} would build {} devices in {} hosts, {} device pairs for NCCL's path tables; the limit is {}",
+            thousands(devices.saturating_mul(n as u64)),
+            thousands((per_host.len() as u64).saturating_mul(n as u64)),
+            thousands(pairs),
+            thousands(MAX_DEVICE_PAIRS)
+        ),
+        format!(
+            "pass --nodes {} or fewer for this machine ({} devices per node)",
+            (MAX_DEVICE_PAIRS / pairs_once.max(1)).max(1),
+            thousands(devices)
+        ),
+    ))
+}
+
+/// `41000` as `41,000`.
+fn thousands(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What the user asked for on the command line.
@@ -207,6 +255,7 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
                     ),
                 ));
             }
+            check_work(&topo, n)?;
             topo.replicate(n)
         }
         _ => topo,

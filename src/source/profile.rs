@@ -1246,7 +1246,11 @@ numa:
             let text = builtin_text(name).unwrap();
             assert!(crate::source::yaml_depth::check(text, 10).is_ok(), "{name}");
         }
-        let e = err(&format!("name: a 'b\nx: {}{}\n", "[".repeat(99), "]".repeat(99)));
+        let e = err(&format!(
+            "name: a 'b\nx: {}{}\n",
+            "[".repeat(99),
+            "]".repeat(99)
+        ));
         assert_eq!(
             e,
             "cannot parse t.yaml: line 2 column 67: lists or maps nested deeper than 64 levels"

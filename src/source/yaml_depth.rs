@@ -144,7 +144,11 @@ mod tests {
         // The bypass of the old character scan: `'` after a space inside a plain scalar was
         // taken for an opening quote, and every bracket after it was skipped.
         let n = 100_000;
-        let text = format!("name: a 'b\ntemplates: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let text = format!(
+            "name: a 'b\ntemplates: {}{}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        );
         // The top-level map is the first level, so the 64th `[` is the 65th.
         assert_eq!(deep(&text, 64), Some((2, 75)));
         // The same trick on a continuation line of a plain scalar, and with `#` and `"`.
