@@ -225,14 +225,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     };
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
-    // Every link as (from, to, kind), to ask in O(1) whether a link has its reverse: scanning
-    // the far end's links made a CPU with 600 NIC children cost 600 × 600 per BFS step.
-    let link_set: std::collections::HashSet<(usize, usize, LinkType)> = sys
-        .nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.links.iter().map(move |l| (i, l.to, l.kind)))
-        .collect();
+    let has_back = reverse_links(sys);
 
     // Which BFS level last queued each node: `next.contains` made a CPU with 600 children
     // cost 600 × 600 per level (the same order, without the scan).
@@ -249,7 +242,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                     continue;
                 };
                 let nk = sys.nodes[node].kind;
-                for link in &sys.nodes[node].links {
+                for (li, link) in sys.nodes[node].links.iter().enumerate() {
                     let rem = link.to;
                     let rk = sys.nodes[rem].kind;
                     // A GPU is a leaf, except as the single relay of an NVB path.
@@ -263,7 +256,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                         continue;
                     }
                     // The route is stored from `rem` towards the base: it needs the reverse link.
-                    if !link_set.contains(&(rem, node, link.kind)) {
+                    if !has_back[node][li] {
                         continue;
                     }
                     let bw = p_node.bw.min(link.bw);
@@ -319,6 +312,28 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         }
     }
     paths
+}
+
+/// For every link (by node, then position in its list), whether the far end links back with
+/// the same kind; looked up once, because scanning the far end's links on every BFS step made
+/// a CPU with 600 NIC children cost 600 × 600 per step.
+fn reverse_links(sys: &System) -> Vec<Vec<bool>> {
+    let all: std::collections::HashSet<(usize, usize, LinkType)> = sys
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.links.iter().map(move |l| (i, l.to, l.kind)))
+        .collect();
+    sys.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            n.links
+                .iter()
+                .map(|l| all.contains(&(l.to, i, l.kind)))
+                .collect()
+        })
+        .collect()
 }
 
 /// Joins `from → via` and `via → to` (`addInterStep`). A GPU relay makes the path PXN; from
