@@ -271,3 +271,29 @@ fn a_full_or_closed_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn one_host_too_large_for_its_path_tables_is_refused() {
+    // Within every per-kind cap and NCCL's 640 children per element, but with 1800 plain
+    // PCI functions on three more CPUs: more device pairs than the path tables may hold.
+    let mut s = many_nics_xml(600).replace("</system>", "");
+    for cpu in 1..4 {
+        s += &format!(r#"<cpu numaid="{cpu}" affinity="ff" arch="x86_64" vendor="GenuineIntel">"#);
+        for i in 0..600 {
+            s += &format!(
+                r#"<pci busid="{cpu:04x}:{:02x}:{:02x}.0" class="0x010802" vendor="0x144d" device="0xa808"/>"#,
+                i / 32,
+                i % 32
+            );
+        }
+        s += "</cpu>";
+    }
+    s += "</system>";
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "wide.xml", s.as_bytes());
+    let err = fails(&["show", "--from", &f]);
+    assert!(
+        err.contains("device pairs for NCCL's path tables; the limit is 4,194,304"),
+        "{err}"
+    );
+}

@@ -80,7 +80,8 @@ fn check_capacity(topo: &Topology) -> Result<()> {
 /// were not enough: 16 copies of a host with 600 NICs took 54 s and 2 GB.
 pub const MAX_DEVICE_PAIRS: u64 = 1 << 22;
 
-/// Refuses a `--nodes` replication whose path tables would not fit [`MAX_DEVICE_PAIRS`].
+/// Refuses a topology, or its `--nodes` replication, whose path tables would not fit
+/// [`MAX_DEVICE_PAIRS`] (a single host of 640 devices of every kind would need 10 million).
 fn check_work(topo: &Topology, n: usize) -> Result<()> {
     let mut per_host: HashMap<crate::model::HostId, u64> = HashMap::new();
     for node in topo.graph.node_weights() {
@@ -92,6 +93,19 @@ fn check_work(topo: &Topology, n: usize) -> Result<()> {
         return Ok(());
     }
     let devices = topo.graph.node_count() as u64;
+    if n == 1 {
+        let origin = topo.source.origin.as_deref().unwrap_or(&topo.source.kind);
+        return Err(error::usage(
+            format!(
+                "{origin}: {} devices in {} hosts make {} device pairs for NCCL's path tables; the limit is {}",
+                thousands(devices),
+                per_host.len(),
+                thousands(pairs),
+                thousands(MAX_DEVICE_PAIRS)
+            ),
+            "pass a topology of one real machine",
+        ));
+    }
     Err(error::usage(
         format!(
             "--nodes {n} would build {} devices in {} hosts, {} device pairs for NCCL's path tables; the limit is {}",
@@ -258,6 +272,9 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
             check_work(&topo, n)?;
             topo.replicate(n)
         }
-        _ => topo,
+        _ => {
+            check_work(&topo, 1)?;
+            topo
+        }
     })
 }
