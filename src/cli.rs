@@ -112,6 +112,7 @@ impl SourceArgs {
             profile: self.profile.clone(),
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
+            escape_text: false,
         })
     }
 

@@ -13,6 +13,11 @@ pub use topo_source::error::{io_reason, one_line};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     Usage = 2,
+    /// stdout is a pipe its reader closed (`topo show | head -1`): exit quietly with the
+    /// status a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `grep`
+    /// would, so the reader's choice to stop is not an error message but a pipeline with
+    /// `set -o pipefail` still sees that the output was not all read.
+    BrokenPipe = 141,
 }
 
 /// An error the binary itself raises (a bad flag value), with its exit code and hint.
@@ -140,6 +145,7 @@ fn source_hint(kind: SourceKind) -> Option<String> {
             "pass a topology of one real machine (NCCL_TOPO_MAX_NODES is 640 in NCCL 2.29+)"
         }
         SourceKind::TooManyGpus => "pass a topology of fewer hosts",
+        SourceKind::TooMuchWork => "pass a topology of one real machine",
         _ => return None,
     };
     Some(s.to_string())

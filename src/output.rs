@@ -1,10 +1,11 @@
 //! Where output goes: stdout or the `-o` file, and one-line notes on stderr.
 
 use crate::error::{self, Exit, io_reason};
-use crate::util::Style;
+use crate::util::{Style, escape_controls};
 use anyhow::Result;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `eprintln!` that ignores a failed write: with stderr a closed pipe, `eprintln!` panics,
 /// and the panic hook's own message then panics again and aborts the process.
@@ -16,7 +17,10 @@ macro_rules! say {
 }
 pub(crate) use say;
 
-/// Writes `text` to the file (whole or not at all, see `topo_source::atomic`) or stdout. A closed stdout pipe (`topo show | head`) is not an error.
+/// Writes `text` to the file (whole or not at all, see `topo_source::atomic`) or stdout.
+/// Output that does not all reach stdout is an error: a closed stdout or a full disk is one
+/// `error:` line (exit 2); a reader that closed the pipe early exits quietly with SIGPIPE's
+/// status (see [`Exit::BrokenPipe`]).
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
     match output {
         Some(p) => topo_source::atomic::write_file(p, |w| w.write_all(text.as_bytes())).map_err(|e| {
@@ -26,18 +30,49 @@ pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
             )
         }),
         None => {
+            if STDOUT_CLOSED.load(Ordering::Relaxed) {
+                return Err(stdout_failure("it is closed"));
+            }
             let mut out = std::io::stdout().lock();
             match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-                Err(e) => Err(error::Failure::new(
-                    Exit::Usage,
-                    format!("cannot write to stdout: {}", io_reason(&e)),
-                )
-                .into()),
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    Err(error::Failure::new(Exit::BrokenPipe, "stdout: broken pipe").into())
+                }
+                Err(e) => Err(stdout_failure(&io_reason(&e))),
                 Ok(()) => Ok(()),
             }
         }
     }
+}
+
+fn stdout_failure(why: &str) -> anyhow::Error {
+    error::Failure::new(Exit::Usage, format!("cannot write to stdout: {why}")).into()
+}
+
+/// Whether stdout was closed when topo started (`topo show >&-`), looked at once before
+/// anything is opened. Rust's runtime puts `/dev/null` on a closed standard descriptor at
+/// start-up, so the output would vanish with exit 0; it opens it read-write, while a shell's
+/// `> /dev/null` opens it write-only, which tells the two apart (Linux `/proc`).
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+pub fn note_closed_stdout() {
+    use std::os::fd::AsFd;
+    // Duplicating a descriptor fails (EBADF) exactly when it is not open.
+    let closed = std::io::stdout().as_fd().try_clone_to_owned().is_err()
+        || (std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"))
+            && std::fs::read_to_string("/proc/self/fdinfo/1")
+                .is_ok_and(|info| opened_read_write(&info)));
+    STDOUT_CLOSED.store(closed, Ordering::Relaxed);
+}
+
+/// Whether `/proc/self/fdinfo/N` text says the descriptor is open read-write (`flags:` is
+/// octal; O_ACCMODE is 3 and O_RDWR 2).
+fn opened_read_write(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & 3 == 2)
 }
 
 /// The style for stderr: colour only where stderr itself is a terminal.
@@ -49,7 +84,11 @@ pub fn stderr_style(style: Style) -> Style {
 
 /// A `warning:` line on stderr.
 pub fn warn(style: Style, text: &str) {
-    say!("{} {text}", stderr_style(style).yellow("warning:"));
+    say!(
+        "{} {}",
+        stderr_style(style).yellow("warning:"),
+        escape_controls(text)
+    );
 }
 
 /// Topology warnings on stderr, for commands whose output has no place for them.

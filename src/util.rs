@@ -1,6 +1,8 @@
 //! Small shared helpers: size strings, output styling.
 
 use std::io::IsTerminal;
+pub use topo_source::escape::escape_controls;
+use topo_source::escape::push_escaped;
 
 /// Parses a size the way nccl-tests does (`8`, `1K`, `16M`, `4G`, also `1KB`, `1KiB`,
 /// lower case): binary multiples. Errors name the string.
@@ -100,9 +102,72 @@ impl Style {
     }
 }
 
+/// A whole text document (a view, a plan) made safe for a terminal, as a last line of
+/// defence behind [`escape_controls`] on the values themselves: line breaks and tabs stay,
+/// and with `color` on so do topo's own SGR colour codes (`ESC [ digits m`); every other
+/// control character is escaped.
+pub fn escape_document(text: &str, color: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b'
+            && color
+            && let Some(n) = sgr_len(rest)
+        {
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+            continue;
+        }
+        if unsafe_char(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out.into()
+}
+
+/// Length of a colour code `ESC [ [0-9;]* m` at the start of `s`, the only sequence [`Style`]
+/// writes.
+fn sgr_len(s: &str) -> Option<usize> {
+    let body = s.strip_prefix("\x1b[")?;
+    let n = body
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b';')
+        .count();
+    (body.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_become_visible() {
+        assert_eq!(escape_controls("mlx5_0"), "mlx5_0");
+        assert_eq!(
+            escape_controls("a\x1b]0;pwned\x07b\nerror: x\r\t\x7f\u{9b}2J"),
+            "a\\x1b]0;pwned\\x07b\\nerror: x\\r\\t\\x7f\\u{9b}2J"
+        );
+        assert_eq!(escape_controls("é \\x1b"), "é \\x1b");
+    }
+
+    #[test]
+    fn documents_keep_lines_and_their_own_colours() {
+        let red = Style { color: true }.red("x");
+        let doc = format!("{red}\n\tnot\x1b[2Jthis\x1b]0;t\x07\n");
+        assert_eq!(
+            escape_document(&doc, true),
+            "\x1b[31mx\x1b[0m\n\tnot\\x1b[2Jthis\\x1b]0;t\\x07\n"
+        );
+        assert_eq!(escape_document(&red, false), "\\x1b[31mx\\x1b[0m");
+        assert_eq!(escape_document("a\nb\n", false), "a\nb\n");
+    }
 
     #[test]
     fn sizes_like_nccl_tests() {

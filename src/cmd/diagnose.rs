@@ -50,7 +50,11 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         style
     };
     let text = match a.format {
-        DiagnoseFormat::Text => crate::report::diagnose::text(&report, style),
+        DiagnoseFormat::Text => crate::util::escape_document(
+            &crate::report::diagnose::text(&report, style),
+            style.color,
+        )
+        .into_owned(),
         DiagnoseFormat::Json => crate::report::diagnose::json(&report),
     };
     emit(a.output.as_ref(), &text)?;

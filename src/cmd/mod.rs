@@ -12,7 +12,7 @@ mod xml;
 use crate::cli::{Cli, Command};
 use crate::error::{self, Exit};
 use crate::output::say;
-use crate::util::{Style, use_color};
+use crate::util::{Style, escape_controls, use_color};
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
 
@@ -84,6 +84,7 @@ fn clap_error_lines(rendered: &str) -> (String, String) {
 
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.
 pub fn main_entry() -> i32 {
+    crate::output::note_closed_stdout();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -95,7 +96,7 @@ pub fn main_entry() -> i32 {
             .location()
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
-        say!("error: internal error: {msg}{at}");
+        say!("error: internal error: {}{at}", escape_controls(&msg));
         say!("hint: this is a bug in topo; please report it with the command line that caused it");
     }));
     let cli = match Cli::try_parse() {
@@ -112,8 +113,8 @@ pub fn main_entry() -> i32 {
                 };
             }
             let (line, hint) = clap_error_lines(&e.render().to_string());
-            say!("{line}");
-            say!("hint: {hint}");
+            say!("{}", escape_controls(&line));
+            say!("hint: {}", escape_controls(&hint));
             return Exit::Usage as i32;
         }
     };
@@ -121,9 +122,14 @@ pub fn main_entry() -> i32 {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {
             let r = error::report(&err);
-            say!("error: {}", r.line);
+            if r.exit == Exit::BrokenPipe {
+                return r.exit as i32;
+            }
+            // The one place errors reach the user: file names and values quoted from input
+            // are escaped here, so none can forge a line or drive the terminal.
+            say!("error: {}", escape_controls(&r.line));
             if let Some(h) = r.hint {
-                say!("hint: {h}");
+                say!("hint: {}", escape_controls(&h));
             }
             r.exit as i32
         }

@@ -5,7 +5,7 @@
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::error;
 use crate::output::emit;
-use crate::util::{Style, parse_size};
+use crate::util::{Style, escape_document, parse_size};
 use anyhow::Result;
 use topo_model::Topology;
 use topo_nccl::analyze::{self, RuntimeFacts};
@@ -15,7 +15,9 @@ use topo_nccl::types::Func;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
-    let topo = topo_source::load(&a.source.spec()?)?;
+    let mut spec = a.source.spec()?;
+    spec.escape_text = a.format == PlanFormat::Text;
+    let topo = topo_source::load(&spec)?;
     let env = a.source.env_overrides()?;
     let style = if a.output.is_some() {
         Style::default()
@@ -23,6 +25,10 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
         style
     };
     let text = render(&topo, a, &env, style)?;
+    let text = match a.format {
+        PlanFormat::Text => escape_document(&text, style.color),
+        _ => text.as_str().into(),
+    };
     emit(a.output.as_ref(), &text)
 }
 

@@ -18,6 +18,6 @@ pub fn run(a: &SnapshotArgs) -> Result<()> {
             e.into()
         }
     })?;
-    say!("{summary}");
+    say!("{}", crate::util::escape_controls(&summary));
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use crate::cli::XmlArgs;
 use crate::output::{emit, print_warnings, warn, warn_unused_env};
-use crate::util::Style;
+use crate::util::{Style, escape_document};
 use anyhow::Result;
 
 pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
@@ -17,5 +17,7 @@ pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
         );
     }
     let text = topo_source::write_nccl_xml(&topo)?;
-    emit(a.output.as_ref(), &text)
+    // XML 1.0 allows no control characters but tab and line breaks; escaping the others
+    // keeps the file valid and a terminal showing it safe.
+    emit(a.output.as_ref(), &escape_document(&text, false))
 }

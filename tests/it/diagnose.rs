@@ -839,7 +839,10 @@ fn a_fifo_log_is_refused_not_waited_on() {
         let out = topo().args(["diagnose", "--nccl-log", p]).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{p}: {out:?}");
         let err = String::from_utf8(out.stderr).unwrap();
-        assert!(err.starts_with(&format!("error: cannot read {p}: ")), "{err}");
+        assert!(
+            err.starts_with(&format!("error: cannot read {p}: ")),
+            "{err}"
+        );
         assert!(err.contains("hint: pass a text file"), "{err}");
     }
 }

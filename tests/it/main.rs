@@ -3,6 +3,7 @@
 
 mod diagnose;
 mod hostile_archive;
+mod hostile_input;
 mod live;
 mod meta;
 mod model;

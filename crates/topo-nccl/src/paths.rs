@@ -225,18 +225,24 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     };
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
+    let has_back = reverse_links(sys);
 
+    // Which BFS level last queued each node: `next.contains` made a CPU with 600 children
+    // cost 600 × 600 per level (the same order, without the scan).
+    let mut queued_at = vec![usize::MAX; sys.nodes.len()];
+    let mut level = 0usize;
     for base in 0..sys.nodes.len() {
         paths.set(base, base, Path::local(base, loc_bw));
         let mut frontier = vec![base];
         while !frontier.is_empty() {
+            level += 1;
             let mut next: Vec<usize> = vec![];
             for &node in &frontier {
                 let Some(p_node) = paths.get(node, base).cloned() else {
                     continue;
                 };
                 let nk = sys.nodes[node].kind;
-                for link in &sys.nodes[node].links {
+                for (li, link) in sys.nodes[node].links.iter().enumerate() {
                     let rem = link.to;
                     let rk = sys.nodes[rem].kind;
                     // A GPU is a leaf, except as the single relay of an NVB path.
@@ -250,11 +256,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                         continue;
                     }
                     // The route is stored from `rem` towards the base: it needs the reverse link.
-                    if !sys.nodes[rem]
-                        .links
-                        .iter()
-                        .any(|l| l.to == node && l.kind == link.kind)
-                    {
+                    if !has_back[node][li] {
                         continue;
                     }
                     let bw = p_node.bw.min(link.bw);
@@ -299,7 +301,8 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                                 route,
                             },
                         );
-                        if !next.contains(&rem) {
+                        if queued_at[rem] != level {
+                            queued_at[rem] = level;
                             next.push(rem);
                         }
                     }
@@ -309,6 +312,28 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         }
     }
     paths
+}
+
+/// For every link (by node, then position in its list), whether the far end links back with
+/// the same kind; looked up once, because scanning the far end's links on every BFS step made
+/// a CPU with 600 NIC children cost 600 × 600 per step.
+fn reverse_links(sys: &System) -> Vec<Vec<bool>> {
+    let all: std::collections::HashSet<(usize, usize, LinkType)> = sys
+        .nodes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.links.iter().map(move |l| (i, l.to, l.kind)))
+        .collect();
+    sys.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            n.links
+                .iter()
+                .map(|l| all.contains(&(l.to, i, l.kind)))
+                .collect()
+        })
+        .collect()
 }
 
 /// Joins `from → via` and `via → to` (`addInterStep`). A GPU relay makes the path PXN; from
@@ -394,23 +419,48 @@ pub fn local_net(
     rank: usize,
     channel: usize,
 ) -> Option<usize> {
+    net_for_channel(paths, policy, &gpu_nets(sys, paths, rank)?, channel)
+}
+
+/// What [`local_net`] needs of a GPU that does not depend on the channel: computed once, so
+/// scanning channels does not search every NET again (with 600 NICs that was 600 NETs ×
+/// channels × NETs).
+struct GpuNets {
+    nets: Vec<usize>,
+    gpus_of_net: usize,
+    dev: usize,
+}
+
+fn gpu_nets(sys: &System, paths: &Paths, rank: usize) -> Option<GpuNets> {
     let g = sys.gpus[rank];
     let nets = local_nodes(sys, paths, g, NodeType::Net);
-    if nets.is_empty() {
-        return None;
-    }
-    let gpus_of_net = local_nodes(sys, paths, nets[0], NodeType::Gpu);
-    let nets_per_gpu = nets.len().div_ceil(gpus_of_net.len().max(1));
+    let first = *nets.first()?;
+    let gpus_of_net = local_nodes(sys, paths, first, NodeType::Gpu).len();
     let dev = sys.nodes[g]
         .gpu
         .as_ref()
         .map(|a| a.dev.max(0) as usize)
         .unwrap_or(0);
+    Some(GpuNets {
+        nets,
+        gpus_of_net,
+        dev,
+    })
+}
+
+fn net_for_channel(
+    paths: &Paths,
+    policy: &PathPolicy,
+    g: &GpuNets,
+    channel: usize,
+) -> Option<usize> {
+    let nets = &g.nets;
+    let nets_per_gpu = nets.len().div_ceil(g.gpus_of_net.max(1));
     // 2.30 folds the device index onto the GPUs sharing the NIC first.
     let mut idx = if policy.minor >= 30 {
-        dev % gpus_of_net.len().max(1)
+        g.dev % g.gpus_of_net.max(1)
     } else {
-        dev
+        g.dev
     };
     if nets.len().is_power_of_two() {
         idx = mirror_bits(idx, nets.len());
@@ -444,10 +494,14 @@ pub fn net_local_gpu(
     // NETs on this host: a GPU that reaches `net` on some channel reaches it on one below
     // that count, so scanning further finds nothing new (and cost O(MAXCHANNELS) per NET).
     let period = paths.same_host(n, NodeType::Net).len().max(1);
+    let per_rank: Vec<(usize, GpuNets)> = cands
+        .iter()
+        .filter_map(|&r| Some((r, gpu_nets(sys, paths, r)?)))
+        .collect();
     for c in 0..policy.max_channels.max(1).min(period) {
-        for &r in &cands {
-            if local_net(sys, paths, policy, r, c) == Some(net) {
-                return Some(r);
+        for (r, g) in &per_rank {
+            if net_for_channel(paths, policy, g, c) == Some(net) {
+                return Some(*r);
             }
         }
     }

@@ -46,9 +46,12 @@ pub enum ErrorKind {
     SnapshotWrite,
     /// One host with more devices of a kind than one NCCL node can hold.
     HostTooLarge,
+    /// A topology whose NCCL path tables (device pairs per host) exceed the work budget.
+    TooMuchWork,
     /// More GPUs in all than topo models.
     TooManyGpus,
-    /// Replicating the topology `nodes` times would exceed the GPU budget; `max_nodes` fit.
+    /// Replicating the topology `nodes` times would exceed the GPU or work budget;
+    /// `max_nodes` fit.
     Replication { nodes: usize, max_nodes: usize },
     /// Anything else, such as an I/O failure while writing.
     Other,

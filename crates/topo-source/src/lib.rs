@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod atomic;
 pub mod error;
+pub mod escape;
 pub mod hostfacts;
 pub mod live;
 pub mod nccl_lib;
@@ -17,9 +18,11 @@ pub mod snapshot;
 pub mod sysfs;
 pub mod textfile;
 pub mod tree;
+pub mod yaml_depth;
 
 pub use error::{Error, ErrorKind, Result};
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use topo_model::Topology;
 
@@ -38,7 +41,6 @@ pub const MAX_PER_HOST: usize = 640;
 
 /// Refuses topologies no NCCL could load and that would not fit in memory.
 fn check_capacity(topo: &Topology) -> Result<()> {
-    use std::collections::HashMap;
     use topo_model::NodeKind;
     let origin = topo
         .source
@@ -80,6 +82,69 @@ fn check_capacity(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
+/// The most device pairs (the sum over hosts of devices per host, squared) a topology and its
+/// replication may hold. NCCL's path tables hold one entry per pair of a host's devices, and
+/// they, not the device count, are what costs a host with hundreds of NICs: 16 copies of one
+/// with 600 NICs took 54 s and 2 GB. The limit is set so that the documented maximum of
+/// 4096 nodes of a DGX H100 (46 devices each, 8.7 million pairs) still fits, and nothing
+/// admitted costs more than that largest documented case (bench/plan measures it).
+pub const MAX_DEVICE_PAIRS: u64 = 1 << 24;
+
+/// Refuses a topology, or its `--nodes` replication, whose path tables would not fit
+/// [`MAX_DEVICE_PAIRS`] (a single host of 640 devices of every kind would need 10 million).
+fn check_work(topo: &Topology, n: usize) -> Result<()> {
+    let mut per_host: HashMap<topo_model::HostId, u64> = HashMap::new();
+    for node in topo.graph.node_weights() {
+        *per_host.entry(node.host).or_default() += 1;
+    }
+    let pairs_once: u64 = per_host.values().map(|c| c * c).sum();
+    let pairs = pairs_once.saturating_mul(n as u64);
+    if pairs <= MAX_DEVICE_PAIRS {
+        return Ok(());
+    }
+    let devices = topo.graph.node_count() as u64;
+    if n == 1 {
+        let origin = topo.source.origin.as_deref().unwrap_or(&topo.source.kind);
+        return Err(Error::new(
+            ErrorKind::TooMuchWork,
+            format!(
+                "{origin}: {} devices in {} hosts make {} device pairs for NCCL's path tables; the limit is {}",
+                thousands(devices),
+                per_host.len(),
+                thousands(pairs),
+                thousands(MAX_DEVICE_PAIRS)
+            ),
+        ));
+    }
+    Err(Error::new(
+        ErrorKind::Replication {
+            nodes: n,
+            max_nodes: (MAX_DEVICE_PAIRS / pairs_once.max(1)).max(1) as usize,
+        },
+        format!(
+            "{n} nodes of {} devices would build {} devices in {} hosts, {} device pairs for NCCL's path tables; the limit is {}",
+            thousands(devices),
+            thousands(devices.saturating_mul(n as u64)),
+            thousands((per_host.len() as u64).saturating_mul(n as u64)),
+            thousands(pairs),
+            thousands(MAX_DEVICE_PAIRS)
+        ),
+    ))
+}
+
+/// `41000` as `41,000`.
+fn thousands(v: u64) -> String {
+    let digits = v.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// What the user asked for on the command line.
 #[derive(Clone, Debug, Default)]
 pub struct SourceSpec {
@@ -87,6 +152,8 @@ pub struct SourceSpec {
     pub profile: Option<String>,
     pub nodes: Option<usize>,
     pub sysfs_root: Option<PathBuf>,
+    /// The topology is for text output: make control characters in its strings visible.
+    pub escape_text: bool,
 }
 
 /// The kinds of file `--from` accepts, told apart by name and then by content.
@@ -204,6 +271,11 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
         discover(&root)?
     };
     check_capacity(&topo)?;
+    let mut topo = topo;
+    if spec.escape_text {
+        // Before replicating: once per machine, not once per node.
+        escape::topology(&mut topo);
+    }
     Ok(match spec.nodes {
         Some(n) if n > 1 => {
             let total = topo.gpus().len().saturating_mul(n);
@@ -219,9 +291,13 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
                     ),
                 ));
             }
+            check_work(&topo, n)?;
             topo.replicate(n)
         }
-        _ => topo,
+        _ => {
+            check_work(&topo, 1)?;
+            topo
+        }
     })
 }
 

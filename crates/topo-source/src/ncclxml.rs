@@ -35,7 +35,8 @@ const XML_CAP: super::read::Cap = super::read::Cap {
 };
 
 /// More NVLink lanes than this to one target is not hardware (the most any GPU has is 18).
-const MAX_NVLINK_COUNT: u32 = 1024;
+/// NVML's answers (`nvml.json`) are held to the same bound.
+pub(crate) const MAX_NVLINK_COUNT: u32 = 1024;
 
 /// More than this per C2C link (MB/s) is not hardware (Grace Hopper: about 45 000).
 const MAX_C2C_LINK_MBPS: u64 = 1_000_000;

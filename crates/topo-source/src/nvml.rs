@@ -293,6 +293,27 @@ fn fabric_info(nvml: &nvml_wrapper::Nvml, d: &nvml_wrapper::Device) -> Option<Nv
     })
 }
 
+/// Whether a GPU's NVLink list is short enough to be hardware. A recorded `nvml.json` can
+/// say anything: 375 000 links showed as 7 725 000 GB/s. The NCCL XML reader's bound on lanes
+/// applies (no GPU has more than 18); past it the links are ignored with a warning and the
+/// GPU's NVLink is unknown.
+fn plausible_link_count(topo: &mut Topology, gn: NodeIndex, g: &NvmlGpu) -> bool {
+    let max = super::ncclxml::MAX_NVLINK_COUNT as usize;
+    if g.nvlinks.len() <= max {
+        return true;
+    }
+    let why = format!(
+        "NVML reported {} NVLinks for GPU {}, more than the {max} any GPU could have; ignored",
+        g.nvlinks.len(),
+        g.index
+    );
+    topo.warn(why.clone());
+    if let NodeKind::Gpu(gpu) = &mut topo.node_mut(gn).kind {
+        gpu.nvlink = NvlinkInfo::Unknown(why);
+    }
+    false
+}
+
 fn caps(s: &Option<String>) -> Option<bool> {
     s.as_deref().map(|v| v == "ok")
 }
@@ -369,6 +390,9 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
         let Some(&gn) = nodes.get(&g.index) else {
             continue;
         };
+        if !plausible_link_count(topo, gn, g) {
+            continue;
+        }
         let mut lanes: BTreeMap<(Option<BusId>, String), u32> = BTreeMap::new();
         for l in g
             .nvlinks

@@ -121,7 +121,7 @@ fn parse(text: &str) -> Result<Profile, String> {
     {
         return Err("line 1 column 1: empty file".into());
     }
-    check_flow_depth(text)?;
+    check_nesting(text)?;
     let direct = match yaml_serde::from_str::<Profile>(text) {
         Ok(p) => return Ok(p),
         Err(e) => e,
@@ -141,54 +141,21 @@ fn parse(text: &str) -> Result<Profile, String> {
 /// Real profiles are a few KiB; anything this large is not one.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// Deeper `[`/`{` nesting than any profile needs. The YAML scanner's cost grows with the
-/// square of the nesting depth (200 000 levels took a minute), so deeper text is refused
-/// before it reaches the parser.
-const MAX_FLOW_DEPTH: usize = 64;
+/// Deeper nesting of lists and maps (flow `[`/`{` or indented blocks) than any profile needs
+/// (the built-in ones nest at most 10 deep, with two levels of PCI switches). The YAML scanner's cost grows with the square of
+/// the flow nesting depth (200 000 levels took a minute), so deeper text is refused before it
+/// is loaded.
+pub const MAX_NESTING: usize = 64;
 
-/// Fails at the first `[` or `{` nested deeper than [`MAX_FLOW_DEPTH`], skipping quoted text
-/// and comments (a plain scalar's stray bracket can only shift the count by one).
-fn check_flow_depth(text: &str) -> Result<(), String> {
-    let (mut depth, mut line, mut col) = (0usize, 1usize, 0usize);
-    let mut quote: Option<char> = None;
-    let mut comment = false;
-    let mut prev = '\n';
-    let mut escaped = false;
-    for c in text.chars() {
-        col += 1;
-        if c == '\n' {
-            line += 1;
-            col = 0;
-            comment = false;
-        } else if comment {
-        } else if let Some(q) = quote {
-            if escaped {
-                escaped = false;
-            } else if q == '"' && c == '\\' {
-                escaped = true;
-            } else if c == q {
-                quote = None;
-            }
-        } else {
-            let token_start = prev.is_whitespace() || matches!(prev, '[' | '{' | ',' | ':');
-            match c {
-                '#' if prev.is_whitespace() => comment = true,
-                '\'' | '"' if token_start => quote = Some(c),
-                '[' | '{' => {
-                    depth += 1;
-                    if depth > MAX_FLOW_DEPTH {
-                        return Err(format!(
-                            "line {line} column {col}: brackets nested deeper than {MAX_FLOW_DEPTH} levels"
-                        ));
-                    }
-                }
-                ']' | '}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
-        prev = c;
-    }
-    Ok(())
+/// Fails at the first list or map nested deeper than [`MAX_NESTING`], as the parser sees it
+/// (see [`super::yaml_depth`]: quotes, comments and block scalars cannot hide a bracket).
+pub fn check_nesting(text: &str) -> Result<(), String> {
+    super::yaml_depth::check(text, MAX_NESTING).map_err(|at| {
+        format!(
+            "line {} column {}: lists or maps nested deeper than {MAX_NESTING} levels",
+            at.line, at.column
+        )
+    })
 }
 
 fn has_merge_key(v: &yaml_serde::Value) -> bool {
@@ -1285,6 +1252,23 @@ numa:
                 proptest::prop_assert!(crate::error::kind(&e).is_some(), "{e:#}");
             }
         }
+    }
+
+    #[test]
+    fn builtins_nest_well_within_the_limit() {
+        for name in builtin_names() {
+            let text = builtin_text(name).unwrap();
+            assert!(crate::yaml_depth::check(text, 10).is_ok(), "{name}");
+        }
+        let e = err(&format!(
+            "name: a 'b\nx: {}{}\n",
+            "[".repeat(99),
+            "]".repeat(99)
+        ));
+        assert_eq!(
+            e,
+            "cannot parse t.yaml: line 2 column 67: lists or maps nested deeper than 64 levels"
+        );
     }
 
     #[test]
