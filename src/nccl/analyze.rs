@@ -227,7 +227,11 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
 
     // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
     // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
-    let nvls_enabled = env.nvls_enable_or(&data) != 0;
+    // ncclNvlsInit (src/transport/nvls.cc) runs after ncclTopoTrimSystem, so it counts the
+    // GPUs of rank 0's own domain: NVLS needs at least 2 of them in NCCL 2.28.9 and 2.29+
+    // (`gpuCount < 2`), at least 3 before (`gpuCount <= 2`, 2.18 to 2.28.3).
+    let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
+    let nvls_enabled = env.nvls_enable_or(&data) != 0 && system.host_gpus(0).len() >= min_nvls_gpus;
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
     let graphs = search::compute_all(&system, &paths, &search);
@@ -245,6 +249,10 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.nvls_support =
         nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
+    // ncclNvlsInit picks the SM100 channel count before nNodes is known, from the peers'
+    // host hashes (NCCL 2.28.9 src/transport/nvls.cc): a host split into NCCL nodes by the
+    // P2P/SHM checks is still one host there.
+    channel_params.nvls_multi_host = Some(hosts_with_gpus > 1);
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();

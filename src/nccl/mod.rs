@@ -4,12 +4,14 @@
 pub mod analyze;
 pub mod channels;
 pub mod connect;
+pub mod differential;
 pub mod env;
 pub mod graph;
 pub mod graphfile;
 pub mod paths;
 pub mod search;
 pub mod system;
+pub mod testgen;
 pub mod transport;
 pub mod tuning;
 pub mod types;

@@ -375,7 +375,7 @@ struct NetInfo {
 struct Ctx {
     inter: bool,
     ngpus: usize,
-    /// Global ranks of host 0's GPUs, in rank order.
+    /// Global ranks of host 0's GPUs, in NCCL's GPU index order.
     ranks: Vec<usize>,
     cc_min: u32,
     nets: Vec<NetInfo>,
@@ -412,7 +412,8 @@ impl Ctx {
     fn new(sys: &System, paths: &Paths, params: &SearchParams) -> Ctx {
         let host = 0;
         let inter = sys.nhosts > 1;
-        let ranks: Vec<usize> = sys.host_gpus(host);
+        // NCCL's GPU index order, which is what the search iterates over (not rank order).
+        let ranks: Vec<usize> = sys.host_gpus_indexed(host);
         let ngpus = ranks.len();
         let gnodes: Vec<usize> = ranks.iter().map(|&r| sys.gpus[r]).collect();
         let cc: Vec<u32> = gnodes

@@ -1,0 +1,247 @@
+//! Differential sweep: random machines (`topo::nccl::testgen`) through NCCL's own graph code
+//! (`nccl-oracle`, see ../shared/tools/nccl-oracle and docs/differential.md) and through topo,
+//! compared field by field. Driven by `bench/oracle/run.sh`.
+//!
+//!     oracle_sweep --oracle BIN --seed S --count N --work DIR
+//!                  [--corpus OUT.jsonl --corpus-count M] [--report OUT.md] [--show SEED]
+//!
+//! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
+//! and the differences grouped by kind (most machines first). `--corpus` records the first M
+//! machines (XML, environment, the oracle's compared fields) as JSON lines for
+//! `tests/oracle.rs`. `--show SEED` prints every check of one machine.
+
+#[path = "../tests/support/oracle.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use support::{Entry, analyze_machine};
+use topo::nccl::differential::{self, OracleAnswer, Tally};
+use topo::nccl::testgen;
+
+struct Args {
+    oracle: PathBuf,
+    seed: u64,
+    count: u64,
+    work: PathBuf,
+    corpus: Option<PathBuf>,
+    corpus_count: u64,
+    report: Option<PathBuf>,
+    show: Option<u64>,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        oracle: PathBuf::from("/tmp/nccl-oracle-build/nccl-oracle"),
+        seed: 1,
+        count: 1000,
+        work: std::env::temp_dir().join("topo-oracle-sweep"),
+        corpus: None,
+        corpus_count: 200,
+        report: None,
+        show: None,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let val = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--oracle" => a.oracle = val.into(),
+            "--seed" => a.seed = val.parse().expect("--seed N"),
+            "--count" => a.count = val.parse().expect("--count N"),
+            "--work" => a.work = val.into(),
+            "--corpus" => a.corpus = Some(val.into()),
+            "--corpus-count" => a.corpus_count = val.parse().expect("--corpus-count N"),
+            "--report" => a.report = Some(val.into()),
+            "--show" => a.show = Some(val.parse().expect("--show SEED")),
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+/// Runs the oracle on one machine; `Err` carries its last error line.
+fn run_oracle(
+    oracle: &Path,
+    xml: &Path,
+    json: &Path,
+    m: &testgen::GenMachine,
+) -> Result<OracleAnswer, String> {
+    let _ = std::fs::remove_file(json);
+    let mut cmd = Command::new(oracle);
+    cmd.arg("--nodes")
+        .arg(m.nodes.to_string())
+        .arg("--no-tuning")
+        .arg("--json")
+        .arg(json)
+        .arg(xml);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NCCL_") || k.starts_with("ORACLE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("NCCL_DEBUG", "WARN");
+    for (k, v) in &m.env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run oracle: {e}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let parsed = std::fs::read_to_string(json)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+    match parsed.as_ref().and_then(OracleAnswer::from_oracle_json) {
+        Some(a) if out.status.success() => Ok(a),
+        _ => Err(text
+            .lines()
+            .rev()
+            .find(|l| l.contains("ERROR") || l.contains("WARN"))
+            .or_else(|| text.lines().last())
+            .unwrap_or("no output")
+            .chars()
+            .take(200)
+            .collect()),
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    std::fs::create_dir_all(&args.work).expect("work folder");
+    let t0 = Instant::now();
+    let mut tally = Tally::default();
+    let mut machines = 0usize;
+    let mut oracle_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut topo_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // difference kind -> seeds
+    let mut kinds: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut machines_differing = 0usize;
+    let mut corpus = String::new();
+    let mut oracle_time = 0f64;
+    let mut topo_time = 0f64;
+    let seeds: Vec<u64> = match args.show {
+        Some(s) => vec![s],
+        None => (args.seed..args.seed + args.count).collect(),
+    };
+    for (i, &seed) in seeds.iter().enumerate() {
+        let m = testgen::generate(seed);
+        let xml = args.work.join(format!("{seed}.xml"));
+        let json = args.work.join(format!("{seed}.oracle.json"));
+        std::fs::write(&xml, &m.xml).expect("write xml");
+        let t = Instant::now();
+        let answer = run_oracle(&args.oracle, &xml, &json, &m);
+        oracle_time += t.elapsed().as_secs_f64();
+        if args.corpus.is_some() && (i as u64) < args.corpus_count {
+            let e = Entry {
+                seed,
+                summary: m.summary.clone(),
+                nodes: m.nodes,
+                env: m.env.clone(),
+                xml: m.xml.clone(),
+                oracle: answer.as_ref().ok().cloned(),
+                error: answer.as_ref().err().cloned(),
+            };
+            corpus.push_str(&serde_json::to_string(&e).expect("json"));
+            corpus.push('\n');
+        }
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                let key = e.split(':').next_back().unwrap_or(&e).trim().to_string();
+                oracle_refused.entry(key).or_default().push(seed);
+                if args.show.is_some() {
+                    println!("oracle refused: {e}");
+                }
+                continue;
+            }
+        };
+        machines += 1;
+        let t = Instant::now();
+        let a = match analyze_machine(&m.xml, &m.env, m.nodes) {
+            Ok(a) => a,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                topo_refused
+                    .entry(msg.chars().take(120).collect())
+                    .or_default()
+                    .push(seed);
+                continue;
+            }
+        };
+        let checks = differential::compare(&answer, &a);
+        topo_time += t.elapsed().as_secs_f64();
+        tally.add(&checks);
+        let mut differs = false;
+        for c in &checks {
+            if args.show.is_some() {
+                println!(
+                    "{} {}\n  oracle: {}\n  topo:   {}",
+                    if c.equal { "same" } else { "DIFF" },
+                    c.name(),
+                    c.oracle,
+                    c.topo
+                );
+            }
+            if !c.equal {
+                differs = true;
+                kinds.entry(c.name()).or_default().push(seed);
+            }
+        }
+        if differs {
+            machines_differing += 1;
+        }
+        if args.show.is_some() {
+            println!(
+                "seed {seed}: {}; env {:?}; xml {}",
+                m.summary,
+                m.env,
+                xml.display()
+            );
+        }
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",
+        args.seed,
+        args.seed + seeds.len() as u64,
+        seeds.len(),
+        machines,
+        machines_differing,
+        oracle_refused.values().map(Vec::len).sum::<usize>(),
+        topo_refused.values().map(Vec::len).sum::<usize>(),
+    );
+    let _ = writeln!(r, "agreement: {}", tally.summary());
+    let _ = writeln!(
+        r,
+        "time: {elapsed:.1} s in all (oracle {oracle_time:.1} s, topo analysis and comparison {topo_time:.1} s)"
+    );
+    let mut by_count: Vec<(&String, &Vec<u64>)> = kinds.iter().collect();
+    by_count.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let _ = writeln!(r, "differences by kind (machines, first seeds):");
+    for (k, v) in by_count {
+        let _ = writeln!(r, "  {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+    }
+    for (what, map) in [
+        ("oracle refused", &oracle_refused),
+        ("topo refused", &topo_refused),
+    ] {
+        for (k, v) in map {
+            let _ = writeln!(r, "{what}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+        }
+    }
+    print!("{r}");
+    if let Some(p) = &args.report {
+        std::fs::write(p, &r).expect("write report");
+    }
+    if let Some(p) = &args.corpus {
+        std::fs::write(p, corpus).expect("write corpus");
+    }
+}

@@ -1,0 +1,46 @@
+//! Shared by `tests/oracle.rs` and `examples/oracle_sweep.rs`: one corpus entry (a generated
+//! machine and NCCL's answer for it) and topo's analysis of it, through the library.
+
+#![allow(dead_code)]
+
+use serde::{Deserialize, Serialize};
+use topo::nccl::analyze::{self, Analysis, Request, RuntimeFacts};
+use topo::nccl::differential::OracleAnswer;
+use topo::nccl::transport::RankPlacement;
+use topo::nccl::version::NcclVersion;
+
+/// One line of `fixtures/oracle/corpus.jsonl`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Entry {
+    /// `topo::nccl::testgen::generate` seed.
+    pub seed: u64,
+    pub summary: String,
+    /// Identical hosts (`nccl-oracle --nodes`, `topo plan --nodes`).
+    pub nodes: usize,
+    pub env: Vec<(String, String)>,
+    pub xml: String,
+    /// NCCL's answer; `None` when the oracle refused the machine (`error` says why).
+    pub oracle: Option<OracleAnswer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// topo's analysis of a machine, as `topo plan --from XML --nodes N --nccl-version 2.28
+/// --env ...` computes it.
+pub fn analyze_machine(
+    xml: &str,
+    env: &[(String, String)],
+    nodes: usize,
+) -> anyhow::Result<Analysis> {
+    let mut topo = topo::source::ncclxml::parse_str(xml, "generated")?;
+    if nodes > 1 {
+        topo = topo.replicate(nodes);
+    }
+    analyze::analyze(&Request {
+        topo: &topo,
+        env: env.to_vec(),
+        version: NcclVersion::parse("2.28").expect("2.28"),
+        placement: RankPlacement::ProcessPerGpu,
+        facts: RuntimeFacts::default(),
+    })
+}
