@@ -10,7 +10,7 @@
 //! machines (XML, environment, the oracle's compared fields) as JSON lines for
 //! `tests/oracle.rs`. `--show SEED` prints every check of one machine.
 
-#[path = "../tests/support/oracle.rs"]
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -210,8 +210,8 @@ fn main() {
     let _ = writeln!(
         r,
         "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",
-        args.seed,
-        args.seed + seeds.len() as u64,
+        seeds.first().copied().unwrap_or(args.seed),
+        seeds.first().copied().unwrap_or(args.seed) + seeds.len() as u64,
         seeds.len(),
         machines,
         machines_differing,

@@ -316,6 +316,9 @@ pub fn generate(seed: u64) -> GenMachine {
             };
             (c, slot)
         };
+        // A `<nic>` without its own `<pci>` can only sit on the CPU: under a `<pci>` it
+        // would make that element the NIC.
+        let slot = if nics[n].bare { None } else { slot };
         placed.push((c, slot, Item::Nic(n)));
     }
     if r.chance(0.5) {
@@ -503,13 +506,29 @@ pub fn generate(seed: u64) -> GenMachine {
     let mut sw_i = 0;
     for &c in &cpu_order {
         let numa = if numa_minus_one { -1 } else { numa_ids[c] };
-        let _ = write!(x, "  <cpu numaid=\"{numa}\" arch=\"{arch}\"");
-        if let Some(v) = vendor {
-            let _ = write!(
-                x,
-                " vendor=\"{v}\" familyid=\"{family}\" modelid=\"{model}\""
-            );
-        }
+        // 16 cores per NUMA node, as `cpumap` prints them (32-bit groups, high first).
+        let mut groups = [0u32; 4];
+        groups[c / 2] = 0xffff << (16 * (c % 2));
+        let affinity = groups
+            .iter()
+            .rev()
+            .map(|g| format!("{g:08x}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let _ = write!(
+            x,
+            "  <cpu numaid=\"{numa}\" affinity=\"{affinity}\" arch=\"{arch}\""
+        );
+        // Every attribute NCCL's ncclTopoGetXmlFromCpu would fill is written: a missing one is
+        // filled from the machine running NCCL's code when a rank adds its GPU, and then that
+        // rank's `<cpu>` no longer matches the others' in ncclTopoFuseXml (xmlFindNode compares
+        // every attribute), so the fused XML would list the CPU twice. An x86 build fills
+        // vendor/familyid/modelid even for arm64; NCCL reads them for x86 only.
+        let _ = write!(
+            x,
+            " vendor=\"{}\" familyid=\"{family}\" modelid=\"{model}\"",
+            vendor.unwrap_or("ARM")
+        );
         x.push_str(">\n");
         #[allow(clippy::too_many_arguments)]
         fn emit(

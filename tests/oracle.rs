@@ -1,0 +1,130 @@
+//! topo against NCCL's own graph code.
+//!
+//! 1. The three differences issue 13 found with `nccl-oracle` (NCCL 2.28.9's `src/graph/*.cc`
+//!    built for the CPU), each pinned to NCCL's answer.
+//! 2. The recorded corpus `fixtures/oracle/corpus.jsonl`: generated machines
+//!    (`topo::nccl::testgen`) with NCCL's answers (see fixtures/README.md); topo must agree
+//!    field by field except for the differences listed in [`EXPECTED`] (docs/differential.md
+//!    says why each is there).
+
+mod support;
+
+use std::collections::BTreeMap;
+use support::{Entry, analyze_machine};
+use topo::nccl::analyze::{self, Analysis, Request, RuntimeFacts};
+use topo::nccl::differential::{self, Tally};
+use topo::nccl::transport::RankPlacement;
+use topo::nccl::version::NcclVersion;
+
+fn plan(topo: &topo::model::Topology, env: &[(&str, &str)]) -> Analysis {
+    analyze::analyze(&Request {
+        topo,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        version: NcclVersion::parse("2.28").unwrap(),
+        placement: RankPlacement::ProcessPerGpu,
+        facts: RuntimeFacts::default(),
+    })
+    .unwrap()
+}
+
+fn xml_fixture(name: &str) -> topo::model::Topology {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/xml")
+        .join(name);
+    topo::source::ncclxml::load_file(&path).unwrap()
+}
+
+/// dgx-a100 lists NUMA 1 (GPUs 2, 3) before NUMA 3 (GPUs 0, 1): NCCL's GPU index 0 is rank
+/// 2, so its search orders are `2 3 0 1 6 7 4 5` and its rings, rotated to rank 0,
+/// `0 1 6 7 4 5 2 3` (nccl-oracle, NCCL 2.28.9).
+#[test]
+fn gpu_index_order_is_the_xml_order_not_the_rank_order() {
+    let t = topo::source::profile::load_builtin("dgx-a100").unwrap();
+    let a = plan(&t, &[]);
+    assert_eq!(a.graphs.ring.intra[0], vec![2, 3, 0, 1, 6, 7, 4, 5]);
+    assert_eq!(a.graphs.tree.intra[0], vec![2, 3, 0, 1, 6, 7, 4, 5]);
+    assert_eq!(a.connection.ring(0).unwrap(), vec![0, 1, 6, 7, 4, 5, 2, 3]);
+}
+
+/// NCCL_P2P_DISABLE=1 on the IBM Cloud H100 box: NET beats SHM, NCCL splits the host into 8
+/// one-GPU nodes, and ncclNvlsInit (fewer than 2 GPUs) leaves NVLS off: no NVLS graph.
+#[test]
+fn one_gpu_nodes_get_no_nvls_graph() {
+    let t = xml_fixture("ibm-cloud-gx3d-h100-topo.xml");
+    let a = plan(&t, &[("NCCL_P2P_DISABLE", "1")]);
+    assert_eq!(a.nnodes, 8);
+    assert!(a.graphs.nvls.as_ref().is_none_or(|g| g.n_channels == 0));
+    assert_eq!(a.counts.nvls, 0);
+    let a = plan(&t, &[]);
+    assert_eq!(a.graphs.nvls.as_ref().map(|g| g.n_channels), Some(8));
+}
+
+/// NCCL_P2P_DISABLE=1 on dgx-b200: the split makes 2 nodes, but ncclNvlsInit chose the
+/// single-host SM100 count (24) from the host hashes before nNodes was known.
+#[test]
+fn sm100_nvls_channels_follow_the_host_not_the_split() {
+    let t = topo::source::profile::load_builtin("dgx-b200").unwrap();
+    let a = plan(&t, &[("NCCL_P2P_DISABLE", "1")]);
+    assert!(a.nnodes > 1);
+    assert_eq!(a.counts.nvls, 24);
+    // Two real hosts: the multi-node count.
+    let a = plan(&t.replicate(2), &[]);
+    assert_eq!(a.counts.nvls, 32);
+}
+
+/// Differences between topo and NCCL's code that the corpus may show, each explained in
+/// docs/differential.md: (seed, check name as `Check::name` prints it, reason).
+const EXPECTED: &[(u64, &str, &str)] = &[];
+
+#[test]
+fn corpus_agrees_with_nccl_field_by_field() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oracle/corpus.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut tally = Tally::default();
+    let mut unexpected = vec![];
+    let mut seen_expected = BTreeMap::new();
+    let mut machines = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let e: Entry = serde_json::from_str(line).unwrap();
+        let Some(answer) = &e.oracle else {
+            continue;
+        };
+        machines += 1;
+        let a = match analyze_machine(&e.xml, &e.env, e.nodes) {
+            Ok(a) => a,
+            Err(err) => {
+                unexpected.push(format!("seed {}: topo refused: {err:#}", e.seed));
+                continue;
+            }
+        };
+        let checks = differential::compare(answer, &a);
+        tally.add(&checks);
+        for c in checks.iter().filter(|c| !c.equal) {
+            let name = c.name();
+            if let Some(x) = EXPECTED.iter().find(|x| x.0 == e.seed && x.1 == name) {
+                seen_expected.insert((x.0, x.1), ());
+                continue;
+            }
+            unexpected.push(format!(
+                "seed {} ({}, env {:?}): {name}\n  NCCL: {}\n  topo: {}",
+                e.seed, e.summary, e.env, c.oracle, c.topo
+            ));
+        }
+    }
+    println!("{machines} machines: {}", tally.summary());
+    let stale: Vec<_> = EXPECTED
+        .iter()
+        .filter(|x| !seen_expected.contains_key(&(x.0, x.1)))
+        .collect();
+    assert!(machines >= 200, "corpus has {machines} machines");
+    assert!(
+        unexpected.is_empty(),
+        "{} unexpected difference(s):\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
+    assert!(stale.is_empty(), "expected differences that now agree: {stale:?}");
+}
