@@ -81,7 +81,8 @@ const EXPECTED: &[(u64, &str, &str)] = &[];
 
 #[test]
 fn corpus_agrees_with_nccl_field_by_field() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oracle/corpus.jsonl");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oracle/corpus.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let mut tally = Tally::default();
     let mut unexpected = vec![];
@@ -126,5 +127,8 @@ fn corpus_agrees_with_nccl_field_by_field() {
         unexpected.len(),
         unexpected.join("\n")
     );
-    assert!(stale.is_empty(), "expected differences that now agree: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "expected differences that now agree: {stale:?}"
+    );
 }

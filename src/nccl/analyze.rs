@@ -231,7 +231,19 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     // GPUs of rank 0's own domain: NVLS needs at least 2 of them in NCCL 2.28.9 and 2.29+
     // (`gpuCount < 2`), at least 3 before (`gpuCount <= 2`, 2.18 to 2.28.3).
     let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
-    let nvls_enabled = env.nvls_enable_or(&data) != 0 && system.host_gpus(0).len() >= min_nvls_gpus;
+    // NCCL_NVLS_ENABLE=1 forces nvlsSupport; the default (2) asks the driver for multicast
+    // support on rank 0's GPU, which needs sm90+ and an NVSwitch. Without support NCCL does not
+    // search an NVLS graph at all (no `Pattern 5` line); forced on a machine without NVSwitch,
+    // the search runs and finds no channel.
+    let nvls_env = env.nvls_enable_or(&data);
+    let rank0_sm = system
+        .gpus
+        .first()
+        .and_then(|&g| system.nodes[g].gpu.as_ref())
+        .map_or(0, |g| g.sm);
+    let multicast =
+        nvls_env == 1 || (rank0_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == 0));
+    let nvls_enabled = nvls_env != 0 && multicast && system.host_gpus(0).len() >= min_nvls_gpus;
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
     let graphs = search::compute_all(&system, &paths, &search);

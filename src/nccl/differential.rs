@@ -105,8 +105,8 @@ fn topo_graph<'a>(a: &'a Analysis, name: &str) -> Option<&'a Graph> {
     match name {
         "ring" => Some(&a.graphs.ring),
         "tree" => Some(&a.graphs.tree),
-        // An NVLS graph without channels is one NCCL does not use (the plan shows none).
-        _ => a.graphs.nvls.as_ref().filter(|g| g.n_channels > 0),
+        // NCCL prints the NVLS graph whenever it searched one, even without channels.
+        _ => a.graphs.nvls.as_ref(),
     }
 }
 
