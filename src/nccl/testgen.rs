@@ -789,7 +789,7 @@ mod tests {
             let n = m.xml.matches("<gpu ").count();
             assert!((1..=16).contains(&n), "{}", m.summary);
             gpus.insert(n);
-            fabrics.insert(m.summary.split(' ').nth(2).unwrap_or("").to_string());
+            fabrics.insert(m.summary.split(' ').nth(3).unwrap_or("").to_string());
             assert!(m.xml.matches("<cpu ").count() <= 8);
             assert!(m.xml.matches("<nic>").count() <= 16);
         }
