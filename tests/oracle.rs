@@ -12,7 +12,7 @@ mod support;
 use std::collections::BTreeMap;
 use support::{Entry, analyze_machine};
 use topo::nccl::analyze::{self, Analysis, Request, RuntimeFacts};
-use topo::nccl::differential::{self, Tally};
+use topo::nccl::differential::{self, Check, Tally};
 use topo::nccl::transport::RankPlacement;
 use topo::nccl::version::NcclVersion;
 
@@ -84,34 +84,71 @@ fn corpus_agrees_with_nccl_field_by_field() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oracle/corpus.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
+    let entries: Vec<Entry> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &Entry| e.oracle.is_some())
+        .collect();
+    let machines = entries.len();
+    // Each machine on its own: spread them over the cores.
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
+    let results: Vec<(
+        u64,
+        String,
+        Vec<(String, String)>,
+        Result<Vec<Check>, String>,
+    )> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let entries = &entries;
+                // The search recurses per GPU and step: deep in a debug build.
+                std::thread::Builder::new()
+                    .stack_size(256 << 20)
+                    .spawn_scoped(sc, move || {
+                        entries
+                            .iter()
+                            .skip(t)
+                            .step_by(threads)
+                            .map(|e| {
+                                let r = analyze_machine(&e.xml, &e.env, e.nodes)
+                                    .map(|a| differential::compare(e.oracle.as_ref().unwrap(), &a))
+                                    .map_err(|err| format!("{err:#}"));
+                                (e.seed, e.summary.clone(), e.env.clone(), r)
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
     let mut tally = Tally::default();
     let mut unexpected = vec![];
     let mut seen_expected = BTreeMap::new();
-    let mut machines = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let e: Entry = serde_json::from_str(line).unwrap();
-        let Some(answer) = &e.oracle else {
-            continue;
-        };
-        machines += 1;
-        let a = match analyze_machine(&e.xml, &e.env, e.nodes) {
-            Ok(a) => a,
+    for (seed, summary, env, r) in results {
+        let checks = match r {
+            Ok(c) => c,
             Err(err) => {
-                unexpected.push(format!("seed {}: topo refused: {err:#}", e.seed));
+                unexpected.push(format!("seed {seed}: topo refused: {err}"));
                 continue;
             }
         };
-        let checks = differential::compare(answer, &a);
         tally.add(&checks);
         for c in checks.iter().filter(|c| !c.equal) {
             let name = c.name();
-            if let Some(x) = EXPECTED.iter().find(|x| x.0 == e.seed && x.1 == name) {
+            if let Some(x) = EXPECTED.iter().find(|x| x.0 == seed && x.1 == name) {
                 seen_expected.insert((x.0, x.1), ());
                 continue;
             }
             unexpected.push(format!(
-                "seed {} ({}, env {:?}): {name}\n  NCCL: {}\n  topo: {}",
-                e.seed, e.summary, e.env, c.oracle, c.topo
+                "seed {seed} ({summary}, env {env:?}): {name}\n  NCCL: {}\n  topo: {}",
+                c.oracle, c.topo
             ));
         }
     }

@@ -44,7 +44,7 @@ for j in $(seq 0 $((JOBS - 1))); do
   [ $(( s + n )) -gt $(( SEED + COUNT )) ] && n=$(( SEED + COUNT - s ))
   [ "$n" -le 0 ] && continue
   args=(--oracle "$NCCL_ORACLE" --seed "$s" --count "$n" --work "$WORK/$j" --report "$WORK/report-$j.txt" --reuse)
-  if [ "$j" = 0 ] && [ "$CORPUS" = 1 ]; then args+=(--corpus "$WORK/corpus.jsonl" --corpus-count "$CORPUS_COUNT"); fi
+  if [ "$j" = 0 ] && [ "$CORPUS" = 1 ]; then args+=(--corpus "$WORK/corpus.jsonl" --corpus-count "$CORPUS_COUNT" --corpus-max-ms "${CORPUS_MAX_MS:-25}"); fi
   "$BIN" "${args[@]}" > "$WORK/log-$j.txt" 2>&1 &
   pids+=($!)
 done
