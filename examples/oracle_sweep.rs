@@ -6,6 +6,7 @@
 //!                  [--corpus OUT.jsonl --corpus-count M --corpus-max-ms T]
 //!                  [--report OUT.md] [--show SEED]
 //!                  [--reuse]
+//!     oracle_sweep --expected CORPUS.jsonl   (prints tests/oracle.rs's EXPECTED list)
 //!
 //! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
 //! and the differences grouped by kind (most machines first), and each machine's topo time in
@@ -37,6 +38,7 @@ struct Args {
     report: Option<PathBuf>,
     show: Option<u64>,
     reuse: bool,
+    expected: Option<PathBuf>,
 }
 
 fn parse_args() -> Args {
@@ -51,6 +53,7 @@ fn parse_args() -> Args {
         report: None,
         show: None,
         reuse: false,
+        expected: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -66,6 +69,7 @@ fn parse_args() -> Args {
             "--corpus-max-ms" => a.corpus_max_ms = val.parse().expect("--corpus-max-ms MS"),
             "--report" => a.report = Some(val.into()),
             "--show" => a.show = Some(val.parse().expect("--show SEED")),
+            "--expected" => a.expected = Some(val.into()),
             "--reuse" => {
                 a.reuse = true;
                 i += 1;
@@ -124,8 +128,31 @@ fn run_oracle(
     }
 }
 
+/// `--expected CORPUS`: prints the `EXPECTED` entries of tests/oracle.rs for a corpus.
+fn print_expected(path: &Path) {
+    let text = std::fs::read_to_string(path).expect("read corpus");
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let e: Entry = serde_json::from_str(line).expect("corpus line");
+        let Some(answer) = &e.oracle else {
+            continue;
+        };
+        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes) else {
+            println!("    // seed {}: topo refused", e.seed);
+            continue;
+        };
+        let kind = support::difference_kind(&e, &a);
+        for c in differential::compare(answer, &a).iter().filter(|c| !c.equal) {
+            println!("    ({}, \"{}\", \"{kind}\"),", e.seed, c.name());
+        }
+    }
+}
+
 fn main() {
     let args = parse_args();
+    if let Some(p) = &args.expected {
+        print_expected(p);
+        return;
+    }
     std::fs::create_dir_all(&args.work).expect("work folder");
     let t0 = Instant::now();
     let mut tally = Tally::default();
@@ -135,6 +162,7 @@ fn main() {
     // difference kind -> seeds
     let mut kinds: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut machines_differing = 0usize;
+    let mut by_kind: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
     let mut corpus = String::new();
     let mut corpus_n = 0u64;
     let mut times = String::new();
@@ -231,6 +259,19 @@ fn main() {
         }
         if differs {
             machines_differing += 1;
+            let e = Entry {
+                seed,
+                summary: m.summary.clone(),
+                nodes: m.nodes,
+                env: m.env.clone(),
+                xml: String::new(),
+                oracle: Some(answer.clone()),
+                error: None,
+            };
+            by_kind
+                .entry(support::difference_kind(&e, &a))
+                .or_default()
+                .push(seed);
         }
         if args.show.is_some() {
             println!(
@@ -260,6 +301,10 @@ fn main() {
         r,
         "time: {elapsed:.1} s in all (oracle {oracle_time:.1} s, topo analysis and comparison {topo_time:.1} s)"
     );
+    let _ = writeln!(r, "machines with a difference by kind (docs/differential.md):");
+    for (k, v) in &by_kind {
+        let _ = writeln!(r, "  kind {k}: {} {:?}", v.len(), &v[..v.len().min(12)]);
+    }
     let mut by_count: Vec<(&String, &Vec<u64>)> = kinds.iter().collect();
     by_count.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
     let _ = writeln!(r, "differences by kind (machines, first seeds):");

@@ -44,3 +44,23 @@ pub fn analyze_machine(
         facts: RuntimeFacts::default(),
     })
 }
+
+/// The kind of a difference on one machine (docs/differential.md, "Remaining differences"):
+/// `split` when NCCL or topo splits a host into several nodes, `net` on two nodes otherwise,
+/// `search` on one.
+pub fn difference_kind(e: &Entry, a: &Analysis) -> &'static str {
+    let gpus_per_host = a.nranks / e.nodes.max(1);
+    let oracle_ring = e
+        .oracle
+        .as_ref()
+        .and_then(|o| o.graphs.get("ring"))
+        .and_then(|g| g.channels.first())
+        .map_or(gpus_per_host, Vec::len);
+    if a.nnodes > e.nodes || oracle_ring < gpus_per_host {
+        "split"
+    } else if e.nodes > 1 {
+        "net"
+    } else {
+        "search"
+    }
+}
