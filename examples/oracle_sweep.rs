@@ -141,7 +141,10 @@ fn print_expected(path: &Path) {
             continue;
         };
         let kind = support::difference_kind(&e, &a);
-        for c in differential::compare(answer, &a).iter().filter(|c| !c.equal) {
+        for c in differential::compare(answer, &a)
+            .iter()
+            .filter(|c| !c.equal)
+        {
             println!("    ({}, \"{}\", \"{kind}\"),", e.seed, c.name());
         }
     }
@@ -301,7 +304,10 @@ fn main() {
         r,
         "time: {elapsed:.1} s in all (oracle {oracle_time:.1} s, topo analysis and comparison {topo_time:.1} s)"
     );
-    let _ = writeln!(r, "machines with a difference by kind (docs/differential.md):");
+    let _ = writeln!(
+        r,
+        "machines with a difference by kind (docs/differential.md):"
+    );
     for (k, v) in &by_kind {
         let _ = writeln!(r, "  kind {k}: {} {:?}", v.len(), &v[..v.len().min(12)]);
     }

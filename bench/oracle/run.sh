@@ -6,8 +6,12 @@
 # Builds nccl-oracle (../shared/tools/nccl-oracle/build.sh, NCCL v2.28.9-1, into /tmp) unless
 # NCCL_ORACLE names a binary, builds the oracle_sweep example in release, runs seeds S..S+N-1
 # (J processes over consecutive slices), rewrites fixtures/oracle/corpus.jsonl from the first M
-# machines (unless --no-corpus) and writes bench/oracle/results-vm.md. Needs a mirror of
-# github:NVIDIA/nccl in NCCL_MIRROR for the oracle build. Run from the repository root.
+# machines that topo analyses in at most CORPUS_MAX_MS (default 25) ms (unless --no-corpus)
+# and writes bench/oracle/results-vm.md. Needs a mirror of github:NVIDIA/nccl in NCCL_MIRROR
+# for the oracle build. WORK (default /tmp/topo-oracle-sweep) keeps each machine's XML and
+# the oracle's answer; a rerun reuses an answer whose XML is unchanged, so after a change to
+# topo only topo's side runs again (SWEEP_NOTE adds a line to the results). Run from the
+# repository root.
 set -euo pipefail
 SEED=1; COUNT=1000; CORPUS_COUNT=250; JOBS=2; CORPUS=1
 while [ $# -gt 0 ]; do
@@ -90,13 +94,20 @@ print("Machine: %s, %d CPUs (shared with other builds), load average %s; topo co
 print("| machines generated | compared | with a difference | oracle refused | topo refused | time |")
 print("|---|---|---|---|---|---|")
 print("| %d | %d | %d | %d | %d | %d s (%d processes) |\n" % (gen, cmp_, diff, oref, tref, secs, jobs))
+if os.environ.get("SWEEP_NOTE"):
+    print(os.environ["SWEEP_NOTE"] + "\n")
 print("| field | equal | compared |")
 print("|---|---|---|")
 for name, (e, n) in fields.items():
     print("| %s | %d | %d |" % (name, e, n))
-print("\nDifferences by kind (machines; first seeds, see docs/differential.md):\n")
+print("\nMachines with a difference, by kind (docs/differential.md, \"Remaining differences\"):\n")
 for k, (n, seeds) in sorted(kinds.items(), key=lambda x: -x[1][0]):
-    print("- %s: %d (seeds %s)" % (k, n, ", ".join(seeds[:8])))
+    if k.startswith("kind "):
+        print("- %s: %d (seeds %s)" % (k[5:], n, ", ".join(seeds[:12])))
+print("\nDifferences by field (machines; first seeds):\n")
+for k, (n, seeds) in sorted(kinds.items(), key=lambda x: -x[1][0]):
+    if not k.startswith("kind "):
+        print("- %s: %d (seeds %s)" % (k, n, ", ".join(seeds[:8])))
 for r in refused:
     print("- %s" % r)
 PY

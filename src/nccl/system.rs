@@ -327,7 +327,8 @@ impl System {
         // 0's trimmed file in document order (later ranks add only their GPUs): the order the
         // source listed the ports in, not the plugin's device numbers (NCCL 2.28.9,
         // src/graph/topo.cc ncclTopoGetSystemFromXml). The search scans NETs in that order.
-        sys.nets.sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
+        sys.nets
+            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
 
         for e in g.edge_references() {
             let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {

@@ -303,7 +303,7 @@ pub fn generate(seed: u64) -> GenMachine {
     for (g, (c, slot)) in slot_of_gpu.iter().enumerate() {
         placed.push((*c, slot.clone(), Item::Gpu(g)));
     }
-    for n in 0..nics_n {
+    for (n, nic) in nics.iter().enumerate() {
         // Next to a GPU's switch half the time, else anywhere.
         let (c, slot) = if ngpus > 0 && r.chance(0.5) {
             slot_of_gpu[r.below(ngpus)].clone()
@@ -318,7 +318,7 @@ pub fn generate(seed: u64) -> GenMachine {
         };
         // A `<nic>` without its own `<pci>` can only sit on the CPU: under a `<pci>` it
         // would make that element the NIC.
-        let slot = if nics[n].bare { None } else { slot };
+        let slot = if nic.bare { None } else { slot };
         placed.push((c, slot, Item::Nic(n)));
     }
     if r.chance(0.5) {
