@@ -6,7 +6,7 @@
 # Builds nccl-oracle (../shared/tools/nccl-oracle/build.sh, NCCL v2.28.9-1, into /tmp) unless
 # NCCL_ORACLE names a binary, builds the oracle_sweep example in release, runs seeds S..S+N-1
 # (J processes over consecutive slices), rewrites fixtures/oracle/corpus.jsonl from the first M
-# machines that topo analyses in at most CORPUS_MAX_MS (default 25) ms (unless --no-corpus)
+# machines whose graph search takes at most CORPUS_MAX_STEPS (default 40000) steps (unless --no-corpus)
 # and writes bench/oracle/results-vm.md. Needs a mirror of github:NVIDIA/nccl in NCCL_MIRROR
 # for the oracle build. WORK (default /tmp/topo-oracle-sweep) keeps each machine's XML and
 # the oracle's answer; a rerun reuses an answer whose XML is unchanged, so after a change to
@@ -48,7 +48,7 @@ for j in $(seq 0 $((JOBS - 1))); do
   [ $(( s + n )) -gt $(( SEED + COUNT )) ] && n=$(( SEED + COUNT - s ))
   [ "$n" -le 0 ] && continue
   args=(--oracle "$NCCL_ORACLE" --seed "$s" --count "$n" --work "$WORK/$j" --report "$WORK/report-$j.txt" --reuse)
-  if [ "$j" = 0 ] && [ "$CORPUS" = 1 ]; then args+=(--corpus "$WORK/corpus.jsonl" --corpus-count "$CORPUS_COUNT" --corpus-max-ms "${CORPUS_MAX_MS:-25}"); fi
+  if [ "$j" = 0 ] && [ "$CORPUS" = 1 ]; then args+=(--corpus "$WORK/corpus.jsonl" --corpus-count "$CORPUS_COUNT" --corpus-max-steps "${CORPUS_MAX_STEPS:-40000}"); fi
   "$BIN" "${args[@]}" > "$WORK/log-$j.txt" 2>&1 &
   pids+=($!)
 done

@@ -258,6 +258,12 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     if let Some(v) = positive(env.max_ctas) {
         channel_params.max_ctas = v;
     }
+    // parseCommConfig (NCCL 2.28.9 src/init.cc): both capped at MAXCHANNELS, and a minimum
+    // above the maximum is lowered to it ("minCTAs ... is larger than maxCTAs").
+    let maxch = (data.max_channels as usize).max(1);
+    channel_params.min_ctas = channel_params.min_ctas.min(maxch);
+    channel_params.max_ctas = channel_params.max_ctas.min(maxch);
+    channel_params.min_ctas = channel_params.min_ctas.min(channel_params.max_ctas);
     channel_params.nvls_support =
         nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
@@ -502,6 +508,23 @@ mod tests {
                 .iter()
                 .filter(|p| !p.inter_node)
                 .all(|p| p.transport == "P2P/CUMEM")
+        );
+    }
+
+    /// NCCL_MIN_CTAS above NCCL_MAX_CTAS: NCCL lowers the minimum to the maximum (nccl-oracle,
+    /// NCCL 2.28.9: `NCCL_MIN_CTAS=7 NCCL_MAX_CTAS=6` gives 6 coll channels, not 7).
+    #[test]
+    fn min_ctas_above_max_ctas_is_lowered_to_it() {
+        let t = hgx(8, 90);
+        let a = run(
+            &t,
+            &[("NCCL_MIN_CTAS", "32"), ("NCCL_MAX_CTAS", "8")],
+            "2.28",
+        );
+        assert!(
+            a.counts.log_line().starts_with("8 coll channels"),
+            "{}",
+            a.counts.log_line()
         );
     }
 
