@@ -7,6 +7,8 @@ mod hostile_input;
 mod live;
 mod meta;
 mod model;
+mod oracle;
+mod oracle_corpus;
 mod plan;
 mod profiles;
 mod qa;

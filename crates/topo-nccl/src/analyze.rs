@@ -227,7 +227,23 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
 
     // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
     // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
-    let nvls_enabled = env.nvls_enable_or(&data) != 0;
+    // ncclNvlsInit (src/transport/nvls.cc) runs after ncclTopoTrimSystem, so it counts the
+    // GPUs of rank 0's own domain: NVLS needs at least 2 of them in NCCL 2.28.9 and 2.29+
+    // (`gpuCount < 2`), at least 3 before (`gpuCount <= 2`, 2.18 to 2.28.3).
+    let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
+    // NCCL_NVLS_ENABLE=1 forces nvlsSupport; the default (2) asks the driver for multicast
+    // support on rank 0's GPU, which needs sm90+ and an NVSwitch. Without support NCCL does not
+    // search an NVLS graph at all (no `Pattern 5` line); forced on a machine without NVSwitch,
+    // the search runs and finds no channel.
+    let nvls_env = env.nvls_enable_or(&data);
+    let rank0_sm = system
+        .gpus
+        .first()
+        .and_then(|&g| system.nodes[g].gpu.as_ref())
+        .map_or(0, |g| g.sm);
+    let multicast =
+        nvls_env == 1 || (rank0_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == 0));
+    let nvls_enabled = nvls_env != 0 && multicast && system.host_gpus(0).len() >= min_nvls_gpus;
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
     let graphs = search::compute_all(&system, &paths, &search);
@@ -242,9 +258,19 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     if let Some(v) = positive(env.max_ctas) {
         channel_params.max_ctas = v;
     }
+    // parseCommConfig (NCCL 2.28.9 src/init.cc): both capped at MAXCHANNELS, and a minimum
+    // above the maximum is lowered to it ("minCTAs ... is larger than maxCTAs").
+    let maxch = (data.max_channels as usize).max(1);
+    channel_params.min_ctas = channel_params.min_ctas.min(maxch);
+    channel_params.max_ctas = channel_params.max_ctas.min(maxch);
+    channel_params.min_ctas = channel_params.min_ctas.min(channel_params.max_ctas);
     channel_params.nvls_support =
         nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
+    // ncclNvlsInit picks the SM100 channel count before nNodes is known, from the peers'
+    // host hashes (NCCL 2.28.9 src/transport/nvls.cc): a host split into NCCL nodes by the
+    // P2P/SHM checks is still one host there.
+    channel_params.nvls_multi_host = Some(hosts_with_gpus > 1);
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();
@@ -482,6 +508,23 @@ mod tests {
                 .iter()
                 .filter(|p| !p.inter_node)
                 .all(|p| p.transport == "P2P/CUMEM")
+        );
+    }
+
+    /// NCCL_MIN_CTAS above NCCL_MAX_CTAS: NCCL lowers the minimum to the maximum (nccl-oracle,
+    /// NCCL 2.28.9: `NCCL_MIN_CTAS=7 NCCL_MAX_CTAS=6` gives 6 coll channels, not 7).
+    #[test]
+    fn min_ctas_above_max_ctas_is_lowered_to_it() {
+        let t = hgx(8, 90);
+        let a = run(
+            &t,
+            &[("NCCL_MIN_CTAS", "32"), ("NCCL_MAX_CTAS", "8")],
+            "2.28",
+        );
+        assert!(
+            a.counts.log_line().starts_with("8 coll channels"),
+            "{}",
+            a.counts.log_line()
         );
     }
 

@@ -31,6 +31,9 @@ pub struct ChannelParams {
     pub nvls_support: bool,
     /// `NCCL_NVLS_NCHANNELS` (≤2.26) or the `nvlsCTAs` config (2.27+); `None` = default.
     pub nvls_nchannels: Option<usize>,
+    /// Whether some peer has another host hash (`ncclNvlsInit`'s SM100 multi-node test, made
+    /// before nNodes is known); `None`: more than one node.
+    pub nvls_multi_host: Option<bool>,
     /// CollNet usable (`NCCL_COLLNET_ENABLE=1` with a plugin).
     pub collnet_enabled: bool,
     /// `NCCL_COLLNET_NODE_THRESHOLD` (default 2).
@@ -63,6 +66,7 @@ impl ChannelParams {
             max_ctas: max,
             nvls_support: true,
             nvls_nchannels: None,
+            nvls_multi_host: None,
             collnet_enabled: false,
             collnet_node_threshold: 2,
             unpack_net: false,
@@ -182,7 +186,12 @@ pub fn comm_channels(
         && n_nodes >= params.collnet_node_threshold;
     let nvls_graph = graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     let nvls = if nvls_graph {
-        nvls_default_channels(params, local.len(), cc_min, n_nodes > 1)
+        nvls_default_channels(
+            params,
+            local.len(),
+            cc_min,
+            params.nvls_multi_host.unwrap_or(n_nodes > 1),
+        )
     } else {
         0
     };

@@ -6,6 +6,8 @@
 pub mod analyze;
 pub mod channels;
 pub mod connect;
+#[cfg(any(test, feature = "testing"))]
+pub mod differential;
 pub mod env;
 pub mod error;
 pub mod graph;
@@ -14,6 +16,8 @@ pub mod paths;
 pub mod plan;
 pub mod search;
 pub mod system;
+#[cfg(any(test, feature = "testing"))]
+pub mod testgen;
 pub mod transport;
 pub mod tuning;
 pub mod types;

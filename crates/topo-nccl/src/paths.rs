@@ -201,9 +201,20 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         })
         .collect();
     let mut by_host: HashMap<(HostId, NodeType), Vec<usize>> = HashMap::new();
-    for kind in [NodeType::Gpu, NodeType::Net, NodeType::Cpu, NodeType::Nvs] {
+    for kind in [NodeType::Net, NodeType::Cpu, NodeType::Nvs] {
         for &t in sys.of_type(kind) {
             by_host.entry((host_of[t], kind)).or_default().push(t);
+        }
+    }
+    // GPUs in NCCL's index order (the fused XML's), which is what `ncclTopoGetLocal` scans.
+    for h in 0..sys.nhosts as HostId {
+        let gpus: Vec<usize> = sys
+            .host_gpus_indexed(h)
+            .into_iter()
+            .map(|r| sys.gpus[r])
+            .collect();
+        if !gpus.is_empty() {
+            by_host.insert((h, NodeType::Gpu), gpus);
         }
     }
     let mut net_pos = vec![None; sys.nodes.len()];

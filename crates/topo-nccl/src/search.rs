@@ -183,6 +183,10 @@ pub struct Graphs {
     pub inter: bool,
     /// Patterns whose search found nothing and fell back to one channel in index order.
     pub fallbacks: Vec<Pattern>,
+    /// Search steps over all graphs (`ncclTopoSearchRecGpu` calls within the time budget):
+    /// what the search cost, independent of the machine running it.
+    #[serde(skip)]
+    pub search_steps: u64,
 }
 
 impl Graphs {
@@ -255,6 +259,7 @@ pub fn compute_all(sys: &System, paths: &Paths, params: &SearchParams) -> Graphs
         total_bw: ctx.total_bw as f64,
         inter: ctx.inter,
         fallbacks,
+        search_steps: ctx.steps.get(),
     }
 }
 
@@ -375,7 +380,7 @@ struct NetInfo {
 struct Ctx {
     inter: bool,
     ngpus: usize,
-    /// Global ranks of host 0's GPUs, in rank order.
+    /// Global ranks of host 0's GPUs, in NCCL's GPU index order.
     ranks: Vec<usize>,
     cc_min: u32,
     nets: Vec<NetInfo>,
@@ -404,6 +409,8 @@ struct Ctx {
     min_type_inter: PathType,
     max_type_inter: PathType,
     split_nvlink: bool,
+    /// Search steps of every graph computed from this context (cost of the search).
+    steps: std::cell::Cell<u64>,
 }
 
 const LOC_BW: f32 = 5000.0;
@@ -412,7 +419,8 @@ impl Ctx {
     fn new(sys: &System, paths: &Paths, params: &SearchParams) -> Ctx {
         let host = 0;
         let inter = sys.nhosts > 1;
-        let ranks: Vec<usize> = sys.host_gpus(host);
+        // NCCL's GPU index order, which is what the search iterates over (not rank order).
+        let ranks: Vec<usize> = sys.host_gpus_indexed(host);
         let ngpus = ranks.len();
         let gnodes: Vec<usize> = ranks.iter().map(|&r| sys.gpus[r]).collect();
         let cc: Vec<u32> = gnodes
@@ -617,6 +625,7 @@ impl Ctx {
             min_type_inter: PathType::Pix,
             max_type_inter: PathType::Sys,
             split_nvlink: false,
+            steps: std::cell::Cell::new(0),
         };
         ctx.init_bw(sys, &gnodes);
         ctx.init_types(params);
@@ -775,8 +784,10 @@ impl Ctx {
             params,
             tmp: GState::new(self.ngpus, params.max_channels.max(max_ch)),
             save: GState::new(self.ngpus, 0),
+            steps: 0,
         };
         let st = s.run(pattern, collnet, min_ch, max_ch);
+        self.steps.set(self.steps.get() + s.steps);
         (st.to_graph(id, &s.ctx), st.fallback)
     }
 }
@@ -924,6 +935,8 @@ struct Search<'a> {
     params: &'a SearchParams,
     tmp: GState,
     save: GState,
+    /// Search steps taken (one per `ncclTopoSearchRecGpu` call that had budget left).
+    steps: u64,
 }
 
 impl Ctx {
@@ -1416,6 +1429,7 @@ impl Search<'_> {
             return;
         }
         *time -= 1;
+        self.steps += 1;
         let ng = self.ctx.ngpus;
         if step == ng {
             self.tmp.n_channels += 1;

@@ -140,6 +140,10 @@ pub struct System {
     /// rank per call, which made multi-node what-ifs quadratic in the node count.
     #[serde(skip)]
     host_ranks: Vec<Vec<usize>>,
+    /// GPU ranks per host in NCCL's GPU index order (`system->nodes[GPU]`), which is the
+    /// order of the fused topology XML, not rank order; see [`nccl_gpu_order`].
+    #[serde(skip)]
+    index_order: Vec<Vec<usize>>,
 }
 
 impl System {
@@ -158,6 +162,14 @@ impl System {
     /// GPU ranks of one host, in rank order.
     pub fn host_gpus(&self, host: HostId) -> Vec<usize> {
         self.host_ranks
+            .get(host as usize)
+            .cloned()
+            .unwrap_or_default()
+    }
+    /// GPU ranks of one host in NCCL's GPU index order: the order the graph search tries
+    /// GPUs in and `ncclTopoGetLocal` lists them in (see [`nccl_gpu_order`]).
+    pub fn host_gpus_indexed(&self, host: HostId) -> Vec<usize> {
+        self.index_order
             .get(host as usize)
             .cloned()
             .unwrap_or_default()
@@ -212,6 +224,7 @@ impl System {
             nhosts: 1,
             p2p: BTreeMap::new(),
             host_ranks: Vec::new(),
+            index_order: Vec::new(),
         };
         let mut map: HashMap<NodeIndex, usize> = HashMap::new();
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
@@ -310,8 +323,12 @@ impl System {
             .collect();
         gpus.sort();
         sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
+        // NCCL's NET index order is the fused XML's, which lists every network device of rank
+        // 0's trimmed file in document order (later ranks add only their GPUs): the order the
+        // source listed the ports in, not the plugin's device numbers (NCCL 2.28.9,
+        // src/graph/topo.cc ncclTopoGetSystemFromXml). The search scans NETs in that order.
         sys.nets
-            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].id));
+            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
 
         for e in g.edge_references() {
             let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
@@ -363,6 +380,21 @@ impl System {
                 sys.host_ranks.resize(h + 1, Vec::new());
             }
             sys.host_ranks[h].push(r);
+        }
+        sys.index_order = vec![Vec::new(); sys.host_ranks.len()];
+        for (h, ranks) in sys.host_ranks.iter().enumerate() {
+            let mut order: Vec<usize> = nccl_gpu_order(topo, h as HostId)
+                .into_iter()
+                .filter_map(|n| rank_of.get(&n).copied())
+                .filter(|r| ranks.contains(r))
+                .collect();
+            // A GPU outside every CPU's tree keeps its rank position at the end.
+            for &r in ranks {
+                if !order.contains(&r) {
+                    order.push(r);
+                }
+            }
+            sys.index_order[h] = order;
         }
         sys
     }
@@ -467,6 +499,76 @@ impl System {
             }
         }
     }
+}
+
+/// NCCL's GPU index order on one host: the order of the GPUs in the topology XML that each
+/// rank builds, not the rank order.
+///
+/// NCCL 2.28.9, `src/graph/topo.cc` `ncclTopoGetSystem`: every local rank loads the XML,
+/// marks its own GPU and every network device it imports as kept, and `ncclTopoTrimXml`
+/// (`src/graph/xml.cc`) drops each `<cpu>`/`<pci>`/`<nic>` branch without a kept node. The
+/// trimmed XMLs are then fused in rank order (`ncclTopoFuseXml`): a node already present is
+/// merged, a new one is appended after its siblings. `ncclTopoGetSystemFromXml` finally walks
+/// the fused XML depth first, so GPU indices follow that walk. On a file that lists a CPU
+/// holding only GPUs 2 and 3 (and NICs) before GPU 0's CPU, NCCL's GPU 0 is rank 2.
+pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
+    let g = &topo.graph;
+    let on_host = |n: &NodeIndex| g[*n].host == host;
+    let ancestors = |mut n: NodeIndex, set: &mut std::collections::HashSet<NodeIndex>| {
+        for _ in 0..256 {
+            set.insert(n);
+            match g[n].parent {
+                Some(p) => n = p,
+                None => break,
+            }
+        }
+    };
+    // Everything each rank keeps besides its own GPU: the network devices (the oracle's and
+    // NCCL's net plugins list the file's `<net>` elements) and their ancestors.
+    let mut base = std::collections::HashSet::new();
+    for n in g.node_indices().filter(on_host) {
+        if matches!(g[n].kind, NodeKind::Net(_)) {
+            ancestors(n, &mut base);
+        }
+    }
+    let roots: Vec<NodeIndex> = topo.cpus().filter(on_host).collect();
+    let mut fused: HashMap<Option<NodeIndex>, Vec<NodeIndex>> = HashMap::new();
+    let mut present = std::collections::HashSet::new();
+    for gpu in topo.gpus().into_iter().filter(on_host) {
+        let mut kept = base.clone();
+        ancestors(gpu, &mut kept);
+        // Depth-first over this rank's trimmed tree, appending what the fused one lacks.
+        let mut stack: Vec<(Option<NodeIndex>, NodeIndex)> = roots
+            .iter()
+            .rev()
+            .filter(|n| kept.contains(n))
+            .map(|&n| (None, n))
+            .collect();
+        while let Some((parent, n)) = stack.pop() {
+            if present.insert(n) {
+                fused.entry(parent).or_default().push(n);
+            }
+            for c in topo.children(n).into_iter().rev() {
+                if kept.contains(&c) {
+                    stack.push((Some(n), c));
+                }
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut stack: Vec<NodeIndex> = fused
+        .get(&None)
+        .map(|v| v.iter().rev().copied().collect())
+        .unwrap_or_default();
+    while let Some(n) = stack.pop() {
+        if matches!(g[n].kind, NodeKind::Gpu(_)) {
+            out.push(n);
+        }
+        if let Some(ch) = fused.get(&Some(n)) {
+            stack.extend(ch.iter().rev().copied());
+        }
+    }
+    out
 }
 
 fn g_host(topo: &Topology, n: NodeIndex) -> HostId {

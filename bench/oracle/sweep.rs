@@ -1,0 +1,338 @@
+//! Differential sweep: random machines (`topo_nccl::testgen`) through NCCL's own graph code
+//! (`nccl-oracle`, see ../shared/tools/nccl-oracle and docs/differential.md) and through topo,
+//! compared field by field. Driven by `bench/oracle/run.sh`.
+//!
+//!     oracle_sweep --oracle BIN --seed S --count N --work DIR
+//!                  [--corpus OUT.jsonl --corpus-count M --corpus-max-steps T]
+//!                  [--report OUT.md] [--show SEED]
+//!                  [--reuse]
+//!     oracle_sweep --expected CORPUS.jsonl   (prints tests/it/oracle.rs's EXPECTED list)
+//!
+//! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
+//! and the differences grouped by kind (most machines first), and each machine's topo time
+//! (ms) and search steps in DIR/topo-times.txt. `--corpus` records the first M compared
+//! machines whose graph search takes at most T steps (default 40,000; XML, environment, the
+//! oracle's compared fields) as JSON lines for
+//! `tests/it/oracle.rs`. `--show SEED` prints every check of one machine. `--reuse` takes the
+//! oracle's answer left in DIR by an earlier run for the same XML instead of running it again.
+
+#[path = "../../tests/it/oracle_corpus.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use support::{Entry, analyze_machine};
+use topo_nccl::differential::{self, OracleAnswer, Tally};
+use topo_nccl::testgen;
+
+struct Args {
+    oracle: PathBuf,
+    seed: u64,
+    count: u64,
+    work: PathBuf,
+    corpus: Option<PathBuf>,
+    corpus_count: u64,
+    corpus_max_steps: u64,
+    report: Option<PathBuf>,
+    show: Option<u64>,
+    reuse: bool,
+    expected: Option<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        oracle: PathBuf::from("/tmp/nccl-oracle-build/nccl-oracle"),
+        seed: 1,
+        count: 1000,
+        work: std::env::temp_dir().join("topo-oracle-sweep"),
+        corpus: None,
+        corpus_count: 200,
+        corpus_max_steps: 40_000,
+        report: None,
+        show: None,
+        reuse: false,
+        expected: None,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let val = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--oracle" => a.oracle = val.into(),
+            "--seed" => a.seed = val.parse().expect("--seed N"),
+            "--count" => a.count = val.parse().expect("--count N"),
+            "--work" => a.work = val.into(),
+            "--corpus" => a.corpus = Some(val.into()),
+            "--corpus-count" => a.corpus_count = val.parse().expect("--corpus-count N"),
+            "--corpus-max-steps" => a.corpus_max_steps = val.parse().expect("--corpus-max-steps N"),
+            "--report" => a.report = Some(val.into()),
+            "--show" => a.show = Some(val.parse().expect("--show SEED")),
+            "--expected" => a.expected = Some(val.into()),
+            "--reuse" => {
+                a.reuse = true;
+                i += 1;
+                continue;
+            }
+            other => panic!("unknown argument {other}"),
+        }
+        i += 2;
+    }
+    a
+}
+
+/// Runs the oracle on one machine; `Err` carries its last error line.
+fn run_oracle(
+    oracle: &Path,
+    xml: &Path,
+    json: &Path,
+    m: &testgen::GenMachine,
+) -> Result<OracleAnswer, String> {
+    let _ = std::fs::remove_file(json);
+    let mut cmd = Command::new(oracle);
+    cmd.arg("--nodes")
+        .arg(m.nodes.to_string())
+        .arg("--no-tuning")
+        .arg("--json")
+        .arg(json)
+        .arg(xml);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NCCL_") || k.starts_with("ORACLE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("NCCL_DEBUG", "WARN");
+    for (k, v) in &m.env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run oracle: {e}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let parsed = std::fs::read_to_string(json)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+    match parsed.as_ref().and_then(OracleAnswer::from_oracle_json) {
+        Some(a) if out.status.success() => Ok(a),
+        _ => Err(text
+            .lines()
+            .rev()
+            .find(|l| l.contains("ERROR") || l.contains("WARN"))
+            .or_else(|| text.lines().last())
+            .unwrap_or("no output")
+            .chars()
+            .take(200)
+            .collect()),
+    }
+}
+
+/// `--expected CORPUS`: prints the `EXPECTED` entries of tests/it/oracle.rs for a corpus.
+fn print_expected(path: &Path) {
+    let text = std::fs::read_to_string(path).expect("read corpus");
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let e: Entry = serde_json::from_str(line).expect("corpus line");
+        let Some(answer) = &e.oracle else {
+            continue;
+        };
+        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes) else {
+            println!("    // seed {}: topo refused", e.seed);
+            continue;
+        };
+        let kind = support::difference_kind(&e, &a);
+        for c in differential::compare(answer, &a)
+            .iter()
+            .filter(|c| !c.equal)
+        {
+            println!("    ({}, \"{}\", \"{kind}\"),", e.seed, c.name());
+        }
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    if let Some(p) = &args.expected {
+        print_expected(p);
+        return;
+    }
+    std::fs::create_dir_all(&args.work).expect("work folder");
+    let t0 = Instant::now();
+    let mut tally = Tally::default();
+    let mut machines = 0usize;
+    let mut oracle_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut topo_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // difference kind -> seeds
+    let mut kinds: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut machines_differing = 0usize;
+    let mut by_kind: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
+    let mut corpus = String::new();
+    let mut corpus_n = 0u64;
+    let mut times = String::new();
+    let mut oracle_time = 0f64;
+    let mut topo_time = 0f64;
+    let seeds: Vec<u64> = match args.show {
+        Some(s) => vec![s],
+        None => (args.seed..args.seed + args.count).collect(),
+    };
+    for &seed in &seeds {
+        let m = testgen::generate(seed);
+        let xml = args.work.join(format!("{seed}.xml"));
+        let json = args.work.join(format!("{seed}.oracle.json"));
+        // The oracle's answer depends only on the machine (the generator is deterministic): an
+        // answer left by an earlier run for the same XML is reused, so rerunning the comparison
+        // after a change to topo costs topo's time only.
+        let cached = args.reuse
+            && std::fs::read_to_string(&xml).is_ok_and(|old| old == m.xml)
+            && json.exists();
+        std::fs::write(&xml, &m.xml).expect("write xml");
+        let t = Instant::now();
+        let answer = if cached {
+            std::fs::read_to_string(&json)
+                .ok()
+                .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+                .as_ref()
+                .and_then(OracleAnswer::from_oracle_json)
+                .ok_or_else(|| "unreadable cached answer".to_string())
+        } else {
+            run_oracle(&args.oracle, &xml, &json, &m)
+        };
+        oracle_time += t.elapsed().as_secs_f64();
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                let key = e.split(':').next_back().unwrap_or(&e).trim().to_string();
+                oracle_refused.entry(key).or_default().push(seed);
+                if args.show.is_some() {
+                    println!("oracle refused: {e}");
+                }
+                continue;
+            }
+        };
+        machines += 1;
+        let t = Instant::now();
+        let a = match analyze_machine(&m.xml, &m.env, m.nodes) {
+            Ok(a) => a,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                topo_refused
+                    .entry(msg.chars().take(120).collect())
+                    .or_default()
+                    .push(seed);
+                continue;
+            }
+        };
+        let checks = differential::compare(&answer, &a);
+        let took = t.elapsed().as_secs_f64();
+        topo_time += took;
+        let steps = a.graphs.search_steps;
+        let _ = writeln!(times, "{seed} {:.1} {steps}", took * 1e3);
+        // The corpus runs in CI in a debug build, where a search that takes topo 50 ms here
+        // takes half a second: it keeps machines whose search is short (`--corpus-max-steps`,
+        // counted by the search itself, so the choice does not depend on the machine's load).
+        if args.corpus.is_some() && corpus_n < args.corpus_count && steps <= args.corpus_max_steps {
+            corpus_n += 1;
+            let e = Entry {
+                seed,
+                summary: m.summary.clone(),
+                nodes: m.nodes,
+                env: m.env.clone(),
+                xml: m.xml.clone(),
+                oracle: Some(answer.clone()),
+                error: None,
+            };
+            corpus.push_str(&serde_json::to_string(&e).expect("json"));
+            corpus.push('\n');
+        }
+        tally.add(&checks);
+        let mut differs = false;
+        for c in &checks {
+            if args.show.is_some() {
+                println!(
+                    "{} {}\n  oracle: {}\n  topo:   {}",
+                    if c.equal { "same" } else { "DIFF" },
+                    c.name(),
+                    c.oracle,
+                    c.topo
+                );
+            }
+            if !c.equal {
+                differs = true;
+                kinds.entry(c.name()).or_default().push(seed);
+            }
+        }
+        if differs {
+            machines_differing += 1;
+            let e = Entry {
+                seed,
+                summary: m.summary.clone(),
+                nodes: m.nodes,
+                env: m.env.clone(),
+                xml: String::new(),
+                oracle: Some(answer.clone()),
+                error: None,
+            };
+            by_kind
+                .entry(support::difference_kind(&e, &a))
+                .or_default()
+                .push(seed);
+        }
+        if args.show.is_some() {
+            println!(
+                "seed {seed}: {}; env {:?}; xml {}",
+                m.summary,
+                m.env,
+                xml.display()
+            );
+        }
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",
+        seeds.first().copied().unwrap_or(args.seed),
+        seeds.first().copied().unwrap_or(args.seed) + seeds.len() as u64,
+        seeds.len(),
+        machines,
+        machines_differing,
+        oracle_refused.values().map(Vec::len).sum::<usize>(),
+        topo_refused.values().map(Vec::len).sum::<usize>(),
+    );
+    let _ = writeln!(r, "agreement: {}", tally.summary());
+    let _ = writeln!(
+        r,
+        "time: {elapsed:.1} s in all (oracle {oracle_time:.1} s, topo analysis and comparison {topo_time:.1} s)"
+    );
+    let _ = writeln!(
+        r,
+        "machines with a difference by kind (docs/differential.md):"
+    );
+    for (k, v) in &by_kind {
+        let _ = writeln!(r, "  kind {k}: {} {:?}", v.len(), &v[..v.len().min(12)]);
+    }
+    let mut by_count: Vec<(&String, &Vec<u64>)> = kinds.iter().collect();
+    by_count.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let _ = writeln!(r, "differences by kind (machines, first seeds):");
+    for (k, v) in by_count {
+        let _ = writeln!(r, "  {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+    }
+    for (what, map) in [
+        ("oracle refused", &oracle_refused),
+        ("topo refused", &topo_refused),
+    ] {
+        for (k, v) in map {
+            let _ = writeln!(r, "{what}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+        }
+    }
+    print!("{r}");
+    if let Some(p) = &args.report {
+        std::fs::write(p, &r).expect("write report");
+    }
+    std::fs::write(args.work.join("topo-times.txt"), times).expect("write times");
+    if let Some(p) = &args.corpus {
+        std::fs::write(p, corpus).expect("write corpus");
+    }
+}

@@ -1,0 +1,799 @@
+//! Random, plausible GPU machines as NCCL topology XML, each with a random NCCL environment:
+//! the inputs of the differential test against NCCL's own graph code (`tests/oracle.rs`,
+//! `bench/oracle/`). Pure and deterministic: a seed in, XML text and variables out.
+//!
+//! Coverage: 1–16 GPUs of SM 70–100 (a few machines mix two SMs); NVSwitch fabrics (full or
+//! degraded), NVLink meshes (full, hybrid cube-mesh, random), NVLink bridges or none; PCIe
+//! switch trees up to 3 deep with mixed generations and widths, Broadcom two-level switches;
+//! 1–8 NUMA nodes with Intel, AMD or Arm CPU ids; 0–16 NICs of mixed speeds, one or two ports,
+//! with or without GPUDirect, some on the CPU without a PCI location; VM artefacts (flat
+//! `2.5 GT/s x1` bridges, `numaid -1`, x1 and width-0 links); CPUs, devices and NVML indices
+//! listed in shuffled orders; one or two nodes.
+
+use std::fmt::Write as _;
+
+/// SplitMix64: small, fast, and good enough to draw machines from.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+    pub fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())].clone()
+    }
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i + 1);
+            v.swap(i, j);
+        }
+    }
+}
+
+/// One generated machine.
+#[derive(Clone, Debug)]
+pub struct GenMachine {
+    pub seed: u64,
+    /// NCCL topology XML of one host.
+    pub xml: String,
+    /// NCCL variables, in the order they were drawn.
+    pub env: Vec<(String, String)>,
+    /// Identical hosts in the communicator (1 or 2).
+    pub nodes: usize,
+    /// A one-line description (GPUs, SM, fabric, CPUs, NICs).
+    pub summary: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fabric {
+    NvSwitch,
+    Mesh,
+    Bridges,
+    None,
+}
+
+impl Fabric {
+    fn name(self) -> &'static str {
+        match self {
+            Fabric::NvSwitch => "nvswitch",
+            Fabric::Mesh => "mesh",
+            Fabric::Bridges => "bridges",
+            Fabric::None => "pcie",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    Switch {
+        link: (String, u32),
+        bcm: bool,
+        children: Vec<Item>,
+    },
+    Gpu(usize),
+    Nic(usize),
+}
+
+struct Nic {
+    ports: Vec<Port>,
+    /// Listed as a bare `<nic>` under the CPU (no PCI location), like a socket NIC.
+    bare: bool,
+    link: (String, u32),
+}
+
+struct Port {
+    dev: usize,
+    speed: u32,
+    port: u32,
+    guid: u64,
+    gdr: bool,
+}
+
+const SPEEDS: &[&str] = &[
+    "2.5 GT/s PCIe",
+    "5.0 GT/s PCIe",
+    "8.0 GT/s PCIe",
+    "16.0 GT/s PCIe",
+    "32.0 GT/s PCIe",
+    "64.0 GT/s PCIe",
+];
+
+fn pcie_link(r: &mut Rng, vm: bool) -> (String, u32) {
+    // Mostly Gen3–Gen5 x16; sometimes narrower, older, newer, or (in a VM) x1 / unknown.
+    let speed = match r.below(20) {
+        0 => SPEEDS[1],
+        1 => SPEEDS[5],
+        2..=6 => SPEEDS[2],
+        7..=12 => SPEEDS[3],
+        _ => SPEEDS[4],
+    };
+    let width = match r.below(20) {
+        0 => 1,
+        1 => 4,
+        2 | 3 => 8,
+        _ => 16,
+    };
+    if vm && r.chance(0.3) {
+        return (speed.to_string(), if r.chance(0.5) { 0 } else { 1 });
+    }
+    (speed.to_string(), width)
+}
+
+/// Draws a machine from `seed`.
+pub fn generate(seed: u64) -> GenMachine {
+    let mut r = Rng::new(seed);
+    let ngpus = r.pick(&[
+        1, 2, 2, 2, 3, 4, 4, 4, 4, 5, 6, 8, 8, 8, 8, 8, 8, 10, 12, 16, 16,
+    ]);
+    let sm_main: u32 = r.pick(&[70, 75, 80, 80, 86, 89, 90, 90, 90, 100, 100]);
+    let mixed = ngpus > 1 && r.chance(0.05);
+    let sm_other: u32 = r.pick(&[70, 80, 86, 89, 90, 100]);
+    let sms: Vec<u32> = (0..ngpus)
+        .map(|_| {
+            if mixed && r.chance(0.5) {
+                sm_other
+            } else {
+                sm_main
+            }
+        })
+        .collect();
+    let vm = r.chance(0.15);
+    let ncpus = if vm && r.chance(0.5) {
+        1
+    } else {
+        r.pick(&[1, 1, 2, 2, 2, 2, 3, 4, 4, 8])
+    };
+    let numa_minus_one = vm && ncpus == 1 && r.chance(0.6);
+    let cpu_kind = r.below(10);
+    let (arch, vendor, family, model) = match cpu_kind {
+        0..=4 => (
+            "x86_64",
+            Some("GenuineIntel"),
+            6,
+            r.pick(&[0x4f, 0x55, 0x6a, 0x8f, 0xcf]),
+        ),
+        5..=7 => (
+            "x86_64",
+            Some("AuthenticAMD"),
+            r.pick(&[23, 25]),
+            r.pick(&[1, 17, 49]),
+        ),
+        _ => ("arm64", None, 0, 0),
+    };
+    let nics_n = r.pick(&[0, 0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 6, 8, 8, 8, 12, 16]);
+    let fabric = if ngpus == 1 {
+        Fabric::None
+    } else {
+        match r.below(10) {
+            0..=3 => Fabric::NvSwitch,
+            4 | 5 => Fabric::Mesh,
+            6 | 7 if ngpus >= 2 => Fabric::Bridges,
+            _ => Fabric::None,
+        }
+    };
+
+    // NIC ports: one or two per NIC, NCCL device numbers shuffled against the listing.
+    let mut nics: Vec<Nic> = vec![];
+    let mut nports = 0;
+    let nic_speed_pool = [
+        10_000u32, 25_000, 50_000, 100_000, 200_000, 200_000, 400_000,
+    ];
+    let uniform_speed = r.chance(0.7).then(|| r.pick(&nic_speed_pool));
+    let gdr_all = r.chance(0.8);
+    for i in 0..nics_n {
+        let two = r.chance(0.15);
+        let speed = uniform_speed.unwrap_or_else(|| r.pick(&nic_speed_pool));
+        let guid = 0x1000_0000_0000 + ((seed & 0xffff) << 16) + i as u64;
+        let gdr = if gdr_all { true } else { r.chance(0.5) };
+        let mut ports = vec![];
+        for p in 0..(if two { 2 } else { 1 }) {
+            ports.push(Port {
+                dev: nports,
+                speed,
+                port: p + 1,
+                guid,
+                gdr,
+            });
+            nports += 1;
+        }
+        let bare = r.chance(0.05);
+        let link = pcie_link(&mut r, vm);
+        nics.push(Nic { ports, bare, link });
+    }
+    let mut devs: Vec<usize> = (0..nports).collect();
+    if r.chance(0.5) {
+        r.shuffle(&mut devs);
+    }
+    for n in &mut nics {
+        for p in &mut n.ports {
+            p.dev = devs[p.dev];
+        }
+    }
+
+    // PCI trees: per CPU a forest of switches up to 3 deep; devices land on the CPU or on a
+    // switch of their CPU. GPUs and NICs often share a switch (one NIC per GPU pair).
+    let mut trees: Vec<Vec<Item>> = vec![vec![]; ncpus];
+    let cpu_of_gpu: Vec<usize> = if r.chance(0.6) {
+        // Balanced: consecutive GPUs per CPU.
+        (0..ngpus).map(|g| g * ncpus / ngpus.max(1)).collect()
+    } else {
+        (0..ngpus).map(|_| r.below(ncpus)).collect()
+    };
+    let flat_vm = vm && r.chance(0.6);
+    let mut switch_paths: Vec<Vec<Vec<usize>>> = vec![vec![]; ncpus];
+    for (c, tree) in trees.iter_mut().enumerate() {
+        let tops = if flat_vm { 0 } else { r.range(0, 3) };
+        for _ in 0..tops {
+            let bcm = r.chance(0.1);
+            let depth = r.range(1, 3);
+            let mut sw = Item::Switch {
+                link: pcie_link(&mut r, vm),
+                bcm,
+                children: vec![],
+            };
+            let idx = tree.len();
+            let mut path = vec![idx];
+            switch_paths[c].push(path.clone());
+            // A chain of nested switches, with a sibling at each level sometimes.
+            let mut node = &mut sw;
+            for _ in 1..depth {
+                let Item::Switch { children, .. } = node else {
+                    break;
+                };
+                let n_sib = if r.chance(0.3) { 2 } else { 1 };
+                for _ in 0..n_sib {
+                    children.push(Item::Switch {
+                        link: pcie_link(&mut r, vm),
+                        bcm,
+                        children: vec![],
+                    });
+                    let mut p = path.clone();
+                    p.push(children.len() - 1);
+                    switch_paths[c].push(p);
+                }
+                path.push(0);
+                node = &mut children[0];
+            }
+            tree.push(sw);
+        }
+    }
+    fn at<'a>(items: &'a mut Vec<Item>, path: &[usize]) -> &'a mut Vec<Item> {
+        let Some((&i, rest)) = path.split_first() else {
+            return items;
+        };
+        if !matches!(items[i], Item::Switch { .. }) {
+            return items;
+        }
+        match &mut items[i] {
+            Item::Switch { children, .. } => at(children, rest),
+            _ => unreachable!("checked above"),
+        }
+    }
+    // Flat VM bridges: one `2.5 GT/s x1` bridge per device, as hypervisors show them.
+    let mut slot_of_gpu: Vec<(usize, Option<Vec<usize>>)> = vec![];
+    for &c in &cpu_of_gpu {
+        let slot = if switch_paths[c].is_empty() || r.chance(0.15) {
+            None
+        } else {
+            Some(r.pick(&switch_paths[c]))
+        };
+        slot_of_gpu.push((c, slot));
+    }
+    let mut placed: Vec<(usize, Option<Vec<usize>>, Item)> = vec![];
+    for (g, (c, slot)) in slot_of_gpu.iter().enumerate() {
+        placed.push((*c, slot.clone(), Item::Gpu(g)));
+    }
+    for (n, nic) in nics.iter().enumerate() {
+        // Next to a GPU's switch half the time, else anywhere.
+        let (c, slot) = if ngpus > 0 && r.chance(0.5) {
+            slot_of_gpu[r.below(ngpus)].clone()
+        } else {
+            let c = r.below(ncpus);
+            let slot = if switch_paths[c].is_empty() || r.chance(0.3) {
+                None
+            } else {
+                Some(r.pick(&switch_paths[c]))
+            };
+            (c, slot)
+        };
+        // A `<nic>` without its own `<pci>` can only sit on the CPU: under a `<pci>` it
+        // would make that element the NIC.
+        let slot = if nic.bare { None } else { slot };
+        placed.push((c, slot, Item::Nic(n)));
+    }
+    if r.chance(0.5) {
+        r.shuffle(&mut placed);
+    }
+    for (c, slot, item) in placed {
+        let item = if flat_vm && !matches!(item, Item::Nic(n) if nics[n].bare) {
+            Item::Switch {
+                link: ("2.5 GT/s PCIe".into(), 1),
+                bcm: false,
+                children: vec![item],
+            }
+        } else {
+            item
+        };
+        match slot {
+            None => trees[c].push(item),
+            Some(p) => at(&mut trees[c], &p).push(item),
+        }
+    }
+
+    // GPUs: NVML indices shuffled against the listing order half the time.
+    let mut gpu_dev: Vec<usize> = (0..ngpus).collect();
+    if r.chance(0.5) {
+        r.shuffle(&mut gpu_dev);
+    }
+    let gdr_gpu = r.chance(0.9);
+
+    // Switches nothing landed under are not listed (NCCL trims them from its dumps).
+    fn prune(items: &mut Vec<Item>) {
+        for it in items.iter_mut() {
+            if let Item::Switch { children, .. } = it {
+                prune(children);
+            }
+        }
+        items.retain(|it| !matches!(it, Item::Switch { children, .. } if children.is_empty()));
+    }
+    for t in &mut trees {
+        prune(t);
+    }
+
+    // Bus ids in listing order.
+    let mut bus = r.range(1, 0x20);
+    let mut domain = 0usize;
+    let mut next_bus = |r: &mut Rng| -> String {
+        bus += r.range(1, 4);
+        if bus > 0xfe {
+            domain += 1;
+            bus = 1;
+        }
+        format!("{domain:04x}:{bus:02x}:00.0")
+    };
+    // Assign bus ids depth first so the tree is numbered like a real one.
+    let mut gpu_bus: Vec<String> = vec![String::new(); ngpus];
+    let mut nic_bus: Vec<String> = vec![String::new(); nics_n];
+    let mut switch_bus: Vec<String> = vec![];
+    fn number(
+        items: &[Item],
+        r: &mut Rng,
+        next: &mut dyn FnMut(&mut Rng) -> String,
+        gpu_bus: &mut [String],
+        nic_bus: &mut [String],
+        switch_bus: &mut Vec<String>,
+    ) {
+        for it in items {
+            match it {
+                Item::Switch { children, .. } => {
+                    switch_bus.push(next(r));
+                    number(children, r, next, gpu_bus, nic_bus, switch_bus);
+                }
+                Item::Gpu(g) => gpu_bus[*g] = next(r),
+                Item::Nic(n) => nic_bus[*n] = next(r),
+            }
+        }
+    }
+    let mut cpu_order: Vec<usize> = (0..ncpus).collect();
+    if r.chance(0.5) {
+        r.shuffle(&mut cpu_order);
+    }
+    let mut numa_ids: Vec<i32> = (0..ncpus as i32).collect();
+    if ncpus > 1 && r.chance(0.3) {
+        // Sparse NUMA ids (sub-NUMA clustering hides some).
+        numa_ids = (0..ncpus as i32).map(|i| i * 2 + (i % 2)).collect();
+    }
+    for &c in &cpu_order {
+        number(
+            &trees[c],
+            &mut r,
+            &mut next_bus,
+            &mut gpu_bus,
+            &mut nic_bus,
+            &mut switch_bus,
+        );
+    }
+    let nvswitch_n = match sm_main {
+        70 | 75 => 6,
+        80 | 86 | 89 => 6,
+        90 => 4,
+        _ => 2,
+    };
+    let nvswitch_bus: Vec<String> = (0..nvswitch_n).map(|_| next_bus(&mut r)).collect();
+
+    // NVLink per GPU: (target bus id, count, target class).
+    let lanes_per_gpu = |sm: u32| match sm {
+        70 | 75 => 6,
+        80 => 12,
+        86 | 89 => 4,
+        90 => 18,
+        _ => 18,
+    };
+    let mut nvlinks: Vec<Vec<(String, u32, &'static str)>> = vec![vec![]; ngpus];
+    match fabric {
+        Fabric::NvSwitch => {
+            let degraded = r.chance(0.1);
+            for (g, links) in nvlinks.iter_mut().enumerate() {
+                let lanes = lanes_per_gpu(sms[g]);
+                let mut per: Vec<u32> = vec![lanes / nvswitch_n as u32; nvswitch_n];
+                for x in per.iter_mut().take(lanes as usize % nvswitch_n) {
+                    *x += 1;
+                }
+                if degraded && r.chance(0.3) {
+                    let k = r.below(nvswitch_n);
+                    per[k] = per[k].saturating_sub(1);
+                }
+                let mut order: Vec<usize> = (0..nvswitch_n).collect();
+                r.shuffle(&mut order);
+                for k in order {
+                    if per[k] > 0 {
+                        links.push((nvswitch_bus[k].clone(), per[k], "0x068000"));
+                    }
+                }
+            }
+        }
+        Fabric::Mesh => {
+            let mut pairs: Vec<(usize, usize, u32)> = vec![];
+            let style = r.below(3);
+            for a in 0..ngpus {
+                for b in a + 1..ngpus {
+                    let link = match style {
+                        // Full mesh (few GPUs) with equal counts.
+                        0 if ngpus <= 4 => Some(if ngpus == 2 { 4 } else { 2 }),
+                        // Hybrid cube-mesh: inside each half, and i <-> i+half.
+                        1 if ngpus == 8 => {
+                            let same_half = a / 4 == b / 4;
+                            (same_half || b == a + 4).then_some(if (a + b) % 3 == 0 {
+                                2
+                            } else {
+                                1
+                            })
+                        }
+                        _ => r.chance(0.4).then(|| r.range(1, 4) as u32),
+                    };
+                    if let Some(c) = link {
+                        pairs.push((a, b, c));
+                    }
+                }
+            }
+            for (a, b, c) in pairs {
+                nvlinks[a].push((gpu_bus[b].clone(), c, "0x030200"));
+                nvlinks[b].push((gpu_bus[a].clone(), c, "0x030200"));
+            }
+        }
+        Fabric::Bridges => {
+            for a in (0..ngpus.saturating_sub(1)).step_by(2) {
+                if r.chance(0.85) {
+                    let c = r.range(1, 4) as u32;
+                    nvlinks[a].push((gpu_bus[a + 1].clone(), c, "0x030000"));
+                    nvlinks[a + 1].push((gpu_bus[a].clone(), c, "0x030000"));
+                }
+            }
+        }
+        Fabric::None => {}
+    }
+
+    // Write the XML.
+    let ctx = EmitCtx {
+        gpu_link: gpu_links_for(&mut r, ngpus, vm),
+        gpu_dev: gpu_dev.clone(),
+        gdr_gpu,
+        sms: sms.clone(),
+        nvlinks,
+        nics: &nics,
+    };
+    let mut x = String::from("<system version=\"1\">\n");
+    let mut sw_i = 0;
+    for &c in &cpu_order {
+        let numa = if numa_minus_one { -1 } else { numa_ids[c] };
+        // 16 cores per NUMA node, as `cpumap` prints them (32-bit groups, high first).
+        let mut groups = [0u32; 4];
+        groups[c / 2] = 0xffff << (16 * (c % 2));
+        let affinity = groups
+            .iter()
+            .rev()
+            .map(|g| format!("{g:08x}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let _ = write!(
+            x,
+            "  <cpu numaid=\"{numa}\" affinity=\"{affinity}\" arch=\"{arch}\""
+        );
+        // Every attribute NCCL's ncclTopoGetXmlFromCpu would fill is written: a missing one is
+        // filled from the machine running NCCL's code when a rank adds its GPU, and then that
+        // rank's `<cpu>` no longer matches the others' in ncclTopoFuseXml (xmlFindNode compares
+        // every attribute), so the fused XML would list the CPU twice. An x86 build fills
+        // vendor/familyid/modelid even for arm64; NCCL reads them for x86 only.
+        let _ = write!(
+            x,
+            " vendor=\"{}\" familyid=\"{family}\" modelid=\"{model}\"",
+            vendor.unwrap_or("ARM")
+        );
+        x.push_str(">\n");
+        #[allow(clippy::too_many_arguments)]
+        fn emit(
+            x: &mut String,
+            items: &[Item],
+            depth: usize,
+            sw_i: &mut usize,
+            switch_bus: &[String],
+            gpu_bus: &[String],
+            nic_bus: &[String],
+            ctx: &EmitCtx,
+        ) {
+            let pad = "  ".repeat(depth);
+            for it in items {
+                match it {
+                    Item::Switch {
+                        link,
+                        bcm,
+                        children,
+                    } => {
+                        let b = &switch_bus[*sw_i];
+                        *sw_i += 1;
+                        let ids = if *bcm {
+                            " vendor=\"0x1000\" device=\"0xc010\" subsystem_vendor=\"0x1000\" subsystem_device=\"0xa064\""
+                        } else {
+                            " vendor=\"0x10b5\" device=\"0x97a0\" subsystem_vendor=\"0x10b5\" subsystem_device=\"0x0000\""
+                        };
+                        let _ = writeln!(
+                            x,
+                            "{pad}<pci busid=\"{b}\" class=\"0x060400\"{ids} link_speed=\"{}\" link_width=\"{}\">",
+                            link.0, link.1
+                        );
+                        emit(
+                            x,
+                            children,
+                            depth + 1,
+                            sw_i,
+                            switch_bus,
+                            gpu_bus,
+                            nic_bus,
+                            ctx,
+                        );
+                        let _ = writeln!(x, "{pad}</pci>");
+                    }
+                    Item::Gpu(g) => {
+                        let (speed, width) = &ctx.gpu_link[*g];
+                        let _ = writeln!(
+                            x,
+                            "{pad}<pci busid=\"{}\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\" subsystem_vendor=\"0x10de\" subsystem_device=\"0x16c1\" link_speed=\"{speed}\" link_width=\"{width}\">",
+                            gpu_bus[*g]
+                        );
+                        let dev = ctx.gpu_dev[*g];
+                        let gdr = u8::from(ctx.gdr_gpu);
+                        let sm = ctx.sms[*g];
+                        if ctx.nvlinks[*g].is_empty() {
+                            let _ = writeln!(
+                                x,
+                                "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\"/>"
+                            );
+                        } else {
+                            let _ = writeln!(
+                                x,
+                                "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\">"
+                            );
+                            for (t, c, cls) in &ctx.nvlinks[*g] {
+                                let _ = writeln!(
+                                    x,
+                                    "{pad}    <nvlink target=\"{t}\" count=\"{c}\" tclass=\"{cls}\"/>"
+                                );
+                            }
+                            let _ = writeln!(x, "{pad}  </gpu>");
+                        }
+                        let _ = writeln!(x, "{pad}</pci>");
+                    }
+                    Item::Nic(n) => {
+                        let nic = &ctx.nics[*n];
+                        let inner = if nic.bare {
+                            pad.clone()
+                        } else {
+                            format!("{pad}  ")
+                        };
+                        if !nic.bare {
+                            let _ = writeln!(
+                                x,
+                                "{pad}<pci busid=\"{}\" class=\"0x020000\" vendor=\"0x15b3\" device=\"0x101b\" subsystem_vendor=\"0x15b3\" subsystem_device=\"0x0007\" link_speed=\"{}\" link_width=\"{}\">",
+                                nic_bus[*n], nic.link.0, nic.link.1
+                            );
+                        }
+                        let _ = writeln!(x, "{inner}<nic>");
+                        for p in &nic.ports {
+                            let _ = writeln!(
+                                x,
+                                "{inner}  <net name=\"mlx5_{}\" dev=\"{}\" speed=\"{}\" port=\"{}\" latency=\"0.000000\" guid=\"0x{:x}\" maxconn=\"131072\" gdr=\"{}\"/>",
+                                p.dev,
+                                p.dev,
+                                p.speed,
+                                p.port,
+                                p.guid,
+                                u8::from(p.gdr)
+                            );
+                        }
+                        let _ = writeln!(x, "{inner}</nic>");
+                        if !nic.bare {
+                            let _ = writeln!(x, "{pad}</pci>");
+                        }
+                    }
+                }
+            }
+        }
+        emit(
+            &mut x,
+            &trees[c],
+            2,
+            &mut sw_i,
+            &switch_bus,
+            &gpu_bus,
+            &nic_bus,
+            &ctx,
+        );
+        x.push_str("  </cpu>\n");
+    }
+    x.push_str("</system>\n");
+
+    let nodes = if nports > 0 && r.chance(0.15) { 2 } else { 1 };
+    let env = random_env(&mut r, nodes);
+    let summary = format!(
+        "{ngpus} GPU sm{sm_main}{} {} {ncpus}x{} {nics_n} NIC{}{}",
+        if mixed {
+            format!("+sm{sm_other}")
+        } else {
+            String::new()
+        },
+        fabric.name(),
+        match cpu_kind {
+            0..=4 => "intel",
+            5..=7 => "amd",
+            _ => "arm",
+        },
+        if vm { " vm" } else { "" },
+        if nodes > 1 { " x2" } else { "" },
+    );
+    GenMachine {
+        seed,
+        xml: x,
+        env,
+        nodes,
+        summary,
+    }
+}
+
+struct EmitCtx<'a> {
+    gpu_link: Vec<(String, u32)>,
+    gpu_dev: Vec<usize>,
+    gdr_gpu: bool,
+    sms: Vec<u32>,
+    nvlinks: Vec<Vec<(String, u32, &'static str)>>,
+    nics: &'a [Nic],
+}
+
+fn gpu_links_for(r: &mut Rng, ngpus: usize, vm: bool) -> Vec<(String, u32)> {
+    // One PCIe link for all GPUs of a machine, sometimes one odd one out.
+    let base = pcie_link(r, vm);
+    let odd = (ngpus > 1 && r.chance(0.1)).then(|| r.below(ngpus));
+    let other = pcie_link(r, vm);
+    (0..ngpus)
+        .map(|g| {
+            if Some(g) == odd {
+                other.clone()
+            } else {
+                base.clone()
+            }
+        })
+        .collect()
+}
+
+/// A random environment from the variables NCCL's graph, path and channel code reads.
+fn random_env(r: &mut Rng, nodes: usize) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = vec![];
+    let mut set = |k: &str, v: String| env.push((k.to_string(), v));
+    if r.chance(0.35) {
+        // Most machines run with NCCL's defaults.
+        return env;
+    }
+    if r.chance(0.12) {
+        set("NCCL_P2P_DISABLE", "1".into());
+    } else if r.chance(0.12) {
+        set(
+            "NCCL_P2P_LEVEL",
+            r.pick(&["LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "0", "2", "5"])
+                .into(),
+        );
+    }
+    if r.chance(0.12) {
+        set("NCCL_NVLS_ENABLE", r.pick(&["0", "1"]).into());
+    }
+    if r.chance(0.08) {
+        set("NCCL_NVB_DISABLE", "1".into());
+    }
+    if r.chance(0.06) {
+        set("NCCL_SHM_DISABLE", "1".into());
+    }
+    if r.chance(0.1) {
+        set("NCCL_MIN_NCHANNELS", r.range(1, 32).to_string());
+    }
+    if r.chance(0.1) {
+        set("NCCL_MAX_NCHANNELS", r.range(1, 32).to_string());
+    }
+    if r.chance(0.08) {
+        set("NCCL_MIN_CTAS", r.range(1, 32).to_string());
+    }
+    if r.chance(0.08) {
+        set("NCCL_MAX_CTAS", r.range(1, 32).to_string());
+    }
+    if nodes > 1 || r.chance(0.3) {
+        if r.chance(0.15) {
+            set("NCCL_CROSS_NIC", r.pick(&["0", "1", "2"]).into());
+        }
+        if r.chance(0.15) {
+            set(
+                "NCCL_NET_GDR_LEVEL",
+                r.pick(&["LOC", "PIX", "PXB", "PHB", "SYS"]).into(),
+            );
+        }
+        if r.chance(0.1) {
+            set("NCCL_NET_GDR_READ", r.pick(&["0", "1"]).into());
+        }
+        if r.chance(0.12) {
+            set("NCCL_PXN_DISABLE", "1".into());
+        }
+        if r.chance(0.06) {
+            set("NCCL_NCHANNELS_PER_NET_PEER", r.range(1, 4).to_string());
+        }
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_machine() {
+        for s in 0..20 {
+            let a = generate(s);
+            let b = generate(s);
+            assert_eq!(a.xml, b.xml);
+            assert_eq!(a.env, b.env);
+        }
+        assert_ne!(generate(1).xml, generate(2).xml);
+    }
+
+    #[test]
+    fn machines_parse_and_cover_the_ranges() {
+        let mut gpus = std::collections::BTreeSet::new();
+        let mut fabrics = std::collections::BTreeSet::new();
+        for s in 0..300 {
+            let m = generate(s);
+            let n = m.xml.matches("<gpu ").count();
+            assert!((1..=16).contains(&n), "{}", m.summary);
+            gpus.insert(n);
+            fabrics.insert(m.summary.split(' ').nth(3).unwrap_or("").to_string());
+            assert!(m.xml.matches("<cpu ").count() <= 8);
+            assert!(m.xml.matches("<nic>").count() <= 16);
+        }
+        assert!(gpus.contains(&1) && gpus.contains(&16), "{gpus:?}");
+        assert_eq!(fabrics.len(), 4, "{fabrics:?}");
+    }
+}
