@@ -175,9 +175,9 @@ pub fn reduce_acc(dt: DataType, op: RedOp, acc: &mut [u8], b: &[u8]) {
         DataType::U8 => acc2::<u8>(op, acc, b),
         DataType::F16 | DataType::Bf16 => {
             // Through f32 in blocks; the copy of `acc` keeps the borrow checker simple.
-            let mut tmp = [0u8; 2 * HALF_BLOCK];
+            let mut tmp = [0u16; HALF_BLOCK];
             for (a, b) in acc.chunks_mut(2 * HALF_BLOCK).zip(b.chunks(2 * HALF_BLOCK)) {
-                let t = &mut tmp[..a.len()];
+                let t = &mut bytemuck::cast_slice_mut::<u16, u8>(&mut tmp)[..a.len()];
                 t.copy_from_slice(a);
                 reduce(dt, op, a, t, b);
             }
