@@ -489,6 +489,7 @@ pub fn run_rank(
             }
         }
     }
+    t.close();
     Ok((rank == 0).then(|| VerifyReport {
         backend: "host".into(),
         launch: launch.into(),

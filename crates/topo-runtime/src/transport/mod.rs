@@ -81,4 +81,6 @@ pub trait Transport: Send {
     fn peer_storage(&self, rank: usize) -> Option<*mut u8>;
     /// Tell the other ranks that the job failed because of `rank` (they stop waiting).
     fn abort(&self, rank: usize);
+    /// This rank has finished its part successfully: its exit is not a loss.
+    fn close(&mut self) {}
 }

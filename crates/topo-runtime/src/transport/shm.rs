@@ -172,6 +172,11 @@ impl Arena {
         unsafe { &*(self.base.add(256 + 128 * rank) as *const AtomicU64) }
     }
 
+    fn done(&self, rank: usize) -> &AtomicU64 {
+        // SAFETY: the word after rank's barrier word, in the same 128-byte line.
+        unsafe { &*(self.base.add(256 + 128 * rank + 8) as *const AtomicU64) }
+    }
+
     /// The arena's shape.
     pub fn shape(&self) -> ArenaShape {
         self.shape
@@ -214,7 +219,7 @@ impl Health for ShmHealth {
                 }),
             )
             .unwrap_or(0);
-            if ready > 0 {
+            if ready > 0 && self.arena.done(rank).load(Ordering::Acquire) == 0 {
                 self.arena.abort(rank);
                 return Err(RuntimeError::PeerLost {
                     rank,
@@ -361,6 +366,9 @@ impl Transport for ShmTransport {
     }
     fn abort(&self, rank: usize) {
         self.arena.abort(rank);
+    }
+    fn close(&mut self) {
+        self.arena.done(self.rank).store(1, Ordering::Release);
     }
 }
 

@@ -1,1 +1,212 @@
-pub fn _x() {}
+//! TCP between hosts: a full mesh with several sockets per peer (channel `c` uses socket
+//! `c % sockets`), like NCCL's NET/Socket. Every connection opens with the job token, so a
+//! stranger on a data port is refused and logged while the job goes on.
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Transport, TransportKind};
+use crate::error::{Result, RuntimeError};
+use crate::launch::{log_refusal, read_frame, write_frame};
+use crate::types::Protocol;
+
+/// Sockets per peer.
+pub const SOCKETS_PER_PEER: usize = 2;
+const PIECE: usize = 256 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    token: String,
+    rank: usize,
+    socket: usize,
+}
+
+/// A rank's TCP endpoint.
+pub struct TcpTransport {
+    rank: usize,
+    nranks: usize,
+    socks: Vec<Vec<Option<TcpStream>>>,
+    storage: Vec<u64>,
+}
+
+fn lost(rank: usize, e: std::io::Error) -> RuntimeError {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        WouldBlock | TimedOut => RuntimeError::Timeout {
+            what: format!("data from rank {rank}"),
+            secs: 0.0,
+        },
+        _ => RuntimeError::PeerLost {
+            rank,
+            why: format!("its socket failed: {e}"),
+        },
+    }
+}
+
+impl TcpTransport {
+    /// Connect the mesh. `listener` is this rank's data listener (its address was sent to
+    /// every peer through the rendezvous); `addrs[r]` is rank r's.
+    pub fn connect(
+        rank: usize,
+        listener: TcpListener,
+        addrs: &[SocketAddr],
+        token: &str,
+        storage_bytes: usize,
+        timeout: Duration,
+    ) -> Result<TcpTransport> {
+        let n = addrs.len();
+        let deadline = Instant::now() + timeout;
+        let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n)
+            .map(|_| (0..SOCKETS_PER_PEER).map(|_| None).collect())
+            .collect();
+        // Connect to higher ranks (their listeners exist already: the backlog holds us).
+        for (peer, addr) in addrs.iter().enumerate().skip(rank + 1) {
+            for s in 0..SOCKETS_PER_PEER {
+                let mut st = loop {
+                    match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
+                        Ok(st) => break st,
+                        Err(e) if Instant::now() > deadline => {
+                            return Err(RuntimeError::PeerLost {
+                                rank: peer,
+                                why: format!("cannot connect to {addr}: {e}"),
+                            });
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                };
+                st.set_read_timeout(Some(timeout))
+                    .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                write_frame(
+                    &mut st,
+                    &Hello {
+                        token: token.into(),
+                        rank,
+                        socket: s,
+                    },
+                )?;
+                socks[peer][s] = Some(st);
+            }
+        }
+        // Accept from lower ranks.
+        let mut want = rank * SOCKETS_PER_PEER;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| RuntimeError::io("listen", e))?;
+        while want > 0 {
+            match listener.accept() {
+                Ok((mut st, from)) => {
+                    st.set_nonblocking(false)
+                        .map_err(|e| RuntimeError::io("accept", e))?;
+                    st.set_read_timeout(Some(Duration::from_secs(5)))
+                        .map_err(|e| RuntimeError::io("accept", e))?;
+                    match read_frame::<Hello>(&mut st) {
+                        Ok(h)
+                            if h.token == token
+                                && h.rank < rank
+                                && h.socket < SOCKETS_PER_PEER
+                                && socks[h.rank][h.socket].is_none() =>
+                        {
+                            st.set_read_timeout(Some(timeout))
+                                .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                            socks[h.rank][h.socket] = Some(st);
+                            want -= 1;
+                        }
+                        Ok(_) => log_refusal(
+                            &from.to_string(),
+                            "wrong job token or rank on a data connection",
+                        ),
+                        Err(e) => log_refusal(&from.to_string(), &e.to_string()),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        let missing: Vec<usize> = (0..rank)
+                            .filter(|&r| socks[r].iter().any(Option::is_none))
+                            .collect();
+                        return Err(RuntimeError::Timeout {
+                            what: format!("data connections from ranks {missing:?}"),
+                            secs: timeout.as_secs_f64(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
+            }
+        }
+        for s in socks.iter().flatten().flatten() {
+            let _ = s.set_nodelay(true);
+        }
+        Ok(TcpTransport {
+            rank,
+            nranks: n,
+            socks,
+            storage: vec![0u64; storage_bytes.div_ceil(8)],
+        })
+    }
+
+    fn sock(&mut self, peer: usize, chan: usize) -> &mut TcpStream {
+        self.socks[peer][chan % SOCKETS_PER_PEER]
+            .as_mut()
+            .expect("connected mesh")
+    }
+}
+
+impl Transport for TcpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+    fn piece_bytes(&self, _proto: Protocol) -> usize {
+        PIECE
+    }
+    fn fifo_bytes(&self, _proto: Protocol) -> usize {
+        4 * PIECE
+    }
+    fn send(&mut self, peer: usize, chan: usize, _proto: Protocol, data: &[u8]) -> Result<()> {
+        self.sock(peer, chan)
+            .write_all(data)
+            .map_err(|e| lost(peer, e))
+    }
+    fn recv(&mut self, peer: usize, chan: usize, _proto: Protocol, out: &mut [u8]) -> Result<()> {
+        self.sock(peer, chan)
+            .read_exact(out)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => RuntimeError::PeerLost {
+                    rank: peer,
+                    why: "it closed its connection".into(),
+                },
+                _ => lost(peer, e),
+            })
+    }
+    fn barrier(&mut self) -> Result<()> {
+        // Dissemination barrier over socket 0.
+        let n = self.nranks;
+        let mut k = 1;
+        while k < n {
+            let (to, from) = ((self.rank + k) % n, (self.rank + n - k) % n);
+            self.send(to, 0, Protocol::Simple, &[1])?;
+            let mut b = [0u8];
+            self.recv(from, 0, Protocol::Simple, &mut b)?;
+            k *= 2;
+        }
+        Ok(())
+    }
+    fn storage(&mut self) -> (*mut u8, usize) {
+        let len = self.storage.len() * 8;
+        (self.storage.as_mut_ptr() as *mut u8, len)
+    }
+    fn peer_storage(&self, rank: usize) -> Option<*mut u8> {
+        let _ = rank;
+        None
+    }
+    fn abort(&self, _rank: usize) {
+        // Peers notice the closed sockets when this rank exits.
+    }
+}
