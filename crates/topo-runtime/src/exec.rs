@@ -88,6 +88,7 @@ impl Executor {
             // SAFETY: (start + off + count) * es <= total * es <= cap, checked above, so the
             // pointer stays inside this rank's storage.
             Ok(Region {
+                // SAFETY: see above.
                 ptr: unsafe { base.add((start + off) * es) },
                 len: count * es,
             })
@@ -332,7 +333,7 @@ unsafe fn direct_block(
     };
     for &o in outs {
         let o = at(o);
-        if o as *const u8 != src {
+        if !std::ptr::eq(o, src) {
             // SAFETY: distinct outputs of len bytes; src is scratch or outputs[0].
             unsafe { std::ptr::copy_nonoverlapping(src, o, len) };
         }

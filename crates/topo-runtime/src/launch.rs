@@ -370,10 +370,10 @@ fn recv_fd(s: &UnixStream) -> Result<OwnedFd> {
     )
     .map_err(|e| RuntimeError::io("receive the shared segment", e))?;
     for m in anc.drain() {
-        if let RecvAncillaryMessage::ScmRights(mut fds) = m {
-            if let Some(fd) = fds.next() {
-                return Ok(fd);
-            }
+        if let RecvAncillaryMessage::ScmRights(mut fds) = m
+            && let Some(fd) = fds.next()
+        {
+            return Ok(fd);
         }
     }
     Err(RuntimeError::Rendezvous(

@@ -87,7 +87,7 @@ impl<'a> Waiter<'a> {
             std::hint::spin_loop();
             return Ok(());
         }
-        if self.iter % 64 == 0 {
+        if self.iter.is_multiple_of(64) {
             let start = *self.start.get_or_insert_with(Instant::now);
             self.health.check()?;
             let waited = start.elapsed();

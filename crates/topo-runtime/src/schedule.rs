@@ -704,10 +704,10 @@ pub(crate) mod sim {
                                 pc[r] += 1;
                                 continue;
                             }
-                            if let Some(from) = s.recv_from {
-                                if fifos.get(&(from, r, s.chan)).is_none_or(|q| q.is_empty()) {
-                                    break;
-                                }
+                            if let Some(from) = s.recv_from
+                                && fifos.get(&(from, r, s.chan)).is_none_or(|q| q.is_empty())
+                            {
+                                break;
                             }
                             if let Some(to) = s.send_to {
                                 let used: usize = fifos
@@ -847,8 +847,8 @@ mod tests {
                     .collect()
             })
             .collect();
-        let cases: [(fn(i64, i64) -> i64, &dyn Fn(i64) -> i64); 2] =
-            [(|a, b| a + b, &|x| x * 3), (|a, b| a.max(b), &|x| x)];
+        type Case<'a> = (fn(i64, i64) -> i64, &'a dyn Fn(i64) -> i64);
+        let cases: [Case; 2] = [(|a, b| a + b, &|x| x * 3), (|a, b| a.max(b), &|x| x)];
         for (red, post) in cases {
             let out = sim::run(plan, count, chunk, in_place, &inputs, red, post)?;
             let want = expected(coll, n, count, plan.root, &inputs, red, post);

@@ -426,10 +426,10 @@ fn validate_tree(tree: &[TreeNode], n: usize) -> std::result::Result<(), String>
         return Err(format!("{} roots, expected 1", roots.len()));
     }
     for (r, node) in tree.iter().enumerate() {
-        if let Some(p) = node.parent {
-            if p >= n || !tree[p].children.contains(&r) {
-                return Err(format!("rank {r}'s parent {p} does not list it as a child"));
-            }
+        if let Some(p) = node.parent
+            && (p >= n || !tree[p].children.contains(&r))
+        {
+            return Err(format!("rank {r}'s parent {p} does not list it as a child"));
         }
         for &c in &node.children {
             if c >= n || tree[c].parent != Some(r) {

@@ -269,7 +269,7 @@ fn input_value(coll: Collective, op: RedOp, r: usize, i: usize) -> f64 {
     match op {
         RedOp::Sum | RedOp::Avg => ((r + i) % 4) as f64,
         RedOp::Prod => {
-            if (r + i) % 7 == 0 {
+            if (r + i).is_multiple_of(7) {
                 2.0
             } else {
                 1.0
@@ -314,6 +314,7 @@ fn fill(
 }
 
 /// Count wrong elements of this rank's output.
+#[allow(clippy::too_many_arguments)]
 fn count_wrong(
     storage: &[u8],
     layout: &Layout,

@@ -17,14 +17,13 @@ fn worker_entry() {
     if let (Ok(ms), Ok(rank)) = (
         std::env::var("TEST_DIE_AFTER_MS"),
         std::env::var(launch::ENV_RANK),
-    ) {
-        if rank == "1" {
-            let ms: u64 = ms.parse().unwrap();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(ms));
-                std::process::exit(9);
-            });
-        }
+    ) && rank == "1"
+    {
+        let ms: u64 = ms.parse().unwrap();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            std::process::exit(9);
+        });
     }
     match launch::worker_main() {
         Ok(_) => std::process::exit(0),

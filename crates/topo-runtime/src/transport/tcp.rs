@@ -63,7 +63,7 @@ impl TcpTransport {
             .collect();
         // Connect to higher ranks (their listeners exist already: the backlog holds us).
         for (peer, addr) in addrs.iter().enumerate().skip(rank + 1) {
-            for s in 0..SOCKETS_PER_PEER {
+            for (s, slot) in socks[peer].iter_mut().enumerate() {
                 let mut st = loop {
                     match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
                         Ok(st) => break st,
@@ -86,7 +86,7 @@ impl TcpTransport {
                         socket: s,
                     },
                 )?;
-                socks[peer][s] = Some(st);
+                *slot = Some(st);
             }
         }
         // Accept from lower ranks.
