@@ -61,6 +61,7 @@ pub trait Health {
 /// Spin, then yield, then sleep; check health and the deadline every so often.
 pub struct Waiter<'a> {
     health: &'a dyn Health,
+    spin: u32,
     timeout: Duration,
     what: &'a str,
     start: Option<Instant>,
@@ -72,6 +73,7 @@ impl<'a> Waiter<'a> {
     pub fn new(health: &'a dyn Health, timeout: Duration, what: &'a str) -> Self {
         Waiter {
             health,
+            spin: 128,
             timeout,
             what,
             start: None,
@@ -79,15 +81,21 @@ impl<'a> Waiter<'a> {
         }
     }
 
+    /// Spin this many times before yielding (long when every rank has a CPU of its own).
+    pub fn spin(mut self, spin: u32) -> Self {
+        self.spin = spin.max(1);
+        self
+    }
+
     /// Call when the condition is false; returns an error when waiting must stop.
     #[inline]
     pub fn snooze(&mut self) -> Result<()> {
         self.iter += 1;
-        if self.iter < 128 {
+        if self.iter < self.spin {
             std::hint::spin_loop();
             return Ok(());
         }
-        if self.iter.is_multiple_of(64) {
+        if self.iter.is_multiple_of(64) || self.iter == self.spin {
             let start = *self.start.get_or_insert_with(Instant::now);
             self.health.check()?;
             let waited = start.elapsed();

@@ -56,6 +56,9 @@ pub struct VerifyRequest {
     pub timeout_s: f64,
     /// Set when the plan is for another machine: timings are this host's.
     pub foreign_machine: Option<String>,
+    /// Pin rank r (thread or process) to the r-th allowed CPU (modulo their count).
+    #[serde(default)]
+    pub pin_cpus: bool,
 }
 
 impl Default for VerifyRequest {
@@ -79,6 +82,7 @@ impl Default for VerifyRequest {
             plans: Vec::new(),
             timeout_s: 30.0,
             foreign_machine: None,
+            pin_cpus: false,
         }
     }
 }
@@ -374,6 +378,23 @@ fn gather(t: &mut dyn Transport, vals: &[f64]) -> Result<Option<Vec<Vec<f64>>>> 
     Ok(Some(all))
 }
 
+/// Pin the calling thread to the `rank`-th allowed CPU (best effort).
+fn pin(rank: usize) {
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+    let Ok(allowed) = sched_getaffinity(None) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .collect();
+    if cpus.is_empty() {
+        return;
+    }
+    let mut set = CpuSet::new();
+    set.set(cpus[rank % cpus.len()]);
+    let _ = sched_setaffinity(None, &set);
+}
+
 /// Run the sweep as one rank. Every rank calls this with the same request; rank 0 gets the
 /// report.
 pub fn run_rank(
@@ -389,6 +410,9 @@ pub fn run_rank(
         )));
     }
     let rank = t.rank();
+    if req.pin_cpus {
+        pin(rank);
+    }
     let direct_ok = (0..n).all(|r| t.peer_storage(r).is_some());
     let dt = req.dtype;
     let es = dt.size();

@@ -241,6 +241,7 @@ pub struct ShmTransport {
     epoch: u64,
     health: ShmHealth,
     timeout: Duration,
+    spin: u32,
 }
 
 impl ShmTransport {
@@ -296,7 +297,12 @@ impl ShmTransport {
             TransportKind::InProcess
         };
         let epoch = arena.arrive(rank).load(Ordering::Acquire);
+        // Every rank on a CPU of its own: spin long before yielding (like MPI's busy polling);
+        // more ranks than CPUs: yield early so that the rank holding the data gets to run.
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let spin = if s.nranks <= cpus { 1 << 14 } else { 128 };
         Ok(ShmTransport {
+            spin,
             kind,
             rank,
             health: ShmHealth {
@@ -330,12 +336,13 @@ impl Transport for ShmTransport {
     }
     fn send(&mut self, peer: usize, chan: usize, proto: Protocol, data: &[u8]) -> Result<()> {
         let ch = self.arena.shape.channels;
-        let mut w = Waiter::new(&self.health, self.timeout, "a peer to drain its fifo");
+        let mut w =
+            Waiter::new(&self.health, self.timeout, "a peer to drain its fifo").spin(self.spin);
         self.tx[peer * ch + chan % ch].send(proto, data, &mut w)
     }
     fn recv(&mut self, peer: usize, chan: usize, proto: Protocol, out: &mut [u8]) -> Result<()> {
         let ch = self.arena.shape.channels;
-        let mut w = Waiter::new(&self.health, self.timeout, "data from a peer");
+        let mut w = Waiter::new(&self.health, self.timeout, "data from a peer").spin(self.spin);
         self.rx[peer * ch + chan % ch].recv(proto, out, &mut w)
     }
     fn barrier(&mut self) -> Result<()> {
@@ -345,7 +352,8 @@ impl Transport for ShmTransport {
         self.arena
             .arrive(self.rank)
             .store(self.epoch, Ordering::Release);
-        let mut w = Waiter::new(&self.health, self.timeout, "every rank at a barrier");
+        let mut w =
+            Waiter::new(&self.health, self.timeout, "every rank at a barrier").spin(self.spin);
         for r in 0..self.nranks() {
             while self.arena.arrive(r).load(Ordering::Acquire) < self.epoch {
                 w.snooze()?;
