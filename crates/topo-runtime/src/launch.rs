@@ -29,7 +29,9 @@ use crate::error::{Result, RuntimeError};
 use crate::transport::Transport;
 use crate::transport::shm::{Arena, ArenaShape, ShmTransport};
 use crate::transport::tcp::TcpTransport;
-use crate::verify::{VerifyReport, VerifyRequest, run_rank, run_threads};
+use crate::verify::{
+    Progress, VerifyReport, VerifyRequest, run_rank, run_rank_progress, run_threads_progress,
+};
 
 /// Environment variables of the processes launcher.
 pub const ENV_SOCKET: &str = "TOPO_RT_SOCKET";
@@ -570,6 +572,15 @@ fn bind_unix(name: &str) -> Result<UnixListener> {
 
 /// `--launch processes`: this process is rank 0 and starts `req.ranks - 1` workers.
 pub fn run_processes(req: &VerifyRequest, spec: &ProcessSpec) -> Result<VerifyReport> {
+    run_processes_progress(req, spec, None)
+}
+
+/// [`run_processes`] reporting progress.
+pub fn run_processes_progress(
+    req: &VerifyRequest,
+    spec: &ProcessSpec,
+    progress: Progress,
+) -> Result<VerifyReport> {
     let token = random_token();
     let name = unix_name(&token);
     let listener = bind_unix(&name)?;
@@ -597,7 +608,7 @@ pub fn run_processes(req: &VerifyRequest, spec: &ProcessSpec) -> Result<VerifyRe
             .map(|(r, &p)| (r != 0).then_some(p))
             .collect();
         let mut t = ShmTransport::new(arena, 0, &pids, timeout)?;
-        let r = run_rank(&mut t, req, "processes");
+        let r = run_rank_progress(&mut t, req, "processes", progress);
         if r.is_err() {
             t.abort(0);
         }
@@ -748,9 +759,18 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
 /// Run `req` as the rank described by `env` (torchrun, Slurm, Open MPI). Rank 0 returns the
 /// report, the others `None`.
 pub fn run_env(req: &VerifyRequest, env: &EnvInfo) -> Result<Option<VerifyReport>> {
+    run_env_progress(req, env, None)
+}
+
+/// [`run_env`] reporting progress on rank 0.
+pub fn run_env_progress(
+    req: &VerifyRequest,
+    env: &EnvInfo,
+    progress: Progress,
+) -> Result<Option<VerifyReport>> {
     let timeout = Duration::from_secs_f64(req.timeout_s);
     let tcp = std::env::var(ENV_TRANSPORT).is_ok_and(|v| v == "tcp");
-    run_env_with(req, env, !env.single_host || tcp, timeout)
+    run_env_inner(req, env, !env.single_host || tcp, timeout, progress)
 }
 
 /// [`run_env`] with the transport choice explicit (`tcp`) — tests use it to run several
@@ -760,6 +780,16 @@ pub fn run_env_with(
     env: &EnvInfo,
     tcp: bool,
     timeout: Duration,
+) -> Result<Option<VerifyReport>> {
+    run_env_inner(req, env, tcp, timeout, None)
+}
+
+fn run_env_inner(
+    req: &VerifyRequest,
+    env: &EnvInfo,
+    tcp: bool,
+    timeout: Duration,
+    progress: Progress,
 ) -> Result<Option<VerifyReport>> {
     if req.ranks != env.world && env.rank == 0 {
         return Err(RuntimeError::Launch(format!(
@@ -780,7 +810,7 @@ pub fn run_env_with(
                 .map(|(r, &p)| (r != 0).then_some(p))
                 .collect();
             let mut t = ShmTransport::new(arena, 0, &pids, timeout)?;
-            let r = run_rank(&mut t, &req, "env");
+            let r = run_rank_progress(&mut t, &req, "env", progress);
             if r.is_err() {
                 t.abort(0);
             }
@@ -813,7 +843,7 @@ pub fn run_env_with(
         let addrs = tcp_leader(listener, &env.token, &req, data_addr, timeout)?;
         let mut t =
             TcpTransport::connect(0, data, &addrs, &env.token, req.storage_bytes(), timeout)?;
-        return run_rank(&mut t, &req, "env");
+        return run_rank_progress(&mut t, &req, "env", progress);
     }
     let deadline = Instant::now() + timeout;
     let mut s = loop {
@@ -873,17 +903,27 @@ pub fn run_env_with(
 /// Run a verify sweep with the chosen launcher. With `Env` (or `Auto` under a launcher),
 /// ranks other than 0 return `Ok(None)` and should print nothing.
 pub fn run_verify(req: &VerifyRequest, launch: &Launch) -> Result<Option<VerifyReport>> {
+    run_verify_progress(req, launch, None)
+}
+
+/// [`run_verify`] calling `progress(rows_done, rows_total)` on rank 0 after each row (the
+/// binary draws its progress bar from it when stderr is a terminal).
+pub fn run_verify_progress(
+    req: &VerifyRequest,
+    launch: &Launch,
+    progress: Progress,
+) -> Result<Option<VerifyReport>> {
     match launch {
-        Launch::Threads => run_threads(req).map(Some),
-        Launch::Processes(spec) => run_processes(req, spec).map(Some),
+        Launch::Threads => run_threads_progress(req, progress).map(Some),
+        Launch::Processes(spec) => run_processes_progress(req, spec, progress).map(Some),
         Launch::Env => {
             let env = EnvInfo::detect(&|k| std::env::var(k).ok())?
                 .ok_or_else(|| RuntimeError::Launch("--launch env: no torchrun, Slurm or Open MPI variables (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE)".into()))?;
-            run_env(req, &env)
+            run_env_progress(req, &env, progress)
         }
         Launch::Auto => match EnvInfo::detect(&|k| std::env::var(k).ok())? {
-            Some(env) => run_env(req, &env),
-            None => run_threads(req).map(Some),
+            Some(env) => run_env_progress(req, &env, progress),
+            None => run_threads_progress(req, progress).map(Some),
         },
     }
 }

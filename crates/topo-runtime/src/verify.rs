@@ -395,6 +395,9 @@ fn pin(rank: usize) {
     let _ = sched_setaffinity(None, &set);
 }
 
+/// Progress of a sweep on rank 0: (rows done, rows in all). For a progress bar on a terminal.
+pub type Progress<'a> = Option<&'a (dyn Fn(usize, usize) + Sync)>;
+
 /// Run the sweep as one rank. Every rank calls this with the same request; rank 0 gets the
 /// report.
 pub fn run_rank(
@@ -402,6 +405,17 @@ pub fn run_rank(
     req: &VerifyRequest,
     launch: &str,
 ) -> Result<Option<VerifyReport>> {
+    run_rank_progress(t, req, launch, None)
+}
+
+/// [`run_rank`] reporting progress on rank 0.
+pub fn run_rank_progress(
+    t: &mut dyn Transport,
+    req: &VerifyRequest,
+    launch: &str,
+    progress: Progress,
+) -> Result<Option<VerifyReport>> {
+    let total_rows = req.collectives.len() * req.sizes()?.len();
     let n = t.nranks();
     if n != req.ranks {
         return Err(RuntimeError::Rendezvous(format!(
@@ -494,6 +508,9 @@ pub fn run_rank(
                             .then(|| all.iter().map(|v| v[2 * k + 1]).sum::<f64>() as u64),
                     }
                 };
+                if let Some(p) = progress {
+                    p(rows.len() + 1, total_rows);
+                }
                 rows.push(VerifyRow {
                     collective: coll,
                     bytes: size,
@@ -739,6 +756,11 @@ impl VerifyReport {
 
 /// Run `req` with N threads in this process (the default launcher).
 pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
+    run_threads_progress(req, None)
+}
+
+/// [`run_threads`] reporting progress.
+pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {
     let timeout = std::time::Duration::from_secs_f64(req.timeout_s);
     let ts = crate::transport::shm::in_process(
         req.ranks,
@@ -752,6 +774,7 @@ pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
             .collect(),
         req,
         "threads",
+        progress,
     )
 }
 
@@ -761,6 +784,7 @@ pub fn run_ranks(
     ts: Vec<Box<dyn Transport>>,
     req: &VerifyRequest,
     launch: &str,
+    progress: Progress,
 ) -> Result<VerifyReport> {
     let results: Vec<Result<Option<VerifyReport>>> = std::thread::scope(|s| {
         let handles: Vec<_> = ts
@@ -769,7 +793,12 @@ pub fn run_ranks(
                 s.spawn(move || {
                     let rank = t.rank();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run_rank(&mut *t, req, launch)
+                        run_rank_progress(
+                            &mut *t,
+                            req,
+                            launch,
+                            if rank == 0 { progress } else { None },
+                        )
                     }))
                     .unwrap_or_else(|_| {
                         Err(RuntimeError::PeerLost {
@@ -912,7 +941,13 @@ mod tests {
             ),
             predicted_time_us: Some(1.0),
         }];
-        let rep = run_threads(&r).unwrap();
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let prog = |done: usize, total: usize| {
+            assert!(done <= total);
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let rep = run_threads_progress(&r, Some(&prog)).unwrap();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), rep.rows.len());
         let text = rep.render_text();
         assert!(
             text.lines()
