@@ -947,7 +947,10 @@ mod tests {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         };
         let rep = run_threads_progress(&r, Some(&prog)).unwrap();
-        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), rep.rows.len());
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::Relaxed),
+            rep.rows.len()
+        );
         let text = rep.render_text();
         assert!(
             text.lines()

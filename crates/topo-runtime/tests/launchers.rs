@@ -283,3 +283,102 @@ fn world_size_mismatch_on_one_host_is_one_clear_error() {
             .contains("world size mismatch")
     );
 }
+
+/// Entry of env-mode rank processes (torchrun, Slurm and Open MPI style variables).
+#[test]
+fn env_worker_entry() {
+    if std::env::var("TEST_ENV_WORKER").is_err() {
+        return;
+    }
+    let req = VerifyRequest {
+        collectives: vec![Collective::AllReduce, Collective::AllGather],
+        ..small(2)
+    };
+    match launch::run_verify(&req, &launch::Launch::Env) {
+        Ok(Some(rep)) => {
+            println!(
+                "REPORT transport={} wrong={}",
+                rep.transport.name(),
+                rep.wrong_total()
+            );
+            std::process::exit(0)
+        }
+        Ok(None) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("env worker error: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+fn run_env_processes(vars: &dyn Fn(usize) -> Vec<(String, String)>) -> String {
+    let children: Vec<_> = (0..2)
+        .map(|r| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "env_worker_entry",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("TEST_ENV_WORKER", "1")
+                .envs(vars(r))
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut out = String::new();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        out.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    out
+}
+
+#[test]
+fn torchrun_slurm_and_openmpi_style_processes() {
+    let port = free_port();
+    let torch = run_env_processes(&|r| {
+        [
+            ("RANK", r.to_string()),
+            ("WORLD_SIZE", "2".into()),
+            ("LOCAL_RANK", "0".into()),
+            ("LOCAL_WORLD_SIZE", "1".into()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    });
+    assert!(torch.contains("REPORT transport=tcp wrong=0"), "{torch}");
+    let port = free_port();
+    let slurm = run_env_processes(&|r| {
+        [
+            ("SLURM_PROCID", r.to_string()),
+            ("SLURM_NTASKS", "2".into()),
+            ("SLURM_LOCALID", "0".into()),
+            ("SLURM_JOB_NODELIST", "localhost,localhost".into()),
+            ("SLURM_JOB_ID", "77".into()),
+            ("MASTER_PORT", port.to_string()),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    });
+    assert!(slurm.contains("REPORT transport=tcp wrong=0"), "{slurm}");
+    let port = free_port();
+    let ompi = run_env_processes(&|r| {
+        [
+            ("OMPI_COMM_WORLD_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_SIZE", "2".into()),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "2".into()),
+            ("MASTER_PORT", port.to_string()),
+            ("TOPO_JOB_TOKEN", format!("ompi-{port}")),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .to_vec()
+    });
+    assert!(ompi.contains("REPORT transport=shm wrong=0"), "{ompi}");
+}
