@@ -220,6 +220,43 @@ pub fn reduce(dt: DataType, op: RedOp, out: &mut [u8], a: &[u8], b: &[u8]) {
     }
 }
 
+#[inline(always)]
+fn zip3x2<T: Elem>(op: RedOp, o0: &mut [T], o1: &mut [T], a: &[T], b: &[T]) {
+    let n = o0.len();
+    let (o1, a, b) = (&mut o1[..n], &a[..n], &b[..n]);
+    macro_rules! run {
+        ($o:expr) => {
+            for i in 0..n {
+                let v = T::op($o, a[i], b[i]);
+                o0[i] = v;
+                o1[i] = v;
+            }
+        };
+    }
+    match op {
+        RedOp::Sum | RedOp::Avg => run!(RedOp::Sum),
+        RedOp::Prod => run!(RedOp::Prod),
+        RedOp::Min => run!(RedOp::Min),
+        RedOp::Max => run!(RedOp::Max),
+    }
+}
+
+/// `o0 = o1 = a op b` in one pass (the two-rank single-copy AllReduce). No post-op.
+pub fn reduce_to2(dt: DataType, op: RedOp, o0: &mut [u8], o1: &mut [u8], a: &[u8], b: &[u8]) {
+    use bytemuck::{cast_slice as c, cast_slice_mut as m};
+    match dt {
+        DataType::F32 => zip3x2::<f32>(op, m(o0), m(o1), c(a), c(b)),
+        DataType::F64 => zip3x2::<f64>(op, m(o0), m(o1), c(a), c(b)),
+        DataType::I32 => zip3x2::<i32>(op, m(o0), m(o1), c(a), c(b)),
+        DataType::I64 => zip3x2::<i64>(op, m(o0), m(o1), c(a), c(b)),
+        DataType::U8 => zip3x2::<u8>(op, o0, o1, a, b),
+        DataType::F16 | DataType::Bf16 => {
+            reduce(dt, op, o0, a, b);
+            o1.copy_from_slice(o0);
+        }
+    }
+}
+
 /// `acc = acc op b`.
 pub fn reduce_acc(dt: DataType, op: RedOp, acc: &mut [u8], b: &[u8]) {
     use bytemuck::{cast_slice as c, cast_slice_mut as m};
@@ -330,6 +367,9 @@ mod tests {
                 let mut acc = ba.clone();
                 reduce_acc(dt, op, &mut acc, &bb);
                 assert_eq!(acc, out, "{dt:?} {op:?}");
+                let (mut x, mut y) = (vec![0u8; ba.len()], vec![0u8; ba.len()]);
+                reduce_to2(dt, op, &mut x, &mut y, &ba, &bb);
+                assert_eq!((&x, &y), (&out, &out), "{dt:?} {op:?}");
                 finish(dt, op, &mut out, 2);
                 for i in 0..a.len() {
                     let want = match op {
