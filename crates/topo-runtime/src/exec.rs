@@ -7,6 +7,9 @@ use crate::types::{Collective, DataType, Protocol, RedOp};
 
 /// Bytes per block of a single-copy step (stays in L2 between the reduce and the copies).
 const DIRECT_BLOCK: usize = 64 * 1024;
+/// Single-copy steps at least this large write their outputs with non-temporal stores (the
+/// outputs of a message this size leave the caches before anyone reads them).
+const NT_BYTES: usize = 4 << 20;
 
 /// What one collective call needs besides its steps.
 #[derive(Debug, Clone, Copy)]
@@ -251,6 +254,7 @@ impl Executor {
                         }
                     }
                     let total = d.count * es;
+                    let nt = total >= NT_BYTES;
                     let mut done = 0;
                     while done < total {
                         let len = DIRECT_BLOCK.min(total - done);
@@ -258,8 +262,13 @@ impl Executor {
                         // `region` against that rank's layout); between the schedule's barriers
                         // this rank is the only one touching these output ranges, and inputs
                         // are either equal to an output or disjoint from all of them.
-                        unsafe { direct_block(ctx, n, &ins, &outs, done, len, &mut self.scratch) };
+                        unsafe {
+                            direct_block(ctx, n, &ins, &outs, done, len, nt, &mut self.scratch)
+                        };
                         done += len;
+                    }
+                    if nt {
+                        kernels::store_fence();
                     }
                     self.ins = ins;
                     self.outs = outs;
@@ -276,6 +285,7 @@ impl Executor {
 /// # Safety
 /// Each pointer plus `off + len` stays inside mapped storage; an output may equal an input
 /// but not overlap it partially; outputs are distinct and nobody else accesses them meanwhile.
+#[allow(clippy::too_many_arguments)]
 unsafe fn direct_block(
     ctx: &OpCtx,
     n: usize,
@@ -283,6 +293,7 @@ unsafe fn direct_block(
     outs: &[*mut u8],
     off: usize,
     len: usize,
+    nt: bool,
     scratch: &mut [u64],
 ) {
     // SAFETY: caller's contract (every pointer + off + len is in bounds).
@@ -300,13 +311,31 @@ unsafe fn direct_block(
                 std::slice::from_raw_parts_mut(at(outs[1]), len),
             )
         };
-        kernels::reduce_to2(ctx.dtype, ctx.op, x, y, a, b);
+        if nt {
+            let tmp = &mut bytemuck::cast_slice_mut::<u64, u8>(scratch)[..len];
+            kernels::reduce(ctx.dtype, ctx.op, tmp, a, b);
+            kernels::copy_nt(x, tmp);
+            kernels::copy_nt(y, tmp);
+        } else {
+            kernels::reduce_to2(ctx.dtype, ctx.op, x, y, a, b);
+        }
         return;
     }
     if ins.len() == 1 {
         let i = at(ins[0]);
         for &o in outs {
             let o = at(o);
+            if nt && o != i {
+                // SAFETY: distinct, non-overlapping len-byte ranges (caller's contract).
+                let (src, dst) = unsafe {
+                    (
+                        std::slice::from_raw_parts(i, len),
+                        std::slice::from_raw_parts_mut(o, len),
+                    )
+                };
+                kernels::copy_nt(dst, src);
+                continue;
+            }
             if o != i {
                 // SAFETY: distinct, non-overlapping len-byte ranges (caller's contract).
                 unsafe { std::ptr::copy_nonoverlapping(i, o, len) };

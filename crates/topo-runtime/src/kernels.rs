@@ -283,6 +283,44 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// Copy with non-temporal stores (x86-64: SSE2 `movntdq`, always present): for outputs that
+/// will not be read again soon, so the stores do not first read the lines into the cache.
+/// Call [`store_fence`] before publishing the data to another rank.
+pub fn copy_nt(dst: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let n = dst.len();
+        let src = &src[..n];
+        let head = dst.as_ptr().align_offset(16).min(n);
+        dst[..head].copy_from_slice(&src[..head]);
+        let end = head + (n - head) / 16 * 16;
+        let mut i = head;
+        while i < end {
+            // SAFETY: i + 16 <= end <= n for both slices; the destination is 16-byte aligned
+            // (head aligned it), the source load is unaligned.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr().add(i) as *const __m128i);
+                _mm_stream_si128(dst.as_mut_ptr().add(i) as *mut __m128i, v);
+            }
+            i += 16;
+        }
+        dst[end..].copy_from_slice(&src[end..]);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+/// Order earlier non-temporal stores before later stores (the barrier's Release store does
+/// not order them on x86).
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no memory-safety preconditions (SSE is baseline on x86-64).
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
 /// The operator's post-op on a finished reduction: Avg divides by `nranks`, others do nothing.
 pub fn finish(dt: DataType, op: RedOp, buf: &mut [u8], nranks: usize) {
     if op != RedOp::Avg {
@@ -370,6 +408,12 @@ mod tests {
                 let (mut x, mut y) = (vec![0u8; ba.len()], vec![0u8; ba.len()]);
                 reduce_to2(dt, op, &mut x, &mut y, &ba, &bb);
                 assert_eq!((&x, &y), (&out, &out), "{dt:?} {op:?}");
+                for skip in [0, 1, 3] {
+                    let mut z = vec![0u8; ba.len()];
+                    copy_nt(&mut z[skip..], &out[skip..]);
+                    store_fence();
+                    assert_eq!(&z[skip..], &out[skip..]);
+                }
                 finish(dt, op, &mut out, 2);
                 for i in 0..a.len() {
                     let want = match op {

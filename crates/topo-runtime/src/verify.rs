@@ -983,6 +983,27 @@ mod tests {
     }
 
     #[test]
+    fn large_single_copy_messages_use_streaming_stores_and_stay_right() {
+        let mut r = req(
+            2,
+            vec![
+                Collective::AllReduce,
+                Collective::AllGather,
+                Collective::Broadcast,
+            ],
+            DataType::F32,
+            RedOp::Sum,
+        );
+        r.min_bytes = 8 << 20;
+        r.max_bytes = (8 << 20) + 4;
+        r.algorithm = Some(Algorithm::Direct);
+        r.iters = 1;
+        r.warmup = 0;
+        let rep = run_threads(&r).unwrap();
+        assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text());
+    }
+
+    #[test]
     fn sizes_follow_b_e_f() {
         let r = VerifyRequest {
             min_bytes: 8,
