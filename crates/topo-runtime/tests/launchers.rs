@@ -382,3 +382,37 @@ fn torchrun_slurm_and_openmpi_style_processes() {
     });
     assert!(ompi.contains("REPORT transport=shm wrong=0"), "{ompi}");
 }
+
+#[test]
+fn tcp_large_messages_do_not_deadlock_on_socket_buffers() {
+    let port = free_port();
+    let token = format!("big-{port}");
+    let req = VerifyRequest {
+        collectives: vec![
+            Collective::AllReduce,
+            Collective::AllToAll,
+            Collective::Broadcast,
+        ],
+        min_bytes: 6 << 20,
+        max_bytes: 6 << 20,
+        iters: 1,
+        warmup: 0,
+        algorithm: Some(Algorithm::Ring),
+        protocol: Some(Protocol::Simple),
+        in_place: false,
+        ..small(3)
+    };
+    let out = run_env_threads(
+        &req,
+        (0..3).map(|r| env(r, 3, port, &token)).collect(),
+        true,
+        Duration::from_secs(60),
+    );
+    for (r, o) in out.into_iter().enumerate() {
+        match o {
+            Ok(Some(rep)) => assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text()),
+            Ok(None) => {}
+            Err(e) => panic!("rank {r}: {e}"),
+        }
+    }
+}

@@ -1,8 +1,15 @@
 //! TCP between hosts: a full mesh with several sockets per peer (channel `c` uses socket
 //! `c % sockets`), like NCCL's NET/Socket. Every connection opens with the job token, so a
 //! stranger on a data port is refused and logged while the job goes on.
+//!
+//! Each socket has a receiver thread that drains it into a queue in user space (NCCL's proxy
+//! thread plays this part): a rank that is blocked sending never stops its own socket from
+//! being read, so schedules that send a whole chunk before receiving (ring step 0) cannot
+//! deadlock on the kernel's socket buffers, whatever the message size.
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -23,12 +30,58 @@ struct Hello {
     socket: usize,
 }
 
+/// Bytes received on one socket and not yet taken, filled by its receiver thread.
+#[derive(Default)]
+struct Inbox {
+    data: VecDeque<u8>,
+    /// Set when the socket reached EOF or failed.
+    closed: Option<String>,
+}
+
+struct Rx {
+    inbox: Mutex<Inbox>,
+    ready: Condvar,
+}
+
+fn spawn_reader(mut s: TcpStream, rx: Arc<Rx>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let r = s.read(&mut buf);
+            let mut inbox = rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            match r {
+                Ok(0) => inbox.closed = Some("it closed its connection".into()),
+                Ok(k) => inbox.data.extend(&buf[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => inbox.closed = Some(format!("its socket failed: {e}")),
+            }
+            let done = inbox.closed.is_some();
+            drop(inbox);
+            rx.ready.notify_all();
+            if done {
+                return;
+            }
+        }
+    });
+}
+
 /// A rank's TCP endpoint.
 pub struct TcpTransport {
     rank: usize,
     nranks: usize,
     socks: Vec<Vec<Option<TcpStream>>>,
+    rx: Vec<Vec<Option<Arc<Rx>>>>,
     storage: Vec<u64>,
+    timeout: Duration,
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        // Wake the receiver threads (their reads return) so they exit.
+        for s in self.socks.iter().flatten().flatten() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
 
 fn lost(rank: usize, e: std::io::Error) -> RuntimeError {
@@ -135,14 +188,37 @@ impl TcpTransport {
                 Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
             }
         }
-        for s in socks.iter().flatten().flatten() {
-            let _ = s.set_nodelay(true);
+        let mut rx: Vec<Vec<Option<Arc<Rx>>>> = Vec::new();
+        for peer in &socks {
+            let mut row = Vec::new();
+            for s in peer {
+                row.push(match s {
+                    Some(s) => {
+                        let _ = s.set_nodelay(true);
+                        let _ = s.set_read_timeout(None);
+                        let _ = s.set_write_timeout(Some(timeout));
+                        let r = Arc::new(Rx {
+                            inbox: Mutex::default(),
+                            ready: Condvar::new(),
+                        });
+                        let clone = s
+                            .try_clone()
+                            .map_err(|e| RuntimeError::io("clone a socket", e))?;
+                        spawn_reader(clone, r.clone());
+                        Some(r)
+                    }
+                    None => None,
+                });
+            }
+            rx.push(row);
         }
         Ok(TcpTransport {
             rank,
             nranks: n,
             socks,
+            rx,
             storage: vec![0u64; storage_bytes.div_ceil(8)],
+            timeout,
         })
     }
 
@@ -175,15 +251,38 @@ impl Transport for TcpTransport {
             .map_err(|e| lost(peer, e))
     }
     fn recv(&mut self, peer: usize, chan: usize, _proto: Protocol, out: &mut [u8]) -> Result<()> {
-        self.sock(peer, chan)
-            .read_exact(out)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => RuntimeError::PeerLost {
+        let rx = self.rx[peer][chan % SOCKETS_PER_PEER]
+            .as_ref()
+            .expect("connected mesh");
+        let deadline = Instant::now() + self.timeout;
+        let mut inbox = rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        while inbox.data.len() < out.len() {
+            if let Some(why) = &inbox.closed {
+                return Err(RuntimeError::PeerLost {
                     rank: peer,
-                    why: "it closed its connection".into(),
-                },
-                _ => lost(peer, e),
-            })
+                    why: why.clone(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(RuntimeError::Timeout {
+                    what: format!("data from rank {peer}"),
+                    secs: self.timeout.as_secs_f64(),
+                });
+            }
+            inbox = rx
+                .ready
+                .wait_timeout(inbox, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let n = out.len();
+        let (a, b) = inbox.data.as_slices();
+        let k = a.len().min(n);
+        out[..k].copy_from_slice(&a[..k]);
+        out[k..].copy_from_slice(&b[..n - k]);
+        inbox.data.drain(..n);
+        Ok(())
     }
     fn barrier(&mut self) -> Result<()> {
         // Dissemination barrier over socket 0.
