@@ -279,6 +279,105 @@ impl Executor {
     }
 }
 
+/// Units of shared single-copy work.
+const SHARED_UNIT: usize = 256 * 1024;
+
+/// Input and output pointers of a single-copy step, bounds-checked against each rank's layout.
+fn direct_ptrs(
+    t: &dyn Transport,
+    ctx: &OpCtx,
+    d: &crate::schedule::Direct,
+) -> Result<(Vec<*mut u8>, Vec<*mut u8>)> {
+    let n = t.nranks();
+    let es = ctx.dtype.size();
+    let mut v = (Vec::new(), Vec::new());
+    for (list, locs) in [(&mut v.0, &d.inputs), (&mut v.1, &d.outputs)] {
+        for g in locs {
+            let base = t.peer_storage(g.rank).ok_or_else(|| {
+                RuntimeError::Unsupported(format!(
+                    "the {} transport does not map rank {}",
+                    t.kind().name(),
+                    g.rank
+                ))
+            })?;
+            let l = Layout::new(ctx.collective, ctx.count, n, g.rank, ctx.in_place);
+            let (start, limit) = match g.buf {
+                Buf::Send => (l.send_off, l.send_len),
+                Buf::Recv => (l.recv_off, l.recv_len),
+            };
+            // Every rank's storage is as large as this rank's (one arena shape).
+            let cap = t.peer_storage_len();
+            if g.off + d.count > limit || l.total * es > cap {
+                return Err(RuntimeError::InvalidPlan(format!(
+                    "single-copy step outside rank {}'s buffers",
+                    g.rank
+                )));
+            }
+            // SAFETY: (start + off + count) * es <= total * es <= cap, checked above.
+            list.push(unsafe { base.add((start + g.off) * es) });
+        }
+    }
+    Ok(v)
+}
+
+impl Executor {
+    /// Run a single-copy (DIRECT) collective with its work shared dynamically among the ranks
+    /// ([`Transport::shared_work`]): `all[q]` is rank q's schedule. One barrier (every input
+    /// ready), then units of 256 KiB taken by whichever rank is running, then a wait until
+    /// every unit is done. `Ok(false)` when the transport cannot share work (use [`Executor::run`]).
+    pub fn run_shared(
+        &mut self,
+        t: &mut dyn Transport,
+        all: &[Vec<Step>],
+        ctx: &OpCtx,
+    ) -> Result<bool> {
+        let n = t.nranks();
+        let es = ctx.dtype.size();
+        let mut steps = Vec::new();
+        for sched in all {
+            for s in sched {
+                match s {
+                    Step::Direct(d) => steps.push(d),
+                    Step::Barrier => {}
+                    Step::Prim(_) => return Ok(false),
+                }
+            }
+        }
+        let mut units: Vec<(usize, usize, usize)> = Vec::new();
+        let mut ptrs = Vec::with_capacity(steps.len());
+        for (i, d) in steps.iter().enumerate() {
+            ptrs.push(direct_ptrs(&*t, ctx, d)?);
+            let total = d.count * es;
+            let mut off = 0;
+            while off < total {
+                let len = SHARED_UNIT.min(total - off);
+                units.push((i, off, len));
+                off += len;
+            }
+        }
+        if self.scratch.len() < DIRECT_BLOCK / 8 {
+            self.scratch.resize(DIRECT_BLOCK / 8, 0);
+        }
+        t.barrier()?;
+        let scratch = &mut self.scratch;
+        let mut work = |u: u64| {
+            let (i, off, len) = units[u as usize];
+            let (ins, outs) = &ptrs[i];
+            let mut done = 0;
+            while done < len {
+                let l = DIRECT_BLOCK.min(len - done);
+                // SAFETY: direct_ptrs checked every range against its rank's layout; units
+                // partition the steps' ranges, and the steps of different ranks write
+                // disjoint outputs (the schedule's single-copy contract), so no two units
+                // touch the same output bytes.
+                unsafe { direct_block(ctx, n, ins, outs, off + done, l, true, scratch) };
+                done += l;
+            }
+        };
+        t.shared_work(units.len() as u64, &mut work)
+    }
+}
+
 /// One block of a single-copy step: v = reduce(inputs) written to outputs[0], then copied to
 /// the other outputs.
 ///

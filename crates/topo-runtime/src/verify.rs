@@ -59,6 +59,14 @@ pub struct VerifyRequest {
     /// Pin rank r (thread or process) to the r-th allowed CPU (modulo their count).
     #[serde(default)]
     pub pin_cpus: bool,
+    /// DIRECT collectives of at least this many bytes per rank share their work dynamically
+    /// among the ranks (see `Executor::run_shared`); `usize::MAX` turns that off.
+    #[serde(default = "default_shared_min")]
+    pub shared_min_bytes: usize,
+}
+
+fn default_shared_min() -> usize {
+    1 << 20
 }
 
 impl Default for VerifyRequest {
@@ -83,6 +91,7 @@ impl Default for VerifyRequest {
             timeout_s: 30.0,
             foreign_machine: None,
             pin_cpus: false,
+            shared_min_bytes: default_shared_min(),
         }
     }
 }
@@ -438,6 +447,26 @@ pub fn run_rank_progress(
             let (plan, predicted) = plan_for(req, coll, bytes, direct_ok)?;
             let chunk = Executor::chunk_elems(&*t, plan.protocol, plan.chunk_bytes, dt);
             let steps = schedule(&plan, rank, count, chunk)?;
+            // Large single-copy collectives share their work dynamically among the ranks.
+            let all = if plan.algorithm == Algorithm::Direct && count * es >= req.shared_min_bytes {
+                Some(
+                    (0..n)
+                        .map(|q| schedule(&plan, q, count, chunk))
+                        .collect::<Result<Vec<_>>>()?,
+                )
+            } else {
+                None
+            };
+            let mut shared = all.is_some();
+            let mut op = |t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx| -> Result<()> {
+                if shared {
+                    if exec.run_shared(t, all.as_deref().unwrap_or_default(), ctx)? {
+                        return Ok(());
+                    }
+                    shared = false;
+                }
+                exec.run(t, &steps, ctx)
+            };
             let mut forms = vec![false];
             if req.in_place && coll.has_in_place() {
                 forms.push(true);
@@ -460,12 +489,12 @@ pub fn run_rank_progress(
                     fill(storage, &layout, coll, dt, req.op, rank);
                 }
                 for _ in 0..req.warmup {
-                    exec.run(t, &steps, &ctx)?;
+                    op(t, &mut exec, &ctx)?;
                 }
                 t.barrier()?;
                 let start = Instant::now();
                 for _ in 0..req.iters {
-                    exec.run(t, &steps, &ctx)?;
+                    op(t, &mut exec, &ctx)?;
                 }
                 let secs = start.elapsed().as_secs_f64() / req.iters.max(1) as f64;
                 let mut wrong = 0.0;
@@ -478,7 +507,7 @@ pub fn run_rank_progress(
                         fill(storage, &layout, coll, dt, req.op, rank);
                     }
                     t.barrier()?;
-                    exec.run(t, &steps, &ctx)?;
+                    op(t, &mut exec, &ctx)?;
                     t.barrier()?;
                     // SAFETY: as above.
                     let storage = unsafe { std::slice::from_raw_parts(base, cap) };
@@ -1001,6 +1030,21 @@ mod tests {
         r.warmup = 0;
         let rep = run_threads(&r).unwrap();
         assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text());
+    }
+
+    #[test]
+    fn shared_single_copy_work_is_right_for_every_collective() {
+        for n in [1, 2, 3, 8] {
+            for op in [RedOp::Sum, RedOp::Avg] {
+                let mut r = req(n, Collective::ALL.to_vec(), DataType::F32, op);
+                r.algorithm = Some(Algorithm::Direct);
+                r.shared_min_bytes = 0;
+                r.root = n / 2;
+                r.max_bytes = 600_000;
+                let rep = run_threads(&r).unwrap();
+                assert_eq!(rep.wrong_total(), 0, "n={n} {op:?}\n{}", rep.render_text());
+            }
+        }
     }
 
     #[test]

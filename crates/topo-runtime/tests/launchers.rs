@@ -86,6 +86,9 @@ fn processes_run_every_collective_right() {
             req.dtype = DataType::Bf16;
             req.op = RedOp::Max;
         }
+        if algo == Algorithm::Direct {
+            req.shared_min_bytes = 0;
+        }
         let rep = run_processes(&req, &spec(&[])).unwrap();
         assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text());
         assert!(rep.rows.iter().all(|r| r.out_of_place.wrong == Some(0)));

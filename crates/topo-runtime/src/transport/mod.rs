@@ -77,10 +77,20 @@ pub trait Transport: Send {
     fn barrier(&mut self) -> Result<()>;
     /// This rank's buffer storage: base pointer (4096-byte aligned) and length in bytes.
     fn storage(&mut self) -> (*mut u8, usize);
+    /// Bytes of storage every rank has (the same for all ranks).
+    fn peer_storage_len(&self) -> usize;
     /// Another rank's storage base, when this rank can load and store it directly (single copy).
     fn peer_storage(&self, rank: usize) -> Option<*mut u8>;
     /// Tell the other ranks that the job failed because of `rank` (they stop waiting).
     fn abort(&self, rank: usize);
     /// This rank has finished its part successfully: its exit is not a loss.
     fn close(&mut self) {}
+    /// Share `units` pieces of work among the ranks that call this together (dynamically:
+    /// whoever runs takes the next unit, so a descheduled rank does not hold the others up),
+    /// calling `work(unit)` for the units this rank takes; returns when every unit is done,
+    /// by any rank, with its results visible. `Ok(false)`: not supported by this transport.
+    fn shared_work(&mut self, units: u64, work: &mut dyn FnMut(u64)) -> Result<bool> {
+        let _ = (units, work);
+        Ok(false)
+    }
 }

@@ -23,6 +23,8 @@ use crate::types::Protocol;
 
 const MAGIC: u64 = 0x746f_706f_7274_3031; // "toport01"
 const FIFO_HDR: usize = 1024;
+/// Where the per-rank barrier words start in the control block.
+const CTRL_WORDS: usize = 1024;
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;
 
@@ -53,7 +55,7 @@ impl ArenaShape {
         }
     }
     fn ctrl_bytes(&self) -> usize {
-        align(256 + 128 * self.nranks, PAGE)
+        align(CTRL_WORDS + 128 * self.nranks, PAGE)
     }
     fn fifo_bytes(&self) -> usize {
         FIFO_HDR + NSLOTS as usize * self.slot_bytes
@@ -76,6 +78,9 @@ struct Ctrl {
     magic: AtomicU64,
     /// 0, or 1 + the rank whose loss aborted the job.
     abort: CachePadded<AtomicU64>,
+    /// Shared work: units claimed and units finished, cumulative over the job.
+    claimed: CachePadded<AtomicU64>,
+    finished: CachePadded<AtomicU64>,
 }
 
 /// An arena mapping, shared by the rank threads of one process.
@@ -167,14 +172,14 @@ impl Arena {
     }
 
     fn arrive(&self, rank: usize) -> &AtomicU64 {
-        // SAFETY: the barrier words follow the control header at 256 + 128 * rank, inside
-        // ctrl_bytes; 128-byte aligned, accessed only atomically.
-        unsafe { &*(self.base.add(256 + 128 * rank) as *const AtomicU64) }
+        // SAFETY: the barrier words follow the control header at CTRL_WORDS + 128 * rank,
+        // inside ctrl_bytes; 128-byte aligned, accessed only atomically.
+        unsafe { &*(self.base.add(CTRL_WORDS + 128 * rank) as *const AtomicU64) }
     }
 
     fn done(&self, rank: usize) -> &AtomicU64 {
         // SAFETY: the word after rank's barrier word, in the same 128-byte line.
-        unsafe { &*(self.base.add(256 + 128 * rank + 8) as *const AtomicU64) }
+        unsafe { &*(self.base.add(CTRL_WORDS + 128 * rank + 8) as *const AtomicU64) }
     }
 
     /// The arena's shape.
@@ -242,6 +247,7 @@ pub struct ShmTransport {
     health: ShmHealth,
     timeout: Duration,
     spin: u32,
+    work_base: u64,
 }
 
 impl ShmTransport {
@@ -301,7 +307,9 @@ impl ShmTransport {
         // more ranks than CPUs: yield early so that the rank holding the data gets to run.
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let spin = if s.nranks <= cpus { 1 << 14 } else { 128 };
+        let work_base = arena.ctrl().claimed.load(Ordering::Acquire);
         Ok(ShmTransport {
+            work_base,
             spin,
             kind,
             rank,
@@ -367,6 +375,9 @@ impl Transport for ShmTransport {
             self.arena.shape.storage_bytes,
         )
     }
+    fn peer_storage_len(&self) -> usize {
+        self.arena.shape.storage_bytes
+    }
     fn peer_storage(&self, rank: usize) -> Option<*mut u8> {
         // SAFETY: storage_off(rank) + storage_bytes <= total for rank < nranks.
         (rank < self.nranks())
@@ -374,6 +385,40 @@ impl Transport for ShmTransport {
     }
     fn abort(&self, rank: usize) {
         self.arena.abort(rank);
+    }
+    fn shared_work(&mut self, units: u64, work: &mut dyn FnMut(u64)) -> Result<bool> {
+        let ctrl = self.arena.ctrl();
+        let (base, end) = (self.work_base, self.work_base + units);
+        // Claim units until none is left. Every rank passes the same `units` in the same
+        // order, and a rank only starts the next collective after a barrier that every rank
+        // reaches after leaving this loop, so the cumulative counter stays in step.
+        let mut c = ctrl.claimed.load(Ordering::Relaxed);
+        while c < end {
+            match ctrl
+                .claimed
+                .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    work(c - base);
+                    crate::kernels::store_fence();
+                    // Release: the unit's outputs are visible to whoever Acquires `finished`.
+                    ctrl.finished.fetch_add(1, Ordering::Release);
+                    c = ctrl.claimed.load(Ordering::Relaxed);
+                }
+                Err(now) => c = now,
+            }
+        }
+        let mut w = Waiter::new(
+            &self.health,
+            self.timeout,
+            "the other ranks' share of a collective",
+        )
+        .spin(self.spin);
+        while ctrl.finished.load(Ordering::Acquire) < end {
+            w.snooze()?;
+        }
+        self.work_base = end;
+        Ok(true)
     }
     fn close(&mut self) {
         self.arena.done(self.rank).store(1, Ordering::Release);

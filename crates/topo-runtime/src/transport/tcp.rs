@@ -301,6 +301,9 @@ impl Transport for TcpTransport {
         let len = self.storage.len() * 8;
         (self.storage.as_mut_ptr() as *mut u8, len)
     }
+    fn peer_storage_len(&self) -> usize {
+        self.storage.len() * 8
+    }
     fn peer_storage(&self, rank: usize) -> Option<*mut u8> {
         let _ = rank;
         None
