@@ -363,6 +363,8 @@ impl Executor {
         let mut work = |u: u64| {
             let (i, off, len) = units[u as usize];
             let (ins, outs) = &ptrs[i];
+            // Streaming stores only when the step's outputs cannot stay in the caches.
+            let nt = steps[i].count * es >= NT_BYTES;
             let mut done = 0;
             while done < len {
                 let l = DIRECT_BLOCK.min(len - done);
@@ -370,7 +372,7 @@ impl Executor {
                 // partition the steps' ranges, and the steps of different ranks write
                 // disjoint outputs (the schedule's single-copy contract), so no two units
                 // touch the same output bytes.
-                unsafe { direct_block(ctx, n, ins, outs, off + done, l, true, scratch) };
+                unsafe { direct_block(ctx, n, ins, outs, off + done, l, nt, scratch) };
                 done += l;
             }
         };
