@@ -35,6 +35,13 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Why NCCL does what it does here: findings with evidence and fixes, from the machine, a snapshot, a matrix or NCCL logs.
     Diagnose(DiagnoseArgs),
+    /// Run collectives with topo's own runtime and print measured against predicted, like nccl-tests.
+    Verify(VerifyArgs),
+    /// Fit this host's latency and bandwidth (alpha, beta) for the host backend and cache them.
+    Calibrate(CalibrateArgs),
+    /// A rank started by `topo verify --launch processes` (not for use by hand).
+    #[command(hide = true)]
+    Worker,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print the manual page (roff), e.g. `topo man > topo.1`.
@@ -278,4 +285,116 @@ pub struct DiagnoseArgs {
     pub nccl_version: Option<String>,
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// CUDA when a driver and a GPU are present, else host.
+    Auto,
+    Host,
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LaunchKind {
+    /// A launcher's environment (torchrun, Slurm, Open MPI) when present, else threads.
+    Auto,
+    /// One process, one thread per rank.
+    Threads,
+    /// topo starts one copy of itself per rank on this machine.
+    Processes,
+    /// Ranks started by torchrun, srun or mpirun (RANK/WORLD_SIZE, SLURM_*, OMPI_COMM_WORLD_*).
+    Env,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// With --from or --profile: run that machine's schedule (rings, trees, channels, ranks)
+    /// here to check it; timings are then this host's.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all.
+    #[arg(long, default_value = "allreduce")]
+    pub collective: String,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: Backend,
+    /// Ranks (default: this host's CPUs, 2 to 8; with --from/--profile, that machine's GPUs).
+    #[arg(long, value_name = "N")]
+    pub ranks: Option<usize>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub launch: LaunchKind,
+    /// Smallest message size (nccl-tests syntax: 8, 1K, 16M, 4G).
+    #[arg(
+        short = 'b',
+        long = "minbytes",
+        default_value = "8",
+        allow_hyphen_values = true
+    )]
+    pub min_bytes: String,
+    /// Largest message size.
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "32M",
+        allow_hyphen_values = true
+    )]
+    pub max_bytes: String,
+    /// Multiplication factor between sizes.
+    #[arg(
+        short = 'f',
+        long = "stepfactor",
+        default_value = "2",
+        allow_hyphen_values = true
+    )]
+    pub step_factor: u64,
+    /// Timed iterations per size.
+    #[arg(short = 'n', long = "iters", default_value = "20")]
+    pub iters: usize,
+    /// Warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup_iters", default_value = "5")]
+    pub warmup: usize,
+    /// Check results (1) or not (0).
+    #[arg(short = 'c', long = "check", default_value = "1")]
+    pub check: u8,
+    /// Reduction: sum, prod, min, max, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Data type: float, double, half, bfloat16, int32, int64, uint8.
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub dtype: String,
+    /// Root rank of broadcast and reduce.
+    #[arg(short = 'r', long = "root", default_value = "0")]
+    pub root: usize,
+    /// Force an algorithm: ring, tree, direct (host backend).
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Force a protocol: simple, ll, ll128.
+    #[arg(long)]
+    pub proto: Option<String>,
+    /// Seconds a rank waits for a peer before failing.
+    #[arg(long, default_value = "60")]
+    pub timeout: f64,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: VerifyFormat,
+    /// NCCL version to model for --from/--profile plans (2.18 … 2.30).
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VerifyFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Largest message measured.
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M")]
+    pub max_bytes: String,
+    /// Iterations per size.
+    #[arg(short = 'n', long = "iters", default_value = "10")]
+    pub iters: usize,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: VerifyFormat,
 }

@@ -12,7 +12,9 @@ pub use topo_source::error::{io_reason, one_line};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
+    CheckFailed = 1,
     Usage = 2,
+    MissingRuntime = 3,
     /// stdout is a pipe its reader closed (`topo show | head -1`): exit quietly with the
     /// status a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `grep`
     /// would, so the reader's choice to stop is not an error message but a pipeline with
@@ -75,6 +77,13 @@ pub fn report(err: &anyhow::Error) -> Report {
         }
         if let Some(e) = cause.downcast_ref::<topo_source::Error>() {
             return source_report(e, line);
+        }
+        if let Some(e) = cause.downcast_ref::<topo_runtime::RuntimeError>() {
+            return Report {
+                exit: Exit::Usage,
+                line,
+                hint: runtime_hint(e).map(str::to_string),
+            };
         }
         if let Some(e) = cause.downcast_ref::<topo_nccl::Error>() {
             return Report {
@@ -149,6 +158,26 @@ fn source_hint(kind: SourceKind) -> Option<String> {
         _ => return None,
     };
     Some(s.to_string())
+}
+
+fn runtime_hint(e: &topo_runtime::RuntimeError) -> Option<&'static str> {
+    use topo_runtime::RuntimeError as R;
+    Some(match e {
+        R::Unsupported(_) => "the host backend runs --algo ring, tree or direct",
+        R::PeerLost { .. } => {
+            "a rank exited or was killed (check its output and dmesg for the OOM killer), then rerun"
+        }
+        R::Timeout { .. } => {
+            "check that every rank was started (--ranks, WORLD_SIZE, SLURM_NTASKS) and can reach MASTER_ADDR, or raise --timeout"
+        }
+        R::Rendezvous(_) => {
+            "every rank needs the same MASTER_ADDR:MASTER_PORT, world size and job token (TOPO_JOB_TOKEN or the launcher's job id)"
+        }
+        R::Launch(_) => {
+            "run under torchrun, srun or mpirun for --launch env, or use --launch threads"
+        }
+        _ => return None,
+    })
 }
 
 fn nccl_hint(e: &topo_nccl::Error) -> Option<String> {

@@ -2,11 +2,13 @@
 //! answer; this module runs the one asked for and turns failures into the contract's one-line
 //! errors and exit codes.
 
+mod calibrate;
 mod diagnose;
 mod meta;
 mod plan;
 mod show;
 mod snapshot;
+mod verify;
 mod xml;
 
 use crate::cli::{Cli, Command};
@@ -27,11 +29,25 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Xml(a) => xml::run(a, style)?,
         Command::Snapshot(a) => snapshot::run(a)?,
         Command::Diagnose(a) => return diagnose::run(a, style),
+        Command::Verify(a) => return verify::run(a, style),
+        Command::Calibrate(a) => calibrate::run(a, style)?,
+        Command::Worker => worker()?,
         Command::Completions(a) => meta::completions(a)?,
         Command::Man => meta::man()?,
         Command::Help(a) => meta::help(a)?,
     }
     Ok(0)
+}
+
+/// A rank process of `topo verify --launch processes`: runs its part and exits.
+fn worker() -> Result<()> {
+    if topo_runtime::launch::worker_main()? {
+        return Ok(());
+    }
+    Err(error::usage(
+        "topo worker runs a rank of topo verify --launch processes",
+        "run topo verify --launch processes instead",
+    ))
 }
 
 /// The subcommands clap knows, for naming the one a failed command line was meant for.

@@ -174,7 +174,7 @@ fn funcs(s: &str) -> Result<Vec<Func>> {
 }
 
 /// Which NCCL version to model: the flag, else the library on this machine, else the default.
-fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
+pub(crate) fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
     if let Some(v) = flag {
         return Ok((NcclVersion::parse(v)?, "--nccl-version".into()));
     }
@@ -197,7 +197,7 @@ fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
 }
 
 /// The NCCL-related part of the process environment.
-fn process_env() -> Vec<(String, String)> {
+pub(crate) fn process_env() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("NCCL_") || k == "CUDA_VISIBLE_DEVICES")
         .collect();

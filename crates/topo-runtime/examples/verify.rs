@@ -1,0 +1,97 @@
+//! A stand-in for `topo verify` until the CLI is wired: nccl-tests style options.
+//!
+//!     cargo run --release --example verify -- --ranks 2 --launch processes -b 8 -e 256M -f 2 -n 20
+use std::process::ExitCode;
+
+use topo_runtime::launch::{Launch, ProcessSpec, run_verify, worker_main};
+use topo_runtime::verify::VerifyRequest;
+use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp};
+
+fn size(s: &str) -> usize {
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().expect("size") * mul
+}
+
+fn main() -> ExitCode {
+    match worker_main() {
+        Ok(true) => return ExitCode::SUCCESS,
+        Ok(false) => {}
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut req = VerifyRequest::default();
+    let mut launch = Launch::Threads;
+    let mut json = false;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let v = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--ranks" => req.ranks = v.parse().unwrap(),
+            "-b" => req.min_bytes = size(&v),
+            "-e" => req.max_bytes = size(&v),
+            "-f" => req.step_factor = v.parse().unwrap(),
+            "-n" => req.iters = v.parse().unwrap(),
+            "-w" => req.warmup = v.parse().unwrap(),
+            "-c" => req.check = v != "0",
+            "-o" => req.op = RedOp::parse(&v).unwrap(),
+            "-d" => req.dtype = DataType::parse(&v).unwrap(),
+            "--channels" => req.nchannels = v.parse().unwrap(),
+            "--in-place" => req.in_place = v != "0",
+            "--pin" => req.pin_cpus = v != "0",
+            "--algo" => req.algorithm = Some(Algorithm::parse(&v).unwrap()),
+            "--proto" => req.protocol = Some(Protocol::parse(&v).unwrap()),
+            "--collective" => {
+                req.collectives = if v == "all" {
+                    Collective::ALL.to_vec()
+                } else {
+                    vec![Collective::parse(&v).unwrap()]
+                }
+            }
+            "--launch" => {
+                launch = match v.as_str() {
+                    "threads" => Launch::Threads,
+                    "processes" => Launch::Processes(ProcessSpec {
+                        program: std::env::current_exe().unwrap(),
+                        args: vec![],
+                        envs: vec![],
+                    }),
+                    "env" => Launch::Env,
+                    _ => Launch::Auto,
+                }
+            }
+            "--format" => json = v == "json",
+            other => {
+                eprintln!("error: unknown option {other}");
+                return ExitCode::from(2);
+            }
+        }
+        i += 2;
+    }
+    match run_verify(&req, &launch) {
+        Ok(Some(rep)) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rep.to_json()).unwrap());
+            } else {
+                print!("{}", rep.render_text());
+            }
+            if rep.wrong_total() > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

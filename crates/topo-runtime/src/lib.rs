@@ -1,0 +1,22 @@
+//! topo's embedded collective runtime.
+//!
+//! The crate takes typed values (never CLI types): a [`CollectivePlan`] says what NCCL would do
+//! (algorithm, protocol, channels, rings, trees, chunk size), [`schedule::schedule`] turns it
+//! into per-rank step lists, a [`transport::Transport`] moves the bytes, a launcher
+//! ([`launch`]) starts the ranks, and [`verify::run_verify`] runs an nccl-tests style sweep and
+//! returns typed rows, a text renderer and the `topo.verify/v1` JSON struct.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod calibrate;
+pub mod error;
+pub mod exec;
+pub mod kernels;
+pub mod launch;
+pub mod protocol;
+pub mod schedule;
+pub mod transport;
+pub mod types;
+pub mod verify;
+
+pub use error::{Result, RuntimeError};
+pub use types::*;

@@ -1,0 +1,440 @@
+//! Memory every rank maps: threads share an anonymous mapping, processes a memfd.
+//!
+//! The memfd has no name in any file system: nothing appears in /dev/shm, so a crash leaves
+//! nothing behind (the memory goes when the last process holding it exits). It is created
+//! mode 0600 by rank 0 and passed to the other local ranks over a Unix socket with
+//! SCM_RIGHTS ([`crate::launch`]).
+//!
+//! Layout: a control block (abort word, one barrier word per rank), then one FIFO per
+//! (source, destination, channel), then each rank's buffer storage.
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+use memmap2::{MmapMut, MmapOptions};
+
+use super::{Transport, TransportKind};
+use crate::error::{Result, RuntimeError};
+use crate::protocol::{FifoEnd, FifoHeader, Health, NSLOTS, Waiter, slot_payload};
+use crate::types::Protocol;
+
+const MAGIC: u64 = 0x746f_706f_7274_3031; // "toport01"
+const FIFO_HDR: usize = 1024;
+/// Where the per-rank barrier words start in the control block.
+const CTRL_WORDS: usize = 1024;
+const PAGE: usize = 4096;
+const HUGE: usize = 2 << 20;
+
+fn align(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+/// The arena's shape: every rank computes the same offsets from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ArenaShape {
+    pub nranks: usize,
+    /// FIFO channels per (source, destination) pair.
+    pub channels: usize,
+    /// Bytes per FIFO slot.
+    pub slot_bytes: usize,
+    /// Buffer storage per rank, in bytes.
+    pub storage_bytes: usize,
+}
+
+impl ArenaShape {
+    /// A shape with the default slot size (32 KiB).
+    pub fn new(nranks: usize, channels: usize, storage_bytes: usize) -> ArenaShape {
+        ArenaShape {
+            nranks,
+            channels: channels.max(1),
+            slot_bytes: 32 * 1024,
+            storage_bytes: align(storage_bytes.max(PAGE), PAGE),
+        }
+    }
+    fn ctrl_bytes(&self) -> usize {
+        align(CTRL_WORDS + 128 * self.nranks, PAGE)
+    }
+    fn fifo_bytes(&self) -> usize {
+        FIFO_HDR + NSLOTS as usize * self.slot_bytes
+    }
+    fn fifo_off(&self, src: usize, dst: usize, ch: usize) -> usize {
+        self.ctrl_bytes() + ((src * self.nranks + dst) * self.channels + ch) * self.fifo_bytes()
+    }
+    fn storage_off(&self, rank: usize) -> usize {
+        let start = align(self.fifo_off(self.nranks, 0, 0), HUGE);
+        start + rank * align(self.storage_bytes, HUGE)
+    }
+    /// Total bytes of the arena.
+    pub fn total(&self) -> usize {
+        self.storage_off(self.nranks)
+    }
+}
+
+#[repr(C)]
+struct Ctrl {
+    magic: AtomicU64,
+    /// 0, or 1 + the rank whose loss aborted the job.
+    abort: CachePadded<AtomicU64>,
+    /// Shared work: units claimed and units finished, cumulative over the job.
+    claimed: CachePadded<AtomicU64>,
+    finished: CachePadded<AtomicU64>,
+}
+
+/// An arena mapping, shared by the rank threads of one process.
+pub struct Arena {
+    _map: MmapMut,
+    base: *mut u8,
+    shape: ArenaShape,
+}
+
+// SAFETY: the arena is plain shared memory; every cross-rank access goes through the
+// protocols in crate::protocol (atomics with stated orderings) or through single-copy steps
+// separated by barriers.
+unsafe impl Send for Arena {}
+// SAFETY: as above.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    /// An anonymous arena for ranks that are threads of this process.
+    pub fn anonymous(shape: ArenaShape) -> Result<Arc<Arena>> {
+        let map = MmapMut::map_anon(shape.total()).map_err(|e| {
+            RuntimeError::io(
+                format!("map {} bytes for {} ranks", shape.total(), shape.nranks),
+                e,
+            )
+        })?;
+        Ok(Arc::new(Arena::init(map, shape, true)))
+    }
+
+    /// A memfd arena (rank 0 of a local job): the fd to pass to the other local ranks.
+    pub fn memfd(shape: ArenaShape, job: &str) -> Result<(Arc<Arena>, OwnedFd)> {
+        use rustix::fs::{MemfdFlags, memfd_create};
+        let fd = memfd_create(format!("topo-{job}"), MemfdFlags::CLOEXEC)
+            .map_err(|e| RuntimeError::io("memfd_create", e))?;
+        rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o600))
+            .map_err(|e| RuntimeError::io("fchmod memfd 0600", e))?;
+        rustix::fs::ftruncate(&fd, shape.total() as u64)
+            .map_err(|e| RuntimeError::io(format!("size memfd to {} bytes", shape.total()), e))?;
+        let arena = Arena::map_fd(&fd, shape, true)?;
+        Ok((arena, fd))
+    }
+
+    /// Map a memfd received from rank 0.
+    pub fn map_fd(fd: &impl AsFd, shape: ArenaShape, init: bool) -> Result<Arc<Arena>> {
+        let file = File::from(
+            fd.as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| RuntimeError::io("dup memfd", e))?,
+        );
+        let len = file
+            .metadata()
+            .map_err(|e| RuntimeError::io("stat memfd", e))?
+            .len() as usize;
+        if len != shape.total() {
+            return Err(RuntimeError::Rendezvous(format!(
+                "shared segment is {len} bytes, this rank expected {}",
+                shape.total()
+            )));
+        }
+        // SAFETY: the memfd is private to this job (no name, mode 0600) and its size is fixed
+        // above; the mapping is only accessed through the protocols documented on Arena.
+        let map = unsafe { MmapOptions::new().len(len).map_mut(&file) }
+            .map_err(|e| RuntimeError::io("map memfd", e))?;
+        let arena = Arena::init(map, shape, init);
+        if arena.ctrl().magic.load(Ordering::Acquire) != MAGIC {
+            return Err(RuntimeError::Rendezvous(
+                "shared segment is not initialised".into(),
+            ));
+        }
+        Ok(Arc::new(arena))
+    }
+
+    fn init(mut map: MmapMut, shape: ArenaShape, init: bool) -> Arena {
+        let base = map.as_mut_ptr();
+        let _ = map.advise(memmap2::Advice::HugePage);
+        let arena = Arena {
+            _map: map,
+            base,
+            shape,
+        };
+        if init {
+            arena.ctrl().magic.store(MAGIC, Ordering::Release);
+        }
+        arena
+    }
+
+    fn ctrl(&self) -> &Ctrl {
+        // SAFETY: offset 0 of a page-aligned mapping of at least ctrl_bytes; Ctrl is atomics.
+        unsafe { &*(self.base as *const Ctrl) }
+    }
+
+    fn arrive(&self, rank: usize) -> &AtomicU64 {
+        // SAFETY: the barrier words follow the control header at CTRL_WORDS + 128 * rank,
+        // inside ctrl_bytes; 128-byte aligned, accessed only atomically.
+        unsafe { &*(self.base.add(CTRL_WORDS + 128 * rank) as *const AtomicU64) }
+    }
+
+    fn done(&self, rank: usize) -> &AtomicU64 {
+        // SAFETY: the word after rank's barrier word, in the same 128-byte line.
+        unsafe { &*(self.base.add(CTRL_WORDS + 128 * rank + 8) as *const AtomicU64) }
+    }
+
+    /// The arena's shape.
+    pub fn shape(&self) -> ArenaShape {
+        self.shape
+    }
+
+    /// Mark the job as failed because of `rank`.
+    pub fn abort(&self, rank: usize) {
+        let _ = self.ctrl().abort.compare_exchange(
+            0,
+            rank as u64 + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+}
+
+/// Health of a shared-memory job: the abort word and, for processes, a pidfd per peer.
+struct ShmHealth {
+    arena: Arc<Arena>,
+    pidfds: Vec<Option<OwnedFd>>,
+}
+
+impl Health for ShmHealth {
+    fn check(&self) -> Result<()> {
+        let a = self.arena.ctrl().abort.load(Ordering::Acquire);
+        if a != 0 {
+            return Err(RuntimeError::PeerLost {
+                rank: a as usize - 1,
+                why: "the job was aborted".into(),
+            });
+        }
+        for (rank, fd) in self.pidfds.iter().enumerate() {
+            let Some(fd) = fd else { continue };
+            let mut pfd = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+            let ready = rustix::event::poll(
+                &mut pfd,
+                Some(&rustix::event::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                }),
+            )
+            .unwrap_or(0);
+            if ready > 0 && self.arena.done(rank).load(Ordering::Acquire) == 0 {
+                self.arena.abort(rank);
+                return Err(RuntimeError::PeerLost {
+                    rank,
+                    why: "its process exited".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A rank's view of a shared-memory arena.
+pub struct ShmTransport {
+    kind: TransportKind,
+    rank: usize,
+    arena: Arc<Arena>,
+    tx: Vec<FifoEnd>,
+    rx: Vec<FifoEnd>,
+    epoch: u64,
+    health: ShmHealth,
+    timeout: Duration,
+    spin: u32,
+    work_base: u64,
+}
+
+impl ShmTransport {
+    /// Rank `rank`'s endpoint. `pids[r]` is rank r's process id when ranks are processes
+    /// (the rank's own entry and threads mode: `None`). Only one endpoint per rank may exist.
+    pub fn new(
+        arena: Arc<Arena>,
+        rank: usize,
+        pids: &[Option<i32>],
+        timeout: Duration,
+    ) -> Result<ShmTransport> {
+        let s = arena.shape;
+        let mut tx = Vec::new();
+        let mut rx = Vec::new();
+        for peer in 0..s.nranks {
+            for ch in 0..s.channels {
+                for (list, src, dst) in [(&mut tx, rank, peer), (&mut rx, peer, rank)] {
+                    let off = s.fifo_off(src, dst, ch);
+                    // SAFETY: offsets are inside the arena, 1024-aligned for the header and
+                    // followed by NSLOTS slots; one producer end (tx of src) and one consumer
+                    // end (rx of dst) exist per FIFO because each rank builds only its own.
+                    list.push(unsafe {
+                        FifoEnd::new(
+                            arena.base.add(off) as *const FifoHeader,
+                            arena.base.add(off + FIFO_HDR),
+                            s.slot_bytes,
+                        )
+                    });
+                }
+            }
+        }
+        let mut pidfds = Vec::new();
+        for (r, pid) in pids.iter().enumerate() {
+            pidfds.push(match pid {
+                Some(pid) if r != rank => {
+                    let pid = rustix::process::Pid::from_raw(*pid).ok_or_else(|| {
+                        RuntimeError::Rendezvous(format!("rank {r} sent pid {pid}"))
+                    })?;
+                    Some(
+                        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                            .map_err(|e| RuntimeError::PeerLost {
+                                rank: r,
+                                why: format!("pidfd_open: {e}"),
+                            })?,
+                    )
+                }
+                _ => None,
+            });
+        }
+        let kind = if pids.iter().any(Option::is_some) {
+            TransportKind::Shm
+        } else {
+            TransportKind::InProcess
+        };
+        let epoch = arena.arrive(rank).load(Ordering::Acquire);
+        // Every rank on a CPU of its own: spin long before yielding (like MPI's busy polling);
+        // more ranks than CPUs: yield early so that the rank holding the data gets to run.
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let spin = if s.nranks <= cpus { 1 << 14 } else { 128 };
+        let work_base = arena.ctrl().claimed.load(Ordering::Acquire);
+        Ok(ShmTransport {
+            work_base,
+            spin,
+            kind,
+            rank,
+            health: ShmHealth {
+                arena: arena.clone(),
+                pidfds,
+            },
+            arena,
+            tx,
+            rx,
+            epoch,
+            timeout,
+        })
+    }
+}
+
+impl Transport for ShmTransport {
+    fn kind(&self) -> TransportKind {
+        self.kind
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn nranks(&self) -> usize {
+        self.arena.shape.nranks
+    }
+    fn piece_bytes(&self, proto: Protocol) -> usize {
+        slot_payload(proto, self.arena.shape.slot_bytes)
+    }
+    fn fifo_bytes(&self, proto: Protocol) -> usize {
+        NSLOTS as usize * self.piece_bytes(proto)
+    }
+    fn send(&mut self, peer: usize, chan: usize, proto: Protocol, data: &[u8]) -> Result<()> {
+        let ch = self.arena.shape.channels;
+        let mut w =
+            Waiter::new(&self.health, self.timeout, "a peer to drain its fifo").spin(self.spin);
+        self.tx[peer * ch + chan % ch].send(proto, data, &mut w)
+    }
+    fn recv(&mut self, peer: usize, chan: usize, proto: Protocol, out: &mut [u8]) -> Result<()> {
+        let ch = self.arena.shape.channels;
+        let mut w = Waiter::new(&self.health, self.timeout, "data from a peer").spin(self.spin);
+        self.rx[peer * ch + chan % ch].recv(proto, out, &mut w)
+    }
+    fn barrier(&mut self) -> Result<()> {
+        self.epoch += 1;
+        // Release: everything this rank wrote before the barrier is visible to a rank that
+        // Acquire-loads our arrival word below.
+        self.arena
+            .arrive(self.rank)
+            .store(self.epoch, Ordering::Release);
+        let mut w =
+            Waiter::new(&self.health, self.timeout, "every rank at a barrier").spin(self.spin);
+        for r in 0..self.nranks() {
+            while self.arena.arrive(r).load(Ordering::Acquire) < self.epoch {
+                w.snooze()?;
+            }
+        }
+        Ok(())
+    }
+    fn storage(&mut self) -> (*mut u8, usize) {
+        (
+            self.peer_storage(self.rank).expect("own storage"),
+            self.arena.shape.storage_bytes,
+        )
+    }
+    fn peer_storage_len(&self) -> usize {
+        self.arena.shape.storage_bytes
+    }
+    fn peer_storage(&self, rank: usize) -> Option<*mut u8> {
+        // SAFETY: storage_off(rank) + storage_bytes <= total for rank < nranks.
+        (rank < self.nranks())
+            .then(|| unsafe { self.arena.base.add(self.arena.shape.storage_off(rank)) })
+    }
+    fn abort(&self, rank: usize) {
+        self.arena.abort(rank);
+    }
+    fn shared_work(&mut self, units: u64, work: &mut dyn FnMut(u64)) -> Result<bool> {
+        let ctrl = self.arena.ctrl();
+        let (base, end) = (self.work_base, self.work_base + units);
+        // Claim units until none is left. Every rank passes the same `units` in the same
+        // order, and a rank only starts the next collective after a barrier that every rank
+        // reaches after leaving this loop, so the cumulative counter stays in step.
+        let mut c = ctrl.claimed.load(Ordering::Relaxed);
+        while c < end {
+            match ctrl
+                .claimed
+                .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    work(c - base);
+                    crate::kernels::store_fence();
+                    // Release: the unit's outputs are visible to whoever Acquires `finished`.
+                    ctrl.finished.fetch_add(1, Ordering::Release);
+                    c = ctrl.claimed.load(Ordering::Relaxed);
+                }
+                Err(now) => c = now,
+            }
+        }
+        let mut w = Waiter::new(
+            &self.health,
+            self.timeout,
+            "the other ranks' share of a collective",
+        )
+        .spin(self.spin);
+        while ctrl.finished.load(Ordering::Acquire) < end {
+            w.snooze()?;
+        }
+        self.work_base = end;
+        Ok(true)
+    }
+    fn close(&mut self) {
+        self.arena.done(self.rank).store(1, Ordering::Release);
+    }
+}
+
+/// Transports for `nranks` threads of this process.
+pub fn in_process(
+    nranks: usize,
+    channels: usize,
+    storage_bytes: usize,
+    timeout: Duration,
+) -> Result<Vec<ShmTransport>> {
+    let arena = Arena::anonymous(ArenaShape::new(nranks, channels, storage_bytes))?;
+    let none = vec![None; nranks];
+    (0..nranks)
+        .map(|r| ShmTransport::new(arena.clone(), r, &none, timeout))
+        .collect()
+}

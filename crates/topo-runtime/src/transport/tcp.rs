@@ -1,0 +1,314 @@
+//! TCP between hosts: a full mesh with several sockets per peer (channel `c` uses socket
+//! `c % sockets`), like NCCL's NET/Socket. Every connection opens with the job token, so a
+//! stranger on a data port is refused and logged while the job goes on.
+//!
+//! Each socket has a receiver thread that drains it into a queue in user space (NCCL's proxy
+//! thread plays this part): a rank that is blocked sending never stops its own socket from
+//! being read, so schedules that send a whole chunk before receiving (ring step 0) cannot
+//! deadlock on the kernel's socket buffers, whatever the message size.
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Transport, TransportKind};
+use crate::error::{Result, RuntimeError};
+use crate::launch::{log_refusal, read_frame, write_frame};
+use crate::types::Protocol;
+
+/// Sockets per peer.
+pub const SOCKETS_PER_PEER: usize = 2;
+const PIECE: usize = 256 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Hello {
+    token: String,
+    rank: usize,
+    socket: usize,
+}
+
+/// Bytes received on one socket and not yet taken, filled by its receiver thread.
+#[derive(Default)]
+struct Inbox {
+    data: VecDeque<u8>,
+    /// Set when the socket reached EOF or failed.
+    closed: Option<String>,
+}
+
+struct Rx {
+    inbox: Mutex<Inbox>,
+    ready: Condvar,
+}
+
+fn spawn_reader(mut s: TcpStream, rx: Arc<Rx>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            let r = s.read(&mut buf);
+            let mut inbox = rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+            match r {
+                Ok(0) => inbox.closed = Some("it closed its connection".into()),
+                Ok(k) => inbox.data.extend(&buf[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => inbox.closed = Some(format!("its socket failed: {e}")),
+            }
+            let done = inbox.closed.is_some();
+            drop(inbox);
+            rx.ready.notify_all();
+            if done {
+                return;
+            }
+        }
+    });
+}
+
+/// A rank's TCP endpoint.
+pub struct TcpTransport {
+    rank: usize,
+    nranks: usize,
+    socks: Vec<Vec<Option<TcpStream>>>,
+    rx: Vec<Vec<Option<Arc<Rx>>>>,
+    storage: Vec<u64>,
+    timeout: Duration,
+}
+
+impl Drop for TcpTransport {
+    fn drop(&mut self) {
+        // Wake the receiver threads (their reads return) so they exit.
+        for s in self.socks.iter().flatten().flatten() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn lost(rank: usize, e: std::io::Error) -> RuntimeError {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        WouldBlock | TimedOut => RuntimeError::Timeout {
+            what: format!("data from rank {rank}"),
+            secs: 0.0,
+        },
+        _ => RuntimeError::PeerLost {
+            rank,
+            why: format!("its socket failed: {e}"),
+        },
+    }
+}
+
+impl TcpTransport {
+    /// Connect the mesh. `listener` is this rank's data listener (its address was sent to
+    /// every peer through the rendezvous); `addrs[r]` is rank r's.
+    pub fn connect(
+        rank: usize,
+        listener: TcpListener,
+        addrs: &[SocketAddr],
+        token: &str,
+        storage_bytes: usize,
+        timeout: Duration,
+    ) -> Result<TcpTransport> {
+        let n = addrs.len();
+        let deadline = Instant::now() + timeout;
+        let mut socks: Vec<Vec<Option<TcpStream>>> = (0..n)
+            .map(|_| (0..SOCKETS_PER_PEER).map(|_| None).collect())
+            .collect();
+        // Connect to higher ranks (their listeners exist already: the backlog holds us).
+        for (peer, addr) in addrs.iter().enumerate().skip(rank + 1) {
+            for (s, slot) in socks[peer].iter_mut().enumerate() {
+                let mut st = loop {
+                    match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
+                        Ok(st) => break st,
+                        Err(e) if Instant::now() > deadline => {
+                            return Err(RuntimeError::PeerLost {
+                                rank: peer,
+                                why: format!("cannot connect to {addr}: {e}"),
+                            });
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                };
+                st.set_read_timeout(Some(timeout))
+                    .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                write_frame(
+                    &mut st,
+                    &Hello {
+                        token: token.into(),
+                        rank,
+                        socket: s,
+                    },
+                )?;
+                *slot = Some(st);
+            }
+        }
+        // Accept from lower ranks.
+        let mut want = rank * SOCKETS_PER_PEER;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| RuntimeError::io("listen", e))?;
+        while want > 0 {
+            match listener.accept() {
+                Ok((mut st, from)) => {
+                    st.set_nonblocking(false)
+                        .map_err(|e| RuntimeError::io("accept", e))?;
+                    st.set_read_timeout(Some(Duration::from_secs(5)))
+                        .map_err(|e| RuntimeError::io("accept", e))?;
+                    match read_frame::<Hello>(&mut st) {
+                        Ok(h)
+                            if h.token == token
+                                && h.rank < rank
+                                && h.socket < SOCKETS_PER_PEER
+                                && socks[h.rank][h.socket].is_none() =>
+                        {
+                            st.set_read_timeout(Some(timeout))
+                                .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                            socks[h.rank][h.socket] = Some(st);
+                            want -= 1;
+                        }
+                        Ok(_) => log_refusal(
+                            &from.to_string(),
+                            "wrong job token or rank on a data connection",
+                        ),
+                        Err(e) => log_refusal(&from.to_string(), &e.to_string()),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        let missing: Vec<usize> = (0..rank)
+                            .filter(|&r| socks[r].iter().any(Option::is_none))
+                            .collect();
+                        return Err(RuntimeError::Timeout {
+                            what: format!("data connections from ranks {missing:?}"),
+                            secs: timeout.as_secs_f64(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
+            }
+        }
+        let mut rx: Vec<Vec<Option<Arc<Rx>>>> = Vec::new();
+        for peer in &socks {
+            let mut row = Vec::new();
+            for s in peer {
+                row.push(match s {
+                    Some(s) => {
+                        let _ = s.set_nodelay(true);
+                        let _ = s.set_read_timeout(None);
+                        let _ = s.set_write_timeout(Some(timeout));
+                        let r = Arc::new(Rx {
+                            inbox: Mutex::default(),
+                            ready: Condvar::new(),
+                        });
+                        let clone = s
+                            .try_clone()
+                            .map_err(|e| RuntimeError::io("clone a socket", e))?;
+                        spawn_reader(clone, r.clone());
+                        Some(r)
+                    }
+                    None => None,
+                });
+            }
+            rx.push(row);
+        }
+        Ok(TcpTransport {
+            rank,
+            nranks: n,
+            socks,
+            rx,
+            storage: vec![0u64; storage_bytes.div_ceil(8)],
+            timeout,
+        })
+    }
+
+    fn sock(&mut self, peer: usize, chan: usize) -> &mut TcpStream {
+        self.socks[peer][chan % SOCKETS_PER_PEER]
+            .as_mut()
+            .expect("connected mesh")
+    }
+}
+
+impl Transport for TcpTransport {
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn nranks(&self) -> usize {
+        self.nranks
+    }
+    fn piece_bytes(&self, _proto: Protocol) -> usize {
+        PIECE
+    }
+    fn fifo_bytes(&self, _proto: Protocol) -> usize {
+        4 * PIECE
+    }
+    fn send(&mut self, peer: usize, chan: usize, _proto: Protocol, data: &[u8]) -> Result<()> {
+        self.sock(peer, chan)
+            .write_all(data)
+            .map_err(|e| lost(peer, e))
+    }
+    fn recv(&mut self, peer: usize, chan: usize, _proto: Protocol, out: &mut [u8]) -> Result<()> {
+        let rx = self.rx[peer][chan % SOCKETS_PER_PEER]
+            .as_ref()
+            .expect("connected mesh");
+        let deadline = Instant::now() + self.timeout;
+        let mut inbox = rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
+        while inbox.data.len() < out.len() {
+            if let Some(why) = &inbox.closed {
+                return Err(RuntimeError::PeerLost {
+                    rank: peer,
+                    why: why.clone(),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(RuntimeError::Timeout {
+                    what: format!("data from rank {peer}"),
+                    secs: self.timeout.as_secs_f64(),
+                });
+            }
+            inbox = rx
+                .ready
+                .wait_timeout(inbox, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let n = out.len();
+        let (a, b) = inbox.data.as_slices();
+        let k = a.len().min(n);
+        out[..k].copy_from_slice(&a[..k]);
+        out[k..].copy_from_slice(&b[..n - k]);
+        inbox.data.drain(..n);
+        Ok(())
+    }
+    fn barrier(&mut self) -> Result<()> {
+        // Dissemination barrier over socket 0.
+        let n = self.nranks;
+        let mut k = 1;
+        while k < n {
+            let (to, from) = ((self.rank + k) % n, (self.rank + n - k) % n);
+            self.send(to, 0, Protocol::Simple, &[1])?;
+            let mut b = [0u8];
+            self.recv(from, 0, Protocol::Simple, &mut b)?;
+            k *= 2;
+        }
+        Ok(())
+    }
+    fn storage(&mut self) -> (*mut u8, usize) {
+        let len = self.storage.len() * 8;
+        (self.storage.as_mut_ptr() as *mut u8, len)
+    }
+    fn peer_storage_len(&self) -> usize {
+        self.storage.len() * 8
+    }
+    fn peer_storage(&self, rank: usize) -> Option<*mut u8> {
+        let _ = rank;
+        None
+    }
+    fn abort(&self, _rank: usize) {
+        // Peers notice the closed sockets when this rank exits.
+    }
+}

@@ -1,0 +1,1066 @@
+//! The verify engine: an nccl-tests style sweep over sizes, run by every rank, with results
+//! gathered on rank 0; a text renderer in nccl-tests' columns and the `topo.verify/v1` JSON.
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, RuntimeError};
+use crate::exec::{Executor, OpCtx};
+use crate::kernels;
+use crate::schedule::{Layout, schedule};
+use crate::transport::{Transport, TransportKind};
+use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp};
+
+/// A plan row handed in by the caller: how NCCL would run `collective` at `bytes`, and what
+/// the model predicts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlannedRow {
+    pub collective: Collective,
+    pub bytes: usize,
+    pub plan: CollectivePlan,
+    pub predicted_time_us: Option<f64>,
+}
+
+/// A whole verify sweep (nccl-tests' options).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyRequest {
+    /// Ranks (world size).
+    pub ranks: usize,
+    /// Collectives to run, in order (`--collective all` is [`Collective::ALL`]).
+    pub collectives: Vec<Collective>,
+    /// `-d`
+    pub dtype: DataType,
+    /// `-o`
+    pub op: RedOp,
+    /// `-r`: root of Broadcast and Reduce.
+    pub root: usize,
+    /// `-b`, `-e` in bytes, `-f`.
+    pub min_bytes: usize,
+    pub max_bytes: usize,
+    pub step_factor: f64,
+    /// `-n`, `-w`
+    pub iters: usize,
+    pub warmup: usize,
+    /// `-c`: check results (`#wrong`).
+    pub check: bool,
+    /// Run the in-place form too (nccl-tests does by default).
+    pub in_place: bool,
+    /// `--algo`, `--proto`: force what the plan would choose.
+    pub algorithm: Option<Algorithm>,
+    pub protocol: Option<Protocol>,
+    /// Channels when no plan row gives them.
+    pub nchannels: usize,
+    /// Plan rows from topo's model (may be empty).
+    pub plans: Vec<PlannedRow>,
+    /// Seconds a rank waits for a peer before failing.
+    pub timeout_s: f64,
+    /// Set when the plan is for another machine: timings are this host's.
+    pub foreign_machine: Option<String>,
+    /// Pin rank r (thread or process) to the r-th allowed CPU (modulo their count).
+    #[serde(default)]
+    pub pin_cpus: bool,
+    /// DIRECT collectives of at least this many bytes per rank share their work dynamically
+    /// among the ranks (see `Executor::run_shared`); `usize::MAX` turns that off.
+    #[serde(default = "default_shared_min")]
+    pub shared_min_bytes: usize,
+}
+
+fn default_shared_min() -> usize {
+    1 << 20
+}
+
+impl Default for VerifyRequest {
+    fn default() -> Self {
+        VerifyRequest {
+            ranks: 2,
+            collectives: vec![Collective::AllReduce],
+            dtype: DataType::F32,
+            op: RedOp::Sum,
+            root: 0,
+            min_bytes: 8,
+            max_bytes: 32 << 20,
+            step_factor: 2.0,
+            iters: 20,
+            warmup: 5,
+            check: true,
+            in_place: true,
+            algorithm: None,
+            protocol: None,
+            nchannels: 1,
+            plans: Vec::new(),
+            timeout_s: 30.0,
+            foreign_machine: None,
+            pin_cpus: false,
+            shared_min_bytes: default_shared_min(),
+        }
+    }
+}
+
+impl VerifyRequest {
+    /// The sizes of the sweep, in bytes.
+    pub fn sizes(&self) -> Result<Vec<usize>> {
+        if self.min_bytes > self.max_bytes {
+            return Err(RuntimeError::InvalidPlan(format!(
+                "minimum size {} above maximum {}",
+                self.min_bytes, self.max_bytes
+            )));
+        }
+        if self.step_factor <= 1.0 && self.min_bytes != self.max_bytes {
+            return Err(RuntimeError::InvalidPlan(format!(
+                "size factor {} is not above 1",
+                self.step_factor
+            )));
+        }
+        let mut v = vec![self.min_bytes];
+        let mut s = self.min_bytes as f64;
+        loop {
+            s = (s * self.step_factor).max(s + 1.0);
+            if s > self.max_bytes as f64 || self.min_bytes == self.max_bytes {
+                break;
+            }
+            v.push(s as usize);
+        }
+        Ok(v)
+    }
+
+    /// Bytes of buffer storage each rank needs.
+    pub fn storage_bytes(&self) -> usize {
+        2 * self.max_bytes + 4096
+    }
+}
+
+/// One measured form (out-of-place or in-place).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// Wrong elements summed over ranks (`None` without `-c`).
+    pub wrong: Option<u64>,
+}
+
+/// One size of one collective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyRow {
+    pub collective: Collective,
+    pub bytes: usize,
+    pub count: usize,
+    #[serde(rename = "type")]
+    pub dtype: DataType,
+    pub redop: Option<RedOp>,
+    /// -1 for collectives without a root.
+    pub root: i64,
+    pub algo: Algorithm,
+    pub proto: Protocol,
+    pub nchannels: usize,
+    pub out_of_place: Measured,
+    pub in_place: Option<Measured>,
+    pub predicted_time_us: Option<f64>,
+    pub predicted_busbw_gbps: Option<f64>,
+}
+
+/// The sweep's result, on rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub backend: String,
+    pub launch: String,
+    pub transport: TransportKind,
+    pub ranks: usize,
+    pub rows: Vec<VerifyRow>,
+    pub foreign_machine: Option<String>,
+}
+
+impl VerifyReport {
+    /// nccl-tests' `# Avg bus bandwidth`: the mean busbw over every measured form of every row.
+    pub fn avg_busbw_gbps(&self) -> f64 {
+        let v: Vec<f64> = self
+            .rows
+            .iter()
+            .flat_map(|r| {
+                std::iter::once(r.out_of_place.busbw_gbps).chain(r.in_place.map(|m| m.busbw_gbps))
+            })
+            .collect();
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// Wrong elements over the whole sweep.
+    pub fn wrong_total(&self) -> u64 {
+        self.rows
+            .iter()
+            .flat_map(|r| std::iter::once(r.out_of_place.wrong).chain(r.in_place.map(|m| m.wrong)))
+            .flatten()
+            .sum()
+    }
+}
+
+fn plan_for(
+    req: &VerifyRequest,
+    coll: Collective,
+    bytes: usize,
+    direct_ok: bool,
+) -> Result<(CollectivePlan, Option<f64>)> {
+    let rows: Vec<&PlannedRow> = req.plans.iter().filter(|p| p.collective == coll).collect();
+    let pick = rows
+        .iter()
+        .filter(|p| p.bytes <= bytes)
+        .max_by_key(|p| p.bytes)
+        .or_else(|| rows.iter().min_by_key(|p| p.bytes));
+    let (mut plan, predicted) = match pick {
+        Some(p) => (
+            p.plan.clone(),
+            if p.bytes == bytes {
+                p.predicted_time_us
+            } else {
+                None
+            },
+        ),
+        None => {
+            let algo = if direct_ok {
+                Algorithm::Direct
+            } else {
+                Algorithm::Ring
+            };
+            (
+                CollectivePlan::host_default(
+                    coll,
+                    algo,
+                    Protocol::Simple,
+                    req.ranks,
+                    req.nchannels,
+                ),
+                None,
+            )
+        }
+    };
+    if plan.nranks != req.ranks {
+        return Err(RuntimeError::InvalidPlan(format!(
+            "the plan is for {} ranks, the job has {}",
+            plan.nranks, req.ranks
+        )));
+    }
+    plan.collective = coll;
+    plan.root = req.root;
+    if let Some(a) = req.algorithm {
+        plan.algorithm = a;
+    }
+    if let Some(p) = req.protocol {
+        plan.protocol = p;
+    }
+    if plan.algorithm == Algorithm::Tree && coll != Collective::AllReduce {
+        // NCCL runs trees for AllReduce only.
+        plan.algorithm = Algorithm::Ring;
+    }
+    if plan.algorithm == Algorithm::Tree && plan.trees.len() < plan.nchannels {
+        let d = CollectivePlan::host_default(
+            coll,
+            Algorithm::Tree,
+            plan.protocol,
+            plan.nranks,
+            plan.nchannels,
+        );
+        plan.trees = d.trees;
+    }
+    if plan.algorithm == Algorithm::Direct && !direct_ok {
+        return Err(RuntimeError::Unsupported(
+            "algorithm DIRECT needs ranks that map each other's memory (threads or processes on one host)".into(),
+        ));
+    }
+    plan.validate()?;
+    Ok((plan, predicted))
+}
+
+/// Input value of element `i` on rank `r`: small integers, so every reduction is exact in
+/// every type (sums stay below 256 for up to 85 ranks, products are at most 4).
+fn input_value(coll: Collective, op: RedOp, r: usize, i: usize) -> f64 {
+    if !coll.reduces() {
+        return ((r * 7 + i) % 11) as f64;
+    }
+    match op {
+        RedOp::Sum | RedOp::Avg => ((r + i) % 4) as f64,
+        RedOp::Prod => {
+            if (r + i).is_multiple_of(7) {
+                2.0
+            } else {
+                1.0
+            }
+        }
+        RedOp::Min | RedOp::Max => ((r * 3 + i) % 5) as f64,
+    }
+}
+
+fn fold(op: RedOp, n: usize, f: impl Fn(usize) -> f64) -> f64 {
+    let mut a = f(0);
+    for r in 1..n {
+        let b = f(r);
+        a = match op {
+            RedOp::Sum | RedOp::Avg => a + b,
+            RedOp::Prod => a * b,
+            RedOp::Min => a.min(b),
+            RedOp::Max => a.max(b),
+        };
+    }
+    a
+}
+
+/// Fill this rank's send buffer with the check pattern and its receive buffer with a marker.
+fn fill(
+    storage: &mut [u8],
+    layout: &Layout,
+    coll: Collective,
+    dt: DataType,
+    op: RedOp,
+    rank: usize,
+) {
+    let es = dt.size();
+    let recv = &mut storage[layout.recv_off * es..(layout.recv_off + layout.recv_len) * es];
+    for i in 0..layout.recv_len {
+        kernels::store(dt, recv, i, 99.0);
+    }
+    let send = &mut storage[layout.send_off * es..(layout.send_off + layout.send_len) * es];
+    for i in 0..layout.send_len {
+        kernels::store(dt, send, i, input_value(coll, op, rank, i));
+    }
+}
+
+/// Count wrong elements of this rank's output.
+#[allow(clippy::too_many_arguments)]
+fn count_wrong(
+    storage: &[u8],
+    layout: &Layout,
+    coll: Collective,
+    dt: DataType,
+    op: RedOp,
+    rank: usize,
+    n: usize,
+    root: usize,
+    count: usize,
+) -> u64 {
+    let es = dt.size();
+    let recv = &storage[layout.recv_off * es..(layout.recv_off + layout.recv_len) * es];
+    let mut words = vec![0u64; recv.len().div_ceil(8)];
+    let want = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..recv.len()];
+    let reduce_at = |j: usize| fold(op, n, |q| input_value(coll, op, q, j));
+    for j in 0..layout.recv_len {
+        let v = match coll {
+            Collective::AllReduce => reduce_at(j),
+            Collective::Reduce if rank == root => reduce_at(j),
+            Collective::Reduce => return 0,
+            Collective::ReduceScatter => reduce_at(rank * count + j),
+            Collective::AllGather => input_value(coll, op, j / count, j % count),
+            Collective::Broadcast => input_value(coll, op, root, j),
+            Collective::AllToAll => input_value(coll, op, j / count, rank * count + j % count),
+            Collective::SendRecv => input_value(coll, op, (rank + n - 1) % n, j),
+        };
+        kernels::store(dt, want, j, v);
+    }
+    if coll.reduces() {
+        kernels::finish(dt, op, want, n);
+    }
+    want.chunks(es)
+        .zip(recv.chunks(es))
+        .filter(|(a, b)| a != b)
+        .count() as u64
+}
+
+/// Gather `vals` from every rank on rank 0 (one small message per rank).
+fn gather(t: &mut dyn Transport, vals: &[f64]) -> Result<Option<Vec<Vec<f64>>>> {
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let (rank, n) = (t.rank(), t.nranks());
+    if rank != 0 {
+        t.send(0, 0, Protocol::Simple, &bytes)?;
+        return Ok(None);
+    }
+    let mut all = vec![vals.to_vec()];
+    let mut buf = vec![0u8; bytes.len()];
+    for r in 1..n {
+        t.recv(r, 0, Protocol::Simple, &mut buf)?;
+        all.push(
+            buf.chunks(8)
+                .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+                .collect(),
+        );
+    }
+    Ok(Some(all))
+}
+
+/// Pin the calling thread to the `rank`-th allowed CPU (best effort).
+fn pin(rank: usize) {
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+    let Ok(allowed) = sched_getaffinity(None) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .collect();
+    if cpus.is_empty() {
+        return;
+    }
+    let mut set = CpuSet::new();
+    set.set(cpus[rank % cpus.len()]);
+    let _ = sched_setaffinity(None, &set);
+}
+
+/// Progress of a sweep on rank 0: (rows done, rows in all). For a progress bar on a terminal.
+pub type Progress<'a> = Option<&'a (dyn Fn(usize, usize) + Sync)>;
+
+/// Run the sweep as one rank. Every rank calls this with the same request; rank 0 gets the
+/// report.
+pub fn run_rank(
+    t: &mut dyn Transport,
+    req: &VerifyRequest,
+    launch: &str,
+) -> Result<Option<VerifyReport>> {
+    run_rank_progress(t, req, launch, None)
+}
+
+/// [`run_rank`] reporting progress on rank 0.
+pub fn run_rank_progress(
+    t: &mut dyn Transport,
+    req: &VerifyRequest,
+    launch: &str,
+    progress: Progress,
+) -> Result<Option<VerifyReport>> {
+    let total_rows = req.collectives.len() * req.sizes()?.len();
+    let n = t.nranks();
+    if n != req.ranks {
+        return Err(RuntimeError::Rendezvous(format!(
+            "world size {n} but the request is for {}",
+            req.ranks
+        )));
+    }
+    let rank = t.rank();
+    if req.pin_cpus {
+        pin(rank);
+    }
+    let direct_ok = (0..n).all(|r| t.peer_storage(r).is_some());
+    let dt = req.dtype;
+    let es = dt.size();
+    let mut exec = Executor::new();
+    let mut rows = Vec::new();
+    for &coll in &req.collectives {
+        for bytes in req.sizes()? {
+            let count = coll.count_for_size(bytes, n, es);
+            let (plan, predicted) = plan_for(req, coll, bytes, direct_ok)?;
+            let chunk = Executor::chunk_elems(&*t, plan.protocol, plan.chunk_bytes, dt);
+            let steps = schedule(&plan, rank, count, chunk)?;
+            // Large single-copy collectives share their work dynamically among the ranks.
+            let all = if plan.algorithm == Algorithm::Direct && count * es >= req.shared_min_bytes {
+                Some(
+                    (0..n)
+                        .map(|q| schedule(&plan, q, count, chunk))
+                        .collect::<Result<Vec<_>>>()?,
+                )
+            } else {
+                None
+            };
+            let mut shared = all.is_some();
+            let mut op = |t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx| -> Result<()> {
+                if shared {
+                    if exec.run_shared(t, all.as_deref().unwrap_or_default(), ctx)? {
+                        return Ok(());
+                    }
+                    shared = false;
+                }
+                exec.run(t, &steps, ctx)
+            };
+            let mut forms = vec![false];
+            if req.in_place && coll.has_in_place() {
+                forms.push(true);
+            }
+            let mut local = Vec::new();
+            for &in_place in &forms {
+                let ctx = OpCtx {
+                    collective: coll,
+                    dtype: dt,
+                    op: req.op,
+                    protocol: plan.protocol,
+                    count,
+                    in_place,
+                };
+                let layout = Layout::new(coll, count, n, rank, in_place);
+                let (base, cap) = t.storage();
+                {
+                    // SAFETY: storage is this rank's own `cap` bytes; no step is running.
+                    let storage = unsafe { std::slice::from_raw_parts_mut(base, cap) };
+                    fill(storage, &layout, coll, dt, req.op, rank);
+                }
+                for _ in 0..req.warmup {
+                    op(t, &mut exec, &ctx)?;
+                }
+                t.barrier()?;
+                let start = Instant::now();
+                for _ in 0..req.iters {
+                    op(t, &mut exec, &ctx)?;
+                }
+                let secs = start.elapsed().as_secs_f64() / req.iters.max(1) as f64;
+                let mut wrong = 0.0;
+                if req.check {
+                    t.barrier()?;
+                    {
+                        // SAFETY: as above; every rank passed the barrier, so no peer is
+                        // still writing into this rank's buffers.
+                        let storage = unsafe { std::slice::from_raw_parts_mut(base, cap) };
+                        fill(storage, &layout, coll, dt, req.op, rank);
+                    }
+                    t.barrier()?;
+                    op(t, &mut exec, &ctx)?;
+                    t.barrier()?;
+                    // SAFETY: as above.
+                    let storage = unsafe { std::slice::from_raw_parts(base, cap) };
+                    wrong =
+                        count_wrong(storage, &layout, coll, dt, req.op, rank, n, req.root, count)
+                            as f64;
+                }
+                local.push(secs);
+                local.push(wrong);
+                t.barrier()?;
+            }
+            if let Some(all) = gather(t, &local)? {
+                let size = coll.size_bytes(count, n, es);
+                let measured = |k: usize| {
+                    let time = all.iter().map(|v| v[2 * k]).sum::<f64>() / n as f64;
+                    let algbw = if time > 0.0 {
+                        size as f64 / time / 1e9
+                    } else {
+                        0.0
+                    };
+                    Measured {
+                        time_us: time * 1e6,
+                        algbw_gbps: algbw,
+                        busbw_gbps: algbw * coll.bus_factor(n),
+                        wrong: req
+                            .check
+                            .then(|| all.iter().map(|v| v[2 * k + 1]).sum::<f64>() as u64),
+                    }
+                };
+                if let Some(p) = progress {
+                    p(rows.len() + 1, total_rows);
+                }
+                rows.push(VerifyRow {
+                    collective: coll,
+                    bytes: size,
+                    count,
+                    dtype: dt,
+                    redop: coll.reduces().then_some(req.op),
+                    root: if coll.rooted() { req.root as i64 } else { -1 },
+                    algo: plan.algorithm,
+                    proto: plan.protocol,
+                    nchannels: plan.nchannels,
+                    out_of_place: measured(0),
+                    in_place: (forms.len() > 1).then(|| measured(1)),
+                    predicted_time_us: predicted,
+                    predicted_busbw_gbps: predicted
+                        .filter(|&p| p > 0.0)
+                        .map(|p| size as f64 / (p * 1e-6) / 1e9 * coll.bus_factor(n)),
+                });
+            }
+        }
+    }
+    t.close();
+    Ok((rank == 0).then(|| VerifyReport {
+        backend: "host".into(),
+        launch: launch.into(),
+        transport: t.kind(),
+        ranks: n,
+        rows,
+        foreign_machine: req.foreign_machine.clone(),
+    }))
+}
+
+/// `topo.verify/v1` form of one measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JsonForm {
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub wrong: Option<u64>,
+}
+
+/// One row of `topo.verify/v1` `results[]` (out-of-place figures at the top level, as the
+/// contract lists them; the in-place figures nested).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JsonRow {
+    pub collective: String,
+    pub bytes: usize,
+    pub count: usize,
+    #[serde(rename = "type")]
+    pub dtype: String,
+    pub redop: Option<String>,
+    pub root: i64,
+    pub algo: String,
+    pub proto: String,
+    pub nchannels: usize,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub wrong: Option<u64>,
+    pub in_place: Option<JsonForm>,
+    pub predicted_time_us: Option<f64>,
+    pub predicted_busbw_gbps: Option<f64>,
+    /// measured time / predicted time.
+    pub ratio: Option<f64>,
+}
+
+/// `topo verify --format json` (`topo.verify/v1`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyJson {
+    pub schema: String,
+    pub backend: String,
+    pub launch: String,
+    pub transport: String,
+    pub ranks: usize,
+    /// The collective, or `all` when several ran.
+    pub collective: String,
+    pub results: Vec<JsonRow>,
+    pub avg_busbw_gbps: f64,
+    pub wrong_total: u64,
+    pub note: Option<String>,
+}
+
+impl VerifyReport {
+    /// The `topo.verify/v1` document.
+    pub fn to_json(&self) -> VerifyJson {
+        let colls: std::collections::BTreeSet<&str> =
+            self.rows.iter().map(|r| r.collective.name()).collect();
+        VerifyJson {
+            schema: "topo.verify/v1".into(),
+            backend: self.backend.clone(),
+            launch: self.launch.clone(),
+            transport: self.transport.name().into(),
+            ranks: self.ranks,
+            collective: if colls.len() == 1 { colls.into_iter().next().unwrap().into() } else { "all".into() },
+            results: self
+                .rows
+                .iter()
+                .map(|r| JsonRow {
+                    collective: r.collective.name().into(),
+                    bytes: r.bytes,
+                    count: r.count,
+                    dtype: r.dtype.name().into(),
+                    redop: r.redop.map(|o| o.name().into()),
+                    root: r.root,
+                    algo: r.algo.name().into(),
+                    proto: r.proto.name().into(),
+                    nchannels: r.nchannels,
+                    time_us: r.out_of_place.time_us,
+                    algbw_gbps: r.out_of_place.algbw_gbps,
+                    busbw_gbps: r.out_of_place.busbw_gbps,
+                    wrong: r.out_of_place.wrong,
+                    in_place: r.in_place.map(|m| JsonForm {
+                        time_us: m.time_us,
+                        algbw_gbps: m.algbw_gbps,
+                        busbw_gbps: m.busbw_gbps,
+                        wrong: m.wrong,
+                    }),
+                    predicted_time_us: r.predicted_time_us,
+                    predicted_busbw_gbps: r.predicted_busbw_gbps,
+                    ratio: r.predicted_time_us.filter(|&p| p > 0.0).map(|p| r.out_of_place.time_us / p),
+                })
+                .collect(),
+            avg_busbw_gbps: self.avg_busbw_gbps(),
+            wrong_total: self.wrong_total(),
+            note: self.foreign_machine.as_ref().map(|m| {
+                format!("schedule of {m} run on this host: the timings are this host's, not that machine's")
+            }),
+        }
+    }
+
+    /// nccl-tests style text: a header, one line per size, `# Avg bus bandwidth` last.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# topo verify: backend {}, transport {}, launch {}, {} ranks",
+            self.backend,
+            self.transport.name(),
+            self.launch,
+            self.ranks
+        );
+        if let Some(m) = &self.foreign_machine {
+            let _ = writeln!(
+                s,
+                "# schedule of {m} run on this host: the timings are this host's, not that machine's"
+            );
+        }
+        let mut last = None;
+        for r in &self.rows {
+            if last != Some(r.collective) {
+                last = Some(r.collective);
+                let _ = writeln!(s, "#\n# collective: {}", r.collective.name());
+                let _ = writeln!(
+                    s,
+                    "#{:>11} {:>12} {:>8} {:>6} {:>5}   {:>8} {:>7} {:>7} {:>6}   {:>8} {:>7} {:>7} {:>6}  {:>6} {:>6} {:>2}  {:>8} {:>7} {:>6}",
+                    "size",
+                    "count",
+                    "type",
+                    "redop",
+                    "root",
+                    "time",
+                    "algbw",
+                    "busbw",
+                    "#wrong",
+                    "time",
+                    "algbw",
+                    "busbw",
+                    "#wrong",
+                    "algo",
+                    "proto",
+                    "ch",
+                    "pred",
+                    "p.busbw",
+                    "ratio"
+                );
+                let _ = writeln!(
+                    s,
+                    "#{:>11} {:>12} {:>8} {:>6} {:>5}   {:>8} {:>7} {:>7} {:>6}   {:>8} {:>7} {:>7} {:>6}  {:>6} {:>6} {:>2}  {:>8} {:>7} {:>6}",
+                    "(B)",
+                    "(elements)",
+                    "",
+                    "",
+                    "",
+                    "(us)",
+                    "(GB/s)",
+                    "(GB/s)",
+                    "",
+                    "(us)",
+                    "(GB/s)",
+                    "(GB/s)",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "(us)",
+                    "(GB/s)",
+                    "m/p"
+                );
+            }
+            let form = |m: Option<Measured>| match m {
+                Some(m) => format!(
+                    "{:>8.2} {:>7.2} {:>7.2} {:>6}",
+                    m.time_us,
+                    m.algbw_gbps,
+                    m.busbw_gbps,
+                    m.wrong.map_or("N/A".to_string(), |w| w.to_string())
+                ),
+                None => format!("{:>8} {:>7} {:>7} {:>6}", "N/A", "N/A", "N/A", "N/A"),
+            };
+            let pred = match (r.predicted_time_us, r.predicted_busbw_gbps) {
+                (Some(t), Some(b)) => {
+                    format!("{:>8.2} {:>7.2} {:>6.2}", t, b, r.out_of_place.time_us / t)
+                }
+                _ => format!("{:>8} {:>7} {:>6}", "-", "-", "-"),
+            };
+            let _ = writeln!(
+                s,
+                " {:>11} {:>12} {:>8} {:>6} {:>5}   {}   {}  {:>6} {:>6} {:>2}  {}",
+                r.bytes,
+                r.count,
+                r.dtype.name(),
+                r.redop.map_or("none", |o| o.name()),
+                r.root,
+                form(Some(r.out_of_place)),
+                form(r.in_place),
+                r.algo.name(),
+                r.proto.name(),
+                r.nchannels,
+                pred
+            );
+        }
+        let wrong = self.wrong_total();
+        let _ = writeln!(
+            s,
+            "# Out of bounds values : {} {}",
+            wrong,
+            if wrong == 0 { "OK" } else { "FAILED" }
+        );
+        let _ = writeln!(s, "# Avg bus bandwidth    : {:.4} ", self.avg_busbw_gbps());
+        s
+    }
+}
+
+/// Run `req` with N threads in this process (the default launcher).
+pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
+    run_threads_progress(req, None)
+}
+
+/// [`run_threads`] reporting progress.
+pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {
+    let timeout = std::time::Duration::from_secs_f64(req.timeout_s);
+    let ts = crate::transport::shm::in_process(
+        req.ranks,
+        req.nchannels.max(4),
+        req.storage_bytes(),
+        timeout,
+    )?;
+    run_ranks(
+        ts.into_iter()
+            .map(|t| Box::new(t) as Box<dyn Transport>)
+            .collect(),
+        req,
+        "threads",
+        progress,
+    )
+}
+
+/// Run `req` on a set of transports, one thread each; the root cause of a failure is
+/// returned (not a secondary "aborted" error).
+pub fn run_ranks(
+    ts: Vec<Box<dyn Transport>>,
+    req: &VerifyRequest,
+    launch: &str,
+    progress: Progress,
+) -> Result<VerifyReport> {
+    let results: Vec<Result<Option<VerifyReport>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ts
+            .into_iter()
+            .map(|mut t| {
+                s.spawn(move || {
+                    let rank = t.rank();
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run_rank_progress(
+                            &mut *t,
+                            req,
+                            launch,
+                            if rank == 0 { progress } else { None },
+                        )
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(RuntimeError::PeerLost {
+                            rank,
+                            why: "its thread panicked".into(),
+                        })
+                    });
+                    if r.is_err() {
+                        t.abort(rank);
+                    }
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                h.join().unwrap_or_else(|_| {
+                    Err(RuntimeError::PeerLost {
+                        rank: i,
+                        why: "its thread panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut report = None;
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(Some(rep)) => report = Some(rep),
+            Ok(None) => {}
+            Err(e) => {
+                let secondary = matches!(&e, RuntimeError::PeerLost { why, .. } if why == "the job was aborted");
+                if first_err.is_none()
+                    || (!secondary
+                        && matches!(&first_err, Some(RuntimeError::PeerLost { why, .. }) if why == "the job was aborted"))
+                {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    match (first_err, report) {
+        (Some(e), _) => Err(e),
+        (None, Some(r)) => Ok(r),
+        (None, None) => Err(RuntimeError::Launch("rank 0 returned no report".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: RedOp) -> VerifyRequest {
+        VerifyRequest {
+            ranks,
+            collectives: colls,
+            dtype: dt,
+            op,
+            min_bytes: 0,
+            max_bytes: 70_000,
+            step_factor: 7.0,
+            iters: 2,
+            warmup: 1,
+            ..VerifyRequest::default()
+        }
+    }
+
+    #[test]
+    fn every_collective_algorithm_and_protocol_is_right_with_threads() {
+        for n in [1, 2, 3, 8] {
+            for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Direct] {
+                for proto in [Protocol::Simple, Protocol::LL, Protocol::LL128] {
+                    if algo == Algorithm::Direct && proto != Protocol::Simple {
+                        continue;
+                    }
+                    let mut r = req(n, Collective::ALL.to_vec(), DataType::F32, RedOp::Sum);
+                    r.algorithm = Some(algo);
+                    r.protocol = Some(proto);
+                    r.nchannels = 2;
+                    r.root = n - 1;
+                    let rep = run_threads(&r).unwrap();
+                    assert_eq!(
+                        rep.wrong_total(),
+                        0,
+                        "n={n} {algo:?} {proto:?}\n{}",
+                        rep.render_text()
+                    );
+                    assert!(rep.rows.iter().all(|r| r.out_of_place.wrong == Some(0)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_dtype_and_op_is_right_with_threads() {
+        for dt in DataType::ALL {
+            for op in RedOp::ALL {
+                let mut r = req(
+                    3,
+                    vec![
+                        Collective::AllReduce,
+                        Collective::ReduceScatter,
+                        Collective::Reduce,
+                    ],
+                    dt,
+                    op,
+                );
+                r.min_bytes = 1;
+                r.max_bytes = 5000;
+                r.step_factor = 13.0;
+                for algo in [Algorithm::Ring, Algorithm::Direct] {
+                    r.algorithm = Some(algo);
+                    let rep = run_threads(&r).unwrap();
+                    assert_eq!(
+                        rep.wrong_total(),
+                        0,
+                        "{dt:?} {op:?} {algo:?}\n{}",
+                        rep.render_text()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn text_and_json_follow_the_contract() {
+        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        r.plans = vec![PlannedRow {
+            collective: Collective::AllReduce,
+            bytes: 0,
+            plan: CollectivePlan::host_default(
+                Collective::AllReduce,
+                Algorithm::Ring,
+                Protocol::LL,
+                2,
+                1,
+            ),
+            predicted_time_us: Some(1.0),
+        }];
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let prog = |done: usize, total: usize| {
+            assert!(done <= total);
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let rep = run_threads_progress(&r, Some(&prog)).unwrap();
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::Relaxed),
+            rep.rows.len()
+        );
+        let text = rep.render_text();
+        assert!(
+            text.lines()
+                .last()
+                .unwrap()
+                .starts_with("# Avg bus bandwidth")
+        );
+        assert!(text.contains("RING"));
+        let j = serde_json::to_value(rep.to_json()).unwrap();
+        assert_eq!(j["schema"], "topo.verify/v1");
+        for k in [
+            "bytes",
+            "count",
+            "type",
+            "redop",
+            "root",
+            "algo",
+            "proto",
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "wrong",
+            "predicted_time_us",
+            "predicted_busbw_gbps",
+        ] {
+            assert!(j["results"][0].get(k).is_some(), "missing {k}");
+        }
+        assert_eq!(j["results"][0]["predicted_time_us"], 1.0);
+        assert!(j["avg_busbw_gbps"].is_number());
+    }
+
+    #[test]
+    fn large_single_copy_messages_use_streaming_stores_and_stay_right() {
+        let mut r = req(
+            2,
+            vec![
+                Collective::AllReduce,
+                Collective::AllGather,
+                Collective::Broadcast,
+            ],
+            DataType::F32,
+            RedOp::Sum,
+        );
+        r.min_bytes = 8 << 20;
+        r.max_bytes = (8 << 20) + 4;
+        r.algorithm = Some(Algorithm::Direct);
+        r.iters = 1;
+        r.warmup = 0;
+        let rep = run_threads(&r).unwrap();
+        assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text());
+    }
+
+    #[test]
+    fn shared_single_copy_work_is_right_for_every_collective() {
+        for n in [1, 2, 3, 8] {
+            for op in [RedOp::Sum, RedOp::Avg] {
+                let mut r = req(n, Collective::ALL.to_vec(), DataType::F32, op);
+                r.algorithm = Some(Algorithm::Direct);
+                r.shared_min_bytes = 0;
+                r.root = n / 2;
+                r.max_bytes = 600_000;
+                let rep = run_threads(&r).unwrap();
+                assert_eq!(rep.wrong_total(), 0, "n={n} {op:?}\n{}", rep.render_text());
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_follow_b_e_f() {
+        let r = VerifyRequest {
+            min_bytes: 8,
+            max_bytes: 64,
+            step_factor: 2.0,
+            ..VerifyRequest::default()
+        };
+        assert_eq!(r.sizes().unwrap(), vec![8, 16, 32, 64]);
+        let r = VerifyRequest {
+            min_bytes: 8,
+            max_bytes: 8,
+            ..VerifyRequest::default()
+        };
+        assert_eq!(r.sizes().unwrap(), vec![8]);
+    }
+}

@@ -1,0 +1,131 @@
+//! `topo calibrate`: fits this host's latency and bandwidth (alpha, beta) for in-process
+//! copies, shared memory between processes and TCP loopback, and caches the fit per host so
+//! `topo verify` can predict without measuring again.
+
+use crate::cli::{CalibrateArgs, VerifyFormat};
+use crate::error;
+use crate::output::{emit, warn};
+use crate::util::{Style, parse_size};
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use topo_runtime::calibrate::{CalibrateRequest, HostModel, calibrate};
+use topo_runtime::launch::ProcessSpec;
+
+pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
+    let max = parse_size(&a.max_bytes)
+        .map_err(|e| error::usage(format!("-e: {e}"), "a size like nccl-tests' -e: 64M"))?;
+    let model = measure(max as usize, a.iters.max(1))?;
+    save(&model, style);
+    let text = match a.format {
+        VerifyFormat::Json => serde_json::to_string_pretty(&model)? + "\n",
+        VerifyFormat::Text => render(&model),
+    };
+    emit(None, &text)
+}
+
+/// The cached model of this host, or a fresh measurement (saved for next time).
+pub fn cached_or_measure(style: Style) -> Result<HostModel> {
+    if let Some(m) = load() {
+        return Ok(m);
+    }
+    warn(
+        style,
+        "calibrating this host once for predictions (topo calibrate; cached per host)",
+    );
+    let m = measure(64 << 20, 10)?;
+    save(&m, style);
+    Ok(m)
+}
+
+fn measure(max_bytes: usize, iters: usize) -> Result<HostModel> {
+    let program = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find topo's own executable: {e}"))?;
+    Ok(calibrate(&CalibrateRequest {
+        max_bytes,
+        iters,
+        processes: Some(ProcessSpec {
+            program,
+            args: vec!["worker".into()],
+            envs: vec![],
+        }),
+        tcp: true,
+    })?)
+}
+
+/// `$XDG_CACHE_HOME/topo/calibration-<host>.json`, else under `~/.cache`.
+fn cache_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .take(64)
+        .collect();
+    Some(base.join("topo").join(format!("calibration-{host}.json")))
+}
+
+/// A cached model that reads back whole; anything else is measured again.
+fn load() -> Option<HostModel> {
+    let path = cache_path()?;
+    let cap = topo_source::read::Cap {
+        bytes: 1 << 20,
+        what: "a calibration cache",
+    };
+    let bytes = topo_source::read::file(&path, cap).ok()?;
+    let m: HostModel = serde_json::from_slice(&bytes).ok()?;
+    (m.schema == "topo.calibrate/v1").then_some(m)
+}
+
+/// Saving is a convenience: a read-only home only costs a measurement next time.
+fn save(m: &HostModel, style: Style) {
+    let Some(path) = cache_path() else { return };
+    let Ok(text) = serde_json::to_string_pretty(m) else {
+        return;
+    };
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| {
+            topo_source::atomic::write_file(&path, |w| {
+                std::io::Write::write_all(w, text.as_bytes())
+            })
+        });
+    if let Err(e) = written {
+        warn(
+            style,
+            &format!(
+                "cannot cache the calibration in {}: {}",
+                path.display(),
+                error::io_reason(&e)
+            ),
+        );
+    }
+}
+
+fn render(m: &HostModel) -> String {
+    let mut out = String::from("# link           alpha (us)   beta (GB/s)   worst error >= 1 MB\n");
+    for l in &m.links {
+        let _ = writeln!(
+            out,
+            "  {:<14} {:>10.2}   {:>11.2}   {:>6.1}%",
+            serde_json::to_value(l.link)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            l.alpha_us,
+            l.beta_gbps,
+            l.max_rel_err_1mb * 100.0
+        );
+    }
+    if let Some(p) = cache_path() {
+        let _ = writeln!(out, "# cached in {}", p.display());
+    }
+    out
+}

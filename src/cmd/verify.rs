@@ -1,0 +1,378 @@
+//! `topo verify`: runs collectives with topo's runtime and prints measured against predicted.
+//!
+//! On this host the prediction is the calibrated host model (`topo calibrate`, cached per
+//! host); with `--from`/`--profile` the schedule is that machine's plan (its rings, trees,
+//! channels and rank count), run here to check it, and timings are this host's.
+
+use crate::cli::{Backend, LaunchKind, VerifyArgs, VerifyFormat};
+use crate::cmd::calibrate;
+use crate::error::{self, Exit, Failure};
+use crate::output::{emit, warn};
+use crate::util::{Style, parse_size};
+use anyhow::Result;
+use std::io::IsTerminal;
+use topo_nccl::plan::{Plan, PlanRequest, Row};
+use topo_nccl::transport::RankPlacement;
+use topo_nccl::types::Func;
+use topo_runtime::launch::{Launch, ProcessSpec};
+use topo_runtime::verify::{PlannedRow, VerifyRequest};
+use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
+
+pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
+    check_backend(a.backend, style)?;
+    let mut req = request(a)?;
+    let launch = launch(a.launch)?;
+    let foreign = a.source.from.is_some() || a.source.profile.is_some();
+    if foreign {
+        plan_foreign(a, &mut req)?;
+    } else {
+        predict_here(&mut req, &launch, style)?;
+    }
+    let report = run_with_progress(&req, &launch, a.format)?;
+    let Some(report) = report else {
+        // A rank other than 0 under torchrun/srun/mpirun: rank 0 prints.
+        return Ok(0);
+    };
+    let text = match a.format {
+        VerifyFormat::Text => report.render_text(),
+        VerifyFormat::Json => serde_json::to_string_pretty(&report.to_json())? + "\n",
+    };
+    emit(None, &text)?;
+    if report.wrong_total() > 0 {
+        return Err(Failure::new(
+            Exit::CheckFailed,
+            format!("{} wrong results", report.wrong_total()),
+        )
+        .hint("a schedule or transport bug: rerun with -n 1 -w 0 on the failing size and report it")
+        .into());
+    }
+    Ok(0)
+}
+
+/// The CUDA backend is not built yet; say what is missing rather than run something else
+/// under its name.
+fn check_backend(b: Backend, style: Style) -> Result<()> {
+    let cuda = cuda_driver();
+    match (b, cuda) {
+        (Backend::Cuda, Err(why)) => Err(Failure::new(
+            Exit::MissingRuntime,
+            format!("cuda backend unavailable: {why}"),
+        )
+        .hint("install the NVIDIA driver, or run --backend host")
+        .into()),
+        (Backend::Cuda, Ok(())) => Err(Failure::new(
+            Exit::MissingRuntime,
+            "cuda backend unavailable: this build of topo has no CUDA kernels yet",
+        )
+        .hint("run --backend host: it runs the same schedules on this host's CPUs")
+        .into()),
+        (Backend::Auto, Ok(())) => {
+            warn(
+                style,
+                "a CUDA driver is present, but this build of topo has no CUDA backend yet; running the host backend",
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Whether the CUDA driver library loads (the probe cudarc needs before any call).
+fn cuda_driver() -> std::result::Result<(), String> {
+    // SAFETY: loading libcuda runs only its initialisers; no symbol is called.
+    match unsafe { libloading::Library::new("libcuda.so.1") } {
+        Ok(_) => Ok(()),
+        Err(_) => Err("libcuda.so.1 not found".into()),
+    }
+}
+
+fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
+    let (min, max) = sizes(&a.min_bytes, &a.max_bytes)?;
+    if a.step_factor < 2 && min != max {
+        return Err(error::usage(
+            format!("-f {}: the step factor must be at least 2", a.step_factor),
+            "use -f 2",
+        ));
+    }
+    Ok(VerifyRequest {
+        ranks: a.ranks.unwrap_or_else(default_ranks),
+        collectives: collectives(&a.collective)?,
+        dtype: parse_or(
+            &a.dtype,
+            DataType::parse,
+            "-d",
+            "float, double, half, bfloat16, int32, int64, uint8",
+        )?,
+        op: parse_or(&a.op, RedOp::parse, "-o", "sum, prod, min, max, avg")?,
+        root: a.root,
+        min_bytes: min,
+        max_bytes: max,
+        step_factor: a.step_factor as f64,
+        iters: a.iters.max(1),
+        warmup: a.warmup,
+        check: a.check != 0,
+        in_place: true,
+        algorithm: opt_parse(
+            a.algo.as_deref(),
+            Algorithm::parse,
+            "--algo",
+            "ring, tree, direct",
+        )?,
+        protocol: opt_parse(
+            a.proto.as_deref(),
+            Protocol::parse,
+            "--proto",
+            "simple, ll, ll128",
+        )?,
+        timeout_s: a.timeout,
+        ..VerifyRequest::default()
+    })
+}
+
+/// This host's CPUs, at least 2 ranks (a collective needs a peer) and at most 8.
+fn default_ranks() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
+}
+
+fn sizes(min: &str, max: &str) -> Result<(usize, usize)> {
+    let hint = "sizes are numbers with an optional K, M, G suffix, like nccl-tests: -b 8 -e 128M";
+    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), hint))?;
+    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), hint))?;
+    if lo > hi {
+        return Err(error::usage(
+            format!("-b {min} is larger than -e {max}"),
+            hint,
+        ));
+    }
+    if hi > 1 << 34 {
+        return Err(error::usage(
+            format!("-e {max}: more than 16 GiB per buffer"),
+            "the host backend keeps every rank's buffers in this host's memory; pass -e 4G or less",
+        ));
+    }
+    Ok((lo as usize, hi as usize))
+}
+
+fn collectives(s: &str) -> Result<Vec<Collective>> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Collective::ALL.to_vec());
+    }
+    s.split(',')
+        .map(|t| {
+            Collective::parse(t.trim()).ok_or_else(|| {
+                error::usage(
+                    format!("unknown collective '{t}'"),
+                    "use allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all",
+                )
+            })
+        })
+        .collect()
+}
+
+fn parse_or<T>(s: &str, parse: fn(&str) -> Option<T>, flag: &str, accepted: &str) -> Result<T> {
+    parse(s).ok_or_else(|| {
+        error::usage(
+            format!("{flag} {s}: unknown"),
+            format!("use one of {accepted}"),
+        )
+    })
+}
+
+fn opt_parse<T>(
+    s: Option<&str>,
+    parse: fn(&str) -> Option<T>,
+    flag: &str,
+    accepted: &str,
+) -> Result<Option<T>> {
+    s.map(|s| parse_or(s, parse, flag, accepted)).transpose()
+}
+
+fn launch(k: LaunchKind) -> Result<Launch> {
+    Ok(match k {
+        LaunchKind::Auto => Launch::Auto,
+        LaunchKind::Threads => Launch::Threads,
+        LaunchKind::Env => Launch::Env,
+        LaunchKind::Processes => Launch::Processes(ProcessSpec {
+            program: std::env::current_exe()
+                .map_err(|e| anyhow::anyhow!("cannot find topo's own executable: {e}"))?,
+            args: vec!["worker".into()],
+            envs: vec![],
+        }),
+    })
+}
+
+/// Predictions from the calibrated host model, one row per collective and size.
+fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Result<()> {
+    let model = calibrate::cached_or_measure(style)?;
+    let tcp = over_tcp(launch)?;
+    let sizes = req.sizes()?;
+    for &c in &req.collectives {
+        let algo = host_algorithm(req.algorithm, c, tcp);
+        let proto = req.protocol.unwrap_or(Protocol::Simple);
+        for &b in &sizes {
+            let plan = CollectivePlan::host_default(c, algo, proto, req.ranks, req.nchannels);
+            req.plans.push(PlannedRow {
+                collective: c,
+                bytes: b,
+                plan,
+                predicted_time_us: model.predict_us(c, algo, req.ranks, b, tcp),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether the ranks will talk over TCP: several hosts under a launcher, or forced.
+fn over_tcp(launch: &Launch) -> Result<bool> {
+    if std::env::var("TOPO_TRANSPORT").is_ok_and(|t| t == "tcp") {
+        return Ok(true);
+    }
+    if !matches!(launch, Launch::Env | Launch::Auto) {
+        return Ok(false);
+    }
+    let env = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?;
+    Ok(env.is_some_and(|e| !e.single_host))
+}
+
+/// What the runtime runs on this host when nothing is forced: single copy through shared
+/// memory, ring over TCP; NCCL runs trees for AllReduce only.
+fn host_algorithm(forced: Option<Algorithm>, c: Collective, tcp: bool) -> Algorithm {
+    match forced {
+        Some(Algorithm::Tree) if c != Collective::AllReduce => Algorithm::Ring,
+        Some(a) => a,
+        None if tcp => Algorithm::Ring,
+        None => Algorithm::Direct,
+    }
+}
+
+/// The plan of another machine (`--from`, `--profile`) as the runtime's schedule.
+fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest) -> Result<()> {
+    let topo = topo_source::load(&a.source.spec()?)?;
+    let funcs: Vec<Func> = req
+        .collectives
+        .iter()
+        .filter_map(|c| Func::parse(c.name()).filter(|f| f.is_tuned()))
+        .collect();
+    let sizes: Vec<u64> = req.sizes()?.into_iter().map(|s| s as u64).collect();
+    let (version, version_source) = super::plan::version_choice(a.nccl_version.as_deref())?;
+    let mut env = super::plan::process_env();
+    env.extend(a.source.env_overrides()?);
+    let preq = PlanRequest {
+        funcs,
+        sizes,
+        version,
+        version_source,
+        placement: RankPlacement::ProcessPerGpu,
+        env,
+        explain: false,
+    };
+    let plan = topo_nccl::plan::plan(&topo, &preq, Default::default())?;
+    if let Some(n) = a.ranks
+        && n != plan.nranks
+    {
+        return Err(error::usage(
+            format!(
+                "--ranks {n}: the plan of this machine has {} ranks",
+                plan.nranks
+            ),
+            "leave --ranks out with --from/--profile: the schedule is that machine's",
+        ));
+    }
+    req.ranks = plan.nranks;
+    req.foreign_machine = Some(describe(&topo, &plan));
+    for row in &plan.table {
+        if let Some(r) = planned_row(&plan, row) {
+            req.plans.push(r);
+        }
+    }
+    Ok(())
+}
+
+fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {
+    let name = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone());
+    format!(
+        "{name} ({} ranks on {} node(s), NCCL {} plan)",
+        plan.nranks, plan.nnodes, plan.nccl_version
+    )
+}
+
+/// One row of the plan's table as a runtime schedule. Algorithms the host cannot run
+/// (NVLS, CollNet, PAT need NVSwitch multicast, a network plugin or NCCL's PAT kernels) run
+/// as rings over the plan's own ring orders, which checks the same data movement.
+fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
+    let collective = Collective::parse(&row.collective)?;
+    let algorithm = match row.algo.as_str() {
+        "Tree" => Algorithm::Tree,
+        _ => Algorithm::Ring,
+    };
+    let protocol = Protocol::parse(&row.proto).unwrap_or(Protocol::Simple);
+    let nchannels = row.nchannels.max(1);
+    let rings = (0..nchannels)
+        .map(|c| plan.rings.get(c % plan.rings.len().max(1)).cloned())
+        .collect::<Option<Vec<_>>>()?;
+    let trees = (0..nchannels)
+        .map(|c| tree_of(plan, c))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
+    Some(PlannedRow {
+        collective,
+        bytes: row.bytes as usize,
+        plan: CollectivePlan {
+            collective,
+            algorithm,
+            protocol,
+            nranks: plan.nranks,
+            ranks_per_node: plan.ranks_per_node.first().copied().unwrap_or(plan.nranks),
+            nchannels,
+            rings,
+            trees,
+            chunk_bytes: 512 << 10,
+            root: 0,
+        },
+        predicted_time_us: None,
+    })
+}
+
+/// The plan's tree of channel `c` (its channels repeat when there are fewer), by rank.
+fn tree_of(plan: &Plan, c: usize) -> Option<Vec<TreeNode>> {
+    let t = plan.trees.get(c % plan.trees.len().max(1))?;
+    let mut nodes = vec![TreeNode::default(); plan.nranks];
+    for n in &t.ranks {
+        let slot = nodes.get_mut(n.rank)?;
+        slot.parent = usize::try_from(n.up).ok();
+        slot.children = n
+            .down
+            .iter()
+            .filter_map(|&d| usize::try_from(d).ok())
+            .collect();
+    }
+    Some(nodes)
+}
+
+/// Runs the sweep with a progress bar on stderr when it is a terminal and the output is text.
+fn run_with_progress(
+    req: &VerifyRequest,
+    launch: &Launch,
+    format: VerifyFormat,
+) -> Result<Option<topo_runtime::verify::VerifyReport>> {
+    let show = format == VerifyFormat::Text && std::io::stderr().is_terminal();
+    if !show {
+        return Ok(topo_runtime::launch::run_verify(req, launch)?);
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} sizes {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let tick = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let out = topo_runtime::launch::run_verify_progress(req, launch, Some(&tick));
+    bar.finish_and_clear();
+    Ok(out?)
+}

@@ -1,0 +1,262 @@
+//! `topo verify`: the host runtime run through the real binary, checked element by element.
+
+use crate::util::topo;
+use serde_json::Value;
+
+/// `topo verify` with a calibration cache shared by these tests (one measurement per run).
+fn verify(args: &[&str]) -> std::process::Output {
+    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache");
+    topo()
+        .env("XDG_CACHE_HOME", &cache)
+        .arg("verify")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = verify(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "verify {args:?}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every data row's `#wrong` columns (out-of-place and in-place) are 0.
+fn assert_all_right(text: &str) {
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert!(!rows.is_empty(), "{text}");
+    for r in rows {
+        let cols: Vec<&str> = r.split_whitespace().collect();
+        assert_eq!(cols[8], "0", "out-of-place wrong: {r}");
+        if cols[12] != "N/A" {
+            assert_eq!(cols[12], "0", "in-place wrong: {r}");
+        }
+    }
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("# Avg bus bandwidth"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_collective_on_eight_threads_is_right_at_odd_sizes() {
+    let text = ok(&[
+        "--collective",
+        "all",
+        "--ranks",
+        "8",
+        "--launch",
+        "threads",
+        "-b",
+        "1",
+        "-e",
+        "300K",
+        "-f",
+        "7",
+        "-n",
+        "2",
+        "-w",
+        "1",
+    ]);
+    assert_all_right(&text);
+    for c in [
+        "allreduce",
+        "allgather",
+        "reducescatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+    ] {
+        assert!(text.contains(&format!("# collective: {c}")), "{c}: {text}");
+    }
+}
+
+#[test]
+fn processes_mode_is_right_and_leaves_nothing_in_dev_shm() {
+    let before = std::fs::read_dir("/dev/shm")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let text = ok(&[
+        "--collective",
+        "allreduce,allgather",
+        "--ranks",
+        "3",
+        "--launch",
+        "processes",
+        "-b",
+        "5",
+        "-e",
+        "1M",
+        "-f",
+        "13",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "-d",
+        "bfloat16",
+        "-o",
+        "max",
+    ]);
+    assert_all_right(&text);
+    assert!(text.contains("bfloat16"), "{text}");
+    let after = std::fs::read_dir("/dev/shm")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(after <= before, "segments left in /dev/shm");
+}
+
+#[test]
+fn forced_algorithms_and_protocols_are_right() {
+    for (algo, proto) in [
+        ("ring", "ll"),
+        ("ring", "ll128"),
+        ("tree", "simple"),
+        ("tree", "ll"),
+    ] {
+        let text = ok(&[
+            "--ranks", "4", "--algo", algo, "--proto", proto, "-b", "3", "-e", "100K", "-f", "11",
+            "-n", "1", "-w", "0", "-d", "half",
+        ]);
+        assert_all_right(&text);
+        assert!(text.contains(&algo.to_uppercase()), "{algo}: {text}");
+    }
+}
+
+#[test]
+fn json_is_the_contract_document() {
+    let out = ok(&[
+        "--format", "json", "-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1",
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "topo.verify/v1");
+    for k in [
+        "backend",
+        "launch",
+        "ranks",
+        "collective",
+        "results",
+        "avg_busbw_gbps",
+    ] {
+        assert!(!v[k].is_null(), "{k} missing: {v}");
+    }
+    let r = &v["results"][0];
+    for k in [
+        "bytes",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "algo",
+        "proto",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "wrong",
+        "predicted_time_us",
+        "predicted_busbw_gbps",
+    ] {
+        assert!(r.get(k).is_some(), "results[].{k} missing: {r}");
+    }
+    assert!(r["predicted_time_us"].is_number(), "no prediction: {r}");
+}
+
+#[test]
+fn another_machines_schedule_runs_here_and_says_whose_timings_these_are() {
+    let text = ok(&[
+        "--profile",
+        "dgx-h100",
+        "-b",
+        "1K",
+        "-e",
+        "256K",
+        "-f",
+        "16",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert_all_right(&text);
+    assert!(
+        text.contains("8 ranks") || text.contains(", 8 ranks"),
+        "{text}"
+    );
+    assert!(text.contains("dgx-h100"), "{text}");
+    let out = verify(&["--profile", "dgx-h100", "--ranks", "4"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: --ranks 4: the plan of this machine has 8 ranks"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cuda_backend_without_a_driver_exits_3() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    let out = verify(&["--backend", "cuda"]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: cuda backend unavailable: "),
+        "{err}"
+    );
+    assert!(err.contains("\nhint: "), "{err}");
+}
+
+#[test]
+fn bad_options_are_one_error_and_exit_2() {
+    for (args, want) in [
+        (vec!["-d", "float8"], "error: -d float8: unknown"),
+        (vec!["-o", "xor"], "error: -o xor: unknown"),
+        (
+            vec!["--collective", "gather"],
+            "error: unknown collective 'gather'",
+        ),
+        (vec!["-b", "1Q"], "error: -b: "),
+        (vec!["--algo", "nvls"], "error: "),
+    ] {
+        let out = verify(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error:")).count(),
+            1,
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn calibrate_reports_every_link() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = topo()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["calibrate", "-e", "1M", "-n", "2", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "topo.calibrate/v1");
+    let links: Vec<&str> = v["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["link"].as_str())
+        .collect();
+    assert_eq!(links, ["copy", "shm-direct", "shm-fifo", "tcp-loopback"]);
+    assert!(
+        std::fs::read_dir(cache.path().join("topo"))
+            .unwrap()
+            .count()
+            == 1
+    );
+}
