@@ -4,6 +4,7 @@
 mod diagnose;
 mod hostile_archive;
 mod hostile_input;
+mod layout;
 mod live;
 mod meta;
 mod model;

@@ -12,7 +12,7 @@
 //! Every rendezvous has a deadline, checks the job token and the world size, and refuses and
 //! logs anything else that connects while the job goes on.
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
@@ -22,7 +22,6 @@ use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
@@ -65,37 +64,7 @@ pub enum Launch {
     Auto,
 }
 
-/// Log a refused connection (stderr; the job goes on).
-pub fn log_refusal(from: &str, why: &str) {
-    eprintln!("topo-runtime: refused a connection from {from}: {why}");
-}
-
-/// Write one length-prefixed JSON frame.
-pub fn write_frame<T: Serialize>(w: &mut impl Write, v: &T) -> Result<()> {
-    let b = serde_json::to_vec(v)
-        .map_err(|e| RuntimeError::Rendezvous(format!("encode a message: {e}")))?;
-    w.write_all(&(b.len() as u32).to_le_bytes())
-        .and_then(|_| w.write_all(&b))
-        .map_err(|e| RuntimeError::io("send a rendezvous message", e))
-}
-
-/// Read one length-prefixed JSON frame (at most 16 MiB).
-pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> Result<T> {
-    let mut len = [0u8; 4];
-    r.read_exact(&mut len)
-        .map_err(|e| RuntimeError::io("read a rendezvous message", e))?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > 16 << 20 {
-        return Err(RuntimeError::Rendezvous(format!(
-            "message of {len} bytes is not from this job"
-        )));
-    }
-    let mut b = vec![0u8; len];
-    r.read_exact(&mut b)
-        .map_err(|e| RuntimeError::io("read a rendezvous message", e))?;
-    serde_json::from_slice(&b)
-        .map_err(|e| RuntimeError::Rendezvous(format!("malformed message: {e}")))
-}
+pub use crate::wire::{log_refusal, read_frame, write_frame};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Hello {

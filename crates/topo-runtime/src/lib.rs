@@ -17,6 +17,7 @@ pub mod schedule;
 pub mod transport;
 pub mod types;
 pub mod verify;
+mod wire;
 
 pub use error::{Result, RuntimeError};
 pub use types::*;

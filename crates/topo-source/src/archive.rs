@@ -362,7 +362,7 @@ impl Builder {
 /// `tar czf box.tgz box/` puts the snapshot one folder down: use that folder when the top
 /// has no meta.json and exactly one folder holding one.
 fn snapshot_root(nodes: &HashMap<PathBuf, Node>) -> PathBuf {
-    if nodes.contains_key(Path::new(super::snapshot::META)) {
+    if nodes.contains_key(Path::new(crate::META)) {
         return PathBuf::new();
     }
     let Some(Node::Dir(top)) = nodes.get(Path::new("")) else {
@@ -373,7 +373,7 @@ fn snapshot_root(nodes: &HashMap<PathBuf, Node>) -> PathBuf {
         .filter(|n| {
             matches!(nodes.get(Path::new(n.as_str())), Some(Node::Dir(_)))
                 && matches!(
-                    nodes.get(&Path::new(n.as_str()).join(super::snapshot::META)),
+                    nodes.get(&Path::new(n.as_str()).join(crate::META)),
                     Some(Node::File(_))
                 )
         })

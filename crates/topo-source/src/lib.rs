@@ -26,6 +26,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use topo_model::Topology;
 
+/// A snapshot's metadata file, written last with its completion mark (read by the snapshot
+/// replay and looked for by the archive reader).
+pub(crate) const META: &str = "meta.json";
+
 /// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
 /// thousand nodes), and few enough that every command stays within seconds and memory.
 pub const MAX_NODES: usize = 4096;

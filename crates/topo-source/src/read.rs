@@ -68,7 +68,7 @@ pub enum ReadError {
     TooLarge(Cap),
     /// A symlink on the way leads outside the tree being read.
     Escapes,
-    /// More than [`MAX_HOPS`](super::tree::MAX_HOPS) symlinks on the way, or a loop.
+    /// More than the tree's hop limit of symlinks on the way, or a loop.
     TooManyLinks,
     /// The tree's whole budget for resolving links is spent.
     TooMuchResolving,

@@ -21,7 +21,7 @@ use std::path::{Component, Path, PathBuf};
 use topo_model::{SourceInfo, Topology};
 
 pub const SCHEMA: &str = "topo.snapshot/v1";
-pub(crate) const META: &str = "meta.json";
+pub(crate) use crate::META;
 const NVML: &str = "nvml.json";
 
 /// `meta.json`.

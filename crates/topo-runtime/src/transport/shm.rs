@@ -3,7 +3,7 @@
 //! The memfd has no name in any file system: nothing appears in /dev/shm, so a crash leaves
 //! nothing behind (the memory goes when the last process holding it exits). It is created
 //! mode 0600 by rank 0 and passed to the other local ranks over a Unix socket with
-//! SCM_RIGHTS ([`crate::launch`]).
+//! SCM_RIGHTS (by the processes launcher).
 //!
 //! Layout: a control block (abort word, one barrier word per rank), then one FIFO per
 //! (source, destination, channel), then each rank's buffer storage.

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{Transport, TransportKind};
 use crate::error::{Result, RuntimeError};
-use crate::launch::{log_refusal, read_frame, write_frame};
 use crate::types::Protocol;
+use crate::wire::{log_refusal, read_frame, write_frame};
 
 /// Sockets per peer.
 pub const SOCKETS_PER_PEER: usize = 2;

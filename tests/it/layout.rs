@@ -1,0 +1,158 @@
+//! The workspace's boundaries, checked on the sources so they cannot erode unnoticed: no
+//! cycles between the modules of a crate, no I/O and no forbidden dependency in the pure
+//! model, clap only in the binary.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without its `#[cfg(test)]` tail and without comment lines.
+fn code(p: &Path) -> String {
+    let s = std::fs::read_to_string(p).unwrap();
+    let s = s.split("#[cfg(test)]").next().unwrap_or("");
+    s.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Top-level module of a file under `src` (`paths` for src/paths.rs and src/paths/x.rs).
+fn top_module(src: &Path, p: &Path) -> Option<String> {
+    let rel = p.strip_prefix(src).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.trim_end_matches(".rs");
+    (!matches!(name, "lib" | "main" | "tests")).then(|| name.to_string())
+}
+
+/// Edges between a crate's top-level modules, from `crate::m` and `super::m` paths.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = vec![];
+    rust_files(src, &mut files);
+    let mods: BTreeSet<String> = files.iter().filter_map(|f| top_module(src, f)).collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        if f.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let Some(from) = top_module(src, f) else {
+            continue;
+        };
+        let text = code(f);
+        for m in &mods {
+            let used = text.contains(&format!("crate::{m}::"))
+                || text.contains(&format!("crate::{m};"))
+                || text.contains(&format!("crate::{m}}}"))
+                || (f.parent() == Some(src) && text.contains(&format!("super::{m}::")));
+            if used && *m != from {
+                g.entry(from.clone()).or_default().insert(m.clone());
+            }
+        }
+    }
+    g
+}
+
+fn find_cycle(g: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = stack.iter().position(|s| s == n) {
+            return Some(stack[i..].to_vec());
+        }
+        if !done.insert(n.to_string()) {
+            return None;
+        }
+        stack.push(n.to_string());
+        for m in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, g, stack, done) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    g.keys().find_map(|n| visit(n, g, &mut vec![], &mut done))
+}
+
+fn crate_srcs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    v.push(root().join("src"));
+    v.sort();
+    v
+}
+
+#[test]
+fn modules_of_every_crate_form_no_cycle() {
+    for src in crate_srcs() {
+        let g = module_graph(&src);
+        assert_eq!(find_cycle(&g), None, "module cycle in {}", src.display());
+    }
+}
+
+#[test]
+fn the_nccl_model_does_no_io_and_links_nothing_of_the_machine() {
+    let src = root().join("crates/topo-nccl/src");
+    let mut files = vec![];
+    rust_files(&src, &mut files);
+    for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = code(f);
+        for bad in [
+            "std::env::var",
+            "std::fs",
+            "std::process",
+            "std::net",
+            "unsafe ",
+        ] {
+            assert!(!text.contains(bad), "{} uses {bad}", f.display());
+        }
+    }
+    let manifest = std::fs::read_to_string(root().join("crates/topo-nccl/Cargo.toml")).unwrap();
+    for dep in [
+        "clap",
+        "libloading",
+        "nvml",
+        "tar ",
+        "flate2",
+        "topo-source",
+        "topo-runtime",
+    ] {
+        assert!(!manifest.contains(dep), "topo-nccl depends on {dep}");
+    }
+}
+
+#[test]
+fn clap_lives_only_in_the_binary() {
+    for src in crate_srcs()
+        .iter()
+        .filter(|s| s.starts_with(root().join("crates")))
+    {
+        let manifest = std::fs::read_to_string(src.parent().unwrap().join("Cargo.toml")).unwrap();
+        assert!(
+            !manifest.contains("clap"),
+            "{} depends on clap",
+            src.display()
+        );
+    }
+}
