@@ -94,6 +94,23 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
             "use -f 2",
         ));
     }
+    let algorithm = opt_parse(
+        a.algo.as_deref(),
+        Algorithm::parse,
+        "--algo",
+        "ring, tree, direct",
+    )?;
+    if let Some(al) = algorithm
+        && !matches!(al, Algorithm::Ring | Algorithm::Tree | Algorithm::Direct)
+    {
+        return Err(error::usage(
+            format!(
+                "--algo {}: the host backend runs ring, tree or direct",
+                al.name().to_lowercase()
+            ),
+            "NVLS, CollNet and PAT need NVSwitch multicast, a network plugin or NCCL's own kernels; topo plan models them",
+        ));
+    }
     Ok(VerifyRequest {
         ranks: a.ranks.unwrap_or_else(default_ranks),
         collectives: collectives(&a.collective)?,

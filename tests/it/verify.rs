@@ -221,7 +221,10 @@ fn bad_options_are_one_error_and_exit_2() {
             "error: unknown collective 'gather'",
         ),
         (vec!["-b", "1Q"], "error: -b: "),
-        (vec!["--algo", "nvls"], "error: "),
+        (
+            vec!["--algo", "nvls"],
+            "error: --algo nvls: the host backend runs ring, tree or direct\nhint: ",
+        ),
     ] {
         let out = verify(&args);
         let err = String::from_utf8_lossy(&out.stderr);
