@@ -307,7 +307,7 @@ pub fn render(p: &Plan, style: Style) -> String {
                 e.value,
                 e.effect
                     .as_deref()
-                    .unwrap_or("read, changed nothing in this plan")
+                    .unwrap_or("changed nothing in this plan")
             );
         }
     }

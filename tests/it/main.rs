@@ -14,4 +14,5 @@ mod profiles;
 mod qa;
 mod show;
 mod util;
+mod whatif;
 mod xml;

@@ -22,5 +22,6 @@ pub mod transport;
 pub mod tuning;
 pub mod types;
 pub mod version;
+pub mod whatif;
 
 pub use error::{Error, ErrorKind, Result};

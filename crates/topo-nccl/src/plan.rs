@@ -11,6 +11,7 @@ use crate::transport::{self, PairTransport, RankPlacement, TransportSummary};
 use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
+use crate::whatif;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::{SourceInfo, Topology};
@@ -667,7 +668,123 @@ pub fn plan(topo: &Topology, req: &PlanRequest, facts: RuntimeFacts) -> Result<P
         env: req.env.clone(),
         version: req.version,
         placement: req.placement.clone(),
-        facts,
+        facts: facts.clone(),
     })?;
-    build(&analysis, req)
+    let mut plan = build(&analysis, req)?;
+    env_effects(topo, req, &facts, &analysis, &mut plan);
+    Ok(plan)
+}
+
+/// The plan with every pair naming `var` removed from the environment.
+fn plan_without(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    var: &str,
+) -> Result<Plan> {
+    let mut r = req.clone();
+    r.env.retain(|(k, _)| k != var);
+    let a = analyze::analyze(&Request {
+        topo,
+        env: r.env.clone(),
+        version: r.version,
+        placement: r.placement.clone(),
+        facts: facts.clone(),
+    })?;
+    build(&a, &r)
+}
+
+/// What the version does when `var` is unset, where a value equal to it explains "nothing".
+fn default_of(a: &Analysis, var: &str) -> Option<i64> {
+    let d = &a.data.defaults;
+    Some(match var {
+        "NCCL_NVLS_ENABLE" => d.nvls_enable,
+        "NCCL_CUMEM_ENABLE" => d.cumem_enable,
+        "NCCL_CROSS_NIC" => d.cross_nic,
+        "NCCL_COLLNET_ENABLE" => d.collnet_enable,
+        "NCCL_PAT_ENABLE" => d.pat_enable?,
+        "NCCL_P2P_DISABLE"
+        | "NCCL_SHM_DISABLE"
+        | "NCCL_IB_DISABLE"
+        | "NCCL_PXN_DISABLE"
+        | "NCCL_NVB_DISABLE"
+        | "NCCL_NET_DISABLE_INTRA"
+        | "NCCL_P2P_DIRECT_DISABLE"
+        | "NCCL_P2P_USE_CUDA_MEMCPY"
+        | "NCCL_IGNORE_DISABLED_P2P" => 0,
+        _ => return None,
+    })
+}
+
+/// Fills `plan.env`: each modelled variable with what it changed (a differential run without
+/// it, `whatif::compare`), then variables NCCL reads that topo does not model, then unknown
+/// `NCCL_` names with the nearest known one (also a warning).
+fn env_effects(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    a: &Analysis,
+    plan: &mut Plan,
+) {
+    let mut env = std::mem::take(&mut plan.env);
+    for e in env.iter_mut() {
+        let notes = a.env.notes(&e.name);
+        match plan_without(topo, req, facts, &e.name) {
+            Ok(without) => {
+                let changes = whatif::compare(&without, plan);
+                if changes.is_empty() {
+                    let default = default_of(a, &e.name)
+                        .filter(|d| e.value.trim().parse::<i64>().ok() == Some(*d))
+                        .map(|d| format!("{}={d} is NCCL {}'s default", e.name, a.version.short()));
+                    e.status = "unchanged".into();
+                    e.effect = Some(whatif::unchanged(&notes, default));
+                } else {
+                    e.status = "changed".into();
+                    let mut text = changes.join("; ");
+                    if !notes.is_empty() {
+                        text = format!("{text} ({})", notes.join("; "));
+                    }
+                    e.effect = Some(text);
+                    e.changes = changes;
+                }
+            }
+            Err(err) => {
+                e.status = "changed".into();
+                e.effect = Some(format!(
+                    "without it the plan cannot be computed: {}",
+                    err.message
+                ));
+            }
+        }
+    }
+    plan.env = env;
+    // The latest value of each other variable, in the order given.
+    let mut others: Vec<(String, String)> = vec![];
+    for (k, v) in &req.env {
+        match others.iter_mut().find(|(n, _)| n == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => others.push((k.clone(), v.clone())),
+        }
+    }
+    let mut unknown = vec![];
+    for (k, v) in others {
+        let Some(mut e) = whatif::classify(&k) else {
+            continue;
+        };
+        e.value = v;
+        if e.status == "unknown" {
+            unknown.push(e);
+        } else {
+            plan.env.push(e);
+        }
+    }
+    for e in unknown {
+        plan.warnings.push(format!(
+            "{}={}: {}",
+            e.name,
+            e.value,
+            e.effect.as_deref().unwrap_or("")
+        ));
+        plan.env.push(e);
+    }
 }
