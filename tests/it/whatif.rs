@@ -102,6 +102,15 @@ fn ib_disable_and_net_socket_report_the_transport_switch() {
         let eff = e["effect"].as_str().unwrap();
         assert!(eff.contains("-> NET/Socket 16"), "{var}: {eff}");
         assert!(eff.contains("NICs used: 8"), "{var}: {eff}");
+        // the busbw still comes from the ports' line rate: the plan says so
+        assert!(
+            j["warnings"].as_array().unwrap().iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .starts_with("NET/Socket for 16 connection(s)")),
+            "{var}: {}",
+            j["warnings"]
+        );
     }
 }
 

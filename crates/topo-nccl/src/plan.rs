@@ -565,6 +565,19 @@ fn warnings(a: &Analysis) -> Vec<String> {
                 .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
         })
         .count();
+    let socket = a
+        .transports
+        .iter()
+        .filter(|t| t.transport == "NET/Socket")
+        .count();
+    if socket > 0 {
+        // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
+        // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
+        // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
+        w.push(format!(
+            "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
+        ));
+    }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
