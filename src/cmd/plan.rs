@@ -33,13 +33,31 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
 }
 
 /// The request the flags, `--env` overrides and process environment describe.
-fn request(a: &PlanArgs, overrides: &[(String, String)]) -> Result<PlanRequest> {
+fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Result<PlanRequest> {
     let funcs = funcs(&a.collective)?;
     let sizes = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
     let (version, version_source) = version_choice(a.nccl_version.as_deref())?;
     let placement = placement_of(&a.placement)?;
-    let mut env = process_env();
-    env.extend(overrides.iter().cloned());
+    // A profile's `host.env` describes the machine's configuration: it applies first, and the
+    // process environment and `--env` win over it.
+    let mut env: Vec<(String, String)> = vec![];
+    let mut env_origin = std::collections::BTreeMap::new();
+    if topo.source.kind == "profile"
+        && let Some(h) = topo.hosts.first()
+    {
+        for (k, v) in &h.env {
+            env.push((k.clone(), v.clone()));
+            env_origin.insert(k.clone(), "profile host.env".to_string());
+        }
+    }
+    let later: Vec<(String, String)> = process_env()
+        .into_iter()
+        .chain(overrides.iter().cloned())
+        .collect();
+    for (k, _) in &later {
+        env_origin.remove(k);
+    }
+    env.extend(later);
     if !a.algo.eq_ignore_ascii_case("auto") {
         env.push(("NCCL_ALGO".into(), a.algo.clone()));
     }
@@ -53,6 +71,7 @@ fn request(a: &PlanArgs, overrides: &[(String, String)]) -> Result<PlanRequest> 
         version_source,
         placement,
         env,
+        env_origin,
         explain: a.explain,
     })
 }
@@ -63,7 +82,7 @@ fn render(
     overrides: &[(String, String)],
     style: Style,
 ) -> Result<String> {
-    let req = request(a, overrides)?;
+    let req = request(a, overrides, topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts

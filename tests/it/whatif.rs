@@ -232,3 +232,33 @@ fn a_variable_that_changes_nothing_says_so() {
             .starts_with("changed nothing in this plan")
     );
 }
+
+/// A profile file: the built-in dgx-h100 with `host.env` set.
+fn profile_with_env(dir: &tempfile::TempDir, env: &str) -> String {
+    let text = topo_source::profile::builtin_text("dgx-h100").unwrap();
+    let text = text.replacen("\nhost:\n", &format!("\nhost:\n  env: {env}\n"), 1);
+    assert!(text.contains("  env: "), "dgx-h100 has no host: block");
+    let p = dir.path().join("h100-env.yaml");
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_profiles_host_env_is_applied_and_shown_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = profile_with_env(&dir, r#"{NCCL_NVLS_ENABLE: "0"}"#);
+    let j = plan_json(&["--from", &path]);
+    let e = entry(&j, "NCCL_NVLS_ENABLE");
+    assert_eq!(e["origin"], "profile host.env");
+    assert_eq!(e["status"], "changed");
+    assert_eq!(j["channels"]["nvls"], 0);
+    let text = plan_text(&["--from", &path]);
+    assert!(
+        text.contains("NCCL_NVLS_ENABLE=0 (profile host.env): channels: nvls 16 -> 0"),
+        "{text}"
+    );
+    // --env wins over the profile, and the value is no longer the profile's
+    let j = plan_json(&["--from", &path, "--env", "NCCL_NVLS_ENABLE=2"]);
+    assert!(entry(&j, "NCCL_NVLS_ENABLE")["origin"].is_null());
+    assert_eq!(j["channels"]["nvls"], 16);
+}

@@ -61,6 +61,9 @@ pub struct EnvEntry {
     /// One line per difference from the plan without this variable.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
+    /// Where the value came from when not the process or `--env` (`profile host.env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -763,6 +766,7 @@ impl EnvPolicy {
                 },
                 status: String::new(),
                 changes: vec![],
+                origin: None,
             })
             .collect()
     }

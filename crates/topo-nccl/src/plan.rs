@@ -25,6 +25,9 @@ pub struct PlanRequest {
     pub version_source: String,
     pub placement: RankPlacement,
     pub env: Vec<(String, String)>,
+    /// Variables whose value in force came from the source rather than the process or
+    /// `--env` (a profile's `host.env`), with that origin.
+    pub env_origin: BTreeMap<String, String>,
     pub explain: bool,
 }
 
@@ -790,6 +793,9 @@ fn env_effects(
         } else {
             plan.env.push(e);
         }
+    }
+    for e in plan.env.iter_mut().chain(unknown.iter_mut()) {
+        e.origin = req.env_origin.get(&e.name).cloned();
     }
     for e in unknown {
         plan.warnings.push(format!(

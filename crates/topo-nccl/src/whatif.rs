@@ -83,6 +83,7 @@ pub fn classify(name: &str) -> Option<EnvEntry> {
             effect: Some(format!("not modelled: NCCL uses it for {}", k.r#use)),
             status: "not_modelled".into(),
             changes: vec![],
+            origin: None,
         });
     }
     if !name.starts_with("NCCL_") {
@@ -98,6 +99,7 @@ pub fn classify(name: &str) -> Option<EnvEntry> {
         effect: Some(format!("unknown: NCCL does not read {name}{hint}")),
         status: "unknown".into(),
         changes: vec![],
+        origin: None,
     })
 }
 
