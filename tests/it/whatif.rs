@@ -262,3 +262,65 @@ fn a_profiles_host_env_is_applied_and_shown_as_such() {
     assert!(entry(&j, "NCCL_NVLS_ENABLE")["origin"].is_null());
     assert_eq!(j["channels"]["nvls"], 16);
 }
+
+#[test]
+fn net_gdr_level_loc_reports_gdr_lost_and_the_cost() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_NET_GDR_LEVEL=LOC",
+    ]);
+    let e = entry(&j, "NCCL_NET_GDR_LEVEL");
+    assert_eq!(e["status"], "changed");
+    let eff = e["effect"].as_str().unwrap();
+    assert!(eff.contains("GDRDMA 16 -> 0"), "{eff}");
+    assert!(eff.contains("allreduce 1G:"), "{eff}");
+}
+
+#[test]
+fn cross_nic_reports_what_it_changed_in_the_rings() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_CROSS_NIC=0",
+    ]);
+    let e = entry(&j, "NCCL_CROSS_NIC");
+    assert_eq!(e["status"], "changed");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("ring orders changed")
+    );
+    // the version default (2) changes nothing and says so
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_CROSS_NIC=2",
+    ]);
+    let e = entry(&j, "NCCL_CROSS_NIC");
+    assert_eq!(e["status"], "unchanged");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("is NCCL 2.28's default")
+    );
+}
+
+#[test]
+fn socket_ifname_is_listed_as_not_modelled() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_SOCKET_IFNAME=eth0"]);
+    let e = entry(&j, "NCCL_SOCKET_IFNAME");
+    assert_eq!(e["status"], "not_modelled");
+    assert!(e["effect"].as_str().unwrap().contains("IP interfaces"));
+}
