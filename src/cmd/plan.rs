@@ -33,13 +33,12 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
 }
 
 /// The request the flags, `--env` overrides and process environment describe.
-fn request(a: &PlanArgs, overrides: &[(String, String)]) -> Result<PlanRequest> {
+fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Result<PlanRequest> {
     let funcs = funcs(&a.collective)?;
     let sizes = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
     let (version, version_source) = version_choice(a.nccl_version.as_deref())?;
     let placement = placement_of(&a.placement)?;
-    let mut env = process_env();
-    env.extend(overrides.iter().cloned());
+    let (mut env, env_origin) = environment(topo, overrides);
     if !a.algo.eq_ignore_ascii_case("auto") {
         env.push(("NCCL_ALGO".into(), a.algo.clone()));
     }
@@ -53,6 +52,7 @@ fn request(a: &PlanArgs, overrides: &[(String, String)]) -> Result<PlanRequest> 
         version_source,
         placement,
         env,
+        env_origin,
         explain: a.explain,
     })
 }
@@ -63,7 +63,7 @@ fn render(
     overrides: &[(String, String)],
     style: Style,
 ) -> Result<String> {
-    let req = request(a, overrides)?;
+    let req = request(a, overrides, topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts
@@ -71,7 +71,7 @@ fn render(
             .and_then(|h| h.cuda_driver_version.as_deref())
             .and_then(analyze::parse_cuda_version),
     };
-    let plan = topo_nccl::plan::plan(topo, &req, facts)?;
+    let plan = topo_nccl::plan(topo, &req, facts)?;
     Ok(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
         PlanFormat::Json => serde_json::to_string_pretty(&plan)? + "\n",
@@ -196,8 +196,39 @@ pub(crate) fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)
     }
 }
 
+/// The environment a plan assumes, and where each variable came from: a profile's
+/// `host.env` describes the machine's configuration, so it applies first, and the process
+/// environment and `--env` win over it.
+pub(crate) fn environment(
+    topo: &Topology,
+    overrides: &[(String, String)],
+) -> (
+    Vec<(String, String)>,
+    std::collections::BTreeMap<String, String>,
+) {
+    let mut env: Vec<(String, String)> = vec![];
+    let mut env_origin = std::collections::BTreeMap::new();
+    if topo.source.kind == "profile"
+        && let Some(h) = topo.hosts.first()
+    {
+        for (k, v) in &h.env {
+            env.push((k.clone(), v.clone()));
+            env_origin.insert(k.clone(), "profile host.env".to_string());
+        }
+    }
+    let later: Vec<(String, String)> = process_env()
+        .into_iter()
+        .chain(overrides.iter().cloned())
+        .collect();
+    for (k, _) in &later {
+        env_origin.remove(k);
+    }
+    env.extend(later);
+    (env, env_origin)
+}
+
 /// The NCCL-related part of the process environment.
-pub(crate) fn process_env() -> Vec<(String, String)> {
+fn process_env() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("NCCL_") || k == "CUDA_VISIBLE_DEVICES")
         .collect();

@@ -272,8 +272,7 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest) -> Result<()> {
         .collect();
     let sizes: Vec<u64> = req.sizes()?.into_iter().map(|s| s as u64).collect();
     let (version, version_source) = super::plan::version_choice(a.nccl_version.as_deref())?;
-    let mut env = super::plan::process_env();
-    env.extend(a.source.env_overrides()?);
+    let (env, env_origin) = super::plan::environment(&topo, &a.source.env_overrides()?);
     let preq = PlanRequest {
         funcs,
         sizes,
@@ -281,9 +280,10 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest) -> Result<()> {
         version_source,
         placement: RankPlacement::ProcessPerGpu,
         env,
+        env_origin,
         explain: false,
     };
-    let plan = topo_nccl::plan::plan(&topo, &preq, Default::default())?;
+    let plan = topo_nccl::plan(&topo, &preq, Default::default())?;
     if let Some(n) = a.ranks
         && n != plan.nranks
     {

@@ -300,14 +300,19 @@ pub fn render(p: &Plan, style: Style) -> String {
     if !env.is_empty() {
         heading(&mut out, style, "Environment");
         for e in env {
+            let origin = e
+                .origin
+                .as_deref()
+                .map(|o| format!(" ({o})"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "  {}={}: {}",
+                "  {}={}{origin}: {}",
                 e.name,
                 e.value,
                 e.effect
                     .as_deref()
-                    .unwrap_or("read, changed nothing in this plan")
+                    .unwrap_or("changed nothing in this plan")
             );
         }
     }

@@ -16,4 +16,5 @@ mod qa;
 mod show;
 mod util;
 mod verify;
+mod whatif;
 mod xml;

@@ -119,7 +119,71 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     } else {
         req.topo.clone()
     };
-    let mut system = System::build(&topo, &data.bw);
+    // NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the
+    // order it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc).
+    // It applies only when IB is the network (not under NCCL_IB_DISABLE=1 or NCCL_NET=Socket).
+    let ib_in_use = !env.ib_disable
+        && env
+            .net
+            .as_deref()
+            .is_none_or(|n| n.trim().eq_ignore_ascii_case("ib"));
+    let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
+    let mut ib_none_selected = false;
+    if let Some(h) = &hca {
+        let nets = topo.nets();
+        let total = nets.len();
+        let kept = nets
+            .iter()
+            .filter(|&&n| {
+                topo.net(n)
+                    .is_some_and(|x| h.keeps(&x.name, i64::from(x.port)))
+            })
+            .count();
+        if total > 0 && kept == 0 {
+            // No IB device: NCCL falls back to the socket plugin, whose devices are the IP
+            // interfaces, not IB ports; the ports stay in the system (the interfaces sit on
+            // the same NICs) and the transport becomes NET/Socket.
+            env.note_effect(
+                "NCCL_IB_HCA",
+                format!(
+                    "selects none of the {total} IB port(s), so NCCL has no IB device and falls back to sockets"
+                ),
+            );
+            ib_none_selected = true;
+            hca = None;
+        }
+    }
+    let keep_net = |n: &topo_model::Net| {
+        hca.as_ref()
+            .is_none_or(|h| h.keeps(&n.name, i64::from(n.port)))
+    };
+    if let Some(h) = &hca {
+        let nets = topo.nets();
+        let total = nets.len();
+        let mut next: HashMap<HostId, i32> = HashMap::new();
+        let mut kept = 0;
+        for n in nets {
+            let host = topo.node(n).host;
+            if let topo_model::NodeKind::Net(x) = &mut topo.node_mut(n).kind
+                && h.keeps(&x.name, i64::from(x.port))
+            {
+                let d = next.entry(host).or_insert(0);
+                x.dev = *d;
+                *d += 1;
+                kept += 1;
+            }
+        }
+        env.note_effect(
+            "NCCL_IB_HCA",
+            format!("selects {kept} of {total} IB port(s)"),
+        );
+    } else if env.ib_hca.is_some() && !ib_in_use {
+        env.note_effect(
+            "NCCL_IB_HCA",
+            "ignored: IB is not the network (NCCL_IB_DISABLE=1 or NCCL_NET)",
+        );
+    }
+    let mut system = System::build_with(&topo, &data.bw, &keep_net);
 
     let path_policy = PathPolicy {
         minor,
@@ -156,6 +220,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         placement: req.placement.clone(),
         cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
         cuda_driver_version: req.facts.cuda_driver_version,
+        ib_available: ib_none_selected.then_some(false),
         ..TransportPolicy::default()
     };
 
@@ -216,7 +281,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
                 "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
             }
         ));
-        system = System::build(&topo, &data.bw);
+        system = System::build_with(&topo, &data.bw, &keep_net);
         paths = paths::compute(&system, &path_policy);
     }
     let nranks = system.gpus.len();

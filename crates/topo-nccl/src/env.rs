@@ -52,8 +52,18 @@ fn func_index(f: Func) -> Option<usize> {
 pub struct EnvEntry {
     pub name: String,
     pub value: String,
-    /// The decisions it changed, `; `-joined; `None` when nothing in the plan depended on it.
+    /// What it changed in the plan, `; `-joined (from the differential run, `whatif`), or
+    /// why it changed nothing; `None` only before the comparison ran.
     pub effect: Option<String>,
+    /// `changed`, `unchanged`, `not_modelled` (NCCL reads it, topo does not) or `unknown`
+    /// (NCCL does not read it).
+    pub status: String,
+    /// One line per difference from the plan without this variable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+    /// Where the value came from when not the process or `--env` (`profile host.env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -113,6 +123,8 @@ pub struct EnvPolicy {
     pub ll128_buffsize: Option<i64>,
     pub nchannels_per_net_peer: Option<i64>,
     pub ll128_c2c: Option<bool>,
+    /// NCCL_IB_HCA, parsed: exclude (`^`), exact (`=`), and `(name, port)` entries.
+    pub ib_hca: Option<HcaFilter>,
     /// CUDA_VISIBLE_DEVICES entries up to the first invalid one (CUDA stops there).
     pub cuda_visible_devices: Option<Vec<String>>,
     vars: Vec<SetVar>,
@@ -168,6 +180,68 @@ pub const VARIABLES: [&str; 46] = [
     "NCCL_NET_PLUGIN",
     "NCCL_IB_HCA",
 ];
+
+/// NCCL_IB_HCA as `ncclIbInitDevices` reads it (NVIDIA/nccl v2.28.9-1
+/// src/transport/net_ib.cc): a leading `^` excludes the listed devices, then a leading `=`
+/// asks for exact names instead of prefixes; entries are `name[:port]` separated by `,`
+/// (`parseStringList`, src/misc/utils.cc), a port of -1 (none given) matching every port.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HcaFilter {
+    pub exclude: bool,
+    pub exact: bool,
+    pub entries: Vec<(String, i64)>,
+}
+
+impl HcaFilter {
+    pub fn parse(value: &str) -> HcaFilter {
+        let mut v = value;
+        let exclude = v.starts_with('^');
+        if exclude {
+            v = &v[1..];
+        }
+        let exact = v.starts_with('=');
+        if exact {
+            v = &v[1..];
+        }
+        let mut entries = vec![];
+        for item in v.split(',') {
+            // `name:port`: the port is atoi of what follows the first ':' (0 when not a number).
+            let (name, port) = match item.split_once(':') {
+                Some((n, p)) => {
+                    let digits: String = p
+                        .trim_start()
+                        .chars()
+                        .take_while(|c| c.is_ascii_digit())
+                        .collect();
+                    (n, digits.parse::<i64>().unwrap_or(0))
+                }
+                None => (item, -1),
+            };
+            if !name.is_empty() {
+                entries.push((name.to_string(), port));
+            }
+        }
+        HcaFilter {
+            exclude,
+            exact,
+            entries,
+        }
+    }
+
+    /// `matchIfList(name, port, …) ^ searchNot` (src/misc/utils.cc): an empty list matches.
+    pub fn keeps(&self, name: &str, port: i64) -> bool {
+        let matched = self.entries.is_empty()
+            || self.entries.iter().any(|(p, pp)| {
+                let name_ok = if self.exact {
+                    name == p
+                } else {
+                    name.starts_with(p.as_str())
+                };
+                name_ok && (*pp == -1 || port == -1 || *pp == port)
+            });
+        matched != self.exclude
+    }
+}
 
 fn bad(name: &str, value: &str, accepted: &str) -> Error {
     Error::new(
@@ -559,6 +633,9 @@ impl EnvPolicy {
         p.ll_buffsize = bytes("NCCL_LL_BUFFSIZE")?;
         p.ll128_buffsize = bytes("NCCL_LL128_BUFFSIZE")?;
 
+        if let Some(v) = get("NCCL_IB_HCA") {
+            p.ib_hca = Some(HcaFilter::parse(v));
+        }
         if let Some(v) = get("CUDA_VISIBLE_DEVICES") {
             let (list, stopped) = cuda_visible(v);
             if let Some(tok) = stopped {
@@ -666,6 +743,15 @@ impl EnvPolicy {
         }
     }
 
+    /// The notes recorded for `var` (why it was ignored, which decision it changed).
+    pub fn notes(&self, var: &str) -> Vec<String> {
+        self.vars
+            .iter()
+            .find(|v| v.name == var)
+            .map(|v| v.effects.clone())
+            .unwrap_or_default()
+    }
+
     /// Every variable that was set, in a stable order, with its effects.
     pub fn effects(&self) -> Vec<EnvEntry> {
         self.vars
@@ -678,6 +764,9 @@ impl EnvPolicy {
                 } else {
                     Some(v.effects.join("; "))
                 },
+                status: String::new(),
+                changes: vec![],
+                origin: None,
             })
             .collect()
     }

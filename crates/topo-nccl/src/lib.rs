@@ -22,5 +22,18 @@ pub mod transport;
 pub mod tuning;
 pub mod types;
 pub mod version;
+pub mod whatif;
 
 pub use error::{Error, ErrorKind, Result};
+
+/// The plan for one request, with the effect of each environment variable worked out by a
+/// differential run without it ([`whatif`]): the entry point callers use.
+pub fn plan(
+    topo: &topo_model::Topology,
+    req: &plan::PlanRequest,
+    facts: analyze::RuntimeFacts,
+) -> Result<plan::Plan> {
+    let (analysis, mut p) = plan::analyzed(topo, req, facts.clone())?;
+    whatif::env_effects(topo, req, &facts, &analysis, &mut p);
+    Ok(p)
+}

@@ -24,6 +24,9 @@ pub struct PlanRequest {
     pub version_source: String,
     pub placement: RankPlacement,
     pub env: Vec<(String, String)>,
+    /// Variables whose value in force came from the source rather than the process or
+    /// `--env` (a profile's `host.env`), with that origin.
+    pub env_origin: BTreeMap<String, String>,
     pub explain: bool,
 }
 
@@ -564,6 +567,19 @@ fn warnings(a: &Analysis) -> Vec<String> {
                 .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
         })
         .count();
+    let socket = a
+        .transports
+        .iter()
+        .filter(|t| t.transport == "NET/Socket")
+        .count();
+    if socket > 0 {
+        // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
+        // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
+        // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
+        w.push(format!(
+            "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
+        ));
+    }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
@@ -659,7 +675,13 @@ fn refuse_no_gpu(topo: &Topology) -> Result<()> {
 }
 
 /// The whole model for one request: analysis in NCCL's init order, then the plan document.
-pub fn plan(topo: &Topology, req: &PlanRequest, facts: RuntimeFacts) -> Result<Plan> {
+/// The analysis and the plan document for one request, before the environment's effects are
+/// worked out (`crate::plan` adds them, see `whatif`).
+pub fn analyzed(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: RuntimeFacts,
+) -> Result<(Analysis, Plan)> {
     refuse_no_gpu(topo)?;
     refuse_unknown_nvlink(topo)?;
     let analysis = analyze::analyze(&Request {
@@ -669,5 +691,6 @@ pub fn plan(topo: &Topology, req: &PlanRequest, facts: RuntimeFacts) -> Result<P
         placement: req.placement.clone(),
         facts,
     })?;
-    build(&analysis, req)
+    let plan = build(&analysis, req)?;
+    Ok((analysis, plan))
 }

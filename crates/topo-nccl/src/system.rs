@@ -215,6 +215,16 @@ impl System {
 
     /// Builds NCCL's system graph from the hardware model with `c`'s constants.
     pub fn build(topo: &Topology, c: &BwConstants) -> System {
+        System::build_with(topo, c, &|_| true)
+    }
+
+    /// [`System::build`] with only the network ports `keep_net` accepts (the net plugin
+    /// exports only those: NCCL_IB_HCA).
+    pub fn build_with(
+        topo: &Topology,
+        c: &BwConstants,
+        keep_net: &dyn Fn(&topo_model::Net) -> bool,
+    ) -> System {
         let mut sys = System {
             nodes: vec![],
             gpus: vec![],
@@ -291,6 +301,7 @@ impl System {
                     NodeType::Nic,
                     nic.busid.map(|b| b.0).unwrap_or(n.index() as u64),
                 )),
+                NodeKind::Net(net) if !keep_net(net) => continue,
                 NodeKind::Net(net) => {
                     let mut s = base(NodeType::Net, net.dev.max(0) as u64);
                     s.net = Some(NetAttrs {

@@ -342,3 +342,38 @@ fn algo_grammar_up_to_2_23_is_one_list_and_ignores_unknown_names() {
     let p = env(&[("NCCL_ALGO", "ring,pat")], "2.21").unwrap();
     assert_eq!(p.ignored_tokens.len(), 1);
 }
+
+#[test]
+fn ib_hca_prefix_exclude_exact_and_port_forms() {
+    // prefix match (matchIf with matchExact false compares strlen(ref) characters)
+    let h = HcaFilter::parse("mlx5_1");
+    assert!(h.keeps("mlx5_1", 1));
+    assert!(h.keeps("mlx5_10", 1));
+    assert!(!h.keeps("mlx5_0", 1));
+    // exact
+    let h = HcaFilter::parse("=mlx5_1");
+    assert!(h.keeps("mlx5_1", 1));
+    assert!(!h.keeps("mlx5_10", 1));
+    // exclude, with exact after it
+    let h = HcaFilter::parse("^=mlx5_1");
+    assert!(!h.keeps("mlx5_1", 1));
+    assert!(h.keeps("mlx5_10", 1));
+    let h = HcaFilter::parse("^mlx5_1");
+    assert!(!h.keeps("mlx5_10", 1));
+    assert!(h.keeps("mlx5_2", 1));
+    // port suffixes: only that port; a list of several
+    let h = HcaFilter::parse("mlx5_0:1,mlx5_3:2");
+    assert_eq!(
+        h.entries,
+        vec![("mlx5_0".to_string(), 1), ("mlx5_3".to_string(), 2)]
+    );
+    assert!(h.keeps("mlx5_0", 1));
+    assert!(!h.keeps("mlx5_0", 2));
+    assert!(h.keeps("mlx5_3", 2));
+    assert!(!h.keeps("mlx5_3", 1));
+    // an empty list matches everything (and `^` alone then excludes everything)
+    assert!(HcaFilter::parse("").keeps("mlx5_0", 1));
+    assert!(!HcaFilter::parse("^").keeps("mlx5_0", 1));
+    let p = env(&[("NCCL_IB_HCA", "^mlx5_0")], "2.28").unwrap();
+    assert!(p.ib_hca.as_ref().unwrap().exclude);
+}

@@ -1,0 +1,326 @@
+//! What-if answers (issue 10, item 1): every given environment variable is reported with what
+//! it changed against the same plan without it, or "changed nothing" only when nothing did;
+//! unknown `NCCL_` names get a "did you mean"; known but unmodelled variables are listed.
+
+use crate::util::topo_clean_env as topo;
+use serde_json::Value;
+
+fn plan_json(args: &[&str]) -> Value {
+    let out = topo()
+        .arg("plan")
+        .args([
+            "--nccl-version",
+            "2.28",
+            "--format",
+            "json",
+            "-b",
+            "1G",
+            "-e",
+            "1G",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn plan_text(args: &[&str]) -> String {
+    let out = topo()
+        .arg("plan")
+        .args(["--nccl-version", "2.28", "-b", "1G", "-e", "1G"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `env[]` entry of `name`.
+fn entry(j: &Value, name: &str) -> Value {
+    j["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("{name} missing from env[]: {}", j["env"]))
+        .clone()
+}
+
+fn effect(j: &Value, name: &str) -> String {
+    entry(j, name)["effect"].as_str().unwrap().to_string()
+}
+
+fn busbw(j: &Value) -> f64 {
+    j["table"][0]["busbw_gbps"].as_f64().unwrap()
+}
+
+#[test]
+fn nvls_enable_0_reports_the_channels_and_choice_it_changed() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_NVLS_ENABLE=0"]);
+    let e = entry(&j, "NCCL_NVLS_ENABLE");
+    assert_eq!(e["status"], "changed");
+    let eff = e["effect"].as_str().unwrap();
+    assert!(eff.contains("nvls 16 -> 0"), "{eff}");
+    assert!(eff.contains("NVLS/Simple -> Ring/Simple"), "{eff}");
+    assert!(!eff.contains("changed nothing"), "{eff}");
+    let text = plan_text(&["--profile", "dgx-h100", "--env", "NCCL_NVLS_ENABLE=0"]);
+    assert!(!text.contains("changed nothing"), "{text}");
+}
+
+#[test]
+fn a_value_equal_to_the_default_changed_nothing_and_says_why() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_NVLS_ENABLE=2"]);
+    let e = entry(&j, "NCCL_NVLS_ENABLE");
+    assert_eq!(e["status"], "unchanged");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("changed nothing in this plan: NCCL_NVLS_ENABLE=2 is NCCL 2.28's default")
+    );
+}
+
+#[test]
+fn cumem_enable_0_reports_cumem_becoming_ipc() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_CUMEM_ENABLE=0"]);
+    let eff = effect(&j, "NCCL_CUMEM_ENABLE");
+    assert!(eff.contains("P2P/CUMEM 56 -> P2P/IPC 56"), "{eff}");
+}
+
+#[test]
+fn ib_disable_and_net_socket_report_the_transport_switch() {
+    for var in ["NCCL_IB_DISABLE=1", "NCCL_NET=Socket"] {
+        let j = plan_json(&["--profile", "dgx-h100", "--nodes", "2", "--env", var]);
+        let name = var.split('=').next().unwrap();
+        let e = entry(&j, name);
+        assert_eq!(e["status"], "changed", "{var}");
+        let eff = e["effect"].as_str().unwrap();
+        assert!(eff.contains("-> NET/Socket 16"), "{var}: {eff}");
+        assert!(eff.contains("NICs used: 8"), "{var}: {eff}");
+        // the busbw still comes from the ports' line rate: the plan says so
+        assert!(
+            j["warnings"].as_array().unwrap().iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .starts_with("NET/Socket for 16 connection(s)")),
+            "{var}: {}",
+            j["warnings"]
+        );
+    }
+}
+
+#[test]
+fn ib_hca_one_device_uses_one_nic_on_two_nodes() {
+    let base = plan_json(&["--profile", "dgx-h100", "--nodes", "2"]);
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_IB_HCA=mlx5_0",
+    ]);
+    let nics: std::collections::BTreeSet<&str> = j["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["nic"].as_str())
+        .collect();
+    assert_eq!(nics.into_iter().collect::<Vec<_>>(), vec!["mlx5_0"]);
+    let eff = effect(&j, "NCCL_IB_HCA");
+    assert!(eff.contains("NICs used: 8"), "{eff}");
+    assert!(eff.contains("-> 1 (mlx5_0)"), "{eff}");
+    assert!(
+        busbw(&j) < busbw(&base) / 2.0,
+        "one NIC must cost bandwidth"
+    );
+}
+
+#[test]
+fn ib_hca_exclude_exact_and_port_forms() {
+    let args = |v: &'static str| ["--profile", "dgx-h100", "--nodes", "2", "--env", v];
+    // ^ excludes mlx5_0 (as a prefix it matches no other of mlx5_0..mlx5_11)
+    let j = plan_json(&args("NCCL_IB_HCA=^mlx5_0"));
+    let eff = effect(&j, "NCCL_IB_HCA");
+    assert!(eff.contains("-> 7 ("), "{eff}");
+    assert!(
+        !eff.contains("mlx5_0 mlx5_1") || eff.contains("-> 7 (mlx5_1"),
+        "{eff}"
+    );
+    // = exact: mlx5_1 only (a prefix would also take mlx5_10 and mlx5_11)
+    let j = plan_json(&args("NCCL_IB_HCA==mlx5_1"));
+    assert!(effect(&j, "NCCL_IB_HCA").contains("selects 2 of 24"));
+    let j = plan_json(&args("NCCL_IB_HCA=mlx5_1"));
+    assert!(effect(&j, "NCCL_IB_HCA").contains("selects 6 of 24"));
+    // a port the devices do not have: no IB device, sockets
+    let j = plan_json(&args("NCCL_IB_HCA=mlx5_0:2"));
+    let eff = effect(&j, "NCCL_IB_HCA");
+    assert!(eff.contains("falls back to sockets"), "{eff}");
+    assert!(eff.contains("NET/Socket"), "{eff}");
+    // ignored when IB is not the network
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_IB_HCA=mlx5_0",
+        "--env",
+        "NCCL_IB_DISABLE=1",
+    ]);
+    let e = entry(&j, "NCCL_IB_HCA");
+    assert_eq!(e["status"], "unchanged");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("IB is not the network")
+    );
+}
+
+#[test]
+fn a_misspelled_variable_gets_did_you_mean() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_P2P_LEVL=NVL"]);
+    let e = entry(&j, "NCCL_P2P_LEVL");
+    assert_eq!(e["status"], "unknown");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean NCCL_P2P_LEVEL?")
+    );
+    assert!(
+        j["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("did you mean NCCL_P2P_LEVEL?"))
+    );
+    let text = plan_text(&["--profile", "dgx-h100", "--env", "NCCL_P2P_LEVL=NVL"]);
+    assert!(text.contains("NCCL_P2P_LEVL=NVL: unknown"), "{text}");
+}
+
+#[test]
+fn an_unmodelled_variable_is_listed_with_its_use() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--env",
+        "NCCL_IB_QPS_PER_CONNECTION=4",
+    ]);
+    let e = entry(&j, "NCCL_IB_QPS_PER_CONNECTION");
+    assert_eq!(e["status"], "not_modelled");
+    assert_eq!(e["value"], "4");
+    assert!(e["effect"].as_str().unwrap().contains("queue pairs"));
+}
+
+#[test]
+fn a_variable_that_changes_nothing_says_so() {
+    // One node: the IB transport is not used, so disabling it changes nothing.
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_IB_DISABLE=1"]);
+    let e = entry(&j, "NCCL_IB_DISABLE");
+    assert_eq!(e["status"], "unchanged");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .starts_with("changed nothing in this plan")
+    );
+}
+
+/// A profile file: the built-in dgx-h100 with `host.env` set.
+fn profile_with_env(dir: &tempfile::TempDir, env: &str) -> String {
+    let text = topo_source::profile::builtin_text("dgx-h100").unwrap();
+    let text = text.replacen("\nhost:\n", &format!("\nhost:\n  env: {env}\n"), 1);
+    assert!(text.contains("  env: "), "dgx-h100 has no host: block");
+    let p = dir.path().join("h100-env.yaml");
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_profiles_host_env_is_applied_and_shown_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = profile_with_env(&dir, r#"{NCCL_NVLS_ENABLE: "0"}"#);
+    let j = plan_json(&["--from", &path]);
+    let e = entry(&j, "NCCL_NVLS_ENABLE");
+    assert_eq!(e["origin"], "profile host.env");
+    assert_eq!(e["status"], "changed");
+    assert_eq!(j["channels"]["nvls"], 0);
+    let text = plan_text(&["--from", &path]);
+    assert!(
+        text.contains("NCCL_NVLS_ENABLE=0 (profile host.env): channels: nvls 16 -> 0"),
+        "{text}"
+    );
+    // --env wins over the profile, and the value is no longer the profile's
+    let j = plan_json(&["--from", &path, "--env", "NCCL_NVLS_ENABLE=2"]);
+    assert!(entry(&j, "NCCL_NVLS_ENABLE")["origin"].is_null());
+    assert_eq!(j["channels"]["nvls"], 16);
+}
+
+#[test]
+fn net_gdr_level_loc_reports_gdr_lost_and_the_cost() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_NET_GDR_LEVEL=LOC",
+    ]);
+    let e = entry(&j, "NCCL_NET_GDR_LEVEL");
+    assert_eq!(e["status"], "changed");
+    let eff = e["effect"].as_str().unwrap();
+    assert!(eff.contains("GDRDMA 16 -> 0"), "{eff}");
+    assert!(eff.contains("allreduce 1G:"), "{eff}");
+}
+
+#[test]
+fn cross_nic_reports_what_it_changed_in_the_rings() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_CROSS_NIC=0",
+    ]);
+    let e = entry(&j, "NCCL_CROSS_NIC");
+    assert_eq!(e["status"], "changed");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("ring orders changed")
+    );
+    // the version default (2) changes nothing and says so
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_CROSS_NIC=2",
+    ]);
+    let e = entry(&j, "NCCL_CROSS_NIC");
+    assert_eq!(e["status"], "unchanged");
+    assert!(
+        e["effect"]
+            .as_str()
+            .unwrap()
+            .contains("is NCCL 2.28's default")
+    );
+}
+
+#[test]
+fn socket_ifname_is_listed_as_not_modelled() {
+    let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_SOCKET_IFNAME=eth0"]);
+    let e = entry(&j, "NCCL_SOCKET_IFNAME");
+    assert_eq!(e["status"], "not_modelled");
+    assert!(e["effect"].as_str().unwrap().contains("IP interfaces"));
+}
