@@ -54,6 +54,18 @@ pub struct Analysis {
     pub costs: CostTable,
     pub nranks: usize,
     pub nnodes: usize,
+    /// The launcher's rank of each rank of this analysis. A host that NCCL splits into
+    /// several nodes is renumbered group by group here, while NCCL keeps the launcher's
+    /// numbers (init.cc, NCCL 2.28.9: nodes are found from the ranks, ranks never move).
+    /// The identity without a split.
+    pub launcher_ranks: Vec<usize>,
+}
+
+impl Analysis {
+    /// The launcher's number of a rank of this analysis.
+    pub fn launcher_rank(&self, r: usize) -> usize {
+        self.launcher_ranks.get(r).copied().unwrap_or(r)
+    }
 }
 
 /// `cudaDriverVersion` from a `12.4`-style string.
@@ -168,6 +180,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let mut split_reasons: HashMap<(HostId, BusId, BusId), (String, Option<String>)> =
         HashMap::new();
     let mut orig_host_of_part: Vec<HostId> = vec![];
+    let mut launcher_ranks: Vec<usize> = (0..system.gpus.len()).collect();
     if domains.len() > hosts_with_gpus {
         // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
         // the user needs to know what made them so.
@@ -202,6 +215,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             })
             .collect();
         topo = topo.split_gpus(&groups);
+        // The split keeps each group's GPUs in rank order and numbers the groups in turn.
+        launcher_ranks = domains.iter().flatten().copied().collect();
         // Ranks are numbered node by node from here on; say so when that differs from the
         // launcher's numbering (GPU index order), which NCCL itself keeps.
         let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
@@ -345,6 +360,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         costs,
         nranks,
         nnodes,
+        launcher_ranks,
     })
 }
 

@@ -389,12 +389,27 @@ impl Connection {
 
     /// `Trees [0] d0/d1/d2->rank->up …` (INIT), cut like NCCL's 1023-byte buffer.
     pub fn trees_line(&self, rank: usize) -> String {
+        self.trees_line_named(rank, &[])
+    }
+
+    /// [`Self::trees_line`] with every rank `r` printed as `names[r]` (where `names` has it):
+    /// the launcher's numbers of a host split into several nodes.
+    pub fn trees_line_named(&self, rank: usize, names: &[usize]) -> String {
+        let name = |r: i64| match usize::try_from(r).ok().and_then(|r| names.get(r)) {
+            Some(&n) => n as i64,
+            None => r,
+        };
         let mut body = String::new();
         for c in 0..self.n_channels {
             if let Some(t) = self.tree(c, rank) {
                 body.push_str(&format!(
                     " [{}] {}/{}/{}->{}->{}",
-                    c, t.down[0], t.down[1], t.down[2], rank, t.up
+                    c,
+                    name(t.down[0]),
+                    name(t.down[1]),
+                    name(t.down[2]),
+                    name(rank as i64),
+                    name(t.up)
                 ));
             }
         }
