@@ -90,28 +90,10 @@ type Outcome = (
 /// `oracle_sweep --expected fixtures/oracle/corpus.jsonl`; the test fails when an entry no
 /// longer differs, so the list stays exact.
 const EXPECTED: &[(u64, &str, &str)] = &[
-    (35, "channel line", "split"),
-    (35, "rings", "split"),
-    (35, "trees", "split"),
-    (110, "channel line", "split"),
-    (110, "rings", "split"),
-    (110, "trees", "split"),
     (152, "channel orders (ring)", "net"),
     (152, "channel orders (tree)", "net"),
     (152, "rings", "net"),
     (152, "trees", "net"),
-    (159, "rings", "split"),
-    (168, "rings", "split"),
-    (168, "trees", "split"),
-    (204, "channel line", "split"),
-    (267, "channel line", "split"),
-    (267, "rings", "split"),
-    (267, "trees", "split"),
-    (434, "rings", "split"),
-    (434, "trees", "split"),
-    (452, "channel line", "split"),
-    (452, "rings", "split"),
-    (452, "trees", "split"),
 ];
 
 #[test]

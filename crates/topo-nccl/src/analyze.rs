@@ -251,17 +251,29 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     // search an NVLS graph at all (no `Pattern 5` line); forced on a machine without NVSwitch,
     // the search runs and finds no channel.
     let nvls_env = env.nvls_enable_or(&data);
-    let rank0_sm = system
-        .gpus
-        .first()
-        .and_then(|&g| system.nodes[g].gpu.as_ref())
-        .map_or(0, |g| g.sm);
-    let multicast =
-        nvls_env == 1 || (rank0_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == 0));
-    let nvls_enabled = nvls_env != 0 && multicast && system.host_gpus(0).len() >= min_nvls_gpus;
+    // Every rank decides for its own domain; rank 0's is host 0.
+    let nvls_on = |h: HostId| {
+        let first_sm = system
+            .host_gpus(h)
+            .first()
+            .and_then(|&r| system.gpu(r).gpu.as_ref())
+            .map_or(0, |g| g.sm);
+        let multicast = nvls_env == 1
+            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h));
+        nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
+    };
+    let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
+    let merged = if domains.len() <= hosts_with_gpus {
+        graphs.clone()
+    } else {
+        split_node_graphs(&system, &paths, &graphs, |h| {
+            search_params(&data, &env, nvls_on(h), collnet_enabled)
+        })
+    };
 
     let mut channel_params = ChannelParams::for_version(minor);
     channel_params.max_channels = data.max_channels as usize;
@@ -280,7 +292,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.max_ctas = channel_params.max_ctas.min(maxch);
     channel_params.min_ctas = channel_params.min_ctas.min(channel_params.max_ctas);
     channel_params.nvls_support =
-        nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+        nvls_enabled && merged.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
     // ncclNvlsInit picks the SM100 channel count before nNodes is known, from the peers'
     // host hashes (NCCL 2.28.9 src/transport/nvls.cc): a host split into NCCL nodes by the
@@ -289,9 +301,9 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();
-    let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
-    note_channel_effects(&mut env, &system, &paths, &graphs, &channel_params, &counts);
-    let connection = Connection::from_graphs(&system, &graphs, &counts);
+    let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
+    let connection = Connection::from_graphs(&system, &merged, &counts);
 
     let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
     if !split_reasons.is_empty() {
@@ -323,16 +335,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         ti.cpu_arch = c.arch;
         ti.cpu_vendor = c.vendor;
     }
-    ti.ring = Some(graphs.ring.clone());
-    ti.tree = Some(graphs.tree.clone());
-    ti.collnet_chain = graphs.collnet_chain.clone();
-    ti.collnet_direct = graphs.collnet_direct.clone();
-    ti.nvls = graphs.nvls.clone();
+    ti.ring = Some(merged.ring.clone());
+    ti.tree = Some(merged.tree.clone());
+    ti.collnet_chain = merged.collnet_chain.clone();
+    ti.collnet_direct = merged.collnet_direct.clone();
+    ti.nvls = merged.nvls.clone();
     ti.comm_channels = counts.coll_algo;
     ti.nvls_channels = counts.nvls;
     ti.nvls_supported = counts.nvls > 0;
     ti.collnet_enabled = collnet_enabled;
-    ti.collnet_heads = graphs
+    ti.collnet_heads = merged
         .collnet_direct
         .as_ref()
         .map(|g| g.n_channels)
@@ -362,6 +374,33 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         nnodes,
         launcher_ranks,
     })
+}
+
+/// A host split into several nodes: every node's ranks search their own domain
+/// (initTransportsRank, NCCL 2.28.9 src/init.cc, after `ncclTopoTrimSystem`) and AllGather3
+/// reduces the graphs over all ranks; each node keeps its own ring and tree orders.
+fn split_node_graphs(
+    system: &System,
+    paths: &paths::Paths,
+    graphs: &Graphs,
+    params_of: impl Fn(HostId) -> SearchParams,
+) -> Graphs {
+    let hosts: Vec<HostId> = (1..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .collect();
+    let own: Vec<Graphs> = hosts
+        .iter()
+        .map(|&h| search::compute_all_on(system, paths, &params_of(h), h))
+        .collect();
+    let mut merged = search::all_gather3(graphs, &own);
+    merged.node_orders = vec![None; system.nhosts];
+    for (&h, g) in hosts.iter().zip(&own) {
+        merged.node_orders[h as usize] = Some(search::NodeOrders {
+            ring: g.ring.intra.clone(),
+            tree: g.tree.intra.clone(),
+        });
+    }
+    merged
 }
 
 /// Records what the channel-count variables changed: the channel line with the variable
