@@ -84,8 +84,8 @@ type Outcome = (
 
 /// Differences between topo and NCCL's code that the corpus shows: (seed, check name as
 /// `Check::name` prints it, kind). The kinds are explained in docs/differential.md ("Remaining
-/// differences"): `split`, a host NCCL or topo splits into several nodes (rank numbering,
-/// per-domain searches, split decisions); `net`, the channel-to-NET assignment on two nodes;
+/// differences"): `split`, a host split into several nodes whose own search ends elsewhere
+/// than NCCL's; `net`, the channel-to-NET assignment on two nodes;
 /// `search`, a single-node search ending elsewhere. Regenerate with
 /// `oracle_sweep --expected fixtures/oracle/corpus.jsonl`; the test fails when an entry no
 /// longer differs, so the list stays exact.
