@@ -89,12 +89,7 @@ type Outcome = (
 /// `search`, a single-node search ending elsewhere. Regenerate with
 /// `oracle_sweep --expected fixtures/oracle/corpus.jsonl`; the test fails when an entry no
 /// longer differs, so the list stays exact.
-const EXPECTED: &[(u64, &str, &str)] = &[
-    (152, "channel orders (ring)", "net"),
-    (152, "channel orders (tree)", "net"),
-    (152, "rings", "net"),
-    (152, "trees", "net"),
-];
+const EXPECTED: &[(u64, &str, &str)] = &[];
 
 #[test]
 fn corpus_agrees_with_nccl_field_by_field() {

@@ -850,12 +850,10 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
         }
     }
     // 4. PXN and 5. no-GDR rerouting, per NET.
-    let mut owners = vec![None; sys.nets.len()];
     for (ni, &n) in sys.nets.iter().enumerate() {
         // The owner is computed once per NET: PXN only makes other GPUs' paths to this NET
         // worse than the owner's, so it cannot change during the loop.
         let owner = net_local_gpu(sys, paths, policy, ni);
-        owners[ni] = owner;
         // Only this NET's host: scanning every rank for every NET was quadratic in hosts.
         let ranks = paths
             .host_ranks
@@ -907,7 +905,13 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
             }
         }
     }
-    paths.net_local_gpu = owners;
+    // The search's NET-local GPU is taken from the final paths, after the no-GDR detours
+    // through the CPU (NCCL 2.28.9 src/graph/paths.cc precomputes `net.localGpu` at the end
+    // of ncclTopoComputePaths; before 2.27.7 the search asked ncclTopoGetLocalGpu itself, on
+    // the same final paths). The detours can change which NETs are a GPU's local ones.
+    paths.net_local_gpu = (0..sys.nets.len())
+        .map(|ni| net_local_gpu(sys, paths, policy, ni))
+        .collect();
 }
 
 #[cfg(test)]
