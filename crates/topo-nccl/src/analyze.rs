@@ -231,7 +231,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
                 "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
             }
         ));
+        // Each part keeps the physical host's GPU index order (position in it, by the
+        // launcher's rank), which the part's own fused order need not follow.
+        let mut position = vec![usize::MAX; system.gpus.len()];
+        for h in 0..system.nhosts as HostId {
+            for (i, r) in system.host_gpus_indexed(h).into_iter().enumerate() {
+                position[r] = i;
+            }
+        }
         system = System::build(&topo, &data.bw);
+        system.reorder_index(|r| launcher_ranks.get(r).map_or(usize::MAX, |&l| position[l]));
         paths = paths::compute(&system, &path_policy);
     }
     let nranks = system.gpus.len();
