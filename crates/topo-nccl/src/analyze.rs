@@ -54,6 +54,18 @@ pub struct Analysis {
     pub costs: CostTable,
     pub nranks: usize,
     pub nnodes: usize,
+    /// The launcher's rank of each rank of this analysis. A host that NCCL splits into
+    /// several nodes is renumbered group by group here, while NCCL keeps the launcher's
+    /// numbers (init.cc, NCCL 2.28.9: nodes are found from the ranks, ranks never move).
+    /// The identity without a split.
+    pub launcher_ranks: Vec<usize>,
+}
+
+impl Analysis {
+    /// The launcher's number of a rank of this analysis.
+    pub fn launcher_rank(&self, r: usize) -> usize {
+        self.launcher_ranks.get(r).copied().unwrap_or(r)
+    }
 }
 
 /// `cudaDriverVersion` from a `12.4`-style string.
@@ -233,6 +245,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let mut split_reasons: HashMap<(HostId, BusId, BusId), (String, Option<String>)> =
         HashMap::new();
     let mut orig_host_of_part: Vec<HostId> = vec![];
+    let mut launcher_ranks: Vec<usize> = (0..system.gpus.len()).collect();
     if domains.len() > hosts_with_gpus {
         // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
         // the user needs to know what made them so.
@@ -267,6 +280,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             })
             .collect();
         topo = topo.split_gpus(&groups);
+        // The split keeps each group's GPUs in rank order and numbers the groups in turn.
+        launcher_ranks = domains.iter().flatten().copied().collect();
         // Ranks are numbered node by node from here on; say so when that differs from the
         // launcher's numbering (GPU index order), which NCCL itself keeps.
         let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
@@ -281,7 +296,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
                 "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
             }
         ));
+        // Each part keeps the physical host's GPU index order (position in it, by the
+        // launcher's rank), which the part's own fused order need not follow.
+        let mut position = vec![usize::MAX; system.gpus.len()];
+        for h in 0..system.nhosts as HostId {
+            for (i, r) in system.host_gpus_indexed(h).into_iter().enumerate() {
+                position[r] = i;
+            }
+        }
         system = System::build_with(&topo, &data.bw, &keep_net);
+        system.reorder_index(|r| launcher_ranks.get(r).map_or(usize::MAX, |&l| position[l]));
         paths = paths::compute(&system, &path_policy);
     }
     let nranks = system.gpus.len();
@@ -301,17 +325,29 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     // search an NVLS graph at all (no `Pattern 5` line); forced on a machine without NVSwitch,
     // the search runs and finds no channel.
     let nvls_env = env.nvls_enable_or(&data);
-    let rank0_sm = system
-        .gpus
-        .first()
-        .and_then(|&g| system.nodes[g].gpu.as_ref())
-        .map_or(0, |g| g.sm);
-    let multicast =
-        nvls_env == 1 || (rank0_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == 0));
-    let nvls_enabled = nvls_env != 0 && multicast && system.host_gpus(0).len() >= min_nvls_gpus;
+    // Every rank decides for its own domain; rank 0's is host 0.
+    let nvls_on = |h: HostId| {
+        let first_sm = system
+            .host_gpus(h)
+            .first()
+            .and_then(|&r| system.gpu(r).gpu.as_ref())
+            .map_or(0, |g| g.sm);
+        let multicast = nvls_env == 1
+            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h));
+        nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
+    };
+    let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
+    let merged = if domains.len() <= hosts_with_gpus {
+        graphs.clone()
+    } else {
+        split_node_graphs(&system, &paths, &graphs, |h| {
+            search_params(&data, &env, nvls_on(h), collnet_enabled)
+        })
+    };
 
     let mut channel_params = ChannelParams::for_version(minor);
     channel_params.max_channels = data.max_channels as usize;
@@ -330,7 +366,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.max_ctas = channel_params.max_ctas.min(maxch);
     channel_params.min_ctas = channel_params.min_ctas.min(channel_params.max_ctas);
     channel_params.nvls_support =
-        nvls_enabled && graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
+        nvls_enabled && merged.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
     channel_params.nvls_nchannels = positive(env.nvls_nchannels);
     // ncclNvlsInit picks the SM100 channel count before nNodes is known, from the peers'
     // host hashes (NCCL 2.28.9 src/transport/nvls.cc): a host split into NCCL nodes by the
@@ -339,9 +375,9 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
     channel_params.bw = data.bw.clone();
-    let counts = channels::comm_channels(&system, &paths, &graphs, &channel_params);
-    note_channel_effects(&mut env, &system, &paths, &graphs, &channel_params, &counts);
-    let connection = Connection::from_graphs(&system, &graphs, &counts);
+    let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
+    let connection = Connection::from_graphs(&system, &merged, &counts);
 
     let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
     if !split_reasons.is_empty() {
@@ -373,16 +409,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         ti.cpu_arch = c.arch;
         ti.cpu_vendor = c.vendor;
     }
-    ti.ring = Some(graphs.ring.clone());
-    ti.tree = Some(graphs.tree.clone());
-    ti.collnet_chain = graphs.collnet_chain.clone();
-    ti.collnet_direct = graphs.collnet_direct.clone();
-    ti.nvls = graphs.nvls.clone();
+    ti.ring = Some(merged.ring.clone());
+    ti.tree = Some(merged.tree.clone());
+    ti.collnet_chain = merged.collnet_chain.clone();
+    ti.collnet_direct = merged.collnet_direct.clone();
+    ti.nvls = merged.nvls.clone();
     ti.comm_channels = counts.coll_algo;
     ti.nvls_channels = counts.nvls;
     ti.nvls_supported = counts.nvls > 0;
     ti.collnet_enabled = collnet_enabled;
-    ti.collnet_heads = graphs
+    ti.collnet_heads = merged
         .collnet_direct
         .as_ref()
         .map(|g| g.n_channels)
@@ -410,7 +446,35 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         costs,
         nranks,
         nnodes,
+        launcher_ranks,
     })
+}
+
+/// A host split into several nodes: every node's ranks search their own domain
+/// (initTransportsRank, NCCL 2.28.9 src/init.cc, after `ncclTopoTrimSystem`) and AllGather3
+/// reduces the graphs over all ranks; each node keeps its own ring and tree orders.
+fn split_node_graphs(
+    system: &System,
+    paths: &paths::Paths,
+    graphs: &Graphs,
+    params_of: impl Fn(HostId) -> SearchParams,
+) -> Graphs {
+    let hosts: Vec<HostId> = (1..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .collect();
+    let own: Vec<Graphs> = hosts
+        .iter()
+        .map(|&h| search::compute_all_on(system, paths, &params_of(h), h))
+        .collect();
+    let mut merged = search::all_gather3(graphs, &own);
+    merged.node_orders = vec![None; system.nhosts];
+    for (&h, g) in hosts.iter().zip(&own) {
+        merged.node_orders[h as usize] = Some(search::NodeOrders {
+            ring: g.ring.intra.clone(),
+            tree: g.tree.intra.clone(),
+        });
+    }
+    merged
 }
 
 /// Records what the channel-count variables changed: the channel line with the variable

@@ -8,7 +8,7 @@
 
 use super::channels::ChannelCounts;
 use super::graph::Graph;
-use super::search::Graphs;
+use super::search::{Graphs, NodeOrders};
 use super::system::System;
 use super::types::Pattern;
 use serde::Serialize;
@@ -174,8 +174,15 @@ pub fn connect(
     tree: &Graph,
     nvls: Option<&Graph>,
     counts: &ChannelCounts,
+    node_orders: &[Option<NodeOrders>],
 ) -> Connection {
     let nodes = Nodes::of(sys);
+    // A node that searched on its own (ncclTopoPreset, NCCL 2.28.9 src/graph/connect.cc,
+    // reads each rank's own graph) keeps its orders; others take host 0's, mapped.
+    let own = |node: usize| {
+        let host = sys.gpu(*nodes.ranks[node].first()?).host;
+        node_orders.get(host as usize)?.as_ref()
+    };
     let nr = nodes.n_ranks();
     let nn = nodes.count();
     let n = counts.search.min(ring.intra.len()).min(tree.intra.len());
@@ -197,7 +204,10 @@ pub fn connect(
         let swap = cross_swap && node % 2 == 1;
         for c in 0..n {
             let src = if swap { c ^ 1 } else { c };
-            let r = nodes.map(&ring.intra[src], node);
+            let r = match own(node) {
+                Some(o) => o.ring.get(src).cloned().unwrap_or_default(),
+                None => nodes.map(&ring.intra[src], node),
+            };
             if let (Some(&first), Some(&last)) = (r.first(), r.last()) {
                 recv[c][node] = first;
                 send[c][node] = last;
@@ -206,7 +216,10 @@ pub fn connect(
                 prev[c][rk] = if i == 0 { -1 } else { r[i - 1] as i64 };
                 next[c][rk] = r.get(i + 1).map(|&x| x as i64).unwrap_or(-1);
             }
-            let t = nodes.map(&tree.intra[c], node);
+            let t = match own(node) {
+                Some(o) => o.tree.get(c).cloned().unwrap_or_default(),
+                None => nodes.map(&tree.intra[c], node),
+            };
             if t.is_empty() {
                 continue;
             }
@@ -328,6 +341,7 @@ impl Connection {
             &graphs.tree,
             graphs.nvls.as_ref(),
             counts,
+            &graphs.node_orders,
         )
     }
 
@@ -389,12 +403,27 @@ impl Connection {
 
     /// `Trees [0] d0/d1/d2->rank->up …` (INIT), cut like NCCL's 1023-byte buffer.
     pub fn trees_line(&self, rank: usize) -> String {
+        self.trees_line_named(rank, &[])
+    }
+
+    /// [`Self::trees_line`] with every rank `r` printed as `names[r]` (where `names` has it):
+    /// the launcher's numbers of a host split into several nodes.
+    pub fn trees_line_named(&self, rank: usize, names: &[usize]) -> String {
+        let name = |r: i64| match usize::try_from(r).ok().and_then(|r| names.get(r)) {
+            Some(&n) => n as i64,
+            None => r,
+        };
         let mut body = String::new();
         for c in 0..self.n_channels {
             if let Some(t) = self.tree(c, rank) {
                 body.push_str(&format!(
                     " [{}] {}/{}/{}->{}->{}",
-                    c, t.down[0], t.down[1], t.down[2], rank, t.up
+                    c,
+                    name(t.down[0]),
+                    name(t.down[1]),
+                    name(t.down[2]),
+                    name(rank as i64),
+                    name(t.up)
                 ));
             }
         }

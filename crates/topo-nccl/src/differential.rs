@@ -124,6 +124,13 @@ fn orders(g: &Graph) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Rank lists in the launcher's numbers, which NCCL prints (see `Analysis::launcher_ranks`).
+fn launcher(a: &Analysis, v: Vec<Vec<usize>>) -> Vec<Vec<usize>> {
+    v.into_iter()
+        .map(|c| c.into_iter().map(|r| a.launcher_rank(r)).collect())
+        .collect()
+}
+
 fn show(v: &[Vec<usize>]) -> String {
     v.iter()
         .map(|c| {
@@ -163,7 +170,7 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
             topo: tline,
         });
         if let (Some(og), Some(tg)) = (og.filter(|g| g.computed), tg) {
-            let (x, y) = (og.channels.clone(), orders(tg));
+            let (x, y) = (og.channels.clone(), launcher(a, orders(tg)));
             out.push(Check {
                 field: FIELDS[1],
                 graph: name,
@@ -182,7 +189,10 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
         topo: line,
     });
     let conn = &a.connection;
-    let rings: Vec<Vec<usize>> = (0..conn.n_channels).filter_map(|c| conn.ring(c)).collect();
+    let rings = launcher(
+        a,
+        (0..conn.n_channels).filter_map(|c| conn.ring(c)).collect(),
+    );
     out.push(Check {
         field: FIELDS[3],
         graph: "",
@@ -190,7 +200,7 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
         oracle: show(&o.rings),
         topo: show(&rings),
     });
-    let trees = conn.trees_line(0);
+    let trees = conn.trees_line_named(0, &a.launcher_ranks);
     out.push(Check {
         field: FIELDS[4],
         graph: "",

@@ -754,19 +754,31 @@ pub fn check_gdr(
 /// (neither P2P nor SHM can connect them) end up in different domains, which NCCL then counts
 /// as different nodes.
 pub fn gpu_domains(sys: &System, paths: &Paths) -> Vec<Vec<usize>> {
-    let n = sys.gpus.len();
-    let mut dom: Vec<usize> = (0..n).collect();
-    for g in 0..n {
-        for p in 0..g {
-            let (gn, pn) = (sys.gpus[g], sys.gpus[p]);
-            if paths.get(gn, pn).is_some_and(|x| x.ty < PathType::Net) {
-                dom[g] = dom[g].min(dom[p]);
+    // ncclTopoTrimSystem (NCCL 2.28.9 src/graph/paths.cc) labels each GPU with the smallest
+    // label among the GPUs before it that it reaches better than NET, in its GPU index order
+    // (the fused XML's, not rank order); a rank keeps the GPUs of its own label. The labels
+    // are not connected components: B joined to A and C joined to B only through a later
+    // index can stay apart.
+    let mut label = vec![(0, 0); sys.gpus.len()];
+    for h in 0..sys.nhosts as HostId {
+        let order = sys.host_gpus_indexed(h);
+        for (i, &g) in order.iter().enumerate() {
+            label[g] = (h, i);
+            for &p in &order[..i] {
+                if paths
+                    .get(sys.gpus[g], sys.gpus[p])
+                    .is_some_and(|x| x.ty < PathType::Net)
+                {
+                    label[g] = label[g].min(label[p]);
+                }
             }
         }
     }
+    // Nodes in the order of their lowest rank (init.cc's nodesFirstRank is filled in rank
+    // order), each node's ranks ascending.
     let mut groups: Vec<Vec<usize>> = vec![];
-    let mut index: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
-    for (r, &d) in dom.iter().enumerate() {
+    let mut index: HashMap<(HostId, usize), usize> = HashMap::new();
+    for (r, &d) in label.iter().enumerate() {
         let i = *index.entry(d).or_insert_with(|| {
             groups.push(vec![]);
             groups.len() - 1
@@ -838,12 +850,10 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
         }
     }
     // 4. PXN and 5. no-GDR rerouting, per NET.
-    let mut owners = vec![None; sys.nets.len()];
     for (ni, &n) in sys.nets.iter().enumerate() {
         // The owner is computed once per NET: PXN only makes other GPUs' paths to this NET
         // worse than the owner's, so it cannot change during the loop.
         let owner = net_local_gpu(sys, paths, policy, ni);
-        owners[ni] = owner;
         // Only this NET's host: scanning every rank for every NET was quadratic in hosts.
         let ranks = paths
             .host_ranks
@@ -895,7 +905,13 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
             }
         }
     }
-    paths.net_local_gpu = owners;
+    // The search's NET-local GPU is taken from the final paths, after the no-GDR detours
+    // through the CPU (NCCL 2.28.9 src/graph/paths.cc precomputes `net.localGpu` at the end
+    // of ncclTopoComputePaths; before 2.27.7 the search asked ncclTopoGetLocalGpu itself, on
+    // the same final paths). The detours can change which NETs are a GPU's local ones.
+    paths.net_local_gpu = (0..sys.nets.len())
+        .map(|ni| net_local_gpu(sys, paths, policy, ni))
+        .collect();
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::paths::{self, PathPolicy, Paths};
 use super::system::{LinkType, NodeType, System};
 use super::types::{GraphId, PathType, Pattern};
 use serde::Serialize;
-use topo_model::{CpuArch, CpuVendor};
+use topo_model::{CpuArch, CpuVendor, HostId};
 
 /// Per-channel speeds (GB/s) tried by the search, best first.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -187,6 +187,18 @@ pub struct Graphs {
     /// what the search cost, independent of the machine running it.
     #[serde(skip)]
     pub search_steps: u64,
+    /// Per host, that host's own ring and tree orders where it searched on its own (a host
+    /// NCCL splits into nodes: each node's ranks search their own domain); `None` (or
+    /// missing) where host 0's orders are mapped onto it.
+    #[serde(skip)]
+    pub node_orders: Vec<Option<NodeOrders>>,
+}
+
+/// One node's own ring and tree channel orders (ranks), from its own search.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeOrders {
+    pub ring: Vec<Vec<usize>>,
+    pub tree: Vec<Vec<usize>>,
 }
 
 impl Graphs {
@@ -227,7 +239,12 @@ impl Graphs {
 /// Computes every graph in NCCL's order: ring, tree (channels pinned to the ring's),
 /// CollNet chain and direct, NVLS (`initTransportsRank`, init.cc).
 pub fn compute_all(sys: &System, paths: &Paths, params: &SearchParams) -> Graphs {
-    let ctx = Ctx::new(sys, paths, params);
+    compute_all_on(sys, paths, params, 0)
+}
+
+/// [`compute_all`] as the ranks of `host` run it: the search over that host's GPUs.
+pub fn compute_all_on(sys: &System, paths: &Paths, params: &SearchParams, host: HostId) -> Graphs {
+    let ctx = Ctx::new(sys, paths, params, host);
     let mut fallbacks = vec![];
     let (ring, fb) = ctx.compute_full(params, GraphId::Ring, 1, params.max_channels / 2);
     if fb {
@@ -260,7 +277,48 @@ pub fn compute_all(sys: &System, paths: &Paths, params: &SearchParams) -> Graphs
         inter: ctx.inter,
         fallbacks,
         search_steps: ctx.steps.get(),
+        node_orders: vec![],
     }
+}
+
+/// The AllGather3 reduction of the graphs (NCCL 2.28.9 src/init.cc, after
+/// `ncclTopoPreset`): every rank takes the minimum channel count, `sameChannels` and
+/// bandwidths and the maximum path types and `crossNic` over all ranks' graphs. `nodes`
+/// are the other nodes' own searches; a graph a node did not search (NVLS without support
+/// there, CollNet) counts as an empty one, as NCCL's zeroed `ncclTopoGraph`.
+pub fn all_gather3(own: &Graphs, nodes: &[Graphs]) -> Graphs {
+    let mut out = own.clone();
+    for n in nodes {
+        reduce(&mut out.ring, Some(&n.ring));
+        reduce(&mut out.tree, Some(&n.tree));
+        for (g, o) in [
+            (&mut out.nvls, &n.nvls),
+            (&mut out.collnet_chain, &n.collnet_chain),
+            (&mut out.collnet_direct, &n.collnet_direct),
+        ] {
+            if let Some(g) = g.as_mut() {
+                reduce(g, o.as_ref());
+            }
+        }
+    }
+    out
+}
+
+fn reduce(g: &mut Graph, o: Option<&Graph>) {
+    let Some(o) = o else {
+        g.n_channels = 0;
+        g.same_channels = false;
+        g.bw_intra = 0.0;
+        g.bw_inter = 0.0;
+        return;
+    };
+    g.n_channels = g.n_channels.min(o.n_channels);
+    g.same_channels &= o.same_channels;
+    g.bw_intra = g.bw_intra.min(o.bw_intra);
+    g.bw_inter = g.bw_inter.min(o.bw_inter);
+    g.type_intra = g.type_intra.max(o.type_intra);
+    g.type_inter = g.type_inter.max(o.type_inter);
+    g.cross_nic = g.cross_nic.max(o.cross_nic);
 }
 
 /// Computes one graph with NCCL's default channel bounds for `id` (§5.1); the tree and
@@ -272,7 +330,7 @@ pub fn compute_graph(
     id: GraphId,
     ring_channels: usize,
 ) -> Graph {
-    let ctx = Ctx::new(sys, paths, params);
+    let ctx = Ctx::new(sys, paths, params, 0);
     let (min, max) = match id {
         GraphId::Ring => (1, params.max_channels / 2),
         GraphId::Tree | GraphId::CollnetChain => (ring_channels, ring_channels),
@@ -416,8 +474,7 @@ struct Ctx {
 const LOC_BW: f32 = 5000.0;
 
 impl Ctx {
-    fn new(sys: &System, paths: &Paths, params: &SearchParams) -> Ctx {
-        let host = 0;
+    fn new(sys: &System, paths: &Paths, params: &SearchParams, host: HostId) -> Ctx {
         let inter = sys.nhosts > 1;
         // NCCL's GPU index order, which is what the search iterates over (not rank order).
         let ranks: Vec<usize> = sys.host_gpus_indexed(host);

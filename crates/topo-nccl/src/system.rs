@@ -174,6 +174,14 @@ impl System {
             .cloned()
             .unwrap_or_default()
     }
+    /// Orders each host's GPUs as `rank_key` orders their ranks (smaller first). A host split
+    /// into several nodes keeps the physical host's GPU index order: NCCL trims the fused
+    /// XML of the whole host (`ncclTopoTrimSystem`), it does not fuse each part anew.
+    pub fn reorder_index(&mut self, rank_key: impl Fn(usize) -> usize) {
+        for order in &mut self.index_order {
+            order.sort_by_key(|&r| rank_key(r));
+        }
+    }
     pub fn min_sm(&self) -> u32 {
         self.gpus
             .iter()

@@ -670,3 +670,44 @@ fn env_clamps_and_collnet() {
     assert_eq!(p.counts.coll, 64);
     assert_eq!(p.counts.nvls, 0);
 }
+
+/// AllGather3 (NCCL 2.28.9 src/init.cc): the fewest channels, the lowest bandwidths and
+/// `sameChannels`, the worst path types and the largest `crossNic` win; a graph another node
+/// did not search (no NVLS there) counts as empty and turns NVLS off.
+#[test]
+fn all_gather3_takes_the_worst_of_every_node() {
+    let mut a = Graph::empty(GraphId::Ring, Pattern::Ring);
+    a.n_channels = 4;
+    a.bw_intra = 20.0;
+    a.bw_inter = 12.0;
+    a.type_intra = PathType::Nvl;
+    let mut b = a.clone();
+    b.n_channels = 1;
+    b.bw_intra = 24.0;
+    b.bw_inter = 6.0;
+    b.type_intra = PathType::Phb;
+    b.cross_nic = 2;
+    b.same_channels = false;
+    let graphs = |g: &Graph, nvls: Option<Graph>| Graphs {
+        ring: g.clone(),
+        tree: g.clone(),
+        collnet_chain: None,
+        collnet_direct: None,
+        nvls,
+        max_bw: 0.0,
+        total_bw: 0.0,
+        inter: true,
+        fallbacks: vec![],
+        search_steps: 0,
+        node_orders: vec![],
+    };
+    let mut nvls = Graph::empty(GraphId::Nvls, Pattern::Nvls);
+    nvls.n_channels = 16;
+    let m = all_gather3(&graphs(&a, Some(nvls)), &[graphs(&b, None)]);
+    assert_eq!(m.ring.n_channels, 1);
+    assert_eq!((m.ring.bw_intra, m.ring.bw_inter), (20.0, 6.0));
+    assert_eq!(m.ring.type_intra, PathType::Phb);
+    assert_eq!(m.ring.cross_nic, 2);
+    assert!(!m.ring.same_channels);
+    assert_eq!(m.nvls.map(|g| g.n_channels), Some(0));
+}
