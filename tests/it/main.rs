@@ -8,6 +8,7 @@ mod layout;
 mod live;
 mod meta;
 mod model;
+mod multihost;
 mod oracle;
 mod oracle_corpus;
 mod plan;
