@@ -1,4 +1,5 @@
-//! A stand-in for `topo verify` until the CLI is wired: nccl-tests style options.
+//! The runtime driven directly, with nccl-tests style options: what bench/verify measures, so a
+//! benchmark run needs only this crate (`topo verify` makes the same library calls).
 //!
 //!     cargo run --release --example verify -- --ranks 2 --launch processes -b 8 -e 256M -f 2 -n 20
 use std::process::ExitCode;
