@@ -39,18 +39,23 @@ pub fn cached_or_measure(style: Style) -> Result<HostModel> {
 }
 
 fn measure(max_bytes: usize, iters: usize) -> Result<HostModel> {
-    let program = std::env::current_exe()
-        .map_err(|e| anyhow::anyhow!("cannot find topo's own executable: {e}"))?;
     Ok(calibrate(&CalibrateRequest {
         max_bytes,
         iters,
-        processes: Some(ProcessSpec {
-            program,
-            args: vec!["worker".into()],
-            envs: vec![],
-        }),
+        processes: Some(worker_spec()?),
         tcp: true,
     })?)
+}
+
+/// How a rank process is started: this executable's hidden `worker` subcommand.
+pub(crate) fn worker_spec() -> Result<ProcessSpec> {
+    let program = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find topo's own executable: {e}"))?;
+    Ok(ProcessSpec {
+        program,
+        args: vec!["worker".into()],
+        envs: vec![],
+    })
 }
 
 /// `$XDG_CACHE_HOME/topo/calibration-<host>.json`, else under `~/.cache`.

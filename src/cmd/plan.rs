@@ -106,19 +106,18 @@ fn placement_of(s: &str) -> Result<RankPlacement> {
     })
 }
 
-/// Sizes from `min` to `max` multiplying by `factor`, as nccl-tests steps them.
-fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
-    let hint =
-        "sizes are numbers with an optional K, M, G or T suffix, like nccl-tests: -b 8 -e 8G";
-    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), hint))?;
-    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), hint))?;
-    if lo == 0 {
-        return Err(error::usage("-b must be at least 1 byte", hint));
-    }
+const SIZE_HINT: &str =
+    "sizes are numbers with an optional K, M, G or T suffix, like nccl-tests: -b 8 -e 8G";
+
+/// `-b`, `-e` and `-f` as nccl-tests reads them (shared by plan and verify): both sizes
+/// parse, the first is not above the second, and the factor steps.
+pub(crate) fn size_bounds(min: &str, max: &str, factor: u64) -> Result<(u64, u64)> {
+    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), SIZE_HINT))?;
+    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), SIZE_HINT))?;
     if lo > hi {
         return Err(error::usage(
             format!("-b {min} is larger than -e {max}"),
-            hint,
+            SIZE_HINT,
         ));
     }
     if factor < 2 && lo != hi {
@@ -126,6 +125,15 @@ fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
             format!("-f {factor}: the step factor must be at least 2"),
             "use -f 2",
         ));
+    }
+    Ok((lo, hi))
+}
+
+/// Sizes from `min` to `max` multiplying by `factor`, as nccl-tests steps them.
+fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
+    let (lo, hi) = size_bounds(min, max, factor)?;
+    if lo == 0 {
+        return Err(error::usage("-b must be at least 1 byte", SIZE_HINT));
     }
     let mut v = vec![];
     let mut s = lo;

@@ -8,13 +8,13 @@ use crate::cli::{Backend, LaunchKind, VerifyArgs, VerifyFormat};
 use crate::cmd::calibrate;
 use crate::error::{self, Exit, Failure};
 use crate::output::{emit, warn};
-use crate::util::{Style, parse_size};
+use crate::util::Style;
 use anyhow::Result;
 use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, PlanRequest, Row};
 use topo_nccl::transport::RankPlacement;
 use topo_nccl::types::Func;
-use topo_runtime::launch::{Launch, ProcessSpec};
+use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
 
@@ -87,13 +87,7 @@ fn cuda_driver() -> std::result::Result<(), String> {
 }
 
 fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
-    let (min, max) = sizes(&a.min_bytes, &a.max_bytes)?;
-    if a.step_factor < 2 && min != max {
-        return Err(error::usage(
-            format!("-f {}: the step factor must be at least 2", a.step_factor),
-            "use -f 2",
-        ));
-    }
+    let (min, max) = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
     let algorithm = opt_parse(
         a.algo.as_deref(),
         Algorithm::parse,
@@ -151,16 +145,9 @@ fn default_ranks() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8))
 }
 
-fn sizes(min: &str, max: &str) -> Result<(usize, usize)> {
-    let hint = "sizes are numbers with an optional K, M, G suffix, like nccl-tests: -b 8 -e 128M";
-    let lo = parse_size(min).map_err(|e| error::usage(format!("-b: {e}"), hint))?;
-    let hi = parse_size(max).map_err(|e| error::usage(format!("-e: {e}"), hint))?;
-    if lo > hi {
-        return Err(error::usage(
-            format!("-b {min} is larger than -e {max}"),
-            hint,
-        ));
-    }
+/// nccl-tests' `-b -e -f`, with a ceiling: every rank's buffers live in this host's memory.
+fn sizes(min: &str, max: &str, factor: u64) -> Result<(usize, usize)> {
+    let (lo, hi) = super::plan::size_bounds(min, max, factor)?;
     if hi > 1 << 34 {
         return Err(error::usage(
             format!("-e {max}: more than 16 GiB per buffer"),
@@ -209,12 +196,7 @@ fn launch(k: LaunchKind) -> Result<Launch> {
         LaunchKind::Auto => Launch::Auto,
         LaunchKind::Threads => Launch::Threads,
         LaunchKind::Env => Launch::Env,
-        LaunchKind::Processes => Launch::Processes(ProcessSpec {
-            program: std::env::current_exe()
-                .map_err(|e| anyhow::anyhow!("cannot find topo's own executable: {e}"))?,
-            args: vec!["worker".into()],
-            envs: vec![],
-        }),
+        LaunchKind::Processes => Launch::Processes(calibrate::worker_spec()?),
     })
 }
 

@@ -1,5 +1,5 @@
 //! Random, plausible GPU machines as NCCL topology XML, each with a random NCCL environment:
-//! the inputs of the differential test against NCCL's own graph code (`tests/oracle.rs`,
+//! the inputs of the differential test against NCCL's own graph code (`tests/it/oracle.rs`,
 //! `bench/oracle/`). Pure and deterministic: a seed in, XML text and variables out.
 //!
 //! Coverage: 1–16 GPUs of SM 70–100 (a few machines mix two SMs); NVSwitch fabrics (full or
