@@ -152,6 +152,8 @@ pub enum DataFormat {
     Text,
     Json,
     Yaml,
+    /// A picture of the machine (the view does not apply).
+    Svg,
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +176,8 @@ pub enum PlanFormat {
     Yaml,
     TunerCsv,
     NcclGraph,
+    /// Predicted busbw against message size per algorithm and protocol.
+    Svg,
 }
 
 #[derive(Args, Debug)]

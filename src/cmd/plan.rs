@@ -71,6 +71,13 @@ fn render(
             .and_then(|h| h.cuda_driver_version.as_deref())
             .and_then(analyze::parse_cuda_version),
     };
+    if a.format == PlanFormat::Svg {
+        // The plot needs every (algorithm, protocol)'s time per size, which only the
+        // analysis holds; the variables' what-if effects are not drawn, so skip that run.
+        let (analysis, plan) = topo_nccl::plan::analyzed(topo, &req, facts)?;
+        let panels = crate::report::svg::plot::panels(&analysis, &plan)?;
+        return crate::report::svg::plot::render(&crate::report::svg::plot::title(&plan), &panels);
+    }
     let plan = topo_nccl::plan(topo, &req, facts)?;
     Ok(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
@@ -78,6 +85,7 @@ fn render(
         PlanFormat::Yaml => yaml_serde::to_string(&plan)?,
         PlanFormat::TunerCsv => plan.tuner_csv.clone(),
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
+        PlanFormat::Svg => unreachable!("drawn above"),
     })
 }
 

@@ -1,5 +1,6 @@
-//! Renderers: text views, JSON/YAML documents, DOT.
+//! Renderers: text views, JSON/YAML documents, DOT, SVG pictures.
 
 pub mod diagnose;
 pub mod plan;
 pub mod show;
+pub mod svg;

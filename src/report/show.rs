@@ -30,6 +30,7 @@ pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style)
     match format {
         DataFormat::Json => doc::json(&ctx, view),
         DataFormat::Yaml => doc::yaml(&ctx, view),
+        DataFormat::Svg => super::svg::machine::render(&ctx, view),
         DataFormat::Text => Ok(match view {
             ShowView::Summary => summary::render(&ctx, style),
             ShowView::Matrix => matrix::render(&ctx, style),
