@@ -47,7 +47,13 @@ fn show_svg_on_real_xml_dumps() {
         "fixtures/xml/nccl-miner-2x-rtxa6000-nvlink-bridge.xml",
         "fixtures/xml/panlichen-8x-rtx3090-switchtec.xml",
     ] {
-        let doc = run(&["show", "--from", &fixture(f).to_string_lossy(), "--format", "svg"]);
+        let doc = run(&[
+            "show",
+            "--from",
+            &fixture(f).to_string_lossy(),
+            "--format",
+            "svg",
+        ]);
         well_formed(&doc);
         assert!(doc.contains(r#"<rect class="gpu""#), "{f}");
     }
@@ -69,7 +75,13 @@ fn plan_svg_plots_every_collective() {
         "svg",
     ]);
     well_formed(&doc);
-    for c in ["AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"] {
+    for c in [
+        "AllReduce",
+        "AllGather",
+        "ReduceScatter",
+        "Broadcast",
+        "Reduce",
+    ] {
         assert!(doc.contains(&format!("{c} · 16 ranks on 2 nodes")), "{c}");
     }
 }
@@ -77,7 +89,15 @@ fn plan_svg_plots_every_collective() {
 #[test]
 fn show_svg_refuses_other_views() {
     let out = topo_clean_env()
-        .args(["show", "--profile", "dgx-h100", "--view", "matrix", "--format", "svg"])
+        .args([
+            "show",
+            "--profile",
+            "dgx-h100",
+            "--view",
+            "matrix",
+            "--format",
+            "svg",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -12,9 +12,9 @@
 
 use super::{Anchor, Svg, clip};
 use crate::cli::ShowView;
+use crate::report::show::{Ctx, HostView, no_gpu_line, sorted_nvswitches};
 use anyhow::Result;
 use clap::ValueEnum;
-use crate::report::show::{Ctx, HostView, no_gpu_line, sorted_nvswitches};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
 use topo_model::{BwConstants, LinkKind, NodeKind, PcieLink};
@@ -32,7 +32,7 @@ const PAD: f64 = 16.0;
 const NUMA_HEAD: f64 = 46.0;
 const NUMA_GAP: f64 = 80.0;
 const LINE: f64 = 15.0;
-const RAILS: usize = 8;
+const RAILS: usize = 12;
 
 const STYLE: &str = "
 text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:12px;fill:#222}
@@ -52,6 +52,8 @@ text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:12px;fill:#222
 .r2{fill:#f3e5f5;stroke:#6a1b9a}.r3{fill:#e0f7fa;stroke:#00838f}
 .r4{fill:#fce4ec;stroke:#ad1457}.r5{fill:#f1f8e9;stroke:#558b2f}
 .r6{fill:#fffde7;stroke:#f9a825}.r7{fill:#efebe9;stroke:#4e342e}
+.r8{fill:#e8eaf6;stroke:#283593}.r9{fill:#fbe9e7;stroke:#bf360c}
+.r10{fill:#e0f2f1;stroke:#00695c}.r11{fill:#f9fbe7;stroke:#827717}
 .pci{stroke:#78909c;stroke-width:1.5}
 .sys{stroke:#546e7a;stroke-width:3}
 .nvs{fill:#1565c0;stroke:#0d47a1}
@@ -68,7 +70,9 @@ pub fn render(ctx: &Ctx, view: ShowView) -> Result<String> {
         return Err(crate::error::usage(
             format!(
                 "--view {} has no SVG form: --format svg draws the whole machine",
-                view.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+                view.to_possible_value()
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default()
             ),
             "leave --view out with --format svg",
         ));
@@ -162,7 +166,17 @@ struct Item {
     width: f64,
     /// Height of this node's own box.
     h: f64,
+    /// Children drawn one under the other (a switch carrying one GPU and its NICs, as on
+    /// HGX boards) rather than side by side: half the width, and the GPU last so that its
+    /// NVLink drop runs clear of the boxes.
+    stacked: bool,
 }
+
+/// Indent of stacked children, right of their bus line.
+const INDENT: f64 = 18.0;
+const STACK_GAP: f64 = 10.0;
+/// From a stacking box's bottom to its first child's top.
+const STACK_TOP: f64 = 24.0;
 
 /// Nodes of a host that hang off nothing (skeleton sources): drawn in their own box.
 fn orphans(ctx: &Ctx, hv: &HostView) -> Vec<NodeIndex> {
@@ -197,7 +211,7 @@ fn children(ctx: &Ctx, n: NodeIndex) -> Vec<NodeIndex> {
 
 fn item(ctx: &Ctx, n: NodeIndex, depth: usize) -> Item {
     // The model's trees are at most a few levels deep; the bound only guards a cycle.
-    let kids: Vec<Item> = if depth < 16 {
+    let mut kids: Vec<Item> = if depth < 16 {
         children(ctx, n)
             .into_iter()
             .map(|c| item(ctx, c, depth + 1))
@@ -206,12 +220,24 @@ fn item(ctx: &Ctx, n: NodeIndex, depth: usize) -> Item {
         vec![]
     };
     let (own_w, h) = box_size(ctx, n);
-    let sum: f64 = kids.iter().map(|k| k.width).sum::<f64>() + GAP * kids.len().saturating_sub(1) as f64;
+    let is_gpu = |i: &Item| matches!(ctx.topo.node(i.node).kind, NodeKind::Gpu(_));
+    let stacked = kids.len() > 1
+        && kids.iter().all(|k| k.children.is_empty())
+        && kids.iter().filter(|k| is_gpu(k)).count() <= 1;
+    let width = if stacked {
+        kids.sort_by_key(|k| is_gpu(k));
+        kids.iter().map(|k| k.width + INDENT).fold(own_w, f64::max)
+    } else {
+        let sum =
+            kids.iter().map(|k| k.width).sum::<f64>() + GAP * kids.len().saturating_sub(1) as f64;
+        own_w.max(sum)
+    };
     Item {
         node: n,
-        width: own_w.max(sum),
+        width,
         children: kids,
         h,
+        stacked,
     }
 }
 
@@ -238,11 +264,16 @@ fn ports(ctx: &Ctx, nic: NodeIndex) -> Vec<NodeIndex> {
     v
 }
 
-fn tree_height(it: &Item, depth: usize) -> f64 {
+/// Height of a subtree, its own box included.
+fn tree_height(it: &Item) -> f64 {
+    if it.stacked {
+        let column: f64 = it.children.iter().map(|c| c.h + STACK_GAP).sum();
+        return it.h + STACK_TOP + column - STACK_GAP;
+    }
     it.children
         .iter()
-        .map(|c| tree_height(c, depth + 1))
-        .fold(depth as f64 * ROW + it.h, f64::max)
+        .map(|c| ROW + tree_height(c))
+        .fold(it.h, f64::max)
 }
 
 /// Where each GPU box was drawn: its centre x and bottom y.
@@ -263,7 +294,15 @@ fn host_panel(
     let mut groups: Vec<(Option<NodeIndex>, Vec<Item>)> = hv
         .cpus
         .iter()
-        .map(|&c| (Some(c), children(ctx, c).into_iter().map(|n| item(ctx, n, 1)).collect()))
+        .map(|&c| {
+            (
+                Some(c),
+                children(ctx, c)
+                    .into_iter()
+                    .map(|n| item(ctx, n, 1))
+                    .collect(),
+            )
+        })
         .collect();
     let lost = orphans(ctx, hv);
     if !lost.is_empty() {
@@ -271,7 +310,7 @@ fn host_panel(
     }
     let tree_h = groups
         .iter()
-        .flat_map(|(_, items)| items.iter().map(|i| tree_height(i, 0)))
+        .flat_map(|(_, items)| items.iter().map(tree_height))
         .fold(0.0, f64::max);
     let numa_h = NUMA_HEAD + tree_h + PAD;
     let bad: Vec<NodeIndex> = anomalies
@@ -282,15 +321,21 @@ fn host_panel(
     let mut x = PAD;
     let mut numa_boxes: Vec<(NodeIndex, f64, f64)> = vec![];
     for (cpu, items) in &groups {
-        let inner: f64 = items.iter().map(|i| i.width).sum::<f64>()
-            + GAP * items.len().saturating_sub(1) as f64;
+        let inner: f64 =
+            items.iter().map(|i| i.width).sum::<f64>() + GAP * items.len().saturating_sub(1) as f64;
         let w = (inner + 2.0 * PAD).max(300.0);
         svg.rect(x, top, w, numa_h, "numa", None);
         let (head, sub) = numa_heading(ctx, *cpu);
         svg.text(x + 10.0, top + 18.0, "b", Anchor::Start, &head);
         svg.text(x + 10.0, top + 34.0, "small", Anchor::Start, &sub);
         if items.is_empty() {
-            svg.text(x + 10.0, top + 60.0, "note", Anchor::Start, "no PCI devices");
+            svg.text(
+                x + 10.0,
+                top + 60.0,
+                "note",
+                Anchor::Start,
+                "no PCI devices",
+            );
         }
         let mut cx = x + (w - inner) / 2.0;
         for it in items {
@@ -329,7 +374,10 @@ fn host_line(ctx: &Ctx, hv: &HostView) -> String {
         format!("{} × {}", hv.gpus.len(), clip(&models.join(", "), 60))
     };
     let nics = hv.nets.len() + hv.bare_nics.len();
-    format!("{name} · {gpus} · {nics} network port{}", if nics == 1 { "" } else { "s" })
+    format!(
+        "{name} · {gpus} · {nics} network port{}",
+        if nics == 1 { "" } else { "s" }
+    )
 }
 
 fn numa_heading(ctx: &Ctx, cpu: Option<NodeIndex>) -> (String, String) {
@@ -368,7 +416,10 @@ fn pcie_text(l: &PcieLink) -> String {
         Some(g) => format!("{g} GT/s"),
         None => "Gen?".to_string(),
     };
-    let width = l.width.map(|w| format!("x{w}")).unwrap_or_else(|| "x?".into());
+    let width = l
+        .width
+        .map(|w| format!("x{w}"))
+        .unwrap_or_else(|| "x?".into());
     format!("{generation} {width} · {:.0} GB/s", l.bw())
 }
 
@@ -392,11 +443,38 @@ fn draw_item(
     if matches!(ctx.topo.node(it.node).kind, NodeKind::Gpu(_)) {
         placed.insert(it.node, (bx + w / 2.0, y + it.h));
     }
+    if it.stacked {
+        // A bus line down the column's left, a stub to each child: the `--view pci` tree.
+        let cw = it.children.iter().map(|c| c.width).fold(0.0, f64::max) + INDENT;
+        let left = x + (it.width - cw) / 2.0;
+        let bus = left + INDENT / 2.0;
+        let (mut cy, mut last) = (y + it.h + STACK_TOP, y + it.h + STACK_TOP);
+        svg.line(bx + w / 2.0, y + it.h, bx + w / 2.0, y + it.h + 12.0, "pci");
+        svg.line(bx + w / 2.0, y + it.h + 12.0, bus, y + it.h + 12.0, "pci");
+        for c in &it.children {
+            let mid = cy + c.h / 2.0;
+            svg.line(bus, mid, left + INDENT, mid, "pci");
+            draw_item(ctx, c, left + INDENT, cy, None, bad, placed, svg);
+            last = mid;
+            cy += c.h + STACK_GAP;
+        }
+        svg.line(bus, y + it.h + 12.0, bus, last, "pci");
+        return;
+    }
     let inner: f64 = it.children.iter().map(|c| c.width).sum::<f64>()
         + GAP * it.children.len().saturating_sub(1) as f64;
     let mut cx = x + (it.width - inner) / 2.0;
     for c in &it.children {
-        draw_item(ctx, c, cx, y + ROW, Some((bx + w / 2.0, y + it.h)), bad, placed, svg);
+        draw_item(
+            ctx,
+            c,
+            cx,
+            y + ROW,
+            Some((bx + w / 2.0, y + it.h)),
+            bad,
+            placed,
+            svg,
+        );
         cx += c.width + GAP;
     }
 }
@@ -413,13 +491,16 @@ fn draw_box(
     svg: &mut Svg,
 ) {
     let node = ctx.topo.node(n);
-    let bus = node.busid().map(|b| b.to_string()).unwrap_or_else(|| "no bus id".into());
+    let bus = node
+        .busid()
+        .map(|b| b.to_string())
+        .unwrap_or_else(|| "no bus id".into());
     let (class, lines): (String, Vec<(String, &str)>) = match &node.kind {
         NodeKind::Gpu(g) => {
             let nv = ctx.nvlink(n);
             let link = match &nv.unknown {
                 Some(_) => "NVLink unknown".to_string(),
-                None if nv.lanes > 0 => format!("NVLink ×{} · {:.0} GB/s", nv.lanes, nv.bw),
+                None if nv.lanes > 0 => format!("NVLink ×{} · {:.1} GB/s", nv.lanes, nv.bw),
                 None => "no NVLink".to_string(),
             };
             let class = if bad.contains(&n) { "gpu bad" } else { "gpu" };
@@ -427,7 +508,7 @@ fn draw_box(
                 class.into(),
                 vec![
                     (format!("{} (dev {})", ctx.label(n), g.dev), "b"),
-                    (clip(g.name.as_deref().unwrap_or("unknown model"), 26), ""),
+                    (clip(g.name.as_deref().unwrap_or("unknown model"), 26), "t"),
                     (bus.clone(), "small"),
                     (link, "small"),
                 ],
@@ -452,7 +533,9 @@ fn draw_box(
             if ps.is_empty() {
                 lines.push(("NIC (no network port known)".into(), "b"));
             }
-            lines.push((format!("{bus} · {}", pcie_text(&nic.pcie)), "small"));
+            let generation = pcie_text(&nic.pcie);
+            let generation = generation.split(" · ").next().unwrap_or_default();
+            lines.push((format!("{bus} · {generation}"), "small"));
             (format!("nic r{rail}"), lines)
         }
         NodeKind::PciSwitch(s) => (
@@ -465,10 +548,7 @@ fn draw_box(
         ),
         NodeKind::PciDevice(d) => (
             "dev".into(),
-            vec![
-                (clip(&device_kind(d), 18), ""),
-                (bus.clone(), "small"),
-            ],
+            vec![(clip(&device_kind(d), 18), "t"), (bus.clone(), "small")],
         ),
         _ => ("dev".into(), vec![(bus.clone(), "small")]),
     };
@@ -525,7 +605,21 @@ fn tip(ctx: &Ctx, n: NodeIndex) -> String {
                 pcie_text(&g.pcie)
             )
         }
-        _ => format!("{bus} {}", ctx.label(n)),
+        NodeKind::PciSwitch(s) => format!("PCIe switch {bus}; {}", pcie_text(&s.pcie)),
+        NodeKind::Nic(nic) => {
+            let names: Vec<String> = ports(ctx, n)
+                .iter()
+                .filter_map(|&p| ctx.topo.net(p))
+                .map(|p| format!("{} ({})", p.name, net_speed(p)))
+                .collect();
+            format!(
+                "NIC {bus}; {}; ports: {}",
+                pcie_text(&nic.pcie),
+                names.join(", ")
+            )
+        }
+        NodeKind::PciDevice(d) => format!("{} {bus}; {}", device_kind(d), pcie_text(&d.pcie)),
+        _ => bus,
     }
 }
 
@@ -545,7 +639,13 @@ fn cpu_links(ctx: &Ctx, boxes: &[(NodeIndex, f64, f64)], top: f64, svg: &mut Svg
         }
         let y = top + 24.0;
         svg.line(ax + aw, y, bx, y, "sys");
-        svg.text((ax + aw + bx) / 2.0, y - 6.0, "small", Anchor::Middle, &format!("{bw:.0} GB/s"));
+        svg.text(
+            (ax + aw + bx) / 2.0,
+            y - 6.0,
+            "small",
+            Anchor::Middle,
+            &format!("{bw:.0} GB/s"),
+        );
     }
 }
 
@@ -592,17 +692,32 @@ fn gpu_links(
     // GPU drops: down to the fabric block, or through the arc bands.
     let bottom = if switches.is_empty() { y - 14.0 } else { y };
     for &g in &hv.gpus {
-        let Some(&(gx, gy)) = placed.get(&g) else { continue };
+        let Some(&(gx, gy)) = placed.get(&g) else {
+            continue;
+        };
         let s = ctx.nvlink(g);
         let class = if s.switch_lanes > 0 { "nvl" } else { "drop" };
         svg.line(gx, gy, gx, bottom, class);
         if s.switch_lanes > 0 {
-            svg.text(gx + 5.0, bottom - 5.0, "small", Anchor::Start, &format!("×{}", s.switch_lanes));
+            svg.text(
+                gx + 5.0,
+                bottom - 5.0,
+                "small",
+                Anchor::Start,
+                &format!("×{}", s.switch_lanes),
+            );
         }
     }
     let arc = |svg: &mut Svg, a: NodeIndex, b: NodeIndex, y: f64, class: &str, tip: &str| {
         if let (Some(&(ax, _)), Some(&(bx, _))) = (placed.get(&a), placed.get(&b)) {
-            svg.arc(ax, bx, y, ((ax - bx).abs() / 6.0).clamp(20.0, 70.0), class, tip);
+            svg.arc(
+                ax,
+                bx,
+                y,
+                ((ax - bx).abs() / 6.0).clamp(20.0, 70.0),
+                class,
+                tip,
+            );
         }
     };
     for &(a, b, lanes) in &direct {
@@ -614,12 +729,40 @@ fn gpu_links(
         arc(svg, an.a, an.b, anomaly_y, "anomaly", &tip);
     }
     if !switches.is_empty() {
-        let xs: Vec<f64> = hv.gpus.iter().filter_map(|g| placed.get(g)).map(|p| p.0).collect();
-        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min).min(width / 2.0) - 60.0;
-        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max).max(width / 2.0) + 60.0;
+        let xs: Vec<f64> = hv
+            .gpus
+            .iter()
+            .filter_map(|g| placed.get(g))
+            .map(|p| p.0)
+            .collect();
+        let lo = xs
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .min(width / 2.0)
+            - 60.0;
+        let hi = xs
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max)
+            .max(width / 2.0)
+            + 60.0;
         let (lo, hi) = (lo.max(PAD), hi.min(width - PAD));
-        svg.rect(lo, y, hi - lo, 40.0, "nvs", Some(&fabric_tip(ctx, &switches)));
-        svg.text((lo + hi) / 2.0, y + 25.0, "nvs-t", Anchor::Middle, &fabric_text(ctx, hv, &switches));
+        svg.rect(
+            lo,
+            y,
+            hi - lo,
+            40.0,
+            "nvs",
+            Some(&fabric_tip(ctx, &switches)),
+        );
+        svg.text(
+            (lo + hi) / 2.0,
+            y + 25.0,
+            "nvs-t",
+            Anchor::Middle,
+            &fabric_text(ctx, hv, &switches),
+        );
         y += 40.0;
     }
     y + 18.0
@@ -630,7 +773,12 @@ fn fabric_text(ctx: &Ctx, hv: &HostView, switches: &[NodeIndex]) -> String {
         .gpus
         .first()
         .map(|&g| ctx.nvlink(g))
-        .map(|s| format!(" · {} NVLinks per GPU, {:.1} GB/s", s.switch_lanes, s.switch_bw))
+        .map(|s| {
+            format!(
+                " · {} NVLinks per GPU, {:.1} GB/s",
+                s.switch_lanes, s.switch_bw
+            )
+        })
         .unwrap_or_default();
     format!(
         "NVSwitch fabric · {} chip{}{per_gpu}",
@@ -654,23 +802,50 @@ fn fabric_tip(ctx: &Ctx, switches: &[NodeIndex]) -> String {
 }
 
 /// The anomaly sentences, the no-GPU reason and unknown NVLinks, under the picture.
-fn notes(ctx: &Ctx, hv: &HostView, anomalies: Option<&Vec<Anomaly>>, mut y: f64, svg: &mut Svg) -> f64 {
+fn notes(
+    ctx: &Ctx,
+    hv: &HostView,
+    anomalies: Option<&Vec<Anomaly>>,
+    mut y: f64,
+    svg: &mut Svg,
+) -> f64 {
     if hv.gpus.is_empty() {
-        svg.text(PAD, y, "note", Anchor::Start, &clip(&no_gpu_line(ctx, hv.host), 160));
+        svg.text(
+            PAD,
+            y,
+            "note",
+            Anchor::Start,
+            &clip(&no_gpu_line(ctx, hv.host), 160),
+        );
         y += 18.0;
     }
     if let Some(reason) = hv.gpus.iter().find_map(|&g| ctx.nvlink(g).unknown) {
-        svg.text(PAD, y, "note", Anchor::Start, &clip(&format!("NVLink unknown: {reason}"), 160));
+        svg.text(
+            PAD,
+            y,
+            "note",
+            Anchor::Start,
+            &clip(&format!("NVLink unknown: {reason}"), 160),
+        );
         y += 18.0;
     }
     let list: &[Anomaly] = anomalies.map(|v| v.as_slice()).unwrap_or(&[]);
     for an in list.iter().take(MAX_NOTES) {
-        let s = format!("{} → {}: {}: {}", ctx.label(an.a), ctx.label(an.b), an.transport, an.text);
+        let s = format!(
+            "{} → {}: {}: {}",
+            ctx.label(an.a),
+            ctx.label(an.b),
+            an.transport,
+            an.text
+        );
         svg.text(PAD, y, "warn", Anchor::Start, &clip(&s, 170));
         y += 16.0;
     }
     if list.len() > MAX_NOTES {
-        let s = format!("and {} more pairs (topo plan lists every transport)", list.len() - MAX_NOTES);
+        let s = format!(
+            "and {} more pairs (topo plan lists every transport)",
+            list.len() - MAX_NOTES
+        );
         svg.text(PAD, y, "warn", Anchor::Start, &s);
         y += 16.0;
     }

@@ -50,7 +50,8 @@ pub fn panels(analysis: &Analysis, plan: &Plan) -> Result<Vec<Panel>> {
     let op = OpContext::default();
     let mut out = vec![];
     for (name, rows) in by_func {
-        let f = Func::parse(&name).ok_or_else(|| anyhow!("unknown collective {name} in the plan"))?;
+        let f =
+            Func::parse(&name).ok_or_else(|| anyhow!("unknown collective {name} in the plan"))?;
         // Keyed by scan position so the legend keeps NCCL's order.
         let mut series: BTreeMap<(usize, String), Vec<(u64, f64)>> = BTreeMap::new();
         for r in &rows {
@@ -58,7 +59,11 @@ pub fn panels(analysis: &Analysis, plan: &Plan) -> Result<Vec<Panel>> {
             for (i, (a, p, t)) in c.considered.iter().enumerate() {
                 let label = format!("{}/{}", a.name(), p.name());
                 let bw = tuning::busbw_gbps(f, analysis.nranks, r.bytes, *t);
-                let key = series.keys().find(|k| k.1 == label).cloned().unwrap_or((i, label));
+                let key = series
+                    .keys()
+                    .find(|k| k.1 == label)
+                    .cloned()
+                    .unwrap_or((i, label));
                 series.entry(key).or_default().push((r.bytes, bw));
             }
         }
@@ -67,7 +72,13 @@ pub fn panels(analysis: &Analysis, plan: &Plan) -> Result<Vec<Panel>> {
             points: rows.iter().map(|r| (r.bytes, r.busbw_gbps)).collect(),
         };
         out.push(Panel {
-            title: format!("{} · {} ranks on {} node{}", f.name(), plan.nranks, plan.nnodes, if plan.nnodes == 1 { "" } else { "s" }),
+            title: format!(
+                "{} · {} ranks on {} node{}",
+                f.name(),
+                plan.nranks,
+                plan.nnodes,
+                if plan.nnodes == 1 { "" } else { "s" }
+            ),
             predicted: series
                 .into_iter()
                 .map(|((_, label), points)| Series { label, points })
@@ -111,8 +122,13 @@ pub fn render(title: &str, panels: &[Panel]) -> Result<String> {
             (16, 14),
         )
         .map_err(plot_error)?;
+        let measured = if panels.iter().any(|p| !p.measured.is_empty()) {
+            " · crosses: measured"
+        } else {
+            ""
+        };
         head.draw_text(
-            "thin lines: every algorithm/protocol the model can use · thick: NCCL's choice · points: measured",
+            &format!("lines: every algorithm/protocol the model can use · grey band and dots: NCCL's choice per size{measured}"),
             &TextStyle::from(("sans-serif", 13).into_font()).color(&RGBColor(90, 90, 90)),
             (16, 38),
         )
@@ -132,7 +148,12 @@ fn plot_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
 
 /// `8 B`, `64 KiB`, `1 GiB`: the nccl-tests size column in binary units.
 fn size_label(b: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
     for (u, v) in UNITS {
         if b >= v && b % v == 0 {
             return format!("{} {u}", b / v);
@@ -163,7 +184,10 @@ fn finite(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, p: &Panel) -> Result<()> {
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    p: &Panel,
+) -> Result<()> {
     let all: Vec<(f64, f64)> = p
         .predicted
         .iter()
@@ -173,7 +197,13 @@ fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, p: 
         .collect();
     let lo = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = all.iter().map(|p| p.0).fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && hi > lo { (lo, hi) } else if lo.is_finite() { (lo / 2.0, lo * 2.0) } else { (1.0, 2.0) };
+    let (lo, hi) = if lo.is_finite() && hi > lo {
+        (lo, hi)
+    } else if lo.is_finite() {
+        (lo / 2.0, lo * 2.0)
+    } else {
+        (1.0, 2.0)
+    };
     let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-3) * 1.08;
     let ticks = key_sizes(lo as u64, hi as u64);
     let mut chart = ChartBuilder::on(area)
@@ -189,32 +219,38 @@ fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, p: 
         .y_desc("busbw (GB/s)")
         .x_label_formatter(&|x| size_label(x.round() as u64))
         .y_label_formatter(&|y| format!("{y:.0}"))
-        .light_line_style(RGBColor(240, 240, 240))
+        .light_line_style(RGBColor(246, 246, 246))
         .draw()
         .map_err(plot_error)?;
+    // The choice as a wide translucent band under the coloured lines, so the line it follows
+    // at each size stays visible.
+    let chosen = finite(&p.chosen.points);
+    let band = RGBColor(0, 0, 0).mix(0.22).stroke_width(9);
+    chart
+        .draw_series(LineSeries::new(chosen.clone(), band))
+        .map_err(plot_error)?
+        .label(xml_safe(&p.chosen.label))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], band));
     for (i, s) in p.predicted.iter().enumerate() {
         let c = COLOURS[i % COLOURS.len()];
         chart
-            .draw_series(LineSeries::new(finite(&s.points), c.stroke_width(1)))
+            .draw_series(LineSeries::new(finite(&s.points), c.stroke_width(2)))
             .map_err(plot_error)?
             .label(xml_safe(&s.label))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
-    let chosen = finite(&p.chosen.points);
-    chart
-        .draw_series(LineSeries::new(chosen.clone(), BLACK.stroke_width(3)))
-        .map_err(plot_error)?
-        .label(xml_safe(&p.chosen.label))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(3)));
     chart
         .draw_series(chosen.iter().map(|&pt| Circle::new(pt, 3, BLACK.filled())))
         .map_err(plot_error)?;
     for (i, s) in p.measured.iter().enumerate() {
         let c = COLOURS[(i + 3) % COLOURS.len()];
         chart
-            .draw_series(PointSeries::of_element(finite(&s.points), 5, c, &|pt, size, st| {
-                EmptyElement::at(pt) + Cross::new((0, 0), size, st.stroke_width(2))
-            }))
+            .draw_series(PointSeries::of_element(
+                finite(&s.points),
+                5,
+                c,
+                &|pt, size, st| EmptyElement::at(pt) + Cross::new((0, 0), size, st.stroke_width(2)),
+            ))
             .map_err(plot_error)?
             .label(xml_safe(&s.label))
             .legend(move |(x, y)| Cross::new((x + 10, y), 5, c.stroke_width(2)));

@@ -11,23 +11,39 @@ use topo_nccl::plan::PlanRequest;
 use topo_nccl::version::NcclVersion;
 
 /// Parses the whole document; any markup error fails the test with quick-xml's message.
+/// Attributes must unescape and every entity must be one XML predefines (an SVG has no DTD).
 fn assert_well_formed(doc: &str) {
+    use quick_xml::events::{BytesStart, Event};
     let mut r = quick_xml::Reader::from_str(doc);
     let mut depth = 0i32;
     let mut elements = 0;
+    let attrs = |e: &BytesStart| {
+        for a in e.attributes() {
+            a.expect("attribute parses")
+                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                .expect("attribute value unescapes");
+        }
+    };
     loop {
         match r.read_event() {
-            Ok(quick_xml::events::Event::Start(_)) => {
+            Ok(Event::Start(e)) => {
+                attrs(&e);
                 depth += 1;
                 elements += 1;
             }
-            Ok(quick_xml::events::Event::Empty(_)) => elements += 1,
-            Ok(quick_xml::events::Event::End(_)) => depth -= 1,
-            Ok(quick_xml::events::Event::Text(t)) => {
-                // Every entity in text must be one XML knows.
-                t.decode().expect("text decodes");
+            Ok(Event::Empty(e)) => {
+                attrs(&e);
+                elements += 1;
             }
-            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(Event::End(_)) => depth -= 1,
+            Ok(Event::GeneralRef(e)) => {
+                let name: &str = &e;
+                assert!(
+                    matches!(name, "lt" | "gt" | "amp" | "quot" | "apos") || name.starts_with('#'),
+                    "unknown entity &{name};"
+                );
+            }
+            Ok(Event::Eof) => break,
             Ok(_) => {}
             Err(e) => panic!("not well-formed at {}: {e}", r.buffer_position()),
         }
@@ -65,7 +81,11 @@ fn hgx_draws_one_box_per_gpu_and_one_switch_block() {
     let doc = machine_svg(&hgx(8, 90));
     assert_well_formed(&doc);
     assert_eq!(count(&doc, r#"<rect class="gpu""#), 8);
-    assert_eq!(count(&doc, r#"<rect class="nvs""#), 1, "one block for 4 chips");
+    assert_eq!(
+        count(&doc, r#"<rect class="nvs""#),
+        1,
+        "one block for 4 chips"
+    );
     assert!(doc.contains("NVSwitch fabric · 4 chips · 18 NVLinks per GPU"));
     // One NVLink drop per GPU, not one line per GPU × chip.
     assert_eq!(count(&doc, r#"<line class="nvl""#), 8);
@@ -171,7 +191,10 @@ fn plot_panels_follow_the_model() {
                 .iter()
                 .flat_map(|s| s.points.iter().filter(|x| x.0 == b).map(|x| x.1))
                 .fold(0.0, f64::max);
-            assert!((best - bw).abs() <= 1e-6 * bw.max(1.0), "{b}: {best} vs {bw}");
+            assert!(
+                (best - bw).abs() <= 1e-6 * bw.max(1.0),
+                "{b}: {best} vs {bw}"
+            );
         }
     }
     assert!(panels[0].predicted.iter().any(|s| s.label == "Ring/Simple"));
@@ -186,9 +209,12 @@ fn plot_panels_follow_the_model() {
 #[test]
 fn measured_series_join_the_plot_and_names_are_escaped() {
     let t = hgx(8, 90);
-    let (analysis, plan) =
-        topo_nccl::plan::analyzed(&t, &request(vec![1 << 10, 1 << 20, 1 << 30]), Default::default())
-            .unwrap();
+    let (analysis, plan) = topo_nccl::plan::analyzed(
+        &t,
+        &request(vec![1 << 10, 1 << 20, 1 << 30]),
+        Default::default(),
+    )
+    .unwrap();
     let mut panels = plot::panels(&analysis, &plan).unwrap();
     panels[0].measured.push(plot::Series {
         label: "measured <verify>\u{2}".into(),
