@@ -351,8 +351,8 @@ fn host_panel(
     cpu_links(ctx, &numa_boxes, top, svg);
     let mut y = top + numa_h + 12.0;
     y = gpu_links(ctx, hv, &placed, anomalies.get(&host), y, width, svg);
-    y = notes(ctx, hv, anomalies.get(&host), y, svg);
-    (width, y - y0)
+    let (y, note_w) = notes(ctx, hv, anomalies.get(&host), y, svg);
+    (width.max(note_w), y - y0)
 }
 
 fn host_line(ctx: &Ctx, hv: &HostView) -> String {
@@ -801,32 +801,32 @@ fn fabric_tip(ctx: &Ctx, switches: &[NodeIndex]) -> String {
     format!("NVSwitch chips: {}", ids.join(", "))
 }
 
-/// The anomaly sentences, the no-GPU reason and unknown NVLinks, under the picture.
+/// Longest line under the picture, in characters: the reason and fix must stay readable.
+const NOTE_CHARS: usize = 220;
+/// Average advance of a 12px sans-serif character, to size the picture to its notes.
+const CHAR_W: f64 = 6.6;
+
+/// The anomaly sentences, the no-GPU reason and unknown NVLinks, under the picture; returns
+/// the y below them and the width they need.
 fn notes(
     ctx: &Ctx,
     hv: &HostView,
     anomalies: Option<&Vec<Anomaly>>,
     mut y: f64,
     svg: &mut Svg,
-) -> f64 {
+) -> (f64, f64) {
+    let mut longest = 0;
+    let mut line = |svg: &mut Svg, y: f64, class: &str, s: &str| {
+        let s = clip(s, NOTE_CHARS);
+        longest = longest.max(s.chars().count());
+        svg.text(PAD, y, class, Anchor::Start, &s);
+    };
     if hv.gpus.is_empty() {
-        svg.text(
-            PAD,
-            y,
-            "note",
-            Anchor::Start,
-            &clip(&no_gpu_line(ctx, hv.host), 160),
-        );
+        line(svg, y, "note", &no_gpu_line(ctx, hv.host));
         y += 18.0;
     }
     if let Some(reason) = hv.gpus.iter().find_map(|&g| ctx.nvlink(g).unknown) {
-        svg.text(
-            PAD,
-            y,
-            "note",
-            Anchor::Start,
-            &clip(&format!("NVLink unknown: {reason}"), 160),
-        );
+        line(svg, y, "note", &format!("NVLink unknown: {reason}"));
         y += 18.0;
     }
     let list: &[Anomaly] = anomalies.map(|v| v.as_slice()).unwrap_or(&[]);
@@ -838,7 +838,7 @@ fn notes(
             an.transport,
             an.text
         );
-        svg.text(PAD, y, "warn", Anchor::Start, &clip(&s, 170));
+        line(svg, y, "warn", &s);
         y += 16.0;
     }
     if list.len() > MAX_NOTES {
@@ -846,8 +846,8 @@ fn notes(
             "and {} more pairs (topo plan lists every transport)",
             list.len() - MAX_NOTES
         );
-        svg.text(PAD, y, "warn", Anchor::Start, &s);
+        line(svg, y, "warn", &s);
         y += 16.0;
     }
-    y
+    (y, 2.0 * PAD + longest as f64 * CHAR_W)
 }

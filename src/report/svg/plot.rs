@@ -155,7 +155,7 @@ fn size_label(b: u64) -> String {
         ("KiB", 1 << 10),
     ];
     for (u, v) in UNITS {
-        if b >= v && b % v == 0 {
+        if b >= v && b.is_multiple_of(v) {
             return format!("{} {u}", b / v);
         }
     }
