@@ -176,6 +176,28 @@ const COLOURS: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
+/// A colour per algorithm and a dash per protocol (Simple solid, LL128 dashed, LL dotted),
+/// so a curve looks the same in every panel; an unknown label takes a colour by position.
+fn line_style(label: &str, i: usize) -> (RGBColor, Option<(u32, u32)>) {
+    let (algo, proto) = label.split_once('/').unwrap_or((label, ""));
+    let colour = match algo {
+        "Ring" => 0,
+        "Tree" => 1,
+        "NVLS" => 2,
+        "NVLSTree" => 3,
+        "CollNetDirect" => 4,
+        "CollNetChain" => 5,
+        "PAT" => 6,
+        _ => 7 + i,
+    };
+    let dash = match proto {
+        "LL" => Some((2, 4)),
+        "LL128" => Some((8, 4)),
+        _ => None,
+    };
+    (COLOURS[colour % COLOURS.len()], dash)
+}
+
 fn finite(points: &[(u64, f64)]) -> Vec<(f64, f64)> {
     points
         .iter()
@@ -232,12 +254,23 @@ fn panel<DB: DrawingBackend>(
         .label(xml_safe(&p.chosen.label))
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], band));
     for (i, s) in p.predicted.iter().enumerate() {
-        let c = COLOURS[i % COLOURS.len()];
-        chart
-            .draw_series(LineSeries::new(finite(&s.points), c.stroke_width(2)))
+        let (c, dash) = line_style(&s.label, i);
+        let style = c.stroke_width(2);
+        let pts = finite(&s.points);
+        let drawn = match dash {
+            Some((on, off)) => chart.draw_series(DashedLineSeries::new(pts, on, off, style)),
+            None => chart.draw_series(LineSeries::new(pts, style)),
+        };
+        drawn
             .map_err(plot_error)?
             .label(xml_safe(&s.label))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            .legend(move |(x, y)| {
+                // Two dashes in the legend for a dashed line, one stroke for a solid one.
+                let (a, b) = if dash.is_some() { (7, 13) } else { (10, 10) };
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (a, 0)], style)
+                    + PathElement::new(vec![(b, 0), (20, 0)], style)
+            });
     }
     chart
         .draw_series(chosen.iter().map(|&pt| Circle::new(pt, 3, BLACK.filled())))
