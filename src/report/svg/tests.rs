@@ -226,3 +226,16 @@ fn measured_series_join_the_plot_and_names_are_escaped() {
     assert!(!doc.contains("<verify"));
     assert!(doc.contains("measured &lt;verify&gt;\\x02"));
 }
+
+/// One rank: the model's time is 0 (a copy), so there is no busbw to plot; the document is
+/// still a valid, empty plot rather than NaN coordinates.
+#[test]
+fn single_rank_plot_is_valid() {
+    let t = hgx(1, 90);
+    let (analysis, plan) =
+        topo_nccl::plan::analyzed(&t, &request(vec![8, 1 << 20]), Default::default()).unwrap();
+    let panels = plot::panels(&analysis, &plan).unwrap();
+    let doc = plot::render(&plot::title(&plan), &panels).unwrap();
+    assert_well_formed(&doc);
+    assert!(!doc.contains("NaN") && !doc.contains("inf"), "{doc}");
+}
