@@ -84,8 +84,10 @@ fn picture(ctx: &Ctx) -> String {
     let anomalies = anomalies(ctx);
     let mut svg = Svg::new();
     let mut y = 34.0;
-    let mut width: f64 = 640.0;
-    svg.text(PAD, 24.0, "title", Anchor::Start, &title(ctx));
+    let head = title(ctx);
+    // Wide enough for the title (18px bold: about 10.5px a character).
+    let mut width: f64 = (2.0 * PAD + head.chars().count() as f64 * 10.5).max(640.0);
+    svg.text(PAD, 24.0, "title", Anchor::Start, &head);
     for hv in ctx.hosts.iter().take(MAX_HOSTS) {
         let (w, h) = host_panel(ctx, hv, &anomalies, &mut svg, y);
         width = width.max(w);
@@ -288,7 +290,10 @@ fn host_panel(
     y0: f64,
 ) -> (f64, f64) {
     let host = hv.host;
-    svg.text(PAD, y0 + 16.0, "host", Anchor::Start, &host_line(ctx, hv));
+    let line = host_line(ctx, hv);
+    // 15px bold: about 9px a character.
+    let line_w = 2.0 * PAD + line.chars().count() as f64 * 9.0;
+    svg.text(PAD, y0 + 16.0, "host", Anchor::Start, &line);
     let top = y0 + 28.0;
     // NUMA domains, then a box for devices the source placed under no CPU.
     let mut groups: Vec<(Option<NodeIndex>, Vec<Item>)> = hv
@@ -352,7 +357,7 @@ fn host_panel(
     let mut y = top + numa_h + 12.0;
     y = gpu_links(ctx, hv, &placed, anomalies.get(&host), y, width, svg);
     let (y, note_w) = notes(ctx, hv, anomalies.get(&host), y, svg);
-    (width.max(note_w), y - y0)
+    (width.max(note_w).max(line_w), y - y0)
 }
 
 fn host_line(ctx: &Ctx, hv: &HostView) -> String {
