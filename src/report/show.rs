@@ -9,7 +9,7 @@ mod doc;
 mod dot;
 mod matrix;
 mod paths;
-mod pci;
+pub(crate) mod pci;
 mod summary;
 #[cfg(test)]
 mod testing;

@@ -367,7 +367,7 @@ fn host_line(ctx: &Ctx, hv: &HostView) -> String {
         let m = ctx
             .topo
             .gpu(g)
-            .and_then(|x| x.name.clone())
+            .and_then(gpu_model)
             .unwrap_or_else(|| "GPU".into());
         if !models.contains(&m) {
             models.push(m);
@@ -513,7 +513,10 @@ fn draw_box(
                 class.into(),
                 vec![
                     (format!("{} (dev {})", ctx.label(n), g.dev), "b"),
-                    (clip(g.name.as_deref().unwrap_or("unknown model"), 26), "t"),
+                    (
+                        clip(&gpu_model(g).unwrap_or_else(|| "unknown model".into()), 26),
+                        "t",
+                    ),
                     (bus.clone(), "small"),
                     (link, "small"),
                 ],
@@ -563,6 +566,13 @@ fn draw_box(
     }
 }
 
+/// The GPU's name, else the model its PCI ids name (as the other views say it).
+fn gpu_model(g: &topo_model::Gpu) -> Option<String> {
+    g.name
+        .clone()
+        .or_else(|| crate::report::show::pci::model_name(g.vendor, g.device).map(String::from))
+}
+
 fn net_speed(net: &topo_model::Net) -> String {
     let speed = net
         .speed_mbps
@@ -606,7 +616,7 @@ fn tip(ctx: &Ctx, n: NodeIndex) -> String {
             format!(
                 "{} {} {bus}; {}; {nvl}{near}",
                 ctx.label(n),
-                g.name.as_deref().unwrap_or("GPU"),
+                gpu_model(g).unwrap_or_else(|| "GPU".into()),
                 pcie_text(&g.pcie)
             )
         }
@@ -728,6 +738,18 @@ fn gpu_links(
     for &(a, b, lanes) in &direct {
         let tip = format!("{} ↔ {}: {lanes} NVLink lanes", ctx.label(a), ctx.label(b));
         arc(svg, a, b, direct_y, "bridge", &tip);
+        if let (Some(&(ax, _)), Some(&(bx, _))) = (placed.get(&a), placed.get(&b)) {
+            let depth = ((ax - bx).abs() / 6.0).clamp(20.0, 70.0);
+            // A cubic dips three quarters of its control depth at the middle.
+            let label = format!("NVLink ×{lanes}");
+            svg.text(
+                (ax + bx) / 2.0,
+                direct_y + depth * 0.75 + 14.0,
+                "small",
+                Anchor::Middle,
+                &label,
+            );
+        }
     }
     for an in anomalies {
         let tip = format!("{} → {}: {}", ctx.label(an.a), ctx.label(an.b), an.text);
