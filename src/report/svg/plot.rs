@@ -1,8 +1,9 @@
 //! `topo plan --format svg`: predicted busbw against message size, one panel per collective,
 //! sizes on a log axis as nccl-tests sweeps them. Every (algorithm, protocol) the model
-//! could use is a thin line; the one NCCL picks at each size is the thick black line with
-//! dots. [`Panel::measured`] is where `topo verify`'s measurements go (points on the same
-//! axes), so measured against predicted is one picture.
+//! could use is a line (colour per algorithm, dash per protocol); the one NCCL picks at each
+//! size is a wide grey band with black dots under them. [`Panel::measured`] is where
+//! `topo verify`'s measurements go (crosses on the same axes), so measured against predicted
+//! is one picture.
 
 use super::xml_safe;
 use anyhow::{Result, anyhow};
