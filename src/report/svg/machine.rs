@@ -842,6 +842,8 @@ fn notes(
     mut y: f64,
     svg: &mut Svg,
 ) -> (f64, f64) {
+    // Clear of the box above: y is a baseline.
+    y += 6.0;
     let mut longest = 0;
     let mut line = |svg: &mut Svg, y: f64, class: &str, s: &str| {
         let s = clip(s, NOTE_CHARS);
