@@ -195,7 +195,9 @@ __device__ __forceinline__ uint4 combine(uint4 r, bool have_r, uint4 in, bool ha
         typename T::C c;
         if (have_r && have_in) c = Op::f(T::ld(a.e[k]), T::ld(b.e[k]));
         else c = T::ld(o.e[k]);
-        if (Op::AVG && fin) c = c / (typename T::C)nranks;
+        // The host rounds the finished sum to the storage type before dividing (f16, bf16)
+        // and wraps integers (u8 computes in u32): do the same.
+        if (Op::AVG && fin) c = T::ld(T::st(c)) / (typename T::C)nranks;
         o.e[k] = T::st(c);
     }
     return o.v;

@@ -597,10 +597,8 @@ fn count_wrong_on_device(
     wrong_ptr: u64,
 ) -> Result<u64> {
     // SAFETY: 8 bytes at the #wrong word of this rank's communication allocation.
-    check(
-        unsafe { sys::cuMemsetD32_v2(wrong_ptr, 0, 2) },
-        "cuMemsetD32",
-    )?;
+    let r = unsafe { sys::cuMemsetD32_v2(wrong_ptr, 0, 2) };
+    check(r, "cuMemsetD32")?;
     let (mut a, mut b, mut c, mut e, mut w) = (got, want, count as u64, es as u32, wrong_ptr);
     let mut p = [
         (&mut a as *mut u64).cast::<c_void>(),
@@ -648,8 +646,8 @@ fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
         let ms = ev0.elapsed_ms(&ev1).map_err(drv("cuEventElapsedTime"))? as f64;
         Ok(bytes as f64 * iters as f64 / (ms / 1e3) / 1e9)
     };
-    // SAFETY: both buffers hold `bytes`.
     let memcpy = time(&mut || {
+        // SAFETY: both buffers hold `bytes`.
         unsafe { result::memcpy_dtod_async(dst.ptr, src.ptr, bytes, stream.cu_stream()) }
             .map_err(drv("cuMemcpyDtoDAsync"))
     })?;

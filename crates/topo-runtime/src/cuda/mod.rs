@@ -79,8 +79,8 @@ pub fn probe() -> std::result::Result<Probe, String> {
             let dev = result::device::get(i as i32).map_err(drv("cuDeviceGet"))?;
             let name = result::device::get_name(dev).map_err(drv("cuDeviceGetName"))?;
             use cudarc::driver::sys::CUdevice_attribute as A;
-            // SAFETY: plain attribute queries on a valid device handle.
             let attr = |a| {
+                // SAFETY: plain attribute queries on a valid device handle.
                 unsafe { result::device::get_attribute(dev, a) }
                     .map_err(drv("cuDeviceGetAttribute"))
             };

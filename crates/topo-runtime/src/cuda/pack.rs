@@ -294,16 +294,16 @@ impl Arena {
         };
         let mut recv = Vec::with_capacity(self.nranks * self.nch);
         let mut send = Vec::with_capacity(self.nranks * self.nch);
-        for q in 0..self.nranks {
+        for (q, &peer) in comm.iter().enumerate().take(self.nranks) {
             for c in 0..self.nch {
                 recv.push(DevConn {
                     fifo: fifo_of(me, q, c),
                     tail: table(me, a.tail_off, q, c),
-                    head: table(comm[q], a.head_off, rank, c),
+                    head: table(peer, a.head_off, rank, c),
                 });
                 send.push(DevConn {
-                    fifo: fifo_of(comm[q], rank, c),
-                    tail: table(comm[q], a.tail_off, rank, c),
+                    fifo: fifo_of(peer, rank, c),
+                    tail: table(peer, a.tail_off, rank, c),
                     head: table(me, a.head_off, q, c),
                 });
             }

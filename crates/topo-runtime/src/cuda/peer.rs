@@ -99,10 +99,8 @@ fn vmm_supported(dev: usize) -> Result<bool> {
     let get = |attr| -> Result<i32> {
         let mut v = 0;
         // SAFETY: writes one int.
-        check(
-            unsafe { sys::cuDeviceGetAttribute(&mut v, attr, dev as i32) },
-            "cuDeviceGetAttribute",
-        )?;
+        let r = unsafe { sys::cuDeviceGetAttribute(&mut v, attr, dev as i32) };
+        check(r, "cuDeviceGetAttribute")?;
         Ok(v)
     };
     Ok(
@@ -371,10 +369,8 @@ pub fn ipc_handle(mem: &DevMem) -> Result<[u8; 64]> {
     // SAFETY: plain data out-parameter.
     let mut h: sys::CUipcMemHandle = unsafe { std::mem::zeroed() };
     // SAFETY: `mem` is a live cuMemAlloc allocation.
-    check(
-        unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr) },
-        "cuIpcGetMemHandle",
-    )?;
+    let r = unsafe { sys::cuIpcGetMemHandle(&mut h, mem.ptr) };
+    check(r, "cuIpcGetMemHandle")?;
     Ok(h.reserved.map(|c| c as u8))
 }
 
@@ -391,17 +387,10 @@ impl IpcMapped {
             *d = *s as std::ffi::c_char;
         }
         let mut ptr = 0;
+        let flags = sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
         // SAFETY: the driver validates the handle; it writes the mapped pointer.
-        check(
-            unsafe {
-                sys::cuIpcOpenMemHandle_v2(
-                    &mut ptr,
-                    h,
-                    sys::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32,
-                )
-            },
-            "cuIpcOpenMemHandle",
-        )?;
+        let r = unsafe { sys::cuIpcOpenMemHandle_v2(&mut ptr, h, flags) };
+        check(r, "cuIpcOpenMemHandle")?;
         Ok(IpcMapped { ptr })
     }
 }
