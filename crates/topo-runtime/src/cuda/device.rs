@@ -662,7 +662,7 @@ fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
         unsafe { launch(g.copy, 1024, &stream, &mut p) }
     })?;
     Ok(format!(
-        "copy ceiling on gpu {} ({}): cuMemcpyDtoD {:.1} GB/s, topo_copy {:.1} GB/s ({} MiB; bytes copied per second, memory traffic twice that)",
+        "copy ceiling on gpu {} ({}): cuMemcpyDtoD {:.1} GB/s, topo_copy {:.1} GB/s ({} MiB, bytes copied per second, memory traffic is twice that)",
         g.ordinal,
         g.name,
         memcpy,
