@@ -323,6 +323,7 @@ __device__ bool piece_ll128(const Ctx& x, const Piece& p) {
                 while (ld_volatile64((const u64*)(line + 120)) != p.flag) {
                     if (give_up(x, ++spins)) { ok = false; break; }
                 }
+                __threadfence();  // acquire: the group's data loads come after the flag
             }
         }
         // The flag thread's wait orders the group's reads after the sender's fence.

@@ -14,7 +14,7 @@ pub const SOURCES: &[(&str, &str)] = &[(
 
 /// Options for every compilation: no headers are needed (the sources declare their own
 /// types), C++17, and line info so compute-sanitizer can name lines.
-pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo", "--restrict"];
+pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
 
 /// Threads per CTA (`TOPO_THREADS` in the source).
 pub const THREADS: u32 = 512;
