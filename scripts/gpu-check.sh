@@ -46,6 +46,10 @@ if [ -z "$topo" ] || [ ! -x "$topo" ]; then
   echo "no topo binary: build it on the development machine and carry target/release/topo" | tee "$out/summary.txt"
   exit 2
 fi
+if ! "$topo" verify --help 2>/dev/null | grep -q -- '--ranks-per-gpu'; then
+  echo "$topo has no CUDA backend (a stale build?): rebuild it with cargo build --release" | tee "$out/summary.txt"
+  exit 2
+fi
 
 # ---------------------------------------------------------------- libraries (no download)
 # NVRTC and NCCL from the toolkit or the Python wheels, named explicitly so the report says
@@ -149,8 +153,10 @@ for o in prod min max avg; do
 done
 run "check-tree-k4" --ranks-per-gpu 4 --collective allreduce --algo tree -b 8 -e 16M -f 8 -n 2 -w 1
 # SHM fallback cost on one GPU (FIFOs in pinned host memory).
-TOPO_CUDA_TRANSPORT=shm run "perf-allreduce-shm-k2" --ranks-per-gpu 2 --collective allreduce \
+export TOPO_CUDA_TRANSPORT=shm
+run "perf-allreduce-shm-k2" --ranks-per-gpu 2 --collective allreduce \
   --algo ring --proto simple -b 64M -e 64M -n 5 -w 2
+unset TOPO_CUDA_TRANSPORT
 
 # 3. Across GPUs and against NCCL (one rank per GPU); on one GPU a one-rank NCCL run still
 #    initialises NCCL, which dumps its topology for the fixture.
@@ -184,7 +190,9 @@ for name, rc, t, *rest in rows:
             note += f" nccl {c['collective']} {c['bytes']}B {c['busbw_gbps']:.1f} GB/s ratio {c['ratio']:.2f};"
     except Exception:
         try:
-            note = open(os.path.join(out, name + ".err")).read().strip().splitlines()[-1][:90]
+            lines = open(os.path.join(out, name + ".err")).read().strip().splitlines()
+            errs = [l for l in lines if l.startswith("error:")]
+            note = (errs or lines)[-1][:110]
         except Exception:
             note = rest[-1] if rest else ""
     print(f"{name:34} {rc:>7} {t:>5} {wrong:>7} {bw:>8}  {note}")
