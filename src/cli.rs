@@ -383,6 +383,26 @@ pub struct VerifyArgs {
     /// NCCL version to model for --from/--profile plans (2.18 … 2.30).
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
+    /// Channels per rank when the plan gives none (host default 1; CUDA default: enough CTAs
+    /// to fill the GPU, half its SMs shared by the ranks on it, at most 32).
+    #[arg(long, value_name = "N")]
+    pub nchannels: Option<usize>,
+    /// CUDA backend: ranks per GPU, to run every kernel and protocol on a one-GPU machine
+    /// (rank r runs on GPU r / K).
+    #[arg(long, value_name = "K", default_value = "1")]
+    pub ranks_per_gpu: usize,
+    /// CUDA backend: also run NCCL's collective on the same sizes (libnccl.so.2, loaded at
+    /// run time; TOPO_NCCL names it) and print both busbw columns.
+    #[arg(long, value_enum, value_name = "LIB")]
+    pub compare: Option<Compare>,
+    /// CUDA backend: measure the device-to-device copy ceiling on GPU 0 first.
+    #[arg(long)]
+    pub copy_ceiling: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Compare {
+    Nccl,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -4,7 +4,7 @@
 //! host); with `--from`/`--profile` the schedule is that machine's plan (its rings, trees,
 //! channels and rank count), run here to check it, and timings are this host's.
 
-use crate::cli::{Backend, LaunchKind, VerifyArgs, VerifyFormat};
+use crate::cli::{Backend, Compare, LaunchKind, VerifyArgs, VerifyFormat};
 use crate::cmd::calibrate;
 use crate::error::{self, Exit, Failure};
 use crate::output::{emit, warn};
@@ -19,16 +19,37 @@ use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
 
 pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
-    check_backend(a.backend, style)?;
+    let cuda = choose_backend(a, style)?;
     let mut req = request(a)?;
-    let launch = launch(a.launch)?;
     let foreign = a.source.from.is_some() || a.source.profile.is_some();
-    if foreign {
-        plan_foreign(a, &mut req)?;
+    let report = if let Some(probe) = cuda {
+        let k = a.ranks_per_gpu.max(1);
+        if a.ranks.is_none() {
+            req.ranks = probe.gpus.len() * k;
+        }
+        if a.nchannels.is_none() {
+            let sms = probe.gpus.iter().map(|g| g.sms).min().unwrap_or(2);
+            req.nchannels = (sms as usize / k / 2).clamp(1, 32);
+        }
+        if foreign {
+            plan_foreign(a, &mut req)?;
+        }
+        let opts = topo_runtime::cuda::device::CudaOptions {
+            ranks_per_gpu: a.ranks_per_gpu.max(1),
+            compare_nccl: a.compare == Some(Compare::Nccl),
+            copy_ceiling: a.copy_ceiling,
+            force_shm: std::env::var("TOPO_CUDA_TRANSPORT").is_ok_and(|t| t == "shm"),
+        };
+        Some(topo_runtime::cuda::device::run_verify_cuda(&req, &opts)?)
     } else {
-        predict_here(&mut req, &launch, style)?;
-    }
-    let report = run_with_progress(&req, &launch, a.format)?;
+        let launch = launch(a.launch)?;
+        if foreign {
+            plan_foreign(a, &mut req)?;
+        } else {
+            predict_here(&mut req, &launch, style)?;
+        }
+        run_with_progress(&req, &launch, a.format)?
+    };
     let Some(report) = report else {
         // A rank other than 0 under torchrun/srun/mpirun: rank 0 prints.
         return Ok(0);
@@ -49,41 +70,61 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     Ok(0)
 }
 
-/// The CUDA backend is not built yet; say what is missing rather than run something else
-/// under its name.
-fn check_backend(b: Backend, style: Style) -> Result<()> {
-    let cuda = cuda_driver();
-    match (b, cuda) {
-        (Backend::Cuda, Err(why)) => Err(Failure::new(
+/// Which backend runs: `Some(gpus)` for CUDA, `None` for the host. `--backend cuda` without
+/// a driver, a GPU or NVRTC is one error naming what is missing (exit 3); `auto` then says
+/// why it runs the host backend. The CUDA backend's own options need it.
+fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::cuda::Probe>> {
+    let cuda_only = a.ranks_per_gpu != 1 || a.compare.is_some() || a.copy_ceiling;
+    if a.backend == Backend::Host {
+        if cuda_only {
+            return Err(error::usage(
+                "--ranks-per-gpu, --compare and --copy-ceiling belong to the cuda backend",
+                "drop them, or run --backend cuda on a machine with a GPU",
+            ));
+        }
+        return Ok(None);
+    }
+    let why = match cuda_ready() {
+        Ok(gpus) => {
+            if !matches!(a.launch, LaunchKind::Auto | LaunchKind::Threads) {
+                return Err(Failure::new(
+                    Exit::MissingRuntime,
+                    "cuda backend: ranks run as threads of one process (one per GPU, or --ranks-per-gpu K); multi-process CUDA launch is not built yet",
+                )
+                .hint("drop --launch, or run --backend host for processes and launchers")
+                .into());
+            }
+            return Ok(Some(gpus));
+        }
+        Err(why) => why,
+    };
+    if a.backend == Backend::Cuda || cuda_only {
+        return Err(Failure::new(
             Exit::MissingRuntime,
             format!("cuda backend unavailable: {why}"),
         )
-        .hint("install the NVIDIA driver, or run --backend host")
-        .into()),
-        (Backend::Cuda, Ok(())) => Err(Failure::new(
-            Exit::MissingRuntime,
-            "cuda backend unavailable: this build of topo has no CUDA kernels yet",
-        )
-        .hint("run --backend host: it runs the same schedules on this host's CPUs")
-        .into()),
-        (Backend::Auto, Ok(())) => {
-            warn(
-                style,
-                "a CUDA driver is present, but this build of topo has no CUDA backend yet; running the host backend",
-            );
-            Ok(())
-        }
-        _ => Ok(()),
+        .hint(if why.contains("nvrtc") {
+            "install NVRTC (the CUDA toolkit, or pip install nvidia-cuda-nvrtc-cu12) or point TOPO_NVRTC at libnvrtc.so.12/.13; or run --backend host"
+        } else {
+            "install the NVIDIA driver (and check CUDA_VISIBLE_DEVICES), or run --backend host"
+        })
+        .into());
     }
+    if !why.contains(topo_runtime::cuda::loader::LIBCUDA) {
+        // A driver is here but something else is missing: say so before running on the CPUs.
+        warn(
+            style,
+            &format!("cuda backend unavailable ({why}); running the host backend"),
+        );
+    }
+    Ok(None)
 }
 
-/// Whether the CUDA driver library loads (the probe cudarc needs before any call).
-fn cuda_driver() -> std::result::Result<(), String> {
-    // SAFETY: loading libcuda runs only its initialisers; no symbol is called.
-    match unsafe { libloading::Library::new("libcuda.so.1") } {
-        Ok(_) => Ok(()),
-        Err(_) => Err("libcuda.so.1 not found".into()),
-    }
+/// GPUs the CUDA backend can use: the driver, a GPU and NVRTC (probed before any cudarc call).
+fn cuda_ready() -> std::result::Result<topo_runtime::cuda::Probe, String> {
+    let p = topo_runtime::cuda::probe()?;
+    topo_runtime::cuda::nvrtc::Nvrtc::load()?;
+    Ok(p)
 }
 
 fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
@@ -136,6 +177,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
             "simple, ll, ll128",
         )?,
         timeout_s: a.timeout,
+        nchannels: a.nchannels.unwrap_or(1).clamp(1, 64),
         ..VerifyRequest::default()
     })
 }

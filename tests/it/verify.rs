@@ -212,6 +212,30 @@ fn cuda_backend_without_a_driver_exits_3() {
 }
 
 #[test]
+fn cuda_options_without_a_driver_name_what_is_missing() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    // The CUDA backend's own options ask for it: exit 3 naming the library, not a host run.
+    for args in [
+        vec!["--ranks-per-gpu", "2"],
+        vec!["--compare", "nccl"],
+        vec!["--backend", "cuda", "--copy-ceiling"],
+    ] {
+        let out = verify(&args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.starts_with("error: cuda backend unavailable: libcuda.so.1 not found\nhint: "),
+            "{args:?}: {err}"
+        );
+    }
+    // With the host backend they are a usage error.
+    let out = verify(&["--backend", "host", "--ranks-per-gpu", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn bad_options_are_one_error_and_exit_2() {
     for (args, want) in [
         (vec!["-d", "float8"], "error: -d float8: unknown"),

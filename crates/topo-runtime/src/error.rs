@@ -22,6 +22,9 @@ pub enum RuntimeError {
     /// The launcher environment is missing or inconsistent.
     #[error("launch: {0}")]
     Launch(String),
+    /// A CUDA driver, NVRTC or NCCL call failed, or a kernel reported a failure.
+    #[error("cuda: {0}")]
+    Device(String),
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

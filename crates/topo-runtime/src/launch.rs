@@ -312,7 +312,7 @@ fn unix_name(token: &str) -> String {
     format!("topo-rt-{}", sanitize(token))
 }
 
-fn send_fd(s: &UnixStream, fd: &OwnedFd) -> Result<()> {
+pub(crate) fn send_fd(s: &UnixStream, fd: &OwnedFd) -> Result<()> {
     use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
     let fds = [fd.as_fd()];
     let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
@@ -328,7 +328,7 @@ fn send_fd(s: &UnixStream, fd: &OwnedFd) -> Result<()> {
     Ok(())
 }
 
-fn recv_fd(s: &UnixStream) -> Result<OwnedFd> {
+pub(crate) fn recv_fd(s: &UnixStream) -> Result<OwnedFd> {
     use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
     let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut anc = RecvAncillaryBuffer::new(&mut space);

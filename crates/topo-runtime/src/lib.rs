@@ -8,6 +8,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod calibrate;
+pub mod cuda;
 pub mod error;
 pub mod exec;
 pub mod kernels;

@@ -168,6 +168,23 @@ pub struct VerifyReport {
     pub ranks: usize,
     pub rows: Vec<VerifyRow>,
     pub foreign_machine: Option<String>,
+    /// Lines said before the table (the CUDA backend: GPUs, NVRTC, the copy ceiling).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// `--compare nccl`: NCCL's figures for the same rows.
+    #[serde(default)]
+    pub nccl: Vec<NcclRow>,
+}
+
+/// NCCL's measurement of one row, for `--compare nccl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NcclRow {
+    pub collective: Collective,
+    pub bytes: usize,
+    pub time_us: f64,
+    pub busbw_gbps: f64,
+    /// topo's busbw / NCCL's (out-of-place).
+    pub ratio: f64,
 }
 
 impl VerifyReport {
@@ -197,7 +214,7 @@ impl VerifyReport {
     }
 }
 
-fn plan_for(
+pub(crate) fn plan_for(
     req: &VerifyRequest,
     coll: Collective,
     bytes: usize,
@@ -307,7 +324,7 @@ fn fold(op: RedOp, n: usize, f: impl Fn(usize) -> f64) -> f64 {
 }
 
 /// Fill this rank's send buffer with the check pattern and its receive buffer with a marker.
-fn fill(
+pub(crate) fn fill(
     storage: &mut [u8],
     layout: &Layout,
     coll: Collective,
@@ -326,6 +343,45 @@ fn fill(
     }
 }
 
+/// What this rank's receive buffer must hold after the collective (`None`: nothing is
+/// defined there, as on a Reduce's non-root ranks).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn expected(
+    layout: &Layout,
+    coll: Collective,
+    dt: DataType,
+    op: RedOp,
+    rank: usize,
+    n: usize,
+    root: usize,
+    count: usize,
+) -> Option<Vec<u8>> {
+    if coll == Collective::Reduce && rank != root {
+        return None;
+    }
+    let es = dt.size();
+    let bytes = layout.recv_len * es;
+    // u64 words: the typed views in `kernels` need the element's alignment.
+    let mut words = vec![0u64; bytes.div_ceil(8)];
+    let want = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes];
+    let reduce_at = |j: usize| fold(op, n, |q| input_value(coll, op, q, j));
+    for j in 0..layout.recv_len {
+        let v = match coll {
+            Collective::AllReduce | Collective::Reduce => reduce_at(j),
+            Collective::ReduceScatter => reduce_at(rank * count + j),
+            Collective::AllGather => input_value(coll, op, j / count, j % count),
+            Collective::Broadcast => input_value(coll, op, root, j),
+            Collective::AllToAll => input_value(coll, op, j / count, rank * count + j % count),
+            Collective::SendRecv => input_value(coll, op, (rank + n - 1) % n, j),
+        };
+        kernels::store(dt, want, j, v);
+    }
+    if coll.reduces() {
+        kernels::finish(dt, op, want, n);
+    }
+    Some(want.to_vec())
+}
+
 /// Count wrong elements of this rank's output.
 #[allow(clippy::too_many_arguments)]
 fn count_wrong(
@@ -340,26 +396,10 @@ fn count_wrong(
     count: usize,
 ) -> u64 {
     let es = dt.size();
+    let Some(want) = expected(layout, coll, dt, op, rank, n, root, count) else {
+        return 0;
+    };
     let recv = &storage[layout.recv_off * es..(layout.recv_off + layout.recv_len) * es];
-    let mut words = vec![0u64; recv.len().div_ceil(8)];
-    let want = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..recv.len()];
-    let reduce_at = |j: usize| fold(op, n, |q| input_value(coll, op, q, j));
-    for j in 0..layout.recv_len {
-        let v = match coll {
-            Collective::AllReduce => reduce_at(j),
-            Collective::Reduce if rank == root => reduce_at(j),
-            Collective::Reduce => return 0,
-            Collective::ReduceScatter => reduce_at(rank * count + j),
-            Collective::AllGather => input_value(coll, op, j / count, j % count),
-            Collective::Broadcast => input_value(coll, op, root, j),
-            Collective::AllToAll => input_value(coll, op, j / count, rank * count + j % count),
-            Collective::SendRecv => input_value(coll, op, (rank + n - 1) % n, j),
-        };
-        kernels::store(dt, want, j, v);
-    }
-    if coll.reduces() {
-        kernels::finish(dt, op, want, n);
-    }
     want.chunks(es)
         .zip(recv.chunks(es))
         .filter(|(a, b)| a != b)
@@ -520,43 +560,19 @@ pub fn run_rank_progress(
                 t.barrier()?;
             }
             if let Some(all) = gather(t, &local)? {
-                let size = coll.size_bytes(count, n, es);
-                let measured = |k: usize| {
-                    let time = all.iter().map(|v| v[2 * k]).sum::<f64>() / n as f64;
-                    let algbw = if time > 0.0 {
-                        size as f64 / time / 1e9
-                    } else {
-                        0.0
-                    };
-                    Measured {
-                        time_us: time * 1e6,
-                        algbw_gbps: algbw,
-                        busbw_gbps: algbw * coll.bus_factor(n),
-                        wrong: req
-                            .check
-                            .then(|| all.iter().map(|v| v[2 * k + 1]).sum::<f64>() as u64),
-                    }
-                };
                 if let Some(p) = progress {
                     p(rows.len() + 1, total_rows);
                 }
-                rows.push(VerifyRow {
-                    collective: coll,
-                    bytes: size,
+                rows.push(measured_row(
+                    req,
+                    coll,
                     count,
-                    dtype: dt,
-                    redop: coll.reduces().then_some(req.op),
-                    root: if coll.rooted() { req.root as i64 } else { -1 },
-                    algo: plan.algorithm,
-                    proto: plan.protocol,
-                    nchannels: plan.nchannels,
-                    out_of_place: measured(0),
-                    in_place: (forms.len() > 1).then(|| measured(1)),
-                    predicted_time_us: predicted,
-                    predicted_busbw_gbps: predicted
-                        .filter(|&p| p > 0.0)
-                        .map(|p| size as f64 / (p * 1e-6) / 1e9 * coll.bus_factor(n)),
-                });
+                    n,
+                    &plan,
+                    predicted,
+                    forms.len(),
+                    &all,
+                ));
             }
         }
     }
@@ -568,7 +584,59 @@ pub fn run_rank_progress(
         ranks: n,
         rows,
         foreign_machine: req.foreign_machine.clone(),
+        notes: Vec::new(),
+        nccl: Vec::new(),
     }))
+}
+
+/// One report row from every rank's (seconds, wrong) per form: times averaged over ranks,
+/// wrong elements summed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn measured_row(
+    req: &VerifyRequest,
+    coll: Collective,
+    count: usize,
+    n: usize,
+    plan: &CollectivePlan,
+    predicted: Option<f64>,
+    nforms: usize,
+    all: &[Vec<f64>],
+) -> VerifyRow {
+    let es = req.dtype.size();
+    let size = coll.size_bytes(count, n, es);
+    let measured = |k: usize| {
+        let time = all.iter().map(|v| v[2 * k]).sum::<f64>() / n as f64;
+        let algbw = if time > 0.0 {
+            size as f64 / time / 1e9
+        } else {
+            0.0
+        };
+        Measured {
+            time_us: time * 1e6,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * coll.bus_factor(n),
+            wrong: req
+                .check
+                .then(|| all.iter().map(|v| v[2 * k + 1]).sum::<f64>() as u64),
+        }
+    };
+    VerifyRow {
+        collective: coll,
+        bytes: size,
+        count,
+        dtype: req.dtype,
+        redop: coll.reduces().then_some(req.op),
+        root: if coll.rooted() { req.root as i64 } else { -1 },
+        algo: plan.algorithm,
+        proto: plan.protocol,
+        nchannels: plan.nchannels,
+        out_of_place: measured(0),
+        in_place: (nforms > 1).then(|| measured(1)),
+        predicted_time_us: predicted,
+        predicted_busbw_gbps: predicted
+            .filter(|&p| p > 0.0)
+            .map(|p| size as f64 / (p * 1e-6) / 1e9 * coll.bus_factor(n)),
+    }
 }
 
 /// `topo.verify/v1` form of one measurement.
@@ -619,6 +687,9 @@ pub struct VerifyJson {
     pub avg_busbw_gbps: f64,
     pub wrong_total: u64,
     pub note: Option<String>,
+    /// `--compare nccl` (absent otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nccl: Vec<NcclRow>,
 }
 
 impl VerifyReport {
@@ -632,7 +703,11 @@ impl VerifyReport {
             launch: self.launch.clone(),
             transport: self.transport.name().into(),
             ranks: self.ranks,
-            collective: if colls.len() == 1 { colls.into_iter().next().unwrap().into() } else { "all".into() },
+            collective: if colls.len() == 1 {
+                colls.into_iter().next().unwrap().into()
+            } else {
+                "all".into()
+            },
             results: self
                 .rows
                 .iter()
@@ -658,14 +733,24 @@ impl VerifyReport {
                     }),
                     predicted_time_us: r.predicted_time_us,
                     predicted_busbw_gbps: r.predicted_busbw_gbps,
-                    ratio: r.predicted_time_us.filter(|&p| p > 0.0).map(|p| r.out_of_place.time_us / p),
+                    ratio: r
+                        .predicted_time_us
+                        .filter(|&p| p > 0.0)
+                        .map(|p| r.out_of_place.time_us / p),
                 })
                 .collect(),
             avg_busbw_gbps: self.avg_busbw_gbps(),
             wrong_total: self.wrong_total(),
-            note: self.foreign_machine.as_ref().map(|m| {
-                format!("schedule of {m} run on this host: the timings are this host's, not that machine's")
-            }),
+            note: {
+                let mut v: Vec<String> = self
+                    .foreign_machine
+                    .iter()
+                    .map(|m| format!("schedule of {m} run on this host: the timings are this host's, not that machine's"))
+                    .collect();
+                v.extend(self.notes.iter().cloned());
+                (!v.is_empty()).then(|| v.join("; "))
+            },
+            nccl: self.nccl.clone(),
         }
     }
 
@@ -686,6 +771,9 @@ impl VerifyReport {
                 s,
                 "# schedule of {m} run on this host: the timings are this host's, not that machine's"
             );
+        }
+        for n in &self.notes {
+            let _ = writeln!(s, "# {n}");
         }
         let mut last = None;
         for r in &self.rows {
@@ -779,6 +867,31 @@ impl VerifyReport {
             if wrong == 0 { "OK" } else { "FAILED" }
         );
         let _ = writeln!(s, "# Avg bus bandwidth    : {:.4} ", self.avg_busbw_gbps());
+        if !self.nccl.is_empty() {
+            let _ = writeln!(s, "#\n# --compare nccl (out-of-place busbw, GB/s)");
+            let _ = writeln!(
+                s,
+                "#{:>13} {:>12} {:>10} {:>10} {:>10} {:>7}",
+                "collective", "size", "nccl us", "nccl bw", "topo bw", "ratio"
+            );
+            for c in &self.nccl {
+                let topo = self
+                    .rows
+                    .iter()
+                    .find(|r| r.collective == c.collective && r.bytes == c.bytes)
+                    .map_or(0.0, |r| r.out_of_place.busbw_gbps);
+                let _ = writeln!(
+                    s,
+                    " {:>13} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>7.2}",
+                    c.collective.name(),
+                    c.bytes,
+                    c.time_us,
+                    c.busbw_gbps,
+                    topo,
+                    c.ratio
+                );
+            }
+        }
         s
     }
 }
