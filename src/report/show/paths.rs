@@ -1,7 +1,7 @@
 //! The paths view: NCCL's path type and bandwidth from each GPU to every GPU and NIC of its
 //! host, the table NCCL prints per node at INFO/GRAPH level, laid out as a matrix.
 
-use super::{Cell, Ctx, HostView, Paint, table};
+use super::{Cell, Ctx, HostView, Paint};
 use crate::util::Style;
 use std::collections::{BTreeMap, BTreeSet};
 use topo_nccl::types::PathType;
@@ -69,8 +69,15 @@ fn host_paths(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             r
         })
         .collect();
-    let head: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut out = table("", &head, &rows, style);
+    // Too wide for the terminal: blocks of whole columns, each repeating the GPU labels.
+    let mut grid: Vec<Vec<Cell>> = vec![
+        header
+            .iter()
+            .map(|h| Cell::paint(h.as_str(), Paint::Bold))
+            .collect(),
+    ];
+    grid.extend(rows);
+    let mut out = crate::report::fit::column_blocks("", &grid, 1, &[], 2, style);
     if !relays.is_empty() {
         out.push_str("\nRelayed paths:\n");
         for ((_, to, via, ty), from) in relays {
