@@ -206,10 +206,10 @@ pub fn table_aligned(
     for _ in 0..6 {
         out = layout(indent, header, rows, right, style, width);
         let over = out.lines().map(fit_len).max().unwrap_or(0);
-        if over <= style.width || width <= 20 {
+        if over <= style.width || width <= 8 {
             break;
         }
-        width = width.saturating_sub(over - style.width).max(20);
+        width = width.saturating_sub(over - style.width).max(8);
     }
     out
 }
@@ -245,8 +245,16 @@ fn layout(
     }
     let lead = u16::try_from(visible_width(indent)).unwrap_or(0);
     for i in 0..ncol {
-        let col_cells = rows.iter().filter_map(|r| r.get(i)).map(|c| c.text.as_str());
-        let all: Vec<&str> = header.get(i).copied().into_iter().chain(col_cells).collect();
+        let col_cells = rows
+            .iter()
+            .filter_map(|r| r.get(i))
+            .map(|c| c.text.as_str());
+        let all: Vec<&str> = header
+            .get(i)
+            .copied()
+            .into_iter()
+            .chain(col_cells)
+            .collect();
         // A column of single words up to 20 characters (ids, numbers, names) never wraps,
         // so nothing in it is ever split.
         let rigid = all
@@ -254,7 +262,10 @@ fn layout(
             .all(|s| !s.contains(' ') && visible_width(s) <= 20)
             || all.iter().all(|s| visible_width(s) <= 10);
         if let Some(c) = t.column_mut(i) {
-            c.set_padding((if i == 0 { lead } else { 0 }, if i + 1 < ncol { 2 } else { 0 }));
+            c.set_padding((
+                if i == 0 { lead } else { 0 },
+                if i + 1 < ncol { 2 } else { 0 },
+            ));
             if rigid {
                 c.set_constraint(ColumnConstraint::ContentWidth);
             }
@@ -359,7 +370,11 @@ pub fn column_blocks(
         let sel: Vec<usize> = (0..keep).chain(cols.iter().copied()).collect();
         let part: Vec<Vec<Cell>> = rows
             .iter()
-            .map(|r| sel.iter().map(|&i| r.get(i).cloned().unwrap_or_default()).collect())
+            .map(|r| {
+                sel.iter()
+                    .map(|&i| r.get(i).cloned().unwrap_or_default())
+                    .collect()
+            })
             .collect();
         let right: Vec<usize> = sel
             .iter()
@@ -405,7 +420,7 @@ mod tests {
         };
         assert_eq!(visible_width(&s.red("abc")), 3);
         assert_eq!(visible_width("→ ×"), 3);
-        assert_eq!(fit_len("→ ×"), 7);
+        assert_eq!(fit_len("→ ×"), 6);
         assert_eq!(fit_len(&s.red("→")), 3);
     }
 
@@ -420,8 +435,8 @@ mod tests {
         let narrow = table("  ", &["N", "Text"], &rows, st(14));
         assert!(narrow.lines().all(|l| l.len() <= 14), "{narrow}");
         let arrows = vec![vec!["0".into(), "a → b → c → d → e".into()]];
-        let t = table("", &["N", "Text"], &arrows, st(14));
-        assert!(t.lines().all(|l| l.len() <= 14), "{t}");
+        let a = table("", &["N", "Text"], &arrows, st(14));
+        assert!(a.lines().all(|l| l.len() <= 14), "{a}");
         assert!(narrow.lines().count() > 3);
         let col = table(
             "  ",
@@ -454,7 +469,13 @@ mod tests {
         let rows: Vec<Vec<Cell>> = (0..3)
             .map(|r| {
                 (0..10)
-                    .map(|c| Cell::new(if c == 0 { format!("R{r}") } else { format!("C{c:02}") }))
+                    .map(|c| {
+                        Cell::new(if c == 0 {
+                            format!("R{r}")
+                        } else {
+                            format!("C{c:02}")
+                        })
+                    })
                     .collect()
             })
             .collect();

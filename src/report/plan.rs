@@ -164,10 +164,7 @@ fn cost_table(log: &str, style: Style) -> String {
             block.clear();
             for name in cells {
                 block.push(algos.len());
-                algos.push(Algo {
-                    name,
-                    rows: vec![],
-                });
+                algos.push(Algo { name, rows: vec![] });
             }
             continue;
         }
@@ -227,7 +224,11 @@ fn cost_table(log: &str, style: Style) -> String {
         let sel: Vec<usize> = std::iter::once(0).chain(cols.iter().copied()).collect();
         let part: Vec<Vec<Cell>> = rows
             .iter()
-            .map(|r| sel.iter().map(|&c| r.get(c).cloned().unwrap_or_default()).collect())
+            .map(|r| {
+                sel.iter()
+                    .map(|&c| r.get(c).cloned().unwrap_or_default())
+                    .collect()
+            })
             .collect();
         let right: Vec<usize> = (1..sel.len()).filter(|c| right.contains(c)).collect();
         out.push_str(&fit::grid("  ", &part, &right, gap, style));
@@ -510,7 +511,10 @@ mod tests {
         for x in &l {
             assert!(x.starts_with("  Trees [") && x.chars().count() <= 40, "{x}");
         }
-        let joined: Vec<&str> = l.iter().flat_map(|x| x.split_whitespace().skip(1)).collect();
+        let joined: Vec<&str> = l
+            .iter()
+            .flat_map(|x| x.split_whitespace().skip(1))
+            .collect();
         assert_eq!(joined, t.split_whitespace().skip(1).collect::<Vec<_>>());
         assert_eq!(trees_lines("  ", t, 200), vec![format!("  {t}")]);
     }

@@ -18,4 +18,5 @@ mod show;
 mod util;
 mod verify;
 mod whatif;
+mod width;
 mod xml;

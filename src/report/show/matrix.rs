@@ -277,11 +277,7 @@ fn compact_tail(ctx: &Ctx, hv: &HostView, rows: &[Vec<(String, Paint)>], style: 
     use crate::report::fit;
     let cells: Vec<Vec<Cell>> = rows
         .iter()
-        .map(|r| {
-            r.iter()
-                .map(|(t, p)| Cell::paint(t.trim(), *p))
-                .collect()
-        })
+        .map(|r| r.iter().map(|(t, p)| Cell::paint(t.trim(), *p)).collect())
         .collect();
     let mut out = fit::column_blocks("", &cells, 1, &[], 1, style);
     if !hv.gpus.is_empty() {

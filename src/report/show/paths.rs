@@ -143,7 +143,13 @@ mod tests {
     #[test]
     fn hgx_paths_table() {
         let t = hgx(8, 90);
-        let out = render(&Ctx::new(&t), Style::default());
+        let out = render(
+            &Ctx::new(&t),
+            Style {
+                width: 1000,
+                ..Style::default()
+            },
+        );
         let row0 = out.lines().find(|l| l.starts_with("GPU0")).unwrap();
         let cells: Vec<&str> = row0
             .split("  ")
@@ -182,7 +188,13 @@ mod tests {
     #[test]
     fn no_gpus_no_paths() {
         let t = gpuless();
-        let out = render(&Ctx::new(&t), Style::default());
+        let out = render(
+            &Ctx::new(&t),
+            Style {
+                width: 1000,
+                ..Style::default()
+            },
+        );
         assert!(out.contains("No GPUs: NCCL computes no paths on this host."));
     }
 }
