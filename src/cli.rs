@@ -162,6 +162,10 @@ pub struct ShowArgs {
     pub source: SourceArgs,
     #[arg(long, value_enum, default_value = "summary")]
     pub view: ShowView,
+    /// With --view matrix: a narrow layout that fits the terminal (blocks of columns, the
+    /// affinity columns as their own table) instead of nvidia-smi's own.
+    #[arg(long)]
+    pub compact: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub format: DataFormat,
     /// Write to this file instead of stdout.

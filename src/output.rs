@@ -79,6 +79,7 @@ fn opened_read_write(fdinfo: &str) -> bool {
 pub fn stderr_style(style: Style) -> Style {
     Style {
         color: style.color && std::io::stderr().is_terminal(),
+        ..style
     }
 }
 

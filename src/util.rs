@@ -68,13 +68,61 @@ pub fn use_color(choice: &str) -> bool {
     }
 }
 
-/// ANSI styling that collapses to plain text when colour is off.
-#[derive(Clone, Copy, Debug, Default)]
+/// The width text views fit when nothing says otherwise (stdout is a file or a pipe).
+pub const DEFAULT_WIDTH: usize = 100;
+/// Below this no table or matrix can be laid out legibly; a smaller `COLUMNS` is raised to it.
+pub const MIN_WIDTH: usize = 40;
+
+/// The width text output fits: `COLUMNS` when set to a number, else the terminal's width
+/// when stdout is a terminal, else [`DEFAULT_WIDTH`]. `to_terminal` is false when the text
+/// goes to a file (`-o`), whose width is then `COLUMNS` or the default.
+pub fn text_width(to_terminal: bool) -> usize {
+    let columns = std::env::var("COLUMNS").ok();
+    let tty = || {
+        (to_terminal && std::io::stdout().is_terminal())
+            .then(|| terminal_size::terminal_size_of(std::io::stdout()))
+            .flatten()
+            .map(|(w, _)| usize::from(w.0))
+    };
+    pick_width(columns.as_deref(), tty)
+}
+
+fn pick_width(columns: Option<&str>, tty: impl FnOnce() -> Option<usize>) -> usize {
+    columns
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0)
+        .or_else(tty)
+        .filter(|&w| w > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+        .max(MIN_WIDTH)
+}
+
+/// ANSI styling that collapses to plain text when colour is off, and the width text fits.
+#[derive(Clone, Copy, Debug)]
 pub struct Style {
     pub color: bool,
+    /// Columns every line of a text view fits (see [`text_width`]).
+    pub width: usize,
+}
+
+impl Default for Style {
+    fn default() -> Style {
+        Style {
+            color: false,
+            width: DEFAULT_WIDTH,
+        }
+    }
 }
 
 impl Style {
+    /// The style for a file: no colour, the width of `COLUMNS` or the default.
+    pub fn file() -> Style {
+        Style {
+            color: false,
+            width: text_width(false),
+        }
+    }
+
     fn wrap(&self, code: &str, s: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{s}\x1b[0m")
@@ -159,7 +207,11 @@ mod tests {
 
     #[test]
     fn documents_keep_lines_and_their_own_colours() {
-        let red = Style { color: true }.red("x");
+        let red = Style {
+            color: true,
+            ..Style::default()
+        }
+        .red("x");
         let doc = format!("{red}\n\tnot\x1b[2Jthis\x1b]0;t\x07\n");
         assert_eq!(
             escape_document(&doc, true),
@@ -167,6 +219,17 @@ mod tests {
         );
         assert_eq!(escape_document(&red, false), "\\x1b[31mx\\x1b[0m");
         assert_eq!(escape_document("a\nb\n", false), "a\nb\n");
+    }
+
+    #[test]
+    fn width_from_columns_then_terminal_then_default() {
+        assert_eq!(pick_width(Some("132"), || Some(80)), 132);
+        assert_eq!(pick_width(Some(" 90 "), || None), 90);
+        assert_eq!(pick_width(Some("wide"), || Some(80)), 80);
+        assert_eq!(pick_width(Some("0"), || None), DEFAULT_WIDTH);
+        assert_eq!(pick_width(None, || Some(211)), 211);
+        assert_eq!(pick_width(None, || None), DEFAULT_WIDTH);
+        assert_eq!(pick_width(Some("10"), || None), MIN_WIDTH);
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {
-        Style::default()
+        Style::file()
     } else {
         style
     };

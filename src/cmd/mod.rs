@@ -22,6 +22,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     topo_source::atomic::install_signal_cleanup();
     let style = Style {
         color: use_color(&cli.color),
+        width: crate::util::text_width(true),
     };
     match &cli.command {
         Command::Show(a) => show::run(a, style)?,

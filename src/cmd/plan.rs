@@ -20,7 +20,7 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     let topo = topo_source::load(&spec)?;
     let env = a.source.env_overrides()?;
     let style = if a.output.is_some() {
-        Style::default()
+        Style::file()
     } else {
         style
     };

@@ -9,15 +9,21 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     // show describes hardware and does not apply --env, but a malformed one is still a
     // mistake worth stopping on.
     warn_unused_env("show", &a.source.env_overrides()?, style);
+    if a.compact && a.view != crate::cli::ShowView::Matrix {
+        return Err(crate::error::usage(
+            "--compact applies to --view matrix only",
+            "add --view matrix, or drop --compact",
+        ));
+    }
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == DataFormat::Text;
     let topo = topo_source::load(&spec)?;
     let style = if a.output.is_some() {
-        Style::default()
+        Style::file()
     } else {
         style
     };
-    let text = crate::report::show::render(&topo, a.view, a.format, style)?;
+    let text = crate::report::show::render_with(&topo, a.view, a.format, style, a.compact)?;
     let text = match a.format {
         DataFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),

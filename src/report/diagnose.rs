@@ -2,6 +2,8 @@
 //! evidence and fix, the log against the model, what could not be checked) or as the
 //! `topo.diagnose/v1` JSON document.
 
+use crate::report::fit;
+use crate::report::show::Cell;
 use crate::util::Style;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -40,7 +42,7 @@ pub fn text(r: &Report, style: Style) -> String {
         o.push('\n');
     }
     comparisons(r, &mut o);
-    transports(r, &mut o);
+    transports(r, &mut o, style);
     if !r.checked.is_empty() {
         let _ = writeln!(o, "Checked: {}.", r.checked.join("; "));
     }
@@ -56,7 +58,8 @@ pub fn text(r: &Report, style: Style) -> String {
             let _ = writeln!(o, "  - {n}");
         }
     }
-    o
+    // Findings, evidence (log lines quoted whole) and fixes wrap between words.
+    fit::document(&o, style.width)
 }
 
 fn comparisons(r: &Report, o: &mut String) {
@@ -90,7 +93,7 @@ fn short(t: &str) -> &str {
     }
 }
 
-fn transports(r: &Report, o: &mut String) {
+fn transports(r: &Report, o: &mut String, style: Style) {
     let Some(first) = r.transports.first().map(|t| t.log.clone()) else {
         return;
     };
@@ -117,23 +120,27 @@ fn transports(r: &Report, o: &mut String) {
                 ((t.from, t.to), s)
             })
             .collect();
-        let _ = write!(o, "  {:>5}", "");
-        for c in &ranks {
-            let _ = write!(o, " {c:>6}");
-        }
-        o.push('\n');
+        let mut grid: Vec<Vec<Cell>> = vec![
+            std::iter::once(format!("{:>5}", ""))
+                .chain(ranks.iter().map(|c| format!("{c:>6}")))
+                .map(Cell::new)
+                .collect(),
+        ];
         for a in &ranks {
-            let _ = write!(o, "  {a:>5}");
+            let mut row = vec![Cell::new(format!("{a:>5}"))];
             for b in &ranks {
                 let cell = if a == b {
                     "X".to_string()
                 } else {
                     cells.get(&(*a, *b)).cloned().unwrap_or_else(|| ".".into())
                 };
-                let _ = write!(o, " {cell:>6}");
+                row.push(Cell::new(format!("{cell:>6}")));
             }
-            o.push('\n');
+            grid.push(row);
         }
+        // Wider than the terminal (16 ranks): blocks of columns, each with the row ranks.
+        let all: Vec<usize> = (0..=ranks.len()).collect();
+        o.push_str(&fit::column_blocks("  ", &grid, 1, &all, 1, style));
     } else {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for t in &rows {

@@ -1,6 +1,10 @@
 //! The text rendering of a plan: NCCL's own log lines where NCCL has them (channel summary,
-//! graphs, rings, trees, TUNING table), then topo's per-size table and verdicts.
+//! graphs, rings, trees, TUNING table), then topo's per-size table and verdicts. Every line
+//! fits `style.width`: NCCL's lines wrap between their words or split into several lines of
+//! NCCL's own format (`Trees`), tables split into blocks of columns.
 
+use crate::report::fit;
+use crate::report::show::{Cell, Paint};
 use crate::util::{Style, human_size};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -40,63 +44,221 @@ fn channel_list(cs: &[usize]) -> String {
     parts.join(",")
 }
 
-fn ranks_line(r: &[usize]) -> String {
-    const MAX: usize = 32;
-    let shown: Vec<String> = r.iter().take(MAX).map(|x| x.to_string()).collect();
-    if r.len() > MAX {
-        format!("{} ... ({} ranks)", shown.join(" "), r.len())
-    } else {
-        shown.join(" ")
+/// One ring as NCCL logs it (`Channel 00/16 : 0 1 2 ...`), every rank listed, wrapped at
+/// the width with the ranks continuing under the first one.
+fn ring_lines(head: &str, r: &[usize], width: usize) -> Vec<String> {
+    let ranks: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+    let cont = " ".repeat(fit::fit_len(head).min(width / 2));
+    fit::wrap_prefixed(head, &cont, &ranks.join(" "), width)
+}
+
+/// NCCL's `Trees [0] a/b/c->r->u [1] ...` line split into as many lines as the width needs,
+/// each still starting with `Trees` and holding whole `[channel] down->rank->up` entries, so
+/// every line is one NCCL could have printed and `grep Trees` finds them all.
+fn trees_lines(indent: &str, line: &str, width: usize) -> Vec<String> {
+    let Some(rest) = line.strip_prefix("Trees") else {
+        return fit::wrap(&format!("{indent}{line}"), width, 4);
+    };
+    let entries: Vec<String> = rest
+        .split(" [")
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            if e.starts_with('[') {
+                e.to_string()
+            } else {
+                format!("[{e}")
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = vec![];
+    let mut cur = format!("{indent}Trees");
+    let mut n = 0;
+    for e in entries {
+        if n > 0 && fit::fit_len(&cur) + 1 + fit::fit_len(&e) > width {
+            out.push(std::mem::replace(&mut cur, format!("{indent}Trees")));
+            n = 0;
+        }
+        cur.push(' ');
+        cur.push_str(&e);
+        n += 1;
     }
+    out.push(cur);
+    out
 }
 
-fn size_col(b: u64) -> String {
-    format!("{b:>12}")
-}
-
+/// The per-size table through comfy-table, numbers aligned right; with `--explain` each
+/// row's reasons follow it, indented under the algorithm.
 fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
-    let _ = writeln!(
-        out,
-        "  {:>12} {:>12}  {:<8} {:<6} {:>3} {:>11} {:>11} {:>11}",
-        "size", "count", "algo", "proto", "nch", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
-    );
+    let mut cells: Vec<Vec<Cell>> = vec![];
     let mut prev: Option<(&str, &str)> = None;
     for r in rows {
         let choice = (r.algo.as_str(), r.proto.as_str());
-        let algo = format!("{:<8}", r.algo);
-        let proto = format!("{:<6}", r.proto);
-        let (algo, proto) = if prev.is_some_and(|p| p != choice) {
-            (style.cyan(&algo), style.cyan(&proto))
+        let paint = if prev.is_some_and(|p| p != choice) {
+            Paint::Cyan
         } else {
-            (algo, proto)
+            Paint::None
         };
-        let _ = writeln!(
-            out,
-            "  {} {:>12}  {} {} {:>3} {:>11.2} {:>11.2} {:>11.2}",
-            size_col(r.bytes),
-            r.count,
-            algo,
-            proto,
-            r.nchannels,
-            r.time_us,
-            r.algbw_gbps,
-            r.busbw_gbps
-        );
-        if explain {
-            for e in &r.explain {
-                let _ = writeln!(out, "  {:>12}   {}", "", style.dim(e));
-            }
-            if let Some(ru) = &r.runner_up {
-                let _ = writeln!(
-                    out,
-                    "  {:>12}   {}",
-                    "",
-                    style.dim(&format!("runner-up: {ru}"))
-                );
-            }
-        }
+        cells.push(vec![
+            r.bytes.to_string().into(),
+            r.count.to_string().into(),
+            Cell::paint(r.algo.as_str(), paint),
+            Cell::paint(r.proto.as_str(), paint),
+            r.nchannels.to_string().into(),
+            format!("{:.2}", r.time_us).into(),
+            format!("{:.2}", r.algbw_gbps).into(),
+            format!("{:.2}", r.busbw_gbps).into(),
+        ]);
         prev = Some(choice);
     }
+    let header = [
+        "size",
+        "count",
+        "algo",
+        "proto",
+        "nch",
+        "time(us)",
+        "algbw(GB/s)",
+        "busbw(GB/s)",
+    ];
+    let text = fit::table_aligned("  ", &header, &cells, &[0, 1, 4, 5, 6, 7], style);
+    let mut lines = text.lines();
+    if let Some(h) = lines.next() {
+        let _ = writeln!(out, "{h}");
+    }
+    for (line, r) in lines.zip(rows) {
+        let _ = writeln!(out, "{line}");
+        if !explain {
+            continue;
+        }
+        let ru = r.runner_up.as_ref().map(|ru| format!("runner-up: {ru}"));
+        for e in r.explain.iter().chain(&ru) {
+            for l in fit::wrap_prefixed("      ", "        ", e, style.width) {
+                let _ = writeln!(out, "{}", style.dim(&l));
+            }
+        }
+    }
+}
+
+/// NCCL's TUNING table (rank 0's log lines, as `topo_nccl::tuning::render_tuning_log`
+/// writes them) laid out again to fit `style.width`: the same figures, one column per
+/// (algorithm, protocol), as many algorithms per block as fit. NCCL's own layout puts three
+/// algorithms in every block (160 columns) and prints nine protocol cells over a last
+/// block of one algorithm; here each algorithm has its three.
+fn cost_table(log: &str, style: Style) -> String {
+    struct Algo {
+        name: String,
+        // (row label, three cells): Protocol, Max NThreads, then one row per collective.
+        rows: Vec<(String, Vec<String>)>,
+    }
+    let mut algos: Vec<Algo> = vec![];
+    let mut block: Vec<usize> = vec![];
+    for line in log.lines() {
+        let mut parts = line.split('|').map(str::trim);
+        let label = parts.next().unwrap_or_default().to_string();
+        let cells: Vec<String> = parts
+            .filter(|c| !c.is_empty())
+            .map(|c| c.split('/').map(str::trim).collect::<Vec<_>>().join("/"))
+            .collect();
+        if label == "Algorithm" {
+            block.clear();
+            for name in cells {
+                block.push(algos.len());
+                algos.push(Algo { name, rows: vec![] });
+            }
+            continue;
+        }
+        for (k, &a) in block.iter().enumerate() {
+            let three: Vec<String> = cells.iter().skip(3 * k).take(3).cloned().collect();
+            algos[a].rows.push((label.clone(), three));
+        }
+    }
+    let Some(first) = algos.first() else {
+        return String::new();
+    };
+    let labels: Vec<String> = first.rows.iter().map(|r| r.0.clone()).collect();
+    let mut rows: Vec<Vec<Cell>> = vec![];
+    let mut head = vec![Cell::paint("Algorithm", Paint::Bold)];
+    for a in &algos {
+        head.push(Cell::paint(a.name.as_str(), Paint::Bold));
+        head.extend([Cell::default(), Cell::default()]);
+    }
+    rows.push(head);
+    for (i, l) in labels.iter().enumerate() {
+        let mut r = vec![Cell::paint(l.as_str(), Paint::Bold)];
+        for a in &algos {
+            let three = a.rows.get(i).map(|x| x.1.clone()).unwrap_or_default();
+            for k in 0..3 {
+                r.push(three.get(k).cloned().unwrap_or_default().into());
+            }
+        }
+        rows.push(r);
+    }
+    // Blocks break only between algorithms: group each algorithm's three columns.
+    let ncol = rows[0].len();
+    let right: Vec<usize> = (1..ncol).collect();
+    let w = fit::fit_widths(&rows);
+    let gap = 2;
+    let fixed = 2 + w[0] + gap;
+    let mut blocks: Vec<Vec<usize>> = vec![];
+    let mut used = fixed;
+    for a in 0..algos.len() {
+        let cols: Vec<usize> = (1 + 3 * a..4 + 3 * a).collect();
+        let aw: usize = cols.iter().map(|&c| w[c] + gap).sum();
+        match blocks.last_mut() {
+            Some(b) if used + aw <= style.width + gap => {
+                b.extend(cols);
+                used += aw;
+            }
+            _ => {
+                blocks.push(cols);
+                used = fixed + aw;
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, cols) in blocks.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let sel: Vec<usize> = std::iter::once(0).chain(cols.iter().copied()).collect();
+        let part: Vec<Vec<Cell>> = rows
+            .iter()
+            .map(|r| {
+                sel.iter()
+                    .map(|&c| r.get(c).cloned().unwrap_or_default())
+                    .collect()
+            })
+            .collect();
+        let right: Vec<usize> = (1..sel.len()).filter(|c| right.contains(c)).collect();
+        out.push_str(&fit::grid("  ", &part, &right, gap, style));
+    }
+    out
+}
+
+/// A node's transport matrix as the model writes it, or in blocks of whole columns that
+/// repeat the row labels when it is wider than the terminal.
+fn transport_matrix(m: &str, style: Style) -> String {
+    if m.lines().all(|l| fit::fit_len(l) + 2 <= style.width) {
+        return m.lines().map(|l| format!("  {l}\n")).collect();
+    }
+    let mut lines = m.lines();
+    let mut out = String::new();
+    if let Some(h) = lines.next() {
+        out.push_str(&format!("  {h}\n"));
+    }
+    let mut rows: Vec<Vec<Cell>> = vec![];
+    if let Some(h) = lines.next() {
+        rows.push(
+            std::iter::once(String::new())
+                .chain(h.split_whitespace().map(str::to_string))
+                .map(Cell::new)
+                .collect(),
+        );
+    }
+    rows.extend(lines.map(|l| l.split_whitespace().map(Cell::new).collect()));
+    out.push_str(&fit::column_blocks("  ", &rows, 1, &[], 2, style));
+    out
 }
 
 pub fn render(p: &Plan, style: Style) -> String {
@@ -160,13 +322,10 @@ pub fn render(p: &Plan, style: Style) -> String {
     heading(&mut out, style, "Rings");
     let total = p.rings.len();
     for (cs, r) in ring_groups(&p.rings) {
-        let _ = writeln!(
-            out,
-            "  Channel {}/{:02} : {}",
-            channel_list(&cs),
-            total,
-            ranks_line(r)
-        );
+        let head = format!("  Channel {}/{:02} : ", channel_list(&cs), total);
+        for l in ring_lines(&head, r, style.width) {
+            let _ = writeln!(out, "{l}");
+        }
     }
     if let Some(t) = p.log.iter().find(|l| l.starts_with("Trees")) {
         heading(
@@ -174,8 +333,9 @@ pub fn render(p: &Plan, style: Style) -> String {
             style,
             "Trees (rank 0, as NCCL logs them: down0/down1/down2->rank->up)",
         );
-        let short: String = t.chars().take(400).collect();
-        let _ = writeln!(out, "  {short}{}", if t.len() > 400 { " ..." } else { "" });
+        for l in trees_lines("  ", t, style.width) {
+            let _ = writeln!(out, "{l}");
+        }
     }
 
     heading(&mut out, style, "Transports");
@@ -184,9 +344,7 @@ pub fn render(p: &Plan, style: Style) -> String {
         let _ = writeln!(out, "  {l}");
     }
     if let Some(m) = p.transport_matrix.first() {
-        for l in m.lines() {
-            let _ = writeln!(out, "  {l}");
-        }
+        out.push_str(&transport_matrix(m, style));
         if p.transport_matrix.len() > 1 {
             // The cells, without the host line, the header and the row labels (ranks differ).
             fn body(x: &str) -> Vec<Vec<&str>> {
@@ -251,11 +409,9 @@ pub fn render(p: &Plan, style: Style) -> String {
     heading(
         &mut out,
         style,
-        "Cost table (NCCL TUNING log layout: latency us / algorithm bandwidth GB/s)",
+        "Cost table (NCCL's TUNING table: latency us / algorithm bandwidth GB/s)",
     );
-    for l in p.tuning_log.lines() {
-        let _ = writeln!(out, "  {l}");
-    }
+    out.push_str(&cost_table(&p.tuning_log, style));
 
     let mut by_func: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
     let mut order: Vec<&str> = vec![];
@@ -334,15 +490,68 @@ pub fn render(p: &Plan, style: Style) -> String {
         }
         heading(&mut out, style, "Predicted NCCL INFO lines");
         for l in &p.log {
-            let _ = writeln!(out, "  {l}");
+            for l in trees_lines("  ", l, style.width) {
+                let _ = writeln!(out, "{l}");
+            }
         }
     }
-    out
+    // Prose and NCCL's other lines wrap between words, continuations indented.
+    fit::document(&out, style.width)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trees_split_into_lines_nccl_could_print() {
+        let t = "Trees [0] 1/-1/-1->0->3 [1] -1/-1/-1->0->1 [2] 1/8/-1->0->-1 [3] 3/-1/-1->0->1";
+        let l = trees_lines("  ", t, 40);
+        assert!(l.len() > 1);
+        for x in &l {
+            assert!(x.starts_with("  Trees [") && x.chars().count() <= 40, "{x}");
+        }
+        let joined: Vec<&str> = l
+            .iter()
+            .flat_map(|x| x.split_whitespace().skip(1))
+            .collect();
+        assert_eq!(joined, t.split_whitespace().skip(1).collect::<Vec<_>>());
+        assert_eq!(trees_lines("  ", t, 200), vec![format!("  {t}")]);
+    }
+
+    #[test]
+    fn rings_list_every_rank_and_wrap() {
+        let r: Vec<usize> = (0..64).collect();
+        let l = ring_lines("  Channel 00/02 : ", &r, 60);
+        assert!(l.iter().all(|x| x.chars().count() <= 60));
+        assert!(l[1].starts_with(&" ".repeat(18)));
+        let ranks: Vec<usize> = l
+            .iter()
+            .flat_map(|x| x.split(" : ").last().unwrap().split_whitespace())
+            .map(|x| x.parse().unwrap())
+            .collect();
+        assert_eq!(ranks, r);
+    }
+
+    #[test]
+    fn cost_table_blocks_fit_and_pat_has_three_cells() {
+        let log = "  Algorithm   |                            Tree                  |                             PAT                  |\n\
+                   \x20 Protocol    |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |\n\
+                   \x20Max NThreads |            512 |            640 |            512 |              0 |              0 |              0 |\n\
+                   \x20   AllReduce |    25.2/  11.2 |    48.5/  80.0 |    92.4/  94.4 |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |\n";
+        let wide = cost_table(log, Style::default());
+        assert_eq!(wide.matches("LL128").count(), 2, "{wide}");
+        assert!(wide.contains("25.2/11.2") && wide.contains("92.4/94.4"));
+        let narrow = cost_table(
+            log,
+            Style {
+                width: 50,
+                ..Style::default()
+            },
+        );
+        assert_eq!(narrow.split("\n\n").count(), 2, "{narrow}");
+        assert!(narrow.lines().all(|l| l.chars().count() <= 50), "{narrow}");
+    }
 
     #[test]
     fn channel_ranges() {

@@ -25,19 +25,37 @@ use topo_nccl::paths::PathPolicy;
 use topo_nccl::system::{NodeType, System};
 use topo_nccl::types::PathType;
 
+#[cfg(test)]
 pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style) -> Result<String> {
+    render_with(topo, view, format, style, false)
+}
+
+/// [`render`], with `compact` asking for the matrix view's narrow layout.
+pub fn render_with(
+    topo: &Topology,
+    view: ShowView,
+    format: DataFormat,
+    style: Style,
+    compact: bool,
+) -> Result<String> {
     let ctx = Ctx::new(topo);
     match format {
         DataFormat::Json => doc::json(&ctx, view),
         DataFormat::Yaml => doc::yaml(&ctx, view),
         DataFormat::Svg => super::svg::machine::render(&ctx, view),
-        DataFormat::Text => Ok(match view {
-            ShowView::Summary => summary::render(&ctx, style),
-            ShowView::Matrix => matrix::render(&ctx, style),
-            ShowView::Pci => pci::render(&ctx, style),
-            ShowView::Dot => dot::render(&ctx),
-            ShowView::Paths => paths::render(&ctx, style),
-        }),
+        DataFormat::Text => {
+            let text = match view {
+                // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
+                ShowView::Matrix if !compact => return Ok(matrix::render(&ctx, style)),
+                ShowView::Dot => return Ok(dot::render(&ctx)),
+                ShowView::Matrix => matrix::render_compact(&ctx, style),
+                ShowView::Summary => summary::render(&ctx, style),
+                ShowView::Pci => pci::render(&ctx, style),
+                ShowView::Paths => paths::render(&ctx, style),
+            };
+            // Lines the views could not lay out themselves (headings, prose) wrap.
+            Ok(crate::report::fit::document(&text, style.width))
+        }
     }
 }
 
@@ -510,50 +528,10 @@ impl From<&str> for Cell {
     }
 }
 
-/// A left-aligned table with two spaces between columns; colour is applied after padding so
-/// escape sequences never shift the columns. Trailing spaces are trimmed.
+/// A left-aligned table with two spaces between columns, fitted to `style.width` (see
+/// [`crate::report::fit::table`]).
 pub(crate) fn table(indent: &str, header: &[&str], rows: &[Vec<Cell>], style: Style) -> String {
-    let ncol = header
-        .len()
-        .max(rows.iter().map(|r| r.len()).max().unwrap_or(0));
-    let mut w = vec![0usize; ncol];
-    for (i, h) in header.iter().enumerate() {
-        w[i] = w[i].max(h.chars().count());
-    }
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.text.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<Cell>| -> String {
-        let mut s = String::from(indent);
-        let last = cells.len().saturating_sub(1);
-        for (i, c) in cells.into_iter().enumerate() {
-            let pad = if i == last {
-                0
-            } else {
-                w[i].saturating_sub(c.text.chars().count()) + 2
-            };
-            s.push_str(&c.paint.apply(style, &c.text));
-            s.push_str(&" ".repeat(pad));
-        }
-        s.trim_end().to_string()
-    };
-    if !header.is_empty() {
-        out.push_str(&line(
-            header
-                .iter()
-                .map(|h| Cell::paint(*h, Paint::Bold))
-                .collect(),
-        ));
-        out.push('\n');
-    }
-    for r in rows {
-        out.push_str(&line(r.clone()));
-        out.push('\n');
-    }
-    out
+    crate::report::fit::table(indent, header, rows, style)
 }
 
 #[cfg(test)]
@@ -609,8 +587,17 @@ mod tests {
             ShowView::Pci,
             ShowView::Paths,
         ] {
-            let plain = render(&t, view, DataFormat::Text, Style { color: false }).unwrap();
-            let col = render(&t, view, DataFormat::Text, Style { color: true }).unwrap();
+            let plain = render(&t, view, DataFormat::Text, Style::default()).unwrap();
+            let col = render(
+                &t,
+                view,
+                DataFormat::Text,
+                Style {
+                    color: true,
+                    ..Style::default()
+                },
+            )
+            .unwrap();
             assert!(col.contains("\x1b["), "{view:?}");
             let mut stripped = String::new();
             let mut rest = col.as_str();

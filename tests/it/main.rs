@@ -19,4 +19,5 @@ mod svg;
 mod util;
 mod verify;
 mod whatif;
+mod width;
 mod xml;

@@ -10,6 +10,8 @@ pub fn topo() -> Command {
     let mut c = Command::cargo_bin("topo").unwrap();
     c.env_remove("TOPO_SYSFS_ROOT")
         .env_remove("NO_COLOR")
+        // Text fits COLUMNS when set: outputs under test are at the default width.
+        .env_remove("COLUMNS")
         .timeout(Duration::from_secs(300));
     c
 }

@@ -4,7 +4,7 @@
 //! SYSTEM`), computed from the model's PCI tree, not from NCCL's paths: PIX and PXB count the
 //! PCIe switches between the two devices, PHB/NODE/SYS say what they cross above them.
 
-use super::{Ctx, HostView, Paint};
+use super::{Cell, Ctx, HostView, Paint};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
@@ -196,14 +196,14 @@ fn paint_for(cell: &str) -> Paint {
     }
 }
 
-fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style, compact: bool) -> String {
     let mut rows: Vec<Vec<(String, Paint)>> = vec![];
     let devices: Vec<NodeIndex> = hv.gpus.iter().copied().chain(hv.nic_columns()).collect();
     let mut header: Vec<(String, Paint)> = vec![(String::new(), Paint::None)];
     for &d in &devices {
         header.push((row_label(ctx, d), Paint::Bold));
     }
-    if !hv.gpus.is_empty() {
+    if !hv.gpus.is_empty() && !compact {
         for h in ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"] {
             header.push((h.to_string(), Paint::Bold));
         }
@@ -216,7 +216,7 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             let p = paint_for(&c);
             row.push((c, p));
         }
-        if matches!(ctx.topo.node(a).kind, NodeKind::Gpu(_)) {
+        if matches!(ctx.topo.node(a).kind, NodeKind::Gpu(_)) && !compact {
             let (cpus, numa) = affinity(ctx, a);
             row.push((cpus, Paint::None));
             row.push((numa, Paint::None));
@@ -225,21 +225,11 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         }
         rows.push(row);
     }
-    let mut out = tab_layout(&rows, style);
-    out.push('\n');
-    out.push_str(LEGEND);
-    let nics = hv.nic_columns();
-    if !nics.is_empty() {
-        out.push_str("\nNIC Legend:\n\n");
-        for (i, &n) in nics.iter().enumerate() {
-            let note = if hv.bare_nics.contains(&n) {
-                " (no network port listed)"
-            } else {
-                ""
-            };
-            out.push_str(&format!("  NIC{i}: {}{note}\n", ctx.label(n)));
-        }
-    }
+    let mut out = if compact {
+        compact_tail(ctx, hv, &rows, style)
+    } else {
+        full_tail(hv, ctx, &rows, style)
+    };
     let unknown: Vec<(usize, String)> = hv
         .gpus
         .iter()
@@ -261,6 +251,84 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     out
 }
 
+/// nvidia-smi's own layout: tab stops, the legends as nvidia-smi prints them.
+fn full_tail(hv: &HostView, ctx: &Ctx, rows: &[Vec<(String, Paint)>], style: Style) -> String {
+    let mut out = tab_layout(rows, style);
+    out.push('\n');
+    out.push_str(LEGEND);
+    let nics = hv.nic_columns();
+    if !nics.is_empty() {
+        out.push_str("\nNIC Legend:\n\n");
+        for (i, &n) in nics.iter().enumerate() {
+            let note = if hv.bare_nics.contains(&n) {
+                " (no network port listed)"
+            } else {
+                ""
+            };
+            out.push_str(&format!("  NIC{i}: {}{note}\n", ctx.label(n)));
+        }
+    }
+    out
+}
+
+/// The compact layout: the matrix in blocks of whole columns one space apart, the affinity
+/// columns as their own table, the legends wrapped; every line fits `style.width`.
+fn compact_tail(ctx: &Ctx, hv: &HostView, rows: &[Vec<(String, Paint)>], style: Style) -> String {
+    use crate::report::fit;
+    let cells: Vec<Vec<Cell>> = rows
+        .iter()
+        .map(|r| r.iter().map(|(t, p)| Cell::paint(t.trim(), *p)).collect())
+        .collect();
+    let mut out = fit::column_blocks("", &cells, 1, &[], 1, style);
+    if !hv.gpus.is_empty() {
+        let aff: Vec<Vec<Cell>> = hv
+            .gpus
+            .iter()
+            .map(|&g| {
+                let (cpus, numa) = affinity(ctx, g);
+                vec![
+                    Cell::paint(row_label(ctx, g), Paint::Bold),
+                    cpus.into(),
+                    numa.into(),
+                    "N/A".into(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&fit::table(
+            "",
+            &["", "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"],
+            &aff,
+            style,
+        ));
+    }
+    out.push('\n');
+    let mut legend = String::from(LEGEND);
+    let nics = hv.nic_columns();
+    if !nics.is_empty() {
+        legend.push_str("\nNIC Legend:\n\n");
+        for (i, &n) in nics.iter().enumerate() {
+            let note = if hv.bare_nics.contains(&n) {
+                " (no network port listed)"
+            } else {
+                ""
+            };
+            legend.push_str(&format!("  NIC{i}: {}{note}\n", ctx.label(n)));
+        }
+    }
+    for line in legend.lines() {
+        // Continuations sit under the meaning, after `NAME = `.
+        let cont = line.find(" = ").map(|i| i + 3).unwrap_or(4);
+        let body = line.trim_start();
+        let lead = &line[..line.len() - body.len()];
+        for l in fit::wrap_prefixed(lead, &" ".repeat(cont), body, style.width) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
 fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
     match ctx.topo.node(n).kind {
         NodeKind::Gpu(_) => format!("GPU{}", ctx.index(n)),
@@ -269,6 +337,15 @@ fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
 }
 
 pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
+    render_layout(ctx, style, false)
+}
+
+/// `--view matrix --compact`: the same cells in a layout that fits the terminal.
+pub(crate) fn render_compact(ctx: &Ctx, style: Style) -> String {
+    render_layout(ctx, style, true)
+}
+
+fn render_layout(ctx: &Ctx, style: Style, compact: bool) -> String {
     let mut out = String::new();
     for hv in &ctx.hosts {
         if ctx.multi_host() {
@@ -289,7 +366,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
                     super::no_gpu_line(ctx, hv.host)
                 ));
             }
-            out.push_str(&host_matrix(ctx, hv, style));
+            out.push_str(&host_matrix(ctx, hv, style, compact));
         }
         if ctx.multi_host() {
             out.push('\n');

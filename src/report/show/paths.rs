@@ -1,7 +1,7 @@
 //! The paths view: NCCL's path type and bandwidth from each GPU to every GPU and NIC of its
 //! host, the table NCCL prints per node at INFO/GRAPH level, laid out as a matrix.
 
-use super::{Cell, Ctx, HostView, Paint, table};
+use super::{Cell, Ctx, HostView, Paint};
 use crate::util::Style;
 use std::collections::{BTreeMap, BTreeSet};
 use topo_nccl::types::PathType;
@@ -69,8 +69,15 @@ fn host_paths(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             r
         })
         .collect();
-    let head: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut out = table("", &head, &rows, style);
+    // Too wide for the terminal: blocks of whole columns, each repeating the GPU labels.
+    let mut grid: Vec<Vec<Cell>> = vec![
+        header
+            .iter()
+            .map(|h| Cell::paint(h.as_str(), Paint::Bold))
+            .collect(),
+    ];
+    grid.extend(rows);
+    let mut out = crate::report::fit::column_blocks("", &grid, 1, &[], 2, style);
     if !relays.is_empty() {
         out.push_str("\nRelayed paths:\n");
         for ((_, to, via, ty), from) in relays {
@@ -136,7 +143,13 @@ mod tests {
     #[test]
     fn hgx_paths_table() {
         let t = hgx(8, 90);
-        let out = render(&Ctx::new(&t), Style::default());
+        let out = render(
+            &Ctx::new(&t),
+            Style {
+                width: 1000,
+                ..Style::default()
+            },
+        );
         let row0 = out.lines().find(|l| l.starts_with("GPU0")).unwrap();
         let cells: Vec<&str> = row0
             .split("  ")
@@ -175,7 +188,13 @@ mod tests {
     #[test]
     fn no_gpus_no_paths() {
         let t = gpuless();
-        let out = render(&Ctx::new(&t), Style::default());
+        let out = render(
+            &Ctx::new(&t),
+            Style {
+                width: 1000,
+                ..Style::default()
+            },
+        );
         assert!(out.contains("No GPUs: NCCL computes no paths on this host."));
     }
 }

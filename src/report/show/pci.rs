@@ -350,25 +350,72 @@ fn tree(ctx: &Ctx, n: NodeIndex, prefix: &str, out: &mut String, style: Style, d
         } else {
             ("├── ", "│   ")
         };
-        let line = describe(ctx, k);
-        let line = match ctx.topo.node(k).kind {
-            NodeKind::Gpu(_) => style.green(&line),
-            NodeKind::Nic(_) | NodeKind::Net(_) => style.cyan(&line),
-            _ => line,
+        let paint = |t: &str| match ctx.topo.node(k).kind {
+            NodeKind::Gpu(_) => style.green(t),
+            NodeKind::Nic(_) | NodeKind::Net(_) => style.cyan(t),
+            _ => t.to_string(),
         };
-        out.push_str(&format!("{prefix}{branch}{line}\n"));
         let sub = format!("{prefix}{cont}");
+        // Continuation lines keep the tree's lines and sit under the device's text.
+        let below = if sorted_children(ctx, k).is_empty() {
+            "    "
+        } else {
+            "│   "
+        };
+        let first = format!("{prefix}{branch}");
+        let more = format!("{sub}{below}");
+        for l in tree_lines(&first, &more, &describe(ctx, k), style.width) {
+            out.push_str(&paint_tail(&l, &first, &more, paint));
+            out.push('\n');
+        }
         for f in flags(ctx, k) {
-            out.push_str(&format!(
-                "{sub}{} {}\n",
-                style.yellow("!"),
-                style.yellow(&f.text)
-            ));
+            let first = format!("{sub}! ");
+            let more = format!("{sub}{below}  ");
+            for l in tree_lines(&first, &more, &f.text, style.width) {
+                out.push_str(&paint_tail(&l, &first, &more, |t| style.yellow(t)));
+                out.push('\n');
+            }
         }
         if depth < 32 {
             tree(ctx, k, &sub, out, style, depth + 1);
         }
     }
+}
+
+/// A device's text after its tree prefix, broken between its fields (two spaces apart)
+/// where it would pass `width`, and between words only inside a field too long for a line.
+fn tree_lines(first: &str, more: &str, text: &str, width: usize) -> Vec<String> {
+    use crate::report::fit::{fit_len, wrap_prefixed};
+    let mut lines: Vec<String> = vec![first.to_string()];
+    for field in text.split("  ") {
+        let cur = lines.last_mut().expect("never empty");
+        let start = cur.as_str() == first || cur.as_str() == more;
+        let sep = if start { "" } else { "  " };
+        if fit_len(cur) + sep.len() + fit_len(field) <= width {
+            cur.push_str(sep);
+            cur.push_str(field);
+            continue;
+        }
+        let head = if start { cur.clone() } else { more.to_string() };
+        if !start {
+            lines.push(more.to_string());
+        }
+        let mut parts = wrap_prefixed(&head, more, field, width);
+        let last = lines.last_mut().expect("never empty");
+        *last = parts.remove(0);
+        lines.extend(parts);
+    }
+    lines
+}
+
+/// `line` with the part after its tree prefix (`first` or `more`) painted.
+fn paint_tail(line: &str, first: &str, more: &str, paint: impl Fn(&str) -> String) -> String {
+    for p in [first, more] {
+        if let Some(t) = line.strip_prefix(p) {
+            return format!("{p}{}", paint(t));
+        }
+    }
+    paint(line)
 }
 
 pub(crate) fn cpu_heading(ctx: &Ctx, c: NodeIndex) -> String {
@@ -411,11 +458,16 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 .iter()
                 .map(|(g, l)| format!("{}×{l}", ctx.label(*g)))
                 .collect();
-            out.push_str(&format!(
-                "{branch}{}  NVLink lanes: {}\n",
-                describe(ctx, s),
-                lanes.join(" ")
-            ));
+            let text = format!("{}  NVLink lanes: {}", describe(ctx, s), lanes.join(" "));
+            let more = if i + 1 == switches.len() {
+                "        "
+            } else {
+                "│       "
+            };
+            for l in tree_lines(branch, more, &text, style.width) {
+                out.push_str(&l);
+                out.push('\n');
+            }
         }
         out.push('\n');
     }
@@ -451,7 +503,11 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
         }
         out.push_str(&host_tree(ctx, hv, style));
     }
-    out.push_str("GB/s is the bandwidth NCCL assigns to the link (width × per-lane rate; unknown speed counts as Gen3, width 0 as x16).\n");
+    let note = "GB/s is the bandwidth NCCL assigns to the link (width × per-lane rate; unknown speed counts as Gen3, width 0 as x16).";
+    for l in crate::report::fit::wrap(note, style.width, 4) {
+        out.push_str(&l);
+        out.push('\n');
+    }
     while out.ends_with("\n\n") {
         out.pop();
     }
