@@ -29,7 +29,9 @@ fn plan_json(args: &[&str]) -> Value {
     let mut a = args.to_vec();
     a.extend(["--format", "json"]);
     let s = plan(&a);
-    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{args:?}: bad JSON: {e}\n{s}"))
+    let v = serde_json::from_str(&s).unwrap_or_else(|e| panic!("{args:?}: bad JSON: {e}\n{s}"));
+    crate::util::assert_valid(&v, &format!("topo plan {args:?}"));
+    v
 }
 
 /// Runs `topo plan ARGS`, expects exit 2 with one `error:` line and one `hint:` line.
@@ -1201,6 +1203,7 @@ fn yaml_parses_to_the_same_document_as_json() {
     let y: Value = yaml_serde::from_str(&plan(&a)).unwrap();
     let j = plan_json(&args);
     assert_eq!(y["schema"], "topo.plan/v1");
+    crate::util::assert_valid(&y, "plan as YAML");
     assert_eq!(y["channels"], j["channels"]);
     assert_eq!(y["rings"], j["rings"]);
     assert_eq!(
