@@ -189,7 +189,10 @@ impl<S: Serializer> Serializer for Ser<S> {
         name: &'static str,
         len: usize,
     ) -> Result<Self::SerializeTupleStruct, S::Error> {
-        Ok(Compound::new(self.s.serialize_tuple_struct(name, len)?, self.u))
+        Ok(Compound::new(
+            self.s.serialize_tuple_struct(name, len)?,
+            self.u,
+        ))
     }
     fn serialize_tuple_variant(
         self,
@@ -209,7 +212,10 @@ impl<S: Serializer> Serializer for Ser<S> {
         name: &'static str,
         len: usize,
     ) -> Result<Self::SerializeStruct, S::Error> {
-        Ok(Compound::new(self.s.serialize_struct(name, len)?, Unit::Plain))
+        Ok(Compound::new(
+            self.s.serialize_struct(name, len)?,
+            Unit::Plain,
+        ))
     }
     fn serialize_struct_variant(
         self,

@@ -55,8 +55,9 @@ fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
+/// Equal as the document can say it: GB/s are written rounded to 0.1, us to 0.01.
 fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() < 0.05
+    (a - b).abs() < 0.1
 }
 
 /// `costs[func][algo][proto]` as (bw_gbps, lat_us), None when disabled.
@@ -236,8 +237,8 @@ fn hgx_h200_json_has_every_contract_field_with_the_right_types() {
         for k in ["time_us", "algbw_gbps", "busbw_gbps"] {
             assert!(r[k].is_f64(), "table.{k} = {}", r[k]);
         }
-        // busbw = algbw x 2(n-1)/n for AllReduce (nccl-tests).
-        assert!((f(&r["busbw_gbps"]) - f(&r["algbw_gbps"]) * 14.0 / 8.0).abs() < 1e-6);
+        // busbw = algbw x 2(n-1)/n for AllReduce (nccl-tests), each rounded to 0.1 GB/s.
+        assert!((f(&r["busbw_gbps"]) - f(&r["algbw_gbps"]) * 14.0 / 8.0).abs() < 0.15);
     }
     let last = table.last().unwrap();
     assert_eq!(u(&last["bytes"]), 1 << 30);

@@ -59,7 +59,10 @@ fn every_json_snapshot_validates_against_its_schema() {
     // Today's JSON snapshots: show (unit and integration) and diagnose. A walk that finds
     // none has stopped looking.
     for s in ["topo.show/v1", "topo.diagnose/v1"] {
-        assert!(checked.iter().any(|c| c == s), "no {s} snapshot found in {files:?}");
+        assert!(
+            checked.iter().any(|c| c == s),
+            "no {s} snapshot found in {files:?}"
+        );
     }
 }
 
@@ -74,7 +77,10 @@ fn every_schema_file_is_named_by_the_readme_and_compiles() {
             continue;
         }
         n += 1;
-        assert!(readme.contains(&name), "docs/schema/README.md does not list {name}");
+        assert!(
+            readme.contains(&name),
+            "docs/schema/README.md does not list {name}"
+        );
         let v: Value = serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap();
         let id = v["$id"].as_str().unwrap_or_default();
         assert_eq!(id, name, "{name}: `$id` is the file name");
@@ -103,7 +109,9 @@ fn a_document_that_breaks_the_schema_is_refused() {
             v["gpus"][0].as_object_mut().unwrap().remove("busid");
         }),
         ("wrong type", |v| v["gpus"][0]["sm"] = "90".into()),
-        ("wrong path type", |v| v["paths"][0]["type"] = "NVLINK".into()),
+        ("wrong path type", |v| {
+            v["paths"][0]["type"] = "NVLINK".into()
+        }),
     ];
     for (what, break_it) in cases {
         let mut bad = good.clone();

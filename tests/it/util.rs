@@ -62,8 +62,7 @@ pub fn assert_valid(doc: &serde_json::Value, what: &str) {
 /// in docs/codes.md, so a monitoring rule can look up what it means.
 pub fn assert_codes_listed(doc: &serde_json::Value, what: &str) {
     static CODES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let listed =
-        CODES.get_or_init(|| std::fs::read_to_string(fixture("docs/codes.md")).unwrap());
+    let listed = CODES.get_or_init(|| std::fs::read_to_string(fixture("docs/codes.md")).unwrap());
     let empty = vec![];
     let items = |k: &str| doc[k].as_array().unwrap_or(&empty).clone();
     let codes = items("messages")

@@ -372,9 +372,9 @@ impl Topology {
 
     /// The source's warnings as documents carry them (`messages[]`).
     pub fn warning_messages(&self) -> impl Iterator<Item = message::Message> + '_ {
-        self.warnings.iter().map(|w| {
-            message::Message::new(message::SOURCE_WARNING, message::Severity::Warning, w)
-        })
+        self.warnings
+            .iter()
+            .map(|w| message::Message::new(message::SOURCE_WARNING, message::Severity::Warning, w))
     }
 
     pub fn warn(&mut self, msg: impl Into<String>) {

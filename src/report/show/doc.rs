@@ -5,9 +5,9 @@
 //! is null, bandwidths are rounded to 0.1 GB/s as the document is written (`report::doc`). Views
 //! add their own section (`matrix`, `pci_tree`, `nodes`) next to the common fields.
 
+use super::Ctx;
 use super::matrix::{self, MatrixDoc};
 use super::pci::{self, Flag, PciNode};
-use super::Ctx;
 use crate::cli::ShowView;
 use anyhow::{Context, Result};
 use petgraph::graph::NodeIndex;
@@ -607,7 +607,10 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
         links,
         verdicts: verdicts.iter().map(|m| m.text.clone()).collect(),
         warnings: topo.warnings.clone(),
-        messages: verdicts.into_iter().chain(topo.warning_messages()).collect(),
+        messages: verdicts
+            .into_iter()
+            .chain(topo.warning_messages())
+            .collect(),
         matrix: (view == ShowView::Matrix).then(|| matrix::doc(ctx)),
         pci_tree: (view == ShowView::Pci).then(|| pci::doc(ctx)),
         nodes: (view == ShowView::Dot).then(|| {

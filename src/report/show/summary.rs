@@ -133,7 +133,10 @@ impl Verdicts {
 
 /// The summary's verdicts as text.
 pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
-    coded_verdicts(ctx, hv).into_iter().map(|m| m.text).collect()
+    coded_verdicts(ctx, hv)
+        .into_iter()
+        .map(|m| m.text)
+        .collect()
 }
 
 /// The summary's verdicts with their codes and severities.
