@@ -103,7 +103,8 @@ fn a_document_that_breaks_the_schema_is_refused() {
         .unwrap();
     let good: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_valid(&good, "dgx-h100");
-    let cases: [(&str, fn(&mut Value)); 4] = [
+    type Break = fn(&mut Value);
+    let cases: [(&str, Break); 4] = [
         ("unknown field", |v| v["extra"] = Value::Bool(true)),
         ("missing field", |v| {
             v["gpus"][0].as_object_mut().unwrap().remove("busid");
@@ -143,4 +144,86 @@ fn snapshot_meta_validates() {
         serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
     assert_valid(&v, "fresh snapshot");
     assert_eq!(v["topo_version"], env!("CARGO_PKG_VERSION"));
+}
+
+fn json_out(args: &[&str]) -> Value {
+    let out = crate::util::topo_clean_env().args(args).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&v, &format!("{args:?}"));
+    v
+}
+
+fn texts(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            x.as_str()
+                .map_or_else(|| x["text"].to_string(), str::to_string)
+        })
+        .collect()
+}
+
+/// show v1 readers keep `verdicts[]` and `warnings[]` as strings; `messages[]` is the same
+/// lines in the same order, each with a code.
+#[test]
+fn show_messages_are_the_verdicts_then_the_warnings() {
+    let m = fixture("fixtures/matrices/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt");
+    let m = m.to_string_lossy();
+    let v = json_out(&["show", "--from", &m, "--format", "json"]);
+    let mut want = texts(&v["verdicts"]);
+    want.extend(texts(&v["warnings"]));
+    assert!(
+        !v["warnings"].as_array().unwrap().is_empty(),
+        "a matrix source warns"
+    );
+    let got = texts(&v["messages"]);
+    assert_eq!(got, want);
+    let m = v["messages"].as_array().unwrap();
+    let last = m.last().unwrap();
+    assert_eq!(last["code"], "source-warning");
+    assert_eq!(last["severity"], "warning");
+}
+
+/// A transport anomaly is one message per kind, counting the pairs; v1's `warnings[]` does
+/// not gain it.
+#[test]
+fn plan_anomalies_are_coded_and_counted() {
+    let v = json_out(&[
+        "plan",
+        "--profile",
+        "dgx-h100",
+        "--nccl-version",
+        "2.28",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "--env",
+        "NCCL_P2P_DISABLE=1",
+        "--format",
+        "json",
+    ]);
+    let m = v["messages"].as_array().unwrap();
+    let shm: Vec<&Value> = m.iter().filter(|x| x["code"] == "shm-on-nvlink").collect();
+    assert_eq!(shm.len(), 1, "{m:?}");
+    assert_eq!(shm[0]["severity"], "warning");
+    let text = shm[0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("56 rank pair(s), e.g. 0 -> 1: SHM between NVLink"),
+        "{text}"
+    );
+    let anomalies = v["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| !t["anomaly"].is_null())
+        .count();
+    assert_eq!(anomalies, 56);
+    assert!(
+        texts(&v["warnings"])
+            .iter()
+            .all(|w| !w.contains("NVLink-connected"))
+    );
 }
