@@ -18,7 +18,7 @@ pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     let model = measure(max as usize, a.iters.max(1))?;
     save(&model, style);
     let text = match a.format {
-        VerifyFormat::Json => serde_json::to_string_pretty(&model)? + "\n",
+        VerifyFormat::Json => crate::report::doc::json(&model)?,
         VerifyFormat::Text => render(&model),
     };
     emit(None, &text)

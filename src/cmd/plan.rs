@@ -81,8 +81,8 @@ fn render(
     let plan = topo_nccl::plan(topo, &req, facts)?;
     Ok(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
-        PlanFormat::Json => serde_json::to_string_pretty(&plan)? + "\n",
-        PlanFormat::Yaml => yaml_serde::to_string(&plan)?,
+        PlanFormat::Json => crate::report::doc::json(&plan)?,
+        PlanFormat::Yaml => crate::report::doc::yaml(&plan)?,
         PlanFormat::TunerCsv => plan.tuner_csv.clone(),
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
         PlanFormat::Svg => unreachable!("drawn above"),

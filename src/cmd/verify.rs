@@ -56,7 +56,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     };
     let text = match a.format {
         VerifyFormat::Text => report.render_text(),
-        VerifyFormat::Json => serde_json::to_string_pretty(&report.to_json())? + "\n",
+        VerifyFormat::Json => crate::report::doc::json(&report.to_json())?,
     };
     emit(None, &text)?;
     if report.wrong_total() > 0 {

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use topo_diagnose::{Report, Severity, TransportRow};
 
 pub fn json(r: &Report) -> String {
-    serde_json::to_string_pretty(r).unwrap_or_default() + "\n"
+    crate::report::doc::json(r).unwrap_or_default()
 }
 
 fn tag(s: Severity, style: Style) -> String {

@@ -1,6 +1,7 @@
 //! Renderers: text views, JSON/YAML documents, DOT, SVG pictures.
 
 pub mod diagnose;
+pub mod doc;
 pub mod fit;
 pub mod plan;
 pub mod show;

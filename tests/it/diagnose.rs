@@ -51,6 +51,7 @@ fn diagnose_json(args: &[&str]) -> Value {
     assert_eq!(o.code, 0, "topo {a:?}: {}", o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).expect("one JSON document");
     assert_eq!(v["schema"], "topo.diagnose/v1");
+    crate::util::assert_valid(&v, &format!("topo {a:?}"));
     v
 }
 

@@ -14,6 +14,7 @@ mod oracle_corpus;
 mod plan;
 mod profiles;
 mod qa;
+mod schema;
 mod show;
 mod svg;
 mod util;

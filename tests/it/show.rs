@@ -52,6 +52,7 @@ fn live_json_is_one_document_with_the_contract_fields() {
     let out = stdout(&["show", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid json");
     assert_eq!(v["schema"], "topo.show/v1");
+    crate::util::assert_valid(&v, "live show");
     for k in [
         "gpus",
         "nics",
@@ -82,6 +83,7 @@ fn live_yaml_parses_and_every_view_runs() {
         let j = stdout(&["show", "--view", view, "--format", "json"]);
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v["view"], view);
+        crate::util::assert_valid(&v, &format!("live show --view {view}"));
     }
     assert!(stdout(&["show", "--view", "dot"]).starts_with("digraph topo {"));
     assert!(stdout(&["show", "--view", "pci"]).contains("NUMA "));
@@ -168,7 +170,9 @@ fn xml(name: &str) -> String {
 fn json_of(args: &[&str]) -> serde_json::Value {
     let mut a = args.to_vec();
     a.extend(["--format", "json"]);
-    serde_json::from_str(&show(&a)).unwrap()
+    let v = serde_json::from_str(&show(&a)).unwrap();
+    crate::util::assert_valid(&v, &format!("topo show {args:?}"));
+    v
 }
 
 /// The matrix row of `label`, split into cells.

@@ -30,3 +30,52 @@ pub fn topo_clean_env() -> Command {
 pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
+
+/// The schema file for a document's `schema` value: `topo.plan/v1` → `docs/schema/topo.plan.v1.json`.
+pub fn schema_file(schema: &str) -> PathBuf {
+    fixture(&format!("docs/schema/{}.json", schema.replace('/', ".")))
+}
+
+/// Panics unless `doc` validates against the schema its `schema` field names, and carries
+/// this topo's version (docs/schema/README.md).
+pub fn assert_valid(doc: &serde_json::Value, what: &str) {
+    let name = doc["schema"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no `schema` field"));
+    let path = schema_file(name);
+    assert!(path.is_file(), "{what}: no schema file {}", path.display());
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    let idx = compiler
+        .compile(&path.to_string_lossy(), &mut schemas)
+        .unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+    if let Err(e) = schemas.validate(doc, idx) {
+        panic!("{what} does not match {}:\n{e}", path.display());
+    }
+    assert_eq!(
+        doc["topo_version"],
+        env!("CARGO_PKG_VERSION"),
+        "{what}: topo_version"
+    );
+    assert_codes_listed(doc, what);
+}
+
+/// Every code a document carries (`messages[].code`, diagnose's `findings[].id`) is listed
+/// in docs/codes.md, so a monitoring rule can look up what it means.
+pub fn assert_codes_listed(doc: &serde_json::Value, what: &str) {
+    static CODES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let listed = CODES.get_or_init(|| std::fs::read_to_string(fixture("docs/codes.md")).unwrap());
+    let empty = vec![];
+    let items = |k: &str| doc[k].as_array().unwrap_or(&empty).clone();
+    let codes = items("messages")
+        .into_iter()
+        .map(|m| m["code"].clone())
+        .chain(items("findings").into_iter().map(|f| f["id"].clone()));
+    for c in codes {
+        let c = c.as_str().unwrap_or_default();
+        assert!(
+            listed.contains(&format!("| `{c}` |")),
+            "{what}: code {c} is not in docs/codes.md"
+        );
+    }
+}

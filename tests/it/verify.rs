@@ -134,6 +134,7 @@ fn json_is_the_contract_document() {
     ]);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["schema"], "topo.verify/v1");
+    crate::util::assert_valid(&v, "topo verify --format json");
     for k in [
         "backend",
         "launch",
@@ -273,6 +274,7 @@ fn calibrate_reports_every_link() {
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "topo.calibrate/v1");
+    crate::util::assert_valid(&v, "topo calibrate --format json");
     let links: Vec<&str> = v["links"]
         .as_array()
         .unwrap()

@@ -26,7 +26,9 @@ fn plan_json(args: &[&str]) -> Value {
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    crate::util::assert_valid(&v, &format!("topo plan {args:?}"));
+    v
 }
 
 fn plan_text(args: &[&str]) -> String {

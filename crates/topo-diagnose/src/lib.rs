@@ -107,6 +107,8 @@ pub struct Comparison {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub schema: &'static str,
+    /// The topo that wrote the document (the crate version).
+    pub topo_version: &'static str,
     /// One sentence: the answer.
     pub verdict: String,
     /// The most severe finding's severity, `null` when there is none.
@@ -149,6 +151,7 @@ pub struct Input<'a> {
 pub fn diagnose(input: &Input) -> Report {
     let mut r = Report {
         schema: SCHEMA,
+        topo_version: env!("CARGO_PKG_VERSION"),
         verdict: String::new(),
         worst: None,
         findings: vec![],

@@ -13,6 +13,7 @@
 
 pub mod busid;
 pub mod bw;
+pub mod message;
 
 pub use busid::{BusId, BusIdError};
 pub use bw::{BwConstants, CpuArch, CpuVendor};
@@ -367,6 +368,13 @@ impl Topology {
             hosts: vec![Host::default()],
             ..Default::default()
         }
+    }
+
+    /// The source's warnings as documents carry them (`messages[]`).
+    pub fn warning_messages(&self) -> impl Iterator<Item = message::Message> + '_ {
+        self.warnings
+            .iter()
+            .map(|w| message::Message::new(message::SOURCE_WARNING, message::Severity::Warning, w))
     }
 
     pub fn warn(&mut self, msg: impl Into<String>) {

@@ -13,6 +13,7 @@ use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use topo_model::message::{Message, Severity};
 use topo_model::{SourceInfo, Topology};
 
 /// What the user asked for, parsed and checked.
@@ -127,6 +128,8 @@ pub struct Crossover {
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
+    /// The topo that wrote the document (the crate version).
+    pub topo_version: &'static str,
     pub nccl_version: String,
     /// Why this version: the flag, the library found on the machine, or the default.
     pub nccl_version_source: String,
@@ -158,6 +161,9 @@ pub struct Plan {
     /// NCCL INFO lines this plan predicts (channels, rings, trees, thresholds).
     pub log: Vec<String>,
     pub warnings: Vec<String>,
+    /// `warnings` again with codes and severities, plus one line per kind of transport
+    /// anomaly (docs/codes.md).
+    pub messages: Vec<Message>,
     #[serde(skip)]
     pub explain: bool,
     #[serde(skip)]
@@ -470,6 +476,7 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
 
     let mut plan = Plan {
         schema: "topo.plan/v1",
+        topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),
         nccl_version_source: req.version_source.clone(),
         nccl_version_documented: a.data.documented,
@@ -524,7 +531,8 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         crossovers,
         env: a.env.effects(),
         log,
-        warnings: warnings(a),
+        warnings: vec![],
+        messages: messages(a),
         explain: req.explain,
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix: transport::matrices(sys, &a.transports)
@@ -535,6 +543,13 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         tuner_csv: String::new(),
         graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
     };
+    // v1's `warnings[]` as before: the source's and the plan's, without the anomalies.
+    plan.warnings = plan
+        .messages
+        .iter()
+        .filter(|m| !ANOMALIES.contains(&m.code))
+        .map(|m| m.text.clone())
+        .collect();
     plan.tuner_csv = tuner_csv(&plan);
     Ok(plan)
 }
@@ -553,9 +568,9 @@ fn tuner_algo_name(a: Algo) -> &'static str {
     }
 }
 
-/// The source's warnings, plus what the plan had to assume.
-fn warnings(a: &Analysis) -> Vec<String> {
-    let mut w = a.topo.warnings.clone();
+/// The source's warnings, what the plan had to assume, and the transport anomalies.
+fn messages(a: &Analysis) -> Vec<Message> {
+    let mut w: Vec<Message> = a.topo.warning_messages().collect();
     // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
     // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
     let pcie_p2p = a
@@ -576,16 +591,45 @@ fn warnings(a: &Analysis) -> Vec<String> {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
         // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
         // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
-        w.push(format!(
+        w.push(Message::new("net-socket-speed", Severity::Warning, format!(
             "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
-        ));
+        )));
     }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
-        w.push(format!(
+        w.push(Message::new("p2p-assumed", Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
-        ));
+        )));
     }
+    w.extend(anomalies(&a.transports));
     w
+}
+
+const ANOMALIES: [&str; 3] = ["shm-on-nvlink", "net-on-nvlink", "p2p-peer-invisible"];
+
+/// One message per kind of transport anomaly: how many rank pairs, and the first pair's
+/// explanation (the plan's `transports[]` has every pair's).
+fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
+    let mut by: BTreeMap<&'static str, (usize, &PairTransport)> = BTreeMap::new();
+    for t in ts {
+        if t.anomaly.is_none() {
+            continue;
+        }
+        let code = if t.transport.starts_with("SHM") {
+            ANOMALIES[0]
+        } else if t.transport.starts_with("NET") {
+            ANOMALIES[1]
+        } else {
+            ANOMALIES[2]
+        };
+        by.entry(code).or_insert((0, t)).0 += 1;
+    }
+    by.into_iter()
+        .map(|(code, (n, t))| {
+            let why = t.anomaly.as_deref().unwrap_or_default();
+            let text = format!("{n} rank pair(s), e.g. {} -> {}: {why}", t.from, t.to);
+            Message::new(code, Severity::Warning, text)
+        })
+        .collect()
 }
 
 /// NCCL's example tuner plugin CSV

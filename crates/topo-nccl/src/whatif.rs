@@ -358,11 +358,17 @@ pub(crate) fn env_effects(
         e.origin = req.env_origin.get(&e.name).cloned();
     }
     for e in unknown {
-        plan.warnings.push(format!(
+        let text = format!(
             "{}={}: {}",
             e.name,
             e.value,
             e.effect.as_deref().unwrap_or("")
+        );
+        plan.warnings.push(text.clone());
+        plan.messages.push(topo_model::message::Message::new(
+            "env-unknown",
+            topo_model::message::Severity::Warning,
+            text,
         ));
         plan.env.push(e);
     }

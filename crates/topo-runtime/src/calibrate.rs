@@ -49,6 +49,9 @@ impl LinkFit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostModel {
     pub schema: String,
+    /// The topo that measured it (the crate version); absent in caches from before 0.1.
+    #[serde(default)]
+    pub topo_version: String,
     pub links: Vec<LinkFit>,
     /// Seconds since the epoch when measured.
     pub measured_at: u64,
@@ -230,6 +233,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
     }
     Ok(HostModel {
         schema: "topo.calibrate/v1".into(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
         links,
         measured_at: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

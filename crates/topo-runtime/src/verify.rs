@@ -677,6 +677,9 @@ pub struct JsonRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyJson {
     pub schema: String,
+    /// The topo that measured it (the crate version).
+    #[serde(default)]
+    pub topo_version: String,
     pub backend: String,
     pub launch: String,
     pub transport: String,
@@ -699,6 +702,7 @@ impl VerifyReport {
             self.rows.iter().map(|r| r.collective.name()).collect();
         VerifyJson {
             schema: "topo.verify/v1".into(),
+            topo_version: env!("CARGO_PKG_VERSION").into(),
             backend: self.backend.clone(),
             launch: self.launch.clone(),
             transport: self.transport.name().into(),

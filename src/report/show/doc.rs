@@ -2,12 +2,12 @@
 //!
 //! Contract fields (docs/show.md, shared cli-contract): `gpus[]`, `nics[]`, `numa[]`,
 //! `nvswitches[]`, `pci_switches[]`, `paths[]`, `warnings[]`. Numbers are numbers, unknown
-//! is null, bandwidths are rounded to two decimals so output is stable byte for byte. Views
+//! is null, bandwidths are rounded to 0.1 GB/s as the document is written (`report::doc`). Views
 //! add their own section (`matrix`, `pci_tree`, `nodes`) next to the common fields.
 
+use super::Ctx;
 use super::matrix::{self, MatrixDoc};
 use super::pci::{self, Flag, PciNode};
-use super::{Ctx, round2};
 use crate::cli::ShowView;
 use anyhow::{Context, Result};
 use petgraph::graph::NodeIndex;
@@ -15,6 +15,7 @@ use petgraph::visit::EdgeRef;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::bw::{pcie_generation, pcie_gts};
+use topo_model::message::Message;
 use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
 
 pub const SCHEMA: &str = "topo.show/v1";
@@ -22,6 +23,7 @@ pub const SCHEMA: &str = "topo.show/v1";
 #[derive(Serialize)]
 struct Doc {
     schema: &'static str,
+    topo_version: &'static str,
     view: &'static str,
     source: SourceDoc,
     hosts: Vec<HostDoc>,
@@ -36,6 +38,8 @@ struct Doc {
     links: Vec<LinkDoc>,
     verdicts: Vec<String>,
     warnings: Vec<String>,
+    /// `verdicts` and `warnings` again, each with its code and severity (docs/codes.md).
+    messages: Vec<Message>,
     #[serde(skip_serializing_if = "Option::is_none")]
     matrix: Option<Vec<MatrixDoc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,7 +85,7 @@ fn pcie_doc(ctx: &Ctx, n: NodeIndex, l: &PcieLink) -> PcieDoc {
         speed_gts: gts(&l.speed),
         generation: gts(&l.speed).and_then(pcie_generation),
         width: l.width,
-        bw_gbps: round2(l.bw()),
+        bw_gbps: l.bw(),
         max_speed_gts: gts(&l.max_speed),
         max_width: l.max_width,
         cur_speed_gts: gts(&l.cur_speed),
@@ -327,7 +331,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                         _ => "cpu",
                     },
                     lanes,
-                    bw_gbps: round2(bw),
+                    bw_gbps: bw,
                 })
                 .collect();
             gpus.push(GpuDoc {
@@ -347,7 +351,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 nvswitch: known.then_some(nv.switch_lanes > 0),
                 nearest_nic: nearest.map(|(n, _)| ctx.label(n)),
                 nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
-                nic_bw_gbps: nearest.map(|(_, p)| round2(p.bw)),
+                nic_bw_gbps: nearest.map(|(_, p)| p.bw),
                 local_nics: ctx
                     .local_nets(g)
                     .into_iter()
@@ -363,7 +367,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     state: if known { "known" } else { "unknown" },
                     reason: nv.unknown.clone(),
                     lanes: known.then_some(nv.lanes),
-                    bw_gbps: known.then_some(round2(nv.bw)),
+                    bw_gbps: known.then_some(nv.bw),
                     links,
                 },
                 c2c: x.c2c.clone(),
@@ -381,7 +385,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                         from: ctx.label(g),
                         to: ctx.label(t),
                         ty: p.ty.name().to_string(),
-                        bw_gbps: round2(p.bw),
+                        bw_gbps: p.bw,
                         hops: p.hops,
                         via: p.via.map(|v| ctx.label(v)),
                     });
@@ -408,7 +412,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 busid: ctx.busid(n).map(|b| b.to_string()),
                 dev: Some(x.dev),
                 speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
-                bw_gbps: Some(round2(x.bw())),
+                bw_gbps: Some(x.bw()),
                 port: Some(x.port),
                 gdr: Some(x.gdr),
                 coll: Some(x.coll),
@@ -461,7 +465,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
             });
         }
-        verdicts.extend(super::summary::verdicts(ctx, hv));
+        verdicts.extend(super::summary::coded_verdicts(ctx, hv));
     }
     let numa = ctx
         .hosts
@@ -477,7 +481,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
             family: x.family,
             model: x.model,
             model_name: x.model_name.clone(),
-            sys_bw_gbps: round2(BwConstants::default().sys_bw(x)),
+            sys_bw_gbps: BwConstants::default().sys_bw(x),
             gpus: hv
                 .gpus
                 .iter()
@@ -529,7 +533,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 link_speed_gts: gts,
                 link_generation: gts.and_then(pcie_generation),
                 link_width: p.pcie.width,
-                bw_gbps: round2(p.pcie.bw()),
+                bw_gbps: p.pcie.bw(),
                 vendor: hex16(p.vendor),
                 device: hex16(p.device),
                 model: pci::model_name(p.vendor, p.device).map(str::to_string),
@@ -579,6 +583,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
     let links = links(ctx, &keys);
     Doc {
         schema: SCHEMA,
+        topo_version: env!("CARGO_PKG_VERSION"),
         view: match view {
             ShowView::Summary => "summary",
             ShowView::Matrix => "matrix",
@@ -600,8 +605,12 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
         paths,
         p2p,
         links,
-        verdicts,
+        verdicts: verdicts.iter().map(|m| m.text.clone()).collect(),
         warnings: topo.warnings.clone(),
+        messages: verdicts
+            .into_iter()
+            .chain(topo.warning_messages())
+            .collect(),
         matrix: (view == ShowView::Matrix).then(|| matrix::doc(ctx)),
         pci_tree: (view == ShowView::Pci).then(|| pci::doc(ctx)),
         nodes: (view == ShowView::Dot).then(|| {
@@ -647,7 +656,7 @@ fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<
             to: key(n),
             kind,
             lanes: None,
-            bw_gbps: round2(bw),
+            bw_gbps: bw,
         });
     }
     for e in topo.graph.edge_references() {
@@ -668,7 +677,7 @@ fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<
                 to: key(b),
                 kind,
                 lanes,
-                bw_gbps: round2(w.bw),
+                bw_gbps: w.bw,
             });
         }
     }
@@ -676,14 +685,11 @@ fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<
 }
 
 pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
-    let mut s = serde_json::to_string_pretty(&build(ctx, view))
-        .context("cannot encode the show document as json")?;
-    s.push('\n');
-    Ok(s)
+    crate::report::doc::json(&build(ctx, view)).context("cannot encode the show document as json")
 }
 
 pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
-    let s = yaml_serde::to_string(&build(ctx, view))
+    let s = crate::report::doc::yaml(&build(ctx, view))
         .context("cannot encode the show document as yaml")?;
     Ok(quote_busids(&s))
 }

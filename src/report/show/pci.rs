@@ -2,7 +2,7 @@
 //! class, ids and model, link generation and width, NCCL's bandwidth for the link, and flags
 //! for downtrained links, slower upstream links and virtual-machine artefacts.
 
-use super::{Ctx, HostView, round2};
+use super::{Ctx, HostView};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
@@ -604,7 +604,7 @@ pub(crate) fn doc_node(ctx: &Ctx, n: NodeIndex, depth: usize) -> PciNode {
             .and_then(|l| gts(l.speed.as_ref()))
             .and_then(pcie_generation),
         link_width: l.and_then(|l| l.width),
-        bw_gbps: l.map(|l| round2(l.bw())),
+        bw_gbps: l.map(|l| l.bw()),
         max_link_speed_gts: l.and_then(|l| gts(l.max_speed.as_ref())),
         max_link_width: l.and_then(|l| l.max_width),
         cur_link_speed_gts: l.and_then(|l| gts(l.cur_speed.as_ref())),

@@ -9,6 +9,7 @@ use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use std::collections::BTreeMap;
 use topo_model::bw::{IntelClass, intel_class};
+use topo_model::message::{Message, Severity};
 use topo_model::{Cpu, CpuVendor, LinkKind, NodeKind, class};
 
 /// `GenuineIntel family 6 model 143 (Sapphire Rapids class), x86_64`, or the model name.
@@ -110,10 +111,40 @@ fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
 }
 
 /// Short conclusions a reader wants first, per host.
+/// Verdicts being gathered: `tag` names the code and severity (docs/codes.md) of the next
+/// `push`.
+#[derive(Default)]
+pub(crate) struct Verdicts {
+    out: Vec<Message>,
+    next: Option<(&'static str, Severity)>,
+}
+
+impl Verdicts {
+    fn tag(&mut self, code: &'static str, severity: Severity) {
+        self.next = Some((code, severity));
+    }
+
+    fn push(&mut self, text: String) {
+        debug_assert!(self.next.is_some(), "verdict without a code: {text}");
+        let (code, severity) = self.next.take().unwrap_or(("verdict", Severity::Info));
+        self.out.push(Message::new(code, severity, text));
+    }
+}
+
+/// The summary's verdicts as text.
 pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
-    let mut out = vec![];
+    coded_verdicts(ctx, hv)
+        .into_iter()
+        .map(|m| m.text)
+        .collect()
+}
+
+/// The summary's verdicts with their codes and severities.
+pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
+    let mut out = Verdicts::default();
     let gpus = &hv.gpus;
     if gpus.is_empty() {
+        out.tag("gpu-none", Severity::Info);
         out.push(super::no_gpu_line(ctx, hv.host));
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
@@ -122,6 +153,7 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
         numa_verdicts(ctx, hv, &mut out);
     }
     if !gpus.is_empty() && hv.nic_columns().is_empty() {
+        out.tag("network-none", Severity::Info);
         out.push("No network ports found: this host can only run single-node jobs".to_string());
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -147,6 +179,7 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
     }
     if !counts.is_empty() {
         let parts: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        out.tag("pcie-degraded", Severity::Warning);
         out.push(format!(
             "PCIe links worth a look: {} (see --view pci)",
             parts.join(", ")
@@ -166,15 +199,16 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
                 if vm_width0 == 1 { "" } else { "s" }
             ));
         }
+        out.tag("pcie-virtual", Severity::Warning);
         out.push(format!(
             "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",
             parts.join(", ")
         ));
     }
-    out
+    out.out
 }
 
-fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
+fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let gpus = &hv.gpus;
     let sums: Vec<_> = gpus.iter().map(|&g| (g, ctx.nvlink(g))).collect();
     let unknown: Vec<NodeIndex> = sums
@@ -186,6 +220,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
         reasons.sort();
         reasons.dedup();
+        out.tag("nvlink-unknown", Severity::Warning);
         out.push(format!(
             "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
             gpu_numbers(ctx, &unknown),
@@ -209,6 +244,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
             .map(|(_, s)| s.switch_bw)
             .fold(f64::INFINITY, f64::min);
         if min == max {
+            out.tag("nvswitch-full", Severity::Info);
             out.push(format!(
                 "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
                 known.len()
@@ -219,6 +255,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
                 .filter(|(_, s)| s.switch_lanes < max)
                 .map(|(g, _)| *g)
                 .collect();
+            out.tag("nvswitch-lanes-uneven", Severity::Warning);
             out.push(format!(
                 "{} GPUs connected through NVSwitch with {min}–{max} NVLink lanes each: {} {} fewer lanes (check NVLink health with nvidia-smi nvlink -s)",
                 known.len(),
@@ -277,11 +314,13 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
     };
     let total = n * (n - 1) / 2;
     if pairs.is_empty() {
+        out.tag("nvlink-none", Severity::Info);
         out.push(format!(
             "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
             span(&pcie_classes)
         ));
     } else if pcie_classes.is_empty() {
+        out.tag("nvlink-all-direct", Severity::Info);
         out.push(format!("All {n} GPUs directly NVLinked: {detail}"));
     } else {
         let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
@@ -290,6 +329,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
             groups.entry(r).or_default().push(g);
         }
         if groups.len() == 1 {
+            out.tag("nvlink-mesh", Severity::Info);
             out.push(format!(
                 "NVLink mesh: {} of {total} GPU pairs directly linked ({detail}), the rest use PCIe ({}); every GPU reaches the others over NVLink",
                 pairs.len(),
@@ -305,6 +345,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
                 .collect();
             names.sort();
             let names: Vec<String> = names.into_iter().map(|x| x.1).collect();
+            out.tag("nvlink-islands", Severity::Warning);
             out.push(format!(
                 "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({}), so a ring over all GPUs crosses PCIe",
                 names.join("; "),
@@ -316,7 +357,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
 
 /// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
 /// registration (multi-node NVLink).
-fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
+fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let label = |b: topo_model::BusId| -> String {
         ctx.topo
             .find(hv.host, b)
@@ -340,6 +381,7 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
             denied.truncate(6);
             denied.push("…".to_string());
         }
+        out.tag("p2p-denied", Severity::Warning);
         out.push(format!(
             "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
             if n == 1 { "" } else { "s" },
@@ -359,6 +401,11 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         .collect();
     if let Some(first) = fabrics.first() {
         let same = fabrics.iter().all(|f| f == first);
+        if same && fabrics.len() == hv.gpus.len() {
+            out.tag("nvlink-fabric", Severity::Info);
+        } else {
+            out.tag("nvlink-fabric-partial", Severity::Warning);
+        }
         out.push(if same && fabrics.len() == hv.gpus.len() {
             format!("All GPUs registered in one NVLink fabric: {first}")
         } else {
@@ -372,7 +419,7 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
     }
 }
 
-fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
+fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let cols = hv.nic_columns();
     if cols.is_empty() {
         return;
@@ -428,16 +475,20 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
                 pairs.join(", ")
             ));
         }
+        out.tag("nic-rail-aligned", Severity::Info);
         out.push(line);
     } else if all_have && same_k && same_m && m == 1 {
+        out.tag("nic-per-gpu", Severity::Info);
         out.push(format!(
             "Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"
         ));
     } else if all_have && same_k && same_m && k == 1 {
+        out.tag("nic-shared", Severity::Info);
         out.push(format!(
             "{m} GPUs share each NIC behind a PCIe switch ({m}:1)"
         ));
     } else if all_have && same_k && same_m {
+        out.tag("nic-mixed", Severity::Info);
         out.push(format!(
             "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
             hv.gpus.len(),
@@ -451,11 +502,13 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
             .collect();
         let any_near = per_gpu.iter().any(|(_, ns)| !ns.is_empty());
         if !any_near {
+            out.tag("nic-none-near", Severity::Warning);
             out.push(
                 "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU"
                     .to_string(),
             );
         } else if !without.is_empty() {
+            out.tag("nic-missing", Severity::Warning);
             out.push(format!(
                 "{} {} no NIC behind {} PCIe switch",
                 gpu_numbers(ctx, &without),
@@ -469,6 +522,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         ns.sort();
         ns.dedup();
         let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
+        out.tag("nic-numa-remote", Severity::Warning);
         out.push(format!(
             "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
             gpu_numbers(ctx, &lonely),
@@ -479,6 +533,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         ));
     }
     if !hv.bare_nics.is_empty() {
+        out.tag("nic-pci-only", Severity::Info);
         out.push(format!(
             "{} NIC{} listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown",
             hv.bare_nics.len(),
@@ -492,6 +547,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         .map(|&n| ctx.label(n))
         .collect();
     if !no_gdr.is_empty() {
+        out.tag("gdr-unavailable", Severity::Warning);
         out.push(format!(
             "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
             no_gdr.join(", ")
@@ -503,6 +559,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
         .filter_map(|&n| ctx.topo.net(n).and_then(|x| x.speed_mbps))
         .sum();
     if total > 0 && !hv.gpus.is_empty() {
+        out.tag("network-total", Severity::Info);
         out.push(format!(
             "{} network port{} with {} Gb/s in total: {} Gb/s per GPU",
             hv.nets.len(),
@@ -522,7 +579,7 @@ fn gbps_per_gpu(gbps: f64) -> String {
     }
 }
 
-fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
+fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let mut by: BTreeMap<i32, Vec<NodeIndex>> = BTreeMap::new();
     for &g in &hv.gpus {
         by.entry(ctx.numa(g).unwrap_or(-1)).or_default().push(g);
@@ -539,6 +596,7 @@ fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Vec<String>) {
                 format!("{} on NUMA {n}", gpu_numbers(ctx, gs))
             })
             .collect();
+        out.tag("numa-span", Severity::Info);
         out.push(format!(
             "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
             by.len(),

@@ -1,0 +1,34 @@
+//! A verdict, warning or anomaly as the documents carry it: a stable `code` a monitoring rule
+//! can match (every code and its meaning: docs/codes.md), a severity, and the text a person
+//! reads. The text may change between versions; the code does not.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub text: String,
+}
+
+impl Message {
+    pub fn new(code: &'static str, severity: Severity, text: impl Into<String>) -> Message {
+        Message {
+            code,
+            severity,
+            text: text.into(),
+        }
+    }
+}
+
+/// Code of a warning the source raised while reading its input (`Topology::warnings`): those
+/// are free text about what the input could not say or had to repair, one code for all.
+pub const SOURCE_WARNING: &str = "source-warning";
