@@ -669,6 +669,30 @@ impl VerifyReport {
         }
     }
 
+    /// How many rows of `min_bytes` and more have a measured out-of-place busbw within
+    /// `tolerance` of the predicted one: (within, rows with a prediction, the measured /
+    /// predicted busbw furthest from 1). `None` without such rows.
+    pub fn model_agreement(&self, min_bytes: usize, tolerance: f64) -> Option<(usize, usize, f64)> {
+        let ratios: Vec<f64> = self
+            .rows
+            .iter()
+            .filter(|r| r.bytes >= min_bytes)
+            .filter_map(|r| {
+                let p = r.predicted_busbw_gbps.filter(|&p| p > 0.0)?;
+                Some(r.out_of_place.busbw_gbps / p)
+            })
+            .collect();
+        let worst = ratios
+            .iter()
+            .copied()
+            .max_by(|a, b| (a - 1.0).abs().total_cmp(&(b - 1.0).abs()))?;
+        let within = ratios
+            .iter()
+            .filter(|&&q| (q - 1.0).abs() <= tolerance)
+            .count();
+        Some((within, ratios.len(), worst))
+    }
+
     /// nccl-tests style text: a header, one line per size, `# Avg bus bandwidth` last.
     pub fn render_text(&self) -> String {
         use std::fmt::Write;
@@ -771,6 +795,14 @@ impl VerifyReport {
                 pred
             );
         }
+        if let Some((within, total, worst)) = self.model_agreement(MODEL_MIN_BYTES, MODEL_TOLERANCE)
+        {
+            let _ = writeln!(
+                s,
+                "# Model: {within} of {total} rows >= 1 MiB within {:.0}% of the predicted busbw (worst: measured/predicted busbw {worst:.2})",
+                MODEL_TOLERANCE * 100.0
+            );
+        }
         let wrong = self.wrong_total();
         let _ = writeln!(
             s,
@@ -782,6 +814,11 @@ impl VerifyReport {
         s
     }
 }
+
+/// The sizes the model's agreement line counts, and its tolerance (issue: within 25 % from
+/// 1 MB up).
+pub const MODEL_MIN_BYTES: usize = 1 << 20;
+pub const MODEL_TOLERANCE: f64 = 0.25;
 
 /// Run `req` with N threads in this process (the default launcher).
 pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
