@@ -1100,4 +1100,50 @@ mod tests {
         };
         assert_eq!(r.sizes().unwrap(), vec![8]);
     }
+
+    #[test]
+    fn model_agreement_counts_rows_from_1_mib_within_the_tolerance() {
+        let row = |bytes: usize, busbw: f64, pred: Option<f64>| VerifyRow {
+            collective: Collective::AllReduce,
+            bytes,
+            count: bytes / 4,
+            dtype: DataType::F32,
+            redop: Some(RedOp::Sum),
+            root: -1,
+            algo: Algorithm::Direct,
+            proto: Protocol::Simple,
+            nchannels: 1,
+            out_of_place: Measured {
+                time_us: 1.0,
+                algbw_gbps: busbw,
+                busbw_gbps: busbw,
+                wrong: Some(0),
+            },
+            in_place: None,
+            predicted_time_us: pred.map(|_| 1.0),
+            predicted_busbw_gbps: pred,
+        };
+        let mut rep = VerifyReport {
+            backend: "host".into(),
+            launch: "threads".into(),
+            transport: TransportKind::InProcess,
+            ranks: 2,
+            rows: vec![
+                row(8, 0.01, Some(5.0)),         // below 1 MiB: not counted
+                row(1 << 20, 10.0, Some(8.5)),   // 1.18: within
+                row(2 << 20, 6.0, Some(8.5)),    // 0.71: outside
+                row(4 << 20, 10.0, None),        // no prediction: not counted
+                row(8 << 20, 7.0, Some(9.0)),    // 0.78: within
+            ],
+            foreign_machine: None,
+        };
+        let (within, total, worst) = rep.model_agreement(1 << 20, 0.25).unwrap();
+        assert_eq!((within, total), (2, 3));
+        assert!((worst - 6.0 / 8.5).abs() < 1e-12);
+        assert!(rep.render_text().contains("# Model: 2 of 3 rows >= 1 MiB within 25%"));
+        assert!(rep.render_text().lines().last().unwrap().starts_with("# Avg bus"));
+        rep.rows.retain(|r| r.bytes < 1 << 20);
+        assert!(rep.model_agreement(1 << 20, 0.25).is_none());
+        assert!(!rep.render_text().contains("# Model"));
+    }
 }
