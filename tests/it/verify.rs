@@ -243,7 +243,17 @@ fn calibrate_reports_every_link() {
     let cache = tempfile::tempdir().unwrap();
     let out = topo()
         .env("XDG_CACHE_HOME", cache.path())
-        .args(["calibrate", "-e", "1M", "-n", "2", "-r", "1", "--format", "json"])
+        .args([
+            "calibrate",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -266,7 +276,10 @@ fn calibrate_reports_every_link() {
         ]
     );
     for l in v["links"].as_array().unwrap() {
-        let (c, m) = (l["beta_gbps"].as_f64().unwrap(), l["beta_mem_gbps"].as_f64().unwrap());
+        let (c, m) = (
+            l["beta_gbps"].as_f64().unwrap(),
+            l["beta_mem_gbps"].as_f64().unwrap(),
+        );
         assert!(c > 0.0 && m > 0.0 && m <= c * 1.000001, "{l}");
         assert!(l["knee_bytes"].as_f64().unwrap() > 0.0, "{l}");
     }

@@ -2,9 +2,10 @@
 //! latency, cache-resident and memory-bound bandwidth, the knee between). The binary caches
 //! the returned [`HostModel`] per host (e.g. as JSON under the user's cache directory).
 //!
-//! Every size is measured `repeats` times and the fastest kept: other processes on a shared
-//! machine only ever slow a run down, so the minimum is the estimate they disturb least, and
-//! a few short repeats cost less than many long ones.
+//! Every size is measured `repeats` sweeps of `iters` iterations and the fastest iteration
+//! kept: other processes on a shared machine only ever slow a run down (a descheduled rank
+//! holds its peer at the barrier), so the minimum is the estimate they disturb least, and a
+//! few short repeats cost less than many long ones.
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, RuntimeError};
@@ -109,12 +110,14 @@ fn copy_points(req: &CalibrateRequest) -> Vec<(usize, f64)> {
         let mut s = 8;
         while s <= req.max_bytes.max(8) {
             crate::kernels::copy(&mut dst[..s], &src[..s]);
-            let start = Instant::now();
-            for _ in 0..req.iters {
+            let mut fastest = f64::INFINITY;
+            for _ in 0..req.iters.max(1) {
+                let start = Instant::now();
                 crate::kernels::copy(&mut dst[..s], &src[..s]);
                 std::hint::black_box(&mut dst);
+                fastest = fastest.min(start.elapsed().as_secs_f64() * 1e6);
             }
-            pts.push((s, start.elapsed().as_secs_f64() * 1e6 / req.iters as f64));
+            pts.push((s, fastest));
             src[0] = src[0].wrapping_add(1);
             s *= 2;
         }
@@ -156,6 +159,7 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
         check: false,
         in_place: false,
         protocol: Some(Protocol::Simple),
+        min_of_iters: true,
         ..VerifyRequest::default()
     };
     for (link, coll, algo) in SHM_OPS {
