@@ -173,18 +173,29 @@ pub const BANDWIDTH_MIN_BYTES: usize = 256 << 10;
 /// an operation of `op` traffic. `cache_hint` (the last-level cache from sysfs) is one of the
 /// knees tried, and the knee kept when the points cannot tell.
 ///
-/// Robust by construction: alpha is the median time of the small sizes (not a least-squares
-/// intercept, which one slow large point drags to milliseconds); for each candidate knee the
+/// Robust by construction: alpha is the fastest of the small sizes (not a least-squares
+/// intercept, which one slow large point drags to milliseconds), at most half the fastest
+/// point of 256 KiB or more; for each candidate knee the
 /// two inverse bandwidths are a relative-error least-squares fit, refitted once without the
 /// points more than three median deviations off (a repeat slowed by another process); the
 /// knee kept is the one with the smallest trimmed error.
 pub fn fit(link: Link, op: Traffic, points: Vec<(usize, f64)>, cache_hint: Option<f64>) -> LinkFit {
-    let mut small: Vec<f64> = points
+    // The fastest small size, and never more than half the fastest bandwidth point: when
+    // load kept a peer descheduled through every small iteration, a latency above the large
+    // sizes' times would leave them no bandwidth term to fit.
+    let fastest_any = points
         .iter()
-        .filter(|p| p.0 > 0 && p.0 <= LATENCY_MAX_BYTES)
+        .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.1 > 0.0)
         .map(|p| p.1)
-        .collect();
-    let alpha = median(&mut small).unwrap_or(0.0).max(0.0);
+        .fold(f64::INFINITY, f64::min);
+    let alpha = points
+        .iter()
+        .filter(|p| p.0 > 0 && p.0 <= LATENCY_MAX_BYTES && p.1 > 0.0)
+        .map(|p| p.1)
+        .fold(f64::INFINITY, f64::min)
+        .min(fastest_any * 0.5)
+        .clamp(0.0, f64::MAX);
+    let alpha = if alpha.is_finite() { alpha } else { 0.0 };
     let mut large: Vec<Sample> = points
         .iter()
         .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.1 > 0.0)
@@ -479,6 +490,21 @@ mod tests {
         assert!(f.alpha_us < 6.0, "{}", f.alpha_us);
         assert!((f.time_us(MIB) / t.time_us(MIB) - 1.0).abs() < 0.05);
         assert!((f.time_us(64 * MIB) / t.time_us(64 * MIB) - 1.0).abs() < 0.05);
+    }
+
+    #[test]
+    fn small_sizes_slowed_by_a_descheduled_peer_leave_the_bandwidth_finite() {
+        // Every small size took 1.1 ms (the peer never ran), larger ones are real.
+        let op = op();
+        let t = truth(op);
+        let pts: Vec<(usize, f64)> = sizes()
+            .into_iter()
+            .map(|s| (s, if s <= 4096 { 1100.0 } else { t.time_us(s) }))
+            .collect();
+        let f = fit(Link::ShmDirect, op, pts, Some((32 * MIB) as f64));
+        assert!(f.beta_gbps < 100.0 && f.beta_mem_gbps < 100.0, "{f:?}");
+        let e = f.time_us(64 * MIB) / t.time_us(64 * MIB) - 1.0;
+        assert!(e.abs() < 0.1, "{e}");
     }
 
     #[test]
