@@ -158,7 +158,8 @@ impl LinkFit {
 /// The share of the traffic that misses a cache holding `knee` bytes: log-linear from none at
 /// the knee to all at twice the knee (streaming access evicts before reuse past that).
 fn miss_share(footprint: f64, knee: f64) -> f64 {
-    if !(knee > 0.0) || footprint <= knee {
+    // (NaN knees count as no knee.)
+    if knee.is_nan() || knee <= 0.0 || footprint <= knee {
         return 0.0;
     }
     (footprint / knee).log2().clamp(0.0, 1.0)
@@ -347,7 +348,8 @@ fn solve(s: &[Sample], keep: &[bool], alpha: f64, k: f64) -> (f64, f64) {
         (floor, floor)
     };
     // Memory is never faster than the cache: when the points say otherwise, one bandwidth.
-    if !(u > floor && v > floor) || v < u {
+    let usable = u.is_finite() && v.is_finite() && u > floor && v > floor;
+    if !usable || v < u {
         let w = (b1 + b2) / (a11 + 2.0 * a12 + a22).max(1e-300);
         let w = w.max(floor);
         return (w, w);
