@@ -421,8 +421,11 @@ pub struct CalibrateArgs {
     #[arg(short = 'e', long = "maxbytes", default_value = "64M")]
     pub max_bytes: String,
     /// Iterations per size.
-    #[arg(short = 'n', long = "iters", default_value = "10")]
+    #[arg(short = 'n', long = "iters", default_value = "5")]
     pub iters: usize,
+    /// Sweeps per link; per size the fastest is kept (robust to other processes' load).
+    #[arg(short = 'r', long = "repeats", default_value = "3")]
+    pub repeats: usize,
     #[arg(long, value_enum, default_value = "text")]
     pub format: VerifyFormat,
 }

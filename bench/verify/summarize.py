@@ -32,6 +32,12 @@ def parse(variant):
     return reps
 
 variants = {v: parse(v) for v in ["ours", "ompi-tuned", "ompi-default", "ceiling"]}
+if "--placements" in sys.argv[2:]:
+    # The quiet placements both ours and Open MPI tuned have a repeat in (run.sh's
+    # UNTIL_BOTH loop stops when this prints "near far").
+    seen = [{m for m, *_ in variants[v]} for v in ["ours", "ompi-tuned"]]
+    print(" ".join(m for m in ["near", "far"] if all(m in s for s in seen)))
+    sys.exit(0)
 for mode in ["near", "far", "mixed", "loaded"]:
     by = defaultdict(lambda: defaultdict(list))
     n = 0

@@ -1,5 +1,6 @@
-//! `topo calibrate`: fits this host's latency and bandwidth (alpha, beta) for in-process
-//! copies, shared memory between processes and TCP loopback, and caches the fit per host so
+//! `topo calibrate`: fits this host's latency and bandwidths (alpha; beta in cache and from
+//! memory, with the knee between) for in-process copies, single-copy shared memory (copy and
+//! reduce kernels), shared-memory FIFOs and TCP loopback, and caches the fit per host so
 //! `topo verify` can predict without measuring again.
 
 use crate::cli::{CalibrateArgs, VerifyFormat};
@@ -9,13 +10,13 @@ use crate::util::{Style, parse_size};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use topo_runtime::calibrate::{CalibrateRequest, HostModel, calibrate};
+use topo_runtime::calibrate::{CalibrateRequest, HostModel, SCHEMA, calibrate};
 use topo_runtime::launch::ProcessSpec;
 
 pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     let max = parse_size(&a.max_bytes)
         .map_err(|e| error::usage(format!("-e: {e}"), "a size like nccl-tests' -e: 64M"))?;
-    let model = measure(max as usize, a.iters.max(1))?;
+    let model = measure(max as usize, a.iters.max(1), a.repeats.max(1))?;
     save(&model, style);
     let text = match a.format {
         VerifyFormat::Json => crate::report::doc::json(&model)?,
@@ -33,15 +34,17 @@ pub fn cached_or_measure(style: Style) -> Result<HostModel> {
         style,
         "calibrating this host once for predictions (topo calibrate; cached per host)",
     );
-    let m = measure(64 << 20, 10)?;
+    let d = CalibrateRequest::default();
+    let m = measure(d.max_bytes, d.iters, d.repeats)?;
     save(&m, style);
     Ok(m)
 }
 
-fn measure(max_bytes: usize, iters: usize) -> Result<HostModel> {
+fn measure(max_bytes: usize, iters: usize, repeats: usize) -> Result<HostModel> {
     Ok(calibrate(&CalibrateRequest {
         max_bytes,
         iters,
+        repeats,
         processes: Some(worker_spec()?),
         tcp: true,
     })?)
@@ -84,7 +87,7 @@ fn load() -> Option<HostModel> {
     };
     let bytes = topo_source::read::file(&path, cap).ok()?;
     let m: HostModel = serde_json::from_slice(&bytes).ok()?;
-    (m.schema == "topo.calibrate/v1").then_some(m)
+    (m.schema == SCHEMA).then_some(m)
 }
 
 /// Saving is a convenience: a read-only home only costs a measurement next time.
@@ -115,20 +118,33 @@ fn save(m: &HostModel, style: Style) {
 }
 
 fn render(m: &HostModel) -> String {
-    let mut out = String::from("# link           alpha (us)   beta (GB/s)   worst error >= 1 MB\n");
+    let mut out = String::from(
+        "# link                alpha (us)  beta cache (GB/s)  beta mem (GB/s)  knee (MiB)  worst error >= 1 MiB\n",
+    );
     for l in &m.links {
         let _ = writeln!(
             out,
-            "  {:<14} {:>10.2}   {:>11.2}   {:>6.1}%",
+            "  {:<19} {:>10.2}  {:>17.2}  {:>15.2}  {:>10.1}  {:>6.1}%",
             serde_json::to_value(l.link)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default(),
             l.alpha_us,
             l.beta_gbps,
+            l.beta_mem_gbps,
+            l.knee_bytes / (1 << 20) as f64,
             l.max_rel_err_1mb * 100.0
         );
     }
+    let _ = writeln!(
+        out,
+        "# GB/s of bytes one worker reads plus writes; knee: footprint of all ranks' buffers (sysfs last-level cache: {}); {} CPUs",
+        m.cache_bytes.map_or("unknown".to_string(), |c| format!(
+            "{:.1} MiB",
+            c / (1 << 20) as f64
+        )),
+        m.cpus
+    );
     if let Some(p) = cache_path() {
         let _ = writeln!(out, "# cached in {}", p.display());
     }

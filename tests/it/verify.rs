@@ -268,12 +268,22 @@ fn calibrate_reports_every_link() {
     let cache = tempfile::tempdir().unwrap();
     let out = topo()
         .env("XDG_CACHE_HOME", cache.path())
-        .args(["calibrate", "-e", "1M", "-n", "2", "--format", "json"])
+        .args([
+            "calibrate",
+            "-e",
+            "1M",
+            "-n",
+            "2",
+            "-r",
+            "1",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "topo.calibrate/v1");
+    assert_eq!(v["schema"], "topo.calibrate/v2");
     crate::util::assert_valid(&v, "topo calibrate --format json");
     let links: Vec<&str> = v["links"]
         .as_array()
@@ -281,7 +291,24 @@ fn calibrate_reports_every_link() {
         .iter()
         .filter_map(|l| l["link"].as_str())
         .collect();
-    assert_eq!(links, ["copy", "shm-direct", "shm-fifo", "tcp-loopback"]);
+    assert_eq!(
+        links,
+        [
+            "copy",
+            "shm-direct",
+            "shm-direct-reduce",
+            "shm-fifo",
+            "tcp-loopback"
+        ]
+    );
+    for l in v["links"].as_array().unwrap() {
+        let (c, m) = (
+            l["beta_gbps"].as_f64().unwrap(),
+            l["beta_mem_gbps"].as_f64().unwrap(),
+        );
+        assert!(c > 0.0 && m > 0.0 && m <= c * 1.000001, "{l}");
+        assert!(l["knee_bytes"].as_f64().unwrap() > 0.0, "{l}");
+    }
     assert!(
         std::fs::read_dir(cache.path().join("topo"))
             .unwrap()

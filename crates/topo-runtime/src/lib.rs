@@ -11,6 +11,7 @@ pub mod calibrate;
 pub mod cuda;
 pub mod error;
 pub mod exec;
+pub mod hostmodel;
 pub mod kernels;
 pub mod launch;
 pub mod protocol;
