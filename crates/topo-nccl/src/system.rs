@@ -393,6 +393,7 @@ impl System {
             }
         }
         sys.flatten_bcm_switches(topo);
+        sys.sort_up_links();
         for r in 0..sys.gpus.len() {
             let h = sys.gpu(r).host as usize;
             if sys.host_ranks.len() <= h {
@@ -416,6 +417,34 @@ impl System {
             sys.index_order[h] = order;
         }
         sys
+    }
+
+    /// `ncclTopoSortSystem` (NCCL 2.28.9 src/graph/topo.cc, the last step of
+    /// `ncclTopoGetSystemFromXml`): below every CPU, each node of the PCI tree moves its link
+    /// towards its parent to the end of its list, after NVLinks and PCI down-links. The path
+    /// search walks links in list order and keeps the first of equally good routes, so where
+    /// NVLink and the PCI up-link have the same bandwidth (4 sm86 NVLinks, 48 GB/s, beside a
+    /// Gen5 x16 link) the GPU-to-GPU paths go over NVLink, not through the CPU.
+    fn sort_up_links(&mut self) {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack: Vec<(usize, Option<usize>)> =
+            self.cpus.iter().rev().map(|&c| (c, None)).collect();
+        while let Some((node, up)) = stack.pop() {
+            if std::mem::replace(&mut seen[node], true) {
+                continue;
+            }
+            let links = &mut self.nodes[node].links;
+            if let Some(i) = up.and_then(|u| links.iter().position(|l| l.to == u)) {
+                let l = links.remove(i);
+                links.push(l);
+            }
+            let children: Vec<usize> = links
+                .iter()
+                .filter(|l| l.kind == LinkType::Pci && Some(l.to) != up)
+                .map(|l| l.to)
+                .collect();
+            stack.extend(children.into_iter().rev().map(|c| (c, Some(node))));
+        }
     }
 
     /// Two-level Broadcom PEX switches count as one (`ncclTopoFlattenBcmSwitches`): a Gen4
