@@ -58,7 +58,52 @@ fn gpus_only_the_network_connects_become_nodes() {
         c.topo
             .warnings
             .iter()
-            .any(|w| w.contains("[0 2] [1 3]") && w.contains("renumbered"))
+            .any(|w| w.contains("[0 2] [1 3]") && w.contains("launcher's rank numbers"))
+    );
+    // The plan prints rings, trees and graph channels in the launcher's numbers, as NCCL
+    // does: each node's two ranks (0 2 and 1 3) are ring neighbours, and the tree of rank 0
+    // reaches rank 2 inside its node.
+    let req = topo_nccl::plan::PlanRequest {
+        funcs: vec![topo_nccl::types::Func::AllReduce],
+        sizes: vec![1 << 20],
+        version: NcclVersion::parse("2.28").unwrap(),
+        version_source: "test".into(),
+        placement: RankPlacement::ProcessPerGpu,
+        env: vec![],
+        env_origin: Default::default(),
+        explain: false,
+    };
+    let plan = topo_nccl::plan::build(&c, &req).unwrap();
+    let neighbours = |ring: &[usize], a: usize, b: usize| {
+        let n = ring.len();
+        (0..n).any(|i| {
+            let (x, y) = (ring[i], ring[(i + 1) % n]);
+            (x, y) == (a, b) || (x, y) == (b, a)
+        })
+    };
+    assert!(!plan.rings.is_empty());
+    for ring in &plan.rings {
+        assert!(neighbours(ring, 0, 2) && neighbours(ring, 1, 3), "{ring:?}");
+    }
+    assert!(
+        plan.graphs
+            .ring
+            .channels
+            .iter()
+            .all(|c| c.len() == 2 && c.contains(&0) && c.contains(&2)),
+        "{:?}",
+        plan.graphs.ring.channels
+    );
+    let root = &plan.trees[0].ranks.iter().find(|n| n.rank == 0).unwrap();
+    assert!(
+        root.up == 2 || root.down.contains(&2),
+        "{:?}",
+        plan.trees[0].ranks
+    );
+    assert!(
+        plan.log
+            .iter()
+            .any(|l| l.starts_with("Ring 00 : ") && l.contains("-> 0 ->"))
     );
     // With NCCL_NET_DISABLE_INTRA=1 SHM connects them again: one node.
     let b = run(&t, &[("NCCL_NET_DISABLE_INTRA", "1")], "2.28");

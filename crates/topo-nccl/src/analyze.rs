@@ -282,8 +282,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         topo = topo.split_gpus(&groups);
         // The split keeps each group's GPUs in rank order and numbers the groups in turn.
         launcher_ranks = domains.iter().flatten().copied().collect();
-        // Ranks are numbered node by node from here on; say so when that differs from the
-        // launcher's numbering (GPU index order), which NCCL itself keeps.
+        // Ranks are numbered node by node from here on; the plan maps rings, trees and graph
+        // channels back to the launcher's numbers (which NCCL keeps), not the transport list.
         let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
         topo.warn(format!(
             "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
@@ -293,7 +293,7 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             if contiguous {
                 ""
             } else {
-                "; ranks in this plan are renumbered group by group (NCCL keeps the launcher's rank numbers)"
+                "; rings, trees and graph channels keep the launcher's rank numbers (as NCCL does), the transport list numbers ranks group by group"
             }
         ));
         // Each part keeps the physical host's GPU index order (position in it, by the

@@ -382,15 +382,24 @@ impl Connection {
 
     /// `Ring %02d : prev -> rank -> next` for every channel of `rank` (GRAPH).
     pub fn ring_lines(&self, rank: usize) -> Vec<String> {
+        self.ring_lines_named(rank, &[])
+    }
+
+    /// [`Self::ring_lines`] with every rank `r` printed as `names[r]` (where `names` has it).
+    pub fn ring_lines_named(&self, rank: usize, names: &[usize]) -> Vec<String> {
+        let name = |r: i64| match usize::try_from(r).ok().and_then(|r| names.get(r)) {
+            Some(&n) => n as i64,
+            None => r,
+        };
         (0..self.n_channels)
             .filter_map(|c| {
                 let s = self.src(c)?;
                 Some(format!(
                     "Ring {:02} : {} -> {} -> {}",
                     c,
-                    self.prev.get(s)?.get(rank)?,
-                    rank,
-                    self.next.get(s)?.get(rank)?
+                    name(*self.prev.get(s)?.get(rank)?),
+                    name(rank as i64),
+                    name(*self.next.get(s)?.get(rank)?)
                 ))
             })
             .collect()

@@ -405,10 +405,17 @@ pub fn local_nodes(_sys: &System, paths: &Paths, from: usize, kind: NodeType) ->
 }
 
 /// The CPU local to a node: among local CPUs the one with the fewest hops (`ncclGetLocalCpu`).
-pub fn local_cpu(sys: &System, paths: &Paths, node: usize) -> Option<usize> {
-    local_nodes(sys, paths, node, NodeType::Cpu)
-        .into_iter()
-        .min_by_key(|&c| paths.get(node, c).map(|p| p.hops).unwrap_or(u32::MAX))
+pub fn local_cpu(_sys: &System, paths: &Paths, node: usize) -> Option<usize> {
+    // ncclGetLocalCpu (NCCL 2.28.9 src/graph/paths.cc): the fewest hops, the first of equally
+    // close CPUs in CPU index order (the fused XML's); bandwidth and path type do not count.
+    // A GPU whose NVLink peer sits on another CPU reaches that CPU in as many hops as its own
+    // (seed 977 of the oracle sweep): NCCL keeps the CPU listed first.
+    paths
+        .same_host(node, NodeType::Cpu)
+        .iter()
+        .copied()
+        .filter(|&c| paths.get(node, c).is_some_and(|p| p.hops > 0))
+        .min_by_key(|&c| paths.get(node, c).map_or(u32::MAX, |p| p.hops))
 }
 
 fn mirror_bits(v: usize, pow2: usize) -> usize {

@@ -218,7 +218,10 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
                 .collect()
         } else {
             g.intra.clone()
-        },
+        }
+        .into_iter()
+        .map(|c| c.into_iter().map(|r| a.launcher_rank(r)).collect())
+        .collect(),
         nets: g
             .inter
             .iter()
@@ -392,19 +395,29 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
 
     let sys = &a.system;
     let conn = &a.connection;
-    let rings: Vec<Vec<usize>> = (0..conn.n_channels).filter_map(|c| conn.ring(c)).collect();
+    // Rings and trees in the launcher's rank numbers, which NCCL keeps on a host it splits
+    // into several nodes (`Analysis::launcher_ranks`); the identity otherwise.
+    let named = |r: i64| match usize::try_from(r) {
+        Ok(r) => a.launcher_rank(r) as i64,
+        Err(_) => r,
+    };
+    let rings: Vec<Vec<usize>> = (0..conn.n_channels)
+        .filter_map(|c| conn.ring(c))
+        .map(|ring| ring.into_iter().map(|r| a.launcher_rank(r)).collect())
+        .collect();
     let trees: Vec<TreeOut> = (0..conn.n_channels)
-        .map(|c| TreeOut {
-            channel: c,
-            ranks: (0..a.nranks)
+        .map(|c| {
+            let mut ranks: Vec<TreeNode> = (0..a.nranks)
                 .filter_map(|r| {
                     conn.tree(c, r).map(|t| TreeNode {
-                        rank: r,
-                        up: t.up,
-                        down: t.down,
+                        rank: a.launcher_rank(r),
+                        up: named(t.up),
+                        down: t.down.map(named),
                     })
                 })
-                .collect(),
+                .collect();
+            ranks.sort_by_key(|n| n.rank);
+            TreeOut { channel: c, ranks }
         })
         .collect();
 
@@ -447,9 +460,13 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
         log.extend(crate::search::print_graph(g, sys, a.data.minor()));
     }
-    log.extend(conn.channel_lines(a.data.minor()));
-    log.extend(conn.ring_lines(0));
-    log.push(conn.trees_line(0));
+    log.extend((0..conn.n_channels).map(|c| {
+        let ring: Vec<usize> = conn.ring(c).unwrap_or_default();
+        let ring: Vec<usize> = ring.into_iter().map(|r| a.launcher_rank(r)).collect();
+        crate::connect::channel_line(c, conn.n_channels, &ring, conn.n_ranks, a.data.minor())
+    }));
+    log.extend(conn.ring_lines_named(0, &a.launcher_ranks));
+    log.push(conn.trees_line_named(0, &a.launcher_ranks));
     log.extend(conn.tree_anchor_lines(0).iter().cloned());
     log.extend(conn.nvls_head_lines());
     if let Some(l) = &p2p_type {

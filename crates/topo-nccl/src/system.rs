@@ -393,6 +393,7 @@ impl System {
             }
         }
         sys.flatten_bcm_switches(topo);
+        sys.sort_up_links();
         for r in 0..sys.gpus.len() {
             let h = sys.gpu(r).host as usize;
             if sys.host_ranks.len() <= h {
@@ -415,7 +416,54 @@ impl System {
             }
             sys.index_order[h] = order;
         }
+        // NCCL's CPU index order is the fused XML's too; `ncclGetLocalCpu` takes the first of
+        // equally close CPUs in it, and `ncclTopoComputeCommCPU` the first CPU.
+        let mut cpu_pos: HashMap<usize, usize> = HashMap::new();
+        let hosts: std::collections::BTreeSet<HostId> =
+            sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
+        for h in hosts {
+            for (i, n) in nccl_cpu_order(topo, h).into_iter().enumerate() {
+                if let Some(&c) = map.get(&n) {
+                    cpu_pos.insert(c, i);
+                }
+            }
+        }
+        let nodes = &sys.nodes;
+        sys.cpus.sort_by_key(|&c| {
+            (
+                nodes[c].host,
+                cpu_pos.get(&c).copied().unwrap_or(usize::MAX),
+            )
+        });
         sys
+    }
+
+    /// `ncclTopoSortSystem` (NCCL 2.28.9 src/graph/topo.cc, the last step of
+    /// `ncclTopoGetSystemFromXml`): below every CPU, each node of the PCI tree moves its link
+    /// towards its parent to the end of its list, after NVLinks and PCI down-links. The path
+    /// search walks links in list order and keeps the first of equally good routes, so where
+    /// NVLink and the PCI up-link have the same bandwidth (4 sm86 NVLinks, 48 GB/s, beside a
+    /// Gen5 x16 link) the GPU-to-GPU paths go over NVLink, not through the CPU.
+    fn sort_up_links(&mut self) {
+        let mut seen = vec![false; self.nodes.len()];
+        let mut stack: Vec<(usize, Option<usize>)> =
+            self.cpus.iter().rev().map(|&c| (c, None)).collect();
+        while let Some((node, up)) = stack.pop() {
+            if std::mem::replace(&mut seen[node], true) {
+                continue;
+            }
+            let links = &mut self.nodes[node].links;
+            if let Some(i) = up.and_then(|u| links.iter().position(|l| l.to == u)) {
+                let l = links.remove(i);
+                links.push(l);
+            }
+            let children: Vec<usize> = links
+                .iter()
+                .filter(|l| l.kind == LinkType::Pci && Some(l.to) != up)
+                .map(|l| l.to)
+                .collect();
+            stack.extend(children.into_iter().rev().map(|c| (c, Some(node))));
+        }
     }
 
     /// Two-level Broadcom PEX switches count as one (`ncclTopoFlattenBcmSwitches`): a Gen4
@@ -532,6 +580,40 @@ impl System {
 /// holding only GPUs 2 and 3 (and NICs) before GPU 0's CPU, NCCL's GPU 0 is rank 2.
 pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
     let g = &topo.graph;
+    let fused = fused_tree(topo, host);
+    let mut out = vec![];
+    let mut stack: Vec<NodeIndex> = fused
+        .get(&None)
+        .map(|v| v.iter().rev().copied().collect())
+        .unwrap_or_default();
+    while let Some(n) = stack.pop() {
+        if matches!(g[n].kind, NodeKind::Gpu(_)) {
+            out.push(n);
+        }
+        if let Some(ch) = fused.get(&Some(n)) {
+            stack.extend(ch.iter().rev().copied());
+        }
+    }
+    out
+}
+
+/// The host's CPUs in NCCL's CPU index order: the fused XML's top level (see
+/// [`nccl_gpu_order`]), then CPUs no rank keeps (no GPU, no network device), which NCCL's
+/// trimmed files drop.
+pub fn nccl_cpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
+    let mut out = fused_tree(topo, host).remove(&None).unwrap_or_default();
+    for c in topo.cpus().filter(|n| topo.graph[*n].host == host) {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The fused XML of one host as parent -> children (`None`: the top level), each list in
+/// the fused order: every rank's trimmed tree, in rank order, new nodes after their siblings.
+fn fused_tree(topo: &Topology, host: HostId) -> HashMap<Option<NodeIndex>, Vec<NodeIndex>> {
+    let g = &topo.graph;
     let on_host = |n: &NodeIndex| g[*n].host == host;
     let ancestors = |mut n: NodeIndex, set: &mut std::collections::HashSet<NodeIndex>| {
         for _ in 0..256 {
@@ -574,20 +656,7 @@ pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
             }
         }
     }
-    let mut out = vec![];
-    let mut stack: Vec<NodeIndex> = fused
-        .get(&None)
-        .map(|v| v.iter().rev().copied().collect())
-        .unwrap_or_default();
-    while let Some(n) = stack.pop() {
-        if matches!(g[n].kind, NodeKind::Gpu(_)) {
-            out.push(n);
-        }
-        if let Some(ch) = fused.get(&Some(n)) {
-            stack.extend(ch.iter().rev().copied());
-        }
-    }
-    out
+    fused
 }
 
 fn g_host(topo: &Topology, n: NodeIndex) -> HostId {
