@@ -11,6 +11,7 @@ pub mod nccl_lib;
 pub mod nccllog;
 pub mod ncclxml;
 pub mod nvml;
+pub mod pciids;
 pub mod profile;
 pub mod read;
 pub mod smimatrix;

@@ -263,7 +263,7 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 
 fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
     match ctx.topo.node(n).kind {
-        NodeKind::Gpu(_) => format!("GPU{}", ctx.index(n)),
+        NodeKind::Gpu(_) => format!("GPU{}", ctx.number(n)),
         _ => format!("NIC{}", ctx.index(n)),
     }
 }
