@@ -99,6 +99,10 @@ pub(crate) struct Ctx<'a> {
     number: HashMap<NodeIndex, usize>,
     /// Each network port's role (compute, storage, front-end), stated or inferred.
     pub roles: HashMap<NodeIndex, topo_model::RoleGuess>,
+    /// Flat hosts without NUMA information: no PCI switch or bridge (every device hangs off
+    /// its CPU) and a CPU with NUMA id -1, as a VM's NCCL XML lists it; nothing tells one
+    /// host bridge from another there.
+    pub flat_hosts: std::collections::HashSet<HostId>,
 }
 
 impl<'a> Ctx<'a> {
@@ -169,10 +173,23 @@ impl<'a> Ctx<'a> {
             }
             roles.extend(topo.net_roles(hv.host));
         }
+        let with_switch: std::collections::HashSet<HostId> =
+            topo.pci_switches().map(|n| topo.node(n).host).collect();
+        let flat_hosts = hosts
+            .iter()
+            .filter(|h| !with_switch.contains(&h.host))
+            .filter(|h| {
+                h.cpus
+                    .iter()
+                    .all(|&c| topo.cpu(c).is_some_and(|x| x.numa < 0))
+            })
+            .map(|h| h.host)
+            .collect();
         let mut ctx = Ctx {
             topo,
             hosts,
             pos,
+            flat_hosts,
             paths: BTreeMap::new(),
             local: HashMap::new(),
             channel0: HashMap::new(),
@@ -208,7 +225,10 @@ impl<'a> Ctx<'a> {
 
     /// The number a GPU is shown with (its NVML index where known), a port's position.
     pub fn number(&self, n: NodeIndex) -> usize {
-        self.number.get(&n).copied().unwrap_or_else(|| self.index(n))
+        self.number
+            .get(&n)
+            .copied()
+            .unwrap_or_else(|| self.index(n))
     }
 
     /// A port's role; compute when unknown.

@@ -15,6 +15,7 @@ mod plan;
 mod profiles;
 mod qa;
 mod show;
+mod show_facts;
 mod util;
 mod verify;
 mod whatif;

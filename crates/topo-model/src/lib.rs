@@ -215,9 +215,7 @@ impl Gpu {
         match listed {
             Some((id, name)) => PeerAccess {
                 allowed: false,
-                why: format!(
-                    "{name} ({id:#06x}): its driver refuses peer access between boards"
-                ),
+                why: format!("{name} ({id:#06x}): its driver refuses peer access between boards"),
             },
             None => PeerAccess {
                 allowed: true,
@@ -335,8 +333,22 @@ pub struct RoleGuess {
 
 /// Interface name prefixes of container, overlay and VPN networks: never the GPU fabric.
 const VIRTUAL_IFACES: [&str; 16] = [
-    "docker", "veth", "cali", "flannel", "cni", "virbr", "br-", "tunl", "vxlan", "weave",
-    "kube-", "cilium", "tailscale", "wg", "lo", "cloudflarewarp",
+    "docker",
+    "veth",
+    "cali",
+    "flannel",
+    "cni",
+    "virbr",
+    "br-",
+    "tunl",
+    "vxlan",
+    "weave",
+    "kube-",
+    "cilium",
+    "tailscale",
+    "wg",
+    "lo",
+    "cloudflarewarp",
 ];
 
 fn virtual_iface(name: &str) -> bool {

@@ -187,6 +187,12 @@ pub fn names() -> &'static PciNames {
     })
 }
 
+/// The embedded subset alone: the same names on every machine (unit tests).
+pub fn embedded_names() -> &'static PciNames {
+    static NAMES: OnceLock<PciNames> = OnceLock::new();
+    NAMES.get_or_init(|| PciNames::new(None))
+}
+
 fn read_file(path: &Path) -> Option<PciIds> {
     let bytes = read::file(path, PCI_IDS).ok()?;
     let text = String::from_utf8_lossy(&bytes);

@@ -9,14 +9,24 @@ use serde::Serialize;
 use topo_model::bw::{pcie_bw, pcie_generation, pcie_gts};
 use topo_model::{NodeKind, PcieLink, class};
 
-/// The vendor's short name from the PCI ID database (`topo_source::pciids`).
+/// The PCI ID database (`topo_source::pciids`); unit tests use the embedded subset alone so
+/// their snapshots do not depend on the machine's pci.ids.
+fn pci_names() -> &'static topo_source::pciids::PciNames {
+    if cfg!(test) {
+        topo_source::pciids::embedded_names()
+    } else {
+        topo_source::pciids::names()
+    }
+}
+
+/// The vendor's short name from the PCI ID database.
 pub(crate) fn vendor_name(v: u16) -> Option<String> {
-    topo_source::pciids::names().vendor(v)
+    pci_names().vendor(v)
 }
 
 /// The device's model name from the PCI ID database: `H100 SXM5 80GB`, `B200`, `ConnectX-7`.
 pub(crate) fn model_name(vendor: Option<u16>, device: Option<u16>) -> Option<&'static str> {
-    topo_source::pciids::names().device(vendor?, device?)
+    pci_names().device(vendor?, device?)
 }
 
 /// `Gen4 x16` from a link, `?` parts where unknown.

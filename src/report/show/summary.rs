@@ -1032,7 +1032,9 @@ mod tests {
             "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC"
         );
         assert!(
-            got.contains(&"8 compute network ports with 3200 Gb/s in total: 400 Gb/s per GPU".to_string()),
+            got.contains(
+                &"8 compute network ports with 3200 Gb/s in total: 400 Gb/s per GPU".to_string()
+            ),
             "{got:?}"
         );
     }
