@@ -332,8 +332,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             .first()
             .and_then(|&r| system.gpu(r).gpu.as_ref())
             .map_or(0, |g| g.sm);
-        let multicast = nvls_env == 1
-            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h));
+        // A stated fact (profile `host.nvls`, --nvls, NVML's fabric state or an old
+        // driver in a snapshot) says whether the driver offers multicast at all.
+        let stated = topo
+            .hosts
+            .get(h as usize)
+            .and_then(|x| x.nvls.as_ref())
+            .map(|f| f.value);
+        let multicast = stated != Some(false)
+            && (nvls_env == 1
+                || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h)));
         nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
     };
     let nvls_enabled = nvls_on(0);

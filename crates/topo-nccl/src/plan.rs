@@ -580,12 +580,45 @@ fn warnings(a: &Analysis) -> Vec<String> {
             "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
         ));
     }
+    hardware_fact_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
         ));
     }
     w
+}
+
+/// The stated or built-in hardware facts that changed the plan: GPUs whose driver refuses
+/// peer access, hosts without NVLS multicast.
+fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<String>) {
+    let mut refused: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for &g in &a.system.gpus {
+        if let Some(attrs) = a.system.nodes[g].gpu.as_ref()
+            && let Some(why) = &attrs.no_p2p
+        {
+            refused.entry(why.clone()).or_default().push(attrs.dev);
+        }
+    }
+    for (why, devs) in refused {
+        let list: Vec<String> = devs.iter().map(|d| d.to_string()).collect();
+        w.push(format!(
+            "P2P refused for GPU {} ({why}): NCCL connects them through SHM (host memory); if this driver allows peer access, say so with --p2p on or the profile's `p2p: true`",
+            list.join(", ")
+        ));
+    }
+    for (h, host) in a.topo.hosts.iter().enumerate() {
+        if let Some(f) = &host.nvls
+            && !f.value
+        {
+            let name = host.name.clone().unwrap_or_else(|| format!("host {h}"));
+            w.push(format!(
+                "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",
+                f.why
+            ));
+            break;
+        }
+    }
 }
 
 /// NCCL's example tuner plugin CSV
