@@ -939,6 +939,31 @@ impl Topology {
         out
     }
 
+    /// The topology with only the GPUs in `keep` (every other device stays, on its host):
+    /// what a job sees under `CUDA_VISIBLE_DEVICES`. NVLinks to dropped GPUs go with them.
+    pub fn retain_gpus(&self, keep: &std::collections::HashSet<NodeIndex>) -> Topology {
+        let mut out = Topology::new(self.source.clone());
+        out.hosts = self.hosts.clone();
+        out.warnings = self.warnings.clone();
+        let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+        for idx in self.graph.node_indices() {
+            let node = &self.graph[idx];
+            if !matches!(node.kind, NodeKind::Gpu(_)) || keep.contains(&idx) {
+                map.insert(idx, out.add_node(node.host, None, node.kind.clone()));
+            }
+        }
+        for (&old, &new) in &map {
+            out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
+        }
+        for e in self.graph.edge_references() {
+            if let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) {
+                out.graph.add_edge(a, b, e.weight().clone());
+            }
+        }
+        out.p2p = self.p2p.clone();
+        out
+    }
+
     /// Every GPU on a host of its own that still holds every non-GPU device of the original
     /// host: what NCCL sees when each GPU runs in a container with its own host hash
     /// (one node per rank, NVIDIA/nccl#1781). GPU order is kept.

@@ -125,12 +125,18 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(&req.env, &data)?;
 
+    // CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any (visible.rs).
+    let visible = super::visible::apply(req.topo, &req.env)?;
+    let seen = visible.as_ref().map_or(req.topo, |(t, _)| t);
     // Containers with their own host hash each hold one GPU and every NIC of the box.
     let mut topo = if req.placement.node_per_rank() {
-        req.topo.split_per_gpu()
+        seen.split_per_gpu()
     } else {
-        req.topo.clone()
+        seen.clone()
     };
+    if let Some((_, note)) = &visible {
+        topo.warn(note.clone());
+    }
     // NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the
     // order it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc).
     // It applies only when IB is the network (not under NCCL_IB_DISABLE=1 or NCCL_NET=Socket).
