@@ -2,6 +2,7 @@
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
 mod diagnose;
+mod facts;
 mod hostile_archive;
 mod hostile_input;
 mod layout;

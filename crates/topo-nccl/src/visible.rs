@@ -8,15 +8,18 @@
 //! the rest, a silent way to lose GPUs; here an invalid list is an error.
 
 use crate::error::{Error, ErrorKind, Result};
-use std::collections::HashSet;
 use petgraph::graph::NodeIndex;
+use std::collections::HashSet;
 use topo_model::{HostId, Topology};
 
 const VAR: &str = "CUDA_VISIBLE_DEVICES";
 
 /// The last `CUDA_VISIBLE_DEVICES` of the environment, if any.
 pub fn setting(env: &[(String, String)]) -> Option<&str> {
-    env.iter().rev().find(|(k, _)| k == VAR).map(|(_, v)| v.as_str())
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == VAR)
+        .map(|(_, v)| v.as_str())
 }
 
 fn bad(value: &str, why: String) -> Error {
@@ -60,9 +63,9 @@ fn pick(topo: &Topology, host: HostId, value: &str) -> Result<Vec<NodeIndex>> {
                 _ => return Err(bad(value, format!("{entry} matches {} GPUs", hits.len()))),
             }
         } else {
-            let i: usize = entry.parse().map_err(|_| {
-                bad(value, format!("'{entry}' is not a GPU index or UUID"))
-            })?;
+            let i: usize = entry
+                .parse()
+                .map_err(|_| bad(value, format!("'{entry}' is not a GPU index or UUID")))?;
             *gpus.get(i).ok_or_else(|| {
                 bad(
                     value,
@@ -96,7 +99,11 @@ pub fn apply(topo: &Topology, env: &[(String, String)]) -> Result<Option<(Topolo
         }
         keep.extend(v);
     }
-    let total = topo.gpus().iter().filter(|&&g| topo.node(g).host == 0).count();
+    let total = topo
+        .gpus()
+        .iter()
+        .filter(|&&g| topo.node(g).host == 0)
+        .count();
     let map: Vec<String> = first
         .iter()
         .enumerate()
@@ -127,7 +134,11 @@ mod tests {
     fn a_subset_keeps_the_listed_gpus_in_list_order() {
         let t = testing::hgx(8, 90);
         let (sub, note) = apply(&t, &env("7,4")).unwrap().unwrap();
-        let devs: Vec<i32> = sub.gpus().iter().map(|&g| sub.gpu(g).unwrap().dev).collect();
+        let devs: Vec<i32> = sub
+            .gpus()
+            .iter()
+            .map(|&g| sub.gpu(g).unwrap().dev)
+            .collect();
         assert_eq!(devs, vec![4, 7]);
         assert!(note.contains("2 of 8 GPUs"), "{note}");
         assert!(note.contains("cuda 0 = GPU 7"), "{note}");
