@@ -145,3 +145,48 @@ fn an_invalid_visible_list_is_one_clear_error() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Incomplete inputs (issue 10, item 3): a hand-trimmed XML whose GPUs carry only `dev` is
+/// refused like a skeleton file, and a port without a speed is planned with a warning that
+/// says what NCCL fills in at run time and what the plan assumed.
+#[test]
+fn hand_trimmed_files_are_refused_or_warned_consistently() {
+    let dir = tempfile::tempdir().unwrap();
+    let gpu = |bus: &str, dev: u32, sm: &str| {
+        format!(
+            r#"<pci busid="{bus}" class="0x030200" vendor="0x10de" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="{dev}"{sm} gdr="1"/></pci>"#
+        )
+    };
+    let xml = |sm: &str, speed: &str| {
+        format!(
+            r#"<system version="1"><cpu numaid="0" affinity="ffffffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">{}{}<pci busid="0000:30:00.0" class="0x020700" vendor="0x15b3" device="0x1021"><nic><net name="mlx5_0" dev="0"{speed} gdr="1"/></nic></pci></cpu></system>"#,
+            gpu("0000:10:00.0", 0, sm),
+            gpu("0000:20:00.0", 1, sm)
+        )
+    };
+    let trimmed = dir.path().join("trimmed.xml");
+    std::fs::write(&trimmed, xml("", r#" speed="400000""#)).unwrap();
+    let out = topo()
+        .args(["plan", "--from"])
+        .arg(&trimmed)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("2 of 2 GPU(s) have no compute capability"),
+        "{err}"
+    );
+    let nospeed = dir.path().join("nospeed.xml");
+    std::fs::write(&nospeed, xml(r#" sm="90""#, "")).unwrap();
+    let (p, _) = plan(&["--from", nospeed.to_str().unwrap(), "--nodes", "2"]);
+    let w = warnings(&p);
+    assert!(
+        w.contains("network port name(s) without a speed (mlx5_0"),
+        "{w}"
+    );
+    assert!(
+        w.contains("NCCL's net plugin reports it at run time"),
+        "{w}"
+    );
+}
