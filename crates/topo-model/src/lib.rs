@@ -209,7 +209,7 @@ impl Gpu {
             return PeerAccess { allowed, why };
         }
         let listed = (self.vendor == Some(0x10de))
-            .then(|| self.device)
+            .then_some(self.device)
             .flatten()
             .and_then(|d| no_p2p_devices().into_iter().find(|&(id, _)| id == d));
         match listed {
