@@ -79,6 +79,14 @@ pub struct SourceArgs {
     /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// Whether the GPUs' driver allows peer access (on, off), over the source and the
+    /// built-in list of boards whose drivers refuse it (GeForce RTX 4090/5090).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    pub p2p: Option<bool>,
+    /// Whether the driver offers NVLS multicast (on, off), over the source: off for H800
+    /// boxes, a missing fabric manager, a CUDA driver before 12.1.
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    pub nvls: Option<bool>,
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
@@ -88,6 +96,14 @@ pub struct SourceArgs {
 /// for most environment switches, instead of clap's "a value is required for --sysfs-root".
 fn sysfs_root(s: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(s))
+}
+
+fn on_off(s: &str) -> std::result::Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "1" | "yes" | "true" => Ok(true),
+        "off" | "0" | "no" | "false" => Ok(false),
+        _ => Err(format!("'{s}' is not on or off")),
+    }
 }
 
 /// An empty root path counts as none: read this machine.

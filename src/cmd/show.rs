@@ -17,7 +17,8 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     }
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == DataFormat::Text;
-    let topo = topo_source::load(&spec)?;
+    let mut topo = topo_source::load(&spec)?;
+    topo_source::apply_facts(&mut topo, a.source.p2p, a.source.nvls);
     let style = if a.output.is_some() {
         Style::file()
     } else {

@@ -113,6 +113,15 @@ pub(crate) struct Ctx<'a> {
     local: HashMap<NodeIndex, Vec<NodeIndex>>,
     /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
     channel0: HashMap<NodeIndex, NodeIndex>,
+    /// The number a GPU is shown with: its NVML index where every GPU of its host has a
+    /// distinct one (what the JSON's `dev` and nvidia-smi say), else its position.
+    number: HashMap<NodeIndex, usize>,
+    /// Each network port's role (compute, storage, front-end), stated or inferred.
+    pub roles: HashMap<NodeIndex, topo_model::RoleGuess>,
+    /// Flat hosts without NUMA information: no PCI switch or bridge (every device hangs off
+    /// its CPU) and a CPU with NUMA id -1, as a VM's NCCL XML lists it; nothing tells one
+    /// host bridge from another there.
+    pub flat_hosts: std::collections::HashSet<HostId>,
 }
 
 impl<'a> Ctx<'a> {
@@ -166,13 +175,45 @@ impl<'a> Ctx<'a> {
                 hv
             })
             .collect();
+        let mut number = HashMap::new();
+        let mut roles = HashMap::new();
+        for hv in &hosts {
+            let devs: Vec<i32> = hv
+                .gpus
+                .iter()
+                .map(|&g| topo.gpu(g).map_or(-1, |x| x.dev))
+                .collect();
+            let mut uniq = devs.clone();
+            uniq.sort();
+            uniq.dedup();
+            let nvml = uniq.len() == devs.len() && devs.iter().all(|&d| d >= 0);
+            for (i, (&g, &d)) in hv.gpus.iter().zip(&devs).enumerate() {
+                number.insert(g, if nvml { d as usize } else { i });
+            }
+            roles.extend(topo.net_roles(hv.host));
+        }
+        let with_switch: std::collections::HashSet<HostId> =
+            topo.pci_switches().map(|n| topo.node(n).host).collect();
+        let flat_hosts = hosts
+            .iter()
+            .filter(|h| !with_switch.contains(&h.host))
+            .filter(|h| {
+                h.cpus
+                    .iter()
+                    .all(|&c| topo.cpu(c).is_some_and(|x| x.numa < 0))
+            })
+            .map(|h| h.host)
+            .collect();
         let mut ctx = Ctx {
             topo,
             hosts,
             pos,
+            flat_hosts,
             paths: BTreeMap::new(),
             local: HashMap::new(),
             channel0: HashMap::new(),
+            number,
+            roles,
         };
         nccl_paths(&mut ctx);
         ctx
@@ -201,11 +242,26 @@ impl<'a> Ctx<'a> {
         self.pos.get(&n).copied().unwrap_or(0)
     }
 
+    /// The number a GPU is shown with (its NVML index where known), a port's position.
+    pub fn number(&self, n: NodeIndex) -> usize {
+        self.number
+            .get(&n)
+            .copied()
+            .unwrap_or_else(|| self.index(n))
+    }
+
+    /// A port's role; compute when unknown.
+    pub fn role(&self, n: NodeIndex) -> topo_model::NetRole {
+        self.roles
+            .get(&n)
+            .map_or(topo_model::NetRole::Compute, |r| r.role)
+    }
+
     /// `GPU3`, `NIC5`, or the node's bus id / name for anything else.
     pub fn label(&self, n: NodeIndex) -> String {
         let node = self.topo.node(n);
         match &node.kind {
-            NodeKind::Gpu(_) => format!("GPU{}", self.index(n)),
+            NodeKind::Gpu(_) => format!("GPU{}", self.number(n)),
             NodeKind::Net(x) => x.name.clone(),
             NodeKind::Cpu(c) => format!("NUMA{}", c.numa),
             _ => node
@@ -281,14 +337,30 @@ impl<'a> Ctx<'a> {
         self.local.get(&gpu).cloned().unwrap_or_default()
     }
 
-    /// The GPU's nearest network port, the one NCCL gives its channel 0, and the path to it.
+    /// The GPU's nearest compute port and the path to it: the one NCCL gives its channel 0
+    /// when that is a compute port, else the compute port with the best path (bandwidth,
+    /// then path type, then plugin order); any port when the host has no compute port.
     pub fn nearest_nic(&self, gpu: NodeIndex) -> Option<(NodeIndex, PathInfo)> {
+        use topo_model::NetRole;
         let n = self
             .channel0
             .get(&gpu)
             .copied()
-            .or_else(|| self.local_nets(gpu).first().copied())?;
-        Some((n, self.path(gpu, n)?))
+            .or_else(|| self.local_nets(gpu).first().copied());
+        if let Some(n) = n
+            && self.role(n) == NetRole::Compute
+        {
+            return Some((n, self.path(gpu, n)?));
+        }
+        let host = self.topo.node(gpu).host;
+        let nets = &self.hosts.get(host as usize)?.nets;
+        let best = |want: Option<NetRole>| {
+            nets.iter()
+                .filter(|&&x| want.is_none_or(|r| self.role(x) == r))
+                .filter_map(|&x| self.path(gpu, x).map(|p| (x, p)))
+                .min_by(|(_, a), (_, b)| b.bw.total_cmp(&a.bw).then(a.ty.cmp(&b.ty)))
+        };
+        best(Some(NetRole::Compute)).or_else(|| n.and_then(|n| Some((n, self.path(gpu, n)?))))
     }
 
     /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for

@@ -2,6 +2,7 @@
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
 mod diagnose;
+mod facts;
 mod hostile_archive;
 mod hostile_input;
 mod layout;
@@ -16,6 +17,7 @@ mod profiles;
 mod qa;
 mod schema;
 mod show;
+mod show_facts;
 mod svg;
 mod util;
 mod verify;

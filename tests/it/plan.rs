@@ -645,11 +645,12 @@ fn pcie_gpus_across_sockets_use_shm_without_an_anomaly() {
 fn rtx4090_pair_gets_p2p_by_the_rules_with_the_nvml_caveat() {
     // Two GPUs on different NUMA nodes of an AMD host: 2.23+ sets the P2P level to SYS for AMD
     // CPUs with at most 2 GPUs, so the topology rules allow P2P over SYS (2.18-2.22: SYS by
-    // default on AMD). Whether NVML allows it (GeForce usually says no, giving SHM) is not in
-    // the file: the plan says so.
+    // default on AMD). The RTX 4090's driver refuses peer access (the built-in table, issue
+    // 10), so NCCL falls back to SHM; stated otherwise (--p2p on), the rules give P2P and the
+    // plan says it rests on the driver allowing it.
     let p = fixture("fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
     for v in ["2.18", "2.28"] {
-        let j = plan_json(&[
+        let args = [
             "--from",
             &p.to_string_lossy(),
             "--nccl-version",
@@ -658,10 +659,24 @@ fn rtx4090_pair_gets_p2p_by_the_rules_with_the_nvml_caveat() {
             "1M",
             "-e",
             "1M",
-        ]);
+        ];
+        let j = plan_json(&args);
         let tr = j["transports"].as_array().unwrap();
         assert_eq!(tr.len(), 2);
         for t in tr {
+            assert_eq!(t["transport"], "SHM", "{v}: {t}");
+            assert!(
+                t["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("GeForce RTX 4090 (0x2684)"),
+                "{t}"
+            );
+        }
+        let mut on = args.to_vec();
+        on.extend(["--p2p", "on"]);
+        let j = plan_json(&on);
+        for t in j["transports"].as_array().unwrap() {
             assert_eq!(t["path"], "SYS");
             assert!(
                 t["transport"].as_str().unwrap().starts_with("P2P/"),

@@ -12,6 +12,7 @@ pub fn topo() -> Command {
         .env_remove("NO_COLOR")
         // Text fits COLUMNS when set: outputs under test are at the default width.
         .env_remove("COLUMNS")
+        .env("TOPO_PCI_IDS", "none")
         .timeout(Duration::from_secs(300));
     c
 }
@@ -22,6 +23,7 @@ pub fn topo_clean_env() -> Command {
     let mut c = Command::cargo_bin("topo").unwrap();
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TOPO_PCI_IDS", "none")
         .timeout(Duration::from_secs(300));
     c
 }

@@ -163,9 +163,68 @@ pub struct Gpu {
     pub nvlink: NvlinkInfo,
     pub c2c: Option<C2cInfo>,
     pub fabric: Option<FabricInfo>,
+    /// Whether the driver lets this GPU reach its peers over PCIe/NVLink (what
+    /// `cudaDeviceCanAccessPeer` answers), where the source states it (a profile's `p2p`,
+    /// `--p2p`); `None`: ask [`Gpu::peer_access`], which knows the device ids whose drivers
+    /// refuse it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<bool>,
+}
+
+/// PCI device ids (NVIDIA, 0x10de) whose current drivers refuse peer access between two
+/// boards, with the source: `data/no-p2p-devices.txt`.
+const NO_P2P_DEVICES: &str = include_str!("../data/no-p2p-devices.txt");
+
+/// The device ids of [`NO_P2P_DEVICES`] with their names.
+pub fn no_p2p_devices() -> Vec<(u16, &'static str)> {
+    NO_P2P_DEVICES
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            let (id, name) = l.split_once(char::is_whitespace)?;
+            let id = u16::from_str_radix(id.trim_start_matches("0x"), 16).ok()?;
+            Some((id, name.trim()))
+        })
+        .collect()
+}
+
+/// Peer access of a GPU and where the answer came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerAccess {
+    pub allowed: bool,
+    /// `stated by the source`, `GeForce RTX 4090 (0x2684): its driver refuses peer access`.
+    pub why: String,
 }
 
 impl Gpu {
+    /// Whether peer access is allowed: the stated fact, else refused for the device ids of
+    /// the built-in table, else allowed (NCCL's own check decides then).
+    pub fn peer_access(&self) -> PeerAccess {
+        if let Some(allowed) = self.p2p {
+            let why = if allowed {
+                "peer access stated as supported".to_string()
+            } else {
+                "peer access stated as refused by the driver".to_string()
+            };
+            return PeerAccess { allowed, why };
+        }
+        let listed = (self.vendor == Some(0x10de))
+            .then_some(self.device)
+            .flatten()
+            .and_then(|d| no_p2p_devices().into_iter().find(|&(id, _)| id == d));
+        match listed {
+            Some((id, name)) => PeerAccess {
+                allowed: false,
+                why: format!("{name} ({id:#06x}): its driver refuses peer access between boards"),
+            },
+            None => PeerAccess {
+                allowed: true,
+                why: String::new(),
+            },
+        }
+    }
+
     pub fn new(busid: BusId, dev: i32) -> Gpu {
         Gpu {
             busid,
@@ -185,6 +244,7 @@ impl Gpu {
             nvlink: NvlinkInfo::Known,
             c2c: None,
             fabric: None,
+            p2p: None,
         }
     }
 }
@@ -232,6 +292,71 @@ pub struct Net {
     pub state: Option<String>,
     /// Network interface bound to this port, if any.
     pub netdev: Option<String>,
+    /// What the port is for, where the source states it (a profile's `role`); otherwise
+    /// [`Topology::net_roles`] infers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<NetRole>,
+}
+
+/// What a network port carries on a GPU server. NCCL does not know (it uses every port its
+/// plugin lists, unless `NCCL_IB_HCA`/`NCCL_SOCKET_IFNAME` say otherwise); it decides what a
+/// reader should count as the GPUs' network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetRole {
+    /// The GPU fabric: the ports collectives run over.
+    Compute,
+    /// Storage network ports (a DGX's dual-port storage CX-7s).
+    Storage,
+    /// Management, front-end and container ports (100 GbE uplinks, docker0, Calico).
+    FrontEnd,
+}
+
+impl NetRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            NetRole::Compute => "compute",
+            NetRole::Storage => "storage",
+            NetRole::FrontEnd => "front-end",
+        }
+    }
+}
+
+/// A port's role and how it was decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RoleGuess {
+    pub role: NetRole,
+    /// The source said so (profile `role`), rather than topo inferring it.
+    pub stated: bool,
+    /// Why, in a few words: `stated in the profile`, `docker0: a container interface`.
+    pub why: String,
+}
+
+/// Interface name prefixes of container, overlay and VPN networks: never the GPU fabric.
+const VIRTUAL_IFACES: [&str; 16] = [
+    "docker",
+    "veth",
+    "cali",
+    "flannel",
+    "cni",
+    "virbr",
+    "br-",
+    "tunl",
+    "vxlan",
+    "weave",
+    "kube-",
+    "cilium",
+    "tailscale",
+    "wg",
+    "lo",
+    "cloudflarewarp",
+];
+
+fn virtual_iface(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    VIRTUAL_IFACES
+        .iter()
+        .any(|p| n.starts_with(p) && (*p != "lo" || n == "lo"))
 }
 
 impl Net {
@@ -331,6 +456,19 @@ pub struct Host {
     pub env: BTreeMap<String, String>,
     /// Why GPUs or NVLink could not be fully discovered (no NVML, …); empty when fine.
     pub gpu_discovery: Option<String>,
+    /// NVLS multicast availability where the source states it: `Some(false, why)` for a box
+    /// whose driver reports no multicast (H800 configurations, no fabric manager, a CUDA
+    /// driver before 12.1); `None`: NCCL's own rule decides (sm 90+ with an NVSwitch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvls: Option<FactNote>,
+}
+
+/// A yes/no hardware fact with where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactNote {
+    pub value: bool,
+    /// `stated in the profile`, `NVML fabric state: not started (no fabric manager)`.
+    pub why: String,
 }
 
 /// NVML's answer for one ordered GPU pair (`nvmlDeviceGetP2PStatus`).
@@ -621,6 +759,106 @@ impl Topology {
             .unwrap_or(-1)
     }
 
+    /// PCI switches above `n`, nearest first (the CPU not included).
+    fn switches_above(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut out = vec![];
+        let mut cur = self.graph[n].parent;
+        for _ in 0..64 {
+            let Some(c) = cur else { break };
+            if matches!(self.graph[c].kind, NodeKind::PciSwitch(_)) {
+                out.push(c);
+            }
+            cur = self.graph[c].parent;
+        }
+        out
+    }
+
+    /// The role of every network port of `host`, stated or inferred: a stated `role` wins;
+    /// container, overlay and VPN interfaces (`docker0`, `cali*`, `veth*`, ...) are
+    /// front-end; a port slower than the host's fastest is front-end (a 100 GbE uplink beside
+    /// 400G rails); when some of the fastest ports share a PCIe switch with a GPU, those of
+    /// the same speed that do not are storage (a DGX's storage CX-7s on the CPU's root
+    /// ports); the rest are compute.
+    pub fn net_roles(&self, host: HostId) -> BTreeMap<NodeIndex, RoleGuess> {
+        let nets: Vec<NodeIndex> = self
+            .nets()
+            .into_iter()
+            .filter(|&n| self.graph[n].host == host)
+            .collect();
+        let is_virtual = |n: NodeIndex| {
+            self.net(n).is_some_and(|x| {
+                virtual_iface(&x.name) || x.netdev.as_deref().is_some_and(virtual_iface)
+            })
+        };
+        let speed = |n: NodeIndex| self.net(n).and_then(|x| x.speed_mbps).filter(|&s| s > 0);
+        let fastest = nets
+            .iter()
+            .filter(|&&n| !is_virtual(n))
+            .filter_map(|&n| speed(n))
+            .max();
+        let gpu_switches: std::collections::HashSet<NodeIndex> = self
+            .gpus()
+            .into_iter()
+            .filter(|&g| self.graph[g].host == host)
+            .flat_map(|g| self.switches_above(g))
+            .collect();
+        let near_gpu = |n: NodeIndex| {
+            let nic = self.graph[n].parent.unwrap_or(n);
+            self.switches_above(nic)
+                .iter()
+                .chain(std::iter::once(&nic))
+                .any(|s| gpu_switches.contains(s))
+        };
+        let fast_near = nets
+            .iter()
+            .filter(|&&n| !is_virtual(n) && speed(n) == fastest && near_gpu(n))
+            .count();
+        let guess = |role, why: String| RoleGuess {
+            role,
+            stated: false,
+            why,
+        };
+        let gbps = |s: u64| format!("{} Gb/s", s / 1000);
+        nets.iter()
+            .map(|&n| {
+                let x = self.net(n).expect("nets() holds ports");
+                let g = if let Some(role) = x.role {
+                    RoleGuess {
+                        role,
+                        stated: true,
+                        why: "stated by the source".to_string(),
+                    }
+                } else if is_virtual(n) {
+                    let name = x.netdev.as_deref().filter(|d| virtual_iface(d));
+                    guess(
+                        NetRole::FrontEnd,
+                        format!("{}: a container or virtual interface", name.unwrap_or(&x.name)),
+                    )
+                } else if let (Some(s), Some(f)) = (speed(n), fastest)
+                    && s < f
+                {
+                    guess(
+                        NetRole::FrontEnd,
+                        format!("{} is slower than the fastest ports ({})", gbps(s), gbps(f)),
+                    )
+                } else if fast_near > 0 && speed(n) == fastest && !near_gpu(n) {
+                    guess(
+                        NetRole::Storage,
+                        format!(
+                            "shares no PCIe switch with a GPU, while {fast_near} port{} of its speed do",
+                            if fast_near == 1 { "" } else { "s" }
+                        ),
+                    )
+                } else if speed(n).is_none() {
+                    guess(NetRole::Compute, "speed unknown".to_string())
+                } else {
+                    guess(NetRole::Compute, "the host's fastest ports".to_string())
+                };
+                (n, g)
+            })
+            .collect()
+    }
+
     /// Outgoing NVLink links of a GPU: (target, lanes, bw).
     pub fn nvlinks(&self, gpu: NodeIndex) -> Vec<(NodeIndex, u32, f64)> {
         self.graph
@@ -706,6 +944,31 @@ impl Topology {
                 out.graph.add_edge(a, b, e.weight().clone());
             }
         }
+        out
+    }
+
+    /// The topology with only the GPUs in `keep` (every other device stays, on its host):
+    /// what a job sees under `CUDA_VISIBLE_DEVICES`. NVLinks to dropped GPUs go with them.
+    pub fn retain_gpus(&self, keep: &std::collections::HashSet<NodeIndex>) -> Topology {
+        let mut out = Topology::new(self.source.clone());
+        out.hosts = self.hosts.clone();
+        out.warnings = self.warnings.clone();
+        let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+        for idx in self.graph.node_indices() {
+            let node = &self.graph[idx];
+            if !matches!(node.kind, NodeKind::Gpu(_)) || keep.contains(&idx) {
+                map.insert(idx, out.add_node(node.host, None, node.kind.clone()));
+            }
+        }
+        for (&old, &new) in &map {
+            out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
+        }
+        for e in self.graph.edge_references() {
+            if let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) {
+                out.graph.add_edge(a, b, e.weight().clone());
+            }
+        }
+        out.p2p = self.p2p.clone();
         out
     }
 

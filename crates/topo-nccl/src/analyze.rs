@@ -125,12 +125,18 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(&req.env, &data)?;
 
+    // CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any (visible.rs).
+    let visible = super::visible::apply(req.topo, &req.env)?;
+    let seen = visible.as_ref().map_or(req.topo, |(t, _)| t);
     // Containers with their own host hash each hold one GPU and every NIC of the box.
     let mut topo = if req.placement.node_per_rank() {
-        req.topo.split_per_gpu()
+        seen.split_per_gpu()
     } else {
-        req.topo.clone()
+        seen.clone()
     };
+    if let Some((_, note)) = &visible {
+        topo.warn(note.clone());
+    }
     // NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the
     // order it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc).
     // It applies only when IB is the network (not under NCCL_IB_DISABLE=1 or NCCL_NET=Socket).
@@ -332,8 +338,16 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             .first()
             .and_then(|&r| system.gpu(r).gpu.as_ref())
             .map_or(0, |g| g.sm);
-        let multicast = nvls_env == 1
-            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h));
+        // A stated fact (profile `host.nvls`, --nvls, NVML's fabric state or an old
+        // driver in a snapshot) says whether the driver offers multicast at all.
+        let stated = topo
+            .hosts
+            .get(h as usize)
+            .and_then(|x| x.nvls.as_ref())
+            .map(|f| f.value);
+        let multicast = stated != Some(false)
+            && (nvls_env == 1
+                || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h)));
         nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
     };
     let nvls_enabled = nvls_on(0);

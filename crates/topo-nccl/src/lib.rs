@@ -22,6 +22,7 @@ pub mod transport;
 pub mod tuning;
 pub mod types;
 pub mod version;
+pub mod visible;
 pub mod whatif;
 
 pub use error::{Error, ErrorKind, Result};

@@ -612,6 +612,8 @@ fn messages(a: &Analysis) -> Vec<Message> {
             "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
         )));
     }
+    hardware_fact_warnings(a, &mut w);
+    incomplete_net_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(Message::new("p2p-assumed", Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
@@ -647,6 +649,66 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
             Message::new(code, Severity::Warning, text)
         })
         .collect()
+}
+
+/// Network ports without a speed: NCCL's net plugin reports the speed at run time; the plan
+/// used the XML reader's default (`bw::net_bw` of no speed), which can send a GPU's traffic to
+/// the wrong port.
+fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Message>) {
+    let names: Vec<String> = a
+        .topo
+        .nets()
+        .into_iter()
+        .filter_map(|n| a.topo.net(n))
+        .filter(|x| x.speed_mbps.is_none_or(|s| s == 0))
+        .map(|x| x.name.clone())
+        .collect::<std::collections::BTreeSet<String>>()
+        .into_iter()
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let assumed = topo_model::bw::net_bw(None);
+    let shown: Vec<&str> = names.iter().take(4).map(String::as_str).collect();
+    w.push(Message::new("net-speed-unknown", Severity::Warning, format!(
+        "{} network port name(s) without a speed ({}{}): NCCL's net plugin reports it at run time; the plan assumed {assumed:.2} GB/s ({:.0} Gb/s) for them, so NIC choices and inter-node times there are guesses",
+        names.len(),
+        shown.join(", "),
+        if names.len() > 4 { ", ..." } else { "" },
+        assumed * 8.0
+    )));
+}
+
+/// The stated or built-in hardware facts that changed the plan: GPUs whose driver refuses
+/// peer access, hosts without NVLS multicast.
+fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
+    let mut refused: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for &g in &a.system.gpus {
+        if let Some(attrs) = a.system.nodes[g].gpu.as_ref()
+            && let Some(why) = &attrs.no_p2p
+        {
+            refused.entry(why.clone()).or_default().push(attrs.dev);
+        }
+    }
+    for (why, devs) in refused {
+        let list: Vec<String> = devs.iter().map(|d| d.to_string()).collect();
+        w.push(Message::new("p2p-refused-by-driver", Severity::Warning, format!(
+            "P2P refused for GPU {} ({why}): NCCL connects them through SHM (host memory); if this driver allows peer access, say so with --p2p on or the profile's `p2p: true`",
+            list.join(", ")
+        )));
+    }
+    for (h, host) in a.topo.hosts.iter().enumerate() {
+        if let Some(f) = &host.nvls
+            && !f.value
+        {
+            let name = host.name.clone().unwrap_or_else(|| format!("host {h}"));
+            w.push(Message::new("nvls-unavailable", Severity::Warning, format!(
+                "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",
+                f.why
+            )));
+            break;
+        }
+    }
 }
 
 /// NCCL's example tuner plugin CSV
@@ -714,6 +776,34 @@ fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
     ))
 }
 
+/// The compute capability decides NVLink bandwidth, the speed arrays of the search and the
+/// cost table; NCCL reads it from the CUDA driver at run time (`ncclTopoFillGpu`), so a file
+/// whose `<gpu>` lacks `sm` (a hand-trimmed XML with only `dev`) is refused the way a file
+/// without NVLink information is, rather than planned as an sm 0 GPU.
+fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
+    let gpus = topo.gpus();
+    let unknown = gpus
+        .iter()
+        .filter_map(|&n| topo.gpu(n))
+        .filter(|g| g.sm.is_none_or(|s| s == 0))
+        .count();
+    if unknown == 0 {
+        return Ok(());
+    }
+    let origin = topo
+        .source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone());
+    Err(Error::new(
+        ErrorKind::NvlinkUnknown,
+        format!(
+            "cannot plan {origin}: {unknown} of {} GPU(s) have no compute capability (sm), which NCCL reads from the CUDA driver at run time and which sets NVLink bandwidth, the search's speeds and the cost table",
+            gpus.len()
+        ),
+    ))
+}
+
 /// Refuses a topology without GPUs, naming which source was empty (the caller words the fix).
 fn refuse_no_gpu(topo: &Topology) -> Result<()> {
     if !topo.gpus().is_empty() {
@@ -745,6 +835,7 @@ pub fn analyzed(
 ) -> Result<(Analysis, Plan)> {
     refuse_no_gpu(topo)?;
     refuse_unknown_nvlink(topo)?;
+    refuse_unknown_sm(topo)?;
     let analysis = analyze::analyze(&Request {
         topo,
         env: req.env.clone(),

@@ -76,6 +76,9 @@ pub struct GpuAttrs {
     pub rank: usize,
     pub sm: u32,
     pub gdr: bool,
+    /// Why the driver refuses peer access to this GPU (`Gpu::peer_access`), if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_p2p: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -292,6 +295,10 @@ impl System {
                         rank: rank_of[&n],
                         sm: gpu.sm.unwrap_or(0),
                         gdr: gpu.gdr.unwrap_or(false),
+                        no_p2p: {
+                            let a = gpu.peer_access();
+                            (!a.allowed).then_some(a.why)
+                        },
                     });
                     sys.add(s)
                 }

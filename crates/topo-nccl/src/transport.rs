@@ -295,6 +295,27 @@ impl<'a> Ctx<'a> {
             });
         }
         let c = paths::check_p2p(self.sys, self.paths, &self.pp, a, b);
+        // p2pCanConnect asks cudaDeviceCanAccessPeer once the topology allows P2P (NCCL
+        // 2.28.9 src/transport/p2p.cc): a driver that refuses peer access (GeForce RTX
+        // 4090/5090) makes NCCL fall back to SHM.
+        let refused = [a, b].into_iter().find_map(|r| {
+            let why = self.sys.gpu(r).gpu.as_ref()?.no_p2p.clone()?;
+            Some((dev_of(self.sys, r), why))
+        });
+        if c.p2p
+            && let Some((dev, why)) = refused
+        {
+            return P2pOutcome::Refuse(Refusal {
+                why: format!(
+                    "GPU {dev}: {why}: cudaDeviceCanAccessPeer answers 0, so p2pCanConnect \
+                     refuses P2P between GPU {da} and GPU {db}"
+                ),
+                fix: "a driver that allows peer access (then state it: profile `p2p: true` \
+                      or --p2p on)"
+                    .into(),
+                net_faster: false,
+            });
+        }
         if !c.p2p {
             let raw = self.raw_ty(a, b);
             if c.nvml_blocked {

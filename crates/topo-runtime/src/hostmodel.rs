@@ -577,6 +577,7 @@ mod tests {
         l.link = Link::ShmDirectReduce;
         let m = HostModel {
             schema: SCHEMA.into(),
+            topo_version: String::new(),
             cpus: 2,
             cache_bytes: None,
             links: vec![l.clone()],

@@ -1270,6 +1270,8 @@ mod tests {
                 row(8 << 20, 7.0, Some(9.0)),  // 0.78: within
             ],
             foreign_machine: None,
+            notes: vec![],
+            nccl: vec![],
         };
         let (within, total, worst) = rep.model_agreement(1 << 20, 0.25).unwrap();
         assert_eq!((within, total), (2, 3));

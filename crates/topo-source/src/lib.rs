@@ -11,6 +11,7 @@ pub mod nccl_lib;
 pub mod nccllog;
 pub mod ncclxml;
 pub mod nvml;
+pub mod pciids;
 pub mod profile;
 pub mod read;
 pub mod smimatrix;
@@ -158,6 +159,26 @@ pub struct SourceSpec {
     pub sysfs_root: Option<PathBuf>,
     /// The topology is for text output: make control characters in its strings visible.
     pub escape_text: bool,
+}
+
+/// Hardware facts stated on the command line (`--p2p`, `--nvls`), applied over what the
+/// source said: every GPU's peer access, every host's NVLS multicast.
+pub fn apply_facts(topo: &mut Topology, p2p: Option<bool>, nvls: Option<bool>) {
+    if let Some(v) = p2p {
+        for n in topo.gpus() {
+            if let topo_model::NodeKind::Gpu(g) = &mut topo.node_mut(n).kind {
+                g.p2p = Some(v);
+            }
+        }
+    }
+    if let Some(value) = nvls {
+        for h in &mut topo.hosts {
+            h.nvls = Some(topo_model::FactNote {
+                value,
+                why: format!("--nvls {}", if value { "on" } else { "off" }),
+            });
+        }
+    }
 }
 
 /// The kinds of file `--from` accepts, told apart by name and then by content.

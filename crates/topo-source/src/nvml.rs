@@ -477,6 +477,50 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
             },
         );
     }
+    if let Some(fact) = nvls_fact(topo, host) {
+        topo.hosts[host as usize].nvls = Some(fact);
+    }
+}
+
+/// NVLS multicast availability from what NVML reported: NCCL turns NVLS off with a CUDA
+/// driver before 12.1 (`ncclNvlsInit`, src/transport/nvls.cc, NCCL 2.28.9: driver version
+/// below 12010), and on an NVSwitch machine the driver offers multicast only once the fabric
+/// manager has registered the GPUs (NVML fabric state `completed`). `None` when NVML says
+/// nothing either way.
+fn nvls_fact(topo: &Topology, host: HostId) -> Option<topo_model::FactNote> {
+    let h = topo.hosts.get(host as usize)?;
+    let driver = h.cuda_driver_version.as_deref().and_then(|v| {
+        let (major, minor) = v.trim().split_once('.').unwrap_or((v.trim(), "0"));
+        Some((
+            major.parse::<u32>().ok()?,
+            minor.parse::<u32>().unwrap_or(0),
+        ))
+    });
+    if let Some((major, minor)) = driver
+        && (major, minor) < (12, 1)
+    {
+        return Some(topo_model::FactNote {
+            value: false,
+            why: format!("CUDA driver {major}.{minor}: NVLS multicast needs 12.1 or newer"),
+        });
+    }
+    let nvswitch = topo.nvswitches().any(|n| topo.node(n).host == host);
+    let pending: Vec<String> = topo
+        .gpus()
+        .into_iter()
+        .filter(|&g| topo.node(g).host == host)
+        .filter_map(|g| topo.gpu(g)?.fabric.as_ref().map(|f| f.state.clone()))
+        .filter(|s| s != "completed")
+        .collect();
+    (nvswitch && !pending.is_empty()).then(|| topo_model::FactNote {
+        value: false,
+        why: format!(
+            "NVML fabric state {} on {} GPU(s): the fabric manager has not registered them, \
+             so the driver offers no multicast",
+            pending[0],
+            pending.len()
+        ),
+    })
 }
 
 fn add_missing_gpu(topo: &mut Topology, g: &NvmlGpu, busid: BusId) -> NodeIndex {

@@ -338,6 +338,7 @@ impl<'a> Flattener<'a> {
             .map(|m| m.saturating_mul(1 << 20));
         gpu.uuid = g.uuid.clone();
         gpu.gdr = g.gdr.or(d.gdr);
+        gpu.p2p = g.p2p.or(d.p2p);
         if let Some(c) = g.class.or(d.class) {
             gpu.class = c.u24("class").map_err(|e| format!("{what}: {e}"))?;
             if !class::is_gpu(gpu.class) {
@@ -434,6 +435,7 @@ impl<'a> Flattener<'a> {
                 link_layer,
                 state: None,
                 netdev: p.netdev.clone(),
+                role: p.role.or(n.role).or(pd.role).or(d.role),
             });
         }
         let class = match n.class.or(d.class) {
@@ -834,6 +836,10 @@ fn build(p: &Profile) -> Result<Topology, String> {
         cuda_driver_version: h.cuda_driver_version.clone(),
         nvml_version: h.nvml_version.clone(),
         env: h.env.clone(),
+        nvls: h.nvls.map(|value| topo_model::FactNote {
+            value,
+            why: format!("host.nvls: {value} in the profile"),
+        }),
         ..Default::default()
     };
     let mut cpu_nodes = Vec::new();

@@ -166,6 +166,11 @@ struct NicDoc {
     /// GPUs that share a PCIe switch with this port (PIX or PXB).
     near_gpus: Vec<String>,
     pcie: Option<PcieDoc>,
+    /// `compute`, `storage`, `front-end`; `null` for a NIC without a port.
+    role: Option<topo_model::NetRole>,
+    /// Whether the source stated the role, and why it was inferred otherwise.
+    role_stated: Option<bool>,
+    role_why: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -431,6 +436,9 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .map(|&g| ctx.label(g))
                     .collect(),
                 pcie,
+                role: ctx.roles.get(&n).map(|r| r.role),
+                role_stated: ctx.roles.get(&n).map(|r| r.stated),
+                role_why: ctx.roles.get(&n).map(|r| r.why.clone()),
             });
         }
         for &n in &hv.bare_nics {
@@ -463,6 +471,9 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .map(|&g| ctx.label(g))
                     .collect(),
                 pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
+                role: None,
+                role_stated: None,
+                role_why: None,
             });
         }
         verdicts.extend(super::summary::coded_verdicts(ctx, hv));

@@ -82,7 +82,12 @@ pub(crate) fn pci_class(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> PciClass {
     };
     match topo.node(lca).kind {
         NodeKind::Cpu(_) => {
-            if host_bridge(topo, a) == host_bridge(topo, b) {
+            // A flat host without NUMA information (a VM's NCCL XML) lists no root ports: its
+            // devices' bus numbers are the ports' secondary buses, not host bridges, and
+            // nvidia-smi says PHB there, as NCCL's paths do.
+            if ctx.flat_hosts.contains(&topo.node(a).host)
+                || host_bridge(topo, a) == host_bridge(topo, b)
+            {
                 PciClass::Phb
             } else {
                 PciClass::Node
@@ -331,7 +336,7 @@ fn compact_tail(ctx: &Ctx, hv: &HostView, rows: &[Vec<(String, Paint)>], style: 
 
 fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
     match ctx.topo.node(n).kind {
-        NodeKind::Gpu(_) => format!("GPU{}", ctx.index(n)),
+        NodeKind::Gpu(_) => format!("GPU{}", ctx.number(n)),
         _ => format!("NIC{}", ctx.index(n)),
     }
 }

@@ -9,69 +9,24 @@ use serde::Serialize;
 use topo_model::bw::{pcie_bw, pcie_generation, pcie_gts};
 use topo_model::{NodeKind, PcieLink, class};
 
-pub(crate) fn vendor_name(v: u16) -> Option<&'static str> {
-    Some(match v {
-        0x10de => "NVIDIA",
-        0x15b3 => "Mellanox",
-        0x1000 => "Broadcom / LSI",
-        0x10b5 => "Broadcom / PLX",
-        0x11f8 => "Microchip",
-        0x8086 => "Intel",
-        0x1022 => "AMD",
-        0x1d0f => "Amazon",
-        0x104c => "Texas Instruments",
-        0x14e4 => "Broadcom",
-        0x1af4 => "Red Hat (virtio)",
-        0x144d => "Samsung",
-        0x1344 => "Micron",
-        0x1b4b => "Marvell",
-        0x1425 => "Chelsio",
-        0x19e5 => "Huawei",
-        _ => return None,
-    })
+/// The PCI ID database (`topo_source::pciids`); unit tests use the embedded subset alone so
+/// their snapshots do not depend on the machine's pci.ids.
+fn pci_names() -> &'static topo_source::pciids::PciNames {
+    if cfg!(test) {
+        topo_source::pciids::embedded_names()
+    } else {
+        topo_source::pciids::names()
+    }
 }
 
-/// Model names for the devices that matter on GPU servers; `None` for the rest.
+/// The vendor's short name from the PCI ID database.
+pub(crate) fn vendor_name(v: u16) -> Option<String> {
+    pci_names().vendor(v)
+}
+
+/// The device's model name from the PCI ID database: `H100 SXM5 80GB`, `B200`, `ConnectX-7`.
 pub(crate) fn model_name(vendor: Option<u16>, device: Option<u16>) -> Option<&'static str> {
-    Some(match (vendor?, device?) {
-        (0x10de, 0x2330) => "H100 SXM5 80GB",
-        (0x10de, 0x2331) => "H100 PCIe",
-        (0x10de, 0x2335) => "H200 SXM 141GB",
-        (0x10de, 0x20b0) => "A100 SXM4 40GB",
-        (0x10de, 0x20b2) => "A100 SXM4 80GB",
-        (0x10de, 0x20b5) => "A100 PCIe 80GB",
-        (0x10de, 0x20f1) => "A100 PCIe 40GB",
-        (0x10de, 0x26b9) => "L40S",
-        (0x10de, 0x2684) => "GeForce RTX 4090",
-        (0x10de, 0x2204) => "GeForce RTX 3090",
-        (0x10de, 0x2230) => "RTX A6000",
-        (0x10de, 0x22a3) => "NVSwitch (Hopper generation)",
-        (0x10de, 0x1af1) => "NVSwitch (Ampere generation)",
-        (0x15b3, 0x1013) => "ConnectX-4",
-        (0x15b3, 0x1015) => "ConnectX-4 Lx",
-        (0x15b3, 0x1017) => "ConnectX-5",
-        (0x15b3, 0x1019) => "ConnectX-5 Ex",
-        (0x15b3, 0x101b) => "ConnectX-6",
-        (0x15b3, 0x101d) => "ConnectX-6 Dx",
-        (0x15b3, 0x101e) => "ConnectX virtual function",
-        (0x15b3, 0x1021) => "ConnectX-7",
-        (0x15b3, 0x1023) => "ConnectX-8",
-        (0x15b3, 0xa2dc) => "BlueField-3",
-        (0x1000, 0xc010) => "PEX880xx Gen4 switch",
-        (0x1000, 0xc030) => "PEX890xx Gen5 switch",
-        (0x11f8, 0x4000) => "Switchtec switch",
-        (0x104c, 0x8232) => "XIO3130 switch port (common in VMs)",
-        (0x1d0f, 0xefa0..=0xefa2) => "Elastic Fabric Adapter",
-        (0x1af4, 0x1000 | 0x1041) => "virtio network",
-        (0x1af4, 0x1001 | 0x1042) => "virtio block",
-        (0x1af4, 0x1004 | 0x1048) => "virtio SCSI",
-        (0x1af4, 0x1003 | 0x1043) => "virtio console",
-        (0x1af4, 0x1005 | 0x1044) => "virtio RNG",
-        (0x1af4, 0x1002 | 0x1045) => "virtio balloon",
-        (0x1af4, 0x1009 | 0x1049) => "virtio 9p",
-        (0x1af4, 0x1053) => "virtio vsock",
-        _ => return None,
-    })
+    pci_names().device(vendor?, device?)
 }
 
 /// `Gen4 x16` from a link, `?` parts where unknown.

@@ -55,7 +55,7 @@ pub(crate) fn switch_gpus(ctx: &Ctx, s: NodeIndex) -> Vec<(NodeIndex, u32)> {
         .filter(|e| e.weight().kind == LinkKind::NvLink && ctx.topo.gpu(e.source()).is_some())
         .map(|e| (e.source(), e.weight().lanes))
         .collect();
-    v.sort_by_key(|&(g, _)| (ctx.index(g), g));
+    v.sort_by_key(|&(g, _)| (ctx.number(g), g));
     v
 }
 
@@ -104,7 +104,7 @@ pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
 }
 
 fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
-    let mut idx: Vec<usize> = v.iter().map(|&g| ctx.index(g)).collect();
+    let mut idx: Vec<usize> = v.iter().map(|&g| ctx.number(g)).collect();
     idx.sort();
     let word = if idx.len() == 1 { "GPU" } else { "GPUs" };
     format!("{word} {}", ranges(&idx))
@@ -339,7 +339,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             let mut names: Vec<(usize, String)> = groups
                 .values()
                 .map(|v| {
-                    let first = v.iter().map(|&g| ctx.index(g)).min().unwrap_or(0);
+                    let first = v.iter().map(|&g| ctx.number(g)).min().unwrap_or(0);
                     (first, gpu_numbers(ctx, v))
                 })
                 .collect();
@@ -553,21 +553,48 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             no_gdr.join(", ")
         ));
     }
-    let total: u64 = hv
+    gpu_bandwidth_verdict(ctx, hv, out);
+}
+
+/// Gb/s per GPU over the compute ports only; storage and front-end ports (a DGX's storage
+/// CX-7s, a 100 GbE uplink, docker0) are named and left out.
+fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    use topo_model::NetRole;
+    let speed = |n: NodeIndex| ctx.topo.net(n).and_then(|x| x.speed_mbps);
+    let compute: Vec<NodeIndex> = hv
         .nets
         .iter()
-        .filter_map(|&n| ctx.topo.net(n).and_then(|x| x.speed_mbps))
-        .sum();
-    if total > 0 && !hv.gpus.is_empty() {
-        out.tag("network-total", Severity::Info);
-        out.push(format!(
-            "{} network port{} with {} Gb/s in total: {} Gb/s per GPU",
-            hv.nets.len(),
-            if hv.nets.len() == 1 { "" } else { "s" },
-            fmt_gbps(total),
-            gbps_per_gpu(total as f64 / 1000.0 / hv.gpus.len() as f64)
-        ));
+        .copied()
+        .filter(|&n| ctx.role(n) == NetRole::Compute)
+        .collect();
+    let total: u64 = compute.iter().filter_map(|&n| speed(n)).sum();
+    if total == 0 || hv.gpus.is_empty() {
+        return;
     }
+    let mut line = format!(
+        "{} compute network port{} with {} Gb/s in total: {} Gb/s per GPU",
+        compute.len(),
+        if compute.len() == 1 { "" } else { "s" },
+        fmt_gbps(total),
+        gbps_per_gpu(total as f64 / 1000.0 / hv.gpus.len() as f64)
+    );
+    let mut left = vec![];
+    for role in [NetRole::Storage, NetRole::FrontEnd] {
+        let v: Vec<String> = hv
+            .nets
+            .iter()
+            .filter(|&&n| ctx.role(n) == role)
+            .map(|&n| ctx.label(n))
+            .collect();
+        if !v.is_empty() {
+            left.push(format!("{} {} ({})", v.len(), role.name(), v.join(", ")));
+        }
+    }
+    if !left.is_empty() {
+        line.push_str(&format!("; not counted: {}", left.join(", ")));
+    }
+    out.tag("network-total", Severity::Info);
+    out.push(line);
 }
 
 /// `400`, `66.7`: Gb/s per GPU with one decimal only when needed.
@@ -658,7 +685,7 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         .map(|&g| {
             let x = ctx.topo.gpu(g);
             let mut r: Vec<Cell> = vec![
-                ctx.index(g).to_string().into(),
+                ctx.number(g).to_string().into(),
                 x.map(|x| x.busid.to_string()).unwrap_or_default().into(),
                 x.and_then(|x| x.name.clone())
                     .or_else(|| {
@@ -746,6 +773,7 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                     .unwrap_or_else(|| "?".into())
                     .into(),
                 x.netdev.clone().unwrap_or_else(|| "—".into()).into(),
+                role_cell(ctx, n),
             ]
         })
         .collect();
@@ -766,6 +794,7 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 .into(),
         );
         r.push("—".into());
+        r.push("?".into());
         rows.push(r);
     }
     table(
@@ -780,10 +809,20 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             "GDR",
             "NUMA",
             "Netdev",
+            "Role",
         ],
         &rows,
         style,
     )
+}
+
+/// `compute`, `storage*`: an inferred role is marked with `*` (the JSON says why).
+fn role_cell(ctx: &Ctx, n: NodeIndex) -> Cell {
+    match ctx.roles.get(&n) {
+        Some(r) if r.stated => r.role.name().into(),
+        Some(r) => Cell::paint(format!("{}*", r.role.name()), Paint::Dim),
+        None => "?".into(),
+    }
 }
 
 fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
@@ -796,7 +835,7 @@ fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 .gpus
                 .iter()
                 .filter(|&&g| ctx.topo.root_cpu(g) == Some(c))
-                .map(|&g| ctx.index(g))
+                .map(|&g| ctx.number(g))
                 .collect();
             let nics: Vec<String> = hv
                 .nic_columns()
@@ -936,11 +975,7 @@ fn other_devices(ctx: &Ctx, devs: &[NodeIndex], style: Style) -> String {
             };
             let name = super::pci::model_name(x.vendor, x.device)
                 .map(str::to_string)
-                .or_else(|| {
-                    x.vendor
-                        .and_then(super::pci::vendor_name)
-                        .map(str::to_string)
-                })
+                .or_else(|| x.vendor.and_then(super::pci::vendor_name))
                 .unwrap_or_default();
             vec![
                 x.busid.to_string().into(),
@@ -1055,7 +1090,9 @@ mod tests {
             "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC"
         );
         assert!(
-            got.contains(&"8 network ports with 3200 Gb/s in total: 400 Gb/s per GPU".to_string()),
+            got.contains(
+                &"8 compute network ports with 3200 Gb/s in total: 400 Gb/s per GPU".to_string()
+            ),
             "{got:?}"
         );
     }

@@ -202,7 +202,13 @@ pub fn check_p2p_type(
                         !isolated && c.p2p && c.intermediate.is_none()
                     };
                     all_direct &= ok;
+                    // cudaDeviceCanAccessPeer answers 0 where the driver refuses peer
+                    // access (GeForce RTX 4090/5090; `Gpu::peer_access`).
+                    let no_peer = [a, b]
+                        .iter()
+                        .any(|&r| sys.gpu(r).gpu.as_ref().is_some_and(|g| g.no_p2p.is_some()));
                     let cuda = !isolated
+                        && !no_peer
                         && (ctx.pp.ignore_disabled_p2p == 2
                             || sys
                                 .p2p_caps(a, b)

@@ -42,6 +42,9 @@ pub struct HostSpec {
     pub nvml_version: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// NVLS multicast available: `false` for a box whose driver reports none (H800
+    /// configurations, no fabric manager, CUDA driver before 12.1).
+    pub nvls: Option<bool>,
 }
 
 /// CPU identity shared by every NUMA node (NCCL reads it per `<cpu>`, real machines have one
@@ -121,6 +124,9 @@ pub struct GpuSpec {
     pub link: Option<LinkSpec>,
     pub gdr: Option<bool>,
     pub c2c: Option<C2cSpec>,
+    /// Peer access between boards (`cudaDeviceCanAccessPeer`); default from the built-in
+    /// table of device ids whose drivers refuse it.
+    pub p2p: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -142,6 +148,8 @@ pub struct NicSpec {
     pub subsystem_device: Option<Hex>,
     pub link: Option<LinkSpec>,
     pub ports: Option<Vec<Short<PortSpec>>>,
+    /// `compute`, `storage` or `front-end` for every port of this NIC (a port's own wins).
+    pub role: Option<topo_model::NetRole>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -160,6 +168,8 @@ pub struct PortSpec {
     pub maxconn: Option<u32>,
     pub latency: Option<f64>,
     pub netdev: Option<String>,
+    /// `compute`, `storage` or `front-end`; inferred from speed, placement and name if absent.
+    pub role: Option<topo_model::NetRole>,
 }
 
 /// Any other PCI function (NVMe, management NIC without a net device, ...).
