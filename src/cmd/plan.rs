@@ -2,7 +2,7 @@
 //! model, and renders the plan. The only place a plan touches the outside world: the process
 //! environment and the probe for an installed NCCL.
 
-use crate::cli::{PlanArgs, PlanFormat};
+use crate::cli::{PlanArgs, PlanFormat, TransportListing};
 use crate::error;
 use crate::output::emit;
 use crate::util::{Style, escape_document, parse_size};
@@ -71,7 +71,10 @@ fn render(
             .and_then(|h| h.cuda_driver_version.as_deref())
             .and_then(analyze::parse_cuda_version),
     };
-    let plan = topo_nccl::plan(topo, &req, facts)?;
+    let mut plan = topo_nccl::plan(topo, &req, facts)?;
+    if a.transports == TransportListing::Pairs {
+        plan.transport_pairs = Some(plan.transports.clone());
+    }
     Ok(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
         PlanFormat::Json => serde_json::to_string_pretty(&plan)? + "\n",
