@@ -5,6 +5,7 @@
 use crate::cli::{PlanArgs, PlanFormat, TransportListing};
 use crate::error;
 use crate::output::emit;
+use crate::progress::Progress;
 use crate::util::{Style, escape_document, parse_size};
 use anyhow::Result;
 use topo_model::Topology;
@@ -15,6 +16,7 @@ use topo_nccl::types::Func;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
+    let progress = Progress::start("topo plan: modelling");
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == PlanFormat::Text;
     let topo = topo_source::load(&spec)?;
@@ -29,6 +31,7 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
         PlanFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),
     };
+    drop(progress);
     emit(a.output.as_ref(), &text)
 }
 
