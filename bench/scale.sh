@@ -7,7 +7,7 @@
 # goes through hyperfine (both binaries in one run). Writes bench/<what>/results-scale-<host>.md.
 #
 #   bench/scale.sh plan|show
-#   BEFORE_BIN=/tmp/topo-main NODES="1 128 1024" bench/scale.sh plan
+#   BEFORE_BIN=/tmp/topo-main NODES="1 128 1024" FORMATS=json bench/scale.sh plan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -22,7 +22,8 @@ plan) cmd() { echo "$1 plan --profile hgx-h200 --nodes $2 --nccl-version 2.28 -b
 show) cmd() { echo "$1 show --profile dgx-h100 --nodes $2 --color never ${3:-}"; } ;;
 *) echo "usage: bench/scale.sh plan|show" >&2; exit 2 ;;
 esac
-formats=("--format json" "")
+# FORMATS=json narrows the run to the JSON document.
+if [[ "${FORMATS:-json text}" == json ]]; then formats=("--format json"); else formats=("--format json" ""); fi
 host=$(cat /proc/sys/kernel/hostname)
 out="bench/$what/results-scale-${host}.md"
 tmp=$(mktemp -d)

@@ -210,7 +210,13 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
     let mut reasons: Vec<String> = vec![];
     let mut reason_of: HashMap<&str, usize> = HashMap::new();
     let mut classes: Vec<TransportClass> = vec![];
-    type Key<'a> = (&'a str, Option<PathType>, usize, Option<&'a str>, Option<&'a str>);
+    type Key<'a> = (
+        &'a str,
+        Option<PathType>,
+        usize,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
     let mut class_of: HashMap<Key, usize> = HashMap::new();
     for t in pairs {
         let reason = *reason_of.entry(t.reason.as_str()).or_insert_with(|| {
