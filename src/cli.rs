@@ -250,8 +250,18 @@ pub struct PlanArgs {
     /// Trace every figure to the rule and constant that produced it.
     #[arg(long)]
     pub explain: bool,
+    /// JSON/YAML transports: `classes` (one entry per transport, path, reason and NIC, with
+    /// the pairs it covers) or `pairs` (also every pair on its own, `transport_pairs`).
+    #[arg(long, value_enum, default_value = "classes")]
+    pub transports: TransportListing,
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TransportListing {
+    Classes,
+    Pairs,
 }
 
 #[derive(Args, Debug)]

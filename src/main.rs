@@ -9,6 +9,7 @@ mod cli;
 mod cmd;
 mod error;
 mod output;
+mod progress;
 mod report;
 mod util;
 

@@ -2,9 +2,10 @@
 //! model, and renders the plan. The only place a plan touches the outside world: the process
 //! environment and the probe for an installed NCCL.
 
-use crate::cli::{PlanArgs, PlanFormat};
+use crate::cli::{PlanArgs, PlanFormat, TransportListing};
 use crate::error;
 use crate::output::emit;
+use crate::progress::Progress;
 use crate::util::{Style, escape_document, parse_size};
 use anyhow::Result;
 use topo_model::Topology;
@@ -15,6 +16,7 @@ use topo_nccl::types::Func;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
+    let progress = Progress::start("topo plan: modelling");
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == PlanFormat::Text;
     let mut topo = topo_source::load(&spec)?;
@@ -30,6 +32,7 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
         PlanFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),
     };
+    drop(progress);
     emit(a.output.as_ref(), &text)
 }
 
@@ -79,7 +82,10 @@ fn render(
         let panels = crate::report::svg::plot::panels(&analysis, &plan)?;
         return crate::report::svg::plot::render(&crate::report::svg::plot::title(&plan), &panels);
     }
-    let plan = topo_nccl::plan(topo, &req, facts)?;
+    let mut plan = topo_nccl::plan(topo, &req, facts)?;
+    if a.transports == TransportListing::Pairs {
+        plan.transport_pairs = Some(plan.transports.clone());
+    }
     Ok(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
         PlanFormat::Json => crate::report::doc::json(&plan)?,

@@ -2,6 +2,7 @@
 
 use crate::cli::{DataFormat, ShowArgs};
 use crate::output::{emit, warn_unused_env};
+use crate::progress::Progress;
 use crate::util::{Style, escape_document};
 use anyhow::Result;
 
@@ -9,6 +10,7 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     // show describes hardware and does not apply --env, but a malformed one is still a
     // mistake worth stopping on.
     warn_unused_env("show", &a.source.env_overrides()?, style);
+    let progress = Progress::start("topo show: reading the topology");
     if a.compact && a.view != crate::cli::ShowView::Matrix {
         return Err(crate::error::usage(
             "--compact applies to --view matrix only",
@@ -29,5 +31,6 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
         DataFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),
     };
+    drop(progress);
     emit(a.output.as_ref(), &text)
 }

@@ -77,6 +77,8 @@ pub(crate) struct HostView {
     /// NICs without a known network port (skeleton XML): matrix columns after the ports.
     pub bare_nics: Vec<NodeIndex>,
     pub cpus: Vec<NodeIndex>,
+    /// Every node of the host, in graph order: what per-host scans walk instead of the graph.
+    pub nodes: Vec<NodeIndex>,
 }
 
 impl HostView {
@@ -154,6 +156,8 @@ impl<'a> Ctx<'a> {
             .filter(|&n| topo.children(n).is_empty())
             .collect();
         let mut bare_by = bucket(&bare_all);
+        let all: Vec<NodeIndex> = topo.graph.node_indices().collect();
+        let mut all_by = bucket(&all);
         let hosts: Vec<HostView> = (0..nhosts)
             .map(|h| {
                 let host = h as HostId;
@@ -165,6 +169,7 @@ impl<'a> Ctx<'a> {
                     nets: std::mem::take(&mut nets_by[h]),
                     bare_nics: bare,
                     cpus: std::mem::take(&mut cpus_by[h]),
+                    nodes: std::mem::take(&mut all_by[h]),
                 };
                 for (i, &g) in hv.gpus.iter().enumerate() {
                     pos.insert(g, i);
@@ -477,9 +482,13 @@ pub(crate) fn no_gpu_line(ctx: &Ctx, host: HostId) -> String {
 /// A host's NVSwitch chips ordered by bus id (hidden ones last).
 pub(crate) fn sorted_nvswitches(ctx: &Ctx, host: HostId) -> Vec<NodeIndex> {
     let mut v: Vec<NodeIndex> = ctx
-        .topo
-        .nvswitches()
-        .filter(|&s| ctx.topo.node(s).host == host)
+        .hosts
+        .get(host as usize)
+        .map(|hv| hv.nodes.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .copied()
+        .filter(|&s| matches!(ctx.topo.node(s).kind, NodeKind::NvSwitch(_)))
         .collect();
     v.sort_by_key(|&s| {
         (

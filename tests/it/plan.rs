@@ -27,11 +27,59 @@ fn plan(args: &[&str]) -> String {
 
 fn plan_json(args: &[&str]) -> Value {
     let mut a = args.to_vec();
-    a.extend(["--format", "json"]);
+    // The per-pair listing too: most checks here are about single connections.
+    a.extend(["--format", "json", "--transports", "pairs"]);
     let s = plan(&a);
     let v = serde_json::from_str(&s).unwrap_or_else(|e| panic!("{args:?}: bad JSON: {e}\n{s}"));
     crate::util::assert_valid(&v, &format!("topo plan {args:?}"));
     v
+}
+
+/// `topo plan ARGS --format json` with the default `--transports classes`.
+fn plan_json_classes(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["--format", "json"]);
+    serde_json::from_str(&plan(&a)).unwrap()
+}
+
+#[test]
+fn transports_are_grouped_by_class_and_cover_every_pair_once() {
+    let args = ["--profile", "dgx-h100", "--nodes", "3", "--nccl-version", V];
+    let j = plan_json_classes(&args);
+    assert!(j.get("transport_pairs").is_none(), "pairs only on request");
+    let reasons = j["reasons"].as_array().unwrap();
+    let uniq: std::collections::BTreeSet<&str> =
+        reasons.iter().map(|r| r.as_str().unwrap()).collect();
+    assert_eq!(uniq.len(), reasons.len(), "each reason once");
+    let pairs = plan_json(&args);
+    let listing = pairs["transport_pairs"].as_array().unwrap();
+    let mut covered = std::collections::BTreeMap::new();
+    for c in j["transports"].as_array().unwrap() {
+        let ps = c["pairs"].as_array().unwrap();
+        assert_eq!(u(&c["count"]) as usize, ps.len());
+        let reason = reasons[u(&c["reason"]) as usize].as_str().unwrap();
+        for p in ps {
+            let key = (u(&p[0]), u(&p[1]));
+            assert!(covered.insert(key, (c, reason)).is_none(), "{key:?} twice");
+        }
+    }
+    assert_eq!(covered.len(), listing.len());
+    for t in listing {
+        let (c, reason) = covered[&(u(&t["from"]), u(&t["to"]))];
+        assert_eq!(t["transport"], c["transport"]);
+        assert_eq!(t["path"], c["path"]);
+        assert_eq!(t["nic"], c["nic"]);
+        assert_eq!(t["anomaly"], c["anomaly"]);
+        assert_eq!(t["reason"].as_str().unwrap(), reason);
+    }
+    // Identical hosts add pairs to the classes, not classes: the document grows with the
+    // GPUs, and the reasons are stated once however many hosts there are.
+    let more = plan_json_classes(&["--profile", "dgx-h100", "--nodes", "6", "--nccl-version", V]);
+    assert_eq!(
+        more["transports"].as_array().unwrap().len(),
+        j["transports"].as_array().unwrap().len()
+    );
+    assert_eq!(more["reasons"], j["reasons"]);
 }
 
 /// Runs `topo plan ARGS`, expects exit 2 with one `error:` line and one `hint:` line.
@@ -146,7 +194,7 @@ fn hgx_h200_json_has_every_contract_field_with_the_right_types() {
         "-f",
         "8",
     ]);
-    assert_eq!(j["schema"], "topo.plan/v1");
+    assert_eq!(j["schema"], "topo.plan/v2");
     assert_eq!(j["nccl_version"], "2.28");
     assert_eq!(u(&j["nranks"]), 8);
     assert_eq!(u(&j["nnodes"]), 1);
@@ -199,7 +247,7 @@ fn hgx_h200_json_has_every_contract_field_with_the_right_types() {
     assert_eq!(trees[0]["ranks"][0]["up"], -1);
     assert_eq!(trees[0]["ranks"][0]["down"], serde_json::json!([1, -1, -1]));
 
-    let tr = j["transports"].as_array().unwrap();
+    let tr = j["transport_pairs"].as_array().unwrap();
     assert_eq!(tr.len(), 56);
     for t in tr {
         assert!(t["from"].is_u64() && t["to"].is_u64());
@@ -279,7 +327,7 @@ fn dgx_a100_gives_24_coll_channels_and_no_nvls() {
     assert!(cost(&j, "allreduce", "nvls", "simple").is_none());
     // Ampere reads P2P buffers over NVLink.
     assert!(
-        j["transports"]
+        j["transport_pairs"]
             .as_array()
             .unwrap()
             .iter()
@@ -338,7 +386,7 @@ fn check_plan(j: &Value, what: &str, nodes: usize) {
             "{what}"
         );
     }
-    let inter = j["transports"]
+    let inter = j["transport_pairs"]
         .as_array()
         .unwrap()
         .iter()
@@ -565,7 +613,7 @@ fn p2p_disable_and_p2p_level_loc_refuse_nvlink_p2p_and_say_why() {
             env,
         ];
         let j = plan_json(&args);
-        let tr = j["transports"].as_array().unwrap();
+        let tr = j["transport_pairs"].as_array().unwrap();
         // No pair keeps P2P. Pairs go SHM, or NET where both GPUs reach a PIX NIC (50 GB/s)
         // faster than their GPU-GPU path now routed through the CPU (ncclTopoCheckNet);
         // GPUs only NET connects fall into different NCCL domains, which NCCL counts as
@@ -615,7 +663,7 @@ fn pcie_gpus_across_sockets_use_shm_without_an_anomaly() {
         "-e",
         "1M",
     ]);
-    let tr = j["transports"].as_array().unwrap();
+    let tr = j["transport_pairs"].as_array().unwrap();
     let shm: Vec<&Value> = tr.iter().filter(|t| t["transport"] == "SHM").collect();
     assert_eq!(shm.len(), 40);
     for t in &shm {
@@ -661,7 +709,7 @@ fn rtx4090_pair_gets_p2p_by_the_rules_with_the_nvml_caveat() {
             "1M",
         ];
         let j = plan_json(&args);
-        let tr = j["transports"].as_array().unwrap();
+        let tr = j["transport_pairs"].as_array().unwrap();
         assert_eq!(tr.len(), 2);
         for t in tr {
             assert_eq!(t["transport"], "SHM", "{v}: {t}");
@@ -725,7 +773,7 @@ fn container_per_gpu_turns_every_pair_into_net() {
         "container-per-gpu",
     ]);
     assert_eq!(u(&j["nnodes"]), 8, "each container has its own host hash");
-    let tr = j["transports"].as_array().unwrap();
+    let tr = j["transport_pairs"].as_array().unwrap();
     assert!(!tr.is_empty());
     assert!(
         tr.iter()
@@ -1218,7 +1266,7 @@ fn yaml_parses_to_the_same_document_as_json() {
     a.extend(["--format", "yaml"]);
     let y: Value = yaml_serde::from_str(&plan(&a)).unwrap();
     let j = plan_json(&args);
-    assert_eq!(y["schema"], "topo.plan/v1");
+    assert_eq!(y["schema"], "topo.plan/v2");
     crate::util::assert_valid(&y, "plan as YAML");
     assert_eq!(y["channels"], j["channels"]);
     assert_eq!(y["rings"], j["rings"]);
@@ -1247,7 +1295,7 @@ fn output_file_gets_the_document() {
     ]);
     assert!(out.is_empty(), "nothing on stdout with -o");
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(j["schema"], "topo.plan/v1");
+    assert_eq!(j["schema"], "topo.plan/v2");
     // Text written to a file has no colour escapes even with --color always.
     let tpath = dir.path().join("plan.txt");
     let t = tpath.to_string_lossy().into_owned();

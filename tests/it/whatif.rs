@@ -13,6 +13,8 @@ fn plan_json(args: &[&str]) -> Value {
             "2.28",
             "--format",
             "json",
+            "--transports",
+            "pairs",
             "-b",
             "1G",
             "-e",
@@ -127,7 +129,7 @@ fn ib_hca_one_device_uses_one_nic_on_two_nodes() {
         "--env",
         "NCCL_IB_HCA=mlx5_0",
     ]);
-    let nics: std::collections::BTreeSet<&str> = j["transports"]
+    let nics: std::collections::BTreeSet<&str> = j["transport_pairs"]
         .as_array()
         .unwrap()
         .iter()

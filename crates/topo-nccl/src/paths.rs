@@ -795,6 +795,13 @@ pub fn gpu_domains(sys: &System, paths: &Paths) -> Vec<Vec<usize>> {
     groups
 }
 
+/// The ranks of `host` in rank order (a copy: the caller changes `paths` meanwhile). Pairs
+/// on different hosts have no GPU path to reroute, and scanning every rank for every rank
+/// was quadratic in hosts.
+fn peers(paths: &Paths, host: HostId) -> Vec<usize> {
+    paths.host_ranks.get(&host).cloned().unwrap_or_default()
+}
+
 fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     let ng = sys.gpus.len();
     // 1. No P2P: divert GPU→GPU traffic through the destination GPU's local CPU.
@@ -803,9 +810,9 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
         let Some(cpu) = local_cpu(sys, paths, gn) else {
             continue;
         };
-        for p in 0..ng {
+        for p in peers(paths, sys.nodes[gn].host) {
             let pn = sys.gpus[p];
-            if p == g || sys.nodes[pn].host != sys.nodes[gn].host {
+            if p == g {
                 continue;
             }
             if !check_p2p(sys, paths, policy, p, g).p2p
@@ -817,9 +824,9 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     }
     // 2. Peers neither P2P nor SHM can reach are only reachable through the network.
     for g in 0..ng {
-        for p in 0..ng {
+        for p in peers(paths, sys.nodes[sys.gpus[g]].host) {
             let (pn, gn) = (sys.gpus[p], sys.gpus[g]);
-            if p == g || sys.nodes[pn].host != sys.nodes[gn].host {
+            if p == g {
                 continue;
             }
             let nf = net_faster(sys, paths, policy, p, g);

@@ -1,5 +1,5 @@
 //! The Plan: everything the analysis decided for one machine, environment and NCCL version,
-//! as one serialisable document (`topo.plan/v1`), plus its exports (tuner CSV, NCCL graph XML).
+//! as one serialisable document (`topo.plan/v2`), plus its exports (tuner CSV, NCCL graph XML).
 //! Pure: the caller gathers the request (flags, process environment, installed NCCL) and
 //! renders the result.
 
@@ -146,7 +146,19 @@ pub struct Plan {
     /// Rank order per collective channel.
     pub rings: Vec<Vec<usize>>,
     pub trees: Vec<TreeOut>,
+    /// Every connection, one entry per pair: what the renderers and the what-if compare read.
+    /// The document carries it only on request (`transport_pairs`), grouped otherwise.
+    #[serde(skip)]
     pub transports: Vec<PairTransport>,
+    /// The connections grouped by class, serialised as `transports`: linear in the GPUs and
+    /// each reason stated once.
+    #[serde(rename = "transports")]
+    pub transport_classes: Vec<TransportClass>,
+    /// Each distinct reason text once; `TransportClass::reason` indexes it.
+    pub reasons: Vec<String>,
+    /// The per-pair listing, only when asked for (`topo plan --transports pairs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transport_pairs: Option<Vec<PairTransport>>,
     pub transport_summary: TransportSummary,
     /// `Check P2P Type …` as NCCL logs it on this version, where it does.
     pub p2p_type: Option<String>,
@@ -177,6 +189,70 @@ pub struct Plan {
     pub tuner_csv: String,
     #[serde(skip)]
     pub graph_xml: String,
+}
+
+/// Every connection with the same transport, path type, reason, sending NIC and anomaly.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TransportClass {
+    pub transport: String,
+    /// GPU→GPU path type; `None` across hosts.
+    pub path: Option<PathType>,
+    /// Index into `Plan::reasons`.
+    pub reason: usize,
+    /// The NIC every pair of the class sends on (the same name on every host), `None` for
+    /// P2P and SHM.
+    pub nic: Option<String>,
+    /// Set when NVLink-connected GPUs do not use P2P (or only appear to), with the fix.
+    pub anomaly: Option<String>,
+    pub count: usize,
+    /// `[from, to]` ranks, in the order of the per-pair listing.
+    pub pairs: Vec<[usize; 2]>,
+}
+
+/// Groups `pairs` into classes (in order of first appearance) and the distinct reasons (in
+/// the same order): linear in the pairs, with a hash lookup per pair.
+pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<String>) {
+    use std::collections::HashMap;
+    let mut reasons: Vec<String> = vec![];
+    let mut reason_of: HashMap<&str, usize> = HashMap::new();
+    let mut classes: Vec<TransportClass> = vec![];
+    type Key<'a> = (
+        &'a str,
+        Option<PathType>,
+        usize,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
+    let mut class_of: HashMap<Key, usize> = HashMap::new();
+    for t in pairs {
+        let reason = *reason_of.entry(t.reason.as_str()).or_insert_with(|| {
+            reasons.push(t.reason.clone());
+            reasons.len() - 1
+        });
+        let key = (
+            t.transport.as_str(),
+            t.path,
+            reason,
+            t.nic.as_deref(),
+            t.anomaly.as_deref(),
+        );
+        let i = *class_of.entry(key).or_insert_with(|| {
+            classes.push(TransportClass {
+                transport: t.transport.clone(),
+                path: t.path,
+                reason,
+                nic: t.nic.clone(),
+                anomaly: t.anomaly.clone(),
+                count: 0,
+                pairs: vec![],
+            });
+            classes.len() - 1
+        });
+        let c = &mut classes[i];
+        c.count += 1;
+        c.pairs.push([t.from, t.to]);
+    }
+    (classes, reasons)
 }
 
 fn pattern_name(g: &Graph) -> &'static str {
@@ -491,8 +567,9 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
             }
         });
 
+    let (transport_classes, reasons) = transport_classes(&a.transports);
     let mut plan = Plan {
-        schema: "topo.plan/v1",
+        schema: "topo.plan/v2",
         topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),
         nccl_version_source: req.version_source.clone(),
@@ -539,6 +616,9 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         rings,
         trees,
         transports: a.transports.clone(),
+        transport_classes,
+        reasons,
+        transport_pairs: None,
         transport_summary: transport::summary(&a.transports),
         p2p_type,
         costs: a.costs.costs(),

@@ -409,8 +409,13 @@ impl System {
             sys.host_ranks[h].push(r);
         }
         sys.index_order = vec![Vec::new(); sys.host_ranks.len()];
+        let by_host = HostNodes::of(topo);
         for (h, ranks) in sys.host_ranks.iter().enumerate() {
-            let mut order: Vec<usize> = nccl_gpu_order(topo, h as HostId)
+            let Some(nodes) = by_host.get(h) else {
+                sys.index_order[h] = ranks.clone();
+                continue;
+            };
+            let mut order: Vec<usize> = gpu_order_of(topo, nodes)
                 .into_iter()
                 .filter_map(|n| rank_of.get(&n).copied())
                 .filter(|r| ranks.contains(r))
@@ -429,7 +434,10 @@ impl System {
         let hosts: std::collections::BTreeSet<HostId> =
             sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
         for h in hosts {
-            for (i, n) in nccl_cpu_order(topo, h).into_iter().enumerate() {
+            let Some(nodes) = by_host.get(h as usize) else {
+                continue;
+            };
+            for (i, n) in cpu_order_of(topo, nodes).into_iter().enumerate() {
                 if let Some(&c) = map.get(&n) {
                     cpu_pos.insert(c, i);
                 }
@@ -586,6 +594,46 @@ impl System {
 /// the fused XML depth first, so GPU indices follow that walk. On a file that lists a CPU
 /// holding only GPUs 2 and 3 (and NICs) before GPU 0's CPU, NCCL's GPU 0 is rank 2.
 pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
+    match HostNodes::of(topo).get(host as usize) {
+        Some(h) => gpu_order_of(topo, h),
+        None => vec![],
+    }
+}
+
+/// One host's nodes (graph order), CPUs and GPUs (`Topology::gpus` order), bucketed once so
+/// that ordering every host's GPUs is linear in the graph, not hosts × nodes.
+#[derive(Default)]
+struct HostNodes {
+    nodes: Vec<NodeIndex>,
+    cpus: Vec<NodeIndex>,
+    gpus: Vec<NodeIndex>,
+}
+
+impl HostNodes {
+    fn of(topo: &Topology) -> Vec<HostNodes> {
+        let g = &topo.graph;
+        let mut out: Vec<HostNodes> = vec![];
+        for n in g.node_indices() {
+            let h = g[n].host as usize;
+            if out.len() <= h {
+                out.resize_with(h + 1, HostNodes::default);
+            }
+            out[h].nodes.push(n);
+            if matches!(g[n].kind, NodeKind::Cpu(_)) {
+                out[h].cpus.push(n);
+            }
+        }
+        for n in topo.gpus() {
+            let h = g[n].host as usize;
+            if let Some(x) = out.get_mut(h) {
+                x.gpus.push(n);
+            }
+        }
+        out
+    }
+}
+
+fn gpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
     let g = &topo.graph;
     let fused = fused_tree(topo, host);
     let mut out = vec![];
@@ -608,8 +656,15 @@ pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
 /// [`nccl_gpu_order`]), then CPUs no rank keeps (no GPU, no network device), which NCCL's
 /// trimmed files drop.
 pub fn nccl_cpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
+    match HostNodes::of(topo).get(host as usize) {
+        Some(h) => cpu_order_of(topo, h),
+        None => vec![],
+    }
+}
+
+fn cpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
     let mut out = fused_tree(topo, host).remove(&None).unwrap_or_default();
-    for c in topo.cpus().filter(|n| topo.graph[*n].host == host) {
+    for &c in &host.cpus {
         if !out.contains(&c) {
             out.push(c);
         }
@@ -619,9 +674,8 @@ pub fn nccl_cpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
 
 /// The fused XML of one host as parent -> children (`None`: the top level), each list in
 /// the fused order: every rank's trimmed tree, in rank order, new nodes after their siblings.
-fn fused_tree(topo: &Topology, host: HostId) -> HashMap<Option<NodeIndex>, Vec<NodeIndex>> {
+fn fused_tree(topo: &Topology, host: &HostNodes) -> HashMap<Option<NodeIndex>, Vec<NodeIndex>> {
     let g = &topo.graph;
-    let on_host = |n: &NodeIndex| g[*n].host == host;
     let ancestors = |mut n: NodeIndex, set: &mut std::collections::HashSet<NodeIndex>| {
         for _ in 0..256 {
             set.insert(n);
@@ -634,15 +688,15 @@ fn fused_tree(topo: &Topology, host: HostId) -> HashMap<Option<NodeIndex>, Vec<N
     // Everything each rank keeps besides its own GPU: the network devices (the oracle's and
     // NCCL's net plugins list the file's `<net>` elements) and their ancestors.
     let mut base = std::collections::HashSet::new();
-    for n in g.node_indices().filter(on_host) {
+    for &n in &host.nodes {
         if matches!(g[n].kind, NodeKind::Net(_)) {
             ancestors(n, &mut base);
         }
     }
-    let roots: Vec<NodeIndex> = topo.cpus().filter(on_host).collect();
+    let roots = &host.cpus;
     let mut fused: HashMap<Option<NodeIndex>, Vec<NodeIndex>> = HashMap::new();
     let mut present = std::collections::HashSet::new();
-    for gpu in topo.gpus().into_iter().filter(on_host) {
+    for &gpu in &host.gpus {
         let mut kept = base.clone();
         ancestors(gpu, &mut kept);
         // Depth-first over this rank's trimmed tree, appending what the fused one lacks.

@@ -426,10 +426,10 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         }
         out.push('\n');
     }
-    let orphans: Vec<NodeIndex> = ctx
-        .topo
-        .graph
-        .node_indices()
+    let orphans: Vec<NodeIndex> = hv
+        .nodes
+        .iter()
+        .copied()
         .filter(|&n| {
             let node = ctx.topo.node(n);
             node.host == hv.host

@@ -158,12 +158,7 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut vm_bridges, mut vm_width0) = (0, 0);
-    for n in ctx
-        .topo
-        .graph
-        .node_indices()
-        .filter(|&n| ctx.topo.node(n).host == hv.host)
-    {
+    for &n in &hv.nodes {
         for f in super::pci::flags(ctx, n) {
             match f.kind {
                 FlagKind::Downtrained => *counts.entry("downtrained").or_default() += 1,
@@ -1000,7 +995,6 @@ fn other_devices(ctx: &Ctx, devs: &[NodeIndex], style: Style) -> String {
 
 fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     let mut out = host_line(ctx, hv, style);
-    let on_host = |n: &NodeIndex| ctx.topo.node(*n).host == hv.host;
     if hv.gpus.is_empty() {
         out.push_str(&format!(
             "\n{}\n",
@@ -1021,16 +1015,21 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         out.push_str(&section("NVSwitches", nvs.len(), style));
         out.push_str(&nvswitch_table(ctx, &nvs, style));
     }
-    let sw: Vec<NodeIndex> = ctx.topo.pci_switches().filter(on_host).collect();
+    let sw: Vec<NodeIndex> = hv
+        .nodes
+        .iter()
+        .copied()
+        .filter(|&n| matches!(ctx.topo.node(n).kind, NodeKind::PciSwitch(_)))
+        .collect();
     if !sw.is_empty() {
         out.push_str(&section("PCIe switches and bridges", sw.len(), style));
         out.push_str(&pci_switch_table(ctx, &sw, style));
     }
-    let others: Vec<NodeIndex> = ctx
-        .topo
-        .graph
-        .node_indices()
-        .filter(|n| on_host(n) && matches!(ctx.topo.node(*n).kind, NodeKind::PciDevice(_)))
+    let others: Vec<NodeIndex> = hv
+        .nodes
+        .iter()
+        .copied()
+        .filter(|n| matches!(ctx.topo.node(*n).kind, NodeKind::PciDevice(_)))
         .collect();
     if !others.is_empty() {
         out.push_str(&section("Other PCI devices", others.len(), style));

@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# topo show from 8 to 32,768 GPUs, before and after side by side: see ../scale.sh.
+#   BEFORE_BIN=/path/to/old/topo bench/show/scale.sh
+exec "$(dirname "$0")/../scale.sh" show "$@"
