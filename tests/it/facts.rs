@@ -13,6 +13,8 @@ fn plan(args: &[&str]) -> (Value, String) {
             "2.28",
             "--format",
             "json",
+            "--transports",
+            "pairs",
             "-b",
             "1G",
             "-e",
@@ -33,7 +35,7 @@ fn plan(args: &[&str]) -> (Value, String) {
 }
 
 fn transports(p: &Value) -> Vec<String> {
-    p["transports"]
+    p["transport_pairs"]
         .as_array()
         .unwrap()
         .iter()
@@ -108,7 +110,7 @@ fn cuda_visible_devices_plans_the_listed_gpus_with_their_numbers() {
     let w = warnings(&p);
     assert!(w.contains("4 of 8 GPUs per node visible"), "{w}");
     assert!(w.contains("cuda 0 = GPU 4 (0000:9d:00.0)"), "{w}");
-    let devs: Vec<i64> = p["transports"]
+    let devs: Vec<i64> = p["transport_pairs"]
         .as_array()
         .unwrap()
         .iter()

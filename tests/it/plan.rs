@@ -724,7 +724,7 @@ fn rtx4090_pair_gets_p2p_by_the_rules_with_the_nvml_caveat() {
         let mut on = args.to_vec();
         on.extend(["--p2p", "on"]);
         let j = plan_json(&on);
-        for t in j["transports"].as_array().unwrap() {
+        for t in j["transport_pairs"].as_array().unwrap() {
             assert_eq!(t["path"], "SYS");
             assert!(
                 t["transport"].as_str().unwrap().starts_with("P2P/"),

@@ -201,6 +201,8 @@ fn plan_anomalies_are_coded_and_counted() {
         "NCCL_P2P_DISABLE=1",
         "--format",
         "json",
+        "--transports",
+        "pairs",
     ]);
     let m = v["messages"].as_array().unwrap();
     let shm: Vec<&Value> = m.iter().filter(|x| x["code"] == "shm-on-nvlink").collect();
@@ -221,7 +223,7 @@ fn plan_anomalies_are_coded_and_counted() {
             t[..t.find(' ').unwrap()].parse::<usize>().unwrap()
         })
         .sum();
-    let anomalies = v["transports"]
+    let anomalies = v["transport_pairs"]
         .as_array()
         .unwrap()
         .iter()

@@ -8,7 +8,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn show(args: &[&str]) -> String {
-    let out = topo().arg("show").args(args).output().unwrap();
+    // Wide enough that no verdict wraps: these tests read whole sentences.
+    let out = topo()
+        .arg("show")
+        .args(args)
+        .env("COLUMNS", "400")
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{args:?}: {}",

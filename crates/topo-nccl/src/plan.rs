@@ -782,10 +782,14 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
             && !f.value
         {
             let name = host.name.clone().unwrap_or_else(|| format!("host {h}"));
-            w.push(Message::new("nvls-unavailable", Severity::Warning, format!(
-                "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",
-                f.why
-            )));
+            w.push(Message::new(
+                "nvls-unavailable",
+                Severity::Warning,
+                format!(
+                    "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",
+                    f.why
+                ),
+            ));
             break;
         }
     }
