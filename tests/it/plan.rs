@@ -564,31 +564,46 @@ fn snapshot_pcie_8x_l40s() {
 
 #[test]
 fn snapshot_rtx4090_pair_xml() {
-    let p = fixture("fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
-    let text = plan(&snap_args(&["--from", &p.to_string_lossy()]));
-    insta::assert_snapshot!(text.replace(env!("CARGO_MANIFEST_DIR"), "<repo>"));
+    // A path relative to the package root (the tests' working directory): the heading wraps
+    // at the width, so an absolute path would make the layout depend on the checkout's place.
+    let text = plan(&snap_args(&[
+        "--from",
+        "fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml",
+    ]));
+    insta::assert_snapshot!(text);
 }
 
 #[test]
 fn snapshot_rtxa6000_nvlink_pair_xml() {
-    let p = fixture("fixtures/xml/nccl-miner-2x-rtxa6000-nvlink-bridge.xml");
-    let text = plan(&snap_args(&["--from", &p.to_string_lossy()]));
-    insta::assert_snapshot!(text.replace(env!("CARGO_MANIFEST_DIR"), "<repo>"));
+    // Relative to the package root, so the wrapped heading does not depend on the checkout.
+    let text = plan(&snap_args(&[
+        "--from",
+        "fixtures/xml/nccl-miner-2x-rtxa6000-nvlink-bridge.xml",
+    ]));
+    insta::assert_snapshot!(text);
 }
 
 #[test]
 fn snapshot_ibm_cloud_h100_xml() {
     // A real NCCL dump of a virtualised 8 x H100 (x1 bridges, width 0): NVLink known.
-    let p = fixture("fixtures/xml/ibm-cloud-gx3d-h100-topo.xml");
-    let text = plan(&snap_args(&["--from", &p.to_string_lossy()]));
-    insta::assert_snapshot!(text.replace(env!("CARGO_MANIFEST_DIR"), "<repo>"));
+    // Relative to the package root, so the wrapped heading does not depend on the checkout.
+    let text = plan(&snap_args(&[
+        "--from",
+        "fixtures/xml/ibm-cloud-gx3d-h100-topo.xml",
+    ]));
+    insta::assert_snapshot!(text);
 }
 
 #[test]
 fn snapshot_aws_p4d_xml_is_refused() {
-    let p = fixture("fixtures/xml/aws-p4d-24xl-topo.xml");
-    let e = plan_err(&["--from", &p.to_string_lossy(), "--nccl-version", V]);
-    insta::assert_snapshot!(e.replace(env!("CARGO_MANIFEST_DIR"), "<repo>"));
+    // Relative to the package root, so the wrapped error does not depend on the checkout.
+    let e = plan_err(&[
+        "--from",
+        "fixtures/xml/aws-p4d-24xl-topo.xml",
+        "--nccl-version",
+        V,
+    ]);
+    insta::assert_snapshot!(e);
 }
 
 // ---------------------------------------------------------------------------------------------
