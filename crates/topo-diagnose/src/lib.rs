@@ -23,23 +23,8 @@ use topo_source::nccllog::NcclLog;
 
 pub const SCHEMA: &str = "topo.diagnose/v1";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
+/// One severity scale for findings and for the other documents' coded messages.
+pub use topo_model::message::Severity;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
