@@ -117,18 +117,24 @@ fn save(m: &HostModel, style: Style) {
     }
 }
 
+/// A value's serde name (`shm-direct`, `threads`).
+fn name(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
 fn render(m: &HostModel) -> String {
     let mut out = String::from(
-        "# link                alpha (us)  beta cache (GB/s)  beta mem (GB/s)  knee (MiB)  worst error >= 1 MiB\n",
+        "# link                mode       alpha (us)  beta cache (GB/s)  beta mem (GB/s)  knee (MiB)  worst error >= 1 MiB\n",
     );
     for l in &m.links {
         let _ = writeln!(
             out,
-            "  {:<19} {:>10.2}  {:>17.2}  {:>15.2}  {:>10.1}  {:>6.1}%",
-            serde_json::to_value(l.link)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            "  {:<19} {:<9} {:>10.2}  {:>17.2}  {:>15.2}  {:>10.1}  {:>6.1}%",
+            name(l.link),
+            name(l.mode),
             l.alpha_us,
             l.beta_gbps,
             l.beta_mem_gbps,

@@ -14,6 +14,7 @@ use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, PlanRequest, Row};
 use topo_nccl::transport::RankPlacement;
 use topo_nccl::types::Func;
+use topo_runtime::calibrate::LinkMode;
 use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
@@ -246,6 +247,7 @@ fn launch(k: LaunchKind) -> Result<Launch> {
 fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Result<()> {
     let model = calibrate::cached_or_measure(style)?;
     let tcp = over_tcp(launch)?;
+    let mode = link_mode(launch)?;
     let sizes = req.sizes()?;
     for &c in &req.collectives {
         let algo = host_algorithm(req.algorithm, c, tcp);
@@ -256,11 +258,28 @@ fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Resul
                 collective: c,
                 bytes: b,
                 plan,
-                predicted_time_us: model.predict_us(c, algo, req.ranks, b, tcp),
+                predicted_time_us: model.predict_us(c, algo, req.ranks, b, tcp, mode),
             });
         }
     }
     Ok(())
+}
+
+/// Which calibration prices the run: ranks as threads of this process, or as processes
+/// (started by topo or by a launcher).
+fn link_mode(launch: &Launch) -> Result<LinkMode> {
+    Ok(match launch {
+        Launch::Threads => LinkMode::Threads,
+        Launch::Processes(_) | Launch::Env => LinkMode::Processes,
+        Launch::Auto => {
+            let env = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?;
+            if env.is_some() {
+                LinkMode::Processes
+            } else {
+                LinkMode::Threads
+            }
+        }
+    })
 }
 
 /// Whether the ranks will talk over TCP: several hosts under a launcher, or forced.

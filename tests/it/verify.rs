@@ -283,22 +283,31 @@ fn calibrate_reports_every_link() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["schema"], "topo.calibrate/v2");
+    assert_eq!(v["schema"], "topo.calibrate/v3");
     crate::util::assert_valid(&v, "topo calibrate --format json");
-    let links: Vec<&str> = v["links"]
+    let links: Vec<String> = v["links"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|l| l["link"].as_str())
+        .map(|l| {
+            format!(
+                "{} {}",
+                l["link"].as_str().unwrap(),
+                l["mode"].as_str().unwrap()
+            )
+        })
         .collect();
     assert_eq!(
         links,
         [
-            "copy",
-            "shm-direct",
-            "shm-direct-reduce",
-            "shm-fifo",
-            "tcp-loopback"
+            "copy any",
+            "shm-direct threads",
+            "shm-direct-reduce threads",
+            "shm-fifo threads",
+            "shm-direct processes",
+            "shm-direct-reduce processes",
+            "shm-fifo processes",
+            "tcp-loopback any"
         ]
     );
     for l in v["links"].as_array().unwrap() {

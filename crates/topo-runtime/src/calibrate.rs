@@ -9,7 +9,10 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Result, RuntimeError};
-pub use crate::hostmodel::{HostModel, Link, LinkFit, SCHEMA, Traffic, fit, traffic};
+pub use crate::hostmodel::{
+    BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, SCHEMA, Traffic, fit, fit_mode,
+    traffic,
+};
 use crate::launch::{EnvInfo, ProcessSpec, run_env_with, run_processes};
 use crate::types::{Algorithm, Collective, Protocol};
 use crate::verify::{VerifyReport, VerifyRequest, run_threads};
@@ -23,7 +26,8 @@ pub struct CalibrateRequest {
     pub iters: usize,
     /// Sweeps per link; per size the fastest is kept.
     pub repeats: usize,
-    /// How to start a second process for the shared-memory links; threads when `None`.
+    /// How to start a second process: the shared-memory links are then fitted for
+    /// processes as well as for threads; threads only when `None`.
     pub processes: Option<ProcessSpec>,
     /// Also fit TCP loopback.
     pub tcp: bool,
@@ -159,39 +163,27 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
         check: false,
         in_place: false,
         protocol: Some(Protocol::Simple),
-        min_of_iters: true,
+        min_of_iters_below: BANDWIDTH_MIN_BYTES,
         ..VerifyRequest::default()
     };
-    for (link, coll, algo) in SHM_OPS {
-        let r = VerifyRequest {
-            collectives: vec![coll],
-            algorithm: Some(algo),
-            ..base.clone()
-        };
-        let mut sweeps = Vec::new();
-        for _ in 0..req.repeats.max(1) {
-            let rep = match &req.processes {
-                Some(spec) => run_processes(&r, spec)?,
-                None => run_threads(&r)?,
+    let mut modes = vec![LinkMode::Threads];
+    if req.processes.is_some() {
+        modes.push(LinkMode::Processes);
+    }
+    for mode in modes {
+        for (link, coll, algo) in SHM_OPS {
+            let r = VerifyRequest {
+                collectives: vec![coll],
+                algorithm: Some(algo),
+                ..base.clone()
             };
-            sweeps.push(sendrecv_points(&rep));
+            let points = shm_points(&r, req, mode)?;
+            let op = traffic(coll, algo, 2, cpus, false);
+            links.push(fit_mode(link, mode, op, points, hint));
         }
-        let op = traffic(coll, algo, 2, cpus, false);
-        links.push(fit(link, op, fastest(&sweeps), hint));
     }
     if req.tcp {
-        let r = VerifyRequest {
-            collectives: vec![Collective::SendRecv],
-            algorithm: Some(Algorithm::Ring),
-            max_bytes: req.max_bytes.min(16 << 20),
-            ..base.clone()
-        };
-        let mut sweeps = Vec::new();
-        for _ in 0..req.repeats.max(1) {
-            sweeps.push(sendrecv_points(&tcp_sweep(&r)?));
-        }
-        let op = traffic(Collective::SendRecv, Algorithm::Ring, 2, cpus, true);
-        links.push(fit(Link::TcpLoopback, op, fastest(&sweeps), hint));
+        links.push(tcp_fit(req, &base, cpus, hint)?);
     }
     Ok(HostModel {
         schema: SCHEMA.into(),
@@ -203,6 +195,44 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
     })
+}
+
+/// `repeats` sweeps of `r` with the ranks started as `mode`, the fastest per size.
+fn shm_points(
+    r: &VerifyRequest,
+    req: &CalibrateRequest,
+    mode: LinkMode,
+) -> Result<Vec<(usize, f64)>> {
+    let mut sweeps = Vec::new();
+    for _ in 0..req.repeats.max(1) {
+        let rep = match (&req.processes, mode) {
+            (Some(spec), LinkMode::Processes) => run_processes(r, spec)?,
+            _ => run_threads(r)?,
+        };
+        sweeps.push(sendrecv_points(&rep));
+    }
+    Ok(fastest(&sweeps))
+}
+
+/// Ring SendRecv between 2 threads over TCP loopback, up to 16 MiB.
+fn tcp_fit(
+    req: &CalibrateRequest,
+    base: &VerifyRequest,
+    cpus: usize,
+    hint: Option<f64>,
+) -> Result<LinkFit> {
+    let r = VerifyRequest {
+        collectives: vec![Collective::SendRecv],
+        algorithm: Some(Algorithm::Ring),
+        max_bytes: req.max_bytes.min(16 << 20),
+        ..base.clone()
+    };
+    let mut sweeps = Vec::new();
+    for _ in 0..req.repeats.max(1) {
+        sweeps.push(sendrecv_points(&tcp_sweep(&r)?));
+    }
+    let op = traffic(Collective::SendRecv, Algorithm::Ring, 2, cpus, true);
+    Ok(fit(Link::TcpLoopback, op, fastest(&sweeps), hint))
 }
 
 /// One sweep of `r` by 2 ranks (threads) meeting over TCP loopback.
@@ -274,13 +304,22 @@ mod tests {
             tcp: true,
         })
         .unwrap();
+        // Copy, the three shared-memory links for threads, TCP.
         assert_eq!(m.links.len(), 5);
+        assert!(m.links[1..4].iter().all(|l| l.mode == LinkMode::Threads));
         assert!(m.links.iter().all(|l| l.alpha_us >= 0.0
             && l.beta_gbps > 0.0
             && l.beta_mem_gbps > 0.0
             && !l.points.is_empty()));
         for algo in [Algorithm::Ring, Algorithm::Direct] {
-            let p = m.predict_us(Collective::AllReduce, algo, 2, 1 << 20, false);
+            let p = m.predict_us(
+                Collective::AllReduce,
+                algo,
+                2,
+                1 << 20,
+                false,
+                LinkMode::Processes,
+            );
             assert!(p.unwrap() > 0.0);
         }
         let j = serde_json::to_string(&m).unwrap();

@@ -63,10 +63,13 @@ pub struct VerifyRequest {
     /// among the ranks (see `Executor::run_shared`); `usize::MAX` turns that off.
     #[serde(default = "default_shared_min")]
     pub shared_min_bytes: usize,
-    /// Report each rank's fastest iteration instead of the mean (calibration: a rank
-    /// descheduled by another process slows some iterations, rarely all).
+    /// Below this many bytes, report each rank's fastest iteration instead of the mean
+    /// (calibration's latency points: a rank descheduled by another process slows some
+    /// iterations of a few microseconds, rarely all); 0 never does. Larger sizes are timed
+    /// as verify times them, one clock around the loop, so the fit predicts what verify
+    /// measures.
     #[serde(default)]
-    pub min_of_iters: bool,
+    pub min_of_iters_below: usize,
 }
 
 fn default_shared_min() -> usize {
@@ -96,7 +99,7 @@ impl Default for VerifyRequest {
             foreign_machine: None,
             pin_cpus: false,
             shared_min_bytes: default_shared_min(),
-            min_of_iters: false,
+            min_of_iters_below: 0,
         }
     }
 }
@@ -537,7 +540,7 @@ pub fn run_rank_progress(
                     op(t, &mut exec, &ctx)?;
                 }
                 t.barrier()?;
-                let secs = if req.min_of_iters {
+                let secs = if bytes < req.min_of_iters_below {
                     let mut fastest = f64::INFINITY;
                     for _ in 0..req.iters.max(1) {
                         let start = Instant::now();
