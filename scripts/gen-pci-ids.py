@@ -6,7 +6,8 @@ Usage: scripts/gen-pci-ids.py [PCI_IDS] [SOURCE_NOTE]
 PCI_IDS defaults to Debian's /usr/share/misc/pci.ids (package pci.ids, also pulled in by
 pciutils and hwdata); any pci.ids of the PCI ID Project has the same format. The output keeps
 that format (vendor lines, tab-indented device lines; subsystem lines and classes dropped) for
-the vendors whose devices sit on GPU servers, with a header naming the input's version and
+the vendors whose devices sit on GPU servers and the name line of every other vendor (so an
+NVMe drive or a BMC is still named by its maker), with a header naming the input's version and
 where it came from, so topo parses the embedded subset and a machine's own file alike.
 """
 import re
@@ -52,7 +53,7 @@ def main():
         f"# Source: {note}",
         "# The PCI ID Project, https://pci-ids.ucw.cz/, maintained by Albert Pool, Martin Mares",
         "# and other volunteers; distributed under GPL-2.0-or-later or BSD-3-Clause.",
-        "# Kept: vendor and device lines of the vendors in the script; subsystems dropped.",
+        "# Kept: every vendor line; device lines of the vendors in the script; subsystems dropped.",
     ]
     vendor, pattern = None, None
     for line in text:
@@ -64,9 +65,8 @@ def main():
             vendor = line[:4]
             keep = vendor in WHOLE or vendor in FILTERED
             pattern = re.compile(FILTERED[vendor], re.I) if vendor in FILTERED else None
-            if keep:
-                out.append(line)
-            else:
+            out.append(line)
+            if not keep:
                 vendor = None
             continue
         if vendor is None or line.startswith("\t\t"):

@@ -8,6 +8,7 @@ use crate::report::show::{Cell, Paint};
 use crate::util::{Style, human_size};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use topo_model::message::Severity;
 use topo_nccl::plan::{Plan, Row};
 
 fn heading(out: &mut String, style: Style, title: &str) {
@@ -292,6 +293,9 @@ pub fn render(p: &Plan, style: Style) -> String {
     );
     for w in &p.warnings {
         let _ = writeln!(out, "{} {w}", style.yellow("warning:"));
+    }
+    for m in p.messages.iter().filter(|m| m.severity == Severity::Info) {
+        let _ = writeln!(out, "note: {}", m.text);
     }
 
     heading(&mut out, style, "Channels");

@@ -192,3 +192,91 @@ fn hand_trimmed_files_are_refused_or_warned_consistently() {
         "{w}"
     );
 }
+
+/// A port whose source does not say `gdr` (issue 10, item 3): the plan warns that NCCL asks
+/// its net plugin at run time and that it assumed none, and `topo xml` leaves it unstated
+/// (written as 0, NCCL would stop asking and run without GPUDirect RDMA).
+#[test]
+fn a_port_without_gdr_is_named_and_stays_unstated() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = |gdr: &str| {
+        format!(
+            r#"<system version="1"><cpu numaid="0" affinity="ffffffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143"><pci busid="0000:10:00.0" class="0x030200" vendor="0x10de" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" gdr="1"/></pci><pci busid="0000:30:00.0" class="0x020700" vendor="0x15b3" device="0x1021" link_speed="32.0 GT/s PCIe" link_width="16"><nic><net name="mlx5_0" dev="0" speed="400000"{gdr}/></nic></pci></cpu></system>"#
+        )
+    };
+    let bare = dir.path().join("nogdr.xml");
+    std::fs::write(&bare, xml("")).unwrap();
+    let (p, _) = plan(&["--from", bare.to_str().unwrap(), "--nodes", "2"]);
+    let w = warnings(&p);
+    assert!(
+        w.contains("1 network port name(s) without gdr (mlx5_0)"),
+        "{w}"
+    );
+    assert!(w.contains("the plan assumed it does not"), "{w}");
+    let stated = dir.path().join("gdr.xml");
+    std::fs::write(&stated, xml(r#" gdr="0""#)).unwrap();
+    let (p, _) = plan(&["--from", stated.to_str().unwrap(), "--nodes", "2"]);
+    assert!(!warnings(&p).contains("without gdr"), "{}", warnings(&p));
+    let out = topo().args(["xml", "--from"]).arg(&bare).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let net = text.lines().find(|l| l.contains("<net ")).unwrap();
+    assert!(!net.contains("gdr="), "{net}");
+}
+
+fn messages(p: &Value) -> Vec<(String, String, String)> {
+    p["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap().to_string();
+            (s("code"), s("severity"), s("text"))
+        })
+        .collect()
+}
+
+/// VM artefacts (issue 10, item 3): each is named, and a differential run on the same
+/// machine with them repaired says which of the plan's choices they caused.
+#[test]
+fn vm_artefacts_are_named_with_what_they_caused() {
+    // IBM Cloud's gx3d H100 VM: emulated 2.5 GT/s x1 bridges above each GPU and NIC. NVLink
+    // carries GPU traffic and each NIC shares its GPU's bridge, so the bridges change nothing.
+    let ibm = crate::util::fixture("fixtures/xml/ibm-cloud-gx3d-h100-topo.xml");
+    let (p, _) = plan(&["--from", ibm.to_str().unwrap()]);
+    let m = messages(&p);
+    let bridge = m
+        .iter()
+        .find(|m| m.0 == "vm-virtual-bridge")
+        .expect("bridge");
+    assert!(bridge.2.starts_with("8 PCI bridge(s)"), "{}", bridge.2);
+    let caused = m.iter().find(|m| m.0 == "vm-caused").expect("caused");
+    assert_eq!(caused.1, "info");
+    assert!(
+        caused.2.contains("changed nothing in this plan"),
+        "{}",
+        caused.2
+    );
+    // The same VM with its H100s reading 16 GT/s and 400G ports, on 2 nodes: the GPU links
+    // now cap the network, and the differential says by how much.
+    let text = std::fs::read_to_string(&ibm)
+        .unwrap()
+        .replace(
+            r#"subsystem_device="0x16c1" link_speed="32.0 GT/s PCIe" link_width="0""#,
+            r#"subsystem_device="0x16c1" link_speed="16.0 GT/s PCIe" link_width="16""#,
+        )
+        .replace(r#"speed="200000""#, r#"speed="400000""#);
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("gen4.xml");
+    std::fs::write(&slow, text).unwrap();
+    let (p, _) = plan(&["--from", slow.to_str().unwrap(), "--nodes", "2"]);
+    let m = messages(&p);
+    assert!(m.iter().any(|m| m.0 == "vm-gpu-link-slow"), "{m:?}");
+    let caused = m.iter().find(|m| m.0 == "vm-caused").expect("caused");
+    assert_eq!(caused.1, "warning");
+    assert!(caused.2.contains("allreduce 1G:"), "{}", caused.2);
+    assert!(caused.2.contains("busbw"), "{}", caused.2);
+    // A bare-metal profile has none of them.
+    let (p, _) = plan(&["--profile", "dgx-h100"]);
+    assert!(!messages(&p).iter().any(|m| m.0.starts_with("vm-")));
+}

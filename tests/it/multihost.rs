@@ -64,6 +64,13 @@ impl Drop for Namespaces {
 fn run_pair(ns: &Namespaces, vars: impl Fn(usize) -> Vec<(&'static str, String)>) -> String {
     let bin = assert_cmd::cargo::cargo_bin("topo");
     let cache = std::env::temp_dir().join(format!("topo-it-cache-{}", std::process::id()));
+    // One small calibration for both ranks, so neither measures the full one on first use.
+    let cal = Command::new(&bin)
+        .args(["calibrate", "-e", "1M", "-n", "2", "-r", "1"])
+        .env("XDG_CACHE_HOME", &cache)
+        .output()
+        .unwrap();
+    assert!(cal.status.success(), "calibrate: {cal:?}");
     let ranks: Vec<_> = (0..2)
         .map(|r| {
             let mut c = Command::new("ip");

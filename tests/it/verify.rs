@@ -3,11 +3,29 @@
 use crate::util::topo;
 use serde_json::Value;
 
-/// `topo verify` with a calibration cache shared by these tests (one measurement per run).
+/// The calibration cache these tests share, filled once per run by a small `topo calibrate`
+/// (up to 1 MiB, one repeat): verify's own first-use calibration measures to 64 MiB three
+/// times in both launch modes, which a debug build on a loaded 2-core machine takes minutes
+/// over, and every test would race to do it.
+fn shared_cache() -> &'static std::path::Path {
+    static CACHE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| {
+        let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache");
+        let out = topo()
+            .env("XDG_CACHE_HOME", &cache)
+            .args(["calibrate", "-e", "1M", "-n", "2", "-r", "1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "calibrate: {out:?}");
+        cache
+    })
+}
+
+/// `topo verify` with the calibration cache shared by these tests.
 fn verify(args: &[&str]) -> std::process::Output {
-    let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache");
+    let cache = shared_cache();
     topo()
-        .env("XDG_CACHE_HOME", &cache)
+        .env("XDG_CACHE_HOME", cache)
         .arg("verify")
         .args(args)
         .output()

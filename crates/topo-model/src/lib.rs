@@ -282,6 +282,11 @@ pub struct Net {
     pub port: u32,
     pub guid: Option<u64>,
     pub gdr: bool,
+    /// The source did not say whether the port has GPUDirect RDMA (no `gdr` attribute or
+    /// field): `gdr` holds the default NCCL's XML reader uses (0), and at run time NCCL
+    /// asks its net plugin instead, so the plan's no-GDR answer is an assumption.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gdr_unstated: bool,
     pub coll: bool,
     /// Extra latency in us added to inter-node latency.
     pub latency: f64,

@@ -23,6 +23,7 @@ pub mod tuning;
 pub mod types;
 pub mod version;
 pub mod visible;
+pub mod vm;
 pub mod whatif;
 
 pub use error::{Error, ErrorKind, Result};
@@ -36,5 +37,6 @@ pub fn plan(
 ) -> Result<plan::Plan> {
     let (analysis, mut p) = plan::analyzed(topo, req, facts.clone())?;
     whatif::env_effects(topo, req, &facts, &analysis, &mut p);
+    whatif::vm_effects(topo, req, &facts, &mut p);
     Ok(p)
 }

@@ -694,6 +694,7 @@ fn messages(a: &Analysis) -> Vec<Message> {
     }
     hardware_fact_warnings(a, &mut w);
     incomplete_net_warnings(a, &mut w);
+    unstated_gdr_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(Message::new("p2p-assumed", Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
@@ -756,6 +757,30 @@ fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Message>) {
         shown.join(", "),
         if names.len() > 4 { ", ..." } else { "" },
         assumed * 8.0
+    )));
+}
+
+/// Network ports whose source does not say whether they have GPUDirect RDMA: NCCL's net
+/// plugin says at run time (topo.cc, NCCL 2.28: a `<net>` without `gdr` gets the plugin's
+/// answer), the plan took the XML reader's default of none.
+fn unstated_gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
+    let names: std::collections::BTreeSet<String> = a
+        .topo
+        .nets()
+        .into_iter()
+        .filter_map(|n| a.topo.net(n))
+        .filter(|x| x.gdr_unstated)
+        .map(|x| x.name.clone())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = names.iter().take(4).map(String::as_str).collect();
+    w.push(Message::new("net-gdr-unknown", Severity::Warning, format!(
+        "{} network port name(s) without gdr ({}{}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML) or `gdr: true` (profile) where it works",
+        names.len(),
+        shown.join(", "),
+        if names.len() > 4 { ", ..." } else { "" },
     )));
 }
 

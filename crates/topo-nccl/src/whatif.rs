@@ -16,6 +16,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use topo_model::Topology;
+use topo_model::message::{Message, Severity};
 
 /// One NCCL variable topo knows of but does not model, with what NCCL uses it for.
 #[derive(Clone, Debug, Deserialize)]
@@ -249,6 +250,68 @@ pub fn unchanged(notes: &[String], default: Option<String>) -> String {
     } else {
         format!("changed nothing in this plan: {}", why.join("; "))
     }
+}
+
+/// The VM artefacts of `topo` as messages, and what they caused: a differential run on the
+/// same topology with them repaired (`vm::repaired`), compared as an environment variable's
+/// run is.
+pub(crate) fn vm_effects(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    plan: &mut Plan,
+) {
+    let a = crate::vm::find(topo);
+    let mut msgs = crate::vm::messages(topo, &a);
+    if a.repairable() {
+        let fixed = crate::vm::repaired(topo, &a);
+        let what = "the same machine with its bridges at their devices' link and its GPU links at their generation's";
+        let (severity, text) = match plan_on(&fixed, req, facts) {
+            Ok(bare) => {
+                let changes = compare(&bare, plan);
+                if changes.is_empty() {
+                    (
+                        Severity::Info,
+                        format!(
+                            "the VM artefacts changed nothing in this plan: {what} plans the same channels, transports, NICs, choices and predicted times"
+                        ),
+                    )
+                } else {
+                    (
+                        Severity::Warning,
+                        format!(
+                            "what the VM artefacts caused, against {what}: {}",
+                            changes.join("; ")
+                        ),
+                    )
+                }
+            }
+            Err(e) => (
+                Severity::Warning,
+                format!("{what} cannot be planned ({e}), so what the VM caused is unknown"),
+            ),
+        };
+        msgs.push(Message::new("vm-caused", severity, text));
+    }
+    // v1's `warnings[]` holds warnings only; notes are in `messages[]` (and the text's `note:`).
+    plan.warnings.extend(
+        msgs.iter()
+            .filter(|m| m.severity >= Severity::Warning)
+            .map(|m| m.text.clone()),
+    );
+    plan.messages.extend(msgs);
+}
+
+/// The plan of `topo` for `req` (no what-if runs of its own).
+fn plan_on(topo: &Topology, req: &PlanRequest, facts: &RuntimeFacts) -> Result<Plan> {
+    let a = analyze::analyze(&Request {
+        topo,
+        env: req.env.clone(),
+        version: req.version,
+        placement: req.placement.clone(),
+        facts: facts.clone(),
+    })?;
+    crate::plan::build(&a, req)
 }
 
 /// The plan with every pair naming `var` removed from the environment.

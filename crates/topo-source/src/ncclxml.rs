@@ -832,6 +832,7 @@ impl<'a> Builder<'a> {
                 port: self.int_as(el, "port").unwrap_or(0),
                 guid: self.hex64(el, "guid"),
                 gdr: self.int(el, "gdr").is_some_and(|v| v != 0),
+                gdr_unstated: self.int(el, "gdr").is_none(),
                 coll: self.int(el, "coll").is_some_and(|v| v != 0),
                 latency: self.float(el, "latency").unwrap_or(0.0),
                 maxconn: self.int_as(el, "maxconn"),

@@ -214,6 +214,10 @@ mod tests {
         assert_eq!(n.vendor(0x10de).as_deref(), Some("NVIDIA"));
         assert_eq!(n.vendor(0x15b3).as_deref(), Some("Mellanox"));
         assert_eq!(n.vendor(0x1002).as_deref(), Some("AMD/ATI"));
+        // Every vendor keeps its name line, devices or not: a Samsung NVMe drive on a host
+        // without pci.ids is still named by its maker.
+        assert!(n.vendor(0x144d).is_some_and(|v| v.starts_with("Samsung")));
+        assert!(n.vendor(0x1a03).is_some_and(|v| v.starts_with("ASPEED")));
         assert!(n.primary.version.as_str() >= "2026.08.22");
     }
 

@@ -429,6 +429,7 @@ impl<'a> Flattener<'a> {
                 port: p.port.or(pd.port).unwrap_or(1),
                 guid: p.guid.or(pd.guid).map(|h| h.0),
                 gdr: p.gdr.or(pd.gdr).unwrap_or(false),
+                gdr_unstated: p.gdr.or(pd.gdr).is_none(),
                 coll: p.coll.or(pd.coll).unwrap_or(false),
                 latency,
                 maxconn: p.maxconn.or(pd.maxconn),

@@ -289,7 +289,9 @@ impl Writer<'_> {
             .attr("latency", latency(net.latency))
             .opt("guid", net.guid.map(|g| format!("{g:#x}")))
             .opt("maxconn", net.maxconn)
-            .attr("gdr", u8::from(net.gdr))
+            // An unstated gdr stays unstated: written as 0, NCCL would no longer ask its
+            // plugin and would run without GPUDirect RDMA.
+            .opt("gdr", (!net.gdr_unstated).then_some(u8::from(net.gdr)))
             .opt("coll", net.coll.then_some(1))
     }
 

@@ -1,0 +1,260 @@
+//! What a virtual machine does to a topology, and what that does to the plan.
+//!
+//! Inside a VM NCCL reads the same sysfs the guest shows, so it plans with the guest's
+//! artefacts: emulated bridges that report a 2.5 GT/s x1 link above a GPU and its NIC
+//! (IBM Cloud gx3d, KVM hosts with pxb-pcie), Gen5 GPUs whose link reads 16 GT/s, empty
+//! link speeds, NUMA ids of -1. topo's plan mirrors NCCL, so it keeps them too; this module
+//! names each one and builds the same topology with the repairable ones repaired, so that a
+//! differential run can say which of the plan's choices the VM caused.
+
+use petgraph::graph::NodeIndex;
+use std::collections::BTreeSet;
+use topo_model::message::{Message, Severity};
+use topo_model::{NodeKind, PcieLink, Topology};
+
+/// A bridge whose own link is below this (GB/s, NCCL's PCI bandwidth) while a GPU or a NIC
+/// hangs below it is an emulated bridge: NCCL prices x1 Gen1 at 0.19 GB/s and x1 Gen3 at
+/// 0.75; no GPU server puts an accelerator or its NIC behind such a link.
+const VIRTUAL_BRIDGE_MAX_GBPS: f64 = 1.0;
+
+/// The link speed a GPU generation is built for, by SM: what a repaired GPU link gets.
+fn native_speed(sm: u32) -> &'static str {
+    match sm {
+        0..=69 => "8.0 GT/s PCIe",
+        70..=79 => "8.0 GT/s PCIe",
+        80..=89 => "16.0 GT/s PCIe",
+        _ => "32.0 GT/s PCIe",
+    }
+}
+
+/// The artefacts found, by kind, with the nodes a repair changes.
+#[derive(Debug, Default, Clone)]
+pub struct Artefacts {
+    /// Emulated bridges above GPUs or NICs, with the link a repair gives them.
+    pub bridges: Vec<(NodeIndex, PcieLink)>,
+    /// GPUs whose link is slower than their generation's, or empty, with the repaired link.
+    pub gpu_links: Vec<(NodeIndex, PcieLink)>,
+    /// CPUs with NUMA id -1 (nothing to repair: the real sockets are unknown).
+    pub numa_unknown: usize,
+}
+
+impl Artefacts {
+    pub fn repairable(&self) -> bool {
+        !self.bridges.is_empty() || !self.gpu_links.is_empty()
+    }
+}
+
+/// Every VM artefact of `topo`.
+pub fn find(topo: &Topology) -> Artefacts {
+    let mut a = Artefacts::default();
+    for n in topo.pci_switches() {
+        if let Some(link) = virtual_bridge(topo, n) {
+            a.bridges.push((n, link));
+        }
+    }
+    for n in topo.gpus() {
+        if let Some(link) = slow_gpu_link(topo, n) {
+            a.gpu_links.push((n, link));
+        }
+    }
+    a.numa_unknown = topo
+        .cpus()
+        .filter(|&c| topo.cpu(c).is_some_and(|c| c.numa < 0))
+        .count();
+    a
+}
+
+/// A bridge under the bandwidth of an emulated one with a faster GPU or NIC below it; the
+/// repaired link is its fastest child's.
+fn virtual_bridge(topo: &Topology, n: NodeIndex) -> Option<PcieLink> {
+    let own = topo.node(n).pcie()?;
+    if own.bw() >= VIRTUAL_BRIDGE_MAX_GBPS {
+        return None;
+    }
+    let fastest = topo
+        .children(n)
+        .into_iter()
+        .filter(|&c| carries_gpu_or_nic(topo, c))
+        .filter_map(|c| topo.node(c).pcie().cloned())
+        .max_by(|x, y| x.bw().total_cmp(&y.bw()))?;
+    (fastest.bw() > own.bw() * 4.0).then(|| PcieLink::new(fastest.speed.as_deref(), fastest.width))
+}
+
+fn carries_gpu_or_nic(topo: &Topology, n: NodeIndex) -> bool {
+    let mut stack = vec![n];
+    let mut seen = 0usize;
+    while let Some(x) = stack.pop() {
+        seen += 1;
+        if seen > 4096 {
+            return false;
+        }
+        if matches!(topo.node(x).kind, NodeKind::Gpu(_) | NodeKind::Nic(_)) {
+            return true;
+        }
+        stack.extend(topo.children(x));
+    }
+    false
+}
+
+/// A Gen5-class GPU (SM 90 and later) linked at 16 GT/s or less, or any GPU with an empty
+/// link speed (NCCL counts that as Gen3): the repaired link is its generation's at the
+/// stated width.
+fn slow_gpu_link(topo: &Topology, n: NodeIndex) -> Option<PcieLink> {
+    let g = topo.gpu(n)?;
+    let sm = g.sm?;
+    let empty = g.pcie.speed.as_deref().is_some_and(|s| s.trim().is_empty());
+    let slow = sm >= 90 && g.pcie.gts().is_some_and(|t| t <= 16.0);
+    (empty || slow).then(|| PcieLink::new(Some(native_speed(sm)), g.pcie.width))
+}
+
+/// `topo` with the repairable artefacts repaired: each link set as the repair says, and the
+/// PCI links to its parent given the new bandwidth (NCCL takes a link's bandwidth from the
+/// child's attributes).
+pub fn repaired(topo: &Topology, a: &Artefacts) -> Topology {
+    let mut t = topo.clone();
+    for (n, link) in a.bridges.iter().chain(&a.gpu_links) {
+        let n = *n;
+        let bw = link.bw();
+        match &mut t.graph[n].kind {
+            NodeKind::PciSwitch(p) => p.pcie = link.clone(),
+            NodeKind::Gpu(g) => g.pcie = link.clone(),
+            _ => continue,
+        }
+        let Some(parent) = t.graph[n].parent else {
+            continue;
+        };
+        let edges: Vec<_> = t
+            .graph
+            .edges_connecting(parent, n)
+            .chain(t.graph.edges_connecting(n, parent))
+            .filter(|e| e.weight().kind == topo_model::LinkKind::Pci)
+            .map(|e| petgraph::visit::EdgeRef::id(&e))
+            .collect();
+        for e in edges {
+            t.graph[e].bw = bw;
+        }
+    }
+    t
+}
+
+fn busids(topo: &Topology, nodes: &[(NodeIndex, PcieLink)]) -> String {
+    let ids: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|(n, _)| topo.node(*n).busid().map(|b| b.to_string()))
+        .collect();
+    let shown: Vec<&str> = ids.iter().take(3).map(String::as_str).collect();
+    let more = if ids.len() > 3 { ", ..." } else { "" };
+    format!("{}{more}", shown.join(", "))
+}
+
+/// One message per kind of artefact: what it is, and what NCCL does with it.
+pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
+    let mut m = vec![];
+    if let Some((n, _)) = a.bridges.first() {
+        let own = topo.node(*n).pcie().cloned().unwrap_or_default();
+        m.push(Message::new("vm-virtual-bridge", Severity::Warning, format!(
+            "{} PCI bridge(s) above GPUs or NICs report a {:.2} GB/s link ({}, {} x{}): an emulated bridge (virtual machine); NCCL takes the link as reported, so paths through it toward the CPU (SHM, NET through the CPU) are priced at that bandwidth",
+            a.bridges.len(),
+            own.bw(),
+            busids(topo, &a.bridges),
+            own.speed.as_deref().unwrap_or("?").trim_end_matches(" PCIe"),
+            own.width.unwrap_or(0),
+        )));
+    }
+    if !a.gpu_links.is_empty() {
+        m.push(Message::new("vm-gpu-link-slow", Severity::Warning, format!(
+            "{} GPU(s) report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",
+            a.gpu_links.len(),
+            busids(topo, &a.gpu_links),
+        )));
+    }
+    if a.numa_unknown > 0 {
+        m.push(Message::new("vm-numa-unknown", Severity::Info, format!(
+            "{} CPU domain(s) with NUMA id -1: the kernel reports no NUMA node (a VM that hides it, or a machine without NUMA); NCCL treats each as one CPU domain, and the plan cannot say what the real sockets would change",
+            a.numa_unknown
+        )));
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo_model::{Cpu, Gpu, LinkKind, PciSwitch};
+
+    fn vm_box(bridge: PcieLink, gpu: PcieLink, sm: u32) -> (Topology, NodeIndex, NodeIndex) {
+        let mut t = Topology::default();
+        let cpu = t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+        let br = t.add_child(
+            cpu,
+            NodeKind::PciSwitch(PciSwitch {
+                busid: "0000:a1:00.0".parse().unwrap(),
+                pcie: bridge,
+                ..Default::default()
+            }),
+        );
+        let mut g = Gpu::new("0000:a4:00.0".parse().unwrap(), 0);
+        g.sm = Some(sm);
+        g.pcie = gpu;
+        let g = t.add_child(br, NodeKind::Gpu(g));
+        (t, br, g)
+    }
+
+    fn pci_bw(t: &Topology, a: NodeIndex, b: NodeIndex) -> f64 {
+        t.graph
+            .edges_connecting(a, b)
+            .find(|e| e.weight().kind == LinkKind::Pci)
+            .map(|e| e.weight().bw)
+            .unwrap()
+    }
+
+    #[test]
+    fn an_x1_bridge_above_a_gpu_is_repaired_to_the_gpu_link() {
+        let (t, br, _) = vm_box(
+            PcieLink::new(Some("2.5 GT/s PCIe"), Some(1)),
+            PcieLink::new(Some("32.0 GT/s PCIe"), Some(0)),
+            90,
+        );
+        let a = find(&t);
+        assert_eq!(a.bridges.len(), 1);
+        assert!(a.gpu_links.is_empty());
+        let r = repaired(&t, &a);
+        let cpu = r.graph[br].parent.unwrap();
+        assert_eq!(pci_bw(&r, cpu, br), 48.0);
+        assert_eq!(pci_bw(&r, br, cpu), 48.0);
+        // NCCL prices 2.5 GT/s x1 at 0.1875 GB/s.
+        assert!((pci_bw(&t, cpu, br) - 0.1875).abs() < 1e-9);
+        assert_eq!(messages(&t, &a)[0].code, "vm-virtual-bridge");
+    }
+
+    #[test]
+    fn a_gen5_gpu_at_16_gts_is_repaired_to_32_and_a_gen4_one_is_left() {
+        let fast_bridge = PcieLink::new(Some("32.0 GT/s PCIe"), Some(16));
+        let (t, br, g) = vm_box(
+            fast_bridge.clone(),
+            PcieLink::new(Some("16.0 GT/s PCIe"), Some(16)),
+            90,
+        );
+        let a = find(&t);
+        assert!(a.bridges.is_empty());
+        assert_eq!(a.gpu_links.len(), 1);
+        assert_eq!(pci_bw(&repaired(&t, &a), br, g), 48.0);
+        // An A100 (SM 80) at 16 GT/s is at its generation's speed.
+        let (t, _, _) = vm_box(
+            fast_bridge,
+            PcieLink::new(Some("16.0 GT/s PCIe"), Some(16)),
+            80,
+        );
+        assert!(!find(&t).repairable());
+    }
+
+    #[test]
+    fn a_slow_bridge_with_nothing_fast_below_is_not_a_vm() {
+        let (t, _, _) = vm_box(
+            PcieLink::new(Some("2.5 GT/s PCIe"), Some(1)),
+            PcieLink::new(Some("2.5 GT/s PCIe"), Some(1)),
+            70,
+        );
+        assert!(find(&t).bridges.is_empty());
+    }
+}
