@@ -442,6 +442,27 @@ mod tests {
     }
 
     #[test]
+    fn env_ranks_across_hosts_are_refused_before_touching_a_gpu() {
+        let env = EnvInfo {
+            launcher: "slurm",
+            rank: 1,
+            world: 4,
+            local_rank: 1,
+            single_host: false,
+            master_addr: "gpu01".into(),
+            master_port: 20001,
+            token: "slurm-7.0".into(),
+        };
+        let req = VerifyRequest {
+            ranks: 4,
+            ..VerifyRequest::default()
+        };
+        let e = run_env(&req, &CudaOptions::default(), &env).unwrap_err();
+        assert!(matches!(e, RuntimeError::Unsupported(_)), "{e}");
+        assert!(e.to_string().contains("span several hosts"), "{e}");
+    }
+
+    #[test]
     fn without_a_driver_processes_fail_cleanly() {
         if super::super::loader::probe_driver().is_ok() {
             eprintln!("skipped: a CUDA driver is present here");
