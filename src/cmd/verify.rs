@@ -35,13 +35,15 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
         if foreign {
             plan_foreign(a, &mut req)?;
         }
+        let transport = std::env::var("TOPO_CUDA_TRANSPORT").unwrap_or_default();
         let opts = topo_runtime::cuda::device::CudaOptions {
             ranks_per_gpu: a.ranks_per_gpu.max(1),
             compare_nccl: a.compare == Some(Compare::Nccl),
             copy_ceiling: a.copy_ceiling,
-            force_shm: std::env::var("TOPO_CUDA_TRANSPORT").is_ok_and(|t| t == "shm"),
+            force_shm: transport == "shm",
+            force_ipc: transport == "ipc",
         };
-        Some(topo_runtime::cuda::device::run_verify_cuda(&req, &opts)?)
+        run_cuda(a, &mut req, &opts)?
     } else {
         let launch = launch(a.launch)?;
         if foreign {
@@ -86,17 +88,7 @@ fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::c
         return Ok(None);
     }
     let why = match cuda_ready() {
-        Ok(gpus) => {
-            if !matches!(a.launch, LaunchKind::Auto | LaunchKind::Threads) {
-                return Err(Failure::new(
-                    Exit::MissingRuntime,
-                    "cuda backend: ranks run as threads of one process (one per GPU, or --ranks-per-gpu K); multi-process CUDA launch is not built yet",
-                )
-                .hint("drop --launch, or run --backend host for processes and launchers")
-                .into());
-            }
-            return Ok(Some(gpus));
-        }
+        Ok(gpus) => return Ok(Some(gpus)),
         Err(why) => why,
     };
     if a.backend == Backend::Cuda || cuda_only {
@@ -119,6 +111,39 @@ fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::c
         );
     }
     Ok(None)
+}
+
+/// The CUDA sweep with the chosen launcher: threads of this process (one per rank), worker
+/// processes (`--launch processes`), or the ranks of torchrun/srun/mpirun on one host
+/// (`--launch env`, or `auto` under a launcher). Ranks other than 0 of `env` return `None`.
+fn run_cuda(
+    a: &VerifyArgs,
+    req: &mut VerifyRequest,
+    opts: &topo_runtime::cuda::device::CudaOptions,
+) -> Result<Option<topo_runtime::verify::VerifyReport>> {
+    use topo_runtime::cuda::{device, procs};
+    let env = || topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok());
+    let env_info = match a.launch {
+        LaunchKind::Threads | LaunchKind::Processes => None,
+        LaunchKind::Auto => env()?,
+        LaunchKind::Env => Some(env()?.ok_or_else(|| {
+            error::usage(
+                "--launch env: no torchrun, Slurm or Open MPI variables",
+                "start topo under torchrun/srun/mpirun, or use --launch processes",
+            )
+        })?),
+    };
+    if let Some(e) = env_info {
+        if a.ranks.is_none() {
+            req.ranks = e.world;
+        }
+        return Ok(procs::run_env(req, opts, &e)?);
+    }
+    if a.launch == LaunchKind::Processes {
+        let spec = calibrate::worker_spec()?;
+        return Ok(Some(procs::run_processes(req, opts, &spec)?));
+    }
+    Ok(Some(device::run_verify_cuda(req, opts)?))
 }
 
 /// GPUs the CUDA backend can use: the driver, a GPU and NVRTC (probed before any cudarc call).

@@ -795,3 +795,93 @@ fn snapshot_replay_shows_the_same_json_as_the_live_run() {
     assert_eq!(live, replay);
     assert_eq!(live["schema"], "topo.show/v1");
 }
+
+/// The HGX fixture with `nvml.json` replaced by `nvml` (NVML's answer with the CUDA driver's
+/// per-GPU attributes), in a temp folder.
+fn hgx_with_nvml(nvml: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("box");
+    copy_tree(&fixture("hgx-h100-8gpu"), &root);
+    std::fs::write(root.join("nvml.json"), nvml).unwrap();
+    (tmp, root)
+}
+
+fn plan_text(root: &Path) -> String {
+    let out = topo_cmd()
+        .args(["plan", "--from"])
+        .arg(root)
+        .env("COLUMNS", "400")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn cuda_driver_attributes_replay_into_the_model_and_the_plan() {
+    // Synthetic (fixtures/synthetic/README.md): the HGX board whose driver offers neither
+    // cuMem VMM nor multicast, as NVML + the CUDA driver would record it.
+    let text = std::fs::read_to_string(
+        crate::util::fixture("fixtures/synthetic").join("nvml-hgx-h100-no-cumem-no-multicast.json"),
+    )
+    .unwrap();
+    let (_tmp, root) = hgx_with_nvml(&text);
+    let t = load(&root);
+    for (i, &g) in t.gpus().iter().enumerate() {
+        let a = t
+            .gpu(g)
+            .unwrap()
+            .cuda
+            .clone()
+            .expect("cuda attributes recorded");
+        assert_eq!(a.ordinal, i as u32);
+        assert_eq!(
+            (a.vmm, a.multicast, a.unified_addressing),
+            (Some(false), Some(false), Some(true))
+        );
+    }
+    let nvls = t.hosts[0].nvls.clone().unwrap();
+    assert!(!nvls.value);
+    assert!(
+        nvls.why
+            .starts_with("CUDA driver: no multicast on 8 GPU(s)"),
+        "{}",
+        nvls.why
+    );
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("(P2P/IPC) instead of P2P/CUMEM")),
+        "{:?}",
+        t.warnings
+    );
+    let plan = plan_text(&root);
+    assert!(plan.contains("P2P/IPC 56"), "{plan}");
+    assert!(plan.contains("0 nvls channels"), "{plan}");
+    assert!(
+        plan.contains("CUMEM is off (auto: the GPU reports no virtual memory management support)"),
+        "{plan}"
+    );
+
+    // The same box with every attribute supported: P2P/CUMEM, NVLS, no warning.
+    let ok = text.replace("false", "true");
+    let (_tmp2, root2) = hgx_with_nvml(&ok);
+    let t2 = load(&root2);
+    assert!(t2.hosts[0].nvls.is_none());
+    assert!(!t2.warnings.iter().any(|w| w.contains("CUDA driver")));
+    let plan2 = plan_text(&root2);
+    assert!(plan2.contains("P2P/CUMEM 56"), "{plan2}");
+    assert!(!plan2.contains(" 0 nvls channels"), "{plan2}");
+}
+
+#[test]
+fn nvml_without_cuda_attributes_changes_nothing() {
+    // Old snapshots (no `cuda` per GPU) keep NCCL's defaults: no fact, no warning.
+    let t = load(&fixture("hgx-h100-8gpu"));
+    assert!(t.gpus().iter().all(|&g| t.gpu(g).unwrap().cuda.is_none()));
+    assert!(!t.warnings.iter().any(|w| w.contains("CUDA driver")));
+}

@@ -240,6 +240,8 @@ fn cuda_options_without_a_driver_name_what_is_missing() {
         vec!["--ranks-per-gpu", "2"],
         vec!["--compare", "nccl"],
         vec!["--backend", "cuda", "--copy-ceiling"],
+        vec!["--backend", "cuda", "--launch", "processes"],
+        vec!["--backend", "cuda", "--launch", "env"],
     ] {
         let out = verify(&args);
         assert_eq!(out.status.code(), Some(3), "{args:?}");

@@ -133,6 +133,26 @@ pub struct FabricInfo {
     pub status: Option<String>,
 }
 
+/// What the CUDA driver says about one GPU (`cuDeviceGetAttribute`), where a live probe or a
+/// snapshot recorded it; each `None` when the driver did not know the attribute.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaAttrs {
+    /// The CUDA device ordinal (which may differ from NVML's index).
+    pub ordinal: u32,
+    /// `VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`: cuMem allocations (NCCL's P2P/CUMEM).
+    pub vmm: Option<bool>,
+    /// `HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED`: cuMem memory shareable as an fd.
+    pub posix_fd: Option<bool>,
+    /// `HANDLE_TYPE_FABRIC_SUPPORTED`: cuMem fabric handles (multi-node NVLink).
+    pub fabric_handle: Option<bool>,
+    /// `MULTICAST_SUPPORTED`: NVLink SHARP multicast objects (NCCL's NVLS).
+    pub multicast: Option<bool>,
+    /// `UNIFIED_ADDRESSING`: one address space for host and devices.
+    pub unified_addressing: Option<bool>,
+    /// `GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED` (CUMEM auto required it in NCCL 2.19-2.23).
+    pub gdr_with_vmm: Option<bool>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct C2cInfo {
     /// Per-link bandwidth in MB/s as NVML reports it.
@@ -169,6 +189,9 @@ pub struct Gpu {
     /// refuse it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p2p: Option<bool>,
+    /// The CUDA driver's attributes of this GPU (live discovery and snapshots only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<CudaAttrs>,
 }
 
 /// PCI device ids (NVIDIA, 0x10de) whose current drivers refuse peer access between two
@@ -245,6 +268,7 @@ impl Gpu {
             c2c: None,
             fabric: None,
             p2p: None,
+            cuda: None,
         }
     }
 }

@@ -120,6 +120,26 @@ fn positive(v: Option<i64>) -> Option<usize> {
     v.filter(|&x| x > 0).map(|x| x as usize)
 }
 
+/// A CUDA driver attribute over the GPUs that recorded one (live discovery, snapshots):
+/// false when any GPU lacks it, true when every GPU has it, `None` when unknown.
+fn cuda_attr(
+    topo: &topo_model::Topology,
+    f: fn(&topo_model::CudaAttrs) -> Option<bool>,
+) -> Option<bool> {
+    let vals: Vec<Option<bool>> = topo
+        .gpus()
+        .into_iter()
+        .map(|g| topo.gpu(g).and_then(|x| x.cuda.as_ref()).and_then(f))
+        .collect();
+    if vals.contains(&Some(false)) {
+        Some(false)
+    } else if !vals.is_empty() && vals.iter().all(|v| *v == Some(true)) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
 pub fn analyze(req: &Request) -> Result<Analysis> {
     let data = VersionData::load(&req.version)?;
     let minor = data.minor();
@@ -239,6 +259,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
         cuda_driver_version: req.facts.cuda_driver_version,
         ib_available: ib_none_selected.then_some(false),
+        vmm_supported: cuda_attr(&topo, |a| a.vmm),
+        vmm_gdr_supported: cuda_attr(&topo, |a| a.gdr_with_vmm),
         ..TransportPolicy::default()
     };
 

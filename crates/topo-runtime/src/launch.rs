@@ -40,6 +40,8 @@ pub const ENV_RANK: &str = "TOPO_RT_RANK";
 pub const ENV_WORLD: &str = "TOPO_RT_WORLD";
 /// Job token (also honoured in env mode, where it overrides the launcher's job id).
 pub const ENV_TOKEN: &str = "TOPO_JOB_TOKEN";
+/// `cuda` in a worker of `--backend cuda --launch processes`.
+pub const ENV_BACKEND: &str = "TOPO_RT_BACKEND";
 /// Force the TCP transport in env mode (`TOPO_TRANSPORT=tcp`).
 pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
 
@@ -308,7 +310,7 @@ fn random_token() -> String {
     )
 }
 
-fn unix_name(token: &str) -> String {
+pub(crate) fn unix_name(token: &str) -> String {
     format!("topo-rt-{}", sanitize(token))
 }
 
@@ -386,19 +388,16 @@ fn check_children(children: &mut [(usize, Child)]) -> Result<()> {
     Ok(())
 }
 
-/// Rank 0 of a one-host job: accept the other ranks on an abstract Unix socket, then pass
-/// them the arena's memfd and the job.
-fn local_leader(
+/// Rank 0 of a one-host job: accept the other ranks on an abstract Unix socket, vetting each
+/// (same user, job token, world size, rank not yet joined). Returns their streams in rank
+/// order (`streams[i]` is rank `i + 1`) and every rank's pid; nothing has been replied yet.
+pub(crate) fn accept_local(
     listener: &UnixListener,
     token: &str,
-    req: &VerifyRequest,
-    launch: &str,
+    world: usize,
     children: &mut [(usize, Child)],
     timeout: Duration,
-) -> Result<(Arc<Arena>, Vec<i32>)> {
-    let world = req.ranks;
-    let shape = ArenaShape::new(world, req.nchannels.max(4), req.storage_bytes());
-    let (arena, fd) = Arena::memfd(shape, &sanitize(token))?;
+) -> Result<(Vec<UnixStream>, Vec<i32>)> {
     let mut joined = vec![false; world];
     let mut pids = vec![0i32; world];
     pids[0] = std::process::id() as i32;
@@ -427,7 +426,7 @@ fn local_leader(
                         Ok(()) => {
                             joined[h.rank] = true;
                             pids[h.rank] = h.pid;
-                            streams.push(s);
+                            streams.push((h.rank, s));
                         }
                         Err(why) => {
                             log_refusal(&from, &why);
@@ -450,6 +449,29 @@ fn local_leader(
             Err(e) => return Err(RuntimeError::io("accept a rank", e)),
         }
     }
+    streams.sort_by_key(|(r, _)| *r);
+    Ok((streams.into_iter().map(|(_, s)| s).collect(), pids))
+}
+
+/// Tell a joined rank it is in ([`join_local`] waits for this).
+pub(crate) fn accept_reply(s: &mut UnixStream) -> Result<()> {
+    write_frame(s, &Reply::Accepted)
+}
+
+/// Rank 0 of a one-host job on the host backend: accept the other ranks, then pass them the
+/// arena's memfd and the job.
+fn local_leader(
+    listener: &UnixListener,
+    token: &str,
+    req: &VerifyRequest,
+    launch: &str,
+    children: &mut [(usize, Child)],
+    timeout: Duration,
+) -> Result<(Arc<Arena>, Vec<i32>)> {
+    let world = req.ranks;
+    let shape = ArenaShape::new(world, req.nchannels.max(4), req.storage_bytes());
+    let (arena, fd) = Arena::memfd(shape, &sanitize(token))?;
+    let (mut streams, pids) = accept_local(listener, token, world, children, timeout)?;
     let job = Job {
         shape: Some(shape),
         pids: pids.clone(),
@@ -465,14 +487,15 @@ fn local_leader(
     Ok((arena, pids))
 }
 
-/// A non-zero rank of a one-host job: join rank 0 at the abstract socket `name`.
-fn local_member(
+/// A non-zero rank of a one-host job: join rank 0 at the abstract socket `name`, present the
+/// token, and wait to be accepted. The stream's read timeout is `timeout`.
+pub(crate) fn join_local(
     name: &str,
     token: &str,
     rank: usize,
     world: usize,
     timeout: Duration,
-) -> Result<(ShmTransport, Job)> {
+) -> Result<UnixStream> {
     let addr = UnixAddr::from_abstract_name(name.as_bytes())
         .map_err(|e| RuntimeError::io("socket name", e))?;
     let deadline = Instant::now() + timeout;
@@ -501,13 +524,22 @@ fn local_member(
         },
     )?;
     match read_frame::<Reply>(&mut s)? {
-        Reply::Refused(why) => {
-            return Err(RuntimeError::Rendezvous(format!(
-                "rank 0 refused rank {rank}: {why}"
-            )));
-        }
-        Reply::Accepted => {}
+        Reply::Refused(why) => Err(RuntimeError::Rendezvous(format!(
+            "rank 0 refused rank {rank}: {why}"
+        ))),
+        Reply::Accepted => Ok(s),
     }
+}
+
+/// A non-zero rank of a one-host job on the host backend: join rank 0, map its arena.
+fn local_member(
+    name: &str,
+    token: &str,
+    rank: usize,
+    world: usize,
+    timeout: Duration,
+) -> Result<(ShmTransport, Job)> {
+    let mut s = join_local(name, token, rank, world, timeout)?;
     let fd = recv_fd(&s)?;
     let job: Job = read_frame(&mut s)?;
     let shape = job
@@ -525,7 +557,7 @@ fn local_member(
     Ok((t, job))
 }
 
-fn bind_unix(name: &str) -> Result<UnixListener> {
+pub(crate) fn bind_unix(name: &str) -> Result<UnixListener> {
     let addr = UnixAddr::from_abstract_name(name.as_bytes())
         .map_err(|e| RuntimeError::io("socket name", e))?;
     UnixListener::bind_addr(&addr).map_err(|e| {
@@ -550,23 +582,9 @@ pub fn run_processes_progress(
     spec: &ProcessSpec,
     progress: Progress,
 ) -> Result<VerifyReport> {
-    let token = random_token();
-    let name = unix_name(&token);
-    let listener = bind_unix(&name)?;
+    let (token, name, listener) = job_socket()?;
     let timeout = Duration::from_secs_f64(req.timeout_s);
-    let mut children = Vec::new();
-    for r in 1..req.ranks {
-        let child = Command::new(&spec.program)
-            .args(&spec.args)
-            .envs(spec.envs.iter().map(|(k, v)| (k, v)))
-            .env(ENV_SOCKET, &name)
-            .env(ENV_RANK, r.to_string())
-            .env(ENV_WORLD, req.ranks.to_string())
-            .env(ENV_TOKEN, &token)
-            .spawn()
-            .map_err(|e| RuntimeError::io(format!("start worker {}", spec.program.display()), e))?;
-        children.push((r, child));
-    }
+    let mut children = spawn_workers(req.ranks, spec, &name, &token, &[])?;
     let result = (|| {
         let (arena, pids) =
             local_leader(&listener, &token, req, "processes", &mut children, timeout)?;
@@ -583,10 +601,74 @@ pub fn run_processes_progress(
         }
         r
     })();
-    // Reap the workers: they finish (or notice the abort) on their own; kill stragglers.
-    let deadline = Instant::now() + timeout;
+    let worker_err = reap(&mut children, timeout, result.is_ok());
+    match result {
+        Ok(Some(rep)) => match worker_err {
+            Some(e) => Err(e),
+            None => Ok(rep),
+        },
+        Ok(None) => Err(RuntimeError::Launch("rank 0 returned no report".into())),
+        Err(e) => Err(e),
+    }
+}
+
+/// A fresh job token, its rendezvous name and the bound listener.
+pub(crate) fn job_socket() -> Result<(String, String, UnixListener)> {
+    let token = random_token();
+    let name = unix_name(&token);
+    let listener = bind_unix(&name)?;
+    Ok((token, name, listener))
+}
+
+/// Start ranks 1..world as worker processes that will join `name` with `token`.
+pub(crate) fn spawn_workers(
+    world: usize,
+    spec: &ProcessSpec,
+    name: &str,
+    token: &str,
+    extra: &[(&str, &str)],
+) -> Result<Vec<(usize, Child)>> {
+    let mut children = Vec::new();
+    for r in 1..world {
+        let child = Command::new(&spec.program)
+            .args(&spec.args)
+            .envs(spec.envs.iter().map(|(k, v)| (k, v)))
+            .envs(extra.iter().copied())
+            .env(ENV_SOCKET, name)
+            .env(ENV_RANK, r.to_string())
+            .env(ENV_WORLD, world.to_string())
+            .env(ENV_TOKEN, token)
+            .spawn();
+        match child {
+            Ok(c) => children.push((r, c)),
+            Err(e) => {
+                reap(&mut children, Duration::ZERO, false);
+                return Err(RuntimeError::io(
+                    format!("start worker {}", spec.program.display()),
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(children)
+}
+
+/// Reap the workers: they finish (or notice the abort) on their own within `timeout` when
+/// rank 0 succeeded, within 2 s otherwise; stragglers are killed. The first worker that
+/// exited with a failure, as an error.
+pub(crate) fn reap(
+    children: &mut [(usize, Child)],
+    timeout: Duration,
+    ok: bool,
+) -> Option<RuntimeError> {
+    let deadline = Instant::now()
+        + if ok {
+            timeout
+        } else {
+            timeout.min(Duration::from_secs(2))
+        };
     let mut worker_err = None;
-    for (rank, c) in &mut children {
+    for (rank, c) in children.iter_mut() {
         loop {
             match c.try_wait() {
                 Ok(Some(st)) => {
@@ -598,12 +680,7 @@ pub fn run_processes_progress(
                     }
                     break;
                 }
-                Ok(None) if Instant::now() < deadline && result.is_ok() => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                Ok(None)
-                    if Instant::now() < deadline.min(Instant::now() + Duration::from_secs(2)) =>
-                {
+                Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(5))
                 }
                 _ => {
@@ -614,14 +691,7 @@ pub fn run_processes_progress(
             }
         }
     }
-    match result {
-        Ok(Some(rep)) => match worker_err {
-            Some(e) => Err(e),
-            None => Ok(rep),
-        },
-        Ok(None) => Err(RuntimeError::Launch("rank 0 returned no report".into())),
-        Err(e) => Err(e),
-    }
+    worker_err
 }
 
 /// Entry point of a worker process (the hidden `topo` worker subcommand calls this). Returns
@@ -641,6 +711,10 @@ pub fn worker_main() -> Result<bool> {
     let world: usize = world
         .parse()
         .map_err(|_| RuntimeError::Launch(format!("{ENV_WORLD}={world}")))?;
+    if std::env::var(ENV_BACKEND).is_ok_and(|b| b == "cuda") {
+        crate::cuda::procs::worker(&name, &token, rank, world)?;
+        return Ok(true);
+    }
     let (mut t, job) = local_member(&name, &token, rank, world, Duration::from_secs(30))?;
     let r = run_rank(&mut t, &job.request, &job.launch);
     if r.is_err() {

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod atomic;
+pub mod cudadrv;
 pub mod error;
 pub mod escape;
 pub mod hostfacts;

@@ -28,6 +28,9 @@ pub struct NvmlReport {
     /// Queries that failed in a way worth telling the user (a GPU that could not be opened…).
     #[serde(default)]
     pub errors: Vec<String>,
+    /// Why the CUDA driver's attributes are missing (no libcuda, cuInit failed), when they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_error: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -48,6 +51,9 @@ pub struct NvmlGpu {
     #[serde(default)]
     pub nvlinks: Vec<NvmlLink>,
     pub fabric: Option<NvmlFabric>,
+    /// The CUDA driver's attributes of this GPU ([`crate::cudadrv`]), matched by bus id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<topo_model::CudaAttrs>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -113,9 +119,28 @@ pub fn describe_error(e: &nvml_wrapper::error::NvmlError) -> String {
 pub fn query() -> Result<NvmlReport, String> {
     // nvml-wrapper returns errors, but guard against a panic inside the FFI layer all the
     // same: discovery must degrade, never abort.
-    match std::panic::catch_unwind(query_inner) {
+    let mut report = match std::panic::catch_unwind(query_inner) {
         Ok(r) => r,
         Err(_) => Err("NVML failed: internal error while querying the driver".to_string()),
+    }?;
+    attach_cuda(&mut report, crate::cudadrv::query());
+    Ok(report)
+}
+
+/// The CUDA driver's answer joined to NVML's GPUs by PCI bus id (CUDA's ordinals follow its
+/// own order, `CUDA_DEVICE_ORDER`, not NVML's index).
+pub fn attach_cuda(report: &mut NvmlReport, cuda: Result<Vec<crate::cudadrv::CudaGpu>, String>) {
+    match cuda {
+        Ok(list) => {
+            for g in &mut report.gpus {
+                let b = g.busid();
+                g.cuda = list
+                    .iter()
+                    .find(|c| Some(c.busid) == b)
+                    .map(|c| c.attrs.clone());
+            }
+        }
+        Err(e) => report.cuda_error = Some(e),
     }
 }
 
@@ -368,6 +393,7 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
             if gpu.device.is_none() {
                 gpu.device = g.pci_device_id.map(|id| (id >> 16) as u16);
             }
+            gpu.cuda = g.cuda.clone();
         }
         nodes.insert(g.index, n);
     }
@@ -480,6 +506,48 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
     if let Some(fact) = nvls_fact(topo, host) {
         topo.hosts[host as usize].nvls = Some(fact);
     }
+    cuda_facts(report, topo, host);
+}
+
+/// What the CUDA driver's attributes mean for NCCL: a GPU without multicast gets no NVLS
+/// (`ncclNvlsInit` asks `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`, src/transport/nvls.cc,
+/// NCCL 2.28); one without VMM keeps CUMEM auto off, so P2P goes through legacy IPC handles
+/// (`ncclCuMemEnable`, src/misc/cudawrap.cc; the plan's transport step reads the attribute
+/// from the model). An earlier NVLS fact (old driver, fabric not registered) stays first.
+fn cuda_facts(report: &NvmlReport, topo: &mut Topology, host: HostId) {
+    let lacking = |f: fn(&topo_model::CudaAttrs) -> Option<bool>| -> Vec<&str> {
+        report
+            .gpus
+            .iter()
+            .filter(|g| g.cuda.as_ref().and_then(f) == Some(false))
+            .map(|g| g.bus_id.as_str())
+            .collect()
+    };
+    let no_multicast = lacking(|a| a.multicast);
+    if let Some(first) = no_multicast.first()
+        && let Some(h) = topo.hosts.get_mut(host as usize)
+        && h.nvls.as_ref().is_none_or(|f| f.value)
+    {
+        h.nvls = Some(topo_model::FactNote {
+            value: false,
+            why: format!(
+                "CUDA driver: no multicast on {} GPU(s), {first} first",
+                no_multicast.len()
+            ),
+        });
+    }
+    let no_vmm = lacking(|a| a.vmm);
+    if let Some(first) = no_vmm.first() {
+        topo.warn(format!(
+            "CUDA driver: no cuMem VMM support on {} GPU(s), {first} first: NCCL keeps CUMEM off, so P2P uses legacy IPC handles (P2P/IPC) instead of P2P/CUMEM",
+            no_vmm.len()
+        ));
+    }
+    if let Some(e) = &report.cuda_error {
+        topo.warn(format!(
+            "{e}: cuMem and multicast support not probed (NCCL's defaults assumed)"
+        ));
+    }
 }
 
 /// NVLS multicast availability from what NVML reported: NCCL turns NVLS off with a CUDA
@@ -555,6 +623,56 @@ fn add_missing_gpu(topo: &mut Topology, g: &NvmlGpu, busid: BusId) -> NodeIndex 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuda_attributes_join_nvml_gpus_by_bus_id_not_ordinal() {
+        let gpu = |i: u32, b: &str| NvmlGpu {
+            index: i,
+            bus_id: b.into(),
+            ..Default::default()
+        };
+        let mut r = NvmlReport {
+            gpus: vec![
+                gpu(0, "00000000:18:00.0"),
+                gpu(1, "00000000:2a:00.0"),
+                gpu(2, "00000000:3a:00.0"),
+            ],
+            ..Default::default()
+        };
+        // CUDA numbers them in its own order and does not see the third (CUDA_VISIBLE_DEVICES).
+        let attrs = |ordinal, vmm| topo_model::CudaAttrs {
+            ordinal,
+            vmm: Some(vmm),
+            ..Default::default()
+        };
+        let cuda = vec![
+            crate::cudadrv::CudaGpu {
+                busid: BusId::parse("0000:2a:00.0").unwrap(),
+                attrs: attrs(0, false),
+            },
+            crate::cudadrv::CudaGpu {
+                busid: BusId::parse("0000:18:00.0").unwrap(),
+                attrs: attrs(1, true),
+            },
+        ];
+        attach_cuda(&mut r, Ok(cuda));
+        assert_eq!(r.gpus[0].cuda, Some(attrs(1, true)));
+        assert_eq!(r.gpus[1].cuda, Some(attrs(0, false)));
+        assert_eq!(r.gpus[2].cuda, None);
+        let back: NvmlReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let mut r2 = NvmlReport::default();
+        attach_cuda(
+            &mut r2,
+            Err("CUDA driver not found (libcuda.so.1 could not be loaded)".into()),
+        );
+        assert!(
+            r2.cuda_error
+                .as_deref()
+                .unwrap()
+                .starts_with("CUDA driver not found")
+        );
+    }
 
     #[test]
     fn report_round_trips_through_json() {

@@ -31,6 +31,8 @@ pub struct CudaOptions {
     pub copy_ceiling: bool,
     /// Put the FIFOs in pinned host memory even where P2P works (`TOPO_CUDA_TRANSPORT=shm`).
     pub force_shm: bool,
+    /// Process jobs: legacy IPC handles even where cuMem works (`TOPO_CUDA_TRANSPORT=ipc`).
+    pub force_ipc: bool,
 }
 
 fn check(r: CUresult, what: &str) -> Result<()> {
@@ -42,10 +44,10 @@ fn check(r: CUresult, what: &str) -> Result<()> {
 }
 
 /// One GPU's context and kernels.
-struct Gpu {
-    ordinal: usize,
+pub(super) struct Gpu {
+    pub(super) ordinal: usize,
     name: String,
-    ctx: Arc<CudaContext>,
+    pub(super) ctx: Arc<CudaContext>,
     prim: sys::CUfunction,
     count_wrong: sys::CUfunction,
     copy: sys::CUfunction,
@@ -70,7 +72,12 @@ impl Drop for Gpu {
 }
 
 impl Gpu {
-    fn open(info: &super::GpuInfo, image: &[u8], op: RedOp, dt: DataType) -> Result<Gpu> {
+    pub(super) fn open(
+        info: &super::GpuInfo,
+        image: &[u8],
+        op: RedOp,
+        dt: DataType,
+    ) -> Result<Gpu> {
         let ctx = CudaContext::new(info.ordinal).map_err(drv("cuDevicePrimaryCtxRetain"))?;
         ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
         // SAFETY: `image` is a CUBIN NVRTC made for this device's architecture.
@@ -91,6 +98,31 @@ impl Gpu {
             ctx,
             module,
         })
+    }
+}
+
+/// What the ranks wait at between phases: threads of one process ([`Gate`]) or processes
+/// (the socket barrier of [`super::exchange::Link`]). A failed rank breaks it for all.
+pub(super) trait Barrier: Sync {
+    fn wait(&self) -> Result<()>;
+    fn fail(&self);
+}
+
+impl Barrier for Gate {
+    fn wait(&self) -> Result<()> {
+        Gate::wait(self)
+    }
+    fn fail(&self) {
+        Gate::fail(self)
+    }
+}
+
+impl Barrier for super::exchange::Link {
+    fn wait(&self) -> Result<()> {
+        self.barrier()
+    }
+    fn fail(&self) {
+        super::exchange::Link::fail(self)
     }
 }
 
@@ -150,25 +182,30 @@ impl Gate {
 }
 
 /// One (collective, size) of the sweep.
-struct Row {
+pub(super) struct Row {
     coll: Collective,
     count: usize,
-    plan: CollectivePlan,
+    pub(super) plan: CollectivePlan,
     predicted: Option<f64>,
     forms: Vec<bool>,
 }
 
-/// Everything the rank threads share.
-struct Shared<'a> {
-    req: &'a VerifyRequest,
-    gpus: &'a [Gpu],
-    rpg: usize,
-    rows: &'a [Row],
-    arena: &'a Arena,
-    data: Vec<u64>,
-    comm: Vec<u64>,
-    abort: u64,
-    gate: Gate,
+/// Everything the ranks share: in a process job, each process's own view (its one GPU, the
+/// other ranks' memory mapped here).
+pub(super) struct Shared<'a> {
+    pub(super) req: &'a VerifyRequest,
+    /// The GPUs this process opened: rank r runs on `gpus[r / rpg - gpu_base]`.
+    pub(super) gpus: &'a [Gpu],
+    pub(super) gpu_base: usize,
+    pub(super) rpg: usize,
+    pub(super) rows: &'a [Row],
+    pub(super) arena: &'a Arena,
+    /// Rank r's data allocation (only the ranks this process runs are used).
+    pub(super) data: Vec<u64>,
+    /// Rank r's communication memory as this process addresses it.
+    pub(super) comm: Vec<u64>,
+    pub(super) abort: u64,
+    pub(super) gate: &'a dyn Barrier,
 }
 
 /// `topo verify --backend cuda`: the whole sweep on this machine's GPUs.
@@ -188,47 +225,13 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
             probe.gpus.len()
         )));
     }
-    let nvrtc = Nvrtc::load()
-        .map_err(|e| RuntimeError::Unsupported(format!("cuda backend unavailable: {e}")))?;
-    let mut notes = vec![format!(
-        "nvrtc {}.{} from {}; driver {}.{}",
-        nvrtc.version.0,
-        nvrtc.version.1,
-        nvrtc.from.display(),
-        probe.driver / 1000,
-        (probe.driver % 1000) / 10
-    )];
-    let cache = kernels::cache_dir(&|k| std::env::var(k).ok());
-    let mut gpus = Vec::new();
-    for info in &probe.gpus[..ngpu] {
-        let key = CacheKey {
-            arch: info.arch,
-            driver: probe.driver,
-            nvrtc: nvrtc.version,
-            source: kernels::source_hash(),
-            op: req.op,
-            dtype: req.dtype,
-        };
-        let (image, cached) =
-            kernels::cubin(&nvrtc, &key, cache.as_deref()).map_err(RuntimeError::Device)?;
-        notes.push(format!(
-            "gpu {}: {} (sm_{}), kernels {}",
-            info.ordinal,
-            info.name,
-            info.arch,
-            if cached {
-                "from the cache"
-            } else {
-                "compiled by nvrtc"
-            }
-        ));
-        gpus.push(Gpu::open(info, &image, req.op, req.dtype)?);
-    }
+    let (gpus, mut notes) = open_gpus(req, probe, &probe.gpus[..ngpu])?;
     let transport = connect(&gpus, opts.force_shm)?;
     notes.push(format!(
         "{n} ranks, {rpg} per GPU, on {ngpu} GPU(s); transport {}",
         transport.name()
     ));
+    notes.push(peer::pairs_note(n, rpg, transport));
     let rows = plan_rows(req)?;
     let nch = rows.iter().map(|r| r.plan.nchannels).max().unwrap_or(1);
     let arena = Arena::new(n, nch, req.storage_bytes());
@@ -248,6 +251,7 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
         notes.push(copy_ceiling(&gpus[0], req.max_bytes)?);
     }
     let comm: Vec<u64> = comm_mem.iter().map(|c| c.ptr()).collect();
+    let gate = Gate::new(n, Duration::from_secs_f64(req.timeout_s.max(1.0) * 2.0));
     let sh = Shared {
         req,
         gpus: &gpus,
@@ -257,7 +261,8 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
         data: data_mem.iter().map(|d| d.ptr).collect(),
         abort: comm[0] + arena.abort_off as u64,
         comm,
-        gate: Gate::new(n, Duration::from_secs_f64(req.timeout_s.max(1.0) * 2.0)),
+        gpu_base: 0,
+        gate: &gate,
     };
     let per_rank: Vec<Result<Vec<Vec<f64>>>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
@@ -302,6 +307,71 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
     if let Some(e) = first_err {
         return Err(e);
     }
+    let mut report = assemble(req, &rows, &results, transport, "threads", notes);
+    if opts.compare_nccl {
+        compare_nccl(req, &gpus, rpg, &rows, &mut report)?;
+    }
+    drop(data_mem);
+    drop(comm_mem);
+    Ok(report)
+}
+
+/// NVRTC, then the kernels compiled (or taken from the cache) and loaded on each of `infos`.
+/// Also returns the notes saying which NVRTC, driver and GPUs.
+pub(super) fn open_gpus(
+    req: &VerifyRequest,
+    probe: &Probe,
+    infos: &[super::GpuInfo],
+) -> Result<(Vec<Gpu>, Vec<String>)> {
+    let nvrtc = Nvrtc::load()
+        .map_err(|e| RuntimeError::Unsupported(format!("cuda backend unavailable: {e}")))?;
+    let mut notes = vec![format!(
+        "nvrtc {}.{} from {}; driver {}.{}",
+        nvrtc.version.0,
+        nvrtc.version.1,
+        nvrtc.from.display(),
+        probe.driver / 1000,
+        (probe.driver % 1000) / 10
+    )];
+    let cache = kernels::cache_dir(&|k| std::env::var(k).ok());
+    let mut gpus = Vec::new();
+    for info in infos {
+        let key = CacheKey {
+            arch: info.arch,
+            driver: probe.driver,
+            nvrtc: nvrtc.version,
+            source: kernels::source_hash(),
+            op: req.op,
+            dtype: req.dtype,
+        };
+        let (image, cached) =
+            kernels::cubin(&nvrtc, &key, cache.as_deref()).map_err(RuntimeError::Device)?;
+        notes.push(format!(
+            "gpu {}: {} (sm_{}), kernels {}",
+            info.ordinal,
+            info.name,
+            info.arch,
+            if cached {
+                "from the cache"
+            } else {
+                "compiled by nvrtc"
+            }
+        ));
+        gpus.push(Gpu::open(info, &image, req.op, req.dtype)?);
+    }
+    Ok((gpus, notes))
+}
+
+/// The report from every rank's per-row figures (`results[rank][row]`).
+pub(super) fn assemble(
+    req: &VerifyRequest,
+    rows: &[Row],
+    results: &[Vec<Vec<f64>>],
+    transport: TransportKind,
+    launch: &str,
+    notes: Vec<String>,
+) -> VerifyReport {
+    let n = req.ranks;
     let mut out_rows = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         let all: Vec<Vec<f64>> = results.iter().map(|v| v[i].clone()).collect();
@@ -316,22 +386,16 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
             &all,
         ));
     }
-    let mut report = VerifyReport {
+    VerifyReport {
         backend: "cuda".into(),
-        launch: "threads".into(),
+        launch: launch.into(),
         transport,
         ranks: n,
         rows: out_rows,
         foreign_machine: req.foreign_machine.clone(),
         notes,
         nccl: Vec::new(),
-    };
-    if opts.compare_nccl {
-        compare_nccl(req, &gpus, rpg, &rows, &mut report)?;
     }
-    drop(data_mem);
-    drop(comm_mem);
-    Ok(report)
 }
 
 /// Peer access between every pair of GPUs in use, or SHM when a pair lacks it.
@@ -360,7 +424,7 @@ fn connect(gpus: &[Gpu], force_shm: bool) -> Result<TransportKind> {
 
 /// The sweep's rows: the plan of each (collective, size), as the host backend picks them
 /// (rings and trees only: DIRECT is the host's single-copy algorithm).
-fn plan_rows(req: &VerifyRequest) -> Result<Vec<Row>> {
+pub(super) fn plan_rows(req: &VerifyRequest) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     let es = req.dtype.size();
     for &coll in &req.collectives {
@@ -383,7 +447,7 @@ fn plan_rows(req: &VerifyRequest) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-fn raise_abort(sh: &Shared) {
+pub(super) fn raise_abort(sh: &Shared) {
     if sh.gpus[0].ctx.bind_to_thread().is_ok() {
         // SAFETY: the abort word is 4 bytes inside rank 0's communication allocation.
         unsafe {
@@ -471,9 +535,9 @@ fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
 
 /// One rank: every row, every form: fill, warm up, time, check. Returns per row
 /// [seconds, wrong] for each form.
-fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
+pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
     let req = sh.req;
-    let g = &sh.gpus[rank / sh.rpg];
+    let g = &sh.gpus[rank / sh.rpg - sh.gpu_base];
     g.ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
     let stream = g.ctx.new_stream().map_err(drv("cuStreamCreate"))?;
     let ev0 = g
@@ -619,7 +683,7 @@ fn count_wrong_on_device(
 
 /// The device-to-device copy ceiling on one GPU: cuMemcpyDtoD and topo's own copy kernel
 /// over the sweep's largest size (at least 64 MiB, at most 1 GiB), bytes copied per second.
-fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
+pub(super) fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
     let bytes = max_bytes.clamp(64 << 20, 1 << 30) / 16 * 16;
     g.ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
     let stream = g.ctx.new_stream().map_err(drv("cuStreamCreate"))?;

@@ -13,14 +13,18 @@
 //! * [`device`]: the verify sweep on GPUs: one thread per rank, `--ranks-per-gpu K`, CUDA events.
 //! * [`peer`]: how ranks reach each other's memory: P2P in one process, cuMem VMM exported as
 //!   a POSIX fd over a Unix socket, legacy IPC handles, pinned host memory (SHM).
+//! * [`exchange`]: the socket protocol of process jobs (memory handed over, barrier, gather).
+//! * [`procs`]: process jobs (`--launch processes`, `--launch env` on one host), one rank each.
 //! * [`nccl`]: NCCL opened at run time for `--compare nccl`.
 pub mod device;
+pub mod exchange;
 pub mod kernels;
 pub mod loader;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pack;
 pub mod peer;
+pub mod procs;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

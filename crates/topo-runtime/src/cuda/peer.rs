@@ -52,6 +52,54 @@ pub fn choose(caps: PairCaps, multi_process: bool, force_shm: bool) -> Transport
     }
 }
 
+/// NCCL's name of a transport in its `Channel 00 : 0[0] -> 1[1] via P2P/CUMEM` lines
+/// (src/transport/p2p.cc and shm.cc, 2.19+).
+pub fn nccl_name(kind: TransportKind) -> &'static str {
+    match kind {
+        TransportKind::CudaP2p => "P2P/direct pointer",
+        TransportKind::CudaCuMem => "P2P/CUMEM",
+        TransportKind::CudaIpc => "P2P/IPC",
+        TransportKind::Shm => "SHM",
+        other => other.name(),
+    }
+}
+
+/// One line saying how every pair of ranks is connected (rank r on GPU r / rpg), NCCL-style:
+/// `0[0] <-> 1[0] via P2P/CUMEM, ...`; long lists end with how many more pairs there are.
+pub fn pairs_note(nranks: usize, rpg: usize, kind: TransportKind) -> String {
+    const SHOWN: usize = 32;
+    let rpg = rpg.max(1);
+    let mut parts = Vec::new();
+    let mut total = 0;
+    for a in 0..nranks {
+        for b in a + 1..nranks {
+            total += 1;
+            if parts.len() < SHOWN {
+                parts.push(format!("{a}[{}] <-> {b}[{}]", a / rpg, b / rpg));
+            }
+        }
+    }
+    let more = if total > SHOWN {
+        format!(" and {} more pairs", total - SHOWN)
+    } else {
+        String::new()
+    };
+    format!(
+        "connections (rank[gpu]): {}{more} via {}",
+        parts.join(", "),
+        nccl_name(kind)
+    )
+}
+
+/// The transport of a multi-process job, with `TOPO_CUDA_TRANSPORT=ipc` (`force_ipc`) to use
+/// legacy IPC handles where cuMem works (NCCL's `NCCL_CUMEM_ENABLE=0`).
+pub fn choose_processes(pairs: &[PairCaps], force_shm: bool, force_ipc: bool) -> TransportKind {
+    match choose_job(pairs, true, force_shm) {
+        TransportKind::CudaCuMem if force_ipc => TransportKind::CudaIpc,
+        k => k,
+    }
+}
+
 /// The transport of a whole job: the weakest pair's (one kind for every connection keeps the
 /// arena layout uniform; a mixed box reports SHM).
 pub fn choose_job(pairs: &[PairCaps], multi_process: bool, force_shm: bool) -> TransportKind {
@@ -272,7 +320,10 @@ impl Vmm {
                 sys::cuMemCreate(&mut handle, bytes, &prop, 0),
                 "cuMemCreate",
             )?;
-            Self::map(handle, bytes, dev, gran)
+            let v = Self::map(handle, bytes, dev, gran)?;
+            // The FIFO flags and counters must start at zero (cuMemCreate does not clear).
+            check(sys::cuMemsetD8_v2(v.ptr, 0, v.bytes), "cuMemsetD8")?;
+            Ok(v)
         }
     }
 
@@ -404,6 +455,107 @@ impl Drop for IpcMapped {
     }
 }
 
+/// Pinned host memory shared between processes (the SHM fallback of a process job): a memfd
+/// like the host backend's arena (mode 0600, no name in any file system, so nothing is left
+/// to unlink after a crash), mapped shared, registered with the driver as device-mapped.
+pub struct ShmSeg {
+    host: *mut u8,
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access goes through raw pointers.
+unsafe impl Send for ShmSeg {}
+// SAFETY: as above.
+unsafe impl Sync for ShmSeg {}
+
+impl ShmSeg {
+    /// A new zeroed segment of at least `bytes`, and its fd to pass to the peers.
+    pub fn create(bytes: usize, job: &str) -> Result<(ShmSeg, std::os::fd::OwnedFd)> {
+        let fd = shm_memfd(bytes, job)?;
+        let seg = Self::map(&fd, round_to(bytes, 4096))?;
+        Ok((seg, fd))
+    }
+
+    /// Map a peer's segment of exactly `bytes` and register it with the current context.
+    pub fn map(fd: &std::os::fd::OwnedFd, bytes: usize) -> Result<ShmSeg> {
+        let host = map_shared(fd, bytes)?;
+        let mut seg = ShmSeg {
+            host,
+            ptr: 0,
+            bytes: 0,
+        };
+        let flags = sys::CU_MEMHOSTREGISTER_PORTABLE | sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+        // SAFETY: `host` is a live shared mapping of `bytes`; registered once, unregistered
+        // by Drop (which sees bytes == 0 and only unmaps if registration fails).
+        unsafe {
+            let r = sys::cuMemHostRegister_v2(host.cast(), bytes, flags);
+            if r != CUresult::CUDA_SUCCESS {
+                rustix::mm::munmap(host.cast(), bytes).ok();
+                seg.host = std::ptr::null_mut();
+                return Err(RuntimeError::Device(format!("cuMemHostRegister: {r:?}")));
+            }
+            seg.bytes = bytes;
+            check(
+                sys::cuMemHostGetDevicePointer_v2(&mut seg.ptr, host.cast(), 0),
+                "cuMemHostGetDevicePointer",
+            )?;
+        }
+        Ok(seg)
+    }
+}
+
+impl Drop for ShmSeg {
+    fn drop(&mut self) {
+        if self.host.is_null() {
+            return;
+        }
+        // SAFETY: registered and mapped by `map`, each undone once.
+        unsafe {
+            sys::cuMemHostUnregister(self.host.cast());
+            rustix::mm::munmap(self.host.cast(), self.bytes).ok();
+        }
+    }
+}
+
+/// A zero-filled memfd of `bytes` rounded to pages, mode 0600 (as the host arena's).
+pub fn shm_memfd(bytes: usize, job: &str) -> Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{MemfdFlags, Mode, fchmod, ftruncate, memfd_create};
+    let fd = memfd_create(format!("topo-cuda-{job}"), MemfdFlags::CLOEXEC)
+        .map_err(|e| RuntimeError::io("memfd_create", e))?;
+    fchmod(&fd, Mode::from_raw_mode(0o600))
+        .map_err(|e| RuntimeError::io("fchmod memfd 0600", e))?;
+    ftruncate(&fd, round_to(bytes, 4096) as u64)
+        .map_err(|e| RuntimeError::io(format!("size memfd to {bytes} bytes"), e))?;
+    Ok(fd)
+}
+
+/// Map a segment a peer passed, refusing one whose size is not the announced `bytes`.
+pub fn map_shared(fd: &std::os::fd::OwnedFd, bytes: usize) -> Result<*mut u8> {
+    use rustix::mm::{MapFlags, ProtFlags, mmap};
+    let st = rustix::fs::fstat(fd).map_err(|e| RuntimeError::io("stat shared segment", e))?;
+    if st.st_size as u64 != bytes as u64 || bytes == 0 {
+        return Err(RuntimeError::Rendezvous(format!(
+            "a peer's shared segment has {} bytes, {bytes} were announced",
+            st.st_size
+        )));
+    }
+    // SAFETY: a fresh shared mapping of the whole file, whose size was just checked; the
+    // file is private to this job (memfd, mode 0600).
+    let p = unsafe {
+        mmap(
+            std::ptr::null_mut(),
+            bytes,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )
+    }
+    .map_err(|e| RuntimeError::io("map shared segment", e))?;
+    Ok(p.cast())
+}
+
 /// Pass a cuMem fd to a peer process (the launcher's SCM_RIGHTS helper).
 pub fn send_vmm_fd(sock: &std::os::unix::net::UnixStream, fd: &std::os::fd::OwnedFd) -> Result<()> {
     crate::launch::send_fd(sock, fd)
@@ -463,6 +615,75 @@ mod tests {
             choose_job(&[P2P, P2P], true, false),
             TransportKind::CudaCuMem
         );
+    }
+
+    #[test]
+    fn process_jobs_pick_cumem_unless_told_ipc_or_unreachable() {
+        assert_eq!(
+            choose_processes(&[P2P], false, false),
+            TransportKind::CudaCuMem
+        );
+        assert_eq!(
+            choose_processes(&[P2P], false, true),
+            TransportKind::CudaIpc
+        );
+        let no_vmm = PairCaps { vmm: false, ..P2P };
+        assert_eq!(
+            choose_processes(&[no_vmm], false, false),
+            TransportKind::CudaIpc
+        );
+        let far = PairCaps {
+            peer_access: false,
+            ..P2P
+        };
+        assert_eq!(
+            choose_processes(&[P2P, far], false, true),
+            TransportKind::Shm
+        );
+        assert_eq!(choose_processes(&[P2P], true, false), TransportKind::Shm);
+        // Two processes on one GPU: cuMem when the GPU has it, else IPC.
+        let same = PairCaps {
+            same_gpu: true,
+            peer_access: false,
+            vmm: true,
+        };
+        assert_eq!(
+            choose_processes(&[same], false, false),
+            TransportKind::CudaCuMem
+        );
+        assert_eq!(
+            choose_processes(&[PairCaps { vmm: false, ..same }], false, false),
+            TransportKind::CudaIpc
+        );
+    }
+
+    #[test]
+    fn every_pair_is_named_with_nccls_transport_name() {
+        let s = pairs_note(3, 2, TransportKind::CudaCuMem);
+        assert_eq!(
+            s,
+            "connections (rank[gpu]): 0[0] <-> 1[0], 0[0] <-> 2[1], 1[0] <-> 2[1] via P2P/CUMEM"
+        );
+        assert!(pairs_note(2, 1, TransportKind::CudaIpc).ends_with("via P2P/IPC"));
+        assert!(pairs_note(2, 1, TransportKind::Shm).ends_with("via SHM"));
+        assert!(pairs_note(2, 1, TransportKind::CudaP2p).ends_with("via P2P/direct pointer"));
+        assert!(pairs_note(16, 1, TransportKind::Shm).contains("and 88 more pairs"));
+    }
+
+    #[test]
+    fn a_shared_segment_of_the_wrong_size_is_refused() {
+        let fd = shm_memfd(5000, "test").unwrap();
+        let st = rustix::fs::fstat(&fd).unwrap();
+        assert_eq!(st.st_size, 8192);
+        assert_eq!(st.st_mode & 0o777, 0o600);
+        let e = map_shared(&fd, 4096).unwrap_err().to_string();
+        assert!(e.contains("8192 bytes, 4096 were announced"), "{e}");
+        let p = map_shared(&fd, 8192).unwrap();
+        // SAFETY: the mapping just made, 8192 bytes; zero-filled by the kernel.
+        unsafe {
+            assert_eq!(*p.add(8191), 0);
+            rustix::mm::munmap(p.cast(), 8192).unwrap();
+        }
     }
 
     #[test]

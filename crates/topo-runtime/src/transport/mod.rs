@@ -29,11 +29,11 @@ pub enum TransportKind {
     Shm,
     /// Sockets between hosts (or over loopback).
     Tcp,
-    /// Not built: CUDA peer-to-peer in one process (cudaDeviceEnablePeerAccess).
+    /// CUDA peer-to-peer in one process (cuCtxEnablePeerAccess, direct pointers).
     CudaP2p,
-    /// Not built: CUDA IPC handles (cuIpcGetMemHandle) between processes.
+    /// CUDA IPC handles (cuIpcGetMemHandle) between processes (NCCL P2P/IPC).
     CudaIpc,
-    /// Not built: cuMem VMM allocations exported as POSIX fds.
+    /// cuMem VMM allocations exported as POSIX fds between processes (NCCL P2P/CUMEM).
     CudaCuMem,
     /// Not built: InfiniBand verbs, loaded at run time.
     IbVerbs,
