@@ -42,7 +42,12 @@ pub fn run(cli: Cli) -> Result<i32> {
 
 /// A rank process of `topo verify --launch processes`: runs its part and exits.
 fn worker() -> Result<()> {
-    if topo_runtime::launch::worker_main()? {
+    let started = if topo_runtime::cuda::procs::is_worker() {
+        topo_runtime::cuda::procs::worker_main()?
+    } else {
+        topo_runtime::launch::worker_main()?
+    };
+    if started {
         return Ok(());
     }
     Err(error::usage(

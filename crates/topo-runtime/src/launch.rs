@@ -40,7 +40,8 @@ pub const ENV_RANK: &str = "TOPO_RT_RANK";
 pub const ENV_WORLD: &str = "TOPO_RT_WORLD";
 /// Job token (also honoured in env mode, where it overrides the launcher's job id).
 pub const ENV_TOKEN: &str = "TOPO_JOB_TOKEN";
-/// `cuda` in a worker of `--backend cuda --launch processes`.
+/// `cuda` in a worker of `--backend cuda --launch processes` (the worker subcommand then
+/// calls `cuda::procs::worker_main` instead of [`worker_main`]).
 pub const ENV_BACKEND: &str = "TOPO_RT_BACKEND";
 /// Force the TCP transport in env mode (`TOPO_TRANSPORT=tcp`).
 pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
@@ -711,10 +712,6 @@ pub fn worker_main() -> Result<bool> {
     let world: usize = world
         .parse()
         .map_err(|_| RuntimeError::Launch(format!("{ENV_WORLD}={world}")))?;
-    if std::env::var(ENV_BACKEND).is_ok_and(|b| b == "cuda") {
-        crate::cuda::procs::worker(&name, &token, rank, world)?;
-        return Ok(true);
-    }
     let (mut t, job) = local_member(&name, &token, rank, world, Duration::from_secs(30))?;
     let r = run_rank(&mut t, &job.request, &job.launch);
     if r.is_err() {

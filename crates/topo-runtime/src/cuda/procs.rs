@@ -129,11 +129,34 @@ pub fn run_env(
     Ok(None)
 }
 
-/// A worker process of `--launch processes` (the hidden `topo worker`, with
-/// `TOPO_RT_BACKEND=cuda`): join rank 0 and run this rank.
-pub fn worker(name: &str, token: &str, rank: usize, world: usize) -> Result<()> {
-    let s = launch::join_local(name, token, rank, world, Duration::from_secs(60))?;
-    follow(s, token, rank, world)
+/// Whether this process is a worker of a CUDA process job (`TOPO_RT_BACKEND=cuda`, set by
+/// [`run_processes`]); the worker subcommand then calls [`worker_main`].
+pub fn is_worker() -> bool {
+    std::env::var(launch::ENV_BACKEND).is_ok_and(|b| b == "cuda")
+}
+
+/// A worker process of `--backend cuda --launch processes` (the hidden `topo worker`): join
+/// rank 0 and run this rank. `Ok(false)` when the process was not started as one.
+pub fn worker_main() -> Result<bool> {
+    let (Ok(name), Ok(rank), Ok(world), Ok(token)) = (
+        std::env::var(launch::ENV_SOCKET),
+        std::env::var(launch::ENV_RANK),
+        std::env::var(launch::ENV_WORLD),
+        std::env::var(launch::ENV_TOKEN),
+    ) else {
+        return Ok(false);
+    };
+    let num = |k: &str, v: &str| {
+        v.parse::<usize>()
+            .map_err(|_| RuntimeError::Launch(format!("{k}={v}")))
+    };
+    let (rank, world) = (
+        num(launch::ENV_RANK, &rank)?,
+        num(launch::ENV_WORLD, &world)?,
+    );
+    let s = launch::join_local(&name, &token, rank, world, Duration::from_secs(60))?;
+    follow(s, &token, rank, world)?;
+    Ok(true)
 }
 
 /// Rank 0: accept the others, send them the job, run rank 0, gather, report.
