@@ -29,6 +29,14 @@ const BUILTIN: &[(&str, &str)] = &[
     ("dgx-b200", include_str!("../../../profiles/dgx-b200.yaml")),
     ("dgx-h100", include_str!("../../../profiles/dgx-h100.yaml")),
     ("dgx-v100", include_str!("../../../profiles/dgx-v100.yaml")),
+    (
+        "gb200-nvl72",
+        include_str!("../../../profiles/gb200-nvl72.yaml"),
+    ),
+    (
+        "gb300-nvl72",
+        include_str!("../../../profiles/gb300-nvl72.yaml"),
+    ),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
     (
         "pcie-8x-l40s",
@@ -822,6 +830,23 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
+    if let Some(d) = &p.host.nvlink_domain {
+        let gpus = gpu_node_count(&items);
+        // NVLink 5 domains reach 576 GPUs (NVIDIA Mission Control, "NVLink Technology").
+        if d.gpus == 0 || d.gpus > 576 || (d.gpus as usize) < gpus {
+            return Err(format!(
+                "host.nvlink_domain.gpus {} must hold the host's {gpus} GPUs and be at most 576",
+                d.gpus
+            ));
+        }
+        if p.nvlink.nvswitch.is_none() {
+            return Err(
+                "host.nvlink_domain needs nvlink.nvswitch: the domain's GPUs reach each other through NVSwitches"
+                    .into(),
+            );
+        }
+    }
+
     // Build.
     let mut topo = Topology::new(SourceInfo {
         kind: "profile".into(),
@@ -840,8 +865,21 @@ fn build(p: &Profile) -> Result<Topology, String> {
             value,
             why: format!("host.nvls: {value} in the profile"),
         }),
+        nvlink_domain: h
+            .nvlink_domain
+            .as_ref()
+            .map(|d| topo_model::NvlinkDomain { gpus: d.gpus }),
         ..Default::default()
     };
+    let fabric_info = h.nvlink_domain.as_ref().map(|d| topo_model::FabricInfo {
+        cluster_uuid: d
+            .cluster_uuid
+            .clone()
+            .unwrap_or_else(|| format!("{}-fabric", p.name)),
+        clique_id: d.clique_id.unwrap_or(0x7ffe),
+        state: "completed".into(),
+        status: Some("success".into()),
+    });
     let mut cpu_nodes = Vec::new();
     for (n, list) in p.numa.iter().zip(&cpulists) {
         let cpu = Cpu {
@@ -873,6 +911,9 @@ fn build(p: &Profile) -> Result<Topology, String> {
             ItemKind::Device(d) => topo.add_child(parent, NodeKind::PciDevice(d)),
             ItemKind::Gpu(mut g, c2c) => {
                 g.c2c = c2c.clone();
+                if g.fabric.is_none() {
+                    g.fabric = fabric_info.clone();
+                }
                 let bus = g.busid;
                 let idx = topo.add_child(parent, NodeKind::Gpu(*g));
                 gpu_node.insert(bus, idx);
@@ -941,6 +982,13 @@ fn build(p: &Profile) -> Result<Topology, String> {
     }
     topo.connect_cpus();
     Ok(topo)
+}
+
+fn gpu_node_count(items: &[Item]) -> usize {
+    items
+        .iter()
+        .filter(|i| matches!(i.kind, ItemKind::Gpu(..)))
+        .count()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
