@@ -945,19 +945,20 @@ impl Topology {
     /// Copy `copy` of `orig` (its hosts from `base` on): a host in a multi-node NVLink domain
     /// fills the domain before the next one starts, so with 4-GPU trays of a 72-GPU domain
     /// copies 0-17 share the first domain's cluster UUID and 18-35 get the second's. A domain
-    /// is one fabric (one cluster UUID); the clique id stays as stated.
+    /// is one fabric (one cluster UUID); the clique id stays as stated. A host that states no
+    /// domain is a machine of its own: every copy gets its own fabric.
     fn place_in_nvlink_domain(&mut self, orig: &Topology, copy: usize, base: HostId) {
         for (h, host) in orig.hosts.iter().enumerate() {
-            let Some(d) = &host.nvlink_domain else {
-                continue;
-            };
             let gpus = orig
                 .gpus()
                 .into_iter()
                 .filter(|&g| orig.graph[g].host as usize == h)
                 .count()
                 .max(1);
-            let per_domain = (d.gpus as usize / gpus).max(1);
+            let per_domain = host
+                .nvlink_domain
+                .as_ref()
+                .map_or(1, |d| (d.gpus as usize / gpus).max(1));
             let domain = copy / per_domain;
             if domain == 0 {
                 continue;

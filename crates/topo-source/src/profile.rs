@@ -598,8 +598,20 @@ fn build(p: &Profile) -> Result<Topology, String> {
         if !numa_ids.insert(n.id) {
             return Err(format!("duplicate numa id {}", n.id));
         }
-        if n.id < 0 {
-            return Err(format!("numa id {} is negative", n.id));
+        // sysfs says numa_node -1 for a device without NUMA affinity; NCCL hangs such devices
+        // under a `<cpu numaid="-1">` whose affinity it cannot read, so it stays empty
+        // (ncclTopoGetPciNode / ncclTopoGetXmlFromCpu, NCCL 2.28.9 src/graph/xml.cc).
+        if n.id < -1 {
+            return Err(format!(
+                "numa id {} is negative (use -1 for devices without NUMA affinity)",
+                n.id
+            ));
+        }
+        if n.id == -1 && (n.cpus.is_some() || n.affinity.is_some()) {
+            return Err(
+                "numa -1 holds devices without NUMA affinity and has no CPUs (drop its cpus/affinity)"
+                    .into(),
+            );
         }
         let list = n
             .cpus
@@ -1060,6 +1072,26 @@ nvlink:
             Ok(_) => panic!("expected an error for:\n{yaml}"),
             Err(e) => crate::error::one_line(&e),
         }
+    }
+
+    /// A NIC without NUMA affinity (sysfs numa_node -1) sits under NCCL's `numaid -1` CPU with
+    /// no affinity, not under a made-up CPU; CPU lists on it and ids below -1 are refused.
+    #[test]
+    fn devices_without_numa_affinity_hang_off_numa_minus_1() {
+        let yaml = "name: n\ncpu: {arch: x86_64, vendor: GenuineIntel}\n\
+            defaults: {port: {speed: 100000, link_layer: Ethernet}}\n\
+            numa:\n  - id: 0\n    cpus: \"0-3\"\n    gpus: [{bus: \"0000:10:00.0\", sm: 90}]\n\
+            \x20 - id: -1\n    nics: [{bus: \"0000:20:00.0\", ports: [eth0]}]\n";
+        let t = load_str(yaml, "t.yaml", "t.yaml").unwrap();
+        let nic = t.nics().next().unwrap();
+        let cpu = t.root_cpu(nic).unwrap();
+        let c = t.cpu(cpu).unwrap();
+        assert_eq!(c.numa, -1);
+        assert_eq!(c.affinity, None);
+        assert_eq!(t.numa_of(t.gpus()[0]), 0);
+        let with_cpus = yaml.replace("id: -1\n", "id: -1\n    cpus: \"4-7\"\n");
+        assert!(err(&with_cpus).contains("numa -1 holds devices without NUMA affinity"));
+        assert!(err(&yaml.replace("id: -1", "id: -2")).contains("use -1 for devices without NUMA"));
     }
 
     #[test]

@@ -262,3 +262,20 @@ fn fused_systems_order_nets_gpu_first() {
     let old = run_on(&trays(4, 8, "completed"), &[], "2.26");
     assert!(!old.search.gpu_first_nets);
 }
+
+/// `--nodes` of a host that states no NVLink domain makes separate machines, each its own
+/// fabric: NCCL's clique of rank 0 is its own host's GPUs, so nothing is fused.
+#[test]
+fn hosts_without_a_domain_are_separate_fabrics() {
+    let mut t = trays(1, 72, "completed");
+    t.hosts[0].nvlink_domain = None;
+    let a = run_on(&t.replicate(2), &[], "2.28");
+    assert_eq!(a.nnodes, 2);
+    assert_eq!(a.mnnvl.as_ref().unwrap().cliques, vec![vec![0], vec![1]]);
+    assert!(
+        a.transports
+            .iter()
+            .filter(|p| p.inter_node)
+            .all(|p| p.transport.starts_with("NET"))
+    );
+}
