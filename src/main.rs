@@ -13,6 +13,18 @@ mod progress;
 mod report;
 mod util;
 
+/// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:
+/// a 72-GPU NVLink clique (GB200 NVL72) runs more than a thousand frames deep, past the main
+/// thread's 8 MiB in unoptimised builds. The stack is reserved, not committed, so the size
+/// costs nothing until it is used.
+const STACK_BYTES: usize = 256 << 20;
+
 fn main() {
-    std::process::exit(cmd::main_entry());
+    let code = std::thread::Builder::new()
+        .name("topo".into())
+        .stack_size(STACK_BYTES)
+        .spawn(cmd::main_entry)
+        .map(|h| h.join().unwrap_or(1))
+        .unwrap_or_else(|_| cmd::main_entry());
+    std::process::exit(code);
 }

@@ -291,6 +291,16 @@ pub fn render(p: &Plan, style: Style) -> String {
             "; constants inherited from the nearest documented version"
         }
     );
+    if let Some(m) = &p.mnnvl {
+        let _ = writeln!(
+            out,
+            "MNNVL: {} host(s) in {} NVLink clique(s) (cliqueId {:#x}, {} GPUs in rank 0's): NCCL counts each clique as one node, P2P runs over NVLink between hosts, NVLS spans the clique",
+            m.hosts,
+            m.cliques.len(),
+            m.clique_id,
+            m.clique_size
+        );
+    }
     for w in &p.warnings {
         let _ = writeln!(out, "{} {w}", style.yellow("warning:"));
     }

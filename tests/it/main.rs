@@ -8,6 +8,7 @@ mod hostile_input;
 mod layout;
 mod live;
 mod meta;
+mod mnnvl;
 mod model;
 mod multihost;
 mod oracle;

@@ -490,6 +490,19 @@ pub struct Host {
     /// driver before 12.1); `None`: NCCL's own rule decides (sm 90+ with an NVSwitch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvls: Option<FactNote>,
+    /// The multi-node NVLink domain this host's GPUs sit in (GB200/GB300 NVL72: one rack of 18
+    /// trays), where the source states it; `--nodes` fills domains tray by tray.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_domain: Option<NvlinkDomain>,
+}
+
+/// A multi-node NVLink domain: the GPUs of several hosts behind one NVSwitch fabric, each
+/// GPU registered with the fabric manager under the domain's cluster UUID and a clique id
+/// (what NVML's `nvmlDeviceGetGpuFabricInfoV` reports, [`FabricInfo`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkDomain {
+    /// GPUs in the whole domain (72 for an NVL72 rack).
+    pub gpus: u32,
 }
 
 /// A yes/no hardware fact with where it came from.
@@ -525,6 +538,10 @@ pub struct Topology {
     pub p2p: BTreeMap<(HostId, BusId, BusId), P2pCaps>,
     pub warnings: Vec<String>,
     pub source: SourceInfo,
+    /// A host fused from several (an MNNVL clique, [`Topology::fuse_hosts`]): each node's
+    /// position among the fused hosts, NCCL's system id of the node (`NCCL_TOPO_ID_SYSTEM_ID`).
+    /// Empty otherwise.
+    pub system_id: HashMap<NodeIndex, HostId>,
     by_busid: HashMap<(HostId, BusId), NodeIndex>,
 }
 
@@ -933,6 +950,7 @@ impl Topology {
                 out.graph
                     .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
             }
+            out.place_in_nvlink_domain(self, copy, base);
             for (h, host) in self.hosts.iter().enumerate() {
                 let mut host = host.clone();
                 let name = host.name.clone().unwrap_or_else(|| "node".to_string());
@@ -953,6 +971,148 @@ impl Topology {
 }
 
 impl Topology {
+    /// Copy `copy` of `orig` (its hosts from `base` on): a host in a multi-node NVLink domain
+    /// fills the domain before the next one starts, so with 4-GPU trays of a 72-GPU domain
+    /// copies 0-17 share the first domain's cluster UUID and 18-35 get the second's. A domain
+    /// is one fabric (one cluster UUID); the clique id stays as stated. A host that states no
+    /// domain is a machine of its own: every copy gets its own fabric.
+    fn place_in_nvlink_domain(&mut self, orig: &Topology, copy: usize, base: HostId) {
+        for (h, host) in orig.hosts.iter().enumerate() {
+            let gpus = orig
+                .gpus()
+                .into_iter()
+                .filter(|&g| orig.graph[g].host as usize == h)
+                .count()
+                .max(1);
+            let per_domain = host
+                .nvlink_domain
+                .as_ref()
+                .map_or(1, |d| (d.gpus as usize / gpus).max(1));
+            let domain = copy / per_domain;
+            if domain == 0 {
+                continue;
+            }
+            let host_id = base + h as HostId;
+            let nodes: Vec<NodeIndex> = self
+                .graph
+                .node_indices()
+                .filter(|&n| self.graph[n].host == host_id)
+                .collect();
+            for n in nodes {
+                if let NodeKind::Gpu(g) = &mut self.graph[n].kind
+                    && let Some(f) = &mut g.fabric
+                {
+                    f.cluster_uuid = format!("{}-{domain}", f.cluster_uuid);
+                }
+            }
+        }
+    }
+
+    /// The hosts of each group merged into one host (hosts renumbered in group order; a host
+    /// in no group keeps a host of its own after them): NCCL's view of a multi-node NVLink
+    /// clique, whose ranks fuse their topologies into one system (`ncclTopoGetSystem`, NCCL
+    /// 2.28.9 src/graph/topo.cc). Nothing new is linked: each tray keeps its own CPUs and PCI
+    /// tree, and the trays meet only where their GPUs' NVLinks reach the NVSwitch. GPU indices
+    /// of later trays move up past the earlier trays' so that ranks stay in tray order. NET GUIDs
+    /// left unset are given per original host, so two trays' first ports stay two NICs.
+    /// Returns the topology and, per new host, the original hosts it holds.
+    pub fn fuse_hosts(&self, groups: &[Vec<HostId>]) -> (Topology, Vec<Vec<HostId>>) {
+        let n = self.host_count();
+        let mut members: Vec<Vec<HostId>> =
+            groups.iter().filter(|g| !g.is_empty()).cloned().collect();
+        let mut grouped = vec![false; n];
+        for g in &members {
+            for &h in g {
+                if let Some(x) = grouped.get_mut(h as usize) {
+                    *x = true;
+                }
+            }
+        }
+        for (h, done) in grouped.iter().enumerate() {
+            if !done {
+                members.push(vec![h as HostId]);
+            }
+        }
+        let mut new_of = vec![0 as HostId; n];
+        for (i, g) in members.iter().enumerate() {
+            for &h in g {
+                if let Some(x) = new_of.get_mut(h as usize) {
+                    *x = i as HostId;
+                }
+            }
+        }
+        // Ranks follow (host, GPU index): a fused host keeps its trays' ranks in tray order by
+        // numbering each tray's GPUs after the previous trays' (NCCL's own ranks never move).
+        let mut dev_offset = vec![0i32; n];
+        for g in members.iter().filter(|g| g.len() > 1) {
+            let mut next = 0i32;
+            for &h in g {
+                dev_offset[h as usize] = next;
+                let top = self
+                    .gpus()
+                    .into_iter()
+                    .filter(|&x| self.graph[x].host == h)
+                    .filter_map(|x| self.gpu(x).map(|y| y.dev.max(0)))
+                    .max();
+                next += top.map_or(0, |t| t + 1);
+            }
+        }
+        let mut out = self.clone();
+        for idx in out.graph.node_indices().collect::<Vec<_>>() {
+            let node = &mut out.graph[idx];
+            let orig = node.host;
+            if let NodeKind::Gpu(g) = &mut node.kind {
+                g.dev += dev_offset[orig as usize];
+            }
+            let group = &members[new_of[orig as usize] as usize];
+            if group.len() > 1
+                && let Some(pos) = group.iter().position(|&h| h == orig)
+            {
+                out.system_id.insert(idx, pos as HostId);
+            }
+            node.host = new_of.get(orig as usize).copied().unwrap_or(orig);
+            if let NodeKind::Net(net) = &mut node.kind
+                && net.guid.is_none()
+            {
+                net.guid = Some(((orig as u64) << 56) | net.dev.max(0) as u64);
+            }
+        }
+        out.hosts = members
+            .iter()
+            .map(|g| {
+                let mut h = self.hosts.get(g[0] as usize).cloned().unwrap_or_default();
+                if g.len() > 1 {
+                    let names: Vec<String> = g
+                        .iter()
+                        .map(|&x| {
+                            self.hosts
+                                .get(x as usize)
+                                .and_then(|h| h.name.clone())
+                                .unwrap_or_else(|| format!("host{x}"))
+                        })
+                        .collect();
+                    h.name = Some(format!("{}..{}", names[0], names[names.len() - 1]));
+                }
+                h
+            })
+            .collect();
+        // NVML's pair answers are keyed by bus id, which the trays of a clique share.
+        out.p2p = self
+            .p2p
+            .iter()
+            .filter(|((h, _, _), _)| members[new_of[*h as usize] as usize].len() == 1)
+            .map(|((h, a, b), c)| ((new_of[*h as usize], *a, *b), c.clone()))
+            .collect();
+        // Bus ids repeat across a clique's trays: lookups by bus id find the first tray's.
+        out.by_busid.clear();
+        for idx in out.graph.node_indices() {
+            if let Some(b) = out.graph[idx].busid() {
+                out.by_busid.entry((out.graph[idx].host, b)).or_insert(idx);
+            }
+        }
+        (out, members)
+    }
+
     /// A copy of the nodes `keep` accepts, all on host 0, with parents and links among them.
     fn subset(&self, keep: &dyn Fn(NodeIndex) -> bool) -> Topology {
         let mut out = Topology::new(self.source.clone());

@@ -59,6 +59,10 @@ pub struct Analysis {
     /// numbers (init.cc, NCCL 2.28.9: nodes are found from the ranks, ranks never move).
     /// The identity without a split.
     pub launcher_ranks: Vec<usize>,
+    /// Multi-node NVLink, when NCCL turns it on: the cliques fused into one node each.
+    pub mnnvl: Option<super::mnnvl::Mnnvl>,
+    /// The launcher's host (tray) and NVML index of each rank, before any MNNVL fusion.
+    pub trays: Vec<(HostId, i32)>,
 }
 
 impl Analysis {
@@ -221,26 +225,6 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
             "ignored: IB is not the network (NCCL_IB_DISABLE=1 or NCCL_NET)",
         );
     }
-    let mut system = System::build_with(&topo, &data.bw, &keep_net);
-
-    let path_policy = PathPolicy {
-        minor,
-        nvb_disable: env.nvb_disable,
-        p2p_disable: env.p2p_disable,
-        p2p_level: env.p2p_level,
-        pxn_disable: env.pxn_disable,
-        pxn_c2c: Some(env.pxn_c2c_or(&data)),
-        gdr_level: env.net_gdr_level,
-        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
-        gdr_c2c: Some(env.net_gdr_c2c_or(&data)),
-        shm_disable: env.shm_disable,
-        net_disable_intra: env.net_disable_intra,
-        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
-        isolated_ranks: req.placement.isolates_ranks(),
-        max_channels: data.max_channels as usize,
-    };
-    let mut paths = paths::compute(&system, &path_policy);
-
     let transport_policy = TransportPolicy {
         minor,
         cumem: env.cumem_enable.and_then(|v| {
@@ -263,6 +247,43 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         vmm_gdr_supported: cuda_attr(&topo, |a| a.gdr_with_vmm),
         ..TransportPolicy::default()
     };
+
+    // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
+    let trays = super::mnnvl::trays(&topo);
+    let (cumem_on, cumem_why) = transport_policy.cumem_enabled();
+    let mnnvl = match super::mnnvl::decide(&topo, &env, &data, (cumem_on, &cumem_why)) {
+        super::mnnvl::Decision::On(m) => {
+            topo = topo.fuse_hosts(&m.cliques).0;
+            Some(m)
+        }
+        super::mnnvl::Decision::Off(why) => {
+            if let Some(w) = &why {
+                topo.warn(format!(
+                    "the hosts share an NVLink fabric but NCCL will not use multi-node NVLink: {w}; they talk over the network"
+                ));
+            }
+            None
+        }
+    };
+    let mut system = System::build_with(&topo, &data.bw, &keep_net);
+
+    let path_policy = PathPolicy {
+        minor,
+        nvb_disable: env.nvb_disable,
+        p2p_disable: env.p2p_disable,
+        p2p_level: env.p2p_level,
+        pxn_disable: env.pxn_disable,
+        pxn_c2c: Some(env.pxn_c2c_or(&data)),
+        gdr_level: env.net_gdr_level,
+        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
+        gdr_c2c: Some(env.net_gdr_c2c_or(&data)),
+        shm_disable: env.shm_disable,
+        net_disable_intra: env.net_disable_intra,
+        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
+        isolated_ranks: req.placement.isolates_ranks(),
+        max_channels: data.max_channels as usize,
+    };
+    let mut paths = paths::compute(&system, &path_policy);
 
     // GPUs of one host that only the network connects form separate domains, which NCCL
     // counts as separate nodes (ranks are grouped into nodes by their ring's first GPU).
@@ -374,7 +395,15 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     };
     let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
-    let search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    let mut search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    // ncclTopoSelectNets (NCCL 2.28.9 src/graph/search.cc): `nHosts > 1`, a system fused
+    // from several trays, orders the start NETs GPU first.
+    let fused_trays = mnnvl
+        .as_ref()
+        .and_then(|m| m.cliques.first())
+        .is_some_and(|c| c.len() > 1);
+    search.gpu_first_nets =
+        fused_trays && data.rules.mnnvl_scatter_nets && env.mnnvl_scatter_nets != Some(false);
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
     let merged = if domains.len() <= hosts_with_gpus {
@@ -416,6 +445,9 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
     let connection = Connection::from_graphs(&system, &merged, &counts);
 
     let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+    if mnnvl.is_some() {
+        super::mnnvl::label_transports(&mut transports, &trays, &mut topo);
+    }
     if !split_reasons.is_empty() {
         for t in transports.iter_mut().filter(|t| t.inter_node) {
             let ends = [t.from, t.to].map(|r| {
@@ -483,6 +515,8 @@ pub fn analyze(req: &Request) -> Result<Analysis> {
         nranks,
         nnodes,
         launcher_ranks,
+        mnnvl,
+        trays,
     })
 }
 

@@ -127,11 +127,19 @@ pub struct EnvPolicy {
     pub ib_hca: Option<HcaFilter>,
     /// CUDA_VISIBLE_DEVICES entries up to the first invalid one (CUDA stops there).
     pub cuda_visible_devices: Option<Vec<String>>,
+    /// Multi-node NVLink (init.cc and mnnvl.cc, NCCL 2.28.9): NCCL_MNNVL_ENABLE (0 off, 1
+    /// forced, 2 auto), the fabric UUID and clique id overrides (-1: NVML's; clique -2: the
+    /// rack), and the search's NCCL_MNNVL_SCATTER_NETS_ENABLE / NCCL_MNNVL_RAIL_PER_HOST.
+    pub mnnvl_enable: Option<i64>,
+    pub mnnvl_uuid: Option<i64>,
+    pub mnnvl_clique_id: Option<i64>,
+    pub mnnvl_scatter_nets: Option<bool>,
+    pub mnnvl_rail_per_host: Option<bool>,
     vars: Vec<SetVar>,
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 46] = [
+pub const VARIABLES: [&str; 51] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -179,6 +187,11 @@ pub const VARIABLES: [&str; 46] = [
     "NCCL_TUNER_PLUGIN",
     "NCCL_NET_PLUGIN",
     "NCCL_IB_HCA",
+    "NCCL_MNNVL_ENABLE",
+    "NCCL_MNNVL_UUID",
+    "NCCL_MNNVL_CLIQUE_ID",
+    "NCCL_MNNVL_SCATTER_NETS_ENABLE",
+    "NCCL_MNNVL_RAIL_PER_HOST",
 ];
 
 /// NCCL_IB_HCA as `ncclIbInitDevices` reads it (NVIDIA/nccl v2.28.9-1
@@ -541,6 +554,30 @@ impl EnvPolicy {
                 &[0, 1, 2],
                 "0, 1 or 2 (auto)",
             )?);
+        }
+        if let Some(v) = get("NCCL_MNNVL_ENABLE") {
+            p.mnnvl_enable = Some(one_of(
+                "NCCL_MNNVL_ENABLE",
+                v,
+                &[0, 1, 2],
+                "0, 1 or 2 (auto)",
+            )?);
+        }
+        if let Some(v) = get("NCCL_MNNVL_UUID") {
+            p.mnnvl_uuid = Some(int("NCCL_MNNVL_UUID", v, "an integer (-1: NVML's UUID)")?);
+        }
+        if let Some(v) = get("NCCL_MNNVL_CLIQUE_ID") {
+            p.mnnvl_clique_id = Some(int(
+                "NCCL_MNNVL_CLIQUE_ID",
+                v,
+                "an integer (-1: NVML's clique id, -2: one clique per rack)",
+            )?);
+        }
+        if let Some(v) = get("NCCL_MNNVL_SCATTER_NETS_ENABLE") {
+            p.mnnvl_scatter_nets = Some(flag("NCCL_MNNVL_SCATTER_NETS_ENABLE", v)?);
+        }
+        if let Some(v) = get("NCCL_MNNVL_RAIL_PER_HOST") {
+            p.mnnvl_rail_per_host = Some(flag("NCCL_MNNVL_RAIL_PER_HOST", v)?);
         }
         if let Some(v) = get("NCCL_CROSS_NIC") {
             p.cross_nic = Some(one_of("NCCL_CROSS_NIC", v, &[0, 1, 2], "0, 1 or 2")?);

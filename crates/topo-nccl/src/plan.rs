@@ -125,6 +125,18 @@ pub struct Crossover {
     pub to: String,
 }
 
+/// The MNNVL decision in the document: which hosts NCCL fused into which node.
+#[derive(Clone, Debug, Serialize)]
+pub struct MnnvlOut {
+    /// Hosts the launcher runs on.
+    pub hosts: usize,
+    /// Per NCCL node, the launcher's hosts it holds.
+    pub cliques: Vec<Vec<usize>>,
+    /// GPUs in rank 0's clique and its clique id (NVML's, or NCCL_MNNVL_CLIQUE_ID's).
+    pub clique_size: usize,
+    pub clique_id: u32,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
@@ -139,6 +151,9 @@ pub struct Plan {
     pub nranks: usize,
     pub nnodes: usize,
     pub ranks_per_node: Vec<usize>,
+    /// Multi-node NVLink, when NCCL turns it on: several hosts counted as one node each clique.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mnnvl: Option<MnnvlOut>,
     pub placement: String,
     pub gpu: Option<String>,
     pub channels: Channels,
@@ -531,6 +546,13 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
     let p2p_checks = transport::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
     let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
     let mut log = vec![];
+    if let Some(m) = &a.mnnvl {
+        // ncclMnnvlCheck (NCCL 2.28.9 src/mnnvl.cc), rank 0's line.
+        log.push(format!(
+            "MNNVL 1 cliqueId {:x} cliqueSize {} cliqueRank 0",
+            m.clique_id, m.clique_size
+        ));
+    }
     log.extend(a.graphs.fallback_lines());
     let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
     for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
@@ -581,6 +603,16 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
             .map(|h| sys.host_gpus(h).len())
             .filter(|&n| n > 0)
             .collect(),
+        mnnvl: a.mnnvl.as_ref().map(|m| MnnvlOut {
+            hosts: m.cliques.iter().map(Vec::len).sum(),
+            cliques: m
+                .cliques
+                .iter()
+                .map(|c| c.iter().map(|&h| h as usize).collect())
+                .collect(),
+            clique_size: m.clique_size,
+            clique_id: m.clique_id,
+        }),
         placement: req.placement.describe().into(),
         gpu,
         channels: Channels {

@@ -62,6 +62,38 @@ pub struct SearchParams {
     pub timeout_same_channels: i64,
     /// Step budget of the "PCI order" first try of an inter-node channel (2^10).
     pub timeout_pci_order: i64,
+    /// The system fuses several hosts (an MNNVL clique, 2.27+): the channel start tries NETs
+    /// "GPU first" (NCCL_MNNVL_SCATTER_NETS_ENABLE, default 1).
+    pub gpu_first_nets: bool,
+}
+
+/// `ncclTopoPrefNetsChannelFirst` (NCCL 2.28.9 src/graph/search.cc) for all GPUs: each GPU's
+/// channel→NET sequence in turn, first appearance kept.
+fn channel_first(per_gpu: &[Vec<usize>]) -> Vec<usize> {
+    let mut out = vec![];
+    for &n in per_gpu.iter().flatten() {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// `ncclTopoPrefNetsGpuFirst` (NCCL 2.28.9 src/graph/search.cc, used when `nHosts > 1`):
+/// channel 0's NET of every GPU, then channel 1's, and so on, so that the channels of a
+/// clique fused from several trays start on every tray's NICs rather than on the first
+/// GPU's.
+fn gpu_first(per_gpu: &[Vec<usize>]) -> Vec<usize> {
+    let mut out = vec![];
+    let longest = per_gpu.iter().map(Vec::len).max().unwrap_or(0);
+    for c in 0..longest {
+        for &n in per_gpu.iter().filter_map(|seq| seq.get(c)) {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
 }
 
 fn v(xs: &[f64]) -> Vec<f64> {
@@ -140,6 +172,7 @@ impl SearchParams {
             timeout: 1 << 14,
             timeout_same_channels: 1 << 8,
             timeout_pci_order: 1 << 10,
+            gpu_first_nets: false,
         }
     }
 
@@ -626,14 +659,11 @@ impl Ctx {
         } else {
             pref_nets = vec![vec![]; ngpus];
         }
-        let mut pref_nets_all = vec![];
-        for seq in &pref_nets {
-            for &n in seq {
-                if !pref_nets_all.contains(&n) {
-                    pref_nets_all.push(n);
-                }
-            }
-        }
+        let pref_nets_all = if params.gpu_first_nets {
+            gpu_first(&pref_nets)
+        } else {
+            channel_first(&pref_nets)
+        };
         let gpu_pci_links = gnodes
             .iter()
             .map(|&g| {

@@ -120,7 +120,13 @@ pub struct SysNode {
 impl SysNode {
     /// NCCL's printed name, `GPU/0-1b000` (2.21+ form).
     pub fn label(&self) -> String {
-        format!("{}/{:x}-{:x}", self.kind.name(), self.host, self.id)
+        let (sysid, local) = (self.id >> 56, self.id & ((1 << 56) - 1));
+        format!(
+            "{}/{:x}-{:x}",
+            self.kind.name(),
+            u64::from(self.host) + sysid,
+            local
+        )
     }
     pub fn link_to(&self, to: usize) -> Option<&SysLink> {
         self.links.iter().find(|l| l.to == to)
@@ -264,10 +270,13 @@ impl System {
             let node = &g[n];
             let host = node.host;
             sys.nhosts = sys.nhosts.max(host as usize + 1);
-            let base = |kind, id| SysNode {
+            // NCCL_TOPO_ID (src/graph/topo.h): a system fused from several hosts keeps each
+            // host's ids apart with the host's system id in the top byte.
+            let sysid = topo.system_id.get(&n).map_or(0, |&s| u64::from(s) << 56);
+            let base = |kind, id: u64| SysNode {
                 kind,
                 host,
-                id,
+                id: id | sysid,
                 topo: Some(n),
                 links: vec![],
                 gpu: None,

@@ -22,7 +22,10 @@
 //! the same NIC choice, so n² inter-node entries would repeat the same line; a 1024-GPU
 //! what-if stays at 128 × 8² + 1024 entries.
 //!
-//! Not modelled: MNNVL (`P2P/MNNVL` across hosts), CollNet/NVLS connections, SHM copy-engine
+//! MNNVL: the trays of a clique arrive here fused into one host (mnnvl.rs), so their pairs are
+//! checked as local NVLink pairs; `mnnvl::label_transports` then names them `P2P/MNNVL`.
+//!
+//! Not modelled: CollNet/NVLS connections, SHM copy-engine
 //! modes (`SHM/CE/...`), the send/recv-only PXN choice of `ncclTopoGetNetDev` (peer-index
 //! NIC); the NET of an inter-node entry is the rank's channel-0 local NET.
 

@@ -510,6 +510,12 @@ pub struct Rules {
     pub tree_full_threads: bool,
     pub p2p_default_level_rule: P2pDefaultLevelRule,
     pub path_renumbering: PathRenumbering,
+    /// [2.20+] multi-node NVLink: ranks of one fabric clique on several hosts fuse into one
+    /// NCCL node (`ncclMnnvlCheck`, src/mnnvl.cc).
+    pub mnnvl: bool,
+    /// [2.27+] on a system fused from several hosts the search orders NETs GPU first
+    /// (`ncclTopoPrefNetsGpuFirst`, src/graph/search.cc, NCCL_MNNVL_SCATTER_NETS_ENABLE).
+    pub mnnvl_scatter_nets: bool,
 }
 
 /// Everything version-specific the model reads.

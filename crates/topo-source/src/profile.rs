@@ -29,6 +29,14 @@ const BUILTIN: &[(&str, &str)] = &[
     ("dgx-b200", include_str!("../../../profiles/dgx-b200.yaml")),
     ("dgx-h100", include_str!("../../../profiles/dgx-h100.yaml")),
     ("dgx-v100", include_str!("../../../profiles/dgx-v100.yaml")),
+    (
+        "gb200-nvl72",
+        include_str!("../../../profiles/gb200-nvl72.yaml"),
+    ),
+    (
+        "gb300-nvl72",
+        include_str!("../../../profiles/gb300-nvl72.yaml"),
+    ),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
     (
         "pcie-8x-l40s",
@@ -591,8 +599,20 @@ fn build(p: &Profile) -> Result<Topology, String> {
         if !numa_ids.insert(n.id) {
             return Err(format!("duplicate numa id {}", n.id));
         }
-        if n.id < 0 {
-            return Err(format!("numa id {} is negative", n.id));
+        // sysfs says numa_node -1 for a device without NUMA affinity; NCCL hangs such devices
+        // under a `<cpu numaid="-1">` whose affinity it cannot read, so it stays empty
+        // (ncclTopoGetPciNode / ncclTopoGetXmlFromCpu, NCCL 2.28.9 src/graph/xml.cc).
+        if n.id < -1 {
+            return Err(format!(
+                "numa id {} is negative (use -1 for devices without NUMA affinity)",
+                n.id
+            ));
+        }
+        if n.id == -1 && (n.cpus.is_some() || n.affinity.is_some()) {
+            return Err(
+                "numa -1 holds devices without NUMA affinity and has no CPUs (drop its cpus/affinity)"
+                    .into(),
+            );
         }
         let list = n
             .cpus
@@ -823,6 +843,23 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
+    if let Some(d) = &p.host.nvlink_domain {
+        let gpus = gpu_node_count(&items);
+        // NVLink 5 domains reach 576 GPUs (NVIDIA Mission Control, "NVLink Technology").
+        if d.gpus == 0 || d.gpus > 576 || (d.gpus as usize) < gpus {
+            return Err(format!(
+                "host.nvlink_domain.gpus {} must hold the host's {gpus} GPUs and be at most 576",
+                d.gpus
+            ));
+        }
+        if p.nvlink.nvswitch.is_none() {
+            return Err(
+                "host.nvlink_domain needs nvlink.nvswitch: the domain's GPUs reach each other through NVSwitches"
+                    .into(),
+            );
+        }
+    }
+
     // Build.
     let mut topo = Topology::new(SourceInfo {
         kind: "profile".into(),
@@ -841,8 +878,21 @@ fn build(p: &Profile) -> Result<Topology, String> {
             value,
             why: format!("host.nvls: {value} in the profile"),
         }),
+        nvlink_domain: h
+            .nvlink_domain
+            .as_ref()
+            .map(|d| topo_model::NvlinkDomain { gpus: d.gpus }),
         ..Default::default()
     };
+    let fabric_info = h.nvlink_domain.as_ref().map(|d| topo_model::FabricInfo {
+        cluster_uuid: d
+            .cluster_uuid
+            .clone()
+            .unwrap_or_else(|| format!("{}-fabric", p.name)),
+        clique_id: d.clique_id.unwrap_or(0x7ffe),
+        state: "completed".into(),
+        status: Some("success".into()),
+    });
     let mut cpu_nodes = Vec::new();
     for (n, list) in p.numa.iter().zip(&cpulists) {
         let cpu = Cpu {
@@ -874,6 +924,9 @@ fn build(p: &Profile) -> Result<Topology, String> {
             ItemKind::Device(d) => topo.add_child(parent, NodeKind::PciDevice(d)),
             ItemKind::Gpu(mut g, c2c) => {
                 g.c2c = c2c.clone();
+                if g.fabric.is_none() {
+                    g.fabric = fabric_info.clone();
+                }
                 let bus = g.busid;
                 let idx = topo.add_child(parent, NodeKind::Gpu(*g));
                 gpu_node.insert(bus, idx);
@@ -942,6 +995,13 @@ fn build(p: &Profile) -> Result<Topology, String> {
     }
     topo.connect_cpus();
     Ok(topo)
+}
+
+fn gpu_node_count(items: &[Item]) -> usize {
+    items
+        .iter()
+        .filter(|i| matches!(i.kind, ItemKind::Gpu(..)))
+        .count()
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -1013,6 +1073,26 @@ nvlink:
             Ok(_) => panic!("expected an error for:\n{yaml}"),
             Err(e) => crate::error::one_line(&e),
         }
+    }
+
+    /// A NIC without NUMA affinity (sysfs numa_node -1) sits under NCCL's `numaid -1` CPU with
+    /// no affinity, not under a made-up CPU; CPU lists on it and ids below -1 are refused.
+    #[test]
+    fn devices_without_numa_affinity_hang_off_numa_minus_1() {
+        let yaml = "name: n\ncpu: {arch: x86_64, vendor: GenuineIntel}\n\
+            defaults: {port: {speed: 100000, link_layer: Ethernet}}\n\
+            numa:\n  - id: 0\n    cpus: \"0-3\"\n    gpus: [{bus: \"0000:10:00.0\", sm: 90}]\n\
+            \x20 - id: -1\n    nics: [{bus: \"0000:20:00.0\", ports: [eth0]}]\n";
+        let t = load_str(yaml, "t.yaml", "t.yaml").unwrap();
+        let nic = t.nics().next().unwrap();
+        let cpu = t.root_cpu(nic).unwrap();
+        let c = t.cpu(cpu).unwrap();
+        assert_eq!(c.numa, -1);
+        assert_eq!(c.affinity, None);
+        assert_eq!(t.numa_of(t.gpus()[0]), 0);
+        let with_cpus = yaml.replace("id: -1\n", "id: -1\n    cpus: \"4-7\"\n");
+        assert!(err(&with_cpus).contains("numa -1 holds devices without NUMA affinity"));
+        assert!(err(&yaml.replace("id: -1", "id: -2")).contains("use -1 for devices without NUMA"));
     }
 
     #[test]

@@ -412,6 +412,21 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             )
         });
     }
+    let domain = ctx
+        .topo
+        .hosts
+        .get(hv.host as usize)
+        .and_then(|h| h.nvlink_domain.as_ref());
+    if let Some(d) = domain
+        && !hv.gpus.is_empty()
+    {
+        let hosts = (d.gpus as usize / hv.gpus.len()).max(1);
+        out.tag("nvlink-fabric", Severity::Info);
+        out.push(format!(
+            "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
+            d.gpus
+        ));
+    }
 }
 
 fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {

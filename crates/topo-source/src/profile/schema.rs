@@ -45,6 +45,21 @@ pub struct HostSpec {
     /// NVLS multicast available: `false` for a box whose driver reports none (H800
     /// configurations, no fabric manager, CUDA driver before 12.1).
     pub nvls: Option<bool>,
+    /// The multi-node NVLink domain the host's GPUs belong to (GB200/GB300 NVL72 trays).
+    pub nvlink_domain: Option<NvlinkDomainSpec>,
+}
+
+/// `host.nvlink_domain`: every GPU of the host is registered with the NVLink fabric under
+/// this cluster UUID and clique id (what NVML's GPU fabric info reports on such a tray).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlinkDomainSpec {
+    /// GPUs in the whole domain: 72 for an NVL72 rack.
+    pub gpus: u32,
+    /// The fabric's cluster UUID; `--nodes` gives each further domain its own.
+    pub cluster_uuid: Option<String>,
+    /// NVML's clique id (one per NVLink partition; 0x7ffe as the default partition reports it).
+    pub clique_id: Option<u32>,
 }
 
 /// CPU identity shared by every NUMA node (NCCL reads it per `<cpu>`, real machines have one

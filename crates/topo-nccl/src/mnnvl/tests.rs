@@ -1,0 +1,281 @@
+//! One test per MNNVL rule of NCCL 2.28.9 (src/init.cc, src/mnnvl.cc, src/graph/topo.cc,
+//! src/transport/p2p.cc, src/transport/nvls.cc, src/graph/search.cc).
+
+use super::*;
+use crate::analyze::{Analysis, Request, RuntimeFacts, analyze};
+use crate::transport::RankPlacement;
+use crate::tuning::OpContext;
+use crate::types::{Algo, Func};
+use crate::version::NcclVersion;
+use topo_model::testing::hgx;
+use topo_model::{FabricInfo, NvlinkDomain};
+
+/// A GB200-like tray: 4 sm100 GPUs on NVSwitch, one 400G NIC each, registered in a fabric
+/// whose domain holds `domain` GPUs; `n` trays as `--nodes n` makes them.
+fn trays(n: usize, domain: u32, state: &str) -> Topology {
+    let mut t = hgx(4, 100);
+    t.hosts[0].nvlink_domain = Some(NvlinkDomain { gpus: domain });
+    for g in t.gpus() {
+        if let NodeKind::Gpu(x) = &mut t.graph[g].kind {
+            x.fabric = Some(FabricInfo {
+                cluster_uuid: "3143b15bc2cd192b.28cc9b5473fb5b93".into(),
+                clique_id: 0x7ffe,
+                state: state.into(),
+                status: Some("success".into()),
+            });
+        }
+    }
+    t.replicate(n)
+}
+
+/// The graph search recurses per GPU and channel (as NCCL's does): a 16-GPU clique needs more
+/// than a test thread's 2 MiB in unoptimised builds, so the analysis runs on a larger stack,
+/// as the binary's main thread does.
+fn run_on(t: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
+    let req = Request {
+        topo: t,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        version: NcclVersion::parse(version).unwrap(),
+        placement: RankPlacement::ProcessPerGpu,
+        facts: RuntimeFacts {
+            cuda_driver_version: Some(12080),
+        },
+    };
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn_scoped(s, || analyze(&req).unwrap())
+            .unwrap()
+            .join()
+            .unwrap()
+    })
+}
+
+fn run(n: usize, domain: u32, env: &[(&str, &str)]) -> Analysis {
+    run_on(&trays(n, domain, "completed"), env, "2.28")
+}
+
+fn algo_at(a: &Analysis, bytes: u64) -> Algo {
+    a.costs
+        .select(Func::AllReduce, bytes, &OpContext::default())
+        .unwrap()
+        .algo
+}
+
+/// ncclMnnvlCheck + ncclTopoGetSystem: two trays of one clique fuse into one node of 8 local
+/// ranks (nNodes counts distinct ring starts, one per clique).
+#[test]
+fn trays_of_one_clique_are_one_node() {
+    let a = run(2, 72, &[]);
+    let m = a.mnnvl.as_ref().expect("MNNVL on");
+    assert_eq!(m.cliques, vec![vec![0, 1]]);
+    assert_eq!(m.clique_size, 8);
+    assert_eq!((a.nranks, a.nnodes), (8, 1));
+    // Ranks keep the launcher's order, tray by tray.
+    assert_eq!(a.connection.ring(0).unwrap(), (0..8).collect::<Vec<_>>());
+}
+
+/// ncclTopoCheckP2p with MNNVL: GPUs of different trays in one clique are P2P over NVLink, and
+/// p2p.cc prints every cuMem connection of the communicator as P2P/MNNVL with each tray's own
+/// NVML index.
+#[test]
+fn trays_of_one_clique_use_p2p_over_nvlink() {
+    let a = run(2, 72, &[]);
+    assert!(
+        a.transports.iter().all(|p| p.transport == "P2P/MNNVL"),
+        "{:?}",
+        a.transports[0]
+    );
+    let cross = a
+        .transports
+        .iter()
+        .find(|p| p.from == 0 && p.to == 4)
+        .unwrap();
+    assert_eq!(cross.path, Some(crate::types::PathType::Nvl));
+    assert!(
+        cross
+            .reason
+            .contains("different hosts of one NVLink clique"),
+        "{}",
+        cross.reason
+    );
+    assert_eq!((cross.from_dev, cross.to_dev), (0, 0));
+    assert!(
+        cross.log_form.starts_with("via P2P/MNNVL"),
+        "{}",
+        cross.log_form
+    );
+}
+
+/// Fused trays are one system with one NVSwitch node, the trays' nodes told apart by their
+/// system id as NCCL prints them (GPU/1-... for the second tray).
+#[test]
+fn fused_trays_share_one_nvswitch() {
+    let a = run(2, 72, &[]);
+    assert_eq!(a.system.nvs.len(), 1);
+    let labels: Vec<String> = a
+        .system
+        .gpus
+        .iter()
+        .map(|&g| a.system.nodes[g].label())
+        .collect();
+    assert_eq!(labels[0], "GPU/0-11000");
+    assert_eq!(labels[4], "GPU/1-11000");
+}
+
+/// Trays of different NVLink domains (cluster UUIDs) are different nodes joined by NET.
+#[test]
+fn trays_of_different_domains_use_the_network() {
+    // A domain of 8 GPUs: trays 0-1 and 2-3.
+    let a = run(4, 8, &[]);
+    let m = a.mnnvl.as_ref().unwrap();
+    assert_eq!(m.cliques, vec![vec![0, 1], vec![2, 3]]);
+    assert_eq!((a.nranks, a.nnodes), (16, 2));
+    let inter: Vec<_> = a.transports.iter().filter(|p| p.inter_node).collect();
+    assert!(!inter.is_empty());
+    assert!(inter.iter().all(|p| p.transport.starts_with("NET")));
+    // Inside each clique the trays still talk P2P/MNNVL.
+    assert!(
+        a.transports
+            .iter()
+            .filter(|p| !p.inter_node)
+            .all(|p| p.transport == "P2P/MNNVL")
+    );
+}
+
+/// nvls.cc: on Blackwell NVLS uses 24 channels when one clique holds every rank and 32 when
+/// the job spans cliques (clique.size < nRanks).
+#[test]
+fn nvls_channels_follow_the_clique_not_the_host_count() {
+    assert_eq!(run(2, 72, &[]).counts.nvls, 24);
+    assert_eq!(run(4, 8, &[]).counts.nvls, 32);
+    // Without MNNVL two trays are two nodes: NCCL's multi-node count.
+    assert_eq!(run(2, 72, &[("NCCL_MNNVL_ENABLE", "0")]).counts.nvls, 32);
+}
+
+/// init.cc: NCCL_MNNVL_ENABLE=0 skips the check, so every tray is its own node over NET.
+#[test]
+fn mnnvl_enable_0_keeps_trays_apart() {
+    let a = run(2, 72, &[("NCCL_MNNVL_ENABLE", "0")]);
+    assert!(a.mnnvl.is_none());
+    assert_eq!(a.nnodes, 2);
+    assert!(
+        a.transports
+            .iter()
+            .filter(|p| p.inter_node)
+            .all(|p| p.transport.starts_with("NET"))
+    );
+    assert!(
+        a.topo
+            .warnings
+            .iter()
+            .any(|w| w.contains("NCCL_MNNVL_ENABLE=0"))
+    );
+}
+
+/// init.cc: the check runs only when P2P is allowed (ncclGetUserP2pLevel != 0); mnnvl.cc: it
+/// needs cuMem.
+#[test]
+fn p2p_disabled_or_cumem_off_turn_mnnvl_off() {
+    for env in [
+        [("NCCL_P2P_DISABLE", "1")],
+        [("NCCL_P2P_LEVEL", "LOC")],
+        [("NCCL_CUMEM_ENABLE", "0")],
+    ] {
+        let a = run(2, 72, &env);
+        assert!(a.mnnvl.is_none(), "{env:?}");
+        assert_eq!(a.nnodes, 2, "{env:?}");
+    }
+}
+
+/// mnnvl.cc: every rank's fabric registration must be complete.
+#[test]
+fn incomplete_fabric_registration_turns_mnnvl_off() {
+    let t = trays(2, 72, "in_progress");
+    let a = run_on(&t, &[], "2.28");
+    assert!(a.mnnvl.is_none());
+    assert_eq!(a.nnodes, 2);
+    assert!(
+        a.topo.warnings.iter().any(|w| w.contains("in_progress")),
+        "{:?}",
+        a.topo.warnings
+    );
+}
+
+/// fillInfo (init.cc): NCCL_MNNVL_UUID replaces every rank's cluster UUID, so two domains
+/// become one clique; NCCL_MNNVL_CLIQUE_ID splits one domain's trays by the given id only when
+/// the ids differ (all ranks share the environment, so here it changes nothing).
+#[test]
+fn uuid_and_clique_overrides() {
+    let a = run(4, 8, &[("NCCL_MNNVL_UUID", "5")]);
+    assert_eq!(a.mnnvl.as_ref().unwrap().cliques, vec![vec![0, 1, 2, 3]]);
+    assert_eq!(a.nnodes, 1);
+    let b = run(2, 72, &[("NCCL_MNNVL_CLIQUE_ID", "3")]);
+    assert_eq!(b.mnnvl.as_ref().unwrap().clique_id, 3);
+    assert_eq!(b.nnodes, 1);
+}
+
+/// MNNVL arrived in 2.20 (data/2.20.yaml `mnnvl`): 2.19 keeps trays apart.
+#[test]
+fn nccl_2_19_predates_mnnvl() {
+    let a = run_on(&trays(2, 72, "completed"), &[], "2.19");
+    assert!(a.mnnvl.is_none());
+    assert_eq!(a.nnodes, 2);
+}
+
+/// One tray alone never asks the question (nNodes == 1).
+#[test]
+fn one_tray_is_a_plain_nvswitch_node() {
+    let a = run(1, 72, &[]);
+    assert!(a.mnnvl.is_none());
+    assert!(a.transports.iter().all(|p| p.transport == "P2P/CUMEM"));
+    assert!(
+        a.topo
+            .warnings
+            .iter()
+            .all(|w| !w.contains("multi-node NVLink"))
+    );
+}
+
+/// tuning.cc runs on nNodes: inside one clique large AllReduce is single-node NVLS; across
+/// cliques the network enters and NVLS becomes NVLSTree or Ring at large sizes.
+#[test]
+fn algorithm_choice_follows_clique_count() {
+    let one = run(2, 72, &[]);
+    assert_eq!(algo_at(&one, 1 << 30), Algo::Nvls);
+    let two = run(4, 8, &[]);
+    assert_ne!(algo_at(&two, 1 << 30), Algo::Nvls);
+}
+
+/// search.cc ncclTopoSelectNets: GPU-first NET order on a system fused from several hosts
+/// (2.27+, NCCL_MNNVL_SCATTER_NETS_ENABLE=1 by default); channel-first otherwise.
+#[test]
+fn fused_systems_order_nets_gpu_first() {
+    let a = run(4, 8, &[]);
+    assert!(a.search.gpu_first_nets);
+    let off = run(4, 8, &[("NCCL_MNNVL_SCATTER_NETS_ENABLE", "0")]);
+    assert!(!off.search.gpu_first_nets);
+    assert!(!run(1, 72, &[]).search.gpu_first_nets);
+    let old = run_on(&trays(4, 8, "completed"), &[], "2.26");
+    assert!(!old.search.gpu_first_nets);
+}
+
+/// `--nodes` of a host that states no NVLink domain makes separate machines, each its own
+/// fabric: NCCL's clique of rank 0 is its own host's GPUs, so nothing is fused.
+#[test]
+fn hosts_without_a_domain_are_separate_fabrics() {
+    let mut t = trays(1, 72, "completed");
+    t.hosts[0].nvlink_domain = None;
+    let a = run_on(&t.replicate(2), &[], "2.28");
+    assert_eq!(a.nnodes, 2);
+    assert_eq!(a.mnnvl.as_ref().unwrap().cliques, vec![vec![0], vec![1]]);
+    assert!(
+        a.transports
+            .iter()
+            .filter(|p| p.inter_node)
+            .all(|p| p.transport.starts_with("NET"))
+    );
+}

@@ -1,0 +1,220 @@
+//! GB200/GB300 NVL72 through the binary: a "node" of `--nodes` is one OS host (a tray of 4
+//! GPUs, NVIDIA/nccl#1604); 18 trays fill one 72-GPU NVLink domain, 36 are two domains joined
+//! by InfiniBand. The rules are NCCL 2.28.9's multi-node NVLink (crates/topo-nccl/src/mnnvl.rs).
+
+use super::util::topo_clean_env;
+use serde_json::Value;
+
+fn plan_json(args: &[&str]) -> Value {
+    let out = topo_clean_env()
+        .arg("plan")
+        .args(args)
+        .args(["--nccl-version", "2.28", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn channel_line(v: &Value) -> &str {
+    v["channels"]["log_line"].as_str().unwrap()
+}
+
+fn algo_at(v: &Value, bytes: u64) -> String {
+    v["table"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["bytes"].as_u64() == Some(bytes))
+        .map(|r| r["algo"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no row for {bytes} in {}", v["table"]))
+}
+
+/// Two trays of one rack: one NCCL node of 8 local ranks, P2P/MNNVL between every pair, the
+/// single-domain Blackwell NVLS count (24), NVLS for large AllReduce.
+#[test]
+fn two_trays_are_one_nccl_node() {
+    let v = plan_json(&[
+        "--profile",
+        "gb200-nvl72",
+        "--nodes",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "1G",
+        "-f",
+        "1024",
+    ]);
+    assert_eq!(
+        (v["nranks"].as_u64(), v["nnodes"].as_u64()),
+        (Some(8), Some(1))
+    );
+    assert_eq!(v["mnnvl"]["hosts"], 2);
+    assert_eq!(v["mnnvl"]["clique_size"], 8);
+    assert_eq!(
+        channel_line(&v),
+        "32 coll channels, 32 collnet channels, 24 nvls channels, 32 p2p channels, 32 p2p channels per peer"
+    );
+    let kinds: Vec<&str> = v["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["transport"].as_str().unwrap())
+        .collect();
+    assert!(
+        !kinds.is_empty() && kinds.iter().all(|&k| k == "P2P/MNNVL"),
+        "{kinds:?}"
+    );
+    assert!(
+        v["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "MNNVL 1 cliqueId 7ffe cliqueSize 8 cliqueRank 0")
+    );
+    assert_eq!(algo_at(&v, 1 << 10), "Ring");
+    assert_eq!(algo_at(&v, 1 << 30), "NVLS");
+}
+
+/// 18 trays fill the rack: still one node, now of 72 ranks, NVLS spanning all of them.
+#[test]
+fn a_full_rack_is_one_node_of_72() {
+    let v = plan_json(&[
+        "--profile",
+        "gb200-nvl72",
+        "--nodes",
+        "18",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(
+        (v["nranks"].as_u64(), v["nnodes"].as_u64()),
+        (Some(72), Some(1))
+    );
+    assert!(
+        channel_line(&v).contains(" 24 nvls channels"),
+        "{}",
+        channel_line(&v)
+    );
+    assert_eq!(algo_at(&v, 1 << 30), "NVLS");
+}
+
+/// 36 trays are two racks: two NCCL nodes of 72 joined by NET/IB, the multi-domain NVLS count
+/// (32), NVLS no longer the large-AllReduce choice.
+#[test]
+fn two_racks_are_two_nodes_over_the_network() {
+    let v = plan_json(&[
+        "--profile",
+        "gb200-nvl72",
+        "--nodes",
+        "36",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(
+        (v["nranks"].as_u64(), v["nnodes"].as_u64()),
+        (Some(144), Some(2))
+    );
+    assert_eq!(v["mnnvl"]["cliques"].as_array().unwrap().len(), 2);
+    assert!(
+        channel_line(&v).contains(" 32 nvls channels"),
+        "{}",
+        channel_line(&v)
+    );
+    let net = v["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["transport"].as_str().unwrap().starts_with("NET/IB"));
+    assert!(net);
+    assert_ne!(algo_at(&v, 1 << 30), "NVLS");
+}
+
+/// NCCL_MNNVL_ENABLE=0: the trays are two nodes again and talk over InfiniBand.
+#[test]
+fn mnnvl_enable_0_brings_the_network_back() {
+    let v = plan_json(&[
+        "--profile",
+        "gb200-nvl72",
+        "--nodes",
+        "2",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+        "--env",
+        "NCCL_MNNVL_ENABLE=0",
+    ]);
+    assert_eq!(v["nnodes"], 2);
+    assert!(v.get("mnnvl").is_none());
+    assert!(
+        channel_line(&v).contains(" 32 nvls channels"),
+        "{}",
+        channel_line(&v)
+    );
+}
+
+/// GB300 NVL72 follows the same rules with its 800G ConnectX-8 ports.
+#[test]
+fn gb300_two_trays_are_one_node() {
+    let v = plan_json(&[
+        "--profile",
+        "gb300-nvl72",
+        "--nodes",
+        "2",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    assert_eq!(v["nnodes"], 1);
+    assert_eq!(v["mnnvl"]["clique_size"], 8);
+}
+
+/// The plan text of two GB200 trays, read by eye: the MNNVL line, one node, P2P/MNNVL.
+#[test]
+fn snapshot_gb200_nvl72_2_nodes() {
+    let out = topo_clean_env()
+        .args([
+            "plan",
+            "--profile",
+            "gb200-nvl72",
+            "--nodes",
+            "2",
+            "--nccl-version",
+            "2.28",
+            "-b",
+            "8",
+            "-e",
+            "1G",
+            "-f",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    insta::assert_snapshot!(String::from_utf8_lossy(&out.stdout));
+}
+
+/// `topo show` of a tray: one NVSwitch block, the fabric registration, the NIC roles.
+#[test]
+fn show_renders_one_nvswitch_domain() {
+    let out = topo_clean_env()
+        .args(["show", "--profile", "gb200-nvl72"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("NVSwitches (1)"), "{s}");
+    assert!(s.contains("one NVLink fabric"), "{s}");
+    assert!(s.contains("storage"), "{s}");
+}
