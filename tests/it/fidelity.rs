@@ -94,10 +94,10 @@ fn parse_nccl_tests_row(line: &str, select: Option<&str>) -> Option<Measured> {
     if i < 2 || toks.get(i + 1)?.starts_with('#') {
         return None;
     }
-    if let Some(s) = select {
-        if i < 3 || toks[i - 3] != s {
-            return None;
-        }
+    if let Some(s) = select
+        && (i < 3 || toks[i - 3] != s)
+    {
+        return None;
     }
     let bytes: u64 = toks[i - 2].parse().ok()?;
     toks[i - 1].parse::<u64>().ok()?;
@@ -178,7 +178,14 @@ struct Predicted {
 
 /// `time 1646.45 = lat 114 + 127926280 B / (1000 × 83.478 GB/s)` -> (114, 83.478).
 fn explain_terms(row: &serde_json::Value) -> (f64, f64) {
-    let line = row["explain"][0].as_str().unwrap_or("");
+    let line = row["explain"]
+        .as_array()
+        .and_then(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str())
+                .find(|l| l.starts_with("time "))
+        })
+        .unwrap_or("");
     let num = |after: &str, before: &str| -> f64 {
         line.split_once(after)
             .and_then(|(_, r)| r.split_once(before))
@@ -491,7 +498,6 @@ fn parser_reads_every_nccl_tests_layout() {
 /// The targets of issue 10 on the healthy results: median |busbw error| within 10% at >= 16 MB and
 /// within 25% at 64 KB - 16 MB, for topo's calibrated estimate.
 #[test]
-#[ignore = "enabled with the measured-behaviour layer"]
 fn calibrated_medians_stay_within_targets() {
     let fxs = fixtures();
     let pts = evaluate(&fxs);
@@ -538,14 +544,15 @@ fn write_report() {
 /// One line per compared size for the fit script: what NCCL chose and what was measured.
 fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
     let mut out = String::from(
-        "fixture\ttopo\thealth\trole\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\n",
+        "fixture\tcollective\ttopo\thealth\trole\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\n",
     );
     for p in pts {
         let fx = &fxs[p.fixture];
         writeln!(
             out,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             fx.name,
+            fx.get("collective"),
             fx.get("topo"),
             if fx.healthy() { "ok" } else { "degraded" },
             if fx.holdout() { "holdout" } else { "fit" },
