@@ -109,6 +109,7 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
             format!("{:.2}", r.time_us).into(),
             format!("{:.2}", r.algbw_gbps).into(),
             format!("{:.2}", r.busbw_gbps).into(),
+            format!("{:.2}", r.expected_busbw_gbps).into(),
         ]);
         prev = Some(choice);
     }
@@ -121,8 +122,9 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
         "time(us)",
         "algbw(GB/s)",
         "busbw(GB/s)",
+        "expected(GB/s)",
     ];
-    let text = fit::table_aligned("  ", &header, &cells, &[0, 1, 4, 5, 6, 7], style);
+    let text = fit::table_aligned("  ", &header, &cells, &[0, 1, 4, 5, 6, 7, 8], style);
     let mut lines = text.lines();
     if let Some(h) = lines.next() {
         let _ = writeln!(out, "{h}");
@@ -441,7 +443,7 @@ pub fn render(p: &Plan, style: Style) -> String {
             &mut out,
             style,
             &format!(
-                "{f}: {} ranks, {} to {} (predicted, busbw as nccl-tests computes it)",
+                "{f}: {} ranks, {} to {} (NCCL's cost model; expected: calibrated to nccl-tests runs)",
                 p.nranks,
                 human_size(rows.first().map(|r| r.bytes).unwrap_or(0)),
                 human_size(rows.last().map(|r| r.bytes).unwrap_or(0))

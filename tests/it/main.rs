@@ -3,6 +3,7 @@
 
 mod diagnose;
 mod facts;
+mod fidelity;
 mod hostile_archive;
 mod hostile_input;
 mod layout;

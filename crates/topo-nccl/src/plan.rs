@@ -7,6 +7,7 @@ use crate::analyze::{self, Analysis, Request, RuntimeFacts};
 use crate::env::EnvEntry;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
+use crate::measured;
 use crate::transport::{self, PairTransport, RankPlacement, TransportSummary};
 use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
@@ -97,9 +98,15 @@ pub struct Row {
     pub proto: String,
     pub nchannels: usize,
     pub nthreads: u32,
+    /// NCCL's cost-model time, what NCCL selects by (not a measurement).
     pub time_us: f64,
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
+    /// What nccl-tests would measure for this choice: NCCL's time corrected by topo's
+    /// measured-behaviour layer (`measured.rs`), and where its constants came from.
+    pub expected_time_us: f64,
+    pub expected_busbw_gbps: f64,
+    pub expected_basis: String,
     /// The runner-up and by how much it lost.
     pub runner_up: Option<String>,
     pub explain: Vec<String>,
@@ -343,6 +350,7 @@ fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
 
 fn row(a: &Analysis, c: &Choice) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
+    let expected = measured::expected(c, a.system.min_sm(), a.nnodes);
     let runner_up = c
         .considered
         .iter()
@@ -367,6 +375,9 @@ fn row(a: &Analysis, c: &Choice) -> Row {
         time_us: c.time_us,
         algbw_gbps: tuning::algbw_gbps(c.bytes, c.time_us),
         busbw_gbps: busbw,
+        expected_busbw_gbps: tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us),
+        expected_time_us: expected.time_us,
+        expected_basis: expected.basis,
         runner_up,
         explain: c.explain.clone(),
     }
