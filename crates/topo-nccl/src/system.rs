@@ -266,7 +266,11 @@ impl System {
             .map(|(r, n)| (n, r))
             .collect();
 
+        let bare_nic = bare_nic_aliases(topo);
         for n in order {
+            if bare_nic.contains_key(&n) {
+                continue;
+            }
             let node = &g[n];
             let host = node.host;
             sys.nhosts = sys.nhosts.max(host as usize + 1);
@@ -350,6 +354,12 @@ impl System {
             map.insert(n, idx);
         }
 
+        for (&n, rep) in &bare_nic {
+            if let Some(&i) = map.get(rep) {
+                map.insert(n, i);
+            }
+        }
+
         let mut gpus: Vec<(usize, usize)> = sys
             .nodes
             .iter()
@@ -365,10 +375,15 @@ impl System {
         sys.nets
             .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
 
-        for e in g.edge_references() {
+        for e in creation_order(topo) {
             let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
                 continue;
             };
+            // A merged bare NIC keeps only the first one's link to its CPU.
+            let merged = |n| bare_nic.contains_key(&n);
+            if e.weight().kind == LinkKind::Pci && (merged(e.source()) || merged(e.target())) {
+                continue;
+            }
             let w = e.weight();
             let (kind, bw) = match w.kind {
                 LinkKind::Pci => (LinkType::Pci, w.bw),
@@ -727,6 +742,103 @@ fn fused_tree(topo: &Topology, host: &HostNodes) -> HashMap<Option<NodeIndex>, V
         }
     }
     fused
+}
+
+/// Bare `<nic>` elements directly under a `<cpu>` (no PCI device of their own) that NCCL
+/// merges into an earlier one of the same host, each mapped to that first one (in the fused
+/// XML's order). `ncclTopoAddCpu` (NCCL 2.28.9, src/graph/topo.cc) gives such a NIC the id
+/// `NCCL_TOPO_ID(systemId, NCCL_TOPO_LOCAL_NIC_ID(numaId, 0))`, whose local-id mask drops
+/// the NUMA id: every bare NIC of a host gets the same id, so the first CPU's NIC node takes
+/// the NETs of all of them and the others' CPUs get no NIC link.
+fn bare_nic_aliases(topo: &Topology) -> HashMap<NodeIndex, NodeIndex> {
+    let g = &topo.graph;
+    let pos = fused_positions(topo);
+    let mut bare: Vec<NodeIndex> = g
+        .node_indices()
+        .filter(|&n| match &g[n].kind {
+            NodeKind::Nic(nic) => {
+                nic.busid.is_none()
+                    && g[n]
+                        .parent
+                        .is_some_and(|p| matches!(g[p].kind, NodeKind::Cpu(_)))
+            }
+            _ => false,
+        })
+        .collect();
+    bare.sort_by_key(|&n| (g[n].host, pos.get(&n).copied().unwrap_or(usize::MAX)));
+    let mut first: HashMap<HostId, NodeIndex> = HashMap::new();
+    let mut out = HashMap::new();
+    for n in bare {
+        match first.get(&g[n].host) {
+            Some(&rep) => {
+                out.insert(n, rep);
+            }
+            None => {
+                first.insert(g[n].host, n);
+            }
+        }
+    }
+    out
+}
+
+/// Every node's position in a depth-first walk of its host's fused XML (see
+/// [`nccl_gpu_order`]); nodes no rank keeps come after, in graph order.
+fn fused_positions(topo: &Topology) -> HashMap<NodeIndex, usize> {
+    let mut pos = HashMap::new();
+    for host in HostNodes::of(topo) {
+        let fused = fused_tree(topo, &host);
+        let mut stack: Vec<NodeIndex> = fused
+            .get(&None)
+            .map(|v| v.iter().rev().copied().collect())
+            .unwrap_or_default();
+        while let Some(n) = stack.pop() {
+            let next = pos.len();
+            pos.entry(n).or_insert(next);
+            if let Some(ch) = fused.get(&Some(n)) {
+                stack.extend(ch.iter().rev().copied());
+            }
+        }
+    }
+    for n in topo.graph.node_indices() {
+        let next = pos.len();
+        pos.entry(n).or_insert(next);
+    }
+    pos
+}
+
+/// The graph's links in the order NCCL creates them, as far as it decides a node's link
+/// order: links keep their creation order among equal bandwidths (`ncclTopoConnectNodes`
+/// sorts by bandwidth only) and the path search keeps the first of equally good routes.
+/// `ncclTopoGetSystemFromXml` (NCCL 2.28.9, src/graph/topo.cc) walks the fused XML depth
+/// first, connecting each PCI device and NIC to its parent as it goes (so a CPU's or
+/// switch's PCI links follow the fused order, which is rank order, not the file's), then adds
+/// the NVLinks GPU by GPU in that walk, then C2C and BCM switch links, and connects the
+/// CPUs to each other last, in CPU index order.
+fn creation_order(topo: &Topology) -> Vec<petgraph::graph::EdgeReference<'_, topo_model::Link>> {
+    let g = &topo.graph;
+    let pos = fused_positions(topo);
+    let at = |n: NodeIndex| pos.get(&n).copied().unwrap_or(usize::MAX);
+    let mut edges: Vec<_> = g.edge_references().collect();
+    edges.sort_by_key(|e| match e.weight().kind {
+        LinkKind::Pci | LinkKind::Net => (0, at(e.target())),
+        // A GPU's own NVLinks (and C2C links) keep the file's order; an NVSwitch's or CPU's
+        // links to GPUs are made as the walk reaches each GPU.
+        LinkKind::NvLink | LinkKind::C2c => {
+            let step = if e.weight().kind == LinkKind::NvLink {
+                1
+            } else {
+                2
+            };
+            match g[e.source()].kind {
+                NodeKind::Gpu(_) => (step, at(e.source())),
+                _ => (step, at(e.target())),
+            }
+        }
+        // BCM `pcilink`s (`ncclTopoAddPciLinks`), then the CPUs (`ncclTopoConnectCpus`).
+        LinkKind::Loc => (3, at(e.target())),
+        LinkKind::Sys => (4, at(e.target())),
+    });
+    edges
 }
 
 fn g_host(topo: &Topology, n: NodeIndex) -> HostId {
