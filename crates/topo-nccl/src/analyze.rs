@@ -50,6 +50,7 @@ pub struct Analysis {
     pub counts: ChannelCounts,
     pub connection: Connection,
     pub transport_policy: TransportPolicy,
+    /// Every connection (see `transport::select`); `plan::build` moves them into the plan.
     pub transports: Vec<PairTransport>,
     pub costs: CostTable,
     pub nranks: usize,
