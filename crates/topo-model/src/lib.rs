@@ -1369,4 +1369,19 @@ pub mod testing {
         let lanes: u32 = s.nvlinks(s.gpus()[3]).iter().map(|l| l.1).sum();
         assert_eq!(lanes, 18);
     }
+
+    #[test]
+    fn net_roles_all_is_every_hosts_net_roles() {
+        let mut t = hgx(8, 90);
+        // One slower port, so the roles are not all alike.
+        let n = t.nets()[5];
+        if let NodeKind::Net(x) = &mut t.node_mut(n).kind {
+            x.speed_mbps = Some(100_000);
+        }
+        let r = t.replicate(3);
+        let per_host: BTreeMap<NodeIndex, RoleGuess> =
+            (0..3).flat_map(|h| r.net_roles(h)).collect();
+        assert_eq!(per_host.len(), 24);
+        assert_eq!(r.net_roles_all(), per_host);
+    }
 }
