@@ -939,3 +939,17 @@ pub fn analyzed(
     let plan = build(&mut analysis, req)?;
     Ok((analysis, plan))
 }
+
+/// [`analyzed`] of a topology the caller gives up (see [`analyze::analyze_owned`]).
+pub fn analyzed_owned(
+    topo: Topology,
+    req: &PlanRequest,
+    facts: RuntimeFacts,
+) -> Result<(Analysis, Plan)> {
+    refuse_no_gpu(&topo)?;
+    refuse_unknown_nvlink(&topo)?;
+    refuse_unknown_sm(&topo)?;
+    let mut analysis = analyze::analyze_owned(topo, &req.env, req.version, &req.placement, &facts)?;
+    let plan = build(&mut analysis, req)?;
+    Ok((analysis, plan))
+}
