@@ -8,6 +8,9 @@
 #
 #   bench/scale.sh plan|show
 #   BEFORE_BIN=/tmp/topo-main NODES="1 128 1024" FORMATS=json bench/scale.sh plan
+#
+# BEFORE_MAX_NODES=N runs the older build only up to N nodes (an older build that is
+# quadratic in the node count can take many minutes at 4096); its cells stay empty beyond.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/common.sh
@@ -26,6 +29,7 @@ esac
 if [[ "${FORMATS:-json text}" == json ]]; then formats=("--format json"); else formats=("--format json" ""); fi
 host=$(cat /proc/sys/kernel/hostname)
 out="bench/$what/results-scale-${host}.md"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -54,7 +58,7 @@ for fmt in "${formats[@]}"; do
   for n in $NODES; do
     read -r ta ma sa < <(measure "$TOPO_BIN" "$n" "$fmt")
     row="| \`$label\` | $n | $((n * 8)) | $ta | $(mib "$ma" 1024) | $(mib "$sa" 1048576)"
-    if [[ -n "${BEFORE_BIN:-}" ]]; then
+    if [[ -n "${BEFORE_BIN:-}" ]] && ((n <= ${BEFORE_MAX_NODES:-1000000})); then
       read -r tb mb sb < <(measure "$BEFORE_BIN" "$n" "$fmt")
       row="$row | $tb | $(mib "$mb" 1024) | $(mib "$sb" 1048576)"
       growth+=("$label $n $ta $tb")
@@ -77,9 +81,9 @@ if [[ -n "${BEFORE_BIN:-}" ]]; then hf+=(-n "before" "$(cmd "$BEFORE_BIN" 1 "--f
   echo "# topo $what at scale: $host"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs, load average $load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
   echo "- this build: $("$TOPO_BIN" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo unknown)), release"
-  if [[ -n "${BEFORE_BIN:-}" ]]; then echo "- before: \`$BEFORE_BIN\` ($("$BEFORE_BIN" --version)${BEFORE_NOTE:+, $BEFORE_NOTE})"; fi
+  if [[ -n "${BEFORE_BIN:-}" ]]; then echo "- before: \`$BEFORE_BIN\` ($("$BEFORE_BIN" --version)${BEFORE_NOTE:+, $BEFORE_NOTE})${BEFORE_MAX_NODES:+, run up to $BEFORE_MAX_NODES nodes}"; fi
   if [[ -n "${BENCH_NOTE:-}" ]]; then echo "- note: $BENCH_NOTE"; fi
   echo "- command: \`$(cmd topo N "[--format json]")\`, output to a file"
   echo "- time and peak RSS: /usr/bin/time, lowest of 5 runs (up to 128 nodes), 3 (up to 1024), 1 beyond; each build's run right after the other's"

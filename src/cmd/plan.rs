@@ -27,7 +27,7 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     } else {
         style
     };
-    let text = render(&topo, a, &env, style)?;
+    let text = render(topo, a, &env, style)?;
     let text = match a.format {
         PlanFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),
@@ -62,12 +62,12 @@ fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Res
 }
 
 fn render(
-    topo: &Topology,
+    topo: Topology,
     a: &PlanArgs,
     overrides: &[(String, String)],
     style: Style,
 ) -> Result<String> {
-    let req = request(a, overrides, topo)?;
+    let req = request(a, overrides, &topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts
@@ -78,11 +78,11 @@ fn render(
     if a.format == PlanFormat::Svg {
         // The plot needs every (algorithm, protocol)'s time per size, which only the
         // analysis holds; the variables' what-if effects are not drawn, so skip that run.
-        let (analysis, plan) = topo_nccl::plan::analyzed(topo, &req, facts)?;
+        let (analysis, plan) = topo_nccl::plan::analyzed_owned(topo, &req, facts)?;
         let panels = crate::report::svg::plot::panels(&analysis, &plan)?;
         return crate::report::svg::plot::render(&crate::report::svg::plot::title(&plan), &panels);
     }
-    let mut plan = topo_nccl::plan(topo, &req, facts)?;
+    let mut plan = topo_nccl::plan_owned(topo, &req, facts)?;
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());
     }

@@ -181,7 +181,7 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         let mut number = HashMap::new();
-        let mut roles = HashMap::new();
+        let roles: HashMap<_, _> = topo.net_roles_all().into_iter().collect();
         for hv in &hosts {
             let devs: Vec<i32> = hv
                 .gpus
@@ -195,7 +195,6 @@ impl<'a> Ctx<'a> {
             for (i, (&g, &d)) in hv.gpus.iter().zip(&devs).enumerate() {
                 number.insert(g, if nvml { d as usize } else { i });
             }
-            roles.extend(topo.net_roles(hv.host));
         }
         let with_switch: std::collections::HashSet<HostId> =
             topo.pci_switches().map(|n| topo.node(n).host).collect();

@@ -52,7 +52,7 @@ fn gpus_only_the_network_connects_become_nodes() {
         .replacen(r#"<gpu dev="2""#, r#"<gpu dev="1""#, 1)
         .replacen(r#"<gpu dev="X""#, r#"<gpu dev="2""#, 1);
     let t2 = ncclxml::parse_str(&swapped, "interleaved").unwrap();
-    let c = run(&t2, &[], "2.28");
+    let mut c = run(&t2, &[], "2.28");
     assert_eq!(c.nnodes, 2);
     assert!(
         c.topo
@@ -73,7 +73,7 @@ fn gpus_only_the_network_connects_become_nodes() {
         env_origin: Default::default(),
         explain: false,
     };
-    let plan = topo_nccl::plan::build(&c, &req).unwrap();
+    let plan = topo_nccl::plan::build(&mut c, &req).unwrap();
     let neighbours = |ring: &[usize], a: usize, b: usize| {
         let n = ring.len();
         (0..n).any(|i| {

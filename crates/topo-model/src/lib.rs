@@ -735,9 +735,10 @@ impl Topology {
         let mut v: Vec<NodeIndex> = self
             .nodes_where(|k| matches!(k, NodeKind::Net(_)))
             .collect();
+        // Borrowed keys: cloning the name per comparison dominated at 32k ports.
         v.sort_by(|&a, &b| {
             let key = |n: NodeIndex| match &self.graph[n].kind {
-                NodeKind::Net(x) => (self.graph[n].host, x.dev, x.name.clone()),
+                NodeKind::Net(x) => (self.graph[n].host, x.dev, x.name.as_str()),
                 _ => unreachable!(),
             };
             key(a).cmp(&key(b))
@@ -826,11 +827,36 @@ impl Topology {
     /// the same speed that do not are storage (a DGX's storage CX-7s on the CPU's root
     /// ports); the rest are compute.
     pub fn net_roles(&self, host: HostId) -> BTreeMap<NodeIndex, RoleGuess> {
-        let nets: Vec<NodeIndex> = self
-            .nets()
-            .into_iter()
-            .filter(|&n| self.graph[n].host == host)
-            .collect();
+        let of_host = |v: Vec<NodeIndex>| -> Vec<NodeIndex> {
+            v.into_iter()
+                .filter(|&n| self.graph[n].host == host)
+                .collect()
+        };
+        self.roles_of(&of_host(self.nets()), &of_host(self.gpus()))
+    }
+
+    /// [`Topology::net_roles`] of every host at once: one pass over the graph instead of
+    /// one per host (which made `topo show --nodes N` quadratic in N).
+    pub fn net_roles_all(&self) -> BTreeMap<NodeIndex, RoleGuess> {
+        let nhosts = self.host_count().max(self.hosts.len());
+        let bucket = |v: Vec<NodeIndex>| {
+            let mut out: Vec<Vec<NodeIndex>> = vec![vec![]; nhosts];
+            for n in v {
+                if let Some(b) = out.get_mut(self.graph[n].host as usize) {
+                    b.push(n);
+                }
+            }
+            out
+        };
+        let (nets, gpus) = (bucket(self.nets()), bucket(self.gpus()));
+        nets.iter()
+            .zip(&gpus)
+            .flat_map(|(n, g)| self.roles_of(n, g))
+            .collect()
+    }
+
+    /// The roles of one host's ports `nets`, given that host's GPUs.
+    fn roles_of(&self, nets: &[NodeIndex], gpus: &[NodeIndex]) -> BTreeMap<NodeIndex, RoleGuess> {
         let is_virtual = |n: NodeIndex| {
             self.net(n).is_some_and(|x| {
                 virtual_iface(&x.name) || x.netdev.as_deref().is_some_and(virtual_iface)
@@ -842,12 +868,8 @@ impl Topology {
             .filter(|&&n| !is_virtual(n))
             .filter_map(|&n| speed(n))
             .max();
-        let gpu_switches: std::collections::HashSet<NodeIndex> = self
-            .gpus()
-            .into_iter()
-            .filter(|&g| self.graph[g].host == host)
-            .flat_map(|g| self.switches_above(g))
-            .collect();
+        let gpu_switches: std::collections::HashSet<NodeIndex> =
+            gpus.iter().flat_map(|&g| self.switches_above(g)).collect();
         let near_gpu = |n: NodeIndex| {
             let nic = self.graph[n].parent.unwrap_or(n);
             self.switches_above(nic)
@@ -1535,5 +1557,20 @@ pub mod testing {
         // NVLinks to the NVSwitch chips survive; links to other GPUs cannot exist.
         let lanes: u32 = s.nvlinks(s.gpus()[3]).iter().map(|l| l.1).sum();
         assert_eq!(lanes, 18);
+    }
+
+    #[test]
+    fn net_roles_all_is_every_hosts_net_roles() {
+        let mut t = hgx(8, 90);
+        // One slower port, so the roles are not all alike.
+        let n = t.nets()[5];
+        if let NodeKind::Net(x) = &mut t.node_mut(n).kind {
+            x.speed_mbps = Some(100_000);
+        }
+        let r = t.replicate(3);
+        let per_host: BTreeMap<NodeIndex, RoleGuess> =
+            (0..3).flat_map(|h| r.net_roles(h)).collect();
+        assert_eq!(per_host.len(), 24);
+        assert_eq!(r.net_roles_all(), per_host);
     }
 }

@@ -15,6 +15,7 @@ use super::tuning::{CostTable, TuningInput};
 use super::types::PathType;
 use super::version::{NcclVersion, VersionData};
 use crate::error::Result;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use topo_model::{BusId, HostId, Topology};
 
@@ -50,6 +51,7 @@ pub struct Analysis {
     pub counts: ChannelCounts,
     pub connection: Connection,
     pub transport_policy: TransportPolicy,
+    /// Every connection (see `transport::select`); `plan::build` moves them into the plan.
     pub transports: Vec<PairTransport>,
     pub costs: CostTable,
     pub nranks: usize,
@@ -145,21 +147,65 @@ fn cuda_attr(
 }
 
 pub fn analyze(req: &Request) -> Result<Analysis> {
+    analyze_in(Cow::Borrowed(req.topo), &Inputs::of(req))
+}
+
+/// [`analyze`] of a topology the caller gives up: it is used as is where nothing changes it
+/// (no `CUDA_VISIBLE_DEVICES`, no per-GPU split) instead of being copied, which at 32,768
+/// GPUs is over 100 MB.
+pub fn analyze_owned(
+    topo: Topology,
+    env: &[(String, String)],
+    version: NcclVersion,
+    placement: &RankPlacement,
+    facts: &RuntimeFacts,
+) -> Result<Analysis> {
+    let inputs = Inputs {
+        env,
+        version,
+        placement,
+        facts,
+    };
+    analyze_in(Cow::Owned(topo), &inputs)
+}
+
+/// A [`Request`] without its topology.
+struct Inputs<'a> {
+    env: &'a [(String, String)],
+    version: NcclVersion,
+    placement: &'a RankPlacement,
+    facts: &'a RuntimeFacts,
+}
+
+impl<'a> Inputs<'a> {
+    fn of(req: &'a Request) -> Inputs<'a> {
+        Inputs {
+            env: &req.env,
+            version: req.version,
+            placement: &req.placement,
+            facts: &req.facts,
+        }
+    }
+}
+
+fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let data = VersionData::load(&req.version)?;
     let minor = data.minor();
-    let mut env = EnvPolicy::from_env(&req.env, &data)?;
+    let mut env = EnvPolicy::from_env(req.env, &data)?;
 
     // CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any (visible.rs).
-    let visible = super::visible::apply(req.topo, &req.env)?;
-    let seen = visible.as_ref().map_or(req.topo, |(t, _)| t);
+    let (seen, note) = match super::visible::apply(&given, req.env)? {
+        Some((t, note)) => (Cow::Owned(t), Some(note)),
+        None => (given, None),
+    };
     // Containers with their own host hash each hold one GPU and every NIC of the box.
     let mut topo = if req.placement.node_per_rank() {
         seen.split_per_gpu()
     } else {
-        seen.clone()
+        seen.into_owned()
     };
-    if let Some((_, note)) = &visible {
-        topo.warn(note.clone());
+    if let Some(note) = note {
+        topo.warn(note);
     }
     // NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the
     // order it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc).

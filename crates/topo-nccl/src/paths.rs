@@ -100,8 +100,9 @@ impl PathPolicy {
 /// Per-host path tables.
 #[derive(Clone, Debug, Serialize)]
 pub struct Paths {
-    /// Position of each system node inside its host's table.
-    local: Vec<usize>,
+    /// Row and column of each system node inside its host's table; `NO_COL` for the nodes
+    /// paths are never computed from or towards (see [`is_base`]).
+    col: Vec<usize>,
     host_of: Vec<HostId>,
     hosts: Vec<HostTable>,
     /// Per NET: the GPU rank that "owns" it (`ncclTopoGetLocalGpu`), if any.
@@ -121,9 +122,23 @@ pub struct Paths {
 
 #[derive(Clone, Debug, Serialize)]
 struct HostTable {
-    n: usize,
-    /// `table[from * n + to]`.
+    /// The host's path ends (rows, and columns per row).
+    nb: usize,
+    /// `table[col(from) * nb + col(to)]`.
     table: Vec<Option<Path>>,
+}
+
+const NO_COL: usize = usize::MAX;
+
+/// The node types NCCL computes paths towards (`ncclTopoComputePaths`, NVIDIA/nccl v2.28.9-1
+/// src/graph/paths.cc: CPUs, GPUs, NETs, NVSwitches). Paths are only asked for between
+/// those: the table keeps no row or column for PCI switches and NICs, which would be 64 %
+/// of an HGX host's table (their paths are needed only while each search runs).
+fn is_base(k: NodeType) -> bool {
+    matches!(
+        k,
+        NodeType::Cpu | NodeType::Gpu | NodeType::Net | NodeType::Nvs
+    )
 }
 
 impl Paths {
@@ -132,8 +147,12 @@ impl Paths {
         if h != self.host_of[to] {
             return None;
         }
+        let (r, c) = (self.col[from], self.col[to]);
+        if r == NO_COL || c == NO_COL {
+            return None;
+        }
         let t = &self.hosts[h as usize];
-        t.table[self.local[from] * t.n + self.local[to]].as_ref()
+        t.table[r * t.nb + c].as_ref()
     }
 
     /// Path type, `DIS` when there is no path (different hosts, disconnected).
@@ -155,8 +174,12 @@ impl Paths {
 
     fn set(&mut self, from: usize, to: usize, p: Path) {
         let h = self.host_of[from] as usize;
-        let n = self.hosts[h].n;
-        self.hosts[h].table[self.local[from] * n + self.local[to]] = Some(p);
+        let nb = self.hosts[h].nb;
+        let (r, c) = (self.col[from], self.col[to]);
+        debug_assert!(r != NO_COL && c != NO_COL, "a path NCCL never computes");
+        if r != NO_COL && c != NO_COL {
+            self.hosts[h].table[r * nb + c] = Some(p);
+        }
     }
 }
 
@@ -178,7 +201,8 @@ pub fn compute(sys: &System, policy: &PathPolicy) -> Paths {
     paths
 }
 
-/// Breadth-first widest paths towards every node (`ncclTopoSetPaths`), before post-processing.
+/// Breadth-first widest paths towards every CPU, GPU, NET and NVSwitch (`ncclTopoSetPaths`),
+/// before post-processing.
 pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     let nh = sys
         .nodes
@@ -186,18 +210,21 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         .map(|n| n.host as usize + 1)
         .max()
         .unwrap_or(1);
-    let mut members: Vec<Vec<usize>> = vec![vec![]; nh];
-    let mut local = vec![0; sys.nodes.len()];
+    let mut col = vec![NO_COL; sys.nodes.len()];
+    let mut bases = vec![0usize; nh];
     let host_of: Vec<HostId> = sys.nodes.iter().map(|n| n.host).collect();
     for (i, n) in sys.nodes.iter().enumerate() {
-        local[i] = members[n.host as usize].len();
-        members[n.host as usize].push(i);
+        let h = n.host as usize;
+        if is_base(n.kind) {
+            col[i] = bases[h];
+            bases[h] += 1;
+        }
     }
-    let hosts = members
+    let hosts = bases
         .iter()
-        .map(|m| HostTable {
-            n: m.len(),
-            table: vec![None; m.len() * m.len()],
+        .map(|&nb| HostTable {
+            nb,
+            table: vec![None; nb * nb],
         })
         .collect();
     let mut by_host: HashMap<(HostId, NodeType), Vec<usize>> = HashMap::new();
@@ -226,7 +253,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         host_ranks.entry(host_of[g]).or_default().push(r);
     }
     let mut paths = Paths {
-        local,
+        col,
         host_of,
         hosts,
         net_local_gpu: vec![],
@@ -242,14 +269,22 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     // cost 600 × 600 per level (the same order, without the scan).
     let mut queued_at = vec![usize::MAX; sys.nodes.len()];
     let mut level = 0usize;
+    // The search towards one base, by node: PCI switches and NICs need their paths only
+    // while it runs, so the table takes the rows it keeps afterwards.
+    let mut column: Vec<Option<Path>> = vec![None; sys.nodes.len()];
+    let mut touched: Vec<usize> = vec![];
     for base in 0..sys.nodes.len() {
-        paths.set(base, base, Path::local(base, loc_bw));
+        if !is_base(sys.nodes[base].kind) {
+            continue;
+        }
+        column[base] = Some(Path::local(base, loc_bw));
+        touched.push(base);
         let mut frontier = vec![base];
         while !frontier.is_empty() {
             level += 1;
             let mut next: Vec<usize> = vec![];
             for &node in &frontier {
-                let Some(p_node) = paths.get(node, base).cloned() else {
+                let Some(p_node) = column[node].clone() else {
                     continue;
                 };
                 let nk = sys.nodes[node].kind;
@@ -287,7 +322,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                     }
                     let ty = p_node.ty.max(hop);
                     let hops = p_node.hops + 1;
-                    let better = match paths.get(rem, base) {
+                    let better = match &column[rem] {
                         None => true,
                         Some(cur) if head_rule => {
                             // 2.30: better type first, then bandwidth, then hop count.
@@ -302,16 +337,15 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                         let mut route = Vec::with_capacity(p_node.route.len() + 1);
                         route.push(rem);
                         route.extend_from_slice(&p_node.route);
-                        paths.set(
-                            rem,
-                            base,
-                            Path {
-                                ty,
-                                bw,
-                                hops,
-                                route,
-                            },
-                        );
+                        if column[rem].is_none() {
+                            touched.push(rem);
+                        }
+                        column[rem] = Some(Path {
+                            ty,
+                            bw,
+                            hops,
+                            route,
+                        });
                         if queued_at[rem] != level {
                             queued_at[rem] = level;
                             next.push(rem);
@@ -320,6 +354,14 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                 }
             }
             frontier = next;
+        }
+        for n in touched.drain(..) {
+            if let Some(p) = column[n].take()
+                && is_base(sys.nodes[n].kind)
+                && paths.host_of[n] == paths.host_of[base]
+            {
+                paths.set(n, base, p);
+            }
         }
     }
     paths

@@ -470,7 +470,9 @@ fn select(a: &Analysis, f: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
     })
 }
 
-pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
+/// The plan document of `a`. The per-pair transports move from the analysis into the plan
+/// (`a.transports` is empty afterwards): at 32,768 GPUs a second copy is hundreds of MB.
+pub fn build(a: &mut Analysis, req: &PlanRequest) -> Result<Plan> {
     let op = OpContext::default();
     let mut table = vec![];
     let mut crossovers = vec![];
@@ -601,6 +603,15 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         });
 
     let (transport_classes, reasons) = transport_classes(&a.transports);
+    let transport_summary = transport::summary(&a.transports);
+    let messages = messages(a);
+    let transport_matrix = transport::matrices(sys, &a.transports)
+        .iter()
+        .map(|m| m.render())
+        .collect();
+    let transports = std::mem::take(&mut a.transports);
+    let a = &*a;
+    let sys = &a.system;
     let mut plan = Plan {
         schema: "topo.plan/v2",
         topo_version: env!("CARGO_PKG_VERSION"),
@@ -658,11 +669,11 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         },
         rings,
         trees,
-        transports: a.transports.clone(),
+        transports,
         transport_classes,
         reasons,
         transport_pairs: None,
-        transport_summary: transport::summary(&a.transports),
+        transport_summary,
         p2p_type,
         costs: a.costs.costs(),
         costs_explain,
@@ -672,13 +683,10 @@ pub fn build(a: &Analysis, req: &PlanRequest) -> Result<Plan> {
         env: a.env.effects(),
         log,
         warnings: vec![],
-        messages: messages(a),
+        messages,
         explain: req.explain,
         tuning_log: tuning::render_tuning_log(&a.costs),
-        transport_matrix: transport::matrices(sys, &a.transports)
-            .iter()
-            .map(|m| m.render())
-            .collect(),
+        transport_matrix,
         tuner_rows,
         tuner_csv: String::new(),
         graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
@@ -995,6 +1003,21 @@ pub fn analyzed(
         placement: req.placement.clone(),
         facts,
     })?;
-    let plan = build(&analysis, req)?;
+    let mut analysis = analysis;
+    let plan = build(&mut analysis, req)?;
+    Ok((analysis, plan))
+}
+
+/// [`analyzed`] of a topology the caller gives up (see [`analyze::analyze_owned`]).
+pub fn analyzed_owned(
+    topo: Topology,
+    req: &PlanRequest,
+    facts: RuntimeFacts,
+) -> Result<(Analysis, Plan)> {
+    refuse_no_gpu(&topo)?;
+    refuse_unknown_nvlink(&topo)?;
+    refuse_unknown_sm(&topo)?;
+    let mut analysis = analyze::analyze_owned(topo, &req.env, req.version, &req.placement, &facts)?;
+    let plan = build(&mut analysis, req)?;
     Ok((analysis, plan))
 }

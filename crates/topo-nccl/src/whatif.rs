@@ -323,14 +323,14 @@ fn plan_without(
 ) -> Result<Plan> {
     let mut r = req.clone();
     r.env.retain(|(k, _)| k != var);
-    let a = analyze::analyze(&Request {
+    let mut a = analyze::analyze(&Request {
         topo,
         env: r.env.clone(),
         version: r.version,
         placement: r.placement.clone(),
         facts: facts.clone(),
     })?;
-    crate::plan::build(&a, &r)
+    crate::plan::build(&mut a, &r)
 }
 
 /// What the version does when `var` is unset, where a value equal to it explains "nothing".
