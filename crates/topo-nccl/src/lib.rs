@@ -45,13 +45,14 @@ pub fn plan(
 
 /// [`plan`] of a topology the caller gives up, so the analysis need not copy it (over 100 MB
 /// at 32,768 GPUs). With variables in the environment the what-if runs need the topology as
-/// given, and this is [`plan`].
+/// given, and so does the run on a VM topology with its artefacts repaired ([`vm`]): then
+/// this is [`plan`].
 pub fn plan_owned(
     topo: topo_model::Topology,
     req: &plan::PlanRequest,
     facts: analyze::RuntimeFacts,
 ) -> Result<plan::Plan> {
-    if !req.env.is_empty() {
+    if !req.env.is_empty() || vm::find(&topo).any() {
         return plan(&topo, req, facts);
     }
     let (analysis, mut p) = plan::analyzed_owned(topo, req, facts.clone())?;

@@ -42,6 +42,11 @@ impl Artefacts {
     pub fn repairable(&self) -> bool {
         !self.bridges.is_empty() || !self.gpu_links.is_empty()
     }
+
+    /// Whether there is anything to say.
+    pub fn any(&self) -> bool {
+        self.repairable() || self.numa_unknown > 0
+    }
 }
 
 /// Every VM artefact of `topo`.

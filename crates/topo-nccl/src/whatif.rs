@@ -304,14 +304,14 @@ pub(crate) fn vm_effects(
 
 /// The plan of `topo` for `req` (no what-if runs of its own).
 fn plan_on(topo: &Topology, req: &PlanRequest, facts: &RuntimeFacts) -> Result<Plan> {
-    let a = analyze::analyze(&Request {
+    let mut a = analyze::analyze(&Request {
         topo,
         env: req.env.clone(),
         version: req.version,
         placement: req.placement.clone(),
         facts: facts.clone(),
     })?;
-    crate::plan::build(&a, req)
+    crate::plan::build(&mut a, req)
 }
 
 /// The plan with every pair naming `var` removed from the environment.
