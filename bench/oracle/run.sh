@@ -10,7 +10,8 @@
 # and writes bench/oracle/results-vm.md. Needs a mirror of github:NVIDIA/nccl in NCCL_MIRROR
 # for the oracle build. WORK (default /tmp/topo-oracle-sweep) keeps each machine's XML and
 # the oracle's answer; a rerun reuses an answer whose XML is unchanged, so after a change to
-# topo only topo's side runs again (SWEEP_NOTE adds a line to the results). Run from the
+# topo only topo's side runs again (SWEEP_NOTE adds a line to the results; FIRST_COUNT=N makes
+# job 0's slice N machines long, to balance jobs when its answers are cached). Run from the
 # repository root.
 set -euo pipefail
 SEED=1; COUNT=1000; CORPUS_COUNT=250; JOBS=2; CORPUS=1
@@ -42,9 +43,13 @@ BIN="$ROOT/target/release/examples/oracle_sweep"
 
 start=$(date +%s)
 per=$(( (COUNT + JOBS - 1) / JOBS ))
+# FIRST_COUNT gives job 0 a slice of its own length (the others share the rest): with job 0's
+# answers cached from an earlier run, a longer first slice balances the oracle's work.
+first=${FIRST_COUNT:-$per}
+[ "$JOBS" -gt 1 ] && [ -n "${FIRST_COUNT:-}" ] && per=$(( (COUNT - first + JOBS - 2) / (JOBS - 1) ))
 pids=()
 for j in $(seq 0 $((JOBS - 1))); do
-  s=$(( SEED + j * per )); n=$per
+  if [ "$j" = 0 ]; then s=$SEED; n=$first; else s=$(( SEED + first + (j - 1) * per )); n=$per; fi
   [ $(( s + n )) -gt $(( SEED + COUNT )) ] && n=$(( SEED + COUNT - s ))
   [ "$n" -le 0 ] && continue
   args=(--oracle "$NCCL_ORACLE" --seed "$s" --count "$n" --work "$WORK/$j" --report "$WORK/report-$j.txt" --reuse)
