@@ -2,37 +2,9 @@
 //! multicast availability and the GPUs visible to the job change the plan as they change
 //! NCCL's choices, from profiles and from the command line.
 
+use crate::util::plan_1g as plan;
 use crate::util::topo_clean_env as topo;
 use serde_json::Value;
-
-fn plan(args: &[&str]) -> (Value, String) {
-    let out = topo()
-        .arg("plan")
-        .args([
-            "--nccl-version",
-            "2.28",
-            "--format",
-            "json",
-            "--transports",
-            "pairs",
-            "-b",
-            "1G",
-            "-e",
-            "1G",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (
-        serde_json::from_slice(&out.stdout).unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn transports(p: &Value) -> Vec<String> {
     p["transport_pairs"]

@@ -81,3 +81,34 @@ pub fn assert_codes_listed(doc: &serde_json::Value, what: &str) {
         );
     }
 }
+
+/// `topo plan` of 1 GiB under NCCL 2.28 as JSON with the per-pair transports, in an
+/// environment without the machine's NCCL_* variables: the document and stderr.
+pub fn plan_1g(args: &[&str]) -> (serde_json::Value, String) {
+    let out = topo_clean_env()
+        .arg("plan")
+        .args([
+            "--nccl-version",
+            "2.28",
+            "--format",
+            "json",
+            "--transports",
+            "pairs",
+            "-b",
+            "1G",
+            "-e",
+            "1G",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -6,29 +6,7 @@ use crate::util::topo_clean_env as topo;
 use serde_json::Value;
 
 fn plan_json(args: &[&str]) -> Value {
-    let out = topo()
-        .arg("plan")
-        .args([
-            "--nccl-version",
-            "2.28",
-            "--format",
-            "json",
-            "--transports",
-            "pairs",
-            "-b",
-            "1G",
-            "-e",
-            "1G",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, _) = crate::util::plan_1g(args);
     crate::util::assert_valid(&v, &format!("topo plan {args:?}"));
     v
 }

@@ -787,51 +787,44 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
 /// used the XML reader's default (`bw::net_bw` of no speed), which can send a GPU's traffic to
 /// the wrong port.
 fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Message>) {
-    let names: Vec<String> = a
+    let Some((n, list)) = port_names(a, |x| x.speed_mbps.is_none_or(|s| s == 0)) else {
+        return;
+    };
+    let assumed = topo_model::bw::net_bw(None);
+    w.push(Message::new("net-speed-unknown", Severity::Warning, format!(
+        "{n} network port name(s) without a speed ({list}): NCCL's net plugin reports it at run time; the plan assumed {assumed:.2} GB/s ({:.0} Gb/s) for them, so NIC choices and inter-node times there are guesses",
+        assumed * 8.0
+    )));
+}
+
+/// The distinct names of the network ports `pick` selects: how many, and the first four
+/// listed (`mlx5_0, mlx5_1, ...`); `None` when there are none.
+fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(usize, String)> {
+    let names: std::collections::BTreeSet<&str> = a
         .topo
         .nets()
         .into_iter()
         .filter_map(|n| a.topo.net(n))
-        .filter(|x| x.speed_mbps.is_none_or(|s| s == 0))
-        .map(|x| x.name.clone())
-        .collect::<std::collections::BTreeSet<String>>()
-        .into_iter()
+        .filter(|x| pick(x))
+        .map(|x| x.name.as_str())
         .collect();
     if names.is_empty() {
-        return;
+        return None;
     }
-    let assumed = topo_model::bw::net_bw(None);
-    let shown: Vec<&str> = names.iter().take(4).map(String::as_str).collect();
-    w.push(Message::new("net-speed-unknown", Severity::Warning, format!(
-        "{} network port name(s) without a speed ({}{}): NCCL's net plugin reports it at run time; the plan assumed {assumed:.2} GB/s ({:.0} Gb/s) for them, so NIC choices and inter-node times there are guesses",
-        names.len(),
-        shown.join(", "),
-        if names.len() > 4 { ", ..." } else { "" },
-        assumed * 8.0
-    )));
+    let shown: Vec<&str> = names.iter().take(4).copied().collect();
+    let more = if names.len() > 4 { ", ..." } else { "" };
+    Some((names.len(), format!("{}{more}", shown.join(", "))))
 }
 
 /// Network ports whose source does not say whether they have GPUDirect RDMA: NCCL's net
 /// plugin says at run time (topo.cc, NCCL 2.28: a `<net>` without `gdr` gets the plugin's
 /// answer), the plan took the XML reader's default of none.
 fn unstated_gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
-    let names: std::collections::BTreeSet<String> = a
-        .topo
-        .nets()
-        .into_iter()
-        .filter_map(|n| a.topo.net(n))
-        .filter(|x| x.gdr_unstated)
-        .map(|x| x.name.clone())
-        .collect();
-    if names.is_empty() {
+    let Some((n, list)) = port_names(a, |x| x.gdr_unstated) else {
         return;
-    }
-    let shown: Vec<&str> = names.iter().take(4).map(String::as_str).collect();
+    };
     w.push(Message::new("net-gdr-unknown", Severity::Warning, format!(
-        "{} network port name(s) without gdr ({}{}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML) or `gdr: true` (profile) where it works",
-        names.len(),
-        shown.join(", "),
-        if names.len() > 4 { ", ..." } else { "" },
+        "{n} network port name(s) without gdr ({list}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML) or `gdr: true` (profile) where it works"
     )));
 }
 
@@ -921,11 +914,7 @@ fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
     let Some(why) = unknown.first() else {
         return Ok(());
     };
-    let origin = topo
-        .source
-        .origin
-        .clone()
-        .unwrap_or_else(|| topo.source.kind.clone());
+    let origin = source_name(topo);
     Err(Error::new(
         ErrorKind::NvlinkUnknown,
         format!(
@@ -934,6 +923,14 @@ fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
             gpus.len()
         ),
     ))
+}
+
+/// Where the topology came from, as a refusal names it: the file, else the kind of source.
+fn source_name(topo: &Topology) -> String {
+    topo.source
+        .origin
+        .clone()
+        .unwrap_or_else(|| topo.source.kind.clone())
 }
 
 /// The compute capability decides NVLink bandwidth, the speed arrays of the search and the
@@ -950,11 +947,7 @@ fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
     if unknown == 0 {
         return Ok(());
     }
-    let origin = topo
-        .source
-        .origin
-        .clone()
-        .unwrap_or_else(|| topo.source.kind.clone());
+    let origin = source_name(topo);
     Err(Error::new(
         ErrorKind::NvlinkUnknown,
         format!(

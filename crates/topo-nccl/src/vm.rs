@@ -20,8 +20,7 @@ const VIRTUAL_BRIDGE_MAX_GBPS: f64 = 1.0;
 /// The link speed a GPU generation is built for, by SM: what a repaired GPU link gets.
 fn native_speed(sm: u32) -> &'static str {
     match sm {
-        0..=69 => "8.0 GT/s PCIe",
-        70..=79 => "8.0 GT/s PCIe",
+        0..=79 => "8.0 GT/s PCIe",
         80..=89 => "16.0 GT/s PCIe",
         _ => "32.0 GT/s PCIe",
     }
