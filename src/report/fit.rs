@@ -14,32 +14,18 @@ use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table};
 
 /// Columns a line takes on a terminal: characters, not counting SGR colour sequences.
 pub fn visible_width(s: &str) -> usize {
-    let mut n = 0;
-    let mut rest = s;
-    while let Some(c) = rest.chars().next() {
-        if c == '\x1b'
-            && let Some(body) = rest.strip_prefix("\x1b[")
-        {
-            let k = body
-                .bytes()
-                .take_while(|b| b.is_ascii_digit() || *b == b';')
-                .count();
-            if body.as_bytes().get(k) == Some(&b'm') {
-                rest = &body[k + 1..];
-                continue;
-            }
-        }
-        if !is_marker(c) {
-            n += 1;
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    n
+    measure(s, |_| 1)
 }
 
 /// The length a line is fitted by: UTF-8 bytes, not counting SGR colour sequences or the
 /// colour marks of [`table`].
 pub fn fit_len(s: &str) -> usize {
+    measure(s, char::len_utf8)
+}
+
+/// The sum of `weight` over the characters of `s` that print: SGR colour sequences and the
+/// colour marks of [`table`] count nothing.
+fn measure(s: &str, weight: impl Fn(char) -> usize) -> usize {
     let mut n = 0;
     let mut rest = s;
     while let Some(c) = rest.chars().next() {
@@ -56,7 +42,7 @@ pub fn fit_len(s: &str) -> usize {
             }
         }
         if !is_marker(c) {
-            n += c.len_utf8();
+            n += weight(c);
         }
         rest = &rest[c.len_utf8()..];
     }
