@@ -958,21 +958,27 @@ impl Topology {
         out.warnings = self.warnings.clone();
         for copy in 0..n {
             let base = (copy * per) as HostId;
-            let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+            // Indexed by the original node's index: a copy's nodes are added in order.
+            let map: Vec<NodeIndex> = self
+                .graph
+                .node_indices()
+                .map(|idx| {
+                    let node = &self.graph[idx];
+                    out.add_node(base + node.host, None, node.kind.clone())
+                })
+                .collect();
             for idx in self.graph.node_indices() {
-                let node = &self.graph[idx];
-                let new = out.add_node(base + node.host, None, node.kind.clone());
-                map.insert(idx, new);
-            }
-            for idx in self.graph.node_indices() {
-                let parent = self.graph[idx].parent.map(|p| map[&p]);
-                out.graph[map[&idx]].parent = parent;
+                let parent = self.graph[idx].parent.map(|p| map[p.index()]);
+                out.graph[map[idx.index()]].parent = parent;
             }
             for e in self.graph.edge_references() {
-                out.graph
-                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+                out.graph.add_edge(
+                    map[e.source().index()],
+                    map[e.target().index()],
+                    e.weight().clone(),
+                );
             }
-            out.place_in_nvlink_domain(self, copy, base);
+            out.place_in_nvlink_domain(self, copy, base, &map);
             for (h, host) in self.hosts.iter().enumerate() {
                 let mut host = host.clone();
                 let name = host.name.clone().unwrap_or_else(|| "node".to_string());
@@ -998,7 +1004,13 @@ impl Topology {
     /// copies 0-17 share the first domain's cluster UUID and 18-35 get the second's. A domain
     /// is one fabric (one cluster UUID); the clique id stays as stated. A host that states no
     /// domain is a machine of its own: every copy gets its own fabric.
-    fn place_in_nvlink_domain(&mut self, orig: &Topology, copy: usize, base: HostId) {
+    fn place_in_nvlink_domain(
+        &mut self,
+        orig: &Topology,
+        copy: usize,
+        base: HostId,
+        added: &[NodeIndex],
+    ) {
         for (h, host) in orig.hosts.iter().enumerate() {
             let gpus = orig
                 .gpus()
@@ -1015,12 +1027,10 @@ impl Topology {
                 continue;
             }
             let host_id = base + h as HostId;
-            let nodes: Vec<NodeIndex> = self
-                .graph
-                .node_indices()
-                .filter(|&n| self.graph[n].host == host_id)
-                .collect();
-            for n in nodes {
+            for &n in added {
+                if self.graph[n].host != host_id {
+                    continue;
+                }
                 if let NodeKind::Gpu(g) = &mut self.graph[n].kind
                     && let Some(f) = &mut g.fabric
                 {
