@@ -179,7 +179,12 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
             };
             let points = shm_points(&r, req, mode)?;
             let op = traffic(coll, algo, 2, cpus, false);
-            links.push(fit_mode(link, mode, op, points, hint));
+            let regime = if algo == Algorithm::Direct {
+                base.shared_min_bytes
+            } else {
+                BANDWIDTH_MIN_BYTES
+            };
+            links.push(fit_mode(link, mode, op, points, hint, regime));
         }
     }
     if req.tcp {

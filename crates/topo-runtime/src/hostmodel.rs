@@ -186,6 +186,8 @@ fn miss_share(footprint: f64, knee: f64) -> f64 {
 pub const LATENCY_MAX_BYTES: usize = 4 << 10;
 /// Sizes at or above this give the bandwidths (the latency term is small).
 pub const BANDWIDTH_MIN_BYTES: usize = 256 << 10;
+/// Sizes a regime needs before its own points alone give the bandwidths and the knee.
+pub const REGIME_MIN_POINTS: usize = 4;
 
 /// Fit `link` from `points` (bytes, µs; per size the fastest of the repeats), measured with
 /// an operation of `op` traffic. `cache_hint` (the last-level cache from sysfs) is one of the
@@ -198,16 +200,29 @@ pub const BANDWIDTH_MIN_BYTES: usize = 256 << 10;
 /// points more than three median deviations off (a repeat slowed by another process); the
 /// knee kept is the one with the smallest trimmed error.
 pub fn fit(link: Link, op: Traffic, points: Vec<(usize, f64)>, cache_hint: Option<f64>) -> LinkFit {
-    fit_mode(link, LinkMode::Any, op, points, cache_hint)
+    fit_mode(
+        link,
+        LinkMode::Any,
+        op,
+        points,
+        cache_hint,
+        BANDWIDTH_MIN_BYTES,
+    )
 }
 
-/// [`fit`] for a link measured in one launch mode.
+/// [`fit`] for a link measured in one launch mode, its bandwidths from the sizes of
+/// `regime_min` bytes and more where at least [`REGIME_MIN_POINTS`] were measured. The
+/// DIRECT links change schedule at verify's `shared_min_bytes` (1 MiB: static shares below,
+/// dynamic above), and the static sizes run up to twice as fast per byte: fitted together,
+/// 512 KiB of static split pulled the 2-process AllReduce prediction at 1-2 MiB to 2-3x the
+/// busbw measured.
 pub fn fit_mode(
     link: Link,
     mode: LinkMode,
     op: Traffic,
     points: Vec<(usize, f64)>,
     cache_hint: Option<f64>,
+    regime_min: usize,
 ) -> LinkFit {
     // The fastest small size, and never more than half the fastest bandwidth point: when
     // load kept a peer descheduled through every small iteration, a latency above the large
@@ -225,9 +240,18 @@ pub fn fit_mode(
         .min(fastest_any * 0.5)
         .clamp(0.0, f64::MAX);
     let alpha = if alpha.is_finite() { alpha } else { 0.0 };
+    let in_regime = points
+        .iter()
+        .filter(|p| p.0 >= regime_min && p.1 > 0.0)
+        .count();
+    let from = if in_regime >= REGIME_MIN_POINTS {
+        regime_min.max(BANDWIDTH_MIN_BYTES)
+    } else {
+        BANDWIDTH_MIN_BYTES
+    };
     let mut large: Vec<Sample> = points
         .iter()
-        .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.1 > 0.0)
+        .filter(|p| p.0 >= from && p.1 > 0.0)
         .map(|&(b, t)| Sample {
             moved: op.moved * b as f64,
             footprint: op.footprint * b as f64,
@@ -575,6 +599,70 @@ mod tests {
                 f.time_us(s)
             );
         }
+    }
+
+    /// `shm-direct-reduce` between 2 processes, measured on the 2-vCPU VM (2026-12-01 22:09
+    /// UTC, bench/verify/results/20261201T220953Z-predict-calibrate.json), 256 KiB and up:
+    /// 512 KiB is the static split, 1 MiB and more the dynamic shares.
+    const VM_DIRECT_REDUCE_PROCESSES: [(usize, f64); 9] = [
+        (262144, 11.39),
+        (524288, 33.59),
+        (1048576, 162.59),
+        (2097152, 293.9),
+        (4194304, 576.39),
+        (8388608, 1502.81),
+        (16777216, 3924.26),
+        (33554432, 8169.04),
+        (67108864, 12469.14),
+    ];
+
+    #[test]
+    fn the_dynamic_regime_is_fitted_from_its_own_sizes() {
+        let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
+        let pts = || {
+            let mut v = vec![(8, 0.27), (1024, 0.31), (4096, 0.37)];
+            v.extend(VM_DIRECT_REDUCE_PROCESSES);
+            v
+        };
+        let hint = Some((32 * MIB) as f64);
+        let err_at = |f: &LinkFit, s: usize, t: f64| f.time_us(s) / t - 1.0;
+        let mixed = fit_mode(
+            Link::ShmDirectReduce,
+            LinkMode::Processes,
+            op,
+            pts(),
+            hint,
+            BANDWIDTH_MIN_BYTES,
+        );
+        // Fitted with the static sizes, 1 MiB came out at a third of its time.
+        assert!(err_at(&mixed, MIB, 162.59) < -0.4, "{}", mixed.time_us(MIB));
+        let own = fit_mode(
+            Link::ShmDirectReduce,
+            LinkMode::Processes,
+            op,
+            pts(),
+            hint,
+            MIB,
+        );
+        for &(s, t) in VM_DIRECT_REDUCE_PROCESSES.iter().filter(|p| p.0 >= MIB) {
+            let e = err_at(&own, s, t);
+            assert!(
+                e.abs() < 0.25,
+                "{s}: predicted {} us, measured {t}",
+                own.time_us(s)
+            );
+        }
+        // With too few sizes in the regime, every size from 256 KiB is used.
+        let few: Vec<_> = pts().into_iter().filter(|p| p.0 <= 4 * MIB).collect();
+        let f = fit_mode(
+            Link::ShmDirectReduce,
+            LinkMode::Processes,
+            op,
+            few,
+            hint,
+            MIB,
+        );
+        assert!(f.beta_gbps.is_finite() && f.beta_gbps > 0.0);
     }
 
     #[test]
