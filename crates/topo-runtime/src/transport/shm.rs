@@ -92,9 +92,13 @@ struct Ctrl {
 /// older kernels get one atomic no-op write per page, which changes no byte a peer may
 /// already be using.
 fn prefault(map: &MmapMut) {
-    if map.advise(memmap2::Advice::PopulateWrite).is_ok() {
-        return;
+    if map.advise(memmap2::Advice::PopulateWrite).is_err() {
+        touch_pages(map);
     }
+}
+
+/// One atomic no-op write per page of `map`.
+fn touch_pages(map: &MmapMut) {
     let base = map.as_ptr();
     for off in (0..map.len()).step_by(PAGE) {
         // SAFETY: `off` is inside the mapping; the byte is only touched atomically, and
@@ -459,4 +463,32 @@ pub fn in_process(
     (0..nranks)
         .map(|r| ShmTransport::new(arena.clone(), r, &none, timeout))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefaulting_keeps_every_byte_a_peer_wrote() {
+        let shape = ArenaShape::new(2, 1, 3 * PAGE + 17);
+        let (arena, fd) = Arena::memfd(shape, "prefault-test").unwrap();
+        let len = shape.total();
+        // SAFETY: the test's own arena; nothing else maps it.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(arena.base, len) };
+        for (i, b) in bytes.iter_mut().enumerate().skip(PAGE) {
+            *b = (i % 251) as u8;
+        }
+        let peer = Arena::map_fd(&fd, shape, false).unwrap();
+        touch_pages(&peer._map);
+        // SAFETY: as above; the peer mapping shows the same pages.
+        let seen = unsafe { std::slice::from_raw_parts(peer.base, len) };
+        assert!(
+            seen.iter()
+                .enumerate()
+                .skip(PAGE)
+                .all(|(i, &b)| b == (i % 251) as u8)
+        );
+        assert_eq!(peer.ctrl().magic.load(Ordering::Acquire), MAGIC);
+    }
 }
