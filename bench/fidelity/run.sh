@@ -3,7 +3,7 @@
 # `topo plan` for the same machine, node count, collective and forced algorithm at the measured
 # sizes, and write measured, predicted (NCCL's cost model and topo's calibrated estimate) and the
 # error per size and per band to bench/fidelity/results.md; points.tsv feeds fit.py.
-# No network, no GPU: it runs the debug binary on the fixtures (a minute on a 2-core VM).
+# No network, no GPU: it runs the debug binary on the fixtures (about two minutes on a 2-core VM; the 2- and 20-rack GB200 plans are most of it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bench/fidelity

@@ -174,6 +174,9 @@ struct Predicted {
     choice: String,
     lat_us: f64,
     bw_gbps: f64,
+    /// NCCL's node count for the plan (trays of one NVLink clique count as one node).
+    nnodes: u64,
+    nranks: u64,
 }
 
 /// `time 1646.45 = lat 114 + 127926280 B / (1000 × 83.478 GB/s)` -> (114, 83.478).
@@ -240,6 +243,8 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
             String::from_utf8_lossy(&o.stderr)
         );
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let nnodes = doc["nnodes"].as_u64().unwrap();
+        let nranks = doc["nranks"].as_u64().unwrap();
         for row in doc["table"].as_array().unwrap() {
             let model_us = row["time_us"].as_f64().unwrap();
             let expected_us = row["expected_time_us"].as_f64().unwrap_or(model_us);
@@ -255,6 +260,8 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
                 choice,
                 lat_us,
                 bw_gbps,
+                nnodes,
+                nranks,
             };
             out.insert(row["bytes"].as_u64().unwrap(), p);
         }
@@ -459,7 +466,7 @@ fn report(fxs: &[Fixture], pts: &[Point]) -> String {
 #[test]
 fn every_fixture_parses_and_states_its_provenance() {
     let fxs = fixtures();
-    assert!(fxs.len() >= 10, "{} fixtures", fxs.len());
+    assert!(fxs.len() >= 15, "{} fixtures", fxs.len());
     for fx in &fxs {
         for k in REQUIRED {
             assert!(!fx.get(k).is_empty(), "{}: header lacks `{k}`", fx.name);
@@ -544,18 +551,20 @@ fn write_report() {
 /// One line per compared size for the fit script: what NCCL chose and what was measured.
 fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
     let mut out = String::from(
-        "fixture\tcollective\ttopo\thealth\trole\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\n",
+        "fixture\tcollective\ttopo\thealth\trole\tnnodes\tnranks\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\n",
     );
     for p in pts {
         let fx = &fxs[p.fixture];
         writeln!(
             out,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             fx.name,
             fx.get("collective"),
             fx.get("topo"),
             if fx.healthy() { "ok" } else { "degraded" },
             if fx.holdout() { "holdout" } else { "fit" },
+            p.pred.nnodes,
+            p.pred.nranks,
             p.bytes,
             p.measured_us,
             p.pred.model_us,

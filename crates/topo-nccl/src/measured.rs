@@ -8,8 +8,9 @@
 //! bandwidth term in us, with `lat_us`, `bw_efficiency` and `ramp` fitted per
 //! (GPU generation, collective, algorithm, protocol, one node or several) to the published results
 //! in `fixtures/fidelity/` by `bench/fidelity/fit.py`. The constants are data
-//! (`data/measured.yaml`), each rule naming the fixtures it came from. A choice no rule matches
-//! keeps NCCL's time and says so.
+//! (`data/measured.yaml`), each rule naming the fixtures it came from. A choice no rule matches,
+//! or a size more than 4x below the smallest one its rule was fitted on, keeps NCCL's time and
+//! says so.
 
 use crate::tuning::Choice;
 use serde::Deserialize;
@@ -29,6 +30,8 @@ struct Rule {
     ramp: f64,
     points: usize,
     sizes: String,
+    /// The rank counts of the fitted results (`"lo-hi"`).
+    ranks: String,
     from: Vec<String>,
 }
 
@@ -38,10 +41,42 @@ struct Rules {
     rules: Vec<Rule>,
 }
 
+/// A rule fitted only from LAT_FITTED_BELOW up (its latency is NCCL's, not a measured one) is
+/// applied from a quarter of its smallest fitted size up: below that its ramp term is an
+/// extrapolation (the GB200 NVL72 rules are fitted from 512 MB, where NCCL makes the same NVLS
+/// choice down to 8 bytes), and the plan keeps NCCL's time instead. Rules fitted on small
+/// sizes extrapolate downwards: the time is flat there.
+const BELOW_FITTED: u64 = 4;
+const LAT_FITTED_BELOW: u64 = 16 << 20;
+/// A rule applies to rank counts within a factor RANK_SPAN of those it was fitted on: the
+/// pipeline ramp of a 72-GPU NVLS rack is no measure of an 8-GPU one.
+const RANK_SPAN: usize = 2;
+
 impl Rule {
     /// `tb` is NCCL's bandwidth term of the time (bytes / bw), us.
     fn time_us(&self, tb: f64) -> f64 {
         self.lat_us + tb / self.bw_efficiency + self.ramp * tb.sqrt()
+    }
+
+    /// The smallest size the rule was fitted on (`sizes: "lo-hi"`).
+    fn min_bytes(&self) -> Option<u64> {
+        self.sizes.split_once('-')?.0.parse().ok()
+    }
+
+    /// The rank counts it was fitted on (`ranks: "lo-hi"`).
+    fn rank_range(&self) -> Option<(usize, usize)> {
+        let (lo, hi) = self.ranks.split_once('-')?;
+        Some((lo.parse().ok()?, hi.parse().ok()?))
+    }
+
+    fn covers(&self, bytes: u64, nranks: usize) -> bool {
+        let size_ok = self
+            .min_bytes()
+            .is_some_and(|lo| lo < LAT_FITTED_BELOW || bytes.saturating_mul(BELOW_FITTED) >= lo);
+        let ranks_ok = self
+            .rank_range()
+            .is_some_and(|(lo, hi)| nranks * RANK_SPAN >= lo && nranks <= hi * RANK_SPAN);
+        size_ok && ranks_ok
     }
 }
 
@@ -63,8 +98,9 @@ pub struct Expected {
     pub basis: String,
 }
 
-/// `sm` is the GPUs' compute capability as NCCL reads it (90 for H100), `nnodes` the node count.
-pub fn expected(c: &Choice, sm: u32, nnodes: usize) -> Expected {
+/// `sm` is the GPUs' compute capability as NCCL reads it (90 for H100), `nnodes` NCCL's node
+/// count, `nranks` the communicator's rank count.
+pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
     let arch = format!("sm{sm}");
     let nodes = if nnodes > 1 { "multi" } else { "single" };
     let hit = rules().iter().find(|r| {
@@ -74,40 +110,48 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize) -> Expected {
             && r.proto == c.proto.name()
             && r.nodes == nodes
     });
+    let where_ = if nnodes > 1 {
+        "several nodes"
+    } else {
+        "one node"
+    };
     match hit {
-        Some(r) if c.bw > 0.0 => Expected {
+        Some(r) if c.bw > 0.0 && r.covers(c.bytes, nranks) => Expected {
             time_us: r.time_us(c.bytes as f64 / (1000.0 * c.bw)),
             basis: format!(
-                "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} of {})",
+                "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
                 r.arch,
                 r.collective,
                 r.algo,
                 r.proto,
-                if nnodes > 1 {
-                    "several nodes"
-                } else {
-                    "one node"
-                },
+                where_,
                 r.lat_us,
                 r.bw_efficiency,
                 r.ramp,
                 r.points,
                 r.sizes,
+                r.ranks,
                 r.from.join(", ")
+            ),
+        },
+        Some(r) if c.bw > 0.0 => Expected {
+            time_us: c.time_us,
+            basis: format!(
+                "NCCL's time: the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
+                c.func.cli_name(),
+                c.algo.name(),
+                c.proto.name(),
+                r.sizes,
+                r.ranks
             ),
         },
         _ => Expected {
             time_us: c.time_us,
             basis: format!(
-                "NCCL's time: no published result calibrates {arch} {} {}/{} on {}",
+                "NCCL's time: no published result calibrates {arch} {} {}/{} on {where_}",
                 c.func.cli_name(),
                 c.algo.name(),
-                c.proto.name(),
-                if nnodes > 1 {
-                    "several nodes"
-                } else {
-                    "one node"
-                }
+                c.proto.name()
             ),
         },
     }
@@ -150,7 +194,48 @@ mod tests {
             );
             assert!(r.ramp.is_finite() && r.ramp >= 0.0, "{r:?}");
             assert!(r.points > 0 && !r.from.is_empty(), "{r:?}");
+            assert!(r.min_bytes().is_some(), "{r:?}");
+            assert!(
+                r.rank_range().is_some_and(|(lo, hi)| 0 < lo && lo <= hi),
+                "{r:?}"
+            );
         }
+    }
+
+    #[test]
+    fn a_rule_is_not_extrapolated_far_below_its_fitted_sizes() {
+        let r = rules()
+            .iter()
+            .find(|r| r.min_bytes().is_some_and(|lo| lo >= 16 << 20))
+            .expect("a rule fitted only at large sizes");
+        let (algo, proto) = (
+            *Algo::ALL.iter().find(|a| a.name() == r.algo).unwrap(),
+            Proto::from_name(&r.proto).unwrap(),
+        );
+        let sm: u32 = r.arch.trim_start_matches("sm").parse().unwrap();
+        let nnodes = if r.nodes == "multi" { 2 } else { 1 };
+        let (lo, ranks) = (r.min_bytes().unwrap(), r.rank_range().unwrap().0);
+        let small = choice(algo, proto, lo / 8, 25.0, 500.0);
+        let e = expected(&small, sm, nnodes, ranks);
+        assert_eq!(e.time_us, small.time_us);
+        assert!(e.basis.contains("is fitted on sizes"), "{}", e.basis);
+        let at = choice(algo, proto, lo, 25.0, 500.0);
+        assert!(expected(&at, sm, nnodes, ranks).basis.contains("fitted on"));
+        assert_ne!(expected(&at, sm, nnodes, ranks).time_us, at.time_us);
+    }
+
+    #[test]
+    fn a_rule_applies_only_near_the_rank_counts_it_was_fitted_on() {
+        let r = rules()
+            .iter()
+            .find(|r| r.arch == "sm90" && r.algo == "NVLS" && r.nodes == "single")
+            .expect("an H100 NVLS rule");
+        let (lo, hi) = r.rank_range().unwrap();
+        let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
+        assert_ne!(expected(&c, 90, 1, lo).time_us, c.time_us);
+        let far = expected(&c, 90, 1, hi * RANK_SPAN + 1);
+        assert_eq!(far.time_us, c.time_us);
+        assert!(far.basis.contains("ranks only"), "{}", far.basis);
     }
 
     #[test]
@@ -160,7 +245,7 @@ mod tests {
             .find(|r| r.arch == "sm90" && r.algo == "NVLS" && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
-        let e = expected(&c, 90, 1);
+        let e = expected(&c, 90, 1, 8);
         let tb = (1u64 << 30) as f64 / (1000.0 * 272.0);
         let want = r.lat_us + tb / r.bw_efficiency + r.ramp * tb.sqrt();
         assert!((e.time_us - want).abs() < 1e-9, "{e:?}");
@@ -170,7 +255,7 @@ mod tests {
     #[test]
     fn no_rule_keeps_nccls_time_and_says_so() {
         let c = choice(Algo::Ring, Proto::Simple, 1 << 20, 10.0, 100.0);
-        let e = expected(&c, 75, 1);
+        let e = expected(&c, 75, 1, 8);
         assert_eq!(e.time_us, c.time_us);
         assert!(
             e.basis.starts_with("NCCL's time: no published result"),

@@ -350,7 +350,7 @@ fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
 
 fn row(a: &Analysis, c: &Choice) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
-    let expected = measured::expected(c, a.system.min_sm(), a.nnodes);
+    let expected = measured::expected(c, a.system.min_sm(), a.nnodes, a.nranks);
     let runner_up = c
         .considered
         .iter()
