@@ -58,7 +58,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
         return Ok(0);
     };
     let text = match a.format {
-        VerifyFormat::Text => report.render_text(),
+        VerifyFormat::Text => report.render_text_fit(style.width),
         VerifyFormat::Json => crate::report::doc::json(&report.to_json())?,
     };
     emit(None, &text)?;

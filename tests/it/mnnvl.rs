@@ -218,3 +218,55 @@ fn show_renders_one_nvswitch_domain() {
     assert!(s.contains("one NVLink fabric"), "{s}");
     assert!(s.contains("storage"), "{s}");
 }
+
+/// NCCL_MNNVL_RAIL_PER_HOST (read by NCCL 2.28.7+ in ncclTopoSearchCheckNet) only matters for
+/// a network channel of a node fused from several trays: the what-if says why it changed
+/// nothing here, and that 2.28.3 does not read it at all.
+#[test]
+fn rail_per_host_says_why_it_changes_nothing() {
+    let effect = |version: &str, profile: &str, nodes: &str| {
+        let out = topo_clean_env()
+            .args(["plan", "--profile", profile, "--nodes", nodes])
+            .args([
+                "--env",
+                "NCCL_MNNVL_RAIL_PER_HOST=1",
+                "-b",
+                "1G",
+                "-e",
+                "1G",
+            ])
+            .args(["--nccl-version", version, "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let e = v["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "NCCL_MNNVL_RAIL_PER_HOST")
+            .unwrap_or_else(|| panic!("{}", v["env"]))
+            .clone();
+        e["effect"].as_str().unwrap().to_string()
+    };
+    let one_rack = effect("2.28", "gb200-nvl72", "2");
+    assert!(
+        one_rack.starts_with("changed nothing in this plan: ignored here"),
+        "{one_rack}"
+    );
+    assert!(
+        one_rack.contains("one NVLink clique holds every rank"),
+        "{one_rack}"
+    );
+    let old = effect("2.28.3", "gb200-nvl72", "2");
+    assert!(old.contains("NCCL 2.28.3 does not read it"), "{old}");
+    let h100 = effect("2.28", "dgx-h100", "2");
+    assert!(
+        h100.contains("no NCCL node is fused from several hosts"),
+        "{h100}"
+    );
+}

@@ -82,6 +82,8 @@ fn run_pair(ns: &Namespaces, vars: impl Fn(usize) -> Vec<(&'static str, String)>
                 .args(["-n", "2", "-w", "1", "--collective", "allreduce,allgather"])
                 .args(["--timeout", "60"])
                 .env("XDG_CACHE_HOME", &cache)
+                // nccl-tests' one line per size, which the rows below are read by.
+                .env("COLUMNS", "200")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             for (k, v) in vars(r) {

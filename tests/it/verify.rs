@@ -21,11 +21,14 @@ fn shared_cache() -> &'static std::path::Path {
     })
 }
 
-/// `topo verify` with the calibration cache shared by these tests.
+/// `topo verify` with the calibration cache shared by these tests, wide enough for
+/// nccl-tests' one line per size (the rows are read by column; the fitted blocks of a
+/// narrower width are checked in `width.rs`).
 fn verify(args: &[&str]) -> std::process::Output {
     let cache = shared_cache();
     topo()
         .env("XDG_CACHE_HOME", cache)
+        .env("COLUMNS", "200")
         .arg("verify")
         .args(args)
         .output()

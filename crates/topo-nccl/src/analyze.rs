@@ -90,6 +90,41 @@ fn speeds(v: &[f64]) -> Vec<f64> {
 }
 
 /// The search inputs of `data` and `env`.
+/// NCCL_MNNVL_RAIL_PER_HOST as the release reads it: only a crossNic=0 channel's way back
+/// to a NET of another host of a fused MNNVL node changes (v2.28.9-1 src/graph/search.cc,
+/// `ncclTopoSearchCheckNet`), so on any other job it is noted as changing nothing.
+fn rail_per_host(
+    env: &mut EnvPolicy,
+    data: &VersionData,
+    version: &NcclVersion,
+    fused_trays: bool,
+    nnodes: usize,
+) -> bool {
+    const VAR: &str = "NCCL_MNNVL_RAIL_PER_HOST";
+    if env.mnnvl_rail_per_host != Some(true) {
+        return false;
+    }
+    if !data.rules.reads_rail_per_host(version) {
+        env.note_effect(
+            VAR,
+            format!("ignored: NCCL {version} does not read it (NCCL 2.28.7 and later do)"),
+        );
+        return false;
+    }
+    if !fused_trays || nnodes < 2 {
+        let why = if fused_trays {
+            "one NVLink clique holds every rank, so no channel uses the network"
+        } else {
+            "no NCCL node is fused from several hosts (MNNVL), so every NET of a node is on one host"
+        };
+        env.note_effect(
+            VAR,
+            format!("ignored here: it only lets a channel come back on another host's NIC in the same PCI slot; {why}"),
+        );
+    }
+    true
+}
+
 pub fn search_params(
     data: &VersionData,
     env: &EnvPolicy,
@@ -450,13 +485,20 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .is_some_and(|c| c.len() > 1);
     search.gpu_first_nets =
         fused_trays && data.rules.mnnvl_scatter_nets && env.mnnvl_scatter_nets != Some(false);
+    let any_fused = mnnvl
+        .as_ref()
+        .is_some_and(|m| m.cliques.iter().any(|c| c.len() > 1));
+    let rail_per_host = rail_per_host(&mut env, &data, &req.version, any_fused, nnodes);
+    search.rail_per_host = rail_per_host;
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
     let merged = if domains.len() <= hosts_with_gpus {
         graphs.clone()
     } else {
         split_node_graphs(&system, &paths, &graphs, |h| {
-            search_params(&data, &env, nvls_on(h), collnet_enabled)
+            let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
+            p.rail_per_host = rail_per_host;
+            p
         })
     };
 

@@ -65,6 +65,9 @@ pub struct SearchParams {
     /// The system fuses several hosts (an MNNVL clique, 2.27+): the channel start tries NETs
     /// "GPU first" (NCCL_MNNVL_SCATTER_NETS_ENABLE, default 1).
     pub gpu_first_nets: bool,
+    /// NCCL_MNNVL_RAIL_PER_HOST=1 where the release reads it (2.28.7+): a crossNic=0 channel
+    /// may come back on another host's NET of the same PCI slot and port.
+    pub rail_per_host: bool,
 }
 
 /// `ncclTopoPrefNetsChannelFirst` (NCCL 2.28.9 src/graph/search.cc) for all GPUs: each GPU's
@@ -173,6 +176,7 @@ impl SearchParams {
             timeout_same_channels: 1 << 8,
             timeout_pci_order: 1 << 10,
             gpu_first_nets: false,
+            rail_per_host: false,
         }
     }
 
@@ -451,6 +455,18 @@ struct SPath {
     plain: bool,
 }
 
+/// The local id of the NIC a NET port belongs to (its PCI bus id when the NIC has one); the
+/// port's GUID when no NIC is linked, as NCCL falls back to the GUID without a PCI parent.
+fn nic_slot(sys: &System, net: usize) -> u64 {
+    let n = &sys.nodes[net];
+    n.links
+        .iter()
+        .find(|l| sys.nodes[l.to].kind == NodeType::Nic)
+        .map(|l| sys.nodes[l.to].id & ((1 << 56) - 1))
+        .or_else(|| n.net.as_ref().map(|x| x.guid))
+        .unwrap_or(n.id)
+}
+
 #[derive(Clone, Debug)]
 struct NetInfo {
     /// Index into `System::nets`.
@@ -458,6 +474,11 @@ struct NetInfo {
     bw: f32,
     asic: u64,
     port: u32,
+    /// The host's system id in a fused MNNVL system (`NCCL_TOPO_ID_SYSTEM_ID`).
+    sysid: u64,
+    /// Which PCI slot the port sits in: `net.pciId`, NCCL's hash of the NIC's bus id
+    /// (`ncclTopoAddNet`, v2.28.9-1 src/graph/topo.cc); the NIC node's id here.
+    pci: u64,
     latency: f64,
     coll: bool,
     /// Local GPU index that owns this NET (`net.localGpu`).
@@ -622,6 +643,8 @@ impl Ctx {
                     bw: a.map(|x| x.bw as f32).unwrap_or(0.0),
                     asic: a.map(|x| x.guid).unwrap_or(ni as u64),
                     port: a.map(|x| x.port).unwrap_or(0),
+                    sysid: sys.nodes[node].id >> 56,
+                    pci: nic_slot(sys, node),
                     latency: a.map(|x| x.latency).unwrap_or(0.0),
                     coll: a.is_some_and(|x| x.coll),
                     local_gpu: paths
@@ -1202,7 +1225,15 @@ impl Search<'_> {
         let t = &self.tmp;
         let c = &self.ctx;
         let same_rail = |a: usize, b: usize| {
-            c.nets[a].asic == c.nets[b].asic && c.nets[a].port == c.nets[b].port
+            let (x, y) = (&c.nets[a], &c.nets[b]);
+            // NCCL_MNNVL_RAIL_PER_HOST (v2.28.9-1 src/graph/search.cc, ncclTopoSearchCheckNet):
+            // between hosts of a fused system a rail is a PCI slot, not a NIC GUID.
+            let key = if self.params.rail_per_host && x.sysid != y.sysid {
+                (x.pci, y.pci)
+            } else {
+                (x.asic, y.asic)
+            };
+            key.0 == key.1 && x.port == y.port
         };
         if t.pattern == Pattern::Tree && n != start {
             return false;

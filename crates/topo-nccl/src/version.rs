@@ -516,6 +516,25 @@ pub struct Rules {
     /// [2.27+] on a system fused from several hosts the search orders NETs GPU first
     /// (`ncclTopoPrefNetsGpuFirst`, src/graph/search.cc, NCCL_MNNVL_SCATTER_NETS_ENABLE).
     pub mnnvl_scatter_nets: bool,
+    /// The first release that reads NCCL_MNNVL_RAIL_PER_HOST (`ncclTopoSearchCheckNet`,
+    /// src/graph/search.cc: v2.28.7-1; absent from v2.28.3-1 and earlier), `None` before it.
+    pub mnnvl_rail_per_host_since: Option<String>,
+}
+
+impl Rules {
+    /// Whether release `v` reads NCCL_MNNVL_RAIL_PER_HOST. A version given without a patch
+    /// stands for the release the data describes, which reads it when its minor does.
+    pub fn reads_rail_per_host(&self, v: &NcclVersion) -> bool {
+        let Some(since) = self
+            .mnnvl_rail_per_host_since
+            .as_deref()
+            .and_then(|s| NcclVersion::parse(s).ok())
+        else {
+            return false;
+        };
+        (v.major, v.minor) > (since.major, since.minor)
+            || (v.minor == since.minor && v.patch.is_none_or(|p| p >= since.patch.unwrap_or(0)))
+    }
 }
 
 /// Everything version-specific the model reads.

@@ -114,6 +114,43 @@ fn nics(p: &Plan) -> BTreeSet<String> {
         .collect::<BTreeSet<_>>()
 }
 
+/// The NETs a ring or tree channel enters and leaves by, where they differ, as NCCL's graph
+/// print names them (`NET/1-0`: the NIC names repeat on every host of a fused node). A
+/// different channel count is reported with the channels.
+fn graph_nets(without: &Plan, with: &Plan) -> Vec<String> {
+    let pairs = [
+        ("ring", &without.graphs.ring, &with.graphs.ring),
+        ("tree", &without.graphs.tree, &with.graphs.tree),
+    ];
+    // ` 0 : NET/0-0 GPU/… NET/1-0` -> `NET/0-0 -> NET/1-0`
+    let ends = |line: &str| {
+        let mut t = line.split_whitespace().filter(|w| w.starts_with("NET/"));
+        let first = t.next()?;
+        Some(format!("{first} -> {}", t.next_back().unwrap_or(first)))
+    };
+    let mut out = vec![];
+    for (name, a, b) in pairs {
+        if a.nchannels != b.nchannels || a.log.len() != b.log.len() {
+            continue;
+        }
+        let moved: Vec<(String, String)> = a
+            .log
+            .iter()
+            .zip(&b.log)
+            .filter_map(|(x, y)| Some((ends(x)?, ends(y)?)))
+            .filter(|(x, y)| x != y)
+            .collect();
+        if let Some((x, y)) = moved.first() {
+            out.push(format!(
+                "{name} graph NETs: {} of {} channels change (e.g. {x} becomes {y})",
+                moved.len(),
+                a.nchannels
+            ));
+        }
+    }
+    out
+}
+
 fn gb(v: f64) -> String {
     format!("{v:.1}")
 }
@@ -176,6 +213,7 @@ pub fn compare(without: &Plan, with: &Plan) -> Vec<String> {
         }
         out.push(format!("transports: {}", d.join(", ")));
     }
+    out.extend(graph_nets(without, with));
     let (na, nb) = (nics(without), nics(with));
     if na != nb {
         let list = |s: &BTreeSet<String>| {

@@ -279,3 +279,137 @@ fn hosts_without_a_domain_are_separate_fabrics() {
             .all(|p| p.transport.starts_with("NET"))
     );
 }
+
+/// Trays of 4 GPUs with one NIC each (on GPU 0), two trays per clique: a ring leaving by
+/// one tray's NIC may come back by a tray-mate's NIC in the same PCI slot only under
+/// NCCL_MNNVL_RAIL_PER_HOST=1.
+fn one_nic_trays(n: usize) -> Topology {
+    let mut t = topo_model::testing::hgx_board(&[0, 1, 2, 3], 100, |d| d == 0, true);
+    t.hosts[0].nvlink_domain = Some(NvlinkDomain { gpus: 8 });
+    for g in t.gpus() {
+        if let NodeKind::Gpu(x) = &mut t.graph[g].kind {
+            x.fabric = Some(FabricInfo {
+                cluster_uuid: "3143b15bc2cd192b.28cc9b5473fb5b93".into(),
+                clique_id: 0x7ffe,
+                state: "completed".into(),
+                status: Some("success".into()),
+            });
+        }
+    }
+    t.replicate(n)
+}
+
+const RAIL: (&str, &str) = ("NCCL_MNNVL_RAIL_PER_HOST", "1");
+
+/// search.cc ncclTopoSearchCheckNet (2.28.7+): with crossNic=0 a channel comes back by a NET
+/// of the same rail; between hosts of a fused system NCCL_MNNVL_RAIL_PER_HOST=1 makes the
+/// rail the NIC's PCI slot instead of its GUID, so the ring may return by the other tray's
+/// NIC in that slot (reached over PXN, a closer path type than the own tray's PHB NIC).
+#[test]
+fn rail_per_host_lets_rings_return_by_a_tray_mates_nic() {
+    let t = one_nic_trays(4);
+    let off = run_on(&t, &[], "2.28");
+    let on = run_on(&t, &[RAIL], "2.28");
+    assert!(on.search.rail_per_host && !off.search.rail_per_host);
+    let host_of = |a: &Analysis, net: usize| a.system.nodes[a.system.nets[net]].id >> 56;
+    let ring = |a: &Analysis| a.graphs.ring.inter.clone();
+    assert_eq!(off.graphs.ring.cross_nic, 0);
+    assert!(ring(&off).iter().all(|&(s, e)| s == e), "{:?}", ring(&off));
+    assert_ne!(ring(&on), ring(&off));
+    for &(s, e) in &ring(&on) {
+        // Same slot (each tray has one NIC), the other tray of the clique.
+        assert_ne!(host_of(&on, s), host_of(&on, e), "{:?}", ring(&on));
+    }
+    // Trees must come back by their start NET ("trees are symmetric"): unchanged.
+    assert_eq!(on.graphs.tree.inter, off.graphs.tree.inter);
+}
+
+/// The variable arrived in v2.28.7-1 (absent from v2.28.3-1 src/graph/search.cc): older
+/// releases ignore it, and the plan says so.
+#[test]
+fn rail_per_host_is_read_from_2_28_7() {
+    let t = one_nic_trays(4);
+    for (v, reads) in [
+        ("2.27", false),
+        ("2.28.3", false),
+        ("2.28.7", true),
+        ("2.28", true),
+        ("2.29.2", true),
+    ] {
+        let a = run_on(&t, &[RAIL], v);
+        assert_eq!(a.search.rail_per_host, reads, "{v}");
+        let notes = a.env.notes("NCCL_MNNVL_RAIL_PER_HOST");
+        assert_eq!(
+            notes.iter().any(|n| n.contains("does not read it")),
+            !reads,
+            "{v}: {notes:?}"
+        );
+    }
+    let old = run_on(&t, &[RAIL], "2.28.3");
+    assert_eq!(
+        old.graphs.ring.inter,
+        run_on(&t, &[], "2.28.3").graphs.ring.inter
+    );
+}
+
+/// Without a fused node whose channels use the network the check never compares NETs of two
+/// hosts, so the plan names the variable as changing nothing and why.
+#[test]
+fn rail_per_host_is_noted_as_idle_without_fused_network_channels() {
+    let one_clique = run_on(&one_nic_trays(2), &[RAIL], "2.28");
+    assert_eq!(one_clique.nnodes, 1);
+    let n = one_clique.env.notes("NCCL_MNNVL_RAIL_PER_HOST");
+    assert!(
+        n.iter()
+            .any(|x| x.contains("one NVLink clique holds every rank")),
+        "{n:?}"
+    );
+    let mut plain = trays(1, 72, "completed");
+    plain.hosts[0].nvlink_domain = None;
+    let two = run_on(&plain.replicate(2), &[RAIL], "2.28");
+    let n = two.env.notes("NCCL_MNNVL_RAIL_PER_HOST");
+    assert!(
+        n.iter().any(|x| x.contains("no NCCL node is fused")),
+        "{n:?}"
+    );
+    let fused = run_on(&one_nic_trays(4), &[RAIL], "2.28");
+    assert!(fused.env.notes("NCCL_MNNVL_RAIL_PER_HOST").is_empty());
+}
+
+/// The what-if names the ring's changed NETs (the NIC set and channel counts stay the same,
+/// so without the graph comparison it would read "changed nothing").
+#[test]
+fn rail_per_host_what_if_names_the_moved_nets() {
+    let t = one_nic_trays(4);
+    let plan = |env: &[(&str, &str)]| {
+        let req = crate::plan::PlanRequest {
+            funcs: vec![Func::AllReduce],
+            sizes: vec![1 << 30],
+            version: NcclVersion::parse("2.28").unwrap(),
+            version_source: "test".into(),
+            placement: RankPlacement::ProcessPerGpu,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            env_origin: Default::default(),
+            explain: false,
+        };
+        let facts = RuntimeFacts {
+            cuda_driver_version: Some(12080),
+        };
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(64 << 20)
+                .spawn_scoped(s, || crate::plan::analyzed(&t, &req, facts).unwrap().1)
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+    };
+    let changes = crate::whatif::compare(&plan(&[]), &plan(&[RAIL]));
+    assert!(
+        changes.iter().any(|c| c.starts_with("ring graph NETs: ")),
+        "{changes:?}"
+    );
+}

@@ -1,0 +1,346 @@
+//! `topo verify`'s text: nccl-tests' table (its column names, order and units, the
+//! out-of-place and in-place halves under their titles), followed by topo's columns (the
+//! algorithm, protocol and channels it ran, the predicted time and busbw, measured/predicted).
+//!
+//! The whole row is about 160 columns. When it does not fit the width, each collective's
+//! table is split into blocks of whole column groups: the first block is nccl-tests' own left
+//! part (size, count, type, redop, root and the out-of-place figures), every further block
+//! repeats the size column so that its rows can be matched. Comment lines wrap under `#`.
+
+use super::{MODEL_MIN_BYTES, MODEL_TOLERANCE, Measured, VerifyReport, VerifyRow};
+use std::fmt::Write;
+
+/// One group of columns: the title printed above it, the spaces before it, and its columns
+/// as (name, unit, width).
+struct Group {
+    title: &'static str,
+    gap: usize,
+    cols: &'static [(&'static str, &'static str, usize)],
+}
+
+const MEASURED: &[(&str, &str, usize)] = &[
+    ("time", "(us)", 8),
+    ("algbw", "(GB/s)", 7),
+    ("busbw", "(GB/s)", 7),
+    ("#wrong", "", 6),
+];
+
+/// The row's identity (nccl-tests' first five columns), the size alone for later blocks, and
+/// the groups that follow it, in nccl-tests' order then topo's.
+const KEY: Group = Group {
+    title: "",
+    gap: 0,
+    cols: &[
+        ("size", "(B)", 11),
+        ("count", "(elements)", 12),
+        ("type", "", 8),
+        ("redop", "", 6),
+        ("root", "", 5),
+    ],
+};
+const SIZE: Group = Group {
+    title: "",
+    gap: 0,
+    cols: &[("size", "(B)", 11)],
+};
+const GROUPS: [Group; 4] = [
+    Group {
+        title: "out-of-place",
+        gap: 2,
+        cols: MEASURED,
+    },
+    Group {
+        title: "in-place",
+        gap: 2,
+        cols: MEASURED,
+    },
+    Group {
+        title: "topo ran",
+        gap: 2,
+        cols: &[("algo", "", 6), ("proto", "", 6), ("ch", "", 2)],
+    },
+    Group {
+        title: "topo predicted",
+        gap: 2,
+        cols: &[
+            ("pred", "(us)", 8),
+            ("p.busbw", "(GB/s)", 7),
+            ("ratio", "m/p", 6),
+        ],
+    },
+];
+
+impl Group {
+    /// Columns the group takes after the line's first character, its gap included unless it
+    /// leads the line.
+    fn width(&self, leading: bool) -> usize {
+        let cols: usize = self.cols.iter().map(|c| c.2).sum::<usize>() + self.cols.len() - 1;
+        cols + if leading { 0 } else { self.gap }
+    }
+}
+
+/// The cells of `r` for group `g` of [`GROUPS`] (or the key with `None`).
+fn cells(r: &VerifyRow, g: Option<usize>) -> Vec<String> {
+    let measured = |m: Option<Measured>| match m {
+        Some(m) => vec![
+            format!("{:.2}", m.time_us),
+            format!("{:.2}", m.algbw_gbps),
+            format!("{:.2}", m.busbw_gbps),
+            m.wrong.map_or("N/A".to_string(), |w| w.to_string()),
+        ],
+        None => vec!["N/A".into(); 4],
+    };
+    match g {
+        None => vec![
+            r.bytes.to_string(),
+            r.count.to_string(),
+            r.dtype.name().to_string(),
+            r.redop.map_or("none", |o| o.name()).to_string(),
+            r.root.to_string(),
+        ],
+        Some(0) => measured(Some(r.out_of_place)),
+        Some(1) => measured(r.in_place),
+        Some(2) => vec![
+            r.algo.name().to_string(),
+            r.proto.name().to_string(),
+            r.nchannels.to_string(),
+        ],
+        _ => match (r.predicted_time_us, r.predicted_busbw_gbps) {
+            (Some(t), Some(b)) => vec![
+                format!("{t:.2}"),
+                format!("{b:.2}"),
+                format!("{:.2}", r.out_of_place.time_us / t),
+            ],
+            _ => vec!["-".into(); 3],
+        },
+    }
+}
+
+/// The groups of [`GROUPS`] in each block: as many whole groups as fit after the key (the
+/// first block, 80 columns with the out-of-place group) or the size column (the others); at
+/// least one group in every block but the first.
+fn blocks(width: usize) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = vec![];
+    let mut cur = vec![];
+    let mut used = 1 + KEY.width(true);
+    for (i, g) in GROUPS.iter().enumerate() {
+        let w = g.width(false);
+        if (out.is_empty() || !cur.is_empty()) && used + w > width {
+            out.push(std::mem::take(&mut cur));
+            used = 1 + SIZE.width(true);
+        }
+        cur.push(i);
+        used += w;
+    }
+    out.push(cur);
+    out
+}
+
+/// One line: `lead` (`#` for the header, a space for a row), then each group's cells right
+/// aligned to its columns.
+fn line(lead: char, parts: &[(&Group, Vec<String>)]) -> String {
+    let mut s = String::from(lead);
+    for (i, (g, cells)) in parts.iter().enumerate() {
+        if i > 0 {
+            s.push_str(&" ".repeat(g.gap));
+        }
+        for (j, (c, col)) in cells.iter().zip(g.cols).enumerate() {
+            if j > 0 {
+                s.push(' ');
+            }
+            let _ = write!(s, "{c:>w$}", w = col.2);
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// The title line above a block (`out-of-place` over its columns, as nccl-tests prints it).
+fn titles(parts: &[&Group]) -> String {
+    let mut s = String::from("#");
+    for (i, g) in parts.iter().enumerate() {
+        let w = g.width(i == 0);
+        let _ = write!(s, "{:>w$}", g.title);
+    }
+    s.trim_end().to_string()
+}
+
+/// `text` after `# `, wrapped at spaces to `width` with `#   ` before every further line.
+fn comment(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut cur = String::from("#");
+    let mut fresh = true;
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !fresh && cur.len() + 1 + word.len() > width {
+            out.push_str(&cur);
+            out.push('\n');
+            cur = String::from("#  ");
+        }
+        cur.push(' ');
+        cur.push_str(word);
+        fresh = false;
+    }
+    out.push_str(&cur);
+    out.push('\n');
+    out
+}
+
+impl VerifyReport {
+    /// nccl-tests style text on one line per size (about 160 columns): a header, one line per
+    /// size, `# Avg bus bandwidth` last.
+    pub fn render_text(&self) -> String {
+        self.render_text_fit(usize::MAX)
+    }
+
+    /// [`render_text`](Self::render_text) fitted to `width` columns: the table split into
+    /// blocks of column groups where the whole row does not fit, comments wrapped.
+    pub fn render_text_fit(&self, width: usize) -> String {
+        let mut s = String::new();
+        s.push_str(&comment(
+            &format!(
+                "topo verify: backend {}, transport {}, launch {}, {} ranks",
+                self.backend,
+                self.transport.name(),
+                self.launch,
+                self.ranks
+            ),
+            width,
+        ));
+        if let Some(m) = &self.foreign_machine {
+            s.push_str(&comment(
+                &format!(
+                    "schedule of {m} run on this host: the timings are this host's, not that machine's"
+                ),
+                width,
+            ));
+        }
+        for n in &self.notes {
+            s.push_str(&comment(n, width));
+        }
+        let layout = blocks(width);
+        let mut start = 0;
+        while start < self.rows.len() {
+            let coll = self.rows[start].collective;
+            let end = self.rows[start..]
+                .iter()
+                .position(|r| r.collective != coll)
+                .map_or(self.rows.len(), |k| start + k);
+            let _ = writeln!(s, "#\n# collective: {}", coll.name());
+            for (b, groups) in layout.iter().enumerate() {
+                if b > 0 {
+                    s.push_str("#\n");
+                }
+                self.block(&mut s, &self.rows[start..end], b == 0, groups);
+            }
+            start = end;
+        }
+        if let Some((within, total, worst)) = self.model_agreement(MODEL_MIN_BYTES, MODEL_TOLERANCE)
+        {
+            s.push_str(&comment(
+                &format!(
+                    "Model: {within} of {total} rows >= 1 MiB within {:.0}% of the predicted busbw (worst: measured/predicted busbw {worst:.2})",
+                    MODEL_TOLERANCE * 100.0
+                ),
+                width,
+            ));
+        }
+        let wrong = self.wrong_total();
+        let _ = writeln!(
+            s,
+            "# Out of bounds values : {} {}",
+            wrong,
+            if wrong == 0 { "OK" } else { "FAILED" }
+        );
+        let _ = writeln!(s, "# Avg bus bandwidth    : {:.4} ", self.avg_busbw_gbps());
+        self.nccl_comparison(&mut s);
+        s
+    }
+
+    /// One block of a collective's table: titles, names, units, then a line per size.
+    fn block(&self, s: &mut String, rows: &[VerifyRow], first: bool, groups: &[usize]) {
+        let key = if first { &KEY } else { &SIZE };
+        let parts: Vec<&Group> = std::iter::once(key)
+            .chain(groups.iter().map(|&g| &GROUPS[g]))
+            .collect();
+        let head = |f: fn(&(&str, &str, usize)) -> String| -> String {
+            let p: Vec<(&Group, Vec<String>)> = parts
+                .iter()
+                .map(|g| (*g, g.cols.iter().map(f).collect()))
+                .collect();
+            line('#', &p)
+        };
+        let _ = writeln!(s, "{}", titles(&parts));
+        let _ = writeln!(s, "{}", head(|c| c.0.to_string()));
+        let _ = writeln!(s, "{}", head(|c| c.1.to_string()));
+        for r in rows {
+            let mut key_cells = cells(r, None);
+            key_cells.truncate(key.cols.len());
+            let p: Vec<(&Group, Vec<String>)> = std::iter::once((key, key_cells))
+                .chain(groups.iter().map(|&g| (&GROUPS[g], cells(r, Some(g)))))
+                .collect();
+            let _ = writeln!(s, "{}", line(' ', &p));
+        }
+    }
+
+    /// `--compare nccl`: NCCL's out-of-place figures beside topo's (68 columns).
+    fn nccl_comparison(&self, s: &mut String) {
+        if self.nccl.is_empty() {
+            return;
+        }
+        let _ = writeln!(s, "#\n# --compare nccl (out-of-place busbw, GB/s)");
+        let _ = writeln!(
+            s,
+            "#{:>13} {:>12} {:>10} {:>10} {:>10} {:>7}",
+            "collective", "size", "nccl us", "nccl bw", "topo bw", "ratio"
+        );
+        for c in &self.nccl {
+            let topo = self
+                .rows
+                .iter()
+                .find(|r| r.collective == c.collective && r.bytes == c.bytes)
+                .map_or(0.0, |r| r.out_of_place.busbw_gbps);
+            let _ = writeln!(
+                s,
+                " {:>13} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>7.2}",
+                c.collective.name(),
+                c.bytes,
+                c.time_us,
+                c.busbw_gbps,
+                topo,
+                c.ratio
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole row fits 160 columns; 100 splits after the out-of-place half, 80 once more,
+    /// and every block but the first leads with the size.
+    #[test]
+    fn blocks_follow_the_width() {
+        assert_eq!(blocks(usize::MAX), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(blocks(160), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(blocks(100), vec![vec![0], vec![1, 2, 3]]);
+        assert_eq!(blocks(80), vec![vec![0], vec![1, 2], vec![3]]);
+        assert_eq!(blocks(40).first(), Some(&vec![]));
+        assert_eq!(1 + KEY.width(true) + GROUPS[0].width(false), 80);
+        let all = 1 + KEY.width(true) + GROUPS.iter().map(|g| g.width(false)).sum::<usize>();
+        assert!(all <= 160, "{all}");
+    }
+
+    #[test]
+    fn comments_wrap_under_the_hash() {
+        let c = comment(
+            "Model: 3 of 4 rows >= 1 MiB within 25% of the predicted busbw (worst: measured/predicted busbw 0.85)",
+            60,
+        );
+        assert!(
+            c.lines().all(|l| l.len() <= 60 && l.starts_with('#')),
+            "{c}"
+        );
+        assert!(c.lines().nth(1).unwrap().starts_with("#   "), "{c}");
+        assert_eq!(comment("short", 60), "# short\n");
+    }
+}
