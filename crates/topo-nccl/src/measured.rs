@@ -8,9 +8,9 @@
 //! bandwidth term in us, with `lat_us`, `bw_efficiency` and `ramp` fitted per
 //! (GPU generation, collective, algorithm, protocol, one node or several) to the published results
 //! in `fixtures/fidelity/` by `bench/fidelity/fit.py`. The constants are data
-//! (`data/measured.yaml`), each rule naming the fixtures it came from. A choice no rule matches,
-//! or a size more than 4x below the smallest one its rule was fitted on, keeps NCCL's time and
-//! says so.
+//! (`data/measured.yaml`), each rule naming the fixtures and rank counts it came from. A choice no
+//! rule matches, a rank count more than 2x from the rule's, or a size more than 4x below the
+//! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
 
 use crate::tuning::Choice;
 use serde::Deserialize;
