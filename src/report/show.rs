@@ -59,6 +59,17 @@ pub fn render_with(
     }
 }
 
+/// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
+/// piece by piece (hundreds of megabytes at thousands of nodes, never held whole). The
+/// analysis runs here; the document is built as the writer runs.
+pub fn json_writer<'a>(
+    topo: &'a Topology,
+    view: ShowView,
+) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
+    let ctx = Ctx::new(topo);
+    move |w| doc::json_to(&ctx, view, w)
+}
+
 /// NCCL's path from one model node to another: type and bandwidth (GB/s).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct PathInfo {
