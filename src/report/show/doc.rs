@@ -293,14 +293,14 @@ struct Names {
 
 impl Names {
     fn new(ctx: &Ctx) -> Names {
-        let n = ctx.topo.graph.node_count();
-        let mut keys = vec![String::new(); n];
-        for (k, v) in ctx.node_keys() {
-            keys[k.index()] = v;
-        }
         Names {
-            labels: ctx.topo.graph.node_indices().map(|n| ctx.label(n)).collect(),
-            keys,
+            labels: ctx
+                .topo
+                .graph
+                .node_indices()
+                .map(|n| ctx.label(n))
+                .collect(),
+            keys: ctx.node_key_list(),
         }
     }
     fn label(&self, n: NodeIndex) -> &str {
@@ -747,7 +747,11 @@ pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
 }
 
 /// [`json`], written to `w` as it is encoded.
-pub(crate) fn json_to(ctx: &Ctx, view: ShowView, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub(crate) fn json_to(
+    ctx: &Ctx,
+    view: ShowView,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     let names = Names::new(ctx);
     crate::report::doc::json_to(w, &build(ctx, &names, view))
 }

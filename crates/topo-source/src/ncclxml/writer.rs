@@ -67,7 +67,9 @@ pub fn write(topo: &Topology) -> Result<String> {
     let (mut cpus, mut roots) = (vec![Vec::new(); n], vec![Vec::new(); n]);
     for v in topo.graph.node_indices() {
         let node = topo.node(v);
-        let Some((c, r)) = cpus.get_mut(node.host as usize).zip(roots.get_mut(node.host as usize))
+        let Some((c, r)) = cpus
+            .get_mut(node.host as usize)
+            .zip(roots.get_mut(node.host as usize))
         else {
             continue;
         };
