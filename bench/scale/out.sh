@@ -29,7 +29,7 @@ measure() {
   /usr/bin/time -f "%U %e %M" -o "$tmp/time" $(cmd "$1" "$2" "$3") >"$tmp/out" 2>/dev/null
   read -r u e m <"$tmp/time"
   awk -v u="$u" -v e="$e" -v m="$m" -v s="$(stat -c %s "$tmp/out")" \
-    'BEGIN { printf "%s %s %.0f %.1f", u, e, m / 1024, s / 1048576 }'
+    'BEGIN { printf "%s %s %.0f %.1f\n", u, e, m / 1024, s / 1048576 }'
 }
 
 echo "- date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -40,11 +40,21 @@ for w in $WHAT; do
   echo
   echo "| nodes | GPUs | user s | wall s | peak MiB | output MiB | before: user s | wall s | peak MiB | output MiB |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  growth=()
   for n in $NODES; do
     read -r u e m s < <(measure "$w" "$TOPO_BIN" "$n")
     read -r bu be bm bs < <(measure "$w" "$BEFORE_BIN" "$n")
     echo "| $n | $((n * 8)) | $u | $e | $m | $s | $bu | $be | $bm | $bs |"
+    growth+=("$n $u $bu")
   done
+  echo
+  echo "Growth of user time, k in time ∝ GPUs^k between neighbouring rows (n log n is k ≈ 1.1):"
+  echo
+  printf '%s\n' "${growth[@]}" | awk 'NR > 1 {
+      k = (u > 0 && $2 > 0) ? sprintf("%.2f", log($2 / u) / log($1 / n)) : "-"
+      kb = (b > 0 && $3 > 0) ? sprintf("%.2f", log($3 / b) / log($1 / n)) : "-"
+      printf "- %d → %d GPUs: %s → %s s, k = %s; before %s → %s s, k = %s\n", n * 8, $1 * 8, u, $2, k, b, $3, kb
+    } { n = $1; u = $2; b = $3 }'
 done
 echo
 echo "- load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
