@@ -22,8 +22,22 @@ pub(crate) use say;
 /// `error:` line (exit 2); a reader that closed the pipe early exits quietly with SIGPIPE's
 /// status (see [`Exit::BrokenPipe`]).
 pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
+    emit_with(output, |w| w.write_all(text.as_bytes()))
+}
+
+/// [`emit`] for output written piece by piece (a large JSON document streamed as it is
+/// encoded, never held whole in memory): `fill` writes into a buffered writer.
+pub fn emit_with(
+    output: Option<&PathBuf>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     match output {
-        Some(p) => topo_source::atomic::write_file(p, |w| w.write_all(text.as_bytes())).map_err(|e| {
+        Some(p) => topo_source::atomic::write_file(p, |w| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+            fill(&mut w)?;
+            w.flush()
+        })
+        .map_err(|e| {
             error::usage(
                 format!("cannot write {}: {}", p.display(), io_reason(&e)),
                 "pass -o a file in a folder that exists and is writable, or leave -o out for stdout",
@@ -33,8 +47,8 @@ pub fn emit(output: Option<&PathBuf>, text: &str) -> Result<()> {
             if STDOUT_CLOSED.load(Ordering::Relaxed) {
                 return Err(stdout_failure("it is closed"));
             }
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            match fill(&mut out).and_then(|_| out.flush()) {
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                     Err(error::Failure::new(Exit::BrokenPipe, "stdout: broken pipe").into())
                 }

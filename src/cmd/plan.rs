@@ -4,7 +4,7 @@
 
 use crate::cli::{PlanArgs, PlanFormat, TransportListing};
 use crate::error;
-use crate::output::emit;
+use crate::output::{emit, emit_with};
 use crate::progress::Progress;
 use crate::util::{Style, escape_document, parse_size};
 use anyhow::Result;
@@ -27,13 +27,28 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     } else {
         style
     };
-    let text = render(topo, a, &env, style)?;
+    let text = match render(topo, a, &env, style)? {
+        Rendered::Json(plan) => {
+            drop(progress);
+            return emit_with(a.output.as_ref(), |w| {
+                crate::report::doc::json_to(w, &*plan)
+            });
+        }
+        Rendered::Text(text) => text,
+    };
     let text = match a.format {
         PlanFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),
     };
     drop(progress);
     emit(a.output.as_ref(), &text)
+}
+
+/// A rendered plan; JSON is encoded while it is written (tens of megabytes at thousands of
+/// nodes), so it stays the plan until then.
+enum Rendered {
+    Text(String),
+    Json(Box<topo_nccl::plan::Plan>),
 }
 
 /// The request the flags, `--env` overrides and process environment describe.
@@ -66,7 +81,7 @@ fn render(
     a: &PlanArgs,
     overrides: &[(String, String)],
     style: Style,
-) -> Result<String> {
+) -> Result<Rendered> {
     let req = request(a, overrides, &topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
@@ -80,20 +95,21 @@ fn render(
         // analysis holds; the variables' what-if effects are not drawn, so skip that run.
         let (analysis, plan) = topo_nccl::plan::analyzed_owned(topo, &req, facts)?;
         let panels = crate::report::svg::plot::panels(&analysis, &plan)?;
-        return crate::report::svg::plot::render(&crate::report::svg::plot::title(&plan), &panels);
+        let title = crate::report::svg::plot::title(&plan);
+        return crate::report::svg::plot::render(&title, &panels).map(Rendered::Text);
     }
     let mut plan = topo_nccl::plan_owned(topo, &req, facts)?;
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());
     }
-    Ok(match a.format {
+    Ok(Rendered::Text(match a.format {
         PlanFormat::Text => crate::report::plan::render(&plan, style),
-        PlanFormat::Json => crate::report::doc::json(&plan)?,
+        PlanFormat::Json => return Ok(Rendered::Json(Box::new(plan))),
         PlanFormat::Yaml => crate::report::doc::yaml(&plan)?,
         PlanFormat::TunerCsv => plan.tuner_csv.clone(),
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
         PlanFormat::Svg => unreachable!("drawn above"),
-    })
+    }))
 }
 
 fn placement_of(s: &str) -> Result<RankPlacement> {

@@ -1,7 +1,7 @@
 //! `topo show`: the machine, in the view and format asked for.
 
 use crate::cli::{DataFormat, ShowArgs};
-use crate::output::{emit, warn_unused_env};
+use crate::output::{emit, emit_with, warn_unused_env};
 use crate::progress::Progress;
 use crate::util::{Style, escape_document};
 use anyhow::Result;
@@ -26,6 +26,11 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     } else {
         style
     };
+    if a.format == DataFormat::Json {
+        let write = crate::report::show::json_writer(&topo, a.view);
+        drop(progress);
+        return emit_with(a.output.as_ref(), write);
+    }
     let text = crate::report::show::render_with(&topo, a.view, a.format, style, a.compact)?;
     let text = match a.format {
         DataFormat::Text => escape_document(&text, style.color),

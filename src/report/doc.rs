@@ -49,6 +49,18 @@ pub fn json<T: Serialize + ?Sized>(doc: &T) -> serde_json::Result<String> {
     Ok(String::from_utf8(out).unwrap_or_default())
 }
 
+/// [`json`] written to `w` as it is encoded: a document of hundreds of megabytes (show and
+/// plan at thousands of nodes) is never held whole in memory. Same bytes as [`json`].
+pub fn json_to<T: Serialize + ?Sized>(w: &mut dyn std::io::Write, doc: &T) -> std::io::Result<()> {
+    use std::io::Write as _;
+    // Buffered here, statically typed: serde_json writes a few bytes at a time.
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+    let mut ser = serde_json::Serializer::pretty(&mut w);
+    Rounded::new(doc).serialize(&mut ser)?;
+    w.write_all(b"\n")?;
+    w.flush()
+}
+
 /// `doc` as YAML, numbers rounded by field name.
 pub fn yaml<T: Serialize + ?Sized>(doc: &T) -> Result<String, yaml_serde::Error> {
     yaml_serde::to_string(&Rounded::new(doc))
@@ -345,6 +357,21 @@ mod tests {
         })
         .unwrap();
         assert!(text.contains("\"lat_us\": 0.0"), "{text}");
+    }
+
+    #[test]
+    fn streamed_json_is_the_same_bytes() {
+        let doc = (
+            Inner {
+                lat_us: 12.3456,
+                plain: 0.5,
+            },
+            vec![1u32, 2],
+            Vec::<u8>::new(),
+        );
+        let mut out = vec![];
+        json_to(&mut out, &doc).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), json(&doc).unwrap());
     }
 
     #[test]

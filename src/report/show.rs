@@ -18,7 +18,7 @@ use crate::cli::{DataFormat, ShowView};
 use crate::util::Style;
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
 use topo_nccl as nccl;
 use topo_nccl::paths::PathPolicy;
@@ -57,6 +57,17 @@ pub fn render_with(
             Ok(crate::report::fit::document(&text, style.width))
         }
     }
+}
+
+/// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
+/// piece by piece (hundreds of megabytes at thousands of nodes, never held whole). The
+/// analysis runs here; the document is built as the writer runs.
+pub fn json_writer<'a>(
+    topo: &'a Topology,
+    view: ShowView,
+) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
+    let ctx = Ctx::new(topo);
+    move |w| doc::json_to(&ctx, view, w)
 }
 
 /// NCCL's path from one model node to another: type and bandwidth (GB/s).
@@ -110,7 +121,8 @@ pub(crate) struct Ctx<'a> {
     /// Position of a GPU or network port inside its host (`GPU3`, `NIC5`).
     pos: HashMap<NodeIndex, usize>,
     /// NCCL paths from GPUs to GPUs and network ports of the same host.
-    pub paths: BTreeMap<(NodeIndex, NodeIndex), PathInfo>,
+    /// Looked up, never walked: a hash map (half a million entries at 4,096 nodes).
+    pub paths: HashMap<(NodeIndex, NodeIndex), PathInfo>,
     /// Per GPU, the network ports NCCL treats as local (`ncclTopoGetLocal`).
     local: HashMap<NodeIndex, Vec<NodeIndex>>,
     /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
@@ -213,7 +225,7 @@ impl<'a> Ctx<'a> {
             hosts,
             pos,
             flat_hosts,
-            paths: BTreeMap::new(),
+            paths: HashMap::new(),
             local: HashMap::new(),
             channel0: HashMap::new(),
             number,
@@ -370,31 +382,57 @@ impl<'a> Ctx<'a> {
     /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for
     /// other PCI functions, `NVSwitch 0000:05:00.0`. Used by the DOT graph and the JSON links.
     pub fn node_keys(&self) -> HashMap<NodeIndex, String> {
-        let mut keys = HashMap::new();
-        let mut seen: HashMap<(HostId, String), usize> = HashMap::new();
-        for n in self.topo.graph.node_indices() {
-            let node = self.topo.node(n);
-            let base = match &node.kind {
-                NodeKind::Gpu(_) | NodeKind::Net(_) => self.label(n),
-                NodeKind::Cpu(c) if c.numa >= 0 => format!("NUMA{}", c.numa),
-                NodeKind::Cpu(_) => "NUMA?".to_string(),
-                NodeKind::NvSwitch(s) => match s.busid {
-                    Some(b) => format!("NVSwitch {b}"),
-                    None => "NVSwitch".to_string(),
-                },
-                NodeKind::Nic(x) if x.busid.is_none() => "NIC".to_string(),
-                _ => node.busid().map(|b| b.to_string()).unwrap_or_default(),
-            };
-            let count = seen.entry((node.host, base.clone())).or_default();
-            *count += 1;
-            let key = if *count > 1 {
-                format!("{base} #{count}")
-            } else {
-                base
-            };
-            keys.insert(n, key);
+        self.node_key_list()
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (NodeIndex::new(i), k))
+            .collect()
+    }
+
+    /// [`Ctx::node_keys`] as a list indexed by node index.
+    pub fn node_key_list(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .topo
+            .graph
+            .node_indices()
+            .map(|n| self.key_base(n))
+            .collect();
+        // A repeated name gets ` #2`, ` #3` in graph order within its host; counted per host
+        // (every node is in its host's `nodes`, in graph order) so the table stays small.
+        let mut repeats = vec![];
+        {
+            let mut seen: HashMap<&str, usize> = HashMap::new();
+            for hv in &self.hosts {
+                seen.clear();
+                for &n in &hv.nodes {
+                    let count = seen.entry(keys[n.index()].as_str()).or_default();
+                    *count += 1;
+                    if *count > 1 {
+                        repeats.push((n.index(), *count));
+                    }
+                }
+            }
+        }
+        for (i, count) in repeats {
+            keys[i] = format!("{} #{count}", keys[i]);
         }
         keys
+    }
+
+    /// A node's name before numbering repeats (see [`Ctx::node_keys`]).
+    fn key_base(&self, n: NodeIndex) -> String {
+        let node = self.topo.node(n);
+        match &node.kind {
+            NodeKind::Gpu(_) | NodeKind::Net(_) => self.label(n),
+            NodeKind::Cpu(c) if c.numa >= 0 => format!("NUMA{}", c.numa),
+            NodeKind::Cpu(_) => "NUMA?".to_string(),
+            NodeKind::NvSwitch(s) => match s.busid {
+                Some(b) => format!("NVSwitch {b}"),
+                None => "NVSwitch".to_string(),
+            },
+            NodeKind::Nic(x) if x.busid.is_none() => "NIC".to_string(),
+            _ => node.busid().map(|b| b.to_string()).unwrap_or_default(),
+        }
     }
 
     pub fn numa(&self, n: NodeIndex) -> Option<i32> {

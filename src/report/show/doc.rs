@@ -21,7 +21,7 @@ use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink,
 pub const SCHEMA: &str = "topo.show/v1";
 
 #[derive(Serialize)]
-struct Doc {
+struct Doc<'a> {
     schema: &'static str,
     topo_version: &'static str,
     view: &'static str,
@@ -33,9 +33,10 @@ struct Doc {
     nvswitches: Vec<NvSwitchDoc>,
     pci_switches: Vec<PciSwitchDoc>,
     pci_devices: Vec<PciDeviceDoc>,
-    paths: Vec<PathDoc>,
+    /// Written as it is encoded: one entry per GPU and same-host target, the largest section.
+    paths: PathsDoc<'a>,
     p2p: Vec<P2pDoc>,
-    links: Vec<LinkDoc>,
+    links: Vec<LinkDoc<'a>>,
     verdicts: Vec<String>,
     warnings: Vec<String>,
     /// `verdicts` and `warnings` again, each with its code and severity (docs/codes.md).
@@ -234,16 +235,80 @@ struct PciDeviceDoc {
 }
 
 #[derive(Serialize)]
-struct PathDoc {
+struct PathDoc<'a> {
     host: u16,
-    from: String,
-    to: String,
+    from: &'a str,
+    to: &'a str,
     #[serde(rename = "type")]
-    ty: String,
+    ty: &'static str,
     bw_gbps: f64,
     hops: u32,
     /// The GPU a PXN or NVB path relays through.
-    via: Option<String>,
+    via: Option<&'a str>,
+}
+
+/// `paths[]`, produced while it is written: from every GPU to its host's other GPUs and
+/// network ports, in display order.
+struct PathsDoc<'a> {
+    ctx: &'a Ctx<'a>,
+    names: &'a Names,
+}
+
+impl Serialize for PathsDoc<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (ctx, names) = (self.ctx, self.names);
+        let gpus = ctx.hosts.iter().flat_map(|hv| {
+            hv.gpus
+                .iter()
+                .filter(|&&g| ctx.topo.gpu(g).is_some())
+                .map(move |&g| (hv, g))
+        });
+        s.collect_seq(gpus.flat_map(|(hv, g)| {
+            hv.gpus
+                .iter()
+                .chain(&hv.nets)
+                .filter(move |&&t| t != g)
+                .filter_map(move |&t| {
+                    let p = ctx.path(g, t)?;
+                    Some(PathDoc {
+                        host: hv.host,
+                        from: names.label(g),
+                        to: names.label(t),
+                        ty: p.ty.name(),
+                        bw_gbps: p.bw,
+                        hops: p.hops,
+                        via: p.via.map(|v| names.label(v)),
+                    })
+                })
+        }))
+    }
+}
+
+/// Every node's label ([`Ctx::label`]) and unique key ([`Ctx::node_keys`]), made once:
+/// the document names nodes hundreds of thousands of times at thousands of nodes.
+struct Names {
+    labels: Vec<String>,
+    keys: Vec<String>,
+}
+
+impl Names {
+    fn new(ctx: &Ctx) -> Names {
+        Names {
+            labels: ctx
+                .topo
+                .graph
+                .node_indices()
+                .map(|n| ctx.label(n))
+                .collect(),
+            keys: ctx.node_key_list(),
+        }
+    }
+    fn label(&self, n: NodeIndex) -> &str {
+        self.labels.get(n.index()).map_or("", String::as_str)
+    }
+    fn key(&self, n: NodeIndex) -> &str {
+        self.keys.get(n.index()).map_or("", String::as_str)
+    }
 }
 
 #[derive(Serialize)]
@@ -258,10 +323,10 @@ struct P2pDoc {
 }
 
 #[derive(Serialize)]
-struct LinkDoc {
+struct LinkDoc<'a> {
     host: u16,
-    from: String,
-    to: String,
+    from: &'a str,
+    to: &'a str,
     kind: &'static str,
     lanes: Option<u32>,
     bw_gbps: f64,
@@ -296,10 +361,9 @@ fn kind_name(k: &NodeKind) -> &'static str {
     }
 }
 
-fn build(ctx: &Ctx, view: ShowView) -> Doc {
+fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
     let topo = ctx.topo;
-    let keys = ctx.node_keys();
-    let key = |n: NodeIndex| keys.get(&n).cloned().unwrap_or_default();
+    let key = |n: NodeIndex| names.key(n).to_string();
     let hosts = (0..ctx.hosts.len())
         .map(|i| {
             let h = topo.hosts.get(i).cloned().unwrap_or_default();
@@ -317,7 +381,6 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
         .collect();
     let mut gpus = vec![];
     let mut nics = vec![];
-    let mut paths = vec![];
     let mut verdicts = vec![];
     for hv in &ctx.hosts {
         for &g in &hv.gpus {
@@ -354,13 +417,13 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .and_then(super::cpu_list),
                 nvlink_lanes: known.then_some(nv.lanes),
                 nvswitch: known.then_some(nv.switch_lanes > 0),
-                nearest_nic: nearest.map(|(n, _)| ctx.label(n)),
+                nearest_nic: nearest.map(|(n, _)| names.label(n).to_string()),
                 nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
                 nic_bw_gbps: nearest.map(|(_, p)| p.bw),
                 local_nics: ctx
                     .local_nets(g)
                     .into_iter()
-                    .map(|n| ctx.label(n))
+                    .map(|n| names.label(n).to_string())
                     .collect(),
                 memory_bytes: x.memory_bytes,
                 uuid: x.uuid.clone(),
@@ -378,24 +441,6 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 c2c: x.c2c.clone(),
                 fabric: x.fabric.clone(),
             });
-            let mut targets = hv.gpus.clone();
-            targets.extend(&hv.nets);
-            for t in targets {
-                if t == g {
-                    continue;
-                }
-                if let Some(p) = ctx.path(g, t) {
-                    paths.push(PathDoc {
-                        host: hv.host,
-                        from: ctx.label(g),
-                        to: ctx.label(t),
-                        ty: p.ty.name().to_string(),
-                        bw_gbps: p.bw,
-                        hops: p.hops,
-                        via: p.via.map(|v| ctx.label(v)),
-                    });
-                }
-            }
         }
         for &n in &hv.nets {
             let Some(x) = topo.net(n) else { continue };
@@ -433,7 +478,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .gpus
                     .iter()
                     .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                    .map(|&g| ctx.label(g))
+                    .map(|&g| names.label(g).to_string())
                     .collect(),
                 pcie,
                 role: ctx.roles.get(&n).map(|r| r.role),
@@ -468,7 +513,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                     .gpus
                     .iter()
                     .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                    .map(|&g| ctx.label(g))
+                    .map(|&g| names.label(g).to_string())
                     .collect(),
                 pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
                 role: None,
@@ -497,13 +542,13 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
                 .gpus
                 .iter()
                 .filter(|&&g| topo.root_cpu(g) == Some(c))
-                .map(|&g| ctx.label(g))
+                .map(|&g| names.label(g).to_string())
                 .collect(),
             nics: hv
                 .nic_columns()
                 .into_iter()
                 .filter(|&n| topo.root_cpu(n) == Some(c))
-                .map(|n| ctx.label(n))
+                .map(|n| names.label(n).to_string())
                 .collect(),
         })
         .collect();
@@ -523,7 +568,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
             gpus: super::summary::switch_gpus(ctx, s)
                 .into_iter()
                 .map(|(g, lanes)| SwitchGpu {
-                    gpu: ctx.label(g),
+                    gpu: names.label(g).to_string(),
                     lanes,
                 })
                 .collect(),
@@ -575,7 +620,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
     let gpu_label = |h: u16, b: topo_model::BusId| -> String {
         topo.find(h, b)
             .filter(|&n| topo.gpu(n).is_some())
-            .map(|n| ctx.label(n))
+            .map(|n| names.label(n).to_string())
             .unwrap_or_else(|| b.to_string())
     };
     let p2p = topo
@@ -591,7 +636,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
             atomics: c.atomics,
         })
         .collect();
-    let links = links(ctx, &keys);
+    let links = links(ctx, names);
     Doc {
         schema: SCHEMA,
         topo_version: env!("CARGO_PKG_VERSION"),
@@ -613,7 +658,7 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
         nvswitches,
         pci_switches,
         pci_devices,
-        paths,
+        paths: PathsDoc { ctx, names },
         p2p,
         links,
         verdicts: verdicts.iter().map(|m| m.text.clone()).collect(),
@@ -641,9 +686,9 @@ fn build(ctx: &Ctx, view: ShowView) -> Doc {
 
 /// Every physical link once: PCIe parent→child, NVLink/C2C from the GPU, SYS and LOC once
 /// per CPU/switch pair, NIC→port.
-fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<LinkDoc> {
+fn links<'a>(ctx: &Ctx, names: &'a Names) -> Vec<LinkDoc<'a>> {
     let topo = ctx.topo;
-    let key = |n: NodeIndex| keys.get(&n).cloned().unwrap_or_default();
+    let key = |n: NodeIndex| names.key(n);
     let mut out = vec![];
     for n in topo.graph.node_indices() {
         let node = topo.node(n);
@@ -696,11 +741,24 @@ fn links(ctx: &Ctx, keys: &std::collections::HashMap<NodeIndex, String>) -> Vec<
 }
 
 pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
-    crate::report::doc::json(&build(ctx, view)).context("cannot encode the show document as json")
+    let names = Names::new(ctx);
+    crate::report::doc::json(&build(ctx, &names, view))
+        .context("cannot encode the show document as json")
+}
+
+/// [`json`], written to `w` as it is encoded.
+pub(crate) fn json_to(
+    ctx: &Ctx,
+    view: ShowView,
+    w: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let names = Names::new(ctx);
+    crate::report::doc::json_to(w, &build(ctx, &names, view))
 }
 
 pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
-    let s = crate::report::doc::yaml(&build(ctx, view))
+    let names = Names::new(ctx);
+    let s = crate::report::doc::yaml(&build(ctx, &names, view))
         .context("cannot encode the show document as yaml")?;
     Ok(quote_busids(&s))
 }
