@@ -956,6 +956,10 @@ impl Topology {
         let mut out = Topology::new(self.source.clone());
         out.hosts.clear();
         out.warnings = self.warnings.clone();
+        // Sized once: growing by doubling kept up to twice the graph (and a copy while it
+        // moved) at 4,096 copies.
+        out.graph.reserve_exact_nodes(n * self.graph.node_count());
+        out.graph.reserve_exact_edges(n * self.graph.edge_count());
         for copy in 0..n {
             let base = (copy * per) as HostId;
             // Indexed by the original node's index: a copy's nodes are added in order.

@@ -6,9 +6,12 @@
 
 use super::system::{LinkType, NodeType, System};
 use super::types::PathType;
+use replica::Replicas;
 use serde::Serialize;
 use std::collections::HashMap;
 use topo_model::{CpuArch, CpuVendor, HostId, P2pCaps};
+
+mod replica;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Path {
@@ -110,14 +113,28 @@ pub struct Paths {
     /// Per (host, type): that host's nodes in `System::of_type` order. Paths never cross
     /// hosts, so searches for a nearest node look only here; scanning every host instead
     /// made `--nodes N` quadratic in N.
+    /// Indexed by `host * KINDS + kind_slot(type)`.
     #[serde(skip)]
-    by_host: HashMap<(HostId, NodeType), Vec<usize>>,
+    by_host: Vec<Vec<usize>>,
     /// Per system node: its index in `System::nets`, if it is a NET.
     #[serde(skip)]
     net_pos: Vec<Option<usize>>,
     /// GPU ranks of each host, in rank order.
     #[serde(skip)]
-    host_ranks: HashMap<HostId, Vec<usize>>,
+    host_ranks: Vec<Vec<usize>>,
+}
+
+/// The node types [`Paths::same_host`] lists, one slot each.
+const KINDS: usize = 4;
+
+fn kind_slot(k: NodeType) -> Option<usize> {
+    match k {
+        NodeType::Gpu => Some(0),
+        NodeType::Net => Some(1),
+        NodeType::Cpu => Some(2),
+        NodeType::Nvs => Some(3),
+        NodeType::Pci | NodeType::Nic => None,
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -166,8 +183,8 @@ impl Paths {
 
     /// The nodes of `kind` on the host of `node`, in `System::of_type` order.
     pub fn same_host(&self, node: usize, kind: NodeType) -> &[usize] {
-        self.by_host
-            .get(&(self.host_of[node], kind))
+        kind_slot(kind)
+            .and_then(|k| self.by_host.get(self.host_of[node] as usize * KINDS + k))
             .map(Vec::as_slice)
             .unwrap_or(&[])
     }
@@ -196,14 +213,26 @@ fn hop_type(l: LinkType) -> PathType {
 /// Computes every path and applies NCCL's post-processing (`ncclTopoComputePaths`): no-P2P
 /// rerouting through the CPU, unreachable peers, P2C, PXN and no-GDR rerouting.
 pub fn compute(sys: &System, policy: &PathPolicy) -> Paths {
-    let mut paths = raw_paths(sys, policy);
-    post_process(sys, policy, &mut paths);
+    let mut paths = skeleton(sys);
+    let replicas = Replicas::of(sys, &paths);
+    search_paths(sys, policy, &mut paths, &replicas);
+    post_process(sys, policy, &mut paths, &replicas);
+    replicas.fill(sys, &mut paths);
     paths
 }
 
 /// Breadth-first widest paths towards every CPU, GPU, NET and NVSwitch (`ncclTopoSetPaths`),
 /// before post-processing.
 pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
+    let mut paths = skeleton(sys);
+    let replicas = Replicas::of(sys, &paths);
+    search_paths(sys, policy, &mut paths, &replicas);
+    replicas.fill(sys, &mut paths);
+    paths
+}
+
+/// Empty tables and the per-host node lists.
+fn skeleton(sys: &System) -> Paths {
     let nh = sys
         .nodes
         .iter()
@@ -227,10 +256,12 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
             table: vec![None; nb * nb],
         })
         .collect();
-    let mut by_host: HashMap<(HostId, NodeType), Vec<usize>> = HashMap::new();
+    let slots = (nh.max(sys.nhosts)) * KINDS;
+    let mut by_host: Vec<Vec<usize>> = vec![Vec::new(); slots];
     for kind in [NodeType::Net, NodeType::Cpu, NodeType::Nvs] {
+        let k = kind_slot(kind).expect("a listed type");
         for &t in sys.of_type(kind) {
-            by_host.entry((host_of[t], kind)).or_default().push(t);
+            by_host[host_of[t] as usize * KINDS + k].push(t);
         }
     }
     // GPUs in NCCL's index order (the fused XML's), which is what `ncclTopoGetLocal` scans.
@@ -240,19 +271,17 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
             .into_iter()
             .map(|r| sys.gpus[r])
             .collect();
-        if !gpus.is_empty() {
-            by_host.insert((h, NodeType::Gpu), gpus);
-        }
+        by_host[h as usize * KINDS] = gpus;
     }
     let mut net_pos = vec![None; sys.nodes.len()];
     for (i, &n) in sys.nets.iter().enumerate() {
         net_pos[n] = Some(i);
     }
-    let mut host_ranks: HashMap<HostId, Vec<usize>> = HashMap::new();
+    let mut host_ranks: Vec<Vec<usize>> = vec![Vec::new(); nh.max(sys.nhosts)];
     for (r, &g) in sys.gpus.iter().enumerate() {
-        host_ranks.entry(host_of[g]).or_default().push(r);
+        host_ranks[host_of[g] as usize].push(r);
     }
-    let mut paths = Paths {
+    Paths {
         col,
         host_of,
         hosts,
@@ -260,7 +289,11 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
         by_host,
         net_pos,
         host_ranks,
-    };
+    }
+}
+
+/// The breadth-first searches of [`raw_paths`], for the hosts that compute their tables.
+fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: &Replicas) {
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
     let has_back = reverse_links(sys);
@@ -274,7 +307,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     let mut column: Vec<Option<Path>> = vec![None; sys.nodes.len()];
     let mut touched: Vec<usize> = vec![];
     for base in 0..sys.nodes.len() {
-        if !is_base(sys.nodes[base].kind) {
+        if !is_base(sys.nodes[base].kind) || !replicas.computes(paths.host_of[base] as usize) {
             continue;
         }
         column[base] = Some(Path::local(base, loc_bw));
@@ -284,12 +317,18 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
             level += 1;
             let mut next: Vec<usize> = vec![];
             for &node in &frontier {
-                let Some(p_node) = column[node].clone() else {
+                // Taken out while its links are scanned (and put back after) rather than
+                // copied with its route; no link leads back to the node itself (the system
+                // drops self-links), and one that did could not improve on it.
+                let Some(p_node) = column[node].take() else {
                     continue;
                 };
                 let nk = sys.nodes[node].kind;
                 for (li, link) in sys.nodes[node].links.iter().enumerate() {
                     let rem = link.to;
+                    if rem == node {
+                        continue;
+                    }
                     let rk = sys.nodes[rem].kind;
                     // A GPU is a leaf, except as the single relay of an NVB path.
                     if node != base
@@ -352,6 +391,7 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
                         }
                     }
                 }
+                column[node] = Some(p_node);
             }
             frontier = next;
         }
@@ -364,18 +404,23 @@ pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
             }
         }
     }
-    paths
 }
 
 /// For every link (by node, then position in its list), whether the far end links back with
 /// the same kind; looked up once, because scanning the far end's links on every BFS step made
 /// a CPU with 600 NIC children cost 600 × 600 per step.
 fn reverse_links(sys: &System) -> Vec<Vec<bool>> {
-    let all: std::collections::HashSet<(usize, usize, LinkType)> = sys
+    // Each node's links as sorted (far end, kind) keys, searched by bisection (a hash set of
+    // every link cost more than the path searches of the 32,768-GPU plan it served).
+    let key = |to: usize, kind: LinkType| (to, kind as u8);
+    let sorted: Vec<Vec<(usize, u8)>> = sys
         .nodes
         .iter()
-        .enumerate()
-        .flat_map(|(i, n)| n.links.iter().map(move |l| (i, l.to, l.kind)))
+        .map(|n| {
+            let mut v: Vec<(usize, u8)> = n.links.iter().map(|l| key(l.to, l.kind)).collect();
+            v.sort_unstable();
+            v
+        })
         .collect();
     sys.nodes
         .iter()
@@ -383,7 +428,7 @@ fn reverse_links(sys: &System) -> Vec<Vec<bool>> {
         .map(|(i, n)| {
             n.links
                 .iter()
-                .map(|l| all.contains(&(l.to, i, l.kind)))
+                .map(|l| sorted[l.to].binary_search(&key(i, l.kind)).is_ok())
                 .collect()
         })
         .collect()
@@ -841,14 +886,24 @@ pub fn gpu_domains(sys: &System, paths: &Paths) -> Vec<Vec<usize>> {
 /// on different hosts have no GPU path to reroute, and scanning every rank for every rank
 /// was quadratic in hosts.
 fn peers(paths: &Paths, host: HostId) -> Vec<usize> {
-    paths.host_ranks.get(&host).cloned().unwrap_or_default()
+    paths
+        .host_ranks
+        .get(host as usize)
+        .cloned()
+        .unwrap_or_default()
 }
 
-fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
+/// NCCL's post-processing of the raw paths, for the hosts that compute their tables (each
+/// step reads and changes only pairs of one host).
+fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: &Replicas) {
     let ng = sys.gpus.len();
+    let computed = |paths: &Paths, node: usize| replicas.computes(paths.host_of[node] as usize);
     // 1. No P2P: divert GPU→GPU traffic through the destination GPU's local CPU.
     for g in 0..ng {
         let gn = sys.gpus[g];
+        if !computed(paths, gn) {
+            continue;
+        }
         let Some(cpu) = local_cpu(sys, paths, gn) else {
             continue;
         };
@@ -866,6 +921,9 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     }
     // 2. Peers neither P2P nor SHM can reach are only reachable through the network.
     for g in 0..ng {
+        if !computed(paths, sys.gpus[g]) {
+            continue;
+        }
         for p in peers(paths, sys.nodes[sys.gpus[g]].host) {
             let (pn, gn) = (sys.gpus[p], sys.gpus[g]);
             if p == g {
@@ -887,6 +945,9 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     if policy.minor >= 27 {
         for g in 0..ng {
             let gn = sys.gpus[g];
+            if !computed(paths, gn) {
+                continue;
+            }
             let Some(cpu) = local_cpu(sys, paths, gn) else {
                 continue;
             };
@@ -907,13 +968,16 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     }
     // 4. PXN and 5. no-GDR rerouting, per NET.
     for (ni, &n) in sys.nets.iter().enumerate() {
+        if !computed(paths, n) {
+            continue;
+        }
         // The owner is computed once per NET: PXN only makes other GPUs' paths to this NET
         // worse than the owner's, so it cannot change during the loop.
         let owner = net_local_gpu(sys, paths, policy, ni);
         // Only this NET's host: scanning every rank for every NET was quadratic in hosts.
         let ranks = paths
             .host_ranks
-            .get(&sys.nodes[n].host)
+            .get(sys.nodes[n].host as usize)
             .cloned()
             .unwrap_or_default();
         for g in ranks {
@@ -965,8 +1029,13 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths) {
     // through the CPU (NCCL 2.28.9 src/graph/paths.cc precomputes `net.localGpu` at the end
     // of ncclTopoComputePaths; before 2.27.7 the search asked ncclTopoGetLocalGpu itself, on
     // the same final paths). The detours can change which NETs are a GPU's local ones.
+    // Replicas' owners are copied from their source host (`Replicas::fill`).
     paths.net_local_gpu = (0..sys.nets.len())
-        .map(|ni| net_local_gpu(sys, paths, policy, ni))
+        .map(|ni| {
+            computed(paths, sys.nets[ni])
+                .then(|| net_local_gpu(sys, paths, policy, ni))
+                .flatten()
+        })
         .collect();
 }
 

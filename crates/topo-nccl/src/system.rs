@@ -253,20 +253,23 @@ impl System {
             host_ranks: Vec::new(),
             index_order: Vec::new(),
         };
-        let mut map: HashMap<NodeIndex, usize> = HashMap::new();
+        // Graph node (by index) -> system node, `NONE` for the nodes NCCL drops.
+        const NONE: usize = usize::MAX;
+        let mut map: Vec<usize> = vec![NONE; topo.graph.node_count()];
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
         let g = &topo.graph;
 
         let mut order: Vec<NodeIndex> = g.node_indices().collect();
         order.sort_by_key(|&n| (g[n].host, kind_rank(&g[n].kind), n));
-        let rank_of: HashMap<NodeIndex, usize> = topo
-            .gpus()
-            .into_iter()
-            .enumerate()
-            .map(|(r, n)| (n, r))
-            .collect();
+        let gpu_nodes = topo.gpus();
+        // Graph node (by index) -> rank, `NONE` for the nodes that are not GPUs.
+        let mut rank_of: Vec<usize> = vec![NONE; topo.graph.node_count()];
+        for (r, n) in gpu_nodes.iter().enumerate() {
+            rank_of[n.index()] = r;
+        }
 
-        let bare_nic = bare_nic_aliases(topo);
+        let fused = Fused::of(topo);
+        let bare_nic = bare_nic_aliases(topo, &fused);
         for n in order {
             if bare_nic.contains_key(&n) {
                 continue;
@@ -305,7 +308,7 @@ impl System {
                     let mut s = base(NodeType::Gpu, gpu.busid.0);
                     s.gpu = Some(GpuAttrs {
                         dev: gpu.dev,
-                        rank: rank_of[&n],
+                        rank: rank_of[n.index()],
                         sm: gpu.sm.unwrap_or(0),
                         gdr: gpu.gdr.unwrap_or(false),
                         no_p2p: {
@@ -317,7 +320,7 @@ impl System {
                 }
                 NodeKind::NvSwitch(_) => {
                     if let Some(&i) = nvs_of_host.get(&host) {
-                        map.insert(n, i);
+                        map[n.index()] = i;
                         continue;
                     }
                     let i = sys.add(base(NodeType::Nvs, 0));
@@ -351,12 +354,12 @@ impl System {
                 }
                 NodeKind::PciDevice(_) => continue,
             };
-            map.insert(n, idx);
+            map[n.index()] = idx;
         }
 
         for (&n, rep) in &bare_nic {
-            if let Some(&i) = map.get(rep) {
-                map.insert(n, i);
+            if map[rep.index()] != NONE {
+                map[n.index()] = map[rep.index()];
             }
         }
 
@@ -375,10 +378,11 @@ impl System {
         sys.nets
             .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
 
-        for e in creation_order(topo) {
-            let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) else {
+        for e in creation_order(topo, &fused) {
+            let (a, b) = (map[e.source().index()], map[e.target().index()]);
+            if a == NONE || b == NONE {
                 continue;
-            };
+            }
             // A merged bare NIC keeps only the first one's link to its CPU.
             let merged = |n| bare_nic.contains_key(&n);
             if e.weight().kind == LinkKind::Pci && (merged(e.source()) || merged(e.target())) {
@@ -413,9 +417,10 @@ impl System {
             }
             sys.connect(a, b, kind, bw);
         }
-        let rank_by_bus: HashMap<(HostId, topo_model::BusId), usize> = rank_of
+        let rank_by_bus: HashMap<(HostId, topo_model::BusId), usize> = gpu_nodes
             .iter()
-            .filter_map(|(&n, &r)| topo.gpu(n).map(|g| ((g_host(topo, n), g.busid), r)))
+            .enumerate()
+            .filter_map(|(r, &n)| topo.gpu(n).map(|g| ((g_host(topo, n), g.busid), r)))
             .collect();
         for ((h, a, b), caps) in &topo.p2p {
             if let (Some(&ra), Some(&rb)) = (rank_by_bus.get(&(*h, *a)), rank_by_bus.get(&(*h, *b)))
@@ -433,15 +438,15 @@ impl System {
             sys.host_ranks[h].push(r);
         }
         sys.index_order = vec![Vec::new(); sys.host_ranks.len()];
-        let by_host = HostNodes::of(topo);
         for (h, ranks) in sys.host_ranks.iter().enumerate() {
-            let Some(nodes) = by_host.get(h) else {
+            let Some(tree) = fused.trees.get(h) else {
                 sys.index_order[h] = ranks.clone();
                 continue;
             };
-            let mut order: Vec<usize> = gpu_order_of(topo, nodes)
+            let mut order: Vec<usize> = gpu_order_of(topo, tree)
                 .into_iter()
-                .filter_map(|n| rank_of.get(&n).copied())
+                .map(|n| rank_of[n.index()])
+                .filter(|&r| r != NONE)
                 .filter(|r| ranks.contains(r))
                 .collect();
             // A GPU outside every CPU's tree keeps its rank position at the end.
@@ -458,12 +463,14 @@ impl System {
         let hosts: std::collections::BTreeSet<HostId> =
             sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
         for h in hosts {
-            let Some(nodes) = by_host.get(h as usize) else {
+            let (Some(nodes), Some(tree)) =
+                (fused.hosts.get(h as usize), fused.trees.get(h as usize))
+            else {
                 continue;
             };
-            for (i, n) in cpu_order_of(topo, nodes).into_iter().enumerate() {
-                if let Some(&c) = map.get(&n) {
-                    cpu_pos.insert(c, i);
+            for (i, n) in cpu_order_of(nodes, tree).into_iter().enumerate() {
+                if map[n.index()] != NONE {
+                    cpu_pos.insert(map[n.index()], i);
                 }
             }
         }
@@ -619,7 +626,7 @@ impl System {
 /// holding only GPUs 2 and 3 (and NICs) before GPU 0's CPU, NCCL's GPU 0 is rank 2.
 pub fn nccl_gpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
     match HostNodes::of(topo).get(host as usize) {
-        Some(h) => gpu_order_of(topo, h),
+        Some(h) => gpu_order_of(topo, &Walker::new(topo).fused_tree(h)),
         None => vec![],
     }
 }
@@ -657,9 +664,57 @@ impl HostNodes {
     }
 }
 
-fn gpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
+/// The fused XML of one host as parent -> children (`None`: the top level), each list in
+/// the fused order: every rank's trimmed tree, in rank order, new nodes after their siblings.
+type FusedTree = HashMap<Option<NodeIndex>, Vec<NodeIndex>>;
+
+/// Every host's fused XML, built once per [`System::build_with`]: the GPU order, the CPU
+/// order, bare-NIC merging and link creation order all read it (each rebuilt it, four walks
+/// of every host, 18 % of the 32,768-GPU plan).
+struct Fused {
+    hosts: Vec<HostNodes>,
+    trees: Vec<FusedTree>,
+    /// Per graph node (by index): its position in a depth-first walk of its host's fused
+    /// XML; nodes no rank keeps come after, in graph order.
+    pos: Vec<usize>,
+}
+
+impl Fused {
+    fn of(topo: &Topology) -> Fused {
+        let hosts = HostNodes::of(topo);
+        let mut walker = Walker::new(topo);
+        let trees: Vec<FusedTree> = hosts.iter().map(|h| walker.fused_tree(h)).collect();
+        let mut pos = vec![usize::MAX; topo.graph.node_count()];
+        let mut next = 0;
+        for fused in &trees {
+            let mut stack: Vec<NodeIndex> = fused
+                .get(&None)
+                .map(|v| v.iter().rev().copied().collect())
+                .unwrap_or_default();
+            while let Some(n) = stack.pop() {
+                if pos[n.index()] == usize::MAX {
+                    pos[n.index()] = next;
+                    next += 1;
+                }
+                if let Some(ch) = fused.get(&Some(n)) {
+                    stack.extend(ch.iter().rev().copied());
+                }
+            }
+        }
+        for p in pos.iter_mut().filter(|p| **p == usize::MAX) {
+            *p = next;
+            next += 1;
+        }
+        Fused { hosts, trees, pos }
+    }
+
+    fn at(&self, n: NodeIndex) -> usize {
+        self.pos.get(n.index()).copied().unwrap_or(usize::MAX)
+    }
+}
+
+fn gpu_order_of(topo: &Topology, fused: &FusedTree) -> Vec<NodeIndex> {
     let g = &topo.graph;
-    let fused = fused_tree(topo, host);
     let mut out = vec![];
     let mut stack: Vec<NodeIndex> = fused
         .get(&None)
@@ -681,13 +736,13 @@ fn gpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
 /// trimmed files drop.
 pub fn nccl_cpu_order(topo: &Topology, host: HostId) -> Vec<NodeIndex> {
     match HostNodes::of(topo).get(host as usize) {
-        Some(h) => cpu_order_of(topo, h),
+        Some(h) => cpu_order_of(h, &Walker::new(topo).fused_tree(h)),
         None => vec![],
     }
 }
 
-fn cpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
-    let mut out = fused_tree(topo, host).remove(&None).unwrap_or_default();
+fn cpu_order_of(host: &HostNodes, fused: &FusedTree) -> Vec<NodeIndex> {
+    let mut out = fused.get(&None).cloned().unwrap_or_default();
     for &c in &host.cpus {
         if !out.contains(&c) {
             out.push(c);
@@ -696,52 +751,89 @@ fn cpu_order_of(topo: &Topology, host: &HostNodes) -> Vec<NodeIndex> {
     out
 }
 
-/// The fused XML of one host as parent -> children (`None`: the top level), each list in
-/// the fused order: every rank's trimmed tree, in rank order, new nodes after their siblings.
-fn fused_tree(topo: &Topology, host: &HostNodes) -> HashMap<Option<NodeIndex>, Vec<NodeIndex>> {
-    let g = &topo.graph;
-    let ancestors = |mut n: NodeIndex, set: &mut std::collections::HashSet<NodeIndex>| {
+/// Scratch space for [`Walker::fused_tree`], sized to the graph once: sets of nodes as
+/// stamps (a set is the nodes whose mark equals its stamp), so that a host's walk costs its
+/// own nodes, not the graph's, and no set is copied per rank.
+struct Walker<'a> {
+    topo: &'a Topology,
+    /// The host's network devices and their ancestors: stamp = host walk number.
+    base: Vec<u32>,
+    /// One rank's own GPU and its ancestors: stamp = rank walk number.
+    own: Vec<u32>,
+    /// The nodes already in the fused tree: stamp = host walk number.
+    present: Vec<u32>,
+    host_stamp: u32,
+    rank_stamp: u32,
+    /// `Topology::children` of the nodes walked so far (every rank walks the same tree).
+    children: Vec<Option<Vec<NodeIndex>>>,
+}
+
+impl<'a> Walker<'a> {
+    fn new(topo: &'a Topology) -> Walker<'a> {
+        let n = topo.graph.node_count();
+        Walker {
+            topo,
+            base: vec![0; n],
+            own: vec![0; n],
+            present: vec![0; n],
+            host_stamp: 0,
+            rank_stamp: 0,
+            children: vec![None; n],
+        }
+    }
+
+    /// Marks `n` and its ancestors (at most 256 levels) with `stamp` in `set`.
+    fn mark(topo: &Topology, set: &mut [u32], stamp: u32, mut n: NodeIndex) {
         for _ in 0..256 {
-            set.insert(n);
-            match g[n].parent {
+            set[n.index()] = stamp;
+            match topo.graph[n].parent {
                 Some(p) => n = p,
                 None => break,
             }
         }
-    };
-    // Everything each rank keeps besides its own GPU: the network devices (the oracle's and
-    // NCCL's net plugins list the file's `<net>` elements) and their ancestors.
-    let mut base = std::collections::HashSet::new();
-    for &n in &host.nodes {
-        if matches!(g[n].kind, NodeKind::Net(_)) {
-            ancestors(n, &mut base);
-        }
     }
-    let roots = &host.cpus;
-    let mut fused: HashMap<Option<NodeIndex>, Vec<NodeIndex>> = HashMap::new();
-    let mut present = std::collections::HashSet::new();
-    for &gpu in &host.gpus {
-        let mut kept = base.clone();
-        ancestors(gpu, &mut kept);
-        // Depth-first over this rank's trimmed tree, appending what the fused one lacks.
-        let mut stack: Vec<(Option<NodeIndex>, NodeIndex)> = roots
-            .iter()
-            .rev()
-            .filter(|n| kept.contains(n))
-            .map(|&n| (None, n))
-            .collect();
-        while let Some((parent, n)) = stack.pop() {
-            if present.insert(n) {
-                fused.entry(parent).or_default().push(n);
+
+    fn fused_tree(&mut self, host: &HostNodes) -> FusedTree {
+        let topo = self.topo;
+        let g = &topo.graph;
+        self.host_stamp += 1;
+        let hs = self.host_stamp;
+        // Everything each rank keeps besides its own GPU: the network devices (the oracle's
+        // and NCCL's net plugins list the file's `<net>` elements) and their ancestors.
+        for &n in &host.nodes {
+            if matches!(g[n].kind, NodeKind::Net(_)) {
+                Walker::mark(topo, &mut self.base, hs, n);
             }
-            for c in topo.children(n).into_iter().rev() {
-                if kept.contains(&c) {
-                    stack.push((Some(n), c));
+        }
+        let mut fused: FusedTree = HashMap::new();
+        for &gpu in &host.gpus {
+            self.rank_stamp += 1;
+            let rs = self.rank_stamp;
+            Walker::mark(topo, &mut self.own, rs, gpu);
+            let kept = |w: &Walker, n: NodeIndex| w.base[n.index()] == hs || w.own[n.index()] == rs;
+            // Depth-first over this rank's trimmed tree, appending what the fused one lacks.
+            let mut stack: Vec<(Option<NodeIndex>, NodeIndex)> = host
+                .cpus
+                .iter()
+                .rev()
+                .filter(|&&n| kept(self, n))
+                .map(|&n| (None, n))
+                .collect();
+            while let Some((parent, n)) = stack.pop() {
+                if self.present[n.index()] != hs {
+                    self.present[n.index()] = hs;
+                    fused.entry(parent).or_default().push(n);
+                }
+                let children = self.children[n.index()].get_or_insert_with(|| topo.children(n));
+                for &c in children.iter().rev() {
+                    if self.base[c.index()] == hs || self.own[c.index()] == rs {
+                        stack.push((Some(n), c));
+                    }
                 }
             }
         }
+        fused
     }
-    fused
 }
 
 /// Bare `<nic>` elements directly under a `<cpu>` (no PCI device of their own) that NCCL
@@ -750,9 +842,8 @@ fn fused_tree(topo: &Topology, host: &HostNodes) -> HashMap<Option<NodeIndex>, V
 /// `NCCL_TOPO_ID(systemId, NCCL_TOPO_LOCAL_NIC_ID(numaId, 0))`, whose local-id mask drops
 /// the NUMA id: every bare NIC of a host gets the same id, so the first CPU's NIC node takes
 /// the NETs of all of them and the others' CPUs get no NIC link.
-fn bare_nic_aliases(topo: &Topology) -> HashMap<NodeIndex, NodeIndex> {
+fn bare_nic_aliases(topo: &Topology, fused: &Fused) -> HashMap<NodeIndex, NodeIndex> {
     let g = &topo.graph;
-    let pos = fused_positions(topo);
     let mut bare: Vec<NodeIndex> = g
         .node_indices()
         .filter(|&n| match &g[n].kind {
@@ -765,7 +856,7 @@ fn bare_nic_aliases(topo: &Topology) -> HashMap<NodeIndex, NodeIndex> {
             _ => false,
         })
         .collect();
-    bare.sort_by_key(|&n| (g[n].host, pos.get(&n).copied().unwrap_or(usize::MAX)));
+    bare.sort_by_key(|&n| (g[n].host, fused.at(n)));
     let mut first: HashMap<HostId, NodeIndex> = HashMap::new();
     let mut out = HashMap::new();
     for n in bare {
@@ -781,31 +872,6 @@ fn bare_nic_aliases(topo: &Topology) -> HashMap<NodeIndex, NodeIndex> {
     out
 }
 
-/// Every node's position in a depth-first walk of its host's fused XML (see
-/// [`nccl_gpu_order`]); nodes no rank keeps come after, in graph order.
-fn fused_positions(topo: &Topology) -> HashMap<NodeIndex, usize> {
-    let mut pos = HashMap::new();
-    for host in HostNodes::of(topo) {
-        let fused = fused_tree(topo, &host);
-        let mut stack: Vec<NodeIndex> = fused
-            .get(&None)
-            .map(|v| v.iter().rev().copied().collect())
-            .unwrap_or_default();
-        while let Some(n) = stack.pop() {
-            let next = pos.len();
-            pos.entry(n).or_insert(next);
-            if let Some(ch) = fused.get(&Some(n)) {
-                stack.extend(ch.iter().rev().copied());
-            }
-        }
-    }
-    for n in topo.graph.node_indices() {
-        let next = pos.len();
-        pos.entry(n).or_insert(next);
-    }
-    pos
-}
-
 /// The graph's links in the order NCCL creates them, as far as it decides a node's link
 /// order: links keep their creation order among equal bandwidths (`ncclTopoConnectNodes`
 /// sorts by bandwidth only) and the path search keeps the first of equally good routes.
@@ -814,12 +880,15 @@ fn fused_positions(topo: &Topology) -> HashMap<NodeIndex, usize> {
 /// switch's PCI links follow the fused order, which is rank order, not the file's), then adds
 /// the NVLinks GPU by GPU in that walk, then C2C and BCM switch links, and connects the
 /// CPUs to each other last, in CPU index order.
-fn creation_order(topo: &Topology) -> Vec<petgraph::graph::EdgeReference<'_, topo_model::Link>> {
+fn creation_order<'a>(
+    topo: &'a Topology,
+    fused: &Fused,
+) -> Vec<petgraph::graph::EdgeReference<'a, topo_model::Link>> {
     let g = &topo.graph;
-    let pos = fused_positions(topo);
-    let at = |n: NodeIndex| pos.get(&n).copied().unwrap_or(usize::MAX);
+    let at = |n: NodeIndex| fused.at(n);
     let mut edges: Vec<_> = g.edge_references().collect();
-    edges.sort_by_key(|e| match e.weight().kind {
+    // The keys are computed once per edge (a stable sort, so equal keys keep graph order).
+    edges.sort_by_cached_key(|e| match e.weight().kind {
         LinkKind::Pci | LinkKind::Net => (0, at(e.target())),
         // A GPU's own NVLinks (and C2C links) keep the file's order; an NVSwitch's or CPU's
         // links to GPUs are made as the walk reaches each GPU.

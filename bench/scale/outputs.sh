@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Byte-identity check for the scale work: writes the outputs of one build for every profile
+# (plan and show, --nodes 1 2 5, JSON and text), every fixture XML (plan and show, --from) and the
+# 1,024-node plan JSON of hgx-h200 and gb200-nvl72 into a folder, each with its stderr and
+# exit status, so that two builds' folders can be compared with diff -r.
+#
+#   bench/scale/outputs.sh BIN DIR            # write BIN's outputs into DIR
+#   bench/scale/outputs.sh BIN DIR REF_DIR    # and diff them against REF_DIR (exit 1 if any differ)
+#
+# Example: bench/scale/outputs.sh /tmp/topo-main /tmp/ref
+#          bench/scale/outputs.sh target/release/topo /tmp/new /tmp/ref
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${1:?usage: bench/scale/outputs.sh BIN DIR [REF_DIR]}
+dir=${2:?usage: bench/scale/outputs.sh BIN DIR [REF_DIR]}
+ref=${3:-}
+mkdir -p "$dir"
+# Run the build as `topo` so that messages naming the binary agree between builds.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp "$bin" "$work/topo"
+bin=$work/topo
+
+# one NAME ARGS...: stdout, stderr and exit status of `BIN ARGS...` under DIR/NAME.*
+one() {
+  local name=$1
+  shift
+  local rc=0
+  "$bin" "$@" >"$dir/$name.out" 2>"$dir/$name.err" || rc=$?
+  echo "$rc" >"$dir/$name.rc"
+}
+
+for p in profiles/*.yaml; do
+  prof=$(basename "$p" .yaml)
+  for n in 1 2 5; do
+    for cmd in plan show; do
+      one "$cmd-$prof-$n-json" "$cmd" --profile "$prof" --nodes "$n" --format json
+      one "$cmd-$prof-$n-text" "$cmd" --profile "$prof" --nodes "$n" --color never
+    done
+  done
+done
+while IFS= read -r f; do
+  name=$(echo "$f" | tr '/' '_')
+  one "plan-xml-$name" plan --from "$f" --color never
+  one "show-xml-$name" show --from "$f" --color never
+done < <(find fixtures -name '*.xml' | sort)
+for prof in hgx-h200 gb200-nvl72; do
+  one "plan-$prof-1024-json" plan --profile "$prof" --nodes 1024 --format json
+done
+
+if [[ -n "$ref" ]]; then
+  if diff -rq "$ref" "$dir"; then
+    echo "identical: $(find "$dir" -type f | wc -l) files"
+  else
+    echo "outputs differ from $ref" >&2
+    exit 1
+  fi
+fi
