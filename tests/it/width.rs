@@ -1,7 +1,9 @@
 //! Every text view fits the width: `COLUMNS` (80, 100, 160) over every built-in profile, one
 //! node and `--nodes 2` / `--nodes 16`, every `topo show` view but the nvidia-smi matrix
 //! (which keeps nvidia-smi's layout; `--compact` is checked instead) and DOT (a format),
-//! every section of `topo plan`, and `topo diagnose`. A line's length is counted in bytes,
+//! every section of `topo plan`, and `topo diagnose`; then every fixture source, NVL72 racks,
+//! `verify`, `calibrate`, `snapshot`, `--help` and errors (`everything_else_fits`,
+//! `errors_fit_a_terminal`). A line's length is counted in bytes,
 //! as `awk 'length > 100'` counts it, so multi-byte characters cannot hide an overflow.
 
 use crate::util::{fixture, topo};
