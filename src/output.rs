@@ -89,6 +89,21 @@ fn opened_read_write(fdinfo: &str) -> bool {
         .is_some_and(|flags| flags & 3 == 2)
 }
 
+/// `prefix text` on stderr: wrapped to the terminal's width with a two-space indent where
+/// stderr is a terminal, one line elsewhere (scripts read `error:`, `hint:` and `warning:`
+/// lines whole, see the CLI contract).
+pub fn say_fitted(prefix: &str, text: &str) {
+    match crate::util::stderr_width() {
+        Some(width) => {
+            for line in crate::report::fit::wrap_prefixed(&format!("{prefix} "), "  ", text, width)
+            {
+                say!("{line}");
+            }
+        }
+        None => say!("{prefix} {text}"),
+    }
+}
+
 /// The style for stderr: colour only where stderr itself is a terminal.
 pub fn stderr_style(style: Style) -> Style {
     Style {
@@ -99,10 +114,9 @@ pub fn stderr_style(style: Style) -> Style {
 
 /// A `warning:` line on stderr.
 pub fn warn(style: Style, text: &str) {
-    say!(
-        "{} {}",
-        stderr_style(style).yellow("warning:"),
-        escape_controls(text)
+    say_fitted(
+        &stderr_style(style).yellow("warning:"),
+        &escape_controls(text),
     );
 }
 

@@ -87,6 +87,18 @@ pub fn text_width(to_terminal: bool) -> usize {
     pick_width(columns.as_deref(), tty)
 }
 
+/// The width messages on stderr fit where stderr is a terminal (`None` elsewhere: there each
+/// message stays one line, as the CLI contract promises scripts): `COLUMNS`, else the
+/// terminal's width.
+pub fn stderr_width() -> Option<usize> {
+    let err = std::io::stderr();
+    err.is_terminal().then(|| {
+        let tty =
+            || terminal_size::terminal_size_of(std::io::stderr()).map(|(w, _)| usize::from(w.0));
+        pick_width(std::env::var("COLUMNS").ok().as_deref(), tty)
+    })
+}
+
 fn pick_width(columns: Option<&str>, tty: impl FnOnce() -> Option<usize>) -> usize {
     columns
         .and_then(|c| c.trim().parse::<usize>().ok())

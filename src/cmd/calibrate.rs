@@ -20,7 +20,7 @@ pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     save(&model, style);
     let text = match a.format {
         VerifyFormat::Json => crate::report::doc::json(&model)?,
-        VerifyFormat::Text => render(&model),
+        VerifyFormat::Text => render(&model, style.width),
     };
     emit(None, &text)
 }
@@ -125,14 +125,24 @@ fn name(v: impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
-fn render(m: &HostModel) -> String {
-    let mut out = String::from(
-        "# link                mode       alpha (us)  beta cache (GB/s)  beta mem (GB/s)  knee (MiB)  worst error >= 1 MiB\n",
+/// The fitted links as a table of 80 columns (names over units, as nccl-tests heads its
+/// columns), the footnotes wrapped under `#` to `width`.
+fn render(m: &HostModel, width: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "#{:<18} {:<9} {:>8}  {:>10}  {:>9}  {:>6}  {:>9}",
+        "", "", "alpha", "beta cache", "beta mem", "knee", "worst err"
+    );
+    let _ = writeln!(
+        out,
+        "#{:<18} {:<9} {:>8}  {:>10}  {:>9}  {:>6}  {:>9}",
+        " link", "mode", "(us)", "(GB/s)", "(GB/s)", "(MiB)", ">= 1 MiB"
     );
     for l in &m.links {
         let _ = writeln!(
             out,
-            "  {:<19} {:<9} {:>10.2}  {:>17.2}  {:>15.2}  {:>10.1}  {:>6.1}%",
+            "  {:<17} {:<9} {:>8.2}  {:>10.2}  {:>9.2}  {:>6.1}  {:>8.1}%",
             name(l.link),
             name(l.mode),
             l.alpha_us,
@@ -142,15 +152,17 @@ fn render(m: &HostModel) -> String {
             l.max_rel_err_1mb * 100.0
         );
     }
-    let _ = writeln!(
-        out,
-        "# GB/s of bytes one worker reads plus writes; knee: footprint of all ranks' buffers (sysfs last-level cache: {}); {} CPUs",
+    let note = format!(
+        "GB/s of bytes one worker reads plus writes; knee: footprint of all ranks' buffers (sysfs last-level cache: {}); {} CPUs",
         m.cache_bytes.map_or("unknown".to_string(), |c| format!(
             "{:.1} MiB",
             c / (1 << 20) as f64
         )),
         m.cpus
     );
+    for line in crate::report::fit::wrap_prefixed("# ", "#   ", &note, width) {
+        let _ = writeln!(out, "{line}");
+    }
     if let Some(p) = cache_path() {
         let _ = writeln!(out, "# cached in {}", p.display());
     }

@@ -135,8 +135,12 @@ pub fn main_entry() -> i32 {
                 };
             }
             let (line, hint) = clap_error_lines(&e.render().to_string());
-            say!("{}", escape_controls(&line));
-            say!("hint: {}", escape_controls(&hint));
+            let line = escape_controls(&line);
+            match line.strip_prefix("error: ") {
+                Some(rest) => crate::output::say_fitted("error:", rest),
+                None => say!("{line}"),
+            }
+            crate::output::say_fitted("hint:", &escape_controls(&hint));
             return Exit::Usage as i32;
         }
     };
@@ -149,9 +153,9 @@ pub fn main_entry() -> i32 {
             }
             // The one place errors reach the user: file names and values quoted from input
             // are escaped here, so none can forge a line or drive the terminal.
-            say!("error: {}", escape_controls(&r.line));
+            crate::output::say_fitted("error:", &escape_controls(&r.line));
             if let Some(h) = r.hint {
-                say!("hint: {}", escape_controls(&h));
+                crate::output::say_fitted("hint:", &escape_controls(&h));
             }
             r.exit as i32
         }

@@ -50,37 +50,76 @@ fn measure(s: &str, weight: impl Fn(char) -> usize) -> usize {
 }
 
 /// `text` laid out after `first` and then after `cont` on every further line, broken at
-/// spaces so that each line fits `width` where a word allows. A word longer than a line
-/// stands alone on its line rather than being cut.
+/// spaces so that each line fits `width` where a word allows. A word longer than a line is
+/// broken only after a `/` (a long path), never elsewhere: without one it stands alone on
+/// its line rather than being cut.
 pub fn wrap_prefixed(first: &str, cont: &str, text: &str, width: usize) -> Vec<String> {
     let mut out = vec![];
     let mut cur = first.to_string();
     let mut cur_w = fit_len(first);
     let cont_w = fit_len(cont);
+    let room = width.saturating_sub(cont_w).max(1);
     let mut fresh = true;
     for word in text.split(' ') {
         if fresh && word.is_empty() {
             continue;
         }
-        let w = fit_len(word);
-        if !fresh && cur_w + 1 + w > width {
-            out.push(cur.trim_end().to_string());
-            cur = cont.to_string();
-            cur_w = cont_w;
-            fresh = true;
-            if word.is_empty() {
-                continue;
+        for (k, piece) in path_pieces(word, room).into_iter().enumerate() {
+            let glued = k > 0;
+            let w = fit_len(piece);
+            let sep = usize::from(!fresh && !glued);
+            if !fresh && cur_w + sep + w > width {
+                out.push(cur.trim_end().to_string());
+                cur = cont.to_string();
+                cur_w = cont_w;
+                fresh = true;
+                if piece.is_empty() {
+                    continue;
+                }
             }
+            if !fresh && !glued {
+                cur.push(' ');
+                cur_w += 1;
+            }
+            cur.push_str(piece);
+            cur_w += w;
+            fresh = false;
         }
-        if !fresh {
-            cur.push(' ');
-            cur_w += 1;
-        }
-        cur.push_str(word);
-        cur_w += w;
-        fresh = false;
     }
     out.push(cur.trim_end().to_string());
+    out
+}
+
+/// `word` whole, or, when it is longer than `room` and holds a `/`, in pieces that each end
+/// at a `/` (the last one excepted) and are as long as `room` allows.
+fn path_pieces(word: &str, room: usize) -> Vec<&str> {
+    if fit_len(word) <= room || !word.contains('/') {
+        return vec![word];
+    }
+    let mut out = vec![];
+    let mut start = 0;
+    let mut cut = None;
+    for (i, c) in word.char_indices() {
+        if c == '/' {
+            let end = i + 1;
+            if fit_len(&word[start..end]) > room
+                && let Some(k) = cut
+            {
+                out.push(&word[start..k]);
+                start = k;
+            }
+            cut = Some(end);
+        }
+    }
+    if let Some(k) = cut
+        && k > start
+        && fit_len(&word[start..]) > room
+    {
+        out.push(&word[start..k]);
+        start = k;
+    }
+    out.push(&word[start..]);
+    out.retain(|p| !p.is_empty());
     out
 }
 
@@ -396,6 +435,19 @@ mod tests {
         // A word longer than the width is left whole.
         let long = format!("  {} x", "9".repeat(40));
         assert_eq!(wrap(&long, 20, 4)[0], format!("  {}", "9".repeat(40)));
+    }
+
+    #[test]
+    fn long_paths_break_after_a_slash() {
+        let text = "read (/work/wt/termfit/fixtures/matrices/fastdeploy-8xa100-sxm4-40gb.txt) ok";
+        let w = wrap_prefixed("  ", "    ", text, 40);
+        assert!(w.iter().all(|l| l.len() <= 40), "{w:?}");
+        let joined: String = w.iter().map(|l| l.trim()).collect::<Vec<_>>().join("");
+        assert_eq!(joined.replace(' ', ""), text.replace(' ', ""));
+        // Without a slash a long word stays whole.
+        let n = "9".repeat(50);
+        assert_eq!(wrap_prefixed("", "  ", &n, 40), vec![n.clone()]);
+        assert_eq!(path_pieces("a/b", 40), vec!["a/b"]);
     }
 
     #[test]

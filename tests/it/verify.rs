@@ -7,7 +7,7 @@ use serde_json::Value;
 /// (up to 1 MiB, one repeat): verify's own first-use calibration measures to 64 MiB three
 /// times in both launch modes, which a debug build on a loaded 2-core machine takes minutes
 /// over, and every test would race to do it.
-fn shared_cache() -> &'static std::path::Path {
+pub(crate) fn shared_cache() -> &'static std::path::Path {
     static CACHE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     CACHE.get_or_init(|| {
         let cache = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache");

@@ -12,7 +12,9 @@
 //! clique as one node (nNodes is the number of distinct ring starts) with the clique's ranks
 //! as local ranks, P2P runs over NVLink between trays (`P2P/MNNVL`, src/transport/p2p.cc),
 //! NVLS spans the clique and uses the single-domain channel count when one clique holds every
-//! rank (src/transport/nvls.cc).
+//! rank (src/transport/nvls.cc). In the fused system's search, `NCCL_MNNVL_RAIL_PER_HOST=1`
+//! (2.28.7+, `ncclTopoSearchCheckNet` in src/graph/search.cc) lets a crossNic=0 channel come
+//! back by another host's NIC in the same PCI slot (search.rs `check_net`).
 //!
 //! Not modelled: the IMEX channel check (a working fabric-handle export is assumed; NCCL
 //! stops with "MNNVL ... is available but not working" otherwise), health masks, and

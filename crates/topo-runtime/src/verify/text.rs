@@ -71,12 +71,43 @@ const GROUPS: [Group; 4] = [
 ];
 
 impl Group {
-    /// Columns the group takes after the line's first character, its gap included unless it
-    /// leads the line.
-    fn width(&self, leading: bool) -> usize {
-        let cols: usize = self.cols.iter().map(|c| c.2).sum::<usize>() + self.cols.len() - 1;
+    /// Columns the group takes after the line's first character with its columns `w` wide,
+    /// its gap included unless it leads the line.
+    fn width_of(&self, w: &[usize], leading: bool) -> usize {
+        let cols: usize = w.iter().sum::<usize>() + w.len() - 1;
         cols + if leading { 0 } else { self.gap }
     }
+
+    /// [`width_of`](Self::width_of) at the columns' own widths.
+    #[cfg(test)]
+    fn width(&self, leading: bool) -> usize {
+        self.width_of(&self.own(), leading)
+    }
+
+    fn own(&self) -> Vec<usize> {
+        self.cols.iter().map(|c| c.2).collect()
+    }
+
+    /// The columns' widths, widened to the widest of `cells` (a slow run's time can take
+    /// more than nccl-tests' eight columns).
+    fn fit(&self, cells: impl Iterator<Item = Vec<String>>) -> Vec<usize> {
+        let mut w = self.own();
+        for row in cells {
+            for (x, c) in w.iter_mut().zip(row) {
+                *x = (*x).max(c.len());
+            }
+        }
+        w
+    }
+}
+
+/// Column widths of the key and of each of [`GROUPS`] over `rows`.
+fn widths(rows: &[VerifyRow]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let key = KEY.fit(rows.iter().map(|r| cells(r, None)));
+    let groups = (0..GROUPS.len())
+        .map(|g| GROUPS[g].fit(rows.iter().map(|r| cells(r, Some(g)))))
+        .collect();
+    (key, groups)
 }
 
 /// The cells of `r` for group `g` of [`GROUPS`] (or the key with `None`).
@@ -119,15 +150,15 @@ fn cells(r: &VerifyRow, g: Option<usize>) -> Vec<String> {
 /// The groups of [`GROUPS`] in each block: as many whole groups as fit after the key (the
 /// first block, 80 columns with the out-of-place group) or the size column (the others); at
 /// least one group in every block but the first.
-fn blocks(width: usize) -> Vec<Vec<usize>> {
+fn blocks(width: usize, key: &[usize], groups: &[Vec<usize>]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = vec![];
     let mut cur = vec![];
-    let mut used = 1 + KEY.width(true);
+    let mut used = 1 + KEY.width_of(key, true);
     for (i, g) in GROUPS.iter().enumerate() {
-        let w = g.width(false);
+        let w = g.width_of(&groups[i], false);
         if (out.is_empty() || !cur.is_empty()) && used + w > width {
             out.push(std::mem::take(&mut cur));
-            used = 1 + SIZE.width(true);
+            used = 1 + SIZE.width_of(&key[..1], true);
         }
         cur.push(i);
         used += w;
@@ -138,27 +169,30 @@ fn blocks(width: usize) -> Vec<Vec<usize>> {
 
 /// One line: `lead` (`#` for the header, a space for a row), then each group's cells right
 /// aligned to its columns.
-fn line(lead: char, parts: &[(&Group, Vec<String>)]) -> String {
+/// A block's groups with their column widths.
+type Parts<'a> = [(&'a Group, &'a [usize])];
+
+fn line(lead: char, parts: &Parts, cells: &[Vec<String>]) -> String {
     let mut s = String::from(lead);
-    for (i, (g, cells)) in parts.iter().enumerate() {
+    for (i, ((g, w), cells)) in parts.iter().zip(cells).enumerate() {
         if i > 0 {
             s.push_str(&" ".repeat(g.gap));
         }
-        for (j, (c, col)) in cells.iter().zip(g.cols).enumerate() {
+        for (j, (c, w)) in cells.iter().zip(w.iter()).enumerate() {
             if j > 0 {
                 s.push(' ');
             }
-            let _ = write!(s, "{c:>w$}", w = col.2);
+            let _ = write!(s, "{c:>w$}");
         }
     }
     s.trim_end().to_string()
 }
 
 /// The title line above a block (`out-of-place` over its columns, as nccl-tests prints it).
-fn titles(parts: &[&Group]) -> String {
+fn titles(parts: &Parts) -> String {
     let mut s = String::from("#");
-    for (i, g) in parts.iter().enumerate() {
-        let w = g.width(i == 0);
+    for (i, (g, w)) in parts.iter().enumerate() {
+        let w = g.width_of(w, i == 0);
         let _ = write!(s, "{:>w$}", g.title);
     }
     s.trim_end().to_string()
@@ -182,6 +216,29 @@ fn comment(text: &str, width: usize) -> String {
     out.push_str(&cur);
     out.push('\n');
     out
+}
+
+/// One block of a collective's table: titles, names, units, then a line per size.
+fn block(s: &mut String, rows: &[VerifyRow], parts: &Parts, groups: &[usize]) {
+    let head = |f: fn(&(&str, &str, usize)) -> String| -> String {
+        let cells: Vec<Vec<String>> = parts
+            .iter()
+            .map(|(g, w)| g.cols.iter().take(w.len()).map(f).collect())
+            .collect();
+        line('#', parts, &cells)
+    };
+    let _ = writeln!(s, "{}", titles(parts));
+    let _ = writeln!(s, "{}", head(|c| c.0.to_string()));
+    let _ = writeln!(s, "{}", head(|c| c.1.to_string()));
+    let nkey = parts[0].1.len();
+    for r in rows {
+        let mut key_cells = cells(r, None);
+        key_cells.truncate(nkey);
+        let row: Vec<Vec<String>> = std::iter::once(key_cells)
+            .chain(groups.iter().map(|&g| cells(r, Some(g))))
+            .collect();
+        let _ = writeln!(s, "{}", line(' ', parts, &row));
+    }
 }
 
 impl VerifyReport {
@@ -216,7 +273,8 @@ impl VerifyReport {
         for n in &self.notes {
             s.push_str(&comment(n, width));
         }
-        let layout = blocks(width);
+        let (key_w, group_w) = widths(&self.rows);
+        let layout = blocks(width, &key_w, &group_w);
         let mut start = 0;
         while start < self.rows.len() {
             let coll = self.rows[start].collective;
@@ -229,7 +287,15 @@ impl VerifyReport {
                 if b > 0 {
                     s.push_str("#\n");
                 }
-                self.block(&mut s, &self.rows[start..end], b == 0, groups);
+                let key = if b == 0 {
+                    (&KEY, &key_w[..])
+                } else {
+                    (&SIZE, &key_w[..1])
+                };
+                let parts: Vec<(&Group, &[usize])> = std::iter::once(key)
+                    .chain(groups.iter().map(|&g| (&GROUPS[g], &group_w[g][..])))
+                    .collect();
+                block(&mut s, &self.rows[start..end], &parts, groups);
             }
             start = end;
         }
@@ -253,32 +319,6 @@ impl VerifyReport {
         let _ = writeln!(s, "# Avg bus bandwidth    : {:.4} ", self.avg_busbw_gbps());
         self.nccl_comparison(&mut s);
         s
-    }
-
-    /// One block of a collective's table: titles, names, units, then a line per size.
-    fn block(&self, s: &mut String, rows: &[VerifyRow], first: bool, groups: &[usize]) {
-        let key = if first { &KEY } else { &SIZE };
-        let parts: Vec<&Group> = std::iter::once(key)
-            .chain(groups.iter().map(|&g| &GROUPS[g]))
-            .collect();
-        let head = |f: fn(&(&str, &str, usize)) -> String| -> String {
-            let p: Vec<(&Group, Vec<String>)> = parts
-                .iter()
-                .map(|g| (*g, g.cols.iter().map(f).collect()))
-                .collect();
-            line('#', &p)
-        };
-        let _ = writeln!(s, "{}", titles(&parts));
-        let _ = writeln!(s, "{}", head(|c| c.0.to_string()));
-        let _ = writeln!(s, "{}", head(|c| c.1.to_string()));
-        for r in rows {
-            let mut key_cells = cells(r, None);
-            key_cells.truncate(key.cols.len());
-            let p: Vec<(&Group, Vec<String>)> = std::iter::once((key, key_cells))
-                .chain(groups.iter().map(|&g| (&GROUPS[g], cells(r, Some(g)))))
-                .collect();
-            let _ = writeln!(s, "{}", line(' ', &p));
-        }
     }
 
     /// `--compare nccl`: NCCL's out-of-place figures beside topo's (68 columns).
@@ -320,11 +360,21 @@ mod tests {
     /// and every block but the first leads with the size.
     #[test]
     fn blocks_follow_the_width() {
+        let key = KEY.own();
+        let g: Vec<Vec<usize>> = GROUPS.iter().map(Group::own).collect();
+        let blocks = |w| blocks(w, &key, &g);
         assert_eq!(blocks(usize::MAX), vec![vec![0, 1, 2, 3]]);
         assert_eq!(blocks(160), vec![vec![0, 1, 2, 3]]);
         assert_eq!(blocks(100), vec![vec![0], vec![1, 2, 3]]);
         assert_eq!(blocks(80), vec![vec![0], vec![1, 2], vec![3]]);
         assert_eq!(blocks(40).first(), Some(&vec![]));
+        // A wide time widens its column, and the split follows.
+        let mut wide = g.clone();
+        wide[0][0] = 10;
+        assert_eq!(
+            super::blocks(80, &key, &wide),
+            vec![vec![], vec![0, 1], vec![2, 3]]
+        );
         assert_eq!(1 + KEY.width(true) + GROUPS[0].width(false), 80);
         let all = 1 + KEY.width(true) + GROUPS.iter().map(|g| g.width(false)).sum::<usize>();
         assert!(all <= 160, "{all}");
