@@ -155,13 +155,41 @@ pub struct LinkFit {
     pub points: Vec<(usize, f64)>,
     /// Largest relative error of the fit over the points of 1 MiB and above.
     pub max_rel_err_1mb: f64,
+    /// Sizes from here on are the regime the bandwidths above were fitted on; 0 when one
+    /// regime covers every size.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub regime_min_bytes: usize,
+    /// The one bandwidth of the sizes from 256 KiB up to `regime_min_bytes` (a DIRECT
+    /// link's static split), same unit as `beta_gbps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below_regime_gbps: Option<f64>,
+}
+
+fn is_zero(x: &usize) -> bool {
+    *x == 0
 }
 
 impl LinkFit {
     /// Predicted time of moving `bytes` through the calibration operation once.
     pub fn time_us(&self, bytes: usize) -> f64 {
         let b = bytes as f64;
-        self.time_of(1.0, self.moved_per_byte * b, self.footprint_per_byte * b)
+        self.time_at(
+            bytes,
+            1.0,
+            self.moved_per_byte * b,
+            self.footprint_per_byte * b,
+        )
+    }
+
+    /// [`Self::time_of`] for a collective of `size` bytes: below the fitted regime, with the
+    /// bandwidth measured there.
+    pub fn time_at(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
+        match self.below_regime_gbps {
+            Some(g) if size < self.regime_min_bytes && g > 0.0 => {
+                latencies * self.alpha_us + moved / g / 1e3
+            }
+            _ => self.time_of(latencies, moved, footprint),
+        }
     }
 
     /// Time of `latencies` latencies plus `moved` bytes per worker at `footprint`.
@@ -272,6 +300,9 @@ pub fn fit_mode(
             .into_iter()
             .collect();
     }
+    let below = (from > BANDWIDTH_MIN_BYTES)
+        .then(|| below_regime_gbps(&points, op, alpha, from))
+        .flatten();
     let (u, v, knee) = best_knee(&large, alpha, cache_hint);
     let mut f = LinkFit {
         link,
@@ -284,6 +315,8 @@ pub fn fit_mode(
         footprint_per_byte: op.footprint,
         points,
         max_rel_err_1mb: 0.0,
+        regime_min_bytes: if below.is_some() { from } else { 0 },
+        below_regime_gbps: below,
     };
     f.max_rel_err_1mb = f
         .points
@@ -292,6 +325,22 @@ pub fn fit_mode(
         .map(|&(s, t)| ((f.time_us(s) - t) / t).abs())
         .fold(0.0, f64::max);
     f
+}
+
+/// The one bandwidth (GB/s) of the points from 256 KiB to below `from`: the relative-error
+/// least squares of `alpha + moved u = t`. None without such points.
+fn below_regime_gbps(points: &[(usize, f64)], op: Traffic, alpha: f64, from: usize) -> Option<f64> {
+    let (mut xx, mut xy) = (0.0, 0.0);
+    for &(b, t) in points
+        .iter()
+        .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.0 < from && p.1 > 0.0)
+    {
+        let x = op.moved * b as f64 / t;
+        xx += x * x;
+        xy += x * (t - alpha) / t;
+    }
+    let u = xy / xx;
+    (u.is_finite() && u > 0.0).then(|| 1.0 / (u * 1e3))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -460,7 +509,7 @@ impl HostModel {
         let t = traffic(collective, algorithm, nranks, self.cpus, tcp);
         let l = self.link(t.link, mode)?;
         let b = bytes as f64;
-        Some(l.time_of(t.latencies, t.moved * b, t.footprint * b))
+        Some(l.time_at(bytes, t.latencies, t.moved * b, t.footprint * b))
     }
 }
 
@@ -484,6 +533,8 @@ mod tests {
             footprint_per_byte: op.footprint,
             points: vec![],
             max_rel_err_1mb: 0.0,
+            regime_min_bytes: 0,
+            below_regime_gbps: None,
         }
     }
 
@@ -652,6 +703,16 @@ mod tests {
                 own.time_us(s)
             );
         }
+        // The static split below keeps a bandwidth of its own.
+        assert_eq!(own.regime_min_bytes, MIB);
+        for &(s, t) in VM_DIRECT_REDUCE_PROCESSES.iter().filter(|p| p.0 < MIB) {
+            let e = err_at(&own, s, t);
+            assert!(
+                e.abs() < 0.25,
+                "{s}: predicted {} us, measured {t}",
+                own.time_us(s)
+            );
+        }
         // With too few sizes in the regime, every size from 256 KiB is used.
         let few: Vec<_> = pts().into_iter().filter(|p| p.0 <= 4 * MIB).collect();
         let f = fit_mode(
@@ -663,6 +724,7 @@ mod tests {
             MIB,
         );
         assert!(f.beta_gbps.is_finite() && f.beta_gbps > 0.0);
+        assert_eq!((f.regime_min_bytes, f.below_regime_gbps), (0, None));
     }
 
     #[test]
