@@ -6,18 +6,7 @@ use super::util::topo_clean_env;
 use serde_json::Value;
 
 fn plan_json(args: &[&str]) -> Value {
-    let out = topo_clean_env()
-        .arg("plan")
-        .args(args)
-        .args(["--nccl-version", "2.28", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    super::util::plan_doc(args).0
 }
 
 fn channel_line(v: &Value) -> &str {

@@ -82,23 +82,12 @@ pub fn assert_codes_listed(doc: &serde_json::Value, what: &str) {
     }
 }
 
-/// `topo plan` of 1 GiB under NCCL 2.28 as JSON with the per-pair transports, in an
-/// environment without the machine's NCCL_* variables: the document and stderr.
-pub fn plan_1g(args: &[&str]) -> (serde_json::Value, String) {
+/// `topo plan ARGS` under NCCL 2.28 as JSON, in an environment without the machine's NCCL_*
+/// variables: the document and stderr.
+pub fn plan_doc(args: &[&str]) -> (serde_json::Value, String) {
     let out = topo_clean_env()
         .arg("plan")
-        .args([
-            "--nccl-version",
-            "2.28",
-            "--format",
-            "json",
-            "--transports",
-            "pairs",
-            "-b",
-            "1G",
-            "-e",
-            "1G",
-        ])
+        .args(["--nccl-version", "2.28", "--format", "json"])
         .args(args)
         .output()
         .unwrap();
@@ -111,4 +100,11 @@ pub fn plan_1g(args: &[&str]) -> (serde_json::Value, String) {
         serde_json::from_slice(&out.stdout).unwrap(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// [`plan_doc`] of 1 GiB with the per-pair transports.
+pub fn plan_1g(args: &[&str]) -> (serde_json::Value, String) {
+    let mut a = vec!["--transports", "pairs", "-b", "1G", "-e", "1G"];
+    a.extend_from_slice(args);
+    plan_doc(&a)
 }
