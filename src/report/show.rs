@@ -18,10 +18,10 @@ use crate::cli::{DataFormat, ShowView};
 use crate::util::Style;
 use anyhow::Result;
 use petgraph::graph::NodeIndex;
-use std::collections::HashMap;
+use topo_model::fast::{HashMap, HashSet};
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
 use topo_nccl as nccl;
-use topo_nccl::paths::PathPolicy;
+use topo_nccl::paths::{PathPolicy, Paths};
 use topo_nccl::system::{NodeType, System};
 use topo_nccl::types::PathType;
 
@@ -135,11 +135,30 @@ pub(crate) struct Ctx<'a> {
     /// Flat hosts without NUMA information: no PCI switch or bridge (every device hangs off
     /// its CPU) and a CPU with NUMA id -1, as a VM's NCCL XML lists it; nothing tells one
     /// host bridge from another there.
-    pub flat_hosts: std::collections::HashSet<HostId>,
+    pub flat_hosts: HashSet<HostId>,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(topo: &'a Topology) -> Ctx<'a> {
+        // NCCL's system and paths need only the topology: built on a second core while this
+        // one indexes the hosts (a fifth of `show` at 32,768 GPUs).
+        std::thread::scope(|s| {
+            let model = s.spawn(|| {
+                let sys = System::build(topo, &BwConstants::default());
+                let paths = nccl::paths::compute(&sys, &PathPolicy::default());
+                (sys, paths)
+            });
+            let mut ctx = Ctx::hosts_only(topo);
+            let (sys, paths) = model
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            nccl_paths(&mut ctx, &sys, &paths);
+            ctx
+        })
+    }
+
+    /// Everything but NCCL's paths: hosts, positions, numbers, roles.
+    fn hosts_only(topo: &'a Topology) -> Ctx<'a> {
         let nhosts = topo.host_count().max(topo.hosts.len()).max(1);
         let gpus = topo.gpus();
         let nets = topo.nets();
@@ -151,7 +170,7 @@ impl<'a> Ctx<'a> {
                 c,
             )
         });
-        let mut pos = HashMap::new();
+        let mut pos = HashMap::default();
         // Bucket nodes by host once: scanning the whole graph per host is quadratic in --nodes.
         let bucket = |v: &[NodeIndex]| -> Vec<Vec<NodeIndex>> {
             let mut out = vec![vec![]; nhosts];
@@ -192,7 +211,7 @@ impl<'a> Ctx<'a> {
                 hv
             })
             .collect();
-        let mut number = HashMap::new();
+        let mut number = HashMap::default();
         let roles: HashMap<_, _> = topo.net_roles_all().into_iter().collect();
         for hv in &hosts {
             let devs: Vec<i32> = hv
@@ -208,8 +227,7 @@ impl<'a> Ctx<'a> {
                 number.insert(g, if nvml { d as usize } else { i });
             }
         }
-        let with_switch: std::collections::HashSet<HostId> =
-            topo.pci_switches().map(|n| topo.node(n).host).collect();
+        let with_switch: HashSet<HostId> = topo.pci_switches().map(|n| topo.node(n).host).collect();
         let flat_hosts = hosts
             .iter()
             .filter(|h| !with_switch.contains(&h.host))
@@ -220,19 +238,17 @@ impl<'a> Ctx<'a> {
             })
             .map(|h| h.host)
             .collect();
-        let mut ctx = Ctx {
+        Ctx {
             topo,
             hosts,
             pos,
             flat_hosts,
-            paths: HashMap::new(),
-            local: HashMap::new(),
-            channel0: HashMap::new(),
+            paths: HashMap::default(),
+            local: HashMap::default(),
+            channel0: HashMap::default(),
             number,
             roles,
-        };
-        nccl_paths(&mut ctx);
-        ctx
+        }
     }
 
     pub fn multi_host(&self) -> bool {
@@ -401,7 +417,7 @@ impl<'a> Ctx<'a> {
         // (every node is in its host's `nodes`, in graph order) so the table stays small.
         let mut repeats = vec![];
         {
-            let mut seen: HashMap<&str, usize> = HashMap::new();
+            let mut seen: HashMap<&str, usize> = HashMap::default();
             for hv in &self.hosts {
                 seen.clear();
                 for &n in &hv.nodes {
@@ -444,11 +460,8 @@ impl<'a> Ctx<'a> {
 /// NCCL's paths with the default constants and environment (`nccl::paths::compute`): from
 /// every GPU to the GPUs and network ports of its host, keyed by model node; plus each GPU's
 /// local network ports and the one NCCL gives its channel 0.
-fn nccl_paths(ctx: &mut Ctx) {
-    let topo = ctx.topo;
-    let sys = System::build(topo, &BwConstants::default());
+fn nccl_paths(ctx: &mut Ctx, sys: &System, paths: &Paths) {
     let policy = PathPolicy::default();
-    let paths = nccl::paths::compute(&sys, &policy);
     let of: HashMap<NodeIndex, usize> = sys
         .nodes
         .iter()
@@ -464,13 +477,10 @@ fn nccl_paths(ctx: &mut Ctx) {
                 let Some(&st) = of.get(&t) else { continue };
                 let Some(p) = paths.get(sg, st) else { continue };
                 // The relay GPU of a PXN or NVB path.
-                let via = p
-                    .route
-                    .iter()
-                    .skip(1)
-                    .take(p.route.len().saturating_sub(2))
-                    .find(|&&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
-                    .and_then(|&i| model(i));
+                let via = paths
+                    .interior(sg, st)
+                    .find(|&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
+                    .and_then(model);
                 ctx.paths.insert(
                     (g, t),
                     PathInfo {
@@ -481,14 +491,13 @@ fn nccl_paths(ctx: &mut Ctx) {
                     },
                 );
             }
-            let local: Vec<NodeIndex> = nccl::paths::local_nodes(&sys, &paths, sg, NodeType::Net)
+            let local: Vec<NodeIndex> = nccl::paths::local_nodes(sys, paths, sg, NodeType::Net)
                 .into_iter()
                 .filter_map(model)
                 .collect();
             ctx.local.insert(g, local);
             let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
-            if let Some(net) =
-                rank.and_then(|r| nccl::paths::local_net(&sys, &paths, &policy, r, 0))
+            if let Some(net) = rank.and_then(|r| nccl::paths::local_net(sys, paths, &policy, r, 0))
                 && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
             {
                 ctx.channel0.insert(g, n);

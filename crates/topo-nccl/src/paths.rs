@@ -19,8 +19,10 @@ pub struct Path {
     /// Bottleneck bandwidth, GB/s.
     pub bw: f64,
     pub hops: u32,
-    /// System node indices from the source to the destination, both included.
-    pub route: Vec<usize>,
+    /// System node indices from the source to the destination, both included, in the nodes
+    /// of the host whose table holds the path: read it through [`Paths::route`], which moves
+    /// a replica host's shared path onto its own nodes.
+    route: Vec<usize>,
 }
 
 impl Path {
@@ -141,8 +143,16 @@ fn kind_slot(k: NodeType) -> Option<usize> {
 struct HostTable {
     /// The host's path ends (rows, and columns per row).
     nb: usize,
-    /// `table[col(from) * nb + col(to)]`.
+    /// `table[col(from) * nb + col(to)]`; empty for a replica, which reads its source's.
     table: Vec<Option<Path>>,
+    /// The host whose table this host's paths are: itself, or the identical host it
+    /// replicates ([`replica`]); sharing instead of copying kept 140 MB of copies out of a
+    /// 4,096-host plan.
+    source: usize,
+    /// The first system node of the source's block and of this host's: a shared route's
+    /// node `x` is `x - from + to` here.
+    from: usize,
+    to: usize,
 }
 
 const NO_COL: usize = usize::MAX;
@@ -168,8 +178,27 @@ impl Paths {
         if r == NO_COL || c == NO_COL {
             return None;
         }
-        let t = &self.hosts[h as usize];
-        t.table[r * t.nb + c].as_ref()
+        let t = &self.hosts[self.hosts[h as usize].source];
+        t.table.get(r * t.nb + c)?.as_ref()
+    }
+
+    /// The system nodes of the path `from -> to`, both ends included.
+    pub fn route(
+        &self,
+        from: usize,
+        to: usize,
+    ) -> Option<impl ExactSizeIterator<Item = usize> + Clone + '_> {
+        let p = self.get(from, to)?;
+        let t = &self.hosts[self.host_of[from] as usize];
+        let (f, to) = (t.from, t.to);
+        Some(p.route.iter().map(move |&x| x - f + to))
+    }
+
+    /// The nodes strictly between the ends of the path `from -> to` (a PXN or NVB relay).
+    pub fn interior(&self, from: usize, to: usize) -> impl Iterator<Item = usize> + '_ {
+        let route = self.route(from, to);
+        let inner = route.as_ref().map_or(0, |r| r.len().saturating_sub(2));
+        route.into_iter().flatten().skip(1).take(inner)
     }
 
     /// Path type, `DIS` when there is no path (different hosts, disconnected).
@@ -214,7 +243,7 @@ fn hop_type(l: LinkType) -> PathType {
 /// rerouting through the CPU, unreachable peers, P2C, PXN and no-GDR rerouting.
 pub fn compute(sys: &System, policy: &PathPolicy) -> Paths {
     let mut paths = skeleton(sys);
-    let replicas = Replicas::of(sys, &paths);
+    let replicas = Replicas::of(sys, &mut paths);
     search_paths(sys, policy, &mut paths, &replicas);
     post_process(sys, policy, &mut paths, &replicas);
     replicas.fill(sys, &mut paths);
@@ -225,7 +254,7 @@ pub fn compute(sys: &System, policy: &PathPolicy) -> Paths {
 /// before post-processing.
 pub fn raw_paths(sys: &System, policy: &PathPolicy) -> Paths {
     let mut paths = skeleton(sys);
-    let replicas = Replicas::of(sys, &paths);
+    let replicas = Replicas::of(sys, &mut paths);
     search_paths(sys, policy, &mut paths, &replicas);
     replicas.fill(sys, &mut paths);
     paths
@@ -249,11 +278,16 @@ fn skeleton(sys: &System) -> Paths {
             bases[h] += 1;
         }
     }
+    // Tables are allocated once [`Replicas::of`] knows which hosts compute theirs.
     let hosts = bases
         .iter()
-        .map(|&nb| HostTable {
+        .enumerate()
+        .map(|(h, &nb)| HostTable {
             nb,
-            table: vec![None; nb * nb],
+            table: Vec::new(),
+            source: h,
+            from: 0,
+            to: 0,
         })
         .collect();
     let slots = (nh.max(sys.nhosts)) * KINDS;
@@ -709,9 +743,9 @@ pub fn check_p2p(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b: 
     };
     out.path = path.ty;
     if path.ty == PathType::Nvb {
-        out.intermediate = path.route[1..path.route.len() - 1]
-            .iter()
-            .find_map(|&n| sys.nodes[n].gpu.as_ref().map(|g| g.rank));
+        out.intermediate = paths
+            .interior(ga, gb)
+            .find_map(|n| sys.nodes[n].gpu.as_ref().map(|g| g.rank));
     }
     out.p2p = path.ty <= level;
     if a != b && policy.ignore_disabled_p2p != 2 {
@@ -772,12 +806,11 @@ pub fn check_gdr(
     let na = sys.nodes[n].net.as_ref();
     let mut distance = paths.ty(g, n);
     if distance == PathType::Pxn
-        && let Some(p) = paths.get(g, n)
-        && let Some(relay) = p.route[1..p.route.len() - 1]
-            .iter()
-            .find(|&&x| sys.nodes[x].kind == NodeType::Gpu)
+        && let Some(relay) = paths
+            .interior(g, n)
+            .find(|&x| sys.nodes[x].kind == NodeType::Gpu)
     {
-        distance = paths.ty(*relay, n);
+        distance = paths.ty(relay, n);
     }
     let default_level = if policy.minor >= 30 && policy.gdr_c2c() {
         PathType::P2c

@@ -234,9 +234,9 @@ pub struct TransportClass {
 /// Groups `pairs` into classes (in order of first appearance) and the distinct reasons (in
 /// the same order): linear in the pairs, with a hash lookup per pair.
 pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<String>) {
-    use std::collections::HashMap;
+    use topo_model::fast::HashMap;
     let mut reasons: Vec<String> = vec![];
-    let mut reason_of: HashMap<&str, usize> = HashMap::new();
+    let mut reason_of: HashMap<&str, usize> = HashMap::default();
     let mut classes: Vec<TransportClass> = vec![];
     type Key<'a> = (
         &'a str,
@@ -245,7 +245,7 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
         Option<&'a str>,
         Option<&'a str>,
     );
-    let mut class_of: HashMap<Key, usize> = HashMap::new();
+    let mut class_of: HashMap<Key, usize> = HashMap::default();
     for t in pairs {
         let reason = *reason_of.entry(t.reason.as_str()).or_insert_with(|| {
             reasons.push(t.reason.clone());

@@ -553,10 +553,10 @@ impl Ctx {
             if p.ty >= PathType::Dis && from != to {
                 return None;
             }
-            let mut hops = Vec::with_capacity(p.route.len().saturating_sub(1));
+            let route = paths.route(from, to)?;
+            let mut hops = Vec::with_capacity(route.len().saturating_sub(1));
             let mut intel = false;
-            for w in p.route.windows(2) {
-                let (a, b) = (w[0], w[1]);
+            for (a, b) in route.clone().zip(route.skip(1)) {
                 let li = sys.nodes[a].links.iter().position(|l| {
                     l.to == b
                         && sys.nodes[b]

@@ -11,7 +11,8 @@
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use topo_model::fast::HashMap;
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -256,7 +257,7 @@ impl System {
         // Graph node (by index) -> system node, `NONE` for the nodes NCCL drops.
         const NONE: usize = usize::MAX;
         let mut map: Vec<usize> = vec![NONE; topo.graph.node_count()];
-        let mut nvs_of_host: HashMap<HostId, usize> = HashMap::new();
+        let mut nvs_of_host: HashMap<HostId, usize> = HashMap::default();
         let g = &topo.graph;
 
         let mut order: Vec<NodeIndex> = g.node_indices().collect();
@@ -459,7 +460,7 @@ impl System {
         }
         // NCCL's CPU index order is the fused XML's too; `ncclGetLocalCpu` takes the first of
         // equally close CPUs in it, and `ncclTopoComputeCommCPU` the first CPU.
-        let mut cpu_pos: HashMap<usize, usize> = HashMap::new();
+        let mut cpu_pos: HashMap<usize, usize> = HashMap::default();
         let hosts: std::collections::BTreeSet<HostId> =
             sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
         for h in hosts {
@@ -805,7 +806,7 @@ impl<'a> Walker<'a> {
                 Walker::mark(topo, &mut self.base, hs, n);
             }
         }
-        let mut fused: FusedTree = HashMap::new();
+        let mut fused: FusedTree = HashMap::default();
         for &gpu in &host.gpus {
             self.rank_stamp += 1;
             let rs = self.rank_stamp;
@@ -857,8 +858,8 @@ fn bare_nic_aliases(topo: &Topology, fused: &Fused) -> HashMap<NodeIndex, NodeIn
         })
         .collect();
     bare.sort_by_key(|&n| (g[n].host, fused.at(n)));
-    let mut first: HashMap<HostId, NodeIndex> = HashMap::new();
-    let mut out = HashMap::new();
+    let mut first: HashMap<HostId, NodeIndex> = HashMap::default();
+    let mut out = HashMap::default();
     for n in bare {
         match first.get(&g[n].host) {
             Some(&rep) => {

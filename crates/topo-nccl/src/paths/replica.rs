@@ -1,5 +1,7 @@
-//! Hosts whose path tables are copies of an earlier host's: `--nodes 4096` replicates one
-//! machine, and computing 4,096 identical tables was most of the path time at 32,768 GPUs.
+//! Hosts whose path tables are an earlier host's: `--nodes 4096` replicates one machine, and
+//! computing 4,096 identical tables was most of the path time at 32,768 GPUs (copying them
+//! after, 140 MB and a tenth of the plan's time). A replica reads its source's table and
+//! moves the routes onto its own nodes as they are read ([`Paths::route`]).
 //!
 //! A host copies another's tables only when everything its paths depend on is equal, node
 //! by node at the same offset in the host's block of system nodes: node types, GPU and NET
@@ -8,7 +10,7 @@
 //! stay inside it, so such a host's tables (and NCCL's post-processing of them, which reads
 //! only the host's own pairs) are a function of exactly that. Any other host is computed.
 
-use super::{KINDS, Path, Paths};
+use super::{KINDS, Paths};
 use crate::system::{LinkType, NodeType, System};
 use std::collections::HashMap;
 
@@ -23,15 +25,32 @@ pub(super) struct Replicas {
 impl Replicas {
     /// Every host computes its own tables (the reference the tests compare copies with).
     #[cfg(test)]
-    fn every_host(sys: &System, paths: &Paths) -> Replicas {
+    fn every_host(sys: &System, paths: &mut Paths) -> Replicas {
         let r = Replicas::of(sys, paths);
-        Replicas {
+        let r = Replicas {
             source: (0..r.source.len()).collect(),
             start: r.start,
+        };
+        r.alloc_tables(paths);
+        r
+    }
+
+    /// Decides which hosts compute their tables and allocates those tables.
+    pub(super) fn of(sys: &System, paths: &mut Paths) -> Replicas {
+        let r = Replicas::decide(sys, paths);
+        r.alloc_tables(paths);
+        r
+    }
+
+    fn alloc_tables(&self, paths: &mut Paths) {
+        for (h, t) in paths.hosts.iter_mut().enumerate() {
+            if self.computes(h) && t.table.len() != t.nb * t.nb {
+                t.table = vec![None; t.nb * t.nb];
+            }
         }
     }
 
-    pub(super) fn of(sys: &System, paths: &Paths) -> Replicas {
+    fn decide(sys: &System, paths: &Paths) -> Replicas {
         let nh = paths.hosts.len();
         let blocks = host_blocks(sys, nh);
         let mut rank_pos = vec![usize::MAX; sys.gpus.len()];
@@ -60,30 +79,17 @@ impl Replicas {
         self.source.get(h).is_none_or(|&s| s == h)
     }
 
-    /// Copies every replica's tables (routes moved to its own nodes) and NET owners from its
-    /// source host.
+    /// Points every replica at its source host's table and copies its NET owners.
     pub(super) fn fill(&self, sys: &System, paths: &mut Paths) {
         for h in 0..self.source.len() {
             let r = self.source[h];
             if r == h {
                 continue;
             }
-            let (from, to) = (self.start[r], self.start[h]);
-            let moved = |x: usize| x - from + to;
-            let table: Vec<Option<Path>> = paths.hosts[r]
-                .table
-                .iter()
-                .map(|p| {
-                    p.as_ref().map(|p| Path {
-                        ty: p.ty,
-                        bw: p.bw,
-                        hops: p.hops,
-                        route: p.route.iter().map(|&x| moved(x)).collect(),
-                    })
-                })
-                .collect();
             debug_assert_eq!(paths.hosts[h].nb, paths.hosts[r].nb);
-            paths.hosts[h].table = table;
+            let t = &mut paths.hosts[h];
+            (t.source, t.from, t.to) = (r, self.start[r], self.start[h]);
+            t.table = Vec::new();
         }
         if paths.net_local_gpu.len() != sys.nets.len() {
             return;
@@ -241,9 +247,9 @@ mod tests {
         let run = |every: bool| {
             let mut p = skeleton(sys);
             let r = if every {
-                Replicas::every_host(sys, &p)
+                Replicas::every_host(sys, &mut p)
             } else {
-                Replicas::of(sys, &p)
+                Replicas::of(sys, &mut p)
             };
             search_paths(sys, policy, &mut p, &r);
             post_process(sys, policy, &mut p, &r);
@@ -259,7 +265,11 @@ mod tests {
         assert_eq!(a.net_local_gpu, b.net_local_gpu);
         for x in 0..sys.nodes.len() {
             for y in 0..sys.nodes.len() {
-                assert_eq!(a.get(x, y), b.get(x, y), "path {x} -> {y}");
+                let key = |p: &Paths| {
+                    let path = p.get(x, y).map(|q| (q.ty, q.bw, q.hops));
+                    (path, p.route(x, y).map(Iterator::collect::<Vec<_>>))
+                };
+                assert_eq!(key(a), key(b), "path {x} -> {y}");
             }
         }
     }

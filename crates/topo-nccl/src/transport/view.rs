@@ -5,7 +5,7 @@ use super::{PairTransport, RankPlacement, TransportPolicy};
 use crate::paths::{self, PathPolicy, Paths};
 use crate::system::System;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Codes used in [`HostMatrix`] cells.
 pub const LEGEND: &str = "P2P = P2P write, P2P/R = P2P read, P2P/I = P2P through an \
@@ -55,31 +55,47 @@ impl HostMatrix {
 
 /// One matrix per host from the pairs [`super::select`] returned.
 pub fn matrices(sys: &System, pairs: &[PairTransport]) -> Vec<HostMatrix> {
-    let by_pair: HashMap<(usize, usize), &PairTransport> = pairs
-        .iter()
-        .filter(|p| sys.gpu(p.from).host == sys.gpu(p.to).host)
-        .map(|p| ((p.from, p.to), p))
-        .collect();
     let nhosts = sys
         .gpus
         .iter()
         .map(|&g| sys.nodes[g].host as usize + 1)
         .max()
         .unwrap_or(0);
-    (0..nhosts)
-        .map(|h| {
-            let ranks = sys.host_gpus(h as u16);
+    let host_ranks: Vec<Vec<usize>> = (0..nhosts).map(|h| sys.host_gpus(h as u16)).collect();
+    // Each host's cells by (position of from, position of to): a map keyed by rank pair
+    // hashed 229,376 pairs at 32,768 GPUs. A later entry for a pair wins, as in a map.
+    let mut pos = vec![0usize; sys.gpus.len()];
+    for ranks in &host_ranks {
+        for (i, &r) in ranks.iter().enumerate() {
+            pos[r] = i;
+        }
+    }
+    let mut by_pos: Vec<Vec<Option<&PairTransport>>> = host_ranks
+        .iter()
+        .map(|r| vec![None; r.len() * r.len()])
+        .collect();
+    for p in pairs {
+        let h = sys.gpu(p.from).host as usize;
+        if h == sys.gpu(p.to).host as usize {
+            let n = host_ranks[h].len();
+            by_pos[h][pos[p.from] * n + pos[p.to]] = Some(p);
+        }
+    }
+    host_ranks
+        .into_iter()
+        .zip(by_pos)
+        .enumerate()
+        .map(|(h, (ranks, cells_of))| {
+            let n = ranks.len();
             let mut anomalies = 0;
-            let cells = ranks
-                .iter()
-                .map(|&a| {
-                    ranks
-                        .iter()
-                        .map(|&b| {
-                            if a == b {
+            let cells = (0..n)
+                .map(|i| {
+                    (0..n)
+                        .map(|j| {
+                            if i == j {
                                 return "X".to_string();
                             }
-                            match by_pair.get(&(a, b)) {
+                            match cells_of[i * n + j] {
                                 Some(p) => {
                                     anomalies += usize::from(p.anomaly.is_some());
                                     p.code()
