@@ -203,6 +203,23 @@ fn sgr_len(s: &str) -> Option<usize> {
     (body.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
 }
 
+/// Frees `v` on a thread of its own, so the caller's next step (writing the document) runs
+/// on one core while the other returns the memory: at 32,768 GPUs the analysis is some
+/// 300 MB in millions of allocations. The process may exit first; the OS then takes it all.
+pub fn drop_aside<T: Send + 'static>(v: T) {
+    // Where no thread can be had, spawn drops the closure, and `v` with it, right here.
+    let _ = std::thread::Builder::new()
+        .name("topo-free".into())
+        .spawn(move || drop(v));
+}
+
+/// For a value whose life ends as the process does: skips freeing it piece by piece, which
+/// the OS does at once when the process exits (the same choice rustc makes for its
+/// compilation session). Use only for what a command holds after its output is written.
+pub fn release_at_exit<T>(v: T) {
+    std::mem::forget(v);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,9 +30,11 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     let text = match render(topo, a, &env, style)? {
         Rendered::Json(plan) => {
             drop(progress);
-            return emit_with(a.output.as_ref(), |w| {
+            let written = emit_with(a.output.as_ref(), |w| {
                 crate::report::doc::json_to(w, &*plan)
             });
+            crate::util::release_at_exit(plan);
+            return written;
         }
         Rendered::Text(text) => text,
     };
@@ -98,7 +100,10 @@ fn render(
         let title = crate::report::svg::plot::title(&plan);
         return crate::report::svg::plot::render(&title, &panels).map(Rendered::Text);
     }
-    let mut plan = topo_nccl::plan_owned(topo, &req, facts)?;
+    let (mut plan, analysis) = topo_nccl::plan_owned(topo, &req, facts)?;
+    if let Some(a) = analysis {
+        crate::util::drop_aside(a);
+    }
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());
     }

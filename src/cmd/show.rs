@@ -29,7 +29,9 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     if a.format == DataFormat::Json {
         let write = crate::report::show::json_writer(&topo, a.view);
         drop(progress);
-        return emit_with(a.output.as_ref(), write);
+        let written = emit_with(a.output.as_ref(), write);
+        crate::util::release_at_exit(topo);
+        return written;
     }
     let text = crate::report::show::render_with(&topo, a.view, a.format, style, a.compact)?;
     let text = match a.format {

@@ -67,7 +67,12 @@ pub fn json_writer<'a>(
     view: ShowView,
 ) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
     let ctx = Ctx::new(topo);
-    move |w| doc::json_to(&ctx, view, w)
+    move |w| {
+        let written = doc::json_to(&ctx, view, w);
+        // `topo show` exits once this is written.
+        crate::util::release_at_exit(ctx);
+        written
+    }
 }
 
 /// NCCL's path from one model node to another: type and bandwidth (GB/s).

@@ -753,7 +753,11 @@ pub(crate) fn json_to(
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
     let names = Names::new(ctx);
-    crate::report::doc::json_to(w, &build(ctx, &names, view))
+    let doc = build(ctx, &names, view);
+    let written = crate::report::doc::json_to(w, &doc);
+    crate::util::release_at_exit(doc);
+    crate::util::release_at_exit(names);
+    written
 }
 
 pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
