@@ -61,6 +61,172 @@ pub fn json_to<T: Serialize + ?Sized>(w: &mut dyn std::io::Write, doc: &T) -> st
     w.flush()
 }
 
+/// A JSON object written field by field in [`json_to`]'s bytes, so that some fields can be
+/// encoded elsewhere (another thread) and handed in already encoded ([`JsonObject::encoded`]).
+pub struct JsonObject<'w> {
+    w: std::io::BufWriter<&'w mut dyn std::io::Write>,
+    first: bool,
+}
+
+impl<'w> JsonObject<'w> {
+    pub fn start(w: &'w mut dyn std::io::Write) -> std::io::Result<JsonObject<'w>> {
+        use std::io::Write as _;
+        let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
+        w.write_all(b"{")?;
+        Ok(JsonObject { w, first: true })
+    }
+
+    fn key(&mut self, key: &str) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let sep: &[u8] = if self.first { b"\n  \"" } else { b",\n  \"" };
+        self.first = false;
+        self.w.write_all(sep)?;
+        // Field names are the document's own identifiers: nothing to escape.
+        self.w.write_all(key.as_bytes())?;
+        self.w.write_all(b"\": ")
+    }
+
+    pub fn field<T: Serialize + ?Sized>(&mut self, key: &str, v: &T) -> std::io::Result<()> {
+        self.key(key)?;
+        value_to(&mut self.w, v, unit_of(key))
+    }
+
+    /// A field whose value [`json_value_to`] encoded, in pieces.
+    pub fn encoded(
+        &mut self,
+        key: &str,
+        pieces: impl IntoIterator<Item = Vec<u8>>,
+    ) -> std::io::Result<()> {
+        use std::io::Write as _;
+        self.key(key)?;
+        for p in pieces {
+            self.w.write_all(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the object, with the final newline [`json_to`] writes.
+    pub fn end(mut self) -> std::io::Result<()> {
+        use std::io::Write as _;
+        self.w
+            .write_all(if self.first { b"{}\n" } else { b"\n}\n" })?;
+        self.w.flush()
+    }
+}
+
+/// `v` as the value of a top-level field whose name carries no unit (not `*_gbps`, `*_us`):
+/// [`json`]'s bytes for `v`, with every line after the first indented one level (pretty
+/// JSON strings hold no raw newline, so each newline starts a line).
+pub fn json_value_to<T: Serialize + ?Sized>(
+    w: &mut impl std::io::Write,
+    v: &T,
+) -> std::io::Result<()> {
+    value_to(w, v, Unit::Plain)
+}
+
+fn value_to<T: Serialize + ?Sized>(
+    w: &mut impl std::io::Write,
+    v: &T,
+    u: Unit,
+) -> std::io::Result<()> {
+    let mut ind = Indented { w };
+    let mut ser = serde_json::Serializer::pretty(&mut ind);
+    Rounded { v, u }.serialize(&mut ser)?;
+    Ok(())
+}
+
+struct Indented<'a, W> {
+    w: &'a mut W,
+}
+
+impl<W: std::io::Write> std::io::Write for Indented<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn write_all(&mut self, mut buf: &[u8]) -> std::io::Result<()> {
+        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            self.w.write_all(&buf[..=i])?;
+            self.w.write_all(b"  ")?;
+            buf = &buf[i + 1..];
+        }
+        self.w.write_all(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// A thread of a [`std::thread::scope`] that encodes one field into a bounded queue of
+/// pieces (read them from the receiver [`Side::spawn`] returns, in order, until it closes)
+/// and returns another value when done.
+pub struct Side<'scope, T> {
+    handle: std::thread::ScopedJoinHandle<'scope, std::io::Result<T>>,
+}
+
+/// The writer a [`Side`] encodes into: pieces of [`PIECE_BYTES`] go to the queue as they
+/// fill; a closed queue (the reader gave up) fails the write.
+pub struct PieceWriter {
+    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+const PIECE_BYTES: usize = 1 << 20;
+
+impl PieceWriter {
+    fn send(&mut self) -> std::io::Result<()> {
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(PIECE_BYTES));
+        self.tx
+            .send(full)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "writer gone"))
+    }
+}
+
+impl std::io::Write for PieceWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(buf);
+        if self.buf.len() >= PIECE_BYTES {
+            self.send()?;
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'scope, T: Send + 'scope> Side<'scope, T> {
+    /// Runs `f` on a thread of `s` with a queue that holds about `ahead` bytes.
+    pub fn spawn<'env, F>(
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        ahead: usize,
+        f: F,
+    ) -> (Side<'scope, T>, std::sync::mpsc::Receiver<Vec<u8>>)
+    where
+        F: FnOnce(&mut PieceWriter) -> std::io::Result<T> + Send + 'scope,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel((ahead / PIECE_BYTES).max(1));
+        let handle = s.spawn(move || {
+            let mut w = PieceWriter {
+                tx,
+                buf: Vec::with_capacity(PIECE_BYTES),
+            };
+            let out = f(&mut w)?;
+            if !w.buf.is_empty() {
+                w.send()?;
+            }
+            Ok(out)
+        });
+        (Side { handle }, rx)
+    }
+
+    pub fn join(self) -> std::io::Result<T> {
+        self.handle
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+}
+
 /// `doc` as YAML, numbers rounded by field name.
 pub fn yaml<T: Serialize + ?Sized>(doc: &T) -> Result<String, yaml_serde::Error> {
     yaml_serde::to_string(&Rounded::new(doc))
@@ -371,6 +537,51 @@ mod tests {
         );
         let mut out = vec![];
         json_to(&mut out, &doc).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), json(&doc).unwrap());
+    }
+
+    #[test]
+    fn an_object_written_field_by_field_is_the_same_bytes() {
+        #[derive(Serialize)]
+        struct Doc {
+            name: &'static str,
+            inner: Inner,
+            list: Vec<Vec<u32>>,
+            empty: Vec<u8>,
+            tail_us: f64,
+        }
+        let doc = Doc {
+            name: "a\nb",
+            inner: Inner {
+                lat_us: 12.3456,
+                plain: 0.5,
+            },
+            list: vec![vec![1, 2], vec![]],
+            empty: vec![],
+            tail_us: 1.23456,
+        };
+        let mut out = vec![];
+        {
+            let mut o = JsonObject::start(&mut out).unwrap();
+            o.field("name", &doc.name).unwrap();
+            let mut inner = vec![];
+            json_value_to(&mut inner, &doc.inner).unwrap();
+            // Pieces split anywhere, even inside a line.
+            let (a, b) = inner.split_at(inner.len() / 2);
+            o.encoded("inner", [a.to_vec(), b.to_vec()]).unwrap();
+            std::thread::scope(|s| {
+                let (side, pieces) = Side::spawn(s, 1, |w| {
+                    json_value_to(w, &doc.list)?;
+                    Ok(7)
+                });
+                o.encoded("list", pieces).unwrap();
+                assert_eq!(side.join().unwrap(), 7);
+            });
+            o.field("empty", &doc.empty).unwrap();
+            // Rounded by the field's name, as inside the struct.
+            o.field("tail_us", &doc.tail_us).unwrap();
+            o.end().unwrap();
+        }
         assert_eq!(String::from_utf8(out).unwrap(), json(&doc).unwrap());
     }
 
