@@ -89,7 +89,7 @@ impl Placement {
     fn of_probe(ns: f64) -> Placement {
         if ns > 0.0 && ns < NEAR_MAX_NS {
             Placement::Near
-        } else if ns >= NEAR_MAX_NS && ns < PLACEMENT_MAX_NS {
+        } else if (NEAR_MAX_NS..PLACEMENT_MAX_NS).contains(&ns) {
             Placement::Far
         } else {
             Placement::Loaded
