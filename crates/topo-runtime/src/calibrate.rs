@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Result, RuntimeError};
 pub use crate::hostmodel::{
     BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, PlacedPoint, Placement,
-    REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, saw_every_placement, traffic,
+    REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, traffic, wants_another_sweep,
 };
 use crate::launch::{EnvInfo, ProcessSpec, run_env_with, run_processes};
 use crate::types::{Algorithm, Collective, Protocol};
@@ -216,7 +216,8 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
 
 /// `repeats` sweeps of `r` with the ranks started as `mode`, each point with the placement
 /// it ran in; more sweeps, up to twice `repeats`, while a placement has too few points of
-/// the `regime` for a fit of its own (the hypervisor moves the vCPUs while a run goes on).
+/// the `regime` for a fit of its own (the hypervisor moves the vCPUs while a run goes on)
+/// or a size of it was measured only under load.
 fn shm_sweeps(
     r: &VerifyRequest,
     req: &CalibrateRequest,
@@ -228,7 +229,7 @@ fn shm_sweeps(
     let from = regime.max(BANDWIDTH_MIN_BYTES);
     let fittable = r.sizes()?.iter().filter(|&&s| s >= from).count() >= REGIME_MIN_POINTS;
     while sweeps.len() < repeats
-        || (fittable && sweeps.len() < 2 * repeats && !saw_every_placement(&sweeps, regime))
+        || (fittable && sweeps.len() < 2 * repeats && wants_another_sweep(&sweeps, regime))
     {
         let rep = match (&req.processes, mode) {
             (Some(spec), LinkMode::Processes) => run_processes(r, spec)?,

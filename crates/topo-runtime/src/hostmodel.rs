@@ -445,6 +445,23 @@ pub fn saw_every_placement(sweeps: &[Vec<PlacedPoint>], regime_min: usize) -> bo
         .all(|&p| placement_points(sweeps, p, regime_min).is_some())
 }
 
+/// Whether calibration should sweep again: a placement lacks the points of a fit of its own,
+/// or a size of the regime was measured only under load (every sweep of it `loaded`: each
+/// barrier waited out another process's time slice, so even its fastest point prices the
+/// scheduler, not the link).
+pub fn wants_another_sweep(sweeps: &[Vec<PlacedPoint>], regime_min: usize) -> bool {
+    let from = regime_min.max(BANDWIDTH_MIN_BYTES);
+    let loaded_only = fastest_any(sweeps).iter().any(|&(s, _)| {
+        s >= from
+            && sweeps
+                .iter()
+                .flatten()
+                .filter(|p| p.0 == s)
+                .all(|p| p.2 == Placement::Loaded)
+    });
+    loaded_only || !saw_every_placement(sweeps, regime_min)
+}
+
 /// The fits of one link in one mode from its calibration sweeps: first the fit of every
 /// point (the fastest per size whatever the placement, as verify prices a size whose
 /// placement it cannot tell), then one per placement with enough points of its own.
@@ -1080,6 +1097,25 @@ mod tests {
         }
         let pts = placement_points(&some, Placement::Far, MIB).unwrap();
         assert!(pts.iter().any(|p| p.0 == 8) && !pts.iter().any(|p| p.0 == 256 << 10));
+    }
+
+    #[test]
+    fn a_size_measured_only_under_load_asks_for_another_sweep() {
+        let mut sweeps = placed_sweeps(3, 1);
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        for sw in sweeps.iter_mut() {
+            for p in sw.iter_mut().filter(|p| p.0 == 16 * MIB) {
+                p.2 = Placement::Loaded;
+            }
+        }
+        assert!(wants_another_sweep(&sweeps, MIB));
+        // One sweep that was not loaded there is enough.
+        sweeps[0].iter_mut().find(|p| p.0 == 16 * MIB).unwrap().2 = Placement::Far;
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        // Below the regime, load does not ask for more.
+        sweeps[1].iter_mut().find(|p| p.0 == 4096).unwrap().2 = Placement::Loaded;
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        assert!(wants_another_sweep(&placed_sweeps(3, 0), MIB));
     }
 
     #[test]
