@@ -66,8 +66,9 @@ pub enum Placement {
     Loaded,
 }
 
-/// A one-way cache-to-cache latency below this is two cores sharing a cache: 20-60 ns on
-/// the VM's near placement, 200-270 ns on its far one (`membw -c`, bench/peers).
+/// A one-way cache-to-cache latency below this is two cores sharing a cache: on the VM's
+/// near placement 20-60 ns by `membw -c` (bench/peers) and 70-90 ns by verify's barrier
+/// probe, on its far one 200-270 and 240-380 ns.
 pub const NEAR_MAX_NS: f64 = 100.0;
 /// Above this the probe measured a descheduled peer, not the hardware (under load a
 /// barrier took about 500 µs on the VM: a time slice of another process).
