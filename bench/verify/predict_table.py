@@ -4,8 +4,11 @@
     python3 bench/verify/predict_table.py bench/verify/results/<stamp>-predict
 
 Per mode (threads, processes), collective and size: the fastest out-of-place time over the
-repeats (min-of-repeats), its busbw, the prediction topo verify printed, and their ratio.
-Last line: the verdict, how many sizes >= 1 MiB are within 25 %.
+repeats (min-of-repeats), its busbw, the prediction topo verify printed for it (priced by
+the calibration fit of the placement verify probed around that repeat, `pooled` where it has
+none), their ratio, and the placement with the probes' c2c latency. Last line: the verdict,
+how many sizes >= 1 MiB are within 25 %; the line above it counts every repeat's row by
+placement (not only the fastest), which says whether the misses are one placement's.
 """
 import glob
 import json
@@ -47,9 +50,10 @@ def main():
     try:
         with open(prefix + "-calibrate.json") as f:
             cal = json.load(f)
-        print("# link                alpha us  beta cache  beta mem  knee MiB  worst err >= 1 MiB")
+        print("# link               mode       place alpha us  beta cache  beta mem  knee MiB  worst err >= 1 MiB")
         for l in cal["links"]:
-            print(f"#  {l['link']:<18} {l['alpha_us']:>8.2f} {l['beta_gbps']:>11.2f} "
+            print(f"#  {l['link']:<18} {l.get('mode', '-'):<10} {l.get('placement', 'all'):<5} "
+                  f"{l['alpha_us']:>8.2f} {l['beta_gbps']:>11.2f} "
                   f"{l['beta_mem_gbps']:>9.2f} {l['knee_bytes'] / 2**20:>9.1f}  {100 * l['max_rel_err_1mb']:>6.1f}%")
     except (OSError, ValueError, KeyError):
         print("# no calibration file")
@@ -62,7 +66,8 @@ def main():
         rows = best(runs)
         print(f"#\n# {mode}: {len(runs)} repeats, fastest per size")
         print(f"# {'collective':<13} {'size':>10} {'algo':>6} {'time us':>11} {'busbw':>7} "
-              f"{'pred us':>11} {'p.busbw':>7} {'meas/pred':>9}  within {int(TOL * 100)}%")
+              f"{'pred us':>11} {'p.busbw':>7} {'meas/pred':>9}  within {int(TOL * 100)}%"
+              f"  {'place':<7} {'fit':<7} c2c ns")
         for (coll, size), r in sorted(rows.items()):
             wrong += sum((x.get("wrong") or 0) for x in [r, r.get("in_place") or {}])
             p = r.get("predicted_busbw_gbps")
@@ -74,7 +79,20 @@ def main():
             pt = r.get("predicted_time_us")
             print(f"  {coll:<13} {size:>10} {r['algo']:>6} {r['time_us']:>11.1f} {r['busbw_gbps']:>7.2f} "
                   f"{pt if pt is None else f'{pt:11.1f}':>11} {p if p is None else f'{p:7.2f}':>7} "
-                  f"{'-' if q is None else f'{q:9.2f}':>9}  {'yes' if ok else 'NO'}")
+                  f"{'-' if q is None else f'{q:9.2f}':>9}  {'yes' if ok else 'NO':<10}"
+                  f"  {r.get('placement') or '-':<7} {r.get('predicted_for') or '-':<7} "
+                  f"{'/'.join(str(int(c)) for c in r.get('c2c_ns') or []) or '-'}")
+        by_place = {}
+        for run in runs:
+            for x in run["results"]:
+                p = x.get("predicted_busbw_gbps")
+                if x["bytes"] < MIN_BYTES or not p:
+                    continue
+                k = x.get("placement") or "-"
+                n, m = by_place.get(k, (0, 0))
+                by_place[k] = (n + (abs(x["busbw_gbps"] / p - 1) <= TOL), m + 1)
+        print(f"# {mode}, every repeat's rows >= 1 MiB within {int(TOL * 100)}% by placement: "
+              + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by_place.items())))
     within = sum(v[0] for v in verdict.values())
     total = sum(v[1] for v in verdict.values())
     parts = ", ".join(f"{m} {v[0]}/{v[1]}" for m, v in verdict.items())

@@ -10,7 +10,7 @@ use crate::util::{Style, parse_size};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use topo_runtime::calibrate::{CalibrateRequest, HostModel, SCHEMA, calibrate};
+use topo_runtime::calibrate::{CalibrateRequest, HostModel, LinkMode, SCHEMA, calibrate};
 use topo_runtime::launch::ProcessSpec;
 
 pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
@@ -125,6 +125,36 @@ fn name(v: impl serde::Serialize) -> String {
         .unwrap_or_default()
 }
 
+/// Which placements of the two ranks' CPUs calibration saw enough of for fits of their own.
+fn placement_note(m: &HostModel) -> String {
+    let mut per_mode = Vec::new();
+    for mode in [LinkMode::Threads, LinkMode::Processes] {
+        if !m.links.iter().any(|l| l.mode == mode) {
+            continue;
+        }
+        let seen: std::collections::BTreeSet<&str> = m
+            .links
+            .iter()
+            .filter(|l| l.mode == mode)
+            .filter_map(|l| l.placement.map(|p| p.name()))
+            .collect();
+        let seen: Vec<&str> = seen.into_iter().collect();
+        per_mode.push(format!(
+            "{} {}",
+            name(mode),
+            if seen.is_empty() {
+                "none".to_string()
+            } else {
+                seen.join(" and ")
+            }
+        ));
+    }
+    format!(
+        "near, far: fits of the points measured with the ranks' CPUs sharing a cache (near) or not (far), under the fit of every point; placements fitted: {}; verify prices a size by the fit of the placement it probes, else by the fit of every point",
+        per_mode.join(", ")
+    )
+}
+
 /// The fitted links as a table of 80 columns (names over units, as nccl-tests heads its
 /// columns), the footnotes wrapped under `#` to `width`.
 fn render(m: &HostModel, width: usize) -> String {
@@ -140,10 +170,15 @@ fn render(m: &HostModel, width: usize) -> String {
         " link", "mode", "(us)", "(GB/s)", "(GB/s)", "(MiB)", ">= 1 MiB"
     );
     for l in &m.links {
+        // A placement's own fit sits under the pooled fit of its link, named by placement.
+        let link = match l.placement {
+            Some(p) => format!("  {}", p.name()),
+            None => name(l.link),
+        };
         let _ = writeln!(
             out,
             "  {:<17} {:<9} {:>8.2}  {:>10.2}  {:>9.2}  {:>6.1}  {:>8.1}%",
-            name(l.link),
+            link,
             name(l.mode),
             l.alpha_us,
             l.beta_gbps,
@@ -161,6 +196,9 @@ fn render(m: &HostModel, width: usize) -> String {
         m.cpus
     );
     for line in crate::report::fit::wrap_prefixed("# ", "#   ", &note, width) {
+        let _ = writeln!(out, "{line}");
+    }
+    for line in crate::report::fit::wrap_prefixed("# ", "#   ", &placement_note(m), width) {
         let _ = writeln!(out, "{line}");
     }
     if let Some(p) = cache_path() {

@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, PlanRequest, Row};
 use topo_nccl::transport::RankPlacement;
 use topo_nccl::types::Func;
-use topo_runtime::calibrate::LinkMode;
+use topo_runtime::calibrate::{LinkMode, Placement};
 use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
@@ -279,11 +279,21 @@ fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Resul
         let proto = req.protocol.unwrap_or(Protocol::Simple);
         for &b in &sizes {
             let plan = CollectivePlan::host_default(c, algo, proto, req.ranks, req.nchannels);
+            let by_placement = Placement::FITTED
+                .into_iter()
+                .filter_map(|p| {
+                    match model.predict_at(c, algo, req.ranks, b, tcp, mode, Some(p))? {
+                        (t, Some(q)) if q == p => Some((p, t)),
+                        _ => None,
+                    }
+                })
+                .collect();
             req.plans.push(PlannedRow {
                 collective: c,
                 bytes: b,
                 plan,
                 predicted_time_us: model.predict_us(c, algo, req.ranks, b, tcp, mode),
+                by_placement,
             });
         }
     }
@@ -419,6 +429,7 @@ fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
             root: 0,
         },
         predicted_time_us: None,
+        by_placement: vec![],
     })
 }
 

@@ -188,6 +188,47 @@ fn json_is_the_contract_document() {
 }
 
 #[test]
+fn two_ranks_say_their_placement_and_which_fit_priced_them() {
+    let args = [
+        "--ranks", "2", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2", "-w", "1",
+    ];
+    let json: Vec<&str> = ["--format", "json"].into_iter().chain(args).collect();
+    let v: Value = serde_json::from_str(&ok(&json)).unwrap();
+    crate::util::assert_valid(&v, "topo verify --format json");
+    for r in v["results"].as_array().unwrap() {
+        let place = r["placement"].as_str().unwrap();
+        assert!(["near", "far", "mixed", "loaded"].contains(&place), "{r}");
+        let c2c: Vec<f64> = r["c2c_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert!(c2c.len() == 2 && c2c.iter().all(|&x| x > 0.0), "{r}");
+        // The shared calibration stops at 1 MiB, below any placement's own regime: every
+        // row is priced by the pooled fit.
+        assert_eq!(r["predicted_for"], "pooled", "{r}");
+    }
+    let text = ok(&args);
+    assert_all_right(&text);
+    for r in text.lines().filter(|l| !l.starts_with('#')) {
+        let place = r.split_whitespace().last().unwrap();
+        let bare = place.trim_end_matches('*');
+        assert!(["near", "far", "mixed", "loaded"].contains(&bare), "{r}");
+    }
+    assert!(
+        text.contains("# place: the ranks' cache-to-cache latency"),
+        "{text}"
+    );
+    // Eight ranks: no single latency to probe.
+    let v: Value = serde_json::from_str(&ok(&[
+        "--format", "json", "--ranks", "8", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0",
+    ]))
+    .unwrap();
+    assert!(v["results"][0].get("placement").is_none(), "{v}");
+}
+
+#[test]
 fn another_machines_schedule_runs_here_and_says_whose_timings_these_are() {
     let text = ok(&[
         "--profile",

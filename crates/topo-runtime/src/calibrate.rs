@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Result, RuntimeError};
 pub use crate::hostmodel::{
-    BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, SCHEMA, Traffic, fit, fit_mode,
-    traffic,
+    BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, PlacedPoint, Placement,
+    REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, traffic, wants_another_sweep,
 };
 use crate::launch::{EnvInfo, ProcessSpec, run_env_with, run_processes};
 use crate::types::{Algorithm, Collective, Protocol};
@@ -104,6 +104,18 @@ fn sendrecv_points(rep: &VerifyReport) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// Each size's time with the placement verify's probes saw around it (mixed where none).
+fn placed_points(rep: &VerifyReport) -> Vec<PlacedPoint> {
+    rep.rows
+        .iter()
+        .filter(|r| r.bytes > 0)
+        .map(|r| {
+            let p = r.placement.unwrap_or(Placement::Mixed);
+            (r.bytes, r.out_of_place.time_us, p)
+        })
+        .collect()
+}
+
 /// One-thread memcpy through the runtime's copy kernel, the fastest of the repeats per size.
 fn copy_points(req: &CalibrateRequest) -> Vec<(usize, f64)> {
     let mut src = vec![1u8; req.max_bytes.max(8)];
@@ -177,14 +189,14 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
                 algorithm: Some(algo),
                 ..base.clone()
             };
-            let points = shm_points(&r, req, mode)?;
-            let op = traffic(coll, algo, 2, cpus, false);
             let regime = if algo == Algorithm::Direct {
                 base.shared_min_bytes
             } else {
                 BANDWIDTH_MIN_BYTES
             };
-            links.push(fit_mode(link, mode, op, points, hint, regime));
+            let sweeps = shm_sweeps(&r, req, mode, regime)?;
+            let op = traffic(coll, algo, 2, cpus, false);
+            links.extend(fit_placed(link, mode, op, &sweeps, hint, regime));
         }
     }
     if req.tcp {
@@ -202,21 +214,30 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
     })
 }
 
-/// `repeats` sweeps of `r` with the ranks started as `mode`, the fastest per size.
-fn shm_points(
+/// `repeats` sweeps of `r` with the ranks started as `mode`, each point with the placement
+/// it ran in; more sweeps, up to twice `repeats`, while a placement has too few points of
+/// the `regime` for a fit of its own (the hypervisor moves the vCPUs while a run goes on)
+/// or a size of it was measured only under load.
+fn shm_sweeps(
     r: &VerifyRequest,
     req: &CalibrateRequest,
     mode: LinkMode,
-) -> Result<Vec<(usize, f64)>> {
+    regime: usize,
+) -> Result<Vec<Vec<PlacedPoint>>> {
     let mut sweeps = Vec::new();
-    for _ in 0..req.repeats.max(1) {
+    let repeats = req.repeats.max(1);
+    let from = regime.max(BANDWIDTH_MIN_BYTES);
+    let fittable = r.sizes()?.iter().filter(|&&s| s >= from).count() >= REGIME_MIN_POINTS;
+    while sweeps.len() < repeats
+        || (fittable && sweeps.len() < 2 * repeats && wants_another_sweep(&sweeps, regime))
+    {
         let rep = match (&req.processes, mode) {
             (Some(spec), LinkMode::Processes) => run_processes(r, spec)?,
             _ => run_threads(r)?,
         };
-        sweeps.push(sendrecv_points(&rep));
+        sweeps.push(placed_points(&rep));
     }
-    Ok(fastest(&sweeps))
+    Ok(sweeps)
 }
 
 /// Ring SendRecv between 2 threads over TCP loopback, up to 16 MiB.
@@ -309,9 +330,11 @@ mod tests {
             tcp: true,
         })
         .unwrap();
-        // Copy, the three shared-memory links for threads, TCP.
+        // Copy, the three shared-memory links for threads (the pooled fits; the sweep stops
+        // at 64 KiB, below any placement's own regime), TCP.
         assert_eq!(m.links.len(), 5);
         assert!(m.links[1..4].iter().all(|l| l.mode == LinkMode::Threads));
+        assert!(m.links.iter().all(|l| l.placement.is_none()));
         assert!(m.links.iter().all(|l| l.alpha_us >= 0.0
             && l.beta_gbps > 0.0
             && l.beta_mem_gbps > 0.0

@@ -51,6 +51,63 @@ pub enum LinkMode {
     Processes,
 }
 
+/// Where the hypervisor (or the scheduler) put the two ranks' CPUs, as the ranks' own
+/// cache-to-cache latency tells it: on cores that share a last-level cache (`near`), on cores
+/// that do not (`far`), one then the other (`mixed`: the placement changed during the
+/// measurement), or not running at once (`loaded`: another process held a CPU, so the probe
+/// measured the scheduler's time slices, not the hardware). On this kind of 2-vCPU VM the
+/// hypervisor moves the vCPUs while a run goes on (bench/verify/README.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    Near,
+    Far,
+    Mixed,
+    Loaded,
+}
+
+/// A one-way cache-to-cache latency below this is two cores sharing a cache: on the VM's
+/// near placement 20-60 ns by `membw -c` (bench/peers) and 70-90 ns by verify's barrier
+/// probe, on its far one 200-270 and 240-380 ns.
+pub const NEAR_MAX_NS: f64 = 100.0;
+/// Above this the probe measured a descheduled peer, not the hardware (under load a
+/// barrier took about 500 µs on the VM: a time slice of another process).
+pub const PLACEMENT_MAX_NS: f64 = 1000.0;
+
+impl Placement {
+    pub const FITTED: [Placement; 2] = [Placement::Near, Placement::Far];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Near => "near",
+            Placement::Far => "far",
+            Placement::Mixed => "mixed",
+            Placement::Loaded => "loaded",
+        }
+    }
+
+    /// One probe's latency, ns (anything but a positive number counts as load).
+    fn of_probe(ns: f64) -> Placement {
+        if ns > 0.0 && ns < NEAR_MAX_NS {
+            Placement::Near
+        } else if (NEAR_MAX_NS..PLACEMENT_MAX_NS).contains(&ns) {
+            Placement::Far
+        } else {
+            Placement::Loaded
+        }
+    }
+
+    /// The placement of a measurement from the probes taken right before and right after
+    /// it: near or far when both say so, loaded when either measured load, else mixed.
+    pub fn classify(before_ns: f64, after_ns: f64) -> Placement {
+        match (Self::of_probe(before_ns), Self::of_probe(after_ns)) {
+            (Placement::Loaded, _) | (_, Placement::Loaded) => Placement::Loaded,
+            (a, b) if a == b => a,
+            _ => Placement::Mixed,
+        }
+    }
+}
+
 /// The bytes of one operation, per byte of the collective's nccl-tests size.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Traffic {
@@ -139,6 +196,10 @@ pub struct LinkFit {
     /// The launch mode it was measured in.
     #[serde(default)]
     pub mode: LinkMode,
+    /// The placement its points were all measured in; absent for the fit of every point,
+    /// whatever the placement (the fastest per size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
     /// Latency of the calibration operation, microseconds.
     pub alpha_us: f64,
     /// Bandwidth while the footprint fits in the cache, GB/s (1e9 bytes/s) of bytes one
@@ -307,6 +368,7 @@ pub fn fit_mode(
     let mut f = LinkFit {
         link,
         mode,
+        placement: None,
         alpha_us: alpha / op.latencies.max(1.0),
         beta_gbps: 1.0 / (u * 1e3),
         beta_mem_gbps: 1.0 / (v * 1e3),
@@ -325,6 +387,109 @@ pub fn fit_mode(
         .map(|&(s, t)| ((f.time_us(s) - t) / t).abs())
         .fold(0.0, f64::max);
     f
+}
+
+/// One measured point of a calibration sweep: (bytes, µs, the placement it ran in).
+pub type PlacedPoint = (usize, f64, Placement);
+
+/// Per size, the fastest point of `sweeps` (every placement).
+pub fn fastest_any(sweeps: &[Vec<PlacedPoint>]) -> Vec<(usize, f64)> {
+    fastest_where(sweeps, |_| true)
+}
+
+fn fastest_where(
+    sweeps: &[Vec<PlacedPoint>],
+    keep: impl Fn(Placement) -> bool,
+) -> Vec<(usize, f64)> {
+    let mut out: Vec<(usize, f64)> = Vec::new();
+    for &(s, t, _) in sweeps.iter().flatten().filter(|x| keep(x.2)) {
+        match out.iter_mut().find(|q| q.0 == s) {
+            Some(q) => q.1 = q.1.min(t),
+            None => out.push((s, t)),
+        }
+    }
+    out.sort_by_key(|q| q.0);
+    out
+}
+
+/// The points a fit for `placement` is made of: per size, the fastest point measured in that
+/// placement; latency sizes it never met take the fastest of any placement (the latency is
+/// a few hundred nanoseconds either way, and a near-only alpha would be the pooled one).
+/// `None` while fewer than [`REGIME_MIN_POINTS`] sizes of `regime_min` bytes or more were
+/// measured in it: too few to fit its bandwidths and knee.
+pub fn placement_points(
+    sweeps: &[Vec<PlacedPoint>],
+    placement: Placement,
+    regime_min: usize,
+) -> Option<Vec<(usize, f64)>> {
+    let mut own = fastest_where(sweeps, |p| p == placement);
+    let in_regime = own
+        .iter()
+        .filter(|q| q.0 >= regime_min.max(BANDWIDTH_MIN_BYTES))
+        .count();
+    if in_regime < REGIME_MIN_POINTS {
+        return None;
+    }
+    for q in fastest_any(sweeps) {
+        if q.0 <= LATENCY_MAX_BYTES && !own.iter().any(|o| o.0 == q.0) {
+            own.push(q);
+        }
+    }
+    own.sort_by_key(|q| q.0);
+    Some(own)
+}
+
+/// Whether `sweeps` hold enough points of every fitted placement for a fit of each.
+pub fn saw_every_placement(sweeps: &[Vec<PlacedPoint>], regime_min: usize) -> bool {
+    Placement::FITTED
+        .iter()
+        .all(|&p| placement_points(sweeps, p, regime_min).is_some())
+}
+
+/// Whether calibration should sweep again: a placement lacks the points of a fit of its own,
+/// or a size of the regime was measured only under load (every sweep of it `loaded`: each
+/// barrier waited out another process's time slice, so even its fastest point prices the
+/// scheduler, not the link).
+pub fn wants_another_sweep(sweeps: &[Vec<PlacedPoint>], regime_min: usize) -> bool {
+    let from = regime_min.max(BANDWIDTH_MIN_BYTES);
+    let loaded_only = fastest_any(sweeps).iter().any(|&(s, _)| {
+        s >= from
+            && sweeps
+                .iter()
+                .flatten()
+                .filter(|p| p.0 == s)
+                .all(|p| p.2 == Placement::Loaded)
+    });
+    loaded_only || !saw_every_placement(sweeps, regime_min)
+}
+
+/// The fits of one link in one mode from its calibration sweeps: first the fit of every
+/// point (the fastest per size whatever the placement, as verify prices a size whose
+/// placement it cannot tell), then one per placement with enough points of its own.
+pub fn fit_placed(
+    link: Link,
+    mode: LinkMode,
+    op: Traffic,
+    sweeps: &[Vec<PlacedPoint>],
+    cache_hint: Option<f64>,
+    regime_min: usize,
+) -> Vec<LinkFit> {
+    let mut v = vec![fit_mode(
+        link,
+        mode,
+        op,
+        fastest_any(sweeps),
+        cache_hint,
+        regime_min,
+    )];
+    for p in Placement::FITTED {
+        if let Some(pts) = placement_points(sweeps, p, regime_min) {
+            let mut f = fit_mode(link, mode, op, pts, cache_hint, regime_min);
+            f.placement = Some(p);
+            v.push(f);
+        }
+    }
+    v
 }
 
 /// The one bandwidth (GB/s) of the points from 256 KiB to below `from`: the relative-error
@@ -488,10 +653,47 @@ impl HostModel {
     /// The fit of `link` for ranks started as `mode`: the one measured that way, else one
     /// measured for any mode, else the link's first fit in another mode.
     pub fn link(&self, link: Link, mode: LinkMode) -> Option<&LinkFit> {
-        let of = |m: LinkMode| self.links.iter().find(|l| l.link == link && l.mode == m);
+        let pooled = |l: &&LinkFit| l.link == link && l.placement.is_none();
+        let of = |m: LinkMode| self.links.iter().filter(pooled).find(|l| l.mode == m);
         of(mode)
             .or_else(|| of(LinkMode::Any))
+            .or_else(|| self.links.iter().find(pooled))
             .or_else(|| self.links.iter().find(|l| l.link == link))
+    }
+
+    /// The fit that prices a measurement taken in `placement`: the fit of `link` and `mode`
+    /// measured in that placement when calibration saw it, else [`Self::link`] (every
+    /// placement pooled). The second value is the placement of the fit chosen (`None`:
+    /// pooled).
+    pub fn link_at(
+        &self,
+        link: Link,
+        mode: LinkMode,
+        placement: Option<Placement>,
+    ) -> Option<(&LinkFit, Option<Placement>)> {
+        let own = placement
+            .filter(|p| Placement::FITTED.contains(p))
+            .and_then(|p| {
+                self.links
+                    .iter()
+                    .find(|l| l.link == link && l.mode == mode && l.placement == Some(p))
+            });
+        match own {
+            Some(l) => Some((l, l.placement)),
+            None => self.link(link, mode).map(|l| (l, None)),
+        }
+    }
+
+    /// The placements calibration fitted `link` in for `mode` (near, far, both or none).
+    pub fn placements_fitted(&self, link: Link, mode: LinkMode) -> Vec<Placement> {
+        Placement::FITTED
+            .into_iter()
+            .filter(|&p| {
+                self.links
+                    .iter()
+                    .any(|l| l.link == link && l.mode == mode && l.placement == Some(p))
+            })
+            .collect()
     }
 
     /// Predicted time (µs) of `collective` at nccl-tests `bytes` on `nranks` host ranks
@@ -511,6 +713,28 @@ impl HostModel {
         let b = bytes as f64;
         Some(l.time_at(bytes, t.latencies, t.moved * b, t.footprint * b))
     }
+
+    /// [`Self::predict_us`] priced with the fit of `placement` where calibration has one
+    /// ([`Self::link_at`]): (µs, the placement of the fit that priced it, `None` for pooled).
+    #[allow(clippy::too_many_arguments)]
+    pub fn predict_at(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        nranks: usize,
+        bytes: usize,
+        tcp: bool,
+        mode: LinkMode,
+        placement: Option<Placement>,
+    ) -> Option<(f64, Option<Placement>)> {
+        let t = traffic(collective, algorithm, nranks, self.cpus, tcp);
+        let (l, p) = self.link_at(t.link, mode, placement)?;
+        let b = bytes as f64;
+        Some((
+            l.time_at(bytes, t.latencies, t.moved * b, t.footprint * b),
+            p,
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -525,6 +749,7 @@ mod tests {
         LinkFit {
             link: Link::ShmDirect,
             mode: LinkMode::Any,
+            placement: None,
             alpha_us: 5.0,
             beta_gbps: 40.0,
             beta_mem_gbps: 12.0,
@@ -772,6 +997,189 @@ mod tests {
             LinkMode::Processes,
         );
         assert!(p.unwrap() > t.unwrap());
+    }
+
+    #[test]
+    fn probes_classify_the_placement() {
+        use Placement::*;
+        assert_eq!(Placement::classify(45.0, 52.0), Near);
+        assert_eq!(Placement::classify(240.0, 260.0), Far);
+        // It moved during the measurement.
+        assert_eq!(Placement::classify(45.0, 250.0), Mixed);
+        // A descheduled peer: the probe measured scheduling, not the hardware.
+        assert_eq!(Placement::classify(45.0, 500e3), Loaded);
+        assert_eq!(Placement::classify(250.0, 1000.0), Loaded);
+        assert_eq!(Placement::classify(f64::NAN, 45.0), Loaded);
+        assert_eq!(Placement::classify(0.0, 45.0), Loaded);
+    }
+
+    /// Sweeps of the synthetic link: near runs at `truth`, far 30 % slower from 1 MiB;
+    /// `far_sweeps` of the `sweeps` ran far throughout, the others near, and one size of
+    /// every sweep was mixed (and 3x slower).
+    fn placed_sweeps(sweeps: usize, far_sweeps: usize) -> Vec<Vec<PlacedPoint>> {
+        let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
+        let t = truth(op);
+        (0..sweeps)
+            .map(|k| {
+                let far = k < far_sweeps;
+                sizes()
+                    .into_iter()
+                    .map(|s| {
+                        let y = t.time_us(s);
+                        if s == 8 * MIB {
+                            (s, 3.0 * y, Placement::Mixed)
+                        } else if far {
+                            (s, if s >= MIB { 1.3 * y } else { y }, Placement::Far)
+                        } else {
+                            (s, y, Placement::Near)
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_placement_is_fitted_from_its_own_points() {
+        let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
+        let t = truth(op);
+        let sweeps = placed_sweeps(3, 1);
+        assert!(saw_every_placement(&sweeps, MIB));
+        let fits = fit_placed(
+            Link::ShmDirectReduce,
+            LinkMode::Threads,
+            op,
+            &sweeps,
+            Some((32 * MIB) as f64),
+            MIB,
+        );
+        let places: Vec<_> = fits.iter().map(|f| f.placement).collect();
+        assert_eq!(places, [None, Some(Placement::Near), Some(Placement::Far)]);
+        // Pooled: the fastest of any placement per size (the near points here).
+        assert_eq!(fits[0].points, fastest_any(&sweeps));
+        // No mixed point in a placement's fit; far's own sizes are its own.
+        let far = &fits[2];
+        assert!(!far.points.iter().any(|p| p.0 == 8 * MIB));
+        for s in [MIB, 4 * MIB, 64 * MIB] {
+            let e = far.time_us(s) / (1.3 * t.time_us(s)) - 1.0;
+            assert!(e.abs() < 0.1, "far {s}: {e}");
+            let e = fits[1].time_us(s) / t.time_us(s) - 1.0;
+            assert!(e.abs() < 0.1, "near {s}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_placement_seen_too_little_gets_no_fit_of_its_own() {
+        let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
+        // Every sweep near: no far fit.
+        let near_only = placed_sweeps(3, 0);
+        assert!(!saw_every_placement(&near_only, MIB));
+        assert!(placement_points(&near_only, Placement::Far, MIB).is_none());
+        let fits = fit_placed(
+            Link::ShmDirectReduce,
+            LinkMode::Threads,
+            op,
+            &near_only,
+            None,
+            MIB,
+        );
+        let places: Vec<_> = fits.iter().map(|f| f.placement).collect();
+        assert_eq!(places, [None, Some(Placement::Near)]);
+        // Far at three sizes of the regime only: fewer than REGIME_MIN_POINTS.
+        let mut few = near_only.clone();
+        for p in few[0].iter_mut().filter(|p| (MIB..=4 * MIB).contains(&p.0)) {
+            p.2 = Placement::Far;
+        }
+        assert!(placement_points(&few, Placement::Far, MIB).is_none());
+        // Latency sizes far never met come from any placement.
+        let mut some = near_only;
+        for p in some[0].iter_mut().filter(|p| p.0 >= MIB) {
+            p.2 = Placement::Far;
+        }
+        let pts = placement_points(&some, Placement::Far, MIB).unwrap();
+        assert!(pts.iter().any(|p| p.0 == 8) && !pts.iter().any(|p| p.0 == 256 << 10));
+    }
+
+    #[test]
+    fn a_size_measured_only_under_load_asks_for_another_sweep() {
+        let mut sweeps = placed_sweeps(3, 1);
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        for sw in sweeps.iter_mut() {
+            for p in sw.iter_mut().filter(|p| p.0 == 16 * MIB) {
+                p.2 = Placement::Loaded;
+            }
+        }
+        assert!(wants_another_sweep(&sweeps, MIB));
+        // One sweep that was not loaded there is enough.
+        sweeps[0].iter_mut().find(|p| p.0 == 16 * MIB).unwrap().2 = Placement::Far;
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        // Below the regime, load does not ask for more.
+        sweeps[1].iter_mut().find(|p| p.0 == 4096).unwrap().2 = Placement::Loaded;
+        assert!(!wants_another_sweep(&sweeps, MIB));
+        assert!(wants_another_sweep(&placed_sweeps(3, 0), MIB));
+    }
+
+    #[test]
+    fn a_size_is_priced_by_the_fit_of_its_placement_else_by_the_pooled_one() {
+        let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
+        let with = |mode, placement, alpha_us| LinkFit {
+            link: Link::ShmDirectReduce,
+            mode,
+            placement,
+            alpha_us,
+            ..truth(op)
+        };
+        let m = HostModel {
+            schema: SCHEMA.into(),
+            topo_version: String::new(),
+            cpus: 2,
+            cache_bytes: None,
+            links: vec![
+                // A placement's fit listed before the pooled one is still not the default.
+                with(LinkMode::Threads, Some(Placement::Near), 1.0),
+                with(LinkMode::Threads, None, 2.0),
+                with(LinkMode::Threads, Some(Placement::Far), 3.0),
+                with(LinkMode::Processes, None, 4.0),
+                with(LinkMode::Processes, Some(Placement::Near), 5.0),
+            ],
+            measured_at: 0,
+        };
+        let at = |mode, p| {
+            m.link_at(Link::ShmDirectReduce, mode, p)
+                .map(|(f, q)| (f.alpha_us, q))
+        };
+        use Placement::*;
+        assert_eq!(at(LinkMode::Threads, Some(Near)), Some((1.0, Some(Near))));
+        assert_eq!(at(LinkMode::Threads, Some(Far)), Some((3.0, Some(Far))));
+        assert_eq!(at(LinkMode::Threads, Some(Mixed)), Some((2.0, None)));
+        assert_eq!(at(LinkMode::Threads, Some(Loaded)), Some((2.0, None)));
+        assert_eq!(at(LinkMode::Threads, None), Some((2.0, None)));
+        // Processes never saw far: the pooled fit prices it, and says so.
+        assert_eq!(at(LinkMode::Processes, Some(Far)), Some((4.0, None)));
+        assert_eq!(at(LinkMode::Processes, Some(Near)), Some((5.0, Some(Near))));
+        assert_eq!(
+            m.link(Link::ShmDirectReduce, LinkMode::Threads)
+                .unwrap()
+                .alpha_us,
+            2.0
+        );
+        assert_eq!(
+            m.placements_fitted(Link::ShmDirectReduce, LinkMode::Processes),
+            [Near]
+        );
+        let p = |pl| {
+            m.predict_at(
+                Collective::AllReduce,
+                Algorithm::Direct,
+                2,
+                8,
+                false,
+                LinkMode::Threads,
+                pl,
+            )
+            .unwrap()
+        };
+        assert!(p(Some(Near)).0 < p(None).0 && p(None).0 < p(Some(Far)).0);
     }
 
     #[test]

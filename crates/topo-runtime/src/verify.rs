@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
 use crate::exec::{Executor, OpCtx};
+use crate::hostmodel::Placement;
 use crate::kernels;
 use crate::schedule::{Layout, schedule};
 use crate::transport::{Transport, TransportKind};
@@ -21,6 +22,10 @@ pub struct PlannedRow {
     pub bytes: usize,
     pub plan: CollectivePlan,
     pub predicted_time_us: Option<f64>,
+    /// The prediction of each placement calibration fitted (`predicted_time_us` is the
+    /// pooled one): verify prices the size with the one of the placement it measures.
+    #[serde(default)]
+    pub by_placement: Vec<(Placement, f64)>,
 }
 
 /// A whole verify sweep (nccl-tests' options).
@@ -167,6 +172,16 @@ pub struct VerifyRow {
     pub in_place: Option<Measured>,
     pub predicted_time_us: Option<f64>,
     pub predicted_busbw_gbps: Option<f64>,
+    /// The two ranks' cache-to-cache latency (ns) right before and right after the
+    /// out-of-place measurement (2 ranks sharing memory only).
+    #[serde(default)]
+    pub c2c_ns: Option<(f64, f64)>,
+    /// The placement those probes tell.
+    #[serde(default)]
+    pub placement: Option<Placement>,
+    /// The placement of the fit that priced the prediction (`None`: every placement pooled).
+    #[serde(default)]
+    pub priced_as: Option<Placement>,
 }
 
 /// The sweep's result, on rank 0.
@@ -298,6 +313,19 @@ pub(crate) fn plan_for(
     }
     plan.validate()?;
     Ok((plan, predicted))
+}
+
+/// The per-placement predictions of the plan row of `coll` at exactly `bytes`.
+fn placed_predictions(
+    req: &VerifyRequest,
+    coll: Collective,
+    bytes: usize,
+) -> Vec<(Placement, f64)> {
+    req.plans
+        .iter()
+        .find(|p| p.collective == coll && p.bytes == bytes)
+        .map(|p| p.by_placement.clone())
+        .unwrap_or_default()
 }
 
 /// Input value of element `i` on rank `r`: small integers, so every reduction is exact in
@@ -487,6 +515,8 @@ pub fn run_rank_progress(
         pin(rank);
     }
     let direct_ok = (0..n).all(|r| t.peer_storage(r).is_some());
+    // The placement of two ranks is one number; of more, a matrix the barrier cannot tell.
+    let probe = direct_ok && n == 2;
     let dt = req.dtype;
     let es = dt.size();
     let mut exec = Executor::new();
@@ -522,6 +552,7 @@ pub fn run_rank_progress(
                 forms.push(true);
             }
             let mut local = Vec::new();
+            let mut c2c = (0.0, 0.0);
             for &in_place in &forms {
                 let ctx = OpCtx {
                     collective: coll,
@@ -537,6 +568,9 @@ pub fn run_rank_progress(
                     // SAFETY: storage is this rank's own `cap` bytes; no step is running.
                     let storage = unsafe { std::slice::from_raw_parts_mut(base, cap) };
                     fill(storage, &layout, coll, dt, req.op, rank);
+                }
+                if probe && !in_place {
+                    c2c.0 = probe_c2c(t)?;
                 }
                 for _ in 0..req.warmup {
                     op(t, &mut exec, &ctx)?;
@@ -559,6 +593,9 @@ pub fn run_rank_progress(
                     }
                     start.elapsed().as_secs_f64() / req.iters.max(1) as f64
                 };
+                if probe && !in_place {
+                    c2c.1 = probe_c2c(t)?;
+                }
                 let mut wrong = 0.0;
                 if req.check {
                     t.barrier()?;
@@ -585,16 +622,12 @@ pub fn run_rank_progress(
                 if let Some(p) = progress {
                     p(rows.len() + 1, total_rows);
                 }
-                rows.push(measured_row(
-                    req,
-                    coll,
-                    count,
-                    n,
-                    &plan,
-                    predicted,
-                    forms.len(),
-                    &all,
-                ));
+                let mut row =
+                    measured_row(req, coll, count, n, &plan, predicted, forms.len(), &all);
+                if probe {
+                    row.place(c2c, &placed_predictions(req, coll, bytes), n);
+                }
+                rows.push(row);
             }
         }
     }
@@ -658,7 +691,52 @@ pub(crate) fn measured_row(
         predicted_busbw_gbps: predicted
             .filter(|&p| p > 0.0)
             .map(|p| size as f64 / (p * 1e-6) / 1e9 * coll.bus_factor(n)),
+        c2c_ns: None,
+        placement: None,
+        priced_as: None,
     }
+}
+
+impl VerifyRow {
+    /// Record the placement probes and price the row with the prediction of the placement
+    /// they tell, where `planned` has one; else the pooled prediction stays.
+    pub fn place(&mut self, c2c: (f64, f64), planned: &[(Placement, f64)], n: usize) {
+        let p = Placement::classify(c2c.0, c2c.1);
+        self.c2c_ns = Some(c2c);
+        self.placement = Some(p);
+        if let Some(&(q, t)) = planned.iter().find(|x| x.0 == p && x.1 > 0.0) {
+            self.priced_as = Some(q);
+            self.predicted_time_us = Some(t);
+            self.predicted_busbw_gbps =
+                Some(self.bytes as f64 / (t * 1e-6) / 1e9 * self.collective.bus_factor(n));
+        }
+    }
+}
+
+/// Back-to-back barriers per probe group, and groups per probe.
+const PROBE_BARRIERS: usize = 20;
+const PROBE_GROUPS: usize = 5;
+
+/// The ranks' cache-to-cache latency, ns: the median over [`PROBE_GROUPS`] groups of
+/// back-to-back barriers of the time of one. A shared-memory barrier between 2 ranks is one
+/// cache line written by each rank and read by the other, both at once, so one barrier takes
+/// one one-way line transfer (plus a few ns of loop): the quantity `membw -c` measures with
+/// a ping-pong (bench/peers). Every rank calls it. 100 barriers: 5-30 µs on a quiet host; a
+/// fixed count, not a time, because the ranks must agree on it without talking, and under
+/// load each barrier can wait out another process's time slice (0.5 ms measured on the
+/// 2-vCPU VM), so a probe then costs up to about 50 ms.
+fn probe_c2c(t: &mut dyn Transport) -> Result<f64> {
+    t.barrier()?;
+    let mut v = Vec::with_capacity(PROBE_GROUPS);
+    for _ in 0..PROBE_GROUPS {
+        let start = Instant::now();
+        for _ in 0..PROBE_BARRIERS {
+            t.barrier()?;
+        }
+        v.push(start.elapsed().as_secs_f64() * 1e9 / PROBE_BARRIERS as f64);
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
 }
 
 /// `topo.verify/v1` form of one measurement.
@@ -693,6 +771,17 @@ pub struct JsonRow {
     pub predicted_busbw_gbps: Option<f64>,
     /// measured time / predicted time.
     pub ratio: Option<f64>,
+    /// `near`, `far` or `mixed`: where the two ranks' CPUs were during the out-of-place
+    /// measurement (absent where it is not probed: other than 2 ranks sharing memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// The probes' one-way cache-to-cache latency before and after it, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub c2c_ns: Option<[f64; 2]>,
+    /// The placement of the calibration fit that priced the prediction; `pooled` where
+    /// calibration has no fit of that placement (it never saw it, or the row is mixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_for: Option<String>,
 }
 
 /// `topo verify --format json` (`topo.verify/v1`).
@@ -763,6 +852,12 @@ impl VerifyReport {
                         .predicted_time_us
                         .filter(|&p| p > 0.0)
                         .map(|p| r.out_of_place.time_us / p),
+                    placement: r.placement.map(|p| p.name().into()),
+                    c2c_ns: r.c2c_ns.map(|(a, b)| [a.round(), b.round()]),
+                    predicted_for: r
+                        .placement
+                        .and(r.predicted_time_us)
+                        .map(|_| r.priced_as.map_or("pooled", |p| p.name()).into()),
                 })
                 .collect(),
             avg_busbw_gbps: self.avg_busbw_gbps(),
@@ -983,6 +1078,119 @@ mod tests {
     }
 
     #[test]
+    fn two_ranks_sharing_memory_are_probed_and_priced_by_their_placement() {
+        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        r.min_bytes = 1 << 10;
+        r.max_bytes = 1 << 10;
+        let plan = CollectivePlan::host_default(
+            Collective::AllReduce,
+            Algorithm::Direct,
+            Protocol::Simple,
+            2,
+            1,
+        );
+        // Every placement but loaded has a prediction: whatever the probes see (even
+        // load on a busy CI machine), the row is priced by the matching one.
+        r.plans = vec![PlannedRow {
+            collective: Collective::AllReduce,
+            bytes: 1 << 10,
+            plan,
+            predicted_time_us: Some(9.0),
+            by_placement: vec![(Placement::Near, 1.0), (Placement::Far, 3.0)],
+        }];
+        let rep = run_threads(&r).unwrap();
+        let row = &rep.rows[0];
+        let (before, after) = row.c2c_ns.unwrap();
+        assert!(before > 0.0 && after > 0.0, "{:?}", row.c2c_ns);
+        let p = row.placement.unwrap();
+        assert_eq!(p, Placement::classify(before, after));
+        let want = match p {
+            Placement::Near => (Some(p), 1.0),
+            Placement::Far => (Some(p), 3.0),
+            _ => (None, 9.0),
+        };
+        assert_eq!(
+            (row.priced_as, row.predicted_time_us),
+            (want.0, Some(want.1))
+        );
+        let j = serde_json::to_value(rep.to_json()).unwrap();
+        assert_eq!(j["results"][0]["placement"], p.name());
+        assert_eq!(j["results"][0]["c2c_ns"].as_array().unwrap().len(), 2);
+        let priced = want.0.map_or("pooled", |q| q.name());
+        assert_eq!(j["results"][0]["predicted_for"], priced);
+        // Three ranks: no one latency to probe, nothing recorded, the pooled prediction.
+        let mut r3 = r.clone();
+        r3.ranks = 3;
+        r3.plans.clear();
+        let rep = run_threads(&r3).unwrap();
+        assert_eq!((rep.rows[0].c2c_ns, rep.rows[0].placement), (None, None));
+        let j = serde_json::to_value(rep.to_json()).unwrap();
+        assert!(j["results"][0].get("placement").is_none());
+    }
+
+    #[test]
+    fn a_placement_without_its_own_prediction_keeps_the_pooled_one() {
+        let mut row = VerifyRow {
+            collective: Collective::AllReduce,
+            bytes: 1 << 20,
+            count: 1 << 18,
+            dtype: DataType::F32,
+            redop: Some(RedOp::Sum),
+            root: -1,
+            algo: Algorithm::Direct,
+            proto: Protocol::Simple,
+            nchannels: 1,
+            out_of_place: Measured {
+                time_us: 100.0,
+                algbw_gbps: 10.5,
+                busbw_gbps: 10.5,
+                wrong: Some(0),
+            },
+            in_place: None,
+            predicted_time_us: Some(80.0),
+            predicted_busbw_gbps: Some(13.1),
+            c2c_ns: None,
+            placement: None,
+            priced_as: None,
+        };
+        let near_only = [(Placement::Near, 50.0)];
+        let mut far = row.clone();
+        far.place((250.0, 260.0), &near_only, 2);
+        assert_eq!(far.placement, Some(Placement::Far));
+        assert_eq!((far.priced_as, far.predicted_time_us), (None, Some(80.0)));
+        row.place((40.0, 45.0), &near_only, 2);
+        assert_eq!(
+            (row.priced_as, row.predicted_time_us),
+            (Some(Placement::Near), Some(50.0))
+        );
+        // busbw of 1 MiB in 50 µs, AllReduce on 2 ranks (bus factor 1).
+        let b = row.predicted_busbw_gbps.unwrap();
+        assert!((b - (1 << 20) as f64 / 50e-6 / 1e9).abs() < 1e-9, "{b}");
+        let text = VerifyReport {
+            backend: "host".into(),
+            launch: "threads".into(),
+            transport: TransportKind::InProcess,
+            ranks: 2,
+            rows: vec![row, far],
+            foreign_machine: None,
+            notes: vec![],
+            nccl: vec![],
+        }
+        .render_text();
+        let cols = |r: &str| r.split_whitespace().last().unwrap().to_string();
+        let rows: Vec<String> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(cols)
+            .collect();
+        assert_eq!(rows, ["near", "far*"], "{text}");
+        assert!(
+            text.contains("calibration measured too little in the far placement"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn text_and_json_follow_the_contract() {
         let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
         r.plans = vec![PlannedRow {
@@ -996,6 +1204,7 @@ mod tests {
                 1,
             ),
             predicted_time_us: Some(1.0),
+            by_placement: vec![],
         }];
         let calls = std::sync::atomic::AtomicUsize::new(0);
         let prog = |done: usize, total: usize| {
@@ -1112,6 +1321,9 @@ mod tests {
             in_place: None,
             predicted_time_us: pred.map(|_| 1.0),
             predicted_busbw_gbps: pred,
+            c2c_ns: None,
+            placement: None,
+            priced_as: None,
         };
         let mut rep = VerifyReport {
             backend: "host".into(),

@@ -2,12 +2,13 @@
 //! out-of-place and in-place halves under their titles), followed by topo's columns (the
 //! algorithm, protocol and channels it ran, the predicted time and busbw, measured/predicted).
 //!
-//! The whole row is about 160 columns. When it does not fit the width, each collective's
+//! The whole row is about 165 columns. When it does not fit the width, each collective's
 //! table is split into blocks of whole column groups: the first block is nccl-tests' own left
 //! part (size, count, type, redop, root and the out-of-place figures), every further block
 //! repeats the size column so that its rows can be matched. Comment lines wrap under `#`.
 
 use super::{MODEL_MIN_BYTES, MODEL_TOLERANCE, Measured, VerifyReport, VerifyRow};
+use crate::hostmodel::{NEAR_MAX_NS, PLACEMENT_MAX_NS, Placement};
 use std::fmt::Write;
 
 /// One group of columns: the title printed above it, the spaces before it, and its columns
@@ -66,6 +67,7 @@ const GROUPS: [Group; 4] = [
             ("pred", "(us)", 8),
             ("p.busbw", "(GB/s)", 7),
             ("ratio", "m/p", 6),
+            ("place", "", 6),
         ],
     },
 ];
@@ -136,15 +138,36 @@ fn cells(r: &VerifyRow, g: Option<usize>) -> Vec<String> {
             r.proto.name().to_string(),
             r.nchannels.to_string(),
         ],
-        _ => match (r.predicted_time_us, r.predicted_busbw_gbps) {
-            (Some(t), Some(b)) => vec![
-                format!("{t:.2}"),
-                format!("{b:.2}"),
-                format!("{:.2}", r.out_of_place.time_us / t),
-            ],
-            _ => vec!["-".into(); 3],
-        },
+        _ => {
+            let mut v = match (r.predicted_time_us, r.predicted_busbw_gbps) {
+                (Some(t), Some(b)) => vec![
+                    format!("{t:.2}"),
+                    format!("{b:.2}"),
+                    format!("{:.2}", r.out_of_place.time_us / t),
+                ],
+                _ => vec!["-".into(); 3],
+            };
+            v.push(place_cell(r));
+            v
+        }
     }
+}
+
+/// The placement the probes saw, `*` after it when calibration had no fit of it (the pooled
+/// fit priced the row); `-` where it is not probed.
+fn place_cell(r: &VerifyRow) -> String {
+    match r.placement {
+        Some(p) if unmatched(r) => format!("{}*", p.name()),
+        Some(p) => p.name().to_string(),
+        None => "-".into(),
+    }
+}
+
+/// A near or far row priced by the pooled fit: calibration has no fit of that placement.
+fn unmatched(r: &VerifyRow) -> bool {
+    r.predicted_time_us.is_some()
+        && r.priced_as.is_none()
+        && r.placement.is_some_and(|p| Placement::FITTED.contains(&p))
 }
 
 /// The groups of [`GROUPS`] in each block: as many whole groups as fit after the key (the
@@ -242,7 +265,7 @@ fn block(s: &mut String, rows: &[VerifyRow], parts: &Parts, groups: &[usize]) {
 }
 
 impl VerifyReport {
-    /// nccl-tests style text on one line per size (about 160 columns): a header, one line per
+    /// nccl-tests style text on one line per size (about 165 columns): a header, one line per
     /// size, `# Avg bus bandwidth` last.
     pub fn render_text(&self) -> String {
         self.render_text_fit(usize::MAX)
@@ -299,6 +322,9 @@ impl VerifyReport {
             }
             start = end;
         }
+        if self.rows.iter().any(|r| r.placement.is_some()) {
+            s.push_str(&comment(&self.placement_note(), width));
+        }
         if let Some((within, total, worst)) = self.model_agreement(MODEL_MIN_BYTES, MODEL_TOLERANCE)
         {
             s.push_str(&comment(
@@ -318,6 +344,28 @@ impl VerifyReport {
         );
         let _ = writeln!(s, "# Avg bus bandwidth    : {:.4} ", self.avg_busbw_gbps());
         self.nccl_comparison(&mut s);
+        s
+    }
+
+    /// What the place column means, and which placements calibration had no fit of.
+    fn placement_note(&self) -> String {
+        let mut s = format!(
+            "place: the ranks' cache-to-cache latency before and after the out-of-place loop, both below {NEAR_MAX_NS:.0} ns (near: cores sharing a cache) or both {NEAR_MAX_NS:.0}-{PLACEMENT_MAX_NS:.0} ns (far), loaded when either is more (the ranks did not run at once: another process held a CPU, and the time measures the scheduler), else mixed; a near or far row is predicted by calibration's fit of that placement, a mixed or loaded one by the fit of every placement."
+        );
+        let missing: std::collections::BTreeSet<&str> = self
+            .rows
+            .iter()
+            .filter(|r| unmatched(r))
+            .filter_map(|r| r.placement.map(|p| p.name()))
+            .collect();
+        if !missing.is_empty() {
+            let m: Vec<&str> = missing.into_iter().collect();
+            let _ = write!(
+                s,
+                " *: calibration measured too little in the {} placement for a fit of its own; those rows are predicted by the fit of every placement.",
+                m.join(" or ")
+            );
+        }
         s
     }
 
@@ -356,7 +404,7 @@ impl VerifyReport {
 mod tests {
     use super::*;
 
-    /// The whole row fits 160 columns; 100 splits after the out-of-place half, 80 once more,
+    /// The whole row fits 165 columns; 100 splits after the out-of-place half, 80 once more,
     /// and every block but the first leads with the size.
     #[test]
     fn blocks_follow_the_width() {
@@ -364,7 +412,8 @@ mod tests {
         let g: Vec<Vec<usize>> = GROUPS.iter().map(Group::own).collect();
         let blocks = |w| blocks(w, &key, &g);
         assert_eq!(blocks(usize::MAX), vec![vec![0, 1, 2, 3]]);
-        assert_eq!(blocks(160), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(blocks(165), vec![vec![0, 1, 2, 3]]);
+        assert_eq!(blocks(160), vec![vec![0, 1, 2], vec![3]]);
         assert_eq!(blocks(100), vec![vec![0], vec![1, 2, 3]]);
         assert_eq!(blocks(80), vec![vec![0], vec![1, 2], vec![3]]);
         assert_eq!(blocks(40).first(), Some(&vec![]));
@@ -377,7 +426,7 @@ mod tests {
         );
         assert_eq!(1 + KEY.width(true) + GROUPS[0].width(false), 80);
         let all = 1 + KEY.width(true) + GROUPS.iter().map(|g| g.width(false)).sum::<usize>();
-        assert!(all <= 160, "{all}");
+        assert!(all <= 165, "{all}");
     }
 
     #[test]
