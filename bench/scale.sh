@@ -8,6 +8,7 @@
 #
 #   bench/scale.sh plan|show
 #   BEFORE_BIN=/tmp/topo-main NODES="1 128 1024" FORMATS=json bench/scale.sh plan
+#   BIG_RUNS=5 bench/scale.sh show     # lowest of 5 at 2,048 and 4,096 nodes as well
 #
 # BEFORE_MAX_NODES=N runs the older build only up to N nodes (an older build that is
 # quadratic in the node count can take many minutes at 4096); its cells stay empty beyond.
@@ -34,7 +35,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # runs N: fewer repetitions where one run takes seconds.
-runs() { if (($1 <= 128)); then echo 5; elif (($1 <= 1024)); then echo 3; else echo 1; fi; }
+# BIG_RUNS=N takes the lowest of N beyond 1,024 nodes too (default 1).
+runs() { if (($1 <= 128)); then echo 5; elif (($1 <= 1024)); then echo 3; else echo "${BIG_RUNS:-1}"; fi; }
 
 # "seconds KiB bytes": lowest wall time and peak RSS of R runs, and the output size.
 measure() {
@@ -86,7 +88,7 @@ if [[ -n "${BEFORE_BIN:-}" ]]; then hf+=(-n "before" "$(cmd "$BEFORE_BIN" 1 "--f
   if [[ -n "${BEFORE_BIN:-}" ]]; then echo "- before: \`$BEFORE_BIN\` ($("$BEFORE_BIN" --version)${BEFORE_NOTE:+, $BEFORE_NOTE})${BEFORE_MAX_NODES:+, run up to $BEFORE_MAX_NODES nodes}"; fi
   if [[ -n "${BENCH_NOTE:-}" ]]; then echo "- note: $BENCH_NOTE"; fi
   echo "- command: \`$(cmd topo N "[--format json]")\`, output to a file"
-  echo "- time and peak RSS: /usr/bin/time, lowest of 5 runs (up to 128 nodes), 3 (up to 1024), 1 beyond; each build's run right after the other's"
+  echo "- time and peak RSS: /usr/bin/time, lowest of 5 runs (up to 128 nodes), 3 (up to 1024), ${BIG_RUNS:-1} beyond; each build's run right after the other's"
   echo "- target (issue 11): 4,096 nodes × 8 GPUs under 2 s and 500 MB, growth no worse than n log n past 1,024 GPUs"
   echo
   echo "| format | nodes | GPUs | s | peak RSS MiB | output MiB | before: s | before: RSS MiB | before: output MiB |"
