@@ -964,6 +964,16 @@ mod tests {
     use topo_model::testing::hgx;
 
     #[test]
+    fn fused_trees_walked_in_halves_are_one_walkers() {
+        // 300 hosts: past the split's threshold.
+        let t = hgx(8, 90).replicate(300);
+        let hosts = HostNodes::of(&t);
+        let mut one = Walker::new(&t);
+        let want: Vec<FusedTree> = hosts.iter().map(|h| one.fused_tree(h)).collect();
+        assert_eq!(fused_trees(&t, &hosts), want);
+    }
+
+    #[test]
     fn nvswitch_chips_merge_into_one_node() {
         let t = hgx(8, 90);
         let s = System::build(&t, &BwConstants::default());

@@ -29,6 +29,27 @@ fn run(t: &Topology, mut pp: PathPolicy, tp: TransportPolicy) -> Run {
     }
 }
 
+#[test]
+fn several_workers_list_what_one_lists() {
+    // Hosts joined in host order: runs of 2 and 3 hosts over 5 give one worker's list.
+    let r = run(
+        &hgx(8, 90).replicate(5),
+        PathPolicy::default(),
+        TransportPolicy::default(),
+    );
+    let ctx = Ctx::new(&r.sys, &r.paths, &r.pp, &r.tp);
+    let hosts: Vec<Vec<usize>> = (0..5).map(|h| r.sys.host_gpus(h)).collect();
+    let one = select_on(&ctx, &hosts, 0, 1);
+    assert_eq!(one, r.pairs);
+    for workers in [2, 3, 8] {
+        assert_eq!(
+            select_on(&ctx, &hosts, 0, workers),
+            one,
+            "{workers} workers"
+        );
+    }
+}
+
 impl Run {
     fn pair(&self, a: usize, b: usize) -> &PairTransport {
         self.pairs
