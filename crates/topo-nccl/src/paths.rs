@@ -103,7 +103,7 @@ impl PathPolicy {
 }
 
 /// Per-host path tables.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 pub struct Paths {
     /// Row and column of each system node inside its host's table; `NO_COL` for the nodes
     /// paths are never computed from or towards (see [`is_base`]).
@@ -116,13 +116,10 @@ pub struct Paths {
     /// hosts, so searches for a nearest node look only here; scanning every host instead
     /// made `--nodes N` quadratic in N.
     /// Indexed by `host * KINDS + kind_slot(type)`.
-    #[serde(skip)]
     by_host: Vec<Vec<usize>>,
     /// Per system node: its index in `System::nets`, if it is a NET.
-    #[serde(skip)]
     net_pos: Vec<Option<usize>>,
     /// GPU ranks of each host, in rank order.
-    #[serde(skip)]
     host_ranks: Vec<Vec<usize>>,
 }
 
@@ -139,7 +136,7 @@ fn kind_slot(k: NodeType) -> Option<usize> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
 struct HostTable {
     /// The host's path ends (rows, and columns per row).
     nb: usize,
