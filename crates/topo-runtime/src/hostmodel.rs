@@ -745,6 +745,18 @@ mod tests {
 
     /// The true curve of the synthetic link: 5 µs, 40 GB/s in cache, 12 GB/s from memory,
     /// knee at a 32 MiB footprint.
+    /// A 2-CPU model of `links`.
+    fn model(links: Vec<LinkFit>) -> HostModel {
+        HostModel {
+            schema: SCHEMA.into(),
+            topo_version: String::new(),
+            cpus: 2,
+            cache_bytes: None,
+            links,
+            measured_at: 0,
+        }
+    }
+
     fn truth(op: Traffic) -> LinkFit {
         LinkFit {
             link: Link::ShmDirect,
@@ -961,19 +973,12 @@ mod tests {
             alpha_us,
             ..truth(op)
         };
-        let m = HostModel {
-            schema: SCHEMA.into(),
-            topo_version: String::new(),
-            cpus: 2,
-            cache_bytes: None,
-            links: vec![
-                with(Link::ShmDirectReduce, LinkMode::Threads, 1.0),
-                with(Link::ShmDirectReduce, LinkMode::Processes, 2.0),
-                with(Link::TcpLoopback, LinkMode::Any, 3.0),
-                with(Link::ShmFifo, LinkMode::Processes, 4.0),
-            ],
-            measured_at: 0,
-        };
+        let m = model(vec![
+            with(Link::ShmDirectReduce, LinkMode::Threads, 1.0),
+            with(Link::ShmDirectReduce, LinkMode::Processes, 2.0),
+            with(Link::TcpLoopback, LinkMode::Any, 3.0),
+            with(Link::ShmFifo, LinkMode::Processes, 4.0),
+        ]);
         let alpha = |l, mode| m.link(l, mode).map(|f| f.alpha_us);
         assert_eq!(alpha(Link::ShmDirectReduce, LinkMode::Threads), Some(1.0));
         assert_eq!(alpha(Link::ShmDirectReduce, LinkMode::Processes), Some(2.0));
@@ -1129,21 +1134,14 @@ mod tests {
             alpha_us,
             ..truth(op)
         };
-        let m = HostModel {
-            schema: SCHEMA.into(),
-            topo_version: String::new(),
-            cpus: 2,
-            cache_bytes: None,
-            links: vec![
-                // A placement's fit listed before the pooled one is still not the default.
-                with(LinkMode::Threads, Some(Placement::Near), 1.0),
-                with(LinkMode::Threads, None, 2.0),
-                with(LinkMode::Threads, Some(Placement::Far), 3.0),
-                with(LinkMode::Processes, None, 4.0),
-                with(LinkMode::Processes, Some(Placement::Near), 5.0),
-            ],
-            measured_at: 0,
-        };
+        let m = model(vec![
+            // A placement's fit listed before the pooled one is still not the default.
+            with(LinkMode::Threads, Some(Placement::Near), 1.0),
+            with(LinkMode::Threads, None, 2.0),
+            with(LinkMode::Threads, Some(Placement::Far), 3.0),
+            with(LinkMode::Processes, None, 4.0),
+            with(LinkMode::Processes, Some(Placement::Near), 5.0),
+        ]);
         let at = |mode, p| {
             m.link_at(Link::ShmDirectReduce, mode, p)
                 .map(|(f, q)| (f.alpha_us, q))
@@ -1275,14 +1273,7 @@ mod tests {
         let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
         let mut l = truth(op);
         l.link = Link::ShmDirectReduce;
-        let m = HostModel {
-            schema: SCHEMA.into(),
-            topo_version: String::new(),
-            cpus: 2,
-            cache_bytes: None,
-            links: vec![l.clone()],
-            measured_at: 0,
-        };
+        let m = model(vec![l.clone()]);
         // 1 MiB: 4 MiB footprint, in cache: 5 µs + 2 MiB / 40 GB/s.
         let p = m
             .predict_us(

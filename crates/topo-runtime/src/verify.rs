@@ -1128,12 +1128,18 @@ mod tests {
         assert!(j["results"][0].get("placement").is_none());
     }
 
-    #[test]
-    fn a_placement_without_its_own_prediction_keeps_the_pooled_one() {
-        let mut row = VerifyRow {
+    /// A 2-rank DIRECT AllReduce float32 row: out-of-place `time_us` at `busbw`, and the
+    /// (time, busbw) predicted.
+    fn direct_allreduce(
+        bytes: usize,
+        time_us: f64,
+        busbw: f64,
+        predicted: Option<(f64, f64)>,
+    ) -> VerifyRow {
+        VerifyRow {
             collective: Collective::AllReduce,
-            bytes: 1 << 20,
-            count: 1 << 18,
+            bytes,
+            count: bytes / 4,
             dtype: DataType::F32,
             redop: Some(RedOp::Sum),
             root: -1,
@@ -1141,18 +1147,23 @@ mod tests {
             proto: Protocol::Simple,
             nchannels: 1,
             out_of_place: Measured {
-                time_us: 100.0,
-                algbw_gbps: 10.5,
-                busbw_gbps: 10.5,
+                time_us,
+                algbw_gbps: busbw,
+                busbw_gbps: busbw,
                 wrong: Some(0),
             },
             in_place: None,
-            predicted_time_us: Some(80.0),
-            predicted_busbw_gbps: Some(13.1),
+            predicted_time_us: predicted.map(|p| p.0),
+            predicted_busbw_gbps: predicted.map(|p| p.1),
             c2c_ns: None,
             placement: None,
             priced_as: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_placement_without_its_own_prediction_keeps_the_pooled_one() {
+        let mut row = direct_allreduce(1 << 20, 100.0, 10.5, Some((80.0, 13.1)));
         let near_only = [(Placement::Near, 50.0)];
         let mut far = row.clone();
         far.place((250.0, 260.0), &near_only, 2);
@@ -1302,28 +1313,8 @@ mod tests {
 
     #[test]
     fn model_agreement_counts_rows_from_1_mib_within_the_tolerance() {
-        let row = |bytes: usize, busbw: f64, pred: Option<f64>| VerifyRow {
-            collective: Collective::AllReduce,
-            bytes,
-            count: bytes / 4,
-            dtype: DataType::F32,
-            redop: Some(RedOp::Sum),
-            root: -1,
-            algo: Algorithm::Direct,
-            proto: Protocol::Simple,
-            nchannels: 1,
-            out_of_place: Measured {
-                time_us: 1.0,
-                algbw_gbps: busbw,
-                busbw_gbps: busbw,
-                wrong: Some(0),
-            },
-            in_place: None,
-            predicted_time_us: pred.map(|_| 1.0),
-            predicted_busbw_gbps: pred,
-            c2c_ns: None,
-            placement: None,
-            priced_as: None,
+        let row = |bytes: usize, busbw: f64, pred: Option<f64>| {
+            direct_allreduce(bytes, 1.0, busbw, pred.map(|b| (1.0, b)))
         };
         let mut rep = VerifyReport {
             backend: "host".into(),
