@@ -13,6 +13,9 @@ mod progress;
 mod report;
 mod util;
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:
 /// a 72-GPU NVLink clique (GB200 NVL72) runs more than a thousand frames deep, past the main
 /// thread's 8 MiB in unoptimised builds. The stack is reserved, not committed, so the size

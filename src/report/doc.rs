@@ -105,6 +105,17 @@ impl<'w> JsonObject<'w> {
         Ok(())
     }
 
+    /// [`Self::encoded`] for the pieces of a [`Side`], each handed back once written.
+    pub fn encoded_from(&mut self, key: &str, pieces: &Pieces) -> std::io::Result<()> {
+        use std::io::Write as _;
+        self.key(key)?;
+        while let Some(p) = pieces.recv() {
+            self.w.write_all(&p)?;
+            pieces.give_back(p);
+        }
+        Ok(())
+    }
+
     /// Closes the object, with the final newline [`json_to`] writes.
     pub fn end(mut self) -> std::io::Result<()> {
         use std::io::Write as _;
@@ -228,9 +239,13 @@ pub struct Side<'scope, T> {
 }
 
 /// The writer a [`Side`] encodes into: pieces of [`PIECE_BYTES`] go to the queue as they
-/// fill; a closed queue (the reader gave up) fails the write.
+/// fill; a closed queue (the reader gave up) fails the write. Written pieces come back
+/// through `spare` and are filled again, so the allocator sees a handful of buffers instead
+/// of one fresh megabyte per piece (freed on the other thread, which an allocator may hand
+/// back to the kernel and fault in again).
 pub struct PieceWriter {
     tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
     buf: Vec<u8>,
 }
 
@@ -238,7 +253,14 @@ const PIECE_BYTES: usize = 1 << 20;
 
 impl PieceWriter {
     fn send(&mut self) -> std::io::Result<()> {
-        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(PIECE_BYTES));
+        let next = match self.spare.try_recv() {
+            Ok(mut b) => {
+                b.clear();
+                b
+            }
+            Err(_) => Vec::with_capacity(PIECE_BYTES),
+        };
+        let full = std::mem::replace(&mut self.buf, next);
         self.tx
             .send(full)
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "writer gone"))
@@ -258,20 +280,40 @@ impl std::io::Write for PieceWriter {
     }
 }
 
+/// The pieces a [`Side`] encoded, in order; each is handed back to the encoder for reuse
+/// once the reader has written it (see [`JsonObject::encoded_from`]).
+pub struct Pieces {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    back: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl Pieces {
+    fn recv(&self) -> Option<Vec<u8>> {
+        self.rx.recv().ok()
+    }
+
+    fn give_back(&self, piece: Vec<u8>) {
+        // The encoder may have finished and dropped its end: the piece is simply freed.
+        let _ = self.back.send(piece);
+    }
+}
+
 impl<'scope, T: Send + 'scope> Side<'scope, T> {
     /// Runs `f` on a thread of `s` with a queue that holds about `ahead` bytes.
     pub fn spawn<'env, F>(
         s: &'scope std::thread::Scope<'scope, 'env>,
         ahead: usize,
         f: F,
-    ) -> (Side<'scope, T>, std::sync::mpsc::Receiver<Vec<u8>>)
+    ) -> (Side<'scope, T>, Pieces)
     where
         F: FnOnce(&mut PieceWriter) -> std::io::Result<T> + Send + 'scope,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel((ahead / PIECE_BYTES).max(1));
+        let (back, spare) = std::sync::mpsc::channel();
         let handle = s.spawn(move || {
             let mut w = PieceWriter {
                 tx,
+                spare,
                 buf: Vec::with_capacity(PIECE_BYTES),
             };
             let out = f(&mut w)?;
@@ -280,7 +322,7 @@ impl<'scope, T: Send + 'scope> Side<'scope, T> {
             }
             Ok(out)
         });
-        (Side { handle }, rx)
+        (Side { handle }, Pieces { rx, back })
     }
 
     pub fn join(self) -> std::io::Result<T> {

@@ -136,15 +136,49 @@ pub fn wrap(line: &str, width: usize, extra: usize) -> Vec<String> {
 }
 
 /// Every line of `text` fitted to `width` (continuations indented 4 more than their line).
+/// Lines are fitted on their own, so a long text (a summary of thousands of hosts) is cut
+/// at line ends into pieces fitted on the machine's cores.
 pub fn document(text: &str, width: usize) -> String {
-    let mut out = String::with_capacity(text.len() + 64);
+    let pieces = line_pieces(text, DOCUMENT_PIECE_BYTES);
+    crate::util::concat_parallel(pieces.len(), 2, |i, out| {
+        if i > 0 {
+            out.push('\n');
+        }
+        document_lines(pieces[i], width, out);
+    })
+}
+
+/// Below this a document is fitted on one core.
+const DOCUMENT_PIECE_BYTES: usize = 1 << 20;
+
+/// `text` cut at newlines (dropped) into pieces of about `bytes`; `text` is the pieces
+/// joined with newlines.
+fn line_pieces(text: &str, bytes: usize) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while rest.len() > bytes {
+        // A newline byte is always a whole character in UTF-8: cutting there is safe.
+        let Some(cut) = rest.as_bytes()[bytes..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map(|i| bytes + i)
+        else {
+            break;
+        };
+        pieces.push(&rest[..cut]);
+        rest = &rest[cut + 1..];
+    }
+    pieces.push(rest);
+    pieces
+}
+
+fn document_lines(text: &str, width: usize, out: &mut String) {
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
         out.push_str(&wrap(line, width, 4).join("\n"));
     }
-    out
 }
 
 /// Zero-width marks (Unicode default-ignorable, so comfy-table measures them as nothing)
@@ -414,6 +448,28 @@ pub fn column_blocks(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_document_cut_into_pieces_is_fitted_like_one() {
+        let line =
+            "GPU0 ↔ NIC0: a long line of words that has to wrap at the width of eighty columns";
+        let text: String = (0..40).map(|i| format!("{i} {line}\n\n")).collect();
+        let mut whole = String::new();
+        document_lines(&text, 40, &mut whole);
+        for bytes in [1, 7, 100, 333, 1 << 20] {
+            let pieces = line_pieces(&text, bytes);
+            assert_eq!(pieces.join("\n"), text, "{bytes}");
+            let mut cut = String::new();
+            for (i, p) in pieces.iter().enumerate() {
+                if i > 0 {
+                    cut.push('\n');
+                }
+                document_lines(p, 40, &mut cut);
+            }
+            assert_eq!(cut, whole, "{bytes}");
+        }
+        assert_eq!(document(&text, 40), whole);
+    }
+
     use super::*;
 
     fn st(width: usize) -> Style {

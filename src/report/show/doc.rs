@@ -789,7 +789,7 @@ pub(crate) fn json_to(
         o.field("nvswitches", &d.nvswitches)?;
         o.field("pci_switches", &d.pci_switches)?;
         o.field("pci_devices", &d.pci_devices)?;
-        o.encoded("paths", paths)?;
+        o.encoded_from("paths", &paths)?;
         o.field("p2p", &d.p2p)?;
         let links = side.join()?;
         o.encoded("links", [links])?;

@@ -351,8 +351,7 @@ pub(crate) fn render_compact(ctx: &Ctx, style: Style) -> String {
 }
 
 fn render_layout(ctx: &Ctx, style: Style, compact: bool) -> String {
-    let mut out = String::new();
-    for hv in &ctx.hosts {
+    super::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&format!(
                 "{}\n",
@@ -376,8 +375,7 @@ fn render_layout(ctx: &Ctx, style: Style, compact: bool) -> String {
         if ctx.multi_host() {
             out.push('\n');
         }
-    }
-    out
+    })
 }
 
 /// The matrix as data: row/column labels and cells, per host.

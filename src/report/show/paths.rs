@@ -118,7 +118,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
         "NCCL paths from each GPU (row) to each GPU and NIC (column): type and bandwidth in GB/s\n\
          (NCCL 2.28 rules, default environment; a row is what that GPU's rank sees).\n\n",
     );
-    for hv in &ctx.hosts {
+    out.push_str(&super::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host))));
             out.push('\n');
@@ -129,7 +129,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
             out.push_str(&host_paths(ctx, hv, style));
         }
         out.push('\n');
-    }
+    }));
     out.pop();
     out
 }

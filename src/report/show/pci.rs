@@ -450,14 +450,13 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 }
 
 pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
-    let mut out = String::new();
-    for hv in &ctx.hosts {
+    let mut out = super::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host))));
             out.push_str("\n\n");
         }
         out.push_str(&host_tree(ctx, hv, style));
-    }
+    });
     let note = "GB/s is the bandwidth NCCL assigns to the link (width × per-lane rate; unknown speed counts as Gen3, width 0 as x16).";
     for l in crate::report::fit::wrap(note, style.width, 4) {
         out.push_str(&l);

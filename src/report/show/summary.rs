@@ -1065,13 +1065,12 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 }
 
 pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
-    let mut out = String::new();
-    for (i, hv) in ctx.hosts.iter().enumerate() {
+    let mut out = super::per_host(ctx, |i, hv, out| {
         if i > 0 {
             out.push('\n');
         }
         out.push_str(&host_summary(ctx, hv, style));
-    }
+    });
     if !ctx.topo.warnings.is_empty() {
         out.push_str(&format!("\n{}\n", style.bold("Warnings")));
         for w in &ctx.topo.warnings {
