@@ -5,6 +5,7 @@
 //! exit codes and hints in `error`. The work is in the library crates (see
 //! docs/ARCHITECTURE.md): `topo-source` → `topo-model` → `topo-nccl`.
 
+mod alloc;
 mod cli;
 mod cmd;
 mod error;
@@ -13,9 +14,6 @@ mod progress;
 mod report;
 mod util;
 
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:
 /// a 72-GPU NVLink clique (GB200 NVL72) runs more than a thousand frames deep, past the main
 /// thread's 8 MiB in unoptimised builds. The stack is reserved, not committed, so the size
@@ -23,6 +21,7 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const STACK_BYTES: usize = 256 << 20;
 
 fn main() {
+    alloc::configure();
     let code = std::thread::Builder::new()
         .name("topo".into())
         .stack_size(STACK_BYTES)

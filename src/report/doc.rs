@@ -61,11 +61,13 @@ pub fn json_to<T: Serialize + ?Sized>(w: &mut dyn std::io::Write, doc: &T) -> st
     w.flush()
 }
 
-/// A JSON object written field by field in [`json_to`]'s bytes, so that some fields can be
-/// encoded elsewhere (another thread) and handed in already encoded ([`JsonObject::encoded`]).
+/// A JSON object written field by field in [`json_to`]'s bytes, from values encoded
+/// elsewhere (other threads): whole ([`JsonObject::raw`]) or, for arrays, in pieces.
 pub struct JsonObject<'w> {
     w: std::io::BufWriter<&'w mut dyn std::io::Write>,
     first: bool,
+    /// Inside an array of [`Self::array_start`]: whether an element was written.
+    in_array: Option<bool>,
 }
 
 impl<'w> JsonObject<'w> {
@@ -73,7 +75,11 @@ impl<'w> JsonObject<'w> {
         use std::io::Write as _;
         let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
         w.write_all(b"{")?;
-        Ok(JsonObject { w, first: true })
+        Ok(JsonObject {
+            w,
+            first: true,
+            in_array: None,
+        })
     }
 
     fn key(&mut self, key: &str) -> std::io::Result<()> {
@@ -86,34 +92,40 @@ impl<'w> JsonObject<'w> {
         self.w.write_all(b"\": ")
     }
 
-    pub fn field<T: Serialize + ?Sized>(&mut self, key: &str, v: &T) -> std::io::Result<()> {
-        self.key(key)?;
-        value_to(&mut self.w, v, unit_of(key))
-    }
-
-    /// A field whose value [`json_value_to`] encoded, in pieces.
-    pub fn encoded(
-        &mut self,
-        key: &str,
-        pieces: impl IntoIterator<Item = Vec<u8>>,
-    ) -> std::io::Result<()> {
+    /// A field whose whole value is `bytes`, encoded by [`json_value_to`].
+    pub fn raw(&mut self, key: &str, bytes: &[u8]) -> std::io::Result<()> {
         use std::io::Write as _;
         self.key(key)?;
-        for p in pieces {
-            self.w.write_all(&p)?;
-        }
-        Ok(())
+        self.w.write_all(bytes)
     }
 
-    /// [`Self::encoded`] for the pieces of a [`Side`], each handed back once written.
-    pub fn encoded_from(&mut self, key: &str, pieces: &Pieces) -> std::io::Result<()> {
+    /// Opens an array field whose elements come as pieces of [`items_to`]'s bytes
+    /// ([`Self::array_piece`]), closed by [`Self::array_end`].
+    pub fn array_start(&mut self, key: &str) -> std::io::Result<()> {
         use std::io::Write as _;
         self.key(key)?;
-        while let Some(p) = pieces.recv() {
-            self.w.write_all(&p)?;
-            pieces.give_back(p);
+        self.in_array = Some(false);
+        self.w.write_all(b"[")
+    }
+
+    pub fn array_piece(&mut self, piece: &[u8]) -> std::io::Result<()> {
+        use std::io::Write as _;
+        if piece.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        // Every element of a piece starts with its comma; the array's first has none.
+        let piece = match self.in_array {
+            Some(false) => &piece[1..],
+            _ => piece,
+        };
+        self.in_array = Some(true);
+        self.w.write_all(piece)
+    }
+
+    pub fn array_end(&mut self) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let any = self.in_array.take() == Some(true);
+        self.w.write_all(if any { b"\n  ]" } else { b"]" })
     }
 
     /// Closes the object, with the final newline [`json_to`] writes.
@@ -133,6 +145,23 @@ pub fn json_value_to<T: Serialize + ?Sized>(
     v: &T,
 ) -> std::io::Result<()> {
     value_to(w, v, Unit::Plain)
+}
+
+/// The elements of a top-level array field named `key` as they stand inside the document,
+/// each with the comma before it (see [`JsonObject::array_piece`]): a run of an array that
+/// is encoded in pieces, on several threads.
+pub fn items_to<T: Serialize>(
+    w: &mut Vec<u8>,
+    key: &str,
+    items: impl IntoIterator<Item = T>,
+) -> std::io::Result<()> {
+    let u = unit_of(key);
+    for v in items {
+        w.extend_from_slice(b",\n    ");
+        let mut ser = serde_json::Serializer::with_formatter(&mut *w, Nested::at(2));
+        Rounded { v: &v, u }.serialize(&mut ser)?;
+    }
+    Ok(())
 }
 
 fn value_to<T: Serialize + ?Sized>(
@@ -228,107 +257,6 @@ impl serde_json::ser::Formatter for Nested {
     fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
         self.has_value = true;
         Ok(())
-    }
-}
-
-/// A thread of a [`std::thread::scope`] that encodes one field into a bounded queue of
-/// pieces (read them from the receiver [`Side::spawn`] returns, in order, until it closes)
-/// and returns another value when done.
-pub struct Side<'scope, T> {
-    handle: std::thread::ScopedJoinHandle<'scope, std::io::Result<T>>,
-}
-
-/// The writer a [`Side`] encodes into: pieces of [`PIECE_BYTES`] go to the queue as they
-/// fill; a closed queue (the reader gave up) fails the write. Written pieces come back
-/// through `spare` and are filled again, so the allocator sees a handful of buffers instead
-/// of one fresh megabyte per piece (freed on the other thread, which an allocator may hand
-/// back to the kernel and fault in again).
-pub struct PieceWriter {
-    tx: std::sync::mpsc::SyncSender<Vec<u8>>,
-    spare: std::sync::mpsc::Receiver<Vec<u8>>,
-    buf: Vec<u8>,
-}
-
-const PIECE_BYTES: usize = 1 << 20;
-
-impl PieceWriter {
-    fn send(&mut self) -> std::io::Result<()> {
-        let next = match self.spare.try_recv() {
-            Ok(mut b) => {
-                b.clear();
-                b
-            }
-            Err(_) => Vec::with_capacity(PIECE_BYTES),
-        };
-        let full = std::mem::replace(&mut self.buf, next);
-        self.tx
-            .send(full)
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "writer gone"))
-    }
-}
-
-impl std::io::Write for PieceWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.buf.extend_from_slice(buf);
-        if self.buf.len() >= PIECE_BYTES {
-            self.send()?;
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// The pieces a [`Side`] encoded, in order; each is handed back to the encoder for reuse
-/// once the reader has written it (see [`JsonObject::encoded_from`]).
-pub struct Pieces {
-    rx: std::sync::mpsc::Receiver<Vec<u8>>,
-    back: std::sync::mpsc::Sender<Vec<u8>>,
-}
-
-impl Pieces {
-    fn recv(&self) -> Option<Vec<u8>> {
-        self.rx.recv().ok()
-    }
-
-    fn give_back(&self, piece: Vec<u8>) {
-        // The encoder may have finished and dropped its end: the piece is simply freed.
-        let _ = self.back.send(piece);
-    }
-}
-
-impl<'scope, T: Send + 'scope> Side<'scope, T> {
-    /// Runs `f` on a thread of `s` with a queue that holds about `ahead` bytes.
-    pub fn spawn<'env, F>(
-        s: &'scope std::thread::Scope<'scope, 'env>,
-        ahead: usize,
-        f: F,
-    ) -> (Side<'scope, T>, Pieces)
-    where
-        F: FnOnce(&mut PieceWriter) -> std::io::Result<T> + Send + 'scope,
-    {
-        let (tx, rx) = std::sync::mpsc::sync_channel((ahead / PIECE_BYTES).max(1));
-        let (back, spare) = std::sync::mpsc::channel();
-        let handle = s.spawn(move || {
-            let mut w = PieceWriter {
-                tx,
-                spare,
-                buf: Vec::with_capacity(PIECE_BYTES),
-            };
-            let out = f(&mut w)?;
-            if !w.buf.is_empty() {
-                w.send()?;
-            }
-            Ok(out)
-        });
-        (Side { handle }, Pieces { rx, back })
-    }
-
-    pub fn join(self) -> std::io::Result<T> {
-        self.handle
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e))
     }
 }
 
@@ -646,14 +574,14 @@ mod tests {
     }
 
     #[test]
-    fn an_object_written_field_by_field_is_the_same_bytes() {
+    fn an_object_written_in_pieces_is_the_same_bytes() {
         #[derive(Serialize)]
         struct Doc {
             name: &'static str,
             inner: Inner,
             list: Vec<Vec<u32>>,
             empty: Vec<u8>,
-            tail_us: f64,
+            times_us: Vec<f64>,
         }
         let doc = Doc {
             name: "a\nb",
@@ -661,33 +589,53 @@ mod tests {
                 lat_us: 12.3456,
                 plain: 0.5,
             },
-            list: vec![vec![1, 2], vec![]],
+            list: vec![vec![1, 2], vec![], vec![3]],
             empty: vec![],
-            tail_us: 1.23456,
+            times_us: vec![1.23456, 2.0],
         };
         let mut out = vec![];
         {
             let mut o = JsonObject::start(&mut out).unwrap();
-            o.field("name", &doc.name).unwrap();
-            let mut inner = vec![];
-            json_value_to(&mut inner, &doc.inner).unwrap();
-            // Pieces split anywhere, even inside a line.
-            let (a, b) = inner.split_at(inner.len() / 2);
-            o.encoded("inner", [a.to_vec(), b.to_vec()]).unwrap();
-            std::thread::scope(|s| {
-                let (side, pieces) = Side::spawn(s, 1, |w| {
-                    json_value_to(w, &doc.list)?;
-                    Ok(7)
-                });
-                o.encoded("list", pieces).unwrap();
-                assert_eq!(side.join().unwrap(), 7);
-            });
-            o.field("empty", &doc.empty).unwrap();
+            let value = |v: &dyn erased::Value| {
+                let mut b = vec![];
+                v.encode(&mut b);
+                b
+            };
+            o.raw("name", &value(&doc.name)).unwrap();
+            o.raw("inner", &value(&doc.inner)).unwrap();
+            o.array_start("list").unwrap();
+            // Empty pieces anywhere, the first element in any piece.
+            o.array_piece(&[]).unwrap();
+            for run in doc.list.chunks(2) {
+                let mut p = vec![];
+                items_to(&mut p, "list", run).unwrap();
+                o.array_piece(&p).unwrap();
+                o.array_piece(&[]).unwrap();
+            }
+            o.array_end().unwrap();
+            o.array_start("empty").unwrap();
+            o.array_end().unwrap();
             // Rounded by the field's name, as inside the struct.
-            o.field("tail_us", &doc.tail_us).unwrap();
+            let mut p = vec![];
+            items_to(&mut p, "times_us", &doc.times_us).unwrap();
+            o.array_start("times_us").unwrap();
+            o.array_piece(&p).unwrap();
+            o.array_end().unwrap();
             o.end().unwrap();
         }
         assert_eq!(String::from_utf8(out).unwrap(), json(&doc).unwrap());
+    }
+
+    /// Values of several types behind one reference, for the test above.
+    mod erased {
+        pub trait Value {
+            fn encode(&self, out: &mut Vec<u8>);
+        }
+        impl<T: serde::Serialize> Value for T {
+            fn encode(&self, out: &mut Vec<u8>) {
+                super::super::json_value_to(out, self).unwrap();
+            }
+        }
     }
 
     #[test]

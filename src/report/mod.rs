@@ -3,6 +3,7 @@
 pub mod diagnose;
 pub mod doc;
 pub mod fit;
+pub mod ordered;
 pub mod plan;
 pub mod show;
 pub mod svg;

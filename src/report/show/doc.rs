@@ -5,15 +5,16 @@
 //! is null, bandwidths are rounded to 0.1 GB/s as the document is written (`report::doc`). Views
 //! add their own section (`matrix`, `pci_tree`, `nodes`) next to the common fields.
 
-use super::Ctx;
 use super::matrix::{self, MatrixDoc};
 use super::pci::{self, Flag, PciNode};
+use super::{Ctx, HostView};
 use crate::cli::ShowView;
+use crate::report::doc::{JsonObject, items_to, json_value_to};
 use anyhow::{Context, Result};
-use petgraph::graph::NodeIndex;
-use petgraph::visit::EdgeRef;
+use petgraph::graph::{EdgeIndex, NodeIndex};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use topo_model::bw::{pcie_generation, pcie_gts};
 use topo_model::message::Message;
 use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
@@ -253,36 +254,45 @@ struct PathDoc<'a> {
 struct PathsDoc<'a> {
     ctx: &'a Ctx<'a>,
     names: &'a Names,
+    hosts: &'a [HostView],
 }
 
 impl Serialize for PathsDoc<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (ctx, names) = (self.ctx, self.names);
-        let gpus = ctx.hosts.iter().flat_map(|hv| {
-            hv.gpus
-                .iter()
-                .filter(|&&g| ctx.topo.gpu(g).is_some())
-                .map(move |&g| (hv, g))
-        });
-        s.collect_seq(gpus.flat_map(|(hv, g)| {
-            hv.gpus
-                .iter()
-                .chain(&hv.nets)
-                .filter(move |&&t| t != g)
-                .filter_map(move |&t| {
-                    let p = ctx.path(g, t)?;
-                    Some(PathDoc {
-                        host: hv.host,
-                        from: names.label(g),
-                        to: names.label(t),
-                        ty: p.ty.name(),
-                        bw_gbps: p.bw,
-                        hops: p.hops,
-                        via: p.via.map(|v| names.label(v)),
-                    })
-                })
-        }))
+        s.collect_seq(path_docs(self.ctx, self.names, self.hosts))
     }
+}
+
+/// The `paths[]` entries of `hosts`.
+fn path_docs<'a>(
+    ctx: &'a Ctx,
+    names: &'a Names,
+    hosts: &'a [HostView],
+) -> impl Iterator<Item = PathDoc<'a>> + 'a {
+    let gpus = hosts.iter().flat_map(move |hv| {
+        hv.gpus
+            .iter()
+            .filter(|&&g| ctx.topo.gpu(g).is_some())
+            .map(move |&g| (hv, g))
+    });
+    gpus.flat_map(move |(hv, g)| {
+        hv.gpus
+            .iter()
+            .chain(&hv.nets)
+            .filter(move |&&t| t != g)
+            .filter_map(move |&t| {
+                let p = ctx.path(g, t)?;
+                Some(PathDoc {
+                    host: hv.host,
+                    from: names.label(g),
+                    to: names.label(t),
+                    ty: p.ty.name(),
+                    bw_gbps: p.bw,
+                    hops: p.hops,
+                    via: p.via.map(|v| names.label(v)),
+                })
+            })
+    })
 }
 
 /// `links[]`, made while it is written ([`links`]).
@@ -376,8 +386,68 @@ fn kind_name(k: &NodeKind) -> &'static str {
 
 fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
     let topo = ctx.topo;
-    let key = |n: NodeIndex| names.key(n).to_string();
-    let hosts = (0..ctx.hosts.len())
+    let all = &ctx.hosts;
+    let verdicts: Vec<Message> = all
+        .iter()
+        .flat_map(|hv| super::summary::coded_verdicts(ctx, hv))
+        .collect();
+    Doc {
+        schema: SCHEMA,
+        topo_version: env!("CARGO_PKG_VERSION"),
+        view: view_name(view),
+        source: source_doc(ctx),
+        hosts: host_docs(ctx),
+        gpus: all.iter().flat_map(|hv| gpu_docs(ctx, names, hv)).collect(),
+        nics: all.iter().flat_map(|hv| nic_docs(ctx, names, hv)).collect(),
+        numa: all
+            .iter()
+            .flat_map(|hv| numa_docs(ctx, names, hv))
+            .collect(),
+        nvswitches: all
+            .iter()
+            .flat_map(|hv| nvswitch_docs(ctx, names, hv))
+            .collect(),
+        pci_switches: pci_switch_docs(ctx, names),
+        pci_devices: pci_device_docs(ctx),
+        paths: PathsDoc {
+            ctx,
+            names,
+            hosts: all,
+        },
+        p2p: p2p_docs(ctx, names),
+        links: LinksDoc { ctx, names },
+        verdicts: verdicts.iter().map(|m| m.text.clone()).collect(),
+        warnings: topo.warnings.clone(),
+        messages: verdicts
+            .into_iter()
+            .chain(topo.warning_messages())
+            .collect(),
+        matrix: (view == ShowView::Matrix).then(|| matrix::doc(ctx)),
+        pci_tree: (view == ShowView::Pci).then(|| pci::doc(ctx)),
+        nodes: (view == ShowView::Dot).then(|| node_docs(ctx, names)),
+    }
+}
+
+fn view_name(view: ShowView) -> &'static str {
+    match view {
+        ShowView::Summary => "summary",
+        ShowView::Matrix => "matrix",
+        ShowView::Pci => "pci",
+        ShowView::Paths => "paths",
+        ShowView::Dot => "dot",
+    }
+}
+
+fn source_doc(ctx: &Ctx) -> SourceDoc {
+    SourceDoc {
+        kind: ctx.topo.source.kind.clone(),
+        origin: ctx.topo.source.origin.clone(),
+    }
+}
+
+fn host_docs(ctx: &Ctx) -> Vec<HostDoc> {
+    let topo = ctx.topo;
+    (0..ctx.hosts.len())
         .map(|i| {
             let h = topo.hosts.get(i).cloned().unwrap_or_default();
             HostDoc {
@@ -391,157 +461,169 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
                 env: h.env,
             }
         })
-        .collect();
-    let mut gpus = vec![];
-    let mut nics = vec![];
-    let mut verdicts = vec![];
-    for hv in &ctx.hosts {
-        for &g in &hv.gpus {
-            let Some(x) = topo.gpu(g) else { continue };
-            let nv = ctx.nvlink(g);
-            let known = nv.unknown.is_none();
-            let nearest = ctx.nearest_nic(g);
-            let links = topo
-                .nvlinks(g)
-                .into_iter()
-                .map(|(to, lanes, bw)| NvlinkTarget {
-                    to: key(to),
-                    kind: match topo.node(to).kind {
-                        NodeKind::NvSwitch(_) => "nvswitch",
-                        NodeKind::Gpu(_) => "gpu",
-                        _ => "cpu",
-                    },
-                    lanes,
-                    bw_gbps: bw,
-                })
-                .collect();
-            gpus.push(GpuDoc {
-                index: ctx.index(g),
-                host: hv.host,
-                dev: (x.dev >= 0).then_some(x.dev),
-                busid: x.busid.to_string(),
-                name: x.name.clone(),
-                model: pci::model_name(x.vendor, x.device).map(str::to_string),
-                sm: x.sm,
-                numa: ctx.numa(g),
-                cpu_affinity: topo
-                    .root_cpu(g)
-                    .and_then(|c| topo.cpu(c))
-                    .and_then(super::cpu_list),
-                nvlink_lanes: known.then_some(nv.lanes),
-                nvswitch: known.then_some(nv.switch_lanes > 0),
-                nearest_nic: nearest.map(|(n, _)| names.label(n).to_string()),
-                nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
-                nic_bw_gbps: nearest.map(|(_, p)| p.bw),
-                local_nics: ctx
-                    .local_nets(g)
-                    .into_iter()
-                    .map(|n| names.label(n).to_string())
-                    .collect(),
-                memory_bytes: x.memory_bytes,
-                uuid: x.uuid.clone(),
-                gdr: x.gdr,
-                vendor: hex16(x.vendor),
-                device: hex16(x.device),
-                pcie: pcie_doc(ctx, g, &x.pcie),
-                nvlink: NvlinkDoc {
-                    state: if known { "known" } else { "unknown" },
-                    reason: nv.unknown.clone(),
-                    lanes: known.then_some(nv.lanes),
-                    bw_gbps: known.then_some(nv.bw),
-                    links,
+        .collect()
+}
+
+/// One host's `gpus[]`.
+fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
+    let topo = ctx.topo;
+    let key = |n: NodeIndex| names.key(n).to_string();
+    let mut gpus = Vec::with_capacity(hv.gpus.len());
+    for &g in &hv.gpus {
+        let Some(x) = topo.gpu(g) else { continue };
+        let nv = ctx.nvlink(g);
+        let known = nv.unknown.is_none();
+        let nearest = ctx.nearest_nic(g);
+        let links = topo
+            .nvlinks(g)
+            .into_iter()
+            .map(|(to, lanes, bw)| NvlinkTarget {
+                to: key(to),
+                kind: match topo.node(to).kind {
+                    NodeKind::NvSwitch(_) => "nvswitch",
+                    NodeKind::Gpu(_) => "gpu",
+                    _ => "cpu",
                 },
-                c2c: x.c2c.clone(),
-                fabric: x.fabric.clone(),
-            });
-        }
-        for &n in &hv.nets {
-            let Some(x) = topo.net(n) else { continue };
-            let nic = topo.node(n).parent.map(|p| topo.node(p));
-            let (vendor, device, pcie) = match nic.map(|p| &p.kind) {
-                Some(NodeKind::Nic(c)) => (
-                    c.vendor,
-                    c.device,
-                    c.busid
-                        .is_some()
-                        .then(|| pcie_doc(ctx, ctx.pci_device(n), &c.pcie)),
-                ),
-                _ => (None, None, None),
-            };
-            nics.push(NicDoc {
-                index: ctx.index(n),
-                host: hv.host,
-                name: Some(x.name.clone()),
-                busid: ctx.busid(n).map(|b| b.to_string()),
-                dev: Some(x.dev),
-                speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
-                bw_gbps: Some(x.bw()),
-                port: Some(x.port),
-                gdr: Some(x.gdr),
-                coll: Some(x.coll),
-                numa: ctx.numa(n),
-                link_layer: x.link_layer.clone(),
-                netdev: x.netdev.clone(),
-                state: x.state.clone(),
-                guid: x.guid.map(|g| format!("0x{g:016x}")),
-                vendor: hex16(vendor),
-                device: hex16(device),
-                model: pci::model_name(vendor, device).map(str::to_string),
-                near_gpus: hv
-                    .gpus
-                    .iter()
-                    .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                    .map(|&g| names.label(g).to_string())
-                    .collect(),
-                pcie,
-                role: ctx.roles.get(&n).map(|r| r.role),
-                role_stated: ctx.roles.get(&n).map(|r| r.stated),
-                role_why: ctx.roles.get(&n).map(|r| r.why.clone()),
-            });
-        }
-        for &n in &hv.bare_nics {
-            let NodeKind::Nic(c) = &topo.node(n).kind else {
-                continue;
-            };
-            nics.push(NicDoc {
-                index: ctx.index(n),
-                host: hv.host,
-                name: None,
-                busid: c.busid.map(|b| b.to_string()),
-                dev: None,
-                speed_gbps: None,
-                bw_gbps: None,
-                port: None,
-                gdr: None,
-                coll: None,
-                numa: ctx.numa(n),
-                link_layer: None,
-                netdev: None,
-                state: None,
-                guid: None,
-                vendor: hex16(c.vendor),
-                device: hex16(c.device),
-                model: pci::model_name(c.vendor, c.device).map(str::to_string),
-                near_gpus: hv
-                    .gpus
-                    .iter()
-                    .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                    .map(|&g| names.label(g).to_string())
-                    .collect(),
-                pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
-                role: None,
-                role_stated: None,
-                role_why: None,
-            });
-        }
-        verdicts.extend(super::summary::coded_verdicts(ctx, hv));
+                lanes,
+                bw_gbps: bw,
+            })
+            .collect();
+        gpus.push(GpuDoc {
+            index: ctx.index(g),
+            host: hv.host,
+            dev: (x.dev >= 0).then_some(x.dev),
+            busid: x.busid.to_string(),
+            name: x.name.clone(),
+            model: pci::model_name(x.vendor, x.device).map(str::to_string),
+            sm: x.sm,
+            numa: ctx.numa(g),
+            cpu_affinity: topo
+                .root_cpu(g)
+                .and_then(|c| topo.cpu(c))
+                .and_then(super::cpu_list),
+            nvlink_lanes: known.then_some(nv.lanes),
+            nvswitch: known.then_some(nv.switch_lanes > 0),
+            nearest_nic: nearest.map(|(n, _)| names.label(n).to_string()),
+            nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
+            nic_bw_gbps: nearest.map(|(_, p)| p.bw),
+            local_nics: ctx
+                .local_nets(g)
+                .into_iter()
+                .map(|n| names.label(n).to_string())
+                .collect(),
+            memory_bytes: x.memory_bytes,
+            uuid: x.uuid.clone(),
+            gdr: x.gdr,
+            vendor: hex16(x.vendor),
+            device: hex16(x.device),
+            pcie: pcie_doc(ctx, g, &x.pcie),
+            nvlink: NvlinkDoc {
+                state: if known { "known" } else { "unknown" },
+                reason: nv.unknown.clone(),
+                lanes: known.then_some(nv.lanes),
+                bw_gbps: known.then_some(nv.bw),
+                links,
+            },
+            c2c: x.c2c.clone(),
+            fabric: x.fabric.clone(),
+        });
     }
-    let numa = ctx
-        .hosts
+    gpus
+}
+
+/// One host's `nics[]`: its network ports, then NICs without a known port.
+fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
+    let topo = ctx.topo;
+    let mut nics = Vec::with_capacity(hv.nets.len() + hv.bare_nics.len());
+    for &n in &hv.nets {
+        let Some(x) = topo.net(n) else { continue };
+        let nic = topo.node(n).parent.map(|p| topo.node(p));
+        let (vendor, device, pcie) = match nic.map(|p| &p.kind) {
+            Some(NodeKind::Nic(c)) => (
+                c.vendor,
+                c.device,
+                c.busid
+                    .is_some()
+                    .then(|| pcie_doc(ctx, ctx.pci_device(n), &c.pcie)),
+            ),
+            _ => (None, None, None),
+        };
+        nics.push(NicDoc {
+            index: ctx.index(n),
+            host: hv.host,
+            name: Some(x.name.clone()),
+            busid: ctx.busid(n).map(|b| b.to_string()),
+            dev: Some(x.dev),
+            speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
+            bw_gbps: Some(x.bw()),
+            port: Some(x.port),
+            gdr: Some(x.gdr),
+            coll: Some(x.coll),
+            numa: ctx.numa(n),
+            link_layer: x.link_layer.clone(),
+            netdev: x.netdev.clone(),
+            state: x.state.clone(),
+            guid: x.guid.map(|g| format!("0x{g:016x}")),
+            vendor: hex16(vendor),
+            device: hex16(device),
+            model: pci::model_name(vendor, device).map(str::to_string),
+            near_gpus: hv
+                .gpus
+                .iter()
+                .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+                .map(|&g| names.label(g).to_string())
+                .collect(),
+            pcie,
+            role: ctx.roles.get(&n).map(|r| r.role),
+            role_stated: ctx.roles.get(&n).map(|r| r.stated),
+            role_why: ctx.roles.get(&n).map(|r| r.why.clone()),
+        });
+    }
+    for &n in &hv.bare_nics {
+        let NodeKind::Nic(c) = &topo.node(n).kind else {
+            continue;
+        };
+        nics.push(NicDoc {
+            index: ctx.index(n),
+            host: hv.host,
+            name: None,
+            busid: c.busid.map(|b| b.to_string()),
+            dev: None,
+            speed_gbps: None,
+            bw_gbps: None,
+            port: None,
+            gdr: None,
+            coll: None,
+            numa: ctx.numa(n),
+            link_layer: None,
+            netdev: None,
+            state: None,
+            guid: None,
+            vendor: hex16(c.vendor),
+            device: hex16(c.device),
+            model: pci::model_name(c.vendor, c.device).map(str::to_string),
+            near_gpus: hv
+                .gpus
+                .iter()
+                .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+                .map(|&g| names.label(g).to_string())
+                .collect(),
+            pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
+            role: None,
+            role_stated: None,
+            role_why: None,
+        });
+    }
+    nics
+}
+
+/// One host's `numa[]`.
+fn numa_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NumaDoc> {
+    let topo = ctx.topo;
+    hv.cpus
         .iter()
-        .flat_map(|hv| hv.cpus.iter().map(move |&c| (hv, c)))
-        .filter_map(|(hv, c)| topo.cpu(c).map(|x| (hv, c, x)))
-        .map(|(hv, c, x)| NumaDoc {
+        .filter_map(|&c| topo.cpu(c).map(|x| (c, x)))
+        .map(|(c, x)| NumaDoc {
             id: opt_numa(x.numa),
             host: hv.host,
             cpus: super::cpu_list(x),
@@ -564,11 +646,14 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
                 .map(|n| names.label(n).to_string())
                 .collect(),
         })
-        .collect();
-    let nvswitches = ctx
-        .hosts
-        .iter()
-        .flat_map(|hv| super::sorted_nvswitches(ctx, hv.host))
+        .collect()
+}
+
+/// One host's `nvswitches[]`.
+fn nvswitch_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NvSwitchDoc> {
+    let topo = ctx.topo;
+    super::sorted_nvswitches(ctx, hv.host)
+        .into_iter()
         .filter_map(|s| match &topo.node(s).kind {
             NodeKind::NvSwitch(x) => Some((s, x)),
             _ => None,
@@ -586,9 +671,14 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
                 })
                 .collect(),
         })
-        .collect();
-    let pci_switches = topo
-        .pci_switches()
+        .collect()
+}
+
+/// `pci_switches[]`, in graph order.
+fn pci_switch_docs(ctx: &Ctx, names: &Names) -> Vec<PciSwitchDoc> {
+    let topo = ctx.topo;
+    let key = |n: NodeIndex| names.key(n).to_string();
+    topo.pci_switches()
         .filter_map(|s| match &topo.node(s).kind {
             NodeKind::PciSwitch(p) => Some((s, p)),
             _ => None,
@@ -610,9 +700,13 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
                 flags: pci::flags(ctx, s),
             }
         })
-        .collect();
-    let pci_devices = topo
-        .graph
+        .collect()
+}
+
+/// `pci_devices[]`, in graph order.
+fn pci_device_docs(ctx: &Ctx) -> Vec<PciDeviceDoc> {
+    let topo = ctx.topo;
+    topo.graph
         .node_indices()
         .filter_map(|n| match &topo.node(n).kind {
             NodeKind::PciDevice(d) => Some((n, d)),
@@ -629,15 +723,19 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
             model: pci::model_name(d.vendor, d.device).map(str::to_string),
             driver: d.driver.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// `p2p[]`: the source's P2P status per GPU pair.
+fn p2p_docs(ctx: &Ctx, names: &Names) -> Vec<P2pDoc> {
+    let topo = ctx.topo;
     let gpu_label = |h: u16, b: topo_model::BusId| -> String {
         topo.find(h, b)
             .filter(|&n| topo.gpu(n).is_some())
             .map(|n| names.label(n).to_string())
             .unwrap_or_else(|| b.to_string())
     };
-    let p2p = topo
-        .p2p
+    topo.p2p
         .iter()
         .map(|((h, a, b), c)| P2pDoc {
             host: *h,
@@ -648,61 +746,39 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
             nvlink: c.nvlink,
             atomics: c.atomics,
         })
-        .collect();
-    Doc {
-        schema: SCHEMA,
-        topo_version: env!("CARGO_PKG_VERSION"),
-        view: match view {
-            ShowView::Summary => "summary",
-            ShowView::Matrix => "matrix",
-            ShowView::Pci => "pci",
-            ShowView::Paths => "paths",
-            ShowView::Dot => "dot",
-        },
-        source: SourceDoc {
-            kind: topo.source.kind.clone(),
-            origin: topo.source.origin.clone(),
-        },
-        hosts,
-        gpus,
-        nics,
-        numa,
-        nvswitches,
-        pci_switches,
-        pci_devices,
-        paths: PathsDoc { ctx, names },
-        p2p,
-        links: LinksDoc { ctx, names },
-        verdicts: verdicts.iter().map(|m| m.text.clone()).collect(),
-        warnings: topo.warnings.clone(),
-        messages: verdicts
-            .into_iter()
-            .chain(topo.warning_messages())
-            .collect(),
-        matrix: (view == ShowView::Matrix).then(|| matrix::doc(ctx)),
-        pci_tree: (view == ShowView::Pci).then(|| pci::doc(ctx)),
-        nodes: (view == ShowView::Dot).then(|| {
-            topo.graph
-                .node_indices()
-                .map(|n| NodeDoc {
-                    id: key(n),
-                    host: topo.node(n).host,
-                    kind: kind_name(&topo.node(n).kind),
-                    numa: ctx.numa(n),
-                    busid: topo.node(n).busid().map(|b| b.to_string()),
-                })
-                .collect()
-        }),
-    }
+        .collect()
+}
+
+/// `nodes[]` of `--view dot`.
+fn node_docs(ctx: &Ctx, names: &Names) -> Vec<NodeDoc> {
+    let topo = ctx.topo;
+    topo.graph
+        .node_indices()
+        .map(|n| NodeDoc {
+            id: names.key(n).to_string(),
+            host: topo.node(n).host,
+            kind: kind_name(&topo.node(n).kind),
+            numa: ctx.numa(n),
+            busid: topo.node(n).busid().map(|b| b.to_string()),
+        })
+        .collect()
 }
 
 /// Every physical link once: PCIe parent→child, NVLink/C2C from the GPU, SYS and LOC once
 /// per CPU/switch pair, NIC→port.
 fn links<'a>(ctx: &Ctx, names: &'a Names) -> Vec<LinkDoc<'a>> {
+    let g = &ctx.topo.graph;
+    let mut out = tree_links(ctx, names, 0..g.node_count());
+    out.extend(graph_links(ctx, names, 0..g.edge_count()));
+    out
+}
+
+/// The PCIe (and NIC→port) links of the nodes numbered `nodes`, each to its parent.
+fn tree_links<'a>(ctx: &Ctx, names: &'a Names, nodes: Range<usize>) -> Vec<LinkDoc<'a>> {
     let topo = ctx.topo;
     let key = |n: NodeIndex| names.key(n);
     let mut out = vec![];
-    for n in topo.graph.node_indices() {
+    for n in nodes.map(NodeIndex::new) {
         let node = topo.node(n);
         let Some(p) = node.parent else { continue };
         let (kind, bw) = match &node.kind {
@@ -727,8 +803,19 @@ fn links<'a>(ctx: &Ctx, names: &'a Names) -> Vec<LinkDoc<'a>> {
             bw_gbps: bw,
         });
     }
-    for e in topo.graph.edge_references() {
-        let (a, b, w) = (e.source(), e.target(), e.weight());
+    out
+}
+
+/// The NVLink, C2C, SYS and LOC links among the graph's edges numbered `edges`.
+fn graph_links<'a>(ctx: &Ctx, names: &'a Names, edges: Range<usize>) -> Vec<LinkDoc<'a>> {
+    let topo = ctx.topo;
+    let key = |n: NodeIndex| names.key(n);
+    let mut out = vec![];
+    for e in edges.map(EdgeIndex::new) {
+        let (Some((a, b)), Some(w)) = (topo.graph.edge_endpoints(e), topo.graph.edge_weight(e))
+        else {
+            continue;
+        };
         let an = &topo.node(a).kind;
         let kind = match w.kind {
             LinkKind::NvLink => matches!(an, NodeKind::Gpu(_)).then_some("nvlink"),
@@ -758,63 +845,210 @@ pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
         .context("cannot encode the show document as json")
 }
 
-/// [`json`], written to `w` as it is encoded, for `topo show` (which exits after it). The
-/// two largest sections, `links` and `paths` (over a third of the bytes at 32,768 GPUs),
-/// are encoded on a second core while this one builds and writes the rest; `paths` reaches
-/// the writer in chunks through a bounded queue, so at most [`AHEAD_BYTES`] wait in memory.
+/// [`json`], written to `w` as it is encoded, for `topo show` (which exits after it): the
+/// document is cut into jobs ([`Job`]: a small field, or a run of hosts, nodes or edges of
+/// a large one) that the machine's cores build and encode while this thread writes them in
+/// order ([`crate::report::ordered`]), so at 32,768 GPUs neither core idles and only a few
+/// jobs' bytes wait in memory.
 pub(crate) fn json_to(
     ctx: &Ctx,
     view: ShowView,
     w: &mut dyn std::io::Write,
 ) -> std::io::Result<()> {
-    use crate::report::doc::{JsonObject, Side, json_value_to};
+    use crate::report::ordered;
     let names = Names::new(ctx);
-    let written = std::thread::scope(|s| {
-        let (side, paths) = Side::spawn(s, AHEAD_BYTES, |paths| {
-            let mut links = Vec::new();
-            json_value_to(&mut links, &LinksDoc { ctx, names: &names })?;
-            json_value_to(paths, &PathsDoc { ctx, names: &names })?;
-            Ok(links)
-        });
-        let d = build(ctx, &names, view);
-        let mut o = JsonObject::start(w)?;
-        o.field("schema", &d.schema)?;
-        o.field("topo_version", &d.topo_version)?;
-        o.field("view", &d.view)?;
-        o.field("source", &d.source)?;
-        o.field("hosts", &d.hosts)?;
-        o.field("gpus", &d.gpus)?;
-        o.field("nics", &d.nics)?;
-        o.field("numa", &d.numa)?;
-        o.field("nvswitches", &d.nvswitches)?;
-        o.field("pci_switches", &d.pci_switches)?;
-        o.field("pci_devices", &d.pci_devices)?;
-        o.encoded_from("paths", &paths)?;
-        o.field("p2p", &d.p2p)?;
-        let links = side.join()?;
-        o.encoded("links", [links])?;
-        o.field("verdicts", &d.verdicts)?;
-        o.field("warnings", &d.warnings)?;
-        o.field("messages", &d.messages)?;
-        if let Some(m) = &d.matrix {
-            o.field("matrix", m)?;
-        }
-        if let Some(t) = &d.pci_tree {
-            o.field("pci_tree", t)?;
-        }
-        if let Some(n) = &d.nodes {
-            o.field("nodes", n)?;
-        }
-        o.end()?;
-        crate::util::release_at_exit(d);
-        Ok(())
-    });
+    let plan = JobPlan::new(ctx);
+    let jobs = plan.jobs(view);
+    let mut o = JsonObject::start(w)?;
+    let written = ordered::run(
+        jobs.len(),
+        ordered::workers(jobs.len()),
+        WINDOW_JOBS,
+        |k, buf| plan.encode(&jobs[k], &names, view, buf),
+        |k, bytes| jobs[k].write(&mut o, bytes),
+    )
+    .and_then(|()| o.end());
     crate::util::release_at_exit(names);
     written
 }
 
-/// How far the side thread may encode `paths` ahead of the writer.
-const AHEAD_BYTES: usize = 32 << 20;
+/// Jobs a worker may run ahead of the writer: each is at most [`RUN_HOSTS`] hosts of one
+/// section (about a megabyte), so a few dozen megabytes wait at most.
+const WINDOW_JOBS: usize = 32;
+
+/// Hosts (or nodes and edges, [`RUN_HOSTS`] hosts' worth) in one job of a large section.
+const RUN_HOSTS: usize = 64;
+
+/// One piece of the streamed document, in document order.
+#[derive(Clone, Debug)]
+enum Job {
+    /// A field encoded whole.
+    Field(&'static str),
+    Open(&'static str),
+    /// A run of hosts (`gpus`, `nics`, `numa`, `nvswitches`, `paths`, `verdicts`,
+    /// `messages`) or of node or edge numbers (`links`) of an array field.
+    Items(&'static str, Range<usize>),
+    Close,
+}
+
+impl Job {
+    fn write(&self, o: &mut JsonObject, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Job::Field(key) => o.raw(key, bytes),
+            Job::Open(key) => o.array_start(key),
+            Job::Items(..) => o.array_piece(bytes),
+            Job::Close => o.array_end(),
+        }
+    }
+}
+
+/// What the jobs share: the runs they are cut into, and the verdicts, which two fields
+/// list (made once per run of hosts, by whichever job needs them first).
+struct JobPlan<'a> {
+    ctx: &'a Ctx<'a>,
+    runs: Vec<Range<usize>>,
+    verdicts: Vec<std::sync::OnceLock<Vec<Message>>>,
+}
+
+impl<'a> JobPlan<'a> {
+    fn new(ctx: &'a Ctx<'a>) -> JobPlan<'a> {
+        let runs = cut(ctx.hosts.len(), RUN_HOSTS);
+        let verdicts = runs.iter().map(|_| std::sync::OnceLock::new()).collect();
+        JobPlan {
+            ctx,
+            runs,
+            verdicts,
+        }
+    }
+
+    /// The document's fields in [`Doc`]'s order.
+    fn jobs(&self, view: ShowView) -> Vec<Job> {
+        let g = &self.ctx.topo.graph;
+        let per = |n: usize| (n / self.runs.len().max(1)).max(1);
+        let mut jobs = vec![];
+        for key in ["schema", "topo_version", "view", "source", "hosts"] {
+            jobs.push(Job::Field(key));
+        }
+        let array = |jobs: &mut Vec<Job>, key, runs: Vec<Range<usize>>| {
+            jobs.push(Job::Open(key));
+            jobs.extend(runs.into_iter().map(|r| Job::Items(key, r)));
+            jobs.push(Job::Close);
+        };
+        for key in ["gpus", "nics", "numa", "nvswitches"] {
+            array(&mut jobs, key, self.runs.clone());
+        }
+        for key in ["pci_switches", "pci_devices"] {
+            jobs.push(Job::Field(key));
+        }
+        array(&mut jobs, "paths", self.runs.clone());
+        jobs.push(Job::Field("p2p"));
+        jobs.push(Job::Open("links"));
+        let tree = cut(g.node_count(), per(g.node_count()));
+        jobs.extend(tree.into_iter().map(|r| Job::Items("tree_links", r)));
+        let edges = cut(g.edge_count(), per(g.edge_count()));
+        jobs.extend(edges.into_iter().map(|r| Job::Items("graph_links", r)));
+        jobs.push(Job::Close);
+        array(&mut jobs, "verdicts", self.runs.clone());
+        jobs.push(Job::Field("warnings"));
+        jobs.push(Job::Open("messages"));
+        jobs.extend(self.runs.iter().map(|r| Job::Items("messages", r.clone())));
+        jobs.push(Job::Items("warning_messages", 0..1));
+        jobs.push(Job::Close);
+        let view_field = match view {
+            ShowView::Matrix => Some("matrix"),
+            ShowView::Pci => Some("pci_tree"),
+            ShowView::Dot => Some("nodes"),
+            _ => None,
+        };
+        jobs.extend(view_field.map(Job::Field));
+        jobs
+    }
+
+    fn run_verdicts(&self, run: &Range<usize>) -> &[Message] {
+        let i = run.start / RUN_HOSTS.max(1);
+        self.verdicts[i].get_or_init(|| {
+            self.ctx.hosts[run.clone()]
+                .iter()
+                .flat_map(|hv| super::summary::coded_verdicts(self.ctx, hv))
+                .collect()
+        })
+    }
+
+    fn encode(
+        &self,
+        job: &Job,
+        names: &Names,
+        view: ShowView,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        match job {
+            Job::Field(key) => self.field(key, names, view, buf),
+            Job::Items(key, r) => self.items(key, r, names, buf),
+            Job::Open(_) | Job::Close => Ok(()),
+        }
+    }
+
+    fn field(
+        &self,
+        key: &str,
+        names: &Names,
+        view: ShowView,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let ctx = self.ctx;
+        match key {
+            "schema" => json_value_to(buf, SCHEMA),
+            "topo_version" => json_value_to(buf, env!("CARGO_PKG_VERSION")),
+            "view" => json_value_to(buf, view_name(view)),
+            "source" => json_value_to(buf, &source_doc(ctx)),
+            "hosts" => json_value_to(buf, &host_docs(ctx)),
+            "pci_switches" => json_value_to(buf, &pci_switch_docs(ctx, names)),
+            "pci_devices" => json_value_to(buf, &pci_device_docs(ctx)),
+            "p2p" => json_value_to(buf, &p2p_docs(ctx, names)),
+            "warnings" => json_value_to(buf, &ctx.topo.warnings),
+            "matrix" => json_value_to(buf, &matrix::doc(ctx)),
+            "pci_tree" => json_value_to(buf, &pci::doc(ctx)),
+            "nodes" => json_value_to(buf, &node_docs(ctx, names)),
+            _ => Err(std::io::Error::other(format!("no show field {key}"))),
+        }
+    }
+
+    fn items(
+        &self,
+        key: &str,
+        r: &Range<usize>,
+        names: &Names,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let ctx = self.ctx;
+        let hosts = || ctx.hosts[r.clone()].iter();
+        match key {
+            "gpus" => items_to(buf, key, hosts().flat_map(|hv| gpu_docs(ctx, names, hv))),
+            "nics" => items_to(buf, key, hosts().flat_map(|hv| nic_docs(ctx, names, hv))),
+            "numa" => items_to(buf, key, hosts().flat_map(|hv| numa_docs(ctx, names, hv))),
+            "nvswitches" => items_to(
+                buf,
+                key,
+                hosts().flat_map(|hv| nvswitch_docs(ctx, names, hv)),
+            ),
+            "paths" => items_to(buf, key, path_docs(ctx, names, &ctx.hosts[r.clone()])),
+            "tree_links" => items_to(buf, "links", tree_links(ctx, names, r.clone())),
+            "graph_links" => items_to(buf, "links", graph_links(ctx, names, r.clone())),
+            "verdicts" => items_to(buf, key, self.run_verdicts(r).iter().map(|m| &m.text)),
+            "messages" => items_to(buf, key, self.run_verdicts(r)),
+            "warning_messages" => items_to(buf, "messages", ctx.topo.warning_messages()),
+            _ => Err(std::io::Error::other(format!("no show array {key}"))),
+        }
+    }
+}
+
+/// `0..n` in runs of `per` (the last may be shorter).
+fn cut(n: usize, per: usize) -> Vec<Range<usize>> {
+    (0..n)
+        .step_by(per.max(1))
+        .map(|a| a..(a + per.max(1)).min(n))
+        .collect()
+}
 
 pub(crate) fn yaml(ctx: &Ctx, view: ShowView) -> Result<String> {
     let names = Names::new(ctx);
