@@ -29,7 +29,8 @@ esac
 # FORMATS=json narrows the run to the JSON document.
 if [[ "${FORMATS:-json text}" == json ]]; then formats=("--format json"); else formats=("--format json" ""); fi
 host=$(cat /proc/sys/kernel/hostname)
-out="bench/$what/results-scale-${host}.md"
+# RESULTS_TAG=x writes results-scale-<host>-x.md (keeps another machine's results beside).
+out="bench/$what/results-scale-${host}${RESULTS_TAG:+-$RESULTS_TAG}.md"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

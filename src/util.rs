@@ -203,6 +203,33 @@ fn sgr_len(s: &str) -> Option<usize> {
     (body.as_bytes().get(n) == Some(&b'm')).then_some(2 + n + 1)
 }
 
+/// `f(i)` for every `i` in `0..n`, in order. From `min_parallel` items on, runs of
+/// consecutive items go to the machine's cores (at most 8); the result does not depend on
+/// how many there are.
+pub fn map_parallel<R: Send>(
+    n: usize,
+    min_parallel: usize,
+    f: impl Fn(usize) -> R + Sync,
+) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(1, |c| c.get().min(8));
+    if n < min_parallel.max(2) || workers < 2 {
+        return (0..n).map(f).collect();
+    }
+    let per = n.div_ceil(workers);
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(per)
+            .map(|start| s.spawn(move || (start..(start + per).min(n)).map(f).collect::<Vec<R>>()))
+            .collect();
+        let mut out = Vec::with_capacity(n);
+        for h in handles {
+            out.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        out
+    })
+}
+
 /// `part(i, out)` for every `i` in `0..n`, appended in order. From `min_parallel` parts on,
 /// runs of consecutive parts go to the machine's cores (at most 8), each into a string of
 /// its own: the text is the same whatever the number of cores.
@@ -269,6 +296,10 @@ mod tests {
         assert_eq!(concat_parallel(1000, 5000, part), serial);
         assert_eq!(concat_parallel(3, 1, part), "0,1,2,");
         assert_eq!(concat_parallel(0, 1, part), "");
+        let serial: Vec<usize> = (0..1001).map(|i| i * i).collect();
+        assert_eq!(map_parallel(1001, 1, |i| i * i), serial);
+        assert_eq!(map_parallel(1001, 5000, |i| i * i), serial);
+        assert!(map_parallel(0, 1, |i| i).is_empty());
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub(crate) fn per_host(ctx: &Ctx, render: impl Fn(usize, &HostView, &mut String)
     })
 }
 
+/// Nodes from which per-node names are made on several cores.
+const PARALLEL_NODES: usize = 1 << 14;
+
 /// Hosts from which a view is rendered on several cores: one host takes well under a
 /// millisecond, a thread about a tenth of one to start.
 const PARALLEL_HOSTS: usize = 64;
@@ -425,12 +428,10 @@ impl<'a> Ctx<'a> {
 
     /// [`Ctx::node_keys`] as a list indexed by node index.
     pub fn node_key_list(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .topo
-            .graph
-            .node_indices()
-            .map(|n| self.key_base(n))
-            .collect();
+        let mut keys: Vec<String> =
+            crate::util::map_parallel(self.topo.graph.node_count(), PARALLEL_NODES, |i| {
+                self.key_base(NodeIndex::new(i))
+            });
         // A repeated name gets ` #2`, ` #3` in graph order within its host; counted per host
         // (every node is in its host's `nodes`, in graph order) so the table stays small.
         let mut repeats = vec![];
@@ -479,7 +480,6 @@ impl<'a> Ctx<'a> {
 /// every GPU to the GPUs and network ports of its host, keyed by model node; plus each GPU's
 /// local network ports and the one NCCL gives its channel 0.
 fn nccl_paths(ctx: &mut Ctx, sys: &System, paths: &Paths) {
-    let policy = PathPolicy::default();
     let of: HashMap<NodeIndex, usize> = sys
         .nodes
         .iter()
@@ -487,41 +487,66 @@ fn nccl_paths(ctx: &mut Ctx, sys: &System, paths: &Paths) {
         .filter(|(_, n)| matches!(n.kind, NodeType::Gpu | NodeType::Net))
         .filter_map(|(i, n)| n.topo.map(|t| (t, i)))
         .collect();
+    let hosts = &ctx.hosts;
+    let found = crate::util::map_parallel(hosts.len(), PARALLEL_HOSTS, |h| {
+        host_nccl_paths(&hosts[h], sys, paths, &of)
+    });
+    ctx.paths.reserve(found.iter().map(|f| f.paths.len()).sum());
+    for f in found {
+        ctx.paths.extend(f.paths);
+        ctx.local.extend(f.local);
+        ctx.channel0.extend(f.channel0);
+    }
+}
+
+/// One host's share of [`nccl_paths`].
+#[derive(Default)]
+struct HostPaths {
+    paths: Vec<((NodeIndex, NodeIndex), PathInfo)>,
+    local: Vec<(NodeIndex, Vec<NodeIndex>)>,
+    channel0: Vec<(NodeIndex, NodeIndex)>,
+}
+
+fn host_nccl_paths(
+    hv: &HostView,
+    sys: &System,
+    paths: &Paths,
+    of: &HashMap<NodeIndex, usize>,
+) -> HostPaths {
+    let policy = PathPolicy::default();
     let model = |i: usize| sys.nodes.get(i).and_then(|n| n.topo);
-    for hv in &ctx.hosts {
-        for &g in &hv.gpus {
-            let Some(&sg) = of.get(&g) else { continue };
-            for &t in hv.gpus.iter().chain(&hv.nets) {
-                let Some(&st) = of.get(&t) else { continue };
-                let Some(p) = paths.get(sg, st) else { continue };
-                // The relay GPU of a PXN or NVB path.
-                let via = paths
-                    .interior(sg, st)
-                    .find(|&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
-                    .and_then(model);
-                ctx.paths.insert(
-                    (g, t),
-                    PathInfo {
-                        ty: p.ty,
-                        bw: p.bw,
-                        hops: p.hops,
-                        via,
-                    },
-                );
-            }
-            let local: Vec<NodeIndex> = nccl::paths::local_nodes(sys, paths, sg, NodeType::Net)
-                .into_iter()
-                .filter_map(model)
-                .collect();
-            ctx.local.insert(g, local);
-            let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
-            if let Some(net) = rank.and_then(|r| nccl::paths::local_net(sys, paths, &policy, r, 0))
-                && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
-            {
-                ctx.channel0.insert(g, n);
-            }
+    let mut out = HostPaths::default();
+    for &g in &hv.gpus {
+        let Some(&sg) = of.get(&g) else { continue };
+        for &t in hv.gpus.iter().chain(&hv.nets) {
+            let Some(&st) = of.get(&t) else { continue };
+            let Some(p) = paths.get(sg, st) else { continue };
+            // The relay GPU of a PXN or NVB path.
+            let via = paths
+                .interior(sg, st)
+                .find(|&i| sys.nodes.get(i).is_some_and(|n| n.kind == NodeType::Gpu))
+                .and_then(model);
+            let info = PathInfo {
+                ty: p.ty,
+                bw: p.bw,
+                hops: p.hops,
+                via,
+            };
+            out.paths.push(((g, t), info));
+        }
+        let local: Vec<NodeIndex> = nccl::paths::local_nodes(sys, paths, sg, NodeType::Net)
+            .into_iter()
+            .filter_map(model)
+            .collect();
+        out.local.push((g, local));
+        let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
+        if let Some(net) = rank.and_then(|r| nccl::paths::local_net(sys, paths, &policy, r, 0))
+            && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
+        {
+            out.channel0.push((g, n));
         }
     }
+    out
 }
 
 /// The sentence saying a host has no GPU, with the reason discovery gave

@@ -317,12 +317,9 @@ struct Names {
 impl Names {
     fn new(ctx: &Ctx) -> Names {
         Names {
-            labels: ctx
-                .topo
-                .graph
-                .node_indices()
-                .map(|n| ctx.label(n))
-                .collect(),
+            labels: crate::util::map_parallel(ctx.topo.graph.node_count(), 1 << 14, |i| {
+                ctx.label(NodeIndex::new(i))
+            }),
             keys: ctx.node_key_list(),
         }
     }
