@@ -44,7 +44,8 @@ impl Shared {
 
 /// Runs `encode(k, buf)` for every job `k` in `0..jobs` on up to `workers` threads (an
 /// empty `buf` to append to) and hands the buffers to `write(k, bytes)` on this thread in
-/// order of `k`. The first error, from either side, ends the run and is returned.
+/// order of `k`; with no workers, on this thread alone. The first error, from either side,
+/// ends the run and is returned.
 pub fn run(
     jobs: usize,
     workers: usize,
@@ -62,6 +63,16 @@ pub fn run(
         }),
         changed: Condvar::new(),
     };
+    if workers == 0 {
+        // Too small a document to be worth threads: encode and write each job in turn.
+        let mut buf = Vec::new();
+        for k in 0..jobs {
+            buf.clear();
+            encode(k, &mut buf)?;
+            write(k, &buf)?;
+        }
+        return Ok(());
+    }
     let window = window.max(1);
     std::thread::scope(|s| {
         for _ in 0..workers.clamp(1, jobs.max(1)) {
@@ -138,11 +149,15 @@ fn drain(
     Ok(())
 }
 
-/// Worker threads for a document of `jobs` jobs: every core but the writer's (the writer
-/// mostly waits on the kernel), at least one, at most 8.
-pub fn workers(jobs: usize) -> usize {
+/// Worker threads for a document of `jobs` jobs: one per core (the writer mostly waits on
+/// the kernel), at most 8; none below `min_jobs` jobs, where starting threads and handing
+/// each job over costs more than it saves (a millisecond on an 8-GPU `topo show`).
+pub fn workers(jobs: usize, min_jobs: usize) -> usize {
+    if jobs < min_jobs {
+        return 0;
+    }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.clamp(1, 8).min(jobs.max(1))
+    cores.clamp(1, 8).min(jobs)
 }
 
 #[cfg(test)]
@@ -176,7 +191,7 @@ mod tests {
     #[test]
     fn bytes_come_out_in_job_order() {
         let want: String = (0..200).map(|k| format!("{k};")).collect();
-        for (workers, window) in [(1, 1), (2, 1), (4, 3), (8, 64)] {
+        for (workers, window) in [(0, 1), (1, 1), (2, 1), (4, 3), (8, 64)] {
             assert_eq!(collect(200, workers, window), want, "{workers} {window}");
         }
         assert_eq!(collect(0, 2, 4), "");

@@ -859,7 +859,8 @@ pub(crate) fn json_to(
     let mut o = JsonObject::start(w)?;
     let written = ordered::run(
         jobs.len(),
-        ordered::workers(jobs.len()),
+        // One job per section below 64 hosts: a few dozen, not worth threads.
+        ordered::workers(plan.runs.len(), 2),
         WINDOW_JOBS,
         |k, buf| plan.encode(&jobs[k], &names, view, buf),
         |k, bytes| jobs[k].write(&mut o, bytes),
