@@ -5,7 +5,6 @@
 //! exit codes and hints in `error`. The work is in the library crates (see
 //! docs/ARCHITECTURE.md): `topo-source` → `topo-model` → `topo-nccl`.
 
-mod alloc;
 mod cli;
 mod cmd;
 mod error;
@@ -21,7 +20,6 @@ mod util;
 const STACK_BYTES: usize = 256 << 20;
 
 fn main() {
-    alloc::configure();
     let code = std::thread::Builder::new()
         .name("topo".into())
         .stack_size(STACK_BYTES)
