@@ -251,7 +251,74 @@ pub fn table(indent: &str, header: &[&str], rows: &[Vec<Cell>], style: Style) ->
 }
 
 /// [`table`] with the columns listed in `right` aligned right (numbers).
+///
+/// The layout is a pure function of its arguments and most of a cluster's hosts show the
+/// same tables (the same GPUs, NICs and switches under the same names), so each thread keeps
+/// the last layouts it made, keyed by every argument: at 4,096 hosts the summary lays out a
+/// table once instead of 4,096 times.
 pub fn table_aligned(
+    indent: &str,
+    header: &[&str],
+    rows: &[Vec<Cell>],
+    right: &[usize],
+    style: Style,
+) -> String {
+    let key = layout_key(indent, header, rows, right, style);
+    let hit = LAYOUTS.with(|m| m.borrow().get(&key).cloned());
+    if let Some(out) = hit {
+        return out;
+    }
+    let out = fitted_layout(indent, header, rows, right, style);
+    LAYOUTS.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= LAYOUTS_KEPT {
+            m.clear();
+        }
+        m.insert(key, out.clone());
+    });
+    out
+}
+
+/// Layouts a thread keeps: a host's summary has a handful of tables.
+const LAYOUTS_KEPT: usize = 64;
+
+thread_local! {
+    static LAYOUTS: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Every argument of [`table_aligned`] in one string: each text prefixed by its length and
+/// each list by its count, so two different tables never share a key whatever their cells
+/// hold.
+fn layout_key(
+    indent: &str,
+    header: &[&str],
+    rows: &[Vec<Cell>],
+    right: &[usize],
+    style: Style,
+) -> String {
+    use std::fmt::Write as _;
+    let mut k = String::with_capacity(256);
+    let text = |k: &mut String, t: &str| {
+        let _ = write!(k, "{}:", t.len());
+        k.push_str(t);
+    };
+    let _ = write!(k, "{} {} {:?} ", style.width, style.color, right);
+    text(&mut k, indent);
+    let _ = write!(k, "h{}", header.len());
+    header.iter().for_each(|h| text(&mut k, h));
+    let _ = write!(k, "r{}", rows.len());
+    for r in rows {
+        let _ = write!(k, "c{}", r.len());
+        for c in r {
+            let _ = write!(k, "{:?}", c.paint);
+            text(&mut k, &c.text);
+        }
+    }
+    k
+}
+
+fn fitted_layout(
     indent: &str,
     header: &[&str],
     rows: &[Vec<Cell>],
@@ -448,6 +515,58 @@ pub fn column_blocks(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_remembered_layout_is_the_layout_of_the_same_table() {
+        use crate::report::show::Paint;
+        let style = Style {
+            color: false,
+            width: 60,
+        };
+        let rows = |t: &str| {
+            vec![
+                vec![Cell::new("GPU0"), Cell::new(t)],
+                vec![Cell::new("GPU1"), Cell::paint(t, Paint::Bold)],
+            ]
+        };
+        for t in [
+            "NVL",
+            "a long cell that wraps across the narrow width of the table",
+            "",
+        ] {
+            let fresh = fitted_layout("  ", &["GPU", "Path"], &rows(t), &[], style);
+            assert_eq!(
+                table_aligned("  ", &["GPU", "Path"], &rows(t), &[], style),
+                fresh
+            );
+            // From the memo this time.
+            assert_eq!(
+                table_aligned("  ", &["GPU", "Path"], &rows(t), &[], style),
+                fresh
+            );
+        }
+        // Tables that differ only in where their text is cut, or in a cell's paint or the
+        // alignment, have different keys.
+        let one = vec![vec![Cell::new("ab"), Cell::new("c")]];
+        let two = vec![vec![Cell::new("a"), Cell::new("bc")]];
+        assert_ne!(
+            layout_key("", &[], &one, &[], style),
+            layout_key("", &[], &two, &[], style)
+        );
+        let bold = vec![vec![Cell::paint("ab", Paint::Bold), Cell::new("c")]];
+        assert_ne!(
+            layout_key("", &[], &one, &[], style),
+            layout_key("", &[], &bold, &[], style)
+        );
+        assert_ne!(
+            layout_key("", &[], &one, &[1], style),
+            layout_key("", &[], &one, &[], style)
+        );
+        assert_ne!(
+            layout_key("", &["ab", "c"], &[], &[], style),
+            layout_key("", &["a", "bc"], &[], &[], style)
+        );
+    }
+
     #[test]
     fn a_document_cut_into_pieces_is_fitted_like_one() {
         let line =
