@@ -263,12 +263,13 @@ pub fn table_aligned(
     right: &[usize],
     style: Style,
 ) -> String {
-    let key = layout_key(indent, header, rows, right, style);
+    let spec = Spec::new(indent, header, rows, right, style);
+    let key = spec.key();
     let hit = LAYOUTS.with(|m| m.borrow().get(&key).cloned());
     if let Some(out) = hit {
         return out;
     }
-    let out = fitted_layout(indent, header, rows, right, style);
+    let out = spec.fitted();
     LAYOUTS.with(|m| {
         let mut m = m.borrow_mut();
         if m.len() >= LAYOUTS_KEPT {
@@ -287,67 +288,88 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// Every argument of [`table_aligned`] in one string: each text prefixed by its length and
-/// each list by its count, so two different tables never share a key whatever their cells
-/// hold.
-fn layout_key(
-    indent: &str,
-    header: &[&str],
-    rows: &[Vec<Cell>],
-    right: &[usize],
+/// The arguments of [`table_aligned`].
+#[derive(Clone, Copy)]
+struct Spec<'a> {
+    indent: &'a str,
+    header: &'a [&'a str],
+    rows: &'a [Vec<Cell>],
+    right: &'a [usize],
     style: Style,
-) -> String {
-    use std::fmt::Write as _;
-    let mut k = String::with_capacity(256);
-    let text = |k: &mut String, t: &str| {
-        let _ = write!(k, "{}:", t.len());
-        k.push_str(t);
-    };
-    let _ = write!(k, "{} {} {:?} ", style.width, style.color, right);
-    text(&mut k, indent);
-    let _ = write!(k, "h{}", header.len());
-    header.iter().for_each(|h| text(&mut k, h));
-    let _ = write!(k, "r{}", rows.len());
-    for r in rows {
-        let _ = write!(k, "c{}", r.len());
-        for c in r {
-            let _ = write!(k, "{:?}", c.paint);
-            text(&mut k, &c.text);
-        }
-    }
-    k
 }
 
-fn fitted_layout(
-    indent: &str,
-    header: &[&str],
-    rows: &[Vec<Cell>],
-    right: &[usize],
-    style: Style,
-) -> String {
-    // comfy-table fits columns; a line with multi-byte characters is longer in bytes, so
-    // lay out again a little narrower until every line fits (see the module comment).
-    let mut width = style.width;
-    let mut out = String::new();
-    for _ in 0..6 {
-        out = layout(indent, header, rows, right, style, width);
-        let over = out.lines().map(fit_len).max().unwrap_or(0);
-        if over <= style.width || width <= 8 {
-            break;
+impl<'a> Spec<'a> {
+    fn new(
+        indent: &'a str,
+        header: &'a [&'a str],
+        rows: &'a [Vec<Cell>],
+        right: &'a [usize],
+        style: Style,
+    ) -> Spec<'a> {
+        Spec {
+            indent,
+            header,
+            rows,
+            right,
+            style,
         }
-        width = width.saturating_sub(over - style.width).max(8);
     }
-    out
+
+    /// Every field in one string: each text prefixed by its length and each list by its
+    /// count, so two different tables never share a key whatever their cells hold.
+    fn key(&self) -> String {
+        use std::fmt::Write as _;
+        let mut k = String::with_capacity(256);
+        let text = |k: &mut String, t: &str| {
+            let _ = write!(k, "{}:", t.len());
+            k.push_str(t);
+        };
+        let _ = write!(
+            k,
+            "{} {} {:?} ",
+            self.style.width, self.style.color, self.right
+        );
+        text(&mut k, self.indent);
+        let _ = write!(k, "h{}", self.header.len());
+        self.header.iter().for_each(|h| text(&mut k, h));
+        let _ = write!(k, "r{}", self.rows.len());
+        for r in self.rows {
+            let _ = write!(k, "c{}", r.len());
+            for c in r {
+                let _ = write!(k, "{:?}", c.paint);
+                text(&mut k, &c.text);
+            }
+        }
+        k
+    }
+
+    fn fitted(&self) -> String {
+        let style = self.style;
+        // comfy-table fits columns; a line with multi-byte characters is longer in bytes, so
+        // lay out again a little narrower until every line fits (see the module comment).
+        let mut width = style.width;
+        let mut out = String::new();
+        for _ in 0..6 {
+            out = layout(self, width);
+            let over = out.lines().map(fit_len).max().unwrap_or(0);
+            if over <= style.width || width <= 8 {
+                break;
+            }
+            width = width.saturating_sub(over - style.width).max(8);
+        }
+        out
+    }
 }
 
-fn layout(
-    indent: &str,
-    header: &[&str],
-    rows: &[Vec<Cell>],
-    right: &[usize],
-    style: Style,
-    width: usize,
-) -> String {
+/// One layout of `spec` by comfy-table at `width`.
+fn layout(spec: &Spec, width: usize) -> String {
+    let Spec {
+        indent,
+        header,
+        rows,
+        right,
+        style,
+    } = *spec;
     let ncol = header
         .len()
         .max(rows.iter().map(|r| r.len()).max().unwrap_or(0));
@@ -533,14 +555,15 @@ mod tests {
             "a long cell that wraps across the narrow width of the table",
             "",
         ] {
-            let fresh = fitted_layout("  ", &["GPU", "Path"], &rows(t), &[], style);
+            let rows = rows(t);
+            let fresh = Spec::new("  ", &["GPU", "Path"], &rows, &[], style).fitted();
             assert_eq!(
-                table_aligned("  ", &["GPU", "Path"], &rows(t), &[], style),
+                table_aligned("  ", &["GPU", "Path"], &rows, &[], style),
                 fresh
             );
             // From the memo this time.
             assert_eq!(
-                table_aligned("  ", &["GPU", "Path"], &rows(t), &[], style),
+                table_aligned("  ", &["GPU", "Path"], &rows, &[], style),
                 fresh
             );
         }
@@ -549,21 +572,21 @@ mod tests {
         let one = vec![vec![Cell::new("ab"), Cell::new("c")]];
         let two = vec![vec![Cell::new("a"), Cell::new("bc")]];
         assert_ne!(
-            layout_key("", &[], &one, &[], style),
-            layout_key("", &[], &two, &[], style)
+            Spec::new("", &[], &one, &[], style).key(),
+            Spec::new("", &[], &two, &[], style).key()
         );
         let bold = vec![vec![Cell::paint("ab", Paint::Bold), Cell::new("c")]];
         assert_ne!(
-            layout_key("", &[], &one, &[], style),
-            layout_key("", &[], &bold, &[], style)
+            Spec::new("", &[], &one, &[], style).key(),
+            Spec::new("", &[], &bold, &[], style).key()
         );
         assert_ne!(
-            layout_key("", &[], &one, &[1], style),
-            layout_key("", &[], &one, &[], style)
+            Spec::new("", &[], &one, &[1], style).key(),
+            Spec::new("", &[], &one, &[], style).key()
         );
         assert_ne!(
-            layout_key("", &["ab", "c"], &[], &[], style),
-            layout_key("", &["a", "bc"], &[], &[], style)
+            Spec::new("", &["ab", "c"], &[], &[], style).key(),
+            Spec::new("", &["a", "bc"], &[], &[], style).key()
         );
     }
 

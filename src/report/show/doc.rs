@@ -564,12 +564,7 @@ fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
             vendor: hex16(vendor),
             device: hex16(device),
             model: pci::model_name(vendor, device).map(str::to_string),
-            near_gpus: hv
-                .gpus
-                .iter()
-                .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                .map(|&g| names.label(g).to_string())
-                .collect(),
+            near_gpus: near_gpus(ctx, names, hv, n),
             pcie,
             role: ctx.roles.get(&n).map(|r| r.role),
             role_stated: ctx.roles.get(&n).map(|r| r.stated),
@@ -599,12 +594,7 @@ fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
             vendor: hex16(c.vendor),
             device: hex16(c.device),
             model: pci::model_name(c.vendor, c.device).map(str::to_string),
-            near_gpus: hv
-                .gpus
-                .iter()
-                .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
-                .map(|&g| names.label(g).to_string())
-                .collect(),
+            near_gpus: near_gpus(ctx, names, hv, n),
             pcie: c.busid.is_some().then(|| pcie_doc(ctx, n, &c.pcie)),
             role: None,
             role_stated: None,
@@ -612,6 +602,15 @@ fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
         });
     }
     nics
+}
+
+/// The GPUs of `hv` at most a PCIe switch hierarchy (PXB) away from NIC `n`.
+fn near_gpus(ctx: &Ctx, names: &Names, hv: &HostView, n: NodeIndex) -> Vec<String> {
+    hv.gpus
+        .iter()
+        .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+        .map(|&g| names.label(g).to_string())
+        .collect()
 }
 
 /// One host's `numa[]`.
@@ -773,11 +772,9 @@ fn links<'a>(ctx: &Ctx, names: &'a Names) -> Vec<LinkDoc<'a>> {
 /// The PCIe (and NIC→port) links of the nodes numbered `nodes`, each to its parent.
 fn tree_links<'a>(ctx: &Ctx, names: &'a Names, nodes: Range<usize>) -> Vec<LinkDoc<'a>> {
     let topo = ctx.topo;
-    let key = |n: NodeIndex| names.key(n);
-    let mut out = vec![];
-    for n in nodes.map(NodeIndex::new) {
+    let link = |n: NodeIndex| {
         let node = topo.node(n);
-        let Some(p) = node.parent else { continue };
+        let p = node.parent?;
         let (kind, bw) = match &node.kind {
             NodeKind::Net(x) => ("net", x.bw()),
             // The model's own edge: a NIC without PCI location sits on the CPU at LOC bandwidth.
@@ -791,28 +788,17 @@ fn tree_links<'a>(ctx: &Ctx, names: &'a Names, nodes: Range<usize>) -> Vec<LinkD
                     .unwrap_or(BwConstants::default().loc),
             ),
         };
-        out.push(LinkDoc {
-            host: node.host,
-            from: key(p),
-            to: key(n),
-            kind,
-            lanes: None,
-            bw_gbps: bw,
-        });
-    }
-    out
+        Some(LinkDoc::new(names, node.host, (p, n), kind, None, bw))
+    };
+    nodes.map(NodeIndex::new).filter_map(link).collect()
 }
 
 /// The NVLink, C2C, SYS and LOC links among the graph's edges numbered `edges`.
 fn graph_links<'a>(ctx: &Ctx, names: &'a Names, edges: Range<usize>) -> Vec<LinkDoc<'a>> {
     let topo = ctx.topo;
-    let key = |n: NodeIndex| names.key(n);
-    let mut out = vec![];
-    for e in edges.map(EdgeIndex::new) {
-        let (Some((a, b)), Some(w)) = (topo.graph.edge_endpoints(e), topo.graph.edge_weight(e))
-        else {
-            continue;
-        };
+    let link = |e: EdgeIndex| {
+        let (a, b) = topo.graph.edge_endpoints(e)?;
+        let w = topo.graph.edge_weight(e)?;
         let an = &topo.node(a).kind;
         let kind = match w.kind {
             LinkKind::NvLink => matches!(an, NodeKind::Gpu(_)).then_some("nvlink"),
@@ -820,20 +806,38 @@ fn graph_links<'a>(ctx: &Ctx, names: &'a Names, edges: Range<usize>) -> Vec<Link
             LinkKind::Sys => (a < b).then_some("sys"),
             LinkKind::Loc => (a < b).then_some("loc"),
             LinkKind::Pci | LinkKind::Net => None,
-        };
-        if let Some(kind) = kind {
-            let lanes = matches!(w.kind, LinkKind::NvLink | LinkKind::C2c).then_some(w.lanes);
-            out.push(LinkDoc {
-                host: topo.node(a).host,
-                from: key(a),
-                to: key(b),
-                kind,
-                lanes,
-                bw_gbps: w.bw,
-            });
+        }?;
+        let lanes = matches!(w.kind, LinkKind::NvLink | LinkKind::C2c).then_some(w.lanes);
+        Some(LinkDoc::new(
+            names,
+            topo.node(a).host,
+            (a, b),
+            kind,
+            lanes,
+            w.bw,
+        ))
+    };
+    edges.map(EdgeIndex::new).filter_map(link).collect()
+}
+
+impl<'a> LinkDoc<'a> {
+    fn new(
+        names: &'a Names,
+        host: u16,
+        (from, to): (NodeIndex, NodeIndex),
+        kind: &'static str,
+        lanes: Option<u32>,
+        bw_gbps: f64,
+    ) -> LinkDoc<'a> {
+        LinkDoc {
+            host,
+            from: names.key(from),
+            to: names.key(to),
+            kind,
+            lanes,
+            bw_gbps,
         }
     }
-    out
 }
 
 pub(crate) fn json(ctx: &Ctx, view: ShowView) -> Result<String> {
@@ -1132,6 +1136,21 @@ mod tests {
                 "{view:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_document_encoded_on_every_core_is_the_same_bytes() {
+        // Three runs of hosts: json_to's jobs go to worker threads (one run stays on one
+        // thread), and the writer puts their pieces together.
+        let t = hgx(8, 90).replicate(2 * RUN_HOSTS + 3);
+        let ctx = Ctx::new(&t);
+        assert_eq!(JobPlan::new(&ctx).runs.len(), 3);
+        let mut out = vec![];
+        json_to(&ctx, ShowView::Summary, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            json(&ctx, ShowView::Summary).unwrap()
+        );
     }
 
     #[test]
