@@ -211,7 +211,7 @@ pub fn map_parallel<R: Send>(
     min_parallel: usize,
     f: impl Fn(usize) -> R + Sync,
 ) -> Vec<R> {
-    let workers = std::thread::available_parallelism().map_or(1, |c| c.get().min(8));
+    let workers = cores();
     if n < min_parallel.max(2) || workers < 2 {
         return (0..n).map(f).collect();
     }
@@ -231,40 +231,30 @@ pub fn map_parallel<R: Send>(
 }
 
 /// `part(i, out)` for every `i` in `0..n`, appended in order. From `min_parallel` parts on,
-/// runs of consecutive parts go to the machine's cores (at most 8), each into a string of
-/// its own: the text is the same whatever the number of cores.
+/// runs of consecutive parts go to the machine's cores ([`map_parallel`]), each into a string
+/// of its own: the text is the same whatever the number of cores.
 pub fn concat_parallel(
     n: usize,
     min_parallel: usize,
     part: impl Fn(usize, &mut String) + Sync,
 ) -> String {
-    let workers = std::thread::available_parallelism().map_or(1, |c| c.get().min(8));
-    if n < min_parallel.max(2) || workers < 2 {
+    if n < min_parallel.max(2) {
         let mut out = String::new();
         (0..n).for_each(|i| part(i, &mut out));
         return out;
     }
-    let per = n.div_ceil(workers);
-    let part = &part;
-    let runs: Vec<String> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .step_by(per)
-            .map(|start| {
-                s.spawn(move || {
-                    let mut out = String::new();
-                    (start..(start + per).min(n)).for_each(|i| part(i, &mut out));
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    let mut out = String::with_capacity(runs.iter().map(String::len).sum());
-    runs.iter().for_each(|r| out.push_str(r));
-    out
+    let per = n.div_ceil(cores());
+    map_parallel(n.div_ceil(per), 2, |run| {
+        let mut out = String::new();
+        (run * per..((run + 1) * per).min(n)).for_each(|i| part(i, &mut out));
+        out
+    })
+    .concat()
+}
+
+/// Cores to spread work over: at most 8.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |c| c.get().min(8))
 }
 
 /// Frees `v` on a thread of its own, so the caller's next step (writing the document) runs
