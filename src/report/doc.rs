@@ -114,6 +114,7 @@ impl<'w> JsonObject<'w> {
             return Ok(());
         }
         // Every element of a piece starts with its comma; the array's first has none.
+        debug_assert_eq!(piece[0], b',', "an array piece not made by items_to");
         let piece = match self.in_array {
             Some(false) => &piece[1..],
             _ => piece,

@@ -85,7 +85,7 @@ pub(crate) fn per_host(ctx: &Ctx, render: impl Fn(usize, &HostView, &mut String)
 }
 
 /// Nodes from which per-node names are made on several cores.
-const PARALLEL_NODES: usize = 1 << 14;
+pub(crate) const PARALLEL_NODES: usize = 1 << 14;
 
 /// Hosts from which a view is rendered on several cores: one host takes well under a
 /// millisecond, a thread about a tenth of one to start.

@@ -317,9 +317,11 @@ struct Names {
 impl Names {
     fn new(ctx: &Ctx) -> Names {
         Names {
-            labels: crate::util::map_parallel(ctx.topo.graph.node_count(), 1 << 14, |i| {
-                ctx.label(NodeIndex::new(i))
-            }),
+            labels: crate::util::map_parallel(
+                ctx.topo.graph.node_count(),
+                super::PARALLEL_NODES,
+                |i| ctx.label(NodeIndex::new(i)),
+            ),
             keys: ctx.node_key_list(),
         }
     }
