@@ -19,7 +19,7 @@ enum Unit {
 fn unit_of(key: &str) -> Unit {
     if key.ends_with("_gbps") {
         Unit::Gbps
-    } else if key.ends_with("_us") || key == "points" {
+    } else if key.ends_with("_us") || key == "points" || key == "cross_points" {
         Unit::Us
     } else {
         Unit::Plain

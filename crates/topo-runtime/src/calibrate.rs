@@ -195,8 +195,13 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
                 BANDWIDTH_MIN_BYTES
             };
             let sweeps = shm_sweeps(&r, req, mode, regime)?;
+            let cross = if algo == Algorithm::Direct {
+                cross_sweeps(&r, req, mode)?
+            } else {
+                Vec::new()
+            };
             let op = traffic(coll, algo, 2, cpus, false);
-            links.extend(fit_placed(link, mode, op, &sweeps, hint, regime));
+            links.extend(fit_placed(link, mode, op, &sweeps, &cross, hint, regime));
         }
     }
     if req.tcp {
@@ -231,11 +236,55 @@ fn shm_sweeps(
     while sweeps.len() < repeats
         || (fittable && sweeps.len() < 2 * repeats && wants_another_sweep(&sweeps, regime))
     {
-        let rep = match (&req.processes, mode) {
-            (Some(spec), LinkMode::Processes) => run_processes(r, spec)?,
-            _ => run_threads(r)?,
-        };
-        sweeps.push(placed_points(&rep));
+        sweeps.push(placed_points(&run_in(r, req, mode)?));
+    }
+    Ok(sweeps)
+}
+
+/// One verify run of `r` with the ranks started as `mode`.
+fn run_in(r: &VerifyRequest, req: &CalibrateRequest, mode: LinkMode) -> Result<VerifyReport> {
+    match (&req.processes, mode) {
+        (Some(spec), LinkMode::Processes) => run_processes(r, spec),
+        _ => run_threads(r),
+    }
+}
+
+/// Largest size the static split is also measured at: blocks of a quarter of it are what an
+/// 8-rank AllGather of 32 MiB runs, footprints up to 16 MiB in the calibration operation.
+const CROSS_MAX_BYTES: usize = 4 << 20;
+
+/// `repeats` sweeps of `r`'s DIRECT operation with the schedule each size does not run by
+/// default: the dynamic shares from 256 KiB to below `shared_min_bytes`, the static split
+/// from it to [`CROSS_MAX_BYTES`] (see [`crate::hostmodel::LinkFit::cross_points`]).
+/// Five sizes a sweep, a few milliseconds each.
+fn cross_sweeps(
+    r: &VerifyRequest,
+    req: &CalibrateRequest,
+    mode: LinkMode,
+) -> Result<Vec<Vec<PlacedPoint>>> {
+    let boundary = r.shared_min_bytes.max(BANDWIDTH_MIN_BYTES);
+    let dynamic = VerifyRequest {
+        min_bytes: BANDWIDTH_MIN_BYTES,
+        max_bytes: (boundary / 2).min(r.max_bytes),
+        shared_min_bytes: 0,
+        ..r.clone()
+    };
+    let split = VerifyRequest {
+        min_bytes: boundary,
+        max_bytes: CROSS_MAX_BYTES.min(r.max_bytes),
+        shared_min_bytes: usize::MAX,
+        ..r.clone()
+    };
+    let mut sweeps = Vec::new();
+    for _ in 0..req.repeats.max(1) {
+        let mut pts = Vec::new();
+        for q in [&dynamic, &split] {
+            if q.min_bytes > q.max_bytes {
+                continue;
+            }
+            pts.extend(placed_points(&run_in(q, req, mode)?));
+        }
+        sweeps.push(pts);
     }
     Ok(sweeps)
 }

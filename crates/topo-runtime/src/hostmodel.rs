@@ -224,6 +224,14 @@ pub struct LinkFit {
     /// link's static split), same unit as `beta_gbps`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub below_regime_gbps: Option<f64>,
+    /// Measured (bytes, µs) with the DIRECT schedule that the size does not run in the
+    /// calibration operation: the dynamic shares below `regime_min_bytes`, the static split
+    /// from it. A collective whose block is a fraction of its size (AllGather,
+    /// ReduceScatter, AlltoAll) runs the static split at footprints the calibration
+    /// operation reaches only with the dynamic one, and the reverse; these points give
+    /// [`Self::residual`] the other schedule's error at those footprints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cross_points: Vec<(usize, f64)>,
 }
 
 fn is_zero(x: &usize) -> bool {
@@ -242,13 +250,22 @@ impl LinkFit {
         )
     }
 
-    /// [`Self::time_of`] for a collective of `size` bytes: below the fitted regime, with the
-    /// bandwidth measured there.
+    /// Whether a collective whose blocks are `size` bytes runs the fitted regime (the DIRECT
+    /// dynamic shares) rather than the static split below it.
+    pub fn in_regime(&self, size: usize) -> bool {
+        self.below_regime_gbps.is_none() || size >= self.regime_min_bytes
+    }
+
+    /// [`Self::time_of`] for a collective whose blocks are `size` bytes: below the fitted
+    /// regime, with the bandwidth measured there.
     pub fn time_at(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
+        self.time_on(self.in_regime(size), latencies, moved, footprint)
+    }
+
+    /// The fit's time with the fitted regime's schedule (`true`) or the static split's.
+    fn time_on(&self, in_regime: bool, latencies: f64, moved: f64, footprint: f64) -> f64 {
         match self.below_regime_gbps {
-            Some(g) if size < self.regime_min_bytes && g > 0.0 => {
-                latencies * self.alpha_us + moved / g / 1e3
-            }
+            Some(g) if !in_regime && g > 0.0 => latencies * self.alpha_us + moved / g / 1e3,
             _ => self.time_of(latencies, moved, footprint),
         }
     }
@@ -267,23 +284,28 @@ impl LinkFit {
     }
 
     /// Measured over fitted time at `footprint`, interpolated log-linearly between the
-    /// calibrated points of 256 KiB and more on the same side of the regime boundary as
-    /// `size`, the nearest one's beyond them; 1 below 256 KiB or without such points.
-    /// Keyed by footprint because what one knee misses is the cache the buffers fit in.
+    /// calibrated points of 256 KiB and more that ran the schedule a `size`-byte block runs
+    /// (the calibration operation's own points on that side of the regime boundary, and the
+    /// [`Self::cross_points`] on the other), the nearest one's beyond them; 1 below 256 KiB
+    /// or without such points. Keyed by footprint because what one knee misses is the cache
+    /// the buffers fit in.
     pub fn residual(&self, size: usize, footprint: f64) -> f64 {
         if size < BANDWIDTH_MIN_BYTES || !footprint.is_finite() || footprint <= 0.0 {
             return 1.0;
         }
-        let in_regime = |s: usize| self.below_regime_gbps.is_none() || s >= self.regime_min_bytes;
-        let side = in_regime(size);
-        let mut r: Vec<(f64, f64)> = self
-            .points
+        let side = self.in_regime(size);
+        let own = self.points.iter().filter(|p| self.in_regime(p.0) == side);
+        let cross = self
+            .cross_points
             .iter()
-            .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.1 > 0.0 && in_regime(p.0) == side)
+            .filter(|p| self.in_regime(p.0) != side);
+        let mut r: Vec<(f64, f64)> = own
+            .chain(cross)
+            .filter(|p| p.0 >= BANDWIDTH_MIN_BYTES && p.1 > 0.0)
             .map(|&(s, t)| {
                 let b = s as f64;
                 let fp = self.footprint_per_byte * b;
-                (fp, t / self.time_at(s, 1.0, self.moved_per_byte * b, fp))
+                (fp, t / self.time_on(side, 1.0, self.moved_per_byte * b, fp))
             })
             .filter(|q| q.0 > 0.0 && q.1.is_finite() && q.1 > 0.0)
             .collect();
@@ -297,6 +319,17 @@ impl LinkFit {
         latencies * self.alpha_us
             + moved * ((1.0 - m) / self.beta_gbps + m / self.beta_mem_gbps) / 1e3
     }
+}
+
+/// The bytes per rank that verify compares with `shared_min_bytes` to choose the DIRECT
+/// schedule (static shares or dynamic), for a collective of nccl-tests `bytes`: a rank's
+/// block, which is `bytes / n` for AllGather, ReduceScatter and AlltoAll. Calibration's
+/// operations (SendRecv, AllReduce) have blocks of their whole size, so their points sit on
+/// the side of the boundary their size says. Priced by `bytes` (before), a 2-rank
+/// AllGather, ReduceScatter or AlltoAll of 1 MiB ran the static split while the model priced
+/// the dynamic one: 1.4-2.5x faster than predicted on the Xeon VM (`081834Z`).
+fn schedule_bytes(collective: Collective, nranks: usize, bytes: usize) -> usize {
+    collective.count_for_size(bytes, nranks.max(1), 1)
 }
 
 /// `y` at `x` on the log-log polyline through `pts` (sorted by x, both positive), flat
@@ -436,6 +469,7 @@ pub fn fit_mode(
         max_rel_err_1mb: 0.0,
         regime_min_bytes: if below.is_some() { from } else { 0 },
         below_regime_gbps: below,
+        cross_points: Vec::new(),
     };
     f.max_rel_err_1mb = f
         .points
@@ -522,27 +556,26 @@ pub fn wants_another_sweep(sweeps: &[Vec<PlacedPoint>], regime_min: usize) -> bo
 
 /// The fits of one link in one mode from its calibration sweeps: first the fit of every
 /// point (the fastest per size whatever the placement, as verify prices a size whose
-/// placement it cannot tell), then one per placement with enough points of its own.
+/// placement it cannot tell), then one per placement with enough points of its own. `cross`
+/// holds the sweeps of the other DIRECT schedule ([`LinkFit::cross_points`]; empty for other
+/// links): each fit keeps the fastest per size of those measured in its placement.
 pub fn fit_placed(
     link: Link,
     mode: LinkMode,
     op: Traffic,
     sweeps: &[Vec<PlacedPoint>],
+    cross: &[Vec<PlacedPoint>],
     cache_hint: Option<f64>,
     regime_min: usize,
 ) -> Vec<LinkFit> {
-    let mut v = vec![fit_mode(
-        link,
-        mode,
-        op,
-        fastest_any(sweeps),
-        cache_hint,
-        regime_min,
-    )];
+    let mut pooled = fit_mode(link, mode, op, fastest_any(sweeps), cache_hint, regime_min);
+    pooled.cross_points = fastest_any(cross);
+    let mut v = vec![pooled];
     for p in Placement::FITTED {
         if let Some(pts) = placement_points(sweeps, p, regime_min) {
             let mut f = fit_mode(link, mode, op, pts, cache_hint, regime_min);
             f.placement = Some(p);
+            f.cross_points = fastest_where(cross, |q| q == p);
             v.push(f);
         }
     }
@@ -765,10 +798,8 @@ impl HostModel {
         tcp: bool,
         mode: LinkMode,
     ) -> Option<f64> {
-        let t = traffic(collective, algorithm, nranks, self.cpus, tcp);
-        let l = self.link(t.link, mode)?;
-        let b = bytes as f64;
-        Some(l.priced(bytes, t.latencies, t.moved * b, t.footprint * b))
+        self.predict_at(collective, algorithm, nranks, bytes, tcp, mode, None)
+            .map(|p| p.0)
     }
 
     /// [`Self::predict_us`] priced with the fit of `placement` where calibration has one
@@ -787,10 +818,8 @@ impl HostModel {
         let t = traffic(collective, algorithm, nranks, self.cpus, tcp);
         let (l, p) = self.link_at(t.link, mode, placement)?;
         let b = bytes as f64;
-        Some((
-            l.priced(bytes, t.latencies, t.moved * b, t.footprint * b),
-            p,
-        ))
+        let at = schedule_bytes(collective, nranks, bytes);
+        Some((l.priced(at, t.latencies, t.moved * b, t.footprint * b), p))
     }
 }
 
@@ -829,6 +858,7 @@ mod tests {
             max_rel_err_1mb: 0.0,
             regime_min_bytes: 0,
             below_regime_gbps: None,
+            cross_points: vec![],
         }
     }
 
@@ -1107,16 +1137,26 @@ mod tests {
         let t = truth(op);
         let sweeps = placed_sweeps(3, 1);
         assert!(saw_every_placement(&sweeps, MIB));
+        let cross = vec![vec![
+            (512 << 10, 30.0, Placement::Near),
+            (512 << 10, 20.0, Placement::Far),
+            (MIB, 90.0, Placement::Far),
+        ]];
         let fits = fit_placed(
             Link::ShmDirectReduce,
             LinkMode::Threads,
             op,
             &sweeps,
+            &cross,
             Some((32 * MIB) as f64),
             MIB,
         );
         let places: Vec<_> = fits.iter().map(|f| f.placement).collect();
         assert_eq!(places, [None, Some(Placement::Near), Some(Placement::Far)]);
+        // The other schedule's points: the fastest of any placement, else the fit's own.
+        assert_eq!(fits[0].cross_points, [(512 << 10, 20.0), (MIB, 90.0)]);
+        assert_eq!(fits[1].cross_points, [(512 << 10, 30.0)]);
+        assert_eq!(fits[2].cross_points, [(512 << 10, 20.0), (MIB, 90.0)]);
         // Pooled: the fastest of any placement per size (the near points here).
         assert_eq!(fits[0].points, fastest_any(&sweeps));
         // No mixed point in a placement's fit; far's own sizes are its own.
@@ -1142,6 +1182,7 @@ mod tests {
             LinkMode::Threads,
             op,
             &near_only,
+            &[],
             None,
             MIB,
         );
@@ -1454,5 +1495,57 @@ mod tests {
 
     fn fp_of(op: Traffic, s: usize) -> f64 {
         op.footprint * s as f64
+    }
+
+    #[test]
+    fn a_block_collective_takes_the_schedule_of_its_block_size() {
+        // Verify runs 2-rank AllGather of 1 MiB with 512 KiB blocks: the static split, which
+        // the link's below-regime bandwidth prices; SendRecv of 1 MiB runs the dynamic one.
+        let op = traffic(Collective::SendRecv, Algorithm::Direct, 2, 2, false);
+        let mut l = truth(op);
+        l.regime_min_bytes = MIB;
+        l.below_regime_gbps = Some(80.0);
+        let m = model(vec![l]);
+        let p = |c| {
+            m.predict_us(c, Algorithm::Direct, 2, MIB, false, LinkMode::Any)
+                .unwrap()
+        };
+        let moved = 2.0 * MIB as f64;
+        assert!((p(Collective::AllGather) - (5.0 + moved / 80e3)).abs() < 1e-9);
+        assert!((p(Collective::AllToAll) - (5.0 + moved / 80e3)).abs() < 1e-9);
+        assert!((p(Collective::SendRecv) - (5.0 + moved / 40e3)).abs() < 1e-9);
+        assert_eq!(schedule_bytes(Collective::ReduceScatter, 4, 4 * MIB), MIB);
+        assert_eq!(schedule_bytes(Collective::Broadcast, 4, 4 * MIB), 4 * MIB);
+    }
+
+    #[test]
+    fn a_schedule_takes_its_residual_from_the_points_that_ran_it() {
+        let op = traffic(Collective::SendRecv, Algorithm::Direct, 2, 2, false);
+        let mut l = truth(op);
+        l.regime_min_bytes = MIB;
+        l.below_regime_gbps = Some(80.0);
+        let base = l.clone();
+        let fit = |s: usize, dynamic: bool| {
+            let b = s as f64;
+            base.time_on(dynamic, 1.0, op.moved * b, op.footprint * b)
+        };
+        // The calibration operation's own points sit on the fit; the static split at 1 MiB
+        // ran 1.5x its fit, the dynamic shares at 512 KiB half theirs.
+        let own = [256 << 10, 512 << 10, MIB, 2 * MIB, 4 * MIB];
+        l.points = own.iter().map(|&s| (s, base.time_us(s))).collect();
+        l.cross_points = vec![
+            (512 << 10, 0.5 * fit(512 << 10, true)),
+            (MIB, 1.5 * fit(MIB, false)),
+        ];
+        // A 2-rank AllGather of 1 MiB: 512 KiB blocks (static), 3 MiB of buffers, between
+        // the static points of 2 MiB (512 KiB, on the fit) and 4 MiB (the cross point).
+        let ag = l.residual(512 << 10, 3.0 * MIB as f64);
+        let want = 1.5f64.powf((1.5f64).log2());
+        assert!((ag / want - 1.0).abs() < 1e-9, "{ag} {want}");
+        // A dynamic block of 1 MiB with a 2 MiB footprint meets the dynamic 512 KiB point.
+        assert!((l.residual(MIB, 2.0 * MIB as f64) - 0.5).abs() < 1e-9);
+        // Without cross points each side extrapolates its own nearest point.
+        l.cross_points.clear();
+        assert!((l.residual(512 << 10, 3.0 * MIB as f64) - 1.0).abs() < 1e-9);
     }
 }
