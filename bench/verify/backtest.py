@@ -9,8 +9,10 @@ pooled fit) in two ways, and count the sizes within 25 % of the measured busbw:
   fit       the fit alone (LinkFit::time_at; the model before the residual)
   residual  the fit times its residual at that footprint (LinkFit::priced)
 
-It mirrors crates/topo-runtime/src/hostmodel.rs (time_at, residual, link_at) for the rows
-predict.sh produces: 2-rank DIRECT AllReduce; other rows are skipped and counted.
+It mirrors crates/topo-runtime/src/hostmodel.rs (traffic, schedule_bytes, time_at,
+residual with cross_points, link_at) for DIRECT rows over shared memory, every collective;
+other rows are skipped and counted. Calibrations from before `cross_points` existed are
+replayed without them, as topo reads such a cache.
 
     python3 bench/verify/backtest.py            # every committed run
     python3 bench/verify/backtest.py -v         # and each size
@@ -32,29 +34,31 @@ def miss_share(footprint, knee):
     return min(1.0, max(0.0, math.log2(footprint / knee)))
 
 
-def time_at(link, size, latencies, moved, footprint):
+def in_regime(link, size):
+    return link.get("below_regime_gbps") is None or size >= link.get("regime_min_bytes", 0)
+
+
+def time_on(link, dynamic, latencies, moved, footprint):
     below = link.get("below_regime_gbps")
-    if below and size < link.get("regime_min_bytes", 0) and below > 0:
+    if below and not dynamic and below > 0:
         return latencies * link["alpha_us"] + moved / below / 1e3
     m = miss_share(footprint, link["knee_bytes"])
     inv = (1 - m) / link["beta_gbps"] + m / link["beta_mem_gbps"]
     return latencies * link["alpha_us"] + moved * inv / 1e3
 
 
-def in_regime(link, size):
-    return link.get("below_regime_gbps") is None or size >= link.get("regime_min_bytes", 0)
-
-
 def residual(link, size, footprint):
     if size < BANDWIDTH_MIN:
         return 1.0
     side = in_regime(link, size)
+    own = [p for p in link["points"] if in_regime(link, p[0]) == side]
+    cross = [p for p in link.get("cross_points", []) if in_regime(link, p[0]) != side]
     pts = []
-    for s, t in link["points"]:
-        if s < BANDWIDTH_MIN or t <= 0 or in_regime(link, s) != side:
+    for s, t in own + cross:
+        if s < BANDWIDTH_MIN or t <= 0:
             continue
         fp = link["footprint_per_byte"] * s
-        pts.append((fp, t / time_at(link, s, 1.0, link["moved_per_byte"] * s, fp)))
+        pts.append((fp, t / time_on(link, side, 1.0, link["moved_per_byte"] * s, fp)))
     pts.sort()
     if not pts:
         return 1.0
@@ -67,6 +71,35 @@ def residual(link, size, footprint):
             w = math.log(footprint / x0) / math.log(x1 / x0) if x1 > x0 else 0.0
             return math.exp(math.log(y0) * (1 - w) + math.log(y1) * w)
     return 1.0
+
+
+# hostmodel::traffic for DIRECT over shared memory: (link, total moved, footprint) per byte.
+DIRECT = {
+    "allreduce": ("shm-direct-reduce", lambda n: 2 * n, lambda n: 2 * n),
+    "reduce": ("shm-direct-reduce", lambda n: n + 1, lambda n: n + 1),
+    "reducescatter": ("shm-direct-reduce", lambda n: n + 1, lambda n: n + 1),
+    "allgather": ("shm-direct", lambda n: 2 * n, lambda n: n + 1),
+    "broadcast": ("shm-direct", lambda n: 2 * n, lambda n: n + 1),
+    "alltoall": ("shm-direct", lambda n: 2 * n, lambda n: 2 * n),
+    "sendrecv": ("shm-direct", lambda n: 2 * n, lambda n: 2 * n),
+}
+BLOCKS = ("allgather", "reducescatter", "alltoall")
+
+
+def price(cal, mode, r, n, use_residual):
+    """(fit time, fit x residual time) of one verify row, or None when not a DIRECT row."""
+    if r["algo"] != "DIRECT" or r["collective"] not in DIRECT:
+        return None
+    name, total, foot = DIRECT[r["collective"]]
+    link = link_at(cal, name, mode, r.get("placement"))
+    if link is None:
+        return None
+    s = r["bytes"]
+    par = max(1, min(n, cal.get("cpus", 2)))
+    moved, fp = total(n) / par * s, foot(n) * s
+    at = s // n if r["collective"] in BLOCKS else s
+    fit = time_on(link, in_regime(link, at), 1.0, moved, fp)
+    return fit, fit * residual(link, at, fp)
 
 
 def link_at(cal, name, mode, placement):
@@ -83,15 +116,34 @@ def link_at(cal, name, mode, placement):
     return pooled[0] if pooled else None
 
 
+def load(path):
+    """A verify document, or {} while its run is still writing it."""
+    try:
+        return json.load(open(path))
+    except ValueError:
+        return {}
+
+
+def run_ranks(stamp):
+    """Ranks per mode, from the verify documents."""
+    out = {}
+    for f in glob.glob(os.path.join(HERE, f"{stamp}-predict-*-*.json")):
+        d = load(f)
+        if "ranks" in d and "launch" in d:
+            out[d["launch"]] = d["ranks"]
+    return out
+
+
 def fastest_rows(stamp, mode):
     best = {}
     for f in sorted(glob.glob(os.path.join(HERE, f"{stamp}-predict-{mode}-*.json"))):
-        for r in json.load(open(f))["results"]:
+        for r in load(f).get("results", []):
             if r["bytes"] < MIB:
                 continue
-            if r["bytes"] not in best or r["time_us"] < best[r["bytes"]]["time_us"]:
-                best[r["bytes"]] = r
-    return [best[s] for s in sorted(best)]
+            key = (r["collective"], r["bytes"])
+            if key not in best or r["time_us"] < best[key]["time_us"]:
+                best[key] = r
+    return [best[k] for k in sorted(best)]
 
 
 def main():
@@ -100,30 +152,29 @@ def main():
     total = {"fit": 0, "residual": 0, "rows": 0, "skipped": 0}
     print(f"# {'run':<17} {'mode':<10} {'fit':>6} {'residual':>9}")
     for stamp in stamps:
-        cal = json.load(open(os.path.join(HERE, f"{stamp}-predict-calibrate.json")))
+        try:
+            cal = json.load(open(os.path.join(HERE, f"{stamp}-predict-calibrate.json")))
+        except ValueError:
+            print(f"  {stamp:<17} (calibration unreadable: a run still going on?)")
+            continue
+        ranks = run_ranks(stamp)
         for mode in ("threads", "processes"):
             rows = fastest_rows(stamp, mode)
             ok = {"fit": 0, "residual": 0}
             n = 0
             for r in rows:
-                if r["collective"] != "allreduce" or r["algo"] != "DIRECT":
+                priced = price(cal, mode, r, ranks.get(mode, 2), True)
+                if priced is None:
                     total["skipped"] += 1
                     continue
-                link = link_at(cal, "shm-direct-reduce", mode, r.get("placement"))
-                if link is None:
-                    total["skipped"] += 1
-                    continue
-                s = r["bytes"]
-                # 2-rank DIRECT AllReduce on 2 CPUs: 2 bytes moved per worker, 4 of footprint.
-                moved, fp = 2.0 * s, 4.0 * s
-                fit = time_at(link, s, 1.0, moved, fp)
-                res = fit * residual(link, s, fp)
+                fit, res = priced
                 n += 1
                 for k, p in (("fit", fit), ("residual", res)):
                     ok[k] += abs(p / r["time_us"] - 1.0) <= 0.25
                 if verbose:
-                    print(f"  {stamp} {mode:<9} {s >> 20:>4} MiB {r.get('placement', '-'):<6} "
-                          f"measured {r['time_us']:9.1f} us  fit {fit:9.1f}  residual {res:9.1f}")
+                    print(f"  {stamp} {mode:<9} {r['collective']:<13} {r['bytes'] >> 20:>4} MiB "
+                          f"{r.get('placement', '-'):<6} measured {r['time_us']:9.1f} us  "
+                          f"fit {fit:9.1f}  residual {res:9.1f}")
             if n:
                 print(f"  {stamp:<17} {mode:<10} {ok['fit']:>2}/{n:<3} {ok['residual']:>5}/{n}")
                 total["rows"] += n
