@@ -518,34 +518,16 @@ pub fn run_rank_progress(
     // The placement of two ranks is one number; of more, a matrix the barrier cannot tell.
     let probe = direct_ok && n == 2;
     let dt = req.dtype;
-    let es = dt.size();
     let mut exec = Executor::new();
+    settle(t, req, direct_ok, &mut exec)?;
     let mut rows = Vec::new();
     for &coll in &req.collectives {
         for bytes in req.sizes()? {
-            let count = coll.count_for_size(bytes, n, es);
-            let (plan, predicted) = plan_for(req, coll, bytes, direct_ok)?;
-            let chunk = Executor::chunk_elems(&*t, plan.protocol, plan.chunk_bytes, dt);
-            let steps = schedule(&plan, rank, count, chunk)?;
-            // Large single-copy collectives share their work dynamically among the ranks.
-            let all = if plan.algorithm == Algorithm::Direct && count * es >= req.shared_min_bytes {
-                Some(
-                    (0..n)
-                        .map(|q| schedule(&plan, q, count, chunk))
-                        .collect::<Result<Vec<_>>>()?,
-                )
-            } else {
-                None
-            };
-            let mut shared = all.is_some();
-            let mut op = |t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx| -> Result<()> {
-                if shared {
-                    if exec.run_shared(t, all.as_deref().unwrap_or_default(), ctx)? {
-                        return Ok(());
-                    }
-                    shared = false;
-                }
-                exec.run(t, &steps, ctx)
+            let mut prepared = Prepared::new(&*t, req, coll, bytes, direct_ok)?;
+            let (count, predicted) = (prepared.count, prepared.predicted);
+            let plan = prepared.plan.clone();
+            let mut op = |t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx| {
+                prepared.run(t, exec, ctx)
             };
             let mut forms = vec![false];
             if req.in_place && coll.has_in_place() {
@@ -642,6 +624,109 @@ pub fn run_rank_progress(
         notes: Vec::new(),
         nccl: Vec::new(),
     }))
+}
+
+/// One (collective, size) made runnable on this rank: its plan, this rank's steps and, for
+/// a single-copy collective large enough to share its work dynamically, every rank's.
+struct Prepared {
+    plan: CollectivePlan,
+    predicted: Option<f64>,
+    count: usize,
+    steps: Vec<crate::schedule::Step>,
+    all: Option<Vec<Vec<crate::schedule::Step>>>,
+    shared: bool,
+}
+
+impl Prepared {
+    fn new(
+        t: &dyn Transport,
+        req: &VerifyRequest,
+        coll: Collective,
+        bytes: usize,
+        direct_ok: bool,
+    ) -> Result<Prepared> {
+        let (n, rank, es) = (t.nranks(), t.rank(), req.dtype.size());
+        let count = coll.count_for_size(bytes, n, es);
+        let (plan, predicted) = plan_for(req, coll, bytes, direct_ok)?;
+        let chunk = Executor::chunk_elems(t, plan.protocol, plan.chunk_bytes, req.dtype);
+        let steps = schedule(&plan, rank, count, chunk)?;
+        let all = if plan.algorithm == Algorithm::Direct && count * es >= req.shared_min_bytes {
+            Some(
+                (0..n)
+                    .map(|q| schedule(&plan, q, count, chunk))
+                    .collect::<Result<Vec<_>>>()?,
+            )
+        } else {
+            None
+        };
+        let shared = all.is_some();
+        Ok(Prepared {
+            plan,
+            predicted,
+            count,
+            steps,
+            all,
+            shared,
+        })
+    }
+
+    /// One call of the collective: the dynamic shares where the transport offers them, else
+    /// this rank's own steps (from then on).
+    fn run(&mut self, t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx) -> Result<()> {
+        if self.shared {
+            if exec.run_shared(t, self.all.as_deref().unwrap_or_default(), ctx)? {
+                return Ok(());
+            }
+            self.shared = false;
+        }
+        exec.run(t, &self.steps, ctx)
+    }
+
+    fn ctx(&self, req: &VerifyRequest, coll: Collective) -> OpCtx {
+        OpCtx {
+            collective: coll,
+            dtype: req.dtype,
+            op: req.op,
+            protocol: self.plan.protocol,
+            count: self.count,
+            in_place: false,
+        }
+    }
+}
+
+/// The run's warm-up before any size is timed, as nccl-tests does it (src/common.cu,
+/// `TimeTest`): `warmup` out-of-place calls of the first collective at the largest size,
+/// then at the smallest, untimed, so that the first timed size is not the job's first use
+/// of its buffers, code and peers. topo also warms up each size (`-w` per size), which
+/// nccl-tests does not. On the 2-vCPU Xeon VM the first size of a `--launch processes`
+/// job often ran 5-10x slower than later in the sweep (bench/verify/README.md, "The first
+/// size of a processes job"); this warm-up did not remove that, and the cause was not found.
+fn settle(
+    t: &mut dyn Transport,
+    req: &VerifyRequest,
+    direct_ok: bool,
+    exec: &mut Executor,
+) -> Result<()> {
+    let (Some(&coll), Ok(sizes)) = (req.collectives.first(), req.sizes()) else {
+        return Ok(());
+    };
+    let (rank, n) = (t.rank(), t.nranks());
+    for bytes in [req.max_bytes, sizes[0]] {
+        let mut p = Prepared::new(&*t, req, coll, bytes, direct_ok)?;
+        let ctx = p.ctx(req, coll);
+        let layout = Layout::new(coll, p.count, n, rank, false);
+        let (base, cap) = t.storage();
+        {
+            // SAFETY: storage is this rank's own `cap` bytes; no step is running.
+            let storage = unsafe { std::slice::from_raw_parts_mut(base, cap) };
+            fill(storage, &layout, coll, req.dtype, req.op, rank);
+        }
+        t.barrier()?;
+        for _ in 0..req.warmup {
+            p.run(t, exec, &ctx)?;
+        }
+    }
+    t.barrier()
 }
 
 /// One report row from every rank's (seconds, wrong) per form: times averaged over ranks,
