@@ -249,8 +249,9 @@ fn run_in(r: &VerifyRequest, req: &CalibrateRequest, mode: LinkMode) -> Result<V
     }
 }
 
-/// Largest size the static split is also measured at: blocks of a quarter of it are what an
-/// 8-rank AllGather of 32 MiB runs, footprints up to 16 MiB in the calibration operation.
+/// Largest size the static split is also measured at (16 MiB of buffers in the calibration
+/// operation). A 2-rank AllGather runs the static split below 2 MiB, 6 MiB of buffers; with
+/// more ranks its static sizes reach further, and past the last point its residual holds.
 const CROSS_MAX_BYTES: usize = 4 << 20;
 
 /// `repeats` sweeps of `r`'s DIRECT operation with the schedule each size does not run by

@@ -327,7 +327,8 @@ impl LinkFit {
 /// operations (SendRecv, AllReduce) have blocks of their whole size, so their points sit on
 /// the side of the boundary their size says. Priced by `bytes` (before), a 2-rank
 /// AllGather, ReduceScatter or AlltoAll of 1 MiB ran the static split while the model priced
-/// the dynamic one: 1.4-2.5x faster than predicted on the Xeon VM (`081834Z`).
+/// the dynamic one: up to 1.8x the predicted busbw on the Xeon VM (`081834Z`); the static
+/// side's residual then needs [`LinkFit::cross_points`] at those footprints.
 fn schedule_bytes(collective: Collective, nranks: usize, bytes: usize) -> usize {
     collective.count_for_size(bytes, nranks.max(1), 1)
 }
