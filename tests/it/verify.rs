@@ -381,6 +381,19 @@ fn calibrate_reports_every_link() {
         );
         assert!(c > 0.0 && m > 0.0 && m <= c * 1.000001, "{l}");
         assert!(l["knee_bytes"].as_f64().unwrap() > 0.0, "{l}");
+        // The DIRECT links also measured the other schedule: the dynamic shares at 256 and
+        // 512 KiB, the static split at 1 MiB (the sweep stops there).
+        let cross: Vec<u64> = l["cross_points"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p[0].as_u64().unwrap()).collect())
+            .unwrap_or_default();
+        let direct = l["link"].as_str().unwrap().starts_with("shm-direct");
+        let want: &[u64] = if direct {
+            &[256 << 10, 512 << 10, 1 << 20]
+        } else {
+            &[]
+        };
+        assert_eq!(cross, want, "{l}");
     }
     assert!(
         std::fs::read_dir(cache.path().join("topo"))
