@@ -341,6 +341,16 @@ pub enum LaunchKind {
     Env,
 }
 
+/// How `topo verify` places the ranks it starts itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BindTo {
+    /// Rank r of --launch threads or processes on the r-th CPU this process may use, when
+    /// there are at least as many CPUs as ranks (mpirun's --bind-to core).
+    Cpu,
+    /// Wherever the scheduler puts them.
+    None,
+}
+
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
     /// With --from or --profile: run that machine's schedule (rings, trees, channels, ranks)
@@ -357,6 +367,15 @@ pub struct VerifyArgs {
     pub ranks: Option<usize>,
     #[arg(long, value_enum, default_value = "auto")]
     pub launch: LaunchKind,
+    /// Bind each rank of --launch threads/processes to a CPU of its own when the ranks fit
+    /// (cpu), or leave them to the scheduler (none); a launcher binds --launch env ranks.
+    #[arg(
+        long = "bind-to",
+        value_enum,
+        default_value = "cpu",
+        value_name = "WHAT"
+    )]
+    pub bind_to: BindTo,
     /// Smallest message size (nccl-tests syntax: 8, 1K, 16M, 4G).
     #[arg(
         short = 'b',

@@ -204,6 +204,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
         )?,
         timeout_s: a.timeout,
         nchannels: a.nchannels.unwrap_or(1).clamp(1, 64),
+        pin_cpus: a.bind_to == crate::cli::BindTo::Cpu,
         ..VerifyRequest::default()
     })
 }

@@ -176,6 +176,8 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
         in_place: false,
         protocol: Some(Protocol::Simple),
         min_of_iters_below: BANDWIDTH_MIN_BYTES,
+        // As verify binds its ranks by default (`--bind-to cpu`).
+        pin_cpus: true,
         ..VerifyRequest::default()
     };
     let mut modes = vec![LinkMode::Threads];

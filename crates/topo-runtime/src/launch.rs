@@ -839,6 +839,7 @@ fn run_env_inner(
     }
     let mut req = req.clone();
     req.ranks = env.world;
+    req.pin_cpus = false;
     if !tcp {
         let name = unix_name(&format!("{}-{}", env.token, env.master_port));
         if env.rank == 0 {

@@ -63,7 +63,14 @@ pub struct VerifyRequest {
     pub timeout_s: f64,
     /// Set when the plan is for another machine: timings are this host's.
     pub foreign_machine: Option<String>,
-    /// Pin rank r (thread or process) to the r-th allowed CPU (modulo their count).
+    /// Pin rank r (thread or process) to the r-th allowed CPU when the ranks fit on the
+    /// allowed CPUs, as mpirun's `--bind-to core` does. Unpinned, the two processes of a
+    /// `--launch processes` job sometimes ran their first size on one CPU (the scheduler
+    /// put the worker where rank 0 was): each wait then lasted a spin budget before the
+    /// other rank got the CPU, and 1 MiB AllReduce took 550-700 µs instead of 70-100 in
+    /// about 3 runs of 10 on the 2-vCPU Xeon VM (`sched_getcpu` in both ranks, per
+    /// iteration; bench/verify/README.md). Ignored for `--launch env`: the launcher binds
+    /// its ranks, and a global rank says nothing of this host's CPUs.
     #[serde(default)]
     pub pin_cpus: bool,
     /// DIRECT collectives of at least this many bytes per rank share their work dynamically
@@ -466,7 +473,7 @@ fn gather(t: &mut dyn Transport, vals: &[f64]) -> Result<Option<Vec<Vec<f64>>>> 
 }
 
 /// Pin the calling thread to the `rank`-th allowed CPU (best effort).
-fn pin(rank: usize) {
+fn pin(rank: usize, nranks: usize) {
     use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
     let Ok(allowed) = sched_getaffinity(None) else {
         return;
@@ -474,7 +481,9 @@ fn pin(rank: usize) {
     let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
         .filter(|&c| allowed.is_set(c))
         .collect();
-    if cpus.is_empty() {
+    // More ranks than CPUs: leave them to the scheduler, which can move a rank off a CPU
+    // another rank is busy on; two ranks pinned to one CPU could not.
+    if cpus.is_empty() || nranks > cpus.len() {
         return;
     }
     let mut set = CpuSet::new();
@@ -512,7 +521,7 @@ pub fn run_rank_progress(
     }
     let rank = t.rank();
     if req.pin_cpus {
-        pin(rank);
+        pin(rank, req.ranks);
     }
     let direct_ok = (0..n).all(|r| t.peer_storage(r).is_some());
     // The placement of two ranks is one number; of more, a matrix the barrier cannot tell.
@@ -698,9 +707,7 @@ impl Prepared {
 /// `TimeTest`): `warmup` out-of-place calls of the first collective at the largest size,
 /// then at the smallest, untimed, so that the first timed size is not the job's first use
 /// of its buffers, code and peers. topo also warms up each size (`-w` per size), which
-/// nccl-tests does not. On the 2-vCPU Xeon VM the first size of a `--launch processes`
-/// job often ran 5-10x slower than later in the sweep (bench/verify/README.md, "The first
-/// size of a processes job"); this warm-up did not remove that, and the cause was not found.
+/// nccl-tests does not.
 fn settle(
     t: &mut dyn Transport,
     req: &VerifyRequest,
