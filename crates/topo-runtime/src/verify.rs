@@ -473,22 +473,44 @@ fn gather(t: &mut dyn Transport, vals: &[f64]) -> Result<Option<Vec<Vec<f64>>>> 
 }
 
 /// Pin the calling thread to the `rank`-th allowed CPU (best effort).
-fn pin(rank: usize, nranks: usize) {
-    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
-    let Ok(allowed) = sched_getaffinity(None) else {
-        return;
-    };
-    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
-        .filter(|&c| allowed.is_set(c))
-        .collect();
-    // More ranks than CPUs: leave them to the scheduler, which can move a rank off a CPU
-    // another rank is busy on; two ranks pinned to one CPU could not.
-    if cpus.is_empty() || nranks > cpus.len() {
-        return;
+/// The calling thread bound to one CPU for a run; dropping it gives the thread back the CPUs
+/// it had. Rank 0 of `--launch processes` is the caller's own thread, which goes on to start
+/// the workers of the next run (calibration sweeps one link after another), and a child
+/// inherits its CPU set: kept bound, the second processes sweep ran both ranks on CPU 0
+/// (`shm-direct-reduce` for processes fitted at half speed with an 8 µs latency, predict run
+/// `093147Z`).
+struct Bound(Option<rustix::thread::CpuSet>);
+
+impl Bound {
+    /// Rank `rank` of `nranks` on the rank-th CPU this thread may use, when the ranks fit.
+    /// More ranks than CPUs are left to the scheduler, which can move a rank off a CPU
+    /// another rank is busy on; two ranks bound to one CPU could not.
+    fn to_rank_cpu(rank: usize, nranks: usize) -> Bound {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let Ok(allowed) = sched_getaffinity(None) else {
+            return Bound(None);
+        };
+        let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+            .filter(|&c| allowed.is_set(c))
+            .collect();
+        if cpus.is_empty() || nranks > cpus.len() {
+            return Bound(None);
+        }
+        let mut set = CpuSet::new();
+        set.set(cpus[rank % cpus.len()]);
+        match sched_setaffinity(None, &set) {
+            Ok(()) => Bound(Some(allowed)),
+            Err(_) => Bound(None),
+        }
     }
-    let mut set = CpuSet::new();
-    set.set(cpus[rank % cpus.len()]);
-    let _ = sched_setaffinity(None, &set);
+}
+
+impl Drop for Bound {
+    fn drop(&mut self) {
+        if let Some(before) = &self.0 {
+            let _ = rustix::thread::sched_setaffinity(None, before);
+        }
+    }
 }
 
 /// Progress of a sweep on rank 0: (rows done, rows in all). For a progress bar on a terminal.
@@ -520,9 +542,11 @@ pub fn run_rank_progress(
         )));
     }
     let rank = t.rank();
-    if req.pin_cpus {
-        pin(rank, req.ranks);
-    }
+    let _bound = if req.pin_cpus {
+        Bound::to_rank_cpu(rank, req.ranks)
+    } else {
+        Bound(None)
+    };
     let direct_ok = (0..n).all(|r| t.peer_storage(r).is_some());
     // The placement of two ranks is one number; of more, a matrix the barrier cannot tell.
     let probe = direct_ok && n == 2;
@@ -1096,6 +1120,32 @@ pub fn run_ranks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn allowed_cpus() -> Vec<usize> {
+        use rustix::thread::{CpuSet, sched_getaffinity};
+        let set = sched_getaffinity(None).unwrap();
+        (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()
+    }
+
+    #[test]
+    fn a_rank_is_bound_to_a_cpu_of_its_own_only_when_the_ranks_fit_and_for_the_run_only() {
+        // On a thread of its own, so that a failure leaves the harness's threads alone.
+        std::thread::spawn(|| {
+            let cpus = allowed_cpus();
+            {
+                let _b = Bound::to_rank_cpu(1, cpus.len() + 1);
+                assert_eq!(allowed_cpus(), cpus, "more ranks than CPUs: left alone");
+            }
+            {
+                let _b = Bound::to_rank_cpu(1, cpus.len());
+                assert_eq!(allowed_cpus(), [cpus[1 % cpus.len()]]);
+            }
+            // The next run's workers inherit this thread's CPUs: all of them again.
+            assert_eq!(allowed_cpus(), cpus);
+        })
+        .join()
+        .unwrap();
+    }
 
     fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: RedOp) -> VerifyRequest {
         VerifyRequest {
