@@ -552,16 +552,11 @@ pub fn run_rank_progress(
     let probe = direct_ok && n == 2;
     let dt = req.dtype;
     let mut exec = Executor::new();
-    settle(t, req, direct_ok, &mut exec)?;
     let mut rows = Vec::new();
     for &coll in &req.collectives {
         for bytes in req.sizes()? {
             let mut prepared = Prepared::new(&*t, req, coll, bytes, direct_ok)?;
-            let (count, predicted) = (prepared.count, prepared.predicted);
-            let plan = prepared.plan.clone();
-            let mut op = |t: &mut dyn Transport, exec: &mut Executor, ctx: &OpCtx| {
-                prepared.run(t, exec, ctx)
-            };
+            let count = prepared.count;
             let mut forms = vec![false];
             if req.in_place && coll.has_in_place() {
                 forms.push(true);
@@ -569,14 +564,7 @@ pub fn run_rank_progress(
             let mut local = Vec::new();
             let mut c2c = (0.0, 0.0);
             for &in_place in &forms {
-                let ctx = OpCtx {
-                    collective: coll,
-                    dtype: dt,
-                    op: req.op,
-                    protocol: plan.protocol,
-                    count,
-                    in_place,
-                };
+                let ctx = prepared.ctx(req, coll, in_place);
                 let layout = Layout::new(coll, count, n, rank, in_place);
                 let (base, cap) = t.storage();
                 {
@@ -588,14 +576,14 @@ pub fn run_rank_progress(
                     c2c.0 = probe_c2c(t)?;
                 }
                 for _ in 0..req.warmup {
-                    op(t, &mut exec, &ctx)?;
+                    prepared.run(t, &mut exec, &ctx)?;
                 }
                 t.barrier()?;
                 let secs = if bytes < req.min_of_iters_below {
                     let mut fastest = f64::INFINITY;
                     for _ in 0..req.iters.max(1) {
                         let start = Instant::now();
-                        op(t, &mut exec, &ctx)?;
+                        prepared.run(t, &mut exec, &ctx)?;
                         fastest = fastest.min(start.elapsed().as_secs_f64());
                     }
                     fastest
@@ -604,7 +592,7 @@ pub fn run_rank_progress(
                     // than an 8-byte collective.
                     let start = Instant::now();
                     for _ in 0..req.iters {
-                        op(t, &mut exec, &ctx)?;
+                        prepared.run(t, &mut exec, &ctx)?;
                     }
                     start.elapsed().as_secs_f64() / req.iters.max(1) as f64
                 };
@@ -621,7 +609,7 @@ pub fn run_rank_progress(
                         fill(storage, &layout, coll, dt, req.op, rank);
                     }
                     t.barrier()?;
-                    op(t, &mut exec, &ctx)?;
+                    prepared.run(t, &mut exec, &ctx)?;
                     t.barrier()?;
                     // SAFETY: as above.
                     let storage = unsafe { std::slice::from_raw_parts(base, cap) };
@@ -637,8 +625,8 @@ pub fn run_rank_progress(
                 if let Some(p) = progress {
                     p(rows.len() + 1, total_rows);
                 }
-                let mut row =
-                    measured_row(req, coll, count, n, &plan, predicted, forms.len(), &all);
+                let (plan, predicted) = (&prepared.plan, prepared.predicted);
+                let mut row = measured_row(req, coll, count, n, plan, predicted, forms.len(), &all);
                 if probe {
                     row.place(c2c, &placed_predictions(req, coll, bytes), n);
                 }
@@ -715,49 +703,16 @@ impl Prepared {
         exec.run(t, &self.steps, ctx)
     }
 
-    fn ctx(&self, req: &VerifyRequest, coll: Collective) -> OpCtx {
+    fn ctx(&self, req: &VerifyRequest, coll: Collective, in_place: bool) -> OpCtx {
         OpCtx {
             collective: coll,
             dtype: req.dtype,
             op: req.op,
             protocol: self.plan.protocol,
             count: self.count,
-            in_place: false,
+            in_place,
         }
     }
-}
-
-/// The run's warm-up before any size is timed, as nccl-tests does it (src/common.cu,
-/// `TimeTest`): `warmup` out-of-place calls of the first collective at the largest size,
-/// then at the smallest, untimed, so that the first timed size is not the job's first use
-/// of its buffers, code and peers. topo also warms up each size (`-w` per size), which
-/// nccl-tests does not.
-fn settle(
-    t: &mut dyn Transport,
-    req: &VerifyRequest,
-    direct_ok: bool,
-    exec: &mut Executor,
-) -> Result<()> {
-    let (Some(&coll), Ok(sizes)) = (req.collectives.first(), req.sizes()) else {
-        return Ok(());
-    };
-    let (rank, n) = (t.rank(), t.nranks());
-    for bytes in [req.max_bytes, sizes[0]] {
-        let mut p = Prepared::new(&*t, req, coll, bytes, direct_ok)?;
-        let ctx = p.ctx(req, coll);
-        let layout = Layout::new(coll, p.count, n, rank, false);
-        let (base, cap) = t.storage();
-        {
-            // SAFETY: storage is this rank's own `cap` bytes; no step is running.
-            let storage = unsafe { std::slice::from_raw_parts_mut(base, cap) };
-            fill(storage, &layout, coll, req.dtype, req.op, rank);
-        }
-        t.barrier()?;
-        for _ in 0..req.warmup {
-            p.run(t, exec, &ctx)?;
-        }
-    }
-    t.barrier()
 }
 
 /// One report row from every rank's (seconds, wrong) per form: times averaged over ranks,
