@@ -1428,7 +1428,7 @@ mod tests {
                 (s, l.time_us(s) * k)
             })
             .collect();
-        let fp = |s: usize| op.footprint * s as f64;
+        let fp = |s: usize| fp_of(op, s);
         let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
         assert!(close(l.residual(MIB, fp(MIB)), 0.8));
         assert!(close(l.residual(4 * MIB, fp(4 * MIB)), 1.1));
@@ -1466,9 +1466,7 @@ mod tests {
     #[test]
     fn residuals_stay_on_their_side_of_the_regime_boundary() {
         let op = traffic(Collective::AllReduce, Algorithm::Direct, 2, 2, false);
-        let mut l = truth(op);
-        l.regime_min_bytes = MIB;
-        l.below_regime_gbps = Some(80.0);
+        let mut l = split_at_1mib(op);
         let below = l.time_at(
             512 << 10,
             1.0,
@@ -1498,14 +1496,21 @@ mod tests {
         op.footprint * s as f64
     }
 
+    /// [`truth`] as a DIRECT link: the static split below 1 MiB at 80 GB/s.
+    fn split_at_1mib(op: Traffic) -> LinkFit {
+        LinkFit {
+            regime_min_bytes: MIB,
+            below_regime_gbps: Some(80.0),
+            ..truth(op)
+        }
+    }
+
     #[test]
     fn a_block_collective_takes_the_schedule_of_its_block_size() {
         // Verify runs 2-rank AllGather of 1 MiB with 512 KiB blocks: the static split, which
         // the link's below-regime bandwidth prices; SendRecv of 1 MiB runs the dynamic one.
         let op = traffic(Collective::SendRecv, Algorithm::Direct, 2, 2, false);
-        let mut l = truth(op);
-        l.regime_min_bytes = MIB;
-        l.below_regime_gbps = Some(80.0);
+        let l = split_at_1mib(op);
         let m = model(vec![l]);
         let p = |c| {
             m.predict_us(c, Algorithm::Direct, 2, MIB, false, LinkMode::Any)
@@ -1522,9 +1527,7 @@ mod tests {
     #[test]
     fn a_schedule_takes_its_residual_from_the_points_that_ran_it() {
         let op = traffic(Collective::SendRecv, Algorithm::Direct, 2, 2, false);
-        let mut l = truth(op);
-        l.regime_min_bytes = MIB;
-        l.below_regime_gbps = Some(80.0);
+        let mut l = split_at_1mib(op);
         let base = l.clone();
         let fit = |s: usize, dynamic: bool| {
             let b = s as f64;
