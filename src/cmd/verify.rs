@@ -473,3 +473,25 @@ fn run_with_progress(
     bar.finish_and_clear();
     Ok(out?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn req(args: &[&str]) -> VerifyRequest {
+        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+        let crate::cli::Command::Verify(a) = cli.command else {
+            panic!("not verify: {args:?}");
+        };
+        request(&a).unwrap()
+    }
+
+    #[test]
+    fn ranks_topo_starts_are_bound_unless_told_not_to() {
+        assert!(req(&["topo", "verify"]).pin_cpus);
+        assert!(req(&["topo", "verify", "--bind-to", "cpu"]).pin_cpus);
+        assert!(!req(&["topo", "verify", "--bind-to", "none"]).pin_cpus);
+        assert!(crate::cli::Cli::try_parse_from(["topo", "verify", "--bind-to", "core"]).is_err());
+    }
+}
