@@ -88,12 +88,26 @@ pub struct Cpu {
     pub host_hash: Option<u64>,
 }
 
+/// A machine architecture name (`uname -m`, Rust's, or NCCL's) in NCCL's spelling: `aarch64`
+/// is `arm64`, `powerpc64`/`ppc64le` are `ppc64`; anything else is kept.
+pub fn nccl_arch(name: &str) -> String {
+    match name.trim() {
+        "aarch64" | "arm64" => "arm64".into(),
+        "powerpc64" | "powerpc64le" | "ppc64le" | "ppc64" => "ppc64".into(),
+        other => other.into(),
+    }
+}
+
 impl Cpu {
+    /// NCCL's reading of `arch` (v2.28.9-1 src/graph/topo.cc `kvDictCpuArch` through
+    /// `kvConvertToInt`, a prefix match): anything but `x86_64`, `arm64` or `ppc64`, Linux's
+    /// `aarch64` included, is an unknown CPU to NCCL. Sources that read the machine store
+    /// NCCL's spelling ([`nccl_arch`]).
     pub fn arch(&self) -> CpuArch {
-        match self.arch.as_deref().map(str::trim) {
-            Some(a) if a.starts_with("x86") => CpuArch::X86,
-            Some(a) if a.starts_with("arm") || a.starts_with("aarch64") => CpuArch::Arm,
-            Some(a) if a.starts_with("ppc") => CpuArch::Power,
+        match self.arch.as_deref() {
+            Some(a) if a.starts_with("x86_64") => CpuArch::X86,
+            Some(a) if a.starts_with("arm64") => CpuArch::Arm,
+            Some(a) if a.starts_with("ppc64") => CpuArch::Power,
             // NCCL requires arch; a file without it is most likely an x86 box.
             None => CpuArch::X86,
             _ => CpuArch::Other,
@@ -1599,5 +1613,32 @@ pub mod testing {
             (0..3).flat_map(|h| r.net_roles(h)).collect();
         assert_eq!(per_host.len(), 24);
         assert_eq!(r.net_roles_all(), per_host);
+    }
+}
+
+#[cfg(test)]
+mod cpu_arch_tests {
+    use super::*;
+
+    fn arch_of(a: Option<&str>) -> CpuArch {
+        Cpu {
+            arch: a.map(String::from),
+            ..Default::default()
+        }
+        .arch()
+    }
+
+    /// NCCL matches `x86_64`, `arm64` and `ppc64` as prefixes (topo.cc `kvDictCpuArch`); Linux's
+    /// `aarch64` is an unknown CPU to it, so sources store NCCL's spelling.
+    #[test]
+    fn cpu_arch_is_read_as_nccl_reads_it() {
+        assert_eq!(arch_of(Some("x86_64")), CpuArch::X86);
+        assert_eq!(arch_of(Some("arm64")), CpuArch::Arm);
+        assert_eq!(arch_of(Some("ppc64")), CpuArch::Power);
+        assert_eq!(arch_of(Some("aarch64")), CpuArch::Other);
+        assert_eq!(arch_of(None), CpuArch::X86);
+        assert_eq!(nccl_arch("aarch64"), "arm64");
+        assert_eq!(nccl_arch("powerpc64le"), "ppc64");
+        assert_eq!(nccl_arch("x86_64"), "x86_64");
     }
 }

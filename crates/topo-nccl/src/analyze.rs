@@ -527,6 +527,14 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     channel_params.nvls_multi_host = Some(hosts_with_gpus > 1);
     channel_params.collnet_enabled = collnet_enabled;
     channel_params.nchannels_per_net_peer = positive(env.nchannels_per_net_peer);
+    if let (Some(def), v) = (
+        data.defaults.p2p_per_channel_net_bw,
+        env.p2p_per_channel_net_bw,
+    ) {
+        channel_params.p2p_per_channel_net_bw = v.unwrap_or(def) as f64;
+    }
+    channel_params.p2p_max_peers = positive(env.p2p_max_peers);
+    channel_params.nvls_sm100_tuning = data.rules.nvls_sm100_tuning;
     channel_params.bw = data.bw.clone();
     let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
     note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
@@ -646,7 +654,7 @@ fn note_channel_effects(
     counts: &ChannelCounts,
 ) {
     type Reset = fn(&mut ChannelParams, &ChannelParams);
-    let knobs: [(&[&str], Reset); 6] = [
+    let knobs: [(&[&str], Reset); 8] = [
         (&["NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"], |p, _| {
             p.min_nchannels = None
         }),
@@ -659,6 +667,10 @@ fn note_channel_effects(
         (&["NCCL_NCHANNELS_PER_NET_PEER"], |p, _| {
             p.nchannels_per_net_peer = None
         }),
+        (&["NCCL_P2P_PER_CHANNEL_NET_BW"], |p, d| {
+            p.p2p_per_channel_net_bw = d.p2p_per_channel_net_bw
+        }),
+        (&["NCCL_P2P_MAX_PEERS"], |p, _| p.p2p_max_peers = None),
     ];
     let defaults = ChannelParams::for_version(params.minor);
     for (vars, reset) in knobs {

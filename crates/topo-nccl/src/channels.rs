@@ -49,6 +49,11 @@ pub struct ChannelParams {
     pub max_p2p_nchannels: Option<usize>,
     /// `NCCL_P2P_PER_CHANNEL_NET_BW` (2.29+, 14 GB/s).
     pub p2p_per_channel_net_bw: f64,
+    /// `NCCL_P2P_MAX_PEERS` (2.30+, capped to the communicator size); `None`: every rank.
+    pub p2p_max_peers: Option<usize>,
+    /// 2.30+ `ncclNvlsTuning`: NVLS channels from nNodes, and on SM100 across nodes from the
+    /// smallest local rank count and GPU-to-NIC bandwidth.
+    pub nvls_sm100_tuning: bool,
     /// The version's link constants (NVLink lane bandwidth for p2p channels per peer).
     pub bw: BwConstants,
 }
@@ -75,6 +80,8 @@ impl ChannelParams {
             min_p2p_nchannels: 1,
             max_p2p_nchannels: None,
             p2p_per_channel_net_bw: 14.0,
+            p2p_max_peers: None,
+            nvls_sm100_tuning: minor >= 30,
             bw: BwConstants::default(),
         }
     }
@@ -159,6 +166,75 @@ pub fn nvls_default_channels(
     n.min(params.max_ctas).max(params.min_ctas)
 }
 
+/// What 2.30's `ncclNvlsTuning` reads of the communicator after the rank exchange.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NvlsTuningFacts {
+    /// `comm->nNodes`.
+    pub n_nodes: usize,
+    /// `comm->minLocalRanks`.
+    pub min_local_ranks: usize,
+    /// `comm->minNetBw`: the smallest GPU-to-NIC path bandwidth over the ranks' channel NICs
+    /// (`ncclTopoGetMinNetBw`), 0 without a NIC.
+    pub min_net_bw: f32,
+}
+
+/// NVLS channels of NCCL 2.30 (v2.30.7-1 src/transport/nvls.cc `ncclNvlsTuning` and
+/// `ncclNvlsTreeSm100Tuning`): the architecture default by node count, on SM100 across nodes
+/// adjusted by NIC bandwidth and ranks per node, then the user's count, then the CTA clamp.
+pub fn nvls_tuned_channels(
+    params: &ChannelParams,
+    local_gpus: usize,
+    cc: u32,
+    facts: NvlsTuningFacts,
+) -> usize {
+    if !params.nvls_support || local_gpus < 2 {
+        return 0;
+    }
+    let multi = facts.n_nodes > 1;
+    let mut n = match (cc >= 100, multi) {
+        (true, true) => 32,
+        (true, false) => 24,
+        _ => 16,
+    };
+    if cc >= 100 && multi {
+        let (nic, ppn) = (facts.min_net_bw, facts.min_local_ranks);
+        if facts.n_nodes == 2 && nic >= 48.0 {
+            n = 32;
+        } else if nic >= 96.0 {
+            n = if ppn <= 8 { 24 } else { 32 };
+        } else if nic >= 48.0 {
+            n = 24;
+        }
+    }
+    let n = params.nvls_nchannels.unwrap_or(n);
+    n.min(params.max_ctas).max(params.min_ctas)
+}
+
+/// `ncclTopoGetMinNetBw` (v2.30.7-1 src/graph/topo.cc), taken over every rank as the rank
+/// exchange does: for each GPU, its channel NICs until the first repeats, the smallest path
+/// bandwidth; 0 when a GPU has no NIC.
+pub fn min_net_bw(sys: &System, paths: &Paths, policy: &PathPolicy) -> f32 {
+    let mut min = f32::MAX;
+    for rank in 0..sys.gpus.len() {
+        let g = sys.gpus[rank];
+        let mut first = None;
+        let mut rank_min = f32::MAX;
+        for c in 0..policy.max_channels.max(1) {
+            let Some(net) = paths::local_net(sys, paths, policy, rank, c) else {
+                break;
+            };
+            match first {
+                None => first = Some(net),
+                Some(f) if f == net => break,
+                _ => {}
+            }
+            rank_min = rank_min.min(paths.bw(g, sys.nets[net]) as f32);
+        }
+        min = min.min(if rank_min < f32::MAX { rank_min } else { 0.0 });
+    }
+    if min < f32::MAX { min } else { 0.0 }
+}
+
 /// Channel counts of a communicator over every GPU of `sys` (one rank per GPU).
 pub fn comm_channels(
     sys: &System,
@@ -185,15 +261,22 @@ pub fn comm_channels(
             .is_some_and(|g| g.n_channels > 0)
         && n_nodes >= params.collnet_node_threshold;
     let nvls_graph = graphs.nvls.as_ref().is_some_and(|g| g.n_channels > 0);
-    let nvls = if nvls_graph {
+    let nvls = if !nvls_graph {
+        0
+    } else if params.nvls_sm100_tuning {
+        let facts = NvlsTuningFacts {
+            n_nodes,
+            min_local_ranks: min_local_ranks(sys),
+            min_net_bw: min_net_bw(sys, paths, &net_policy(params)),
+        };
+        nvls_tuned_channels(params, local.len(), cc_min, facts)
+    } else {
         nvls_default_channels(
             params,
             local.len(),
             cc_min,
             params.nvls_multi_host.unwrap_or(n_nodes > 1),
         )
-    } else {
-        0
     };
 
     // Postset: channels c and c + n share rings and trees.
@@ -264,11 +347,7 @@ pub fn p2p_channels(
     let mut p2pn = n_channels.min(params.max_p2p_nchannels.unwrap_or(maxch));
     p2pn = p2pn.max(params.min_p2p_nchannels);
     let local = sys.host_gpus(0);
-    let policy = PathPolicy {
-        minor,
-        max_channels: maxch,
-        ..Default::default()
-    };
+    let policy = net_policy(params);
 
     // Requirement of local GPU `g` towards a remote rank: the same for every remote rank.
     let remote = |g: usize| -> usize {
@@ -330,14 +409,36 @@ pub fn p2p_channels(
     let mut per_peer = pow2_up(per_peer);
     let p2pn = pow2_up(p2pn);
     if minor >= 29 && n_nodes > 1 && params.nchannels_per_net_peer.is_none() {
-        // The network is the bottleneck: fit every peer within one round of p2p work.
-        while per_peer * n_ranks.div_ceil(8) > p2pn && per_peer > 1 {
+        // The network is the bottleneck: fit every peer within one round of p2p work, 8 peers
+        // a batch (NCCL_MAX_DEV_WORK_P2P_PER_BATCH). 2.30 counts `p2pMaxPeers` peers
+        // (NCCL_P2P_MAX_PEERS, capped to the communicator: v2.30.7-1 src/init.cc and
+        // src/graph/paths.cc `ncclTopoComputeP2pChannels`); 2.29 every rank.
+        let peers = params.p2p_max_peers.map_or(n_ranks, |p| p.min(n_ranks));
+        while per_peer * peers.div_ceil(8) > p2pn && per_peer > 1 {
             per_peer /= 2;
         }
     } else {
         per_peer = per_peer.min(p2pn);
     }
     (p2pn, per_peer)
+}
+
+/// The path rules channel NICs are chosen with (`ncclTopoGetLocalNet`).
+fn net_policy(params: &ChannelParams) -> PathPolicy {
+    PathPolicy {
+        minor: params.minor,
+        max_channels: params.max_channels.max(1),
+        ..Default::default()
+    }
+}
+
+/// `comm->minLocalRanks`: the fewest GPUs on a host that has any.
+fn min_local_ranks(sys: &System) -> usize {
+    (0..sys.nhosts as u16)
+        .map(|h| sys.host_gpus(h).len())
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0)
 }
 
 /// 2.21–2.28 `getLocalNetCountByBw`: local NETs summed until their bandwidth reaches the
@@ -406,3 +507,6 @@ pub fn all_nvlink(sys: &System, paths: &Paths) -> bool {
             .all(|&b| a == b || paths.ty(sys.gpus[a], sys.gpus[b]) < PathType::Pix)
     })
 }
+
+#[cfg(test)]
+mod tests;

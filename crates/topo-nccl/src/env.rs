@@ -122,6 +122,10 @@ pub struct EnvPolicy {
     pub ll_buffsize: Option<i64>,
     pub ll128_buffsize: Option<i64>,
     pub nchannels_per_net_peer: Option<i64>,
+    /// NCCL_P2P_PER_CHANNEL_NET_BW in GB/s (2.29+).
+    pub p2p_per_channel_net_bw: Option<i64>,
+    /// NCCL_P2P_MAX_PEERS (2.30+); values of 0 or less are left at the default, as NCCL does.
+    pub p2p_max_peers: Option<i64>,
     pub ll128_c2c: Option<bool>,
     /// NCCL_IB_HCA, parsed: exclude (`^`), exact (`=`), and `(name, port)` entries.
     pub ib_hca: Option<HcaFilter>,
@@ -139,7 +143,7 @@ pub struct EnvPolicy {
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 51] = [
+pub const VARIABLES: [&str; 53] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -179,6 +183,8 @@ pub const VARIABLES: [&str; 51] = [
     "NCCL_LL_BUFFSIZE",
     "NCCL_LL128_BUFFSIZE",
     "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_P2P_PER_CHANNEL_NET_BW",
+    "NCCL_P2P_MAX_PEERS",
     "NCCL_LL128_C2C",
     "CUDA_VISIBLE_DEVICES",
     // Read for completeness of `env[]`: they name files rather than change decisions.
@@ -622,6 +628,11 @@ impl EnvPolicy {
         p.max_ctas = count("NCCL_MAX_CTAS")?;
         p.nvls_nchannels = count("NCCL_NVLS_NCHANNELS")?;
         p.nchannels_per_net_peer = count("NCCL_NCHANNELS_PER_NET_PEER")?;
+        p.read_p2p_peer_knobs(
+            get("NCCL_P2P_PER_CHANNEL_NET_BW"),
+            get("NCCL_P2P_MAX_PEERS"),
+            data,
+        )?;
 
         // Thread counts: NCCL clamps out-of-range values (tuning.cc getNthreads); only
         // non-numbers are errors here.
@@ -755,6 +766,47 @@ impl EnvPolicy {
             }
         }
         Ok(p)
+    }
+
+    /// NCCL_P2P_PER_CHANNEL_NET_BW (v2.29.7-1 src/graph/paths.cc, a divisor there: 0 would
+    /// stop NCCL) and NCCL_P2P_MAX_PEERS (v2.30.7-1 src/init.cc: 0 or less is ignored), each
+    /// only where the version reads it.
+    fn read_p2p_peer_knobs(
+        &mut self,
+        bw: Option<&str>,
+        peers: Option<&str>,
+        data: &VersionData,
+    ) -> Result<()> {
+        let minor = data.minor();
+        let bw_var = "NCCL_P2P_PER_CHANNEL_NET_BW";
+        if let Some(v) = bw {
+            if data.defaults.p2p_per_channel_net_bw.is_some() {
+                self.p2p_per_channel_net_bw =
+                    Some(at_least(bw_var, v, 1, "a bandwidth in GB/s, 1 or more")?);
+            } else {
+                self.note_effect(
+                    bw_var,
+                    format!("ignored: NCCL 2.{minor} does not read it (added in 2.29)"),
+                );
+            }
+        }
+        let peers_var = "NCCL_P2P_MAX_PEERS";
+        if let Some(v) = peers {
+            if data.defaults.p2p_max_peers.is_none() {
+                self.note_effect(
+                    peers_var,
+                    format!("ignored: NCCL 2.{minor} does not read it (added in 2.30)"),
+                );
+            } else {
+                let n = int(peers_var, v, "a number of peers")?;
+                if n > 0 {
+                    self.p2p_max_peers = Some(n);
+                } else {
+                    self.note_effect(peers_var, "ignored: NCCL leaves values of 0 or less unset");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether `var` was set.

@@ -300,6 +300,10 @@ pub struct EnvDefaults {
     pub pat_enable: Option<i64>,
     /// `NCCL_NCHANNELS_PER_NET_PEER`: -1 = auto.
     pub nchannels_per_net_peer: i64,
+    /// `NCCL_P2P_PER_CHANNEL_NET_BW` in GB/s (2.29+); `None`: this version does not read it.
+    pub p2p_per_channel_net_bw: Option<i64>,
+    /// `NCCL_P2P_MAX_PEERS` (2.30+; -1: the communicator size); `None`: not read.
+    pub p2p_max_peers: Option<i64>,
     pub cross_nic: i64,
     pub nvls_enable: i64,
     pub collnet_enable: i64,
@@ -505,6 +509,9 @@ pub struct Rules {
     pub nvls_tree_correction_sm100_x86: bool,
     /// [2.28+] multi-node NVLS runs on min(nvlsChannels, nChannels).
     pub nvls_multinode_channels_min: bool,
+    /// [2.30+] NVLS channels chosen after the rank exchange from nNodes (not host hashes),
+    /// and on SM100 across nodes from the local rank count and the GPU-to-NIC bandwidth.
+    pub nvls_sm100_tuning: bool,
     pub channel_thread_loop: ChannelThreadLoop,
     /// [2.22+] Tree always runs 640 threads (PAT too, where it exists).
     pub tree_full_threads: bool,

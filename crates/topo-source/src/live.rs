@@ -28,11 +28,7 @@ pub struct Inputs {
 
 /// The running binary's architecture in NCCL's spelling (`ncclTopoGetXmlFromCpu`).
 pub fn host_arch() -> String {
-    match std::env::consts::ARCH {
-        "aarch64" => "arm64".to_string(),
-        "powerpc64" => "ppc64".to_string(),
-        other => other.to_string(),
-    }
+    topo_model::nccl_arch(std::env::consts::ARCH)
 }
 
 /// NCCL_* and CUDA_VISIBLE_DEVICES from this process.

@@ -509,6 +509,18 @@ impl<'a> Builder<'a> {
                     host_hash: self.host_keys.get(host as usize).copied().flatten(),
                     ..Default::default()
                 };
+                if cpu.arch.is_some() && cpu.arch() == topo_model::CpuArch::Other {
+                    let arch = cpu.arch.as_deref().unwrap_or_default();
+                    self.warn_at(
+                        el.pos,
+                        format!(
+                            "<cpu arch=\"{arch}\"> is not one NCCL knows (x86_64, arm64, ppc64): \
+                             NCCL treats the CPU as unknown (inter-CPU bandwidth 5000 GB/s); \
+                             write arch=\"{}\" if that is what it is",
+                            topo_model::nccl_arch(arch)
+                        ),
+                    );
+                }
                 let n = self.topo.add_node(host, None, NodeKind::Cpu(cpu));
                 if let Some(h) = self.topo.hosts.get_mut(host as usize) {
                     h.host_hash = self.host_keys.get(host as usize).copied().flatten();
@@ -1131,6 +1143,24 @@ mod tests {
         format!(
             "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n{body}\n  </cpu>\n</system>\n"
         )
+    }
+
+    /// NCCL reads `arch` by prefix against x86_64, arm64 and ppc64 (topo.cc kvDictCpuArch):
+    /// Linux's `aarch64` makes the CPU unknown to it, which the reader says.
+    #[test]
+    fn an_arch_nccl_does_not_know_is_said() {
+        let t =
+            parse("<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"aarch64\"/>\n</system>\n");
+        assert!(
+            t.warnings
+                .iter()
+                .any(|w| w.contains("arch=\"aarch64\"> is not one NCCL knows")
+                    && w.contains("write arch=\"arm64\"")),
+            "{:?}",
+            t.warnings
+        );
+        let t = parse("<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"arm64\"/>\n</system>\n");
+        assert!(!t.warnings.iter().any(|w| w.contains("NCCL knows")));
     }
 
     #[test]

@@ -902,7 +902,7 @@ fn build(p: &Profile) -> Result<Topology, String> {
                 .affinity
                 .clone()
                 .or_else(|| list.as_ref().map(|l| cpumap(l, ncpus))),
-            arch: Some(p.cpu.arch.clone()),
+            arch: Some(topo_model::nccl_arch(&p.cpu.arch)),
             vendor: p.cpu.vendor.clone(),
             family: p.cpu.family,
             model: p.cpu.model,
