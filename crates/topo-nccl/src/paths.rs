@@ -522,6 +522,39 @@ pub fn local_nodes(_sys: &System, paths: &Paths, from: usize, kind: NodeType) ->
         .collect()
 }
 
+/// Marks the GPU's NET paths P2C where the GPU reaches its CPU over C2C and the NET over that
+/// CPU's PCIe (or the reverse). 2.27 and 2.28 mark every NET of the host (v2.28.9-1
+/// src/graph/paths.cc, so a farther NIC such as a BlueField port becomes as attractive as the
+/// GPU's own); 2.29 only the GPU's closest NETs (v2.29.2-1 paths.cc, "P2C is only set when
+/// the NET is the closest to the GPU"). NCCL keeps a path already better than P2C.
+fn mark_p2c(sys: &System, paths: &mut Paths, policy: &PathPolicy, gn: usize) {
+    let Some(cpu) = local_cpu(sys, paths, gn) else {
+        return;
+    };
+    let nets: Vec<usize> = if policy.minor <= 28 {
+        paths
+            .same_host(gn, NodeType::Net)
+            .iter()
+            .copied()
+            .filter(|&n| paths.get(gn, n).is_some())
+            .collect()
+    } else {
+        local_nodes(sys, paths, gn, NodeType::Net)
+    };
+    for n in nets {
+        let (a, b) = (paths.ty(gn, cpu), paths.ty(n, cpu));
+        if (a == PathType::C2c && b == PathType::Phb) || (a == PathType::Phb && b == PathType::C2c)
+        {
+            for (x, y) in [(gn, n), (n, gn)] {
+                if let Some(mut p) = paths.get(x, y).cloned() {
+                    p.ty = p.ty.min(PathType::P2c);
+                    paths.set(x, y, p);
+                }
+            }
+        }
+    }
+}
+
 /// The CPU local to a node: among local CPUs the one with the fewest hops (`ncclGetLocalCpu`).
 pub fn local_cpu(_sys: &System, paths: &Paths, node: usize) -> Option<usize> {
     // ncclGetLocalCpu (NCCL 2.28.9 src/graph/paths.cc): the fewest hops, the first of equally
@@ -971,28 +1004,12 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
             }
         }
     }
-    // 3. P2C (2.27+): a GPU on C2C whose local NET sits behind the CPU's PCIe.
+    // 3. P2C (2.27+): a GPU on C2C whose NET sits behind the CPU's PCIe.
     if policy.minor >= 27 {
         for g in 0..ng {
             let gn = sys.gpus[g];
-            if !computed(paths, gn) {
-                continue;
-            }
-            let Some(cpu) = local_cpu(sys, paths, gn) else {
-                continue;
-            };
-            for n in local_nodes(sys, paths, gn, NodeType::Net) {
-                let (a, b) = (paths.ty(gn, cpu), paths.ty(n, cpu));
-                if (a == PathType::C2c && b == PathType::Phb)
-                    || (a == PathType::Phb && b == PathType::C2c)
-                {
-                    for (x, y) in [(gn, n), (n, gn)] {
-                        if let Some(mut p) = paths.get(x, y).cloned() {
-                            p.ty = PathType::P2c;
-                            paths.set(x, y, p);
-                        }
-                    }
-                }
+            if computed(paths, gn) {
+                mark_p2c(sys, paths, policy, gn);
             }
         }
     }

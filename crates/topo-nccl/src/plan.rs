@@ -505,7 +505,7 @@ impl TransportViews {
             classes,
             reasons,
             summary: transport::summary(&a.transports),
-            messages: messages(a),
+            messages: messages_of(a),
             matrix: transport::matrices(&a.system, &a.transports)
                 .iter()
                 .map(|m| m.render())
@@ -760,8 +760,23 @@ fn tuner_algo_name(a: Algo) -> &'static str {
     }
 }
 
+/// NCCL 2.30 asks every rank for its smallest GPU-to-NIC bandwidth during init
+/// (v2.30.7-1 src/init.cc -> src/graph/topo.cc `ncclTopoGetMinNetBw` -> `ncclTopoGetLocalNet`),
+/// which fails without any NET. A real job's network plugin adds the NICs it finds, so a
+/// source without NICs is planned as given, and the plan says what NCCL needs.
+fn no_net_warning(a: &Analysis, w: &mut Vec<Message>) {
+    if a.data.minor() < 30 || !a.system.nets.is_empty() || a.system.gpus.is_empty() {
+        return;
+    }
+    w.push(Message::new(
+        "net-none",
+        Severity::Warning,
+        "the source lists no NIC: NCCL 2.30 needs at least one network device at init (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used",
+    ));
+}
+
 /// The source's warnings, what the plan had to assume, and the transport anomalies.
-fn messages(a: &Analysis) -> Vec<Message> {
+pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let mut w: Vec<Message> = a.topo.warning_messages().collect();
     // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
     // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
@@ -788,6 +803,7 @@ fn messages(a: &Analysis) -> Vec<Message> {
         )));
     }
     hardware_fact_warnings(a, &mut w);
+    no_net_warning(a, &mut w);
     incomplete_net_warnings(a, &mut w);
     unstated_gdr_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {

@@ -135,3 +135,26 @@ fn sm100_intra_speeds_gain_45_in_2_29() {
     assert_eq!(b29, b30);
     assert!(b28 < b29, "2.28 {b28} 2.29 {b29}");
 }
+
+/// v2.30.7-1 src/graph/topo.cc `ncclTopoGetMinNetBw`, called for every rank during init, fails
+/// without a NET ("Could not find any local path from gpu 0 to net"): a 2.30 plan of a source
+/// without NICs says so; 2.29 does not read NICs there.
+#[test]
+fn a_source_without_nics_is_flagged_from_2_30() {
+    let t = topo_model::testing::hgx_board(&[0, 1, 2, 3], 90, |_| false, true);
+    let codes = |v: &str| -> Vec<&'static str> {
+        let a = run(&t, &[], v);
+        crate::plan::messages_of(&a)
+            .iter()
+            .map(|m| m.code)
+            .collect()
+    };
+    assert!(codes("2.30").contains(&"net-none"));
+    assert!(!codes("2.29").contains(&"net-none"));
+    let with_nics = run(&hgx(4, 90), &[], "2.30");
+    assert!(
+        !crate::plan::messages_of(&with_nics)
+            .iter()
+            .any(|m| m.code == "net-none")
+    );
+}
