@@ -5,7 +5,7 @@
 //!     oracle_sweep --oracle BIN --seed S --count N --work DIR
 //!                  [--corpus OUT.jsonl --corpus-count M --corpus-max-steps T]
 //!                  [--report OUT.md] [--show SEED]
-//!                  [--reuse]
+//!                  [--reuse] [--nccl-version 2.XX] [--nodes N]
 //!     oracle_sweep --expected CORPUS.jsonl   (prints tests/it/oracle.rs's EXPECTED list)
 //!
 //! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
@@ -15,6 +15,9 @@
 //! oracle's compared fields) as JSON lines for
 //! `tests/it/oracle.rs`. `--show SEED` prints every check of one machine. `--reuse` takes the
 //! oracle's answer left in DIR by an earlier run for the same XML instead of running it again.
+//! `--nccl-version` is the version topo models (default 2.28); it must be the oracle's tag.
+//! `--nodes N` runs every machine on N nodes instead of the generator's count (give each
+//! version and node count its own DIR: `--reuse` keys answers by the XML alone).
 
 #[path = "../../tests/it/oracle_corpus.rs"]
 mod support;
@@ -40,6 +43,8 @@ struct Args {
     show: Option<u64>,
     reuse: bool,
     expected: Option<PathBuf>,
+    version: String,
+    nodes: Option<usize>,
 }
 
 fn parse_args() -> Args {
@@ -55,6 +60,8 @@ fn parse_args() -> Args {
         show: None,
         reuse: false,
         expected: None,
+        version: "2.28".into(),
+        nodes: None,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -70,6 +77,8 @@ fn parse_args() -> Args {
             "--corpus-max-steps" => a.corpus_max_steps = val.parse().expect("--corpus-max-steps N"),
             "--report" => a.report = Some(val.into()),
             "--show" => a.show = Some(val.parse().expect("--show SEED")),
+            "--nccl-version" => a.version = val.into(),
+            "--nodes" => a.nodes = Some(val.parse().expect("--nodes N")),
             "--expected" => a.expected = Some(val.into()),
             "--reuse" => {
                 a.reuse = true;
@@ -137,7 +146,7 @@ fn print_expected(path: &Path) {
         let Some(answer) = &e.oracle else {
             continue;
         };
-        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes) else {
+        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes, "2.28") else {
             println!("    // seed {}: topo refused", e.seed);
             continue;
         };
@@ -177,7 +186,10 @@ fn main() {
         None => (args.seed..args.seed + args.count).collect(),
     };
     for &seed in &seeds {
-        let m = testgen::generate(seed);
+        let mut m = testgen::generate(seed);
+        if let Some(n) = args.nodes {
+            m.nodes = n;
+        }
         let xml = args.work.join(format!("{seed}.xml"));
         let json = args.work.join(format!("{seed}.oracle.json"));
         // The oracle's answer depends only on the machine (the generator is deterministic): an
@@ -212,7 +224,7 @@ fn main() {
         };
         machines += 1;
         let t = Instant::now();
-        let a = match analyze_machine(&m.xml, &m.env, m.nodes) {
+        let a = match analyze_machine(&m.xml, &m.env, m.nodes, &args.version) {
             Ok(a) => a,
             Err(e) => {
                 let msg = format!("{e:#}");
@@ -290,6 +302,10 @@ fn main() {
     let elapsed = t0.elapsed().as_secs_f64();
 
     let mut r = String::new();
+    let nodes = args
+        .nodes
+        .map_or("the generator's".to_string(), |n| n.to_string());
+    let _ = writeln!(r, "NCCL {}; nodes: {nodes}", args.version);
     let _ = writeln!(
         r,
         "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",

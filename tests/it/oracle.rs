@@ -214,7 +214,7 @@ fn check_corpus(file: &str, expected: &[(u64, &str, &str)], keep: fn(u64) -> boo
                             .skip(t)
                             .step_by(threads)
                             .map(|e| {
-                                let r = analyze_machine(&e.xml, &e.env, e.nodes)
+                                let r = analyze_machine(&e.xml, &e.env, e.nodes, "2.28")
                                     .map(|a| differential::compare(e.oracle.as_ref().unwrap(), &a))
                                     .map_err(|err| format!("{err:#}"));
                                 (e.seed, e.summary.clone(), e.env.clone(), r)

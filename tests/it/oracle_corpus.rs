@@ -23,12 +23,13 @@ pub struct Entry {
     pub error: Option<String>,
 }
 
-/// topo's analysis of a machine, as `topo plan --from XML --nodes N --nccl-version 2.28
+/// topo's analysis of a machine, as `topo plan --from XML --nodes N --nccl-version VERSION
 /// --env ...` computes it.
 pub fn analyze_machine(
     xml: &str,
     env: &[(String, String)],
     nodes: usize,
+    version: &str,
 ) -> anyhow::Result<Analysis> {
     let mut topo = topo_source::ncclxml::parse_str(xml, "generated")?;
     if nodes > 1 {
@@ -37,7 +38,7 @@ pub fn analyze_machine(
     Ok(analyze::analyze(&Request {
         topo: &topo,
         env: env.to_vec(),
-        version: NcclVersion::parse("2.28").expect("2.28"),
+        version: NcclVersion::parse(version)?,
         placement: RankPlacement::ProcessPerGpu,
         facts: RuntimeFacts::default(),
     })?)

@@ -493,8 +493,15 @@ pub fn generate(seed: u64) -> GenMachine {
         Fabric::None => {}
     }
 
+    // C2C (Grace Hopper/Blackwell): an ARM CPU with sm90+ GPUs attached by C2C half of the
+    // time. Drawn from a generator of its own so every other draw of a seed stays as before.
+    let mut rc = Rng::new(seed ^ 0xc2c0_c2c0_c2c0_c2c0);
+    let c2c = (cpu_kind >= 8 && sms.iter().all(|&s| s >= 90) && rc.chance(0.5))
+        .then(|| (rc.pick(&[22_500u32, 45_000]), rc.pick(&[6u32, 10])));
+
     // Write the XML.
     let ctx = EmitCtx {
+        c2c,
         gpu_link: gpu_links_for(&mut r, ngpus, vm),
         gpu_dev: gpu_dev.clone(),
         gdr_gpu,
@@ -583,7 +590,7 @@ pub fn generate(seed: u64) -> GenMachine {
                         let dev = ctx.gpu_dev[*g];
                         let gdr = u8::from(ctx.gdr_gpu);
                         let sm = ctx.sms[*g];
-                        if ctx.nvlinks[*g].is_empty() {
+                        if ctx.nvlinks[*g].is_empty() && ctx.c2c.is_none() {
                             let _ = writeln!(
                                 x,
                                 "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\"/>"
@@ -597,6 +604,12 @@ pub fn generate(seed: u64) -> GenMachine {
                                 let _ = writeln!(
                                     x,
                                     "{pad}    <nvlink target=\"{t}\" count=\"{c}\" tclass=\"{cls}\"/>"
+                                );
+                            }
+                            if let Some((bw, count)) = ctx.c2c {
+                                let _ = writeln!(
+                                    x,
+                                    "{pad}    <c2c bw=\"{bw}\" count=\"{count}\"/>"
                                 );
                             }
                             let _ = writeln!(x, "{pad}  </gpu>");
@@ -655,7 +668,7 @@ pub fn generate(seed: u64) -> GenMachine {
     let nodes = if nports > 0 && r.chance(0.15) { 2 } else { 1 };
     let env = random_env(&mut r, nodes);
     let summary = format!(
-        "{ngpus} GPU sm{sm_main}{} {} {ncpus}x{} {nics_n} NIC{}{}",
+        "{ngpus} GPU sm{sm_main}{} {} {ncpus}x{}{} {nics_n} NIC{}{}",
         if mixed {
             format!("+sm{sm_other}")
         } else {
@@ -667,6 +680,7 @@ pub fn generate(seed: u64) -> GenMachine {
             5..=7 => "amd",
             _ => "arm",
         },
+        if c2c.is_some() { " c2c" } else { "" },
         if vm { " vm" } else { "" },
         if nodes > 1 { " x2" } else { "" },
     );
@@ -685,6 +699,8 @@ struct EmitCtx<'a> {
     gdr_gpu: bool,
     sms: Vec<u32>,
     nvlinks: Vec<Vec<(String, u32, &'static str)>>,
+    /// Grace-style C2C link of every GPU (bandwidth per link in MB/s, link count).
+    c2c: Option<(u32, u32)>,
     nics: &'a [Nic],
 }
 
@@ -795,5 +811,25 @@ mod tests {
         }
         assert!(gpus.contains(&1) && gpus.contains(&16), "{gpus:?}");
         assert_eq!(fabrics.len(), 4, "{fabrics:?}");
+    }
+
+    /// The differential sweep must meet ARM CPUs, C2C-attached GPUs and NVLink-bridge paths
+    /// among the generated machines. NVB paths (two GPUs joined through a third's NVLinks) come
+    /// from the partial meshes: hybrid cube-mesh and random links.
+    #[test]
+    fn arm_c2c_and_nvlink_bridges_are_generated() {
+        let ms: Vec<GenMachine> = (0..300).map(generate).collect();
+        let arm = ms.iter().filter(|m| m.xml.contains("arch=\"arm64\"")).count();
+        let c2c: Vec<&GenMachine> = ms.iter().filter(|m| m.xml.contains("<c2c ")).collect();
+        assert!(arm >= 30, "{arm} ARM machines");
+        assert!(c2c.len() >= 5, "{} C2C machines", c2c.len());
+        assert!(c2c.iter().all(|m| m.summary.contains(" c2c ")
+            && m.xml.contains("arch=\"arm64\"")));
+        let partial_mesh = ms.iter().filter(|m| {
+            let nvl = m.xml.matches("<nvlink ").count();
+            let g = m.xml.matches("<gpu ").count();
+            m.summary.split(' ').nth(3) == Some("mesh") && g > 2 && nvl < g * (g - 1)
+        });
+        assert!(partial_mesh.count() >= 10);
     }
 }
