@@ -550,7 +550,9 @@ mod tests {
 
     #[test]
     fn timeouts_are_finite_positive_and_at_most_a_day() {
-        for bad in ["nan", "NaN", "inf", "-inf", "1e30", "-1", "0", "86401", "x", ""] {
+        for bad in [
+            "nan", "NaN", "inf", "-inf", "1e30", "-1", "0", "86401", "x", "",
+        ] {
             assert!(timeout_arg(bad).is_err(), "{bad}");
         }
         assert_eq!(timeout_arg("0.5"), Ok(0.5));
@@ -575,7 +577,10 @@ mod tests {
     fn buffer_sizes_share_one_cap_named_in_the_hint() {
         assert_eq!(buffer_size_arg("16G").as_deref(), Ok("16G"));
         let e = buffer_size_arg("1T").unwrap_err();
-        assert!(e.contains("more than 16G per buffer") && e.contains("pass -e 16G or less"), "{e}");
+        assert!(
+            e.contains("more than 16G per buffer") && e.contains("pass -e 16G or less"),
+            "{e}"
+        );
         assert!(buffer_size_arg("17179869185").is_err());
         let e = buffer_size_arg("18446744073709551615").unwrap_err();
         assert!(e.contains("16G"), "{e}");

@@ -120,11 +120,14 @@ fn load(path: &Path) -> std::result::Result<Option<HostModel>, String> {
         Err(ReadError::TooManyLinks) => return Err(refused("a symbolic link".into())),
         Err(e) => return Err(refused(e.to_string())),
     };
-    let m: HostModel = serde_json::from_slice(&bytes)
-        .map_err(|e| refused(format!("not a calibration: {}", error::one_line(&e))))?;
-    if m.schema != SCHEMA {
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| refused(format!("not a calibration: {e}")))?;
+    // An older topo's cache (another schema, other fields) is replaced without a word.
+    if v.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
         return Ok(None);
     }
+    let m: HostModel =
+        serde_json::from_value(v).map_err(|e| refused(format!("not a calibration: {e}")))?;
     m.check().map_err(refused)?;
     Ok(Some(m))
 }
@@ -297,7 +300,11 @@ mod tests {
         std::fs::write(&p, cache_json("0.02", "94.1")).unwrap();
         assert!(load(&p).unwrap().is_some());
         std::fs::write(&p, r#"{"schema":"topo.calibrate/v2"}"#).unwrap();
-        assert_eq!(load(&p), Ok(None), "an older topo's cache is measured again");
+        assert_eq!(
+            load(&p),
+            Ok(None),
+            "an older topo's cache is measured again"
+        );
     }
 
     #[test]

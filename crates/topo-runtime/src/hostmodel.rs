@@ -766,7 +766,9 @@ impl LinkFit {
         .chain(self.below_regime_gbps.map(|b| ("below_regime_gbps", b)));
         for (what, v) in bw {
             if !within(v, 0.0, MAX_GBPS, true) {
-                return Err(format!("{what} {v} is not above 0 and below {MAX_GBPS} GB/s"));
+                return Err(format!(
+                    "{what} {v} is not above 0 and below {MAX_GBPS} GB/s"
+                ));
             }
         }
         if !within(self.alpha_us, 0.0, MAX_ALPHA_US, false) {

@@ -171,7 +171,9 @@ impl VerifyRequest {
     /// positive number of seconds up to a day) before anything is sized from it.
     pub fn validate(&self) -> Result<()> {
         if self.ranks == 0 {
-            return Err(RuntimeError::InvalidPlan("0 ranks: a job has at least 1".into()));
+            return Err(RuntimeError::InvalidPlan(
+                "0 ranks: a job has at least 1".into(),
+            ));
         }
         if self.nchannels == 0 {
             return Err(RuntimeError::InvalidPlan("0 channels".into()));
@@ -1195,7 +1197,9 @@ mod tests {
 
     #[test]
     fn the_arena_estimate_covers_the_shape_it_stands_for() {
-        for (ranks, nchannels, max_bytes) in [(1, 1, 8), (2, 4, 1 << 20), (8, 7, 3 << 20), (3, 64, 5)] {
+        for (ranks, nchannels, max_bytes) in
+            [(1, 1, 8), (2, 4, 1 << 20), (8, 7, 3 << 20), (3, 64, 5)]
+        {
             let req = VerifyRequest {
                 ranks,
                 nchannels,
@@ -1208,8 +1212,14 @@ mod tests {
                 req.storage_bytes(),
             );
             let est = req.arena_bytes().unwrap();
-            assert!(est >= shape.total() as u64, "{ranks} {nchannels} {max_bytes}");
-            assert!(est <= shape.total() as u64 + (4 << 20), "{ranks} {nchannels} {max_bytes}");
+            assert!(
+                est >= shape.total() as u64,
+                "{ranks} {nchannels} {max_bytes}"
+            );
+            assert!(
+                est <= shape.total() as u64 + (4 << 20),
+                "{ranks} {nchannels} {max_bytes}"
+            );
         }
         let huge = VerifyRequest {
             ranks: usize::MAX,
@@ -1228,8 +1238,14 @@ mod tests {
         };
         // 4096 ranks need 4096^2 x 64 FIFOs of 257 KiB: about 270 TiB.
         let e = req(4096, 64, 8).check_memory().unwrap_err().to_string();
-        assert!(e.contains("4096 ranks x 64 channels") && e.contains("limit of"), "{e}");
-        let e = req(2, 1, usize::MAX).check_memory().unwrap_err().to_string();
+        assert!(
+            e.contains("4096 ranks x 64 channels") && e.contains("limit of"),
+            "{e}"
+        );
+        let e = req(2, 1, usize::MAX)
+            .check_memory()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("more than the limit of 16.0 GiB"), "{e}");
         assert!(req(usize::MAX, 1, 8).check_memory().is_err());
         assert!(req(2, 1, 1 << 20).check_memory().is_ok());
