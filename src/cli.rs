@@ -363,7 +363,7 @@ pub struct VerifyArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: Backend,
     /// Ranks (default: this host's CPUs, 2 to 8; with --from/--profile, that machine's GPUs).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = ranks_arg)]
     pub ranks: Option<usize>,
     #[arg(long, value_enum, default_value = "auto")]
     pub launch: LaunchKind,
@@ -389,7 +389,8 @@ pub struct VerifyArgs {
         short = 'e',
         long = "maxbytes",
         default_value = "32M",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        value_parser = buffer_size_arg
     )]
     pub max_bytes: String,
     /// Multiplication factor between sizes.
@@ -425,7 +426,7 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub proto: Option<String>,
     /// Seconds a rank waits for a peer before failing.
-    #[arg(long, default_value = "60")]
+    #[arg(long, default_value = "60", value_parser = timeout_arg)]
     pub timeout: f64,
     #[arg(long, value_enum, default_value = "text")]
     pub format: VerifyFormat,
@@ -434,11 +435,16 @@ pub struct VerifyArgs {
     pub nccl_version: Option<String>,
     /// Channels per rank when the plan gives none (host default 1; CUDA default: enough CTAs
     /// to fill the GPU, half its SMs shared by the ranks on it, at most 32).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = nchannels_arg)]
     pub nchannels: Option<usize>,
     /// CUDA backend: ranks per GPU, to run every kernel and protocol on a one-GPU machine
     /// (rank r runs on GPU r / K).
-    #[arg(long, value_name = "K", default_value = "1")]
+    #[arg(
+        long,
+        value_name = "K",
+        default_value = "1",
+        value_parser = ranks_per_gpu_arg
+    )]
     pub ranks_per_gpu: usize,
     /// CUDA backend: also run NCCL's collective on the same sizes (libnccl.so.2, loaded at
     /// run time; TOPO_NCCL names it) and print both busbw columns.
@@ -463,7 +469,12 @@ pub enum VerifyFormat {
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// Largest message measured.
-    #[arg(short = 'e', long = "maxbytes", default_value = "64M")]
+    #[arg(
+        short = 'e',
+        long = "maxbytes",
+        default_value = "64M",
+        value_parser = buffer_size_arg
+    )]
     pub max_bytes: String,
     /// Iterations per size.
     #[arg(short = 'n', long = "iters", default_value = "5")]
@@ -473,4 +484,107 @@ pub struct CalibrateArgs {
     pub repeats: usize,
     #[arg(long, value_enum, default_value = "text")]
     pub format: VerifyFormat,
+}
+
+/// The most ranks `topo verify` runs (the runtime's own limit on a job's world size).
+pub const MAX_RANKS: usize = 4096;
+/// The most channels per rank: what the host backend clamps to, above CUDA's 32.
+pub const MAX_CHANNELS: usize = 64;
+/// The most ranks per GPU: 64 already share one GPU's SMs two by two on the largest GPUs.
+pub const MAX_RANKS_PER_GPU: usize = 64;
+
+/// A count between `lo` and `hi`, checked where clap parses it so that no later arithmetic
+/// (buffers, FIFOs per pair of ranks) sees a value it cannot size.
+fn count_in(s: &str, lo: usize, hi: usize) -> std::result::Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number from {lo} to {hi}"))?;
+    if !(lo..=hi).contains(&n) {
+        return Err(format!("{n} is outside {lo} to {hi}"));
+    }
+    Ok(n)
+}
+
+fn ranks_arg(s: &str) -> std::result::Result<usize, String> {
+    count_in(s, 1, MAX_RANKS)
+}
+
+fn nchannels_arg(s: &str) -> std::result::Result<usize, String> {
+    count_in(s, 1, MAX_CHANNELS)
+}
+
+fn ranks_per_gpu_arg(s: &str) -> std::result::Result<usize, String> {
+    count_in(s, 1, MAX_RANKS_PER_GPU)
+}
+
+/// Seconds above 0 and at most a day: longer is no timeout at all, and `Duration` panics on
+/// NaN, infinities, negatives and values past about 1.8e19 s.
+fn timeout_arg(s: &str) -> std::result::Result<f64, String> {
+    use topo_runtime::verify::MAX_TIMEOUT_S;
+    let bad = || format!("'{s}' is not a number of seconds above 0 and at most {MAX_TIMEOUT_S}");
+    let t: f64 = s.trim().parse().map_err(|_| bad())?;
+    if !(t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT_S) {
+        return Err(bad());
+    }
+    Ok(t)
+}
+
+/// A largest message size for verify and calibrate: every rank's two buffers of it live in
+/// this host's memory, so both share one cap, and the hint is written from it.
+pub fn buffer_size_arg(s: &str) -> std::result::Result<String, String> {
+    let cap = topo_runtime::verify::MAX_BUFFER_BYTES as u64;
+    let n = crate::util::parse_size(s)?;
+    if n > cap {
+        let cap = crate::util::human_size(cap);
+        return Err(format!(
+            "more than {cap} per buffer; every rank's buffers live in this host's memory, pass -e {cap} or less"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_finite_positive_and_at_most_a_day() {
+        for bad in [
+            "nan", "NaN", "inf", "-inf", "1e30", "-1", "0", "86401", "x", "",
+        ] {
+            assert!(timeout_arg(bad).is_err(), "{bad}");
+        }
+        assert_eq!(timeout_arg("0.5"), Ok(0.5));
+        assert_eq!(timeout_arg("86400"), Ok(86_400.0));
+    }
+
+    #[test]
+    fn counts_are_bounded() {
+        for bad in ["0", "4097", "18446744073709551615", "-1", "1.5", "many"] {
+            assert!(ranks_arg(bad).is_err(), "{bad}");
+        }
+        assert_eq!(ranks_arg("1"), Ok(1));
+        assert_eq!(ranks_arg("4096"), Ok(4096));
+        assert!(nchannels_arg("0").is_err());
+        assert!(nchannels_arg("65").is_err());
+        assert_eq!(nchannels_arg("64"), Ok(64));
+        assert!(ranks_per_gpu_arg("0").is_err());
+        assert!(ranks_per_gpu_arg("65").is_err());
+    }
+
+    #[test]
+    fn buffer_sizes_share_one_cap_named_in_the_hint() {
+        assert_eq!(buffer_size_arg("16G").as_deref(), Ok("16G"));
+        let e = buffer_size_arg("1T").unwrap_err();
+        assert!(
+            e.contains("more than 16G per buffer") && e.contains("pass -e 16G or less"),
+            "{e}"
+        );
+        assert!(buffer_size_arg("17179869185").is_err());
+        let e = buffer_size_arg("18446744073709551615").unwrap_err();
+        assert!(e.contains("16G"), "{e}");
+        assert!(buffer_size_arg("99999999999999999999").is_err());
+        assert!(buffer_size_arg("16E").is_err());
+    }
 }

@@ -176,6 +176,9 @@ fn runtime_hint(e: &topo_runtime::RuntimeError) -> Option<&'static str> {
         R::Launch(_) => {
             "run under torchrun, srun or mpirun for --launch env, or use --launch threads"
         }
+        R::TooLarge(_) => {
+            "pass a smaller -e, or fewer --ranks or --nchannels (each rank holds two buffers of -e bytes)"
+        }
         R::Device(_) => {
             "a CUDA call or kernel failed: rerun the failing size with -n 1 -w 0 (and CUDA_LAUNCH_BLOCKING=1) and report the line above"
         }

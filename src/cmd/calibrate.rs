@@ -9,14 +9,24 @@ use crate::output::{emit, warn};
 use crate::util::{Style, parse_size};
 use anyhow::Result;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use topo_runtime::calibrate::{CalibrateRequest, HostModel, LinkMode, SCHEMA, calibrate};
 use topo_runtime::launch::ProcessSpec;
 
 pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     let max = parse_size(&a.max_bytes)
         .map_err(|e| error::usage(format!("-e: {e}"), "a size like nccl-tests' -e: 64M"))?;
-    let model = measure(max as usize, a.iters.max(1), a.repeats.max(1))?;
+    let max = usize::try_from(max)
+        .ok()
+        .filter(|&m| m <= topo_runtime::verify::MAX_BUFFER_BYTES)
+        .ok_or_else(|| {
+            let cap = crate::util::human_size(topo_runtime::verify::MAX_BUFFER_BYTES as u64);
+            error::usage(
+                format!("-e {}: more than {cap} per buffer", a.max_bytes),
+                format!("pass -e {cap} or less"),
+            )
+        })?;
+    let model = measure(max, a.iters.max(1), a.repeats.max(1))?;
     save(&model, style);
     let text = match a.format {
         VerifyFormat::Json => crate::report::doc::json(&model)?,
@@ -27,8 +37,10 @@ pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
 
 /// The cached model of this host, or a fresh measurement (saved for next time).
 pub fn cached_or_measure(style: Style) -> Result<HostModel> {
-    if let Some(m) = load() {
-        return Ok(m);
+    match cache_path().as_deref().map(load) {
+        Some(Ok(Some(m))) => return Ok(m),
+        Some(Err(why)) => warn(style, &why),
+        _ => {}
     }
     warn(
         style,
@@ -78,16 +90,46 @@ fn cache_path() -> Option<PathBuf> {
     Some(base.join("topo").join(format!("calibration-{host}.json")))
 }
 
-/// A cached model that reads back whole; anything else is measured again.
-fn load() -> Option<HostModel> {
-    let path = cache_path()?;
-    let cap = topo_source::read::Cap {
-        bytes: 1 << 20,
-        what: "a calibration cache",
+/// The calibration cache is the user's, but anything may sit at its path: it is opened
+/// without following a link and without blocking (a FIFO would hang the open or the read),
+/// its type checked on the open descriptor, its size capped, and its figures checked.
+const CACHE_CAP: topo_source::read::Cap = topo_source::read::Cap {
+    bytes: 1 << 20,
+    what: "a calibration cache",
+};
+
+/// The cached model at `path`: `Ok(None)` when there is none (or of another schema: an
+/// older topo's), `Err` with a warning line when one is there but unusable.
+fn load(path: &Path) -> std::result::Result<Option<HostModel>, String> {
+    use topo_source::read::{ReadError, open_regular, read_capped};
+    let refused = |why: String| {
+        format!(
+            "ignoring the calibration cache {}: {why}; measuring again",
+            path.display()
+        )
     };
-    let bytes = topo_source::read::file(&path, cap).ok()?;
-    let m: HostModel = serde_json::from_slice(&bytes).ok()?;
-    (m.schema == SCHEMA).then_some(m)
+    let read = open_regular(path, true).and_then(|(f, len)| {
+        if len > CACHE_CAP.bytes {
+            return Err(ReadError::TooLarge(CACHE_CAP));
+        }
+        read_capped(f, CACHE_CAP)
+    });
+    let bytes = match read {
+        Ok(b) => b,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(ReadError::TooManyLinks) => return Err(refused("a symbolic link".into())),
+        Err(e) => return Err(refused(e.to_string())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| refused(format!("not a calibration: {e}")))?;
+    // An older topo's cache (another schema, other fields) is replaced without a word.
+    if v.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
+        return Ok(None);
+    }
+    let m: HostModel =
+        serde_json::from_value(v).map_err(|e| refused(format!("not a calibration: {e}")))?;
+    m.check().map_err(refused)?;
+    Ok(Some(m))
 }
 
 /// Saving is a convenience: a read-only home only costs a measurement next time.
@@ -96,6 +138,21 @@ fn save(m: &HostModel, style: Style) {
     let Ok(text) = serde_json::to_string_pretty(m) else {
         return;
     };
+    // Only a regular file is replaced: the atomic writer appends to a FIFO or device (an
+    // `-o /dev/stdout` is one), which would block or write where the cache is not.
+    if let Ok(md) = std::fs::symlink_metadata(&path)
+        && !md.file_type().is_file()
+    {
+        warn(
+            style,
+            &format!(
+                "not caching the calibration in {}: it is {}, not a regular file; remove it",
+                path.display(),
+                kind_name(md.file_type())
+            ),
+        );
+        return;
+    }
     let written = path
         .parent()
         .map(std::fs::create_dir_all)
@@ -114,6 +171,21 @@ fn save(m: &HostModel, style: Style) {
                 error::io_reason(&e)
             ),
         );
+    }
+}
+
+fn kind_name(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a fifo"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "a device"
     }
 }
 
@@ -205,4 +277,72 @@ fn render(m: &HostModel, width: usize) -> String {
         let _ = writeln!(out, "# cached in {}", p.display());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_json(alpha_us: &str, beta_gbps: &str) -> String {
+        format!(
+            r#"{{"schema":"{SCHEMA}","cpus":2,"cache_bytes":null,"measured_at":0,"links":[
+            {{"link":"copy","mode":"any","alpha_us":{alpha_us},"beta_gbps":{beta_gbps},
+              "beta_mem_gbps":23.8,"knee_bytes":2e7,"moved_per_byte":2.0,
+              "footprint_per_byte":2.0,"points":[[8,0.02]],"max_rel_err_1mb":0.2}}]}}"#
+        )
+    }
+
+    #[test]
+    fn a_sound_cache_loads_and_a_missing_one_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        assert_eq!(load(&p), Ok(None));
+        std::fs::write(&p, cache_json("0.02", "94.1")).unwrap();
+        assert!(load(&p).unwrap().is_some());
+        std::fs::write(&p, r#"{"schema":"topo.calibrate/v2"}"#).unwrap();
+        assert_eq!(
+            load(&p),
+            Ok(None),
+            "an older topo's cache is measured again"
+        );
+    }
+
+    #[test]
+    fn absurd_or_damaged_caches_are_ignored_with_their_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.json");
+        for (text, why) in [
+            (cache_json("-1000699", "94.1"), "alpha_us"),
+            (cache_json("0.02", "5.7e294"), "beta_gbps"),
+            (cache_json("0.02", "0"), "beta_gbps"),
+            ("{not json".to_string(), "not a calibration"),
+            ("x".repeat((1 << 20) + 1), "larger than"),
+        ] {
+            std::fs::write(&p, &text).unwrap();
+            let e = load(&p).unwrap_err();
+            assert!(
+                e.contains(&p.display().to_string()) && e.contains(why),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_fifo_or_link_at_the_cache_path_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success());
+        // Opening a FIFO without O_NONBLOCK blocks until a writer comes: this would hang.
+        let e = load(&fifo).unwrap_err();
+        assert!(e.contains("fifo"), "{e}");
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, cache_json("0.02", "94.1")).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        let e = load(&link).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        let e = load(Path::new("/dev/null")).unwrap_err();
+        assert!(e.contains("device"), "{e}");
+    }
 }

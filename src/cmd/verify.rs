@@ -48,7 +48,9 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
         let launch = launch(a.launch)?;
         if foreign {
             plan_foreign(a, &mut req)?;
-        } else {
+        }
+        check_host_memory(&req, &launch)?;
+        if !foreign {
             predict_here(&mut req, &launch, style)?;
         }
         run_with_progress(&req, &launch, a.format)?
@@ -172,7 +174,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
             "NVLS, CollNet and PAT need NVSwitch multicast, a network plugin or NCCL's own kernels; topo plan models them",
         ));
     }
-    Ok(VerifyRequest {
+    let req = VerifyRequest {
         ranks: a.ranks.unwrap_or_else(default_ranks),
         collectives: collectives(&a.collective)?,
         dtype: parse_or(
@@ -206,7 +208,25 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
         nchannels: a.nchannels.unwrap_or(1).clamp(1, 64),
         pin_cpus: a.bind_to == crate::cli::BindTo::Cpu,
         ..VerifyRequest::default()
-    })
+    };
+    req.validate()?;
+    Ok(req)
+}
+
+/// Refuses, before calibrating or starting a rank, a host run whose ranks share an arena
+/// this host cannot hold. Under a launcher the runtime sizes the arena from its world.
+fn check_host_memory(req: &VerifyRequest, launch: &Launch) -> Result<()> {
+    let under_launcher = match launch {
+        Launch::Threads | Launch::Processes(_) => false,
+        Launch::Env => true,
+        Launch::Auto => {
+            topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?.is_some()
+        }
+    };
+    if !under_launcher {
+        req.check_memory()?;
+    }
+    Ok(())
 }
 
 /// This host's CPUs, at least 2 ranks (a collective needs a peer) and at most 8.
@@ -217,10 +237,12 @@ fn default_ranks() -> usize {
 /// nccl-tests' `-b -e -f`, with a ceiling: every rank's buffers live in this host's memory.
 fn sizes(min: &str, max: &str, factor: u64) -> Result<(usize, usize)> {
     let (lo, hi) = super::plan::size_bounds(min, max, factor)?;
-    if hi > 1 << 34 {
+    let cap = topo_runtime::verify::MAX_BUFFER_BYTES as u64;
+    if hi > cap {
+        let cap = crate::util::human_size(cap);
         return Err(error::usage(
-            format!("-e {max}: more than 16 GiB per buffer"),
-            "the host backend keeps every rank's buffers in this host's memory; pass -e 4G or less",
+            format!("-e {max}: more than {cap} per buffer"),
+            format!("every rank's buffers live in this host's memory; pass -e {cap} or less"),
         ));
     }
     Ok((lo as usize, hi as usize))
@@ -293,7 +315,10 @@ fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Resul
                 collective: c,
                 bytes: b,
                 plan,
-                predicted_time_us: model.predict_us(c, algo, req.ranks, b, tcp, mode),
+                // A checked model gives finite positive times; anything else is no prediction.
+                predicted_time_us: model
+                    .predict_us(c, algo, req.ranks, b, tcp, mode)
+                    .filter(|t| t.is_finite() && *t > 0.0),
                 by_placement,
             });
         }

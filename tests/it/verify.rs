@@ -327,6 +327,112 @@ fn bad_options_are_one_error_and_exit_2() {
     }
 }
 
+/// One `error:` line, exit 2, no panic or abort: what a bad flag must give.
+fn assert_refused(args: &[&str], want: &str) {
+    let cache = tempfile::tempdir().unwrap();
+    let out = topo()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error:")).count(),
+        1,
+        "{args:?}: {err}"
+    );
+    // Long lines are wrapped to the width: compare with the words joined again.
+    let flat = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(want), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+}
+
+#[test]
+fn numeric_flags_out_of_range_are_one_error_and_exit_2() {
+    let host = ["verify", "--backend", "host"];
+    for (flag, value, want) in [
+        ("--timeout", "nan", "above 0 and at most 86400"),
+        ("--timeout", "inf", "above 0 and at most 86400"),
+        ("--timeout", "1e30", "above 0 and at most 86400"),
+        ("--timeout", "-1", "above 0 and at most 86400"),
+        ("--timeout", "0", "above 0 and at most 86400"),
+        ("--ranks", "0", "outside 1 to 4096"),
+        ("--ranks", "18446744073709551615", "outside 1 to 4096"),
+        ("--ranks", "99999999999999999999", "not a whole number"),
+        ("--nchannels", "0", "outside 1 to 64"),
+        ("--nchannels", "1000", "outside 1 to 64"),
+        ("--ranks-per-gpu", "0", "outside 1 to 64"),
+        ("--maxbytes", "1T", "pass -e 16G or less"),
+        ("--maxbytes", "18446744073709551615", "pass -e 16G or less"),
+        ("--maxbytes", "99999999999999999999", "too large"),
+    ] {
+        // `--timeout=-1`: as two words clap takes -1 for a flag (also exit 2).
+        let joined = format!("{flag}={value}");
+        let mut args = host.to_vec();
+        args.push(&joined);
+        assert_refused(&args, want);
+    }
+    for value in ["1T", "18446744073709551615", "17G"] {
+        assert_refused(&["calibrate", "-e", value], "pass -e 16G or less");
+    }
+}
+
+#[test]
+fn an_arena_this_host_cannot_hold_is_refused_before_anything_runs() {
+    // 4096 ranks x 64 channels: FIFOs for every pair, about 270 TiB; 128 ranks of two
+    // 16 GiB buffers: 4 TiB. Refused before calibrating or mapping anything.
+    for args in [
+        ["--ranks", "4096", "--nchannels", "64"],
+        ["--ranks", "128", "-e", "16G"],
+    ] {
+        for launch in ["threads", "processes"] {
+            let mut a = vec!["verify", "--backend", "host", "--launch", launch];
+            a.extend(args);
+            assert_refused(&a, "of shared memory, above the limit of");
+        }
+    }
+}
+
+#[test]
+fn a_fifo_at_the_calibration_cache_path_is_left_alone() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().join("topo");
+    std::fs::create_dir(&dir).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let fifo = dir.join(format!("calibration-{}.json", host.trim()));
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = topo()
+        .env("XDG_CACHE_HOME", cache.path())
+        .args(["calibrate", "-e", "64K", "-n", "1", "-r", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let flat = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "not caching the calibration in {}",
+            fifo.display()
+        )) && flat.contains("a fifo"),
+        "{err}"
+    );
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
 #[test]
 fn calibrate_reports_every_link() {
     let cache = tempfile::tempdir().unwrap();

@@ -164,7 +164,6 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
         moved: 2.0,
         footprint: 2.0,
     };
-    let mut links = vec![fit(Link::Copy, copy_op, copy_points(req), hint)];
     let base = VerifyRequest {
         ranks: 2,
         min_bytes: 8,
@@ -180,6 +179,9 @@ pub fn calibrate(req: &CalibrateRequest) -> Result<HostModel> {
         pin_cpus: true,
         ..VerifyRequest::default()
     };
+    // The two ranks' arena is the largest allocation; refuse before the copy buffers too.
+    base.check_memory()?;
+    let mut links = vec![fit(Link::Copy, copy_op, copy_points(req), hint)];
     let mut modes = vec![LinkMode::Threads];
     if req.processes.is_some() {
         modes.push(LinkMode::Processes);

@@ -25,6 +25,9 @@ pub enum RuntimeError {
     /// A CUDA driver, NVRTC or NCCL call failed, or a kernel reported a failure.
     #[error("cuda: {0}")]
     Device(String),
+    /// The request needs more memory than the host may give it (checked before allocating).
+    #[error("{0}")]
+    TooLarge(String),
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {

@@ -740,6 +740,84 @@ pub struct HostModel {
 /// [`LinkFit::mode`] and times sizes from 256 KiB as the mean of the loop, as verify does.
 pub const SCHEMA: &str = "topo.calibrate/v3";
 
+/// Physical bounds a calibrated fit must keep; a cache outside them is measured again
+/// rather than priced from (a hand-edited or damaged cache once predicted -1000699 µs and
+/// 5.7e294 µs).
+const MAX_GBPS: f64 = 10_000.0;
+const MAX_ALPHA_US: f64 = 1e6;
+const MAX_POINT_US: f64 = 1e9;
+const MAX_CACHE_BYTES: f64 = 1e15;
+/// A fit's traffic per byte is a small multiple of its size (4 for the largest operation).
+const MAX_PER_BYTE: f64 = 1e3;
+
+fn within(v: f64, lo: f64, hi: f64, lo_open: bool) -> bool {
+    v.is_finite() && v < hi && if lo_open { v > lo } else { v >= lo }
+}
+
+impl LinkFit {
+    /// Every figure finite and within physical bounds: bandwidths above 0 and below
+    /// 10 TB/s, latency from 0 to 1 s, measured times from 0 to 1000 s.
+    pub fn check(&self) -> Result<(), String> {
+        let bw = [
+            ("beta_gbps", self.beta_gbps),
+            ("beta_mem_gbps", self.beta_mem_gbps),
+        ]
+        .into_iter()
+        .chain(self.below_regime_gbps.map(|b| ("below_regime_gbps", b)));
+        for (what, v) in bw {
+            if !within(v, 0.0, MAX_GBPS, true) {
+                return Err(format!(
+                    "{what} {v} is not above 0 and below {MAX_GBPS} GB/s"
+                ));
+            }
+        }
+        if !within(self.alpha_us, 0.0, MAX_ALPHA_US, false) {
+            return Err(format!("alpha_us {} is not from 0 to 1 s", self.alpha_us));
+        }
+        let sizes = [
+            ("knee_bytes", self.knee_bytes, MAX_CACHE_BYTES),
+            ("moved_per_byte", self.moved_per_byte, MAX_PER_BYTE),
+            ("footprint_per_byte", self.footprint_per_byte, MAX_PER_BYTE),
+            ("max_rel_err_1mb", self.max_rel_err_1mb, MAX_PER_BYTE),
+        ];
+        for (what, v, hi) in sizes {
+            if !within(v, 0.0, hi, false) {
+                return Err(format!("{what} {v} is not from 0 to {hi}"));
+            }
+        }
+        let points = self.points.iter().chain(&self.cross_points);
+        if let Some((b, t)) = points
+            .copied()
+            .find(|&(_, t)| !within(t, 0.0, MAX_POINT_US, false))
+        {
+            return Err(format!("the point of {b} bytes took {t} µs"));
+        }
+        Ok(())
+    }
+}
+
+impl HostModel {
+    /// Whether a model read back from a cache can price predictions: this schema, at least
+    /// one link, every fit within [`LinkFit::check`]'s bounds.
+    pub fn check(&self) -> Result<(), String> {
+        if self.schema != SCHEMA {
+            return Err(format!("schema {:?}, not {SCHEMA}", self.schema));
+        }
+        if self.links.is_empty() {
+            return Err("no links".into());
+        }
+        if let Some(c) = self.cache_bytes
+            && !within(c, 0.0, MAX_CACHE_BYTES, false)
+        {
+            return Err(format!("cache_bytes {c}"));
+        }
+        for l in &self.links {
+            l.check().map_err(|e| format!("link {:?}: {e}", l.link))?;
+        }
+        Ok(())
+    }
+}
+
 impl HostModel {
     /// The fit of `link` for ranks started as `mode`: the one measured that way, else one
     /// measured for any mode, else the link's first fit in another mode.
@@ -861,6 +939,36 @@ mod tests {
             below_regime_gbps: None,
             cross_points: vec![],
         }
+    }
+
+    #[test]
+    fn a_model_outside_physical_bounds_is_refused() {
+        let good = || {
+            let mut l = truth(op());
+            l.points = vec![(8, 5.0), (MIB, 30.0)];
+            l
+        };
+        assert_eq!(model(vec![good()]).check(), Ok(()));
+        let bad: [fn(&mut LinkFit); 9] = [
+            |l| l.beta_gbps = -3.0,
+            |l| l.beta_gbps = 0.0,
+            |l| l.beta_mem_gbps = f64::NAN,
+            |l| l.beta_gbps = 5.7e294,
+            |l| l.alpha_us = -1000699.0,
+            |l| l.alpha_us = 2e6,
+            |l| l.moved_per_byte = f64::INFINITY,
+            |l| l.points.push((MIB, -1.0)),
+            |l| l.below_regime_gbps = Some(1e5),
+        ];
+        for (i, spoil) in bad.into_iter().enumerate() {
+            let mut l = good();
+            spoil(&mut l);
+            assert!(model(vec![l]).check().is_err(), "case {i}");
+        }
+        assert!(model(vec![]).check().is_err());
+        let mut m = model(vec![good()]);
+        m.cache_bytes = Some(-1.0);
+        assert!(m.check().is_err());
     }
 
     fn sizes() -> Vec<usize> {

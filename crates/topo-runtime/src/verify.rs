@@ -145,9 +145,112 @@ impl VerifyRequest {
         Ok(v)
     }
 
-    /// Bytes of buffer storage each rank needs.
+    /// Bytes of buffer storage each rank needs (saturating: [`Self::check_memory`] refuses
+    /// a request whose sizes overflow before anything is sized from them).
     pub fn storage_bytes(&self) -> usize {
-        2 * self.max_bytes + 4096
+        self.max_bytes.saturating_mul(2).saturating_add(4096)
+    }
+
+    /// Bytes of the shared arena that threads or processes of one host map for this request
+    /// (`transport::shm::ArenaShape`: FIFOs for every ordered pair of ranks and channel, then
+    /// each rank's storage on 2 MiB boundaries), plus 2 MiB for the control block and
+    /// rounding; `None` when it overflows. Every byte is touched up front (prefault).
+    pub fn arena_bytes(&self) -> Option<u64> {
+        let n = self.ranks as u64;
+        let shape = crate::transport::shm::ArenaShape::new(1, 1, PAGE_BYTES);
+        let fifo = 1024 + crate::protocol::NSLOTS.checked_mul(shape.slot_bytes as u64)?;
+        let channels = self.nchannels.max(ARENA_MIN_CHANNELS) as u64;
+        let fifos = n.checked_mul(n)?.checked_mul(channels)?.checked_mul(fifo)?;
+        let storage = (self.storage_bytes() as u64)
+            .checked_next_multiple_of(HUGE_BYTES)?
+            .checked_mul(n)?;
+        fifos.checked_add(storage)?.checked_add(HUGE_BYTES)
+    }
+
+    /// Refuses a request no run can honour (no ranks or channels, a timeout that is not a
+    /// positive number of seconds up to a day) before anything is sized from it.
+    pub fn validate(&self) -> Result<()> {
+        if self.ranks == 0 {
+            return Err(RuntimeError::InvalidPlan(
+                "0 ranks: a job has at least 1".into(),
+            ));
+        }
+        if self.nchannels == 0 {
+            return Err(RuntimeError::InvalidPlan("0 channels".into()));
+        }
+        if self.timeout_s > MAX_TIMEOUT_S {
+            return Err(RuntimeError::InvalidPlan(format!(
+                "timeout of {} s is more than a day",
+                self.timeout_s
+            )));
+        }
+        checked_timeout(self.timeout_s).map(|_| ())
+    }
+
+    /// Refuses, before anything is allocated, a request whose buffers exceed
+    /// [`MAX_BUFFER_BYTES`] or whose arena exceeds [`memory_limit`]; the error names the
+    /// memory it would need and the limit.
+    pub fn check_memory(&self) -> Result<u64> {
+        if self.max_bytes > MAX_BUFFER_BYTES {
+            return Err(RuntimeError::TooLarge(format!(
+                "{} bytes per buffer is more than the limit of {}",
+                self.max_bytes,
+                gib(MAX_BUFFER_BYTES as u64)
+            )));
+        }
+        let (limit, basis) = memory_limit();
+        let need = self.arena_bytes();
+        match need {
+            Some(need) if need <= limit => Ok(need),
+            _ => Err(RuntimeError::TooLarge(format!(
+                "{} ranks x {} channels with {} buffers need {} of shared memory, above the limit of {} ({basis})",
+                self.ranks,
+                self.nchannels.max(ARENA_MIN_CHANNELS),
+                gib(self.max_bytes as u64),
+                need.map_or("more than 16 EiB".to_string(), gib),
+                gib(limit)
+            ))),
+        }
+    }
+}
+
+/// The largest message `topo verify` and `topo calibrate` size buffers for: each rank holds
+/// two of them (send and receive) in this host's memory.
+pub const MAX_BUFFER_BYTES: usize = 16 << 30;
+/// The longest timeout a request may give, one day.
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+/// The arena has at least this many FIFO channels per pair (as both launchers size it).
+pub const ARENA_MIN_CHANNELS: usize = 4;
+const PAGE_BYTES: usize = 4096;
+const HUGE_BYTES: u64 = 2 << 20;
+/// The limit when /proc/meminfo cannot be read.
+const FALLBACK_LIMIT_BYTES: u64 = 16 << 30;
+
+/// The most memory an arena may take: three quarters of MemAvailable (the rest for the
+/// kernel, page tables and everything else on the host), else 16 GiB; and a phrase saying
+/// which.
+pub fn memory_limit() -> (u64, &'static str) {
+    let avail = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| mem_available(&t));
+    match avail {
+        Some(b) => (b / 4 * 3, "3/4 of this host's MemAvailable"),
+        None => (FALLBACK_LIMIT_BYTES, "16 GiB, /proc/meminfo unreadable"),
+    }
+}
+
+/// `MemAvailable:` of /proc/meminfo, in bytes.
+fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
     }
 }
 
@@ -983,10 +1086,12 @@ pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
 
 /// [`run_threads`] reporting progress.
 pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {
-    let timeout = std::time::Duration::from_secs_f64(req.timeout_s);
+    req.validate()?;
+    req.check_memory()?;
+    let timeout = checked_timeout(req.timeout_s)?;
     let ts = crate::transport::shm::in_process(
         req.ranks,
-        req.nchannels.max(4),
+        req.nchannels.max(ARENA_MIN_CHANNELS),
         req.storage_bytes(),
         timeout,
     )?;
@@ -998,6 +1103,14 @@ pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<V
         "threads",
         progress,
     )
+}
+
+/// `Duration::from_secs_f64` panics on NaN, infinities, negatives and overflow.
+pub fn checked_timeout(secs: f64) -> Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| RuntimeError::InvalidPlan(format!("timeout of {secs} s")))
 }
 
 /// Run `req` on a set of transports, one thread each; the root cause of a failure is
@@ -1080,6 +1193,79 @@ mod tests {
         use rustix::thread::{CpuSet, sched_getaffinity};
         let set = sched_getaffinity(None).unwrap();
         (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()
+    }
+
+    #[test]
+    fn the_arena_estimate_covers_the_shape_it_stands_for() {
+        for (ranks, nchannels, max_bytes) in
+            [(1, 1, 8), (2, 4, 1 << 20), (8, 7, 3 << 20), (3, 64, 5)]
+        {
+            let req = VerifyRequest {
+                ranks,
+                nchannels,
+                max_bytes,
+                ..VerifyRequest::default()
+            };
+            let shape = crate::transport::shm::ArenaShape::new(
+                ranks,
+                nchannels.max(ARENA_MIN_CHANNELS),
+                req.storage_bytes(),
+            );
+            let est = req.arena_bytes().unwrap();
+            assert!(
+                est >= shape.total() as u64,
+                "{ranks} {nchannels} {max_bytes}"
+            );
+            assert!(
+                est <= shape.total() as u64 + (4 << 20),
+                "{ranks} {nchannels} {max_bytes}"
+            );
+        }
+        let huge = VerifyRequest {
+            ranks: usize::MAX,
+            ..VerifyRequest::default()
+        };
+        assert_eq!(huge.arena_bytes(), None);
+    }
+
+    #[test]
+    fn requests_past_the_limits_are_refused_before_allocating() {
+        let req = |ranks, nchannels, max_bytes| VerifyRequest {
+            ranks,
+            nchannels,
+            max_bytes,
+            ..VerifyRequest::default()
+        };
+        // 4096 ranks need 4096^2 x 64 FIFOs of 257 KiB: about 270 TiB.
+        let e = req(4096, 64, 8).check_memory().unwrap_err().to_string();
+        assert!(
+            e.contains("4096 ranks x 64 channels") && e.contains("limit of"),
+            "{e}"
+        );
+        let e = req(2, 1, usize::MAX)
+            .check_memory()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than the limit of 16.0 GiB"), "{e}");
+        assert!(req(usize::MAX, 1, 8).check_memory().is_err());
+        assert!(req(2, 1, 1 << 20).check_memory().is_ok());
+        assert!(req(0, 1, 8).validate().is_err());
+        assert!(req(2, 0, 8).validate().is_err());
+        for t in [f64::NAN, f64::INFINITY, -1.0, 0.0, 1e30, 86_401.0] {
+            let r = VerifyRequest {
+                timeout_s: t,
+                ..VerifyRequest::default()
+            };
+            assert!(r.validate().is_err(), "{t}");
+        }
+        assert!(VerifyRequest::default().validate().is_ok());
+    }
+
+    #[test]
+    fn mem_available_is_read_in_bytes() {
+        let t = "MemTotal:       8000000 kB\nMemAvailable:    4000000 kB\n";
+        assert_eq!(mem_available(t), Some(4_096_000_000));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
     }
 
     #[test]
