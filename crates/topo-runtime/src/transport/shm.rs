@@ -71,6 +71,54 @@ impl ArenaShape {
     pub fn total(&self) -> usize {
         self.storage_off(self.nranks)
     }
+
+    /// Check a shape received from another process: every count within the runtime's
+    /// limits and every offset computed without overflow. The total, or why not.
+    pub fn checked_total(&self) -> std::result::Result<usize, String> {
+        if self.nranks == 0 || self.nranks > crate::launch::MAX_RANKS {
+            return Err(format!(
+                "{} ranks (1 to {})",
+                self.nranks,
+                crate::launch::MAX_RANKS
+            ));
+        }
+        if self.channels == 0 || self.channels > MAX_CHANNELS {
+            return Err(format!("{} channels (1 to {MAX_CHANNELS})", self.channels));
+        }
+        if !(1024..=1 << 20).contains(&self.slot_bytes) || self.slot_bytes % 128 != 0 {
+            return Err(format!("{}-byte FIFO slots", self.slot_bytes));
+        }
+        if self.storage_bytes == 0 || self.storage_bytes % PAGE != 0 {
+            return Err(format!("{} bytes of storage per rank", self.storage_bytes));
+        }
+        let n = self.nranks;
+        let calc = || -> Option<usize> {
+            let ctrl = checked_align(CTRL_WORDS.checked_add(n.checked_mul(128)?)?, PAGE)?;
+            let fifo = FIFO_HDR.checked_add((NSLOTS as usize).checked_mul(self.slot_bytes)?)?;
+            let fifos = n
+                .checked_mul(n)?
+                .checked_mul(self.channels)?
+                .checked_mul(fifo)?;
+            let start = checked_align(ctrl.checked_add(fifos)?, HUGE)?;
+            let per = checked_align(self.storage_bytes, HUGE)?;
+            let total = start.checked_add(n.checked_mul(per)?)?;
+            // mmap offsets are i64 and isize bounds any slice of the mapping.
+            (total <= isize::MAX as usize).then_some(total)
+        };
+        calc().ok_or_else(|| {
+            format!(
+                "{} bytes of storage per rank overflow the arena",
+                self.storage_bytes
+            )
+        })
+    }
+}
+
+/// The most FIFO channels per pair of ranks an arena may have.
+pub const MAX_CHANNELS: usize = 256;
+
+fn checked_align(x: usize, a: usize) -> Option<usize> {
+    Some(x.checked_add(a - 1)? / a * a)
 }
 
 #[repr(C)]
@@ -149,6 +197,9 @@ impl Arena {
 
     /// Map a memfd received from rank 0.
     pub fn map_fd(fd: &impl AsFd, shape: ArenaShape, init: bool) -> Result<Arc<Arena>> {
+        let want = shape.checked_total().map_err(|why| {
+            RuntimeError::Rendezvous(format!("the job's shared segment has {why}"))
+        })?;
         let file = File::from(
             fd.as_fd()
                 .try_clone_to_owned()
@@ -158,10 +209,9 @@ impl Arena {
             .metadata()
             .map_err(|e| RuntimeError::io("stat memfd", e))?
             .len() as usize;
-        if len != shape.total() {
+        if len != want {
             return Err(RuntimeError::Rendezvous(format!(
-                "shared segment is {len} bytes, this rank expected {}",
-                shape.total()
+                "shared segment is {len} bytes, this rank expected {want}"
             )));
         }
         // SAFETY: the memfd is private to this job (no name, mode 0600) and its size is fixed
@@ -490,5 +540,49 @@ mod tests {
                 .all(|(i, &b)| b == (i % 251) as u8)
         );
         assert_eq!(peer.ctrl().magic.load(Ordering::Acquire), MAGIC);
+    }
+
+    #[test]
+    fn received_shapes_that_wrap_or_exceed_limits_are_refused() {
+        let good = ArenaShape::new(2, 4, 1 << 20);
+        assert_eq!(good.checked_total(), Ok(good.total()));
+        let (_arena, fd) = Arena::memfd(good, "shape-test").unwrap();
+        for bad in [
+            ArenaShape {
+                storage_bytes: usize::MAX - (2 << 20) + 1,
+                ..good
+            },
+            ArenaShape {
+                storage_bytes: 1 << 63,
+                ..good
+            },
+            ArenaShape {
+                storage_bytes: 4095,
+                ..good
+            },
+            ArenaShape {
+                nranks: 1 << 40,
+                ..good
+            },
+            ArenaShape { nranks: 0, ..good },
+            ArenaShape {
+                channels: 1 << 20,
+                ..good
+            },
+            ArenaShape {
+                slot_bytes: usize::MAX / 2,
+                ..good
+            },
+        ] {
+            assert!(bad.checked_total().is_err(), "{bad:?}");
+            let e = Arena::map_fd(&fd, bad, false)
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(e.contains("shared segment has"), "{e}");
+        }
+        // A consistent shape that is not the segment's size is refused too.
+        let other = ArenaShape::new(2, 4, 8 << 20);
+        assert!(Arena::map_fd(&fd, other, false).is_err());
     }
 }
