@@ -402,3 +402,82 @@ fn calibrate_reports_every_link() {
             == 1
     );
 }
+
+/// README's `torchrun --nproc-per-node 4 topo verify --launch env` and `mpirun -np 4 topo
+/// verify --launch env`, without `--ranks`, on a host whose CPU count (what `--ranks`
+/// defaults to) is not the launcher's world size: every rank is a real process of the
+/// binary with the launcher's variables, and the world size is the launcher's.
+fn launcher_job(vars: impl Fn(usize, usize) -> Vec<(&'static str, String)>) {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let world = if cpus == 4 { 3 } else { 4 };
+    let cache = shared_cache();
+    let ranks: Vec<_> = (0..world)
+        .map(|r| {
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"));
+            c.args([
+                "verify", "--launch", "env", "-b", "1K", "-e", "64K", "-f", "8",
+            ])
+            .args(["-n", "1", "-w", "0", "--timeout", "20"])
+            .env("XDG_CACHE_HOME", cache)
+            .env("COLUMNS", "200")
+            .env_remove("TOPO_JOB_TOKEN")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+            for (k, v) in vars(r, world) {
+                c.env(k, v);
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "rank {r} of {world}: {err}");
+        if r > 0 {
+            assert!(o.stdout.is_empty(), "rank {r} printed");
+        }
+    }
+    let text = String::from_utf8_lossy(&outs[0].stdout);
+    assert!(text.contains(&format!("{world} ranks")), "{text}");
+    assert_all_right(&text);
+}
+
+fn test_port(salt: u32) -> String {
+    (20000 + (std::process::id() * 7 + salt) % 20000).to_string()
+}
+
+#[test]
+fn readme_torchrun_line_takes_the_launchers_world_size() {
+    let port = test_port(1);
+    let id = format!("it-{}-torchrun", std::process::id());
+    launcher_job(|r, world| {
+        vec![
+            ("RANK", r.to_string()),
+            ("LOCAL_RANK", r.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+            ("LOCAL_WORLD_SIZE", world.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.clone()),
+            ("TORCHELASTIC_RUN_ID", id.clone()),
+        ]
+    });
+}
+
+#[test]
+fn readme_mpirun_line_takes_the_launchers_world_size() {
+    let port = test_port(2);
+    let ns = format!("it-{}-ompi", std::process::id());
+    launcher_job(|r, world| {
+        vec![
+            ("OMPI_COMM_WORLD_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_SIZE", world.to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", world.to_string()),
+            ("MASTER_PORT", port.clone()),
+            ("PMIX_NAMESPACE", ns.clone()),
+        ]
+    });
+}
