@@ -481,3 +481,77 @@ fn readme_mpirun_line_takes_the_launchers_world_size() {
         ]
     });
 }
+
+/// The worker processes of `parent` (their /proc/PID/stat's parent field).
+fn children_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = st
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stopped_worker_is_named_in_one_error_line_for_the_job() {
+    let cache = shared_cache();
+    let mut job = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args(["verify", "--launch", "processes", "--ranks", "3"])
+        .args([
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "-n",
+            "100000000",
+            "-w",
+            "0",
+            "--timeout",
+            "2",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let workers = loop {
+        let w = children_of(job.id());
+        if w.len() == 2 || t0.elapsed() > std::time::Duration::from_secs(20) {
+            break w;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(workers.len(), 2, "the job's workers");
+    // Let them join and start the sweep, then stop the last one.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let last = *workers.iter().max().unwrap();
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &last.to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let out = job.wait_with_output().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &last.to_string()])
+        .status();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("rank 2") && errors[0].contains("stopped"),
+        "{err}"
+    );
+}

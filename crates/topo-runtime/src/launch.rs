@@ -795,15 +795,10 @@ pub fn run_processes_progress(
         }
         r
     })();
-    let worker_err = reap(&mut children, timeout, result.is_ok());
-    match result {
-        Ok(Some(rep)) => match worker_err {
-            Some(e) => Err(e),
-            None => Ok(rep),
-        },
-        Ok(None) => Err(RuntimeError::Launch("rank 0 returned no report".into())),
-        Err(e) => Err(e),
-    }
+    let reaped = reap(&mut children, timeout, result.is_ok());
+    reaped
+        .outcome(result)?
+        .ok_or_else(|| RuntimeError::Launch("rank 0 returned no report".into()))
 }
 
 /// A fresh job token, its rendezvous name and the bound listener.
@@ -832,6 +827,9 @@ pub(crate) fn spawn_workers(
             .env(ENV_RANK, r.to_string())
             .env(ENV_WORLD, world.to_string())
             .env(ENV_TOKEN, token)
+            // Rank 0 speaks for the job: a worker's error becomes part of its one line
+            // (see `reap`) instead of one line per rank.
+            .stderr(std::process::Stdio::piped())
             .spawn();
         match child {
             Ok(c) => children.push((r, c)),
@@ -847,27 +845,75 @@ pub(crate) fn spawn_workers(
     Ok(children)
 }
 
+/// What the workers left behind: the first that failed, and each one's own error line.
+pub(crate) struct Reaped {
+    failed: Option<RuntimeError>,
+    said: Vec<(usize, String)>,
+}
+
+impl Reaped {
+    /// The job's outcome from rank 0's: one error for the job, naming the rank it is about
+    /// with that rank's own words when it said any.
+    pub(crate) fn outcome<T>(self, rank0: Result<T>) -> Result<T> {
+        let e = match (rank0, self.failed) {
+            (Ok(v), None) => return Ok(v),
+            (Ok(_), Some(e)) | (Err(e), _) => e,
+        };
+        Err(match e {
+            RuntimeError::PeerLost { rank, why } => {
+                match self.said.iter().find(|(r, _)| *r == rank) {
+                    Some((_, msg)) => RuntimeError::PeerLost {
+                        rank,
+                        why: format!("{why}; it said: {msg}"),
+                    },
+                    None => RuntimeError::PeerLost { rank, why },
+                }
+            }
+            e => e,
+        })
+    }
+}
+
+/// A worker's stderr once it exited (at most 64 KiB): its `error:` line, and whatever else
+/// it printed, which goes on to this process's stderr.
+fn worker_said(c: &mut Child) -> Option<String> {
+    let mut text = String::new();
+    c.stderr
+        .take()?
+        .take(64 << 10)
+        .read_to_string(&mut text)
+        .ok()?;
+    let mut said = None;
+    for line in text.lines() {
+        match line.strip_prefix("error: ") {
+            Some(m) if said.is_none() => said = Some(m.to_string()),
+            Some(_) => {}
+            None if said.is_none() => eprintln!("{line}"),
+            None => {} // the error's hint: rank 0's error carries its own
+        }
+    }
+    said
+}
+
 /// Reap the workers: they finish (or notice the abort) on their own within `timeout` when
-/// rank 0 succeeded, within 2 s otherwise; stragglers are killed. The first worker that
-/// exited with a failure, as an error.
-pub(crate) fn reap(
-    children: &mut [(usize, Child)],
-    timeout: Duration,
-    ok: bool,
-) -> Option<RuntimeError> {
+/// rank 0 succeeded, within 2 s otherwise; stragglers are killed.
+pub(crate) fn reap(children: &mut [(usize, Child)], timeout: Duration, ok: bool) -> Reaped {
     let deadline = Instant::now()
         + if ok {
             timeout
         } else {
             timeout.min(Duration::from_secs(2))
         };
-    let mut worker_err = None;
+    let mut out = Reaped {
+        failed: None,
+        said: Vec::new(),
+    };
     for (rank, c) in children.iter_mut() {
         loop {
             match c.try_wait() {
                 Ok(Some(st)) => {
-                    if !st.success() && worker_err.is_none() {
-                        worker_err = Some(RuntimeError::PeerLost {
+                    if !st.success() && out.failed.is_none() {
+                        out.failed = Some(RuntimeError::PeerLost {
                             rank: *rank,
                             why: format!("its process exited with {st}"),
                         });
@@ -884,8 +930,11 @@ pub(crate) fn reap(
                 }
             }
         }
+        if let Some(m) = worker_said(c) {
+            out.said.push((*rank, m));
+        }
     }
-    worker_err
+    out
 }
 
 /// A worker's own timeout: rank 0's `--timeout` from [`ENV_TIMEOUT`] (30 s without it).

@@ -86,12 +86,7 @@ pub fn run_processes(
         drop(listener);
         lead(streams, req, opts, &token, "processes")
     })();
-    let worker_err = launch::reap(&mut children, barrier_timeout(req), result.is_ok());
-    match (result, worker_err) {
-        (Ok(rep), None) => Ok(rep),
-        (Ok(_), Some(e)) => Err(e),
-        (Err(e), _) => Err(e),
-    }
+    launch::reap(&mut children, barrier_timeout(req), result.is_ok()).outcome(result)
 }
 
 /// `--backend cuda --launch env` on one host: rank 0 returns the report, the others `None`.

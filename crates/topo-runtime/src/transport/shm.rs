@@ -85,10 +85,10 @@ impl ArenaShape {
         if self.channels == 0 || self.channels > MAX_CHANNELS {
             return Err(format!("{} channels (1 to {MAX_CHANNELS})", self.channels));
         }
-        if !(1024..=1 << 20).contains(&self.slot_bytes) || self.slot_bytes % 128 != 0 {
+        if !(1024..=1 << 20).contains(&self.slot_bytes) || !self.slot_bytes.is_multiple_of(128) {
             return Err(format!("{}-byte FIFO slots", self.slot_bytes));
         }
-        if self.storage_bytes == 0 || self.storage_bytes % PAGE != 0 {
+        if self.storage_bytes == 0 || !self.storage_bytes.is_multiple_of(PAGE) {
             return Err(format!("{} bytes of storage per rank", self.storage_bytes));
         }
         let n = self.nranks;
@@ -278,9 +278,31 @@ impl Arena {
 struct ShmHealth {
     arena: Arc<Arena>,
     pidfds: Vec<Option<OwnedFd>>,
+    /// Each peer process's pid (`None` for this rank and for threads).
+    pids: Vec<Option<i32>>,
+}
+
+/// Whether process `pid` is stopped (SIGSTOP, SIGTSTP or a tracer): state `T` or `t` in
+/// /proc/PID/stat, the field after the command name's closing parenthesis.
+fn is_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "T" || state == "t")
+    })
 }
 
 impl Health for ShmHealth {
+    fn stalled(&self) -> Option<RuntimeError> {
+        let rank = self.pids.iter().position(|p| p.is_some_and(is_stopped))?;
+        // The other ranks then name the same rank instead of the one each waits on.
+        self.arena.abort(rank);
+        Some(RuntimeError::PeerLost {
+            rank,
+            why: "its process is stopped (SIGSTOP or a debugger) and made no progress".into(),
+        })
+    }
+
     fn check(&self) -> Result<()> {
         let a = self.arena.ctrl().abort.load(Ordering::Acquire);
         if a != 0 {
@@ -392,6 +414,9 @@ impl ShmTransport {
             health: ShmHealth {
                 arena: arena.clone(),
                 pidfds,
+                pids: (0..pids.len())
+                    .map(|r| if r == rank { None } else { pids[r] })
+                    .collect(),
             },
             arena,
             tx,
@@ -584,5 +609,42 @@ mod tests {
         // A consistent shape that is not the segment's size is refused too.
         let other = ArenaShape::new(2, 4, 8 << 20);
         assert!(Arena::map_fd(&fd, other, false).is_err());
+    }
+
+    #[test]
+    fn a_stopped_peer_process_is_named_when_a_wait_times_out() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::STOP,
+        )
+        .unwrap();
+        let t0 = std::time::Instant::now();
+        while !is_stopped(pid) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let shape = ArenaShape::new(3, 1, PAGE);
+        let arena = Arena::anonymous(shape).unwrap();
+        let mut t = ShmTransport::new(
+            arena.clone(),
+            0,
+            &[None, None, Some(pid)],
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        // Rank 0 waits on rank 1 (a thread that never sends); rank 2's process is stopped.
+        let mut b = [0u8; 8];
+        let e = t
+            .recv(1, 0, Protocol::Simple, &mut b)
+            .unwrap_err()
+            .to_string();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(e.contains("rank 2") && e.contains("stopped"), "{e}");
+        assert_eq!(arena.ctrl().abort.load(Ordering::Acquire), 3);
     }
 }
