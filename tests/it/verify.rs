@@ -506,7 +506,7 @@ fn children_of(parent: u32) -> Vec<i32> {
 #[test]
 fn a_stopped_worker_is_named_in_one_error_line_for_the_job() {
     let cache = shared_cache();
-    let mut job = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+    let job = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
         .args(["verify", "--launch", "processes", "--ranks", "3"])
         .args([
             "-b",
