@@ -1671,8 +1671,7 @@ mod tests {
         wait_line(&mut c, "bound");
         let t0 = Instant::now();
         let e = join_local(&name, "secret-token", 1, 2, Duration::from_secs(3))
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string();
         assert!(
             e.contains("held by uid 65534") && e.contains("TOPO_JOB_TOKEN"),
@@ -1693,8 +1692,7 @@ mod tests {
         };
         let t0 = Instant::now();
         let e = accept_local(&listener, &token, 2, &mut [], Duration::from_millis(1500))
-            .err()
-            .expect("the stranger is not rank 1")
+            .expect_err("the stranger is not rank 1")
             .to_string();
         assert!(e.contains("ranks [1] to join"), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(3));
