@@ -555,3 +555,90 @@ fn a_stopped_worker_is_named_in_one_error_line_for_the_job() {
         "{err}"
     );
 }
+
+/// Finding 1 of issue 23 through the binary: another user (uid 65534) starts "rank 0" of a
+/// job with the default torchrun token first, so it holds the rendezvous name; the real
+/// rank 1 must stop at once with one error naming that uid, and send it nothing.
+#[test]
+fn an_env_rank_refuses_a_rendezvous_held_by_another_user() {
+    use std::os::unix::process::CommandExt;
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")));
+    if !root {
+        eprintln!("skipped: the cross-user case needs root to run a process as uid 65534");
+        return;
+    }
+    let port = test_port(3);
+    let env = |r: usize| {
+        vec![
+            ("RANK", r.to_string()),
+            ("LOCAL_RANK", r.to_string()),
+            ("WORLD_SIZE", "2".to_string()),
+            ("LOCAL_WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.clone()),
+        ]
+    };
+    let cache = shared_cache();
+    let mut squatter = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"));
+    squatter
+        .args([
+            "verify",
+            "--launch",
+            "env",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "--timeout",
+            "8",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("TOPO_JOB_TOKEN")
+        .env_remove("TORCHELASTIC_RUN_ID")
+        .envs(env(0))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .uid(65534)
+        .gid(65534);
+    let mut squatter = squatter.spawn().unwrap();
+    // Its name exists once it listens (abstract names are listed in /proc/net/unix).
+    let name = format!("@topo-rt-torchrun-{port}");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .contains(&name)
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "the squatter never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args([
+            "verify",
+            "--launch",
+            "env",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "--timeout",
+            "5",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("TOPO_JOB_TOKEN")
+        .env_remove("TORCHELASTIC_RUN_ID")
+        .envs(env(1))
+        .output()
+        .unwrap();
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains("held by uid 65534"), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+}
