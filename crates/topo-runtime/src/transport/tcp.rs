@@ -83,6 +83,63 @@ fn inbox_cap(storage_bytes: usize) -> usize {
     storage_bytes.saturating_mul(2).saturating_add(16 << 20)
 }
 
+/// Accept the data connections of the ranks below `rank` into `socks`, each presenting the
+/// job's nonce `token`, all before `deadline` (each hello within 2 s of it).
+fn accept_lower(
+    listener: &TcpListener,
+    rank: usize,
+    token: &str,
+    deadline: Instant,
+    timeout: Duration,
+    socks: &mut [Vec<Option<TcpStream>>],
+) -> Result<()> {
+    let mut want = rank * SOCKETS_PER_PEER;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| RuntimeError::io("listen", e))?;
+    while want > 0 {
+        match listener.accept() {
+            Ok((mut st, from)) => {
+                st.set_nonblocking(false)
+                    .map_err(|e| RuntimeError::io("accept", e))?;
+                let by = deadline.min(Instant::now() + Duration::from_secs(2));
+                match read_frame_by::<Hello>(&mut st, by, 4096) {
+                    Ok(h)
+                        if h.token == token
+                            && h.rank < rank
+                            && h.socket < SOCKETS_PER_PEER
+                            && socks[h.rank][h.socket].is_none() =>
+                    {
+                        st.set_read_timeout(Some(timeout))
+                            .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                        socks[h.rank][h.socket] = Some(st);
+                        want -= 1;
+                    }
+                    Ok(_) => log_refusal(
+                        &from.to_string(),
+                        "wrong job token or rank on a data connection",
+                    ),
+                    Err(e) => log_refusal(&from.to_string(), &e.to_string()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    let missing: Vec<usize> = (0..rank)
+                        .filter(|&r| socks[r].iter().any(Option::is_none))
+                        .collect();
+                    return Err(RuntimeError::Timeout {
+                        what: format!("data connections from ranks {missing:?}"),
+                        secs: timeout.as_secs_f64(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
+        }
+    }
+    Ok(())
+}
+
 /// A rank's TCP endpoint.
 pub struct TcpTransport {
     rank: usize,
@@ -161,51 +218,7 @@ impl TcpTransport {
                 *slot = Some(st);
             }
         }
-        // Accept from lower ranks.
-        let mut want = rank * SOCKETS_PER_PEER;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| RuntimeError::io("listen", e))?;
-        while want > 0 {
-            match listener.accept() {
-                Ok((mut st, from)) => {
-                    st.set_nonblocking(false)
-                        .map_err(|e| RuntimeError::io("accept", e))?;
-                    let by = deadline.min(Instant::now() + Duration::from_secs(2));
-                    match read_frame_by::<Hello>(&mut st, by, 4096) {
-                        Ok(h)
-                            if h.token == token
-                                && h.rank < rank
-                                && h.socket < SOCKETS_PER_PEER
-                                && socks[h.rank][h.socket].is_none() =>
-                        {
-                            st.set_read_timeout(Some(timeout))
-                                .map_err(|e| RuntimeError::io("set socket timeout", e))?;
-                            socks[h.rank][h.socket] = Some(st);
-                            want -= 1;
-                        }
-                        Ok(_) => log_refusal(
-                            &from.to_string(),
-                            "wrong job token or rank on a data connection",
-                        ),
-                        Err(e) => log_refusal(&from.to_string(), &e.to_string()),
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() > deadline {
-                        let missing: Vec<usize> = (0..rank)
-                            .filter(|&r| socks[r].iter().any(Option::is_none))
-                            .collect();
-                        return Err(RuntimeError::Timeout {
-                            what: format!("data connections from ranks {missing:?}"),
-                            secs: timeout.as_secs_f64(),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
-            }
-        }
+        accept_lower(&listener, rank, token, deadline, timeout, &mut socks)?;
         let mut rx: Vec<Vec<Option<Arc<Rx>>>> = Vec::new();
         for peer in &socks {
             let mut row = Vec::new();
