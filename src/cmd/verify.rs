@@ -46,6 +46,14 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
         run_cuda(a, &mut req, &opts)?
     } else {
         let launch = launch(a.launch)?;
+        // Under torchrun/srun/mpirun the launcher started the ranks: without --ranks the
+        // world size is its, not this host's CPU count (the CUDA path does the same above).
+        if a.ranks.is_none()
+            && matches!(launch, Launch::Env | Launch::Auto)
+            && let Some(e) = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?
+        {
+            req.ranks = e.world;
+        }
         if foreign {
             plan_foreign(a, &mut req)?;
         }

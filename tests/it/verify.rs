@@ -508,3 +508,243 @@ fn calibrate_reports_every_link() {
             == 1
     );
 }
+
+/// README's `torchrun --nproc-per-node 4 topo verify --launch env` and `mpirun -np 4 topo
+/// verify --launch env`, without `--ranks`, on a host whose CPU count (what `--ranks`
+/// defaults to) is not the launcher's world size: every rank is a real process of the
+/// binary with the launcher's variables, and the world size is the launcher's.
+fn launcher_job(vars: impl Fn(usize, usize) -> Vec<(&'static str, String)>) {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let world = if cpus == 4 { 3 } else { 4 };
+    let cache = shared_cache();
+    let ranks: Vec<_> = (0..world)
+        .map(|r| {
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"));
+            c.args([
+                "verify", "--launch", "env", "-b", "1K", "-e", "64K", "-f", "8",
+            ])
+            .args(["-n", "1", "-w", "0", "--timeout", "20"])
+            .env("XDG_CACHE_HOME", cache)
+            .env("COLUMNS", "200")
+            .env_remove("TOPO_JOB_TOKEN")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+            for (k, v) in vars(r, world) {
+                c.env(k, v);
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    let outs: Vec<_> = ranks
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for (r, o) in outs.iter().enumerate() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "rank {r} of {world}: {err}");
+        if r > 0 {
+            assert!(o.stdout.is_empty(), "rank {r} printed");
+        }
+    }
+    let text = String::from_utf8_lossy(&outs[0].stdout);
+    assert!(text.contains(&format!("{world} ranks")), "{text}");
+    assert_all_right(&text);
+}
+
+fn test_port(salt: u32) -> String {
+    (20000 + (std::process::id() * 7 + salt) % 20000).to_string()
+}
+
+#[test]
+fn readme_torchrun_line_takes_the_launchers_world_size() {
+    let port = test_port(1);
+    let id = format!("it-{}-torchrun", std::process::id());
+    launcher_job(|r, world| {
+        vec![
+            ("RANK", r.to_string()),
+            ("LOCAL_RANK", r.to_string()),
+            ("WORLD_SIZE", world.to_string()),
+            ("LOCAL_WORLD_SIZE", world.to_string()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.clone()),
+            ("TORCHELASTIC_RUN_ID", id.clone()),
+        ]
+    });
+}
+
+#[test]
+fn readme_mpirun_line_takes_the_launchers_world_size() {
+    let port = test_port(2);
+    let ns = format!("it-{}-ompi", std::process::id());
+    launcher_job(|r, world| {
+        vec![
+            ("OMPI_COMM_WORLD_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_RANK", r.to_string()),
+            ("OMPI_COMM_WORLD_SIZE", world.to_string()),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", world.to_string()),
+            ("MASTER_PORT", port.clone()),
+            ("PMIX_NAMESPACE", ns.clone()),
+        ]
+    });
+}
+
+/// The worker processes of `parent` (their /proc/PID/stat's parent field).
+fn children_of(parent: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid = st
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stopped_worker_is_named_in_one_error_line_for_the_job() {
+    let cache = shared_cache();
+    let job = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args(["verify", "--launch", "processes", "--ranks", "3"])
+        .args([
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "-n",
+            "100000000",
+            "-w",
+            "0",
+            "--timeout",
+            "2",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let workers = loop {
+        let w = children_of(job.id());
+        if w.len() == 2 || t0.elapsed() > std::time::Duration::from_secs(20) {
+            break w;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(workers.len(), 2, "the job's workers");
+    // Let them join and start the sweep, then stop the last one.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let last = *workers.iter().max().unwrap();
+    let stop = std::process::Command::new("kill")
+        .args(["-STOP", &last.to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let out = job.wait_with_output().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &last.to_string()])
+        .status();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("rank 2") && errors[0].contains("stopped"),
+        "{err}"
+    );
+}
+
+/// Finding 1 of issue 23 through the binary: another user (uid 65534) starts "rank 0" of a
+/// job with the default torchrun token first, so it holds the rendezvous name; the real
+/// rank 1 must stop at once with one error naming that uid, and send it nothing.
+#[test]
+fn an_env_rank_refuses_a_rendezvous_held_by_another_user() {
+    use std::os::unix::process::CommandExt;
+    let root = std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:\t0\t")));
+    if !root {
+        eprintln!("skipped: the cross-user case needs root to run a process as uid 65534");
+        return;
+    }
+    let port = test_port(3);
+    let env = |r: usize| {
+        vec![
+            ("RANK", r.to_string()),
+            ("LOCAL_RANK", r.to_string()),
+            ("WORLD_SIZE", "2".to_string()),
+            ("LOCAL_WORLD_SIZE", "2".to_string()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", port.clone()),
+        ]
+    };
+    let cache = shared_cache();
+    let mut squatter = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"));
+    squatter
+        .args([
+            "verify",
+            "--launch",
+            "env",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "--timeout",
+            "8",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("TOPO_JOB_TOKEN")
+        .env_remove("TORCHELASTIC_RUN_ID")
+        .envs(env(0))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .uid(65534)
+        .gid(65534);
+    let mut squatter = squatter.spawn().unwrap();
+    // Its name exists once it listens (abstract names are listed in /proc/net/unix).
+    let name = format!("@topo-rt-torchrun-{port}");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .contains(&name)
+    {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "the squatter never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args([
+            "verify",
+            "--launch",
+            "env",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "--timeout",
+            "5",
+        ])
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("TOPO_JOB_TOKEN")
+        .env_remove("TORCHELASTIC_RUN_ID")
+        .envs(env(1))
+        .output()
+        .unwrap();
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains("held by uid 65534"), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
+}

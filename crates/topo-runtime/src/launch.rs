@@ -46,6 +46,23 @@ pub const ENV_BACKEND: &str = "TOPO_RT_BACKEND";
 /// Force the TCP transport in env mode (`TOPO_TRANSPORT=tcp`).
 pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
 
+/// Timeout of a worker of `--launch processes` (rank 0's `--timeout`, which bounds the
+/// timeout of the job it receives).
+pub const ENV_TIMEOUT: &str = "TOPO_RT_TIMEOUT";
+
+/// The most ranks a job may have (a launcher's world size and a received job are checked
+/// against it before anything is sized from them).
+pub const MAX_RANKS: usize = 4096;
+/// The most hosts a Slurm host list may expand to.
+pub const MAX_HOSTS: usize = 65_536;
+/// The largest message size a received job may ask for (each rank then holds twice this).
+pub const MAX_JOB_BYTES: usize = 1 << 36;
+/// The most sizes a received job's sweep may have.
+const MAX_SIZES: usize = 100_000;
+/// How long one connecting peer may take to send its hello, within the job's deadline: a
+/// stranger that connects and stays silent delays the others this long at most.
+const HELLO_WAIT: Duration = Duration::from_secs(2);
+
 /// How to start the worker processes of `--launch processes`.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
@@ -67,7 +84,7 @@ pub enum Launch {
     Auto,
 }
 
-pub use crate::wire::{log_refusal, read_frame, write_frame};
+pub use crate::wire::{log_refusal, read_frame, read_frame_by, write_frame};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Hello {
@@ -92,6 +109,10 @@ struct Job {
     addrs: Vec<SocketAddr>,
     request: VerifyRequest,
     launch: String,
+    /// TCP rendezvous only: chosen by rank 0 at random; every data connection presents it,
+    /// so a stranger that knows only the (guessable) job token cannot join the mesh.
+    #[serde(default)]
+    nonce: String,
 }
 
 /// What a rank learns from the environment of an existing launcher.
@@ -135,6 +156,7 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>> {
         return Err(bad("unbalanced ["));
     }
     parts.push(&list[start..]);
+    count_nodelist(&parts).map_err(|why| bad(&why))?;
     for p in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
         let mut hosts = vec![String::new()];
         let mut rest = p;
@@ -176,6 +198,44 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>> {
         return Err(bad("no hosts"));
     }
     Ok(out)
+}
+
+/// How many hosts `parts` (a host list split on its top-level commas) expand to, counted with
+/// checked arithmetic before anything is expanded: `a[0-99999]b[0-99999]` is 20 bytes and
+/// ten billion names. An error past [`MAX_HOSTS`].
+fn count_nodelist(parts: &[&str]) -> std::result::Result<usize, String> {
+    let too_many = || format!("it names more than {MAX_HOSTS} hosts, topo's limit");
+    let mut total = 0usize;
+    for p in parts {
+        let mut n = 1usize;
+        let mut rest = *p;
+        while let Some(open) = rest.find('[') {
+            let Some(close) = rest[open..].find(']').map(|c| c + open) else {
+                break; // the expansion reports the unbalanced bracket
+            };
+            let mut alts = 0usize;
+            for r in rest[open + 1..close].split(',') {
+                let k = match r.split_once('-') {
+                    Some((a, b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+                        (Ok(x), Ok(y)) if y >= x => (y - x).saturating_add(1),
+                        _ => 1, // the expansion reports the bad range
+                    },
+                    None => 1,
+                };
+                alts = usize::try_from(k)
+                    .ok()
+                    .and_then(|k| alts.checked_add(k))
+                    .ok_or_else(too_many)?;
+            }
+            n = n.checked_mul(alts).ok_or_else(too_many)?;
+            rest = &rest[close + 1..];
+        }
+        total = total.checked_add(n).ok_or_else(too_many)?;
+        if total > MAX_HOSTS {
+            return Err(too_many());
+        }
+    }
+    Ok(total)
 }
 
 impl EnvInfo {
@@ -271,6 +331,12 @@ impl EnvInfo {
         } else {
             return Ok(None);
         };
+        if info.world == 0 || info.world > MAX_RANKS {
+            return Err(RuntimeError::Launch(format!(
+                "{}: world size {} is outside 1 to {MAX_RANKS}, topo's limit",
+                info.launcher, info.world
+            )));
+        }
         if info.rank >= info.world {
             return Err(RuntimeError::Launch(format!(
                 "{}: rank {} is not below world size {}",
@@ -413,16 +479,14 @@ pub(crate) fn accept_local(
         match listener.accept() {
             Ok((mut s, _)) => {
                 let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                let cred = rustix::net::sockopt::socket_peercred(&s).ok();
-                let from = cred.map_or("a local process".to_string(), |c| {
-                    format!("pid {}", c.pid.as_raw_nonzero())
-                });
-                if cred.is_some_and(|c| c.uid != me) {
-                    log_refusal(&from, "another user");
+                let Some(from) = same_user(&s, me) else {
                     continue;
-                }
-                match read_frame::<Hello>(&mut s) {
+                };
+                match read_frame_by::<Hello>(
+                    &mut s,
+                    deadline.min(Instant::now() + HELLO_WAIT),
+                    4096,
+                ) {
                     Ok(h) => match vet(&h, token, world, &joined) {
                         Ok(()) => {
                             joined[h.rank] = true;
@@ -454,6 +518,51 @@ pub(crate) fn accept_local(
     Ok((streams.into_iter().map(|(_, s)| s).collect(), pids))
 }
 
+/// The peer's pid as text when it runs as user `me`; `None` (logged) when it is another
+/// user or its credentials cannot be read: nothing is read from or sent to it.
+fn same_user(s: &UnixStream, me: rustix::process::Uid) -> Option<String> {
+    match rustix::net::sockopt::socket_peercred(s) {
+        Ok(c) if c.uid == me => Some(format!("pid {}", c.pid.as_raw_nonzero())),
+        Ok(c) => {
+            log_refusal(
+                &format!("pid {}", c.pid.as_raw_nonzero()),
+                &format!(
+                    "it runs as uid {}, this job as uid {}",
+                    c.uid.as_raw(),
+                    me.as_raw()
+                ),
+            );
+            None
+        }
+        Err(e) => {
+            log_refusal(
+                "a local process",
+                &format!("its credentials cannot be read: {e}"),
+            );
+            None
+        }
+    }
+}
+
+/// A joining rank's check of whoever listens on the rendezvous name, before it sends its
+/// token: on one host the name is guessable (it comes from the launcher's job id), and a
+/// process of another user that bound it first would otherwise receive the token and hand
+/// this rank its own memory and job.
+pub(crate) fn check_listener(s: &UnixStream, name: &str) -> Result<()> {
+    let me = rustix::process::getuid();
+    let c = rustix::net::sockopt::socket_peercred(s)
+        .map_err(|e| RuntimeError::io("read the rendezvous listener's credentials", e))?;
+    if c.uid != me {
+        return Err(RuntimeError::Rendezvous(format!(
+            "the rendezvous name {name:?} is held by uid {} (pid {}), not by this user (uid {}): another user's process took it; set TOPO_JOB_TOKEN to a secret shared by the job's ranks",
+            c.uid.as_raw(),
+            c.pid.as_raw_nonzero(),
+            me.as_raw()
+        )));
+    }
+    Ok(())
+}
+
 /// Tell a joined rank it is in ([`join_local`] waits for this).
 pub(crate) fn accept_reply(s: &mut UnixStream) -> Result<()> {
     write_frame(s, &Reply::Accepted)
@@ -479,6 +588,7 @@ fn local_leader(
         addrs: vec![],
         request: req.clone(),
         launch: launch.into(),
+        nonce: String::new(),
     };
     for s in &mut streams {
         write_frame(s, &Reply::Accepted)?;
@@ -489,14 +599,15 @@ fn local_leader(
 }
 
 /// A non-zero rank of a one-host job: join rank 0 at the abstract socket `name`, present the
-/// token, and wait to be accepted. The stream's read timeout is `timeout`.
+/// token, and wait to be accepted. Returns the stream and the join's deadline (the stream's
+/// read timeout is the time left to it).
 pub(crate) fn join_local(
     name: &str,
     token: &str,
     rank: usize,
     world: usize,
     timeout: Duration,
-) -> Result<UnixStream> {
+) -> Result<(UnixStream, Instant)> {
     let addr = UnixAddr::from_abstract_name(name.as_bytes())
         .map_err(|e| RuntimeError::io("socket name", e))?;
     let deadline = Instant::now() + timeout;
@@ -512,8 +623,7 @@ pub(crate) fn join_local(
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     };
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| RuntimeError::io("socket timeout", e))?;
+    check_listener(&s, name)?;
     write_frame(
         &mut s,
         &Hello {
@@ -524,15 +634,21 @@ pub(crate) fn join_local(
             data: None,
         },
     )?;
-    match read_frame::<Reply>(&mut s)? {
+    match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
         Reply::Refused(why) => Err(RuntimeError::Rendezvous(format!(
             "rank 0 refused rank {rank}: {why}"
         ))),
-        Reply::Accepted => Ok(s),
+        Reply::Accepted => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .map_err(|e| RuntimeError::io("socket timeout", e))?;
+            Ok((s, deadline))
+        }
     }
 }
 
 /// A non-zero rank of a one-host job on the host backend: join rank 0, map its arena.
+/// `timeout` is this rank's own: it bounds the join and the job's timeout.
 fn local_member(
     name: &str,
     token: &str,
@@ -540,12 +656,24 @@ fn local_member(
     world: usize,
     timeout: Duration,
 ) -> Result<(ShmTransport, Job)> {
-    let mut s = join_local(name, token, rank, world, timeout)?;
+    let (mut s, deadline) = join_local(name, token, rank, world, timeout)?;
     let fd = recv_fd(&s)?;
-    let job: Job = read_frame(&mut s)?;
+    let mut job: Job = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
+    vet_request(&mut job.request, world, timeout)?;
     let shape = job
         .shape
         .ok_or_else(|| RuntimeError::Rendezvous("no segment shape".into()))?;
+    let own = ArenaShape::new(
+        world,
+        job.request.nchannels.max(4),
+        job.request.storage_bytes(),
+    );
+    if shape != own || job.pids.len() != world {
+        return Err(RuntimeError::Rendezvous(format!(
+            "rank 0's job does not match its request: segment {shape:?} ({} pids), this rank computes {own:?} for {world} ranks",
+            job.pids.len()
+        )));
+    }
     let arena = Arena::map_fd(&fd, shape, false)?;
     drop(fd);
     let pids: Vec<Option<i32>> = job.pids.iter().map(|&p| Some(p)).collect();
@@ -556,6 +684,70 @@ fn local_member(
         Duration::from_secs_f64(job.request.timeout_s),
     )?;
     Ok((t, job))
+}
+
+/// Check a job received from rank 0 before anything is sized or waited on from it: the
+/// world size, every size and count within the runtime's limits (checked arithmetic), each
+/// plan consistent, and its timeout finite and no longer than this rank's own `timeout`
+/// (to which it is clamped).
+pub(crate) fn vet_request(req: &mut VerifyRequest, world: usize, timeout: Duration) -> Result<()> {
+    let bad = |why: String| Err(RuntimeError::Rendezvous(format!("rank 0's job: {why}")));
+    if req.ranks != world {
+        return bad(format!(
+            "{} ranks, this rank was started for {world}",
+            req.ranks
+        ));
+    }
+    if !req.timeout_s.is_finite() || req.timeout_s <= 0.0 {
+        return bad(format!("timeout of {} s", req.timeout_s));
+    }
+    req.timeout_s = req.timeout_s.min(timeout.as_secs_f64());
+    if req.max_bytes > MAX_JOB_BYTES || req.min_bytes > req.max_bytes {
+        return bad(format!(
+            "sizes {} to {} bytes (at most {MAX_JOB_BYTES})",
+            req.min_bytes, req.max_bytes
+        ));
+    }
+    if !(1..=64).contains(&req.nchannels) || req.root >= world {
+        return bad(format!("{} channels, root {}", req.nchannels, req.root));
+    }
+    if req.collectives.is_empty()
+        || req.collectives.len() > 64
+        || req.iters.checked_add(req.warmup).is_none()
+    {
+        return bad(format!(
+            "{} collectives, {} iterations",
+            req.collectives.len(),
+            req.iters
+        ));
+    }
+    if !req.step_factor.is_finite() || count_sizes(req) > MAX_SIZES {
+        return bad(format!(
+            "size factor {} (more than {MAX_SIZES} sizes)",
+            req.step_factor
+        ));
+    }
+    for row in &req.plans {
+        if row.plan.nranks != world {
+            return bad(format!("a plan for {} ranks", row.plan.nranks));
+        }
+        row.plan.validate()?;
+    }
+    Ok(())
+}
+
+/// The sizes of `req`'s sweep, counted up to one past [`MAX_SIZES`] (a factor just above 1
+/// would otherwise make billions).
+fn count_sizes(req: &VerifyRequest) -> usize {
+    let (mut s, mut n) = (req.min_bytes as f64, 1);
+    while n <= MAX_SIZES && req.min_bytes != req.max_bytes {
+        s = (s * req.step_factor).max(s + 1.0);
+        if s > req.max_bytes as f64 {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 pub(crate) fn bind_unix(name: &str) -> Result<UnixListener> {
@@ -585,7 +777,8 @@ pub fn run_processes_progress(
 ) -> Result<VerifyReport> {
     let (token, name, listener) = job_socket()?;
     let timeout = Duration::from_secs_f64(req.timeout_s);
-    let mut children = spawn_workers(req.ranks, spec, &name, &token, &[])?;
+    let secs = req.timeout_s.to_string();
+    let mut children = spawn_workers(req.ranks, spec, &name, &token, &[(ENV_TIMEOUT, &secs)])?;
     let result = (|| {
         let (arena, pids) =
             local_leader(&listener, &token, req, "processes", &mut children, timeout)?;
@@ -602,15 +795,10 @@ pub fn run_processes_progress(
         }
         r
     })();
-    let worker_err = reap(&mut children, timeout, result.is_ok());
-    match result {
-        Ok(Some(rep)) => match worker_err {
-            Some(e) => Err(e),
-            None => Ok(rep),
-        },
-        Ok(None) => Err(RuntimeError::Launch("rank 0 returned no report".into())),
-        Err(e) => Err(e),
-    }
+    let reaped = reap(&mut children, timeout, result.is_ok());
+    reaped
+        .outcome(result)?
+        .ok_or_else(|| RuntimeError::Launch("rank 0 returned no report".into()))
 }
 
 /// A fresh job token, its rendezvous name and the bound listener.
@@ -639,6 +827,9 @@ pub(crate) fn spawn_workers(
             .env(ENV_RANK, r.to_string())
             .env(ENV_WORLD, world.to_string())
             .env(ENV_TOKEN, token)
+            // Rank 0 speaks for the job: a worker's error becomes part of its one line
+            // (see `reap`) instead of one line per rank.
+            .stderr(std::process::Stdio::piped())
             .spawn();
         match child {
             Ok(c) => children.push((r, c)),
@@ -654,27 +845,75 @@ pub(crate) fn spawn_workers(
     Ok(children)
 }
 
+/// What the workers left behind: the first that failed, and each one's own error line.
+pub(crate) struct Reaped {
+    failed: Option<RuntimeError>,
+    said: Vec<(usize, String)>,
+}
+
+impl Reaped {
+    /// The job's outcome from rank 0's: one error for the job, naming the rank it is about
+    /// with that rank's own words when it said any.
+    pub(crate) fn outcome<T>(self, rank0: Result<T>) -> Result<T> {
+        let e = match (rank0, self.failed) {
+            (Ok(v), None) => return Ok(v),
+            (Ok(_), Some(e)) | (Err(e), _) => e,
+        };
+        Err(match e {
+            RuntimeError::PeerLost { rank, why } => {
+                match self.said.iter().find(|(r, _)| *r == rank) {
+                    Some((_, msg)) => RuntimeError::PeerLost {
+                        rank,
+                        why: format!("{why}; it said: {msg}"),
+                    },
+                    None => RuntimeError::PeerLost { rank, why },
+                }
+            }
+            e => e,
+        })
+    }
+}
+
+/// A worker's stderr once it exited (at most 64 KiB): its `error:` line, and whatever else
+/// it printed, which goes on to this process's stderr.
+fn worker_said(c: &mut Child) -> Option<String> {
+    let mut text = String::new();
+    c.stderr
+        .take()?
+        .take(64 << 10)
+        .read_to_string(&mut text)
+        .ok()?;
+    let mut said = None;
+    for line in text.lines() {
+        match line.strip_prefix("error: ") {
+            Some(m) if said.is_none() => said = Some(m.to_string()),
+            Some(_) => {}
+            None if said.is_none() => eprintln!("{line}"),
+            None => {} // the error's hint: rank 0's error carries its own
+        }
+    }
+    said
+}
+
 /// Reap the workers: they finish (or notice the abort) on their own within `timeout` when
-/// rank 0 succeeded, within 2 s otherwise; stragglers are killed. The first worker that
-/// exited with a failure, as an error.
-pub(crate) fn reap(
-    children: &mut [(usize, Child)],
-    timeout: Duration,
-    ok: bool,
-) -> Option<RuntimeError> {
+/// rank 0 succeeded, within 2 s otherwise; stragglers are killed.
+pub(crate) fn reap(children: &mut [(usize, Child)], timeout: Duration, ok: bool) -> Reaped {
     let deadline = Instant::now()
         + if ok {
             timeout
         } else {
             timeout.min(Duration::from_secs(2))
         };
-    let mut worker_err = None;
+    let mut out = Reaped {
+        failed: None,
+        said: Vec::new(),
+    };
     for (rank, c) in children.iter_mut() {
         loop {
             match c.try_wait() {
                 Ok(Some(st)) => {
-                    if !st.success() && worker_err.is_none() {
-                        worker_err = Some(RuntimeError::PeerLost {
+                    if !st.success() && out.failed.is_none() {
+                        out.failed = Some(RuntimeError::PeerLost {
                             rank: *rank,
                             why: format!("its process exited with {st}"),
                         });
@@ -691,8 +930,24 @@ pub(crate) fn reap(
                 }
             }
         }
+        if let Some(m) = worker_said(c) {
+            out.said.push((*rank, m));
+        }
     }
-    worker_err
+    out
+}
+
+/// A worker's own timeout: rank 0's `--timeout` from [`ENV_TIMEOUT`] (30 s without it).
+pub(crate) fn worker_timeout() -> Result<Duration> {
+    match std::env::var(ENV_TIMEOUT) {
+        Err(_) => Ok(Duration::from_secs(30)),
+        Ok(v) => v
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && *t > 0.0 && *t <= 1e6)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| RuntimeError::Launch(format!("{ENV_TIMEOUT}={v} is not a timeout"))),
+    }
 }
 
 /// Entry point of a worker process (the hidden `topo` worker subcommand calls this). Returns
@@ -712,7 +967,12 @@ pub fn worker_main() -> Result<bool> {
     let world: usize = world
         .parse()
         .map_err(|_| RuntimeError::Launch(format!("{ENV_WORLD}={world}")))?;
-    let (mut t, job) = local_member(&name, &token, rank, world, Duration::from_secs(30))?;
+    if world == 0 || world > MAX_RANKS || rank >= world {
+        return Err(RuntimeError::Launch(format!(
+            "{ENV_RANK}={rank} {ENV_WORLD}={world}: not a rank of 1 to {MAX_RANKS}"
+        )));
+    }
+    let (mut t, job) = local_member(&name, &token, rank, world, worker_timeout()?)?;
     let r = run_rank(&mut t, &job.request, &job.launch);
     if r.is_err() {
         t.abort(rank);
@@ -720,16 +980,19 @@ pub fn worker_main() -> Result<bool> {
     r.map(|_| true)
 }
 
-/// Rank 0 of a multi-host job: accept the others over TCP at `bind`.
+/// Rank 0 of a multi-host job: accept the others over TCP at `bind`, each hello read against
+/// the job's one deadline. A rank that arrives twice fails the job, naming both addresses:
+/// one of them is a stranger that knows the job token, and running with it could give wrong
+/// results. Returns the data addresses, the job's nonce and where each rank came from.
 fn tcp_leader(
-    listener: TcpListener,
+    listener: &TcpListener,
     token: &str,
     req: &VerifyRequest,
     my_data: SocketAddr,
     timeout: Duration,
-) -> Result<Vec<SocketAddr>> {
+) -> Result<(Vec<SocketAddr>, String, Vec<Option<SocketAddr>>)> {
     let world = req.ranks;
-    let mut joined = vec![false; world];
+    let mut froms: Vec<Option<SocketAddr>> = vec![None; world];
     let mut addrs = vec![my_data; world];
     let mut streams = Vec::new();
     let deadline = Instant::now() + timeout;
@@ -737,55 +1000,141 @@ fn tcp_leader(
         .set_nonblocking(true)
         .map_err(|e| RuntimeError::io("listen for ranks", e))?;
     while streams.len() + 1 < world {
-        match listener.accept() {
-            Ok((mut s, from)) => {
-                let _ = s.set_nonblocking(false);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-                match read_frame::<Hello>(&mut s) {
-                    Ok(h) => match vet(&h, token, world, &joined)
-                        .and_then(|_| h.data.ok_or_else(|| "no data address".to_string()))
-                    {
-                        Ok(mut data) => {
-                            if data.ip().is_unspecified() {
-                                data.set_ip(from.ip());
-                            }
-                            joined[h.rank] = true;
-                            addrs[h.rank] = data;
-                            streams.push(s);
-                        }
-                        Err(why) => {
-                            log_refusal(&from.to_string(), &why);
-                            let _ = write_frame(&mut s, &Reply::Refused(why));
-                        }
-                    },
-                    Err(e) => log_refusal(&from.to_string(), &e.to_string()),
-                }
+        let (mut s, from) = match accept_by(listener, deadline) {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                let missing: Vec<usize> = (1..world).filter(|&r| froms[r].is_none()).collect();
+                return Err(RuntimeError::Timeout {
+                    what: format!("ranks {missing:?} to join"),
+                    secs: timeout.as_secs_f64(),
+                });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    let missing: Vec<usize> = (1..world).filter(|&r| !joined[r]).collect();
-                    return Err(RuntimeError::Timeout {
-                        what: format!("ranks {missing:?} to join"),
-                        secs: timeout.as_secs_f64(),
-                    });
+            Err(e) => return Err(e),
+        };
+        let h =
+            match read_frame_by::<Hello>(&mut s, deadline.min(Instant::now() + HELLO_WAIT), 4096) {
+                Ok(h) => h,
+                Err(e) => {
+                    log_refusal(&from.to_string(), &e.to_string());
+                    continue;
                 }
-                std::thread::sleep(Duration::from_millis(2));
+            };
+        if h.token == token
+            && (1..world).contains(&h.rank)
+            && let Some(first) = froms[h.rank]
+        {
+            let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
+            return Err(twice(h.rank, first, from));
+        }
+        let joined: Vec<bool> = froms.iter().map(Option::is_some).collect();
+        match vet(&h, token, world, &joined)
+            .and_then(|_| h.data.ok_or_else(|| "no data address".to_string()))
+        {
+            Ok(mut data) => {
+                if data.ip().is_unspecified() {
+                    data.set_ip(from.ip());
+                }
+                froms[h.rank] = Some(from);
+                addrs[h.rank] = data;
+                streams.push(s);
             }
-            Err(e) => return Err(RuntimeError::io("accept a rank", e)),
+            Err(why) => {
+                log_refusal(&from.to_string(), &why);
+                let _ = write_frame(&mut s, &Reply::Refused(why));
+            }
         }
     }
+    let nonce = random_token();
     let job = Job {
         shape: None,
         pids: vec![],
         addrs: addrs.clone(),
         request: req.clone(),
         launch: "env".into(),
+        nonce: nonce.clone(),
     };
     for s in &mut streams {
         write_frame(s, &Reply::Accepted)?;
         write_frame(s, &job)?;
     }
-    Ok(addrs)
+    Ok((addrs, nonce, froms))
+}
+
+fn twice(rank: usize, first: SocketAddr, then: SocketAddr) -> RuntimeError {
+    RuntimeError::Rendezvous(format!(
+        "rank {rank} joined twice, from {first} and from {then}: a stranger knows the job token; set TOPO_JOB_TOKEN to a secret shared by the job's ranks"
+    ))
+}
+
+/// Accept one connection on a non-blocking `listener` before `deadline` (`None` past it).
+fn accept_by(listener: &TcpListener, deadline: Instant) -> Result<Option<(TcpStream, SocketAddr)>> {
+    loop {
+        match listener.accept() {
+            Ok((s, from)) => {
+                s.set_nonblocking(false)
+                    .map_err(|e| RuntimeError::io("accept a rank", e))?;
+                return Ok(Some((s, from)));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(RuntimeError::io("accept a rank", e)),
+        }
+    }
+}
+
+/// Rank 0's watch on the rendezvous port while the job runs: a hello with the job's token
+/// for a rank that already joined means a stranger joined in its place (or is trying to);
+/// the job then fails at its end instead of reporting what it measured with the stranger.
+struct LateWatch {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seen: Arc<std::sync::Mutex<Option<RuntimeError>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LateWatch {
+    fn start(listener: TcpListener, token: String, froms: Vec<Option<SocketAddr>>) -> LateWatch {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let (st, sn) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(std::sync::atomic::Ordering::Acquire) {
+                let Ok(Some((mut s, from))) =
+                    accept_by(&listener, Instant::now() + Duration::from_millis(50))
+                else {
+                    continue;
+                };
+                let h = read_frame_by::<Hello>(&mut s, Instant::now() + HELLO_WAIT, 4096);
+                let why = match h {
+                    Ok(h) if h.token == token && h.rank < froms.len() => {
+                        let first = froms[h.rank].unwrap_or(from);
+                        let e = twice(h.rank, first, from);
+                        let why = e.to_string();
+                        sn.lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                        why
+                    }
+                    Ok(_) => "wrong job token or rank".into(),
+                    Err(e) => e.to_string(),
+                };
+                log_refusal(&from.to_string(), &why);
+                let _ = write_frame(&mut s, &Reply::Refused(why));
+            }
+        });
+        LateWatch { stop, seen, thread }
+    }
+
+    /// Stop watching; the duplicate it saw, if any.
+    fn finish(self) -> Option<RuntimeError> {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.thread.join();
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
@@ -881,16 +1230,38 @@ fn run_env_inner(
         let data_addr = data
             .local_addr()
             .map_err(|e| RuntimeError::io("data address", e))?;
-        let addrs = tcp_leader(listener, &env.token, &req, data_addr, timeout)?;
-        let mut t =
-            TcpTransport::connect(0, data, &addrs, &env.token, req.storage_bytes(), timeout)?;
-        return run_rank_progress(&mut t, &req, "env", progress);
+        let (addrs, nonce, froms) = tcp_leader(&listener, &env.token, &req, data_addr, timeout)?;
+        let watch = LateWatch::start(listener, env.token.clone(), froms);
+        let r = TcpTransport::connect(0, data, &addrs, &nonce, req.storage_bytes(), timeout)
+            .and_then(|mut t| run_rank_progress(&mut t, &req, "env", progress));
+        return match watch.finish() {
+            Some(e) => Err(e),
+            None => r,
+        };
     }
+    tcp_member(&req, env, master, timeout)
+}
+
+/// A rank other than 0 of a multi-host job: join rank 0 at `master` over TCP, check the job
+/// it sends like a one-host rank does, and run it on the TCP mesh. Over TCP nobody's
+/// credentials can be checked: whoever listens at MASTER_PORT receives this rank's hello
+/// (the job token is an identifier there, see docs/runtime.md), and what it sends back is
+/// bounded and validated before use.
+fn tcp_member(
+    req: &VerifyRequest,
+    env: &EnvInfo,
+    master: SocketAddr,
+    timeout: Duration,
+) -> Result<Option<VerifyReport>> {
     let deadline = Instant::now() + timeout;
     let mut s = loop {
-        match TcpStream::connect_timeout(&master, Duration::from_secs(1)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match TcpStream::connect_timeout(
+            &master,
+            left.clamp(Duration::from_millis(1), Duration::from_secs(1)),
+        ) {
             Ok(s) => break s,
-            Err(e) if Instant::now() > deadline => {
+            Err(e) if Instant::now() >= deadline => {
                 return Err(RuntimeError::Timeout {
                     what: format!("rank 0 at {master} ({e})"),
                     secs: timeout.as_secs_f64(),
@@ -908,8 +1279,6 @@ fn run_env_inner(
     let data_addr = data
         .local_addr()
         .map_err(|e| RuntimeError::io("data address", e))?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| RuntimeError::io("socket timeout", e))?;
     write_frame(
         &mut s,
         &Hello {
@@ -920,7 +1289,7 @@ fn run_env_inner(
             data: Some(data_addr),
         },
     )?;
-    match read_frame::<Reply>(&mut s)? {
+    match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
         Reply::Refused(why) => {
             return Err(RuntimeError::Rendezvous(format!(
                 "rank 0 refused rank {}: {why}",
@@ -929,14 +1298,26 @@ fn run_env_inner(
         }
         Reply::Accepted => {}
     }
-    let job: Job = read_frame(&mut s)?;
+    let mut job: Job = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
+    vet_request(
+        &mut job.request,
+        env.world,
+        Duration::from_secs_f64(req.timeout_s),
+    )?;
+    if job.addrs.len() != env.world || job.nonce.len() < 16 {
+        return Err(RuntimeError::Rendezvous(format!(
+            "rank 0's job: {} data addresses for {} ranks, or no nonce",
+            job.addrs.len(),
+            env.world
+        )));
+    }
     let mut t = TcpTransport::connect(
         env.rank,
         data,
         &job.addrs,
-        &env.token,
+        &job.nonce,
         job.request.storage_bytes(),
-        timeout,
+        Duration::from_secs_f64(job.request.timeout_s),
     )?;
     run_rank(&mut t, &job.request, "env")
 }
@@ -973,6 +1354,7 @@ pub fn run_verify_progress(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::io::Write;
 
     #[test]
     fn slurm_nodelists_expand() {
@@ -1053,5 +1435,376 @@ mod tests {
         assert!(detect(&[]).unwrap().is_none());
         assert!(detect(&[("RANK", "5"), ("WORLD_SIZE", "4"), ("MASTER_PORT", "1")]).is_err());
         assert!(detect(&[("RANK", "x"), ("WORLD_SIZE", "4")]).is_err());
+    }
+
+    #[test]
+    fn nodelists_are_counted_before_they_are_expanded() {
+        let t0 = Instant::now();
+        let e = expand_nodelist("a[0-99999]b[0-99999]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 65536 hosts"), "{e}");
+        let e = expand_nodelist("a[0-18446744073709551615]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("65536"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        assert_eq!(expand_nodelist("n[0-65535]").unwrap().len(), 65_536);
+        assert!(expand_nodelist("n[0-65535],x").is_err());
+    }
+
+    #[test]
+    fn launcher_world_sizes_beyond_the_limit_are_refused() {
+        for w in ["4294967296", "0", "4097"] {
+            let e = detect(&[("RANK", "0"), ("WORLD_SIZE", w), ("MASTER_PORT", "1")])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("outside 1 to 4096"), "{e}");
+        }
+    }
+
+    fn good_request() -> VerifyRequest {
+        VerifyRequest {
+            max_bytes: 1 << 16,
+            ..VerifyRequest::default()
+        }
+    }
+
+    #[test]
+    fn hostile_jobs_are_refused_and_timeouts_clamped() {
+        let own = Duration::from_secs(5);
+        let mut r = good_request();
+        r.timeout_s = 1e9;
+        vet_request(&mut r, 2, own).unwrap();
+        assert_eq!(r.timeout_s, 5.0);
+        type Edit = fn(&mut VerifyRequest);
+        let bad: [(Edit, &str); 8] = [
+            (|r| r.timeout_s = f64::INFINITY, "timeout"),
+            (|r| r.timeout_s = f64::NAN, "timeout"),
+            (|r| r.max_bytes = 1 << 62, "sizes"),
+            (|r| r.ranks = 3, "started for 2"),
+            (|r| r.nchannels = 1 << 40, "channels"),
+            (|r| r.root = 7, "root"),
+            (
+                |r| {
+                    r.max_bytes = 1 << 30;
+                    r.step_factor = 1.000_000_001;
+                },
+                "sizes",
+            ),
+            (|r| r.iters = usize::MAX, "iterations"),
+        ];
+        for (edit, what) in bad {
+            let mut r = good_request();
+            edit(&mut r);
+            let e = vet_request(&mut r, 2, own).expect_err(what).to_string();
+            assert!(
+                e.contains("rank 0's job") && e.contains(what),
+                "{what}: {e}"
+            );
+        }
+    }
+
+    /// Rank 0 played by a thread of the same user that sends `job` with a real segment of
+    /// `real` shape; what the joining rank makes of it.
+    fn join_fake_leader(real: ArenaShape, job: Job) -> Result<(ShmTransport, Job)> {
+        let name = unix_name(&format!(
+            "fake-leader-{}-{}",
+            std::process::id(),
+            random_token()
+        ));
+        let listener = bind_unix(&name).unwrap();
+        let leader = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: Hello = read_frame(&mut s).unwrap();
+            let (_arena, fd) = Arena::memfd(real, "fake").unwrap();
+            write_frame(&mut s, &Reply::Accepted).unwrap();
+            send_fd(&s, &fd).unwrap();
+            write_frame(&mut s, &job).unwrap();
+            // Hold the segment until the member has looked at it.
+            let _ = s.read(&mut [0u8; 1]);
+        });
+        let r = local_member(&name, "t", 1, 2, Duration::from_secs(3));
+        let out = r.map(|(t, j)| {
+            drop(t);
+            j
+        });
+        leader.join().unwrap();
+        out.map(|j| {
+            let s = j.shape.unwrap();
+            (
+                ShmTransport::new(
+                    Arena::anonymous(s).unwrap(),
+                    1,
+                    &[None, None],
+                    Duration::from_secs(1),
+                )
+                .unwrap(),
+                j,
+            )
+        })
+    }
+
+    #[test]
+    fn a_wrapping_arena_shape_from_rank_0_is_refused() {
+        let req = good_request();
+        let real = ArenaShape::new(2, 4, req.storage_bytes());
+        let mk = |shape, request| Job {
+            shape: Some(shape),
+            pids: vec![1, 1],
+            addrs: vec![],
+            request,
+            launch: "env".into(),
+            nonce: String::new(),
+        };
+        let wrap = ArenaShape {
+            storage_bytes: usize::MAX - (2 << 20) + 1,
+            ..real
+        };
+        let e = join_fake_leader(real, mk(wrap, req.clone()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("does not match"), "{e}");
+        let mut huge = req.clone();
+        huge.max_bytes = 1 << 62;
+        let e = join_fake_leader(real, mk(real, huge))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("sizes"), "{e}");
+        let mut slow = req.clone();
+        slow.timeout_s = 1e300;
+        let (_, j) = join_fake_leader(real, mk(real, slow)).unwrap();
+        assert_eq!(j.request.timeout_s, 3.0);
+    }
+
+    /// The stranger of the cross-user tests: this test binary re-run as uid 65534, which
+    /// binds or connects to the abstract name in `TOPO_TEST_STRANGER` (`bind:NAME` prints
+    /// how many bytes the first connection sent; `connect:NAME:TOKEN` sends a rank 1 hello).
+    #[test]
+    #[ignore = "run by the cross-user tests as another user"]
+    fn stranger_child() {
+        let Ok(what) = std::env::var("TOPO_TEST_STRANGER") else {
+            return;
+        };
+        if let Some(name) = what.strip_prefix("bind:") {
+            let l = bind_unix(name).unwrap();
+            println!("bound");
+            l.set_nonblocking(true).unwrap();
+            let Ok(Some(mut s)) = accept_unix_by(&l, Instant::now() + Duration::from_secs(5))
+            else {
+                println!("got no connection");
+                return;
+            };
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            println!("got {} bytes", got.len());
+        } else if let Some(rest) = what.strip_prefix("connect:") {
+            let (name, token) = rest.split_once(':').unwrap();
+            let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
+            let mut s = UnixStream::connect_addr(&addr).unwrap();
+            let h = Hello {
+                token: token.into(),
+                rank: 1,
+                world: 2,
+                pid: 1,
+                data: None,
+            };
+            write_frame(&mut s, &h).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            println!("got {} bytes", got.len());
+        }
+    }
+
+    /// The stranger as uid 65534, or `None` (said on stderr) when this user cannot switch.
+    fn stranger(what: &str) -> Option<std::process::Child> {
+        use std::os::unix::process::CommandExt;
+        if !rustix::process::getuid().is_root() {
+            eprintln!("skipped: the cross-user case needs root to run a process as uid 65534");
+            return None;
+        }
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "launch::tests::stranger_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env("TOPO_TEST_STRANGER", what)
+            .uid(65534)
+            .gid(65534)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        Some(child)
+    }
+
+    fn wait_line(c: &mut std::process::Child, want: &str) -> String {
+        use std::io::BufRead;
+        let out = c.stdout.as_mut().unwrap();
+        let mut r = std::io::BufReader::new(out);
+        let mut all = String::new();
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 {
+            all.push_str(&line);
+            // The harness prints the test's name on the same line before its output.
+            if let Some(at) = line.find(want) {
+                return line[at..].trim().to_string();
+            }
+            line.clear();
+        }
+        panic!("the stranger never said {want:?}: {all}");
+    }
+
+    #[test]
+    fn a_joining_rank_sends_nothing_to_another_users_listener() {
+        let name = unix_name(&format!("squat-{}", random_token()));
+        let Some(mut c) = stranger(&format!("bind:{name}")) else {
+            return;
+        };
+        wait_line(&mut c, "bound");
+        let t0 = Instant::now();
+        let e = join_local(&name, "secret-token", 1, 2, Duration::from_secs(3))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("held by uid 65534") && e.contains("TOPO_JOB_TOKEN"),
+            "{e}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        assert_eq!(wait_line(&mut c, "got"), "got 0 bytes");
+        let _ = c.wait();
+    }
+
+    #[test]
+    fn rank_0_refuses_another_users_hello_unread() {
+        let token = random_token();
+        let name = unix_name(&token);
+        let listener = bind_unix(&name).unwrap();
+        let Some(mut c) = stranger(&format!("connect:{name}:{token}")) else {
+            return;
+        };
+        let t0 = Instant::now();
+        let e = accept_local(&listener, &token, 2, &mut [], Duration::from_millis(1500))
+            .expect_err("the stranger is not rank 1")
+            .to_string();
+        assert!(e.contains("ranks [1] to join"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        drop(listener);
+        assert_eq!(wait_line(&mut c, "got"), "got 0 bytes");
+        let _ = c.wait();
+    }
+
+    fn accept_unix_by(l: &UnixListener, deadline: Instant) -> std::io::Result<Option<UnixStream>> {
+        while Instant::now() < deadline {
+            match l.accept() {
+                Ok((s, _)) => {
+                    s.set_nonblocking(false)?;
+                    return Ok(Some(s));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    fn tcp_hello(addr: SocketAddr, token: &str, rank: usize, world: usize) -> TcpStream {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let h = Hello {
+            token: token.into(),
+            rank,
+            world,
+            pid: 1,
+            data: Some("127.0.0.1:9".parse().unwrap()),
+        };
+        write_frame(&mut s, &h).unwrap();
+        s
+    }
+
+    #[test]
+    fn a_dripping_tcp_peer_cannot_hold_rank_0_past_its_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stop.clone();
+        // Several drippers, one after another: each alone would stay within its hello wait.
+        let drip = std::thread::spawn(move || {
+            while !st.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(mut s) = TcpStream::connect(addr) else {
+                    return;
+                };
+                let _ = s.write_all(&100u32.to_le_bytes());
+                for _ in 0..30 {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if st.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(b" ").is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let req = VerifyRequest {
+            ranks: 2,
+            ..good_request()
+        };
+        let t0 = Instant::now();
+        let e = tcp_leader(&l, "tok", &req, addr, Duration::from_secs(1)).unwrap_err();
+        let took = t0.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drip.join().unwrap();
+        assert!(e.to_string().contains("ranks [1] to join"), "{e}");
+        assert!(took < Duration::from_millis(1600), "took {took:?}");
+    }
+
+    #[test]
+    fn a_rank_that_joins_twice_over_tcp_fails_the_job_naming_both() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let req = VerifyRequest {
+            ranks: 3,
+            ..good_request()
+        };
+        let lead = std::thread::spawn(move || {
+            tcp_leader(&l, "torchrun", &req, addr, Duration::from_secs(3))
+        });
+        let stranger = tcp_hello(addr, "torchrun", 1, 3);
+        std::thread::sleep(Duration::from_millis(100));
+        let mut real = tcp_hello(addr, "torchrun", 1, 3);
+        let e = lead.join().unwrap().unwrap_err().to_string();
+        let (a, b) = (stranger.local_addr().unwrap(), real.local_addr().unwrap());
+        assert!(
+            e.contains("rank 1 joined twice")
+                && e.contains(&a.to_string())
+                && e.contains(&b.to_string()),
+            "{e}"
+        );
+        real.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let reply: Reply = read_frame(&mut real).unwrap();
+        assert!(matches!(reply, Reply::Refused(_)));
+    }
+
+    #[test]
+    fn a_late_duplicate_fails_the_job_at_its_end() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let first: SocketAddr = "10.0.0.1:5".parse().unwrap();
+        let w = LateWatch::start(l, "tok".into(), vec![None, Some(first)]);
+        // A wrong token is only logged.
+        drop(tcp_hello(addr, "other", 1, 2));
+        let mut s = tcp_hello(addr, "tok", 1, 2);
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let reply: Reply = read_frame(&mut s).unwrap();
+        assert!(matches!(reply, Reply::Refused(_)));
+        let e = w.finish().expect("the duplicate is kept").to_string();
+        assert!(e.contains("rank 1 joined twice, from 10.0.0.1:5"), "{e}");
     }
 }

@@ -56,6 +56,12 @@ pub fn slot_payload(proto: Protocol, slot_bytes: usize) -> usize {
 pub trait Health {
     /// `Err` when the job cannot complete (a peer died, another rank aborted).
     fn check(&self) -> Result<()>;
+    /// Asked once a wait has run out of time: the rank that stopped making progress, when
+    /// this health can tell (a peer process that is stopped), rather than the peer waited on,
+    /// which may itself be waiting on that rank.
+    fn stalled(&self) -> Option<RuntimeError> {
+        None
+    }
 }
 
 /// Spin, then yield, then sleep; check health and the deadline every so often.
@@ -100,6 +106,9 @@ impl<'a> Waiter<'a> {
             self.health.check()?;
             let waited = start.elapsed();
             if waited > self.timeout {
+                if let Some(e) = self.health.stalled() {
+                    return Err(e);
+                }
                 return Err(RuntimeError::Timeout {
                     what: self.what.to_string(),
                     secs: waited.as_secs_f64(),

@@ -7,7 +7,7 @@
 //! tell processes from threads. Rank 0 gathers the figures and reports.
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +20,7 @@ use crate::error::{Result, RuntimeError};
 use crate::launch::{self, EnvInfo, ProcessSpec};
 use crate::transport::TransportKind;
 use crate::verify::{VerifyReport, VerifyRequest};
-use crate::wire::{read_frame, write_frame};
+use crate::wire::{read_frame_by, write_frame};
 
 /// What rank 0 tells the others after the rendezvous.
 #[derive(Debug, Serialize, Deserialize)]
@@ -67,12 +67,13 @@ pub fn run_processes(
     let probe = super::probe().map_err(unavailable)?;
     check_gpus(&probe, req.ranks, opts.ranks_per_gpu)?;
     let (token, name, listener) = launch::job_socket()?;
+    let secs = req.timeout_s.to_string();
     let mut children = launch::spawn_workers(
         req.ranks,
         spec,
         &name,
         &token,
-        &[(launch::ENV_BACKEND, "cuda")],
+        &[(launch::ENV_BACKEND, "cuda"), (launch::ENV_TIMEOUT, &secs)],
     )?;
     let result = (|| {
         let (streams, _) = launch::accept_local(
@@ -85,12 +86,7 @@ pub fn run_processes(
         drop(listener);
         lead(streams, req, opts, &token, "processes")
     })();
-    let worker_err = launch::reap(&mut children, barrier_timeout(req), result.is_ok());
-    match (result, worker_err) {
-        (Ok(rep), None) => Ok(rep),
-        (Ok(_), Some(e)) => Err(e),
-        (Err(e), _) => Err(e),
-    }
+    launch::reap(&mut children, barrier_timeout(req), result.is_ok()).outcome(result)
 }
 
 /// `--backend cuda --launch env` on one host: rank 0 returns the report, the others `None`.
@@ -124,8 +120,9 @@ pub fn run_env(
         drop(listener);
         return lead(streams, &req, opts, &env.token, "env").map(Some);
     }
-    let s = launch::join_local(&name, &env.token, env.rank, env.world, timeout)?;
-    follow(s, &env.token, env.rank, env.world)?;
+    let (s, deadline) = launch::join_local(&name, &env.token, env.rank, env.world, timeout)?;
+    let own = Duration::from_secs_f64(req.timeout_s);
+    follow(s, deadline, own, &env.token, env.rank, env.world)?;
     Ok(None)
 }
 
@@ -154,8 +151,10 @@ pub fn worker_main() -> Result<bool> {
         num(launch::ENV_RANK, &rank)?,
         num(launch::ENV_WORLD, &world)?,
     );
-    let s = launch::join_local(&name, &token, rank, world, Duration::from_secs(60))?;
-    follow(s, &token, rank, world)?;
+    let own = launch::worker_timeout()?;
+    let (s, deadline) =
+        launch::join_local(&name, &token, rank, world, own + Duration::from_secs(60))?;
+    follow(s, deadline, own, &token, rank, world)?;
     Ok(true)
 }
 
@@ -195,13 +194,22 @@ fn lead(
     Ok(rep)
 }
 
-/// Any rank but 0: read the job, run this rank, send the figures.
-fn follow(mut s: UnixStream, token: &str, rank: usize, world: usize) -> Result<()> {
-    let job: ProcJob = read_frame(&mut s)?;
-    if job.request.ranks != world {
+/// Any rank but 0: read the job (checked like the host backend's, its timeout clamped to
+/// this rank's own `own`), run this rank, send the figures.
+fn follow(
+    mut s: UnixStream,
+    deadline: Instant,
+    own: Duration,
+    token: &str,
+    rank: usize,
+    world: usize,
+) -> Result<()> {
+    let mut job: ProcJob = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
+    launch::vet_request(&mut job.request, world, own)?;
+    if !(1..=world).contains(&job.ranks_per_gpu) {
         return Err(RuntimeError::Rendezvous(format!(
-            "rank 0's job has {} ranks, this rank was started for {world}",
-            job.request.ranks
+            "rank 0's job: {} ranks per GPU",
+            job.ranks_per_gpu
         )));
     }
     s.set_read_timeout(Some(exchange_timeout(&job.request)))
@@ -458,7 +466,7 @@ mod tests {
         };
         let mut buf = Vec::new();
         write_frame(&mut buf, &job).unwrap();
-        let back: ProcJob = read_frame(&mut buf.as_slice()).unwrap();
+        let back: ProcJob = crate::wire::read_frame(&mut buf.as_slice()).unwrap();
         assert_eq!(back.request.ranks, 4);
         assert_eq!(back.ranks_per_gpu, 2);
         assert!(back.force_ipc && !back.force_shm);

@@ -71,6 +71,54 @@ impl ArenaShape {
     pub fn total(&self) -> usize {
         self.storage_off(self.nranks)
     }
+
+    /// Check a shape received from another process: every count within the runtime's
+    /// limits and every offset computed without overflow. The total, or why not.
+    pub fn checked_total(&self) -> std::result::Result<usize, String> {
+        if self.nranks == 0 || self.nranks > crate::launch::MAX_RANKS {
+            return Err(format!(
+                "{} ranks (1 to {})",
+                self.nranks,
+                crate::launch::MAX_RANKS
+            ));
+        }
+        if self.channels == 0 || self.channels > MAX_CHANNELS {
+            return Err(format!("{} channels (1 to {MAX_CHANNELS})", self.channels));
+        }
+        if !(1024..=1 << 20).contains(&self.slot_bytes) || !self.slot_bytes.is_multiple_of(128) {
+            return Err(format!("{}-byte FIFO slots", self.slot_bytes));
+        }
+        if self.storage_bytes == 0 || !self.storage_bytes.is_multiple_of(PAGE) {
+            return Err(format!("{} bytes of storage per rank", self.storage_bytes));
+        }
+        let n = self.nranks;
+        let calc = || -> Option<usize> {
+            let ctrl = checked_align(CTRL_WORDS.checked_add(n.checked_mul(128)?)?, PAGE)?;
+            let fifo = FIFO_HDR.checked_add((NSLOTS as usize).checked_mul(self.slot_bytes)?)?;
+            let fifos = n
+                .checked_mul(n)?
+                .checked_mul(self.channels)?
+                .checked_mul(fifo)?;
+            let start = checked_align(ctrl.checked_add(fifos)?, HUGE)?;
+            let per = checked_align(self.storage_bytes, HUGE)?;
+            let total = start.checked_add(n.checked_mul(per)?)?;
+            // mmap offsets are i64 and isize bounds any slice of the mapping.
+            (total <= isize::MAX as usize).then_some(total)
+        };
+        calc().ok_or_else(|| {
+            format!(
+                "{} bytes of storage per rank overflow the arena",
+                self.storage_bytes
+            )
+        })
+    }
+}
+
+/// The most FIFO channels per pair of ranks an arena may have.
+pub const MAX_CHANNELS: usize = 256;
+
+fn checked_align(x: usize, a: usize) -> Option<usize> {
+    Some(x.checked_add(a - 1)? / a * a)
 }
 
 #[repr(C)]
@@ -149,6 +197,9 @@ impl Arena {
 
     /// Map a memfd received from rank 0.
     pub fn map_fd(fd: &impl AsFd, shape: ArenaShape, init: bool) -> Result<Arc<Arena>> {
+        let want = shape.checked_total().map_err(|why| {
+            RuntimeError::Rendezvous(format!("the job's shared segment has {why}"))
+        })?;
         let file = File::from(
             fd.as_fd()
                 .try_clone_to_owned()
@@ -158,10 +209,9 @@ impl Arena {
             .metadata()
             .map_err(|e| RuntimeError::io("stat memfd", e))?
             .len() as usize;
-        if len != shape.total() {
+        if len != want {
             return Err(RuntimeError::Rendezvous(format!(
-                "shared segment is {len} bytes, this rank expected {}",
-                shape.total()
+                "shared segment is {len} bytes, this rank expected {want}"
             )));
         }
         // SAFETY: the memfd is private to this job (no name, mode 0600) and its size is fixed
@@ -228,9 +278,31 @@ impl Arena {
 struct ShmHealth {
     arena: Arc<Arena>,
     pidfds: Vec<Option<OwnedFd>>,
+    /// Each peer process's pid (`None` for this rank and for threads).
+    pids: Vec<Option<i32>>,
+}
+
+/// Whether process `pid` is stopped (SIGSTOP, SIGTSTP or a tracer): state `T` or `t` in
+/// /proc/PID/stat, the field after the command name's closing parenthesis.
+fn is_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "T" || state == "t")
+    })
 }
 
 impl Health for ShmHealth {
+    fn stalled(&self) -> Option<RuntimeError> {
+        let rank = self.pids.iter().position(|p| p.is_some_and(is_stopped))?;
+        // The other ranks then name the same rank instead of the one each waits on.
+        self.arena.abort(rank);
+        Some(RuntimeError::PeerLost {
+            rank,
+            why: "its process is stopped (SIGSTOP or a debugger) and made no progress".into(),
+        })
+    }
+
     fn check(&self) -> Result<()> {
         let a = self.arena.ctrl().abort.load(Ordering::Acquire);
         if a != 0 {
@@ -342,6 +414,9 @@ impl ShmTransport {
             health: ShmHealth {
                 arena: arena.clone(),
                 pidfds,
+                pids: (0..pids.len())
+                    .map(|r| if r == rank { None } else { pids[r] })
+                    .collect(),
             },
             arena,
             tx,
@@ -490,5 +565,86 @@ mod tests {
                 .all(|(i, &b)| b == (i % 251) as u8)
         );
         assert_eq!(peer.ctrl().magic.load(Ordering::Acquire), MAGIC);
+    }
+
+    #[test]
+    fn received_shapes_that_wrap_or_exceed_limits_are_refused() {
+        let good = ArenaShape::new(2, 4, 1 << 20);
+        assert_eq!(good.checked_total(), Ok(good.total()));
+        let (_arena, fd) = Arena::memfd(good, "shape-test").unwrap();
+        for bad in [
+            ArenaShape {
+                storage_bytes: usize::MAX - (2 << 20) + 1,
+                ..good
+            },
+            ArenaShape {
+                storage_bytes: 1 << 63,
+                ..good
+            },
+            ArenaShape {
+                storage_bytes: 4095,
+                ..good
+            },
+            ArenaShape {
+                nranks: 1 << 40,
+                ..good
+            },
+            ArenaShape { nranks: 0, ..good },
+            ArenaShape {
+                channels: 1 << 20,
+                ..good
+            },
+            ArenaShape {
+                slot_bytes: usize::MAX / 2,
+                ..good
+            },
+        ] {
+            assert!(bad.checked_total().is_err(), "{bad:?}");
+            let e = Arena::map_fd(&fd, bad, false)
+                .err()
+                .expect("refused")
+                .to_string();
+            assert!(e.contains("shared segment has"), "{e}");
+        }
+        // A consistent shape that is not the segment's size is refused too.
+        let other = ArenaShape::new(2, 4, 8 << 20);
+        assert!(Arena::map_fd(&fd, other, false).is_err());
+    }
+
+    #[test]
+    fn a_stopped_peer_process_is_named_when_a_wait_times_out() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::STOP,
+        )
+        .unwrap();
+        let t0 = std::time::Instant::now();
+        while !is_stopped(pid) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let shape = ArenaShape::new(3, 1, PAGE);
+        let arena = Arena::anonymous(shape).unwrap();
+        let mut t = ShmTransport::new(
+            arena.clone(),
+            0,
+            &[None, None, Some(pid)],
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        // Rank 0 waits on rank 1 (a thread that never sends); rank 2's process is stopped.
+        let mut b = [0u8; 8];
+        let e = t
+            .recv(1, 0, Protocol::Simple, &mut b)
+            .unwrap_err()
+            .to_string();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(e.contains("rank 2") && e.contains("stopped"), "{e}");
+        assert_eq!(arena.ctrl().abort.load(Ordering::Acquire), 3);
     }
 }

@@ -1,11 +1,15 @@
 //! TCP between hosts: a full mesh with several sockets per peer (channel `c` uses socket
-//! `c % sockets`), like NCCL's NET/Socket. Every connection opens with the job token, so a
-//! stranger on a data port is refused and logged while the job goes on.
+//! `c % sockets`), like NCCL's NET/Socket. Every connection opens with the job's nonce (chosen
+//! by rank 0 at random and sent only to the ranks it accepted), so a stranger on a data port
+//! is refused and logged while the job goes on; the accepts share the job's one deadline.
 //!
 //! Each socket has a receiver thread that drains it into a queue in user space (NCCL's proxy
 //! thread plays this part): a rank that is blocked sending never stops its own socket from
 //! being read, so schedules that send a whole chunk before receiving (ring step 0) cannot
-//! deadlock on the kernel's socket buffers, whatever the message size.
+//! deadlock on the kernel's socket buffers, whatever the message size. The queue is bounded
+//! (twice the rank's storage and some slack: no schedule has more than one buffer in flight
+//! on a socket), so a peer that sends what nobody asked for fails the job instead of filling
+//! memory.
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -17,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::{Transport, TransportKind};
 use crate::error::{Result, RuntimeError};
 use crate::types::Protocol;
-use crate::wire::{log_refusal, read_frame, write_frame};
+use crate::wire::{log_refusal, read_frame_by, write_frame};
 
 /// Sockets per peer.
 pub const SOCKETS_PER_PEER: usize = 2;
@@ -25,6 +29,7 @@ const PIECE: usize = 256 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct Hello {
+    /// The job's nonce.
     token: String,
     rank: usize,
     socket: usize,
@@ -41,6 +46,8 @@ struct Inbox {
 struct Rx {
     inbox: Mutex<Inbox>,
     ready: Condvar,
+    /// The most bytes the queue may hold.
+    cap: usize,
 }
 
 fn spawn_reader(mut s: TcpStream, rx: Arc<Rx>) {
@@ -51,6 +58,12 @@ fn spawn_reader(mut s: TcpStream, rx: Arc<Rx>) {
             let mut inbox = rx.inbox.lock().unwrap_or_else(|e| e.into_inner());
             match r {
                 Ok(0) => inbox.closed = Some("it closed its connection".into()),
+                Ok(k) if inbox.data.len() + k > rx.cap => {
+                    inbox.closed = Some(format!(
+                        "it sent more than {} bytes nobody received (not this job's protocol)",
+                        rx.cap
+                    ))
+                }
                 Ok(k) => inbox.data.extend(&buf[..k]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => inbox.closed = Some(format!("its socket failed: {e}")),
@@ -63,6 +76,68 @@ fn spawn_reader(mut s: TcpStream, rx: Arc<Rx>) {
             }
         }
     });
+}
+
+/// The bytes one socket's queue may hold for a rank with `storage_bytes` of buffers.
+fn inbox_cap(storage_bytes: usize) -> usize {
+    storage_bytes.saturating_mul(2).saturating_add(16 << 20)
+}
+
+/// Accept the data connections of the ranks below `rank` into `socks`, each presenting the
+/// job's nonce `token`, all before `deadline` (each hello within 2 s of it).
+fn accept_lower(
+    listener: &TcpListener,
+    rank: usize,
+    token: &str,
+    deadline: Instant,
+    timeout: Duration,
+    socks: &mut [Vec<Option<TcpStream>>],
+) -> Result<()> {
+    let mut want = rank * SOCKETS_PER_PEER;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| RuntimeError::io("listen", e))?;
+    while want > 0 {
+        match listener.accept() {
+            Ok((mut st, from)) => {
+                st.set_nonblocking(false)
+                    .map_err(|e| RuntimeError::io("accept", e))?;
+                let by = deadline.min(Instant::now() + Duration::from_secs(2));
+                match read_frame_by::<Hello>(&mut st, by, 4096) {
+                    Ok(h)
+                        if h.token == token
+                            && h.rank < rank
+                            && h.socket < SOCKETS_PER_PEER
+                            && socks[h.rank][h.socket].is_none() =>
+                    {
+                        st.set_read_timeout(Some(timeout))
+                            .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                        socks[h.rank][h.socket] = Some(st);
+                        want -= 1;
+                    }
+                    Ok(_) => log_refusal(
+                        &from.to_string(),
+                        "wrong job token or rank on a data connection",
+                    ),
+                    Err(e) => log_refusal(&from.to_string(), &e.to_string()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    let missing: Vec<usize> = (0..rank)
+                        .filter(|&r| socks[r].iter().any(Option::is_none))
+                        .collect();
+                    return Err(RuntimeError::Timeout {
+                        what: format!("data connections from ranks {missing:?}"),
+                        secs: timeout.as_secs_f64(),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
+        }
+    }
+    Ok(())
 }
 
 /// A rank's TCP endpoint.
@@ -100,7 +175,8 @@ fn lost(rank: usize, e: std::io::Error) -> RuntimeError {
 
 impl TcpTransport {
     /// Connect the mesh. `listener` is this rank's data listener (its address was sent to
-    /// every peer through the rendezvous); `addrs[r]` is rank r's.
+    /// every peer through the rendezvous); `addrs[r]` is rank r's; `token` is the job's
+    /// nonce; `timeout` bounds the whole mesh's set-up.
     pub fn connect(
         rank: usize,
         listener: TcpListener,
@@ -142,52 +218,7 @@ impl TcpTransport {
                 *slot = Some(st);
             }
         }
-        // Accept from lower ranks.
-        let mut want = rank * SOCKETS_PER_PEER;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| RuntimeError::io("listen", e))?;
-        while want > 0 {
-            match listener.accept() {
-                Ok((mut st, from)) => {
-                    st.set_nonblocking(false)
-                        .map_err(|e| RuntimeError::io("accept", e))?;
-                    st.set_read_timeout(Some(Duration::from_secs(5)))
-                        .map_err(|e| RuntimeError::io("accept", e))?;
-                    match read_frame::<Hello>(&mut st) {
-                        Ok(h)
-                            if h.token == token
-                                && h.rank < rank
-                                && h.socket < SOCKETS_PER_PEER
-                                && socks[h.rank][h.socket].is_none() =>
-                        {
-                            st.set_read_timeout(Some(timeout))
-                                .map_err(|e| RuntimeError::io("set socket timeout", e))?;
-                            socks[h.rank][h.socket] = Some(st);
-                            want -= 1;
-                        }
-                        Ok(_) => log_refusal(
-                            &from.to_string(),
-                            "wrong job token or rank on a data connection",
-                        ),
-                        Err(e) => log_refusal(&from.to_string(), &e.to_string()),
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() > deadline {
-                        let missing: Vec<usize> = (0..rank)
-                            .filter(|&r| socks[r].iter().any(Option::is_none))
-                            .collect();
-                        return Err(RuntimeError::Timeout {
-                            what: format!("data connections from ranks {missing:?}"),
-                            secs: timeout.as_secs_f64(),
-                        });
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
-            }
-        }
+        accept_lower(&listener, rank, token, deadline, timeout, &mut socks)?;
         let mut rx: Vec<Vec<Option<Arc<Rx>>>> = Vec::new();
         for peer in &socks {
             let mut row = Vec::new();
@@ -200,6 +231,7 @@ impl TcpTransport {
                         let r = Arc::new(Rx {
                             inbox: Mutex::default(),
                             ready: Condvar::new(),
+                            cap: inbox_cap(storage_bytes),
                         });
                         let clone = s
                             .try_clone()
@@ -212,12 +244,19 @@ impl TcpTransport {
             }
             rx.push(row);
         }
+        let mut storage = Vec::new();
+        storage
+            .try_reserve_exact(storage_bytes.div_ceil(8))
+            .map_err(|_| {
+                RuntimeError::Launch(format!("cannot allocate {storage_bytes} bytes of buffers"))
+            })?;
+        storage.resize(storage_bytes.div_ceil(8), 0u64);
         Ok(TcpTransport {
             rank,
             nranks: n,
             socks,
             rx,
-            storage: vec![0u64; storage_bytes.div_ceil(8)],
+            storage,
             timeout,
         })
     }
