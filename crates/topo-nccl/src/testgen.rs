@@ -607,10 +607,8 @@ pub fn generate(seed: u64) -> GenMachine {
                                 );
                             }
                             if let Some((bw, count)) = ctx.c2c {
-                                let _ = writeln!(
-                                    x,
-                                    "{pad}    <c2c bw=\"{bw}\" count=\"{count}\"/>"
-                                );
+                                let _ =
+                                    writeln!(x, "{pad}    <c2c bw=\"{bw}\" count=\"{count}\"/>");
                             }
                             let _ = writeln!(x, "{pad}  </gpu>");
                         }
@@ -819,12 +817,17 @@ mod tests {
     #[test]
     fn arm_c2c_and_nvlink_bridges_are_generated() {
         let ms: Vec<GenMachine> = (0..300).map(generate).collect();
-        let arm = ms.iter().filter(|m| m.xml.contains("arch=\"arm64\"")).count();
+        let arm = ms
+            .iter()
+            .filter(|m| m.xml.contains("arch=\"arm64\""))
+            .count();
         let c2c: Vec<&GenMachine> = ms.iter().filter(|m| m.xml.contains("<c2c ")).collect();
         assert!(arm >= 30, "{arm} ARM machines");
         assert!(c2c.len() >= 5, "{} C2C machines", c2c.len());
-        assert!(c2c.iter().all(|m| m.summary.contains(" c2c ")
-            && m.xml.contains("arch=\"arm64\"")));
+        assert!(
+            c2c.iter()
+                .all(|m| m.summary.contains(" c2c ") && m.xml.contains("arch=\"arm64\""))
+        );
         let partial_mesh = ms.iter().filter(|m| {
             let nvl = m.xml.matches("<nvlink ").count();
             let g = m.xml.matches("<gpu ").count();

@@ -292,6 +292,8 @@ fn is_stopped(pid: i32) -> bool {
     })
 }
 
+const STOPPED: &str = "its process is stopped (SIGSTOP or a debugger) and made no progress";
+
 impl Health for ShmHealth {
     fn stalled(&self) -> Option<RuntimeError> {
         let rank = self.pids.iter().position(|p| p.is_some_and(is_stopped))?;
@@ -299,16 +301,29 @@ impl Health for ShmHealth {
         self.arena.abort(rank);
         Some(RuntimeError::PeerLost {
             rank,
-            why: "its process is stopped (SIGSTOP or a debugger) and made no progress".into(),
+            why: STOPPED.into(),
         })
     }
 
     fn check(&self) -> Result<()> {
         let a = self.arena.ctrl().abort.load(Ordering::Acquire);
         if a != 0 {
+            let rank = a as usize - 1;
+            // Whichever rank noticed first, every rank gives the same cause for a stopped one.
+            let stopped = self
+                .pids
+                .get(rank)
+                .copied()
+                .flatten()
+                .is_some_and(is_stopped);
             return Err(RuntimeError::PeerLost {
-                rank: a as usize - 1,
-                why: "the job was aborted".into(),
+                rank,
+                why: if stopped {
+                    STOPPED
+                } else {
+                    "the job was aborted"
+                }
+                .into(),
             });
         }
         for (rank, fd) in self.pidfds.iter().enumerate() {
