@@ -700,16 +700,18 @@ fn bidi_and_c1_controls_are_escaped_in_text_and_json() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("mlx\\u{202e}5_0\\u{9b}2J"), "{text}");
     assert!(!text.contains('\u{202e}') && !text.contains('\u{9b}'));
+    // The file name reaches diagnose's JSON ("checked": "topology of ...").
+    let named = write(dir.path(), "n\u{9b}\u{202e}.xml", XML.as_bytes());
     let out = topo()
-        .args(["diagnose", "--from", &f, "--format", "json"])
+        .args(["diagnose", "--from", &named, "--format", "json"])
         .output()
         .unwrap();
     let json = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        !json.contains('\u{202e}') && !json.contains('\u{9b}'),
-        "{json}"
-    );
-    serde_json::from_str::<serde_json::Value>(&json).unwrap();
+    assert!(json.contains("n\\u009b\\u202e.xml (2 GPUs)"), "{json}");
+    assert!(!json.contains('\u{202e}') && !json.contains('\u{9b}'), "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let checked = v["checked"][0].as_str().unwrap();
+    assert!(checked.contains("n\u{9b}\u{202e}.xml"), "{checked}");
 }
 
 #[test]

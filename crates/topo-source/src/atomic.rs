@@ -149,8 +149,8 @@ fn is_stream(target: &Path) -> io::Result<bool> {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if m.uid() != me && m.uid() != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
+        // Not PermissionDenied: callers print that kind as a bare "permission denied".
+        return Err(io::Error::other(
             "a fifo or device owned by another user is there; pass a path of your own",
         ));
     }
