@@ -316,6 +316,10 @@ mod tests {
         );
         assert_eq!(escape_document(&red, false), "\\x1b[31mx\\x1b[0m");
         assert_eq!(escape_document("a\nb\n", false), "a\nb\n");
+        assert_eq!(
+            escape_document("gpu\u{202e}0\u{2069}\n", false),
+            "gpu\\u{202e}0\\u{2069}\n"
+        );
     }
 
     #[test]
