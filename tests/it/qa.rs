@@ -708,7 +708,10 @@ fn bidi_and_c1_controls_are_escaped_in_text_and_json() {
         .unwrap();
     let json = String::from_utf8(out.stdout).unwrap();
     assert!(json.contains("n\\u009b\\u202e.xml (2 GPUs)"), "{json}");
-    assert!(!json.contains('\u{202e}') && !json.contains('\u{9b}'), "{json}");
+    assert!(
+        !json.contains('\u{202e}') && !json.contains('\u{9b}'),
+        "{json}"
+    );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let checked = v["checked"][0].as_str().unwrap();
     assert!(checked.contains("n\u{9b}\u{202e}.xml"), "{checked}");
