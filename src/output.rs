@@ -4,7 +4,7 @@ use crate::error::{self, Exit, io_reason};
 use crate::util::{Style, escape_controls};
 use anyhow::Result;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `eprintln!` that ignores a failed write: with stderr a closed pipe, `eprintln!` panics,
@@ -31,7 +31,7 @@ pub fn emit_with(
     output: Option<&PathBuf>,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    match output {
+    match output.filter(|p| p.as_os_str() != "-") {
         Some(p) => topo_source::atomic::write_file(p, |w| {
             let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
             fill(&mut w)?;
@@ -63,30 +63,35 @@ fn stdout_failure(why: &str) -> anyhow::Error {
     error::Failure::new(Exit::Usage, format!("cannot write to stdout: {why}")).into()
 }
 
-/// Whether stdout was closed when topo started (`topo show >&-`), looked at once before
-/// anything is opened. Rust's runtime puts `/dev/null` on a closed standard descriptor at
-/// start-up, so the output would vanish with exit 0; it opens it read-write, while a shell's
-/// `> /dev/null` opens it write-only, which tells the two apart (Linux `/proc`).
+/// Whether stdout was closed when topo started (`topo show >&-`). Rust's runtime puts
+/// `/dev/null` on a closed standard descriptor before `main`, read-write, just as a parent
+/// discarding output does (Python's `subprocess.DEVNULL`, CI runners, service managers), so
+/// nothing seen from `main` tells the two apart: [`probe_stdout`] looks before the runtime
+/// does. A discarded stdout is written and the output vanishes with exit 0; a closed one is
+/// an error, since the output would vanish where the caller expected it.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// Runs from `.init_array`, which the loader calls before the runtime's start-up code.
+#[cfg(target_os = "linux")]
+extern "C" fn probe_stdout() {
+    // SAFETY: F_GETFD on any number only reads descriptor flags; -1 (EBADF) means closed.
+    if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static PROBE_STDOUT: extern "C" fn() = probe_stdout;
+
+/// Also catches a stdout closed where the constructor did not run (another platform).
 pub fn note_closed_stdout() {
     use std::os::fd::AsFd;
     // Duplicating a descriptor fails (EBADF) exactly when it is not open.
-    let closed = std::io::stdout().as_fd().try_clone_to_owned().is_err()
-        || (std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == Path::new("/dev/null"))
-            && std::fs::read_to_string("/proc/self/fdinfo/1")
-                .is_ok_and(|info| opened_read_write(&info)));
-    STDOUT_CLOSED.store(closed, Ordering::Relaxed);
-}
-
-/// Whether `/proc/self/fdinfo/N` text says the descriptor is open read-write (`flags:` is
-/// octal; O_ACCMODE is 3 and O_RDWR 2).
-fn opened_read_write(fdinfo: &str) -> bool {
-    fdinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("flags:"))
-        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
-        .is_some_and(|flags| flags & 3 == 2)
+    if std::io::stdout().as_fd().try_clone_to_owned().is_err() {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
 }
 
 /// `prefix text` on stderr: wrapped to the terminal's width with a two-space indent where

@@ -165,9 +165,9 @@ impl Style {
 /// A whole text document (a view, a plan) made safe for a terminal, as a last line of
 /// defence behind [`escape_controls`] on the values themselves: line breaks and tabs stay,
 /// and with `color` on so do topo's own SGR colour codes (`ESC [ digits m`); every other
-/// control character is escaped.
+/// control character, and every bidirectional control, is escaped.
 pub fn escape_document(text: &str, color: bool) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    let unsafe_char = |c: char| topo_source::escape::needs_escape(c) && c != '\n' && c != '\t';
     if !text.chars().any(unsafe_char) {
         return text.into();
     }
@@ -316,6 +316,10 @@ mod tests {
         );
         assert_eq!(escape_document(&red, false), "\\x1b[31mx\\x1b[0m");
         assert_eq!(escape_document("a\nb\n", false), "a\nb\n");
+        assert_eq!(
+            escape_document("gpu\u{202e}0\u{2069}\n", false),
+            "gpu\\u{202e}0\\u{2069}\n"
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn round(x: f64, u: Unit) -> f64 {
 /// `doc` as pretty JSON with a final newline, numbers rounded by field name.
 pub fn json<T: Serialize + ?Sized>(doc: &T) -> serde_json::Result<String> {
     let mut out = Vec::with_capacity(4096);
-    let mut ser = serde_json::Serializer::pretty(&mut out);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Nested::at(0));
     Rounded::new(doc).serialize(&mut ser)?;
     out.push(b'\n');
     // serde_json writes UTF-8 only.
@@ -55,7 +55,7 @@ pub fn json_to<T: Serialize + ?Sized>(w: &mut dyn std::io::Write, doc: &T) -> st
     use std::io::Write as _;
     // Buffered here, statically typed: serde_json writes a few bytes at a time.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
-    let mut ser = serde_json::Serializer::pretty(&mut w);
+    let mut ser = serde_json::Serializer::with_formatter(&mut w, Nested::at(0));
     Rounded::new(doc).serialize(&mut ser)?;
     w.write_all(b"\n")?;
     w.flush()
@@ -176,7 +176,8 @@ fn value_to<T: Serialize + ?Sized>(
 }
 
 /// serde_json's pretty layout (two spaces a level) starting `level` levels in, which is how
-/// a value sits inside the enclosing object. An adapter indenting after every newline did
+/// a value sits inside the enclosing object; at level 0 it is `Serializer::pretty`'s bytes,
+/// except that strings also escape what serde_json leaves raw (see [`write_safe_fragment`]). An adapter indenting after every newline did
 /// the same at a tenth more CPU for `topo show` at 32,768 GPUs (one call per token).
 struct Nested {
     level: usize,
@@ -259,6 +260,29 @@ impl serde_json::ser::Formatter for Nested {
         self.has_value = true;
         Ok(())
     }
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        write_safe_fragment(w, fragment)
+    }
+}
+
+/// A piece of a JSON string that serde_json left unescaped, with the C1 controls
+/// (U+0080-U+009F: U+009B is a terminal's CSI, like ESC [) and the bidirectional controls
+/// written as `\uXXXX`: a document piped to a terminal or pager cannot then drive it or
+/// reorder what it shows. JSON readers get the same string.
+fn write_safe_fragment<W: ?Sized + std::io::Write>(w: &mut W, s: &str) -> std::io::Result<()> {
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        if topo_source::escape::needs_escape(c) {
+            w.write_all(&s.as_bytes()[start..i])?;
+            write!(w, "\\u{:04x}", c as u32)?;
+            start = i + c.len_utf8();
+        }
+    }
+    w.write_all(&s.as_bytes()[start..])
 }
 
 /// `doc` as YAML, numbers rounded by field name.
@@ -557,6 +581,24 @@ mod tests {
         })
         .unwrap();
         assert!(text.contains("\"lat_us\": 0.0"), "{text}");
+    }
+
+    #[test]
+    fn c1_and_bidi_controls_are_escaped_and_read_back() {
+        let mut m = BTreeMap::new();
+        m.insert("k\u{9b}", "a\u{9b}2J\u{202e}b\u{85}é\n");
+        let text = json(&m).unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"k\\u009b\": \"a\\u009b2J\\u202eb\\u0085é\\n\"\n}\n"
+        );
+        let back: BTreeMap<String, String> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["k\u{9b}"], m["k\u{9b}"]);
+        let pretty = serde_json::to_string_pretty(&vec![BTreeMap::from([("a", vec![1, 2])])]);
+        assert_eq!(
+            json(&vec![BTreeMap::from([("a", vec![1, 2])])]).unwrap(),
+            pretty.unwrap() + "\n"
+        );
     }
 
     #[test]

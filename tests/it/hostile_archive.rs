@@ -828,3 +828,66 @@ fn common_tar_layouts_load() {
     archive(&a, &[file("meta.json", META.as_bytes()), file(".", b"x")]);
     assert_has(&s.refuses(&a), "names no file");
 }
+
+/// `-o` in a shared sticky folder (/tmp) where another user (uid 65534, when the tests run as
+/// root) left a link named like the output pointing at their FIFO: following it would hand
+/// them the output, or block for ever with no reader. The link is replaced instead; their
+/// FIFO itself at the target is refused.
+#[test]
+fn output_never_follows_a_link_to_a_fifo() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scene::new();
+    let shared = s.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let (fifo, link) = (shared.join("fifo"), shared.join("plan.txt"));
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        std::os::unix::fs::lchown(&fifo, Some(65534), Some(65534)).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    }
+    Command::cargo_bin("topo")
+        .unwrap()
+        .args(["show", "--profile", "dgx-h100", "-o"])
+        .arg(&link)
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .success();
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+    assert!(std::fs::read_to_string(&link).unwrap().contains("GPU"));
+    if root {
+        let out = Command::cargo_bin("topo")
+            .unwrap()
+            .args(["show", "--profile", "dgx-h100", "-o"])
+            .arg(&fifo)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            err.starts_with("error: cannot write ") && err.contains("owned by another user"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn output_dash_is_stdout() {
+    let s = Scene::new();
+    let out = Command::cargo_bin("topo")
+        .unwrap()
+        .current_dir(s.path(""))
+        .args(["show", "--profile", "dgx-h100", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout).unwrap().contains("GPU"));
+    assert!(!s.path("-").exists());
+}

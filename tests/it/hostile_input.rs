@@ -294,3 +294,22 @@ fn one_host_too_large_for_its_path_tables_is_refused() {
         "{err}"
     );
 }
+
+/// A parent that discards output with a read-write /dev/null (Python's subprocess.DEVNULL,
+/// CI runners, service managers) is not a closed stdout.
+#[test]
+fn a_read_write_dev_null_stdout_is_discarded_quietly() {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+        .args(["show", "--profile", "dgx-h100"])
+        .stdout(null)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    assert!(err.is_empty(), "{err}");
+}

@@ -885,3 +885,43 @@ fn nvml_without_cuda_attributes_changes_nothing() {
     assert!(t.gpus().iter().all(|&g| t.gpu(g).unwrap().cuda.is_none()));
     assert!(!t.warnings.iter().any(|w| w.contains("CUDA driver")));
 }
+
+#[test]
+fn snapshot_to_dash_streams_the_archive_to_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = topo_cmd()
+        .current_dir(tmp.path())
+        .args(["snapshot", "-o", "-", "--sysfs-root"])
+        .arg(fixture("hgx-h100-8gpu"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains(" to stdout"), "{err}");
+    assert!(!tmp.path().join("-").exists());
+    assert_eq!(out.stdout[..2], [0x1f, 0x8b]);
+    let f = tmp.path().join("s.tar.gz");
+    std::fs::write(&f, &out.stdout).unwrap();
+    let diff = model_diff(&load(&fixture("hgx-h100-8gpu")), &load(&f));
+    assert!(diff.is_empty(), "{}", diff.join("\n"));
+}
+
+#[test]
+fn snapshot_redacts_secret_nccl_values_and_keeps_tuning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("box.tar.gz");
+    topo_cmd()
+        .args(["snapshot", "-o"])
+        .arg(&out)
+        .env("NCCL_NET_AUTH_TOKEN", "tok-123")
+        .env("NCCL_IB_HCA", "mlx5_0:1,mlx5_1:1")
+        .env("NCCL_ALGO", "Ring")
+        .env("NCCL_DEBUG_FILE", "https://user:pw@logs.example/x")
+        .assert()
+        .success();
+    let env = &snapshot::load(&out).unwrap().hosts[0].env;
+    assert_eq!(env["NCCL_NET_AUTH_TOKEN"], snapshot::REDACTED);
+    assert_eq!(env["NCCL_DEBUG_FILE"], snapshot::REDACTED);
+    assert_eq!(env["NCCL_IB_HCA"], "mlx5_0:1,mlx5_1:1");
+    assert_eq!(env["NCCL_ALGO"], "Ring");
+}

@@ -457,7 +457,7 @@ fn oversized_profile_is_refused_before_reading() {
 }
 
 #[test]
-fn huge_attribute_is_cut_with_a_warning() {
+fn huge_attribute_is_an_error_with_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let long = "A".repeat(1_000_000);
     let f = write(
@@ -467,12 +467,15 @@ fn huge_attribute_is_cut_with_a_warning() {
             .as_bytes(),
     );
     let out = topo().args(["show", "--from", &f]).output().unwrap();
-    assert!(out.status.success());
-    // The value used to be echoed whole in every table and warning.
-    assert!(out.stdout.len() < 10_000, "{} bytes", out.stdout.len());
-    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // NCCL's tokenizer refuses it; the value is never echoed.
+    assert!(out.stderr.len() < 1_000, "{} bytes", out.stderr.len());
+    let text = String::from_utf8(out.stderr).unwrap();
     assert!(
-        text.contains("<cpu> arch is 1000000 characters long; NCCL reads values of at most 255"),
+        text.contains("column")
+            && text.contains(
+                "<cpu> arch is 1000000 characters long; NCCL reads values of at most 255"
+            ),
         "{text}"
     );
 }
@@ -681,4 +684,78 @@ fn absurd_c2c_is_ignored_with_one_warning_each() {
         let links = v["links"].to_string();
         assert!(!links.contains("\"c2c\""), "{links}");
     }
+}
+
+#[test]
+fn bidi_and_c1_controls_are_escaped_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "bidi.xml",
+        XML.replacen(r#"name="mlx5_0""#, "name=\"mlx\u{202e}5_0\u{9b}2J\"", 1)
+            .as_bytes(),
+    );
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("mlx\\u{202e}5_0\\u{9b}2J"), "{text}");
+    assert!(!text.contains('\u{202e}') && !text.contains('\u{9b}'));
+    // The file name reaches diagnose's JSON ("checked": "topology of ...").
+    let named = write(dir.path(), "n\u{9b}\u{202e}.xml", XML.as_bytes());
+    let out = topo()
+        .args(["diagnose", "--from", &named, "--format", "json"])
+        .output()
+        .unwrap();
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(json.contains("n\\u009b\\u202e.xml (2 GPUs)"), "{json}");
+    assert!(
+        !json.contains('\u{202e}') && !json.contains('\u{9b}'),
+        "{json}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let checked = v["checked"][0].as_str().unwrap();
+    assert!(checked.contains("n\u{9b}\u{202e}.xml"), "{checked}");
+}
+
+#[test]
+fn a_file_of_no_known_format_is_not_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = "root:$6$Vv4q1tY2$0123456789abcdefSECRETHASH:19000:0:99999:7:::";
+    let shadow = write(dir.path(), "shadow", format!("{line}\n").as_bytes());
+    for args in [
+        vec!["diagnose", "--expect", shadow.as_str()],
+        vec!["show", "--from", shadow.as_str()],
+    ] {
+        let out = topo().args(&args).output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("not a format topo reads"), "{err}");
+        assert!(!err.contains("SECRET") && !err.contains("$6$"), "{err}");
+    }
+    // Named .yaml it is read as a profile: the parser's excerpt is cut short.
+    let long = format!("{line}{}", "x".repeat(200));
+    let y = write(dir.path(), "p.yaml", format!("{long}\n").as_bytes());
+    let out = topo().args(["show", "--from", &y]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        !err.contains("SECRETHASH") && !err.contains("xxxxx"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plain_tar_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tar = vec![0u8; 1024];
+    tar[..8].copy_from_slice(b"meta.jso");
+    tar[257..263].copy_from_slice(b"ustar\0");
+    let f = write(dir.path(), "snap.tar", &tar);
+    let out = topo().args(["show", "--from", &f]).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a plain tar archive: snapshots are .tar.gz (gzip); compress it or unpack it and pass the folder"),
+        "{err}"
+    );
 }

@@ -5,8 +5,10 @@
 //! over the target. A failure at any point, or SIGINT/SIGTERM/SIGHUP, leaves the old target
 //! untouched and removes the temporary; concurrent writers to one target each rename a
 //! complete file, so the last one wins and nothing is interleaved. A symlink at the target is
-//! replaced, never followed; a target that is a FIFO or character device (`/dev/stdout`,
-//! `/dev/null`) is a stream, written in place.
+//! replaced, never followed (types are read with `lstat`); a target that is a FIFO or device
+//! (`/dev/null`, a terminal) owned by the caller or root is a stream, written in place, and
+//! one owned by another user is refused. `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` and
+//! `/proc/self/fd/N` are the caller's own descriptors and are written through; `-` is stdout.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -118,27 +120,69 @@ fn temp_prefix(target: &Path) -> String {
     format!(".{name}.")
 }
 
-/// A target that is a stream (FIFO, character device, socket, following links) or lives in
-/// /dev or /proc (`/dev/stdout` may lead to a file): written in place, since renaming over
-/// `/dev/stdout` would replace the link, not feed the stream.
-fn is_stream(target: &Path) -> bool {
-    target.starts_with("/dev")
-        || target.starts_with("/proc")
-        || std::fs::metadata(target).is_ok_and(|m| {
-            let t = m.file_type();
-            t.is_fifo() || t.is_char_device() || t.is_socket()
-        })
+/// The process's own descriptors (`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/1`): links the
+/// kernel makes to what the caller already holds, so following them is what `-o` means.
+fn is_own_descriptor(target: &Path) -> bool {
+    let s = target.as_os_str().as_encoded_bytes();
+    let fd_number = |rest: &[u8]| !rest.is_empty() && rest.iter().all(u8::is_ascii_digit);
+    matches!(s, b"/dev/stdout" | b"/dev/stderr")
+        || s.strip_prefix(b"/dev/fd/").is_some_and(fd_number)
+        || s.strip_prefix(b"/proc/self/fd/").is_some_and(fd_number)
 }
 
-/// Writes `target` whole or not at all; `fill` writes the content.
+/// What `-o` does with what is at the target, from `lstat`: a link is never followed (it is
+/// replaced), except the caller's own descriptors. A FIFO or device (`/dev/null`, a terminal)
+/// is written in place, but only if the caller or root owns it: in a shared sticky folder
+/// another user's FIFO would hand them the output or block the writer forever.
+fn is_stream(target: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    if is_own_descriptor(target) {
+        return Ok(true);
+    }
+    let Ok(m) = std::fs::symlink_metadata(target) else {
+        return Ok(false);
+    };
+    let t = m.file_type();
+    if !(t.is_fifo() || t.is_char_device() || t.is_block_device() || t.is_socket()) {
+        return Ok(false);
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me && m.uid() != 0 {
+        // Not PermissionDenied: callers print that kind as a bare "permission denied".
+        return Err(io::Error::other(
+            "a fifo or device owned by another user is there; pass a path of your own",
+        ));
+    }
+    Ok(true)
+}
+
+/// Opens a stream target for appending: `-o /dev/stdout` with stdout redirected to a file
+/// opens that file anew, at offset 0, and must not overwrite what the shell already wrote
+/// there. Outside the own-descriptor links, `O_NOFOLLOW` keeps a link swapped in after the
+/// check from being followed.
+fn open_stream(target: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.append(true);
+    if !is_own_descriptor(target) {
+        o.custom_flags(libc::O_NOFOLLOW);
+    }
+    o.open(target)
+}
+
+/// Writes `target` whole or not at all; `fill` writes the content. `-` is stdout.
 pub fn write_file(
     target: &Path,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    if is_stream(target) {
-        // Appending: `-o /dev/stdout` with stdout redirected to a file opens that file anew,
-        // at offset 0, and must not overwrite what the shell already wrote there.
-        let mut f = std::fs::OpenOptions::new().append(true).open(target)?;
+    if target.as_os_str() == "-" {
+        let mut out = io::stdout().lock();
+        fill(&mut out)?;
+        return out.flush();
+    }
+    if is_stream(target)? {
+        let mut f = open_stream(target)?;
         fill(&mut f)?;
         return f.flush();
     }
@@ -253,6 +297,63 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    /// A sticky, world-writable folder holding a FIFO and a link to it, both made by
+    /// another user (uid 65534) when run as root, by this user otherwise.
+    fn sticky_with_fifo() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let (fifo, link) = (dir.path().join("fifo"), dir.path().join("plan.txt"));
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o666) }, 0);
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::lchown(&fifo, Some(65534), Some(65534)).unwrap();
+            std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        }
+        (dir, fifo, link)
+    }
+
+    #[test]
+    fn a_link_to_a_fifo_is_replaced_not_followed() {
+        let (_dir, fifo, link) = sticky_with_fifo();
+        // Following the link would block here forever (no reader).
+        write_file(&link, |w| w.write_all(b"plan")).unwrap();
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "plan");
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_file());
+        assert!(
+            std::fs::symlink_metadata(&fifo)
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+    }
+
+    #[test]
+    fn another_users_fifo_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let (_dir, fifo, _) = sticky_with_fifo();
+        // Not as root the FIFO is this user's own, and writing it would wait for a reader.
+        if root {
+            let e = write_file(&fifo, |w| w.write_all(b"plan")).unwrap_err();
+            assert!(e.to_string().contains("owned by another user"), "{e}");
+            assert!(
+                std::fs::symlink_metadata(&fifo)
+                    .unwrap()
+                    .file_type()
+                    .is_fifo()
+            );
+        }
+        assert!(is_own_descriptor(Path::new("/dev/stdout")));
+        assert!(is_own_descriptor(Path::new("/proc/self/fd/12")));
+        assert!(!is_own_descriptor(Path::new("/dev/fd/")));
+        assert!(!is_own_descriptor(Path::new("/dev/shm/x")));
+        assert!(is_stream(Path::new("/dev/null")).unwrap());
     }
 
     #[test]

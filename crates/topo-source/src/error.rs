@@ -110,6 +110,32 @@ pub fn one_line(err: &anyhow::Error) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Longest excerpt of a file an error message quotes.
+pub const MAX_EXCERPT_CHARS: usize = 40;
+
+/// `msg` with every `"..."` excerpt a parser quoted (serde's `invalid type: string "..."`)
+/// cut to [`MAX_EXCERPT_CHARS`] and its control and bidi characters escaped: an error may
+/// show where a file went wrong, never whole lines of it.
+pub fn short_quotes(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len().min(512));
+    let mut parts = msg.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    for (i, part) in parts.enumerate() {
+        out.push('"');
+        // Odd pieces are inside quotes (a stray last quote leaves an unclosed one: cut too).
+        if i % 2 == 0 && part.chars().count() > MAX_EXCERPT_CHARS {
+            let cut: String = part.chars().take(MAX_EXCERPT_CHARS).collect();
+            out.push_str(&crate::escape::escape_controls(&cut));
+            out.push('…');
+        } else {
+            out.push_str(&crate::escape::escape_controls(part));
+        }
+    }
+    out
+}
+
 /// `std::io::Error` text without the "(os error N)" tail, lowercase like every other message.
 pub fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
@@ -132,6 +158,25 @@ impl fmt::Display for ErrorKind {
 mod tests {
     use super::*;
     use anyhow::Context;
+
+    #[test]
+    fn quoted_excerpts_are_short_and_escaped() {
+        let line = format!("root:$6${}:19000:0:99999:7:::", "s".repeat(90));
+        let msg = format!("invalid type: string \"{line}\", expected struct Profile");
+        let short = short_quotes(&msg);
+        assert_eq!(
+            short,
+            format!(
+                "invalid type: string \"{}…\", expected struct Profile",
+                &line[..40]
+            )
+        );
+        assert_eq!(
+            short_quotes("unknown field \"a\u{202e}b\""),
+            "unknown field \"a\\u{202e}b\""
+        );
+        assert_eq!(short_quotes("no quotes"), "no quotes");
+    }
 
     #[test]
     fn io_errors_read_like_the_rest() {

@@ -56,7 +56,7 @@ fn escape_json(v: &mut serde_json::Value) -> bool {
         }
         Value::Array(a) => a.iter_mut().fold(false, |c, x| escape_json(x) | c),
         Value::Object(m) => {
-            let changed_key = m.keys().any(|k| k.chars().any(char::is_control));
+            let changed_key = m.keys().any(|k| k.chars().any(needs_escape));
             if changed_key {
                 let old = std::mem::take(m);
                 for (k, x) in old {
@@ -72,9 +72,11 @@ fn escape_json(v: &mut serde_json::Value) -> bool {
 /// Text that came from input, safe to print on a terminal and on one line: every control
 /// character (C0 including ESC and newlines, DEL, C1) is written as a visible escape (`\x1b`,
 /// `\n`, `\u{9b}`), so a file cannot retitle the terminal, clear the screen or forge an
-/// extra `error:` line. Everything else, backslashes included, is left as it is.
+/// extra `error:` line. The bidirectional controls (U+200E, U+200F, U+202A-U+202E,
+/// U+2066-U+2069) are escaped too (`\u{202e}`): they reorder what a terminal shows, so a
+/// name could display as another. Everything else, backslashes included, is left as it is.
 pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(needs_escape) {
         return s.into();
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -82,6 +84,13 @@ pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
         push_escaped(&mut out, c);
     }
     out.into()
+}
+
+/// A control character or a bidirectional formatting character (Unicode's Trojan Source
+/// set, CVE-2021-42574).
+pub fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 pub fn push_escaped(out: &mut String, c: char) {
@@ -93,7 +102,7 @@ pub fn push_escaped(out: &mut String, c: char) {
         c if (c as u32) < 0x80 && c.is_control() => {
             let _ = write!(out, "\\x{:02x}", c as u32);
         }
-        c if c.is_control() => {
+        c if needs_escape(c) => {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         }
         c => out.push(c),
@@ -135,6 +144,10 @@ mod tests {
             Some("1\\r")
         );
         assert_eq!(t.warnings, ["bad value 'x\\x1b[31m'"]);
+        assert_eq!(
+            escape_controls("gpu\u{202e}0cod.exe\u{2066}\u{200f}"),
+            "gpu\\u{202e}0cod.exe\\u{2066}\\u{200f}"
+        );
         let NodeKind::Net(n) = &t.node(net).kind else {
             panic!("not a net")
         };

@@ -206,6 +206,15 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     if head.starts_with(&[0x1f, 0x8b]) {
         return Ok(FromKind::Snapshot);
     }
+    if is_plain_tar(&head) {
+        return Err(Error::new(
+            ErrorKind::Input,
+            format!(
+                "cannot read {}: a plain tar archive: snapshots are .tar.gz (gzip); compress it or unpack it and pass the folder",
+                path.display()
+            ),
+        ));
+    }
     let text = String::from_utf8_lossy(&head);
     let text = text.trim_start_matches('\u{feff}').trim_start();
     if text.starts_with('<') {
@@ -227,17 +236,36 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     if name.ends_with(".xml") && !looks_like_yaml(text) {
         return Ok(FromKind::Xml);
     }
-    Ok(FromKind::Profile)
+    if looks_like_yaml(text) || text.is_empty() {
+        return Ok(FromKind::Profile);
+    }
+    // Not quoted: a file that is none of these (`--expect /etc/shadow`) must not have its
+    // content echoed in the error.
+    Err(Error::new(
+        ErrorKind::Input,
+        format!(
+            "cannot read {}: not a format topo reads; pass an NCCL topology XML, a snapshot (folder or .tar.gz), a profile (.yaml), an NCCL INFO log or `nvidia-smi topo -m` output",
+            path.display()
+        ),
+    ))
 }
 
-/// Whether the first line that is not blank or a comment is a YAML `key:` entry.
+/// A POSIX (`ustar\0`) or GNU (`ustar  `) tar header: the magic at byte 257 of the first
+/// 512-byte block.
+fn is_plain_tar(head: &[u8]) -> bool {
+    head.get(257..262) == Some(b"ustar")
+}
+
+/// Whether the first line that is not blank or a comment is a YAML `key:` entry (a colon
+/// followed by a space or the line's end: `root:x:0:0` is one plain scalar, not a key).
 fn looks_like_yaml(text: &str) -> bool {
     text.lines()
         .map(str::trim)
         .find(|l| !l.is_empty() && !l.starts_with('#') && l != &"---")
         .and_then(|l| l.split_once(':'))
-        .is_some_and(|(k, _)| {
+        .is_some_and(|(k, rest)| {
             !k.is_empty()
+                && (rest.is_empty() || rest.starts_with([' ', '\t']))
                 && k.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         })

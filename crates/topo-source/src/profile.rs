@@ -177,9 +177,10 @@ fn has_merge_key(v: &yaml_serde::Value) -> bool {
     }
 }
 
-/// `line L column C: message` from a YAML error (its own text puts the position last).
+/// `line L column C: message` from a YAML error (its own text puts the position last),
+/// with any quoted excerpt of the file cut short.
 fn yaml_message(e: &yaml_serde::Error) -> String {
-    let text = e.to_string();
+    let text = crate::error::short_quotes(&e.to_string());
     match e.location() {
         Some(loc) => {
             let at = format!(" at line {} column {}", loc.line(), loc.column());

@@ -356,7 +356,11 @@ fn utc_now() -> String {
     )
 }
 
+/// A .tar.gz name, or `-` (stdout: an archive, the only form a stream can carry).
 fn is_archive_name(p: &Path) -> bool {
+    if p.as_os_str() == "-" {
+        return true;
+    }
     let n = p
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
@@ -429,7 +433,7 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
         arch: inputs.arch.clone(),
         driver_version: host.driver_version.clone(),
         cuda_driver_version: host.cuda_driver_version.clone(),
-        env: inputs.env.clone(),
+        env: redact_env(&inputs.env),
         nvml: NvmlStatus {
             available: nvml.is_ok(),
             reason: nvml.as_ref().err().cloned(),
@@ -444,8 +448,10 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     let (files, bytes) = plan.size();
     let (files, bytes) = (files + 1, bytes + plan.meta.len() as u64);
     let written = if archive {
-        crate::atomic::write_file(out, |w| plan.write_archive(w))
-            .map(|()| std::fs::metadata(out).map(|m| m.len()).unwrap_or(bytes))
+        crate::atomic::write_file(out, |w| plan.write_archive(w)).map(|()| {
+            let on_disk = (out.as_os_str() != "-").then(|| std::fs::metadata(out).ok());
+            on_disk.flatten().map_or(bytes, |m| m.len())
+        })
     } else {
         crate::atomic::write_dir(out, |dir| plan.write_folder(dir)).map(|()| bytes)
     };
@@ -453,8 +459,63 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
     Ok(format!(
         "captured {files} files ({} KiB) to {}",
         shown.div_ceil(1024),
-        out.display()
+        if out.as_os_str() == "-" {
+            "stdout".into()
+        } else {
+            out.display().to_string()
+        }
     ))
+}
+
+/// What a snapshot records instead of a value that may be a secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// Words in a variable's name that mark its value as a secret (`NCCL_NET_AUTH_TOKEN`).
+const SECRET_WORDS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASS", "CRED", "AUTH"];
+
+/// NCCL tuning variables whose names hold a secret word but whose values are not secrets
+/// (an InfiniBand partition key is a routing number).
+const NOT_SECRET: &[&str] = &["NCCL_IB_PKEY"];
+
+/// The environment a snapshot records: values of variables named like secrets, and values
+/// that look like credentials whatever their name, replaced by [`REDACTED`]; everything
+/// else (the tuning variables the model reads) verbatim. A snapshot is made to be shared.
+pub fn redact_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.iter()
+        .map(|(k, v)| {
+            let up = k.to_ascii_uppercase();
+            let named_secret =
+                !NOT_SECRET.contains(&up.as_str()) && SECRET_WORDS.iter().any(|w| up.contains(w));
+            let v = if named_secret || looks_like_credential(v) {
+                REDACTED.to_string()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// A URL with a user and password, an HTTP authorization value, or a long opaque token
+/// (32 or more letters and digits in one word, as API keys are). Paths, interface and HCA
+/// lists and GPU UUIDs are not.
+fn looks_like_credential(v: &str) -> bool {
+    let v = v.trim();
+    let userinfo = v.split_once("://").is_some_and(|(_, rest)| {
+        rest.split(['/', '?', '#'])
+            .next()
+            .is_some_and(|auth| auth.contains('@'))
+    });
+    let lower = v.to_ascii_lowercase();
+    let token = v.len() >= 32
+        && !v.starts_with(['.', '/'])
+        && !v.starts_with("GPU-")
+        && !v.starts_with("MIG-")
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(&b))
+        && v.bytes().any(|b| b.is_ascii_digit())
+        && v.bytes().any(|b| b.is_ascii_alphabetic());
+    userinfo || lower.starts_with("bearer ") || lower.starts_with("basic ") || token
 }
 
 fn write_error(out: &Path, e: &std::io::Error, archive: bool) -> anyhow::Error {
@@ -477,6 +538,54 @@ fn write_error(out: &Path, e: &std::io::Error, archive: bool) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_redacted_and_tuning_kept() {
+        let env: BTreeMap<String, String> = [
+            ("NCCL_NET_AUTH_TOKEN", "abc"),
+            ("NCCL_SECRET", "x"),
+            ("NCCL_MY_PASSWD", "hunter2"),
+            ("NCCL_IB_PKEY", "0x8001"),
+            ("NCCL_DEBUG_FILE", "https://u:p@logs.example/x"),
+            ("NCCL_PLUGIN_CONF", "Bearer abc"),
+            ("NCCL_COMMENT", "sk2Xk9aQ0vL3mN8pR4tY7wZ1bC5dE6fG"),
+            ("NCCL_IB_HCA", "mlx5_0:1,mlx5_1:1"),
+            ("NCCL_SOCKET_IFNAME", "eth0"),
+            (
+                "NCCL_TOPO_FILE",
+                "/etc/nccl/topo-0123456789abcdef0123456789.xml",
+            ),
+            ("NCCL_ALGO", "Ring"),
+            (
+                "CUDA_VISIBLE_DEVICES",
+                "GPU-8a1b2c3d-1111-2222-3333-444455556666",
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let r = redact_env(&env);
+        for k in [
+            "NCCL_NET_AUTH_TOKEN",
+            "NCCL_SECRET",
+            "NCCL_MY_PASSWD",
+            "NCCL_DEBUG_FILE",
+            "NCCL_PLUGIN_CONF",
+            "NCCL_COMMENT",
+        ] {
+            assert_eq!(r[k], REDACTED, "{k}");
+        }
+        for k in [
+            "NCCL_IB_PKEY",
+            "NCCL_IB_HCA",
+            "NCCL_SOCKET_IFNAME",
+            "NCCL_TOPO_FILE",
+            "NCCL_ALGO",
+            "CUDA_VISIBLE_DEVICES",
+        ] {
+            assert_eq!(r[k], env[k], "{k}");
+        }
+    }
 
     #[test]
     fn timestamps_are_iso_utc() {

@@ -20,8 +20,9 @@ pub const MAX_CHILDREN: usize = 640;
 /// and ignores the rest. Bounding them also bounds the repeated-attribute check.
 pub const MAX_ATTRS: usize = 16;
 
-/// Longest attribute value NCCL's reader holds (`MAX_STR_LEN`, all versions); longer ones
-/// are cut here so one absurd value cannot swell every output.
+/// Longest element name, attribute name or attribute value NCCL's reader holds
+/// (`MAX_STR_LEN` in src/include/xml.h, all versions); its tokenizer fails on a longer one,
+/// so this one does too, naming where it starts.
 pub const MAX_VALUE_CHARS: usize = 255;
 
 /// Most elements in one file: NCCL 2.30's limit for its largest XML (a graph file); a
@@ -210,6 +211,15 @@ impl<'a> Lexer<'a> {
         while self.peek().is_some_and(is_name_byte) {
             self.at += 1;
         }
+        if self.at - start > MAX_VALUE_CHARS {
+            return self.err(
+                start,
+                format!(
+                    "a name of {} characters; NCCL reads names of at most {MAX_VALUE_CHARS}",
+                    self.at - start
+                ),
+            );
+        }
         if self.at == start {
             return match self.peek() {
                 None => self.err(self.at, "unexpected end of file: expected a name"),
@@ -345,14 +355,15 @@ impl<'a> Lexer<'a> {
                             self.pos(key_at)
                         ));
                     }
-                    let mut value = decode_entities(raw);
-                    if let Some((cut, _)) = value.char_indices().nth(MAX_VALUE_CHARS) {
-                        self.warnings.push(format!(
-                            "{}: <{name}> {key} is {} characters long; NCCL reads values of at most {MAX_VALUE_CHARS} and may refuse the file; the first {MAX_VALUE_CHARS} are used",
-                            self.pos(key_at),
-                            value.chars().count()
-                        ));
-                        value.truncate(cut);
+                    let value = decode_entities(raw);
+                    let chars = value.chars().count();
+                    if chars > MAX_VALUE_CHARS {
+                        return self.err(
+                            start,
+                            format!(
+                                "<{name}> {key} is {chars} characters long; NCCL reads values of at most {MAX_VALUE_CHARS} and refuses longer ones"
+                            ),
+                        );
                     }
                     attrs.push((key, value));
                 }
@@ -585,6 +596,30 @@ mod tests {
             assert_eq!(el.pos, expect(&el.name), "{}", el.name);
         }
         assert_eq!(a.children[1].pos, Pos { line: 2, col: 13 });
+    }
+
+    #[test]
+    fn names_and_values_over_255_characters_are_errors() {
+        let ok = format!("<a v=\"{}\"/>", "é".repeat(255));
+        assert_eq!(
+            parse(&ok).unwrap().roots[0]
+                .attr("v")
+                .unwrap()
+                .chars()
+                .count(),
+            255
+        );
+        let e = parse(&format!("<a>\n <b v=\"{}\"/></a>", "x".repeat(1_000_000))).unwrap_err();
+        assert_eq!(e.pos, Pos { line: 2, col: 8 });
+        assert!(
+            e.msg.contains("<b> v is 1000000 characters long"),
+            "{}",
+            e.msg
+        );
+        assert!(e.msg.len() < 200, "{}", e.msg);
+        let e = parse(&format!("<a {}=\"1\"/>", "n".repeat(256))).unwrap_err();
+        assert_eq!(e.pos, Pos { line: 1, col: 4 });
+        assert!(e.msg.contains("a name of 256 characters"), "{}", e.msg);
     }
 
     #[test]
