@@ -73,19 +73,22 @@ fn short_name(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-fn read_log(p: &Path) -> Result<(String, nccllog::NcclLog)> {
+fn read_log(p: &Path, budget: &mut textfile::TextBudget) -> Result<(String, nccllog::NcclLog)> {
     let text = textfile::read_text(p, "NCCL log")?;
+    budget.take(p, text.len() as u64)?;
     Ok((short_name(p), nccllog::parse(&text)))
 }
 
 fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
-    let mut logs = a
-        .nccl_log
-        .iter()
-        .map(|p| read_log(p))
-        .collect::<Result<Vec<_>>>()?;
     let spec = a.source.spec()?;
+    // Every log is parsed and kept at once: their total is bounded, not only each one.
+    textfile::check_total(a.nccl_log.iter().map(PathBuf::as_path))?;
+    let mut budget = textfile::TextBudget::default();
+    let mut logs = vec![];
+    for p in &a.nccl_log {
+        logs.push(read_log(p, &mut budget)?);
+    }
     let mut out = Loaded {
         logs: vec![],
         topo: None,
@@ -96,7 +99,7 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     if let Some(from) = &spec.from {
         // A log passed as the source is a log to diagnose as well.
         if from.is_file() && source::sniff(from)? == FromKind::NcclLog {
-            logs.insert(0, read_log(from)?);
+            logs.insert(0, read_log(from, &mut budget)?);
         }
         out.topo = Some(anyhow::Context::context(
             source::load(&spec),

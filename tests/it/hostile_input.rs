@@ -313,3 +313,42 @@ fn a_read_write_dev_null_stdout_is_discarded_quietly() {
     assert!(out.status.success(), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn a_matrix_header_past_640_columns_names_the_header() {
+    // 5000 columns and rows once took minutes and was refused as "more than 640 CPUs".
+    let cols: Vec<String> = (0..5000).map(|i| format!("GPU{i}")).collect();
+    let text = format!("\t{}\n{}\n", cols.join("\t"), cols.join("\n"));
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "wide.txt", text.as_bytes());
+    let err = fails(&["show", "--from", &f]);
+    assert!(
+        err.contains("more than 640 GPUs/NICs in the matrix header"),
+        "{err}"
+    );
+}
+
+#[test]
+fn repeated_nccl_logs_have_a_total_cap() {
+    // Two sparse 200 MB logs, each within its own cap: refused on their sizes, unread.
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "diagnose".to_string(),
+        "--profile".into(),
+        "dgx-h100".into(),
+    ];
+    for name in ["a.log", "b.log"] {
+        let p = dir.path().join(name);
+        std::fs::File::create(&p)
+            .unwrap()
+            .set_len(200 << 20)
+            .unwrap();
+        args.extend(["--nccl-log".into(), p.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = fails(&args);
+    assert!(
+        err.contains("b.log: the logs together hold more than 256 MiB"),
+        "{err}"
+    );
+}

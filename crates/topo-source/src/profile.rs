@@ -488,26 +488,56 @@ impl<'a> Flattener<'a> {
     }
 }
 
-/// `0-3,8` → [0, 1, 2, 3, 8].
+/// The most CPU numbers a cpu list may name (and so the most ranges in it): above any
+/// machine NCCL's 64-bit cpu masks can describe several times over.
+const MAX_CPUS: u32 = 65536;
+
+/// `0-3,8` → [0, 1, 2, 3, 8], sorted and without repeats. Ranges are merged before they are
+/// expanded, so the cost is the list's length (n log n) plus at most [`MAX_CPUS`]: expanding
+/// each range as written made 200 000 overlapping `0-65535` ranges take 101 s.
 fn parse_cpulist(s: &str) -> Result<Vec<u32>, String> {
-    let bad = || format!("bad cpu list '{s}' (expected e.g. 0-55,112-167)");
-    let mut out = Vec::new();
+    let bad = || format!("bad cpu list '{}' (expected e.g. 0-55,112-167)", shown(s));
+    let mut ranges = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if ranges.len() == MAX_CPUS as usize {
+            return Err(format!(
+                "cpu list with more than {MAX_CPUS} ranges (a machine has fewer CPUs); list each CPU once"
+            ));
+        }
         let (a, b) = match part.split_once('-') {
             Some((a, b)) => (a.trim(), b.trim()),
             None => (part, part),
         };
         let a: u32 = a.parse().map_err(|_| bad())?;
         let b: u32 = b.parse().map_err(|_| bad())?;
-        if a > b || b >= 65536 {
+        if a > b || b >= MAX_CPUS {
             return Err(bad());
         }
-        out.extend(a..=b);
+        ranges.push((a, b));
     }
-    if out.is_empty() {
+    if ranges.is_empty() {
         return Err(bad());
     }
+    ranges.sort_unstable();
+    let mut out: Vec<u32> = Vec::new();
+    for (a, b) in ranges {
+        let from = out.last().map_or(a, |&l| a.max(l + 1));
+        out.extend(from..=b);
+    }
     Ok(out)
+}
+
+/// The first 64 bytes of a long value, for an error line.
+fn shown(s: &str) -> String {
+    let mut end = s.len().min(64);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < s.len() {
+        format!("{}...", &s[..end])
+    } else {
+        s.to_string()
+    }
 }
 
 /// The sysfs `cpumap` form NCCL writes as `affinity`: the kernel prints one hex digit per 4
@@ -1141,6 +1171,22 @@ nvlink:
         assert!(parse_cpulist("3-1").is_err());
         assert!(parse_cpulist("a").is_err());
         assert!(parse_cpulist("").is_err());
+    }
+
+    #[test]
+    fn cpulist_overlapping_ranges_merge_and_bound() {
+        assert_eq!(
+            parse_cpulist("4-6,0-5,5").unwrap(),
+            vec![0, 1, 2, 3, 4, 5, 6]
+        );
+        // 65 536 full-range entries: at the limit, merged into one range, fast.
+        let at = vec!["0-65535"; 65536].join(",");
+        assert_eq!(parse_cpulist(&at).unwrap().len(), 65536);
+        let over = vec!["1"; 65537].join(",");
+        let e = parse_cpulist(&over).unwrap_err();
+        assert!(e.contains("more than 65536 ranges"), "{e}");
+        let e = parse_cpulist(&format!("{}x", "9".repeat(100_000))).unwrap_err();
+        assert!(e.len() < 200, "{e}");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use topo_model::{
     BusId, Cpu, Gpu, HostId, Net, Nic, NodeKind, NvSwitch, PciSwitch, SourceInfo, Topology, class,
 };
@@ -82,22 +82,35 @@ pub struct Matrix {
     /// `NIC0` → `mlx5_0`.
     pub nic_legend: BTreeMap<String, String>,
     pub warnings: Vec<String>,
+    /// Column index → index of its row, so a cell lookup is O(1): the builders look up every
+    /// pair, and a scan per lookup made a 640-column matrix cubic (287 s).
+    #[serde(skip)]
+    row_of: Vec<Option<usize>>,
 }
+
+/// The most columns a matrix may have: NCCL's per-node capacity ([`crate::MAX_PER_HOST`]);
+/// checked on the header before any row is read, since rows cost the square of the width.
+pub const MAX_COLUMNS: usize = crate::MAX_PER_HOST;
+
+/// The longest column label or NIC legend name: interface names are at most 15 bytes
+/// (IFNAMSIZ) and IB device names 63 (IB_DEVICE_NAME_MAX); 256 leaves room for anything real.
+pub const MAX_LABEL: usize = 256;
 
 impl Matrix {
     /// The stated cell between two columns, from either row.
     pub fn cell(&self, a: usize, b: usize) -> Option<Cell> {
         let get = |r: usize, c: usize| {
-            let label = self.columns.get(r)?;
-            self.rows
-                .iter()
-                .find(|x| &x.label == label)?
+            self.rows[(*self.row_of.get(r)?)?]
                 .cells
                 .get(c)
                 .copied()
                 .flatten()
         };
         get(a, b).or_else(|| get(b, a))
+    }
+
+    fn row(&self, col: usize) -> Option<&Row> {
+        Some(&self.rows[(*self.row_of.get(col)?)?])
     }
 }
 
@@ -130,19 +143,27 @@ fn split_run(tok: &str) -> Option<Vec<&str>> {
     Some(out)
 }
 
-/// Reads the matrix; `Err` with a reason when the text has no matrix header at all.
+/// Reads the matrix; `Err` with a reason when the text has no matrix header at all, or a
+/// header wider than [`MAX_COLUMNS`] or with a label longer than [`MAX_LABEL`].
 pub fn parse(text: &str) -> Result<Matrix, String> {
     let lines: Vec<&str> = text.lines().map(|l| l.trim_end_matches('\r')).collect();
     let hi = lines
         .iter()
         .position(|l| l.split_whitespace().next() == Some("GPU0"))
         .ok_or("no header line starting with GPU0")?;
-    let mut m = Matrix::default();
-    for tok in lines[hi].split_whitespace() {
-        if tok == "CPU" || tok == "NUMA" || tok == "Affinity" {
-            break;
-        }
-        m.columns.push(tok.to_string());
+    let mut m = Matrix {
+        columns: header(lines[hi], hi + 1)?,
+        ..Matrix::default()
+    };
+    m.row_of = vec![None; m.columns.len()];
+    let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
+    // Keyed by the header's own slices (borrowing the text, not `m`).
+    for (i, c) in lines[hi]
+        .split_whitespace()
+        .take(m.columns.len())
+        .enumerate()
+    {
+        index.entry(c).or_default().push(i);
     }
     let tail = lines[hi]
         .split_whitespace()
@@ -158,14 +179,22 @@ pub fn parse(text: &str) -> Result<Matrix, String> {
             && k.starts_with("NIC")
             && !v.trim().is_empty()
         {
-            m.nic_legend
-                .insert(k.trim().to_string(), v.trim().to_string());
+            legend(&mut m, k.trim(), v.trim(), i + 1)?;
             continue;
         }
-        if m.columns.iter().any(|c| c == first) {
-            let row = parse_row(&mut m, l, i + 1, has_cpu);
-            m.rows.push(row);
+        let Some(cols) = index.get(first) else {
+            continue;
+        };
+        // A repeated row adds nothing the first did not say (cell lookups took the first);
+        // keeping it would let rows outnumber columns without bound.
+        if m.row_of[cols[0]].is_some() {
+            continue;
         }
+        let row = parse_row(&mut m, l, i + 1, has_cpu);
+        for &c in cols {
+            m.row_of[c] = Some(m.rows.len());
+        }
+        m.rows.push(row);
     }
     if m.rows.is_empty() {
         return Err("the header has no rows under it".into());
@@ -174,26 +203,78 @@ pub fn parse(text: &str) -> Result<Matrix, String> {
     Ok(m)
 }
 
+/// The header's column labels, refused past [`MAX_COLUMNS`] before they are stored.
+fn header(line: &str, n: usize) -> Result<Vec<String>, String> {
+    let mut columns = vec![];
+    for tok in line.split_whitespace() {
+        if tok == "CPU" || tok == "NUMA" || tok == "Affinity" {
+            break;
+        }
+        if columns.len() == MAX_COLUMNS {
+            return Err(format!(
+                "more than {MAX_COLUMNS} GPUs/NICs in the matrix header (line {n}); NCCL holds at most {MAX_COLUMNS} per node, so pass the matrix of one real machine"
+            ));
+        }
+        check_label(tok, n)?;
+        columns.push(tok.to_string());
+    }
+    Ok(columns)
+}
+
+fn check_label(s: &str, n: usize) -> Result<(), String> {
+    if s.len() > MAX_LABEL {
+        return Err(format!(
+            "line {n}: a name of {} bytes, longer than the {MAX_LABEL} any device name can be; fix or cut that line",
+            s.len()
+        ));
+    }
+    Ok(())
+}
+
+/// One `NIC0: mlx5_0` legend line; at most one entry per column, so the legend stays bounded.
+fn legend(m: &mut Matrix, k: &str, v: &str, n: usize) -> Result<(), String> {
+    check_label(k, n)?;
+    check_label(v, n)?;
+    if m.nic_legend.len() < MAX_COLUMNS || m.nic_legend.contains_key(k) {
+        m.nic_legend.insert(k.to_string(), v.to_string());
+    }
+    Ok(())
+}
+
 fn parse_row(m: &mut Matrix, line: &str, n: usize, has_cpu: bool) -> Row {
     let mut toks = line.split_whitespace();
     let label = toks.next().unwrap_or("").to_string();
     let ncols = m.columns.len();
     let mut cells = vec![];
     let mut rest = vec![];
+    // One warning per row however many tokens ran together: warnings are deduplicated by a
+    // scan, so one per token made a wide damaged matrix quadratic.
+    let mut run_together: Option<String> = None;
+    let mut more = 0usize;
     for tok in toks {
         if cells.len() < ncols && is_cell_token(tok) {
             cells.push(Cell::parse(tok));
         } else if cells.len() < ncols
             && let Some(parts) = split_run(tok)
         {
-            m.warnings.push(format!(
-                "line {n}, row {label}: cells run together ('{tok}'), read as {}",
-                parts.join(" ")
-            ));
+            if run_together.is_none() {
+                run_together = Some(format!(
+                    "line {n}, row {label}: cells run together ('{tok}'), read as {}",
+                    parts.join(" ")
+                ));
+            } else {
+                more += 1;
+            }
             cells.extend(parts.into_iter().map(Cell::parse));
         } else {
             rest.push(tok);
         }
+    }
+    if let Some(w) = run_together {
+        m.warnings.push(match more {
+            0 => w,
+            k => format!("{w}, and {k} more such cells in the row"),
+        });
     }
     if cells.len() < ncols {
         let lost: Vec<&str> = m.columns[cells.len()..]
@@ -255,7 +336,13 @@ impl Groups {
         while self.0[r] != r {
             r = self.0[r];
         }
-        self.0[x] = r;
+        // Full path compression: joins come pair by pair, so chains would otherwise grow.
+        let mut y = x;
+        while self.0[y] != r {
+            let next = self.0[y];
+            self.0[y] = r;
+            y = next;
+        }
         r
     }
     fn join(&mut self, a: usize, b: usize) {
@@ -289,24 +376,31 @@ fn cluster(m: &Matrix, members: &[usize], max: u8) -> Vec<Vec<usize>> {
 }
 
 fn row_of(m: &Matrix, col: usize) -> Option<&Row> {
-    m.rows.iter().find(|r| r.label == m.columns[col])
+    m.row(col)
 }
 
-/// NUMA groups: stated NUMA or CPU affinity in common, or anything closer than SYS.
+/// NUMA groups: stated NUMA or CPU affinity in common, or anything closer than SYS. Equal
+/// affinities are joined through a map, not compared pairwise: an affinity list can be long.
 fn numa_groups(m: &Matrix) -> Vec<Vec<usize>> {
     let n = m.columns.len();
     let mut g = Groups::new(n);
     let all: Vec<usize> = (0..n).collect();
+    let mut by_numa: HashMap<i32, usize> = HashMap::new();
+    let mut by_cpus: HashMap<&str, usize> = HashMap::new();
+    for a in 0..n {
+        let Some(r) = row_of(m, a) else { continue };
+        if let Some(k) = r.numa_affinity {
+            let first = *by_numa.entry(k).or_insert(a);
+            g.join(first, a);
+        }
+        if let Some(k) = &r.cpu_affinity {
+            let first = *by_cpus.entry(k.as_str()).or_insert(a);
+            g.join(first, a);
+        }
+    }
     for a in 0..n {
         for b in a + 1..n {
-            let (ra, rb) = (row_of(m, a), row_of(m, b));
-            let same_numa = ra.and_then(|r| r.numa_affinity).is_some()
-                && ra.and_then(|r| r.numa_affinity) == rb.and_then(|r| r.numa_affinity);
-            let same_cpus = ra.and_then(|r| r.cpu_affinity.as_ref()).is_some()
-                && ra.and_then(|r| r.cpu_affinity.as_ref())
-                    == rb.and_then(|r| r.cpu_affinity.as_ref());
-            let near = m.cell(a, b).and_then(Cell::rank).is_some_and(|r| r <= 3);
-            if same_numa || same_cpus || near {
+            if m.cell(a, b).and_then(Cell::rank).is_some_and(|r| r <= 3) {
                 g.join(a, b);
             }
         }
@@ -489,28 +583,26 @@ fn add_nvlinks(b: &mut Build, m: &Matrix) {
     }
 }
 
+/// The most per-cell class warnings shown; the rest are counted in one line (Topology::warn
+/// dedups by scanning, and a 640-column matrix has 204 480 cells).
+const MAX_CLASS_WARNINGS: usize = 32;
+
 /// Warns where the stated classes are not those of any tree (the model shows another class).
 fn check_classes(b: &mut Build, m: &Matrix) {
     let n = m.columns.len();
+    let names = ["PIX", "PXB", "PHB", "NODE", "SYS"];
+    let mut shown = 0usize;
     for a in 0..n {
         for c in a + 1..n {
             let Some(stated) = m.cell(a, c).and_then(Cell::rank) else {
                 continue;
             };
-            let (pa, pc) = (b.place[a], b.place[c]);
-            let modelled = if pa.3 == pc.3 {
-                0
-            } else if pa.2 == pc.2 {
-                1
-            } else if pa.1 == pc.1 {
-                2
-            } else if pa.0 == pc.0 {
-                3
-            } else {
-                4
-            };
-            if modelled != stated {
-                let names = ["PIX", "PXB", "PHB", "NODE", "SYS"];
+            let modelled = modelled_rank(b.place[a], b.place[c]);
+            if modelled == stated {
+                continue;
+            }
+            shown += 1;
+            if shown <= MAX_CLASS_WARNINGS {
                 b.t.warn(format!(
                     "row {} column {}: states {} but the other cells put them at {}; shown as {}",
                     m.columns[a],
@@ -521,6 +613,26 @@ fn check_classes(b: &mut Build, m: &Matrix) {
                 ));
             }
         }
+    }
+    if shown > MAX_CLASS_WARNINGS {
+        b.t.warn(format!(
+            "{} more cells state a class the other cells contradict (first {MAX_CLASS_WARNINGS} shown)",
+            shown - MAX_CLASS_WARNINGS
+        ));
+    }
+}
+
+fn modelled_rank(pa: (usize, usize, usize, usize), pc: (usize, usize, usize, usize)) -> u8 {
+    if pa.3 == pc.3 {
+        0
+    } else if pa.2 == pc.2 {
+        1
+    } else if pa.1 == pc.1 {
+        2
+    } else if pa.0 == pc.0 {
+        3
+    } else {
+        4
     }
 }
 
@@ -555,6 +667,71 @@ mod tests {
         assert_eq!(m.cell(1, 2), Some(Cell::Phb));
         let t = topology(&m, None);
         assert_eq!(t.gpus().len(), 2);
+    }
+
+    fn square(n: usize, cell: &str) -> String {
+        let mut t = String::from("\t");
+        t.push_str(
+            &(0..n)
+                .map(|i| format!("GPU{i}"))
+                .collect::<Vec<_>>()
+                .join("\t"),
+        );
+        t.push_str("\tCPU Affinity\tNUMA Affinity\n");
+        for i in 0..n {
+            t.push_str(&format!("GPU{i}"));
+            for j in 0..n {
+                t.push('\t');
+                t.push_str(if i == j { "X" } else { cell });
+            }
+            t.push_str(&format!("\t{i}\t{i}\n"));
+        }
+        t
+    }
+
+    #[test]
+    fn header_past_640_columns_is_refused_naming_the_header() {
+        // 20 000 columns and as many short rows once took 3 GB; refused on the header alone.
+        let cols: Vec<String> = (0..20_000).map(|i| format!("GPU{i}")).collect();
+        let text = format!("\t{}\n{}\n", cols.join("\t"), cols.join("\n"));
+        let e = parse(&text).unwrap_err();
+        assert!(
+            e.contains("more than 640 GPUs/NICs in the matrix header"),
+            "{e}"
+        );
+        let long = format!(
+            "\tGPU0\tNIC0\nGPU0\tX\tPIX\n\nNIC0: {}\n",
+            "m".repeat(100_000)
+        );
+        let e = parse(&long).unwrap_err();
+        assert!(e.contains("longer than the 256"), "{e}");
+    }
+
+    #[test]
+    fn a_640_column_all_sys_matrix_completes() {
+        // Was cubic (a row scan per cell lookup): 287 s in release.
+        let m = parse(&square(640, "SYS")).unwrap();
+        assert_eq!(m.rows.len(), 640);
+        let t = topology(&m, None);
+        assert_eq!(t.gpus().len(), 640);
+        assert_eq!(t.cpus().count(), 640);
+    }
+
+    #[test]
+    fn repeated_rows_and_run_together_cells_warn_once_per_row() {
+        let mut text = square(3, "SYS");
+        text.push_str("GPU0\tX\tNV4\tNV4\n");
+        let m = parse(&text).unwrap();
+        assert_eq!(m.rows.len(), 3);
+        assert_eq!(m.cell(0, 1), Some(Cell::Sys));
+        let text = "\tGPU0\tGPU1\tGPU2\nGPU0\tXNV4NV4\nGPU1\tNV4\tX\tNV4\nGPU2\tNV4\tNV4\tX\n";
+        let m = parse(text).unwrap();
+        let w: Vec<_> = m
+            .warnings
+            .iter()
+            .filter(|w| w.contains("run together"))
+            .collect();
+        assert_eq!(w.len(), 1, "{w:?}");
     }
 
     #[test]

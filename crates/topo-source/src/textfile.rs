@@ -28,6 +28,44 @@ pub fn read_text(path: &Path, what: &str) -> Result<String> {
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
+/// The most bytes all the logs of one command may hold together: one log's own cap. Each log
+/// is parsed and kept at once, so three 200 MB logs, each within its cap, took 2.2 GB.
+pub const TOTAL_TEXT: u64 = read::TEXT.bytes;
+
+/// Refuses a set of text files whose sizes add up past [`TOTAL_TEXT`], before any is read.
+/// A file whose size the file system does not report counts 0 here; [`read_text`]'s own cap
+/// still bounds it, and [`TextBudget::take`] counts what it really held.
+pub fn check_total<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    let mut budget = TextBudget::default();
+    for p in paths {
+        let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        budget.take(p, size)?;
+    }
+    Ok(())
+}
+
+/// Bytes of text read so far across several files, against [`TOTAL_TEXT`].
+#[derive(Default)]
+pub struct TextBudget(u64);
+
+impl TextBudget {
+    /// Counts `bytes` more from `path`; `Err` once the total passes [`TOTAL_TEXT`].
+    pub fn take(&mut self, path: &Path, bytes: u64) -> Result<()> {
+        self.0 = self.0.saturating_add(bytes);
+        if self.0 > TOTAL_TEXT {
+            return Err(error::fail(
+                ErrorKind::TextTooLarge,
+                format!(
+                    "cannot read {}: the logs together hold more than {} MiB, the most read at once; pass fewer or shorter logs",
+                    path.display(),
+                    TOTAL_TEXT >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Whether text looks like an NCCL log (any NCCL INFO/WARN line or a `=== System` block).
 pub fn looks_like_log(text: &str) -> bool {
     text.contains(" NCCL INFO") || text.contains(" NCCL WARN") || text.contains("=== System")
@@ -73,4 +111,21 @@ pub fn load_matrix(path: &Path) -> Result<Topology> {
         )
     })?;
     Ok(smimatrix::topology(&m, Some(path.display().to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logs_together_past_the_cap_are_refused() {
+        let mut b = TextBudget::default();
+        let p = Path::new("c.log");
+        assert!(b.take(p, 200 << 20).is_ok());
+        let e = b.take(p, 200 << 20).unwrap_err().to_string();
+        assert!(
+            e.contains("c.log: the logs together hold more than 256 MiB"),
+            "{e}"
+        );
+    }
 }

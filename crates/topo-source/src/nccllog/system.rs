@@ -38,7 +38,16 @@ pub struct SystemDump {
     pub total_bw: Option<f64>,
     pub nodes: Vec<SysLine>,
     pub complete: bool,
+    /// Whether the block went past [`MAX_DUMP_LINES`] and the rest was ignored.
+    #[serde(skip)]
+    pub overflow: bool,
 }
+
+/// The most node lines of a `=== System` block kept: six kinds of at most
+/// [`crate::MAX_PER_HOST`] each for one host, twice over. Each line is a child whose link
+/// NCCL's model checks against its parent's others, so an unbounded block was quadratic
+/// (4 MiB took 5.9 s); a real 8-GPU dump has about 50 lines.
+pub const MAX_DUMP_LINES: usize = 12 * crate::MAX_PER_HOST;
 
 /// Gathers the first `=== System` block of one process, skipping other ranks' interleaved
 /// lines.
@@ -72,6 +81,11 @@ impl SystemCollector {
         match node_line(msg, n, line) {
             Some(node) => {
                 if let Some(d) = &mut self.dump {
+                    if d.nodes.len() == MAX_DUMP_LINES {
+                        d.overflow = true;
+                        self.done = true;
+                        return true;
+                    }
                     d.nodes.push(node);
                 }
                 true
@@ -100,6 +114,7 @@ impl SystemCollector {
             total_bw: num("totalBw"),
             nodes: vec![],
             complete: false,
+            overflow: false,
         });
         self.key = Some((p.host.to_string(), p.pid));
         true
@@ -107,7 +122,11 @@ impl SystemCollector {
 
     pub fn finish(self, missing: &mut Vec<String>) -> Option<SystemDump> {
         let d = self.dump?;
-        if !d.complete {
+        if d.overflow {
+            missing.push(format!(
+                "the `=== System` block has more than {MAX_DUMP_LINES} device lines: the rest is ignored"
+            ));
+        } else if !d.complete {
             missing.push(
                 "the `=== System` block is cut short: the topology from it is partial".into(),
             );
@@ -262,7 +281,11 @@ pub fn topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
         "rebuilt from NCCL's `=== System` dump (line {}): GPU models, PCIe generations and NVML indices are not in it; GPU dev numbers are ranks",
         dump.header.line
     ));
-    if !dump.complete {
+    if dump.overflow {
+        b.t.warn(format!(
+            "the `=== System` block has more than {MAX_DUMP_LINES} device lines: only the first {MAX_DUMP_LINES} are modelled"
+        ));
+    } else if !dump.complete {
         b.t.warn("the `=== System` block is cut short: devices after the cut are missing");
     }
     Some(b.t)

@@ -189,6 +189,30 @@ a:1:1 [0] NCCL INFO ==========================================
 }
 
 #[test]
+fn nccllog_system_block_past_its_line_cap_is_cut_with_a_note() {
+    // 20 000 GPU lines under one CPU were quadratic to model; the block stops at its cap.
+    let mut text = String::from("h:1:1 [0] NCCL INFO === System : maxBw 24.0 totalBw 24.0 ===\n");
+    text.push_str("h:1:1 [0] NCCL INFO CPU/0-0 (1/1/1)\n");
+    for i in 0..20_000 {
+        text.push_str(&format!(
+            "h:1:1 [0] NCCL INFO + PCI[24.0] - GPU/0-{:x} ({i})\n",
+            i + 0x1000
+        ));
+    }
+    text.push_str("h:1:1 [0] NCCL INFO ====================\n");
+    let log = parse(&text);
+    let d = log.system.as_ref().unwrap();
+    assert_eq!(d.nodes.len(), system::MAX_DUMP_LINES);
+    assert!(
+        log.missing
+            .iter()
+            .any(|m| m.contains("more than 7680 device lines"))
+    );
+    let t = system::topology(&log, None).unwrap();
+    assert!(t.warnings.iter().any(|w| w.contains("only the first 7680")));
+}
+
+#[test]
 fn nccllog_launch_commands_and_nccl_tests_headers() {
     let text = "export NCCL_P2P_LEVEL=NVL\nmpirun -x NCCL_IB_HCA -x LD_PRELOAD ./a NCCL_ALGO=Ring\n#  Rank  0 Group  0 Pid  1 on  h device  0 [0x1b] NVIDIA H100 80GB HBM3\n";
     let log = parse(text);
