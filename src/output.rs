@@ -122,9 +122,48 @@ pub fn warn(style: Style, text: &str) {
 
 /// Topology warnings on stderr, for commands whose output has no place for them.
 pub fn print_warnings(topo: &topo_model::Topology, style: Style) {
-    for w in &topo.warnings {
-        warn(style, w);
+    for w in collapse_warnings(&topo.warnings) {
+        warn(style, &w);
     }
+}
+
+/// Warnings that say the same thing at different lines of a file (45 `<net>`s listed again)
+/// as one line naming the lines and the count, in the order they first came. The JSON keeps
+/// every warning as it was.
+pub fn collapse_warnings(ws: &[String]) -> Vec<String> {
+    // (first as written, text without its line, the lines, how many)
+    let mut groups: Vec<(&String, &str, Vec<&str>, usize)> = vec![];
+    let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for w in ws {
+        let (line, text) = split_line(w);
+        let i = *at.entry(text).or_insert_with(|| {
+            groups.push((w, text, vec![], 0));
+            groups.len() - 1
+        });
+        groups[i].2.extend(line);
+        groups[i].3 += 1;
+    }
+    groups
+        .into_iter()
+        .map(|(first, text, lines, n)| match (n, lines.len()) {
+            (1, _) => first.clone(),
+            (_, 0) => format!("{text} ({n} times)"),
+            (_, l) if l == n && n <= 4 => format!("lines {}: {text}", lines.join(", ")),
+            _ => format!(
+                "lines {}{}: {text} ({n} times)",
+                lines[..lines.len().min(3)].join(", "),
+                if lines.len() > 3 { ", ..." } else { "" }
+            ),
+        })
+        .collect()
+}
+
+/// `line 12: text` → (Some("12"), "text"); anything else → (None, whole).
+fn split_line(w: &str) -> (Option<&str>, &str) {
+    w.strip_prefix("line ")
+        .and_then(|r| r.split_once(": "))
+        .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .map_or((None, w), |(n, t)| (Some(n), t))
 }
 
 /// Says that `--env` was given to a command that describes hardware and does not apply it.
@@ -140,4 +179,29 @@ pub fn warn_unused_env(cmd: &str, env: &[(String, String)], style: Style) {
             keys.join(", ")
         ),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_warnings_collapse_into_one_line() {
+        let mut ws: Vec<String> = (0..45)
+            .map(|i| format!("line {}: <net> is listed again", 10 + i))
+            .collect();
+        ws.insert(1, "no NVML".into());
+        ws.push("no NVML".into());
+        ws.push("line 7: other".into());
+        assert_eq!(
+            collapse_warnings(&ws),
+            [
+                "lines 10, 11, 12, ...: <net> is listed again (45 times)",
+                "no NVML (2 times)",
+                "line 7: other",
+            ]
+        );
+        let two = ["line 3: x".to_string(), "line 9: x".to_string()];
+        assert_eq!(collapse_warnings(&two), ["lines 3, 9: x"]);
+    }
 }

@@ -376,3 +376,63 @@ fn docs_examples_are_current() {
         "matrix, paths, dot in full; summary, pci excerpts"
     );
 }
+
+/// The XML fixtures, for properties every one of them must have.
+fn xml_fixtures() -> Vec<std::path::PathBuf> {
+    let dir = crate::util::fixture("fixtures/xml");
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "xml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_warning_repeated_at_many_lines_is_one_line() {
+    let mut collapsed = 0;
+    for f in xml_fixtures() {
+        let text = stdout(&["show", "--from", f.to_str().unwrap(), "--color", "never"]);
+        let Some(at) = text.find("\nWarnings\n") else {
+            continue;
+        };
+        let mut seen = std::collections::HashSet::new();
+        for l in text[at..]
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with("  "))
+        {
+            let msg = l.split_once(": ").map_or(l, |(_, m)| m);
+            assert!(
+                seen.insert(msg.to_string()),
+                "{}: repeated {l}",
+                f.display()
+            );
+            collapsed += usize::from(l.contains(" times)"));
+        }
+    }
+    assert!(
+        collapsed > 0,
+        "no fixture repeats a warning any more: pick one that does"
+    );
+}
+
+#[test]
+fn an_inferred_role_star_is_explained_and_no_placeholder_bandwidth_is_drawn() {
+    let mut starred = 0;
+    for f in xml_fixtures() {
+        let p = f.to_str().unwrap();
+        let text = stdout(&["show", "--from", p, "--color", "never"]);
+        if text.lines().any(|l| l.trim_end().ends_with('*')) {
+            starred += 1;
+            assert!(
+                text.contains("* role inferred from the port"),
+                "{p}: {text}"
+            );
+        }
+        let svg = stdout(&["show", "--from", p, "--format", "svg"]);
+        assert!(!svg.contains("5000 GB/s"), "{p}");
+    }
+    assert!(starred > 0, "no fixture infers a role");
+}
