@@ -668,7 +668,8 @@ fn cpu_links(ctx: &Ctx, boxes: &[(NodeIndex, f64, f64)], top: f64, svg: &mut Svg
 /// `ncclTopoGetInterCpuBw` in src/graph/topo.cc, 2.18-2.30): a placeholder, not a rate.
 fn sys_label(bw: f64) -> String {
     if bw >= topo_model::BwConstants::default().loc {
-        "bandwidth unknown (NCCL placeholder)".into()
+        // The gap between the boxes fits only a short label.
+        "bw unknown".into()
     } else {
         format!("{bw:.0} GB/s")
     }
