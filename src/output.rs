@@ -241,7 +241,13 @@ mod tests {
     #[test]
     fn identical_warnings_collapse_into_one_line() {
         let mut ws: Vec<String> = (0..45)
-            .map(|i| format!("line {}: <net name=\"mlx5_{}\"> is listed again", 10 + i, i % 5))
+            .map(|i| {
+                format!(
+                    "line {}: <net name=\"mlx5_{}\"> is listed again",
+                    10 + i,
+                    i % 5
+                )
+            })
             .collect();
         ws.insert(1, "no NVML".into());
         ws.push("no NVML".into());

@@ -390,7 +390,9 @@ fn repeated_nets_xml(dir: &std::path::Path) -> std::path::PathBuf {
             c + 1
         );
         for i in 0..5 {
-            x += &format!("<net name=\"mlx5_{i}\" dev=\"{i}\" speed=\"200000\" port=\"1\" gdr=\"1\"/>\n");
+            x += &format!(
+                "<net name=\"mlx5_{i}\" dev=\"{i}\" speed=\"200000\" port=\"1\" gdr=\"1\"/>\n"
+            );
         }
         x += "</nic>\n</cpu>\n";
     }
@@ -406,13 +408,24 @@ fn a_warning_repeated_for_many_names_is_one_line() {
     let p = repeated_nets_xml(dir.path());
     let out = stdout(&["show", "--from", p.to_str().unwrap(), "--color", "never"]);
     let text = out.replace("\n      ", " ");
-    let again: Vec<&str> = text.lines().filter(|l| l.contains("listed again")).collect();
+    let again: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("listed again"))
+        .collect();
     assert_eq!(again.len(), 1, "{out}");
-    assert!(again[0].contains("(15 times: mlx5_0, mlx5_1, mlx5_2, mlx5_3, ...)"), "{out}");
+    assert!(
+        again[0].contains("(15 times: mlx5_0, mlx5_1, mlx5_2, mlx5_3, ...)"),
+        "{out}"
+    );
     // The JSON keeps each one.
-    let doc: serde_json::Value =
-        serde_json::from_str(&stdout(&["show", "--from", p.to_str().unwrap(), "--format", "json"]))
-            .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&[
+        "show",
+        "--from",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
     assert_eq!(doc["warnings"].as_array().unwrap().len(), 15);
 }
 

@@ -419,10 +419,7 @@ fn another_machines_nvls_says_once_what_runs_instead_and_why_no_prediction() {
     ]);
     assert!(out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    let notes: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("run here as Ring"))
-        .collect();
+    let notes: Vec<&str> = err.lines().filter(|l| l.contains("here as Ring")).collect();
     assert_eq!(notes.len(), 1, "{err}");
     assert!(notes[0].contains("NVLS"), "{err}");
     assert!(
