@@ -44,8 +44,9 @@ pub enum Command {
     Worker,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
-    /// Print the manual page (roff), e.g. `topo man > topo.1`.
-    Man,
+    /// Print a manual page (roff): `topo man > topo.1`, `topo man show > topo-show.1`, or all
+    /// of them with `topo man --dir DIR`.
+    Man(ManArgs),
     /// Print the help of topo or of a subcommand (`topo help plan`).
     Help(HelpArgs),
 }
@@ -58,6 +59,16 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ManArgs {
+    /// The subcommand whose page to print (topo-show(1) for `show`); none for topo(1).
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
+    /// Write every page (topo.1, topo-show.1, ...) into this folder instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "command", value_hint = clap::ValueHint::DirPath)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct HelpArgs {
     /// The subcommand to describe; none for topo itself.
     #[arg(value_name = "COMMAND")]
@@ -67,11 +78,13 @@ pub struct HelpArgs {
 /// Where the topology comes from (shared by show, plan, xml).
 #[derive(Args, Debug, Clone, Default)]
 pub struct SourceArgs {
-    /// An NCCL topology XML, a snapshot (folder or .tar.gz from `topo snapshot`) or a profile YAML.
-    #[arg(long, value_name = "PATH")]
+    /// Read the machine from a file instead of this host: an NCCL topology XML, a snapshot
+    /// (folder or .tar.gz from `topo snapshot`), a profile YAML, an `nvidia-smi topo -m` paste
+    /// or an NCCL_DEBUG=INFO log.
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
     pub from: Option<PathBuf>,
-    /// A built-in hardware profile (dgx-h100, hgx-h200, dgx-a100, dgx-b200, pcie-8x-l40s, ...).
-    #[arg(long, value_name = "NAME", conflicts_with = "from")]
+    /// A built-in hardware profile by name (the list below; `topo completions` completes it).
+    #[arg(long, value_name = "NAME", conflicts_with = "from", value_parser = ProfileName)]
     pub profile: Option<String>,
     /// Replicate the node N times behind its NICs (what-if for N nodes; at most 4096).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -90,6 +103,33 @@ pub struct SourceArgs {
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
+}
+
+/// `--profile`: any name is taken here (topo-source says "unknown profile" with the list, and
+/// accepts `DGX-H100`), but the built-in names are offered to `--help` and shell completion.
+#[derive(Clone, Debug)]
+pub struct ProfileName;
+
+impl clap::builder::TypedValueParser for ProfileName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let names = topo_source::profile::builtin_names();
+        Some(Box::new(
+            names.into_iter().map(clap::builder::PossibleValue::new),
+        ))
+    }
 }
 
 /// `--sysfs-root` / `TOPO_SYSFS_ROOT`: an empty value (`TOPO_SYSFS_ROOT=`) means unset, as
@@ -176,6 +216,8 @@ pub enum DataFormat {
 pub struct ShowArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+    /// What to show: the summary, nvidia-smi's topo matrix, the PCIe tree, the paths between
+    /// GPUs and NICs, or a Graphviz graph.
     #[arg(long, value_enum, default_value = "summary")]
     pub view: ShowView,
     /// With --view matrix: a narrow layout that fits the terminal (blocks of columns, the
@@ -185,7 +227,7 @@ pub struct ShowArgs {
     #[arg(long, value_enum, default_value = "text")]
     pub format: DataFormat,
     /// Write to this file instead of stdout.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub output: Option<PathBuf>,
 }
 
@@ -204,7 +246,8 @@ pub enum PlanFormat {
 pub struct PlanArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all.
+    /// allreduce, allgather, reducescatter, broadcast, reduce, or all (comma-separated);
+    /// alltoall and sendrecv have no NCCL cost model to plan (`topo verify` runs them).
     #[arg(long, default_value = "allreduce")]
     pub collective: String,
     /// Algorithms to consider, NCCL_ALGO grammar (auto = all): ring, tree, nvls, nvlstree, collnetdirect, collnetchain, pat.
@@ -254,7 +297,8 @@ pub struct PlanArgs {
     /// the pairs it covers) or `pairs` (also every pair on its own, `transport_pairs`).
     #[arg(long, value_enum, default_value = "classes")]
     pub transports: TransportListing,
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub output: Option<PathBuf>,
 }
 
@@ -268,7 +312,8 @@ pub enum TransportListing {
 pub struct XmlArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub output: Option<PathBuf>,
 }
 
@@ -317,7 +362,8 @@ pub struct DiagnoseArgs {
     /// NCCL version to model when no log names one (2.18 … 2.30).
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub output: Option<PathBuf>,
 }
 

@@ -34,7 +34,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Calibrate(a) => calibrate::run(a, style)?,
         Command::Worker => worker()?,
         Command::Completions(a) => meta::completions(a)?,
-        Command::Man => meta::man()?,
+        Command::Man(a) => meta::man(a)?,
         Command::Help(a) => meta::help(a)?,
     }
     Ok(0)

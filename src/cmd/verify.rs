@@ -33,7 +33,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             req.nchannels = (sms as usize / k / 2).clamp(1, 32);
         }
         if foreign {
-            plan_foreign(a, &mut req)?;
+            plan_foreign(a, &mut req, style)?;
         }
         let transport = std::env::var("TOPO_CUDA_TRANSPORT").unwrap_or_default();
         let opts = topo_runtime::cuda::device::CudaOptions {
@@ -55,7 +55,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             req.ranks = e.world;
         }
         if foreign {
-            plan_foreign(a, &mut req)?;
+            plan_foreign(a, &mut req, style)?;
         }
         check_host_memory(&req, &launch)?;
         if !foreign {
@@ -375,7 +375,7 @@ fn host_algorithm(forced: Option<Algorithm>, c: Collective, tcp: bool) -> Algori
 }
 
 /// The plan of another machine (`--from`, `--profile`) as the runtime's schedule.
-fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest) -> Result<()> {
+fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result<()> {
     let topo = topo_source::load(&a.source.spec()?)?;
     let funcs: Vec<Func> = req
         .collectives
@@ -414,7 +414,33 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest) -> Result<()> {
             req.plans.push(r);
         }
     }
+    warn(style, &substitution_note(&plan, &describe(&topo, &plan)));
     Ok(())
+}
+
+/// Said once per run: which of the plan's algorithms run as something else here, and why
+/// the predicted column stays empty (the plan's times are the other machine's).
+fn substitution_note(plan: &Plan, machine: &str) -> String {
+    let mut swapped: Vec<&str> = plan
+        .table
+        .iter()
+        .map(|r| r.algo.as_str())
+        .filter(|a| !matches!(*a, "Ring" | "Tree"))
+        .collect();
+    swapped.sort_unstable();
+    swapped.dedup();
+    let runs = if swapped.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "the plan's {} run{} here as Ring over the plan's ring orders (they need NVSwitch multicast, a network plugin or NCCL's own kernels), which moves the same data; ",
+            swapped.join(", "),
+            if swapped.len() == 1 { "s" } else { "" }
+        )
+    };
+    format!(
+        "{runs}no predicted time: the plan predicts {machine}, and these timings are this host's (`topo plan` gives that machine's)"
+    )
 }
 
 fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {

@@ -629,11 +629,44 @@ pub(crate) fn mask_to_cpulist(mask: &str) -> Option<String> {
     Some(ranges(&cpus).replace('–', "-").replace(", ", ","))
 }
 
-/// A NUMA node's CPU list, from `cpus` or the affinity mask.
+/// A NUMA node's CPU list as ranges (`0-55,112-167`, as lscpu and nvidia-smi print it), from
+/// `cpus` or the affinity mask. A source may spell every CPU out (`0,1,2,...`), which a
+/// table then breaks mid-number.
 pub(crate) fn cpu_list(cpu: &topo_model::Cpu) -> Option<String> {
-    cpu.cpus
-        .clone()
-        .or_else(|| cpu.affinity.as_deref().and_then(mask_to_cpulist))
+    match &cpu.cpus {
+        Some(l) => Some(as_ranges(l).unwrap_or_else(|| l.clone())),
+        None => cpu.affinity.as_deref().and_then(mask_to_cpulist),
+    }
+}
+
+/// Above this many CPUs a list is shown as written: expanding it costs more than it helps.
+const MAX_LISTED_CPUS: usize = 1 << 16;
+
+/// `0,1,2,3,8-9` → `0-3,8-9`; `None` when `list` is not a CPU list (it is then shown as is).
+fn as_ranges(list: &str) -> Option<String> {
+    let mut cpus = vec![];
+    for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (a, b) = match item.split_once('-') {
+            Some((a, b)) => (
+                a.trim().parse::<usize>().ok()?,
+                b.trim().parse::<usize>().ok()?,
+            ),
+            None => {
+                let a = item.parse::<usize>().ok()?;
+                (a, a)
+            }
+        };
+        if b < a || b - a >= MAX_LISTED_CPUS || cpus.len() + (b - a) >= MAX_LISTED_CPUS {
+            return None;
+        }
+        cpus.extend(a..=b);
+    }
+    if cpus.is_empty() {
+        return None;
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(ranges(&cpus).replace('–', "-").replace(", ", ","))
 }
 
 /// Colour of a cell in a rendered table.
@@ -703,6 +736,17 @@ pub(crate) fn table(indent: &str, header: &[&str], rows: &[Vec<Cell>], style: St
 mod tests {
     use super::*;
     use topo_model::testing::hgx;
+
+    #[test]
+    fn cpu_lists_print_as_ranges() {
+        let spelled: Vec<String> = (0..56).chain(112..168).map(|c| c.to_string()).collect();
+        assert_eq!(as_ranges(&spelled.join(",")).unwrap(), "0-55,112-167");
+        assert_eq!(as_ranges("8-9, 0,1,2,3").unwrap(), "0-3,8-9");
+        assert_eq!(as_ranges("0-55,112-167").unwrap(), "0-55,112-167");
+        for odd in ["", "x", "3-1", "0-99999999", "1,,a"] {
+            assert_eq!(as_ranges(odd), None, "{odd}");
+        }
+    }
 
     #[test]
     fn labels_and_nvlink_summary_on_hgx() {

@@ -45,3 +45,64 @@ fn man_page_is_roff_with_every_command() {
         assert!(text.contains(&format!("topo\\-{c}")), "man lacks {c}");
     }
 }
+
+#[test]
+fn man_has_a_page_per_command_that_the_top_page_names() {
+    for c in COMMANDS {
+        let page = ok(&["man", c]);
+        assert!(page.contains(&format!(".TH topo-{c} 1")), "{c}: {page}");
+    }
+    let out = topo().args(["man", "bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("error: no manual page for 'bogus'\nhint: pages: show,"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    ok(&["man", "--dir", dir.path().to_str().unwrap()]);
+    for c in COMMANDS {
+        let page = std::fs::read_to_string(dir.path().join(format!("topo-{c}.1"))).unwrap();
+        assert_eq!(page, ok(&["man", c]), "{c}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("topo.1")).unwrap(),
+        ok(&["man"])
+    );
+    assert!(!dir.path().join("topo-worker.1").exists());
+}
+
+#[test]
+fn bash_completes_profile_names_for_profile() {
+    let text = ok(&["completions", "bash"]);
+    // The --profile case of `topo plan` offers the built-in names, not file names.
+    let at = text.find("--profile)").expect("a --profile case");
+    let case = &text[at..at + text[at..].find(";;").unwrap()];
+    for name in ["dgx-h100", "hgx-h200", "pcie-8x-l40s"] {
+        assert!(case.contains(name), "{case}");
+    }
+    assert!(!case.contains("compgen -f"), "{case}");
+}
+
+#[test]
+fn help_describes_what_the_flags_take() {
+    let flat = |t: String| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let show = flat(ok(&["show", "--help"]));
+    for want in [
+        "nvidia-smi topo -m",
+        "NCCL_DEBUG=INFO log",
+        "What to show",
+        "Write to this file",
+    ] {
+        assert!(show.contains(want), "show --help lacks {want:?}");
+    }
+    let plan = flat(ok(&["plan", "--help"]));
+    assert!(
+        plan.contains("alltoall and sendrecv have no NCCL cost model"),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains("reduce, alltoall, sendrecv, or all"),
+        "{plan}"
+    );
+}

@@ -376,3 +376,72 @@ fn docs_examples_are_current() {
         "matrix, paths, dot in full; summary, pci excerpts"
     );
 }
+
+/// Four sockets of a CPU NCCL does not know (x86, unknown vendor: LOC_BW between them), one
+/// GPU each, and the first socket's five ports listed again under each of the other three.
+fn repeated_nets_xml(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut x = String::from("<system version=\"1\">\n");
+    for c in 0..4 {
+        x += &format!(
+            "<cpu numaid=\"{c}\" affinity=\"{:x}\" arch=\"x86_64\" vendor=\"SomeVendor\">\n\
+             <pci busid=\"0000:{:02x}:00.0\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n\
+             <gpu dev=\"{c}\" sm=\"90\" rank=\"{c}\" gdr=\"1\"/>\n</pci>\n<nic>\n",
+            1 << c,
+            c + 1
+        );
+        for i in 0..5 {
+            x += &format!(
+                "<net name=\"mlx5_{i}\" dev=\"{i}\" speed=\"200000\" port=\"1\" gdr=\"1\"/>\n"
+            );
+        }
+        x += "</nic>\n</cpu>\n";
+    }
+    x += "</system>\n";
+    let p = dir.join("repeated.xml");
+    std::fs::write(&p, x).unwrap();
+    p
+}
+
+#[test]
+fn a_warning_repeated_for_many_names_is_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = repeated_nets_xml(dir.path());
+    let out = stdout(&["show", "--from", p.to_str().unwrap(), "--color", "never"]);
+    let text = out.replace("\n      ", " ");
+    let again: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("listed again"))
+        .collect();
+    assert_eq!(again.len(), 1, "{out}");
+    assert!(
+        again[0].contains("(15 times: mlx5_0, mlx5_1, mlx5_2, mlx5_3, ...)"),
+        "{out}"
+    );
+    // The JSON keeps each one.
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&[
+        "show",
+        "--from",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(doc["warnings"].as_array().unwrap().len(), 15);
+}
+
+#[test]
+fn an_inferred_role_star_is_explained_and_a_placeholder_bandwidth_is_not_a_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = repeated_nets_xml(dir.path());
+    let p = p.to_str().unwrap();
+    let text = stdout(&["show", "--from", p, "--color", "never"]);
+    assert!(text.contains("compute*"), "{text}");
+    assert!(text.contains("* role inferred from the port"), "{text}");
+    let svg = stdout(&["show", "--from", p, "--format", "svg"]);
+    assert!(!svg.contains("5000 GB/s"), "{svg}");
+    assert!(svg.contains(">bw unknown</text>"), "{svg}");
+    let stated = stdout(&["show", "--profile", "dgx-h100", "--color", "never"]);
+    if !stated.lines().any(|l| l.trim_end().ends_with('*')) {
+        assert!(!stated.contains("role inferred"), "{stated}");
+    }
+}

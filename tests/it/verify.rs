@@ -748,3 +748,28 @@ fn an_env_rank_refuses_a_rendezvous_held_by_another_user() {
     assert!(errors[0].contains("held by uid 65534"), "{err}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(20));
 }
+
+#[test]
+fn another_machines_nvls_says_once_what_runs_instead_and_why_no_prediction() {
+    let out = verify(&[
+        "--profile",
+        "dgx-h100",
+        "-b",
+        "4M",
+        "-e",
+        "8M",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let notes: Vec<&str> = err.lines().filter(|l| l.contains("here as Ring")).collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    assert!(notes[0].contains("NVLS"), "{err}");
+    assert!(
+        err.contains("no predicted time: the plan predicts"),
+        "{err}"
+    );
+}

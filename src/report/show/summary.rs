@@ -807,7 +807,7 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         r.push("?".into());
         rows.push(r);
     }
-    table(
+    let mut out = table(
         "  ",
         &[
             "NIC",
@@ -823,7 +823,18 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         ],
         &rows,
         style,
-    )
+    );
+    let inferred = hv
+        .nets
+        .iter()
+        .any(|n| ctx.roles.get(n).is_some_and(|r| !r.stated));
+    if inferred {
+        out.push_str(&format!(
+            "  {} role inferred from the port (speed, link layer, name, place), not stated by the source; `--format json` says why\n",
+            style.dim("*")
+        ));
+    }
+    out
 }
 
 /// `compute`, `storage*`: an inferred role is marked with `*` (the JSON says why).
@@ -1073,7 +1084,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
     });
     if !ctx.topo.warnings.is_empty() {
         out.push_str(&format!("\n{}\n", style.bold("Warnings")));
-        for w in &ctx.topo.warnings {
+        for w in crate::output::collapse_warnings(&ctx.topo.warnings) {
             out.push_str(&format!("  {} {w}\n", style.yellow("!")));
         }
     }

@@ -659,8 +659,19 @@ fn cpu_links(ctx: &Ctx, boxes: &[(NodeIndex, f64, f64)], top: f64, svg: &mut Svg
             y - 6.0,
             "small",
             Anchor::Middle,
-            &format!("{bw:.0} GB/s"),
+            &sys_label(bw),
         );
+    }
+}
+
+/// An inter-socket link's label. NCCL gives a CPU it does not know LOC_BW (5000 GB/s,
+/// `ncclTopoGetInterCpuBw` in src/graph/topo.cc, 2.18-2.30): a placeholder, not a rate.
+fn sys_label(bw: f64) -> String {
+    if bw >= topo_model::BwConstants::default().loc {
+        // The gap between the boxes fits only a short label.
+        "bw unknown".into()
+    } else {
+        format!("{bw:.0} GB/s")
     }
 }
 

@@ -266,11 +266,10 @@ fn panel<DB: DrawingBackend>(
             .map_err(plot_error)?
             .label(xml_safe(&s.label))
             .legend(move |(x, y)| {
-                // Two dashes in the legend for a dashed line, one stroke for a solid one.
-                let (a, b) = if dash.is_some() { (7, 13) } else { (10, 10) };
-                EmptyElement::at((x, y))
-                    + PathElement::new(vec![(0, 0), (a, 0)], style)
-                    + PathElement::new(vec![(b, 0), (20, 0)], style)
+                // The plot's own dash in the legend: LL dotted and LL128 dashed must be told
+                // apart there too. A solid line is one dash as long as the key.
+                let (on, off) = dash.unwrap_or((20, 1));
+                plotters::element::DashedPathElement::new(vec![(x, y), (x + 20, y)], on, off, style)
             });
     }
     chart
