@@ -533,7 +533,7 @@ pub struct CalibrateArgs {
 }
 
 /// The most ranks `topo verify` runs (the runtime's own limit on a job's world size).
-pub const MAX_RANKS: usize = 4096;
+pub const MAX_RANKS: usize = topo_runtime::launch::MAX_RANKS;
 /// The most channels per rank: what the host backend clamps to, above CUDA's 32.
 pub const MAX_CHANNELS: usize = 64;
 /// The most ranks per GPU: 64 already share one GPU's SMs two by two on the largest GPUs.

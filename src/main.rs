@@ -12,6 +12,7 @@ mod output;
 mod progress;
 mod report;
 mod util;
+mod warnings;
 
 /// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:
 /// a 72-GPU NVLink clique (GB200 NVL72) runs more than a thousand frames deep, past the main

@@ -414,13 +414,17 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result
             req.plans.push(r);
         }
     }
-    warn(style, &substitution_note(&plan, &describe(&topo, &plan)));
+    for note in substitution_notes(&plan) {
+        warn(style, &note);
+    }
     Ok(())
 }
 
-/// Said once per run: which of the plan's algorithms run as something else here, and why
-/// the predicted column stays empty (the plan's times are the other machine's).
-fn substitution_note(plan: &Plan, machine: &str) -> String {
+/// Said once per run: which of the plan's algorithms run as Ring here (over the plan's ring
+/// orders: the same data; the host runtime has no multicast, network plugin or NCCL kernels),
+/// and why the predicted column stays empty (the plan's times are the other machine's). Each
+/// line fits 80 columns: scripts and terminals read warnings whole.
+fn substitution_notes(plan: &Plan) -> Vec<String> {
     let mut swapped: Vec<&str> = plan
         .table
         .iter()
@@ -429,18 +433,15 @@ fn substitution_note(plan: &Plan, machine: &str) -> String {
         .collect();
     swapped.sort_unstable();
     swapped.dedup();
-    let runs = if swapped.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "the plan's {} run{} here as Ring over the plan's ring orders (they need NVSwitch multicast, a network plugin or NCCL's own kernels), which moves the same data; ",
-            swapped.join(", "),
-            if swapped.len() == 1 { "s" } else { "" }
-        )
-    };
-    format!(
-        "{runs}no predicted time: the plan predicts {machine}, and these timings are this host's (`topo plan` gives that machine's)"
-    )
+    let mut notes = vec![];
+    if !swapped.is_empty() {
+        notes.push(format!(
+            "run here as Ring, the same data moved: {}",
+            swapped.join(", ")
+        ));
+    }
+    notes.push("no predicted times: the plan is another machine's (topo plan has them)".into());
+    notes
 }
 
 fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {

@@ -303,7 +303,7 @@ pub fn render(p: &Plan, style: Style) -> String {
             m.clique_size
         );
     }
-    for w in crate::output::collapse_warnings(&p.warnings) {
+    for w in crate::warnings::collapse_warnings(&p.warnings) {
         let _ = writeln!(out, "{} {w}", style.yellow("warning:"));
     }
     for m in p.messages.iter().filter(|m| m.severity == Severity::Info) {

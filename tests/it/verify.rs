@@ -769,7 +769,7 @@ fn another_machines_nvls_says_once_what_runs_instead_and_why_no_prediction() {
     assert_eq!(notes.len(), 1, "{err}");
     assert!(notes[0].contains("NVLS"), "{err}");
     assert!(
-        err.contains("no predicted time: the plan predicts"),
+        err.contains("no predicted times: the plan is another machine's"),
         "{err}"
     );
 }

@@ -51,8 +51,9 @@ pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
 pub const ENV_TIMEOUT: &str = "TOPO_RT_TIMEOUT";
 
 /// The most ranks a job may have (a launcher's world size and a received job are checked
-/// against it before anything is sized from them).
-pub const MAX_RANKS: usize = 4096;
+/// against it before anything is sized from them); defined beside the job's types so the
+/// transports can check it too.
+pub use crate::types::MAX_RANKS;
 /// The most hosts a Slurm host list may expand to.
 pub const MAX_HOSTS: usize = 65_536;
 /// The largest message size a received job may ask for (each rank then holds twice this).

@@ -3,6 +3,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
 
+/// The most ranks a job may have: launchers, received jobs and arenas are checked against it.
+pub const MAX_RANKS: usize = 4096;
+
 /// A collective operation, with nccl-tests' names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -236,7 +236,11 @@ pub fn sniff(path: &Path) -> Result<FromKind> {
     if name.ends_with(".xml") && !looks_like_yaml(text) {
         return Ok(FromKind::Xml);
     }
-    if looks_like_yaml(text) || text.is_empty() {
+    // Blank lines and comments alone: the profile reader says "empty file".
+    let blank = text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    if looks_like_yaml(text) || blank {
         return Ok(FromKind::Profile);
     }
     // Not quoted: a file that is none of these (`--expect /etc/shadow`) must not have its

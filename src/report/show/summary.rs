@@ -1084,7 +1084,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
     });
     if !ctx.topo.warnings.is_empty() {
         out.push_str(&format!("\n{}\n", style.bold("Warnings")));
-        for w in crate::output::collapse_warnings(&ctx.topo.warnings) {
+        for w in crate::warnings::collapse_warnings(&ctx.topo.warnings) {
             out.push_str(&format!("  {} {w}\n", style.yellow("!")));
         }
     }

@@ -75,11 +75,11 @@ impl ArenaShape {
     /// Check a shape received from another process: every count within the runtime's
     /// limits and every offset computed without overflow. The total, or why not.
     pub fn checked_total(&self) -> std::result::Result<usize, String> {
-        if self.nranks == 0 || self.nranks > crate::launch::MAX_RANKS {
+        if self.nranks == 0 || self.nranks > crate::types::MAX_RANKS {
             return Err(format!(
                 "{} ranks (1 to {})",
                 self.nranks,
-                crate::launch::MAX_RANKS
+                crate::types::MAX_RANKS
             ));
         }
         if self.channels == 0 || self.channels > MAX_CHANNELS {
