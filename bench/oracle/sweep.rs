@@ -77,7 +77,7 @@ fn parse_args() -> Args {
             "--corpus-max-steps" => a.corpus_max_steps = val.parse().expect("--corpus-max-steps N"),
             "--report" => a.report = Some(val.into()),
             "--show" => a.show = Some(val.parse().expect("--show SEED")),
-            "--nccl-version" => a.version = val.into(),
+            "--nccl-version" => a.version = val,
             "--nodes" => a.nodes = Some(val.parse().expect("--nodes N")),
             "--expected" => a.expected = Some(val.into()),
             "--reuse" => {

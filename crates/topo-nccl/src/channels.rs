@@ -214,25 +214,27 @@ pub fn nvls_tuned_channels(
 /// exchange does: for each GPU, its channel NICs until the first repeats, the smallest path
 /// bandwidth; 0 when a GPU has no NIC.
 pub fn min_net_bw(sys: &System, paths: &Paths, policy: &PathPolicy) -> f32 {
-    let mut min = f32::MAX;
-    for rank in 0..sys.gpus.len() {
+    let per_rank = (0..sys.gpus.len()).map(|rank| {
         let g = sys.gpus[rank];
-        let mut first = None;
-        let mut rank_min = f32::MAX;
-        for c in 0..policy.max_channels.max(1) {
-            let Some(net) = paths::local_net(sys, paths, policy, rank, c) else {
-                break;
-            };
-            match first {
-                None => first = Some(net),
-                Some(f) if f == net => break,
-                _ => {}
-            }
-            rank_min = rank_min.min(paths.bw(g, sys.nets[net]) as f32);
+        channel_nets(sys, paths, policy, rank)
+            .into_iter()
+            .map(|net| paths.bw(g, sys.nets[net]) as f32)
+            .reduce(f32::min)
+            .unwrap_or(0.0)
+    });
+    per_rank.reduce(f32::min).unwrap_or(0.0)
+}
+
+/// A rank's NETs channel by channel (`ncclTopoGetLocalNet`) until the first one comes back.
+fn channel_nets(sys: &System, paths: &Paths, policy: &PathPolicy, rank: usize) -> Vec<usize> {
+    let mut nets: Vec<usize> = vec![];
+    for c in 0..policy.max_channels.max(1) {
+        match paths::local_net(sys, paths, policy, rank, c) {
+            Some(net) if nets.first() != Some(&net) => nets.push(net),
+            _ => break,
         }
-        min = min.min(if rank_min < f32::MAX { rank_min } else { 0.0 });
     }
-    if min < f32::MAX { min } else { 0.0 }
+    nets
 }
 
 /// Channel counts of a communicator over every GPU of `sys` (one rank per GPU).
@@ -477,18 +479,9 @@ fn net_count_by_bw_229(
     let gpu_bw = paths::local_cpu(sys, paths, g)
         .map(|c| paths.bw(g, c) as f32)
         .unwrap_or(0.0);
-    let mut first = None;
     let mut total = 0.0f32;
     let mut count = 0;
-    for c in 0..policy.max_channels.max(1) {
-        let Some(net) = paths::local_net(sys, paths, policy, rank, c) else {
-            break;
-        };
-        match first {
-            None => first = Some(net),
-            Some(f) if f == net => break,
-            _ => {}
-        }
+    for net in channel_nets(sys, paths, policy, rank) {
         total += paths.bw(g, sys.nets[net]) as f32;
         count += 1;
         if total >= gpu_bw {
