@@ -86,7 +86,8 @@ pub fn load_file(path: &Path) -> Result<Topology> {
         Err(super::read::ReadError::TooLarge(_)) => {
             let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             return Err(unreadable(format!(
-                "{len} bytes is too large for a profile"
+                "{len} bytes is too large for a profile (at most {} KiB)",
+                MAX_FILE_BYTES >> 10
             )));
         }
         Err(e) => return Err(unreadable(e.to_string())),
@@ -146,8 +147,10 @@ fn parse(text: &str) -> Result<Profile, String> {
         .map_err(|e| format!("{} (after expanding << merge keys)", yaml_message(&e)))
 }
 
-/// Real profiles are a few KiB; anything this large is not one.
-const MAX_FILE_BYTES: u64 = 16 << 20;
+/// Real profiles are a few KiB (the largest built-in one 4 KiB). A loaded YAML document costs
+/// about 150 times its size in memory (a 16 MiB flow list of small scalars peaked at 1.6 GB,
+/// 256 KiB at 39 MB: debug build, 2026-12-03), so the cap is what bounds the memory.
+const MAX_FILE_BYTES: u64 = 256 << 10;
 
 /// Deeper nesting of lists and maps (flow `[`/`{` or indented blocks) than any profile needs
 /// (the built-in ones nest at most 10 deep, with two levels of PCI switches). The YAML scanner's cost grows with the square of
@@ -1098,6 +1101,21 @@ numa:
 nvlink:
   nvswitch: {chips: ["0000:05:00.0", "0000:06:00.0"], lanes: [9, 9]}
 "#;
+
+    /// The file cap is what bounds a profile's memory (a loaded YAML costs about 150 times
+    /// its size): a file past it is refused before it is parsed.
+    #[test]
+    fn a_profile_past_its_cap_is_refused_unparsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.yaml");
+        let body = format!("name: big\nnotes: [{}1]\n", "1,".repeat(150_000));
+        std::fs::write(&p, body).unwrap();
+        let e = crate::error::one_line(&load_file(&p).unwrap_err());
+        assert!(
+            e.contains("too large for a profile (at most 256 KiB)"),
+            "{e}"
+        );
+    }
 
     fn err(yaml: &str) -> String {
         match load_str(yaml, "t.yaml", "t.yaml") {
