@@ -580,7 +580,7 @@ fn local_leader(
     timeout: Duration,
 ) -> Result<(Arc<Arena>, Vec<i32>)> {
     let world = req.ranks;
-    let shape = ArenaShape::new(world, req.nchannels.max(4), req.storage_bytes());
+    let shape = req.arena_shape(world);
     let (arena, fd) = Arena::memfd(shape, &sanitize(token))?;
     let (mut streams, pids) = accept_local(listener, token, world, children, timeout)?;
     let job = Job {
@@ -664,11 +664,7 @@ fn local_member(
     let shape = job
         .shape
         .ok_or_else(|| RuntimeError::Rendezvous("no segment shape".into()))?;
-    let own = ArenaShape::new(
-        world,
-        job.request.nchannels.max(4),
-        job.request.storage_bytes(),
-    );
+    let own = job.request.arena_shape(world);
     if shape != own || job.pids.len() != world {
         return Err(RuntimeError::Rendezvous(format!(
             "rank 0's job does not match its request: segment {shape:?} ({} pids), this rank computes {own:?} for {world} ranks",
@@ -1549,7 +1545,7 @@ mod tests {
     #[test]
     fn a_wrapping_arena_shape_from_rank_0_is_refused() {
         let req = good_request();
-        let real = ArenaShape::new(2, 4, req.storage_bytes());
+        let real = req.arena_shape(2);
         let mk = |shape, request| Job {
             shape: Some(shape),
             pids: vec![1, 1],

@@ -151,20 +151,28 @@ impl VerifyRequest {
         self.max_bytes.saturating_mul(2).saturating_add(4096)
     }
 
-    /// Bytes of the shared arena that threads or processes of one host map for this request
-    /// (`transport::shm::ArenaShape`: FIFOs for every ordered pair of ranks and channel, then
-    /// each rank's storage on 2 MiB boundaries), plus 2 MiB for the control block and
-    /// rounding; `None` when it overflows. Every byte is touched up front (prefault).
+    /// The shared arena that threads or processes of one host map for this request on
+    /// `world` ranks: FIFOs for every ordered pair of ranks and at least
+    /// [`ARENA_MIN_CHANNELS`] channels, then each rank's storage. Both launchers and the
+    /// memory check size it here, so the check and the mapping cannot disagree.
+    pub fn arena_shape(&self, world: usize) -> crate::transport::shm::ArenaShape {
+        crate::transport::shm::ArenaShape::new(
+            world,
+            self.nchannels.max(ARENA_MIN_CHANNELS),
+            self.storage_bytes(),
+        )
+    }
+
+    /// Bytes of [`Self::arena_shape`] on this request's ranks, counted with checked
+    /// arithmetic (`ArenaShape::checked_total`); `None` when it overflows or the shape is
+    /// past the runtime's limits. Every byte is touched up front (prefault).
     pub fn arena_bytes(&self) -> Option<u64> {
-        let n = self.ranks as u64;
-        let shape = crate::transport::shm::ArenaShape::new(1, 1, PAGE_BYTES);
-        let fifo = 1024 + crate::protocol::NSLOTS.checked_mul(shape.slot_bytes as u64)?;
-        let channels = self.nchannels.max(ARENA_MIN_CHANNELS) as u64;
-        let fifos = n.checked_mul(n)?.checked_mul(channels)?.checked_mul(fifo)?;
-        let storage = (self.storage_bytes() as u64)
-            .checked_next_multiple_of(HUGE_BYTES)?
-            .checked_mul(n)?;
-        fifos.checked_add(storage)?.checked_add(HUGE_BYTES)
+        // Buffers past the cap would overflow the shape's own rounding before it is checked.
+        if self.max_bytes > MAX_BUFFER_BYTES || self.ranks > crate::types::MAX_RANKS {
+            return None;
+        }
+        let total = self.arena_shape(self.ranks).checked_total().ok()?;
+        u64::try_from(total).ok()
     }
 
     /// Refuses a request no run can honour (no ranks or channels, a timeout that is not a
@@ -207,7 +215,7 @@ impl VerifyRequest {
                 self.ranks,
                 self.nchannels.max(ARENA_MIN_CHANNELS),
                 gib(self.max_bytes as u64),
-                need.map_or("more than 16 EiB".to_string(), gib),
+                need.map_or("more than this machine can address".to_string(), gib),
                 gib(limit)
             ))),
         }
@@ -221,8 +229,6 @@ pub const MAX_BUFFER_BYTES: usize = 16 << 30;
 pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// The arena has at least this many FIFO channels per pair (as both launchers size it).
 pub const ARENA_MIN_CHANNELS: usize = 4;
-const PAGE_BYTES: usize = 4096;
-const HUGE_BYTES: u64 = 2 << 20;
 /// The limit when /proc/meminfo cannot be read.
 const FALLBACK_LIMIT_BYTES: u64 = 16 << 30;
 
@@ -1089,12 +1095,7 @@ pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<V
     req.validate()?;
     req.check_memory()?;
     let timeout = checked_timeout(req.timeout_s)?;
-    let ts = crate::transport::shm::in_process(
-        req.ranks,
-        req.nchannels.max(ARENA_MIN_CHANNELS),
-        req.storage_bytes(),
-        timeout,
-    )?;
+    let ts = crate::transport::shm::in_process(req.arena_shape(req.ranks), timeout)?;
     run_ranks(
         ts.into_iter()
             .map(|t| Box::new(t) as Box<dyn Transport>)
@@ -1206,20 +1207,13 @@ mod tests {
                 max_bytes,
                 ..VerifyRequest::default()
             };
-            let shape = crate::transport::shm::ArenaShape::new(
-                ranks,
-                nchannels.max(ARENA_MIN_CHANNELS),
-                req.storage_bytes(),
-            );
-            let est = req.arena_bytes().unwrap();
-            assert!(
-                est >= shape.total() as u64,
+            let shape = req.arena_shape(ranks);
+            assert_eq!(
+                req.arena_bytes().unwrap(),
+                shape.total() as u64,
                 "{ranks} {nchannels} {max_bytes}"
             );
-            assert!(
-                est <= shape.total() as u64 + (4 << 20),
-                "{ranks} {nchannels} {max_bytes}"
-            );
+            assert!(shape.channels >= ARENA_MIN_CHANNELS.max(nchannels));
         }
         let huge = VerifyRequest {
             ranks: usize::MAX,

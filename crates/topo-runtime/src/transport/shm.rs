@@ -542,13 +542,9 @@ impl Transport for ShmTransport {
 }
 
 /// Transports for `nranks` threads of this process.
-pub fn in_process(
-    nranks: usize,
-    channels: usize,
-    storage_bytes: usize,
-    timeout: Duration,
-) -> Result<Vec<ShmTransport>> {
-    let arena = Arena::anonymous(ArenaShape::new(nranks, channels, storage_bytes))?;
+pub fn in_process(shape: ArenaShape, timeout: Duration) -> Result<Vec<ShmTransport>> {
+    let nranks = shape.nranks;
+    let arena = Arena::anonymous(shape)?;
     let none = vec![None; nranks];
     (0..nranks)
         .map(|r| ShmTransport::new(arena.clone(), r, &none, timeout))
