@@ -101,20 +101,14 @@ const CACHE_CAP: topo_source::read::Cap = topo_source::read::Cap {
 /// The cached model at `path`: `Ok(None)` when there is none (or of another schema: an
 /// older topo's), `Err` with a warning line when one is there but unusable.
 fn load(path: &Path) -> std::result::Result<Option<HostModel>, String> {
-    use topo_source::read::{ReadError, open_regular, read_capped};
+    use topo_source::read::{ReadError, file_nofollow};
     let refused = |why: String| {
         format!(
             "ignoring the calibration cache {}: {why}; measuring again",
             path.display()
         )
     };
-    let read = open_regular(path, true).and_then(|(f, len)| {
-        if len > CACHE_CAP.bytes {
-            return Err(ReadError::TooLarge(CACHE_CAP));
-        }
-        read_capped(f, CACHE_CAP)
-    });
-    let bytes = match read {
+    let bytes = match file_nofollow(path, CACHE_CAP) {
         Ok(b) => b,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(ReadError::TooManyLinks) => return Err(refused("a symbolic link".into())),

@@ -183,6 +183,13 @@ pub fn file(path: &Path, cap: Cap) -> Result<Vec<u8>, ReadError> {
     file_opened(path, false, cap)
 }
 
+/// [`file`] without following a symlink at `path` itself: one there is
+/// [`ReadError::TooManyLinks`] (a file of the user's own, such as a cache, that something
+/// else may have replaced).
+pub fn file_nofollow(path: &Path, cap: Cap) -> Result<Vec<u8>, ReadError> {
+    file_opened(path, true, cap)
+}
+
 pub(crate) fn file_opened(path: &Path, nofollow: bool, cap: Cap) -> Result<Vec<u8>, ReadError> {
     let (f, len) = open_regular(path, nofollow)?;
     if len > cap.bytes {
