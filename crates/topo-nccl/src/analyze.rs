@@ -773,6 +773,37 @@ fn note_path_effects(
     }
 }
 
+/// The analysis of `topo` under `env` at `version` (CUDA driver 12.8), for tests: on a 64 MiB
+/// stack, as the binary's main thread has, since the graph search recurses per GPU and
+/// channel and a 16-GPU clique needs more than a test thread's 2 MiB in unoptimised builds.
+#[cfg(test)]
+pub(crate) fn analyze_on_big_stack(
+    topo: &Topology,
+    env: &[(&str, &str)],
+    version: &str,
+) -> Analysis {
+    let req = Request {
+        topo,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        version: NcclVersion::parse(version).unwrap(),
+        placement: RankPlacement::ProcessPerGpu,
+        facts: RuntimeFacts {
+            cuda_driver_version: Some(12080),
+        },
+    };
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn_scoped(s, || analyze(&req).unwrap())
+            .unwrap()
+            .join()
+            .unwrap()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

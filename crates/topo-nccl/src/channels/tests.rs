@@ -2,34 +2,12 @@
 //! sets it (checked with nccl-oracle at v2.29.7-1 and v2.30.7-1 on the built-in profiles).
 
 use super::*;
-use crate::analyze::{Analysis, Request, RuntimeFacts, analyze};
-use crate::transport::RankPlacement;
-use crate::version::NcclVersion;
+use crate::analyze::Analysis;
 use topo_model::Topology;
 use topo_model::testing::hgx;
 
 fn run(t: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
-    let req = Request {
-        topo: t,
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        version: NcclVersion::parse(version).unwrap(),
-        placement: RankPlacement::ProcessPerGpu,
-        facts: RuntimeFacts {
-            cuda_driver_version: Some(12080),
-        },
-    };
-    // The search recurses per GPU and channel: give it the binary's larger stack.
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .stack_size(64 << 20)
-            .spawn_scoped(s, || analyze(&req).unwrap())
-            .unwrap()
-            .join()
-            .unwrap()
-    })
+    crate::analyze::analyze_on_big_stack(t, env, version)
 }
 
 fn facts(n_nodes: usize, min_local_ranks: usize, min_net_bw: f32) -> NvlsTuningFacts {

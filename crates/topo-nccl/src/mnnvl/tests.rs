@@ -2,7 +2,7 @@
 //! src/transport/p2p.cc, src/transport/nvls.cc, src/graph/search.cc).
 
 use super::*;
-use crate::analyze::{Analysis, Request, RuntimeFacts, analyze};
+use crate::analyze::{Analysis, RuntimeFacts};
 use crate::transport::RankPlacement;
 use crate::tuning::OpContext;
 use crate::types::{Algo, Func};
@@ -28,30 +28,8 @@ fn trays(n: usize, domain: u32, state: &str) -> Topology {
     t.replicate(n)
 }
 
-/// The graph search recurses per GPU and channel (as NCCL's does): a 16-GPU clique needs more
-/// than a test thread's 2 MiB in unoptimised builds, so the analysis runs on a larger stack,
-/// as the binary's main thread does.
 fn run_on(t: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
-    let req = Request {
-        topo: t,
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        version: NcclVersion::parse(version).unwrap(),
-        placement: RankPlacement::ProcessPerGpu,
-        facts: RuntimeFacts {
-            cuda_driver_version: Some(12080),
-        },
-    };
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .stack_size(64 << 20)
-            .spawn_scoped(s, || analyze(&req).unwrap())
-            .unwrap()
-            .join()
-            .unwrap()
-    })
+    crate::analyze::analyze_on_big_stack(t, env, version)
 }
 
 fn run(n: usize, domain: u32, env: &[(&str, &str)]) -> Analysis {
