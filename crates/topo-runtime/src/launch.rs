@@ -3,8 +3,8 @@
 //! * **threads**: N ranks as threads of this process ([`crate::verify::run_threads`]).
 //! * **processes**: this process is rank 0 and starts N-1 copies of a program (the `topo`
 //!   binary's hidden worker subcommand, which calls [`worker_main`]); they meet on an
-//!   abstract Unix socket, present the job token, and receive the memfd of the shared arena
-//!   with SCM_RIGHTS.
+//!   abstract Unix socket, prove the job token (`auth`: challenge and response, the token
+//!   never sent), and receive the memfd of the shared arena with SCM_RIGHTS.
 //! * **env**: ranks started by torchrun, Slurm or Open MPI ([`EnvInfo::detect`]). Ranks on one
 //!   host meet the same way as processes; ranks on several hosts meet over TCP at
 //!   MASTER_ADDR:MASTER_PORT and use the TCP transport.
@@ -89,7 +89,9 @@ pub use crate::wire::{log_refusal, read_frame, read_frame_by, write_frame};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Hello {
-    token: String,
+    /// The joining rank's nonce for the token handshake ([`crate::auth`]): the token itself
+    /// never travels.
+    nonce: String,
     rank: usize,
     world: usize,
     pid: i32,
@@ -422,11 +424,9 @@ pub(crate) fn recv_fd(s: &UnixStream) -> Result<OwnedFd> {
     ))
 }
 
-/// Check a hello against the job; `Err(reason)` to refuse it.
-fn vet(h: &Hello, token: &str, world: usize, joined: &[bool]) -> std::result::Result<(), String> {
-    if h.token != token {
-        return Err("wrong job token".into());
-    }
+/// Check a hello's claims against the job, before the token handshake; `Err(reason)` to
+/// refuse it.
+fn vet(h: &Hello, world: usize, joined: &[bool]) -> std::result::Result<(), String> {
     if h.world != world {
         return Err(format!(
             "world size mismatch: rank 0 runs {world} ranks, rank {} expects {}",
@@ -488,7 +488,10 @@ pub(crate) fn accept_local(
                     deadline.min(Instant::now() + HELLO_WAIT),
                     4096,
                 ) {
-                    Ok(h) => match vet(&h, token, world, &joined) {
+                    Ok(h) => match vet(&h, world, &joined).and_then(|_| {
+                        let by = deadline.min(Instant::now() + HELLO_WAIT);
+                        crate::auth::lead(&mut s, token, (h.rank, world), &h.nonce, by)
+                    }) {
                         Ok(()) => {
                             joined[h.rank] = true;
                             pids[h.rank] = h.pid;
@@ -625,16 +628,19 @@ pub(crate) fn join_local(
         }
     };
     check_listener(&s, name)?;
+    let nonce = crate::auth::nonce()?;
     write_frame(
         &mut s,
         &Hello {
-            token: token.into(),
+            nonce: nonce.clone(),
             rank,
             world,
             pid: std::process::id() as i32,
             data: None,
         },
     )?;
+    let whom = format!("the listener on {name:?}");
+    crate::auth::join(&mut s, token, (rank, world), &nonce, deadline, &whom)?;
     match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
         Reply::Refused(why) => Err(RuntimeError::Rendezvous(format!(
             "rank 0 refused rank {rank}: {why}"
@@ -1016,15 +1022,18 @@ fn tcp_leader(
                     continue;
                 }
             };
-        if h.token == token
-            && (1..world).contains(&h.rank)
+        let by = deadline.min(Instant::now() + HELLO_WAIT);
+        let proven = (h.world == world && (1..world).contains(&h.rank))
+            .then(|| crate::auth::lead(&mut s, token, (h.rank, world), &h.nonce, by));
+        if let Some(Ok(())) = proven
             && let Some(first) = froms[h.rank]
         {
             let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
             return Err(twice(h.rank, first, from));
         }
         let joined: Vec<bool> = froms.iter().map(Option::is_some).collect();
-        match vet(&h, token, world, &joined)
+        match vet(&h, world, &joined)
+            .and_then(|_| proven.unwrap_or(Ok(())))
             .and_then(|_| h.data.ok_or_else(|| "no data address".to_string()))
         {
             Ok(mut data) => {
@@ -1105,9 +1114,17 @@ impl LateWatch {
                 else {
                     continue;
                 };
-                let h = read_frame_by::<Hello>(&mut s, Instant::now() + HELLO_WAIT, 4096);
-                let why = match h {
-                    Ok(h) if h.token == token && h.rank < froms.len() => {
+                let by = Instant::now() + HELLO_WAIT;
+                let h = read_frame_by::<Hello>(&mut s, by, 4096).map_err(|e| e.to_string());
+                let world = froms.len();
+                let proven = h.and_then(|h| {
+                    if h.world != world || !(1..world).contains(&h.rank) {
+                        return Err("wrong world size or rank".to_string());
+                    }
+                    crate::auth::lead(&mut s, &token, (h.rank, world), &h.nonce, by).map(|_| h)
+                });
+                let why = match proven {
+                    Ok(h) => {
                         let first = froms[h.rank].unwrap_or(from);
                         let e = twice(h.rank, first, from);
                         let why = e.to_string();
@@ -1116,8 +1133,7 @@ impl LateWatch {
                             .get_or_insert(e);
                         why
                     }
-                    Ok(_) => "wrong job token or rank".into(),
-                    Err(e) => e.to_string(),
+                    Err(e) => e,
                 };
                 log_refusal(&from.to_string(), &why);
                 let _ = write_frame(&mut s, &Reply::Refused(why));
@@ -1241,9 +1257,9 @@ fn run_env_inner(
 
 /// A rank other than 0 of a multi-host job: join rank 0 at `master` over TCP, check the job
 /// it sends like a one-host rank does, and run it on the TCP mesh. Over TCP nobody's
-/// credentials can be checked: whoever listens at MASTER_PORT receives this rank's hello
-/// (the job token is an identifier there, see docs/runtime.md), and what it sends back is
-/// bounded and validated before use.
+/// credentials can be checked: whoever listens at MASTER_PORT receives this rank's hello,
+/// must then prove the job token before this rank proves it (see docs/runtime.md), and what
+/// it sends back is bounded and validated before use.
 fn tcp_member(
     req: &VerifyRequest,
     env: &EnvInfo,
@@ -1276,15 +1292,25 @@ fn tcp_member(
     let data_addr = data
         .local_addr()
         .map_err(|e| RuntimeError::io("data address", e))?;
+    let nonce = crate::auth::nonce()?;
     write_frame(
         &mut s,
         &Hello {
-            token: env.token.clone(),
+            nonce: nonce.clone(),
             rank: env.rank,
             world: env.world,
             pid: std::process::id() as i32,
             data: Some(data_addr),
         },
+    )?;
+    let whom = format!("the listener at {master}");
+    crate::auth::join(
+        &mut s,
+        &env.token,
+        (env.rank, env.world),
+        &nonce,
+        deadline,
+        &whom,
     )?;
     match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
         Reply::Refused(why) => {
@@ -1512,7 +1538,9 @@ mod tests {
         let listener = bind_unix(&name).unwrap();
         let leader = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let _: Hello = read_frame(&mut s).unwrap();
+            let h: Hello = read_frame(&mut s).unwrap();
+            let by = Instant::now() + Duration::from_secs(3);
+            crate::auth::lead(&mut s, "t", (1, 2), &h.nonce, by).unwrap();
             let (_arena, fd) = Arena::memfd(real, "fake").unwrap();
             write_frame(&mut s, &Reply::Accepted).unwrap();
             send_fd(&s, &fd).unwrap();
@@ -1601,8 +1629,9 @@ mod tests {
             let (name, token) = rest.split_once(':').unwrap();
             let addr = UnixAddr::from_abstract_name(name.as_bytes()).unwrap();
             let mut s = UnixStream::connect_addr(&addr).unwrap();
+            let _ = token;
             let h = Hello {
-                token: token.into(),
+                nonce: "0".repeat(32),
                 rank: 1,
                 world: 2,
                 pid: 1,
@@ -1715,17 +1744,86 @@ mod tests {
         Ok(None)
     }
 
+    /// A rank's hello and its half of the token handshake (which fails, unseen here, when
+    /// `token` is not the leader's).
     fn tcp_hello(addr: SocketAddr, token: &str, rank: usize, world: usize) -> TcpStream {
         let mut s = TcpStream::connect(addr).unwrap();
+        let nonce = crate::auth::nonce().unwrap();
         let h = Hello {
-            token: token.into(),
+            nonce: nonce.clone(),
             rank,
             world,
             pid: 1,
             data: Some("127.0.0.1:9".parse().unwrap()),
         };
         write_frame(&mut s, &h).unwrap();
+        let by = Instant::now() + Duration::from_secs(3);
+        let _ = crate::auth::join(&mut s, token, (rank, world), &nonce, by, "test");
         s
+    }
+
+    #[test]
+    fn a_joining_rank_never_sends_the_token_to_a_listener_that_cannot_prove_it() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let squatter = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut got = vec![0u8; 4];
+            s.read_exact(&mut got).unwrap();
+            got.resize(
+                4 + u32::from_le_bytes(got[..4].try_into().unwrap()) as usize,
+                0,
+            );
+            s.read_exact(&mut got[4..]).unwrap();
+            let fake = crate::auth::Challenge::Prove {
+                nonce: "ab".repeat(16),
+                proof: "00".repeat(32),
+            };
+            write_frame(&mut s, &fake).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            let _ = s.read_to_end(&mut got);
+            got
+        });
+        let env = EnvInfo {
+            launcher: "torchrun",
+            rank: 1,
+            world: 2,
+            local_rank: 0,
+            single_host: false,
+            master_addr: "127.0.0.1".into(),
+            master_port: addr.port(),
+            token: "s3cret-job-token".into(),
+        };
+        let e = tcp_member(&good_request(), &env, addr, Duration::from_secs(3))
+            .err()
+            .expect("the squatter is refused")
+            .to_string();
+        assert!(e.contains("does not know the job token"), "{e}");
+        let got = String::from_utf8_lossy(&squatter.join().unwrap()).into_owned();
+        assert!(
+            got.contains("\"rank\":1") && !got.contains("s3cret"),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn a_member_with_the_wrong_token_is_refused_and_the_real_rank_joins() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let req = VerifyRequest {
+            ranks: 2,
+            ..good_request()
+        };
+        let lead =
+            std::thread::spawn(move || tcp_leader(&l, "tok", &req, addr, Duration::from_secs(3)));
+        let _wrong = tcp_hello(addr, "guess", 1, 2);
+        let mut real = tcp_hello(addr, "tok", 1, 2);
+        let (addrs, _, froms) = lead.join().unwrap().unwrap();
+        assert_eq!(froms[1], Some(real.local_addr().unwrap()));
+        assert_eq!(addrs[1], "127.0.0.1:9".parse().unwrap());
+        real.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let reply: Reply = read_frame(&mut real).unwrap();
+        assert!(matches!(reply, Reply::Accepted));
     }
 
     #[test]

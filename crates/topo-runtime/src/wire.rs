@@ -74,6 +74,12 @@ impl Timed for UnixStream {
     }
 }
 
+impl Timed for &UnixStream {
+    fn set_timeout(&self, t: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(t))
+    }
+}
+
 /// Read exactly `buf` before `deadline`: each read waits only for the time left, so a peer
 /// that sends a byte at a time cannot stretch the wait past the deadline.
 fn read_exact_by(s: &mut impl Timed, buf: &mut [u8], deadline: Instant) -> Result<()> {

@@ -232,7 +232,9 @@ fn a_stranger_is_refused_while_the_job_completes() {
     assert_eq!(rep.wrong_total(), 0);
     assert!(out.1.unwrap().is_none());
     let (e1, e2) = stranger.join().unwrap();
-    assert!(e1.unwrap().contains("wrong job token"));
+    // Rank 0 cannot prove the stranger's token, so the stranger stops before proving anything.
+    let e1 = e1.unwrap();
+    assert!(e1.contains("does not know the job token"), "{e1}");
     assert!(e2.unwrap().contains("world size mismatch"));
 }
 

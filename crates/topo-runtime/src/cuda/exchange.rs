@@ -9,17 +9,21 @@
 //! * **Barrier**: one byte each way (`b` arrive, `g` go, `x` a rank failed).
 //! * **Gather**: each rank sends `r` and a frame of its per-row figures.
 //!
-//! Every read has the job's timeout; a closed stream is the peer's death, named by rank.
+//! The exchange and the gather each run against one deadline (a peer that sends a byte at a
+//! time cannot stretch them); a barrier waits at most the job's timeout; a closed stream is
+//! the peer's death, named by rank.
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
 use crate::launch::{recv_fd, send_fd};
-use crate::wire::{read_frame, write_frame};
+#[cfg(test)]
+use crate::wire::read_frame;
+use crate::wire::{MAX_FRAME, read_frame_by, write_frame};
 
 /// Largest communication allocation a peer may announce (bounds what an import maps).
 const MAX_EXPORT: usize = 1 << 40;
@@ -117,27 +121,83 @@ fn lost<'a>(
     }
 }
 
-/// Receive one descriptor from `rank`; a closed stream (no descriptor) is its death.
-fn recv_fd_from(s: &UnixStream, rank: usize) -> Result<OwnedFd> {
-    recv_fd(s).map_err(lost(s, rank, "the handle exchange"))
+/// One phase of the protocol bounded by one deadline: an error past it is a timeout, one
+/// before it the peer's death.
+#[derive(Clone, Copy)]
+struct Phase {
+    deadline: Instant,
+    secs: f64,
+    during: &'static str,
+}
+
+impl Phase {
+    fn new(timeout: Duration, during: &'static str) -> Phase {
+        Phase {
+            deadline: Instant::now() + timeout,
+            secs: timeout.as_secs_f64(),
+            during,
+        }
+    }
+
+    fn fault(self, rank: usize) -> impl Fn(RuntimeError) -> RuntimeError {
+        move |e| {
+            if Instant::now() >= self.deadline {
+                RuntimeError::Timeout {
+                    what: format!("rank {rank} during {}", self.during),
+                    secs: self.secs,
+                }
+            } else {
+                RuntimeError::PeerLost {
+                    rank,
+                    why: format!("its process went away during {} ({e})", self.during),
+                }
+            }
+        }
+    }
+
+    fn read<T: serde::de::DeserializeOwned>(self, mut s: &UnixStream, rank: usize) -> Result<T> {
+        read_frame_by(&mut s, self.deadline, MAX_FRAME).map_err(self.fault(rank))
+    }
+
+    /// One byte from `rank` (the gather's marker), within the phase.
+    fn byte(self, s: &UnixStream, rank: usize) -> Result<u8> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(|e| RuntimeError::io("socket timeout", e))?;
+        read_byte(s, rank).map_err(|e| match e {
+            RuntimeError::PeerLost { .. } => e,
+            e => self.fault(rank)(e),
+        })
+    }
+
+    /// Receive one descriptor from `rank`; a closed stream (no descriptor) is its death.
+    fn recv_fd(self, s: &UnixStream, rank: usize) -> Result<OwnedFd> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .map_err(|e| RuntimeError::io("socket timeout", e))?;
+        recv_fd(s).map_err(self.fault(rank))
+    }
 }
 
 /// Rank 0: gather the export of every other rank (`streams[i]` is rank `i + 1`), then send
 /// each the whole table and the others' descriptors. Returns every rank's entry; rank 0's
-/// own has no descriptor (it has the memory itself).
+/// own has no descriptor (it has the memory itself). The whole exchange takes at most
+/// `timeout`.
 pub fn lead(
     streams: &mut [UnixStream],
     token: &str,
     mine: Export,
     my_fd: Option<&OwnedFd>,
+    timeout: Duration,
 ) -> Result<Vec<Received>> {
+    let phase = Phase::new(timeout, "the handle exchange");
     let mut got = vec![Received {
         export: mine,
         fd: None,
     }];
     for (i, s) in streams.iter_mut().enumerate() {
         let rank = i + 1;
-        let o: Offer = read_frame(s).map_err(lost(s, rank, "the handle exchange"))?;
+        let o: Offer = phase.read(s, rank)?;
         if o.token != token {
             return Err(RuntimeError::Rendezvous(format!(
                 "rank {rank} presented the wrong job token in the handle exchange"
@@ -151,7 +211,7 @@ pub fn lead(
         }
         o.export.vet(rank)?;
         let fd = if o.export.has_fd() {
-            Some(recv_fd_from(s, rank)?)
+            Some(phase.recv_fd(s, rank)?)
         } else {
             None
         };
@@ -182,15 +242,16 @@ pub fn lead(
 }
 
 /// Rank `rank` (not 0): offer this rank's memory to rank 0 and receive every rank's.
-/// The own entry comes back without a descriptor.
+/// The own entry comes back without a descriptor. The whole exchange takes at most `timeout`.
 pub fn follow(
     s: &mut UnixStream,
     token: &str,
-    rank: usize,
-    world: usize,
+    (rank, world): (usize, usize),
     mine: Export,
     my_fd: Option<&OwnedFd>,
+    timeout: Duration,
 ) -> Result<Vec<Received>> {
+    let phase = Phase::new(timeout, "the handle exchange");
     let offer = Offer {
         token: token.into(),
         rank,
@@ -203,7 +264,7 @@ pub fn follow(
         })?;
         send_fd(s, fd).map_err(lost(s, 0, "the handle exchange"))?;
     }
-    let t: Table = read_frame(s).map_err(lost(s, 0, "the handle exchange"))?;
+    let t: Table = phase.read(s, 0)?;
     if t.token != token {
         return Err(RuntimeError::Rendezvous(
             "rank 0 answered with another job's token".into(),
@@ -219,7 +280,7 @@ pub fn follow(
     for (r, export) in t.exports.into_iter().enumerate() {
         export.vet(r)?;
         let fd = if r != rank && export.has_fd() {
-            Some(recv_fd_from(s, 0)?)
+            Some(phase.recv_fd(s, 0)?)
         } else {
             None
         };
@@ -321,9 +382,14 @@ impl Link {
         let Link::Leader(v) = self else {
             return Ok(Vec::new());
         };
+        let timeout = v
+            .first()
+            .and_then(|s| s.read_timeout().ok().flatten())
+            .unwrap_or(Duration::from_secs(60));
+        let phase = Phase::new(timeout, "the result");
         let mut out = Vec::new();
         for (i, s) in v.iter().enumerate() {
-            match read_byte(s, i + 1)? {
+            match phase.byte(s, i + 1)? {
                 b'r' => {}
                 b'x' => {
                     return Err(RuntimeError::Device(format!(
@@ -333,8 +399,7 @@ impl Link {
                 }
                 c => return Err(stray(i + 1, c)),
             }
-            let mut r = s;
-            let bits: Vec<Vec<u64>> = read_frame(&mut r).map_err(lost(s, i + 1, "the result"))?;
+            let bits: Vec<Vec<u64>> = phase.read(s, i + 1)?;
             out.push(
                 bits.into_iter()
                     .map(|r| r.into_iter().map(f64::from_bits).collect())
@@ -384,6 +449,8 @@ mod tests {
         s
     }
 
+    const SECS5: Duration = Duration::from_secs(5);
+
     fn ipc(b: u8) -> Export {
         Export::Ipc {
             handle: vec![b; 64],
@@ -415,12 +482,12 @@ mod tests {
                 let tok = token_of(r);
                 hs.push(sc.spawn(move || {
                     let fd = e.has_fd().then(|| memfd(format!("rank{r}").as_bytes()));
-                    follow(&mut s, &tok, r, world, e, fd.as_ref())
+                    follow(&mut s, &tok, (r, world), e, fd.as_ref(), SECS5)
                 }));
             }
             let e0 = exports[0].clone();
             let fd0 = e0.has_fd().then(|| memfd(b"rank0"));
-            let mut res = vec![lead(&mut lead_side, &token_of(0), e0, fd0.as_ref())];
+            let mut res = vec![lead(&mut lead_side, &token_of(0), e0, fd0.as_ref(), SECS5)];
             drop(lead_side);
             res.extend(hs.into_iter().map(|h| h.join().unwrap()));
             res
@@ -517,7 +584,7 @@ mod tests {
         .unwrap();
         drop(b);
         let t0 = std::time::Instant::now();
-        let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None).unwrap_err();
+        let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None, SECS5).unwrap_err();
         assert!(t0.elapsed() < Duration::from_secs(4));
         assert!(matches!(e, RuntimeError::PeerLost { rank: 1, .. }), "{e}");
         assert!(e.to_string().contains("handle exchange"), "{e}");
@@ -525,17 +592,37 @@ mod tests {
         let (mut c, d) = UnixStream::pair().unwrap();
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         drop(d);
-        let e = follow(&mut c, "tok", 1, 2, ipc(1), None).unwrap_err();
+        let e = follow(&mut c, "tok", (1, 2), ipc(1), None, SECS5).unwrap_err();
         assert!(matches!(e, RuntimeError::PeerLost { rank: 0, .. }), "{e}");
     }
 
     #[test]
     fn a_silent_peer_times_out() {
         let (mut a, _b) = UnixStream::pair().unwrap();
-        a.set_read_timeout(Some(Duration::from_millis(100)))
-            .unwrap();
-        let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None).unwrap_err();
+        let t = Duration::from_millis(100);
+        let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None, t).unwrap_err();
         assert!(matches!(e, RuntimeError::Timeout { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_dripping_peer_cannot_stretch_the_exchange() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let drip = std::thread::spawn(move || {
+            let mut w = &b;
+            // A 200-byte offer, one byte every 50 ms: 10 s in all, far past the deadline.
+            let _ = w.write_all(&200u32.to_le_bytes());
+            for _ in 0..200 {
+                std::thread::sleep(Duration::from_millis(50));
+                if w.write_all(b" ").is_err() {
+                    return;
+                }
+            }
+        });
+        let t = Duration::from_millis(300);
+        let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None, t).unwrap_err();
+        assert!(matches!(e, RuntimeError::Timeout { .. }), "{e}");
+        drop(a);
+        drip.join().unwrap();
     }
 
     fn links(world: usize) -> (Link, Vec<Link>) {

@@ -367,9 +367,10 @@ fn rank_body(
         .bind_to_thread()
         .map_err(super::drv("cuCtxSetCurrent"))?;
     let (own, export, fd) = allocate(kind, my_gpu, arena.comm_total, token)?;
+    let wait = barrier_timeout(req);
     let got = match &mut side {
-        Side::Leader(v) => exchange::lead(v, token, export, fd.as_ref())?,
-        Side::Member(s) => exchange::follow(s, token, rank, n, export, fd.as_ref())?,
+        Side::Leader(v) => exchange::lead(v, token, export, fd.as_ref(), wait)?,
+        Side::Member(s) => exchange::follow(s, token, (rank, n), export, fd.as_ref(), wait)?,
     };
     drop(fd);
     let mut mapped = Vec::new();
