@@ -29,6 +29,12 @@ def log(n):
     t += "".join(f"h:1:1 [0] NCCL INFO + PCI[24.0] - GPU/0-{i + 0x1000:x} ({i})\n" for i in range(n))
     return t + "h:1:1 [0] NCCL INFO ====================\n"
 write("log-20k.log", log(20000))
+# Within the caps: 12 hosts of 640 GPUs, 7680 device lines (the block's limit).
+t = "h:1:1 [0] NCCL INFO === System : maxBw 24.0 totalBw 24.0 ===\n"
+for h in range(12):
+    t += f"h:1:1 [0] NCCL INFO CPU/{h:x}-0 (1/1/1)\n"
+    t += "".join(f"h:1:1 [0] NCCL INFO + PCI[24.0] - GPU/{h:x}-{i + 0x1000:x} ({i})\n" for i in range(640))
+write("log-12x640.log", t + "h:1:1 [0] NCCL INFO ====================\n")
 write("log-80k.log", log(80000))
 PY
 echo "| case | input | exit | time (s) | peak RSS (KiB) | first line |"

@@ -557,6 +557,9 @@ pub struct SourceInfo {
     pub origin: Option<String>,
 }
 
+/// The most distinct source warnings a topology keeps ([`Topology::warn`]).
+pub const MAX_WARNINGS: usize = 512;
+
 #[derive(Clone, Debug, Default)]
 pub struct Topology {
     pub graph: DiGraph<Node, Link>,
@@ -588,9 +591,22 @@ impl Topology {
             .map(|w| message::Message::new(message::SOURCE_WARNING, message::Severity::Warning, w))
     }
 
+    /// Record a source warning once. At most [`MAX_WARNINGS`] distinct ones are kept (then a
+    /// last line says more were dropped), so the duplicate check stays a bounded scan however
+    /// many a hostile input provokes.
     pub fn warn(&mut self, msg: impl Into<String>) {
+        if self.warnings.len() > MAX_WARNINGS {
+            return;
+        }
         let m = msg.into();
-        if !self.warnings.contains(&m) {
+        if self.warnings.contains(&m) {
+            return;
+        }
+        if self.warnings.len() == MAX_WARNINGS {
+            self.warnings.push(format!(
+                "more than {MAX_WARNINGS} distinct warnings about this source; the rest are not shown"
+            ));
+        } else {
             self.warnings.push(m);
         }
     }
@@ -1640,5 +1656,23 @@ mod cpu_arch_tests {
         assert_eq!(nccl_arch("aarch64"), "arm64");
         assert_eq!(nccl_arch("powerpc64le"), "ppc64");
         assert_eq!(nccl_arch("x86_64"), "x86_64");
+    }
+}
+
+#[cfg(test)]
+mod warn_tests {
+    use super::*;
+
+    #[test]
+    fn warnings_are_kept_once_and_capped() {
+        let mut t = Topology::new(SourceInfo::default());
+        t.warn("a");
+        t.warn("a");
+        assert_eq!(t.warnings, ["a"]);
+        for i in 0..5000 {
+            t.warn(format!("w{i}"));
+        }
+        assert_eq!(t.warnings.len(), MAX_WARNINGS + 1);
+        assert!(t.warnings[MAX_WARNINGS].contains("the rest are not shown"));
     }
 }
