@@ -1795,8 +1795,7 @@ mod tests {
             token: "s3cret-job-token".into(),
         };
         let e = tcp_member(&good_request(), &env, addr, Duration::from_secs(3))
-            .err()
-            .expect("the squatter is refused")
+            .expect_err("the squatter is refused")
             .to_string();
         assert!(e.contains("does not know the job token"), "{e}");
         let got = String::from_utf8_lossy(&squatter.join().unwrap()).into_owned();
