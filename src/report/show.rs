@@ -416,6 +416,31 @@ impl<'a> Ctx<'a> {
         best(Some(NetRole::Compute)).or_else(|| n.and_then(|n| Some((n, self.path(gpu, n)?))))
     }
 
+    /// The nearest compute port as the views show it: [`Ctx::nearest_nic`] with its NCCL path
+    /// type and bandwidth, except where the source leaves GPUDirect RDMA unstated (a matrix, a
+    /// `<net>` without `gdr`). NCCL's path then depends on what its plugin finds at run time,
+    /// so the port is the nearest by PCI distance (nvidia-smi's class) and no bandwidth is
+    /// claimed.
+    pub fn nearest_nic_shown(&self, gpu: NodeIndex) -> Option<(NodeIndex, String, Option<f64>)> {
+        use topo_model::NetRole;
+        let (n, p) = self.nearest_nic(gpu)?;
+        if !self.topo.net(n).is_some_and(|x| x.gdr_unstated) {
+            return Some((n, p.ty.to_string(), Some(p.bw)));
+        }
+        let host = self.topo.node(gpu).host;
+        let nets = &self.hosts.get(host as usize)?.nets;
+        let compute: Vec<NodeIndex> = nets
+            .iter()
+            .copied()
+            .filter(|&x| self.role(x) == NetRole::Compute)
+            .collect();
+        let pool = if compute.is_empty() { nets.clone() } else { compute };
+        let best = pool
+            .into_iter()
+            .min_by_key(|&x| (matrix::pci_class(self, gpu, x), self.index(x)))?;
+        Some((best, matrix::pci_class(self, gpu, best).name().to_string(), None))
+    }
+
     /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for
     /// other PCI functions, `NVSwitch 0000:05:00.0`. Used by the DOT graph and the JSON links.
     pub fn node_keys(&self) -> HashMap<NodeIndex, String> {

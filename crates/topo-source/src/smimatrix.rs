@@ -72,6 +72,9 @@ pub struct Row {
     pub cells: Vec<Option<Cell>>,
     pub cpu_affinity: Option<String>,
     pub numa_affinity: Option<i32>,
+    /// The NUMA affinity as written when it is not one node (`0-1`: the GPU is as near to
+    /// several nodes), kept as read.
+    pub numa_span: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -295,12 +298,17 @@ fn parse_row(m: &mut Matrix, line: &str, n: usize, has_cpu: bool) -> Row {
     } else {
         None
     };
-    let numa_affinity = rest.next().and_then(|s| s.parse().ok());
+    let numa_raw = rest.next().filter(|s| *s != "N/A");
+    let numa_affinity = numa_raw.and_then(|s| s.parse().ok());
+    let numa_span = numa_raw
+        .filter(|_| numa_affinity.is_none())
+        .map(str::to_string);
     Row {
         label,
         cells,
         cpu_affinity,
         numa_affinity,
+        numa_span,
     }
 }
 
@@ -476,11 +484,31 @@ pub fn topology(m: &Matrix, origin: Option<String>) -> Topology {
     add_nvlinks(&mut b, m);
     b.t.connect_cpus();
     check_classes(&mut b, m);
+    numa_span_warning(&mut b, m);
     for w in m.warnings.clone() {
         b.t.warn(w);
     }
     b.t.warn("from an nvidia-smi topo -m matrix: link speeds and widths, the exact PCIe switches, bus ids and GPU models are not in it (bus ids here are placeholders)");
     b.t
+}
+
+/// Rows whose NUMA affinity names several nodes (`0-1`): NCCL and topo place a device on one
+/// NUMA node, so theirs is shown as unknown, and the warning keeps what the matrix says.
+fn numa_span_warning(b: &mut Build, m: &Matrix) {
+    let spans: Vec<String> = m
+        .rows
+        .iter()
+        .filter_map(|r| Some(format!("{} {}", r.label, r.numa_span.as_deref()?)))
+        .collect();
+    if spans.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = spans.iter().take(8).map(String::as_str).collect();
+    b.t.warn(format!(
+        "NUMA affinity of more than one node ({}{}): such a device's NUMA node is shown as unknown; the matrix's affinity is kept as stated",
+        shown.join(", "),
+        if spans.len() > 8 { ", ..." } else { "" }
+    ));
 }
 
 fn add_cpu(b: &mut Build, m: &Matrix, group: &[usize], used: &mut Vec<i32>) -> NodeIndex {
@@ -530,10 +558,12 @@ fn add_device(b: &mut Build, m: &Matrix, d: usize, parent: NodeIndex) {
             .unwrap_or(d as i32);
         b.t.add_child(
             nic,
+            // A matrix says nothing of GPUDirect RDMA or the port's speed: both stay unknown.
             NodeKind::Net(Net {
                 name,
                 dev,
                 port: 1,
+                gdr_unstated: true,
                 ..Default::default()
             }),
         );
@@ -592,9 +622,19 @@ fn check_classes(b: &mut Build, m: &Matrix) {
     let n = m.columns.len();
     let names = ["PIX", "PXB", "PHB", "NODE", "SYS"];
     let mut shown = 0usize;
+    let mut missing: Vec<String> = vec![];
+    let mut nmissing = 0usize;
     for a in 0..n {
         for c in a + 1..n {
-            let Some(stated) = m.cell(a, c).and_then(Cell::rank) else {
+            let cell = m.cell(a, c);
+            if cell.is_none() {
+                nmissing += 1;
+                if missing.len() < 8 {
+                    let modelled = names[modelled_rank(b.place[a], b.place[c]) as usize];
+                    missing.push(format!("{}-{} {modelled}", m.columns[a], m.columns[c]));
+                }
+            }
+            let Some(stated) = cell.and_then(Cell::rank) else {
                 continue;
             };
             let modelled = modelled_rank(b.place[a], b.place[c]);
@@ -618,6 +658,13 @@ fn check_classes(b: &mut Build, m: &Matrix) {
         b.t.warn(format!(
             "{} more cells state a class the other cells contradict (first {MAX_CLASS_WARNINGS} shown)",
             shown - MAX_CLASS_WARNINGS
+        ));
+    }
+    if nmissing > 0 {
+        b.t.warn(format!(
+            "{nmissing} device pair(s) have no cell in either row (the matrix is cut short or rows are missing); their placement is inferred from the other cells, not stated: {}{}",
+            missing.join(", "),
+            if nmissing > missing.len() { ", ..." } else { "" }
         ));
     }
 }

@@ -472,7 +472,7 @@ fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
         let Some(x) = topo.gpu(g) else { continue };
         let nv = ctx.nvlink(g);
         let known = nv.unknown.is_none();
-        let nearest = ctx.nearest_nic(g);
+        let nearest = ctx.nearest_nic_shown(g);
         let links = topo
             .nvlinks(g)
             .into_iter()
@@ -502,9 +502,9 @@ fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
                 .and_then(super::cpu_list),
             nvlink_lanes: known.then_some(nv.lanes),
             nvswitch: known.then_some(nv.switch_lanes > 0),
-            nearest_nic: nearest.map(|(n, _)| names.label(n).to_string()),
-            nic_path: nearest.map(|(_, p)| p.ty.name().to_string()),
-            nic_bw_gbps: nearest.map(|(_, p)| p.bw),
+            nearest_nic: nearest.as_ref().map(|(n, _, _)| names.label(*n).to_string()),
+            nic_path: nearest.as_ref().map(|(_, ty, _)| ty.clone()),
+            nic_bw_gbps: nearest.as_ref().and_then(|(_, _, bw)| *bw),
             local_nics: ctx
                 .local_nets(g)
                 .into_iter()
@@ -554,9 +554,11 @@ fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
             busid: ctx.busid(n).map(|b| b.to_string()),
             dev: Some(x.dev),
             speed_gbps: x.speed_mbps.map(|m| m as f64 / 1000.0),
-            bw_gbps: Some(x.bw()),
+            // Unknown speed or GDR stays null: NCCL's defaults (10 Gb/s, no GDR) are what the
+            // plan assumes, not what the source says.
+            bw_gbps: x.speed_mbps.map(|_| x.bw()),
             port: Some(x.port),
-            gdr: Some(x.gdr),
+            gdr: (!x.gdr_unstated).then_some(x.gdr),
             coll: Some(x.coll),
             numa: ctx.numa(n),
             link_layer: x.link_layer.clone(),

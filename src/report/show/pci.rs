@@ -238,7 +238,11 @@ pub(crate) fn describe(ctx: &Ctx, n: NodeIndex) -> String {
             if let Some(ll) = &x.link_layer {
                 s.push_str(&format!("  {ll}"));
             }
-            s.push_str(if x.gdr { "  GDR" } else { "  no GDR" });
+            s.push_str(match (x.gdr_unstated, x.gdr) {
+                (true, _) => "  GDR ?",
+                (false, true) => "  GDR",
+                (false, false) => "  no GDR",
+            });
             if let Some(nd) = &x.netdev {
                 s.push_str(&format!("  netdev {nd}"));
             }

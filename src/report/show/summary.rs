@@ -153,8 +153,7 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
         numa_verdicts(ctx, hv, &mut out);
     }
     if !gpus.is_empty() && hv.nic_columns().is_empty() {
-        out.tag("network-none", Severity::Info);
-        out.push("No network ports found: this host can only run single-node jobs".to_string());
+        network_absent(ctx, &mut out);
     }
     let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut vm_bridges, mut vm_width0) = (0, 0);
@@ -553,7 +552,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let no_gdr: Vec<String> = hv
         .nets
         .iter()
-        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| !x.gdr))
+        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| !x.gdr && !x.gdr_unstated))
         .map(|&n| ctx.label(n))
         .collect();
     if !no_gdr.is_empty() {
@@ -563,7 +562,36 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             no_gdr.join(", ")
         ));
     }
+    let unstated: Vec<String> = hv
+        .nets
+        .iter()
+        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| x.gdr_unstated))
+        .map(|&n| ctx.label(n))
+        .collect();
+    if !unstated.is_empty() {
+        out.tag("net-gdr-unknown", Severity::Warning);
+        out.push(format!(
+            "GPUDirect RDMA unknown on {}: the source does not say; NCCL's net plugin finds out at run time (nvidia-peermem or DMA-BUF), and without it that traffic is staged through host memory",
+            unstated.join(", ")
+        ));
+    }
     gpu_bandwidth_verdict(ctx, hv, out);
+}
+
+/// No NIC in the source. Only a scan of the host (live, snapshot) or a profile says there is
+/// none; a matrix lists only the RDMA NICs nvidia-smi sees, and an XML or a log may be cut,
+/// so there the network is unknown, not absent.
+fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
+    if matches!(ctx.topo.source.kind.as_str(), "live" | "snapshot" | "profile") {
+        out.tag("network-none", Severity::Info);
+        out.push("No network ports found: this host can only run single-node jobs".to_string());
+    } else {
+        out.tag("network-unknown", Severity::Info);
+        out.push(format!(
+            "No network port in this {} source: whether the host has one is unknown here (nvidia-smi lists only the RDMA NICs it sees; an XML or a log may leave them out)",
+            ctx.topo.source.kind
+        ));
+    }
 }
 
 /// Gb/s per GPU over the compute ports only; storage and front-end ports (a DGX's storage
@@ -731,8 +759,9 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 Paint::None
             };
             r.push(Cell::paint(nv, paint));
-            r.push(match ctx.nearest_nic(g) {
-                Some((n, p)) => format!("{} ({}, {:.1} GB/s)", ctx.label(n), p.ty, p.bw).into(),
+            r.push(match ctx.nearest_nic_shown(g) {
+                Some((n, ty, Some(bw))) => format!("{} ({ty}, {bw:.1} GB/s)", ctx.label(n)).into(),
+                Some((n, ty, None)) => format!("{} ({ty}, GDR ?)", ctx.label(n)).into(),
                 None => "—".into(),
             });
             r
@@ -774,10 +803,11 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                     .into(),
                 x.port.to_string().into(),
                 x.link_layer.clone().unwrap_or_else(|| "—".into()).into(),
-                Cell::paint(
-                    if x.gdr { "yes" } else { "no" },
-                    if x.gdr { Paint::None } else { Paint::Yellow },
-                ),
+                match (x.gdr_unstated, x.gdr) {
+                    (true, _) => Cell::paint("?", Paint::Yellow),
+                    (false, true) => Cell::from("yes"),
+                    (false, false) => Cell::paint("no", Paint::Yellow),
+                },
                 ctx.numa(n)
                     .map(|v| v.to_string())
                     .unwrap_or_else(|| "?".into())

@@ -219,13 +219,35 @@ fn cpu_of(extra: &str, numa: u64) -> Cpu {
         Some(3) => Some("CentaurHauls"),
         _ => None,
     };
+    let (family, model, model_name) = match (v.get(1), v.get(2)) {
+        (Some(&vendor), Some(&class)) => cpu_class(vendor, class),
+        _ => (None, None, None),
+    };
     Cpu {
         numa: numa as i32,
         arch: Some(arch.into()),
         vendor: vendor.map(str::to_string),
-        model: v.get(2).filter(|&&m| m >= 0).map(|&m| m as u32),
+        family,
+        model,
+        model_name,
         ..Default::default()
     }
+}
+
+/// The dump's third number is NCCL's CPU class code (`NCCL_TOPO_CPU_MODEL_*`, src/include/
+/// graph.h, 2.28), not a CPUID model: Intel 1 BDW, 2 SKL, 3 SRP, 4 ERP; Zhaoxin 1 Yongfeng.
+/// Returns a CPUID family and model of that class (the lowest model NCCL puts in it, so the
+/// analysis classifies it the same way) and a name that says only the class is known.
+fn cpu_class(vendor: i64, class: i64) -> (Option<u32>, Option<u32>, Option<String>) {
+    let (family, model, name) = match (vendor, class) {
+        (1, 1) => (6, 0x4f, "Intel, NCCL class BDW (before Skylake-SP)"),
+        (1, 2) => (6, 0x55, "Intel, NCCL class SKL (Skylake-SP to Ice Lake)"),
+        (1, 3) => (6, 0x8f, "Intel, NCCL class SRP (Sapphire Rapids)"),
+        (1, 4) => (6, 0xcf, "Intel, NCCL class ERP (Emerald Rapids or newer)"),
+        (3, 1) => (7, 0x5b, "Zhaoxin, NCCL class Yongfeng"),
+        _ => return (None, None, None),
+    };
+    (Some(family), Some(model), Some(name.to_string()))
 }
 
 /// `vendor device subvendor subdevice` from the 64-bit composite NCCL prints for PCI nodes.
@@ -473,4 +495,24 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
     t.connect_cpus();
     t.warn("the log has no `=== System` block (NCCL_DEBUG_SUBSYS=GRAPH): only the GPUs its ranks used are known, not how they connect");
     Some(t)
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn the_dump_cpu_model_is_nccls_class_code_not_a_cpuid_model() {
+        let c = cpu_of("1/1/2", 0);
+        assert_eq!(c.vendor.as_deref(), Some("GenuineIntel"));
+        assert_eq!((c.family, c.model), (Some(6), Some(0x55)));
+        assert!(c.model_name.unwrap().contains("SKL"));
+        assert_eq!(
+            topo_model::bw::intel_class(c.model),
+            topo_model::bw::IntelClass::Skl
+        );
+        let amd = cpu_of("1/2/-1", 1);
+        assert_eq!((amd.model, amd.model_name), (None, None));
+        assert_eq!(cpu_of("1/1/4", 0).model, Some(0xcf));
+    }
 }
