@@ -100,6 +100,25 @@ pub struct SourceArgs {
     /// boxes, a missing fabric manager, a CUDA driver before 12.1.
     #[arg(long, value_name = "on|off", value_parser = on_off)]
     pub nvls: Option<bool>,
+    /// The GPU model, for a source that does not say (a matrix, a skeleton XML): sets the
+    /// compute capability, the name and the NVLink lanes `--nvlink` uses (h100, h200, b200,
+    /// b300, a100, v100, l40s, rtx4090, rtx5090, ...; an unknown name lists them all).
+    #[arg(long = "gpu", value_name = "MODEL", value_parser = gpu_model)]
+    pub gpu_model: Option<&'static topo_model::stated::GpuModel>,
+    /// The GPUs' compute capability as NCCL writes it (90 for H100), for a source that does
+    /// not say.
+    #[arg(long, value_name = "SM", value_parser = clap::value_parser!(u32).range(30..=200))]
+    pub sm: Option<u32>,
+    /// How the GPUs are joined by NVLink where the source does not say: nvswitch, pairs
+    /// (bridges, in bus-id order) or none; `:LANES` sets the lanes per GPU (nvswitch:18).
+    #[arg(long, value_name = "SHAPE[:LANES]", value_parser = nvlink_shape)]
+    pub nvlink: Option<(topo_model::stated::NvlinkShape, Option<u32>)>,
+    /// The speed of network ports whose source does not say, in Gb/s (400, 400G).
+    #[arg(long, value_name = "GBPS", value_parser = nic_speed)]
+    pub nic_speed: Option<u64>,
+    /// Whether GPUDirect RDMA works on network ports whose source does not say (yes, no).
+    #[arg(long, value_name = "yes|no", value_parser = on_off)]
+    pub gdr: Option<bool>,
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
@@ -136,6 +155,52 @@ impl clap::builder::TypedValueParser for ProfileName {
 /// for most environment switches, instead of clap's "a value is required for --sysfs-root".
 fn sysfs_root(s: &str) -> Result<PathBuf, std::convert::Infallible> {
     Ok(PathBuf::from(s))
+}
+
+fn gpu_model(s: &str) -> std::result::Result<&'static topo_model::stated::GpuModel, String> {
+    topo_model::stated::gpu_model(s).ok_or_else(|| {
+        let keys: Vec<&str> = topo_model::stated::GPU_MODELS
+            .iter()
+            .map(|m| m.key)
+            .collect();
+        format!("unknown GPU model '{s}' (known: {})", keys.join(", "))
+    })
+}
+
+fn nvlink_shape(
+    s: &str,
+) -> std::result::Result<(topo_model::stated::NvlinkShape, Option<u32>), String> {
+    let (shape, lanes) = match s.split_once(':') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let shape = topo_model::stated::NvlinkShape::parse(shape)
+        .ok_or_else(|| format!("'{s}' is not nvswitch, pairs or none"))?;
+    let lanes = match lanes {
+        None => None,
+        Some(l) => match l.parse::<u32>() {
+            Ok(n) if (1..=18).contains(&n) => Some(n),
+            _ => return Err(format!("'{l}' is not a lane count from 1 to 18")),
+        },
+    };
+    Ok((shape, lanes))
+}
+
+/// `400`, `400G`, `400Gb/s`, `400gbps`: Gb/s, returned in Mbit/s.
+fn nic_speed(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let num = t
+        .trim_end_matches("bps")
+        .trim_end_matches("b/s")
+        .trim_end_matches('b')
+        .trim_end_matches('g')
+        .trim();
+    match num.parse::<u64>() {
+        Ok(g) if (1..=3200).contains(&g) => Ok(g * 1000),
+        _ => Err(format!(
+            "'{s}' is not a speed in Gb/s from 1 to 3200 (400, 400G)"
+        )),
+    }
 }
 
 fn on_off(s: &str) -> std::result::Result<bool, String> {
@@ -177,6 +242,23 @@ impl SourceArgs {
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
         })
+    }
+
+    /// Apply what the flags state over the source: `--p2p`, `--nvls` and the stated facts
+    /// (`--gpu`, `--sm`, `--nvlink`, `--nic-speed`, `--gdr`), which the topology's source
+    /// info records.
+    pub fn apply_facts(&self, topo: &mut topo_model::Topology) {
+        topo_source::apply_facts(topo, self.p2p, self.nvls);
+        let stated = topo_model::stated::Stated {
+            gpu: self.gpu_model,
+            sm: self.sm,
+            nvlink: self.nvlink,
+            nic_speed_mbps: self.nic_speed,
+            gdr: self.gdr,
+        };
+        if !stated.is_empty() {
+            stated.apply(topo);
+        }
     }
 
     /// `--env` settings parsed into (key, value) pairs.

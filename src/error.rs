@@ -197,7 +197,7 @@ fn nccl_hint(e: &topo_nccl::Error) -> Option<String> {
         }
         NcclKind::NoGpu { live: true } => "on a machine without GPUs, plan a profile (--profile dgx-h100) or a captured machine (--from box.tar.gz)".to_string(),
         NcclKind::NoGpu { live: false } => "plan a profile (--profile dgx-h100), or pass --from a snapshot or XML of a machine with GPUs".to_string(),
-        NcclKind::NvlinkUnknown => "plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (--profile dgx-a100, dgx-h100)".to_string(),
+        NcclKind::NvlinkUnknown => "state what the source leaves out (--gpu h100 --nvlink nvswitch, or --sm 90 --nvlink pairs:4), or plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (--profile dgx-a100, dgx-h100)".to_string(),
         _ => return None,
     };
     Some(s)

@@ -293,6 +293,9 @@ pub fn render(p: &Plan, style: Style) -> String {
             "; constants inherited from the nearest documented version"
         }
     );
+    for s in &p.source.stated {
+        let _ = writeln!(out, "{} {s}", style.bold("stated:"));
+    }
     if let Some(m) = &p.mnnvl {
         let _ = writeln!(
             out,

@@ -434,11 +434,19 @@ impl<'a> Ctx<'a> {
             .copied()
             .filter(|&x| self.role(x) == NetRole::Compute)
             .collect();
-        let pool = if compute.is_empty() { nets.clone() } else { compute };
+        let pool = if compute.is_empty() {
+            nets.clone()
+        } else {
+            compute
+        };
         let best = pool
             .into_iter()
             .min_by_key(|&x| (matrix::pci_class(self, gpu, x), self.index(x)))?;
-        Some((best, matrix::pci_class(self, gpu, best).name().to_string(), None))
+        Some((
+            best,
+            matrix::pci_class(self, gpu, best).name().to_string(),
+            None,
+        ))
     }
 
     /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for

@@ -20,6 +20,7 @@ mod qa;
 mod schema;
 mod show;
 mod show_facts;
+mod stated;
 mod svg;
 mod util;
 mod verify;

@@ -21,6 +21,7 @@ pub mod fast {
 }
 pub mod bw;
 pub mod message;
+pub mod stated;
 
 pub use busid::{BusId, BusIdError};
 pub use bw::{BwConstants, CpuArch, CpuVendor};
@@ -555,6 +556,10 @@ pub struct SourceInfo {
     pub kind: String,
     /// File, folder or profile name the topology came from.
     pub origin: Option<String>,
+    /// Facts the user stated over the source (`--gpu`, `--sm`, `--nvlink`, `--nic-speed`,
+    /// `--gdr`), one note each: what was applied, to how many devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stated: Vec<String>,
 }
 
 /// The most distinct source warnings a topology keeps ([`Topology::warn`]).
@@ -1346,6 +1351,31 @@ pub mod testing {
     //! Small machines built in code for unit tests of every layer.
     use super::*;
 
+    /// Two GPUs behind one CPU whose NVLink and compute capability the source left unknown
+    /// (a skeleton XML), with one IB port of unknown speed and GPUDirect RDMA.
+    pub fn two_gpus_unknown_nvlink() -> Topology {
+        let mut t = Topology::new(SourceInfo {
+            kind: "test".into(),
+            ..Default::default()
+        });
+        let cpu = t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+        for d in 0..2 {
+            let mut g = Gpu::new(BusId::new(0, 0x10 + d as u8, 0, 0), d);
+            g.nvlink = NvlinkInfo::Unknown("skeleton".into());
+            t.add_child(cpu, NodeKind::Gpu(g));
+        }
+        let nic = t.add_child(cpu, NodeKind::Nic(Nic::default()));
+        t.add_child(
+            nic,
+            NodeKind::Net(Net {
+                name: "mlx5_0".into(),
+                gdr_unstated: true,
+                ..Default::default()
+            }),
+        );
+        t
+    }
+
     /// One socket, `n` GPUs of compute capability `sm` each behind its own Gen5 switch with
     /// one 400G IB NIC, all GPUs with 18 NVLinks to 4 NVSwitch chips (5/5/4/4), as on HGX H100.
     pub fn hgx(n: usize, sm: u32) -> Topology {
@@ -1360,6 +1390,7 @@ pub mod testing {
         let mut t = Topology::new(SourceInfo {
             kind: "test".into(),
             origin: None,
+            ..Default::default()
         });
         let cpu = t.add_node(
             0,
@@ -1521,6 +1552,7 @@ pub mod testing {
         let mut t = Topology::new(SourceInfo {
             kind: "test".into(),
             origin: None,
+            ..Default::default()
         });
         let link = PcieLink::new(Some(spec.link), Some(16));
         let mut gpus = vec![];

@@ -119,6 +119,7 @@ mod tests {
         let mut t = Topology::new(SourceInfo {
             kind: "xml".into(),
             origin: Some("a\x1b[2J.xml".into()),
+            ..Default::default()
         });
         t.hosts[0] = Host {
             name: Some("box\x1b]0;owned\x07".into()),

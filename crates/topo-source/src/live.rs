@@ -242,6 +242,7 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "live".into(),
         origin: None,
+        ..Default::default()
     });
     let mut warnings = scan.warnings.clone();
 

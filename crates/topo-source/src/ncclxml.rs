@@ -322,6 +322,7 @@ impl<'a> Builder<'a> {
             topo: Topology::new(SourceInfo {
                 kind: "xml".into(),
                 origin: Some(origin.to_string()),
+                ..Default::default()
             }),
             host_keys: Vec::new(),
             cpus: HashMap::new(),

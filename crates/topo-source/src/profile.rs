@@ -115,6 +115,7 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
     topo.source = SourceInfo {
         kind: "profile".into(),
         origin: Some(origin.to_string()),
+        ..Default::default()
     };
     Ok(topo)
 }
@@ -898,6 +899,7 @@ fn build(p: &Profile) -> Result<Topology, String> {
     let mut topo = Topology::new(SourceInfo {
         kind: "profile".into(),
         origin: None,
+        ..Default::default()
     });
     let host: HostId = 0;
     let h = &p.host;

@@ -447,6 +447,7 @@ pub fn topology(m: &Matrix, origin: Option<String>) -> Topology {
         t: Topology::new(SourceInfo {
             kind: "nvidia-smi".into(),
             origin,
+            ..Default::default()
         }),
         next_bus: 0x0f,
         place: vec![(0, 0, 0, 0); m.columns.len()],

@@ -156,6 +156,7 @@ fn load_tree(tree: Box<dyn Tree>, shown: &Path) -> Result<Topology> {
     topo.source = SourceInfo {
         kind: "snapshot".into(),
         origin: Some(shown.display().to_string()),
+        ..Default::default()
     };
     Ok(topo)
 }

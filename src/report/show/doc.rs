@@ -55,6 +55,8 @@ struct Doc<'a> {
 struct SourceDoc {
     kind: String,
     origin: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stated: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -441,6 +443,7 @@ fn source_doc(ctx: &Ctx) -> SourceDoc {
     SourceDoc {
         kind: ctx.topo.source.kind.clone(),
         origin: ctx.topo.source.origin.clone(),
+        stated: ctx.topo.source.stated.clone(),
     }
 }
 
@@ -502,7 +505,9 @@ fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
                 .and_then(super::cpu_list),
             nvlink_lanes: known.then_some(nv.lanes),
             nvswitch: known.then_some(nv.switch_lanes > 0),
-            nearest_nic: nearest.as_ref().map(|(n, _, _)| names.label(*n).to_string()),
+            nearest_nic: nearest
+                .as_ref()
+                .map(|(n, _, _)| names.label(*n).to_string()),
             nic_path: nearest.as_ref().map(|(_, ty, _)| ty.clone()),
             nic_bw_gbps: nearest.as_ref().and_then(|(_, _, bw)| *bw),
             local_nics: ctx

@@ -582,7 +582,10 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
 /// none; a matrix lists only the RDMA NICs nvidia-smi sees, and an XML or a log may be cut,
 /// so there the network is unknown, not absent.
 fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
-    if matches!(ctx.topo.source.kind.as_str(), "live" | "snapshot" | "profile") {
+    if matches!(
+        ctx.topo.source.kind.as_str(),
+        "live" | "snapshot" | "profile"
+    ) {
         out.tag("network-none", Severity::Info);
         out.push("No network ports found: this host can only run single-node jobs".to_string());
     } else {
@@ -700,6 +703,9 @@ fn host_line(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         s.push_str(&format!(" ({o})"));
     }
     s.push('\n');
+    for note in &src.stated {
+        s.push_str(&format!("  {} {note}\n", style.bold("stated:")));
+    }
     s
 }
 

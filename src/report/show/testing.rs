@@ -81,6 +81,7 @@ pub fn pcie_2socket() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "pcie-box");
     let gen4 = "16.0 GT/s PCIe";
@@ -133,6 +134,7 @@ pub fn nvlink_bridge() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "bridge-box");
     let gen4 = "16.0 GT/s PCIe";
@@ -164,6 +166,7 @@ pub fn gpuless() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "cpu-box");
     t.hosts[0].driver_version = None;
@@ -201,6 +204,7 @@ pub fn unknown_nvlink() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "skeleton");
     let gen5 = "32.0 GT/s PCIe";
@@ -220,6 +224,7 @@ pub fn vm_bridges() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "vm");
     let c0 = cpu(&mut t, 0, "0-79", "GenuineIntel", 143);
@@ -257,6 +262,7 @@ pub fn two_rails(ports: bool) -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     host(&mut t, "rails");
     let gen5 = "32.0 GT/s PCIe";

@@ -83,6 +83,7 @@ pub(crate) fn one_gpu_socket_host() -> Topology {
     let mut t = Topology::new(SourceInfo {
         kind: "test".into(),
         origin: None,
+        ..Default::default()
     });
     let cpu = t.add_node(
         0,

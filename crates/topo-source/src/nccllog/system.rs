@@ -276,6 +276,7 @@ pub fn topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
         t: Topology::new(SourceInfo {
             kind: "nccl-log".into(),
             origin,
+            ..Default::default()
         }),
         hosts: HashMap::new(),
         cpus: HashMap::new(),
@@ -466,6 +467,7 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
     let mut t = Topology::new(SourceInfo {
         kind: "nccl-log".into(),
         origin,
+        ..Default::default()
     });
     let mut cpus: HashMap<String, NodeIndex> = HashMap::new();
     for r in ranks {

@@ -1,0 +1,374 @@
+//! Facts a user states about a machine that its source leaves out (`--gpu`, `--sm`,
+//! `--nvlink`, `--nic-speed`, `--gdr`): a matrix or a cloud image's skeleton XML says nothing
+//! of compute capability, NVLink or GPUDirect RDMA, and its users know them. A stated fact
+//! fills what the source leaves unknown; where the source states something else it wins over
+//! the source, and the note says so. Every note lands in the topology's
+//! [`SourceInfo::stated`](crate::SourceInfo), which plans and documents carry.
+
+use petgraph::graph::NodeIndex;
+
+use crate::bw::BwConstants;
+use crate::{LinkKind, NodeKind, NvSwitch, NvlinkInfo, Topology};
+
+/// A GPU model's facts that NCCL's model needs, from vendor documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuModel {
+    /// The name `--gpu` takes (lowercase).
+    pub key: &'static str,
+    pub name: &'static str,
+    pub sm: u32,
+    /// NVLink lanes per GPU on the boards that have them (to the NVSwitches on SXM boards,
+    /// over the bridges on PCIe cards); 0: no NVLink.
+    pub nvlink_lanes: u32,
+    /// How its NVLinks are wired on the usual board: NVSwitch, bridge pairs, or none.
+    pub nvlink: NvlinkShape,
+    /// PCI device id where one board is meant (it selects the driver's peer-access policy,
+    /// `data/no-p2p-devices.txt`); `None` where the model comes in several.
+    pub device: Option<u16>,
+}
+
+/// How a host's GPUs are joined by NVLink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvlinkShape {
+    NvSwitch,
+    /// Bridges joining GPUs two by two, in bus-id order.
+    Pairs,
+    None,
+}
+
+impl NvlinkShape {
+    pub fn parse(s: &str) -> Option<NvlinkShape> {
+        match s.to_ascii_lowercase().as_str() {
+            "nvswitch" | "switch" => Some(NvlinkShape::NvSwitch),
+            "pairs" | "bridge" | "bridges" => Some(NvlinkShape::Pairs),
+            "none" | "no" | "off" => Some(NvlinkShape::None),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NvlinkShape::NvSwitch => "nvswitch",
+            NvlinkShape::Pairs => "pairs",
+            NvlinkShape::None => "none",
+        }
+    }
+}
+
+macro_rules! gpu {
+    ($key:literal, $name:literal, $sm:literal, $lanes:literal, $shape:ident, $dev:expr) => {
+        GpuModel {
+            key: $key,
+            name: $name,
+            sm: $sm,
+            nvlink_lanes: $lanes,
+            nvlink: NvlinkShape::$shape,
+            device: $dev,
+        }
+    };
+}
+
+/// The GPU models `--gpu` knows. Lanes: NVLink 2 (V100) 6 per GPU, NVLink 3 (A100) 12 on
+/// SXM and over the PCIe card's three bridges, NVLink 4 (H100/H200) 18 on SXM and 12 over
+/// the H100 PCIe/NVL bridges, NVLink 5 (B200/B300) 18; the A800/H800 export parts keep 8;
+/// A40 and RTX A6000 bridges carry 4 NVLink 3 lanes (112.5 GB/s).
+pub const GPU_MODELS: &[GpuModel] = &[
+    gpu!("v100", "Tesla V100-SXM2", 70, 6, NvSwitch, None),
+    gpu!("a100", "A100-SXM4", 80, 12, NvSwitch, None),
+    gpu!("a100-pcie", "A100 PCIe", 80, 12, Pairs, None),
+    gpu!("a800", "A800-SXM4", 80, 8, NvSwitch, None),
+    gpu!("a40", "A40", 86, 4, Pairs, None),
+    gpu!("a6000", "RTX A6000", 86, 4, Pairs, None),
+    gpu!("l40s", "L40S", 89, 0, None, None),
+    gpu!("l4", "L4", 89, 0, None, None),
+    gpu!("rtx4090", "GeForce RTX 4090", 89, 0, None, Some(0x2684)),
+    gpu!("h100", "H100 SXM5 80GB", 90, 18, NvSwitch, Some(0x2330)),
+    gpu!("h100-pcie", "H100 PCIe", 90, 12, Pairs, None),
+    gpu!("h100-nvl", "H100 NVL", 90, 12, Pairs, None),
+    gpu!("h800", "H800", 90, 8, NvSwitch, None),
+    gpu!("h200", "H200", 90, 18, NvSwitch, Some(0x2335)),
+    gpu!("h20", "H20", 90, 18, NvSwitch, None),
+    gpu!("gh200", "GH200", 90, 18, NvSwitch, None),
+    gpu!("b200", "B200", 100, 18, NvSwitch, Some(0x2901)),
+    gpu!("gb200", "GB200", 100, 18, NvSwitch, None),
+    gpu!("b300", "B300", 103, 18, NvSwitch, None),
+    gpu!("gb300", "GB300", 103, 18, NvSwitch, None),
+    gpu!("rtx5090", "GeForce RTX 5090", 120, 0, None, Some(0x2b85)),
+    gpu!("rtx-pro-6000", "RTX PRO 6000 Blackwell", 120, 0, None, None),
+];
+
+/// The model `--gpu` names (case and `-`/space insensitive: `H100`, `rtx 4090`).
+pub fn gpu_model(name: &str) -> Option<&'static GpuModel> {
+    let want: String = name
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != '_')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let squash = |k: &str| k.replace('-', "");
+    GPU_MODELS
+        .iter()
+        .find(|m| m.key == want || squash(m.key) == squash(&want))
+}
+
+/// NVLink lanes per GPU when only the compute capability is known (the SXM boards).
+fn default_lanes(sm: u32) -> u32 {
+    match sm {
+        70..=79 => 6,
+        80..=89 => 12,
+        90..=99 => 18,
+        100..=119 => 18,
+        _ => 0,
+    }
+}
+
+/// What the user stated.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stated {
+    pub gpu: Option<&'static GpuModel>,
+    pub sm: Option<u32>,
+    /// The shape and, when given (`nvswitch:18`), the lanes per GPU.
+    pub nvlink: Option<(NvlinkShape, Option<u32>)>,
+    pub nic_speed_mbps: Option<u64>,
+    pub gdr: Option<bool>,
+}
+
+impl Stated {
+    pub fn is_empty(&self) -> bool {
+        *self == Stated::default()
+    }
+
+    /// Apply to every host of `topo`; each fact applied is noted in its source info.
+    pub fn apply(&self, topo: &mut Topology) {
+        let mut notes = Vec::new();
+        let sm = self.sm.or(self.gpu.map(|g| g.sm));
+        if self.gpu.is_some() || sm.is_some() {
+            notes.extend(self.apply_gpus(topo, sm));
+            refresh_nvlink_bw(topo);
+        }
+        if let Some((shape, lanes)) = self.nvlink {
+            let lanes = lanes
+                .or(self.gpu.map(|g| g.nvlink_lanes))
+                .unwrap_or_else(|| sm.map_or(0, default_lanes));
+            notes.push(apply_nvlink(topo, shape, lanes));
+        }
+        if let Some(m) = self.nic_speed_mbps {
+            notes.push(apply_nic_speed(topo, m));
+        }
+        if let Some(v) = self.gdr {
+            notes.push(apply_gdr(topo, v));
+        }
+        topo.source.stated.extend(notes);
+    }
+
+    fn apply_gpus(&self, topo: &mut Topology, sm: Option<u32>) -> Vec<String> {
+        let (mut set, mut replaced) = (0usize, Vec::new());
+        for n in topo.gpus() {
+            let NodeKind::Gpu(g) = &mut topo.node_mut(n).kind else {
+                continue;
+            };
+            if let Some(sm) = sm {
+                if let Some(old) = g.sm.filter(|&s| s != 0 && s != sm) {
+                    replaced.push(old);
+                }
+                g.sm = Some(sm);
+            }
+            if let Some(m) = self.gpu {
+                g.name.get_or_insert_with(|| m.name.to_string());
+                if g.device.is_none() && m.device.is_some() {
+                    g.vendor = Some(0x10de);
+                    g.device = m.device;
+                }
+            }
+            set += 1;
+        }
+        let what = match (self.gpu, sm) {
+            (Some(m), _) => format!("--gpu {}: {} (sm {})", m.key, m.name, m.sm),
+            (None, Some(sm)) => format!("--sm {sm}"),
+            (None, None) => return vec![],
+        };
+        let mut note = format!("{what} for {set} GPU(s)");
+        if !replaced.is_empty() {
+            replaced.sort_unstable();
+            replaced.dedup();
+            let olds: Vec<String> = replaced.iter().map(u32::to_string).collect();
+            note.push_str(&format!(", over the source's sm {}", olds.join(", ")));
+        }
+        vec![note]
+    }
+}
+
+/// NVLink bandwidth follows the lanes and the compute capability of the GPU that owns the
+/// link (`ncclTopoNVLinkBw`), so links made before the stated `sm` are priced again.
+fn refresh_nvlink_bw(topo: &mut Topology) {
+    let c = BwConstants::default();
+    let edges: Vec<_> = topo.graph.edge_indices().collect();
+    for e in edges {
+        let Some((a, b)) = topo.graph.edge_endpoints(e) else {
+            continue;
+        };
+        if topo.graph[e].kind != LinkKind::NvLink {
+            continue;
+        }
+        let sm = topo.gpu(a).or(topo.gpu(b)).and_then(|g| g.sm).unwrap_or(0);
+        let l = &mut topo.graph[e];
+        l.bw = l.lanes as f64 * c.nvlink_lane(sm);
+    }
+}
+
+/// GPUs whose NVLink the source leaves unknown get the stated shape; GPUs whose links the
+/// source enumerates keep them.
+fn apply_nvlink(topo: &mut Topology, shape: NvlinkShape, lanes: u32) -> String {
+    let mut done = 0usize;
+    let mut kept = 0usize;
+    for h in 0..topo.hosts.len() {
+        let mut gpus: Vec<NodeIndex> = topo
+            .gpus()
+            .into_iter()
+            .filter(|&n| topo.node(n).host as usize == h)
+            .collect();
+        gpus.sort_by_key(|&n| topo.gpu(n).map(|g| g.busid));
+        let (unknown, known): (Vec<NodeIndex>, Vec<NodeIndex>) = gpus
+            .into_iter()
+            .partition(|&n| topo.gpu(n).is_some_and(|g| g.nvlink != NvlinkInfo::Known));
+        kept += known.len();
+        done += unknown.len();
+        link_host(topo, &unknown, shape, lanes);
+    }
+    let mut note = format!(
+        "--nvlink {}: {lanes} lane(s) per GPU for {done} GPU(s) whose NVLink the source left unknown",
+        shape.name()
+    );
+    if shape == NvlinkShape::None {
+        note = format!(
+            "--nvlink none: no NVLink for {done} GPU(s) whose NVLink the source left unknown"
+        );
+    }
+    if kept > 0 {
+        note.push_str(&format!(
+            "; {kept} GPU(s) keep the NVLinks the source lists"
+        ));
+    }
+    note
+}
+
+fn link_host(topo: &mut Topology, gpus: &[NodeIndex], shape: NvlinkShape, lanes: u32) {
+    for &g in gpus {
+        if let NodeKind::Gpu(x) = &mut topo.node_mut(g).kind {
+            x.nvlink = NvlinkInfo::Known;
+        }
+    }
+    if lanes == 0 || gpus.len() < 2 {
+        return;
+    }
+    match shape {
+        NvlinkShape::NvSwitch => {
+            let host = topo.node(gpus[0]).host;
+            let sw = topo.add_node(host, None, NodeKind::NvSwitch(NvSwitch::default()));
+            for &g in gpus {
+                topo.add_nvlink(g, sw, lanes);
+            }
+        }
+        NvlinkShape::Pairs => {
+            for p in gpus.chunks_exact(2) {
+                topo.add_nvlink(p[0], p[1], lanes);
+                topo.add_nvlink(p[1], p[0], lanes);
+            }
+        }
+        NvlinkShape::None => {}
+    }
+}
+
+fn apply_nic_speed(topo: &mut Topology, mbps: u64) -> String {
+    let mut set = 0usize;
+    for n in topo.nets() {
+        if let NodeKind::Net(x) = &mut topo.node_mut(n).kind
+            && x.speed_mbps.is_none()
+        {
+            x.speed_mbps = Some(mbps);
+            set += 1;
+        }
+    }
+    format!(
+        "--nic-speed {} Gb/s for {set} network port(s) whose speed the source left unknown",
+        mbps / 1000
+    )
+}
+
+fn apply_gdr(topo: &mut Topology, v: bool) -> String {
+    let mut set = 0usize;
+    for n in topo.nets() {
+        if let NodeKind::Net(x) = &mut topo.node_mut(n).kind
+            && x.gdr_unstated
+        {
+            x.gdr = v;
+            x.gdr_unstated = false;
+            set += 1;
+        }
+    }
+    for n in topo.gpus() {
+        if let NodeKind::Gpu(g) = &mut topo.node_mut(n).kind
+            && g.gdr.is_none()
+        {
+            g.gdr = Some(v);
+        }
+    }
+    format!(
+        "--gdr {}: GPUDirect RDMA for {set} network port(s) whose source did not say",
+        if v { "yes" } else { "no" }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn gpu_names_are_found_loosely() {
+        assert_eq!(gpu_model("H100").unwrap().sm, 90);
+        assert_eq!(gpu_model("rtx 4090").unwrap().device, Some(0x2684));
+        assert_eq!(gpu_model("RTX-PRO-6000").unwrap().sm, 120);
+        assert_eq!(gpu_model("rtxpro6000").unwrap().key, "rtx-pro-6000");
+        assert!(gpu_model("h1000").is_none());
+    }
+
+    #[test]
+    fn stated_facts_fill_unknowns_and_are_noted() {
+        let mut t = testing::two_gpus_unknown_nvlink();
+        let s = Stated {
+            gpu: gpu_model("h100"),
+            nvlink: Some((NvlinkShape::NvSwitch, None)),
+            ..Default::default()
+        };
+        s.apply(&mut t);
+        for n in t.gpus() {
+            let g = t.gpu(n).unwrap();
+            assert_eq!(g.sm, Some(90));
+            assert_eq!(g.nvlink, NvlinkInfo::Known);
+            assert_eq!(t.nvlinks(n).len(), 1);
+            assert_eq!(t.nvlinks(n)[0].1, 18);
+        }
+        assert_eq!(t.source.stated.len(), 2, "{:?}", t.source.stated);
+        assert!(t.source.stated[1].contains("18 lane(s) per GPU for 2 GPU(s)"));
+    }
+
+    #[test]
+    fn pairs_join_gpus_two_by_two_and_none_clears_the_unknown() {
+        let mut t = testing::two_gpus_unknown_nvlink();
+        Stated {
+            nvlink: Some((NvlinkShape::Pairs, Some(4))),
+            ..Default::default()
+        }
+        .apply(&mut t);
+        let g = t.gpus();
+        assert_eq!(t.nvlinks(g[0]), vec![(g[1], 4, t.nvlinks(g[0])[0].2)]);
+        let mut t = testing::two_gpus_unknown_nvlink();
+        Stated {
+            nvlink: Some((NvlinkShape::None, None)),
+            ..Default::default()
+        }
+        .apply(&mut t);
+        assert!(t.gpus().iter().all(|&n| t.nvlinks(n).is_empty()));
+        assert!(t.source.stated[0].starts_with("--nvlink none"));
+    }
+}
