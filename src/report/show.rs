@@ -424,8 +424,11 @@ impl<'a> Ctx<'a> {
     pub fn nearest_nic_shown(&self, gpu: NodeIndex) -> Option<(NodeIndex, String, Option<f64>)> {
         use topo_model::NetRole;
         let (n, p) = self.nearest_nic(gpu)?;
-        if !self.topo.net(n).is_some_and(|x| x.gdr_unstated) {
-            return Some((n, p.ty.to_string(), Some(p.bw)));
+        let net = self.topo.net(n);
+        if !net.is_some_and(|x| x.gdr_unstated) {
+            // A port of unknown speed makes the path's bandwidth NCCL's 10 Gb/s default.
+            let bw = net.and_then(|x| x.speed_mbps).map(|_| p.bw);
+            return Some((n, p.ty.to_string(), bw));
         }
         let host = self.topo.node(gpu).host;
         let nets = &self.hosts.get(host as usize)?.nets;

@@ -22,6 +22,7 @@ mod show;
 mod show_facts;
 mod stated;
 mod svg;
+mod unknowns;
 mod util;
 mod verify;
 mod whatif;

@@ -612,6 +612,7 @@ fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if total == 0 || hv.gpus.is_empty() {
         return;
     }
+    let unknown = compute.iter().filter(|&&n| speed(n).is_none()).count();
     let mut line = format!(
         "{} compute network port{} with {} Gb/s in total: {} Gb/s per GPU",
         compute.len(),
@@ -619,6 +620,11 @@ fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         fmt_gbps(total),
         gbps_per_gpu(total as f64 / 1000.0 / hv.gpus.len() as f64)
     );
+    if unknown > 0 {
+        line.push_str(&format!(
+            " (at least: the speed of {unknown} of them is unknown)"
+        ));
+    }
     let mut left = vec![];
     for role in [NetRole::Storage, NetRole::FrontEnd] {
         let v: Vec<String> = hv
@@ -767,7 +773,10 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             r.push(Cell::paint(nv, paint));
             r.push(match ctx.nearest_nic_shown(g) {
                 Some((n, ty, Some(bw))) => format!("{} ({ty}, {bw:.1} GB/s)", ctx.label(n)).into(),
-                Some((n, ty, None)) => format!("{} ({ty}, GDR ?)", ctx.label(n)).into(),
+                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
+                    format!("{} ({ty}, GDR ?)", ctx.label(n)).into()
+                }
+                Some((n, ty, None)) => format!("{} ({ty}, speed ?)", ctx.label(n)).into(),
                 None => "—".into(),
             });
             r
