@@ -134,3 +134,41 @@ fn bad_stated_facts_are_one_clear_error() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn an_unknown_gdr_plan_also_gives_the_outcome_with_gdr() {
+    let path = fixture("fixtures/matrices/deepep-590-hgx-b300-cx8-bond.txt");
+    let from = path.to_str().unwrap();
+    let base = [
+        "--from",
+        from,
+        "--gpu",
+        "b300",
+        "--nic-speed",
+        "400",
+        "--nodes",
+        "2",
+    ];
+    let (p, _) = plan_doc(&base);
+    let m = p["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["code"] == "net-gdr-unknown")
+        .expect("the unknown GDR is a message");
+    let t = m["text"].as_str().unwrap();
+    assert!(
+        t.contains("With GPUDirect RDMA on those ports: ") && t.contains("GDRDMA 0 -> 16"),
+        "{t}"
+    );
+    let mut stated = base.to_vec();
+    stated.extend(["--gdr", "yes"]);
+    let (p, _) = plan_doc(&stated);
+    assert!(
+        !p["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["code"] == "net-gdr-unknown")
+    );
+}

@@ -884,7 +884,7 @@ fn unstated_gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
         return;
     };
     w.push(Message::new("net-gdr-unknown", Severity::Warning, format!(
-        "{n} network port name(s) without gdr ({list}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML) or `gdr: true` (profile) where it works"
+        "{n} network port name(s) without gdr ({list}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML), `gdr: true` (profile) or --gdr yes where it works"
     )));
 }
 

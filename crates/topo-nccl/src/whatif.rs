@@ -340,6 +340,56 @@ pub(crate) fn vm_effects(
     plan.messages.extend(msgs);
 }
 
+/// Whether some network port's GPUDirect RDMA is left unstated by the source.
+pub(crate) fn gdr_unknown(topo: &Topology) -> bool {
+    topo.nets()
+        .into_iter()
+        .any(|n| topo.net(n).is_some_and(|x| x.gdr_unstated))
+}
+
+/// A plan that assumed no GPUDirect RDMA on ports whose source does not say also gives the
+/// other outcome: the same machine with GDR on those ports is planned, and the
+/// `net-gdr-unknown` message says what that changes (or that it changes nothing), so the
+/// assumption is never silently decisive.
+pub(crate) fn gdr_effects(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    plan: &mut Plan,
+) {
+    if !gdr_unknown(topo) {
+        return;
+    }
+    let mut with = topo.clone();
+    topo_model::stated::Stated {
+        gdr: Some(true),
+        ..Default::default()
+    }
+    .apply(&mut with);
+    let text = match plan_on(&with, req, facts) {
+        Ok(p) => {
+            let changes = compare(plan, &p);
+            if changes.is_empty() {
+                "With GPUDirect RDMA on those ports the plan is the same".to_string()
+            } else {
+                format!("With GPUDirect RDMA on those ports: {}", changes.join("; "))
+            }
+        }
+        Err(e) => format!("With GPUDirect RDMA on those ports the plan fails ({e})"),
+    };
+    for m in plan
+        .messages
+        .iter_mut()
+        .filter(|m| m.code == "net-gdr-unknown")
+    {
+        let old = m.text.clone();
+        m.text = format!("{old}. {text}");
+        for w in plan.warnings.iter_mut().filter(|w| **w == old) {
+            *w = m.text.clone();
+        }
+    }
+}
+
 /// The plan of `topo` for `req` (no what-if runs of its own).
 fn plan_on(topo: &Topology, req: &PlanRequest, facts: &RuntimeFacts) -> Result<Plan> {
     let mut a = analyze::analyze(&Request {
