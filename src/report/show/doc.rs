@@ -76,7 +76,10 @@ struct PcieDoc {
     speed_gts: Option<f64>,
     generation: Option<u32>,
     width: Option<u32>,
-    bw_gbps: f64,
+    /// Null when the link's speed or width is unknown: a figure would be NCCL's assumption.
+    bw_gbps: Option<f64>,
+    /// What NCCL assigns the link (unknown speed counts as Gen3, unknown width as x16).
+    nccl_bw_gbps: f64,
     max_speed_gts: Option<f64>,
     max_width: Option<u32>,
     cur_speed_gts: Option<f64>,
@@ -90,7 +93,8 @@ fn pcie_doc(ctx: &Ctx, n: NodeIndex, l: &PcieLink) -> PcieDoc {
         speed_gts: gts(&l.speed),
         generation: gts(&l.speed).and_then(pcie_generation),
         width: l.width,
-        bw_gbps: l.bw(),
+        bw_gbps: (gts(&l.speed).is_some() && l.width.is_some_and(|w| w > 0)).then(|| l.bw()),
+        nccl_bw_gbps: l.bw(),
         max_speed_gts: gts(&l.max_speed),
         max_width: l.max_width,
         cur_speed_gts: gts(&l.cur_speed),

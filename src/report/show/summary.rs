@@ -997,11 +997,13 @@ fn pci_switch_table(ctx: &Ctx, switches: &[NodeIndex], style: Style) -> String {
             _ => None,
         })
         .map(|(s, p)| {
-            let link = format!(
-                "{} {:.1} GB/s",
-                gen_width(p.pcie.speed.as_deref(), p.pcie.width),
-                p.pcie.bw()
-            );
+            let known = p.pcie.gts().is_some() && p.pcie.width.is_some_and(|w| w > 0);
+            let gw = gen_width(p.pcie.speed.as_deref(), p.pcie.width);
+            let link = if known {
+                format!("{gw} {:.1} GB/s", p.pcie.bw())
+            } else {
+                format!("{gw} (NCCL assumes {:.1} GB/s)", p.pcie.bw())
+            };
             let flagged = !super::pci::flags(ctx, s).is_empty();
             vec![
                 p.busid.to_string().into(),
