@@ -84,7 +84,9 @@ pub struct SourceArgs {
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
     pub from: Option<PathBuf>,
     /// A built-in hardware profile by name (the list below; `topo completions` completes it).
-    #[arg(long, value_name = "NAME", conflicts_with = "from", value_parser = ProfileName)]
+    /// With --from, the profile lends what the file leaves out (GPU model, NVLink, port speed
+    /// and GPUDirect RDMA) and the file keeps its PCI layout.
+    #[arg(long, value_name = "NAME", value_parser = ProfileName)]
     pub profile: Option<String>,
     /// Replicate the node N times behind its NICs (what-if for N nodes; at most 4096).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -237,7 +239,8 @@ impl SourceArgs {
         }
         Ok(SourceSpec {
             from: self.from.clone(),
-            profile: self.profile.clone(),
+            // With --from, the profile is a base of facts (`apply_facts`), not the source.
+            profile: self.profile.clone().filter(|_| self.from.is_none()),
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
@@ -247,7 +250,8 @@ impl SourceArgs {
     /// Apply what the flags state over the source: `--p2p`, `--nvls` and the stated facts
     /// (`--gpu`, `--sm`, `--nvlink`, `--nic-speed`, `--gdr`), which the topology's source
     /// info records.
-    pub fn apply_facts(&self, topo: &mut topo_model::Topology) {
+    /// With `--from` and `--profile`, the profile's facts fill what the flags left unknown.
+    pub fn apply_facts(&self, topo: &mut topo_model::Topology) -> Result<()> {
         topo_source::apply_facts(topo, self.p2p, self.nvls);
         let stated = topo_model::stated::Stated {
             gpu: self.gpu_model,
@@ -255,10 +259,17 @@ impl SourceArgs {
             nvlink: self.nvlink,
             nic_speed_mbps: self.nic_speed,
             gdr: self.gdr,
+            via: None,
         };
         if !stated.is_empty() {
             stated.apply(topo);
         }
+        if let (Some(_), Some(name)) = (&self.from, &self.profile) {
+            let base = topo_source::profile::load_builtin(name)?;
+            let via = format!("profile {name}");
+            topo_model::stated::Stated::from_reference(&base, &via).apply(topo);
+        }
+        Ok(())
     }
 
     /// `--env` settings parsed into (key, value) pairs.

@@ -20,7 +20,7 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == PlanFormat::Text;
     let mut topo = topo_source::load(&spec)?;
-    a.source.apply_facts(&mut topo);
+    a.source.apply_facts(&mut topo)?;
     let env = a.source.env_overrides()?;
     let style = if a.output.is_some() {
         Style::file()

@@ -377,7 +377,7 @@ fn host_algorithm(forced: Option<Algorithm>, c: Collective, tcp: bool) -> Algori
 /// The plan of another machine (`--from`, `--profile`) as the runtime's schedule.
 fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result<()> {
     let mut topo = topo_source::load(&a.source.spec()?)?;
-    a.source.apply_facts(&mut topo);
+    a.source.apply_facts(&mut topo)?;
     let funcs: Vec<Func> = req
         .collectives
         .iter()

@@ -172,3 +172,33 @@ fn an_unknown_gdr_plan_also_gives_the_outcome_with_gdr() {
             .any(|m| m["code"] == "net-gdr-unknown")
     );
 }
+
+#[test]
+fn a_profile_lends_its_facts_to_a_file_that_keeps_its_layout() {
+    let path = fixture("fixtures/matrices/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt");
+    let (p, _) = plan_doc(&["--from", path.to_str().unwrap(), "--profile", "dgx-a100"]);
+    assert_eq!(p["source"]["kind"], "nvidia-smi");
+    let stated: Vec<&str> = p["source"]["stated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert!(
+        stated.iter().all(|s| s.starts_with("profile dgx-a100: ")),
+        "{stated:?}"
+    );
+    assert!(
+        stated
+            .iter()
+            .any(|s| s.contains("(sm 80)") || s.contains("--sm 80")),
+        "{stated:?}"
+    );
+    assert!(
+        stated
+            .iter()
+            .any(|s| s.contains("--nic-speed 200 Gb/s for 3")),
+        "{stated:?}"
+    );
+    assert_eq!(p["nranks"], 8);
+}

@@ -130,11 +130,46 @@ pub struct Stated {
     pub nvlink: Option<(NvlinkShape, Option<u32>)>,
     pub nic_speed_mbps: Option<u64>,
     pub gdr: Option<bool>,
+    /// Where the facts come from when not from flags (`profile dgx-h100`): notes say so.
+    pub via: Option<String>,
 }
 
 impl Stated {
     pub fn is_empty(&self) -> bool {
         *self == Stated::default()
+    }
+
+    /// The facts of a reference machine (a profile) a source without them can borrow: its
+    /// first GPU's model (by PCI id) or compute capability, its NVLink shape and lanes, its
+    /// compute ports' speed and GPUDirect RDMA. The source keeps its own PCI layout.
+    pub fn from_reference(r: &Topology, via: &str) -> Stated {
+        let gpus = r.gpus();
+        let first = gpus.first().and_then(|&n| Some((n, r.gpu(n)?)));
+        let gpu = first.and_then(|(_, g)| {
+            GPU_MODELS
+                .iter()
+                .find(|m| m.device.is_some() && m.device == g.device)
+        });
+        let nvlink = first.map(|(n, _)| {
+            let links = r.nvlinks(n);
+            let lanes: u32 = links.iter().map(|l| l.1).sum();
+            let to_gpu = links.iter().any(|l| r.gpu(l.0).is_some());
+            let shape = match (lanes, to_gpu) {
+                (0, _) => NvlinkShape::None,
+                (_, true) => NvlinkShape::Pairs,
+                _ => NvlinkShape::NvSwitch,
+            };
+            (shape, (lanes > 0).then_some(lanes))
+        });
+        let nets: Vec<&crate::Net> = r.nets().into_iter().filter_map(|n| r.net(n)).collect();
+        Stated {
+            gpu,
+            sm: first.and_then(|(_, g)| g.sm).filter(|_| gpu.is_none()),
+            nvlink,
+            nic_speed_mbps: nets.iter().filter_map(|x| x.speed_mbps).max(),
+            gdr: nets.iter().find(|x| !x.gdr_unstated).map(|x| x.gdr),
+            via: Some(via.to_string()),
+        }
     }
 
     /// Apply to every host of `topo`; each fact applied is noted in its source info.
@@ -151,13 +186,22 @@ impl Stated {
                 .unwrap_or_else(|| sm.map_or(0, default_lanes));
             notes.push(apply_nvlink(topo, shape, lanes));
         }
+        // A flag that changed nothing is said; a reference's fact that had nothing to fill is not.
+        let keep =
+            |(count, note): (usize, String)| (count > 0 || self.via.is_none()).then_some(note);
         if let Some(m) = self.nic_speed_mbps {
-            notes.push(apply_nic_speed(topo, m));
+            notes.extend(keep(apply_nic_speed(topo, m)));
         }
         if let Some(v) = self.gdr {
-            notes.push(apply_gdr(topo, v));
+            notes.extend(keep(apply_gdr(topo, v)));
         }
-        topo.source.stated.extend(notes);
+        let via = self.via.as_deref();
+        topo.source
+            .stated
+            .extend(notes.into_iter().map(|n| match via {
+                Some(v) => format!("{v}: {n}"),
+                None => n,
+            }));
     }
 
     fn apply_gpus(&self, topo: &mut Topology, sm: Option<u32>) -> Vec<String> {
@@ -278,7 +322,7 @@ fn link_host(topo: &mut Topology, gpus: &[NodeIndex], shape: NvlinkShape, lanes:
     }
 }
 
-fn apply_nic_speed(topo: &mut Topology, mbps: u64) -> String {
+fn apply_nic_speed(topo: &mut Topology, mbps: u64) -> (usize, String) {
     let mut set = 0usize;
     for n in topo.nets() {
         if let NodeKind::Net(x) = &mut topo.node_mut(n).kind
@@ -288,13 +332,14 @@ fn apply_nic_speed(topo: &mut Topology, mbps: u64) -> String {
             set += 1;
         }
     }
-    format!(
+    let note = format!(
         "--nic-speed {} Gb/s for {set} network port(s) whose speed the source left unknown",
         mbps / 1000
-    )
+    );
+    (set, note)
 }
 
-fn apply_gdr(topo: &mut Topology, v: bool) -> String {
+fn apply_gdr(topo: &mut Topology, v: bool) -> (usize, String) {
     let mut set = 0usize;
     for n in topo.nets() {
         if let NodeKind::Net(x) = &mut topo.node_mut(n).kind
@@ -312,10 +357,11 @@ fn apply_gdr(topo: &mut Topology, v: bool) -> String {
             g.gdr = Some(v);
         }
     }
-    format!(
+    let note = format!(
         "--gdr {}: GPUDirect RDMA for {set} network port(s) whose source did not say",
         if v { "yes" } else { "no" }
-    )
+    );
+    (set, note)
 }
 
 #[cfg(test)]
@@ -350,6 +396,28 @@ mod tests {
         }
         assert_eq!(t.source.stated.len(), 2, "{:?}", t.source.stated);
         assert!(t.source.stated[1].contains("18 lane(s) per GPU for 2 GPU(s)"));
+    }
+
+    #[test]
+    fn a_reference_machine_lends_its_facts() {
+        let r = testing::hgx(8, 90);
+        let st = Stated::from_reference(&r, "profile hgx");
+        assert_eq!(st.sm, Some(90));
+        assert_eq!(st.nvlink, Some((NvlinkShape::NvSwitch, Some(18))));
+        assert_eq!(st.nic_speed_mbps, Some(400_000));
+        let mut t = testing::two_gpus_unknown_nvlink();
+        st.apply(&mut t);
+        assert!(
+            t.source
+                .stated
+                .iter()
+                .all(|s| s.starts_with("profile hgx: "))
+        );
+        let g = t.gpus();
+        assert_eq!(t.nvlinks(g[0])[0].1, 18);
+        let port = t.nets()[0];
+        assert_eq!(t.net(port).unwrap().speed_mbps, Some(400_000));
+        assert!(!t.net(port).unwrap().gdr_unstated);
     }
 
     #[test]
