@@ -376,6 +376,10 @@ pub struct PlanArgs {
     /// NCCL version to model (2.18 … 2.30); default: the NCCL found on this machine, else 2.28.
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
+    /// Plan for this NCCL version too and say what changes from --nccl-version to it (per
+    /// collective and size), with the version data that differs (an NCCL upgrade).
+    #[arg(long, value_name = "V")]
+    pub against: Option<String>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: PlanFormat,
     /// How ranks map to processes: process-per-gpu (torchrun), process-per-host (one process,

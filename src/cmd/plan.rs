@@ -100,9 +100,13 @@ fn render(
         let title = crate::report::svg::plot::title(&plan);
         return crate::report::svg::plot::render(&title, &panels).map(Rendered::Text);
     }
-    let (mut plan, analysis) = topo_nccl::plan_owned(topo, &req, facts)?;
+    let other = a.against.as_ref().map(|_| topo.clone());
+    let (mut plan, analysis) = topo_nccl::plan_owned(topo, &req, facts.clone())?;
     if let Some(a) = analysis {
         crate::util::drop_aside(a);
+    }
+    if let (Some(v), Some(topo)) = (&a.against, other) {
+        plan.against = Some(against(&plan, &topo, &req, facts, v)?);
     }
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());
@@ -115,6 +119,30 @@ fn render(
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
         PlanFormat::Svg => unreachable!("drawn above"),
     }))
+}
+
+/// The same request planned for NCCL `v`, compared with `plan`.
+fn against(
+    plan: &topo_nccl::plan::Plan,
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: RuntimeFacts,
+    v: &str,
+) -> Result<topo_nccl::plan::Against> {
+    use topo_nccl::version::{VersionData, data_changes};
+    let mut other_req = req.clone();
+    other_req.version = NcclVersion::parse(v)?;
+    other_req.version_source = "--against".into();
+    let other = topo_nccl::plan(topo, &other_req, facts)?;
+    let (da, db) = (
+        VersionData::load(&req.version)?,
+        VersionData::load(&other_req.version)?,
+    );
+    Ok(topo_nccl::plan::Against {
+        nccl_version: other_req.version.short(),
+        changes: topo_nccl::whatif::compare(plan, &other),
+        data_changes: data_changes(&da, &db),
+    })
 }
 
 fn placement_of(s: &str) -> Result<RankPlacement> {

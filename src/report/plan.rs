@@ -514,8 +514,37 @@ pub fn render(p: &Plan, style: Style) -> String {
             }
         }
     }
+    against_section(&mut out, p, style);
     // Prose and NCCL's other lines wrap between words, continuations indented.
     fit::document(&out, style.width)
+}
+
+/// `--against V`: what the other version changes, and the version data behind it.
+fn against_section(out: &mut String, p: &Plan, style: Style) {
+    let Some(x) = &p.against else {
+        return;
+    };
+    let title = format!("Against NCCL {} (from {})", x.nccl_version, p.nccl_version);
+    heading(out, style, &title);
+    if x.changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  nothing changes: the same channels, transports, NICs, choices and predicted times"
+        );
+    }
+    for c in &x.changes {
+        let _ = writeln!(out, "  {c}");
+    }
+    let _ = writeln!(
+        out,
+        "\n  version data that differs ({} value(s), {} -> {}):",
+        x.data_changes.len(),
+        p.nccl_version,
+        x.nccl_version
+    );
+    for c in &x.data_changes {
+        let _ = writeln!(out, "    {c}");
+    }
 }
 
 #[cfg(test)]

@@ -306,3 +306,68 @@ fn socket_ifname_is_listed_as_not_modelled() {
     assert_eq!(e["status"], "not_modelled");
     assert!(e["effect"].as_str().unwrap().contains("IP interfaces"));
 }
+
+/// A JSON plan for `args` (all but the last two) at the second-last version, against the last.
+fn against_doc(args: &[&str]) -> serde_json::Value {
+    let (rest, v) = args.split_at(args.len() - 2);
+    let out = crate::util::topo_clean_env()
+        .args([
+            "plan",
+            "--format",
+            "json",
+            "--nccl-version",
+            v[0],
+            "--against",
+            v[1],
+        ])
+        .args(rest)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `--against V` (issue 28, item 3): NCCL 2.23 changed the default P2P level rule and the
+/// ring latency rule; on a PCIe box at 2 nodes that doubles the channels, and on two RTX 4090
+/// nodes it turns 4 KB AllReduce from Tree to Ring.
+#[test]
+fn plan_against_another_version_pins_the_2_23_changes() {
+    let p = against_doc(&["--profile", "pcie-8x-l40s", "--nodes", "2", "2.22", "2.23"]);
+    let x = &p["against"];
+    assert_eq!(x["nccl_version"], "2.23");
+    let changes: Vec<&str> = x["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.starts_with("channels: coll 2 -> 4")),
+        "{changes:?}"
+    );
+    let data: Vec<&str> = x["data_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        data.contains(&"rules.p2p_default_level_rule: \"v2_18\" -> \"v2_23\""),
+        "{data:?}"
+    );
+    let p = against_doc(&["--profile", "2x-rtx4090", "--nodes", "2", "2.22", "2.23"]);
+    let changes = p["against"]["changes"].to_string();
+    assert!(
+        changes.contains("allreduce 4K: Tree/LL -> Ring/LL"),
+        "{changes}"
+    );
+    let p = against_doc(&["--profile", "dgx-h100", "2.28", "2.28"]);
+    assert_eq!(p["against"]["changes"].as_array().unwrap().len(), 0);
+    assert_eq!(p["against"]["data_changes"].as_array().unwrap().len(), 0);
+}

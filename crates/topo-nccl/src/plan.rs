@@ -144,9 +144,26 @@ pub struct MnnvlOut {
     pub clique_id: u32,
 }
 
+/// The same machine and request planned for another NCCL version.
+#[derive(Clone, Debug, Serialize)]
+pub struct Against {
+    /// The other version (`2.27`).
+    pub nccl_version: String,
+    /// What differs in the plan, one line each (channels, transports, NICs, the choice and
+    /// predicted time per collective and size), as `whatif::compare` words it; empty: nothing.
+    pub changes: Vec<String>,
+    /// The per-version constants and rules that differ (`tuning.base_latency.pat: [...] ->
+    /// [...]`): the data behind the changes.
+    pub data_changes: Vec<String>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
     pub schema: &'static str,
+    /// `--against V`: what changes in this plan under another NCCL version, and the version
+    /// data that differs between the two.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<Against>,
     /// The topo that wrote the document (the crate version).
     pub topo_version: &'static str,
     pub nccl_version: String,
@@ -657,6 +674,7 @@ fn build_with(
         matrix: transport_matrix,
     } = views();
     let mut plan = Plan {
+        against: None,
         schema: "topo.plan/v2",
         topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),

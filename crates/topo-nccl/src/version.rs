@@ -719,5 +719,46 @@ impl VersionData {
     }
 }
 
+/// The constants and rules that differ between two versions' data, one line per leaf
+/// (`rules.nvls_bw_rule: "v2_27" -> "v2_28"`), sources and notes left out.
+pub fn data_changes(a: &VersionData, b: &VersionData) -> Vec<String> {
+    let (Ok(x), Ok(y)) = (serde_json::to_value(a), serde_json::to_value(b)) else {
+        return vec![];
+    };
+    let mut out = vec![];
+    diff_values("", &x, &y, &mut out);
+    out.retain(|l| {
+        !["version:", "source:", "note:", "documented:"]
+            .iter()
+            .any(|k| l.starts_with(k))
+    });
+    out
+}
+
+fn diff_values(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                let null = Value::Null;
+                diff_values(
+                    &p,
+                    x.get(k).unwrap_or(&null),
+                    y.get(k).unwrap_or(&null),
+                    out,
+                );
+            }
+        }
+        _ if a != b => out.push(format!("{path}: {a} -> {b}")),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests;
