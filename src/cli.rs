@@ -35,6 +35,8 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Why NCCL does what it does here: findings with evidence and fixes, from the machine, a snapshot, a matrix or NCCL logs.
     Diagnose(DiagnoseArgs),
+    /// Two machines compared: hardware differences and what they change in NCCL's plan.
+    Diff(DiffArgs),
     /// Run collectives with topo's own runtime and print measured against predicted, like nccl-tests.
     Verify(VerifyArgs),
     /// Fit this host's latency and bandwidth (alpha, beta) for the host backend and cache them.
@@ -49,6 +51,34 @@ pub enum Command {
     Man(ManArgs),
     /// Print the help of topo or of a subcommand (`topo help plan`).
     Help(HelpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The reference: a file or folder (XML, snapshot, matrix, profile YAML, NCCL log),
+    /// profile:NAME (or a built-in name), or live for this machine.
+    #[arg(value_name = "A")]
+    pub a: String,
+    /// The machine compared with it, named the same ways.
+    #[arg(value_name = "B")]
+    pub b: String,
+    /// Replicate both N times behind their NICs for the plan comparison.
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<usize>,
+    /// NCCL version to model (2.18 … 2.30); default: the NCCL found here, else 2.28.
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: DiffFormat,
+    /// Write to this file instead of stdout (`-`: stdout).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -416,7 +446,8 @@ pub struct XmlArgs {
 
 #[derive(Args, Debug)]
 pub struct SnapshotArgs {
-    /// Output: a .tar.gz file, or a folder when the path ends with '/' or has no .tar.gz/.tgz suffix.
+    /// Output: a .tar.gz file, or a folder when the path ends with '/' or has no .tar.gz/.tgz
+    /// suffix; `%h` is this host's name (`srun topo snapshot -o snaps/%h.tar.gz`).
     #[arg(
         short = 'o',
         long = "output",
@@ -456,6 +487,10 @@ pub struct DiagnoseArgs {
     pub fail_on: Option<FailOn>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: DiagnoseFormat,
+    /// A folder of snapshots (or any sources), one per host: group the hosts by identical
+    /// hardware, name the outliers and what differs from the largest group.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub fleet: Option<PathBuf>,
     /// NCCL version to model when no log names one (2.18 … 2.30).
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,

@@ -4,6 +4,8 @@
 
 mod calibrate;
 mod diagnose;
+mod diff;
+mod fleet;
 mod meta;
 mod plan;
 mod show;
@@ -29,7 +31,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Plan(a) => plan::run(a, style)?,
         Command::Xml(a) => xml::run(a, style)?,
         Command::Snapshot(a) => snapshot::run(a)?,
-        Command::Diagnose(a) => return diagnose::run(a, style),
+        Command::Diagnose(a) => match &a.fleet {
+            Some(dir) => return fleet::run(a, dir, style),
+            None => return diagnose::run(a, style),
+        },
+        Command::Diff(a) => return diff::run(a, style),
         Command::Verify(a) => return verify::run(a, style),
         Command::Calibrate(a) => calibrate::run(a, style)?,
         Command::Worker => worker()?,

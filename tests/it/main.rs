@@ -4,6 +4,7 @@
 mod diagnose;
 mod facts;
 mod fidelity;
+mod fleet;
 mod hostile_archive;
 mod hostile_input;
 mod layout;

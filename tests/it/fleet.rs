@@ -1,0 +1,150 @@
+//! Golden-node checks (issue 28, item 4): `topo diff A B` between any two sources, and
+//! `topo diagnose --fleet DIR` grouping a folder of snapshots by identical hardware.
+
+use crate::util::{fixture, topo_clean_env as topo};
+use serde_json::Value;
+use std::path::Path;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let ty = e.file_type().unwrap();
+        if ty.is_dir() {
+            copy_dir(&src, &dst);
+        } else if ty.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The HGX H100 snapshot with GPU 0's link running at x8.
+fn downtrained(to: &Path) {
+    copy_dir(&fixture("fixtures/snapshots/hgx-h100-8gpu"), to);
+    let w = to.join(
+        "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0/current_link_width",
+    );
+    assert!(w.exists(), "{}", w.display());
+    std::fs::write(w, "8\n").unwrap();
+}
+
+#[test]
+fn diff_names_the_hardware_difference_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad");
+    downtrained(&bad);
+    let good = fixture("fixtures/snapshots/hgx-h100-8gpu");
+    let out = topo()
+        .args(["diff", "--format", "json"])
+        .arg(&good)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["schema"], "topo.diff/v1");
+    let hw = d["hardware"].as_array().unwrap();
+    assert_eq!(hw.len(), 1, "{hw:?}");
+    assert_eq!(hw[0]["fact"], "gpu 0 pcie");
+    assert_eq!(hw[0]["b"], "Gen5 x16 (x8 now)");
+    let same = topo()
+        .args(["diff", "profile:dgx-h100", "dgx-h100"])
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&same.stdout);
+    assert!(text.contains("no difference"), "{text}");
+}
+
+#[test]
+fn diff_of_two_profiles_shows_what_the_plan_changes() {
+    let out = topo()
+        .args([
+            "diff",
+            "dgx-h100",
+            "dgx-b200",
+            "--nodes",
+            "2",
+            "--nccl-version",
+            "2.28",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        t.contains("gpu 0 sm") && t.contains("90") && t.contains("100"),
+        "{t}"
+    );
+    assert!(
+        t.contains("Plan (NCCL 2.28") && t.contains("allreduce"),
+        "{t}"
+    );
+    let bad = topo()
+        .args(["diff", "dgx-h100", "no-such-thing"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        e.contains("no-such-thing: no such file, folder or built-in profile"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fleet_is_grouped_and_its_outliers_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let hgx = fixture("fixtures/snapshots/hgx-h100-8gpu");
+    for n in ["node1", "node2", "node3"] {
+        copy_dir(&hgx, &dir.path().join(n));
+    }
+    downtrained(&dir.path().join("node4"));
+    copy_dir(
+        &fixture("fixtures/snapshots/pcie-8gpu"),
+        &dir.path().join("node5"),
+    );
+    std::fs::write(dir.path().join("node6.tar.gz"), "not an archive").unwrap();
+    let out = topo()
+        .args(["diagnose", "--format", "json", "--fleet"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let g = d["groups"].as_array().unwrap();
+    assert_eq!(g.len(), 3);
+    assert_eq!(
+        g[0]["hosts"],
+        serde_json::json!(["node1", "node2", "node3"])
+    );
+    assert!(g[0]["differences"].as_array().unwrap().is_empty());
+    assert_eq!(g[1]["hosts"], serde_json::json!(["node4"]));
+    assert_eq!(g[1]["differences"][0]["fact"], "gpu 0 pcie");
+    assert_eq!(g[2]["hosts"], serde_json::json!(["node5"]));
+    assert_eq!(d["unreadable"][0]["host"], "node6");
+    let fail = topo()
+        .args(["diagnose", "--fail-on", "warning", "--fleet"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(fail.status.code(), Some(1));
+    let t = String::from_utf8_lossy(&fail.stdout);
+    assert!(
+        t.contains("outlier 1 (1 host(s)") && t.contains("node4"),
+        "{t}"
+    );
+}
