@@ -151,6 +151,14 @@ pub struct SourceArgs {
     /// Whether GPUDirect RDMA works on network ports whose source does not say (yes, no).
     #[arg(long, value_name = "yes|no", value_parser = on_off)]
     pub gdr: Option<bool>,
+    /// A failed part (repeatable): nvlink:GPU3, nic:mlx5_2 or gpu:5, on host 0 or @HOST;
+    /// `plan` says what it changes against the healthy machine.
+    #[arg(long, value_name = "PART", value_parser = topo_model::faults::parse_without)]
+    pub without: Vec<topo_model::faults::Fault>,
+    /// A degraded part (repeatable): pcie:BUSID=gen4x8 or nvlink:GPU2=12 (lanes left), on
+    /// host 0 or @HOST.
+    #[arg(long, value_name = "PART=STATE", value_parser = topo_model::faults::parse_degrade)]
+    pub degrade: Vec<topo_model::faults::Fault>,
     /// Read sysfs/procfs under this folder instead of / (live discovery only).
     #[arg(long, value_name = "DIR", env = "TOPO_SYSFS_ROOT", hide = true, value_parser = sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
@@ -300,6 +308,23 @@ impl SourceArgs {
             topo_model::stated::Stated::from_reference(&base, &via).apply(topo);
         }
         Ok(())
+    }
+
+    /// Apply `--without` and `--degrade` in order; a note per part, or one error naming the
+    /// part that does not exist.
+    pub fn apply_faults(&self, topo: &mut topo_model::Topology) -> Result<Vec<String>> {
+        let mut notes = vec![];
+        for f in self.without.iter().chain(&self.degrade) {
+            let note = topo_model::faults::apply(topo, f).map_err(|e| {
+                error::usage(
+                    format!("--without/--degrade: {e}"),
+                    "name a part the machine has (topo show --from ... lists GPUs, ports and bus ids)",
+                )
+            })?;
+            topo.source.stated.push(note.clone());
+            notes.push(note);
+        }
+        Ok(notes)
     }
 
     /// `--env` settings parsed into (key, value) pairs.

@@ -21,13 +21,16 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     spec.escape_text = a.format == PlanFormat::Text;
     let mut topo = topo_source::load(&spec)?;
     a.source.apply_facts(&mut topo)?;
+    let healthy =
+        (!a.source.without.is_empty() || !a.source.degrade.is_empty()).then(|| topo.clone());
+    a.source.apply_faults(&mut topo)?;
     let env = a.source.env_overrides()?;
     let style = if a.output.is_some() {
         Style::file()
     } else {
         style
     };
-    let text = match render(topo, a, &env, style)? {
+    let text = match render(topo, healthy, a, &env, style)? {
         Rendered::Json(plan) => {
             drop(progress);
             let written = emit_with(a.output.as_ref(), |w| {
@@ -80,6 +83,7 @@ fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Res
 
 fn render(
     topo: Topology,
+    healthy: Option<Topology>,
     a: &PlanArgs,
     overrides: &[(String, String)],
     style: Style,
@@ -106,7 +110,14 @@ fn render(
         crate::util::drop_aside(a);
     }
     if let (Some(v), Some(topo)) = (&a.against, other) {
-        plan.against = Some(against(&plan, &topo, &req, facts, v)?);
+        plan.against = Some(against(&plan, &topo, &req, facts.clone(), v)?);
+    }
+    if let Some(h) = healthy {
+        let base = topo_nccl::plan(&h, &req, facts)?;
+        plan.faults = Some(topo_nccl::plan::FaultEffects {
+            parts: a.source.without.len() + a.source.degrade.len(),
+            changes: topo_nccl::whatif::compare(&base, &plan),
+        });
     }
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());

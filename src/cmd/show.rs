@@ -21,6 +21,7 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     spec.escape_text = a.format == DataFormat::Text;
     let mut topo = topo_source::load(&spec)?;
     a.source.apply_facts(&mut topo)?;
+    a.source.apply_faults(&mut topo)?;
     let style = if a.output.is_some() {
         Style::file()
     } else {

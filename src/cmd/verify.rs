@@ -378,6 +378,7 @@ fn host_algorithm(forced: Option<Algorithm>, c: Collective, tcp: bool) -> Algori
 fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result<()> {
     let mut topo = topo_source::load(&a.source.spec()?)?;
     a.source.apply_facts(&mut topo)?;
+    a.source.apply_faults(&mut topo)?;
     let funcs: Vec<Func> = req
         .collectives
         .iter()

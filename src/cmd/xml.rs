@@ -9,6 +9,7 @@ pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
     warn_unused_env("xml", &a.source.env_overrides()?, style);
     let mut topo = topo_source::load(&a.source.spec()?)?;
     a.source.apply_facts(&mut topo)?;
+    a.source.apply_faults(&mut topo)?;
     print_warnings(&topo, style);
     if topo.gpus().is_empty() {
         // A GPU-less NCCL_TOPO_FILE is valid XML but rarely what was meant.

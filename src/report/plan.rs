@@ -515,8 +515,30 @@ pub fn render(p: &Plan, style: Style) -> String {
         }
     }
     against_section(&mut out, p, style);
+    faults_section(&mut out, p, style);
     // Prose and NCCL's other lines wrap between words, continuations indented.
     fit::document(&out, style.width)
+}
+
+/// `--without`/`--degrade`: what the parts change against the healthy machine.
+fn faults_section(out: &mut String, p: &Plan, style: Style) {
+    let Some(x) = &p.faults else {
+        return;
+    };
+    heading(
+        out,
+        style,
+        "Failed and degraded parts, against the healthy machine",
+    );
+    if x.changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  nothing changes: the same channels, transports, NICs, choices and predicted times"
+        );
+    }
+    for c in &x.changes {
+        let _ = writeln!(out, "  {c}");
+    }
 }
 
 /// `--against V`: what the other version changes, and the version data behind it.

@@ -371,3 +371,47 @@ fn plan_against_another_version_pins_the_2_23_changes() {
     assert_eq!(p["against"]["changes"].as_array().unwrap().len(), 0);
     assert_eq!(p["against"]["data_changes"].as_array().unwrap().len(), 0);
 }
+
+/// `--without` / `--degrade` (issue 28, item 2): each kind of failed or degraded part changes
+/// the plan as NCCL's init would see it, said against the healthy machine.
+#[test]
+fn failed_and_degraded_parts_are_planned_against_the_healthy_machine() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--without", "nvlink:GPU3"], "nvls 16 -> 0"),
+        (&["--without", "gpu:5"], "P2P/CUMEM 56 -> P2P/CUMEM 42"),
+        (&["--degrade", "nvlink:GPU2=12"], "coll 24 -> 16"),
+        (&["--without", "nic:mlx5_3", "--nodes", "2"], "PXN 0 -> 1"),
+        (
+            &["--without", "gpu:5@1", "--nodes", "2"],
+            "NET/IB 15, P2P/CUMEM 98",
+        ),
+        (&["--degrade", "pcie:0000:1b:00.0=gen3x8"], ""),
+    ];
+    for (args, want) in cases {
+        let mut a = vec!["--profile", "dgx-h100"];
+        a.extend_from_slice(args);
+        let (p, _) = crate::util::plan_doc(&a);
+        let f = &p["faults"];
+        assert_eq!(f["parts"], 1, "{args:?}");
+        let changes = f["changes"].to_string();
+        if want.is_empty() {
+            // A slower PCIe link under a GPU whose traffic is all NVLink changes nothing.
+            assert_eq!(
+                f["changes"].as_array().unwrap().len(),
+                0,
+                "{args:?}: {changes}"
+            );
+        } else {
+            assert!(changes.contains(want), "{args:?}: {changes}");
+        }
+        let stated = p["source"]["stated"].to_string();
+        assert!(stated.contains("host"), "{args:?}: {stated}");
+    }
+    let out = crate::util::topo_clean_env()
+        .args(["plan", "--profile", "dgx-h100", "--without", "gpu:9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("host 0 has no GPU 9 (8 GPUs)"), "{e}");
+}

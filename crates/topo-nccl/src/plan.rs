@@ -144,6 +144,15 @@ pub struct MnnvlOut {
     pub clique_id: u32,
 }
 
+/// What failed or degraded parts change in a plan.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultEffects {
+    /// How many parts were failed or degraded.
+    pub parts: usize,
+    /// Against the healthy machine, as `whatif::compare` words it; empty: nothing changes.
+    pub changes: Vec<String>,
+}
+
 /// The same machine and request planned for another NCCL version.
 #[derive(Clone, Debug, Serialize)]
 pub struct Against {
@@ -164,6 +173,10 @@ pub struct Plan {
     /// data that differs between the two.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub against: Option<Against>,
+    /// `--without`/`--degrade`: what the failed and degraded parts (listed in
+    /// `source.stated`) change against the healthy machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultEffects>,
     /// The topo that wrote the document (the crate version).
     pub topo_version: &'static str,
     pub nccl_version: String,
@@ -675,6 +688,7 @@ fn build_with(
     } = views();
     let mut plan = Plan {
         against: None,
+        faults: None,
         schema: "topo.plan/v2",
         topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),

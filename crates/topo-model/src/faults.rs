@@ -1,0 +1,442 @@
+//! Failed and degraded parts as what-ifs (`--without`, `--degrade`): a node with a dead NVLink,
+//! a lost NIC, a GPU off the bus, a PCIe link trained down, NVLink lanes lost. Each changes the
+//! topology the way the failure changes what NCCL finds at init: a removed GPU or port becomes
+//! a plain PCI function (NCCL ignores those), a removed NVLink is gone, a degraded link keeps
+//! fewer lanes or a slower width with its bandwidth priced again.
+
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+
+use crate::bw::{self, BwConstants};
+use crate::{BusId, HostId, LinkKind, NodeKind, PciDevice, PcieLink, Topology};
+
+/// One failed or degraded part, on one host.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// Every NVLink of the GPU with this NVML index.
+    Nvlink { gpu: i32, host: HostId },
+    /// A network port by name (`mlx5_2`).
+    Nic { name: String, host: HostId },
+    /// The GPU with this NVML index.
+    Gpu { gpu: i32, host: HostId },
+    /// The PCIe link of the device at this bus id, at this generation and width.
+    Pcie {
+        busid: BusId,
+        generation: u32,
+        width: u32,
+        host: HostId,
+    },
+    /// The GPU keeps this many NVLink lanes in all.
+    Lanes { gpu: i32, lanes: u32, host: HostId },
+}
+
+fn gpu_index(s: &str) -> Option<i32> {
+    let s = s.trim();
+    s.strip_prefix("GPU")
+        .or_else(|| s.strip_prefix("gpu"))
+        .unwrap_or(s)
+        .parse()
+        .ok()
+        .filter(|&i: &i32| i >= 0)
+}
+
+/// `THING@HOST` → (THING, host index; 0 when not given).
+fn split_host(s: &str) -> Result<(&str, HostId), String> {
+    match s.rsplit_once('@') {
+        Some((a, h)) => h
+            .parse()
+            .map(|h| (a, h))
+            .map_err(|_| format!("'{h}' is not a host index (@0, @1, ...)")),
+        None => Ok((s, 0)),
+    }
+}
+
+/// `--without nvlink:GPU3|nic:mlx5_2|gpu:5[@HOST]`.
+pub fn parse_without(s: &str) -> Result<Fault, String> {
+    let (s, host) = split_host(s)?;
+    let bad = || format!("'{s}' is not nvlink:GPU<N>, nic:<port> or gpu:<N>");
+    let (kind, what) = s.split_once(':').ok_or_else(bad)?;
+    match kind {
+        "nvlink" => Ok(Fault::Nvlink {
+            gpu: gpu_index(what).ok_or_else(bad)?,
+            host,
+        }),
+        "gpu" => Ok(Fault::Gpu {
+            gpu: gpu_index(what).ok_or_else(bad)?,
+            host,
+        }),
+        "nic" if !what.is_empty() => Ok(Fault::Nic {
+            name: what.to_string(),
+            host,
+        }),
+        _ => Err(bad()),
+    }
+}
+
+/// `--degrade pcie:<busid>=gen<G>x<W>|nvlink:GPU<N>=<lanes>[@HOST]`.
+pub fn parse_degrade(s: &str) -> Result<Fault, String> {
+    let (s, host) = split_host(s)?;
+    let bad = || format!("'{s}' is not pcie:<bus id>=gen<G>x<W> or nvlink:GPU<N>=<lanes>");
+    let (kind, rest) = s.split_once(':').ok_or_else(bad)?;
+    let (what, value) = rest.rsplit_once('=').ok_or_else(bad)?;
+    match kind {
+        "pcie" => {
+            let busid = BusId::parse(what).map_err(|_| bad())?;
+            let v = value.to_ascii_lowercase();
+            let (g, w) = v
+                .strip_prefix("gen")
+                .and_then(|x| x.split_once('x'))
+                .ok_or_else(bad)?;
+            let (generation, width) =
+                (g.parse().map_err(|_| bad())?, w.parse().map_err(|_| bad())?);
+            if !(1..=6).contains(&generation) || ![1, 2, 4, 8, 16, 32].contains(&width) {
+                return Err(format!(
+                    "'{value}': generation 1 to 6, width 1, 2, 4, 8, 16 or 32"
+                ));
+            }
+            Ok(Fault::Pcie {
+                busid,
+                generation,
+                width,
+                host,
+            })
+        }
+        "nvlink" => Ok(Fault::Lanes {
+            gpu: gpu_index(what).ok_or_else(bad)?,
+            lanes: value.parse().map_err(|_| bad())?,
+            host,
+        }),
+        _ => Err(bad()),
+    }
+}
+
+fn find_gpu(t: &Topology, gpu: i32, host: HostId) -> Result<NodeIndex, String> {
+    let mut on_host: Vec<NodeIndex> = t
+        .gpus()
+        .into_iter()
+        .filter(|&n| t.node(n).host == host)
+        .collect();
+    on_host.sort_by_key(|&n| t.gpu(n).map(|g| (g.dev, g.busid)));
+    on_host
+        .iter()
+        .copied()
+        .find(|&n| t.gpu(n).is_some_and(|g| g.dev == gpu))
+        .or_else(|| on_host.get(gpu as usize).copied())
+        .ok_or_else(|| format!("host {host} has no GPU {gpu} ({} GPUs)", on_host.len()))
+}
+
+/// Apply `f` to `t`; the note says what was done, the error why it could not be.
+pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
+    if !matches!(f, Fault::Pcie { .. }) && host_of(f) as usize >= t.hosts.len().max(1) {
+        return Err(format!(
+            "there is no host {} ({} hosts)",
+            host_of(f),
+            t.hosts.len()
+        ));
+    }
+    match f {
+        Fault::Nvlink { gpu, host } => {
+            let g = find_gpu(t, *gpu, *host)?;
+            let n = drop_nvlinks(t, g);
+            Ok(format!(
+                "without the NVLinks of GPU {gpu} on host {host} ({n} links)"
+            ))
+        }
+        Fault::Gpu { gpu, host } => {
+            let g = find_gpu(t, *gpu, *host)?;
+            drop_nvlinks(t, g);
+            let Some(x) = t.gpu(g).cloned() else {
+                unreachable!("find_gpu finds GPUs")
+            };
+            t.node_mut(g).kind = NodeKind::PciDevice(PciDevice {
+                busid: x.busid,
+                class: x.class,
+                vendor: x.vendor,
+                device: x.device,
+                driver: None,
+                pcie: x.pcie,
+            });
+            Ok(format!(
+                "without GPU {gpu} on host {host} ({}): as if it fell off the bus",
+                x.busid
+            ))
+        }
+        Fault::Nic { name, host } => drop_port(t, name, *host),
+        Fault::Pcie {
+            busid,
+            generation,
+            width,
+            host,
+        } => degrade_pcie(t, *busid, *generation, *width, *host),
+        Fault::Lanes { gpu, lanes, host } => {
+            let g = find_gpu(t, *gpu, *host)?;
+            degrade_lanes(t, g, *lanes)?;
+            Ok(format!(
+                "GPU {gpu} on host {host} keeps {lanes} NVLink lane(s)"
+            ))
+        }
+    }
+}
+
+fn host_of(f: &Fault) -> HostId {
+    match f {
+        Fault::Nvlink { host, .. }
+        | Fault::Nic { host, .. }
+        | Fault::Gpu { host, .. }
+        | Fault::Pcie { host, .. }
+        | Fault::Lanes { host, .. } => *host,
+    }
+}
+
+/// Remove every NVLink edge from or to `g`; the number of links the GPU had.
+fn drop_nvlinks(t: &mut Topology, g: NodeIndex) -> usize {
+    let n = t.nvlinks(g).len();
+    t.graph.retain_edges(|gr, e| {
+        let (a, b) = gr.edge_endpoints(e).unwrap_or((g, g));
+        !(gr[e].kind == LinkKind::NvLink && (a == g || b == g))
+    });
+    n
+}
+
+fn drop_port(t: &mut Topology, name: &str, host: HostId) -> Result<String, String> {
+    let ports: Vec<NodeIndex> = t
+        .nets()
+        .into_iter()
+        .filter(|&n| t.node(n).host == host && t.net(n).is_some_and(|x| x.name == name))
+        .collect();
+    if ports.is_empty() {
+        let names: Vec<String> = t
+            .nets()
+            .into_iter()
+            .filter(|&n| t.node(n).host == host)
+            .filter_map(|n| t.net(n).map(|x| x.name.clone()))
+            .collect();
+        return Err(format!(
+            "host {host} has no network port {name} (it has {})",
+            names.join(", ")
+        ));
+    }
+    for &p in &ports {
+        let nic = t.node(p).parent;
+        let busid = nic.and_then(|n| t.node(n).busid()).unwrap_or(BusId(0));
+        t.node_mut(p).kind = NodeKind::PciDevice(PciDevice {
+            busid,
+            class: crate::class::IB,
+            vendor: None,
+            device: None,
+            driver: None,
+            pcie: PcieLink::default(),
+        });
+    }
+    Ok(format!("without network port {name} on host {host}"))
+}
+
+fn pcie_mut(k: &mut NodeKind) -> Option<&mut PcieLink> {
+    match k {
+        NodeKind::Gpu(g) => Some(&mut g.pcie),
+        NodeKind::Nic(n) => Some(&mut n.pcie),
+        NodeKind::PciSwitch(s) => Some(&mut s.pcie),
+        NodeKind::PciDevice(d) => Some(&mut d.pcie),
+        _ => None,
+    }
+}
+
+fn degrade_pcie(
+    t: &mut Topology,
+    busid: BusId,
+    generation: u32,
+    width: u32,
+    host: HostId,
+) -> Result<String, String> {
+    let n = t
+        .find(host, busid)
+        .ok_or_else(|| format!("host {host} has no PCI device {busid}"))?;
+    let speed = match generation {
+        1 => "2.5 GT/s PCIe",
+        2 => "5.0 GT/s PCIe",
+        3 => "8.0 GT/s PCIe",
+        4 => "16.0 GT/s PCIe",
+        5 => "32.0 GT/s PCIe",
+        _ => "64.0 GT/s PCIe",
+    };
+    let Some(l) = pcie_mut(&mut t.node_mut(n).kind) else {
+        return Err(format!("{busid} has no PCIe link of its own"));
+    };
+    l.speed = Some(speed.into());
+    l.width = Some(width);
+    l.cur_speed = Some(speed.into());
+    l.cur_width = Some(width);
+    let new_bw = bw::pcie_bw(Some(speed), Some(width));
+    if let Some(p) = t.node(n).parent {
+        let edges: Vec<_> = t
+            .graph
+            .edges_connecting(n, p)
+            .chain(t.graph.edges_connecting(p, n))
+            .filter(|e| e.weight().kind == LinkKind::Pci)
+            .map(|e| e.id())
+            .collect();
+        for e in edges {
+            t.graph[e].bw = new_bw;
+        }
+    }
+    Ok(format!(
+        "PCIe link of {busid} on host {host} at Gen{generation} x{width} ({new_bw:.1} GB/s)"
+    ))
+}
+
+/// Take lanes off the GPU's widest NVLinks until `lanes` are left, both directions of each.
+fn degrade_lanes(t: &mut Topology, g: NodeIndex, lanes: u32) -> Result<(), String> {
+    let links = t.nvlinks(g);
+    let total: u32 = links.iter().map(|l| l.1).sum();
+    if lanes >= total {
+        return Err(format!(
+            "the GPU has {total} NVLink lane(s), not more than {lanes}"
+        ));
+    }
+    let mut cut: Vec<(NodeIndex, u32)> = links.iter().map(|l| (l.0, l.1)).collect();
+    let mut left = total;
+    while left > lanes {
+        let i = (0..cut.len())
+            .max_by_key(|&i| (cut[i].1, std::cmp::Reverse(i)))
+            .unwrap_or(0);
+        cut[i].1 -= 1;
+        left -= 1;
+    }
+    let sm = t.gpu(g).and_then(|x| x.sm).unwrap_or(0);
+    let lane_bw = BwConstants::default().nvlink_lane(sm);
+    for (to, l) in cut {
+        let edges: Vec<_> = t
+            .graph
+            .edges_connecting(g, to)
+            .chain(t.graph.edges_connecting(to, g))
+            .filter(|e| e.weight().kind == LinkKind::NvLink)
+            .map(|e| e.id())
+            .collect();
+        for e in edges {
+            t.graph[e].lanes = l;
+            t.graph[e].bw = l as f64 * lane_bw;
+        }
+    }
+    t.graph
+        .retain_edges(|gr, e| !(gr[e].kind == LinkKind::NvLink && gr[e].lanes == 0));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn specs_parse_and_bad_ones_say_the_grammar() {
+        assert_eq!(
+            parse_without("nvlink:GPU3"),
+            Ok(Fault::Nvlink { gpu: 3, host: 0 })
+        );
+        assert_eq!(parse_without("gpu:5@1"), Ok(Fault::Gpu { gpu: 5, host: 1 }));
+        assert_eq!(
+            parse_without("nic:mlx5_2"),
+            Ok(Fault::Nic {
+                name: "mlx5_2".into(),
+                host: 0
+            })
+        );
+        assert_eq!(
+            parse_degrade("pcie:0000:1b:00.0=gen4x8"),
+            Ok(Fault::Pcie {
+                busid: BusId::parse("0000:1b:00.0").unwrap(),
+                generation: 4,
+                width: 8,
+                host: 0
+            })
+        );
+        assert_eq!(
+            parse_degrade("nvlink:GPU2=12"),
+            Ok(Fault::Lanes {
+                gpu: 2,
+                lanes: 12,
+                host: 0
+            })
+        );
+        assert!(
+            parse_without("disk:sda")
+                .unwrap_err()
+                .contains("nvlink:GPU<N>")
+        );
+        assert!(
+            parse_degrade("pcie:0000:1b:00.0=gen9x3")
+                .unwrap_err()
+                .contains("generation 1 to 6")
+        );
+        assert!(parse_without("gpu:1@x").unwrap_err().contains("host index"));
+    }
+
+    #[test]
+    fn each_fault_changes_the_model() {
+        let mut t = testing::hgx(8, 90);
+        apply(&mut t, &Fault::Nvlink { gpu: 3, host: 0 }).unwrap();
+        let g3 = find_gpu(&t, 3, 0).unwrap();
+        assert!(t.nvlinks(g3).is_empty());
+        apply(
+            &mut t,
+            &Fault::Lanes {
+                gpu: 2,
+                lanes: 12,
+                host: 0,
+            },
+        )
+        .unwrap();
+        let g2 = find_gpu(&t, 2, 0).unwrap();
+        assert_eq!(t.nvlinks(g2).iter().map(|l| l.1).sum::<u32>(), 12);
+        apply(&mut t, &Fault::Gpu { gpu: 5, host: 0 }).unwrap();
+        assert_eq!(t.gpus().len(), 7);
+        apply(
+            &mut t,
+            &Fault::Nic {
+                name: "mlx5_1".into(),
+                host: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(t.nets().len(), 7);
+        let g0 = find_gpu(&t, 0, 0).unwrap();
+        let bus = t.gpu(g0).unwrap().busid;
+        apply(
+            &mut t,
+            &Fault::Pcie {
+                busid: bus,
+                generation: 4,
+                width: 8,
+                host: 0,
+            },
+        )
+        .unwrap();
+        assert_eq!(t.gpu(g0).unwrap().pcie.width, Some(8));
+        let e = apply(
+            &mut t,
+            &Fault::Lanes {
+                gpu: 1,
+                lanes: 40,
+                host: 0,
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("has 18 NVLink lane(s)"), "{e}");
+        assert!(
+            apply(&mut t, &Fault::Gpu { gpu: 9, host: 0 })
+                .unwrap_err()
+                .contains("no GPU 9")
+        );
+        assert!(
+            apply(
+                &mut t,
+                &Fault::Nic {
+                    name: "eth9".into(),
+                    host: 0
+                }
+            )
+            .unwrap_err()
+            .contains("mlx5_0")
+        );
+    }
+}
