@@ -274,3 +274,6 @@ impl Report {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod corpus_tests;
