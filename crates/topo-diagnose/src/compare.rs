@@ -229,7 +229,10 @@ fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
 }
 
 fn order_text(v: &[u32]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(" ")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every ring the log prints (rank 0's order per channel, and each rank's `Ring NN : prev ->
@@ -251,16 +254,30 @@ fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
         }
     }
     if let Some((c, got, want)) = first_diff {
-        cmp(l, r, &format!("ring {c} order"), order_text(&got), order_text(&want));
+        cmp(
+            l,
+            r,
+            &format!("ring {c} order"),
+            order_text(&got),
+            order_text(&want),
+        );
     } else if let Some(order) = log.rings.get(&0).filter(|_| all > 0) {
         cmp(l, r, "ring 0 order", order_text(order), order_text(order));
     }
     if all > 1 {
-        cmp(l, r, "rings as the model (channels)", format!("{same}/{all}"), format!("{all}/{all}"));
+        cmp(
+            l,
+            r,
+            "rings as the model (channels)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
     }
     let (mut same, mut all) = (0usize, 0usize);
     for (&(c, me), &(prev, next)) in &log.ring_links {
-        let Some(src) = channel_src(a, c) else { continue };
+        let Some(src) = channel_src(a, c) else {
+            continue;
+        };
         let (Some(p), Some(n)) = (
             a.connection.prev.get(src).and_then(|v| v.get(me as usize)),
             a.connection.next.get(src).and_then(|v| v.get(me as usize)),
@@ -271,7 +288,13 @@ fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
         same += usize::from(*p == i64::from(prev) && *n == i64::from(next));
     }
     if all > 0 {
-        cmp(l, r, "ring links as the model (GRAPH lines)", format!("{same}/{all}"), format!("{all}/{all}"));
+        cmp(
+            l,
+            r,
+            "ring links as the model (GRAPH lines)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
     }
 }
 
@@ -279,7 +302,9 @@ fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
 fn trees(l: &LogInput, a: &Analysis, r: &mut Report) {
     let (mut same, mut all) = (0usize, 0usize);
     for link in l.log.trees.values().flatten() {
-        let Some(src) = channel_src(a, link.channel) else { continue };
+        let Some(src) = channel_src(a, link.channel) else {
+            continue;
+        };
         let Some(t) = usize::try_from(link.rank)
             .ok()
             .and_then(|me| a.connection.trees.get(src)?.get(me))
@@ -287,14 +312,24 @@ fn trees(l: &LogInput, a: &Analysis, r: &mut Report) {
             continue;
         };
         all += 1;
-        let down_log: std::collections::BTreeSet<i64> =
-            link.down.iter().map(|&d| i64::from(d)).filter(|&d| d >= 0).collect();
+        let down_log: std::collections::BTreeSet<i64> = link
+            .down
+            .iter()
+            .map(|&d| i64::from(d))
+            .filter(|&d| d >= 0)
+            .collect();
         let down_model: std::collections::BTreeSet<i64> =
             t.down.iter().copied().filter(|&d| d >= 0).collect();
         same += usize::from(t.up == i64::from(link.up) && down_log == down_model);
     }
     if all > 0 {
-        cmp(l, r, "tree links as the model (channels × ranks)", format!("{same}/{all}"), format!("{all}/{all}"));
+        cmp(
+            l,
+            r,
+            "tree links as the model (channels × ranks)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
     }
 }
 
@@ -376,7 +411,12 @@ pub fn count_differences(r: &mut Report) {
         .comparisons
         .iter()
         .filter(|c| c.differs)
-        .map(|c| format!("{}: {}: log {}, model {}", c.log, c.what, c.observed, c.expected))
+        .map(|c| {
+            format!(
+                "{}: {}: log {}, model {}",
+                c.log, c.what, c.observed, c.expected
+            )
+        })
         .collect();
     if rows.is_empty() {
         return;

@@ -105,7 +105,14 @@ fn the_mangled_text_is_really_mangled() {
 #[test]
 fn no_bang_in_a_comparison_without_a_finding() {
     let mut machines: Vec<Option<topo_model::Topology>> = vec![None];
-    for p in ["dgx-h100", "dgx-v100", "dgx-a100", "hgx-h200", "2x-rtx4090", "pcie-8x-l40s"] {
+    for p in [
+        "dgx-h100",
+        "dgx-v100",
+        "dgx-a100",
+        "hgx-h200",
+        "2x-rtx4090",
+        "pcie-8x-l40s",
+    ] {
         machines.push(Some(topo_source::profile::load_builtin(p).unwrap()));
     }
     let mut bangs = 0;
@@ -128,7 +135,11 @@ fn no_bang_in_a_comparison_without_a_finding() {
                 assert!(warned("transport-differs-from-plan"), "{name}");
             }
             if cmp || tr {
-                assert!(!r.verdict.starts_with("no problem"), "{name}: {}", r.verdict);
+                assert!(
+                    !r.verdict.starts_with("no problem"),
+                    "{name}: {}",
+                    r.verdict
+                );
             }
         }
     }

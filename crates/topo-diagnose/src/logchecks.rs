@@ -312,7 +312,11 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         }
         return;
     }
-    let mut ev = quote_some(&l.name, off.iter().map(|(_, e)| (e.line, e.text.as_str())), 2);
+    let mut ev = quote_some(
+        &l.name,
+        off.iter().map(|(_, e)| (e.line, e.text.as_str())),
+        2,
+    );
     let f = match super::logfacts::nvswitch(l, input) {
         super::logfacts::Fabric::NoNvswitch(why) => {
             ev.push(why);

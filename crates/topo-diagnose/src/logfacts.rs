@@ -15,7 +15,11 @@ pub enum Fabric {
 pub fn nvswitch(l: &LogInput, input: &Input) -> Fabric {
     // A topology implied by Init lines alone does not know NVLink: the log decides then.
     if let Some(t) = input.topo.filter(|t| nvlink_known(t)) {
-        let name = t.source.origin.clone().unwrap_or_else(|| t.source.kind.clone());
+        let name = t
+            .source
+            .origin
+            .clone()
+            .unwrap_or_else(|| t.source.kind.clone());
         if t.nvswitches().next().is_some() {
             return Fabric::Nvswitch(format!("the machine ({name}) has NVSwitches"));
         }
@@ -79,7 +83,10 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
         return;
     };
     let wants = !algo.0.starts_with('^')
-        && algo.0.split(',').any(|a| a.trim().to_ascii_lowercase().starts_with("nvls"));
+        && algo
+            .0
+            .split(',')
+            .any(|a| a.trim().to_ascii_lowercase().starts_with("nvls"));
     let zero = log.channels.as_ref().filter(|c| c.nvls == Some(0));
     let off: Vec<_> = log.nvls_support.iter().filter(|(ok, _)| !ok).collect();
     if !wants || (zero.is_none() && off.is_empty()) {
@@ -89,7 +96,11 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
     if let Some(c) = zero {
         ev.push(quote(&l.name, c.evidence.line, &c.evidence.text));
     }
-    ev.extend(quote_some(&l.name, off.iter().map(|(_, e)| (e.line, e.text.as_str())), 2));
+    ev.extend(quote_some(
+        &l.name,
+        off.iter().map(|(_, e)| (e.line, e.text.as_str())),
+        2,
+    ));
     let fix = match nvswitch(l, input) {
         Fabric::NoNvswitch(why) => {
             ev.push(why);
@@ -135,7 +146,10 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
     let log = l.log;
     let (nvl, pcie): (Vec<_>, Vec<_>) = log.p2p_disabled.iter().partition(|p| p.nvlink);
     let pairs = |v: &[&topo_source::nccllog::P2pDisabled]| {
-        let mut p: Vec<String> = v.iter().map(|x| format!("{}-{}", x.gpus.0, x.gpus.1)).collect();
+        let mut p: Vec<String> = v
+            .iter()
+            .map(|x| format!("{}-{}", x.gpus.0, x.gpus.1))
+            .collect();
         p.dedup();
         p.join(", ")
     };
@@ -151,8 +165,17 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
         );
     }
     if !pcie.is_empty() {
-        let mut ev = quote_some(&l.name, pcie.iter().map(|p| (p.evidence.line, p.evidence.text.as_str())), 3);
-        let shm = log.connections.iter().filter(|c| c.transport == "SHM").count();
+        let mut ev = quote_some(
+            &l.name,
+            pcie.iter()
+                .map(|p| (p.evidence.line, p.evidence.text.as_str())),
+            3,
+        );
+        let shm = log
+            .connections
+            .iter()
+            .filter(|c| c.transport == "SHM")
+            .count();
         if shm > 0 {
             ev.push(format!("{shm} connection line(s) go via SHM instead"));
         }

@@ -232,8 +232,7 @@ pub fn is_stdin(path: &Path) -> bool {
 
 /// Standard input or a FIFO: read once, as a stream, never sniffed by reopening.
 pub fn is_stream(path: &Path) -> bool {
-    is_stdin(path)
-        || std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    is_stdin(path) || std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
 }
 
 #[cfg(test)]
