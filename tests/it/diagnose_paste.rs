@@ -181,3 +181,22 @@ fn two_jobs_in_one_file_are_judged_apart() {
     assert!(f["evidence"].to_string().contains("stdin:2:"), "{f}");
     assert!(v["checked"].to_string().contains("stdin (job 2)"), "{v}");
 }
+
+#[test]
+fn nvls_off_on_an_a100_nvswitch_box_is_expected() {
+    // nccl-tests#228's situation: NVSwitches, but GPUs older than Hopper.
+    let log = "\
+#  Rank  0 Group  0 Pid  5180 on user device  0 [0x0f] NVIDIA A100-SXM4-80GB
+user:5180:5231 [0] NCCL INFO NVLS multicast support is not available on dev 0
+user:5180:5231 [0] NCCL INFO 2 coll channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
+";
+    let v = piped(log, &[]);
+    let f = finding(&v, "nvls-unavailable").unwrap();
+    assert_eq!(f["severity"], "info", "{f}");
+    assert!(
+        f["evidence"].to_string().contains("older than Hopper"),
+        "{f}"
+    );
+    let v = piped(log, &["--profile", "dgx-a100"]);
+    assert_eq!(finding(&v, "nvls-unavailable").unwrap()["severity"], "info");
+}

@@ -318,12 +318,12 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         2,
     );
     let f = match super::logfacts::nvswitch(l, input) {
-        super::logfacts::Fabric::NoNvswitch(why) => {
+        super::logfacts::Fabric::NoNvls(why) => {
             ev.push(why);
             Finding::new(
                 "nvls-unavailable",
                 Severity::Info,
-                "NVLink SHARP (NVLS) is not available, as expected: it needs an NVSwitch system (HGX/DGX Hopper or newer) and this machine has none",
+                "NVLink SHARP (NVLS) is not available, as expected: it needs Hopper-or-newer GPUs on NVSwitches (HGX/DGX H100 and later) and this machine has none",
             )
             .fix("nothing to fix: NCCL uses rings and trees here; do not list NVLS in NCCL_ALGO")
         }

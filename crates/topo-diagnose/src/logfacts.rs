@@ -3,10 +3,12 @@
 
 use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
 
-/// What the evidence says about an NVSwitch fabric (NVLS and the fabric manager need one).
+/// What the evidence says about NVLS on the machine: it needs Hopper-or-newer GPUs on
+/// NVSwitches (and the fabric manager); anything else cannot have it.
 pub enum Fabric {
     Nvswitch(String),
-    NoNvswitch(String),
+    /// No NVSwitch, or GPUs older than Hopper (an A100 HGX has NVSwitches but no multicast).
+    NoNvls(String),
     Unknown,
 }
 
@@ -20,10 +22,17 @@ pub fn nvswitch(l: &LogInput, input: &Input) -> Fabric {
             .origin
             .clone()
             .unwrap_or_else(|| t.source.kind.clone());
+        let sms: Vec<u32> = t.gpus().iter().filter_map(|&g| t.gpu(g)?.sm).collect();
+        if !sms.is_empty() && sms.iter().all(|&sm| sm < 90) {
+            return Fabric::NoNvls(format!(
+                "the machine ({name}) has GPUs older than Hopper (SM {}): no NVLS",
+                sms[0]
+            ));
+        }
         if t.nvswitches().next().is_some() {
             return Fabric::Nvswitch(format!("the machine ({name}) has NVSwitches"));
         }
-        return Fabric::NoNvswitch(format!("the machine ({name}) has no NVSwitch"));
+        return Fabric::NoNvls(format!("the machine ({name}) has no NVSwitch"));
     }
     let log = l.log;
     if let Some(sys) = &log.system {
@@ -32,27 +41,33 @@ pub fn nvswitch(l: &LogInput, input: &Input) -> Fabric {
         return if nvs {
             Fabric::Nvswitch(format!("{e} (its dump lists an NVS node)"))
         } else {
-            Fabric::NoNvswitch(format!("{e} (its dump lists no NVSwitch)"))
+            Fabric::NoNvls(format!("{e} (its dump lists no NVSwitch)"))
         };
     }
     if !log.nvls_heads.is_empty() || log.channels.as_ref().is_some_and(|c| c.nvls > Some(0)) {
         return Fabric::Nvswitch("the log prints NVLS heads or channels".into());
     }
     if let Some(p) = log.p2p_disabled.iter().find(|p| !p.nvlink) {
-        return Fabric::NoNvswitch(format!(
+        return Fabric::NoNvls(format!(
             "{} (NCCL found the GPUs connected by PCIe only)",
             quote(&l.name, p.evidence.line, &p.evidence.text)
         ));
     }
     if let Some((_, name, e)) = log.devices.iter().find(|(_, n, _)| consumer_gpu(n)) {
-        return Fabric::NoNvswitch(format!(
+        return Fabric::NoNvls(format!(
             "{} ({name}: a consumer GPU, never on an NVSwitch)",
+            quote(&l.name, e.line, &e.text)
+        ));
+    }
+    if let Some((_, name, e)) = log.devices.iter().find(|(_, n, _)| pre_hopper(n)) {
+        return Fabric::NoNvls(format!(
+            "{} ({name}: older than Hopper, no NVLS even on NVSwitches)",
             quote(&l.name, e.line, &e.text)
         ));
     }
     if !log.gpu_paths.is_empty() && !log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB") {
         let (k, e) = log.gpu_paths.iter().next().expect("not empty");
-        return Fabric::NoNvswitch(format!(
+        return Fabric::NoNvls(format!(
             "{} (GPU-to-GPU paths are {k}, no NVLink)",
             quote(&l.name, e.line, &e.text)
         ));
@@ -67,6 +82,16 @@ fn nvlink_known(t: &topo_model::Topology) -> bool {
             t.gpu(g)
                 .is_some_and(|x| !matches!(x.nvlink, topo_model::NvlinkInfo::Unknown(_)))
         })
+}
+
+/// Data-centre and workstation GPUs before Hopper (NVLS multicast is SM 90+).
+fn pre_hopper(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "V100", "A100", "A800", "A30", "A40", "A10", "A6000", "A5000", "A4000", "T4", "P100",
+    ]
+    .iter()
+    .any(|m| n.split([' ', '-']).any(|w| w == *m))
 }
 
 /// GeForce and workstation boards: PCIe only, no P2P on most, never NVSwitch.
@@ -102,9 +127,9 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
         2,
     ));
     let fix = match nvswitch(l, input) {
-        Fabric::NoNvswitch(why) => {
+        Fabric::NoNvls(why) => {
             ev.push(why);
-            "remove NVLS from NCCL_ALGO: NVLS needs an NVSwitch machine (HGX/DGX Hopper or newer) and this one has none"
+            "remove NVLS from NCCL_ALGO: NVLS needs Hopper-or-newer GPUs on NVSwitches (HGX/DGX H100 and later) and this machine has none"
         }
         Fabric::Nvswitch(why) => {
             ev.push(why);

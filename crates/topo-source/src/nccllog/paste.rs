@@ -59,6 +59,10 @@ fn strip_ansi(s: &str) -> String {
 /// One launcher prefix off the front, if there is one.
 fn strip_launcher(s: &str) -> &str {
     let t = s.trim_start_matches(' ');
+    // A Markdown quote (`> ` lines of an issue comment).
+    if let Some(rest) = t.strip_prefix('>') {
+        return rest.trim_start_matches(' ');
+    }
     if let Some(rest) = open_mpi_tag(t) {
         return rest;
     }
@@ -190,6 +194,7 @@ mod tests {
             format!("2024-05-01T12:00:00.123456789+02:00 [1,1]<stderr>:{LINE}"),
             format!("\x1b[32m{LINE}\x1b[0m\r\n"),
             format!("12: [rank3]: \x1b[1;31m{LINE}"),
+            format!("> {LINE}"),
         ] {
             assert_eq!(clean(&wrapped), LINE, "{wrapped:?}");
         }
