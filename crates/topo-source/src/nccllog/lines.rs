@@ -13,8 +13,10 @@ pub fn parse(text: &str) -> NcclLog {
 
 /// Reads a file that may hold several jobs (a rerun appended, two runs pasted one after the
 /// other): a new job starts at an `NCCL version` line once the current job has connected
-/// (channel counts or transport lines) and the line comes from a process the job has not seen,
-/// or names another version, or has no `host:pid` to tell. Line numbers stay the file's.
+/// (channel counts or transport lines) and the line names another version, or comes from a
+/// new process on a host the job has already seen. Every process prints the version line
+/// before it connects, so the processes of one job never split it; nodes' logs pasted one
+/// after the other stay one job. Line numbers stay the file's.
 pub fn parse_jobs(text: &str) -> Vec<NcclLog> {
     parse_jobs_with(text, true)
 }
@@ -67,8 +69,11 @@ fn starts_new_job(log: &NcclLog, st: &State, line: &str) -> bool {
     }
     let v = v.split(['+', ' ']).next().unwrap_or(v).trim();
     let other_version = log.version.as_deref().is_some_and(|old| old != v);
+    // Logs of the nodes of one job are often pasted one after the other: a process of a new
+    // host is the same job; a new process on a host already seen is a rerun.
+    let host_seen = st.processes.iter().any(|(h, _)| h == p.host);
     let key = (p.host.to_string(), p.pid);
-    other_version || p.pid.is_none() || !st.processes.contains(&key)
+    other_version || (p.pid.is_some() && host_seen && !st.processes.contains(&key))
 }
 
 /// One line (or the tail of two glued lines, whose host word is unreliable).

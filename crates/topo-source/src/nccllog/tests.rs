@@ -402,6 +402,12 @@ fn nccllog_splits_jobs_at_a_new_process_version_line() {
     );
     let jobs = parse_jobs(&text);
     assert_eq!(jobs.len(), 3);
+    // Another host's log pasted after the first is the same job (its other node).
+    let other_node = job(12, "2.18.3").replace("h:", "g:");
+    assert_eq!(
+        parse_jobs(&format!("{}{other_node}", job(10, "2.18.3"))).len(),
+        1
+    );
     assert_eq!(jobs[1].connections[0].line, 6);
     assert_eq!(jobs[2].version.as_deref(), Some("2.19.3"));
     assert_eq!(parse(&text).connections.len(), 6);
