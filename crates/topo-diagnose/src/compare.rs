@@ -235,6 +235,27 @@ fn order_text(v: &[u32]) -> String {
         .join(" ")
 }
 
+/// Two ring orders as table cells: whole up to 16 ranks, else 12 ranks from just before the
+/// first difference (a 512-rank ring is not a cell).
+fn order_pair(got: &[u32], want: &[u32]) -> (String, String) {
+    if got.len() <= 16 {
+        return (order_text(got), order_text(want));
+    }
+    let d = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
+    let from = d.saturating_sub(4);
+    let cut = |v: &[u32]| {
+        let to = (from + 12).min(v.len());
+        let head = if from > 0 {
+            format!("[{from}..] ")
+        } else {
+            String::new()
+        };
+        let tail = if to < v.len() { " …" } else { "" };
+        format!("{head}{}{tail}", order_text(&v[from..to]))
+    };
+    (cut(got), cut(want))
+}
+
 /// Every ring the log prints (rank 0's order per channel, and each rank's `Ring NN : prev ->
 /// me -> next` GRAPH line) against the model's ring of that channel.
 fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
@@ -258,11 +279,12 @@ fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
             l,
             r,
             &format!("ring {c} order"),
-            order_text(&got),
-            order_text(&want),
+            order_pair(&got, &want).0,
+            order_pair(&got, &want).1,
         );
     } else if let Some(order) = log.rings.get(&0).filter(|_| all > 0) {
-        cmp(l, r, "ring 0 order", order_text(order), order_text(order));
+        let (g, w) = order_pair(order, order);
+        cmp(l, r, "ring 0 order", g, w);
     }
     if all > 1 {
         cmp(
@@ -467,4 +489,21 @@ pub fn differences(r: &mut Report) {
     .evidence(ev)
     .fix("the other findings say why; if none does, compare the machine the log came from with the one passed to --from");
     r.add(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::order_pair;
+
+    #[test]
+    fn long_rings_are_shown_around_their_first_difference() {
+        let want: Vec<u32> = (0..64).collect();
+        let mut got = want.clone();
+        got.swap(40, 41);
+        let (g, w) = order_pair(&got, &want);
+        assert_eq!(g, "[36..] 36 37 38 39 41 40 42 43 44 45 46 47 …");
+        assert_eq!(w, "[36..] 36 37 38 39 40 41 42 43 44 45 46 47 …");
+        assert_eq!(order_pair(&want, &want).0, order_pair(&want, &want).1);
+        assert_eq!(order_pair(&[0, 2, 1], &[0, 1, 2]).0, "0 2 1");
+    }
 }
