@@ -200,3 +200,29 @@ user:5180:5231 [0] NCCL INFO 2 coll channels, 0 nvls channels, 2 p2p channels, 2
     let v = piped(log, &["--profile", "dgx-a100"]);
     assert_eq!(finding(&v, "nvls-unavailable").unwrap()["severity"], "info");
 }
+
+#[test]
+fn show_reads_from_stdin_too_and_refuses_what_it_cannot_tell() {
+    let m = std::fs::read_to_string(crate::util::fixture(
+        "fixtures/matrices/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt",
+    ))
+    .unwrap();
+    let o = topo_clean_env()
+        .args(["show", "--from", "-"])
+        .write_stdin(m)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("nvidia-smi (standard input)"));
+    let o = topo_clean_env()
+        .args(["show", "--from", "-"])
+        .write_stdin("hello\n")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("error: cannot read standard input: neither an NCCL log"),
+        "{err}"
+    );
+}
