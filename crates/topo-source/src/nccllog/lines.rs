@@ -57,23 +57,37 @@ fn finish_job(log: &mut NcclLog, st: &mut State, text: &str, last: &str) {
 
 /// Whether `line` opens another job than the one being read (see [`parse_jobs`]).
 fn starts_new_job(log: &NcclLog, st: &State, line: &str) -> bool {
+    // Cheap first: almost no line is a version line, and a job that has not connected yet
+    // cannot end.
+    let connected = log.channels.is_some() || !log.connections.is_empty();
+    if !connected || !line.contains("NCCL version ") {
+        return false;
+    }
     let Some((p, _, msg)) = split_line(line) else {
         return false;
     };
     let Some(v) = msg.trim_start().strip_prefix("NCCL version ") else {
         return false;
     };
-    let connected = log.channels.is_some() || !log.connections.is_empty();
-    if !connected {
-        return false;
-    }
     let v = v.split(['+', ' ']).next().unwrap_or(v).trim();
     let other_version = log.version.as_deref().is_some_and(|old| old != v);
     // Logs of the nodes of one job are often pasted one after the other: a process of a new
     // host is the same job; a new process on a host already seen is a rerun.
-    let host_seen = st.processes.iter().any(|(h, _)| h == p.host);
-    let key = (p.host.to_string(), p.pid);
-    other_version || (p.pid.is_some() && host_seen && !st.processes.contains(&key))
+    let new_pid_on_known_host = st
+        .processes
+        .get(p.host)
+        .is_some_and(|pids| !pids.contains(&p.pid));
+    other_version || (p.pid.is_some() && new_pid_on_known_host)
+}
+
+fn note_process(st: &mut State, p: &Prefix) {
+    match st.processes.get_mut(p.host) {
+        Some(pids) if pids.contains(&p.pid) => {}
+        Some(pids) => pids.push(p.pid),
+        None => {
+            st.processes.insert(p.host.to_string(), vec![p.pid]);
+        }
+    }
 }
 
 /// One line (or the tail of two glued lines, whose host word is unreliable).
@@ -88,7 +102,7 @@ fn one_line(log: &mut NcclLog, st: &mut State, n: usize, line: &str, glued: bool
     log.nccl_lines += 1;
     note_host(log, st, prefix.host);
     if !prefix.host.is_empty() || prefix.pid.is_some() {
-        st.processes.insert((prefix.host.to_string(), prefix.pid));
+        note_process(st, &prefix);
     }
     if level == Level::Warn {
         p2p_disabled(log, msg, n, line, true);
@@ -116,8 +130,9 @@ struct State {
     hosts_seen: std::collections::HashSet<String>,
     /// Connection lines kept with their text, per (transport, GDR).
     quoted: std::collections::HashMap<String, [usize; 2]>,
-    /// `(host, pid)` of every process that printed a line of this job.
-    processes: std::collections::HashSet<(String, Option<u64>)>,
+    /// The pids of every process that printed a line of this job, per host (looked up by
+    /// `&str` on every line, so no allocation once a process is known).
+    processes: std::collections::HashMap<String, Vec<Option<u64>>>,
 }
 
 fn ev(line: usize, text: &str) -> Evidence {

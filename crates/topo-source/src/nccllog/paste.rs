@@ -165,15 +165,15 @@ pub fn glued_at(line: &str) -> Option<usize> {
     (word > first).then_some(word)
 }
 
+/// The next ` NCCL INFO` or ` NCCL WARN` at or after `from`: one scan for ` NCCL `.
 fn marker(line: &str, from: usize) -> Option<usize> {
     let s = line.get(from..)?;
-    let a = s.find(" NCCL INFO");
-    let b = s.find(" NCCL WARN");
-    let p = match (a, b) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b)?,
-    };
-    Some(from + p)
+    s.match_indices(" NCCL ")
+        .find(|(i, _)| {
+            let rest = &s.as_bytes()[i + 6..];
+            rest.starts_with(b"INFO") || rest.starts_with(b"WARN")
+        })
+        .map(|(i, _)| from + i)
 }
 
 #[cfg(test)]
