@@ -226,3 +226,20 @@ fn show_reads_from_stdin_too_and_refuses_what_it_cannot_tell() {
         "{err}"
     );
 }
+
+#[test]
+fn a_tuning_table_without_nvls_is_evidence() {
+    let tuning = "\
+h:1:1 [0] NCCL INFO   Algorithm   |                    CollNetChain                  |                            NVLS                  |
+h:1:1 [0] NCCL INFO   Protocol    |             LL |          LL128 |         Simple |             LL |          LL128 |         Simple |
+h:1:1 [0] NCCL INFO     AllReduce |     5.0/   0.0 |     8.5/   0.0 |    14.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |     0.0/   0.0 |
+";
+    let v = piped(&format!("{NVLS_ASKED}{tuning}"), &["--profile", "dgx-h100"]);
+    let f = finding(&v, "nvls-requested-unavailable").unwrap();
+    assert!(
+        f["evidence"]
+            .to_string()
+            .contains("the TUNING table gives all 3 NVLS cells 0 GB/s"),
+        "{f}"
+    );
+}

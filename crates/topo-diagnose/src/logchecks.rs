@@ -317,6 +317,7 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         off.iter().map(|(_, e)| (e.line, e.text.as_str())),
         2,
     );
+    ev.extend(super::logfacts::tuning_nvls_zero(l));
     let f = match super::logfacts::nvswitch(l, input) {
         super::logfacts::Fabric::NoNvls(why) => {
             ev.push(why);

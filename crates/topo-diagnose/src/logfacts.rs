@@ -121,6 +121,7 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
     if let Some(c) = zero {
         ev.push(quote(&l.name, c.evidence.line, &c.evidence.text));
     }
+    ev.extend(tuning_nvls_zero(l));
     ev.extend(quote_some(
         &l.name,
         off.iter().map(|(_, e)| (e.line, e.text.as_str())),
@@ -148,6 +149,23 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
         .evidence(ev)
         .fix(fix),
     );
+}
+
+/// The logged TUNING table gives every NVLS cell 0 GB/s: NCCL's tuner will never pick it.
+pub fn tuning_nvls_zero(l: &LogInput) -> Option<String> {
+    let cells: Vec<_> = l
+        .log
+        .tuning
+        .iter()
+        .filter(|c| c.algorithm.to_ascii_uppercase().starts_with("NVLS"))
+        .collect();
+    (!cells.is_empty() && cells.iter().all(|c| c.bw_gbps == 0.0)).then(|| {
+        format!(
+            "{}: the TUNING table gives all {} NVLS cells 0 GB/s, so NCCL never picks NVLS",
+            l.name,
+            cells.len()
+        )
+    })
 }
 
 /// NCCL_ALGO's value and where it was seen.
