@@ -188,13 +188,24 @@ fn algo_value(l: &LogInput, input: &Input) -> Option<(String, String)> {
 pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
     let log = l.log;
     let (nvl, pcie): (Vec<_>, Vec<_>) = log.p2p_disabled.iter().partition(|p| p.nvlink);
+    // Every rank prints every pair, in either order: each unordered pair once.
     let pairs = |v: &[&topo_source::nccllog::P2pDisabled]| {
-        let mut p: Vec<String> = v
+        let set: std::collections::BTreeSet<(i32, i32)> = v
             .iter()
-            .map(|x| format!("{}-{}", x.gpus.0, x.gpus.1))
+            .map(|x| (x.gpus.0.min(x.gpus.1), x.gpus.0.max(x.gpus.1)))
             .collect();
-        p.dedup();
-        p.join(", ")
+        let shown: Vec<String> = set
+            .iter()
+            .take(8)
+            .map(|(a, b)| format!("{a}-{b}"))
+            .collect();
+        let more = set.len().saturating_sub(8);
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("{}{tail}", shown.join(", "))
     };
     if !nvl.is_empty() {
         r.add(
