@@ -110,7 +110,7 @@ pub struct HelpArgs {
 pub struct SourceArgs {
     /// Read the machine from a file instead of this host: an NCCL topology XML, a snapshot
     /// (folder or .tar.gz from `topo snapshot`), a profile YAML, an `nvidia-smi topo -m` paste
-    /// or an NCCL_DEBUG=INFO log.
+    /// or an NCCL_DEBUG=INFO log; `-` or a pipe reads a log, paste or XML from it.
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
     pub from: Option<PathBuf>,
     /// A built-in hardware profile by name (the list below; `topo completions` completes it).
@@ -501,7 +501,8 @@ pub enum DiagnoseFormat {
 pub struct DiagnoseArgs {
     #[command(flatten)]
     pub source: SourceArgs,
-    /// An NCCL_DEBUG=INFO log (repeatable); compared with the model of the machine.
+    /// An NCCL_DEBUG=INFO log (repeatable; `-` for standard input, pipes read); compared
+    /// with the model of the machine.
     #[arg(long = "nccl-log", value_name = "FILE")]
     pub nccl_log: Vec<PathBuf>,
     /// A reference machine: a built-in profile name or a snapshot/XML/profile file.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use topo_diagnose::{self as diagnose, Input, LogInput, Severity};
 use topo_model::Topology;
-use topo_source::{self as source, FromKind, hostfacts, live, nccllog, textfile};
+use topo_source::{self as source, FromKind, hostfacts, live, nccllog, read, textfile};
 
 struct Loaded {
     logs: Vec<(String, nccllog::NcclLog)>,
@@ -66,29 +66,15 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
 }
 
-/// The name a log is quoted by: its file name.
-fn short_name(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| p.display().to_string())
-}
-
-fn read_log(p: &Path, budget: &mut textfile::TextBudget) -> Result<(String, nccllog::NcclLog)> {
-    let text = textfile::read_text(p, "NCCL log")?;
-    budget.take(p, text.len() as u64)?;
-    Ok((short_name(p), nccllog::parse(&text)))
-}
-
 fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
     let spec = a.source.spec()?;
     // Every log is parsed and kept at once: their total is bounded, not only each one.
+    let named = a.nccl_log.iter().chain(spec.from.as_ref());
+    super::diagnose_logs::check_stdin_once(named.map(PathBuf::as_path))?;
     textfile::check_total(a.nccl_log.iter().map(PathBuf::as_path))?;
     let mut budget = textfile::TextBudget::default();
-    let mut logs = vec![];
-    for p in &a.nccl_log {
-        logs.push(read_log(p, &mut budget)?);
-    }
+    let mut logs = super::diagnose_logs::read_all(&a.nccl_log, &mut budget)?;
     let mut out = Loaded {
         logs: vec![],
         topo: None,
@@ -96,10 +82,14 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
         facts: None,
         env: overrides.clone(),
     };
-    if let Some(from) = &spec.from {
+    if let Some(from) = spec.from.as_ref().filter(|p| read::is_stream(p)) {
+        let (from_logs, topo) = super::diagnose_logs::from_stream(from, &mut budget)?;
+        logs.splice(0..0, from_logs);
+        out.topo = Some(topo);
+    } else if let Some(from) = &spec.from {
         // A log passed as the source is a log to diagnose as well.
         if from.is_file() && source::sniff(from)? == FromKind::NcclLog {
-            logs.insert(0, read_log(from, &mut budget)?);
+            logs.splice(0..0, super::diagnose_logs::read_log(from, &mut budget)?);
         }
         out.topo = Some(anyhow::Context::context(
             source::load(&spec),

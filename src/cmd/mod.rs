@@ -4,6 +4,7 @@
 
 mod calibrate;
 mod diagnose;
+mod diagnose_logs;
 mod diff;
 mod fleet;
 mod meta;

@@ -824,26 +824,52 @@ fn every_realdata_log_and_matrix_diagnoses_without_failing() {
     }
 }
 
-/// A FIFO or device given as a log is refused at once, not read forever.
+/// A device given as a log is refused at once, not read forever; a FIFO (`<(kubectl logs
+/// ...)`) is read, and one with no writer gives end of file at once instead of a hang.
 #[test]
-fn a_fifo_log_is_refused_not_waited_on() {
+fn a_fifo_log_is_read_and_a_device_refused() {
+    let out = topo()
+        .args(["diagnose", "--nccl-log", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: cannot read /dev/zero: "), "{err}");
+    assert!(err.contains("hint: pass a text file"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("job.log");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .is_ok_and(|s| s.success());
-    for p in [fifo.to_str().unwrap(), "/dev/zero"] {
-        if p != "/dev/zero" && !made {
-            continue;
-        }
-        let out = topo().args(["diagnose", "--nccl-log", p]).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{p}: {out:?}");
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert!(
-            err.starts_with(&format!("error: cannot read {p}: ")),
-            "{err}"
-        );
-        assert!(err.contains("hint: pass a text file"), "{err}");
+    if !made {
+        return;
     }
+    // No writer: end of file at once.
+    let o = topo()
+        .args(["diagnose", "--nccl-log", fifo.to_str().unwrap()])
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // A writer holding the FIFO open (read-write, so opening never blocks): topo reads the
+    // whole text through blocking reads until the writer closes.
+    let text = std::fs::read(H20_SOCKET).unwrap();
+    let mut w = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_topo"))
+        .args(["diagnose", "--format", "json", "--nccl-log"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::io::Write::write_all(&mut w, &text).unwrap();
+    drop(w);
+    let o = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(finding(&v, "ranks-on-separate-hosts").is_some(), "{v}");
 }

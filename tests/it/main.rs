@@ -2,6 +2,8 @@
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
 mod diagnose;
+mod diagnose_corpus;
+mod diagnose_paste;
 mod facts;
 mod fidelity;
 mod fleet;

@@ -215,6 +215,7 @@ fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
         );
     }
     if !log.nvls_heads.is_empty() {
+        // One row per head index: every rank prints every head.
         cmp(
             l,
             r,
@@ -223,27 +224,149 @@ fn counts(l: &LogInput, a: &Analysis, r: &mut Report) {
             a.connection.nvls_heads.len().to_string(),
         );
     }
-    if let Some(order) = log.rings.get(&0) {
-        let expected = ring0(a);
-        if !expected.is_empty() && order.len() == expected.len() {
-            let s = |v: &[u32]| {
-                v.iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            cmp(l, r, "ring 0 order", s(order), s(&expected));
+    rings(l, a, r);
+    trees(l, a, r);
+}
+
+fn order_text(v: &[u32]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Two ring orders as table cells: whole up to 16 ranks, else 12 ranks from just before the
+/// first difference (a 512-rank ring is not a cell).
+fn order_pair(got: &[u32], want: &[u32]) -> (String, String) {
+    if got.len() <= 16 {
+        return (order_text(got), order_text(want));
+    }
+    let d = got.iter().zip(want).position(|(a, b)| a != b).unwrap_or(0);
+    let from = d.saturating_sub(4);
+    let cut = |v: &[u32]| {
+        let to = (from + 12).min(v.len());
+        let head = if from > 0 {
+            format!("[{from}..] ")
+        } else {
+            String::new()
+        };
+        let tail = if to < v.len() { " …" } else { "" };
+        format!("{head}{}{tail}", order_text(&v[from..to]))
+    };
+    (cut(got), cut(want))
+}
+
+/// Every ring the log prints (rank 0's order per channel, and each rank's `Ring NN : prev ->
+/// me -> next` GRAPH line) against the model's ring of that channel.
+fn rings(l: &LogInput, a: &Analysis, r: &mut Report) {
+    let log = l.log;
+    let (mut same, mut all, mut first_diff) = (0usize, 0usize, None);
+    for (&c, order) in &log.rings {
+        let expected = ring_order(a, c);
+        // NCCL 2.23+ cuts the line at 128 characters: compare what was printed.
+        if expected.is_empty() || order.len() > expected.len() {
+            continue;
+        }
+        all += 1;
+        if expected[..order.len()] == order[..] {
+            same += 1;
+        } else if first_diff.is_none() {
+            first_diff = Some((c, order.clone(), expected[..order.len()].to_vec()));
         }
     }
+    if let Some((c, got, want)) = first_diff {
+        cmp(
+            l,
+            r,
+            &format!("ring {c} order"),
+            order_pair(&got, &want).0,
+            order_pair(&got, &want).1,
+        );
+    } else if let Some(order) = log.rings.get(&0).filter(|_| all > 0) {
+        let (g, w) = order_pair(order, order);
+        cmp(l, r, "ring 0 order", g, w);
+    }
+    if all > 1 {
+        cmp(
+            l,
+            r,
+            "rings as the model (channels)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
+    }
+    let (mut same, mut all) = (0usize, 0usize);
+    for (&(c, me), &(prev, next)) in &log.ring_links {
+        let Some(src) = channel_src(a, c) else {
+            continue;
+        };
+        let (Some(p), Some(n)) = (
+            a.connection.prev.get(src).and_then(|v| v.get(me as usize)),
+            a.connection.next.get(src).and_then(|v| v.get(me as usize)),
+        ) else {
+            continue;
+        };
+        all += 1;
+        same += usize::from(*p == i64::from(prev) && *n == i64::from(next));
+    }
+    if all > 0 {
+        cmp(
+            l,
+            r,
+            "ring links as the model (GRAPH lines)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
+    }
+}
+
+/// Every `Trees [c] d/d/d->me->up` entry in the log against the model's tree of that channel.
+fn trees(l: &LogInput, a: &Analysis, r: &mut Report) {
+    let (mut same, mut all) = (0usize, 0usize);
+    for link in l.log.trees.values().flatten() {
+        let Some(src) = channel_src(a, link.channel) else {
+            continue;
+        };
+        let Some(t) = usize::try_from(link.rank)
+            .ok()
+            .and_then(|me| a.connection.trees.get(src)?.get(me))
+        else {
+            continue;
+        };
+        all += 1;
+        let down_log: std::collections::BTreeSet<i64> = link
+            .down
+            .iter()
+            .map(|&d| i64::from(d))
+            .filter(|&d| d >= 0)
+            .collect();
+        let down_model: std::collections::BTreeSet<i64> =
+            t.down.iter().copied().filter(|&d| d >= 0).collect();
+        same += usize::from(t.up == i64::from(link.up) && down_log == down_model);
+    }
+    if all > 0 {
+        cmp(
+            l,
+            r,
+            "tree links as the model (channels × ranks)",
+            format!("{same}/{all}"),
+            format!("{all}/{all}"),
+        );
+    }
+}
+
+/// The connected channel (index into the model's prev/next/trees) that final channel `c` is.
+fn channel_src(a: &Analysis, c: u32) -> Option<usize> {
+    a.connection.channel_src.get(c as usize).copied()
 }
 
 fn e_coll(a: &Analysis) -> String {
     a.counts.coll.to_string()
 }
 
-/// The rank order of ring channel 0 as rank 0 prints it, from the model's `next` table.
-fn ring0(a: &Analysis) -> Vec<u32> {
-    let Some(next) = a.connection.next.first() else {
+/// The rank order of ring channel `c` as rank 0 prints it, from the model's `next` table.
+fn ring_order(a: &Analysis, c: u32) -> Vec<u32> {
+    let Some(next) = channel_src(a, c).and_then(|s| a.connection.next.get(s)) else {
         return vec![];
     };
     let mut out = vec![0u32];
@@ -303,6 +426,36 @@ fn transports(l: &LogInput, a: &Analysis, r: &mut Report) {
     }
 }
 
+/// One finding for the logged counts and structures that differ from the model's: each `!`
+/// of the comparison table is at least a warning, so the verdict never reads clean beside one.
+pub fn count_differences(r: &mut Report) {
+    let rows: Vec<String> = r
+        .comparisons
+        .iter()
+        .filter(|c| c.differs)
+        .map(|c| {
+            format!(
+                "{}: {}: log {}, model {}",
+                c.log, c.what, c.observed, c.expected
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let f = super::Finding::new(
+        "log-differs-from-plan",
+        super::Severity::Warning,
+        format!(
+            "{} logged count(s) or structure(s) differ from what the model predicts for this machine",
+            rows.len()
+        ),
+    )
+    .evidence(rows)
+    .fix("the other findings say why when one applies (NVLS off, P2P refused, environment); otherwise the log came from another machine, NCCL version or environment than the one modelled: pass the machine it ran on (--from snapshot) and its NCCL_* settings (--env)");
+    r.add(f);
+}
+
 /// One finding for the pairs whose transport kind differs from the model's.
 pub fn differences(r: &mut Report) {
     let rows: Vec<&TransportRow> = r.transports.iter().filter(|t| t.differs).collect();
@@ -336,4 +489,21 @@ pub fn differences(r: &mut Report) {
     .evidence(ev)
     .fix("the other findings say why; if none does, compare the machine the log came from with the one passed to --from");
     r.add(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::order_pair;
+
+    #[test]
+    fn long_rings_are_shown_around_their_first_difference() {
+        let want: Vec<u32> = (0..64).collect();
+        let mut got = want.clone();
+        got.swap(40, 41);
+        let (g, w) = order_pair(&got, &want);
+        assert_eq!(g, "[36..] 36 37 38 39 41 40 42 43 44 45 46 47 …");
+        assert_eq!(w, "[36..] 36 37 38 39 40 41 42 43 44 45 46 47 …");
+        assert_eq!(order_pair(&want, &want).0, order_pair(&want, &want).1);
+        assert_eq!(order_pair(&[0, 2, 1], &[0, 1, 2]).0, "0 2 1");
+    }
 }

@@ -12,6 +12,7 @@ mod compare;
 mod expect;
 mod hostchecks;
 mod logchecks;
+mod logfacts;
 mod topochecks;
 mod vars;
 
@@ -172,6 +173,7 @@ pub fn diagnose(input: &Input) -> Report {
     }
     vars::run(input, &mut r);
     compare::differences(&mut r);
+    compare::count_differences(&mut r);
     if let (Some(topo), Some((name, want))) = (input.topo, input.expect) {
         expect::run(topo, name, want, &mut r);
     }
@@ -272,3 +274,6 @@ impl Report {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod corpus_tests;

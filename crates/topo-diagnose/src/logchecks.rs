@@ -31,6 +31,8 @@ pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
     separate_hosts(l, r);
     single_gpu(l, input, r);
     nvls(l, input, r);
+    super::logfacts::nvls_requested(l, input, r);
+    super::logfacts::p2p_disabled(l, r);
     gdr(l, r);
     virtual_pci(l, r);
     warns(l, r);
@@ -43,7 +45,7 @@ fn conn_lines<'a>(cs: impl IntoIterator<Item = &'a Connection>) -> Vec<(usize, &
 
 /// Where the environment of a log says a variable was set: NCCL's own `set by environment`
 /// line, a launch command in the paste, or the environment passed in.
-fn env_evidence(l: &LogInput, input: &Input, var: &str) -> Option<String> {
+pub(crate) fn env_evidence(l: &LogInput, input: &Input, var: &str) -> Option<String> {
     if let Some((v, e)) = l.log.env.get(var) {
         return Some(format!("{} (value {v})", quote(&l.name, e.line, &e.text)));
     }
@@ -90,6 +92,10 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         .take(1)
         .collect();
     let mut ev = quote_some(&l.name, conn_lines(shm.iter().copied()), 3);
+    if env.is_empty() && log.p2p_disabled.iter().any(|p| !p.nvlink) {
+        // NCCL said why: the driver refuses P2P on a PCIe pair (`p2p-disabled-pcie`).
+        return;
+    }
     if env.is_empty() {
         r.add(
             Finding::new(
@@ -306,15 +312,39 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         }
         return;
     }
-    r.add(
-        Finding::new(
+    let mut ev = quote_some(
+        &l.name,
+        off.iter().map(|(_, e)| (e.line, e.text.as_str())),
+        2,
+    );
+    ev.extend(super::logfacts::tuning_nvls_zero(l));
+    let f = match super::logfacts::nvswitch(l, input) {
+        super::logfacts::Fabric::NoNvls(why) => {
+            ev.push(why);
+            Finding::new(
+                "nvls-unavailable",
+                Severity::Info,
+                "NVLink SHARP (NVLS) is not available, as expected: it needs Hopper-or-newer GPUs on NVSwitches (HGX/DGX H100 and later) and this machine has none",
+            )
+            .fix("nothing to fix: NCCL uses rings and trees here; do not list NVLS in NCCL_ALGO")
+        }
+        super::logfacts::Fabric::Nvswitch(why) => {
+            ev.push(why);
+            Finding::new(
+                "nvls-unavailable",
+                Severity::Warning,
+                "NVLink SHARP (NVLS) multicast is not available to NCCL on an NVSwitch machine",
+            )
+            .fix("start the fabric manager (nvidia-fabricmanager; `nvidia-smi -q | grep -i -A2 fabric` must say Completed), use driver ≥ 530 and CUDA ≥ 12.1, and in containers expose the IMEX/multicast devices")
+        }
+        super::logfacts::Fabric::Unknown => Finding::new(
             "nvls-unavailable",
             Severity::Warning,
             "NVLink SHARP (NVLS) multicast is not available to NCCL",
         )
-        .evidence(quote_some(&l.name, off.iter().map(|(_, e)| (e.line, e.text.as_str())), 2))
-        .fix("on NVSwitch systems start the fabric manager (nvidia-fabricmanager) and check `nvidia-smi -q | grep -i fabric`; in containers the IMEX/multicast devices must be visible; otherwise NVLS needs a Hopper+ NVSwitch system"),
-    );
+        .fix("on an NVSwitch system (HGX/DGX H100 or newer) start the fabric manager and check `nvidia-smi -q | grep -i fabric`; on any other machine NVLS does not exist and this line is expected (pass --from or --profile to tell)"),
+    };
+    r.add(f.evidence(ev));
 }
 
 fn gdr(l: &LogInput, r: &mut Report) {

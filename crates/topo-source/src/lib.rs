@@ -293,9 +293,22 @@ fn read_head(path: &Path) -> Result<Vec<u8>> {
 pub use error::io_reason;
 
 /// Loads the topology the spec names (live discovery by default), replicated for `--nodes`.
+/// How a streamed input is named in messages: `standard input`, or the pipe's path.
+pub fn stream_name(path: &Path) -> String {
+    if read::is_stdin(path) {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 pub fn load(spec: &SourceSpec) -> Result<Topology> {
     let topo = if let Some(name) = &spec.profile {
         profile::load_builtin(name)?
+    } else if let Some(path) = spec.from.as_ref().filter(|p| read::is_stream(p)) {
+        // `-` or `<(cmd)`: read once, told apart by content (there is no file to sniff twice).
+        let text = textfile::read_text(path, "topology source")?;
+        textfile::load_text(&text, &stream_name(path))?
     } else if let Some(path) = &spec.from {
         if !path.exists() {
             return Err(Error::new(

@@ -198,6 +198,43 @@ pub(crate) fn file_opened(path: &Path, nofollow: bool, cap: Cap) -> Result<Vec<u
     read_capped(f, cap)
 }
 
+/// A text input that may be a pipe: `-` (standard input, refused when it is a terminal, which
+/// would wait for typing) or a FIFO such as bash's `<(kubectl logs ...)`, else a regular file
+/// as [`file`] reads it. The FIFO is opened non-blocking, so an open with no writer returns at
+/// once, then switched to blocking reads (a writer that has gone gives end of file, never a
+/// hang); at most `cap` bytes either way.
+pub fn stream(path: &Path, cap: Cap) -> Result<Vec<u8>, ReadError> {
+    if is_stdin(path) {
+        let stdin = io::stdin();
+        if io::IsTerminal::is_terminal(&stdin) {
+            return Err(ReadError::NotRegular("terminal (standard input)"));
+        }
+        return read_capped(stdin.lock(), cap);
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)?;
+    let t = f.metadata()?.file_type();
+    if !t.is_fifo() {
+        drop(f);
+        return file(path, cap);
+    }
+    let flags = rustix::fs::fcntl_getfl(&f).map_err(io::Error::from)?;
+    rustix::fs::fcntl_setfl(&f, flags - rustix::fs::OFlags::NONBLOCK).map_err(io::Error::from)?;
+    read_capped(f, cap)
+}
+
+/// `-`: standard input.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Standard input or a FIFO: read once, as a stream, never sniffed by reopening.
+pub fn is_stream(path: &Path) -> bool {
+    is_stdin(path) || std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

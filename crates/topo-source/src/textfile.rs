@@ -7,20 +7,28 @@ use anyhow::Result;
 use std::path::Path;
 use topo_model::Topology;
 
-/// The file as text. Binary content (NUL bytes) is refused; other invalid UTF-8 is replaced,
+/// The file as text: a regular file, `-` (standard input) or a pipe (`<(kubectl logs ...)`),
+/// all capped alike. Binary content (NUL bytes) is refused; other invalid UTF-8 is replaced,
 /// since hostnames and paths in logs are not always UTF-8.
 pub fn read_text(path: &Path, what: &str) -> Result<String> {
-    let bytes = read::file(path, read::TEXT).map_err(|e| {
+    let name = crate::stream_name(path);
+    let bytes = read::stream(path, read::TEXT).map_err(|e| {
         let kind = match e {
             read::ReadError::TooLarge(_) => ErrorKind::TextTooLarge,
             _ => ErrorKind::TextFile,
         };
-        error::fail(kind, format!("cannot read {}: {e}", path.display()))
+        if read::is_stdin(path) && matches!(e, read::ReadError::NotRegular(_)) {
+            return error::fail(
+                kind,
+                format!("cannot read {name}: it is a terminal; pipe the {what} in (`kubectl logs POD | topo ... -`)"),
+            );
+        }
+        error::fail(kind, format!("cannot read {name}: {e}"))
     })?;
     if bytes.contains(&0) {
         return Err(error::fail(
             ErrorKind::TextFile,
-            format!("cannot read {}: binary data, not a {what}", path.display()),
+            format!("cannot read {name}: binary data, not a {what}"),
         ));
     }
     // Valid UTF-8 (the usual case) is taken as is: a 100 MB log is not copied.
@@ -38,6 +46,10 @@ pub const TOTAL_TEXT: u64 = read::TEXT.bytes;
 pub fn check_total<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
     let mut budget = TextBudget::default();
     for p in paths {
+        // A pipe's size is unknown until read; `take` counts it then.
+        if read::is_stream(p) {
+            continue;
+        }
         let size = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         budget.take(p, size)?;
     }
@@ -83,16 +95,19 @@ pub fn looks_like_matrix(text: &str) -> bool {
 /// `--from job.log`: the `=== System` block, else the GPUs the Init lines name.
 pub fn load_log(path: &Path) -> Result<Topology> {
     let text = read_text(path, "NCCL log")?;
-    let log = nccllog::parse(&text);
-    let origin = Some(path.display().to_string());
-    nccllog::system::topology(&log, origin.clone())
-        .or_else(|| nccllog::system::implied_topology(&log, origin))
+    log_topology(&text, &path.display().to_string())
+}
+
+fn log_topology(text: &str, origin: &str) -> Result<Topology> {
+    let log = nccllog::parse(text);
+    let o = Some(origin.to_string());
+    nccllog::system::topology(&log, o.clone())
+        .or_else(|| nccllog::system::implied_topology(&log, o))
         .ok_or_else(|| {
             error::fail(
                 ErrorKind::LogWithoutTopology,
                 format!(
-                    "cannot read {}: the NCCL log has no `=== System` block and no Init lines with bus ids, so no topology",
-                    path.display()
+                    "cannot read {origin}: the NCCL log has no `=== System` block and no Init lines with bus ids, so no topology"
                 ),
             )
         })
@@ -101,16 +116,38 @@ pub fn load_log(path: &Path) -> Result<Topology> {
 /// `--from matrix.txt`.
 pub fn load_matrix(path: &Path) -> Result<Topology> {
     let text = read_text(path, "nvidia-smi matrix")?;
-    let m = smimatrix::parse(&text).map_err(|why| {
+    matrix_topology(&text, &path.display().to_string())
+}
+
+fn matrix_topology(text: &str, origin: &str) -> Result<Topology> {
+    let m = smimatrix::parse(text).map_err(|why| {
         error::fail(
             ErrorKind::SmiMatrix,
-            format!(
-                "cannot read {}: not an nvidia-smi topo -m matrix: {why}",
-                path.display()
-            ),
+            format!("cannot read {origin}: not an nvidia-smi topo -m matrix: {why}"),
         )
     })?;
-    Ok(smimatrix::topology(&m, Some(path.display().to_string())))
+    Ok(smimatrix::topology(&m, Some(origin.to_string())))
+}
+
+/// A source read from standard input or a pipe (`--from -`), told apart by its content: an
+/// NCCL log, an nvidia-smi matrix or an NCCL topology XML. Snapshots and profiles are
+/// recognised by their file, so they must be passed as one.
+pub fn load_text(text: &str, origin: &str) -> Result<Topology> {
+    if looks_like_log(text) {
+        return log_topology(text, origin);
+    }
+    if looks_like_matrix(text) {
+        return matrix_topology(text, origin);
+    }
+    if text.trim_start().starts_with('<') {
+        return crate::ncclxml::parse_str(text, origin);
+    }
+    Err(error::fail(
+        ErrorKind::TextFile,
+        format!(
+            "cannot read {origin}: neither an NCCL log, an nvidia-smi topo -m matrix nor an NCCL topology XML; pass a snapshot or a profile as a file"
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -1,37 +1,118 @@
 //! Line-by-line recognisers. Each is a cheap prefix or substring test first, so a 100 MB log
 //! is read in one pass without regular expressions.
 
+use super::paste;
 use super::system::SystemCollector;
 use super::*;
 
-/// Reads a whole log. Never fails: unknown lines are skipped, and what is missing is noted.
+/// Reads a whole log as one job. Never fails: unknown lines are skipped, and what is missing
+/// is noted.
 pub fn parse(text: &str) -> NcclLog {
+    parse_jobs_with(text, false).pop().unwrap_or_default()
+}
+
+/// Reads a file that may hold several jobs (a rerun appended, two runs pasted one after the
+/// other): a new job starts at an `NCCL version` line once the current job has connected
+/// (channel counts or transport lines) and the line names another version, or comes from a
+/// new process on a host the job has already seen. Every process prints the version line
+/// before it connects, so the processes of one job never split it; nodes' logs pasted one
+/// after the other stay one job. Line numbers stay the file's.
+pub fn parse_jobs(text: &str) -> Vec<NcclLog> {
+    parse_jobs_with(text, true)
+}
+
+fn parse_jobs_with(text: &str, split: bool) -> Vec<NcclLog> {
+    let mut jobs = vec![];
     let mut log = NcclLog::default();
     let mut st = State::default();
     let mut last = "";
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
-        log.total_lines = n;
         last = raw;
-        let line = raw.trim_end_matches('\r');
-        if let Some((prefix, level, msg)) = split_line(line) {
-            log.nccl_lines += 1;
-            note_host(&mut log, &mut st, prefix.host);
-            if level == Level::Warn {
-                log.warnings.push(ev(n, line));
-                continue;
-            }
-            if st.system.feed(&prefix, msg, n, line) {
-                continue;
-            }
-            info(&mut log, &mut st, &prefix, msg, n, line);
-        } else {
-            other_line(&mut log, line, n);
+        let cleaned = paste::clean(raw);
+        let (first, glued) = match paste::glued_at(&cleaned) {
+            Some(at) => (&cleaned[..at], Some(&cleaned[at..])),
+            None => (&cleaned[..], None),
+        };
+        if split && starts_new_job(&log, &st, first) {
+            finish_job(&mut log, &mut st, text, "");
+            jobs.push(std::mem::take(&mut log));
+        }
+        log.total_lines = n;
+        one_line(&mut log, &mut st, n, first, false);
+        if let Some(g) = glued {
+            one_line(&mut log, &mut st, n, g, true);
         }
     }
-    log.system = st.system.finish(&mut log.missing);
-    finish(&mut log, text, last);
-    log
+    finish_job(&mut log, &mut st, text, last);
+    jobs.push(log);
+    jobs
+}
+
+fn finish_job(log: &mut NcclLog, st: &mut State, text: &str, last: &str) {
+    let done = std::mem::take(st);
+    log.system = done.system.finish(&mut log.missing);
+    finish(log, text, last);
+}
+
+/// Whether `line` opens another job than the one being read (see [`parse_jobs`]).
+fn starts_new_job(log: &NcclLog, st: &State, line: &str) -> bool {
+    // Cheap first: almost no line is a version line, and a job that has not connected yet
+    // cannot end.
+    let connected = log.channels.is_some() || !log.connections.is_empty();
+    if !connected || !line.contains("NCCL version ") {
+        return false;
+    }
+    let Some((p, _, msg)) = split_line(line) else {
+        return false;
+    };
+    let Some(v) = msg.trim_start().strip_prefix("NCCL version ") else {
+        return false;
+    };
+    let v = v.split(['+', ' ']).next().unwrap_or(v).trim();
+    let other_version = log.version.as_deref().is_some_and(|old| old != v);
+    // Logs of the nodes of one job are often pasted one after the other: a process of a new
+    // host is the same job; a new process on a host already seen is a rerun.
+    let new_pid_on_known_host = st
+        .processes
+        .get(p.host)
+        .is_some_and(|pids| !pids.contains(&p.pid));
+    other_version || (p.pid.is_some() && new_pid_on_known_host)
+}
+
+fn note_process(st: &mut State, p: &Prefix) {
+    match st.processes.get_mut(p.host) {
+        Some(pids) if pids.contains(&p.pid) => {}
+        Some(pids) => pids.push(p.pid),
+        None => {
+            st.processes.insert(p.host.to_string(), vec![p.pid]);
+        }
+    }
+}
+
+/// One line (or the tail of two glued lines, whose host word is unreliable).
+fn one_line(log: &mut NcclLog, st: &mut State, n: usize, line: &str, glued: bool) {
+    let Some((mut prefix, level, msg)) = split_line(line) else {
+        other_line(log, line, n);
+        return;
+    };
+    if glued {
+        prefix.host = "";
+    }
+    log.nccl_lines += 1;
+    note_host(log, st, prefix.host);
+    if !prefix.host.is_empty() || prefix.pid.is_some() {
+        note_process(st, &prefix);
+    }
+    if level == Level::Warn {
+        p2p_disabled(log, msg, n, line, true);
+        log.warnings.push(ev(n, line));
+        return;
+    }
+    if st.system.feed(&prefix, msg, n, line) {
+        return;
+    }
+    info(log, st, &prefix, msg, n, line);
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,6 +130,9 @@ struct State {
     hosts_seen: std::collections::HashSet<String>,
     /// Connection lines kept with their text, per (transport, GDR).
     quoted: std::collections::HashMap<String, [usize; 2]>,
+    /// The pids of every process that printed a line of this job, per host (looked up by
+    /// `&str` on every line, so no allocation once a process is known).
+    processes: std::collections::HashMap<String, Vec<Option<u64>>>,
 }
 
 fn ev(line: usize, text: &str) -> Evidence {
@@ -65,16 +149,56 @@ fn note_host(log: &mut NcclLog, st: &mut State, host: &str) {
     }
 }
 
-/// `[timestamp] host:pid:tid [dev] NCCL INFO msg`, or `... [dev] file.cc:123 NCCL WARN msg`.
+/// `[timestamp] host:pid:tid [dev] NCCL INFO msg`, or `... [dev] file.cc:123 NCCL WARN msg`;
+/// pasted without the prefix, `NCCL INFO msg` or a bare message NCCL alone writes.
 fn split_line(line: &str) -> Option<(Prefix<'_>, Level, &str)> {
-    let (head, level, msg) = if let Some(p) = line.find(" NCCL INFO") {
-        (&line[..p], Level::Info, &line[p + 10..])
-    } else if let Some(p) = line.find(" NCCL WARN") {
-        (&line[..p], Level::Warn, &line[p + 10..])
+    let padded = |p: usize| if p == 0 { 9 } else { 10 };
+    let (head, level, msg) = if let Some(p) = marker(line, "NCCL INFO") {
+        (&line[..p], Level::Info, &line[p + padded(p)..])
+    } else if let Some(p) = marker(line, "NCCL WARN") {
+        (&line[..p], Level::Warn, &line[p + padded(p)..])
+    } else if is_bare_message(line.trim_start()) {
+        return Some((Prefix::default(), Level::Info, line.trim_start()));
     } else {
         return None;
     };
     Some((prefix(head), level, msg.strip_prefix(' ').unwrap_or(msg)))
+}
+
+/// Where ` NCCL INFO` is (the space's offset), or 0 when the line starts with the marker.
+fn marker(line: &str, what: &str) -> Option<usize> {
+    if line.starts_with(what) {
+        return Some(0);
+    }
+    let p = line.find(what)?;
+    (p > 0 && line.as_bytes()[p - 1] == b' ').then(|| p - 1)
+}
+
+/// Messages pasted without NCCL's prefix that no other program prints: the transport, ring,
+/// tree and channel lines, the version and NVLS lines.
+fn is_bare_message(t: &str) -> bool {
+    const STARTS: [&str; 10] = [
+        "NCCL version ",
+        "Trees [",
+        "NVLS Head",
+        "NVLS multicast support is",
+        "Check P2P Type",
+        "P2P is disabled between",
+        "comm 0x",
+        "Connected all rings",
+        "Connected all trees",
+        "cudaDriverVersion ",
+    ];
+    if STARTS.iter().any(|s| t.starts_with(s)) {
+        return true;
+    }
+    let numbered = |w: &str| {
+        t.strip_prefix(w).is_some_and(|r| {
+            let r = r.trim_start();
+            r.starts_with(|c: char| c.is_ascii_digit()) && r.contains(" : ")
+        })
+    };
+    numbered("Channel ") || numbered("Ring ") || t.contains(" coll channels, ")
 }
 
 fn prefix(head: &str) -> Prefix<'_> {
@@ -131,14 +255,21 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
     } else if t.starts_with("Tree ") {
         // Multi-node tree anchors: evidence enough through `Trees`; nothing to keep.
     } else if let Some(rest) = t.strip_prefix("NVLS Head") {
-        let heads = rest
-            .split_once(':')
-            .map(|x| x.1)
-            .unwrap_or("")
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        log.nvls_heads.push(heads);
+        // Every rank prints every head: keep one row per head index.
+        let (idx, list) = rest.split_once(':').unwrap_or(("", ""));
+        if let Ok(idx) = idx.trim().parse::<u32>() {
+            let heads = list
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            log.nvls_heads.entry(idx).or_insert(heads);
+        }
+    } else if t.starts_with("P2P is disabled between") {
+        p2p_disabled(log, t, n, line, false);
+    } else if t.starts_with("GPU/") && t.contains(" : ") && t.contains('(') {
+        path_line(log, t, n, line);
+    } else if t.starts_with("CollNet ") || t.starts_with("Coll ") {
+        log.collnet.push(ev(n, line));
     } else if t.starts_with("NVLS multicast support is") {
         log.nvls_support.push((!t.contains(" not "), ev(n, line)));
     } else if let Some(rest) = t.strip_prefix("Check P2P Type") {
@@ -235,10 +366,61 @@ fn rank_line(log: &mut NcclLog, p: &Prefix, t: &str, n: usize, line: &str) {
     }
 }
 
-/// `a[x]` → (a, x).
+/// `a[x]` → (a, x): x is the CUDA or NVML device (2.4, 2.18+) or, from 2.5 to 2.17, the
+/// bus id in hex (`0[1b000]`), kept as -1. NCCL 2.3/2.4 NET lines have a bare rank (`0`).
 fn rank_dev(s: &str) -> Option<(u32, i32)> {
-    let (r, d) = s.split_once('[')?;
-    Some((r.parse().ok()?, d.trim_end_matches(']').parse().ok()?))
+    let Some((r, d)) = s.split_once('[') else {
+        return Some((s.parse().ok()?, -1));
+    };
+    let d = d.trim_end_matches(']');
+    let dev = match d.parse::<i32>() {
+        Ok(v) if d.len() < 4 => v,
+        _ if d.bytes().all(|c| c.is_ascii_hexdigit()) => -1,
+        _ => return None,
+    };
+    Some((r.parse().ok()?, dev))
+}
+
+/// `P2P is disabled between connected GPUs 4 and 7` (INFO, a PCIe pair) or `... between
+/// NVLINK connected GPUs 4 and 7` (WARN, init fails): NCCL 2.12+, graph/paths.cc.
+fn p2p_disabled(log: &mut NcclLog, t: &str, n: usize, line: &str, warn: bool) {
+    let Some(rest) = t.split_once("P2P is disabled between ").map(|x| x.1) else {
+        return;
+    };
+    let nvlink = rest.starts_with("NVLINK");
+    let nums: Vec<i32> = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|x| x.parse().ok())
+        .take(2)
+        .collect();
+    let (a, b) = match nums[..] {
+        [a, b] => (a, b),
+        _ => (-1, -1),
+    };
+    log.p2p_disabled.push(P2pDisabled {
+        nvlink: nvlink || warn,
+        gpus: (a, b),
+        evidence: ev(n, line),
+    });
+}
+
+/// A row of the GRAPH path table: `GPU/1B000 : GPU/1B000 (0/5000.0/LOC) GPU/3D000 (2/24.0/NVL)`.
+fn path_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
+    let (from, rest) = t.split_once(" : ").unwrap_or(("", ""));
+    for cell in rest.split(')') {
+        let Some((to, spec)) = cell.trim().split_once(" (") else {
+            continue;
+        };
+        if !to.starts_with("GPU/") || to == from {
+            continue;
+        }
+        let kind = spec.rsplit('/').next().unwrap_or("").trim();
+        if !kind.is_empty() && kind.chars().all(|c| c.is_ascii_uppercase()) {
+            log.gpu_paths
+                .entry(kind.to_string())
+                .or_insert_with(|| ev(n, line));
+        }
+    }
 }
 
 fn channel_line(log: &mut NcclLog, st: &mut State, t: &str, n: usize, line: &str) {
@@ -260,8 +442,8 @@ fn channel_line(log: &mut NcclLog, st: &mut State, t: &str, n: usize, line: &str
         if let [prev, me, next] = r[..] {
             log.ring_links.insert((channel, me), (prev, next));
         }
-    } else if t.starts_with("Channel ") {
-        // Rank 0's ring order; the line is cut at 128 characters with `...` in 2.23+.
+    } else if t.starts_with("Channel ") || t.starts_with("Ring ") {
+        // Rank 0's ring order (`Ring 00 : 0 1 2 3` before 2.4); the line is cut at 128 characters with `...` in 2.23+.
         let order: Vec<u32> = body
             .split_whitespace()
             .map_while(|x| x.parse().ok())
@@ -382,9 +564,17 @@ fn trees(log: &mut NcclLog, rest: &str) {
         let Ok(channel) = c.trim().parse::<u32>() else {
             continue;
         };
-        let parts: Vec<&str> = spec.trim().split("->").collect();
-        let [downs, me, up] = parts[..] else {
+        // 2.8+: `d0/d1/d2->me->up`; 2.5-2.7 add `|up->me->d0/d1/d2` (the second tree);
+        // 2.4: `up->me->d0/d1/d2`.
+        let first = spec.trim().split('|').next().unwrap_or("");
+        let parts: Vec<&str> = first.split("->").collect();
+        let [a, me, b] = parts[..] else {
             continue;
+        };
+        let (downs, up) = if b.contains('/') && !a.contains('/') {
+            (b, a)
+        } else {
+            (a, b)
         };
         let d: Vec<i32> = downs.split('/').filter_map(|x| x.parse().ok()).collect();
         let (Ok(me), Ok(up)) = (me.trim().parse::<i32>(), up.trim().parse::<i32>()) else {
@@ -585,7 +775,7 @@ fn finish(log: &mut NcclLog, text: &str, last: &str) {
     if !log.ranks.is_empty() && !log.ranks.values().any(|r| r.init_complete) {
         m.push("no `Init COMPLETE` line: init may not have finished".into());
     }
-    if !text.ends_with('\n') && !last.is_empty() && split_line(last).is_none() {
+    if !text.ends_with('\n') && !last.is_empty() && split_line(&paste::clean(last)).is_none() {
         m.push(format!(
             "last line cut short: `{}`",
             last.chars().take(60).collect::<String>()

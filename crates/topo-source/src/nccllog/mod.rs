@@ -1,18 +1,20 @@
 //! NCCL_DEBUG=INFO log reader: text in, [`NcclLog`] out, no I/O.
 //!
 //! Logs arrive as pasted excerpts from tickets: many ranks and hosts interleaved, lines from
-//! NCCL 2.12 to 2.30 (whose phrasings differ, see /work/shared/reference/nccl-model.md §10),
-//! nccl-tests output mixed in, and often cut at both ends. The reader takes what each line
+//! NCCL 2.4 to 2.30 (whose phrasings differ: docs/diagnose.md has them by version, checked
+//! against the NCCL sources), launcher prefixes and terminal codes around them (`paste`),
+//! nccl-tests output mixed in, often cut at both ends, sometimes several jobs in one file. The reader takes what each line
 //! says and never fails on content; what it could not find is listed in [`NcclLog::missing`]
 //! so a diagnosis can say which conclusions the excerpt cannot support.
 
 mod lines;
+pub mod paste;
 pub mod system;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-pub use lines::parse;
+pub use lines::{parse, parse_jobs};
 
 /// A log line kept as evidence: 1-based line number and the text as written.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -103,6 +105,16 @@ pub struct ChannelCounts {
     pub evidence: Evidence,
 }
 
+/// NCCL found P2P refused by the driver between two GPUs it sees as connected.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct P2pDisabled {
+    /// The WARN form: the pair is NVLink-connected (NCCL then fails init).
+    pub nvlink: bool,
+    /// The two device indices, -1 when the line was cut.
+    pub gpus: (i32, i32),
+    pub evidence: Evidence,
+}
+
 /// One `Trees [c] d0/d1/d2->me->up` entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TreeLink {
@@ -174,8 +186,15 @@ pub struct NcclLog {
     /// `Ring NN : prev -> me -> next` (GRAPH) per (channel, rank).
     pub ring_links: BTreeMap<(u32, u32), (u32, u32)>,
     pub trees: BTreeMap<u32, Vec<TreeLink>>,
-    /// `NVLS Head N: h h ...` rows.
-    pub nvls_heads: Vec<Vec<i32>>,
+    /// `NVLS Head N: h h ...` rows, one per head index (every rank prints them all).
+    pub nvls_heads: BTreeMap<u32, Vec<i32>>,
+    /// `P2P is disabled between (NVLINK) connected GPUs a and b` lines.
+    pub p2p_disabled: Vec<P2pDisabled>,
+    /// GPU-to-GPU path types of the GRAPH path table (`NVL`, `NVB`, `PIX`, `PXB`, `PHB`,
+    /// `SYS`, ...), each with the first row that shows it.
+    pub gpu_paths: BTreeMap<String, Evidence>,
+    /// `CollNet NN/C : r [send] via COLLNET/...` lines (`Coll NN :` in 2.6-2.8).
+    pub collnet: Vec<Evidence>,
     /// `NVLS multicast support is (not) available on dev N` per line.
     pub nvls_support: Vec<(bool, Evidence)>,
     pub graphs: Vec<GraphLine>,

@@ -138,7 +138,7 @@ fn nccllog_prefixes_warns_timestamps_and_truncation() {
     let log = parse(text);
     assert_eq!(log.warnings.len(), 1);
     assert_eq!(log.hosts, ["gpu-a.example", "gpu-a"]);
-    assert_eq!(log.nvls_heads, [vec![0, 8]]);
+    assert_eq!(log.nvls_heads[&0], [0, 8]);
     assert_eq!(log.p2p_type["intraNodeP2pSupport"], 0);
     assert_eq!(log.connections[0].from_dev, 3);
     assert!(
@@ -257,4 +257,158 @@ proptest! {
         let log = parse(&text[..end]);
         let _ = system::topology(&log, None);
     }
+}
+
+/// One line of each transport phrasing NCCL printed from 2.3 to 2.30 (the sources' format
+/// strings, filled in), with the contract name it reads as.
+#[test]
+fn nccllog_reads_every_transport_phrasing_since_2_4() {
+    let cases = [
+        // 2.3/2.4: bare ranks on NET lines, `Ring` instead of `Channel`.
+        (
+            "Ring 00 : 0 -> 1 [send] via NET/IB/0/GDRDMA",
+            "NET/IB",
+            true,
+        ),
+        ("Ring 01 : 3 -> 0 via NET/Socket/0", "NET/Socket", false),
+        (
+            "Ring 00 : 0[0] -> 1[1] via direct shared memory",
+            "SHM",
+            false,
+        ),
+        (
+            "Ring 00 : 0[0] -> 1[1] via P2P/direct pointer",
+            "P2P/direct",
+            false,
+        ),
+        ("Ring 00 : 0 -> 1 via P2P/common device", "P2P", false),
+        // 2.5-2.17: hex bus ids in brackets.
+        (
+            "Channel 00 : 0[1b000] -> 1[3d000] via P2P/IPC/read",
+            "P2P/IPC",
+            false,
+        ),
+        (
+            "Channel 01 : 1[3d000] -> 0[1b000] via direct shared memory",
+            "SHM",
+            false,
+        ),
+        (
+            "Channel 00 : 0[1b000] -> 2[1a000] [receive] via NET/IB/0/GDRDMA",
+            "NET/IB",
+            true,
+        ),
+        (
+            "Channel 02/1 : 0[1b000] -> 1[3d000] via P2P/indirect/2[5e000]",
+            "P2P/indirect",
+            false,
+        ),
+        // 2.12+: SHM with copy engines named.
+        (
+            "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+            "SHM",
+            false,
+        ),
+        (
+            "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+            "P2P/CUMEM",
+            false,
+        ),
+        (
+            "Channel 03/0 : 8[0] -> 0[0] [receive] via NET/IBext_v8/0/GDRDMA",
+            "NET/IBext_v8",
+            true,
+        ),
+    ];
+    for (line, want, gdr) in cases {
+        let log = parse(&format!("h:1:1 [0] NCCL INFO {line}\n"));
+        let c = log.connections.first().unwrap_or_else(|| panic!("{line}"));
+        assert_eq!((c.transport.as_str(), c.gdr), (want, gdr), "{line}");
+    }
+    let log = parse("h:1:1 [0] NCCL INFO Coll 00 : 0 [send] via COLLNET/IB/0\n");
+    assert_eq!(log.collnet.len(), 1);
+}
+
+#[test]
+fn nccllog_reads_old_ring_and_tree_lines() {
+    let text = "h:1:1 [0] NCCL INFO Ring 00 : 0 1 2 3\n\
+                h:1:1 [0] NCCL INFO Channel 01 : 0 2 1 3\n\
+                h:1:1 [0] NCCL INFO Trees [0] -1->0->1/-1/-1 [1] 2->0->-1/-1/-1\n\
+                h:1:2 [1] NCCL INFO Trees [0] 2/-1/-1->1->0|0->1->2/-1/-1\n";
+    let log = parse(text);
+    assert_eq!(log.rings[&0], [0, 1, 2, 3]);
+    assert_eq!(log.rings[&1], [0, 2, 1, 3]);
+    let t0 = &log.trees[&0];
+    assert_eq!((t0[0].up, t0[0].down), (-1, [1, -1, -1]));
+    assert_eq!((t0[1].channel, t0[1].up), (1, 2));
+    assert_eq!(
+        (log.trees[&1][0].up, log.trees[&1][0].down),
+        (0, [2, -1, -1])
+    );
+}
+
+#[test]
+fn nccllog_reads_pastes_without_the_nccl_prefix() {
+    let text = "NCCL INFO NCCL version 2.18.3+cuda12.2\n\
+                Channel 00/02 : 0 1\n\
+                Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+                nothing NCCL wrote : here\n\
+                2 coll channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer\n";
+    let log = parse(text);
+    assert_eq!(log.version.as_deref(), Some("2.18.3"));
+    assert_eq!(log.rings[&0], [0, 1]);
+    assert_eq!(log.connections.len(), 1);
+    assert_eq!(log.channels.as_ref().map(|c| c.nvls), Some(Some(0)));
+    assert_eq!(log.nccl_lines, 4);
+}
+
+#[test]
+fn nccllog_p2p_disabled_lines_and_path_table() {
+    let text = "h:1:1 [0] NCCL INFO P2P is disabled between connected GPUs 4 and 7. You can repress this message with NCCL_IGNORE_DISABLED_P2P=1.\n\
+                h:1:1 [0] graph/paths.cc:323 NCCL WARN P2P is disabled between NVLINK connected GPUs 1 and 2. This should not be the case given their connectivity, and is probably due to a hardware issue. If you still want to proceed, you can set NCCL_IGNORE_DISABLED_P2P=1.\n\
+                h:1:1 [0] NCCL INFO GPU/1B000 : GPU/1B000 (0/5000.000000/LOC) GPU/3D000 (2/24.000000/NVL) CPU/0 (1/24.0/PHB)\n\
+                h:1:1 [0] NCCL INFO NVLS Head  0:  0  8\n\
+                h:1:2 [1] NCCL INFO NVLS Head  0:  0  8\n\
+                h:1:2 [1] NCCL INFO NVLS Head  1:  1  9\n";
+    let log = parse(text);
+    let d: Vec<_> = log
+        .p2p_disabled
+        .iter()
+        .map(|p| (p.nvlink, p.gpus))
+        .collect();
+    assert_eq!(d, [(false, (4, 7)), (true, (1, 2))]);
+    assert_eq!(log.warnings.len(), 1);
+    assert_eq!(log.gpu_paths.keys().collect::<Vec<_>>(), ["NVL"]);
+    assert_eq!(log.nvls_heads.len(), 2);
+}
+
+#[test]
+fn nccllog_splits_jobs_at_a_new_process_version_line() {
+    let job = |pid: u32, v: &str| {
+        format!(
+            "h:{pid}:1 [0] NCCL INFO NCCL version {v}+cuda12.2\n\
+             h:{pid}:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n\
+             h:{pid}:1 [0] NCCL INFO NCCL version {v}+cuda12.2\n\
+             h:{pid}:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+        )
+    };
+    // The same process again (a second communicator) stays one job; another process or
+    // another version starts a new one.
+    let text = format!(
+        "{}{}{}",
+        job(10, "2.18.3"),
+        job(11, "2.18.3"),
+        job(11, "2.19.3")
+    );
+    let jobs = parse_jobs(&text);
+    assert_eq!(jobs.len(), 3);
+    // Another host's log pasted after the first is the same job (its other node).
+    let other_node = job(12, "2.18.3").replace("h:", "g:");
+    assert_eq!(
+        parse_jobs(&format!("{}{other_node}", job(10, "2.18.3"))).len(),
+        1
+    );
+    assert_eq!(jobs[1].connections[0].line, 6);
+    assert_eq!(jobs[2].version.as_deref(), Some("2.19.3"));
+    assert_eq!(parse(&text).connections.len(), 6);
 }
