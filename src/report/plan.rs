@@ -264,8 +264,8 @@ fn transport_matrix(m: &str, style: Style) -> String {
     out
 }
 
-pub fn render(p: &Plan, style: Style) -> String {
-    let mut out = String::new();
+/// The plan's first lines: machine, NCCL version, stated facts, MNNVL, warnings and notes.
+fn header(out: &mut String, p: &Plan, style: Style) {
     let origin = p
         .source
         .origin
@@ -312,52 +312,11 @@ pub fn render(p: &Plan, style: Style) -> String {
     for m in p.messages.iter().filter(|m| m.severity == Severity::Info) {
         let _ = writeln!(out, "note: {}", m.text);
     }
+}
 
-    heading(&mut out, style, "Channels");
-    let _ = writeln!(out, "  {}", p.channels.log_line);
-
-    heading(&mut out, style, "Graphs (NCCL's search)");
-    for (name, g) in [
-        ("ring", Some(&p.graphs.ring)),
-        ("tree", Some(&p.graphs.tree)),
-    ]
-    .into_iter()
-    .chain([
-        ("nvls", p.graphs.nvls.as_ref()),
-        ("collnet", p.graphs.collnet.as_ref()),
-    ])
-    .chain([("collnet_direct", p.graphs.collnet_direct.as_ref())])
-    {
-        let Some(g) = g else { continue };
-        let _ = writeln!(out, "  {name}:");
-        for l in g.log.iter().take(9) {
-            let _ = writeln!(out, "    {l}");
-        }
-        if g.log.len() > 9 {
-            let _ = writeln!(out, "    ... ({} more channel lines)", g.log.len() - 9);
-        }
-    }
-
-    heading(&mut out, style, "Rings");
-    let total = p.rings.len();
-    for (cs, r) in ring_groups(&p.rings) {
-        let head = format!("  Channel {}/{:02} : ", channel_list(&cs), total);
-        for l in ring_lines(&head, r, style.width) {
-            let _ = writeln!(out, "{l}");
-        }
-    }
-    if let Some(t) = p.log.iter().find(|l| l.starts_with("Trees")) {
-        heading(
-            &mut out,
-            style,
-            "Trees (rank 0, as NCCL logs them: down0/down1/down2->rank->up)",
-        );
-        for l in trees_lines("  ", t, style.width) {
-            let _ = writeln!(out, "{l}");
-        }
-    }
-
-    heading(&mut out, style, "Transports");
+/// Transports: the summary, the P2P type line, the matrix, one line per reason, anomalies.
+fn transports_section(out: &mut String, p: &Plan, style: Style) {
+    heading(out, style, "Transports");
     let _ = writeln!(out, "  {}", p.transport_summary.render());
     if let Some(l) = &p.p2p_type {
         let _ = writeln!(out, "  {l}");
@@ -424,6 +383,57 @@ pub fn render(p: &Plan, style: Style) -> String {
     for (a, n) in anomalies {
         let _ = writeln!(out, "  {} {a} ({n} pairs)", style.red("anomaly:"));
     }
+}
+
+pub fn render(p: &Plan, style: Style) -> String {
+    let mut out = String::new();
+    header(&mut out, p, style);
+
+    heading(&mut out, style, "Channels");
+    let _ = writeln!(out, "  {}", p.channels.log_line);
+
+    heading(&mut out, style, "Graphs (NCCL's search)");
+    for (name, g) in [
+        ("ring", Some(&p.graphs.ring)),
+        ("tree", Some(&p.graphs.tree)),
+    ]
+    .into_iter()
+    .chain([
+        ("nvls", p.graphs.nvls.as_ref()),
+        ("collnet", p.graphs.collnet.as_ref()),
+    ])
+    .chain([("collnet_direct", p.graphs.collnet_direct.as_ref())])
+    {
+        let Some(g) = g else { continue };
+        let _ = writeln!(out, "  {name}:");
+        for l in g.log.iter().take(9) {
+            let _ = writeln!(out, "    {l}");
+        }
+        if g.log.len() > 9 {
+            let _ = writeln!(out, "    ... ({} more channel lines)", g.log.len() - 9);
+        }
+    }
+
+    heading(&mut out, style, "Rings");
+    let total = p.rings.len();
+    for (cs, r) in ring_groups(&p.rings) {
+        let head = format!("  Channel {}/{:02} : ", channel_list(&cs), total);
+        for l in ring_lines(&head, r, style.width) {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    if let Some(t) = p.log.iter().find(|l| l.starts_with("Trees")) {
+        heading(
+            &mut out,
+            style,
+            "Trees (rank 0, as NCCL logs them: down0/down1/down2->rank->up)",
+        );
+        for l in trees_lines("  ", t, style.width) {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+
+    transports_section(&mut out, p, style);
 
     heading(
         &mut out,
