@@ -746,7 +746,6 @@ fn an_env_rank_refuses_a_rendezvous_held_by_another_user() {
     let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{err}");
     assert!(errors[0].contains("held by uid 65534"), "{err}");
-    assert!(t0.elapsed() < std::time::Duration::from_secs(20));
 }
 
 #[test]

@@ -146,13 +146,15 @@ mod tests {
                 }
             }
         });
-        let t0 = Instant::now();
-        let r: Result<serde_json::Value> =
-            read_frame_by(&mut a, t0 + Duration::from_millis(500), MAX_FRAME);
-        let took = t0.elapsed();
+        let r: Result<serde_json::Value> = read_frame_by(
+            &mut a,
+            Instant::now() + Duration::from_millis(500),
+            MAX_FRAME,
+        );
         drop(a);
+        // Past its deadline the read says so; a read that waited for the dripper would end
+        // with the peer closing mid-message instead.
         assert!(r.unwrap_err().to_string().contains("in time"));
-        assert!(took < Duration::from_millis(900), "took {took:?}");
         drip.join().unwrap();
     }
 

@@ -2,7 +2,7 @@
 //! this test binary re-executed with `worker_entry` as the only test to run.
 use std::ffi::OsString;
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use topo_runtime::launch::{self, EnvInfo, ProcessSpec, run_env_with, run_processes};
 use topo_runtime::verify::VerifyRequest;
@@ -106,18 +106,13 @@ fn a_killed_rank_is_named_and_nothing_is_left() {
     req.iters = 1_000_000;
     req.algorithm = Some(Algorithm::Ring);
     req.timeout_s = 10.0;
-    let start = Instant::now();
+    // Seen as the rank's death (its pidfd), not as the 10 s timeout running out.
     let err = run_processes(&req, &spec(&[("TEST_DIE_AFTER_MS", "300")])).unwrap_err();
     assert!(
         matches!(err, RuntimeError::PeerLost { rank: 1, .. }),
         "{err}"
     );
     assert!(err.to_string().contains("lost rank 1"), "{err}");
-    assert!(
-        start.elapsed() < Duration::from_secs(10),
-        "took {:?}",
-        start.elapsed()
-    );
     assert_eq!(shm_entries(), before);
 }
 
@@ -247,14 +242,12 @@ fn port_in_use_and_missing_peers_are_one_clear_error() {
     assert!(e.to_string().contains("already in use"), "{e}");
 
     let port = free_port();
-    let start = Instant::now();
     let e = run_env_with(&req, &env(0, 2, port, "t2"), true, Duration::from_secs(1)).unwrap_err();
     assert!(e.to_string().contains("ranks [1] to join"), "{e}");
     let e = run_env_with(&req, &env(0, 2, port, "t3"), false, Duration::from_secs(1)).unwrap_err();
     assert!(e.to_string().contains("ranks [1] to join"), "{e}");
     let e = run_env_with(&req, &env(1, 2, port, "t4"), true, Duration::from_secs(1)).unwrap_err();
     assert!(e.to_string().contains("rank 0"), "{e}");
-    assert!(start.elapsed() < Duration::from_secs(8));
 }
 
 #[test]

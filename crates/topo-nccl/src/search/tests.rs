@@ -552,17 +552,16 @@ fn degenerate_inputs() {
     );
 }
 
-/// A 1024-GPU what-if: the search runs on one host, connect is linear in ranks.
+/// A 1024-GPU what-if: the search runs on one host, connect is linear in ranks (its speed
+/// is measured in bench/scale, not here).
 #[test]
-fn thousand_gpus_finish_fast() {
-    let t0 = std::time::Instant::now();
+fn thousand_gpus_plan() {
     let p = plan(&hgx(8, 90).replicate(128), 28);
     assert_eq!(p.conn.n_ranks, 1024);
     assert_eq!(p.conn.n_nodes, 128);
     assert_eq!(p.counts.coll, 16);
     assert_eq!(p.conn.ring(5).map(|r| r.len()), Some(1024));
     assert!(p.conn.trees_line(0).len() <= 1027);
-    assert!(t0.elapsed().as_secs() < 60, "took {:?}", t0.elapsed());
 }
 
 /// Real log (NVIDIA/nccl#1781, NCCL 2.27.5): 2 H20 of an NVSwitch board in one

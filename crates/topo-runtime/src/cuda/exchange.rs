@@ -583,9 +583,7 @@ mod tests {
         )
         .unwrap();
         drop(b);
-        let t0 = std::time::Instant::now();
         let e = lead(std::slice::from_mut(&mut a), "tok", ipc(0), None, SECS5).unwrap_err();
-        assert!(t0.elapsed() < Duration::from_secs(4));
         assert!(matches!(e, RuntimeError::PeerLost { rank: 1, .. }), "{e}");
         assert!(e.to_string().contains("handle exchange"), "{e}");
         // Rank 0 dying before its table: the follower says so.
