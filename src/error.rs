@@ -15,6 +15,9 @@ pub enum Exit {
     CheckFailed = 1,
     Usage = 2,
     MissingRuntime = 3,
+    /// A collective run that failed while running: a rank lost, a wait past its deadline, a
+    /// rendezvous broken, a device error. Not the user's input, so not 2.
+    RuntimeFault = 4,
     /// stdout is a pipe its reader closed (`topo show | head -1`): exit quietly with the
     /// status a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `grep`
     /// would, so the reader's choice to stop is not an error message but a pipeline with
@@ -80,7 +83,7 @@ pub fn report(err: &anyhow::Error) -> Report {
         }
         if let Some(e) = cause.downcast_ref::<topo_runtime::RuntimeError>() {
             return Report {
-                exit: Exit::Usage,
+                exit: runtime_exit(e),
                 line,
                 hint: runtime_hint(e).map(str::to_string),
             };
@@ -158,6 +161,18 @@ fn source_hint(kind: SourceKind) -> Option<String> {
         _ => return None,
     };
     Some(s.to_string())
+}
+
+/// A fault of the run itself exits 4; a request or launcher environment that cannot run
+/// (a bad plan, a size past the limits, a launcher's variables) is bad input, 2.
+fn runtime_exit(e: &topo_runtime::RuntimeError) -> Exit {
+    use topo_runtime::RuntimeError as R;
+    match e {
+        R::PeerLost { .. } | R::Timeout { .. } | R::Rendezvous(_) | R::Device(_) | R::Io { .. } => {
+            Exit::RuntimeFault
+        }
+        _ => Exit::Usage,
+    }
 }
 
 fn runtime_hint(e: &topo_runtime::RuntimeError) -> Option<&'static str> {

@@ -772,3 +772,36 @@ fn another_machines_nvls_says_once_what_runs_instead_and_why_no_prediction() {
         "{err}"
     );
 }
+
+/// A run that fails while running (here: rank 1 never joins) exits 4, apart from bad input (2).
+#[test]
+fn a_runtime_fault_exits_4() {
+    let port = test_port(4);
+    let out = crate::util::topo_clean_env()
+        .args([
+            "verify",
+            "--launch",
+            "env",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "--timeout",
+            "1",
+        ])
+        .env("XDG_CACHE_HOME", shared_cache())
+        .envs([
+            ("RANK", "0"),
+            ("LOCAL_RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", port.as_str()),
+            ("TOPO_JOB_TOKEN", "exit-4-test"),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("ranks [1] to join"), "{err}");
+}
