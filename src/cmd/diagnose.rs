@@ -95,8 +95,7 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
             source::load(&spec),
             "cannot diagnose --from",
         )?);
-        if from.is_dir() {
-            let f = hostfacts::read(from, None, None);
+        if let Some(f) = snapshot_facts(from)? {
             out.env = merged(&f.env, &overrides);
             out.facts = Some(f);
         }
@@ -130,6 +129,22 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     }
     out.logs = logs;
     Ok(out)
+}
+
+/// The host facts a snapshot recorded, from its folder or, read into memory the same way,
+/// from its archive: an archive is diagnosed like its folder. `None` for other sources.
+fn snapshot_facts(from: &std::path::Path) -> Result<Option<hostfacts::HostFacts>> {
+    if from.is_dir() {
+        return Ok(Some(hostfacts::read(from, None, None)));
+    }
+    if !from.is_file() || source::sniff(from)? != FromKind::Snapshot {
+        return Ok(None);
+    }
+    let mem = topo_source::archive::load(from)
+        .map_err(|why| anyhow::anyhow!("cannot read snapshot {}: {why}", from.display()))?;
+    let mut f = hostfacts::read_tree(&mem, None, None);
+    f.root = from.display().to_string();
+    Ok(Some(f))
 }
 
 /// The NCCL part of the machine's environment, then `--env`.

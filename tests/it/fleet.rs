@@ -148,3 +148,64 @@ fn a_fleet_is_grouped_and_its_outliers_named() {
         "{t}"
     );
 }
+
+/// Issue 24, item 4: a snapshot keeps what diagnose's offline checks read (/dev/shm's mount
+/// line, the kernel modules, the bridges' config space), only the /dev/shm line of the mount
+/// table, and its archive is diagnosed exactly like its folder.
+#[test]
+fn a_snapshot_archive_is_diagnosed_like_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    copy_dir(&fixture("fixtures/snapshots/hgx-h100-8gpu"), &root);
+    std::fs::write(
+        root.join("proc/mounts"),
+        "nfs.example:/secret /data nfs rw 0 0\ntmpfs /dev/shm tmpfs rw,size=65536k 0 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("proc/modules"),
+        "nvidia_peermem 16384 0 - Live 0x0\n",
+    )
+    .unwrap();
+    let archive = dir.path().join("box.tar.gz");
+    let out = topo()
+        .args(["snapshot", "--sysfs-root"])
+        .arg(&root)
+        .arg("-o")
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folder = dir.path().join("unpacked");
+    std::fs::create_dir(&folder).unwrap();
+    let f = std::fs::File::open(&archive).unwrap();
+    tar::Archive::new(flate2::read::GzDecoder::new(f))
+        .unpack(&folder)
+        .unwrap();
+    let mounts = std::fs::read_to_string(folder.join("proc/mounts")).unwrap();
+    assert_eq!(mounts.trim(), "tmpfs /dev/shm tmpfs rw,size=65536k 0 0");
+    let doc = |from: &Path| -> Value {
+        let out = topo()
+            .args(["diagnose", "--format", "json", "--from"])
+            .arg(from)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (a, b) = (doc(&archive), doc(&folder));
+    for k in ["findings", "checked", "skipped"] {
+        // The same facts; only the source's name differs.
+        let x = a[k].to_string().replace(archive.to_str().unwrap(), "SRC");
+        let y = b[k].to_string().replace(folder.to_str().unwrap(), "SRC");
+        assert_eq!(x, y, "{k}");
+    }
+    let skipped = a["skipped"].to_string();
+    assert!(
+        !skipped.contains("/dev/shm size") && !skipped.contains("GPUDirect RDMA"),
+        "{skipped}"
+    );
+}

@@ -6,9 +6,10 @@
 //! diagnosis can say what it could not check. The diagnose engine only sees [`HostFacts`].
 
 use super::nvml::NvmlReport;
+use crate::tree::{self, Tree};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Skip {
@@ -102,9 +103,23 @@ pub fn read(
     env: Option<BTreeMap<String, String>>,
     nvml: Option<Result<NvmlReport, String>>,
 ) -> HostFacts {
+    let disk = crate::tree::Disk::new(root);
+    let mut f = read_tree(&disk, env, nvml);
+    f.root = root.display().to_string();
+    f
+}
+
+/// [`read`] of any tree: a folder, or a snapshot archive read into memory, so that an archive
+/// gives the same facts as its unpacked folder.
+pub fn read_tree(
+    t: &dyn Tree,
+    env: Option<BTreeMap<String, String>>,
+    nvml: Option<Result<NvmlReport, String>>,
+) -> HostFacts {
     let live = nvml.is_some();
+    let root = &Root(t);
     let mut f = HostFacts {
-        root: root.display().to_string(),
+        root: t.origin(),
         ..Default::default()
     };
     read_env(&mut f, root, env);
@@ -124,21 +139,27 @@ pub fn read(
     f
 }
 
-fn p(root: &Path, rel: &str) -> PathBuf {
-    root.join(rel)
+/// The tree the facts are read from; every path is relative to its root and links are
+/// followed only inside it.
+struct Root<'a>(&'a dyn Tree);
+
+impl Root<'_> {
+    fn exists(&self, rel: &str) -> bool {
+        tree::canonical(self.0, Path::new(rel)).is_ok()
+    }
+
+    fn bytes(&self, rel: &str, cap: crate::read::Cap) -> Result<Vec<u8>, String> {
+        tree::read(self.0, Path::new(rel), cap).map_err(|e| e.to_string())
+    }
 }
 
 /// A small file under the root, bounded like every sysfs read (a FIFO or device is refused).
-fn text(root: &Path, rel: &str) -> Option<String> {
-    attr(&p(root, rel))
-}
-
-fn attr(path: &Path) -> Option<String> {
-    let bytes = crate::read::file(path, crate::read::SYSFS).ok()?;
+fn text(root: &Root, rel: &str) -> Option<String> {
+    let bytes = root.bytes(rel, crate::read::SYSFS).ok()?;
     String::from_utf8(bytes).ok()
 }
 
-fn read_env(f: &mut HostFacts, root: &Path, env: Option<BTreeMap<String, String>>) {
+fn read_env(f: &mut HostFacts, root: &Root, env: Option<BTreeMap<String, String>>) {
     if let Some(env) = env {
         f.env = relevant_env(env);
         f.env_source = "this process".into();
@@ -162,7 +183,7 @@ fn read_env(f: &mut HostFacts, root: &Path, env: Option<BTreeMap<String, String>
     }
 }
 
-fn read_container(f: &mut HostFacts, root: &Path) {
+fn read_container(f: &mut HostFacts, root: &Root) {
     for (rel, sign) in [
         (".dockerenv", "/.dockerenv exists (Docker)"),
         ("run/.containerenv", "/run/.containerenv exists (Podman)"),
@@ -171,7 +192,7 @@ fn read_container(f: &mut HostFacts, root: &Path) {
             "a Kubernetes service account is mounted",
         ),
     ] {
-        if p(root, rel).exists() {
+        if root.exists(rel) {
             f.container.push(sign.into());
         }
     }
@@ -204,7 +225,7 @@ fn size_option(opts: &str) -> Option<u64> {
     num.parse::<u64>().ok().map(|n| n * mult)
 }
 
-fn read_shm(f: &mut HostFacts, root: &Path) {
+fn read_shm(f: &mut HostFacts, root: &Root) {
     let Some(mounts) = text(root, "proc/mounts") else {
         f.skip("/dev/shm size", "proc/mounts not readable");
         return;
@@ -232,30 +253,22 @@ fn read_shm(f: &mut HostFacts, root: &Path) {
     });
 }
 
-fn pci_dir(root: &Path) -> PathBuf {
-    p(root, "sys/bus/pci/devices")
-}
+const PCI_DIR: &str = "sys/bus/pci/devices";
 
-fn hex_attr(dir: &Path, name: &str) -> Option<u32> {
-    let s = attr(&dir.join(name))?;
+fn hex_attr(root: &Root, dev: &str, name: &str) -> Option<u32> {
+    let s = text(root, &format!("{PCI_DIR}/{dev}/{name}"))?;
     u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok()
 }
 
 /// GPUs from sysfs, then ACS control on every bridge above them.
-fn read_pci(f: &mut HostFacts, root: &Path) {
-    let Ok(rd) = std::fs::read_dir(pci_dir(root)) else {
+fn read_pci(f: &mut HostFacts, root: &Root) {
+    let Ok(names) = tree::list(root.0, Path::new(PCI_DIR)) else {
         f.skip("PCIe ACS", "sys/bus/pci/devices not readable");
         return;
     };
-    let mut names: Vec<String> = rd
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
     let mut bridges = std::collections::BTreeSet::new();
     for n in &names {
-        let dir = pci_dir(root).join(n);
-        let (Some(v), Some(c)) = (hex_attr(&dir, "vendor"), hex_attr(&dir, "class")) else {
+        let (Some(v), Some(c)) = (hex_attr(root, n, "vendor"), hex_attr(root, n, "class")) else {
             continue;
         };
         if v != 0x10de || c >> 16 != 0x03 {
@@ -263,7 +276,7 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
         }
         f.pci_gpus.push(n.clone());
         // The real path holds every upstream bridge: .../0000:15:01.0/0000:16:00.0/<gpu>.
-        if let Ok(real) = std::fs::canonicalize(&dir) {
+        if let Ok(real) = tree::canonical(root.0, &Path::new(PCI_DIR).join(n)) {
             for comp in real.components() {
                 let s = comp.as_os_str().to_string_lossy();
                 if s != n.as_str() && s.len() == 12 && s.as_bytes()[4] == b':' {
@@ -274,7 +287,7 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
     }
     let mut unreadable = vec![];
     for b in bridges {
-        match acs_ctrl(&pci_dir(root).join(&b).join("config")) {
+        match acs_ctrl(root, &format!("{PCI_DIR}/{b}/config")) {
             Ok(Some(ctrl)) => f.acs.push(Acs {
                 bridge: b,
                 ctrl,
@@ -297,8 +310,8 @@ fn read_pci(f: &mut HostFacts, root: &Path) {
 
 /// The ACS control register of a PCI config space, `None` when the device has no ACS
 /// capability; `Err` when the extended space cannot be read (it needs root).
-fn acs_ctrl(path: &Path) -> Result<Option<u16>, String> {
-    let cfg = crate::read::file(path, crate::read::PCI_CONFIG).map_err(|e| e.to_string())?;
+fn acs_ctrl(root: &Root, rel: &str) -> Result<Option<u16>, String> {
+    let cfg = root.bytes(rel, crate::read::PCI_CONFIG)?;
     if cfg.len() < 0x104 {
         return Err(format!(
             "config space is {} bytes (the extended part needs root)",
@@ -328,7 +341,7 @@ fn acs_ctrl(path: &Path) -> Result<Option<u16>, String> {
     Ok(None)
 }
 
-fn read_iommu(f: &mut HostFacts, root: &Path) {
+fn read_iommu(f: &mut HostFacts, root: &Root) {
     let Some(gpu) = f.pci_gpus.first().cloned() else {
         f.skip("IOMMU mode", "no NVIDIA GPU in sys/bus/pci/devices");
         return;
@@ -343,14 +356,14 @@ fn read_iommu(f: &mut HostFacts, root: &Path) {
             };
             f.iommu = Some((mode.to_string(), format!("/{rel}: {}", t.trim())));
         }
-        None if p(root, &format!("sys/bus/pci/devices/{gpu}/iommu_group")).exists() => {
+        None if root.exists(&format!("sys/bus/pci/devices/{gpu}/iommu_group")) => {
             f.skip("IOMMU mode", format!("/{rel} not readable"));
         }
         None => f.iommu = Some(("off".into(), format!("GPU {gpu} has no iommu_group"))),
     }
 }
 
-fn read_nvml(f: &mut HostFacts, root: &Path, nvml: Option<Result<NvmlReport, String>>) {
+fn read_nvml(f: &mut HostFacts, root: &Root, nvml: Option<Result<NvmlReport, String>>) {
     let report = match nvml {
         Some(r) => r,
         None => match text(root, "nvml.json") {
@@ -449,7 +462,7 @@ fn apply_live_mig(f: &mut HostFacts) {
     }
 }
 
-fn read_modules(f: &mut HostFacts, root: &Path) {
+fn read_modules(f: &mut HostFacts, root: &Root) {
     f.kernel = text(root, "proc/sys/kernel/osrelease").map(|s| s.trim().to_string());
     match text(root, "proc/modules") {
         Some(m) => {

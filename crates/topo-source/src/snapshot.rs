@@ -371,6 +371,65 @@ fn is_archive_name(p: &Path) -> bool {
 
 /// Captures the machine under `root` into `out` (a .tar.gz, or a folder when `out` has no
 /// .tar.gz/.tgz suffix); returns a one-line summary.
+/// Every file a reader read from a tree, as physical paths (what a snapshot must keep for
+/// that reader to give the same answer from it).
+struct Recorder<'a> {
+    inner: &'a dyn Tree,
+    read: std::cell::RefCell<std::collections::BTreeSet<PathBuf>>,
+}
+
+impl Tree for Recorder<'_> {
+    fn kind(&self, phys: &Path) -> std::io::Result<Kind> {
+        self.inner.kind(phys)
+    }
+    fn link_target(&self, phys: &Path) -> std::io::Result<PathBuf> {
+        self.inner.link_target(phys)
+    }
+    fn read_phys(&self, phys: &Path, cap: Cap) -> Result<Vec<u8>, read::ReadError> {
+        self.read.borrow_mut().insert(phys.to_path_buf());
+        self.inner.read_phys(phys, cap)
+    }
+    fn list_phys(&self, phys: &Path) -> std::io::Result<Vec<String>> {
+        self.inner.list_phys(phys)
+    }
+    fn origin(&self) -> String {
+        self.inner.origin()
+    }
+    fn absolute_links_ok(&self) -> bool {
+        self.inner.absolute_links_ok()
+    }
+}
+
+/// What `topo diagnose` reads besides the topology (ACS control of the bridges, IOMMU mode,
+/// kernel modules, memory, the container's cgroup), so that a snapshot is diagnosed like the
+/// machine. Of /proc/mounts only the /dev/shm line is kept: the other mounts can name
+/// servers and paths that are not the snapshot's business.
+fn add_host_facts(plan: &mut Plan, fs: &Sysfs) {
+    let rec = Recorder {
+        inner: fs.tree(),
+        read: Default::default(),
+    };
+    let _ = crate::hostfacts::read_tree(&rec, Some(BTreeMap::new()), None);
+    let mounts = Path::new("proc/mounts");
+    // proc/mounts is a link to the reading process's own table (proc/PID/mounts).
+    let is_mounts = |r: &Path| r.starts_with("proc") && r.file_name() == Some("mounts".as_ref());
+    for rel in rec.read.into_inner() {
+        if !is_mounts(&rel) && !rel.starts_with("meta.json") && !rel.starts_with(NVML) {
+            plan.add(&rel, 0);
+        }
+    }
+    if let Ok(m) = tree::read(fs.tree(), mounts, read::SYSFS) {
+        let shm: Vec<&str> = std::str::from_utf8(&m)
+            .unwrap_or("")
+            .lines()
+            .filter(|l| l.split_whitespace().nth(1) == Some("/dev/shm"))
+            .collect();
+        if !shm.is_empty() {
+            plan.add_file("proc/mounts", shm.join("\n"));
+        }
+    }
+}
+
 pub fn capture(root: &Path, out: &Path) -> Result<String> {
     if !root.is_dir() {
         return Err(error::fail(
@@ -441,6 +500,7 @@ pub fn capture(root: &Path, out: &Path) -> Result<String> {
         },
         complete: true,
     };
+    add_host_facts(&mut plan, &fs);
     plan.meta = (serde_json::to_string_pretty(&meta)? + "\n").into_bytes();
     if let Ok(r) = &nvml {
         plan.add_file(NVML, serde_json::to_string_pretty(r)?);
