@@ -155,7 +155,10 @@ pub fn profile_listing(json: bool) -> String {
             .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
             .collect();
         let doc = serde_json::json!({"schema": "topo.profiles/v1", "profiles": v});
-        return format!("{}\n", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
     }
     let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
     list.iter()

@@ -89,7 +89,10 @@ pub fn builtin_list() -> Vec<(&'static str, String)> {
     BUILTIN
         .iter()
         .map(|(n, t)| {
-            let d = parse(t).ok().and_then(|p| p.description).unwrap_or_default();
+            let d = parse(t)
+                .ok()
+                .and_then(|p| p.description)
+                .unwrap_or_default();
             (*n, d.split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .collect()
