@@ -113,9 +113,10 @@ pub struct SourceArgs {
     /// or an NCCL_DEBUG=INFO log; `-` or a pipe reads a log, paste or XML from it.
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
     pub from: Option<PathBuf>,
-    /// A built-in hardware profile by name (the list below; `topo completions` completes it).
-    /// With --from, the profile lends what the file leaves out (GPU model, NVLink, port speed
-    /// and GPUDirect RDMA) and the file keeps its PCI layout.
+    /// A built-in hardware profile by name (`topo show --profile list` describes each;
+    /// `topo completions` completes them). With --from, the profile lends what the file
+    /// leaves out (GPU model, NVLink, port speed and GPUDirect RDMA) and the file keeps its
+    /// PCI layout.
     #[arg(long, value_name = "NAME", value_parser = ProfileName)]
     pub profile: Option<String>,
     /// Replicate the node N times behind its NICs (what-if for N nodes; at most 4096).
@@ -189,6 +190,39 @@ impl clap::builder::TypedValueParser for ProfileName {
             names.into_iter().map(clap::builder::PossibleValue::new),
         ))
     }
+}
+
+/// `--profile list`: the name that lists the built-in profiles instead of loading one.
+pub const PROFILE_LIST: &str = "list";
+
+impl SourceArgs {
+    /// `--profile list` asked for the listing (any case, as profile names are taken).
+    pub fn wants_profile_list(&self) -> bool {
+        self.profile
+            .as_deref()
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case(PROFILE_LIST))
+    }
+}
+
+/// The built-in profiles, one line each (name, then its description), or as a JSON array of
+/// `{name, description}` for `--format json`.
+pub fn profile_listing(json: bool) -> String {
+    let list = topo_source::profile::builtin_list();
+    if json {
+        let v: Vec<serde_json::Value> = list
+            .iter()
+            .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+            .collect();
+        let doc = serde_json::json!({"schema": "topo.profiles/v1", "profiles": v});
+        return format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
+    }
+    let width = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    list.iter()
+        .map(|(n, d)| format!("{n:<width$}  {d}\n"))
+        .collect()
 }
 
 /// `--sysfs-root` / `TOPO_SYSFS_ROOT`: an empty value (`TOPO_SYSFS_ROOT=`) means unset, as

@@ -10,6 +10,10 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     // show describes hardware and does not apply --env, but a malformed one is still a
     // mistake worth stopping on.
     warn_unused_env("show", &a.source.env_overrides()?, style);
+    if a.source.wants_profile_list() {
+        let json = a.format == DataFormat::Json;
+        return emit(a.output.as_ref(), &crate::cli::profile_listing(json));
+    }
     let progress = Progress::start("topo show: reading the topology");
     if a.compact && a.view != crate::cli::ShowView::Matrix {
         return Err(crate::error::usage(

@@ -18,6 +18,7 @@ mod multihost;
 mod oracle;
 mod oracle_corpus;
 mod plan;
+mod profile_sources;
 mod profiles;
 mod qa;
 mod schema;

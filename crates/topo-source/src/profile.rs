@@ -25,6 +25,24 @@ const BUILTIN: &[(&str, &str)] = &[
         "2x-rtx4090",
         include_str!("../../../profiles/2x-rtx4090.yaml"),
     ),
+    (
+        "4x-rtx5090",
+        include_str!("../../../profiles/4x-rtx5090.yaml"),
+    ),
+    (
+        "8x-rtx-pro-6000",
+        include_str!("../../../profiles/8x-rtx-pro-6000.yaml"),
+    ),
+    ("aws-p4d", include_str!("../../../profiles/aws-p4d.yaml")),
+    ("aws-p5", include_str!("../../../profiles/aws-p5.yaml")),
+    (
+        "azure-nd-h100-v5",
+        include_str!("../../../profiles/azure-nd-h100-v5.yaml"),
+    ),
+    (
+        "azure-nd-h200-v5",
+        include_str!("../../../profiles/azure-nd-h200-v5.yaml"),
+    ),
     ("dgx-a100", include_str!("../../../profiles/dgx-a100.yaml")),
     ("dgx-b200", include_str!("../../../profiles/dgx-b200.yaml")),
     ("dgx-h100", include_str!("../../../profiles/dgx-h100.yaml")),
@@ -37,7 +55,22 @@ const BUILTIN: &[(&str, &str)] = &[
         "gb300-nvl72",
         include_str!("../../../profiles/gb300-nvl72.yaml"),
     ),
+    ("gh200", include_str!("../../../profiles/gh200.yaml")),
+    ("hgx-b300", include_str!("../../../profiles/hgx-b300.yaml")),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
+    ("hgx-h800", include_str!("../../../profiles/hgx-h800.yaml")),
+    (
+        "pcie-8x-a100-nvbridge",
+        include_str!("../../../profiles/pcie-8x-a100-nvbridge.yaml"),
+    ),
+    (
+        "pcie-8x-a40-nvbridge",
+        include_str!("../../../profiles/pcie-8x-a40-nvbridge.yaml"),
+    ),
+    (
+        "pcie-8x-h100-nvbridge",
+        include_str!("../../../profiles/pcie-8x-h100-nvbridge.yaml"),
+    ),
     (
         "pcie-8x-l40s",
         include_str!("../../../profiles/pcie-8x-l40s.yaml"),
@@ -47,6 +80,22 @@ const BUILTIN: &[(&str, &str)] = &[
 /// Names accepted by `--profile`, sorted.
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(n, _)| *n).collect()
+}
+
+/// Every built-in profile with its one-line description, sorted by name (`topo show
+/// --profile list`). A built-in that fails to parse is a build defect the unit tests catch;
+/// here it lists with an empty description rather than hiding the name.
+pub fn builtin_list() -> Vec<(&'static str, String)> {
+    BUILTIN
+        .iter()
+        .map(|(n, t)| {
+            let d = parse(t)
+                .ok()
+                .and_then(|p| p.description)
+                .unwrap_or_default();
+            (*n, d.split_whitespace().collect::<Vec<_>>().join(" "))
+        })
+        .collect()
 }
 
 /// The YAML text of a built-in profile (what `--profile NAME` loads).
