@@ -522,7 +522,7 @@ fn profile_names_ignore_case() {
     let err = fails(&["show", "--profile", "Nope"], 2);
     assert!(
         err.starts_with(
-            "error: unknown profile 'Nope'\nhint: available profiles: 2x-rtx4090, dgx-a100"
+            "error: unknown profile 'Nope'\nhint: available profiles: 2x-rtx4090, 4x-rtx5090"
         ),
         "{err}"
     );
