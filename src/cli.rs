@@ -213,7 +213,11 @@ pub fn profile_listing(json: bool) -> String {
             .iter()
             .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
             .collect();
-        let doc = serde_json::json!({"schema": "topo.profiles/v1", "profiles": v});
+        let doc = serde_json::json!({
+            "schema": "topo.profiles/v1",
+            "topo_version": env!("CARGO_PKG_VERSION"),
+            "profiles": v,
+        });
         return format!(
             "{}\n",
             serde_json::to_string_pretty(&doc).unwrap_or_default()

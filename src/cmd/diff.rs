@@ -34,6 +34,7 @@ struct DiffRow {
 #[derive(Serialize)]
 struct DiffDoc {
     schema: &'static str,
+    topo_version: &'static str,
     a: Side,
     b: Side,
     /// Host 0 of each side, fact by fact.
@@ -127,6 +128,7 @@ pub fn run(a: &DiffArgs, style: Style) -> Result<i32> {
     let (nccl_version, plan_changes, plan_error) = plan_changes(&ta, &tb, a);
     let doc = DiffDoc {
         schema: "topo.diff/v1",
+        topo_version: env!("CARGO_PKG_VERSION"),
         a: side(&a.a, &ta),
         b: side(&a.b, &tb),
         hardware: hardware

@@ -38,6 +38,7 @@ struct Group {
 #[derive(Serialize)]
 struct FleetDoc {
     schema: &'static str,
+    topo_version: &'static str,
     folder: String,
     hosts: usize,
     /// The largest group first: the reference.
@@ -162,6 +163,7 @@ fn fleet(dir: &Path) -> Result<FleetDoc> {
         .collect();
     Ok(FleetDoc {
         schema: "topo.fleet/v1",
+        topo_version: env!("CARGO_PKG_VERSION"),
         folder: dir.display().to_string(),
         hosts: paths.len(),
         groups,

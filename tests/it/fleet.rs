@@ -50,7 +50,7 @@ fn diff_names_the_hardware_difference_and_exits_1() {
         String::from_utf8_lossy(&out.stderr)
     );
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(d["schema"], "topo.diff/v1");
+    crate::util::assert_valid(&d, "topo diff --format json");
     let hw = d["hardware"].as_array().unwrap();
     assert_eq!(hw.len(), 1, "{hw:?}");
     assert_eq!(hw[0]["fact"], "gpu 0 pcie");
@@ -125,6 +125,7 @@ fn a_fleet_is_grouped_and_its_outliers_named() {
         String::from_utf8_lossy(&out.stderr)
     );
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::util::assert_valid(&d, "topo diagnose --fleet --format json");
     let g = d["groups"].as_array().unwrap();
     assert_eq!(g.len(), 3);
     assert_eq!(

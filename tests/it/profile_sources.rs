@@ -173,6 +173,7 @@ fn profile_list_prints_every_builtin_with_its_description() {
         assert!(d.trim().len() > 20, "{line}");
     }
     let j = json(&["--profile", "LIST"]);
+    crate::util::assert_valid(&j, "topo show --profile list --format json");
     assert_eq!(j["profiles"].as_array().unwrap().len(), names.len());
     assert_eq!(j["profiles"][0]["name"], names[0]);
 }

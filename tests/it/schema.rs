@@ -91,7 +91,10 @@ fn every_schema_file_is_named_by_the_readme_and_compiles() {
             "{name} has topo_version"
         );
     }
-    assert_eq!(n, 6, "show, plan, verify, diagnose, calibrate, snapshot");
+    assert_eq!(
+        n, 9,
+        "show, plan, verify, diagnose, calibrate, snapshot, diff, fleet, profiles"
+    );
 }
 
 /// The validator is not a rubber stamp: a document that breaks its schema fails.
