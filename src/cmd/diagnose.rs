@@ -127,6 +127,12 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
         out.env = merged(&f.env, &overrides);
         out.facts = Some(f);
     }
+    // Stated facts, a profile lent to a file, --p2p/--nvls, failed parts: the machine the
+    // findings judge is the one the flags describe, as for show and plan.
+    if let Some(t) = out.topo.as_mut() {
+        a.source.apply_facts(t)?;
+        a.source.apply_faults(t)?;
+    }
     out.logs = logs;
     Ok(out)
 }

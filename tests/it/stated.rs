@@ -202,3 +202,27 @@ fn a_profile_lends_its_facts_to_a_file_that_keeps_its_layout() {
     );
     assert_eq!(p["nranks"], 8);
 }
+
+#[test]
+fn diagnose_takes_the_stated_facts_too() {
+    let path = fixture("fixtures/xml/azure-ndv5-topo.xml");
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let out = topo()
+            .args(["diagnose", "--format", "json", "--from"])
+            .arg(&path)
+            .args(extra)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // NVLink unknown: the P2P model cannot run; stated, it does.
+    let bare = run(&[]);
+    assert!(bare["skipped"].to_string().contains("P2P paths"), "{bare}");
+    let stated = run(&["--gpu", "h100", "--nvlink", "nvswitch"]);
+    assert!(
+        stated["checked"]
+            .to_string()
+            .contains("P2P paths and transports"),
+        "{stated}"
+    );
+}
