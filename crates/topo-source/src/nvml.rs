@@ -345,6 +345,44 @@ fn caps(s: &Option<String>) -> Option<bool> {
 
 /// Fills `topo` (host 0) from an NVML answer: GPU identity, NVLinks, P2P status, fabric.
 /// GPUs NVML reports that sysfs lacks are added under their NUMA node's CPU.
+/// What NVML says of one GPU, over what sysfs found.
+fn fill_gpu(gpu: &mut Gpu, g: &NvmlGpu) {
+    gpu.dev = g.index as i32;
+    gpu.name = g.name.clone().or(gpu.name.take());
+    gpu.sm = g.sm().or(gpu.sm);
+    gpu.memory_bytes = g.memory_bytes.or(gpu.memory_bytes);
+    gpu.uuid = g.uuid.clone().or(gpu.uuid.take());
+    gpu.nvlink = NvlinkInfo::Known;
+    gpu.fabric = g.fabric.as_ref().map(|f| FabricInfo {
+        cluster_uuid: f.cluster_uuid.clone(),
+        clique_id: f.clique_id,
+        state: f.state.clone(),
+        status: f.status.clone(),
+    });
+    if gpu.device.is_none() {
+        gpu.device = g.pci_device_id.map(|id| (id >> 16) as u16);
+    }
+    gpu.cuda = g.cuda.clone();
+}
+
+/// NVML's P2P answers per ordered GPU pair.
+fn apply_p2p(report: &NvmlReport, topo: &mut Topology, host: HostId) {
+    for p in &report.p2p {
+        let (Ok(a), Ok(b)) = (BusId::parse(&p.from), BusId::parse(&p.to)) else {
+            continue;
+        };
+        topo.p2p.insert(
+            (host, a, b),
+            P2pCaps {
+                read: caps(&p.read),
+                write: caps(&p.write),
+                nvlink: caps(&p.nvlink),
+                atomics: caps(&p.atomics),
+            },
+        );
+    }
+}
+
 pub fn apply(report: &NvmlReport, topo: &mut Topology) {
     let host: HostId = 0;
     if let Some(h) = topo.hosts.get_mut(host as usize) {
@@ -378,22 +416,7 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
             None => add_missing_gpu(topo, g, busid),
         };
         if let NodeKind::Gpu(gpu) = &mut topo.node_mut(n).kind {
-            gpu.dev = g.index as i32;
-            gpu.name = g.name.clone().or(gpu.name.take());
-            gpu.sm = g.sm().or(gpu.sm);
-            gpu.memory_bytes = g.memory_bytes.or(gpu.memory_bytes);
-            gpu.uuid = g.uuid.clone().or(gpu.uuid.take());
-            gpu.nvlink = NvlinkInfo::Known;
-            gpu.fabric = g.fabric.as_ref().map(|f| FabricInfo {
-                cluster_uuid: f.cluster_uuid.clone(),
-                clique_id: f.clique_id,
-                state: f.state.clone(),
-                status: f.status.clone(),
-            });
-            if gpu.device.is_none() {
-                gpu.device = g.pci_device_id.map(|id| (id >> 16) as u16);
-            }
-            gpu.cuda = g.cuda.clone();
+            fill_gpu(gpu, g);
         }
         nodes.insert(g.index, n);
     }
@@ -489,20 +512,7 @@ pub fn apply(report: &NvmlReport, topo: &mut Topology) {
         }
     }
 
-    for p in &report.p2p {
-        let (Ok(a), Ok(b)) = (BusId::parse(&p.from), BusId::parse(&p.to)) else {
-            continue;
-        };
-        topo.p2p.insert(
-            (host, a, b),
-            P2pCaps {
-                read: caps(&p.read),
-                write: caps(&p.write),
-                nvlink: caps(&p.nvlink),
-                atomics: caps(&p.atomics),
-            },
-        );
-    }
+    apply_p2p(report, topo, host);
     if let Some(fact) = nvls_fact(topo, host) {
         topo.hosts[host as usize].nvls = Some(fact);
     }
