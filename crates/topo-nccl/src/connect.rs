@@ -165,6 +165,29 @@ pub struct Connection {
     pub tree_depth: usize,
 }
 
+/// NVLS heads: per node, the first GPU of each NVLS channel, deduplicated; the minimum head
+/// count over nodes is kept.
+fn nvls_heads(nodes: &Nodes, nvls: Option<&Graph>) -> Vec<Vec<usize>> {
+    let Some(g) = nvls.filter(|g| g.n_channels > 0) else {
+        return vec![];
+    };
+    let mut base: Vec<usize> = vec![];
+    for order in &g.intra {
+        if let Some(&h) = order.first()
+            && !base.contains(&h)
+        {
+            base.push(h);
+        }
+    }
+    let per_node: Vec<Vec<usize>> = (0..nodes.count())
+        .map(|node| nodes.map(&base, node))
+        .collect();
+    let min_heads = per_node.iter().map(Vec::len).min().unwrap_or(0);
+    (0..min_heads)
+        .map(|h| per_node.iter().map(|v| v[h]).collect())
+        .collect()
+}
+
 /// Connects rings, trees and NVLS heads (`ncclTopoPreset` + `ncclTopoPostset`). `ring`,
 /// `tree` and `nvls` are host 0's reconciled graphs; `counts` says how many channels exist and
 /// which connected channel each is a copy of.
@@ -294,24 +317,7 @@ pub fn connect(
             }
         }
     }
-    // NVLS heads: per node, the first GPU of each NVLS channel, deduplicated; the minimum
-    // head count over nodes is kept.
-    let mut nvls_heads = vec![];
-    if let Some(g) = nvls.filter(|g| g.n_channels > 0) {
-        let mut base: Vec<usize> = vec![];
-        for order in &g.intra {
-            if let Some(&h) = order.first()
-                && !base.contains(&h)
-            {
-                base.push(h);
-            }
-        }
-        let per_node: Vec<Vec<usize>> = (0..nn).map(|node| nodes.map(&base, node)).collect();
-        let min_heads = per_node.iter().map(Vec::len).min().unwrap_or(0);
-        nvls_heads = (0..min_heads)
-            .map(|h| per_node.iter().map(|v| v[h]).collect())
-            .collect();
-    }
+    let nvls_heads = nvls_heads(&nodes, nvls);
     let channel_src = counts
         .copy_map
         .iter()
