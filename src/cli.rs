@@ -289,6 +289,28 @@ fn on_off(s: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// `--nodes` within 1 ..= `topo_source::MAX_NODES`, for every command that replicates.
+pub fn check_nodes(nodes: Option<usize>) -> Result<()> {
+    if let Some(0) = nodes {
+        return Err(error::usage(
+            "--nodes must be at least 1",
+            "pass --nodes 2 for two nodes",
+        ));
+    }
+    if let Some(n) = nodes
+        && n > topo_source::MAX_NODES
+    {
+        return Err(error::usage(
+            format!(
+                "--nodes {n}: at most {} nodes are modelled",
+                topo_source::MAX_NODES
+            ),
+            format!("pass --nodes {} or fewer", topo_source::MAX_NODES),
+        ));
+    }
+    Ok(())
+}
+
 /// An empty root path counts as none: read this machine.
 pub fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
     p.clone().filter(|p| !p.as_os_str().is_empty())
@@ -296,23 +318,7 @@ pub fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
 
 impl SourceArgs {
     pub fn spec(&self) -> Result<SourceSpec> {
-        if let Some(0) = self.nodes {
-            return Err(error::usage(
-                "--nodes must be at least 1",
-                "pass --nodes 2 for two nodes",
-            ));
-        }
-        if let Some(n) = self.nodes
-            && n > topo_source::MAX_NODES
-        {
-            return Err(error::usage(
-                format!(
-                    "--nodes {n}: at most {} nodes are modelled",
-                    topo_source::MAX_NODES
-                ),
-                format!("pass --nodes {} or fewer", topo_source::MAX_NODES),
-            ));
-        }
+        check_nodes(self.nodes)?;
         Ok(SourceSpec {
             from: self.from.clone(),
             // With --from, the profile is a base of facts (`apply_facts`), not the source.

@@ -13,7 +13,6 @@ use topo_model::Topology;
 use topo_model::inventory::{self, Difference};
 use topo_nccl::analyze::RuntimeFacts;
 use topo_nccl::plan::PlanRequest;
-use topo_nccl::transport::RankPlacement;
 use topo_nccl::types::Func;
 use topo_source::SourceSpec;
 
@@ -49,6 +48,7 @@ struct DiffDoc {
 /// A source named on the command line: a file or folder, `profile:NAME` or a built-in
 /// profile name, or `live` for this machine.
 fn spec(arg: &str, nodes: Option<usize>) -> Result<SourceSpec> {
+    crate::cli::check_nodes(nodes)?;
     let mut s = SourceSpec {
         nodes,
         ..Default::default()
@@ -71,18 +71,9 @@ fn spec(arg: &str, nodes: Option<usize>) -> Result<SourceSpec> {
 }
 
 fn request(topo: &Topology, a: &DiffArgs) -> Result<PlanRequest> {
-    let (version, version_source) = super::plan::version_choice(a.nccl_version.as_deref())?;
-    let (env, env_origin) = super::plan::environment(topo, &[]);
-    Ok(PlanRequest {
-        funcs: vec![Func::AllReduce],
-        sizes: (10..=33).map(|p| 1u64 << p).collect(),
-        version,
-        version_source,
-        placement: RankPlacement::ProcessPerGpu,
-        env,
-        env_origin,
-        explain: false,
-    })
+    let sizes = (10..=33).map(|p| 1u64 << p).collect();
+    let v = a.nccl_version.as_deref();
+    super::plan::plain_request(topo, vec![Func::AllReduce], sizes, v, &[])
 }
 
 /// The plans of both sides compared, or why they cannot be.

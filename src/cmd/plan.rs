@@ -132,6 +132,30 @@ fn render(
     }))
 }
 
+/// A plain request for another command's plan of `topo` (verify's schedule, diff's
+/// comparison): one process per GPU, the NCCL version from the flag or the machine, the
+/// machine's environment under `overrides`.
+pub(crate) fn plain_request(
+    topo: &Topology,
+    funcs: Vec<Func>,
+    sizes: Vec<u64>,
+    nccl_version: Option<&str>,
+    overrides: &[(String, String)],
+) -> Result<PlanRequest> {
+    let (version, version_source) = version_choice(nccl_version)?;
+    let (env, env_origin) = environment(topo, overrides);
+    Ok(PlanRequest {
+        funcs,
+        sizes,
+        version,
+        version_source,
+        placement: RankPlacement::ProcessPerGpu,
+        env,
+        env_origin,
+        explain: false,
+    })
+}
+
 /// The same request planned for NCCL `v`, compared with `plan`.
 fn against(
     plan: &topo_nccl::plan::Plan,

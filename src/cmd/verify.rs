@@ -11,8 +11,7 @@ use crate::output::{emit, warn};
 use crate::util::Style;
 use anyhow::Result;
 use std::io::IsTerminal;
-use topo_nccl::plan::{Plan, PlanRequest, Row};
-use topo_nccl::transport::RankPlacement;
+use topo_nccl::plan::{Plan, Row};
 use topo_nccl::types::Func;
 use topo_runtime::calibrate::{LinkMode, Placement};
 use topo_runtime::launch::Launch;
@@ -385,18 +384,9 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result
         .filter_map(|c| Func::parse(c.name()).filter(|f| f.is_tuned()))
         .collect();
     let sizes: Vec<u64> = req.sizes()?.into_iter().map(|s| s as u64).collect();
-    let (version, version_source) = super::plan::version_choice(a.nccl_version.as_deref())?;
-    let (env, env_origin) = super::plan::environment(&topo, &a.source.env_overrides()?);
-    let preq = PlanRequest {
-        funcs,
-        sizes,
-        version,
-        version_source,
-        placement: RankPlacement::ProcessPerGpu,
-        env,
-        env_origin,
-        explain: false,
-    };
+    let overrides = a.source.env_overrides()?;
+    let preq =
+        super::plan::plain_request(&topo, funcs, sizes, a.nccl_version.as_deref(), &overrides)?;
     let plan = topo_nccl::plan(&topo, &preq, Default::default())?;
     if let Some(n) = a.ranks
         && n != plan.nranks

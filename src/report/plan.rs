@@ -530,6 +530,19 @@ pub fn render(p: &Plan, style: Style) -> String {
     fit::document(&out, style.width)
 }
 
+/// A what-if's changes, one per line, or that nothing changes.
+fn changes_lines(out: &mut String, changes: &[String]) {
+    if changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  nothing changes: the same channels, transports, NICs, choices and predicted times"
+        );
+    }
+    for c in changes {
+        let _ = writeln!(out, "  {c}");
+    }
+}
+
 /// `--without`/`--degrade`: what the parts change against the healthy machine.
 fn faults_section(out: &mut String, p: &Plan, style: Style) {
     let Some(x) = &p.faults else {
@@ -540,15 +553,7 @@ fn faults_section(out: &mut String, p: &Plan, style: Style) {
         style,
         "Failed and degraded parts, against the healthy machine",
     );
-    if x.changes.is_empty() {
-        let _ = writeln!(
-            out,
-            "  nothing changes: the same channels, transports, NICs, choices and predicted times"
-        );
-    }
-    for c in &x.changes {
-        let _ = writeln!(out, "  {c}");
-    }
+    changes_lines(out, &x.changes);
 }
 
 /// `--against V`: what the other version changes, and the version data behind it.
@@ -558,15 +563,7 @@ fn against_section(out: &mut String, p: &Plan, style: Style) {
     };
     let title = format!("Against NCCL {} (from {})", x.nccl_version, p.nccl_version);
     heading(out, style, &title);
-    if x.changes.is_empty() {
-        let _ = writeln!(
-            out,
-            "  nothing changes: the same channels, transports, NICs, choices and predicted times"
-        );
-    }
-    for c in &x.changes {
-        let _ = writeln!(out, "  {c}");
-    }
+    changes_lines(out, &x.changes);
     let _ = writeln!(
         out,
         "\n  version data that differs ({} value(s), {} -> {}):",

@@ -88,6 +88,12 @@ fn diff_of_two_profiles_shows_what_the_plan_changes() {
         t.contains("Plan (NCCL 2.28") && t.contains("allreduce"),
         "{t}"
     );
+    let zero = topo()
+        .args(["diff", "dgx-h100", "dgx-h100", "--nodes", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&zero.stderr).contains("--nodes must be at least 1"));
     let bad = topo()
         .args(["diff", "dgx-h100", "no-such-thing"])
         .output()

@@ -97,15 +97,7 @@ fn gpu_facts(t: &Topology, n: NodeIndex, i: usize, f: &mut Facts) {
     f.insert(k("sm"), opt(g.sm));
     f.insert(k("bus id"), g.busid.to_string());
     f.insert(k("pcie"), link(&g.pcie));
-    let numa = t.numa_of(n);
-    f.insert(
-        k("numa"),
-        if numa < 0 {
-            "?".into()
-        } else {
-            numa.to_string()
-        },
-    );
+    f.insert(k("numa"), numa(t, n));
     let nvlink = match &g.nvlink {
         NvlinkInfo::Unknown(_) => "?".to_string(),
         NvlinkInfo::Known => {
@@ -171,15 +163,17 @@ fn net_facts(t: &Topology, n: NodeIndex, f: &mut Facts) {
         _ => None,
     });
     f.insert(k("pcie"), nic.map_or_else(|| "?".into(), |l| link(&l)));
+    f.insert(k("numa"), numa(t, n));
+}
+
+/// A device's NUMA node, `?` where the source has none.
+fn numa(t: &Topology, n: NodeIndex) -> String {
     let numa = t.numa_of(n);
-    f.insert(
-        k("numa"),
-        if numa < 0 {
-            "?".into()
-        } else {
-            numa.to_string()
-        },
-    );
+    if numa < 0 {
+        "?".into()
+    } else {
+        numa.to_string()
+    }
 }
 
 /// One difference between two fact lists.

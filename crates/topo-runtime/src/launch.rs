@@ -364,20 +364,15 @@ fn sanitize(token: &str) -> String {
         .collect()
 }
 
+/// A job token or mesh nonce: the time and pid (unique on this host) and 128 random bits
+/// from the kernel, read the way the token handshake reads its nonces.
 fn random_token() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut b);
-    }
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!(
-        "{:x}{}",
-        t ^ std::process::id() as u128,
-        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-    )
+    let random = crate::auth::nonce().unwrap_or_default();
+    format!("{:x}{random}", t ^ std::process::id() as u128)
 }
 
 pub(crate) fn unix_name(token: &str) -> String {

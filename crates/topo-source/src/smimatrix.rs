@@ -783,6 +783,42 @@ mod tests {
     }
 
     #[test]
+    fn pairs_in_no_row_are_listed_not_invented_silently() {
+        // GPU2's row and the NIC's row are missing; GPU2-NIC0 is in neither.
+        let text = "\tGPU0\tGPU1\tGPU2\tNIC0\nGPU0\tX\tPIX\tSYS\tPIX\nGPU1\tPIX\tX\tSYS\tPIX\n";
+        let t = topology(&parse(text).unwrap(), None);
+        let w: Vec<&String> = t
+            .warnings
+            .iter()
+            .filter(|w| w.contains("no cell in either row"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", t.warnings);
+        assert!(
+            w[0].starts_with("1 device pair(s)") && w[0].contains("GPU2-NIC0 SYS"),
+            "{w:?}"
+        );
+        let whole = topology(&parse(&square(3, "SYS")).unwrap(), None);
+        assert!(!whole.warnings.iter().any(|w| w.contains("no cell")));
+    }
+
+    #[test]
+    fn a_numa_affinity_of_several_nodes_is_kept_and_unknown() {
+        let text = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\tX\tSYS\t0-15\t0-1\nGPU1\tSYS\tX\t16-31\t1\n";
+        let m = parse(text).unwrap();
+        assert_eq!(m.rows[0].numa_span.as_deref(), Some("0-1"));
+        assert_eq!(
+            (m.rows[0].numa_affinity, m.rows[1].numa_affinity),
+            (None, Some(1))
+        );
+        let t = topology(&m, None);
+        assert!(
+            t.warnings.iter().any(|w| w.contains("(GPU0 0-1)")),
+            "{:?}",
+            t.warnings
+        );
+    }
+
+    #[test]
     fn not_a_matrix_is_an_error() {
         assert!(parse("hello\nworld\n").is_err());
         assert!(parse("GPU0 GPU1\n").is_err());
