@@ -549,6 +549,14 @@ pub struct DiagnoseArgs {
     /// with the model of the machine.
     #[arg(long = "nccl-log", value_name = "FILE")]
     pub nccl_log: Vec<PathBuf>,
+    /// nccl-tests output (text as printed, or the -J JSON; repeatable; `-` for standard
+    /// input): each size measured against the busbw expected for the machine and its band.
+    /// Without --from/--profile the machine is inferred from the rank lines.
+    #[arg(long = "nccl-tests", value_name = "FILE")]
+    pub nccl_tests: Vec<PathBuf>,
+    /// The collective of a --nccl-tests table that does not name its program.
+    #[arg(long, value_name = "NAME")]
+    pub collective: Option<String>,
     /// A reference machine: a built-in profile name or a snapshot/XML/profile file.
     #[arg(long, value_name = "PROFILE|SNAPSHOT")]
     pub expect: Option<String>,

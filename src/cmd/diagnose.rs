@@ -14,6 +14,9 @@ use topo_source::{self as source, FromKind, hostfacts, live, nccllog, read, text
 
 struct Loaded {
     logs: Vec<(String, nccllog::NcclLog)>,
+    results: Vec<super::diagnose_results::ResultsFile>,
+    /// The machine the results are judged against, in words.
+    machine: String,
     topo: Option<Topology>,
     topo_note: Option<String>,
     facts: Option<hostfacts::HostFacts>,
@@ -23,6 +26,12 @@ struct Loaded {
 /// Runs the command; the exit code follows `--fail-on`.
 pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     let loaded = load(a)?;
+    let results = match (&loaded.topo, loaded.results.is_empty()) {
+        (Some(t), false) => {
+            super::diagnose_results::inputs(&loaded.results, t, &loaded.machine, a)?
+        }
+        _ => vec![],
+    };
     let expect = match &a.expect {
         Some(e) => Some((e.clone(), load_expect(e)?)),
         None => None,
@@ -42,6 +51,7 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         expect: expect.as_ref().map(|(n, t)| (n.as_str(), t)),
         env: loaded.env.clone(),
         version: a.nccl_version.clone(),
+        results,
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {
@@ -70,12 +80,31 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
     let spec = a.source.spec()?;
     // Every log is parsed and kept at once: their total is bounded, not only each one.
-    let named = a.nccl_log.iter().chain(spec.from.as_ref());
+    let named = a
+        .nccl_log
+        .iter()
+        .chain(&a.nccl_tests)
+        .chain(spec.from.as_ref());
     super::diagnose_logs::check_stdin_once(named.map(PathBuf::as_path))?;
-    textfile::check_total(a.nccl_log.iter().map(PathBuf::as_path))?;
+    textfile::check_total(a.nccl_log.iter().chain(&a.nccl_tests).map(PathBuf::as_path))?;
     let mut budget = textfile::TextBudget::default();
     let mut logs = super::diagnose_logs::read_all(&a.nccl_log, &mut budget)?;
+    let mut results = vec![];
+    for p in &a.nccl_tests {
+        let f = super::diagnose_results::read(p, &mut budget)?;
+        logs.extend(f.logs.iter().cloned());
+        results.push(f);
+    }
+    // A result judged alone is judged against the machine it names, not this host.
+    let (spec, machine) = if !results.is_empty() && spec.from.is_none() && spec.profile.is_none() {
+        super::diagnose_results::inferred_spec(&results)?
+    } else {
+        let m = machine_words(&spec);
+        (spec, m)
+    };
     let mut out = Loaded {
+        results,
+        machine,
         logs: vec![],
         topo: None,
         topo_note: None,
@@ -135,6 +164,20 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     }
     out.logs = logs;
     Ok(out)
+}
+
+/// The source as the user named it, for the results' report.
+fn machine_words(spec: &source::SourceSpec) -> String {
+    let nodes = spec
+        .nodes
+        .map(|n| format!(" x {n} node(s)"))
+        .unwrap_or_default();
+    match (&spec.from, &spec.profile) {
+        (Some(f), Some(p)) => format!("{} with profile {p}{nodes}", f.display()),
+        (Some(f), None) => format!("{}{nodes}", f.display()),
+        (None, Some(p)) => format!("profile {p}{nodes}"),
+        (None, None) => "this machine".into(),
+    }
 }
 
 /// The host facts a snapshot recorded, from its folder or, read into memory the same way,

@@ -5,6 +5,7 @@
 mod calibrate;
 mod diagnose;
 mod diagnose_logs;
+mod diagnose_results;
 mod diff;
 mod fleet;
 mod meta;

@@ -41,6 +41,7 @@ pub fn text(r: &Report, style: Style) -> String {
         }
         o.push('\n');
     }
+    results(r, &mut o);
     comparisons(r, &mut o);
     transports(r, &mut o, style);
     if !r.checked.is_empty() {
@@ -60,6 +61,46 @@ pub fn text(r: &Report, style: Style) -> String {
     }
     // Findings, evidence (log lines quoted whole) and fixes wrap between words.
     fit::document(&o, style.width)
+}
+
+/// Each nccl-tests run: measured against expected per size, then the likely causes.
+fn results(r: &Report, o: &mut String) {
+    use topo_diagnose::results::{gbps, size_label};
+    for x in &r.results {
+        let _ = writeln!(
+            o,
+            "Measured against expected: {} ({}, {}), {} ranks on {} node(s); machine: {}",
+            x.name, x.collective, x.collective_basis, x.nranks, x.nnodes, x.machine
+        );
+        let _ = writeln!(
+            o,
+            "  {:>8} {:>9} {:>9} {:>17}  {:<16} verdict",
+            "size", "busbw", "expected", "band", "NCCL's choice"
+        );
+        for j in &x.rows {
+            let _ = writeln!(
+                o,
+                "  {:>8} {:>9} {:>9} {:>17}  {:<16} {} ({:+.0}%)",
+                size_label(j.bytes),
+                gbps(j.measured_busbw_gbps),
+                gbps(j.expected_busbw_gbps),
+                format!("{}-{}", gbps(j.low_gbps), gbps(j.high_gbps)),
+                j.choice,
+                j.verdict.name(),
+                (j.ratio - 1.0) * 100.0
+            );
+        }
+        if let Some(j) = x.rows.first() {
+            let _ = writeln!(o, "  band: {}", j.band_basis);
+        }
+        if !x.causes.is_empty() {
+            let _ = writeln!(o, "  likely causes, most likely first:");
+            for (i, c) in x.causes.iter().enumerate() {
+                let _ = writeln!(o, "    {}. {c}", i + 1);
+            }
+        }
+        o.push('\n');
+    }
 }
 
 fn comparisons(r: &Report, o: &mut String) {

@@ -15,6 +15,7 @@ mod meta;
 mod mnnvl;
 mod model;
 mod multihost;
+mod nccl_tests;
 mod oracle;
 mod oracle_corpus;
 mod plan;

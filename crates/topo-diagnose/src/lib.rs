@@ -13,6 +13,7 @@ mod expect;
 mod hostchecks;
 mod logchecks;
 mod logfacts;
+pub mod results;
 mod topochecks;
 mod vars;
 
@@ -109,6 +110,9 @@ pub struct Report {
     pub log_notes: Vec<String>,
     /// The NCCL version the plan was modelled for, and why.
     pub model: Option<String>,
+    /// nccl-tests results measured against expected (`--nccl-tests`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<results::ResultsReport>,
 }
 
 /// One NCCL log and the name to quote it by.
@@ -131,6 +135,8 @@ pub struct Input<'a> {
     pub env: BTreeMap<String, String>,
     /// NCCL version to model when no log names one.
     pub version: Option<String>,
+    /// nccl-tests results with the plan rows of their sizes.
+    pub results: Vec<(results::ResultsInput, Vec<topo_nccl::plan::Row>)>,
 }
 
 /// Runs every check that its inputs allow.
@@ -147,6 +153,7 @@ pub fn diagnose(input: &Input) -> Report {
         skipped: vec![],
         log_notes: vec![],
         model: None,
+        results: vec![],
     };
     for l in &input.logs {
         logchecks::run(l, input, &mut r);
@@ -176,6 +183,11 @@ pub fn diagnose(input: &Input) -> Report {
     compare::count_differences(&mut r);
     if let (Some(topo), Some((name, want))) = (input.topo, input.expect) {
         expect::run(topo, name, want, &mut r);
+    }
+    // Last: the causes of a shortfall are the findings above.
+    for (res, plan) in &input.results {
+        let judged = results::judge(res, plan, &mut r);
+        r.results.push(judged);
     }
     finish(&mut r);
     r

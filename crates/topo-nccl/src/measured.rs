@@ -35,10 +35,79 @@ struct Rule {
     from: Vec<String>,
 }
 
+/// The spread a healthy measurement shows around the expected value: measured busbw /
+/// expected busbw within `lo..=hi`, from leave-one-source-out residuals (`fit.py`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BandRow {
+    /// `rule` (a rule gave the expected time) or `nccl` (NCCL's own time).
+    basis: String,
+    /// `small` (<= 64 KB), `mid`, `large` (>= 16 MB).
+    sizes: String,
+    lo: f64,
+    hi: f64,
+    points: usize,
+    sources: usize,
+    how: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Rules {
     rules: Vec<Rule>,
+    bands: Vec<BandRow>,
+}
+
+/// The band of an expected value: a measured busbw from `lo` to `hi` times the expected one is
+/// what healthy published results showed when their own source was left out of the fit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    pub lo: f64,
+    pub hi: f64,
+    /// Where the band comes from, in words.
+    pub basis: String,
+}
+
+fn size_range(bytes: u64) -> &'static str {
+    if bytes <= 64 << 10 {
+        "small"
+    } else if bytes >= 16 << 20 {
+        "large"
+    } else {
+        "mid"
+    }
+}
+
+fn band(ruled: bool, bytes: u64) -> Band {
+    let basis = if ruled { "rule" } else { "nccl" };
+    let sizes = size_range(bytes);
+    match data()
+        .bands
+        .iter()
+        .find(|b| b.basis == basis && b.sizes == sizes)
+    {
+        Some(b) => Band {
+            lo: b.lo,
+            hi: b.hi,
+            basis: format!(
+                "{}: {} held-out points of {} sources, {} sizes, expected from {}",
+                b.how,
+                b.points,
+                b.sources,
+                sizes,
+                if ruled {
+                    "a fitted rule"
+                } else {
+                    "NCCL's time"
+                }
+            ),
+        },
+        None => Band {
+            lo: 0.5,
+            hi: 1.5,
+            basis: "no held-out data: +-50%".into(),
+        },
+    }
 }
 
 /// A rule fitted only from LAT_FITTED_BELOW up (its latency is NCCL's, not a measured one) is
@@ -80,14 +149,17 @@ impl Rule {
     }
 }
 
-fn rules() -> &'static [Rule] {
-    static RULES: OnceLock<Vec<Rule>> = OnceLock::new();
+fn data() -> &'static Rules {
+    static RULES: OnceLock<Rules> = OnceLock::new();
     RULES.get_or_init(|| {
         // Embedded and checked by the unit tests below: a malformed file fails them, not a user.
-        let r: Rules = yaml_serde::from_str(include_str!("../data/measured.yaml"))
-            .expect("data/measured.yaml parses");
-        r.rules
+        yaml_serde::from_str(include_str!("../data/measured.yaml"))
+            .expect("data/measured.yaml parses")
     })
+}
+
+fn rules() -> &'static [Rule] {
+    &data().rules
 }
 
 /// The expected (measured-behaviour) time of a choice and where its constants came from.
@@ -96,6 +168,7 @@ pub struct Expected {
     pub time_us: f64,
     /// The rule applied (`sm90 allreduce NVLS/Simple one node: ...`), or why none was.
     pub basis: String,
+    pub band: Band,
 }
 
 /// `sm` is the GPUs' compute capability as NCCL reads it (90 for H100), `nnodes` NCCL's node
@@ -118,6 +191,7 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
     match hit {
         Some(r) if c.bw > 0.0 && r.covers(c.bytes, nranks) => Expected {
             time_us: r.time_us(c.bytes as f64 / (1000.0 * c.bw)),
+            band: band(true, c.bytes),
             basis: format!(
                 "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
                 r.arch,
@@ -136,6 +210,7 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
         },
         Some(r) if c.bw > 0.0 => Expected {
             time_us: c.time_us,
+            band: band(false, c.bytes),
             basis: format!(
                 "NCCL's time: the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
                 c.func.cli_name(),
@@ -147,6 +222,7 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
         },
         _ => Expected {
             time_us: c.time_us,
+            band: band(false, c.bytes),
             basis: format!(
                 "NCCL's time: no published result calibrates {arch} {} {}/{} on {where_}",
                 c.func.cli_name(),
@@ -200,6 +276,20 @@ mod tests {
                 "{r:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_basis_and_size_range_has_a_band_around_one() {
+        for ruled in [true, false] {
+            for bytes in [8, 1 << 20, 1 << 30] {
+                let b = band(ruled, bytes);
+                assert!(0.0 < b.lo && b.lo < 1.0 && 1.0 < b.hi, "{b:?}");
+                assert!(!b.basis.starts_with("no held-out"), "{b:?}");
+            }
+        }
+        // Expected values from NCCL's own time are looser than fitted ones: they are 1.5-3x
+        // optimistic at small and mid sizes.
+        assert!(band(false, 1 << 20).lo < band(true, 1 << 20).lo);
     }
 
     #[test]

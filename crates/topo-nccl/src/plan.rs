@@ -107,6 +107,10 @@ pub struct Row {
     pub expected_time_us: f64,
     pub expected_busbw_gbps: f64,
     pub expected_basis: String,
+    /// The busbw band a healthy machine measures in (`measured.rs`, leave-one-source-out).
+    pub expected_busbw_low_gbps: f64,
+    pub expected_busbw_high_gbps: f64,
+    pub expected_band_basis: String,
     /// The runner-up and by how much it lost.
     pub runner_up: Option<String>,
     pub explain: Vec<String>,
@@ -381,6 +385,7 @@ fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
 fn row(a: &Analysis, c: &Choice) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
     let expected = measured::expected(c, a.system.min_sm(), a.nnodes, a.nranks);
+    let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);
     let runner_up = c
         .considered
         .iter()
@@ -405,7 +410,10 @@ fn row(a: &Analysis, c: &Choice) -> Row {
         time_us: c.time_us,
         algbw_gbps: tuning::algbw_gbps(c.bytes, c.time_us),
         busbw_gbps: busbw,
-        expected_busbw_gbps: tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us),
+        expected_busbw_gbps: expected_busbw,
+        expected_busbw_low_gbps: expected_busbw * expected.band.lo,
+        expected_busbw_high_gbps: expected_busbw * expected.band.hi,
+        expected_band_basis: expected.band.basis,
         expected_time_us: expected.time_us,
         expected_basis: expected.basis,
         runner_up,

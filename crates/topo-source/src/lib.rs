@@ -10,6 +10,7 @@ pub mod hostfacts;
 pub mod live;
 pub mod nccl_lib;
 pub mod nccllog;
+pub mod nccltests;
 pub mod ncclxml;
 pub mod nvml;
 pub mod pciids;

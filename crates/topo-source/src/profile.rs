@@ -103,6 +103,37 @@ pub fn builtin_text(name: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
 }
 
+/// The built-in profile of the machine a GPU model usually comes in, from the name CUDA and
+/// nvidia-smi print (`NVIDIA H100 80GB HBM3`, `Tesla V100-SXM2-32GB`, `NVIDIA A100-SXM4-80GB`):
+/// what `diagnose --nccl-tests` judges a pasted result against when no machine is given. SXM
+/// parts map to their HGX/DGX baseboard; PCIe parts to the PCIe box of that GPU. `None` for a
+/// GPU no profile describes.
+pub fn for_gpu_name(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_uppercase();
+    let has = |s: &str| n.contains(s);
+    let pcie = has("PCIE") || has(" NVL") || has("-PCI");
+    Some(match () {
+        _ if has("GB300") => "gb300-nvl72",
+        _ if has("GB200") => "gb200-nvl72",
+        _ if has("GH200") => "gh200",
+        _ if has("B300") => "hgx-b300",
+        _ if has("B200") => "dgx-b200",
+        _ if has("H200") => "hgx-h200",
+        _ if has("H800") => "hgx-h800",
+        _ if has("H100") && pcie => "pcie-8x-h100-nvbridge",
+        _ if has("H100") => "dgx-h100",
+        _ if has("A100") && pcie => "pcie-8x-a100-nvbridge",
+        _ if has("A100") => "dgx-a100",
+        _ if has("V100") && !pcie => "dgx-v100",
+        _ if has("L40S") => "pcie-8x-l40s",
+        _ if has("A40") => "pcie-8x-a40-nvbridge",
+        _ if has("RTX PRO 6000") => "8x-rtx-pro-6000",
+        _ if has("RTX 5090") => "4x-rtx5090",
+        _ if has("RTX 4090") => "2x-rtx4090",
+        _ => return None,
+    })
+}
+
 pub fn load_builtin(name: &str) -> Result<Topology> {
     // `DGX-H100` is how the machine is written everywhere else; accept it.
     let typed = name;

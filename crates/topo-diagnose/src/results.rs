@@ -1,0 +1,419 @@
+//! Measured against expected: an nccl-tests result judged size by size against the busbw topo
+//! expects for the same machine, collective, node count and settings, with the band healthy
+//! published results fall in (`topo-nccl/src/measured.rs`). Below the band it says which sizes,
+//! how far, and the likely causes ranked by the evidence the rest of the diagnosis found.
+
+use crate::{Finding, Report, Severity};
+use serde::Serialize;
+use topo_nccl::plan::Row as PlanRow;
+
+/// One measured size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub bytes: u64,
+    /// Out-of-place time and busbw (what nccl-tests users quote), in-place when only that
+    /// was printed. The verdict goes by the time: busbw is printed to 0.01 GB/s, which is
+    /// 0.00 at small sizes.
+    pub time_us: f64,
+    pub busbw_gbps: f64,
+    pub in_place_busbw_gbps: Option<f64>,
+    /// `#wrong` of either column, when checked.
+    pub wrong: Option<u64>,
+    /// The input line, for quoting.
+    pub line: usize,
+    pub text: String,
+}
+
+/// One nccl-tests run and what it ran on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultsInput {
+    /// The file as quoted (`all_reduce.txt`, `stdin`).
+    pub name: String,
+    pub program: Option<String>,
+    pub collective: String,
+    /// How the collective was known (`program all_reduce_perf`, `columns: ...`).
+    pub collective_basis: String,
+    pub nranks: usize,
+    pub nnodes: usize,
+    /// The machine judged against, and how it was chosen.
+    pub machine: String,
+    pub rows: Vec<Measured>,
+    pub out_of_bounds: Option<u64>,
+    /// Settings the run had (`NCCL_ALGO=Ring`), from the file or `--env`.
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    InBand,
+    Below,
+    /// Below the band at one size under 16 MB whose neighbours are not: the timing noise of
+    /// one nccl-tests row (the first size, a scheduler hiccup), not a property of the machine.
+    Isolated,
+    Above,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::InBand => "in band",
+            Verdict::Below => "below band",
+            Verdict::Isolated => "below band, isolated",
+            Verdict::Above => "above band",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JudgedRow {
+    pub bytes: u64,
+    pub measured_busbw_gbps: f64,
+    pub in_place_busbw_gbps: Option<f64>,
+    pub expected_busbw_gbps: f64,
+    pub low_gbps: f64,
+    pub high_gbps: f64,
+    /// NCCL's choice for the size (`NVLS/Simple`), as the model predicts it.
+    pub choice: String,
+    pub verdict: Verdict,
+    /// measured / expected.
+    pub ratio: f64,
+    pub expected_basis: String,
+    pub band_basis: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResultsReport {
+    pub name: String,
+    pub program: Option<String>,
+    pub collective: String,
+    pub collective_basis: String,
+    pub nranks: usize,
+    pub nnodes: usize,
+    pub machine: String,
+    pub rows: Vec<JudgedRow>,
+    /// Likely causes of a shortfall, most likely first (empty when every size is in band).
+    pub causes: Vec<String>,
+}
+
+/// Judges `input` against the plan rows of the same sizes and adds the verdict findings.
+pub fn judge(input: &ResultsInput, plan: &[PlanRow], r: &mut Report) -> ResultsReport {
+    let mut rows: Vec<JudgedRow> = input
+        .rows
+        .iter()
+        .filter_map(|m| {
+            let p = plan.iter().find(|p| p.bytes == m.bytes)?;
+            (m.time_us > 0.0 && p.expected_time_us > 0.0).then(|| judged(m, p))
+        })
+        .collect();
+    mark_isolated(&mut rows);
+    r.checked(format!(
+        "{}: {} sizes of {} against the expected band",
+        input.name,
+        rows.len(),
+        input.collective
+    ));
+    let causes = if rows.iter().any(|x| x.verdict == Verdict::Below) {
+        causes(input, &rows, r)
+    } else {
+        vec![]
+    };
+    findings(input, &rows, &causes, r);
+    ResultsReport {
+        name: input.name.clone(),
+        program: input.program.clone(),
+        collective: input.collective.clone(),
+        collective_basis: input.collective_basis.clone(),
+        nranks: input.nranks,
+        nnodes: input.nnodes,
+        machine: input.machine.clone(),
+        rows,
+        causes,
+    }
+}
+
+fn judged(m: &Measured, p: &PlanRow) -> JudgedRow {
+    // measured busbw / expected busbw, from the times (same bytes, same bus factor).
+    let ratio = p.expected_time_us / m.time_us;
+    let (lo, hi) = if p.expected_busbw_gbps > 0.0 {
+        (
+            p.expected_busbw_low_gbps / p.expected_busbw_gbps,
+            p.expected_busbw_high_gbps / p.expected_busbw_gbps,
+        )
+    } else {
+        (1.0, 1.0)
+    };
+    let verdict = if ratio < lo {
+        Verdict::Below
+    } else if ratio > hi {
+        Verdict::Above
+    } else {
+        Verdict::InBand
+    };
+    JudgedRow {
+        bytes: m.bytes,
+        measured_busbw_gbps: if m.busbw_gbps > 0.0 {
+            m.busbw_gbps
+        } else {
+            p.expected_busbw_gbps * ratio
+        },
+        in_place_busbw_gbps: m.in_place_busbw_gbps,
+        expected_busbw_gbps: p.expected_busbw_gbps,
+        low_gbps: p.expected_busbw_low_gbps,
+        high_gbps: p.expected_busbw_high_gbps,
+        choice: format!("{}/{}", p.algo, p.proto),
+        verdict,
+        ratio,
+        expected_basis: p.expected_basis.clone(),
+        band_basis: p.expected_band_basis.clone(),
+    }
+}
+
+/// A shortfall at one size below 16 MB between two sizes that are not short is noise; two in
+/// a row, or any at 16 MB and up, are the machine. A table of one or two sizes has no
+/// neighbours to tell noise by, so its shortfalls count.
+fn mark_isolated(rows: &mut [JudgedRow]) {
+    if rows.len() < 3 {
+        return;
+    }
+    let below: Vec<bool> = rows.iter().map(|r| r.verdict == Verdict::Below).collect();
+    for i in 0..rows.len() {
+        let prev = i > 0 && below[i - 1];
+        let next = i + 1 < rows.len() && below[i + 1];
+        if below[i] && !prev && !next && rows[i].bytes < LARGE {
+            rows[i].verdict = Verdict::Isolated;
+        }
+    }
+}
+
+/// `1G`, `256M`, `8K`, `24` (bytes), as nccl-tests users write sizes.
+pub fn size_label(b: u64) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    if b >= 1 << 20 {
+        return format!("{:.1}M", b as f64 / (1 << 20) as f64);
+    }
+    b.to_string()
+}
+
+/// A busbw to three significant figures (`0.0123`, `4.56`, `437.9`).
+pub fn gbps(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.1}")
+    } else if x >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+const LARGE: u64 = 16 << 20;
+const SMALL: u64 = 64 << 10;
+
+fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut Report) {
+    wrong_results(input, r);
+    let below: Vec<&JudgedRow> = rows
+        .iter()
+        .filter(|x| x.verdict == Verdict::Below)
+        .collect();
+    let above = rows.iter().filter(|x| x.verdict == Verdict::Above).count();
+    let isolated = rows
+        .iter()
+        .filter(|x| x.verdict == Verdict::Isolated)
+        .count();
+    if rows.is_empty() {
+        r.skip(
+            format!("{}: measured against expected", input.name),
+            "no measured size is one the plan could price",
+        );
+        return;
+    }
+    if below.is_empty() {
+        let mut title = format!(
+            "{} of {} sizes in the expected band",
+            rows.len() - above - isolated,
+            rows.len()
+        );
+        if isolated > 0 {
+            title.push_str(&format!(
+                ", {isolated} alone below it (one row's timing noise)"
+            ));
+        }
+        if above > 0 {
+            title.push_str(&format!(", {above} above it (faster than topo expects: the model is pessimistic there, not the machine at fault)"));
+        }
+        r.add(Finding::new("nccl-tests-in-band", Severity::Info, title));
+        return;
+    }
+    let worst = below
+        .iter()
+        .min_by(|a, b| a.ratio.total_cmp(&b.ratio))
+        .expect("below is not empty");
+    let large = below.iter().any(|x| x.bytes >= LARGE);
+    let severity = if large {
+        Severity::Error
+    } else {
+        Severity::Warning
+    };
+    let title = format!(
+        "{} busbw is below the expected band at {} of {} sizes ({}); worst at {}: {} GB/s, expected {} ({}-{}), {:.0}% under",
+        input.collective,
+        below.len(),
+        rows.len(),
+        ranges(rows),
+        size_label(worst.bytes),
+        gbps(worst.measured_busbw_gbps),
+        gbps(worst.expected_busbw_gbps),
+        gbps(worst.low_gbps),
+        gbps(worst.high_gbps),
+        (1.0 - worst.ratio) * 100.0
+    );
+    let evidence = input
+        .rows
+        .iter()
+        .filter(|m| below.iter().any(|b| b.bytes == m.bytes))
+        .take(4)
+        .map(|m| crate::quote(&input.name, m.line, &m.text))
+        .collect::<Vec<_>>();
+    r.add(
+        Finding::new("nccl-tests-below-band", severity, title)
+            .evidence(evidence)
+            .fix(causes.first().cloned().unwrap_or_default()),
+    );
+}
+
+/// `8M-64M, 1G`: the runs of consecutive measured sizes below the band.
+fn ranges(rows: &[JudgedRow]) -> String {
+    let mut out: Vec<String> = vec![];
+    for run in rows.chunk_by(|a, b| (a.verdict == Verdict::Below) == (b.verdict == Verdict::Below))
+    {
+        if run[0].verdict != Verdict::Below {
+            continue;
+        }
+        let (first, last) = (run[0].bytes, run[run.len() - 1].bytes);
+        out.push(if first == last {
+            size_label(first)
+        } else {
+            format!("{}-{}", size_label(first), size_label(last))
+        });
+    }
+    out.join(", ")
+}
+
+fn wrong_results(input: &ResultsInput, r: &mut Report) {
+    let wrong: Vec<&Measured> = input
+        .rows
+        .iter()
+        .filter(|m| m.wrong.is_some_and(|w| w > 0))
+        .collect();
+    let oob = input.out_of_bounds.filter(|n| *n > 0);
+    if wrong.is_empty() && oob.is_none() {
+        return;
+    }
+    let mut evidence: Vec<String> = wrong
+        .iter()
+        .take(4)
+        .map(|m| crate::quote(&input.name, m.line, &m.text))
+        .collect();
+    if let Some(n) = oob {
+        evidence.push(format!(
+            "{}: # Out of bounds values : {n} FAILED",
+            input.name
+        ));
+    }
+    r.add(
+        Finding::new(
+            "nccl-tests-wrong-results",
+            Severity::Error,
+            format!(
+                "nccl-tests found wrong values ({} sizes with #wrong > 0): the collective corrupts data, whatever its speed",
+                wrong.len()
+            ),
+        )
+        .evidence(evidence)
+        .fix("rerun with NCCL_DEBUG=INFO and -c 1; check GPU memory errors (nvidia-smi -q -d ECC,ROW_REMAPPER), NVLink errors (nvidia-smi nvlink -e) and the NIC firmware; disable transports one at a time (NCCL_P2P_DISABLE=1, NCCL_NET_GDR_LEVEL=LOC) to find the one that corrupts"),
+    );
+}
+
+/// Likely causes, most likely first: what the diagnosis already proved, then the run's own
+/// settings, then what the shape of the shortfall points at.
+fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| f.severity >= Severity::Warning && !f.id.starts_with("nccl-tests-"))
+        .map(|f| format!("{} ({}): {}", f.id, f.severity.name(), f.title))
+        .collect();
+    out.extend(setting_causes(&input.env));
+    out.push(shape_cause(input, rows));
+    out
+}
+
+fn setting_causes(env: &[(String, String)]) -> Vec<String> {
+    let get = |k: &str| {
+        env.iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let mut out = vec![];
+    if get("NCCL_NET").is_some_and(|v| v.eq_ignore_ascii_case("socket"))
+        || get("NCCL_IB_DISABLE") == Some("1")
+    {
+        out.push("the run used NCCL's socket transport (NCCL_NET=Socket or NCCL_IB_DISABLE=1): it copies through host memory and TCP, and the expected value assumes the NICs' RDMA rate, which sockets do not reach; use the IB/RoCE plugin".to_string());
+    }
+    for (k, why) in [
+        (
+            "NCCL_P2P_DISABLE",
+            "P2P is off: GPU pairs go through host memory (SHM)",
+        ),
+        (
+            "NCCL_SHM_DISABLE",
+            "SHM is off: pairs without P2P go through the network",
+        ),
+        (
+            "NCCL_NET_GDR_LEVEL",
+            "GPUDirect RDMA is limited by NCCL_NET_GDR_LEVEL",
+        ),
+        ("NCCL_MAX_NCHANNELS", "channels are capped"),
+        ("NCCL_MAX_CTAS", "CTAs (channels) are capped"),
+        (
+            "NCCL_MIN_CTAS",
+            "NCCL_MIN_CTAS forces more CTAs than NCCL picks, which costs latency at small sizes",
+        ),
+        (
+            "NCCL_NCHANNELS_PER_NET_PEER",
+            "channels per network peer are set",
+        ),
+        ("NCCL_ALGO", "the algorithm is forced"),
+        ("NCCL_PROTO", "the protocol is forced"),
+    ] {
+        if let Some(v) = get(k) {
+            out.push(format!(
+                "{k}={v} is set: {why}; rerun without it to compare"
+            ));
+        }
+    }
+    out
+}
+
+fn shape_cause(input: &ResultsInput, rows: &[JudgedRow]) -> String {
+    let below = |f: &dyn Fn(u64) -> bool| {
+        rows.iter()
+            .filter(|x| f(x.bytes))
+            .any(|x| x.verdict == Verdict::Below)
+    };
+    let (small, large) = (below(&|b| b <= SMALL), below(&|b| b >= LARGE));
+    match (small, large, input.nnodes > 1) {
+        (_, true, true) => "large sizes under the band on several nodes: the network side (NIC link rate, GPUDirect RDMA off, NIC-to-GPU rail mapping, RoCE/IB congestion control, a slow or flapping port); run the same test on one node: in band there puts it on the network".into(),
+        (_, true, false) => "large sizes under the band on one node: the GPU interconnect (NVLink down or degraded, P2P through the CPU, PCIe downtrained or behind a virtual bridge, SHM instead of P2P); `topo show` and `nvidia-smi topo -m` on the machine, `nvidia-smi nvlink -s`".into(),
+        (true, false, _) => "only small sizes under the band: latency, not bandwidth (CPU binding of the ranks, launch overhead, a proxy thread on a busy core, fewer protocols allowed); check numactl/taskset of the ranks and NCCL_PROTO".into(),
+        _ => "mid sizes under the band: the pipeline does not fill (few channels, a protocol switch later than NCCL's model); compare NCCL_DEBUG=INFO's channel count with `topo plan`".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,454 @@
+//! nccl-tests results as users have them: the text every `*_perf` binary prints (nccl-tests
+//! 2.0 to 2.19, with or without the `root` column, several tests in one file, pasted with
+//! launcher prefixes, CRLF or colours) and the JSON file of `-J` (2.19).
+//!
+//! Layouts mirrored (nccl-tests src/common.cu and src/util.cu, 2.19.6): the run header
+//! `# nThread T nGpus G minBytes B maxBytes B step: F(factor) warmup iters: W iters: N ...`,
+//! `# Collective test starting: all_reduce_perf` (2.17+), one `#  Rank R Group G Pid P on HOST
+//! device D [BUS] NAME` line per rank (`Group` from 2.7, `[0000:18:00]` bus ids from 2.17,
+//! `[0x18]` before), the two column-header rows, one row per size with the out-of-place and
+//! in-place `time algbw busbw #wrong` groups, and the footer (`# Out of bounds values`,
+//! `# Avg bus bandwidth`). NCCL INFO lines mixed in are left to the log reader.
+
+use crate::nccllog::paste;
+use serde::Serialize;
+
+/// The most result rows and tests one input may hold: nccl-tests prints at most 64 sizes per
+/// factor-2 sweep, so this leaves room for step sweeps while bounding the work a file causes.
+pub const MAX_ROWS: usize = 4096;
+pub const MAX_TESTS: usize = 256;
+/// The most rank lines kept per test (a 131,072-GPU job prints one per rank).
+pub const MAX_RANK_LINES: usize = 1 << 17;
+
+const DTYPES: [&str; 11] = [
+    "float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32", "int64", "uint64",
+    "f8e4m3",
+];
+
+/// One `time algbw busbw #wrong` group.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// `None` where nccl-tests printed `N/A` (no data check, `-c 0`).
+    pub wrong: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub bytes: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: String,
+    /// `None` in nccl-tests before the `root` column (2.0-2.1) and in JSON where unparsable.
+    pub root: Option<i64>,
+    pub out_of_place: Option<Sample>,
+    pub in_place: Option<Sample>,
+    /// The input line (1-based) the row came from, and its text, for quoting.
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankLine {
+    pub rank: u32,
+    pub host: String,
+    pub device: u32,
+    pub bus: String,
+    pub gpu: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Params {
+    pub nthreads: u32,
+    pub ngpus: u32,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub iters: Option<u32>,
+}
+
+/// One `*_perf` run: its header, ranks and table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Test {
+    /// `all_reduce_perf`, from the `Collective test starting` line or the JSON's argv[0].
+    pub program: Option<String>,
+    pub params: Option<Params>,
+    pub ranks: Vec<RankLine>,
+    pub rows: Vec<Row>,
+    pub avg_busbw_gbps: Option<f64>,
+    pub out_of_bounds: Option<u64>,
+}
+
+/// What a file held.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Results {
+    /// `2.17.1` from `# nccl-tests version 2.17.1 nccl-headers=... nccl-library=...`.
+    pub tests_version: Option<String>,
+    /// The NCCL the tests ran with (`nccl-library=22703` or the JSON's `nccl_version`).
+    pub nccl_version: Option<String>,
+    pub tests: Vec<Test>,
+    /// `NCCL_*` and `CUDA_VISIBLE_DEVICES` from the JSON's `env` list.
+    pub env: Vec<(String, String)>,
+    /// What was dropped or could not be read, in words.
+    pub missing: Vec<String>,
+}
+
+impl Results {
+    pub fn rows(&self) -> usize {
+        self.tests.iter().map(|t| t.rows.len()).sum()
+    }
+}
+
+/// nccl-tests' program name to topo's collective name; `None` for tests topo does not model
+/// (alltoallv, gather, scatter, hypercube).
+pub fn collective_of_program(p: &str) -> Option<&'static str> {
+    let base = p.rsplit('/').next().unwrap_or(p);
+    let stem = base.strip_suffix("_perf").unwrap_or(base);
+    Some(match stem {
+        "all_reduce" => "allreduce",
+        "all_gather" => "allgather",
+        "reduce_scatter" => "reducescatter",
+        "broadcast" => "broadcast",
+        "reduce" => "reduce",
+        "alltoall" => "alltoall",
+        "sendrecv" => "sendrecv",
+        _ => return None,
+    })
+}
+
+/// `22703` (NCCL_VERSION_CODE from 2.9 on) to `2.27.3`; older codes are 1000-based.
+pub fn version_of_code(code: u64) -> Option<String> {
+    if code >= 20900 {
+        Some(format!(
+            "{}.{}.{}",
+            code / 10000,
+            (code % 10000) / 100,
+            code % 100
+        ))
+    } else if code >= 2000 {
+        Some(format!(
+            "{}.{}.{}",
+            code / 1000,
+            (code % 1000) / 100,
+            code % 100
+        ))
+    } else {
+        None
+    }
+}
+
+/// Reads text or JSON; `Err` says why the input is not nccl-tests output at all.
+pub fn parse(text: &str) -> Result<Results, String> {
+    let r = if text.trim_start().starts_with('{') {
+        parse_json(text)?
+    } else {
+        parse_text(text)
+    };
+    if r.rows() == 0 {
+        return Err(
+            "no nccl-tests result rows (`size count type redop ... busbw` lines) found".into(),
+        );
+    }
+    Ok(r)
+}
+
+fn parse_text(text: &str) -> Results {
+    let mut r = Results::default();
+    let mut cols: Option<Columns> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = paste::clean(raw.trim_start());
+        let line = line.trim();
+        if let Some(body) = line.strip_prefix('#') {
+            header_line(&mut r, &mut cols, body.trim());
+        } else if let Some(row) = data_row(line, cols.as_ref(), i + 1) {
+            push_row(&mut r, row);
+        }
+    }
+    r
+}
+
+fn current(r: &mut Results) -> &mut Test {
+    if r.tests.is_empty() {
+        r.tests.push(Test::default());
+    }
+    r.tests.last_mut().expect("one test pushed above")
+}
+
+/// A new test starts at its first header line once the current one has rows.
+fn start_test(r: &mut Results) -> bool {
+    if r.tests.last().is_some_and(|t| t.rows.is_empty()) {
+        return true;
+    }
+    if r.tests.len() >= MAX_TESTS {
+        note(
+            r,
+            format!("more than {MAX_TESTS} tests: the rest are not read"),
+        );
+        return false;
+    }
+    r.tests.push(Test::default());
+    true
+}
+
+fn note(r: &mut Results, what: String) {
+    if !r.missing.contains(&what) {
+        r.missing.push(what);
+    }
+}
+
+fn push_row(r: &mut Results, row: Row) {
+    if r.rows() >= MAX_ROWS {
+        note(
+            r,
+            format!("more than {MAX_ROWS} result rows: the rest are not read"),
+        );
+        return;
+    }
+    current(r).rows.push(row);
+}
+
+fn header_line(r: &mut Results, cols: &mut Option<Columns>, body: &str) {
+    if let Some(rest) = body.strip_prefix("nccl-tests version ") {
+        tests_version_line(r, rest);
+    } else if let Some(p) = body.strip_prefix("Collective test starting:") {
+        if start_test(r) {
+            current(r).program = Some(p.trim().to_string());
+        }
+    } else if body.starts_with("nThread ") {
+        let params = params_line(body);
+        let t = current(r);
+        let fresh = t.rows.is_empty() && t.params.is_none();
+        if fresh || start_test(r) {
+            current(r).params = params;
+        }
+    } else if body.starts_with("Rank ") {
+        rank_line(r, body);
+    } else if let Some(c) = Columns::from_header(body) {
+        *cols = Some(c);
+    } else if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
+        current(r).avg_busbw_gbps = after_colon(v).and_then(|s| s.parse().ok());
+    } else if let Some(v) = body.strip_prefix("Out of bounds values") {
+        current(r).out_of_bounds = after_colon(v)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok());
+    }
+}
+
+fn after_colon(s: &str) -> Option<&str> {
+    Some(s.split_once(':')?.1.trim())
+}
+
+fn tests_version_line(r: &mut Results, rest: &str) {
+    let mut words = rest.split_whitespace();
+    r.tests_version = words.next().map(str::to_string);
+    for w in words {
+        if let Some(code) = w.strip_prefix("nccl-library=") {
+            r.nccl_version = code.parse().ok().and_then(version_of_code);
+        }
+    }
+}
+
+/// `nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 5 iters: 20 ...`
+fn params_line(body: &str) -> Option<Params> {
+    let w: Vec<&str> = body.split_whitespace().collect();
+    let after = |key: &str| -> Option<u64> {
+        let i = w.iter().position(|x| *x == key)?;
+        w.get(i + 1)?.parse().ok()
+    };
+    let iters = w
+        .windows(2)
+        .zip(w.iter().skip(2))
+        .find(|(pair, _)| pair[0] != "warmup" && pair[1] == "iters:")
+        .and_then(|(_, v)| v.parse().ok());
+    Some(Params {
+        nthreads: after("nThread")? as u32,
+        ngpus: after("nGpus")? as u32,
+        min_bytes: after("minBytes")?,
+        max_bytes: after("maxBytes")?,
+        iters,
+    })
+}
+
+/// `Rank  0 Group  0 Pid 291005 on node005 device  0 [0x18] NVIDIA H100 80GB HBM3`; `Group`
+/// is absent before nccl-tests 2.7.
+fn rank_line(r: &mut Results, body: &str) {
+    let Some(line) = parse_rank(body) else {
+        return;
+    };
+    let t = current(r);
+    if t.ranks.len() < MAX_RANK_LINES && !t.ranks.iter().any(|x| x.rank == line.rank) {
+        t.ranks.push(line);
+    }
+}
+
+fn parse_rank(body: &str) -> Option<RankLine> {
+    let (head, tail) = body.split_once('[')?;
+    let (bus, gpu) = tail.split_once(']')?;
+    let w: Vec<&str> = head.split_whitespace().collect();
+    let after = |key: &str| -> Option<&str> {
+        let i = w.iter().position(|x| *x == key)?;
+        w.get(i + 1).copied()
+    };
+    Some(RankLine {
+        rank: after("Rank")?.parse().ok()?,
+        host: after("on")?.to_string(),
+        device: after("device")?.parse().ok()?,
+        bus: bus.trim().to_string(),
+        gpu: gpu.trim().to_string(),
+    })
+}
+
+/// Where the numbers of a data row are, from the column-header row when the paste has it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Columns {
+    root: bool,
+}
+
+impl Columns {
+    /// `size count type redop root time algbw busbw #wrong time algbw busbw #wrong`.
+    fn from_header(body: &str) -> Option<Columns> {
+        let w: Vec<&str> = body.split_whitespace().collect();
+        (w.first() == Some(&"size") && w.contains(&"busbw")).then(|| Columns {
+            root: w.contains(&"root"),
+        })
+    }
+}
+
+fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Row> {
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    let i = toks.iter().position(|t| DTYPES.contains(t))?;
+    if i < 2 {
+        return None;
+    }
+    let bytes: u64 = toks[i - 2].parse().ok()?;
+    let count: u64 = toks[i - 1].parse().ok()?;
+    let redop = toks.get(i + 1)?.to_string();
+    let rest = &toks[i + 2..];
+    // Without a header, a root column makes the groups after redop odd in number.
+    let has_root = cols.map_or(rest.len() % 4 == 1, |c| c.root);
+    let (root, groups) = if has_root {
+        (rest.first()?.parse().ok(), rest.get(1..)?)
+    } else {
+        (None, rest)
+    };
+    let out_of_place = sample(groups.get(..4)?);
+    let in_place = groups.get(4..8).and_then(sample);
+    (out_of_place.is_some() || in_place.is_some()).then(|| Row {
+        bytes,
+        count,
+        dtype: toks[i].to_string(),
+        redop,
+        root,
+        out_of_place,
+        in_place,
+        line: lineno,
+        text: line.to_string(),
+    })
+}
+
+fn sample(g: &[&str]) -> Option<Sample> {
+    let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let s = Sample {
+        time_us: num(g[0])?,
+        algbw_gbps: num(g[1])?,
+        busbw_gbps: num(g[2])?,
+        wrong: g[3].parse().ok(),
+    };
+    (s.time_us > 0.0).then_some(s)
+}
+
+fn parse_json(text: &str) -> Result<Results, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not nccl-tests JSON: {e}"))?;
+    let mut r = Results {
+        nccl_version: v["nccl_version"].as_u64().and_then(version_of_code),
+        ..Default::default()
+    };
+    if let Some(env) = v["env"].as_array() {
+        r.env = env
+            .iter()
+            .filter_map(|e| e.as_str()?.split_once('='))
+            .filter(|(k, _)| k.starts_with("NCCL_") || *k == "CUDA_VISIBLE_DEVICES")
+            .map(|(k, val)| (k.to_string(), val.to_string()))
+            .collect();
+    }
+    let mut t = Test {
+        program: v["args"][0].as_str().map(str::to_string),
+        params: json_params(&v["config"]),
+        ranks: json_ranks(&v["devices"]),
+        avg_busbw_gbps: v["average_bus_bandwidth"]["bandwidth"].as_f64(),
+        out_of_bounds: v["out_of_bounds"]["count"].as_u64(),
+        ..Default::default()
+    };
+    for (i, row) in v["results"].as_array().into_iter().flatten().enumerate() {
+        if t.rows.len() >= MAX_ROWS {
+            note(
+                &mut r,
+                format!("more than {MAX_ROWS} result rows: the rest are not read"),
+            );
+            break;
+        }
+        if let Some(row) = json_row(row, i + 1) {
+            t.rows.push(row);
+        }
+    }
+    r.tests.push(t);
+    Ok(r)
+}
+
+fn json_params(c: &serde_json::Value) -> Option<Params> {
+    Some(Params {
+        nthreads: c["nthreads"].as_u64()? as u32,
+        ngpus: c["ngpus"].as_u64()? as u32,
+        min_bytes: c["minimum_bytes"].as_u64()?,
+        max_bytes: c["maximum_bytes"].as_u64()?,
+        iters: c["iterations"].as_u64().map(|n| n as u32),
+    })
+}
+
+fn json_ranks(d: &serde_json::Value) -> Vec<RankLine> {
+    d.as_array()
+        .into_iter()
+        .flatten()
+        .take(MAX_RANK_LINES)
+        .filter_map(|x| {
+            Some(RankLine {
+                rank: x["rank"].as_u64()? as u32,
+                host: x["hostname"].as_str()?.to_string(),
+                device: x["device"].as_u64()? as u32,
+                bus: x["device_hex"].as_str().unwrap_or("").to_string(),
+                gpu: x["device_info"].as_str().unwrap_or("").to_string(),
+            })
+        })
+        .collect()
+}
+
+fn json_row(x: &serde_json::Value, n: usize) -> Option<Row> {
+    let side = |s: &serde_json::Value| -> Option<Sample> {
+        let time = s["time"].as_f64().or_else(|| s["cpu_time"].as_f64())?;
+        Some(Sample {
+            time_us: time,
+            algbw_gbps: s["alg_bw"].as_f64()?,
+            busbw_gbps: s["bus_bw"].as_f64()?,
+            wrong: s["nwrong"].as_f64().map(|w| w as u64),
+        })
+        .filter(|s| s.time_us > 0.0 && s.busbw_gbps.is_finite())
+    };
+    let out_of_place = side(&x["out_of_place"]);
+    let in_place = side(&x["in_place"]);
+    (out_of_place.is_some() || in_place.is_some()).then(|| Row {
+        bytes: x["size"].as_u64().unwrap_or(0),
+        count: x["count"].as_u64().unwrap_or(0),
+        dtype: x["type"].as_str().unwrap_or("").to_string(),
+        redop: x["redop"].as_str().unwrap_or("").to_string(),
+        root: x["root"].as_str().and_then(|s| s.trim().parse().ok()),
+        out_of_place,
+        in_place,
+        line: n,
+        text: format!("results[{}]", n - 1),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,208 @@
+use super::*;
+
+const H100_2X8: &str =
+    include_str!("../../../../fixtures/fidelity/h100-2x8-ib-default-issue290.txt");
+const H200_2X8: &str =
+    include_str!("../../../../fixtures/fidelity/h200-2x8-baremetal-issue256.txt");
+const A100_ROWS: &str = include_str!("../../../../fixtures/fidelity/a100-3x8-ib-4nic-issue119.txt");
+
+/// nccl-tests 2.19 text: version line, program, bus ids with a domain.
+const V219: &str = "\
+# nccl-tests version 2.19.6 nccl-headers=22903 nccl-library=22907
+# Collective test starting: all_gather_perf
+# nThread 1 nGpus 8 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid   1234 on      box-1 device  0 [0000:18:00] NVIDIA H200
+#  Rank  1 Group  0 Pid   1234 on      box-1 device  1 [0000:2a:00] NVIDIA H200
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        1024           128     float    none      -1    20.51    0.05    0.04      0    20.12    0.05    0.04      0
+        2048           256     float    none      -1    20.80    0.10    0.09      0    20.33    0.10    0.09      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.065
+#
+";
+
+#[test]
+fn a_2_19_run_gives_program_versions_ranks_and_both_groups() {
+    let r = parse(V219).unwrap();
+    assert_eq!(r.tests_version.as_deref(), Some("2.19.6"));
+    assert_eq!(r.nccl_version.as_deref(), Some("2.29.7"));
+    let t = &r.tests[0];
+    assert_eq!(t.program.as_deref(), Some("all_gather_perf"));
+    assert_eq!(t.params.as_ref().unwrap().ngpus, 8);
+    assert_eq!(t.params.as_ref().unwrap().iters, Some(20));
+    assert_eq!(t.ranks.len(), 2);
+    assert_eq!(t.ranks[1].bus, "0000:2a:00");
+    assert_eq!(t.ranks[1].gpu, "NVIDIA H200");
+    assert_eq!(t.rows.len(), 2);
+    let row = &t.rows[1];
+    assert_eq!((row.bytes, row.count, row.root), (2048, 256, Some(-1)));
+    assert_eq!(row.out_of_place.as_ref().unwrap().time_us, 20.80);
+    assert_eq!(row.in_place.as_ref().unwrap().busbw_gbps, 0.09);
+    assert_eq!(row.in_place.as_ref().unwrap().wrong, Some(0));
+    assert_eq!(t.avg_busbw_gbps, Some(0.065));
+    assert_eq!(t.out_of_bounds, Some(0));
+}
+
+#[test]
+fn srun_prefixes_rank_lines_and_na_checks_are_read() {
+    let r = parse(H100_2X8).unwrap();
+    let t = &r.tests[0];
+    assert_eq!(t.ranks.len(), 16);
+    assert_eq!(t.ranks[8].host, "node007");
+    assert_eq!(t.ranks[0].gpu, "NVIDIA H100 80GB HBM3");
+    let first = &t.rows[0];
+    assert_eq!(first.bytes, 8388608);
+    assert_eq!(first.out_of_place.as_ref().unwrap().busbw_gbps, 73.04);
+    assert_eq!(first.out_of_place.as_ref().unwrap().wrong, None);
+    assert_eq!(first.in_place.as_ref().unwrap().busbw_gbps, 87.38);
+}
+
+#[test]
+fn a_command_line_before_the_header_and_rows_without_a_header_are_read() {
+    let r = parse(H200_2X8).unwrap();
+    assert_eq!(r.tests.len(), 1);
+    assert_eq!(r.tests[0].ranks.len(), 16);
+    let rows = parse(A100_ROWS).unwrap().tests[0].rows.clone();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[0].root, Some(-1));
+    assert_eq!(rows[0].out_of_place.as_ref().unwrap().busbw_gbps, 95.75);
+}
+
+#[test]
+fn old_layouts_without_root_or_group_are_read() {
+    let old = "\
+# nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#   Rank  0 Pid  27463 on dgx1 device  0 [0x06] Tesla V100-SXM2-16GB
+#
+#                                                     out-of-place                       in-place
+#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2   float     sum    33.45    0.00    0.00  1e-07    33.10    0.00    0.00  1e-07
+          16             4   float     sum    33.60    0.00    0.00  1e-07    33.36    0.00    0.00  1e-07
+";
+    let r = parse(old).unwrap();
+    let t = &r.tests[0];
+    assert_eq!(t.ranks[0].gpu, "Tesla V100-SXM2-16GB");
+    assert_eq!(t.rows.len(), 2);
+    assert_eq!(t.rows[0].root, None);
+    assert_eq!(t.rows[1].out_of_place.as_ref().unwrap().time_us, 33.60);
+    assert_eq!(t.rows[1].in_place.as_ref().unwrap().time_us, 33.36);
+}
+
+#[test]
+fn several_tests_in_one_file_are_kept_apart() {
+    let two = format!(
+        "{V219}{}",
+        V219.replace("all_gather_perf", "reduce_scatter_perf")
+    );
+    let r = parse(&two).unwrap();
+    assert_eq!(r.tests.len(), 2);
+    assert_eq!(r.tests[1].program.as_deref(), Some("reduce_scatter_perf"));
+    assert_eq!(r.tests[1].rows.len(), 2);
+    assert_eq!(r.tests[1].ranks.len(), 2);
+    // Without the `Collective test starting` lines the run header starts a test.
+    let old = two
+        .lines()
+        .filter(|l| !l.contains("Collective test") && !l.contains("nccl-tests version"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(parse(&old).unwrap().tests.len(), 2);
+}
+
+#[test]
+fn pasted_prefixes_crlf_and_colours_give_the_same_results() {
+    let clean = parse(V219).unwrap();
+    let messy: String = V219
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i % 3 {
+            0 => format!("[1,0]<stdout>:{l}\r\n"),
+            1 => format!("\x1b[32m{l}\x1b[0m\r\n"),
+            _ => format!("0: {l}\n"),
+        })
+        .collect();
+    let r = parse(&messy).unwrap();
+    assert_eq!(r.tests[0].rows, clean.tests[0].rows);
+    assert_eq!(r.tests[0].ranks, clean.tests[0].ranks);
+}
+
+#[test]
+fn the_json_of_dash_j_is_read() {
+    let json = r#"{"version":1,"start_time":"2026-01-01 00:00:00","args":["./build/all_reduce_perf","-b","8"],
+      "env":["PATH=/bin","NCCL_ALGO=Ring","NCCL_DEBUG=INFO"],"nccl_version":22807,
+      "config":{"nthreads":1,"ngpus":1,"minimum_bytes":8,"maximum_bytes":16,"step_factor":2,"warmup_iters":5,"iterations":20},
+      "devices":[{"rank":0,"group":0,"pid":1,"hostname":"h1","device":0,"device_hex":"0000:18:00","device_info":"NVIDIA H100 80GB HBM3"}],
+      "results":[{"size":8,"count":2,"type":"float","redop":"sum","root":"    -1",
+        "out_of_place":{"time":10.5,"alg_bw":0.0,"bus_bw":0.0,"nwrong":0.0},
+        "in_place":{"time":10.2,"alg_bw":0.0,"bus_bw":0.0,"nwrong":null},"actual_iterations":20,"experiment_name":"x"}],
+      "out_of_bounds":{"count":0,"okay":true},"average_bus_bandwidth":{"bandwidth":0.0,"okay":"unchecked"}}"#;
+    let r = parse(json).unwrap();
+    assert_eq!(r.nccl_version.as_deref(), Some("2.28.7"));
+    assert_eq!(
+        r.env,
+        vec![
+            ("NCCL_ALGO".into(), "Ring".into()),
+            ("NCCL_DEBUG".into(), "INFO".into())
+        ]
+    );
+    let t = &r.tests[0];
+    assert_eq!(
+        collective_of_program(t.program.as_deref().unwrap()),
+        Some("allreduce")
+    );
+    assert_eq!(t.ranks[0].gpu, "NVIDIA H100 80GB HBM3");
+    assert_eq!(t.rows[0].root, Some(-1));
+    assert_eq!(t.rows[0].out_of_place.as_ref().unwrap().wrong, Some(0));
+    assert_eq!(t.rows[0].in_place.as_ref().unwrap().wrong, None);
+}
+
+#[test]
+fn what_is_not_a_result_is_refused_with_a_reason() {
+    assert!(
+        parse("hello\nworld\n")
+            .unwrap_err()
+            .contains("no nccl-tests result rows")
+    );
+    assert!(
+        parse("{ not json")
+            .unwrap_err()
+            .contains("not nccl-tests JSON")
+    );
+    assert!(parse("").is_err());
+}
+
+#[test]
+fn version_codes_of_both_eras() {
+    assert_eq!(version_of_code(22703).as_deref(), Some("2.27.3"));
+    assert_eq!(version_of_code(2708).as_deref(), Some("2.7.8"));
+    assert_eq!(version_of_code(12), None);
+}
+
+#[test]
+fn rows_are_bounded() {
+    let row = "        1024           256     float     sum      -1    20.51    0.05    0.09      0    20.12    0.05    0.09      0\n";
+    let r = parse(&row.repeat(MAX_ROWS + 10)).unwrap();
+    assert_eq!(r.rows(), MAX_ROWS);
+    assert!(r.missing[0].contains("not read"));
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_text_is_read_without_panicking(s in "(?s).{0,400}") {
+        let _ = parse(&s);
+    }
+
+    #[test]
+    fn any_row_like_line_is_read_without_panicking(
+        toks in proptest::collection::vec("(-?[0-9]{1,6}(\\.[0-9]{1,2})?|float|sum|N/A|#wrong|e-07)", 0..16)
+    ) {
+        let _ = parse(&toks.join(" "));
+    }
+}

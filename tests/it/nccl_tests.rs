@@ -1,0 +1,293 @@
+//! `topo diagnose --nccl-tests`: published nccl-tests results judged against the expected busbw
+//! and its band (issue 26), through the real binary.
+
+use crate::util::{assert_valid, fixture, topo_clean_env};
+
+/// `(fixture, extra topo args, expected finding)`: every raw nccl-tests table among the
+/// fidelity fixtures with the verdict its provenance header's `health` implies. The tables
+/// edited into one row per instance count (p4dn's `select` column) are not nccl-tests output.
+const CASES: [(&str, &[&str], &str); 8] = [
+    (
+        "a100-3x8-ib-4nic-issue119.txt",
+        &[
+            "--profile",
+            "dgx-a100",
+            "--nodes",
+            "3",
+            "--env",
+            "NCCL_IB_HCA=mlx5_0,mlx5_2,mlx5_6,mlx5_8",
+        ],
+        "nccl-tests-in-band",
+    ),
+    (
+        "gb200-18x4-nvl72-rack-coreweave.txt",
+        &[
+            "--profile",
+            "gb200-nvl72",
+            "--nodes",
+            "18",
+            "--nccl-version",
+            "2.25",
+        ],
+        "nccl-tests-in-band",
+    ),
+    (
+        "gb200-36x4-nvl72-2racks-coreweave.txt",
+        &[
+            "--profile",
+            "gb200-nvl72",
+            "--nodes",
+            "36",
+            "--nccl-version",
+            "2.26",
+        ],
+        "nccl-tests-in-band",
+    ),
+    (
+        "h100-1x8-nvls-issue290.txt",
+        &["--profile", "dgx-h100"],
+        "nccl-tests-in-band",
+    ),
+    (
+        "h100-2x8-xe9680-nccl2.26.2-issue309.txt",
+        &[
+            "--profile",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--nccl-version",
+            "2.26",
+        ],
+        "nccl-tests-in-band",
+    ),
+    (
+        "h200-2x8-baremetal-issue256.txt",
+        &[
+            "--profile",
+            "hgx-h200",
+            "--nodes",
+            "2",
+            "--env",
+            "NCCL_NET_GDR_LEVEL=2",
+        ],
+        "nccl-tests-in-band",
+    ),
+    // The thread: the network of this cluster runs at about half its rate.
+    (
+        "h100-2x8-ib-default-issue290.txt",
+        &["--profile", "dgx-h100", "--nodes", "2"],
+        "nccl-tests-below-band",
+    ),
+    (
+        "h100-2x8-ib-ring-issue290.txt",
+        &[
+            "--profile",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--env",
+            "NCCL_ALGO=Ring",
+        ],
+        "nccl-tests-below-band",
+    ),
+];
+
+fn diagnose(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = topo_clean_env()
+        .current_dir(fixture(""))
+        .args(["diagnose", "--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        doc,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ids(doc: &serde_json::Value) -> Vec<String> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_published_table_gets_the_verdict_of_its_thread() {
+    for (name, args, want) in CASES {
+        let path = format!("fixtures/fidelity/{name}");
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--nccl-tests", &path]);
+        let (code, doc, err) = diagnose(&all);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert_valid(&doc, name);
+        assert!(
+            ids(&doc).contains(&want.to_string()),
+            "{name}: {:?}",
+            ids(&doc)
+        );
+        assert!(
+            !doc["results"][0]["rows"].as_array().unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
+
+/// The 20-rack GB200 result is healthy (CoreWeave's published expectation) and topo calls it
+/// 84% short: NCCL's model prices NVLSTree across 20 racks at 938 GB/s and no published result
+/// at that scale calibrates it (docs/fidelity.md, worst cases). Kept as a test so a model
+/// that fixes it shows here.
+#[test]
+fn the_twenty_rack_gb200_result_is_the_known_wrong_verdict() {
+    let (_, doc, err) = diagnose(&[
+        "--profile",
+        "gb200-nvl72",
+        "--nodes",
+        "360",
+        "--nccl-version",
+        "2.26",
+        "--nccl-tests",
+        "fixtures/fidelity/gb200-360x4-nvl72-20racks-coreweave.txt",
+    ]);
+    assert!(
+        ids(&doc).contains(&"nccl-tests-below-band".to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_a_machine_it_is_inferred_from_the_rank_lines() {
+    let (code, doc, err) = diagnose(&[
+        "--nccl-tests",
+        "fixtures/fidelity/h100-2x8-ib-default-issue290.txt",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = &doc["results"][0];
+    assert!(
+        r["machine"]
+            .as_str()
+            .unwrap()
+            .contains("profile dgx-h100 x 2 node(s), inferred from 'NVIDIA H100 80GB HBM3'"),
+        "{r}"
+    );
+    assert_eq!(r["nranks"], 16);
+    assert_eq!(r["nnodes"], 2);
+    assert_eq!(doc["findings"][0]["id"], "nccl-tests-below-band");
+    assert_eq!(doc["findings"][0]["severity"], "error");
+    let causes = r["causes"].as_array().unwrap();
+    assert!(
+        causes
+            .last()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("network side"),
+        "{causes:?}"
+    );
+}
+
+#[test]
+fn fail_on_makes_it_an_acceptance_test_and_stdin_is_read() {
+    let text = std::fs::read(fixture(
+        "fixtures/fidelity/h100-2x8-ib-default-issue290.txt",
+    ))
+    .unwrap();
+    let out = topo_clean_env()
+        .args(["diagnose", "--nccl-tests", "-", "--fail-on", "error"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("Measured against expected: stdin (allreduce"),
+        "{s}"
+    );
+    assert!(s.contains("below band (-"), "{s}");
+    let (code, _, err) = diagnose(&[
+        "--profile",
+        "dgx-h100",
+        "--fail-on",
+        "warning",
+        "--nccl-tests",
+        "fixtures/fidelity/h100-1x8-nvls-issue290.txt",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn an_excerpt_of_rank_lines_or_no_result_is_one_clear_error() {
+    let (code, _, err) = diagnose(&[
+        "--nccl-tests",
+        "fixtures/fidelity/gb200-18x4-nvl72-rack-coreweave.txt",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("the rank lines are an excerpt (1 of 72 ranks)"),
+        "{err}"
+    );
+    assert!(err.contains("--profile NAME --nodes N"), "{err}");
+    let (code, _, err) = diagnose(&["--nccl-tests", "fixtures/logs/conclusions.json"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("error: cannot read --nccl-tests fixtures/logs/conclusions.json: no nccl-tests result rows"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, "{\"version\": 1, \"results\": [{\"size\": 8").unwrap();
+    let (code, _, err) = diagnose(&["--nccl-tests", cut.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(": not nccl-tests JSON: EOF while parsing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_json_of_dash_j_is_judged_with_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ar.json");
+    // An 8-GPU H100 box at 60% of the expected busbw at 1 GB with NCCL_P2P_DISABLE=1.
+    let doc = serde_json::json!({
+        "version": 1, "args": ["./all_reduce_perf", "-b", "1G", "-e", "1G"],
+        "env": ["NCCL_P2P_DISABLE=1", "HOME=/root"], "nccl_version": 22809,
+        "devices": (0..8).map(|i| serde_json::json!({"rank": i, "group": 0, "pid": 1, "hostname": "h",
+            "device": i, "device_hex": "0000:18:00", "device_info": "NVIDIA H100 80GB HBM3"})).collect::<Vec<_>>(),
+        "results": [{"size": 1u64 << 30, "count": 1u64 << 28, "type": "float", "redop": "sum", "root": "    -1",
+            "out_of_place": {"time": 100000.0, "alg_bw": 10.7, "bus_bw": 18.8, "nwrong": 0.0},
+            "in_place": {"time": 100000.0, "alg_bw": 10.7, "bus_bw": 18.8, "nwrong": 0.0}}],
+    });
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let (code, out, err) = diagnose(&["--nccl-tests", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let r = &out["results"][0];
+    assert_eq!(r["collective"], "allreduce");
+    assert!(
+        r["machine"].as_str().unwrap().contains("NCCL 2.28.9"),
+        "{r}"
+    );
+    let causes: Vec<&str> = r["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.starts_with("NCCL_P2P_DISABLE=1 is set")),
+        "{causes:?}"
+    );
+}
