@@ -291,3 +291,44 @@ fn the_json_of_dash_j_is_judged_with_its_environment() {
         "{causes:?}"
     );
 }
+
+/// The NCCL_DEBUG=INFO lines printed with the results are the same run's log: what they prove
+/// ranks first among the causes.
+#[test]
+fn an_accompanying_nccl_log_is_the_first_cause() {
+    let log = std::fs::read_to_string(fixture(
+        "fixtures/logs/nccl-tests-166-v100-sxm2-2x8-shm-due-to-env-EXCERPT.log",
+    ))
+    .unwrap();
+    // 16 V100 ranks at 1 GB/s busbw from 64 MB up: far under any band.
+    let rows: String = [64u64 << 20, 256 << 20, 1 << 30]
+        .iter()
+        .map(|b| {
+            let t = (*b as f64) * 2.0 * 15.0 / 16.0 / 1e3;
+            format!(
+                "{b:>12} {:>12} float sum -1 {t:.1} 0.53 1.00 0 {t:.1} 0.53 1.00 0\n",
+                b / 4
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.txt");
+    std::fs::write(&path, format!("{log}\n{rows}")).unwrap();
+    let (code, doc, err) = diagnose(&[
+        "--profile",
+        "dgx-v100",
+        "--nodes",
+        "2",
+        "--nccl-tests",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let causes: Vec<&str> = doc["results"][0]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(causes[0].starts_with("p2p-refused (warning)"), "{causes:?}");
+    assert_eq!(doc["findings"][0]["id"], "nccl-tests-below-band");
+}

@@ -1163,6 +1163,30 @@ fn index_range(by_index: &BTreeMap<i32, BusId>) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn gpu_names_as_cuda_prints_them_map_to_existing_profiles() {
+        for (name, want) in [
+            ("NVIDIA H100 80GB HBM3", Some("dgx-h100")),
+            ("NVIDIA H100 PCIe", Some("pcie-8x-h100-nvbridge")),
+            ("NVIDIA H100 NVL", Some("pcie-8x-h100-nvbridge")),
+            ("NVIDIA H200", Some("hgx-h200")),
+            ("NVIDIA A100-SXM4-80GB", Some("dgx-a100")),
+            ("NVIDIA A100 80GB PCIe", Some("pcie-8x-a100-nvbridge")),
+            ("Tesla V100-SXM2-32GB", Some("dgx-v100")),
+            ("Tesla V100-PCIE-16GB", None),
+            ("NVIDIA B200", Some("dgx-b200")),
+            ("NVIDIA GB200", Some("gb200-nvl72")),
+            ("NVIDIA GeForce RTX 4090", Some("2x-rtx4090")),
+            ("NVIDIA L40S", Some("pcie-8x-l40s")),
+            ("NVIDIA Graphics Device", None),
+        ] {
+            assert_eq!(for_gpu_name(name), want, "{name}");
+            if let Some(p) = want {
+                assert!(builtin_text(p).is_some(), "{p}");
+            }
+        }
+    }
+
     const MINI: &str = r#"
 name: mini
 cpu: {arch: x86_64, vendor: GenuineIntel, family: 6, model: 143}
