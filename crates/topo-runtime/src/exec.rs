@@ -1,7 +1,7 @@
 //! The executor: runs one rank's schedule over a transport, with the host kernels.
 use crate::error::{Result, RuntimeError};
 use crate::kernels;
-use crate::schedule::{Buf, Layout, Step};
+use crate::schedule::{Buf, Direct, Layout, Prim, Step};
 use crate::transport::Transport;
 use crate::types::{Collective, DataType, Protocol, RedOp};
 
@@ -65,41 +65,21 @@ impl Executor {
     /// Run `steps` for this rank. The buffers are in the transport's storage at the places
     /// [`Layout::new`] gives.
     pub fn run(&mut self, t: &mut dyn Transport, steps: &[Step], ctx: &OpCtx) -> Result<()> {
-        let n = t.nranks();
-        let rank = t.rank();
         let es = ctx.dtype.size();
         let (base, cap) = t.storage();
-        let me = Layout::new(ctx.collective, ctx.count, n, rank, ctx.in_place);
+        let me = Layout::new(
+            ctx.collective,
+            ctx.count,
+            t.nranks(),
+            t.rank(),
+            ctx.in_place,
+        );
         if me.total * es > cap {
             return Err(RuntimeError::InvalidPlan(format!(
                 "buffers of {} bytes exceed the {cap} bytes of storage",
                 me.total * es
             )));
         }
-        let region = |layout: &Layout,
-                      base: *mut u8,
-                      buf: Buf,
-                      off: usize,
-                      count: usize|
-         -> Result<Region> {
-            let (start, limit) = match buf {
-                Buf::Send => (layout.send_off, layout.send_len),
-                Buf::Recv => (layout.recv_off, layout.recv_len),
-            };
-            if off + count > limit {
-                return Err(RuntimeError::InvalidPlan(format!(
-                    "step touches elements {off}..{} of a {limit}-element buffer",
-                    off + count
-                )));
-            }
-            // SAFETY: (start + off + count) * es <= total * es <= cap, checked above, so the
-            // pointer stays inside this rank's storage.
-            Ok(Region {
-                // SAFETY: see above.
-                ptr: unsafe { base.add((start + off) * es) },
-                len: count * es,
-            })
-        };
         let piece = t.piece_bytes(ctx.protocol);
         let words = piece.max(DIRECT_BLOCK) / 8;
         if self.scratch.len() < words {
@@ -108,175 +88,270 @@ impl Executor {
         for step in steps {
             match step {
                 Step::Barrier => t.barrier()?,
-                Step::Prim(p) => {
-                    if p.count == 0 {
-                        continue;
-                    }
-                    let input = p
-                        .input
-                        .map(|l| region(&me, base, l.buf, l.off, p.count))
-                        .transpose()?;
-                    let output = p
-                        .output
-                        .map(|l| region(&me, base, l.buf, l.off, p.count))
-                        .transpose()?;
-                    let total = p.count * es;
-                    let mut done = 0;
-                    while done < total {
-                        let len = piece.min(total - done);
-                        let scratch =
-                            &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.scratch)[..len];
-                        // SAFETY: done + len <= region length; the schedule gives each region
-                        // to one step at a time and never overlaps an input and an output
-                        // partially (they are equal or disjoint), which is checked below
-                        // before any mutable slice is made.
-                        let inp = input.as_ref().map(|r| unsafe { r.ptr.add(done) });
-                        // SAFETY: as above.
-                        let out = output.as_ref().map(|r| unsafe { r.ptr.add(done) });
-                        debug_assert!(
-                            input
-                                .iter()
-                                .chain(output.iter())
-                                .all(|r| done + len <= r.len)
-                        );
-                        // Where the value v ends up: 0 = scratch, 1 = output, 2 = input.
-                        let mut at = 0;
-                        if let Some(from) = p.recv_from {
-                            t.recv(from, p.chan, ctx.protocol, scratch)?;
-                            match (inp, out) {
-                                (Some(i), Some(o)) if i == o => {
-                                    // SAFETY: o is len bytes inside storage, not aliased by scratch.
-                                    let o = unsafe { std::slice::from_raw_parts_mut(o, len) };
-                                    kernels::reduce_acc(ctx.dtype, ctx.op, o, scratch);
-                                    at = 1;
-                                }
-                                (Some(i), Some(o)) => {
-                                    // SAFETY: i and o are disjoint len-byte ranges in storage.
-                                    let (i, o) = unsafe {
-                                        (
-                                            std::slice::from_raw_parts(i, len),
-                                            std::slice::from_raw_parts_mut(o, len),
-                                        )
-                                    };
-                                    kernels::reduce(ctx.dtype, ctx.op, o, i, scratch);
-                                    at = 1;
-                                }
-                                (Some(i), None) => {
-                                    // SAFETY: i is len bytes inside storage.
-                                    let i = unsafe { std::slice::from_raw_parts(i, len) };
-                                    kernels::reduce_acc(ctx.dtype, ctx.op, scratch, i);
-                                }
-                                (None, Some(o)) => {
-                                    // SAFETY: o is len bytes inside storage.
-                                    let o = unsafe { std::slice::from_raw_parts_mut(o, len) };
-                                    if !p.finish {
-                                        kernels::copy(o, scratch);
-                                        at = 1;
-                                    }
-                                }
-                                (None, None) => {}
-                            }
-                        } else {
-                            let i = inp.ok_or_else(|| {
-                                RuntimeError::InvalidPlan(
-                                    "step with neither input nor receive".into(),
-                                )
-                            })?;
-                            at = 2;
-                            if let Some(o) = out {
-                                if o != i {
-                                    // SAFETY: disjoint len-byte ranges in storage.
-                                    let (i, o) = unsafe {
-                                        (
-                                            std::slice::from_raw_parts(i, len),
-                                            std::slice::from_raw_parts_mut(o, len),
-                                        )
-                                    };
-                                    kernels::copy(o, i);
-                                }
-                                at = 1;
-                            } else if p.finish {
-                                // SAFETY: i is len bytes inside storage.
-                                scratch
-                                    .copy_from_slice(unsafe { std::slice::from_raw_parts(i, len) });
-                                at = 0;
-                            }
-                        }
-                        if p.finish {
-                            if at == 1 {
-                                // SAFETY: the output range, len bytes in storage.
-                                let o =
-                                    unsafe { std::slice::from_raw_parts_mut(out.unwrap(), len) };
-                                kernels::finish(ctx.dtype, ctx.op, o, n);
-                            } else {
-                                kernels::finish(ctx.dtype, ctx.op, scratch, n);
-                                if let Some(o) = out {
-                                    // SAFETY: the output range, len bytes in storage.
-                                    kernels::copy(
-                                        unsafe { std::slice::from_raw_parts_mut(o, len) },
-                                        scratch,
-                                    );
-                                    at = 1;
-                                }
-                            }
-                        }
-                        if let Some(to) = p.send_to {
-                            let v: &[u8] = match at {
-                                // SAFETY: the output or input range, len bytes in storage.
-                                1 => unsafe { std::slice::from_raw_parts(out.unwrap(), len) },
-                                // SAFETY: as above.
-                                2 => unsafe { std::slice::from_raw_parts(inp.unwrap(), len) },
-                                _ => scratch,
-                            };
-                            t.send(to, p.chan, ctx.protocol, v)?;
-                        }
-                        done += len;
-                    }
-                }
-                Step::Direct(d) => {
-                    let (mut ins, mut outs) = (
-                        std::mem::take(&mut self.ins),
-                        std::mem::take(&mut self.outs),
-                    );
-                    ins.clear();
-                    outs.clear();
-                    for (list, locs) in [(&mut ins, &d.inputs), (&mut outs, &d.outputs)] {
-                        for g in locs {
-                            let b = t.peer_storage(g.rank).ok_or_else(|| {
-                                RuntimeError::Unsupported(format!(
-                                    "single-copy steps need every rank's memory mapped; the {} transport does not map rank {}",
-                                    t.kind().name(),
-                                    g.rank
-                                ))
-                            })?;
-                            let l = Layout::new(ctx.collective, ctx.count, n, g.rank, ctx.in_place);
-                            list.push(region(&l, b, g.buf, g.off, d.count)?.ptr);
-                        }
-                    }
-                    let total = d.count * es;
-                    let nt = total >= NT_BYTES;
-                    let mut done = 0;
-                    while done < total {
-                        let len = DIRECT_BLOCK.min(total - done);
-                        // SAFETY: every pointer addresses a region of `total` bytes (checked by
-                        // `region` against that rank's layout); between the schedule's barriers
-                        // this rank is the only one touching these output ranges, and inputs
-                        // are either equal to an output or disjoint from all of them.
-                        unsafe {
-                            direct_block(ctx, n, &ins, &outs, done, len, nt, &mut self.scratch)
-                        };
-                        done += len;
-                    }
-                    if nt {
-                        kernels::store_fence();
-                    }
-                    self.ins = ins;
-                    self.outs = outs;
-                }
+                Step::Prim(p) => self.prim(t, p, ctx, Mine { layout: &me, base }, piece)?,
+                Step::Direct(d) => self.direct(t, d, ctx)?,
             }
         }
         Ok(())
     }
+
+    /// A point-to-point step, one transport piece at a time.
+    fn prim(
+        &mut self,
+        t: &mut dyn Transport,
+        p: &Prim,
+        ctx: &OpCtx,
+        me: Mine,
+        piece: usize,
+    ) -> Result<()> {
+        if p.count == 0 {
+            return Ok(());
+        }
+        let es = ctx.dtype.size();
+        let at = |l: Option<crate::schedule::Loc>| {
+            l.map(|l| region(me.layout, me.base, l.buf, l.off, p.count, es))
+                .transpose()
+        };
+        let (input, output) = (at(p.input)?, at(p.output)?);
+        let total = p.count * es;
+        let mut done = 0;
+        while done < total {
+            let len = piece.min(total - done);
+            debug_assert!(
+                input
+                    .iter()
+                    .chain(output.iter())
+                    .all(|r| done + len <= r.len)
+            );
+            // The schedule gives each region to one step at a time and never overlaps an input
+            // and an output partially (they are equal or disjoint), so the pieces alias
+            // nothing but as `Piece` describes.
+            let pc = Piece {
+                // SAFETY: done + len <= region length.
+                inp: input.as_ref().map(|r| unsafe { r.ptr.add(done) }),
+                // SAFETY: as above.
+                out: output.as_ref().map(|r| unsafe { r.ptr.add(done) }),
+                len,
+            };
+            let scratch = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.scratch)[..len];
+            prim_piece(t, p, ctx, &pc, scratch)?;
+            done += len;
+        }
+        Ok(())
+    }
+
+    /// A single-copy step: every input and output mapped, reduced block by block.
+    fn direct(&mut self, t: &mut dyn Transport, d: &Direct, ctx: &OpCtx) -> Result<()> {
+        let n = t.nranks();
+        let es = ctx.dtype.size();
+        let (mut ins, mut outs) = (
+            std::mem::take(&mut self.ins),
+            std::mem::take(&mut self.outs),
+        );
+        ins.clear();
+        outs.clear();
+        for (list, locs) in [(&mut ins, &d.inputs), (&mut outs, &d.outputs)] {
+            for g in locs {
+                let b = t.peer_storage(g.rank).ok_or_else(|| {
+                    RuntimeError::Unsupported(format!(
+                        "single-copy steps need every rank's memory mapped; the {} transport does not map rank {}",
+                        t.kind().name(),
+                        g.rank
+                    ))
+                })?;
+                let l = Layout::new(ctx.collective, ctx.count, n, g.rank, ctx.in_place);
+                list.push(region(&l, b, g.buf, g.off, d.count, es)?.ptr);
+            }
+        }
+        let total = d.count * es;
+        let nt = total >= NT_BYTES;
+        let mut done = 0;
+        while done < total {
+            let len = DIRECT_BLOCK.min(total - done);
+            // SAFETY: every pointer addresses a region of `total` bytes (checked by `region`
+            // against that rank's layout); between the schedule's barriers this rank is the
+            // only one touching these output ranges, and inputs are either equal to an output
+            // or disjoint from all of them.
+            unsafe { direct_block(ctx, n, &ins, &outs, done, len, nt, &mut self.scratch) };
+            done += len;
+        }
+        if nt {
+            kernels::store_fence();
+        }
+        self.ins = ins;
+        self.outs = outs;
+        Ok(())
+    }
+}
+
+/// This rank's buffers: its layout and where its storage starts.
+#[derive(Clone, Copy)]
+struct Mine<'a> {
+    layout: &'a Layout,
+    base: *mut u8,
+}
+
+/// `count` elements at `off` of one buffer of a rank whose storage starts at `base`, checked
+/// against that rank's layout.
+fn region(
+    layout: &Layout,
+    base: *mut u8,
+    buf: Buf,
+    off: usize,
+    count: usize,
+    es: usize,
+) -> Result<Region> {
+    let (start, limit) = match buf {
+        Buf::Send => (layout.send_off, layout.send_len),
+        Buf::Recv => (layout.recv_off, layout.recv_len),
+    };
+    if off + count > limit {
+        return Err(RuntimeError::InvalidPlan(format!(
+            "step touches elements {off}..{} of a {limit}-element buffer",
+            off + count
+        )));
+    }
+    Ok(Region {
+        // SAFETY: (start + off + count) * es <= total * es <= the storage's capacity, which
+        // the callers check against this layout, so the pointer stays inside that storage.
+        ptr: unsafe { base.add((start + off) * es) },
+        len: count * es,
+    })
+}
+
+/// One piece of a point-to-point step: `len` bytes at `inp` and `out` (each inside storage,
+/// equal or disjoint, never aliasing the scratch piece).
+struct Piece {
+    inp: Option<*mut u8>,
+    out: Option<*mut u8>,
+    len: usize,
+}
+
+/// Where a piece's value ends up before it is sent.
+#[derive(Clone, Copy, PartialEq)]
+enum At {
+    Scratch,
+    Output,
+    Input,
+}
+
+impl Piece {
+    /// SAFETY (callers): `inp` is set and not written while the slice lives.
+    unsafe fn inp(&self) -> &[u8] {
+        // SAFETY: `inp` addresses `len` bytes inside storage.
+        unsafe { std::slice::from_raw_parts(self.inp.expect("an input"), self.len) }
+    }
+}
+
+/// The piece's output as a slice.
+/// SAFETY (callers): `pc.out` is set and no other slice of that range is alive.
+unsafe fn out_mut<'a>(pc: &Piece) -> &'a mut [u8] {
+    let o: *mut u8 = pc.out.expect("an output");
+    // SAFETY: `out` addresses `len` bytes inside storage, unaliased (the caller's promise).
+    unsafe { std::slice::from_raw_parts_mut(o, pc.len) }
+}
+
+fn prim_piece(
+    t: &mut dyn Transport,
+    p: &Prim,
+    ctx: &OpCtx,
+    pc: &Piece,
+    scratch: &mut [u8],
+) -> Result<()> {
+    let mut at = match p.recv_from {
+        Some(from) => {
+            t.recv(from, p.chan, ctx.protocol, scratch)?;
+            // SAFETY: the piece's ranges are as `Piece` says.
+            unsafe { combine_received(p, ctx, pc, scratch) }
+        }
+        // SAFETY: as above.
+        None => unsafe { take_input(p, pc, scratch)? },
+    };
+    if p.finish {
+        // SAFETY: as above.
+        at = unsafe { finish_piece(ctx, t.nranks(), pc, scratch, at) };
+    }
+    if let Some(to) = p.send_to {
+        let v: &[u8] = match at {
+            // SAFETY: the output or input range, len bytes in storage, not written while sent.
+            At::Output => unsafe { std::slice::from_raw_parts(pc.out.expect("an output"), pc.len) },
+            // SAFETY: as above.
+            At::Input => unsafe { pc.inp() },
+            At::Scratch => scratch,
+        };
+        t.send(to, p.chan, ctx.protocol, v)?;
+    }
+    Ok(())
+}
+
+/// Reduces (or copies) a received piece into place.
+/// SAFETY (callers): the piece's ranges are as [`Piece`] says.
+unsafe fn combine_received(p: &Prim, ctx: &OpCtx, pc: &Piece, scratch: &mut [u8]) -> At {
+    match (pc.inp, pc.out) {
+        (Some(i), Some(o)) if i == o => {
+            // SAFETY: o is len bytes inside storage, not aliased by scratch.
+            kernels::reduce_acc(ctx.dtype, ctx.op, unsafe { out_mut(pc) }, scratch);
+            At::Output
+        }
+        (Some(_), Some(_)) => {
+            // SAFETY: i and o are disjoint len-byte ranges in storage.
+            let (i, o) = unsafe { (pc.inp(), out_mut(pc)) };
+            kernels::reduce(ctx.dtype, ctx.op, o, i, scratch);
+            At::Output
+        }
+        (Some(_), None) => {
+            // SAFETY: i is len bytes inside storage.
+            kernels::reduce_acc(ctx.dtype, ctx.op, scratch, unsafe { pc.inp() });
+            At::Scratch
+        }
+        (None, Some(_)) if !p.finish => {
+            // SAFETY: o is len bytes inside storage.
+            kernels::copy(unsafe { out_mut(pc) }, scratch);
+            At::Output
+        }
+        _ => At::Scratch,
+    }
+}
+
+/// A piece that starts from this rank's own input.
+/// SAFETY (callers): the piece's ranges are as [`Piece`] says.
+unsafe fn take_input(p: &Prim, pc: &Piece, scratch: &mut [u8]) -> Result<At> {
+    let i = pc
+        .inp
+        .ok_or_else(|| RuntimeError::InvalidPlan("step with neither input nor receive".into()))?;
+    Ok(match pc.out {
+        Some(o) => {
+            if o != i {
+                // SAFETY: disjoint len-byte ranges in storage.
+                let (i, o) = unsafe { (pc.inp(), out_mut(pc)) };
+                kernels::copy(o, i);
+            }
+            At::Output
+        }
+        None if p.finish => {
+            // SAFETY: i is len bytes inside storage.
+            scratch.copy_from_slice(unsafe { pc.inp() });
+            At::Scratch
+        }
+        None => At::Input,
+    })
+}
+
+/// The operator's post-op (Avg divides by `n`) where the value is, then into the output.
+/// SAFETY (callers): the piece's ranges are as [`Piece`] says.
+unsafe fn finish_piece(ctx: &OpCtx, n: usize, pc: &Piece, scratch: &mut [u8], at: At) -> At {
+    if at == At::Output {
+        // SAFETY: the output range, len bytes in storage.
+        kernels::finish(ctx.dtype, ctx.op, unsafe { out_mut(pc) }, n);
+        return At::Output;
+    }
+    kernels::finish(ctx.dtype, ctx.op, scratch, n);
+    if pc.out.is_some() {
+        // SAFETY: the output range, len bytes in storage.
+        kernels::copy(unsafe { out_mut(pc) }, scratch);
+        return At::Output;
+    }
+    at
 }
 
 /// Units of shared single-copy work.
