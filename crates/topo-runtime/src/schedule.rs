@@ -171,23 +171,9 @@ pub fn schedule(
         return Ok(steps);
     }
     let nch = plan.nchannels;
-    let p = |chan, count, recv_from, input, output, send_to, finish| {
-        Step::Prim(Prim {
-            chan,
-            count,
-            recv_from,
-            input,
-            output,
-            send_to,
-            finish,
-        })
-    };
-    match coll {
-        Collective::AllToAll | Collective::SendRecv => {
-            p2p(coll, n, rank, nch, count, chunk, &mut steps);
-            return Ok(steps);
-        }
-        _ => {}
+    if matches!(coll, Collective::AllToAll | Collective::SendRecv) {
+        p2p(coll, n, rank, nch, count, chunk, &mut steps);
+        return Ok(steps);
     }
     if n == 1 {
         // Only a local copy (with the post-op for reductions).
@@ -205,272 +191,369 @@ pub fn schedule(
         return Ok(steps);
     }
     for c in 0..nch {
+        let r = RingStep::new(plan, c, rank, count, chunk);
+        match (coll, plan.algorithm) {
+            (Collective::AllReduce, Algorithm::Tree) => tree_allreduce(&r, &mut steps),
+            (Collective::AllReduce, _) => ring_allreduce(&r, &mut steps),
+            (Collective::AllGather, _) => ring_allgather(&r, &mut steps),
+            (Collective::ReduceScatter, _) => ring_reducescatter(&r, &mut steps),
+            (Collective::Broadcast, _) => ring_broadcast(&r, &mut steps),
+            (Collective::Reduce, _) => ring_reduce(&r, &mut steps),
+            (Collective::AllToAll | Collective::SendRecv, _) => unreachable!("handled above"),
+        }
+    }
+    Ok(steps)
+}
+
+fn p(
+    chan: usize,
+    count: usize,
+    recv_from: Option<usize>,
+    input: Option<Loc>,
+    output: Option<Loc>,
+    send_to: Option<usize>,
+    finish: bool,
+) -> Step {
+    Step::Prim(Prim {
+        chan,
+        count,
+        recv_from,
+        input,
+        output,
+        send_to,
+        finish,
+    })
+}
+
+/// One rank's place on one channel: its ring neighbours and the channel's share of the data.
+struct RingStep<'a> {
+    plan: &'a CollectivePlan,
+    chan: usize,
+    n: usize,
+    rank: usize,
+    count: usize,
+    chunk: usize,
+    ring: &'a [usize],
+    pos: usize,
+    next: usize,
+    prev: usize,
+    /// The channel's elements: `len` from `off`.
+    off: usize,
+    len: usize,
+}
+
+impl<'a> RingStep<'a> {
+    fn new(plan: &'a CollectivePlan, c: usize, rank: usize, count: usize, chunk: usize) -> Self {
+        let n = plan.nranks;
         let ring = &plan.rings[c];
         let pos = ring
             .iter()
             .position(|&r| r == rank)
             .expect("validated ring");
-        let next = ring[(pos + 1) % n];
-        let prev = ring[(pos + n - 1) % n];
-        // ringRanks[k]: the rank k places after this one on the ring.
-        let rr = |k: usize| ring[(pos + k) % n];
-        let (coff, clen) = split(count, nch, c);
-        match (coll, plan.algorithm) {
-            (Collective::AllReduce, Algorithm::Tree) => {
-                let node = &plan.trees[c][rank];
-                for (off, len) in pieces(coff, clen, chunk) {
-                    // Reduce up: fold each child's partial into the output, forward the last.
-                    let mut acc = Buf::Send;
-                    if node.children.is_empty() {
-                        steps.push(p(
-                            c,
-                            len,
-                            None,
-                            loc(Buf::Send, off),
-                            None,
-                            node.parent,
-                            false,
-                        ));
-                    }
-                    for (i, &child) in node.children.iter().enumerate() {
-                        let last = i + 1 == node.children.len();
-                        let (out, send) = if last && node.parent.is_some() {
-                            (None, node.parent)
-                        } else {
-                            (loc(Buf::Recv, off), None)
-                        };
-                        let finish = last && node.parent.is_none();
-                        steps.push(p(c, len, Some(child), loc(acc, off), out, send, finish));
-                        acc = Buf::Recv;
-                    }
-                    // Broadcast down.
-                    let mut kids = node.children.iter();
-                    match node.parent {
-                        Some(parent) => {
-                            let first = kids.next().copied();
-                            steps.push(p(
-                                c,
-                                len,
-                                Some(parent),
-                                None,
-                                loc(Buf::Recv, off),
-                                first,
-                                false,
-                            ));
-                        }
-                        None if node.children.is_empty() => {
-                            steps.push(p(
-                                c,
-                                len,
-                                None,
-                                loc(Buf::Send, off),
-                                loc(Buf::Recv, off),
-                                None,
-                                true,
-                            ));
-                        }
-                        None => {}
-                    }
-                    for &k in kids {
-                        steps.push(p(c, len, None, loc(Buf::Recv, off), None, Some(k), false));
-                    }
-                }
-            }
-            (Collective::AllReduce, _) => {
-                // Loops of n chunks; chunk k of a loop is reduced fully at ring position k.
-                let loop_elems = chunk * n;
-                let mut lo = 0;
-                while lo < clen {
-                    let llen = loop_elems.min(clen - lo);
-                    let ck = |k: usize| {
-                        let (o, l) = split(llen, n, k % n);
-                        (coff + lo + o, l)
-                    };
-                    let (o, l) = ck(pos + n - 1);
-                    steps.push(p(c, l, None, loc(Buf::Send, o), None, Some(next), false));
-                    for j in 2..n {
-                        let (o, l) = ck(pos + n - j);
-                        steps.push(p(
-                            c,
-                            l,
-                            Some(prev),
-                            loc(Buf::Send, o),
-                            None,
-                            Some(next),
-                            false,
-                        ));
-                    }
-                    let (o, l) = ck(pos);
-                    steps.push(p(
-                        c,
-                        l,
-                        Some(prev),
-                        loc(Buf::Send, o),
-                        loc(Buf::Recv, o),
-                        Some(next),
-                        true,
-                    ));
-                    for j in 1..n - 1 {
-                        let (o, l) = ck(pos + n - j);
-                        steps.push(p(
-                            c,
-                            l,
-                            Some(prev),
-                            None,
-                            loc(Buf::Recv, o),
-                            Some(next),
-                            false,
-                        ));
-                    }
-                    let (o, l) = ck(pos + 1);
-                    steps.push(p(c, l, Some(prev), None, loc(Buf::Recv, o), None, false));
-                    lo += llen;
-                }
-            }
-            (Collective::AllGather, _) => {
-                for (off, len) in pieces(coff, clen, chunk) {
-                    let blk = |r: usize| r * count + off;
-                    steps.push(p(
-                        c,
-                        len,
-                        None,
-                        loc(Buf::Send, off),
-                        loc(Buf::Recv, blk(rank)),
-                        Some(next),
-                        false,
-                    ));
-                    for j in 1..n - 1 {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            None,
-                            loc(Buf::Recv, blk(rr(n - j))),
-                            Some(next),
-                            false,
-                        ));
-                    }
-                    steps.push(p(
-                        c,
-                        len,
-                        Some(prev),
-                        None,
-                        loc(Buf::Recv, blk(rr(1))),
-                        None,
-                        false,
-                    ));
-                }
-            }
-            (Collective::ReduceScatter, _) => {
-                for (off, len) in pieces(coff, clen, chunk) {
-                    let blk = |r: usize| r * count + off;
-                    steps.push(p(
-                        c,
-                        len,
-                        None,
-                        loc(Buf::Send, blk(rr(n - 1))),
-                        None,
-                        Some(next),
-                        false,
-                    ));
-                    for j in 2..n {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            loc(Buf::Send, blk(rr(n - j))),
-                            None,
-                            Some(next),
-                            false,
-                        ));
-                    }
-                    steps.push(p(
-                        c,
-                        len,
-                        Some(prev),
-                        loc(Buf::Send, blk(rank)),
-                        loc(Buf::Recv, off),
-                        None,
-                        true,
-                    ));
-                }
-            }
-            (Collective::Broadcast, _) => {
-                let root = plan.root;
-                for (off, len) in pieces(coff, clen, chunk) {
-                    if rank == root {
-                        steps.push(p(
-                            c,
-                            len,
-                            None,
-                            loc(Buf::Send, off),
-                            loc(Buf::Recv, off),
-                            Some(next),
-                            false,
-                        ));
-                    } else if next == root {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            None,
-                            loc(Buf::Recv, off),
-                            None,
-                            false,
-                        ));
-                    } else {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            None,
-                            loc(Buf::Recv, off),
-                            Some(next),
-                            false,
-                        ));
-                    }
-                }
-            }
-            (Collective::Reduce, _) => {
-                let root = plan.root;
-                for (off, len) in pieces(coff, clen, chunk) {
-                    if prev == root {
-                        steps.push(p(
-                            c,
-                            len,
-                            None,
-                            loc(Buf::Send, off),
-                            None,
-                            Some(next),
-                            false,
-                        ));
-                    } else if rank == root {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            loc(Buf::Send, off),
-                            loc(Buf::Recv, off),
-                            None,
-                            true,
-                        ));
-                    } else {
-                        steps.push(p(
-                            c,
-                            len,
-                            Some(prev),
-                            loc(Buf::Send, off),
-                            None,
-                            Some(next),
-                            false,
-                        ));
-                    }
-                }
-            }
-            (Collective::AllToAll | Collective::SendRecv, _) => unreachable!("handled above"),
+        let (off, len) = split(count, plan.nchannels, c);
+        RingStep {
+            plan,
+            chan: c,
+            n,
+            rank,
+            count,
+            chunk,
+            ring,
+            pos,
+            next: ring[(pos + 1) % n],
+            prev: ring[(pos + n - 1) % n],
+            off,
+            len,
         }
     }
-    Ok(steps)
+
+    /// ringRanks[k]: the rank k places after this one on the ring.
+    fn at(&self, k: usize) -> usize {
+        self.ring[(self.pos + k) % self.n]
+    }
+}
+
+/// AllReduce on a tree: reduce up (each child's partial folded in, the last forwarded), then
+/// broadcast down.
+fn tree_allreduce(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, chunk, rank) = (r.chan, r.chunk, r.rank);
+    let (coff, clen) = (r.off, r.len);
+    let node = &r.plan.trees[c][rank];
+    for (off, len) in pieces(coff, clen, chunk) {
+        // Reduce up: fold each child's partial into the output, forward the last.
+        let mut acc = Buf::Send;
+        if node.children.is_empty() {
+            steps.push(p(
+                c,
+                len,
+                None,
+                loc(Buf::Send, off),
+                None,
+                node.parent,
+                false,
+            ));
+        }
+        for (i, &child) in node.children.iter().enumerate() {
+            let last = i + 1 == node.children.len();
+            let (out, send) = if last && node.parent.is_some() {
+                (None, node.parent)
+            } else {
+                (loc(Buf::Recv, off), None)
+            };
+            let finish = last && node.parent.is_none();
+            steps.push(p(c, len, Some(child), loc(acc, off), out, send, finish));
+            acc = Buf::Recv;
+        }
+        // Broadcast down.
+        let mut kids = node.children.iter();
+        match node.parent {
+            Some(parent) => {
+                let first = kids.next().copied();
+                steps.push(p(
+                    c,
+                    len,
+                    Some(parent),
+                    None,
+                    loc(Buf::Recv, off),
+                    first,
+                    false,
+                ));
+            }
+            None if node.children.is_empty() => {
+                steps.push(p(
+                    c,
+                    len,
+                    None,
+                    loc(Buf::Send, off),
+                    loc(Buf::Recv, off),
+                    None,
+                    true,
+                ));
+            }
+            None => {}
+        }
+        for &k in kids {
+            steps.push(p(c, len, None, loc(Buf::Recv, off), None, Some(k), false));
+        }
+    }
+}
+
+/// AllReduce on a ring: loops of n chunks; chunk k of a loop is reduced fully at ring
+/// position k, then travels once more around.
+fn ring_allreduce(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, n, chunk, pos, next, prev) = (r.chan, r.n, r.chunk, r.pos, r.next, r.prev);
+    let (coff, clen) = (r.off, r.len);
+    let loop_elems = chunk * n;
+    let mut lo = 0;
+    while lo < clen {
+        let llen = loop_elems.min(clen - lo);
+        let ck = |k: usize| {
+            let (o, l) = split(llen, n, k % n);
+            (coff + lo + o, l)
+        };
+        let (o, l) = ck(pos + n - 1);
+        steps.push(p(c, l, None, loc(Buf::Send, o), None, Some(next), false));
+        for j in 2..n {
+            let (o, l) = ck(pos + n - j);
+            steps.push(p(
+                c,
+                l,
+                Some(prev),
+                loc(Buf::Send, o),
+                None,
+                Some(next),
+                false,
+            ));
+        }
+        let (o, l) = ck(pos);
+        steps.push(p(
+            c,
+            l,
+            Some(prev),
+            loc(Buf::Send, o),
+            loc(Buf::Recv, o),
+            Some(next),
+            true,
+        ));
+        for j in 1..n - 1 {
+            let (o, l) = ck(pos + n - j);
+            steps.push(p(
+                c,
+                l,
+                Some(prev),
+                None,
+                loc(Buf::Recv, o),
+                Some(next),
+                false,
+            ));
+        }
+        let (o, l) = ck(pos + 1);
+        steps.push(p(c, l, Some(prev), None, loc(Buf::Recv, o), None, false));
+        lo += llen;
+    }
+}
+
+/// AllGather on a ring: each rank's block travels n - 1 hops.
+fn ring_allgather(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, n, count, chunk, rank, next, prev) =
+        (r.chan, r.n, r.count, r.chunk, r.rank, r.next, r.prev);
+    let (coff, clen) = (r.off, r.len);
+    let rr = |k: usize| r.at(k);
+
+    for (off, len) in pieces(coff, clen, chunk) {
+        let blk = |r: usize| r * count + off;
+        steps.push(p(
+            c,
+            len,
+            None,
+            loc(Buf::Send, off),
+            loc(Buf::Recv, blk(rank)),
+            Some(next),
+            false,
+        ));
+        for j in 1..n - 1 {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                None,
+                loc(Buf::Recv, blk(rr(n - j))),
+                Some(next),
+                false,
+            ));
+        }
+        steps.push(p(
+            c,
+            len,
+            Some(prev),
+            None,
+            loc(Buf::Recv, blk(rr(1))),
+            None,
+            false,
+        ));
+    }
+}
+
+/// ReduceScatter on a ring: each block is reduced along n - 1 hops and lands on its rank.
+fn ring_reducescatter(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, n, count, chunk, rank, next, prev) =
+        (r.chan, r.n, r.count, r.chunk, r.rank, r.next, r.prev);
+    let (coff, clen) = (r.off, r.len);
+    let rr = |k: usize| r.at(k);
+
+    for (off, len) in pieces(coff, clen, chunk) {
+        let blk = |r: usize| r * count + off;
+        steps.push(p(
+            c,
+            len,
+            None,
+            loc(Buf::Send, blk(rr(n - 1))),
+            None,
+            Some(next),
+            false,
+        ));
+        for j in 2..n {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                loc(Buf::Send, blk(rr(n - j))),
+                None,
+                Some(next),
+                false,
+            ));
+        }
+        steps.push(p(
+            c,
+            len,
+            Some(prev),
+            loc(Buf::Send, blk(rank)),
+            loc(Buf::Recv, off),
+            None,
+            true,
+        ));
+    }
+}
+
+/// Broadcast on a ring from the root: every rank forwards to the next until the one before
+/// the root.
+fn ring_broadcast(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, chunk, rank, next, prev) = (r.chan, r.chunk, r.rank, r.next, r.prev);
+    let (coff, clen) = (r.off, r.len);
+    let root = r.plan.root;
+    for (off, len) in pieces(coff, clen, chunk) {
+        if rank == root {
+            steps.push(p(
+                c,
+                len,
+                None,
+                loc(Buf::Send, off),
+                loc(Buf::Recv, off),
+                Some(next),
+                false,
+            ));
+        } else if next == root {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                None,
+                loc(Buf::Recv, off),
+                None,
+                false,
+            ));
+        } else {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                None,
+                loc(Buf::Recv, off),
+                Some(next),
+                false,
+            ));
+        }
+    }
+}
+
+/// Reduce on a ring to the root: partials start after the root and end on it.
+fn ring_reduce(r: &RingStep, steps: &mut Vec<Step>) {
+    let (c, chunk, rank, next, prev) = (r.chan, r.chunk, r.rank, r.next, r.prev);
+    let (coff, clen) = (r.off, r.len);
+    let root = r.plan.root;
+    for (off, len) in pieces(coff, clen, chunk) {
+        if prev == root {
+            steps.push(p(
+                c,
+                len,
+                None,
+                loc(Buf::Send, off),
+                None,
+                Some(next),
+                false,
+            ));
+        } else if rank == root {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                loc(Buf::Send, off),
+                loc(Buf::Recv, off),
+                None,
+                true,
+            ));
+        } else {
+            steps.push(p(
+                c,
+                len,
+                Some(prev),
+                loc(Buf::Send, off),
+                None,
+                Some(next),
+                false,
+            ));
+        }
+    }
 }
 
 /// AlltoAll and SendRecv over point-to-point channels: peers at distance k use channel k % nch.
