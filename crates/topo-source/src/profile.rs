@@ -706,8 +706,50 @@ fn build(p: &Profile) -> Result<Topology, String> {
         return Err("no numa nodes (list at least one under numa:)".into());
     }
     check_size(p)?;
+    let (cpulists, ncpus) = numa_cpus(p)?;
+    let mut f = Flattener {
+        p,
+        items: vec![],
+        seen: HashMap::new(),
+    };
+    for (i, n) in p.numa.iter().enumerate() {
+        let ctx = format!("numa {}", n.id);
+        f.children(
+            || Parent::Numa(i),
+            &ctx,
+            &n.switches,
+            &n.gpus,
+            &n.nics,
+            &n.devices,
+        )?;
+    }
+    let Flattener {
+        mut items,
+        mut seen,
+        ..
+    } = f;
+    let gpus = number_gpus(&mut items)?;
+    number_nets(&mut items)?;
+    let links = nvlinks(p, &items, &gpus, &mut seen)?;
+    check_domain(p, &items)?;
+    let mut topo = Topology::new(SourceInfo {
+        kind: "profile".into(),
+        origin: None,
+        ..Default::default()
+    });
+    topo.hosts[0] = host_of(p);
+    let cpu_nodes = add_cpus(&mut topo, p, &cpulists, ncpus);
+    let gpu_node = add_items(&mut topo, p, items, &cpu_nodes);
+    add_nvlinks(&mut topo, p, &links, &gpu_node)?;
+    topo.connect_cpus();
+    Ok(topo)
+}
 
-    // CPUs: one per NUMA node, affinity computed from the cpu lists when not given.
+/// Each NUMA node's CPUs, `None` where the profile lists none.
+type CpuLists = Vec<Option<Vec<u32>>>;
+
+/// Each NUMA node's CPU list, checked, and the CPU count they imply.
+fn numa_cpus(p: &Profile) -> Result<(CpuLists, u32), String> {
     let mut numa_ids = BTreeSet::new();
     let mut cpulists = Vec::new();
     for n in &p.numa {
@@ -745,29 +787,18 @@ fn build(p: &Profile) -> Result<Topology, String> {
         .map(|m| m + 1)
         .unwrap_or(0);
 
-    let mut f = Flattener {
-        p,
-        items: vec![],
-        seen: HashMap::new(),
-    };
-    for (i, n) in p.numa.iter().enumerate() {
-        let ctx = format!("numa {}", n.id);
-        f.children(
-            || Parent::Numa(i),
-            &ctx,
-            &n.switches,
-            &n.gpus,
-            &n.nics,
-            &n.devices,
-        )?;
-    }
-    let Flattener {
-        mut items,
-        mut seen,
-        ..
-    } = f;
+    Ok((cpulists, ncpus))
+}
 
-    // GPU indices: explicit ones kept, the rest numbered in bus-id order (NVML's order).
+/// The GPUs once numbered: item positions in bus-id order, index to bus id, bus id to sm.
+struct Gpus {
+    items: Vec<usize>,
+    by_index: BTreeMap<i32, BusId>,
+    sm_of: HashMap<BusId, u32>,
+}
+
+/// GPU indices: explicit ones kept, the rest numbered in bus-id order (NVML's order).
+fn number_gpus(items: &mut [Item]) -> Result<Gpus, String> {
     let mut gpu_items: Vec<usize> = items
         .iter()
         .enumerate()
@@ -777,10 +808,6 @@ fn build(p: &Profile) -> Result<Topology, String> {
     if gpu_items.is_empty() {
         return Err("no gpus".into());
     }
-    let bus_of = |it: &Item| match &it.kind {
-        ItemKind::Gpu(g, _) => g.busid,
-        _ => BusId::default(),
-    };
     gpu_items.sort_by_key(|&i| bus_of(&items[i]));
     let explicit: BTreeSet<i32> = gpu_items
         .iter()
@@ -812,8 +839,24 @@ fn build(p: &Profile) -> Result<Topology, String> {
         })
         .collect();
 
-    // Net devices: explicit ones kept, the rest numbered in natural name order (mlx5_2 before
-    // mlx5_10), which is how the IB plugin usually enumerates them.
+    Ok(Gpus {
+        items: gpu_items,
+        by_index,
+        sm_of,
+    })
+}
+
+fn bus_of(it: &Item) -> BusId {
+    match &it.kind {
+        ItemKind::Gpu(g, _) => g.busid,
+        _ => BusId::default(),
+    }
+}
+
+/// Net devices: explicit ones kept, the rest numbered in natural name order (mlx5_2 before
+/// mlx5_10), which is how the IB plugin usually enumerates them; devices and port names
+/// unique, since NCCL matches both.
+fn number_nets(items: &mut [Item]) -> Result<(), String> {
     let explicit_devs: BTreeSet<i32> = items
         .iter()
         .filter_map(|it| match &it.kind {
@@ -842,10 +885,9 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
-    // Net devices and port names must be unique: NCCL matches both.
     let mut devs = BTreeMap::new();
     let mut names = BTreeSet::new();
-    for it in &items {
+    for it in items.iter() {
         if let ItemKind::Nic(nic, nets) = &it.kind {
             for n in nets {
                 if let Some(prev) = devs.insert(n.dev, n.name.clone()) {
@@ -865,13 +907,29 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
-    // NVLink: resolve GPU references, count lanes per GPU against the generation maximum.
+    Ok(())
+}
+
+/// The NVLinks a profile states: the NVSwitch fabric's GPUs and each GPU pair's lanes.
+struct Links {
+    fabric: Vec<BusId>,
+    pairs: Vec<(BusId, BusId, u32)>,
+}
+
+/// NVLink: GPU references resolved, lanes per GPU counted against the generation maximum.
+fn nvlinks(
+    p: &Profile,
+    items: &[Item],
+    gpus: &Gpus,
+    seen: &mut HashMap<BusId, String>,
+) -> Result<Links, String> {
+    let (gpu_items, by_index, sm_of) = (&gpus.items, &gpus.by_index, &gpus.sm_of);
     let resolve = |r: &GpuRef, what: &str| -> Result<BusId, String> {
         match r {
             GpuRef::Index(i) => by_index.get(i).copied().ok_or_else(|| {
                 format!(
                     "{what} names gpu index {i}, but the gpus are {}",
-                    index_range(&by_index)
+                    index_range(by_index)
                 )
             }),
             GpuRef::Bus(b) if sm_of.contains_key(b) => Ok(*b),
@@ -958,8 +1016,13 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
+    Ok(Links { fabric, pairs })
+}
+
+/// `host.nvlink_domain` holds the host's GPUs and comes with the NVSwitches that make it.
+fn check_domain(p: &Profile, items: &[Item]) -> Result<(), String> {
     if let Some(d) = &p.host.nvlink_domain {
-        let gpus = gpu_node_count(&items);
+        let gpus = gpu_node_count(items);
         // NVLink 5 domains reach 576 GPUs (NVIDIA Mission Control, "NVLink Technology").
         if d.gpus == 0 || d.gpus > 576 || (d.gpus as usize) < gpus {
             return Err(format!(
@@ -975,15 +1038,12 @@ fn build(p: &Profile) -> Result<Topology, String> {
         }
     }
 
-    // Build.
-    let mut topo = Topology::new(SourceInfo {
-        kind: "profile".into(),
-        origin: None,
-        ..Default::default()
-    });
-    let host: HostId = 0;
+    Ok(())
+}
+
+fn host_of(p: &Profile) -> topo_model::Host {
     let h = &p.host;
-    topo.hosts[0] = topo_model::Host {
+    topo_model::Host {
         name: Some(h.name.clone().unwrap_or_else(|| p.name.clone())),
         kernel: h.kernel.clone(),
         driver_version: h.driver_version.clone(),
@@ -999,18 +1059,19 @@ fn build(p: &Profile) -> Result<Topology, String> {
             .as_ref()
             .map(|d| topo_model::NvlinkDomain { gpus: d.gpus }),
         ..Default::default()
-    };
-    let fabric_info = h.nvlink_domain.as_ref().map(|d| topo_model::FabricInfo {
-        cluster_uuid: d
-            .cluster_uuid
-            .clone()
-            .unwrap_or_else(|| format!("{}-fabric", p.name)),
-        clique_id: d.clique_id.unwrap_or(0x7ffe),
-        state: "completed".into(),
-        status: Some("success".into()),
-    });
+    }
+}
+
+/// One CPU node per NUMA node, affinity computed from the cpu lists when not given.
+fn add_cpus(
+    topo: &mut Topology,
+    p: &Profile,
+    cpulists: &[Option<Vec<u32>>],
+    ncpus: u32,
+) -> Vec<NodeIndex> {
+    let host: HostId = 0;
     let mut cpu_nodes = Vec::new();
-    for (n, list) in p.numa.iter().zip(&cpulists) {
+    for (n, list) in p.numa.iter().zip(cpulists) {
         let cpu = Cpu {
             numa: n.id,
             cpus: n.cpus.clone(),
@@ -1027,6 +1088,17 @@ fn build(p: &Profile) -> Result<Topology, String> {
         };
         cpu_nodes.push(topo.add_node(host, None, NodeKind::Cpu(cpu)));
     }
+    cpu_nodes
+}
+
+/// The PCI items under their parents, C2C links to their root CPU; GPU nodes by bus id.
+fn add_items(
+    topo: &mut Topology,
+    p: &Profile,
+    items: Vec<Item>,
+    cpu_nodes: &[NodeIndex],
+) -> HashMap<BusId, NodeIndex> {
+    let fabric_info = fabric_info(p);
     let mut nodes: Vec<NodeIndex> = Vec::with_capacity(items.len());
     let mut gpu_node: HashMap<BusId, NodeIndex> = HashMap::new();
     let mut c2c_links = Vec::new();
@@ -1076,6 +1148,31 @@ fn build(p: &Profile) -> Result<Topology, String> {
             );
         }
     }
+    gpu_node
+}
+
+fn fabric_info(p: &Profile) -> Option<topo_model::FabricInfo> {
+    p.host
+        .nvlink_domain
+        .as_ref()
+        .map(|d| topo_model::FabricInfo {
+            cluster_uuid: d
+                .cluster_uuid
+                .clone()
+                .unwrap_or_else(|| format!("{}-fabric", p.name)),
+            clique_id: d.clique_id.unwrap_or(0x7ffe),
+            state: "completed".into(),
+            status: Some("success".into()),
+        })
+}
+
+fn add_nvlinks(
+    topo: &mut Topology,
+    p: &Profile,
+    links: &Links,
+    gpu_node: &HashMap<BusId, NodeIndex>,
+) -> Result<(), String> {
+    let host: HostId = 0;
     if let Some(s) = &p.nvlink.nvswitch {
         let ctx = "nvlink.nvswitch";
         let vendor = id16(s.vendor, "vendor", ctx)?.or(Some(0x10de));
@@ -1095,7 +1192,7 @@ fn build(p: &Profile) -> Result<Topology, String> {
                 )
             })
             .collect();
-        for b in &fabric {
+        for b in &links.fabric {
             if let Some(&g) = gpu_node.get(b) {
                 for (&chip, &l) in chips.iter().zip(&s.lanes) {
                     topo.add_nvlink(g, chip, l);
@@ -1103,14 +1200,13 @@ fn build(p: &Profile) -> Result<Topology, String> {
             }
         }
     }
-    for (a, b, l) in pairs {
+    for &(a, b, l) in &links.pairs {
         if let (Some(&ga), Some(&gb)) = (gpu_node.get(&a), gpu_node.get(&b)) {
             topo.add_nvlink(ga, gb, l);
             topo.add_nvlink(gb, ga, l);
         }
     }
-    topo.connect_cpus();
-    Ok(topo)
+    Ok(())
 }
 
 fn gpu_node_count(items: &[Item]) -> usize {
