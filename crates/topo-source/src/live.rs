@@ -245,8 +245,68 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
         ..Default::default()
     });
     let mut warnings = scan.warnings.clone();
+    let cpus = add_cpus(&mut t, scan, arch);
+    let ports = plan_ports(scan, &mut warnings);
+    let mut nets_of: BTreeMap<BusId, Vec<Net>> = BTreeMap::new();
+    for p in ports {
+        nets_of.entry(p.pci).or_default().push(p.net);
+    }
+    let nic_functions: BTreeSet<BusId> = scan
+        .ib
+        .iter()
+        .filter_map(|d| d.pci)
+        .chain(scan.net.iter().filter_map(|i| i.pci))
+        .chain(nets_of.keys().copied())
+        .collect();
+    let tree = PciTree::new(scan);
+    let b = Builder {
+        scan,
+        // GPUs without NVML are numbered in bus order, which is how NVML enumerates them.
+        gpu_order: tree
+            .in_tree
+            .iter()
+            .copied()
+            .filter(|b| scan.pci.get(b).is_some_and(is_gpu))
+            .collect(),
+        gdr: scan.host.gdr(),
+        nic_functions,
+    };
+    for r in &tree.roots {
+        let Some(cpu) = root_cpu(scan, r, &cpus, &mut warnings) else {
+            continue;
+        };
+        b.add_subtree(&mut t, &tree, (*r, cpu), &mut nets_of, &mut warnings);
+    }
+    for (b, nets) in nets_of {
+        warnings.push(format!(
+            "{b}: PCI function of {} is missing from sysfs; left out",
+            nets[0].name
+        ));
+    }
+    for f in scan.pci.values().filter(|f| is_nvswitch(f)) {
+        t.add_node(
+            0,
+            None,
+            NodeKind::NvSwitch(NvSwitch {
+                busid: Some(f.busid),
+                vendor: f.vendor,
+                device: f.device,
+            }),
+        );
+    }
+    if let Some(h) = t.hosts.first_mut() {
+        h.name = scan.host.hostname.clone();
+        h.kernel = scan.host.kernel.clone();
+        h.driver_version = scan.host.nvidia_driver.clone();
+    }
+    for w in warnings {
+        t.warn(w);
+    }
+    t
+}
 
-    // One CPU node per NUMA node; a machine without NUMA information gets one of unknown id.
+/// One CPU node per NUMA node; a machine without NUMA information gets one of unknown id.
+fn add_cpus(t: &mut Topology, scan: &Scan, arch: &str) -> Vec<(i32, NodeIndex)> {
     let numa: Vec<(i32, Option<&sysfs::NumaNode>)> = if scan.numa.is_empty() {
         vec![(-1, None)]
     } else {
@@ -268,139 +328,121 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
         cpus.push((id, t.add_node(0, None, NodeKind::Cpu(cpu))));
     }
 
-    let ports = plan_ports(scan, &mut warnings);
-    let mut nets_of: BTreeMap<BusId, Vec<Net>> = BTreeMap::new();
-    for p in ports {
-        nets_of.entry(p.pci).or_default().push(p.net);
-    }
-    let nic_functions: BTreeSet<BusId> = scan
-        .ib
-        .iter()
-        .filter_map(|d| d.pci)
-        .chain(scan.net.iter().filter_map(|i| i.pci))
-        .chain(nets_of.keys().copied())
-        .collect();
+    cpus
+}
 
-    // The tree: every endpoint (not a bridge, not an NVSwitch) plus the chain of NCCL parents
-    // above it. Downstream and root ports NCCL's walk skips are not nodes; their maximum link
-    // speed enters the child's link through the min rule.
-    let mut in_tree: BTreeSet<BusId> = BTreeSet::new();
-    for f in scan
-        .pci
-        .values()
-        .filter(|f| !is_bridge(f) && !is_nvswitch(f))
-    {
-        let mut cur = Some(f.busid);
-        let mut guard = 0;
-        while let Some(b) = cur {
-            if !in_tree.insert(b) || guard > 64 {
-                break;
-            }
-            guard += 1;
-            cur = scan
-                .pci
-                .get(&b)
-                .and_then(|x| x.nccl_parent)
-                .filter(|p| scan.pci.contains_key(p));
-        }
-    }
-    let parent_of = |b: &BusId| {
-        scan.pci
-            .get(b)
-            .and_then(|x| x.nccl_parent)
-            .filter(|p| in_tree.contains(p))
-    };
-    let mut children: BTreeMap<BusId, Vec<BusId>> = BTreeMap::new();
-    let mut roots: Vec<BusId> = Vec::new();
-    for b in &in_tree {
-        match parent_of(b) {
-            Some(p) => children.entry(p).or_default().push(*b),
-            None => roots.push(*b),
-        }
-    }
+/// The tree: every endpoint (not a bridge, not an NVSwitch) plus the chain of NCCL parents
+/// above it. Downstream and root ports NCCL's walk skips are not nodes; their maximum link
+/// speed enters the child's link through the min rule.
+struct PciTree {
+    in_tree: BTreeSet<BusId>,
+    children: BTreeMap<BusId, Vec<BusId>>,
+    roots: Vec<BusId>,
+}
 
-    // GPUs without NVML are numbered in bus order, which is how NVML enumerates them.
-    let gpu_order: Vec<BusId> = in_tree
-        .iter()
-        .copied()
-        .filter(|b| scan.pci.get(b).is_some_and(is_gpu))
-        .collect();
-    let gdr = scan.host.gdr();
-
-    let mut stack: Vec<(BusId, NodeIndex)> = Vec::new();
-    for r in &roots {
-        let Some(f) = scan.pci.get(r) else { continue };
-        let cpu = match f
-            .numa_node
-            .and_then(|n| cpus.iter().find(|(id, _)| *id == n))
+impl PciTree {
+    fn new(scan: &Scan) -> PciTree {
+        let mut in_tree: BTreeSet<BusId> = BTreeSet::new();
+        for f in scan
+            .pci
+            .values()
+            .filter(|f| !is_bridge(f) && !is_nvswitch(f))
         {
-            Some(&(_, c)) => c,
-            None => {
-                // Never empty: one CPU node is made even without NUMA information.
-                let Some(&(first_id, first)) = cpus.first() else {
-                    continue;
-                };
-                if cpus.len() > 1 || f.numa_node.is_some() {
-                    let what = match f.numa_node {
-                        Some(n) => {
-                            format!("numa_node {n} has no NUMA node in sys/devices/system/node")
-                        }
-                        None => "numa_node is -1 (unknown)".to_string(),
-                    };
-                    warnings.push(format!(
-                        "{}: {what}; attached to NUMA node {first_id}",
-                        f.busid
-                    ));
+            let mut cur = Some(f.busid);
+            let mut guard = 0;
+            while let Some(b) = cur {
+                if !in_tree.insert(b) || guard > 64 {
+                    break;
                 }
-                first
+                guard += 1;
+                cur = scan
+                    .pci
+                    .get(&b)
+                    .and_then(|x| x.nccl_parent)
+                    .filter(|p| scan.pci.contains_key(p));
             }
+        }
+        let parent_of = |b: &BusId| {
+            scan.pci
+                .get(b)
+                .and_then(|x| x.nccl_parent)
+                .filter(|p| in_tree.contains(p))
         };
-        stack.push((*r, cpu));
+        let mut children: BTreeMap<BusId, Vec<BusId>> = BTreeMap::new();
+        let mut roots: Vec<BusId> = Vec::new();
+        for b in &in_tree {
+            match parent_of(b) {
+                Some(p) => children.entry(p).or_default().push(*b),
+                None => roots.push(*b),
+            }
+        }
+        PciTree {
+            in_tree,
+            children,
+            roots,
+        }
+    }
+}
+
+/// The CPU node a root of the tree hangs under: its NUMA node's, else the first (with a
+/// warning when that is a guess).
+fn root_cpu(
+    scan: &Scan,
+    r: &BusId,
+    cpus: &[(i32, NodeIndex)],
+    warnings: &mut Vec<String>,
+) -> Option<NodeIndex> {
+    let f = scan.pci.get(r)?;
+    let cpu = match f
+        .numa_node
+        .and_then(|n| cpus.iter().find(|(id, _)| *id == n))
+    {
+        Some(&(_, c)) => c,
+        None => {
+            // Never empty: one CPU node is made even without NUMA information.
+            let &(first_id, first) = cpus.first()?;
+            if cpus.len() > 1 || f.numa_node.is_some() {
+                let what = match f.numa_node {
+                    Some(n) => {
+                        format!("numa_node {n} has no NUMA node in sys/devices/system/node")
+                    }
+                    None => "numa_node is -1 (unknown)".to_string(),
+                };
+                warnings.push(format!(
+                    "{}: {what}; attached to NUMA node {first_id}",
+                    f.busid
+                ));
+            }
+            first
+        }
+    };
+    Some(cpu)
+}
+
+/// What the PCI nodes of a scan are made from.
+struct Builder<'a> {
+    scan: &'a Scan,
+    gpu_order: Vec<BusId>,
+    gdr: bool,
+    nic_functions: BTreeSet<BusId>,
+}
+
+impl Builder<'_> {
+    /// The subtree under `root`, depth first, children in bus order.
+    fn add_subtree(
+        &self,
+        t: &mut Topology,
+        tree: &PciTree,
+        root: (BusId, NodeIndex),
+        nets_of: &mut BTreeMap<BusId, Vec<Net>>,
+        warnings: &mut Vec<String>,
+    ) {
+        let scan = self.scan;
+        let mut stack = vec![root];
         while let Some((b, parent)) = stack.pop() {
             let Some(f) = scan.pci.get(&b) else { continue };
-            let kids = children.get(&b).cloned().unwrap_or_default();
-            let pcie = pcie_of(f, scan);
-            let kind = if is_bridge(f) || !kids.is_empty() {
-                NodeKind::PciSwitch(PciSwitch {
-                    busid: b,
-                    class: f.class.unwrap_or(class::BRIDGE),
-                    vendor: f.vendor,
-                    device: f.device,
-                    subsystem_vendor: f.subsystem_vendor,
-                    subsystem_device: f.subsystem_device,
-                    pcie,
-                })
-            } else if is_gpu(f) {
-                let dev = gpu_order.iter().position(|x| *x == b).unwrap_or(0) as i32;
-                let mut g = Gpu::new(b, dev);
-                g.class = f.class.unwrap_or(0x030200);
-                g.vendor = f.vendor;
-                g.device = f.device;
-                g.subsystem_vendor = f.subsystem_vendor;
-                g.subsystem_device = f.subsystem_device;
-                g.gdr = Some(gdr);
-                g.pcie = pcie;
-                NodeKind::Gpu(g)
-            } else if nic_functions.contains(&b) {
-                NodeKind::Nic(Nic {
-                    busid: Some(b),
-                    class: f.class.unwrap_or(class::ETHERNET),
-                    vendor: f.vendor,
-                    device: f.device,
-                    subsystem_vendor: f.subsystem_vendor,
-                    subsystem_device: f.subsystem_device,
-                    pcie,
-                })
-            } else {
-                NodeKind::PciDevice(PciDevice {
-                    busid: b,
-                    class: f.class.unwrap_or(0),
-                    vendor: f.vendor,
-                    device: f.device,
-                    driver: f.driver.clone(),
-                    pcie,
-                })
-            };
+            let kids = tree.children.get(&b).cloned().unwrap_or_default();
+            let kind = self.kind(f, !kids.is_empty());
             let relevant = matches!(
                 kind,
                 NodeKind::PciSwitch(_) | NodeKind::Gpu(_) | NodeKind::Nic(_)
@@ -427,34 +469,53 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
             }
         }
     }
-    for (b, nets) in nets_of {
-        warnings.push(format!(
-            "{b}: PCI function of {} is missing from sysfs; left out",
-            nets[0].name
-        ));
-    }
 
-    for f in scan.pci.values().filter(|f| is_nvswitch(f)) {
-        t.add_node(
-            0,
-            None,
-            NodeKind::NvSwitch(NvSwitch {
-                busid: Some(f.busid),
+    /// A bridge or a function with children is a switch; then GPU, NIC, other device.
+    fn kind(&self, f: &PciFunction, has_children: bool) -> NodeKind {
+        let (scan, b) = (self.scan, f.busid);
+        let pcie = pcie_of(f, scan);
+        if is_bridge(f) || has_children {
+            NodeKind::PciSwitch(PciSwitch {
+                busid: b,
+                class: f.class.unwrap_or(class::BRIDGE),
                 vendor: f.vendor,
                 device: f.device,
-            }),
-        );
+                subsystem_vendor: f.subsystem_vendor,
+                subsystem_device: f.subsystem_device,
+                pcie,
+            })
+        } else if is_gpu(f) {
+            let dev = self.gpu_order.iter().position(|x| *x == b).unwrap_or(0) as i32;
+            let mut g = Gpu::new(b, dev);
+            g.class = f.class.unwrap_or(0x030200);
+            g.vendor = f.vendor;
+            g.device = f.device;
+            g.subsystem_vendor = f.subsystem_vendor;
+            g.subsystem_device = f.subsystem_device;
+            g.gdr = Some(self.gdr);
+            g.pcie = pcie;
+            NodeKind::Gpu(g)
+        } else if self.nic_functions.contains(&b) {
+            NodeKind::Nic(Nic {
+                busid: Some(b),
+                class: f.class.unwrap_or(class::ETHERNET),
+                vendor: f.vendor,
+                device: f.device,
+                subsystem_vendor: f.subsystem_vendor,
+                subsystem_device: f.subsystem_device,
+                pcie,
+            })
+        } else {
+            NodeKind::PciDevice(PciDevice {
+                busid: b,
+                class: f.class.unwrap_or(0),
+                vendor: f.vendor,
+                device: f.device,
+                driver: f.driver.clone(),
+                pcie,
+            })
+        }
     }
-
-    if let Some(h) = t.hosts.first_mut() {
-        h.name = scan.host.hostname.clone();
-        h.kernel = scan.host.kernel.clone();
-        h.driver_version = scan.host.nvidia_driver.clone();
-    }
-    for w in warnings {
-        t.warn(w);
-    }
-    t
 }
 
 #[cfg(test)]
