@@ -26,11 +26,11 @@ struct Loaded {
 /// Runs the command; the exit code follows `--fail-on`.
 pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     let loaded = load(a)?;
-    let results = match (&loaded.topo, loaded.results.is_empty()) {
+    let (results, results_skipped) = match (&loaded.topo, loaded.results.is_empty()) {
         (Some(t), false) => {
             super::diagnose_results::inputs(&loaded.results, t, &loaded.machine, a)?
         }
-        _ => vec![],
+        _ => (vec![], vec![]),
     };
     let expect = match &a.expect {
         Some(e) => Some((e.clone(), load_expect(e)?)),
@@ -52,6 +52,7 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         env: loaded.env.clone(),
         version: a.nccl_version.clone(),
         results,
+        results_skipped,
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {

@@ -96,25 +96,51 @@ pub fn inferred_spec(files: &[ResultsFile]) -> Result<(SourceSpec, String)> {
 }
 
 /// Every test of every file, judged against `topo`.
+/// Every test of every file, judged against `topo`. In a file of several tests, one topo
+/// cannot judge (a collective it does not model, a rank count not the machine's) is listed
+/// as not checked and the others are judged; a file of one such test is an error.
 pub fn inputs(
     files: &[ResultsFile],
     topo: &Topology,
     machine: &str,
     a: &crate::cli::DiagnoseArgs,
-) -> Result<Vec<(ResultsInput, Vec<PlanRow>)>> {
-    let mut out = vec![];
+) -> Result<(
+    Vec<(ResultsInput, Vec<PlanRow>)>,
+    Vec<topo_diagnose::Skipped>,
+)> {
+    let (mut out, mut skipped) = (vec![], vec![]);
     for f in files {
-        for t in f
+        let tests: Vec<&Test> = f
             .results
             .tests
             .iter()
             .filter(|t| !t.rows.is_empty())
-            .take(MAX_JUDGED)
-        {
-            out.push(one(f, t, topo, machine, a)?);
+            .collect();
+        for (i, t) in tests.iter().enumerate() {
+            if i >= MAX_JUDGED {
+                skipped.push(topo_diagnose::Skipped {
+                    check: format!("{}: tests after the first {MAX_JUDGED}", f.name),
+                    why: format!("{} tests in one file; judge them in parts", tests.len()),
+                });
+                break;
+            }
+            match one(f, t, topo, machine, a) {
+                Ok(x) => out.push(x),
+                Err(e) if tests.len() > 1 => skipped.push(topo_diagnose::Skipped {
+                    check: format!(
+                        "{}: {}",
+                        f.name,
+                        t.program
+                            .as_deref()
+                            .unwrap_or("a test without a program name")
+                    ),
+                    why: format!("{e:#}"),
+                }),
+                Err(e) => return Err(e),
+            }
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 fn one(

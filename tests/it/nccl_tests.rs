@@ -332,3 +332,29 @@ fn an_accompanying_nccl_log_is_the_first_cause() {
     assert!(causes[0].starts_with("p2p-refused (warning)"), "{causes:?}");
     assert_eq!(doc["findings"][0]["id"], "nccl-tests-below-band");
 }
+
+/// A burn-in log of several tests: the ones topo models are judged, the others listed.
+#[test]
+fn a_test_topo_does_not_model_is_listed_and_the_others_judged() {
+    let one = std::fs::read_to_string(fixture(
+        "fixtures/fidelity/h100-2x8-ib-default-issue290.txt",
+    ))
+    .unwrap();
+    let body = one.split_once("--- original ---\n").unwrap().1;
+    let text = format!(
+        "# Collective test starting: all_reduce_perf\n{body}# Collective test starting: gather_perf\n{body}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("burnin.txt");
+    std::fs::write(&path, text).unwrap();
+    let (code, doc, err) = diagnose(&["--nccl-tests", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(doc["results"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["results"][0]["program"], "all_reduce_perf");
+    let skipped = doc["skipped"].to_string();
+    assert!(skipped.contains("burnin.txt: gather_perf"), "{skipped}");
+    assert!(
+        skipped.contains("not a collective topo models"),
+        "{skipped}"
+    );
+}

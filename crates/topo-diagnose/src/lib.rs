@@ -137,6 +137,8 @@ pub struct Input<'a> {
     pub version: Option<String>,
     /// nccl-tests results with the plan rows of their sizes.
     pub results: Vec<(results::ResultsInput, Vec<topo_nccl::plan::Row>)>,
+    /// nccl-tests runs that could not be judged, and why.
+    pub results_skipped: Vec<Skipped>,
 }
 
 /// Runs every check that its inputs allow.
@@ -189,6 +191,7 @@ pub fn diagnose(input: &Input) -> Report {
         let judged = results::judge(res, plan, &mut r);
         r.results.push(judged);
     }
+    r.skipped.extend(input.results_skipped.iter().cloned());
     finish(&mut r);
     r
 }
