@@ -95,7 +95,12 @@ pub fn inferred_spec(files: &[ResultsFile]) -> Result<(SourceSpec, String)> {
     Ok((spec, how))
 }
 
-/// Every test of every file, judged against `topo`.
+/// The runs to judge with the plan rows of their sizes, and the runs that cannot be judged.
+type Judgeable = (
+    Vec<(ResultsInput, Vec<PlanRow>)>,
+    Vec<topo_diagnose::Skipped>,
+);
+
 /// Every test of every file, judged against `topo`. In a file of several tests, one topo
 /// cannot judge (a collective it does not model, a rank count not the machine's) is listed
 /// as not checked and the others are judged; a file of one such test is an error.
@@ -104,10 +109,7 @@ pub fn inputs(
     topo: &Topology,
     machine: &str,
     a: &crate::cli::DiagnoseArgs,
-) -> Result<(
-    Vec<(ResultsInput, Vec<PlanRow>)>,
-    Vec<topo_diagnose::Skipped>,
-)> {
+) -> Result<Judgeable> {
     let (mut out, mut skipped) = (vec![], vec![]);
     for f in files {
         let tests: Vec<&Test> = f
