@@ -720,6 +720,15 @@ pub enum Compare {
 pub enum VerifyFormat {
     Text,
     Json,
+    /// nccl-tests' own layout (2.19): its header, rank lines, one row per size with the
+    /// out-of-place and in-place columns, and its footer; what nccl-tests parsers read.
+    NcclTests,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CalibrateFormat {
+    Text,
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -739,7 +748,7 @@ pub struct CalibrateArgs {
     #[arg(short = 'r', long = "repeats", default_value = "3")]
     pub repeats: usize,
     #[arg(long, value_enum, default_value = "text")]
-    pub format: VerifyFormat,
+    pub format: CalibrateFormat,
 }
 
 /// The most ranks `topo verify` runs (the runtime's own limit on a job's world size).

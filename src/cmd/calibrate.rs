@@ -3,7 +3,7 @@
 //! reduce kernels), shared-memory FIFOs and TCP loopback, and caches the fit per host so
 //! `topo verify` can predict without measuring again.
 
-use crate::cli::{CalibrateArgs, VerifyFormat};
+use crate::cli::{CalibrateArgs, CalibrateFormat};
 use crate::error;
 use crate::output::{emit, warn};
 use crate::util::{Style, parse_size};
@@ -29,8 +29,8 @@ pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     let model = measure(max, a.iters.max(1), a.repeats.max(1))?;
     save(&model, style);
     let text = match a.format {
-        VerifyFormat::Json => crate::report::doc::json(&model)?,
-        VerifyFormat::Text => render(&model, style.width),
+        CalibrateFormat::Json => crate::report::doc::json(&model)?,
+        CalibrateFormat::Text => render(&model, style.width),
     };
     emit(None, &text)
 }
@@ -79,10 +79,7 @@ fn cache_path() -> Option<PathBuf> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let host: String = host
+    let host: String = crate::util::host_name()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
         .take(64)

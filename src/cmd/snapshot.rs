@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 pub fn run(a: &SnapshotArgs) -> Result<()> {
     let root = non_empty(&a.sysfs_root).unwrap_or_else(|| PathBuf::from("/"));
-    let output = with_host_name(&a.output, &host_name());
+    let output = with_host_name(&a.output, &crate::util::host_name());
     let summary = topo_source::capture_snapshot(&root, &output).map_err(|e| {
         if e.kind == topo_source::ErrorKind::SysfsRoot {
             error::usage(
@@ -21,15 +21,6 @@ pub fn run(a: &SnapshotArgs) -> Result<()> {
     })?;
     say!("{}", crate::util::escape_controls(&summary));
     Ok(())
-}
-
-/// This host's name (the kernel's), for `%h` in `-o`.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 /// `%h` in the output path becomes the host name, so one command line run on every node of a

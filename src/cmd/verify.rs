@@ -69,6 +69,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     let text = match a.format {
         VerifyFormat::Text => report.render_text_fit(style.width),
         VerifyFormat::Json => crate::report::doc::json(&report.to_json())?,
+        VerifyFormat::NcclTests => report.render_nccl_tests(&nccl_tests_header(a)),
     };
     emit(None, &text)?;
     if report.wrong_total() > 0 {
@@ -80,6 +81,19 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
         .into());
     }
     Ok(0)
+}
+
+/// What nccl-tests' run header says that the report does not hold.
+fn nccl_tests_header(a: &VerifyArgs) -> topo_runtime::verify::NcclTestsHeader {
+    topo_runtime::verify::NcclTestsHeader {
+        step_factor: a.step_factor,
+        warmup_iters: a.warmup,
+        iters: a.iters,
+        check: a.check != 0,
+        hostname: crate::util::host_name(),
+        pid: std::process::id(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
+    }
 }
 
 /// Which backend runs: `Some(gpus)` for CUDA, `None` for the host. `--backend cuda` without

@@ -358,3 +358,79 @@ fn a_test_topo_does_not_model_is_listed_and_the_others_judged() {
         "{skipped}"
     );
 }
+
+/// `verify --format nccl-tests` is nccl-tests' layout: the reader nccl-tests output goes
+/// through reads every figure back, and the header is nccl-tests' own.
+#[test]
+fn verify_speaks_nccl_tests_and_its_output_reads_back() {
+    let out = crate::util::topo()
+        .args([
+            "verify",
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "-b",
+            "1K",
+            "-e",
+            "64K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "-w",
+            "1",
+        ])
+        .args(["--collective", "allreduce", "--format", "nccl-tests"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let r = topo_source::nccltests::parse(&text).unwrap();
+    assert_eq!(r.tests.len(), 1);
+    let t = &r.tests[0];
+    assert_eq!(t.program.as_deref(), Some("all_reduce_perf"));
+    let p = t.params.as_ref().unwrap();
+    assert_eq!((p.min_bytes, p.max_bytes, p.iters), (1024, 65536, Some(2)));
+    assert_eq!(t.ranks.len(), 2);
+    assert_eq!(t.rows.len(), 4);
+    for row in &t.rows {
+        assert_eq!(row.root, Some(-1));
+        for s in [&row.out_of_place, &row.in_place] {
+            let s = s.as_ref().unwrap();
+            assert!(s.time_us > 0.0 && s.busbw_gbps > 0.0, "{row:?}");
+            assert_eq!(s.wrong, Some(0));
+        }
+    }
+    assert_eq!(t.out_of_bounds, Some(0));
+    let avg: f64 = t
+        .rows
+        .iter()
+        .flat_map(|r| [&r.out_of_place, &r.in_place])
+        .map(|s| s.as_ref().unwrap().busbw_gbps)
+        .sum::<f64>()
+        / 8.0;
+    // The footer's mean is over unrounded figures; the rows are rounded to 0.01.
+    assert!(
+        (t.avg_busbw_gbps.unwrap() - avg).abs() < 0.01,
+        "{avg} {:?}",
+        t.avg_busbw_gbps
+    );
+    // The column header lines, byte for byte as nccl-tests 2.19 prints them.
+    let header: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("#  ") && !l.contains("Rank"))
+        .collect();
+    insta::assert_snapshot!(header.join("\n"));
+    // Each data row: nccl-tests' widths (12 + 2 + 12 + 2 + 8 + 2 + 6 + 2 + 6 = 52, then 2 x 33).
+    for l in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        assert_eq!(l.len(), 52 + 2 * 33, "{l:?}");
+    }
+}
