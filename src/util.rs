@@ -274,6 +274,16 @@ pub fn release_at_exit<T>(v: T) {
     std::mem::forget(v);
 }
 
+/// This host's name (the kernel's), `localhost` when it cannot be read: `%h` in snapshot's
+/// `-o`, the calibration cache's file name, the rank lines of `verify --format nccl-tests`.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,14 +371,4 @@ mod tests {
         assert_eq!(human_size(1536), "1.5K");
         assert_eq!(human_size(16 << 20), "16M");
     }
-}
-
-/// This host's name (the kernel's), `localhost` when it cannot be read: `%h` in snapshot's
-/// `-o`, the calibration cache's file name, the rank lines of `verify --format nccl-tests`.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
