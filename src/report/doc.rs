@@ -1,49 +1,15 @@
-//! Every JSON and YAML document topo prints goes through here, so numbers are rounded to
-//! what they mean in one place, while they are written (no second copy of the document):
-//! a field named `*_gbps` is a bandwidth, rounded to 0.1 GB/s; a field named `*_us` is a
-//! time, rounded to 0.01 µs, and so are the times of calibrate's `points` (`[bytes, µs]`:
-//! integers pass unchanged). Bytes and counts are integers in the types already. Other
-//! floats (GT/s, NCCL's search speeds, ratios) are exact values and pass unchanged.
-//! docs/schema/README.md states the rule for readers.
+//! Every JSON and YAML document topo prints goes through here: pretty JSON with strings
+//! escaped for terminals (`write_safe_fragment`), written as it is encoded, never held whole.
+//! Numbers carry full precision (issue 27): a document is data, and rounding belongs to the
+//! text views that print it. docs/schema/README.md states the rule for readers.
 
 use serde::Serialize;
-use serde::ser::{self, Serializer};
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Unit {
-    Plain,
-    Gbps,
-    Us,
-}
-
-fn unit_of(key: &str) -> Unit {
-    if key.ends_with("_gbps") {
-        Unit::Gbps
-    } else if key.ends_with("_us") || key == "points" || key == "cross_points" {
-        Unit::Us
-    } else {
-        Unit::Plain
-    }
-}
-
-fn round(x: f64, u: Unit) -> f64 {
-    let r = |scale: f64| {
-        let y = (x * scale).round() / scale;
-        // Keep -0.0 out of documents.
-        if y == 0.0 { 0.0 } else { y }
-    };
-    match u {
-        Unit::Plain => x,
-        Unit::Gbps => r(10.0),
-        Unit::Us => r(100.0),
-    }
-}
-
-/// `doc` as pretty JSON with a final newline, numbers rounded by field name.
+/// `doc` as pretty JSON with a final newline.
 pub fn json<T: Serialize + ?Sized>(doc: &T) -> serde_json::Result<String> {
     let mut out = Vec::with_capacity(4096);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, Nested::at(0));
-    Rounded::new(doc).serialize(&mut ser)?;
+    doc.serialize(&mut ser)?;
     out.push(b'\n');
     // serde_json writes UTF-8 only.
     Ok(String::from_utf8(out).unwrap_or_default())
@@ -56,7 +22,7 @@ pub fn json_to<T: Serialize + ?Sized>(w: &mut dyn std::io::Write, doc: &T) -> st
     // Buffered here, statically typed: serde_json writes a few bytes at a time.
     let mut w = std::io::BufWriter::with_capacity(1 << 16, w);
     let mut ser = serde_json::Serializer::with_formatter(&mut w, Nested::at(0));
-    Rounded::new(doc).serialize(&mut ser)?;
+    doc.serialize(&mut ser)?;
     w.write_all(b"\n")?;
     w.flush()
 }
@@ -138,14 +104,15 @@ impl<'w> JsonObject<'w> {
     }
 }
 
-/// `v` as the value of a top-level field whose name carries no unit (not `*_gbps`, `*_us`):
-/// [`json`]'s bytes for `v` as they stand inside the document (every line after the first
+/// `v` as the value of a top-level field: [`json`]'s bytes for `v` as they stand inside the document (every line after the first
 /// one level further in).
 pub fn json_value_to<T: Serialize + ?Sized>(
     w: &mut impl std::io::Write,
     v: &T,
 ) -> std::io::Result<()> {
-    value_to(w, v, Unit::Plain)
+    let mut ser = serde_json::Serializer::with_formatter(w, Nested::at(1));
+    v.serialize(&mut ser)?;
+    Ok(())
 }
 
 /// The elements of a top-level array field named `key` as they stand inside the document,
@@ -153,25 +120,13 @@ pub fn json_value_to<T: Serialize + ?Sized>(
 /// is encoded in pieces, on several threads.
 pub fn items_to<T: Serialize>(
     w: &mut Vec<u8>,
-    key: &str,
     items: impl IntoIterator<Item = T>,
 ) -> std::io::Result<()> {
-    let u = unit_of(key);
     for v in items {
         w.extend_from_slice(b",\n    ");
         let mut ser = serde_json::Serializer::with_formatter(&mut *w, Nested::at(2));
-        Rounded { v: &v, u }.serialize(&mut ser)?;
+        v.serialize(&mut ser)?;
     }
-    Ok(())
-}
-
-fn value_to<T: Serialize + ?Sized>(
-    w: &mut impl std::io::Write,
-    v: &T,
-    u: Unit,
-) -> std::io::Result<()> {
-    let mut ser = serde_json::Serializer::with_formatter(w, Nested::at(1));
-    Rounded { v, u }.serialize(&mut ser)?;
     Ok(())
 }
 
@@ -285,247 +240,9 @@ fn write_safe_fragment<W: ?Sized + std::io::Write>(w: &mut W, s: &str) -> std::i
     w.write_all(&s.as_bytes()[start..])
 }
 
-/// `doc` as YAML, numbers rounded by field name.
+/// `doc` as YAML.
 pub fn yaml<T: Serialize + ?Sized>(doc: &T) -> Result<String, yaml_serde::Error> {
-    yaml_serde::to_string(&Rounded::new(doc))
-}
-
-/// A value serialised with every float below it rounded for the field it sits in.
-struct Rounded<'a, T: ?Sized> {
-    v: &'a T,
-    u: Unit,
-}
-
-impl<'a, T: ?Sized> Rounded<'a, T> {
-    fn new(v: &'a T) -> Self {
-        Rounded { v, u: Unit::Plain }
-    }
-}
-
-impl<T: Serialize + ?Sized> Serialize for Rounded<'_, T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.v.serialize(Ser { s, u: self.u })
-    }
-}
-
-/// The wrapped serializer: floats rounded, structure passed through, the unit chosen again
-/// at every struct field and map key.
-struct Ser<S> {
-    s: S,
-    u: Unit,
-}
-
-/// A sequence, tuple, map or struct being written.
-struct Compound<C> {
-    c: C,
-    u: Unit,
-    /// Unit of the next map value, from its key.
-    next: Unit,
-}
-
-impl<C> Compound<C> {
-    fn new(c: C, u: Unit) -> Self {
-        Compound {
-            c,
-            u,
-            next: Unit::Plain,
-        }
-    }
-}
-
-macro_rules! forward {
-    ($($f:ident($t:ty)),* $(,)?) => {$(
-        fn $f(self, v: $t) -> Result<S::Ok, S::Error> {
-            self.s.$f(v)
-        }
-    )*};
-}
-
-impl<S: Serializer> Serializer for Ser<S> {
-    type Ok = S::Ok;
-    type Error = S::Error;
-    type SerializeSeq = Compound<S::SerializeSeq>;
-    type SerializeTuple = Compound<S::SerializeTuple>;
-    type SerializeTupleStruct = Compound<S::SerializeTupleStruct>;
-    type SerializeTupleVariant = Compound<S::SerializeTupleVariant>;
-    type SerializeMap = Compound<S::SerializeMap>;
-    type SerializeStruct = Compound<S::SerializeStruct>;
-    type SerializeStructVariant = Compound<S::SerializeStructVariant>;
-
-    forward!(
-        serialize_bool(bool),
-        serialize_i8(i8),
-        serialize_i16(i16),
-        serialize_i32(i32),
-        serialize_i64(i64),
-        serialize_i128(i128),
-        serialize_u8(u8),
-        serialize_u16(u16),
-        serialize_u32(u32),
-        serialize_u64(u64),
-        serialize_u128(u128),
-        serialize_char(char),
-        serialize_str(&str),
-        serialize_bytes(&[u8]),
-        serialize_unit_struct(&'static str),
-    );
-
-    fn serialize_f32(self, v: f32) -> Result<S::Ok, S::Error> {
-        match self.u {
-            Unit::Plain => self.s.serialize_f32(v),
-            u => self.s.serialize_f64(round(f64::from(v), u)),
-        }
-    }
-    fn serialize_f64(self, v: f64) -> Result<S::Ok, S::Error> {
-        self.s.serialize_f64(round(v, self.u))
-    }
-    fn serialize_none(self) -> Result<S::Ok, S::Error> {
-        self.s.serialize_none()
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, v: &T) -> Result<S::Ok, S::Error> {
-        self.s.serialize_some(&Rounded { v, u: self.u })
-    }
-    fn serialize_unit(self) -> Result<S::Ok, S::Error> {
-        self.s.serialize_unit()
-    }
-    fn serialize_unit_variant(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-    ) -> Result<S::Ok, S::Error> {
-        self.s.serialize_unit_variant(name, index, variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        name: &'static str,
-        v: &T,
-    ) -> Result<S::Ok, S::Error> {
-        self.s
-            .serialize_newtype_struct(name, &Rounded { v, u: self.u })
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        v: &T,
-    ) -> Result<S::Ok, S::Error> {
-        self.s
-            .serialize_newtype_variant(name, index, variant, &Rounded { v, u: self.u })
-    }
-    fn serialize_seq(self, len: Option<usize>) -> Result<Self::SerializeSeq, S::Error> {
-        Ok(Compound::new(self.s.serialize_seq(len)?, self.u))
-    }
-    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple, S::Error> {
-        Ok(Compound::new(self.s.serialize_tuple(len)?, self.u))
-    }
-    fn serialize_tuple_struct(
-        self,
-        name: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeTupleStruct, S::Error> {
-        Ok(Compound::new(
-            self.s.serialize_tuple_struct(name, len)?,
-            self.u,
-        ))
-    }
-    fn serialize_tuple_variant(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeTupleVariant, S::Error> {
-        let c = self.s.serialize_tuple_variant(name, index, variant, len)?;
-        Ok(Compound::new(c, self.u))
-    }
-    fn serialize_map(self, len: Option<usize>) -> Result<Self::SerializeMap, S::Error> {
-        Ok(Compound::new(self.s.serialize_map(len)?, Unit::Plain))
-    }
-    fn serialize_struct(
-        self,
-        name: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeStruct, S::Error> {
-        Ok(Compound::new(
-            self.s.serialize_struct(name, len)?,
-            Unit::Plain,
-        ))
-    }
-    fn serialize_struct_variant(
-        self,
-        name: &'static str,
-        index: u32,
-        variant: &'static str,
-        len: usize,
-    ) -> Result<Self::SerializeStructVariant, S::Error> {
-        let c = self.s.serialize_struct_variant(name, index, variant, len)?;
-        Ok(Compound::new(c, Unit::Plain))
-    }
-    fn is_human_readable(&self) -> bool {
-        self.s.is_human_readable()
-    }
-}
-
-/// Elements of sequences and tuples keep the unit of the field that holds them.
-macro_rules! elements {
-    ($tr:ident, $f:ident) => {
-        impl<C: ser::$tr> ser::$tr for Compound<C> {
-            type Ok = C::Ok;
-            type Error = C::Error;
-            fn $f<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-                self.c.$f(&Rounded { v, u: self.u })
-            }
-            fn end(self) -> Result<C::Ok, C::Error> {
-                self.c.end()
-            }
-        }
-    };
-}
-elements!(SerializeSeq, serialize_element);
-elements!(SerializeTuple, serialize_element);
-elements!(SerializeTupleStruct, serialize_field);
-elements!(SerializeTupleVariant, serialize_field);
-
-/// Fields of structs take the unit their name says.
-macro_rules! fields {
-    ($tr:ident) => {
-        impl<C: ser::$tr> ser::$tr for Compound<C> {
-            type Ok = C::Ok;
-            type Error = C::Error;
-            fn serialize_field<T: Serialize + ?Sized>(
-                &mut self,
-                key: &'static str,
-                v: &T,
-            ) -> Result<(), C::Error> {
-                self.c.serialize_field(key, &Rounded { v, u: unit_of(key) })
-            }
-            fn end(self) -> Result<C::Ok, C::Error> {
-                self.c.end()
-            }
-        }
-    };
-}
-fields!(SerializeStruct);
-fields!(SerializeStructVariant);
-
-impl<C: ser::SerializeMap> ser::SerializeMap for Compound<C> {
-    type Ok = C::Ok;
-    type Error = C::Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, k: &T) -> Result<(), C::Error> {
-        self.next = match serde_json::to_value(k) {
-            Ok(serde_json::Value::String(s)) => unit_of(&s),
-            _ => Unit::Plain,
-        };
-        self.c.serialize_key(k)
-    }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, v: &T) -> Result<(), C::Error> {
-        self.c.serialize_value(&Rounded { v, u: self.next })
-    }
-    fn end(self) -> Result<C::Ok, C::Error> {
-        self.c.end()
-    }
+    yaml_serde::to_string(doc)
 }
 
 #[cfg(test)]
@@ -550,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn floats_rounded_by_field_name_at_any_depth() {
+    fn floats_keep_full_precision_at_any_depth() {
         let r = Row {
             time_us: 4428.294627383016,
             busbw_gbps: Some(370.849),
@@ -563,24 +280,13 @@ mod tests {
                 plain: 0.333333,
             },
         };
-        let mut m = BTreeMap::new();
-        m.insert("alpha_us", 1.2345);
-        m.insert("other", 1.2345);
-        let v: serde_json::Value = serde_json::from_str(&json(&(r, m)).unwrap()).unwrap();
-        assert_eq!(
-            v,
-            serde_json::json!([{
-                "time_us": 4428.29, "busbw_gbps": 370.8, "points_us": [1.23, 5.68],
-                "bw_intra": 0.24, "ratio": 1.23456, "bytes": 1u64 << 40,
-                "inner": {"lat_us": 0.0, "plain": 0.333333}
-            }, {"alpha_us": 1.23, "other": 1.2345}])
-        );
-        let text = json(&Inner {
-            lat_us: -0.001,
-            plain: 1.0,
-        })
-        .unwrap();
-        assert!(text.contains("\"lat_us\": 0.0"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&json(&r).unwrap()).unwrap();
+        assert_eq!(v["time_us"].as_f64(), Some(4428.294627383016));
+        assert_eq!(v["busbw_gbps"].as_f64(), Some(370.849));
+        assert_eq!(v["inner"]["lat_us"].as_f64(), Some(-0.001));
+        assert_eq!(v["bytes"].as_u64(), Some(1 << 40));
+        let y = yaml(&r).unwrap();
+        assert!(y.contains("time_us: 4428.294627383016"), "{y}");
     }
 
     #[test]
@@ -651,7 +357,7 @@ mod tests {
             o.array_piece(&[]).unwrap();
             for run in doc.list.chunks(2) {
                 let mut p = vec![];
-                items_to(&mut p, "list", run).unwrap();
+                items_to(&mut p, run).unwrap();
                 o.array_piece(&p).unwrap();
                 o.array_piece(&[]).unwrap();
             }
@@ -660,7 +366,7 @@ mod tests {
             o.array_end().unwrap();
             // Rounded by the field's name, as inside the struct.
             let mut p = vec![];
-            items_to(&mut p, "times_us", &doc.times_us).unwrap();
+            items_to(&mut p, &doc.times_us).unwrap();
             o.array_start("times_us").unwrap();
             o.array_piece(&p).unwrap();
             o.array_end().unwrap();
@@ -679,15 +385,5 @@ mod tests {
                 super::super::json_value_to(out, self).unwrap();
             }
         }
-    }
-
-    #[test]
-    fn yaml_is_rounded_too() {
-        let y = yaml(&Inner {
-            lat_us: 12.3456,
-            plain: 0.5,
-        })
-        .unwrap();
-        assert_eq!(y, "lat_us: 12.35\nplain: 0.5\n");
     }
 }

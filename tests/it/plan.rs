@@ -1517,3 +1517,73 @@ fn a_choice_that_changes_and_reverts_between_two_sizes_is_found() {
         ]
     );
 }
+
+/// The JSON carries the model's numbers exactly (issue 27): every cost cell and every row's
+/// times and bandwidths are written as the library's f64 (shortest round-trip form), not a
+/// rounding of them. Checked on the text: serde_json's default parser may be 1 ulp off.
+#[test]
+fn json_numbers_are_the_models_f64() {
+    use topo_nccl::plan::PlanRequest;
+    use topo_nccl::transport::RankPlacement;
+    let out = crate::util::topo_clean_env()
+        .args([
+            "plan",
+            "--nccl-version",
+            "2.28",
+            "--format",
+            "json",
+            "--profile",
+            "dgx-h100",
+        ])
+        .args(["--nodes", "2", "-b", "1K", "-e", "1G", "-f", "32"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let topo = topo_source::profile::load_builtin("dgx-h100")
+        .unwrap()
+        .replicate(2);
+    let req = PlanRequest {
+        funcs: vec![topo_nccl::types::Func::AllReduce],
+        sizes: vec![1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30],
+        version: topo_nccl::version::NcclVersion::parse("2.28").unwrap(),
+        version_source: "test".into(),
+        placement: RankPlacement::ProcessPerGpu,
+        env: vec![],
+        env_origin: Default::default(),
+        explain: false,
+    };
+    let (plan, _) = topo_nccl::plan_owned(topo, &req, Default::default()).unwrap();
+    let written = |k: &str, v: f64| format!("\"{k}\": {}", serde_json::to_string(&v).unwrap());
+    let cells = serde_json::to_value(&plan.costs).unwrap();
+    let mut checked = 0;
+    let mut unround = 0;
+    for (_, algos) in cells.as_object().unwrap() {
+        for (_, protos) in algos.as_object().unwrap() {
+            for (_, cell) in protos.as_object().unwrap() {
+                for k in ["bw_gbps", "lat_us"] {
+                    // `to_value` keeps the f64 itself (no text in between).
+                    let Some(v) = cell[k].as_f64() else { continue };
+                    assert!(text.contains(&written(k, v)), "{k} {v}");
+                    checked += 1;
+                    unround += usize::from((v * 100.0).fract() != 0.0);
+                }
+            }
+        }
+    }
+    for r in &plan.table {
+        for (k, v) in [
+            ("time_us", r.time_us),
+            ("busbw_gbps", r.busbw_gbps),
+            ("expected_time_us", r.expected_time_us),
+            ("expected_busbw_gbps", r.expected_busbw_gbps),
+        ] {
+            assert!(text.contains(&written(k, v)), "{k} {v} at {}", r.bytes);
+            checked += 1;
+            unround += usize::from((v * 100.0).fract() != 0.0);
+        }
+    }
+    assert!(checked > 40, "{checked}");
+    // Not a test that cannot fail: the model's figures are not multiples of 0.01.
+    assert!(unround > 0);
+}
