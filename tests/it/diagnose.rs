@@ -634,7 +634,11 @@ fn downtrained_pcie_link() {
     let f = finding(&snap(t.path()), "pcie-downtrained")
         .cloned()
         .expect("pcie-downtrained");
-    assert!(evidence(&f).contains("x8 now, x16 capable"), "{f}");
+    assert!(
+        evidence(&f).contains("running Gen5 x8, capable of Gen5 x16"),
+        "{f}"
+    );
+    assert_eq!(f["severity"], "warning");
     assert!(finding(&snap(with_gpu0_width(16).path()), "pcie-downtrained").is_none());
 }
 

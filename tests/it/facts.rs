@@ -219,7 +219,7 @@ fn vm_artefacts_are_named_with_what_they_caused() {
     let m = messages(&p);
     let bridge = m
         .iter()
-        .find(|m| m.0 == "vm-virtual-bridge")
+        .find(|m| m.0 == "virtualized-topology")
         .expect("bridge");
     assert!(bridge.2.starts_with("8 PCI bridge(s)"), "{}", bridge.2);
     let caused = m.iter().find(|m| m.0 == "vm-caused").expect("caused");

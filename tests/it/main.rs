@@ -1,6 +1,7 @@
 //! Integration tests: the real `topo` binary on fixtures, and the library crates on the same
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
+mod codes;
 mod diagnose;
 mod diagnose_corpus;
 mod diagnose_paste;
@@ -18,6 +19,7 @@ mod multihost;
 mod nccl_tests;
 mod oracle;
 mod oracle_corpus;
+mod parity;
 mod plan;
 mod profile_sources;
 mod profiles;

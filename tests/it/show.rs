@@ -233,13 +233,11 @@ fn ibm_gx3d_reads_like_nvidia_smi_and_pairs_nics_by_switch() {
     let s = show(&["--from", &f]);
     assert!(s.contains("GPU0↔mlx5_7, GPU1↔mlx5_6"), "{s}");
     assert!(
-        s.contains(
-            "Virtual-machine PCIe topology (8 emulated 2.5 GT/s x1 bridges, 16 links of width 0)"
-        ),
+        s.contains("Virtual-machine PCIe topology (8 emulated bridges, 16 links of width 0)"),
         "{s}"
     );
     let p = show(&["--from", &f, "--view", "pci"]);
-    assert_eq!(p.matches("! 2.5 GT/s x1 bridge").count(), 8);
+    assert_eq!(p.matches("! emulated (VM) bridge").count(), 8);
 }
 
 #[test]

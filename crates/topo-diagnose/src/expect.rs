@@ -116,7 +116,7 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
         "check `nvidia-smi nvlink -s`; reset the GPU or have the board serviced",
     );
     add(
-        "pcie-downtrained",
+        topo_model::pcie_judge::DOWNTRAINED,
         Severity::Error,
         format!("PCIe links are slower or narrower than on {name}"),
         pcie,

@@ -3,7 +3,8 @@
 
 use super::{Finding, Input, Report, Severity};
 use petgraph::graph::NodeIndex;
-use topo_model::{NodeKind, Topology, bw};
+use topo_model::pcie_judge::label;
+use topo_model::{NodeKind, Topology};
 use topo_nccl::analyze::{self, Request, RuntimeFacts};
 use topo_nccl::types::PathType;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
@@ -22,8 +23,7 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
         return;
     }
     r.checked(format!("topology of {origin} ({} GPUs)", t.gpus().len()));
-    virtual_pci(t, r);
-    downtrained(t, r);
+    pcie(t, r);
     nvlink(t, r);
     fabric(t, r);
     p2p_support(t, r);
@@ -31,104 +31,34 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
     paths(t, input, r);
 }
 
-fn label(t: &Topology, n: NodeIndex) -> String {
-    let node = t.node(n);
-    let bus = node.busid().map(|b| format!("{b}")).unwrap_or_default();
-    match &node.kind {
-        NodeKind::Gpu(g) => format!("GPU{} ({bus})", g.dev),
-        NodeKind::Nic(_) => format!("NIC {bus}"),
-        NodeKind::PciSwitch(_) => format!("bridge {bus}"),
-        _ => bus,
-    }
-}
-
-fn virtual_pci(t: &Topology, r: &mut Report) {
-    let mut ev = vec![];
-    for n in t.pci_switches() {
-        if let NodeKind::PciSwitch(s) = &t.node(n).kind
-            && (s.vendor, s.device) == (Some(0x104c), Some(0x8232))
-        {
-            ev.push(format!(
-                "{}: PCI id 104c:8232 (a bridge QEMU/KVM guests show){}",
-                label(t, n),
-                s.pcie
-                    .speed
-                    .as_deref()
-                    .map(|sp| format!(", {sp} x{}", s.pcie.width.unwrap_or(0)))
-                    .unwrap_or_default()
-            ));
+/// The PCIe facts show and plan state too (`topo_model::pcie_judge`: one rule, code and
+/// severity each), with what to do about each.
+fn pcie(t: &Topology, r: &mut Report) {
+    use topo_model::pcie_judge::{self as judge, DOWNTRAINED, UPSTREAM_SLOWER, VIRTUAL};
+    for v in judge::verdicts(t, t.graph.node_indices()) {
+        let fix = match v.code {
+            VIRTUAL => {
+                "give NCCL the bare-metal topology: `topo snapshot` on the host, `topo xml --from host.tar.gz -o host-topo.xml`, NCCL_TOPO_FILE=host-topo.xml in the guest (bus ids must match the guest's)"
+            }
+            DOWNTRAINED => {
+                "reseat the card or riser, check the slot's BIOS bifurcation and lane settings; `lspci -vv` LnkSta against LnkCap shows it (`topo show --view pci` flags it)"
+            }
+            UPSTREAM_SLOWER => {
+                "move the device to a slot whose switch or root port matches its generation, or accept the slower link (NCCL plans with it)"
+            }
+            _ => "",
+        };
+        let more = v.evidence.len().saturating_sub(8);
+        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
+        if more > 0 {
+            ev.push(format!("... and {more} more"));
         }
+        r.add(
+            Finding::new(v.code, v.severity, v.summary)
+                .evidence(ev)
+                .fix(fix),
+        );
     }
-    for g in t.gpus() {
-        if let Some(gpu) = t.gpu(g)
-            && gpu.pcie.width == Some(0)
-        {
-            ev.push(format!(
-                "{}: PCIe link width 0 (what VMs report)",
-                label(t, g)
-            ));
-        }
-    }
-    if ev.is_empty() {
-        return;
-    }
-    let more = ev.len().saturating_sub(4);
-    ev.truncate(4);
-    if more > 0 {
-        ev.push(format!("... and {more} more"));
-    }
-    r.add(
-        Finding::new(
-            "virtualized-topology",
-            Severity::Warning,
-            "NCCL sees a virtual machine's PCI tree: emulated bridges hide the real switches and links, so its topology and search can go wrong",
-        )
-        .evidence(ev)
-        .fix("give NCCL the bare-metal topology: `topo snapshot` on the host, `topo xml --from host.tar.gz -o host-topo.xml`, NCCL_TOPO_FILE=host-topo.xml in the guest (bus ids must match the guest's)"),
-    );
-}
-
-fn generation(speed: Option<&str>) -> Option<u32> {
-    speed.and_then(bw::pcie_gts).and_then(bw::pcie_generation)
-}
-
-fn downtrained(t: &Topology, r: &mut Report) {
-    let mut width = vec![];
-    let mut speed = vec![];
-    for n in t.graph.node_indices() {
-        let Some(p) = t.node(n).pcie() else { continue };
-        if let (Some(c), Some(m)) = (p.cur_width, p.max_width)
-            && c < m
-            && c > 0
-        {
-            width.push(format!("{}: x{c} now, x{m} capable", label(t, n)));
-        }
-        if let (Some(c), Some(m)) = (
-            generation(p.cur_speed.as_deref()),
-            generation(p.max_speed.as_deref()),
-        ) && c < m
-        {
-            speed.push(format!("{}: Gen{c} now, Gen{m} capable", label(t, n)));
-        }
-    }
-    if width.is_empty() && speed.is_empty() {
-        return;
-    }
-    let sev = if width.is_empty() {
-        Severity::Info
-    } else {
-        Severity::Warning
-    };
-    let title = if width.is_empty() {
-        "PCIe links run below their maximum speed (idle GPUs lower it to save power; check again under load)"
-    } else {
-        "PCIe links trained to fewer lanes than they support: that link's bandwidth is cut"
-    };
-    r.add(
-        Finding::new("pcie-downtrained", sev, title)
-            .evidence(width.into_iter().chain(speed).take(8))
-            .fix("reseat the card or riser, check the slot's BIOS bifurcation and lane settings; `lspci -vv` LnkSta against LnkCap shows it (`topo show --view pci` flags it)"),
-    );
 }
 
 /// NVLink lanes per GPU: uneven totals on a host (error), or a bridged pair with fewer lanes

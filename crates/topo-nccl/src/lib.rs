@@ -41,6 +41,7 @@ pub fn plan(
     whatif::env_effects(topo, req, &facts, &analysis, &mut p);
     whatif::vm_effects(topo, req, &facts, &mut p);
     whatif::gdr_effects(topo, req, &facts, &mut p);
+    vm::pcie_messages(topo, &mut p);
     Ok(p)
 }
 
@@ -64,5 +65,6 @@ pub fn plan_owned(
     // An empty environment has no effects to work out: no differential run reads the topology.
     debug_assert!(p.env.is_empty());
     whatif::env_effects(&analysis.topo, req, &facts, &analysis, &mut p);
+    vm::pcie_messages(&analysis.topo, &mut p);
     Ok((p, Some(analysis)))
 }

@@ -12,11 +12,6 @@ use std::collections::BTreeSet;
 use topo_model::message::{Message, Severity};
 use topo_model::{NodeKind, PcieLink, Topology};
 
-/// A bridge whose own link is below this (GB/s, NCCL's PCI bandwidth) while a GPU or a NIC
-/// hangs below it is an emulated bridge: NCCL prices x1 Gen1 at 0.19 GB/s and x1 Gen3 at
-/// 0.75; no GPU server puts an accelerator or its NIC behind such a link.
-const VIRTUAL_BRIDGE_MAX_GBPS: f64 = 1.0;
-
 /// The link speed a GPU generation is built for, by SM: what a repaired GPU link gets.
 fn native_speed(sm: u32) -> &'static str {
     match sm {
@@ -52,7 +47,8 @@ impl Artefacts {
 pub fn find(topo: &Topology) -> Artefacts {
     let mut a = Artefacts::default();
     for n in topo.pci_switches() {
-        if let Some(link) = virtual_bridge(topo, n) {
+        // The emulated-bridge rule show and diagnose state too.
+        if let Some(link) = topo_model::pcie_judge::virtual_bridge(topo, n) {
             a.bridges.push((n, link));
         }
     }
@@ -66,38 +62,6 @@ pub fn find(topo: &Topology) -> Artefacts {
         .filter(|&c| topo.cpu(c).is_some_and(|c| c.numa < 0))
         .count();
     a
-}
-
-/// A bridge under the bandwidth of an emulated one with a faster GPU or NIC below it; the
-/// repaired link is its fastest child's.
-fn virtual_bridge(topo: &Topology, n: NodeIndex) -> Option<PcieLink> {
-    let own = topo.node(n).pcie()?;
-    if own.bw() >= VIRTUAL_BRIDGE_MAX_GBPS {
-        return None;
-    }
-    let fastest = topo
-        .children(n)
-        .into_iter()
-        .filter(|&c| carries_gpu_or_nic(topo, c))
-        .filter_map(|c| topo.node(c).pcie().cloned())
-        .max_by(|x, y| x.bw().total_cmp(&y.bw()))?;
-    (fastest.bw() > own.bw() * 4.0).then(|| PcieLink::new(fastest.speed.as_deref(), fastest.width))
-}
-
-fn carries_gpu_or_nic(topo: &Topology, n: NodeIndex) -> bool {
-    let mut stack = vec![n];
-    let mut seen = 0usize;
-    while let Some(x) = stack.pop() {
-        seen += 1;
-        if seen > 4096 {
-            return false;
-        }
-        if matches!(topo.node(x).kind, NodeKind::Gpu(_) | NodeKind::Nic(_)) {
-            return true;
-        }
-        stack.extend(topo.children(x));
-    }
-    false
 }
 
 /// A Gen5-class GPU (SM 90 and later) linked at 16 GT/s or less, or any GPU with an empty
@@ -156,7 +120,7 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
     let mut m = vec![];
     if let Some((n, _)) = a.bridges.first() {
         let own = topo.node(*n).pcie().cloned().unwrap_or_default();
-        m.push(Message::new("vm-virtual-bridge", Severity::Warning, format!(
+        m.push(Message::new(topo_model::pcie_judge::VIRTUAL, Severity::Warning, format!(
             "{} PCI bridge(s) above GPUs or NICs report a {:.2} GB/s link ({}, {} x{}): an emulated bridge (virtual machine); NCCL takes the link as reported, so paths through it toward the CPU (SHM, NET through the CPU) are priced at that bandwidth",
             a.bridges.len(),
             own.bw(),
@@ -179,6 +143,23 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
         )));
     }
     m
+}
+
+/// The PCIe facts show and diagnose state (`topo_model::pcie_judge`) that the plan has not
+/// said already: a VM's tree seen by its width-0 links or a hypervisor's bridge id, a
+/// downtrained link (NCCL plans with the link's capability, so the plan is optimistic there),
+/// a device behind a slower link. One code and severity per fact in every view.
+pub fn pcie_messages(topo: &Topology, plan: &mut crate::plan::Plan) {
+    for v in topo_model::pcie_judge::verdicts(topo, topo.graph.node_indices()) {
+        if plan.messages.iter().any(|m| m.code == v.code) {
+            continue;
+        }
+        if v.severity >= Severity::Warning {
+            plan.warnings.push(v.summary.clone());
+        }
+        plan.messages
+            .push(Message::new(v.code, v.severity, v.summary));
+    }
 }
 
 #[cfg(test)]
@@ -228,7 +209,7 @@ mod tests {
         assert_eq!(pci_bw(&r, br, cpu), 48.0);
         // NCCL prices 2.5 GT/s x1 at 0.1875 GB/s.
         assert!((pci_bw(&t, cpu, br) - 0.1875).abs() < 1e-9);
-        assert_eq!(messages(&t, &a)[0].code, "vm-virtual-bridge");
+        assert_eq!(messages(&t, &a)[0].code, "virtualized-topology");
     }
 
     #[test]

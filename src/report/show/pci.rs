@@ -6,7 +6,7 @@ use super::{Ctx, HostView};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use topo_model::bw::{pcie_bw, pcie_generation, pcie_gts};
+use topo_model::bw::{pcie_generation, pcie_gts};
 use topo_model::{NodeKind, PcieLink, class};
 
 /// The PCI ID database (`topo_source::pciids`); unit tests use the embedded subset alone so
@@ -29,20 +29,7 @@ pub(crate) fn model_name(vendor: Option<u16>, device: Option<u16>) -> Option<&'s
     pci_names().device(vendor?, device?)
 }
 
-/// `Gen4 x16` from a link, `?` parts where unknown.
-pub(crate) fn gen_width(speed: Option<&str>, width: Option<u32>) -> String {
-    let g = match speed.and_then(pcie_gts) {
-        Some(gts) => match pcie_generation(gts) {
-            Some(n) => format!("Gen{n}"),
-            None => format!("{gts} GT/s"),
-        },
-        None => "Gen?".to_string(),
-    };
-    let w = width
-        .map(|w| format!("x{w}"))
-        .unwrap_or_else(|| "x?".to_string());
-    format!("{g} {w}")
-}
+pub(crate) use topo_model::pcie_judge::{Flag, gen_width};
 
 /// `Gen4 x16 (16 GT/s) 24.0 GB/s` — the link NCCL uses and its bandwidth.
 pub(crate) fn link_text(l: &PcieLink) -> String {
@@ -57,111 +44,10 @@ pub(crate) fn link_text(l: &PcieLink) -> String {
     )
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum FlagKind {
-    Downtrained,
-    UpstreamSlower,
-    /// An emulated 2.5 GT/s x1 bridge.
-    VmBridge,
-    /// A link reporting width 0.
-    VmWidth0,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct Flag {
-    pub kind: FlagKind,
-    pub text: String,
-}
-
-fn is_vm_bridge(l: &PcieLink) -> bool {
-    l.width == Some(1) && l.gts().is_some_and(|g| g <= 2.5)
-}
-
-/// What is worth flagging on a node's PCIe link.
+/// What is worth flagging on a node's PCIe link: the one rule of `topo_model::pcie_judge`,
+/// which plan and diagnose state too.
 pub(crate) fn flags(ctx: &Ctx, n: NodeIndex) -> Vec<Flag> {
-    let node = ctx.topo.node(n);
-    let Some(l) = node.pcie() else { return vec![] };
-    let mut out = vec![];
-    let is_switch = matches!(node.kind, NodeKind::PciSwitch(_));
-    if l.width == Some(0) {
-        out.push(Flag {
-            kind: FlagKind::VmWidth0,
-            text: "reports link width 0 (virtual machine); NCCL counts it as x16".into(),
-        });
-    }
-    if is_switch && is_vm_bridge(l) {
-        out.push(Flag {
-            kind: FlagKind::VmBridge,
-            text: format!(
-                "2.5 GT/s x1 bridge: an emulated (VM) PCIe topology, not real hardware; NCCL still models paths through it at {:.1} GB/s",
-                l.bw()
-            ),
-        });
-    }
-    // Current link below what the device negotiated as its maximum.
-    let max_s = l.max_speed.as_deref().or(l.speed.as_deref());
-    let max_w = l.max_width.or(l.width);
-    if l.cur_speed.is_some() || l.cur_width.is_some() {
-        let slower = match (
-            l.cur_speed.as_deref().and_then(pcie_gts),
-            max_s.and_then(pcie_gts),
-        ) {
-            (Some(c), Some(m)) => c + 0.01 < m,
-            _ => false,
-        };
-        let narrower = matches!((l.cur_width, max_w), (Some(c), Some(m)) if c < m && c > 0);
-        if slower || narrower {
-            let idle = if matches!(node.kind, NodeKind::Gpu(_)) {
-                "; idle GPUs lower their link speed, so check again under load"
-            } else {
-                ""
-            };
-            out.push(Flag {
-                kind: FlagKind::Downtrained,
-                text: format!(
-                    "downtrained: running {}, capable of {}{idle}",
-                    gen_width(l.cur_speed.as_deref(), l.cur_width),
-                    gen_width(max_s, max_w)
-                ),
-            });
-        }
-    }
-    // The device can do more than the link NCCL uses (the minimum of device and port).
-    if let (Some(dev_s), Some(eff_s)) = (l.max_speed.as_deref(), l.speed.as_deref()) {
-        let dev_bw = pcie_bw(Some(dev_s), l.max_width.or(l.width));
-        if dev_bw > l.bw() + 1e-9 && l.width != Some(0) {
-            out.push(Flag {
-                kind: FlagKind::UpstreamSlower,
-                text: format!(
-                    "the device can do {} ({:.1} GB/s) but its port gives {} ({:.1} GB/s)",
-                    gen_width(Some(dev_s), l.max_width.or(l.width)),
-                    dev_bw,
-                    gen_width(Some(eff_s), l.width),
-                    l.bw()
-                ),
-            });
-        }
-    }
-    // The switch above is linked more slowly than this device (skip emulated bridges, which
-    // are flagged on their own).
-    if let Some(p) = node.parent
-        && let NodeKind::PciSwitch(ps) = &ctx.topo.node(p).kind
-        && !is_vm_bridge(&ps.pcie)
-        && ps.pcie.speed.is_some()
-        && ps.pcie.bw() + 1e-9 < l.bw()
-    {
-        out.push(Flag {
-            kind: FlagKind::UpstreamSlower,
-            text: format!(
-                "upstream switch {} is linked at {:.1} GB/s, below this device's {:.1} GB/s",
-                ps.busid,
-                ps.pcie.bw(),
-                l.bw()
-            ),
-        });
-    }
-    out
+    topo_model::pcie_judge::link_flags(ctx.topo, n)
 }
 
 /// One line describing a node in the tree.
@@ -590,6 +476,7 @@ pub(crate) fn doc(ctx: &Ctx) -> Vec<PciNode> {
 mod tests {
     use super::super::testing::*;
     use super::*;
+    use topo_model::pcie_judge::FlagKind;
 
     #[test]
     fn flags_downtrained_and_upstream_limits() {
@@ -624,7 +511,7 @@ mod tests {
         let fb = flags(&ctx, br);
         assert_eq!(fb.len(), 1);
         assert_eq!(fb[0].kind, FlagKind::VmBridge);
-        assert!(fb[0].text.contains("0.2 GB/s"));
+        assert!(fb[0].text.contains("0.19 GB/s"), "{}", fb[0].text);
         let fg = flags(&ctx, g0);
         assert_eq!(fg.len(), 1, "{fg:?}");
         assert_eq!(fg[0].kind, FlagKind::VmWidth0);

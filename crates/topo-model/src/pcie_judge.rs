@@ -1,0 +1,363 @@
+//! PCIe facts every view states alike: one rule and one code per fact (issue 24). `topo show`
+//! (the PCI tree's flags and the summary), `topo plan` (its messages) and `topo diagnose` (its
+//! findings) all take them from here, so a virtual machine's PCI tree or a downtrained link
+//! reads the same in each, with the same severity.
+
+use crate::bw::{pcie_bw, pcie_generation, pcie_gts};
+use crate::message::Severity;
+use crate::{NodeKind, PcieLink, Topology};
+use petgraph::graph::NodeIndex;
+use serde::Serialize;
+
+/// A virtual machine's emulated PCI tree.
+pub const VIRTUAL: &str = "virtualized-topology";
+/// A link running below the width or speed it is capable of.
+pub const DOWNTRAINED: &str = "pcie-downtrained";
+/// A device that can do more than the link above it gives.
+pub const UPSTREAM_SLOWER: &str = "pcie-upstream-slower";
+
+/// A bridge whose own link is below this (GB/s, NCCL's PCI bandwidth) while a GPU or a NIC
+/// below it links at least 4x faster is an emulated bridge: NCCL prices x1 Gen1 at 0.19 GB/s
+/// and x1 Gen3 at 0.75; no GPU server puts an accelerator or its NIC behind such a link (a
+/// BMC's VGA bridge is x1 Gen1 too, but has no GPU or NIC below it).
+const VIRTUAL_BRIDGE_MAX_GBPS: f64 = 1.0;
+/// PCI ids of bridges only hypervisors show: 104c:8232 is the XIO3130 switch QEMU emulates
+/// (`x3130-upstream`/`xio3130-downstream`), which KVM guests put GPUs behind.
+const EMULATED_BRIDGE_IDS: [(u16, u16); 1] = [(0x104c, 0x8232)];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlagKind {
+    Downtrained,
+    UpstreamSlower,
+    /// An emulated bridge: under 1 GB/s above a much faster GPU or NIC, or a hypervisor's id.
+    VmBridge,
+    /// A link reporting width 0.
+    VmWidth0,
+}
+
+impl FlagKind {
+    /// The code of the fact the flag is evidence of.
+    pub fn code(self) -> &'static str {
+        match self {
+            FlagKind::Downtrained => DOWNTRAINED,
+            FlagKind::UpstreamSlower => UPSTREAM_SLOWER,
+            FlagKind::VmBridge | FlagKind::VmWidth0 => VIRTUAL,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Flag {
+    pub kind: FlagKind,
+    pub text: String,
+    /// A downtrained link that lost lanes (not only speed, which idle GPUs lower on purpose).
+    #[serde(skip)]
+    pub narrower: bool,
+}
+
+impl Flag {
+    fn new(kind: FlagKind, text: String) -> Flag {
+        Flag {
+            kind,
+            text,
+            narrower: false,
+        }
+    }
+}
+
+/// `Gen4 x16` from a link, `?` parts where unknown.
+pub fn gen_width(speed: Option<&str>, width: Option<u32>) -> String {
+    let g = match speed.and_then(pcie_gts) {
+        Some(gts) => match pcie_generation(gts) {
+            Some(n) => format!("Gen{n}"),
+            None => format!("{gts} GT/s"),
+        },
+        None => "Gen?".to_string(),
+    };
+    let w = width
+        .map(|w| format!("x{w}"))
+        .unwrap_or_else(|| "x?".to_string());
+    format!("{g} {w}")
+}
+
+/// The link of an emulated bridge's fastest GPU or NIC below it, when `n` is one (see
+/// [`VIRTUAL_BRIDGE_MAX_GBPS`]): what a repair gives the bridge.
+pub fn virtual_bridge(topo: &Topology, n: NodeIndex) -> Option<PcieLink> {
+    let own = topo.node(n).pcie()?;
+    if own.bw() >= VIRTUAL_BRIDGE_MAX_GBPS {
+        return None;
+    }
+    let fastest = topo
+        .children(n)
+        .into_iter()
+        .filter(|&c| carries_gpu_or_nic(topo, c))
+        .filter_map(|c| topo.node(c).pcie().cloned())
+        .max_by(|x, y| x.bw().total_cmp(&y.bw()))?;
+    (fastest.bw() > own.bw() * 4.0).then(|| PcieLink::new(fastest.speed.as_deref(), fastest.width))
+}
+
+fn carries_gpu_or_nic(topo: &Topology, n: NodeIndex) -> bool {
+    let mut stack = vec![n];
+    let mut seen = 0usize;
+    while let Some(x) = stack.pop() {
+        seen += 1;
+        if seen > 4096 {
+            return false;
+        }
+        if matches!(topo.node(x).kind, NodeKind::Gpu(_) | NodeKind::Nic(_)) {
+            return true;
+        }
+        stack.extend(topo.children(x));
+    }
+    false
+}
+
+fn emulated_id(topo: &Topology, n: NodeIndex) -> Option<(u16, u16)> {
+    let NodeKind::PciSwitch(s) = &topo.node(n).kind else {
+        return None;
+    };
+    let id = (s.vendor?, s.device?);
+    EMULATED_BRIDGE_IDS.contains(&id).then_some(id)
+}
+
+/// Whether `n` is an emulated bridge by either rule.
+pub fn is_virtual_bridge(topo: &Topology, n: NodeIndex) -> bool {
+    emulated_id(topo, n).is_some() || virtual_bridge(topo, n).is_some()
+}
+
+/// What is worth flagging on a node's PCIe link.
+pub fn link_flags(topo: &Topology, n: NodeIndex) -> Vec<Flag> {
+    let node = topo.node(n);
+    let Some(l) = node.pcie() else { return vec![] };
+    let mut out = vec![];
+    if l.width == Some(0) {
+        out.push(Flag::new(
+            FlagKind::VmWidth0,
+            "reports link width 0 (virtual machine); NCCL counts it as x16".into(),
+        ));
+    }
+    if let Some(f) = vm_bridge_flag(topo, n, l) {
+        out.push(f);
+    }
+    out.extend(downtrained_flag(node, l));
+    out.extend(upstream_flags(topo, n, l));
+    out
+}
+
+fn vm_bridge_flag(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Option<Flag> {
+    let what = match (emulated_id(topo, n), virtual_bridge(topo, n)) {
+        (_, Some(fast)) => format!(
+            "a {} bridge ({:.2} GB/s) above a device linked at {} ({:.1} GB/s)",
+            gen_width(l.speed.as_deref(), l.width),
+            l.bw(),
+            gen_width(fast.speed.as_deref(), fast.width),
+            fast.bw()
+        ),
+        (Some((v, d)), None) => format!("PCI id {v:04x}:{d:04x}, a bridge QEMU/KVM guests show"),
+        (None, None) => return None,
+    };
+    Some(Flag::new(
+        FlagKind::VmBridge,
+        format!(
+            "emulated (VM) bridge: {what}; not real hardware, and NCCL still models paths through it at {:.2} GB/s",
+            l.bw()
+        ),
+    ))
+}
+
+/// Current link below what the device negotiated as its maximum.
+fn downtrained_flag(node: &crate::Node, l: &PcieLink) -> Option<Flag> {
+    if l.cur_speed.is_none() && l.cur_width.is_none() {
+        return None;
+    }
+    let max_s = l.max_speed.as_deref().or(l.speed.as_deref());
+    let max_w = l.max_width.or(l.width);
+    let slower = match (
+        l.cur_speed.as_deref().and_then(pcie_gts),
+        max_s.and_then(pcie_gts),
+    ) {
+        (Some(c), Some(m)) => c + 0.01 < m,
+        _ => false,
+    };
+    let narrower = matches!((l.cur_width, max_w), (Some(c), Some(m)) if c < m && c > 0);
+    if !slower && !narrower {
+        return None;
+    }
+    let idle = if matches!(node.kind, NodeKind::Gpu(_)) && !narrower {
+        "; idle GPUs lower their link speed, so check again under load"
+    } else {
+        ""
+    };
+    Some(Flag {
+        kind: FlagKind::Downtrained,
+        text: format!(
+            "downtrained: running {}, capable of {}{idle}",
+            gen_width(l.cur_speed.as_deref(), l.cur_width),
+            gen_width(max_s, max_w)
+        ),
+        narrower,
+    })
+}
+
+/// The device can do more than the link NCCL uses (the minimum of device and port), or the
+/// switch above it is linked more slowly (emulated bridges are flagged on their own).
+fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
+    let mut out = vec![];
+    if let (Some(dev_s), Some(eff_s)) = (l.max_speed.as_deref(), l.speed.as_deref()) {
+        let dev_bw = pcie_bw(Some(dev_s), l.max_width.or(l.width));
+        if dev_bw > l.bw() + 1e-9 && l.width != Some(0) {
+            out.push(Flag::new(
+                FlagKind::UpstreamSlower,
+                format!(
+                    "the device can do {} ({:.1} GB/s) but its port gives {} ({:.1} GB/s)",
+                    gen_width(Some(dev_s), l.max_width.or(l.width)),
+                    dev_bw,
+                    gen_width(Some(eff_s), l.width),
+                    l.bw()
+                ),
+            ));
+        }
+    }
+    if let Some(p) = topo.node(n).parent
+        && let NodeKind::PciSwitch(ps) = &topo.node(p).kind
+        && !is_virtual_bridge(topo, p)
+        && ps.pcie.speed.is_some()
+        && ps.pcie.bw() + 1e-9 < l.bw()
+    {
+        out.push(Flag::new(
+            FlagKind::UpstreamSlower,
+            format!(
+                "upstream switch {} is linked at {:.1} GB/s, below this device's {:.1} GB/s",
+                ps.busid,
+                ps.pcie.bw(),
+                l.bw()
+            ),
+        ));
+    }
+    out
+}
+
+/// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub summary: String,
+    /// `GPU0 (0000:18:00.0): downtrained: running Gen4 x8, capable of Gen4 x16`, ...
+    pub evidence: Vec<String>,
+}
+
+/// The PCIe verdicts over `nodes` (a host's, or a whole topology's), in a fixed order.
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+    let (mut virt, mut down, mut up) = (vec![], vec![], vec![]);
+    let (mut bridges, mut width0, mut narrower) = (0, 0, false);
+    for n in nodes {
+        for f in link_flags(topo, n) {
+            let line = format!("{}: {}", label(topo, n), f.text);
+            match f.kind {
+                FlagKind::VmBridge | FlagKind::VmWidth0 => {
+                    bridges += usize::from(f.kind == FlagKind::VmBridge);
+                    width0 += usize::from(f.kind == FlagKind::VmWidth0);
+                    virt.push(line);
+                }
+                FlagKind::Downtrained => {
+                    narrower |= f.narrower;
+                    down.push(line);
+                }
+                FlagKind::UpstreamSlower => up.push(line),
+            }
+        }
+    }
+    let mut out = vec![];
+    if !virt.is_empty() {
+        out.push(virtual_verdict(bridges, width0, virt));
+    }
+    if !down.is_empty() {
+        out.push(downtrained_verdict(narrower, down));
+    }
+    if !up.is_empty() {
+        out.push(Verdict {
+            code: UPSTREAM_SLOWER,
+            severity: Severity::Warning,
+            summary: if up.len() == 1 {
+                "1 PCIe link limited by a slower link above it: NCCL plans with the slower one"
+                    .to_string()
+            } else {
+                format!(
+                    "{} PCIe links limited by slower links above them: NCCL plans with the slower ones",
+                    up.len()
+                )
+            },
+            evidence: up,
+        });
+    }
+    out
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Verdict {
+    let mut parts = vec![];
+    if bridges > 0 {
+        parts.push(plural(bridges, "emulated bridge", "emulated bridges"));
+    }
+    if width0 > 0 {
+        parts.push(plural(width0, "link of width 0", "links of width 0"));
+    }
+    Verdict {
+        code: VIRTUAL,
+        severity: Severity::Warning,
+        summary: format!(
+            "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",
+            parts.join(", ")
+        ),
+        evidence,
+    }
+}
+
+fn downtrained_verdict(narrower: bool, evidence: Vec<String>) -> Verdict {
+    let one = evidence.len() == 1;
+    let (severity, summary) = if narrower {
+        (
+            Severity::Warning,
+            format!(
+                "{} trained to fewer lanes than {} support: that link's bandwidth is cut (NCCL plans with the full width)",
+                plural(evidence.len(), "PCIe link", "PCIe links"),
+                if one { "it can" } else { "they" }
+            ),
+        )
+    } else {
+        (
+            Severity::Info,
+            format!(
+                "{} below {} maximum speed (idle GPUs lower it to save power; check again under load)",
+                plural(evidence.len(), "PCIe link runs", "PCIe links run"),
+                if one { "its" } else { "their" }
+            ),
+        )
+    };
+    Verdict {
+        code: DOWNTRAINED,
+        severity,
+        summary,
+        evidence,
+    }
+}
+
+/// `GPU0 (0000:18:00.0)`, `NIC 0000:1a:00.0`, `bridge 0000:17:00.0`.
+pub fn label(t: &Topology, n: NodeIndex) -> String {
+    let node = t.node(n);
+    let bus = node.busid().map(|b| format!("{b}")).unwrap_or_default();
+    match &node.kind {
+        NodeKind::Gpu(g) => format!("GPU{} ({bus})", g.dev),
+        NodeKind::Nic(_) => format!("NIC {bus}"),
+        NodeKind::PciSwitch(_) => format!("bridge {bus}"),
+        _ => bus,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,92 @@
+use super::*;
+use crate::{Cpu, Gpu, PciSwitch};
+
+/// CPU -> bridge (`bridge` link, `ids`) -> GPU (`gpu` link).
+fn one(
+    bridge: PcieLink,
+    ids: Option<(u16, u16)>,
+    gpu: PcieLink,
+) -> (Topology, NodeIndex, NodeIndex) {
+    let mut t = Topology::default();
+    let cpu = t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+    let br = t.add_child(
+        cpu,
+        NodeKind::PciSwitch(PciSwitch {
+            busid: "0000:a1:00.0".parse().unwrap(),
+            pcie: bridge,
+            vendor: ids.map(|x| x.0),
+            device: ids.map(|x| x.1),
+            ..Default::default()
+        }),
+    );
+    let mut g = Gpu::new("0000:a4:00.0".parse().unwrap(), 0);
+    g.pcie = gpu;
+    let gn = t.add_child(br, NodeKind::Gpu(g));
+    (t, br, gn)
+}
+
+fn link(speed: &str, width: u32) -> PcieLink {
+    PcieLink::new(Some(speed), Some(width))
+}
+
+fn codes(t: &Topology) -> Vec<(&'static str, Severity)> {
+    verdicts(t, t.graph.node_indices())
+        .into_iter()
+        .map(|v| (v.code, v.severity))
+        .collect()
+}
+
+#[test]
+fn a_slow_bridge_above_a_gpu_is_a_vm_and_a_bmc_bridge_is_not() {
+    let (t, br, _) = one(link("2.5 GT/s PCIe", 1), None, link("32.0 GT/s PCIe", 16));
+    assert!(is_virtual_bridge(&t, br));
+    assert_eq!(codes(&t), vec![(VIRTUAL, Severity::Warning)]);
+    // The same x1 Gen1 bridge with only a slow device below (a BMC's VGA): real hardware.
+    let (t, br, _) = one(link("2.5 GT/s PCIe", 1), None, link("2.5 GT/s PCIe", 1));
+    assert!(!is_virtual_bridge(&t, br));
+    assert!(codes(&t).is_empty());
+}
+
+#[test]
+fn a_hypervisor_bridge_id_or_width_0_is_a_vm_whatever_the_speeds() {
+    let (t, _, _) = one(
+        link("32.0 GT/s PCIe", 16),
+        Some((0x104c, 0x8232)),
+        link("32.0 GT/s PCIe", 16),
+    );
+    assert_eq!(codes(&t), vec![(VIRTUAL, Severity::Warning)]);
+    let (t, _, _) = one(link("32.0 GT/s PCIe", 16), None, link("32.0 GT/s PCIe", 0));
+    let v = verdicts(&t, t.graph.node_indices());
+    assert_eq!(v[0].code, VIRTUAL);
+    assert!(
+        v[0].summary.contains("1 link of width 0"),
+        "{}",
+        v[0].summary
+    );
+}
+
+#[test]
+fn lost_lanes_are_a_warning_a_lower_speed_only_information() {
+    let mut gpu = link("32.0 GT/s PCIe", 16);
+    gpu.cur_width = Some(8);
+    gpu.cur_speed = Some("32.0 GT/s PCIe".into());
+    let (t, _, _) = one(link("32.0 GT/s PCIe", 16), None, gpu);
+    assert_eq!(codes(&t), vec![(DOWNTRAINED, Severity::Warning)]);
+    let mut gpu = link("32.0 GT/s PCIe", 16);
+    gpu.cur_width = Some(16);
+    gpu.cur_speed = Some("2.5 GT/s PCIe".into());
+    let (t, _, _) = one(link("32.0 GT/s PCIe", 16), None, gpu);
+    let v = verdicts(&t, t.graph.node_indices());
+    assert_eq!((v[0].code, v[0].severity), (DOWNTRAINED, Severity::Info));
+    assert!(
+        v[0].evidence[0].contains("idle GPUs"),
+        "{:?}",
+        v[0].evidence
+    );
+}
+
+#[test]
+fn a_slower_switch_above_is_its_own_fact() {
+    let (t, _, _) = one(link("16.0 GT/s PCIe", 16), None, link("32.0 GT/s PCIe", 16));
+    assert_eq!(codes(&t), vec![(UPSTREAM_SLOWER, Severity::Warning)]);
+}
