@@ -462,10 +462,12 @@ fn parse_list<const N: usize>(
     }
 }
 
-impl EnvPolicy {
-    /// Parses the variables the model reads; later pairs win over earlier ones, so pass the
-    /// process environment first and `--env` overrides after it.
-    pub fn from_env(vars: &[(String, String)], data: &VersionData) -> Result<EnvPolicy> {
+/// The value in force of each variable topo reads: the last setting of each, in the order of
+/// [`VARIABLES`] (a stable order for `env[]`).
+struct Latest(Vec<(String, String)>);
+
+impl Latest {
+    fn of(vars: &[(String, String)]) -> Latest {
         let mut latest: Vec<(String, String)> = Vec::new();
         for (k, v) in vars {
             if !VARIABLES.contains(&k.as_str()) {
@@ -476,19 +478,79 @@ impl EnvPolicy {
                 None => latest.push((k.clone(), v.clone())),
             }
         }
-        // A stable order for `env[]`: the order of VARIABLES.
         latest.sort_by_key(|(k, _)| VARIABLES.iter().position(|n| n == k));
+        Latest(latest)
+    }
+
+    fn get(&self, n: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A variable that takes one of a few integers: its name, the values NCCL accepts, how to
+/// say them, and the field it sets (the table of NCCL_PARAM-style knobs).
+type Choice = (
+    &'static str,
+    &'static [i64],
+    &'static str,
+    fn(&mut EnvPolicy) -> &mut Option<i64>,
+);
+
+const CHOICES: &[Choice] = &[
+    ("NCCL_CUMEM_ENABLE", &[-2, 0, 1], "0, 1 or -2 (auto)", |p| {
+        &mut p.cumem_enable
+    }),
+    ("NCCL_NET_GDR_READ", &[-2, 0, 1], "0, 1 or -2 (auto)", |p| {
+        &mut p.net_gdr_read
+    }),
+    ("NCCL_P2P_PXN_LEVEL", &[0, 1, 2], "0, 1 or 2", |p| {
+        &mut p.p2p_pxn_level
+    }),
+    ("NCCL_NVLS_ENABLE", &[0, 1, 2], "0, 1 or 2 (auto)", |p| {
+        &mut p.nvls_enable
+    }),
+    ("NCCL_MNNVL_ENABLE", &[0, 1, 2], "0, 1 or 2 (auto)", |p| {
+        &mut p.mnnvl_enable
+    }),
+    ("NCCL_CROSS_NIC", &[0, 1, 2], "0, 1 or 2", |p| {
+        &mut p.cross_nic
+    }),
+    ("NCCL_IGNORE_DISABLED_P2P", &[0, 1, 2], "0, 1 or 2", |p| {
+        &mut p.ignore_disabled_p2p
+    }),
+    ("NCCL_PAT_ENABLE", &[0, 1, 2], "0, 1 or 2 (auto)", |p| {
+        &mut p.pat_enable
+    }),
+];
+
+impl EnvPolicy {
+    /// Parses the variables the model reads; later pairs win over earlier ones, so pass the
+    /// process environment first and `--env` overrides after it.
+    pub fn from_env(vars: &[(String, String)], data: &VersionData) -> Result<EnvPolicy> {
+        let set = Latest::of(vars);
         let mut p = EnvPolicy::default();
-        for (k, v) in &latest {
+        for (k, v) in &set.0 {
             p.vars.push(SetVar {
                 name: k.clone(),
                 value: v.clone(),
                 effects: vec![],
             });
         }
-        let get = |n: &str| latest.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
-        let minor = data.minor();
+        p.read_p2p(&set, data)?;
+        p.read_flags(&set)?;
+        p.read_choices(&set)?;
+        p.read_net_and_mnnvl(&set)?;
+        p.read_channels(&set, data)?;
+        p.read_threads_and_buffers(&set)?;
+        p.read_filters(&set);
+        p.read_algo_proto(&set, data)?;
+        p.unread_by_version(&set, data);
+        Ok(p)
+    }
 
+    /// NCCL_P2P_DISABLE, NCCL_P2P_LEVEL and NCCL_NET_GDR_LEVEL, and how they combine.
+    fn read_p2p(&mut self, set: &Latest, data: &VersionData) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         if let Some(v) = get("NCCL_P2P_DISABLE") {
             // Only exactly 1 disables (ncclGetLevel); 0 is the default.
             p.p2p_disable = flag("NCCL_P2P_DISABLE", v)?;
@@ -510,6 +572,12 @@ impl EnvPolicy {
         if let Some(v) = get("NCCL_NET_GDR_LEVEL") {
             p.net_gdr_level = Some(level("NCCL_NET_GDR_LEVEL", v, data)?);
         }
+        Ok(())
+    }
+
+    /// The on/off variables (only exactly 1 is on, as ncclGetLevel reads them).
+    fn read_flags(&mut self, set: &Latest) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         let b = |n: &str| -> Result<Option<bool>> { get(n).map(|v| flag(n, v)).transpose() };
         p.shm_disable = b("NCCL_SHM_DISABLE")?.unwrap_or(false);
         p.ib_disable = b("NCCL_IB_DISABLE")?.unwrap_or(false);
@@ -524,22 +592,21 @@ impl EnvPolicy {
         p.pxn_c2c = b("NCCL_PXN_C2C")?;
         p.ll128_c2c = b("NCCL_LL128_C2C")?;
 
-        if let Some(v) = get("NCCL_CUMEM_ENABLE") {
-            p.cumem_enable = Some(one_of(
-                "NCCL_CUMEM_ENABLE",
-                v,
-                &[-2, 0, 1],
-                "0, 1 or -2 (auto)",
-            )?);
+        Ok(())
+    }
+
+    /// The variables that take one of a few integers: one row each in [`CHOICES`].
+    fn read_choices(&mut self, set: &Latest) -> Result<()> {
+        for &(name, allowed, accepted, field) in CHOICES {
+            if let Some(v) = set.get(name) {
+                *field(self) = Some(one_of(name, v, allowed, accepted)?);
+            }
         }
-        if let Some(v) = get("NCCL_NET_GDR_READ") {
-            p.net_gdr_read = Some(one_of(
-                "NCCL_NET_GDR_READ",
-                v,
-                &[-2, 0, 1],
-                "0, 1 or -2 (auto)",
-            )?);
-        }
+        Ok(())
+    }
+
+    fn read_net_and_mnnvl(&mut self, set: &Latest) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         if let Some(v) = get("NCCL_NET") {
             if v.trim().is_empty() {
                 return Err(bad(
@@ -549,25 +616,6 @@ impl EnvPolicy {
                 ));
             }
             p.net = Some(v.to_string());
-        }
-        if let Some(v) = get("NCCL_P2P_PXN_LEVEL") {
-            p.p2p_pxn_level = Some(one_of("NCCL_P2P_PXN_LEVEL", v, &[0, 1, 2], "0, 1 or 2")?);
-        }
-        if let Some(v) = get("NCCL_NVLS_ENABLE") {
-            p.nvls_enable = Some(one_of(
-                "NCCL_NVLS_ENABLE",
-                v,
-                &[0, 1, 2],
-                "0, 1 or 2 (auto)",
-            )?);
-        }
-        if let Some(v) = get("NCCL_MNNVL_ENABLE") {
-            p.mnnvl_enable = Some(one_of(
-                "NCCL_MNNVL_ENABLE",
-                v,
-                &[0, 1, 2],
-                "0, 1 or 2 (auto)",
-            )?);
         }
         if let Some(v) = get("NCCL_MNNVL_UUID") {
             p.mnnvl_uuid = Some(int("NCCL_MNNVL_UUID", v, "an integer (-1: NVML's UUID)")?);
@@ -585,26 +633,12 @@ impl EnvPolicy {
         if let Some(v) = get("NCCL_MNNVL_RAIL_PER_HOST") {
             p.mnnvl_rail_per_host = Some(flag("NCCL_MNNVL_RAIL_PER_HOST", v)?);
         }
-        if let Some(v) = get("NCCL_CROSS_NIC") {
-            p.cross_nic = Some(one_of("NCCL_CROSS_NIC", v, &[0, 1, 2], "0, 1 or 2")?);
-        }
-        if let Some(v) = get("NCCL_IGNORE_DISABLED_P2P") {
-            p.ignore_disabled_p2p = Some(one_of(
-                "NCCL_IGNORE_DISABLED_P2P",
-                v,
-                &[0, 1, 2],
-                "0, 1 or 2",
-            )?);
-        }
-        if let Some(v) = get("NCCL_PAT_ENABLE") {
-            p.pat_enable = Some(one_of(
-                "NCCL_PAT_ENABLE",
-                v,
-                &[0, 1, 2],
-                "0, 1 or 2 (auto)",
-            )?);
-        }
+        Ok(())
+    }
 
+    /// Channel and CTA counts, the legacy ring counts, the P2P peer knobs.
+    fn read_channels(&mut self, set: &Latest, data: &VersionData) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         let chans = format!("a channel count 1-{}", data.max_channels);
         let count = |n: &str| -> Result<Option<i64>> {
             get(n).map(|v| at_least(n, v, 1, &chans)).transpose()
@@ -634,6 +668,11 @@ impl EnvPolicy {
             data,
         )?;
 
+        Ok(())
+    }
+
+    fn read_threads_and_buffers(&mut self, set: &Latest) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         // Thread counts: NCCL clamps out-of-range values (tuning.cc getNthreads); only
         // non-numbers are errors here.
         if let Some(v) = get("NCCL_NTHREADS") {
@@ -681,6 +720,12 @@ impl EnvPolicy {
         p.ll_buffsize = bytes("NCCL_LL_BUFFSIZE")?;
         p.ll128_buffsize = bytes("NCCL_LL128_BUFFSIZE")?;
 
+        Ok(())
+    }
+
+    /// NCCL_IB_HCA and CUDA_VISIBLE_DEVICES.
+    fn read_filters(&mut self, set: &Latest) {
+        let (p, get) = (self, |n: &str| set.get(n));
         if let Some(v) = get("NCCL_IB_HCA") {
             p.ib_hca = Some(HcaFilter::parse(v));
         }
@@ -694,7 +739,11 @@ impl EnvPolicy {
             }
             p.cuda_visible_devices = Some(list);
         }
+    }
 
+    /// NCCL_PROTO and NCCL_ALGO in the grammar of the version.
+    fn read_algo_proto(&mut self, set: &Latest, data: &VersionData) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
         let elems_algo = algo_names(data);
         let grammar = data.rules.algo_proto_grammar;
         let mut enable = EnableMatrix::default();
@@ -736,7 +785,13 @@ impl EnvPolicy {
         p.ignored_tokens = ignored;
         p.enable = enable;
 
-        // Variables this version does not read.
+        Ok(())
+    }
+
+    /// Variables this version does not read: noted, and their value dropped.
+    fn unread_by_version(&mut self, set: &Latest, data: &VersionData) {
+        let (p, get) = (self, |n: &str| set.get(n));
+        let minor = data.minor();
         let missing = [
             (
                 "NCCL_NET_GDR_C2C",
@@ -765,7 +820,6 @@ impl EnvPolicy {
                 }
             }
         }
-        Ok(p)
     }
 
     /// NCCL_P2P_PER_CHANNEL_NET_BW (v2.29.7-1 src/graph/paths.cc, a divisor there: 0 would
