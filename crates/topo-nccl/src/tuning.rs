@@ -11,9 +11,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
 use crate::types::{Algo, Func, GraphId, PathType, Pattern, Proto};
 use crate::version::{
-    AlgbwSkip, ChannelThreadLoop, CollnetAgRsRule, Ll128InterRule, Ll128MixedCcRule,
-    NvlsAlgbwRatio, NvlsBwRule, NvlsLatencyRule, RingBackup, RingInterStepsRule, RingLlFactor,
-    TreePatternSource, VersionData,
+    AlgbwSkip, ChannelThreadLoop, CollnetAgRsRule, HwLatency, Ll128InterRule, Ll128MixedCcRule,
+    NvlsAlgbwRatio, NvlsBwRule, NvlsLatencyRule, PerAlgo, RingBackup, RingInterStepsRule,
+    RingLlFactor, Rules, TreePatternSource, TuningTables, VersionData,
 };
 use serde::Serialize;
 use topo_model::{CpuArch, CpuVendor};
@@ -449,605 +449,30 @@ impl CostTable {
         }
     }
 
-    /// The bandwidth and latency model (first half of `ncclTopoTuneModel`).
+    /// The bandwidth and latency model (first half of `ncclTopoTuneModel`, tuning.cc): per
+    /// (collective, algorithm, protocol) the cell's algorithm bandwidth and latency, or why
+    /// NCCL does not evaluate it.
     fn model(&mut self, inp: &TuningInput) {
-        let d = inp.data;
-        let t = &d.tuning;
-        let r = &d.rules;
-        let nranks = inp.nranks;
-        let nnodes = inp.nnodes;
-        let ppn = nranks as f64 / nnodes as f64;
-        let ppn_i = (nranks / nnodes) as f64;
-        let cc = t.cc_index(inp.min_cc);
-        let index2 = if nnodes <= 2 { nnodes - 1 } else { 2 };
-        let amd_like =
-            inp.cpu_vendor == CpuVendor::Amd || (r.ll_max_bw_mixed_vendor && inp.cpu_vendor_mixed);
-        let index1 = if nnodes == 1 {
-            cc
-        } else if amd_like {
-            1
-        } else {
-            0
-        };
-        let pick = |rows: &Vec<[f64; 3]>, i: usize| {
-            rows.get(i)
-                .or(rows.last())
-                .map(|r| r[index2])
-                .unwrap_or(0.0)
-        };
-        let ll_max = pick(&t.ll_max_bw, index1);
-        let ch_tree = pick(&t.per_ch_max_tree_bw, cc);
-        let ch_ring_ll128 = pick(&t.per_ch_max_ring_ll128_bw, cc);
-        let ch_tree_ll128 = pick(&t.per_ch_max_tree_ll128_bw, cc);
-        let ch_nvls_tree = t.per_ch_max_nvls_tree_bw.as_ref().map(|v| pick(v, cc));
-        let nvls_eff = t
-            .nvls_efficiency
-            .as_ref()
-            .and_then(|v| v.get(cc).copied())
-            .unwrap_or(0.0);
-        let mut hw = t.hw_latency.clone();
-        if inp.cpu_arch == CpuArch::Power {
-            // De-penalise Tree Simple on POWER: PCI Tree Simple takes Ring's value.
-            hw.pci.tree[2] = hw.pci.ring[2];
-        }
-        let pat_on = self.pat_enabled(inp);
-        let net_overhead = match inp.env.net_overhead {
-            Some(ns) => (ns as f64 * 0.001, format!("NCCL_NET_OVERHEAD {ns} ns")),
-            None => match (inp.cpu_arch, inp.cpu_vendor) {
-                (CpuArch::X86, CpuVendor::Intel) => (1.0, "x86 Intel 1.0".into()),
-                (CpuArch::X86, CpuVendor::Amd) => (2.0, "x86 AMD 2.0".into()),
-                _ => (1.0, "default 1.0".into()),
-            },
-        };
-        if inp.env.net_overhead.is_some() && nnodes > 1 {
-            self.env_effects.push((
-                "NCCL_NET_OVERHEAD".into(),
-                format!(
-                    "ring latency net overhead {:.3} us per step",
-                    net_overhead.0
-                ),
-            ));
-        }
-
+        let m = Model::new(self, inp);
         for (fi, f) in Func::TUNED.iter().copied().enumerate() {
-            let nsteps = match f {
-                Func::AllReduce => 2 * (nranks - 1),
-                Func::AllGather | Func::ReduceScatter => nranks - 1,
-                _ => nranks,
-            } as f64;
-            let ag_rs = matches!(f, Func::AllGather | Func::ReduceScatter);
-            for a in d.algorithms().iter().copied() {
-                let evaluated_for_func = match f {
-                    Func::Broadcast | Func::Reduce => a == Algo::Ring,
-                    Func::AllGather | Func::ReduceScatter => r.ag_rs_algos.contains(&a),
-                    _ => a != Algo::Pat,
-                };
+            for a in inp.data.algorithms().iter().copied() {
                 let g = inp.graph(a);
-                let nch = g.n_channels as f64;
                 for p in Proto::ALL {
-                    let pi = p as usize;
+                    let site = Site::new(&m, f, a, p, &g);
                     let cell = self.cell_mut(fi, a, p);
-                    if !evaluated_for_func {
-                        cell.disabled.push(format!(
-                            "NCCL {} does not model {} for {}",
-                            d.version,
-                            a.name(),
-                            f.name()
-                        ));
-                        continue;
-                    }
-                    if matches!(a, Algo::Nvls | Algo::NvlsTree) && p != Proto::Simple {
-                        cell.disabled.push(format!("{} runs Simple only", a.name()));
-                        continue;
-                    }
-                    if ag_rs && a == Algo::Pat && (p != Proto::Simple || !pat_on.0) {
-                        let why = if p != Proto::Simple {
-                            "PAT runs Simple only".to_string()
-                        } else {
-                            pat_on.1.clone()
-                        };
+                    if let Some(why) = m.not_evaluated(&site) {
                         cell.disabled.push(why);
                         continue;
                     }
                     let mut ex: Vec<String> = vec![];
-                    let collnet = matches!(a, Algo::CollnetDirect | Algo::CollnetChain);
-                    let mut bw = if nnodes <= 2 || collnet {
-                        g.bw_intra
-                    } else {
-                        g.bw_inter
-                    };
-                    ex.push(format!(
-                        "{} graph {} ch × {} GB/s ({})",
-                        a.name(),
-                        g.n_channels,
-                        r2(bw),
-                        if nnodes <= 2 || collnet {
-                            "bwIntra"
-                        } else {
-                            "bwInter, > 2 nodes"
-                        }
-                    ));
-                    if matches!(a, Algo::Nvls | Algo::NvlsTree) {
-                        let tree = a == Algo::NvlsTree;
-                        match r.nvls_bw_rule {
-                            NvlsBwRule::V2_18 => {}
-                            NvlsBwRule::V2_21 | NvlsBwRule::V2_27 => {
-                                if !tree
-                                    && (f == Func::AllReduce || r.nvls_bw_rule == NvlsBwRule::V2_21)
-                                {
-                                    bw = g.bw_intra.min(g.bw_inter);
-                                    ex.push(format!(
-                                        "per-channel min(bwIntra {}, bwInter {}) = {}",
-                                        r2(g.bw_intra),
-                                        r2(g.bw_inter),
-                                        r2(bw)
-                                    ));
-                                } else if !tree {
-                                    let i = g.bw_intra * (ppn - 1.0) / ppn;
-                                    bw = i.min(g.bw_inter * 0.9);
-                                    ex.push(format!(
-                                        "per-channel min(bwIntra {} × (ppn−1)/ppn, 0.9 × bwInter {}) = {}",
-                                        r2(g.bw_intra),
-                                        r2(g.bw_inter),
-                                        r2(bw)
-                                    ));
-                                } else {
-                                    let e = if nnodes <= 2 {
-                                        g.bw_inter
-                                    } else {
-                                        g.bw_inter / 2.0
-                                    };
-                                    bw = g.bw_intra.min(e);
-                                    ex.push(format!(
-                                        "per-channel min(bwIntra {}, {}) = {}",
-                                        r2(g.bw_intra),
-                                        r2(e),
-                                        r2(bw)
-                                    ));
-                                }
-                            }
-                            NvlsBwRule::V2_28 => {
-                                if g.n_channels < 2 {
-                                    cell.disabled.push(format!(
-                                        "{} needs at least 2 channels (graph has {})",
-                                        a.name(),
-                                        g.n_channels
-                                    ));
-                                    continue;
-                                }
-                                let mut intra = g.bw_intra * nvls_eff * (nch - 1.0) / nch;
-                                let mut s = format!(
-                                    "intra {} × eff {} × {}/{}",
-                                    r2(g.bw_intra),
-                                    r2(nvls_eff),
-                                    g.n_channels - 1,
-                                    g.n_channels
-                                );
-                                if f == Func::AllReduce {
-                                    intra *= 2.0;
-                                    s += " × 2";
-                                } else {
-                                    intra *= (ppn - 1.0) / ppn;
-                                    s += " × (ppn−1)/ppn";
-                                }
-                                let inter =
-                                    g.bw_inter * if nnodes <= 2 && tree { 2.0 } else { 1.0 };
-                                bw = intra.min(inter);
-                                let mut m = format!(
-                                    "per-channel min({s} = {}, inter {}",
-                                    r2(intra),
-                                    r2(inter)
-                                );
-                                if tree {
-                                    let cap = ch_nvls_tree.unwrap_or(f64::MAX);
-                                    bw = bw.min(cap);
-                                    m += &format!(", perChMaxNVLSTreeBw {}", r2(cap));
-                                }
-                                ex.push(format!("{m}) = {}", r2(bw)));
-                            }
+                    match m.bandwidth(&site, &mut ex) {
+                        Ok(bw) => cell.model_bw = bw,
+                        Err(why) => {
+                            cell.disabled.push(why);
+                            continue;
                         }
                     }
-                    let mut bus = nch * bw;
-                    ex.push(format!(
-                        "busBw {} ch × {} = {}",
-                        g.n_channels,
-                        r2(bw),
-                        r2(bus)
-                    ));
-                    // Refinements, in NCCL's order.
-                    if a == Algo::Ring && p == Proto::Ll {
-                        let fac = match r.ring_ll_factor {
-                            RingLlFactor::Half => 0.5,
-                            RingLlFactor::QuarterOrThird => {
-                                if nnodes > 1 || matches!(f, Func::AllReduce | Func::Reduce) {
-                                    0.25
-                                } else {
-                                    1.0 / 3.0
-                                }
-                            }
-                        };
-                        let v = (bus * fac).min(ll_max);
-                        ex.push(format!(
-                            "LL min(llMaxBw {}, {} × {}) = {}",
-                            r2(ll_max),
-                            r2(bus),
-                            r2(fac),
-                            r2(v)
-                        ));
-                        bus = v;
-                    }
-                    if a == Algo::Ring && p == Proto::Ll128 {
-                        let fac = match r.ring_ll128_low_ppn_factor {
-                            Some(x) if ppn < 2.0 => x,
-                            _ => 0.92,
-                        };
-                        let cap = nch * ch_ring_ll128;
-                        let v = (bus * fac).min(cap);
-                        ex.push(format!(
-                            "LL128 min({} × {}, {} ch × perChMaxRingLL128Bw {}) = {}",
-                            r2(bus),
-                            r2(fac),
-                            g.n_channels,
-                            r2(ch_ring_ll128),
-                            r2(v)
-                        ));
-                        bus = v;
-                    }
-                    let tree_rules = a == Algo::Tree
-                        && (!r.tree_correction_allreduce_only || f == Func::AllReduce);
-                    if tree_rules {
-                        let cap = nch * ch_tree;
-                        let v = (bus * 0.92).min(cap);
-                        ex.push(format!(
-                            "tree min({} × 0.92, {} ch × perChMaxTreeBw {}) = {}",
-                            r2(bus),
-                            g.n_channels,
-                            r2(ch_tree),
-                            r2(v)
-                        ));
-                        bus = v;
-                    }
-                    if a == Algo::Tree && p == Proto::Ll {
-                        let v = (bus / 3.8).min(ll_max);
-                        ex.push(format!(
-                            "LL min({} / 3.8, llMaxBw {}) = {}",
-                            r2(bus),
-                            r2(ll_max),
-                            r2(v)
-                        ));
-                        bus = v;
-                    }
-                    if a == Algo::Tree && p == Proto::Ll128 {
-                        let (fac, fs) = if nnodes == 1 {
-                            (7.0 / 9.0, "7/9")
-                        } else {
-                            (120.0 / 128.0, "120/128")
-                        };
-                        let cap = nch * ch_tree_ll128;
-                        let v = (bus * fac).min(cap);
-                        ex.push(format!(
-                            "LL128 min({} × {fs}, {} ch × perChMaxTreeLL128Bw {}) = {}",
-                            r2(bus),
-                            g.n_channels,
-                            r2(ch_tree_ll128),
-                            r2(v)
-                        ));
-                        bus = v;
-                    }
-                    if a == Algo::Tree && g.pattern == Pattern::Tree {
-                        bus *= 0.85;
-                        let src = match r.tree_pattern_source {
-                            TreePatternSource::OwnGraph => "tree graph",
-                            TreePatternSource::MaxOverRanks => "max tree pattern over ranks",
-                        };
-                        ex.push(format!(
-                            "× 0.85 ({src} is TREE, not balanced) = {}",
-                            r2(bus)
-                        ));
-                    }
-                    if a == Algo::Pat {
-                        let fac = r.pat_bw_factor.unwrap_or(1.0);
-                        bus *= fac;
-                        ex.push(format!("PAT × {} = {}", r2(fac), r2(bus)));
-                    }
-                    if collnet && p != Proto::Simple {
-                        bus = 0.0;
-                        ex.push(format!("{} runs Simple only: 0", a.name()));
-                    }
-                    if a == Algo::CollnetDirect && p == Proto::Simple {
-                        if ag_rs {
-                            match r.collnet_ag_rs_rule {
-                                CollnetAgRsRule::V2_27 => {
-                                    bus = ppn * g.bw_intra.min(g.bw_inter * 0.9);
-                                    ex.push(format!(
-                                        "ppn {} × min(bwIntra {}, 0.9 × bwInter {}) = {}",
-                                        r2(ppn),
-                                        r2(g.bw_intra),
-                                        r2(g.bw_inter),
-                                        r2(bus)
-                                    ));
-                                }
-                                _ => {
-                                    bus = ppn * bw;
-                                    let heads = inp.collnet_heads as f64;
-                                    let plugin = if f == Func::AllGather {
-                                        inp.collnet_allgather
-                                    } else {
-                                        inp.collnet_reducescatter
-                                    };
-                                    if nnodes > 1 && (!plugin || ppn > heads) {
-                                        bus = 0.0;
-                                        ex.push(format!("multi-node {} needs CollNet plugin support and 1:1 GPU:NIC: 0", f.name()));
-                                    }
-                                    let w = (ppn - 1.0) / 7.0;
-                                    bus *= w * 0.85 + (1.0 - w) * 0.95;
-                                    ex.push(format!(
-                                        "ppn × bw × efficiency {} = {}",
-                                        r2(w * 0.85 + (1.0 - w) * 0.95),
-                                        r2(bus)
-                                    ));
-                                }
-                            }
-                        } else if g.n_channels == 0 {
-                            bus = 0.0;
-                        } else {
-                            let mut fac = ppn / nch;
-                            fac -= (fac - 1.0) / 2.0;
-                            bus /= fac;
-                            ex.push(format!("/ GPU:NIC factor {} = {}", r2(fac), r2(bus)));
-                            if inp.min_cc >= 90 {
-                                bus *= 0.85;
-                                ex.push(format!("× 0.85 (sm90+) = {}", r2(bus)));
-                            }
-                        }
-                    }
-                    if r.collnet_ag_rs_rule == CollnetAgRsRule::V2_27
-                        && matches!(a, Algo::Nvls | Algo::CollnetDirect)
-                        && p == Proto::Simple
-                        && ag_rs
-                        && nnodes > 1
-                    {
-                        let plugin = if f == Func::AllGather {
-                            inp.collnet_allgather
-                        } else {
-                            inp.collnet_reducescatter
-                        };
-                        let why = if !plugin {
-                            Some(format!(
-                                "multi-node {} {} needs a CollNet plugin with {}",
-                                a.name(),
-                                f.name(),
-                                f.name()
-                            ))
-                        } else if !inp.collnet_enabled {
-                            Some(format!(
-                                "multi-node {} {} needs CollNet",
-                                a.name(),
-                                f.name()
-                            ))
-                        } else if inp.local_ranks.iter().any(|&l| l > inp.collnet_heads) {
-                            Some(format!(
-                                "multi-node {} {} needs ≤ {} local ranks (CollNet heads)",
-                                a.name(),
-                                f.name(),
-                                inp.collnet_heads
-                            ))
-                        } else {
-                            None
-                        };
-                        if let Some(w) = why {
-                            bus = 0.0;
-                            ex.push(format!("{w}: 0"));
-                        }
-                    }
-                    // Bus → algorithm bandwidth.
-                    let skip = match r.algbw_skip {
-                        AlgbwSkip::None => false,
-                        AlgbwSkip::CollnetDirectAgRs => a == Algo::CollnetDirect && ag_rs,
-                        AlgbwSkip::NonRingAgRs => a != Algo::Ring && ag_rs,
-                    };
-                    let mut algbw = bus;
-                    if skip {
-                        ex.push(format!("{} keeps bus bandwidth: {}", f.name(), r2(bus)));
-                    } else {
-                        let ring_like = format!("{nranks}/{}", nsteps as usize);
-                        let (ratio, rs) = match a {
-                            Algo::Ring => (nranks as f64 / nsteps, ring_like),
-                            Algo::Nvls | Algo::NvlsTree => match r.nvls_algbw_ratio {
-                                NvlsAlgbwRatio::RingLike => (nranks as f64 / nsteps, ring_like),
-                                NvlsAlgbwRatio::FiveSixths => (5.0 / 6.0, "5/6".into()),
-                                NvlsAlgbwRatio::V2_18 => {
-                                    if a == Algo::Nvls {
-                                        (5.0 / 6.0, "5/6".into())
-                                    } else if nnodes > 1 {
-                                        let n = nnodes as f64;
-                                        (
-                                            0.7 * n / (2.0 * (n - 1.0)),
-                                            format!("0.7 × {nnodes}/(2 × {})", nnodes - 1),
-                                        )
-                                    } else {
-                                        (0.0, "0 (one node)".into())
-                                    }
-                                }
-                            },
-                            _ => (0.5, "0.5".into()),
-                        };
-                        algbw = bus * ratio;
-                        ex.push(format!("algbw {} × {rs} = {}", r2(bus), r1(algbw)));
-                    }
-                    cell.model_bw = algbw;
-
-                    // Latency.
-                    let intra_hw = if g.type_intra == PathType::Nvl {
-                        &hw.nvlink
-                    } else {
-                        &hw.pci
-                    };
-                    let hw_name = if g.type_intra == PathType::Nvl {
-                        "NVLink"
-                    } else {
-                        "PCI"
-                    };
-                    let (hw_a, hw_a_name) = if nnodes == 1 {
-                        (intra_hw, hw_name)
-                    } else {
-                        (&hw.net, "NET")
-                    };
-                    let base = t.base_latency.get(a)[pi];
-                    let mut lat = base;
-                    let mut intra_lat = intra_hw.get(a)[pi];
-                    let ppn1 = r.inter_latency_ppn1_tree && ppn == 1.0;
-                    let mut inter_lat = if ppn1 {
-                        hw.net.tree[pi]
-                    } else {
-                        hw.net.get(a)[pi]
-                    };
-                    inter_lat += g.latency_inter;
-                    if p == Proto::Simple {
-                        inter_lat += g.latency_inter;
-                    }
-                    let inter_s = format!(
-                        "interLat {}{}",
-                        r2(inter_lat),
-                        if ppn1 { " (NET Tree, 1 rank/node)" } else { "" }
-                    );
-                    let mut lx = format!("lat base {}", r2(base));
-                    match a {
-                        Algo::Ring => {
-                            let l = hw_a.ring[pi];
-                            if matches!(f, Func::Broadcast | Func::Reduce) {
-                                if g.same_channels {
-                                    lat += l;
-                                    lx += &format!(" + {hw_a_name} {} (sameChannels)", r2(l));
-                                } else {
-                                    let l = if p == Proto::Simple { hw_a.tree[2] } else { l };
-                                    lat += nsteps * l;
-                                    lx += &format!(
-                                        " + {} steps × {hw_a_name} {}",
-                                        nsteps as usize,
-                                        r2(l)
-                                    );
-                                }
-                            } else {
-                                let mut ovh = 0.0;
-                                if nnodes > 1 {
-                                    ovh =
-                                        net_overhead.0 * if p == Proto::Simple { 3.0 } else { 1.0 };
-                                }
-                                let raised = ovh > intra_lat;
-                                intra_lat = intra_lat.max(ovh);
-                                let ninter = match r.ring_latency_ninter_rule {
-                                    RingInterStepsRule::V2_23 => {
-                                        if nnodes == 1 {
-                                            0
-                                        } else if f == Func::AllReduce {
-                                            2 * (nnodes - 1)
-                                        } else {
-                                            nnodes - 1
-                                        }
-                                    }
-                                    RingInterStepsRule::V2_18 => {
-                                        if f == Func::AllReduce {
-                                            if nnodes > 1 { 2 * nnodes } else { 0 }
-                                        } else {
-                                            nnodes - 1
-                                        }
-                                    }
-                                } as f64;
-                                lat += (nsteps - ninter) * intra_lat + ninter * inter_lat;
-                                lx += &format!(
-                                    " + {} intra steps × {}{} + {} inter steps × {}",
-                                    (nsteps - ninter) as i64,
-                                    r2(intra_lat),
-                                    if raised {
-                                        format!(" (net overhead {})", net_overhead.1)
-                                    } else {
-                                        String::new()
-                                    },
-                                    ninter as i64,
-                                    inter_s
-                                );
-                            }
-                        }
-                        Algo::Tree => {
-                            if !r.tree_correction_allreduce_only || f == Func::AllReduce {
-                                let l2 = log2i(nnodes as u64) as f64;
-                                lat += 2.0 * ((ppn_i - 1.0) * intra_lat + l2 * inter_lat);
-                                lx += &format!(
-                                    " + 2 × ({} × intraLat {} + log2({nnodes}) {} × {})",
-                                    ppn_i - 1.0,
-                                    r2(intra_lat),
-                                    l2,
-                                    inter_s
-                                );
-                            }
-                        }
-                        Algo::CollnetDirect => {
-                            let ar = r.collnet_direct_arity_latency;
-                            lat += 2.0 * ((ppn_i - 1.0).min(1.0) * intra_lat + (ppn_i - 1.0) * ar)
-                                + inter_lat;
-                            lx += &format!(
-                                " + 2 × (min(1, {}) × {} + {} × {}) + {}",
-                                ppn_i - 1.0,
-                                r2(intra_lat),
-                                ppn_i - 1.0,
-                                r2(ar),
-                                inter_s
-                            );
-                        }
-                        Algo::CollnetChain => {
-                            lat += 2.0 * (ppn_i - 1.0) * intra_lat + inter_lat;
-                            lx += &format!(
-                                " + 2 × {} × {} + {}",
-                                ppn_i - 1.0,
-                                r2(intra_lat),
-                                inter_s
-                            );
-                        }
-                        Algo::Nvls => match r.nvls_latency_rule {
-                            NvlsLatencyRule::V2_19 => {
-                                lat = intra_lat;
-                                lx = format!("lat intraLat {}", r2(intra_lat));
-                                if nnodes > 1 {
-                                    lat += inter_lat;
-                                    lx += &format!(" + {inter_s}");
-                                }
-                            }
-                            NvlsLatencyRule::V2_18 => {
-                                if nnodes > 1 {
-                                    lat += hw.net.nvls[pi];
-                                    lx += &format!(" + NET {}", r2(hw.net.nvls[pi]));
-                                }
-                            }
-                        },
-                        Algo::NvlsTree => match r.nvls_latency_rule {
-                            NvlsLatencyRule::V2_19 => {
-                                let l2 = log2i(nnodes as u64) as f64;
-                                lat += intra_lat + 2.0 * l2 * inter_lat;
-                                lx += &format!(
-                                    " + intraLat {} + 2 × {l2} × {}",
-                                    r2(intra_lat),
-                                    inter_s
-                                );
-                            }
-                            NvlsLatencyRule::V2_18 => {
-                                lat += 2.0 * (nnodes as f64 - 1.0) * hw.net.nvls_tree[pi];
-                                lx += &format!(
-                                    " + 2 × {} × NET {}",
-                                    nnodes - 1,
-                                    r2(hw.net.nvls_tree[pi])
-                                );
-                            }
-                        },
-                        Algo::Pat => {
-                            if ag_rs {
-                                let l2 = log2i(nnodes as u64) as f64;
-                                lat += l2 * (inter_lat / 3.5) + nranks as f64 * 2.8;
-                                lx += &format!(" + {l2} × {} / 3.5 + {nranks} × 2.8", inter_s);
-                            }
-                        }
-                    }
-                    lx += &format!(" = {}", r1(lat));
+                    let (lat, lx) = m.latency(&site);
                     ex.push(lx);
                     cell.evaluated = true;
                     cell.lat_us = lat;
@@ -1849,6 +1274,747 @@ pub fn render_thread_thresholds(t: &CostTable) -> String {
         "{}/{}/{} | {}/{}/{} | {} | {}",
         x[0][0], x[0][1], x[0][2], x[1][0], x[1][1], x[1][2], x[2][2], x[3][2]
     )
+}
+
+/// What every cell of the model reads: NCCL's per-version tables at this machine's compute
+/// capability and node count, looked up once (`ncclTopoTuneModel`'s locals).
+struct Model<'a> {
+    inp: &'a TuningInput<'a>,
+    d: &'a VersionData,
+    t: &'a TuningTables,
+    r: &'a Rules,
+    nranks: usize,
+    nnodes: usize,
+    ppn: f64,
+    ppn_i: f64,
+    ll_max: f64,
+    ch_tree: f64,
+    ch_ring_ll128: f64,
+    ch_tree_ll128: f64,
+    ch_nvls_tree: Option<f64>,
+    nvls_eff: f64,
+    hw: HwLatency,
+    pat_on: (bool, String),
+    net_overhead: (f64, String),
+}
+
+/// One cell: the collective, algorithm and protocol, and the graph it runs on.
+struct Site<'g> {
+    f: Func,
+    a: Algo,
+    p: Proto,
+    pi: usize,
+    g: &'g Graph,
+    nch: f64,
+    nsteps: f64,
+    ag_rs: bool,
+    collnet: bool,
+}
+
+impl<'g> Site<'g> {
+    fn new(m: &Model, f: Func, a: Algo, p: Proto, g: &'g Graph) -> Site<'g> {
+        let nranks = m.nranks;
+        let nsteps = match f {
+            Func::AllReduce => 2 * (nranks - 1),
+            Func::AllGather | Func::ReduceScatter => nranks - 1,
+            _ => nranks,
+        } as f64;
+        Site {
+            f,
+            a,
+            p,
+            pi: p as usize,
+            g,
+            nch: g.n_channels as f64,
+            nsteps,
+            ag_rs: matches!(f, Func::AllGather | Func::ReduceScatter),
+            collnet: matches!(a, Algo::CollnetDirect | Algo::CollnetChain),
+        }
+    }
+}
+
+impl<'a> Model<'a> {
+    fn new(table: &mut CostTable, inp: &'a TuningInput<'a>) -> Model<'a> {
+        let d: &'a VersionData = inp.data;
+        let t = &d.tuning;
+        let r = &d.rules;
+        let nranks = inp.nranks;
+        let nnodes = inp.nnodes;
+        let ppn = nranks as f64 / nnodes as f64;
+        let ppn_i = (nranks / nnodes) as f64;
+        let cc = t.cc_index(inp.min_cc);
+        let index2 = if nnodes <= 2 { nnodes - 1 } else { 2 };
+        let amd_like =
+            inp.cpu_vendor == CpuVendor::Amd || (r.ll_max_bw_mixed_vendor && inp.cpu_vendor_mixed);
+        let index1 = if nnodes == 1 {
+            cc
+        } else if amd_like {
+            1
+        } else {
+            0
+        };
+        let pick = |rows: &Vec<[f64; 3]>, i: usize| {
+            rows.get(i)
+                .or(rows.last())
+                .map(|r| r[index2])
+                .unwrap_or(0.0)
+        };
+        let ll_max = pick(&t.ll_max_bw, index1);
+        let ch_tree = pick(&t.per_ch_max_tree_bw, cc);
+        let ch_ring_ll128 = pick(&t.per_ch_max_ring_ll128_bw, cc);
+        let ch_tree_ll128 = pick(&t.per_ch_max_tree_ll128_bw, cc);
+        let ch_nvls_tree = t.per_ch_max_nvls_tree_bw.as_ref().map(|v| pick(v, cc));
+        let nvls_eff = t
+            .nvls_efficiency
+            .as_ref()
+            .and_then(|v| v.get(cc).copied())
+            .unwrap_or(0.0);
+        let mut hw = t.hw_latency.clone();
+        if inp.cpu_arch == CpuArch::Power {
+            // De-penalise Tree Simple on POWER: PCI Tree Simple takes Ring's value.
+            hw.pci.tree[2] = hw.pci.ring[2];
+        }
+        let pat_on = table.pat_enabled(inp);
+        let net_overhead = match inp.env.net_overhead {
+            Some(ns) => (ns as f64 * 0.001, format!("NCCL_NET_OVERHEAD {ns} ns")),
+            None => match (inp.cpu_arch, inp.cpu_vendor) {
+                (CpuArch::X86, CpuVendor::Intel) => (1.0, "x86 Intel 1.0".into()),
+                (CpuArch::X86, CpuVendor::Amd) => (2.0, "x86 AMD 2.0".into()),
+                _ => (1.0, "default 1.0".into()),
+            },
+        };
+        if inp.env.net_overhead.is_some() && nnodes > 1 {
+            table.env_effects.push((
+                "NCCL_NET_OVERHEAD".into(),
+                format!(
+                    "ring latency net overhead {:.3} us per step",
+                    net_overhead.0
+                ),
+            ));
+        }
+
+        Model {
+            inp,
+            d,
+            t,
+            r,
+            nranks,
+            nnodes,
+            ppn,
+            ppn_i,
+            ll_max,
+            ch_tree,
+            ch_ring_ll128,
+            ch_tree_ll128,
+            ch_nvls_tree,
+            nvls_eff,
+            hw,
+            pat_on,
+            net_overhead,
+        }
+    }
+
+    /// Why NCCL does not evaluate this cell, if it does not.
+    fn not_evaluated(&self, s: &Site) -> Option<String> {
+        let (f, a, p) = (s.f, s.a, s.p);
+        let evaluated_for_func = match f {
+            Func::Broadcast | Func::Reduce => a == Algo::Ring,
+            Func::AllGather | Func::ReduceScatter => self.r.ag_rs_algos.contains(&a),
+            _ => a != Algo::Pat,
+        };
+        if !evaluated_for_func {
+            return Some(format!(
+                "NCCL {} does not model {} for {}",
+                self.d.version,
+                a.name(),
+                f.name()
+            ));
+        }
+        if matches!(a, Algo::Nvls | Algo::NvlsTree) && p != Proto::Simple {
+            return Some(format!("{} runs Simple only", a.name()));
+        }
+        if s.ag_rs && a == Algo::Pat && (p != Proto::Simple || !self.pat_on.0) {
+            return Some(if p != Proto::Simple {
+                "PAT runs Simple only".to_string()
+            } else {
+                self.pat_on.1.clone()
+            });
+        }
+        None
+    }
+
+    /// The cell's algorithm bandwidth (GB/s), each step explained; `Err` when NCCL disables
+    /// the cell on the way.
+    fn bandwidth(&self, s: &Site, ex: &mut Vec<String>) -> std::result::Result<f64, String> {
+        let (a, g, nnodes) = (s.a, s.g, self.nnodes);
+        let mut bw = if nnodes <= 2 || s.collnet {
+            g.bw_intra
+        } else {
+            g.bw_inter
+        };
+        ex.push(format!(
+            "{} graph {} ch × {} GB/s ({})",
+            a.name(),
+            g.n_channels,
+            r2(bw),
+            if nnodes <= 2 || s.collnet {
+                "bwIntra"
+            } else {
+                "bwInter, > 2 nodes"
+            }
+        ));
+        if matches!(a, Algo::Nvls | Algo::NvlsTree) {
+            bw = self.nvls_channel_bw(s, bw, ex)?;
+        }
+        let mut bus = s.nch * bw;
+        ex.push(format!(
+            "busBw {} ch × {} = {}",
+            g.n_channels,
+            r2(bw),
+            r2(bus)
+        ));
+        bus = self.refine(s, bus, ex);
+        bus = self.collnet_bus(s, bus, bw, ex);
+        Ok(self.algbw(s, bus, ex))
+    }
+
+    /// NVLS and NVLS Tree: the per-channel bandwidth by the version's rule.
+    fn nvls_channel_bw(
+        &self,
+        s: &Site,
+        mut bw: f64,
+        ex: &mut Vec<String>,
+    ) -> std::result::Result<f64, String> {
+        let (f, a, g, r, nnodes, ppn, nch) = (s.f, s.a, s.g, self.r, self.nnodes, self.ppn, s.nch);
+        let (nvls_eff, ch_nvls_tree) = (self.nvls_eff, self.ch_nvls_tree);
+        if matches!(a, Algo::Nvls | Algo::NvlsTree) {
+            let tree = a == Algo::NvlsTree;
+            match r.nvls_bw_rule {
+                NvlsBwRule::V2_18 => {}
+                NvlsBwRule::V2_21 | NvlsBwRule::V2_27 => {
+                    if !tree && (f == Func::AllReduce || r.nvls_bw_rule == NvlsBwRule::V2_21) {
+                        bw = g.bw_intra.min(g.bw_inter);
+                        ex.push(format!(
+                            "per-channel min(bwIntra {}, bwInter {}) = {}",
+                            r2(g.bw_intra),
+                            r2(g.bw_inter),
+                            r2(bw)
+                        ));
+                    } else if !tree {
+                        let i = g.bw_intra * (ppn - 1.0) / ppn;
+                        bw = i.min(g.bw_inter * 0.9);
+                        ex.push(format!(
+                            "per-channel min(bwIntra {} × (ppn−1)/ppn, 0.9 × bwInter {}) = {}",
+                            r2(g.bw_intra),
+                            r2(g.bw_inter),
+                            r2(bw)
+                        ));
+                    } else {
+                        let e = if nnodes <= 2 {
+                            g.bw_inter
+                        } else {
+                            g.bw_inter / 2.0
+                        };
+                        bw = g.bw_intra.min(e);
+                        ex.push(format!(
+                            "per-channel min(bwIntra {}, {}) = {}",
+                            r2(g.bw_intra),
+                            r2(e),
+                            r2(bw)
+                        ));
+                    }
+                }
+                NvlsBwRule::V2_28 => {
+                    if g.n_channels < 2 {
+                        return Err(format!(
+                            "{} needs at least 2 channels (graph has {})",
+                            a.name(),
+                            g.n_channels
+                        ));
+                    }
+                    let mut intra = g.bw_intra * nvls_eff * (nch - 1.0) / nch;
+                    let mut s = format!(
+                        "intra {} × eff {} × {}/{}",
+                        r2(g.bw_intra),
+                        r2(nvls_eff),
+                        g.n_channels - 1,
+                        g.n_channels
+                    );
+                    if f == Func::AllReduce {
+                        intra *= 2.0;
+                        s += " × 2";
+                    } else {
+                        intra *= (ppn - 1.0) / ppn;
+                        s += " × (ppn−1)/ppn";
+                    }
+                    let inter = g.bw_inter * if nnodes <= 2 && tree { 2.0 } else { 1.0 };
+                    bw = intra.min(inter);
+                    let mut m = format!("per-channel min({s} = {}, inter {}", r2(intra), r2(inter));
+                    if tree {
+                        let cap = ch_nvls_tree.unwrap_or(f64::MAX);
+                        bw = bw.min(cap);
+                        m += &format!(", perChMaxNVLSTreeBw {}", r2(cap));
+                    }
+                    ex.push(format!("{m}) = {}", r2(bw)));
+                }
+            }
+        }
+        Ok(bw)
+    }
+
+    /// The per-protocol and per-pattern refinements of the bus bandwidth, in NCCL's order.
+    fn refine(&self, s: &Site, mut bus: f64, ex: &mut Vec<String>) -> f64 {
+        let (f, a, p, g, r, nnodes, ppn, nch) =
+            (s.f, s.a, s.p, s.g, self.r, self.nnodes, self.ppn, s.nch);
+        let (ll_max, ch_ring_ll128, ch_tree, ch_tree_ll128) = (
+            self.ll_max,
+            self.ch_ring_ll128,
+            self.ch_tree,
+            self.ch_tree_ll128,
+        );
+        if a == Algo::Ring && p == Proto::Ll {
+            let fac = match r.ring_ll_factor {
+                RingLlFactor::Half => 0.5,
+                RingLlFactor::QuarterOrThird => {
+                    if nnodes > 1 || matches!(f, Func::AllReduce | Func::Reduce) {
+                        0.25
+                    } else {
+                        1.0 / 3.0
+                    }
+                }
+            };
+            let v = (bus * fac).min(ll_max);
+            ex.push(format!(
+                "LL min(llMaxBw {}, {} × {}) = {}",
+                r2(ll_max),
+                r2(bus),
+                r2(fac),
+                r2(v)
+            ));
+            bus = v;
+        }
+        if a == Algo::Ring && p == Proto::Ll128 {
+            let fac = match r.ring_ll128_low_ppn_factor {
+                Some(x) if ppn < 2.0 => x,
+                _ => 0.92,
+            };
+            let cap = nch * ch_ring_ll128;
+            let v = (bus * fac).min(cap);
+            ex.push(format!(
+                "LL128 min({} × {}, {} ch × perChMaxRingLL128Bw {}) = {}",
+                r2(bus),
+                r2(fac),
+                g.n_channels,
+                r2(ch_ring_ll128),
+                r2(v)
+            ));
+            bus = v;
+        }
+        let tree_rules =
+            a == Algo::Tree && (!r.tree_correction_allreduce_only || f == Func::AllReduce);
+        if tree_rules {
+            let cap = nch * ch_tree;
+            let v = (bus * 0.92).min(cap);
+            ex.push(format!(
+                "tree min({} × 0.92, {} ch × perChMaxTreeBw {}) = {}",
+                r2(bus),
+                g.n_channels,
+                r2(ch_tree),
+                r2(v)
+            ));
+            bus = v;
+        }
+        if a == Algo::Tree && p == Proto::Ll {
+            let v = (bus / 3.8).min(ll_max);
+            ex.push(format!(
+                "LL min({} / 3.8, llMaxBw {}) = {}",
+                r2(bus),
+                r2(ll_max),
+                r2(v)
+            ));
+            bus = v;
+        }
+        if a == Algo::Tree && p == Proto::Ll128 {
+            let (fac, fs) = if nnodes == 1 {
+                (7.0 / 9.0, "7/9")
+            } else {
+                (120.0 / 128.0, "120/128")
+            };
+            let cap = nch * ch_tree_ll128;
+            let v = (bus * fac).min(cap);
+            ex.push(format!(
+                "LL128 min({} × {fs}, {} ch × perChMaxTreeLL128Bw {}) = {}",
+                r2(bus),
+                g.n_channels,
+                r2(ch_tree_ll128),
+                r2(v)
+            ));
+            bus = v;
+        }
+        if a == Algo::Tree && g.pattern == Pattern::Tree {
+            bus *= 0.85;
+            let src = match r.tree_pattern_source {
+                TreePatternSource::OwnGraph => "tree graph",
+                TreePatternSource::MaxOverRanks => "max tree pattern over ranks",
+            };
+            ex.push(format!(
+                "× 0.85 ({src} is TREE, not balanced) = {}",
+                r2(bus)
+            ));
+        }
+        if a == Algo::Pat {
+            let fac = r.pat_bw_factor.unwrap_or(1.0);
+            bus *= fac;
+            ex.push(format!("PAT × {} = {}", r2(fac), r2(bus)));
+        }
+        bus
+    }
+
+    /// CollNet's bus bandwidth, and the multi-node AllGather/ReduceScatter gates of 2.27+.
+    fn collnet_bus(&self, s: &Site, mut bus: f64, bw: f64, ex: &mut Vec<String>) -> f64 {
+        let (f, a, p, g, r, nnodes, ppn, nch, ag_rs, collnet) = (
+            s.f,
+            s.a,
+            s.p,
+            s.g,
+            self.r,
+            self.nnodes,
+            self.ppn,
+            s.nch,
+            s.ag_rs,
+            s.collnet,
+        );
+        let inp = self.inp;
+        if collnet && p != Proto::Simple {
+            bus = 0.0;
+            ex.push(format!("{} runs Simple only: 0", a.name()));
+        }
+        if a == Algo::CollnetDirect && p == Proto::Simple {
+            if ag_rs {
+                match r.collnet_ag_rs_rule {
+                    CollnetAgRsRule::V2_27 => {
+                        bus = ppn * g.bw_intra.min(g.bw_inter * 0.9);
+                        ex.push(format!(
+                            "ppn {} × min(bwIntra {}, 0.9 × bwInter {}) = {}",
+                            r2(ppn),
+                            r2(g.bw_intra),
+                            r2(g.bw_inter),
+                            r2(bus)
+                        ));
+                    }
+                    _ => {
+                        bus = ppn * bw;
+                        let heads = inp.collnet_heads as f64;
+                        let plugin = if f == Func::AllGather {
+                            inp.collnet_allgather
+                        } else {
+                            inp.collnet_reducescatter
+                        };
+                        if nnodes > 1 && (!plugin || ppn > heads) {
+                            bus = 0.0;
+                            ex.push(format!(
+                                "multi-node {} needs CollNet plugin support and 1:1 GPU:NIC: 0",
+                                f.name()
+                            ));
+                        }
+                        let w = (ppn - 1.0) / 7.0;
+                        bus *= w * 0.85 + (1.0 - w) * 0.95;
+                        ex.push(format!(
+                            "ppn × bw × efficiency {} = {}",
+                            r2(w * 0.85 + (1.0 - w) * 0.95),
+                            r2(bus)
+                        ));
+                    }
+                }
+            } else if g.n_channels == 0 {
+                bus = 0.0;
+            } else {
+                let mut fac = ppn / nch;
+                fac -= (fac - 1.0) / 2.0;
+                bus /= fac;
+                ex.push(format!("/ GPU:NIC factor {} = {}", r2(fac), r2(bus)));
+                if inp.min_cc >= 90 {
+                    bus *= 0.85;
+                    ex.push(format!("× 0.85 (sm90+) = {}", r2(bus)));
+                }
+            }
+        }
+        if r.collnet_ag_rs_rule == CollnetAgRsRule::V2_27
+            && matches!(a, Algo::Nvls | Algo::CollnetDirect)
+            && p == Proto::Simple
+            && ag_rs
+            && nnodes > 1
+        {
+            let plugin = if f == Func::AllGather {
+                inp.collnet_allgather
+            } else {
+                inp.collnet_reducescatter
+            };
+            let why = if !plugin {
+                Some(format!(
+                    "multi-node {} {} needs a CollNet plugin with {}",
+                    a.name(),
+                    f.name(),
+                    f.name()
+                ))
+            } else if !inp.collnet_enabled {
+                Some(format!(
+                    "multi-node {} {} needs CollNet",
+                    a.name(),
+                    f.name()
+                ))
+            } else if inp.local_ranks.iter().any(|&l| l > inp.collnet_heads) {
+                Some(format!(
+                    "multi-node {} {} needs ≤ {} local ranks (CollNet heads)",
+                    a.name(),
+                    f.name(),
+                    inp.collnet_heads
+                ))
+            } else {
+                None
+            };
+            if let Some(w) = why {
+                bus = 0.0;
+                ex.push(format!("{w}: 0"));
+            }
+        }
+        bus
+    }
+
+    /// Bus bandwidth to algorithm bandwidth.
+    fn algbw(&self, s: &Site, bus: f64, ex: &mut Vec<String>) -> f64 {
+        let (f, a, r, nnodes, nranks, nsteps, ag_rs) = (
+            s.f,
+            s.a,
+            self.r,
+            self.nnodes,
+            self.nranks,
+            s.nsteps,
+            s.ag_rs,
+        );
+        let skip = match r.algbw_skip {
+            AlgbwSkip::None => false,
+            AlgbwSkip::CollnetDirectAgRs => a == Algo::CollnetDirect && ag_rs,
+            AlgbwSkip::NonRingAgRs => a != Algo::Ring && ag_rs,
+        };
+        let mut algbw = bus;
+        if skip {
+            ex.push(format!("{} keeps bus bandwidth: {}", f.name(), r2(bus)));
+        } else {
+            let ring_like = format!("{nranks}/{}", nsteps as usize);
+            let (ratio, rs) = match a {
+                Algo::Ring => (nranks as f64 / nsteps, ring_like),
+                Algo::Nvls | Algo::NvlsTree => match r.nvls_algbw_ratio {
+                    NvlsAlgbwRatio::RingLike => (nranks as f64 / nsteps, ring_like),
+                    NvlsAlgbwRatio::FiveSixths => (5.0 / 6.0, "5/6".into()),
+                    NvlsAlgbwRatio::V2_18 => {
+                        if a == Algo::Nvls {
+                            (5.0 / 6.0, "5/6".into())
+                        } else if nnodes > 1 {
+                            let n = nnodes as f64;
+                            (
+                                0.7 * n / (2.0 * (n - 1.0)),
+                                format!("0.7 × {nnodes}/(2 × {})", nnodes - 1),
+                            )
+                        } else {
+                            (0.0, "0 (one node)".into())
+                        }
+                    }
+                },
+                _ => (0.5, "0.5".into()),
+            };
+            algbw = bus * ratio;
+            ex.push(format!("algbw {} × {rs} = {}", r2(bus), r1(algbw)));
+        }
+        algbw
+    }
+
+    /// The cell's latency (us) and its explanation line.
+    fn latency(&self, s: &Site) -> (f64, String) {
+        let (f, a, p, pi, g) = (s.f, s.a, s.p, s.pi, s.g);
+        let (t, r, hw, nnodes, nranks, ppn, ppn_i, ag_rs) = (
+            self.t,
+            self.r,
+            &self.hw,
+            self.nnodes,
+            self.nranks,
+            self.ppn,
+            self.ppn_i,
+            s.ag_rs,
+        );
+        let intra_hw = if g.type_intra == PathType::Nvl {
+            &hw.nvlink
+        } else {
+            &hw.pci
+        };
+        let hw_name = if g.type_intra == PathType::Nvl {
+            "NVLink"
+        } else {
+            "PCI"
+        };
+        let (hw_a, hw_a_name) = if nnodes == 1 {
+            (intra_hw, hw_name)
+        } else {
+            (&hw.net, "NET")
+        };
+        let base = t.base_latency.get(a)[pi];
+        let mut lat = base;
+        let intra_lat = intra_hw.get(a)[pi];
+        let ppn1 = r.inter_latency_ppn1_tree && ppn == 1.0;
+        let mut inter_lat = if ppn1 {
+            hw.net.tree[pi]
+        } else {
+            hw.net.get(a)[pi]
+        };
+        inter_lat += g.latency_inter;
+        if p == Proto::Simple {
+            inter_lat += g.latency_inter;
+        }
+        let inter_s = format!(
+            "interLat {}{}",
+            r2(inter_lat),
+            if ppn1 { " (NET Tree, 1 rank/node)" } else { "" }
+        );
+        let mut lx = format!("lat base {}", r2(base));
+        match a {
+            Algo::Ring => {
+                let (l, lxr) =
+                    self.ring_latency(s, (hw_a, hw_a_name), intra_lat, (inter_lat, &inter_s));
+                lat += l;
+                lx += &lxr;
+            }
+            Algo::Tree => {
+                if !r.tree_correction_allreduce_only || f == Func::AllReduce {
+                    let l2 = log2i(nnodes as u64) as f64;
+                    lat += 2.0 * ((ppn_i - 1.0) * intra_lat + l2 * inter_lat);
+                    lx += &format!(
+                        " + 2 × ({} × intraLat {} + log2({nnodes}) {} × {})",
+                        ppn_i - 1.0,
+                        r2(intra_lat),
+                        l2,
+                        inter_s
+                    );
+                }
+            }
+            Algo::CollnetDirect => {
+                let ar = r.collnet_direct_arity_latency;
+                lat += 2.0 * ((ppn_i - 1.0).min(1.0) * intra_lat + (ppn_i - 1.0) * ar) + inter_lat;
+                lx += &format!(
+                    " + 2 × (min(1, {}) × {} + {} × {}) + {}",
+                    ppn_i - 1.0,
+                    r2(intra_lat),
+                    ppn_i - 1.0,
+                    r2(ar),
+                    inter_s
+                );
+            }
+            Algo::CollnetChain => {
+                lat += 2.0 * (ppn_i - 1.0) * intra_lat + inter_lat;
+                lx += &format!(" + 2 × {} × {} + {}", ppn_i - 1.0, r2(intra_lat), inter_s);
+            }
+            Algo::Nvls => match r.nvls_latency_rule {
+                NvlsLatencyRule::V2_19 => {
+                    lat = intra_lat;
+                    lx = format!("lat intraLat {}", r2(intra_lat));
+                    if nnodes > 1 {
+                        lat += inter_lat;
+                        lx += &format!(" + {inter_s}");
+                    }
+                }
+                NvlsLatencyRule::V2_18 => {
+                    if nnodes > 1 {
+                        lat += hw.net.nvls[pi];
+                        lx += &format!(" + NET {}", r2(hw.net.nvls[pi]));
+                    }
+                }
+            },
+            Algo::NvlsTree => match r.nvls_latency_rule {
+                NvlsLatencyRule::V2_19 => {
+                    let l2 = log2i(nnodes as u64) as f64;
+                    lat += intra_lat + 2.0 * l2 * inter_lat;
+                    lx += &format!(" + intraLat {} + 2 × {l2} × {}", r2(intra_lat), inter_s);
+                }
+                NvlsLatencyRule::V2_18 => {
+                    lat += 2.0 * (nnodes as f64 - 1.0) * hw.net.nvls_tree[pi];
+                    lx += &format!(" + 2 × {} × NET {}", nnodes - 1, r2(hw.net.nvls_tree[pi]));
+                }
+            },
+            Algo::Pat => {
+                if ag_rs {
+                    let l2 = log2i(nnodes as u64) as f64;
+                    lat += l2 * (inter_lat / 3.5) + nranks as f64 * 2.8;
+                    lx += &format!(" + {l2} × {} / 3.5 + {nranks} × 2.8", inter_s);
+                }
+            }
+        }
+        lx += &format!(" = {}", r1(lat));
+        (lat, lx)
+    }
+
+    /// Ring's latency terms: one step per rank, intra-node steps at the intra latency (raised
+    /// to the net overhead on several nodes), inter-node steps at the inter latency.
+    fn ring_latency(
+        &self,
+        s: &Site,
+        (hw_a, hw_a_name): (&PerAlgo, &str),
+        mut intra_lat: f64,
+        (inter_lat, inter_s): (f64, &str),
+    ) -> (f64, String) {
+        let (f, p, pi, g, r, nnodes, nsteps) = (s.f, s.p, s.pi, s.g, self.r, self.nnodes, s.nsteps);
+        let net_overhead = &self.net_overhead;
+        let mut lat = 0.0;
+        let mut lx = String::new();
+        let l = hw_a.ring[pi];
+        if matches!(f, Func::Broadcast | Func::Reduce) {
+            if g.same_channels {
+                lat += l;
+                lx += &format!(" + {hw_a_name} {} (sameChannels)", r2(l));
+            } else {
+                let l = if p == Proto::Simple { hw_a.tree[2] } else { l };
+                lat += nsteps * l;
+                lx += &format!(" + {} steps × {hw_a_name} {}", nsteps as usize, r2(l));
+            }
+        } else {
+            let mut ovh = 0.0;
+            if nnodes > 1 {
+                ovh = net_overhead.0 * if p == Proto::Simple { 3.0 } else { 1.0 };
+            }
+            let raised = ovh > intra_lat;
+            intra_lat = intra_lat.max(ovh);
+            let ninter = match r.ring_latency_ninter_rule {
+                RingInterStepsRule::V2_23 => {
+                    if nnodes == 1 {
+                        0
+                    } else if f == Func::AllReduce {
+                        2 * (nnodes - 1)
+                    } else {
+                        nnodes - 1
+                    }
+                }
+                RingInterStepsRule::V2_18 => {
+                    if f == Func::AllReduce {
+                        if nnodes > 1 { 2 * nnodes } else { 0 }
+                    } else {
+                        nnodes - 1
+                    }
+                }
+            } as f64;
+            lat += (nsteps - ninter) * intra_lat + ninter * inter_lat;
+            lx += &format!(
+                " + {} intra steps × {}{} + {} inter steps × {}",
+                (nsteps - ninter) as i64,
+                r2(intra_lat),
+                if raised {
+                    format!(" (net overhead {})", net_overhead.1)
+                } else {
+                    String::new()
+                },
+                ninter as i64,
+                inter_s
+            );
+        }
+        (lat, lx)
+    }
 }
 
 #[cfg(test)]
