@@ -558,135 +558,13 @@ fn build_with(
     req: &PlanRequest,
     views: impl FnOnce() -> TransportViews,
 ) -> Result<Plan> {
-    let op = OpContext::default();
-    let mut table = vec![];
-    let mut crossovers = vec![];
-    let mut tuner_rows = vec![];
-    for &f in &req.funcs {
-        let runs = tuner_runs(a, f, &req.sizes, &op)?;
-        // Every change of algorithm or protocol between the runs, at its exact size (several
-        // may fall between two planned sizes).
-        for w in runs.windows(2) {
-            if (w[0].algo, w[0].proto) != (w[1].algo, w[1].proto) {
-                crossovers.push(Crossover {
-                    collective: f.cli_name().into(),
-                    bytes: w[1].min,
-                    from: label(w[0].algo, w[0].proto),
-                    to: label(w[1].algo, w[1].proto),
-                });
-            }
-        }
-        tuner_rows.extend(runs);
-        for &b in &req.sizes {
-            table.push(row(a, &select(a, f, b, &op)?));
-        }
-    }
-
     let sys = &a.system;
-    let conn = &a.connection;
-    // Rings and trees in the launcher's rank numbers, which NCCL keeps on a host it splits
-    // into several nodes (`Analysis::launcher_ranks`); the identity otherwise.
-    let named = |r: i64| match usize::try_from(r) {
-        Ok(r) => a.launcher_rank(r) as i64,
-        Err(_) => r,
-    };
-    let rings: Vec<Vec<usize>> = (0..conn.n_channels)
-        .filter_map(|c| conn.ring(c))
-        .map(|ring| ring.into_iter().map(|r| a.launcher_rank(r)).collect())
-        .collect();
-    let trees: Vec<TreeOut> = (0..conn.n_channels)
-        .map(|c| {
-            let mut ranks: Vec<TreeNode> = (0..a.nranks)
-                .filter_map(|r| {
-                    conn.tree(c, r).map(|t| TreeNode {
-                        rank: a.launcher_rank(r),
-                        up: named(t.up),
-                        down: t.down.map(named),
-                    })
-                })
-                .collect();
-            ranks.sort_by_key(|n| n.rank);
-            TreeOut { channel: c, ranks }
-        })
-        .collect();
-
-    let mut costs_explain: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>> =
-        BTreeMap::new();
-    let mut costs_disabled = costs_explain.clone();
-    for f in Func::TUNED {
-        for &al in a.data.algorithms() {
-            for p in Proto::ALL {
-                let Some(cell) = a.costs.cell(f, al, p) else {
-                    continue;
-                };
-                let slot = if cell.bw.is_some() {
-                    &mut costs_explain
-                } else {
-                    &mut costs_disabled
-                };
-                let lines = if cell.bw.is_some() {
-                    cell.explain.clone()
-                } else {
-                    cell.disabled.clone()
-                };
-                if lines.is_empty() {
-                    continue;
-                }
-                slot.entry(f.cli_name().into())
-                    .or_default()
-                    .entry(tuning::algo_cli_name(al).into())
-                    .or_default()
-                    .insert(tuning::proto_cli_name(p).into(), lines);
-            }
-        }
-    }
-
+    let (table, crossovers, tuner_rows) = choices(a, req)?;
+    let (rings, trees) = rings_and_trees(a);
+    let (costs_explain, costs_disabled) = cost_notes(a);
     let p2p_checks = transport::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
     let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
-    let mut log = vec![];
-    if let Some(m) = &a.mnnvl {
-        // ncclMnnvlCheck (NCCL 2.28.9 src/mnnvl.cc), rank 0's line.
-        log.push(format!(
-            "MNNVL 1 cliqueId {:x} cliqueSize {} cliqueRank 0",
-            m.clique_id, m.clique_size
-        ));
-    }
-    log.extend(a.graphs.fallback_lines());
-    let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
-    for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
-        log.extend(crate::search::print_graph(g, sys, a.data.minor()));
-    }
-    log.extend((0..conn.n_channels).map(|c| {
-        let ring: Vec<usize> = conn.ring(c).unwrap_or_default();
-        let ring: Vec<usize> = ring.into_iter().map(|r| a.launcher_rank(r)).collect();
-        crate::connect::channel_line(c, conn.n_channels, &ring, conn.n_ranks, a.data.minor())
-    }));
-    log.extend(conn.ring_lines_named(0, &a.launcher_ranks));
-    log.push(conn.trees_line_named(0, &a.launcher_ranks));
-    log.extend(conn.tree_anchor_lines(0).iter().cloned());
-    log.extend(conn.nvls_head_lines());
-    if let Some(l) = &p2p_type {
-        log.push(l.clone());
-    }
-    log.push(format!(
-        "threadThresholds {}",
-        tuning::render_thread_thresholds(&a.costs)
-    ));
-    log.push(a.counts.log_line());
-
-    let gpu = sys
-        .gpus
-        .first()
-        .and_then(|&g| sys.nodes[g].topo)
-        .and_then(|n| a.topo.gpu(n))
-        .map(|g| {
-            let name = g.name.clone().unwrap_or_else(|| "GPU".into());
-            match g.sm {
-                Some(sm) => format!("{name} (sm{sm})"),
-                None => name,
-            }
-        });
-
+    let log = init_log(a, p2p_type.as_deref());
     let TransportViews {
         classes: transport_classes,
         reasons,
@@ -720,7 +598,7 @@ fn build_with(
             clique_id: m.clique_id,
         }),
         placement: req.placement.describe().into(),
-        gpu,
+        gpu: gpu_name(a),
         channels: Channels {
             coll: a.counts.coll,
             nvls: a.counts.nvls,
@@ -729,28 +607,7 @@ fn build_with(
             p2p_per_peer: a.counts.p2p_per_peer,
             log_line: a.counts.log_line(),
         },
-        graphs: Graphs {
-            ring: graph_out(a, &a.graphs.ring),
-            tree: graph_out(a, &a.graphs.tree),
-            nvls: a
-                .graphs
-                .nvls
-                .as_ref()
-                .filter(|g| searched(g))
-                .map(|g| graph_out(a, g)),
-            collnet: a
-                .graphs
-                .collnet_chain
-                .as_ref()
-                .filter(|g| searched(g))
-                .map(|g| graph_out(a, g)),
-            collnet_direct: a
-                .graphs
-                .collnet_direct
-                .as_ref()
-                .filter(|g| searched(g))
-                .map(|g| graph_out(a, g)),
-        },
+        graphs: graphs_out(a),
         rings,
         trees,
         transports: vec![],
@@ -784,6 +641,184 @@ fn build_with(
         .collect();
     plan.tuner_csv = tuner_csv(&plan);
     Ok(plan)
+}
+
+/// The per-size table, every change of choice at its exact size, and the tuner rows.
+fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>, Vec<TunerRow>)> {
+    let op = OpContext::default();
+    let mut table = vec![];
+    let mut crossovers = vec![];
+    let mut tuner_rows = vec![];
+    for &f in &req.funcs {
+        let runs = tuner_runs(a, f, &req.sizes, &op)?;
+        // Every change of algorithm or protocol between the runs, at its exact size (several
+        // may fall between two planned sizes).
+        for w in runs.windows(2) {
+            if (w[0].algo, w[0].proto) != (w[1].algo, w[1].proto) {
+                crossovers.push(Crossover {
+                    collective: f.cli_name().into(),
+                    bytes: w[1].min,
+                    from: label(w[0].algo, w[0].proto),
+                    to: label(w[1].algo, w[1].proto),
+                });
+            }
+        }
+        tuner_rows.extend(runs);
+        for &b in &req.sizes {
+            table.push(row(a, &select(a, f, b, &op)?));
+        }
+    }
+
+    Ok((table, crossovers, tuner_rows))
+}
+
+/// Rings and trees in the launcher's rank numbers, which NCCL keeps on a host it splits into
+/// several nodes (`Analysis::launcher_ranks`); the identity otherwise.
+fn rings_and_trees(a: &Analysis) -> (Vec<Vec<usize>>, Vec<TreeOut>) {
+    let conn = &a.connection;
+    let named = |r: i64| match usize::try_from(r) {
+        Ok(r) => a.launcher_rank(r) as i64,
+        Err(_) => r,
+    };
+    let rings: Vec<Vec<usize>> = (0..conn.n_channels)
+        .filter_map(|c| conn.ring(c))
+        .map(|ring| ring.into_iter().map(|r| a.launcher_rank(r)).collect())
+        .collect();
+    let trees: Vec<TreeOut> = (0..conn.n_channels)
+        .map(|c| {
+            let mut ranks: Vec<TreeNode> = (0..a.nranks)
+                .filter_map(|r| {
+                    conn.tree(c, r).map(|t| TreeNode {
+                        rank: a.launcher_rank(r),
+                        up: named(t.up),
+                        down: t.down.map(named),
+                    })
+                })
+                .collect();
+            ranks.sort_by_key(|n| n.rank);
+            TreeOut { channel: c, ranks }
+        })
+        .collect();
+
+    (rings, trees)
+}
+
+/// Per-cell notes of the cost table: how each usable cell's figures came about, and why the
+/// others are off.
+fn cost_notes(a: &Analysis) -> (CellNotes, CellNotes) {
+    let mut costs_explain: CellNotes = BTreeMap::new();
+    let mut costs_disabled = costs_explain.clone();
+    for f in Func::TUNED {
+        for &al in a.data.algorithms() {
+            for p in Proto::ALL {
+                let Some(cell) = a.costs.cell(f, al, p) else {
+                    continue;
+                };
+                let slot = if cell.bw.is_some() {
+                    &mut costs_explain
+                } else {
+                    &mut costs_disabled
+                };
+                let lines = if cell.bw.is_some() {
+                    cell.explain.clone()
+                } else {
+                    cell.disabled.clone()
+                };
+                if lines.is_empty() {
+                    continue;
+                }
+                slot.entry(f.cli_name().into())
+                    .or_default()
+                    .entry(tuning::algo_cli_name(al).into())
+                    .or_default()
+                    .insert(tuning::proto_cli_name(p).into(), lines);
+            }
+        }
+    }
+
+    (costs_explain, costs_disabled)
+}
+
+/// (collective, algorithm, protocol) to lines of text.
+type CellNotes = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>;
+
+/// The lines NCCL logs at init for this plan, in its order.
+fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
+    let (sys, conn) = (&a.system, &a.connection);
+    let mut log = vec![];
+    if let Some(m) = &a.mnnvl {
+        // ncclMnnvlCheck (NCCL 2.28.9 src/mnnvl.cc), rank 0's line.
+        log.push(format!(
+            "MNNVL 1 cliqueId {:x} cliqueSize {} cliqueRank 0",
+            m.clique_id, m.clique_size
+        ));
+    }
+    log.extend(a.graphs.fallback_lines());
+    let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
+    for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
+        log.extend(crate::search::print_graph(g, sys, a.data.minor()));
+    }
+    log.extend((0..conn.n_channels).map(|c| {
+        let ring: Vec<usize> = conn.ring(c).unwrap_or_default();
+        let ring: Vec<usize> = ring.into_iter().map(|r| a.launcher_rank(r)).collect();
+        crate::connect::channel_line(c, conn.n_channels, &ring, conn.n_ranks, a.data.minor())
+    }));
+    log.extend(conn.ring_lines_named(0, &a.launcher_ranks));
+    log.push(conn.trees_line_named(0, &a.launcher_ranks));
+    log.extend(conn.tree_anchor_lines(0).iter().cloned());
+    log.extend(conn.nvls_head_lines());
+    if let Some(l) = p2p_type {
+        log.push(l.to_string());
+    }
+    log.push(format!(
+        "threadThresholds {}",
+        tuning::render_thread_thresholds(&a.costs)
+    ));
+    log.push(a.counts.log_line());
+
+    log
+}
+
+/// `H100 SXM5 80GB (sm90)`: the first GPU's name and compute capability.
+fn gpu_name(a: &Analysis) -> Option<String> {
+    let sys = &a.system;
+    sys.gpus
+        .first()
+        .and_then(|&g| sys.nodes[g].topo)
+        .and_then(|n| a.topo.gpu(n))
+        .map(|g| {
+            let name = g.name.clone().unwrap_or_else(|| "GPU".into());
+            match g.sm {
+                Some(sm) => format!("{name} (sm{sm})"),
+                None => name,
+            }
+        })
+}
+
+/// The searched graphs; NVLS and CollNet only where NCCL builds channels for them.
+fn graphs_out(a: &Analysis) -> Graphs {
+    Graphs {
+        ring: graph_out(a, &a.graphs.ring),
+        tree: graph_out(a, &a.graphs.tree),
+        nvls: a
+            .graphs
+            .nvls
+            .as_ref()
+            .filter(|g| searched(g))
+            .map(|g| graph_out(a, g)),
+        collnet: a
+            .graphs
+            .collnet_chain
+            .as_ref()
+            .filter(|g| searched(g))
+            .map(|g| graph_out(a, g)),
+        collnet_direct: a
+            .graphs
+            .collnet_direct
+            .as_ref()
+            .filter(|g| searched(g))
+            .map(|g| graph_out(a, g)),
+    }
 }
 
 /// Algorithm names as the example tuner plugin parses them (`parseAlgorithm` in
