@@ -512,56 +512,9 @@ impl CostTable {
         let d = inp.data;
         let r = &d.rules;
         let env = inp.env;
-        let mut algo_en = env.enable.algo;
         let proto_en = env.enable.proto;
         let algos = d.algorithms().to_vec();
-        let mut forced: Vec<Vec<(Algo, String)>> = vec![vec![]; 5];
-        for (fi, row) in algo_en.iter_mut().enumerate() {
-            let mut off = |a: Algo, why: String, row: &mut [u8; 7]| {
-                row[a as usize] = 0;
-                forced[fi].push((a, why));
-            };
-            if inp.nnodes == 1 {
-                off(
-                    Algo::NvlsTree,
-                    "NVLSTree needs more than one node".into(),
-                    row,
-                );
-            }
-            if !inp.collnet_enabled {
-                off(Algo::CollnetDirect, "CollNet is not enabled".into(), row);
-                off(Algo::CollnetChain, "CollNet is not enabled".into(), row);
-                if inp.nnodes > 1 {
-                    off(Algo::Nvls, "multi-node NVLS needs CollNet".into(), row);
-                }
-                if r.collnet_forced_fallback
-                    && row[Algo::Ring as usize] == 0
-                    && row[Algo::Tree as usize] == 0
-                    && row[Algo::Nvls as usize] == 0
-                    && row[Algo::NvlsTree as usize] == 0
-                {
-                    // NCCL_ALGO asked for CollNet only: NCCL ignores it and brings Ring and Tree back.
-                    row[Algo::Ring as usize] = 1;
-                    row[Algo::Tree as usize] = 1;
-                }
-            }
-            if inp.collnet_enabled && r.collnet_chain_support_check && !inp.collnet_chain_supported
-            {
-                off(
-                    Algo::CollnetChain,
-                    "CollNetChain is not supported by the CollNet plugin".into(),
-                    row,
-                );
-            }
-            if !inp.has_nvswitch {
-                off(
-                    Algo::CollnetDirect,
-                    "CollNetDirect needs an NVSwitch".into(),
-                    row,
-                );
-            }
-        }
-
+        let (algo_en, forced) = Self::forced_off(inp);
         let mut user_algo: Vec<String> = vec![];
         let mut user_proto: Vec<String> = vec![];
         let mut ll128_fx: Vec<String> = vec![];
@@ -640,26 +593,113 @@ impl CostTable {
                     cell.disabled = why;
                 }
             }
-            // [2.21–2.23] a function with nothing left gets Ring back.
-            if r.ring_backup != RingBackup::None {
-                let any = (0..algos.len())
-                    .any(|ai| (0..3).any(|pi| self.cells[fi * 21 + ai * 3 + pi].bw.is_some()));
-                if !any {
-                    for p in Proto::ALL {
-                        let pi = p as usize;
-                        let keep = r.ring_backup == RingBackup::AllProtocols
-                            || (proto_en[fi][pi] != 0 && !ring_proto_off[fi][pi]);
-                        let c = self.cell_mut(fi, Algo::Ring, p);
-                        if keep && c.evaluated && c.model_bw > 0.0 {
-                            c.bw = Some(c.model_bw);
-                            c.disabled.clear();
-                            c.explain
-                                .push("restored: no other algorithm left (Ring backup)".into());
-                        }
+            self.ring_backup(r, fi, algos.len(), &proto_en[fi], &ring_proto_off[fi]);
+        }
+        self.enable_effects(
+            inp,
+            EnableSeen {
+                user_algo,
+                user_proto,
+                ll128_fx,
+                pat_user,
+            },
+        );
+    }
+
+    /// NCCL_ALGO's matrix with what the machine rules out (NVLSTree on one node, CollNet
+    /// without CollNet, CollNetDirect without NVSwitch), and why, per function.
+    fn forced_off(inp: &TuningInput) -> (AlgoMatrix, Vec<Vec<(Algo, String)>>) {
+        let r = &inp.data.rules;
+        let mut algo_en = inp.env.enable.algo;
+        let mut forced: Vec<Vec<(Algo, String)>> = vec![vec![]; 5];
+        for (fi, row) in algo_en.iter_mut().enumerate() {
+            let mut off = |a: Algo, why: String, row: &mut [u8; 7]| {
+                row[a as usize] = 0;
+                forced[fi].push((a, why));
+            };
+            if inp.nnodes == 1 {
+                off(
+                    Algo::NvlsTree,
+                    "NVLSTree needs more than one node".into(),
+                    row,
+                );
+            }
+            if !inp.collnet_enabled {
+                off(Algo::CollnetDirect, "CollNet is not enabled".into(), row);
+                off(Algo::CollnetChain, "CollNet is not enabled".into(), row);
+                if inp.nnodes > 1 {
+                    off(Algo::Nvls, "multi-node NVLS needs CollNet".into(), row);
+                }
+                if r.collnet_forced_fallback
+                    && row[Algo::Ring as usize] == 0
+                    && row[Algo::Tree as usize] == 0
+                    && row[Algo::Nvls as usize] == 0
+                    && row[Algo::NvlsTree as usize] == 0
+                {
+                    // NCCL_ALGO asked for CollNet only: NCCL ignores it and brings Ring and Tree back.
+                    row[Algo::Ring as usize] = 1;
+                    row[Algo::Tree as usize] = 1;
+                }
+            }
+            if inp.collnet_enabled && r.collnet_chain_support_check && !inp.collnet_chain_supported
+            {
+                off(
+                    Algo::CollnetChain,
+                    "CollNetChain is not supported by the CollNet plugin".into(),
+                    row,
+                );
+            }
+            if !inp.has_nvswitch {
+                off(
+                    Algo::CollnetDirect,
+                    "CollNetDirect needs an NVSwitch".into(),
+                    row,
+                );
+            }
+        }
+
+        (algo_en, forced)
+    }
+
+    /// [2.21–2.23] a function with nothing left gets Ring back (all protocols, or those not
+    /// turned off, by version).
+    fn ring_backup(
+        &mut self,
+        r: &Rules,
+        fi: usize,
+        nalgos: usize,
+        proto_on: &[u8; 3],
+        ring_proto_off: &[bool; 3],
+    ) {
+        if r.ring_backup != RingBackup::None {
+            let any = (0..nalgos)
+                .any(|ai| (0..3).any(|pi| self.cells[fi * 21 + ai * 3 + pi].bw.is_some()));
+            if !any {
+                for p in Proto::ALL {
+                    let pi = p as usize;
+                    let keep = r.ring_backup == RingBackup::AllProtocols
+                        || (proto_on[pi] != 0 && !ring_proto_off[pi]);
+                    let c = self.cell_mut(fi, Algo::Ring, p);
+                    if keep && c.evaluated && c.model_bw > 0.0 {
+                        c.bw = Some(c.model_bw);
+                        c.disabled.clear();
+                        c.explain
+                            .push("restored: no other algorithm left (Ring backup)".into());
                     }
                 }
             }
         }
+    }
+
+    /// What NCCL_ALGO, NCCL_PROTO, NCCL_PAT_ENABLE and NCCL_LL128_C2C did to the table.
+    fn enable_effects(&mut self, inp: &TuningInput, seen: EnableSeen) {
+        let EnableSeen {
+            user_algo,
+            user_proto,
+            ll128_fx,
+            pat_user,
+        } = seen;
+        let (d, env) = (inp.data, inp.env);
         if !user_algo.is_empty() {
             self.env_effects.push((
                 "NCCL_ALGO".into(),
@@ -1274,6 +1314,17 @@ pub fn render_thread_thresholds(t: &CostTable) -> String {
         "{}/{}/{} | {}/{}/{} | {} | {}",
         x[0][0], x[0][1], x[0][2], x[1][0], x[1][1], x[1][2], x[2][2], x[3][2]
     )
+}
+
+/// Per function, per algorithm: 0 off, 1 on, 2 auto (NCCL's `algoEnable`).
+type AlgoMatrix = [[u8; 7]; 5];
+
+/// What the enable pass saw that the environment caused, for the plan's `env[]` notes.
+struct EnableSeen {
+    user_algo: Vec<String>,
+    user_proto: Vec<String>,
+    ll128_fx: Vec<String>,
+    pat_user: bool,
 }
 
 /// What every cell of the model reads: NCCL's per-version tables at this machine's compute
