@@ -302,6 +302,19 @@ fn dev_of(sys: &System, rank: usize) -> i32 {
     sys.gpu(rank).gpu.as_ref().map(|g| g.dev).unwrap_or(-1)
 }
 
+/// Ranks in containers with different /dev/shm devices: NCCL's topology check refuses P2P.
+fn isolated() -> Refusal {
+    Refusal {
+        why: "the ranks' containers have different /dev/shm devices, so \
+                      ncclTopoCheckP2p refuses P2P"
+            .into(),
+        fix: "run the ranks of a host in one container that sees all its GPUs \
+                      (or share /dev/shm and the IPC namespace between the containers)"
+            .into(),
+        net_faster: false,
+    }
+}
+
 impl<'a> Ctx<'a> {
     fn new(
         sys: &'a System,
@@ -347,22 +360,35 @@ impl<'a> Ctx<'a> {
     }
 
     /// `p2pCanConnect` (src/transport/p2p.cc, 2.28.9) for the sender `a` and receiver `b`,
-    /// then the flavour `p2pSendSetup` picks.
+    /// then the flavour `p2pSendSetup` picks. Each refusal in NCCL's order, then the accept.
     fn p2p(&self, a: usize, b: usize, local_ranks: usize) -> P2pOutcome {
         let tp = self.tp;
-        let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
         if tp.placement.isolates_ranks() || self.pp.isolated_ranks {
-            return P2pOutcome::Refuse(Refusal {
-                why: "the ranks' containers have different /dev/shm devices, so \
-                      ncclTopoCheckP2p refuses P2P"
-                    .into(),
-                fix: "run the ranks of a host in one container that sees all its GPUs \
-                      (or share /dev/shm and the IPC namespace between the containers)"
-                    .into(),
-                net_faster: false,
-            });
+            return P2pOutcome::Refuse(isolated());
         }
         let c = paths::check_p2p(self.sys, self.paths, &self.pp, a, b);
+        if let Some(r) = self.driver_refusal(&c, a, b) {
+            return P2pOutcome::Refuse(r);
+        }
+        if !c.p2p {
+            return P2pOutcome::Refuse(self.level_refusal(&c, a, b));
+        }
+        if let Some(m) = c.intermediate {
+            return self.indirect(&c, m);
+        }
+        if let Some(r) = self.net_refusal(&c, a, b) {
+            return P2pOutcome::Refuse(r);
+        }
+        let visible = tp.peers_visible(local_ranks);
+        if visible && let Some(r) = self.peer_refusal(a, b) {
+            return P2pOutcome::Refuse(r);
+        }
+        self.accept(&c, visible)
+    }
+
+    /// A driver that refuses peer access (GeForce RTX 4090/5090): NCCL falls back to SHM.
+    fn driver_refusal(&self, c: &paths::P2pCheck, a: usize, b: usize) -> Option<Refusal> {
+        let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
         // p2pCanConnect asks cudaDeviceCanAccessPeer once the topology allows P2P (NCCL
         // 2.28.9 src/transport/p2p.cc): a driver that refuses peer access (GeForce RTX
         // 4090/5090) makes NCCL fall back to SHM.
@@ -373,7 +399,7 @@ impl<'a> Ctx<'a> {
         if c.p2p
             && let Some((dev, why)) = refused
         {
-            return P2pOutcome::Refuse(Refusal {
+            return Some(Refusal {
                 why: format!(
                     "GPU {dev}: {why}: cudaDeviceCanAccessPeer answers 0, so p2pCanConnect \
                      refuses P2P between GPU {da} and GPU {db}"
@@ -384,85 +410,94 @@ impl<'a> Ctx<'a> {
                 net_faster: false,
             });
         }
-        if !c.p2p {
-            let raw = self.raw_ty(a, b);
-            if c.nvml_blocked {
-                let abort = if raw <= PathType::Nvb && self.pp.ignore_disabled_p2p == 0 {
-                    " (on an NVLink pair NCCL aborts init unless NCCL_IGNORE_DISABLED_P2P=1)"
-                } else {
-                    ""
-                };
-                return P2pOutcome::Refuse(Refusal {
-                    why: format!(
-                        "NVML reports P2P as not supported between GPU {da} and GPU {db}{abort}"
-                    ),
-                    fix: "check `nvidia-smi topo -p2p rw`, the driver and the fabric manager"
-                        .into(),
-                    net_faster: false,
-                });
-            }
-            let (why, fix) = match c.level_source {
-                LevelSource::Disabled => (
-                    format!(
-                        "NCCL_P2P_DISABLE=1 sets the P2P level to LOC, so P2P is refused \
-                         for this {raw} pair"
-                    ),
-                    "unset NCCL_P2P_DISABLE".to_string(),
-                ),
-                LevelSource::Env => (
-                    format!(
-                        "NCCL_P2P_LEVEL={} is below the path type {raw}, so P2P is refused",
-                        c.level
-                    ),
-                    format!("unset NCCL_P2P_LEVEL (or set it to {raw} or higher)"),
-                ),
-                LevelSource::Default => (
-                    format!(
-                        "path {raw} exceeds the P2P level {}, so P2P is refused",
-                        self.level_text(c.level, c.level_source)
-                    ),
-                    format!("NCCL_P2P_LEVEL={raw} allows P2P on this path"),
-                ),
+        None
+    }
+
+    /// P2P refused by NVML or by the P2P level (environment or default).
+    fn level_refusal(&self, c: &paths::P2pCheck, a: usize, b: usize) -> Refusal {
+        let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
+        let raw = self.raw_ty(a, b);
+        if c.nvml_blocked {
+            let abort = if raw <= PathType::Nvb && self.pp.ignore_disabled_p2p == 0 {
+                " (on an NVLink pair NCCL aborts init unless NCCL_IGNORE_DISABLED_P2P=1)"
+            } else {
+                ""
             };
+            return Refusal {
+                why: format!(
+                    "NVML reports P2P as not supported between GPU {da} and GPU {db}{abort}"
+                ),
+                fix: "check `nvidia-smi topo -p2p rw`, the driver and the fabric manager".into(),
+                net_faster: false,
+            };
+        }
+        let (why, fix) = match c.level_source {
+            LevelSource::Disabled => (
+                format!(
+                    "NCCL_P2P_DISABLE=1 sets the P2P level to LOC, so P2P is refused \
+                     for this {raw} pair"
+                ),
+                "unset NCCL_P2P_DISABLE".to_string(),
+            ),
+            LevelSource::Env => (
+                format!(
+                    "NCCL_P2P_LEVEL={} is below the path type {raw}, so P2P is refused",
+                    c.level
+                ),
+                format!("unset NCCL_P2P_LEVEL (or set it to {raw} or higher)"),
+            ),
+            LevelSource::Default => (
+                format!(
+                    "path {raw} exceeds the P2P level {}, so P2P is refused",
+                    self.level_text(c.level, c.level_source)
+                ),
+                format!("NCCL_P2P_LEVEL={raw} allows P2P on this path"),
+            ),
+        };
+        Refusal {
+            why,
+            fix,
+            net_faster: false,
+        }
+    }
+
+    /// An NVB path through another GPU: P2P through that GPU's buffers.
+    fn indirect(&self, c: &paths::P2pCheck, m: usize) -> P2pOutcome {
+        let tp = self.tp;
+        let level = self.level_text(c.level, c.level_source);
+        let ce = tp.p2p_use_cuda_memcpy;
+        if ce {
             return P2pOutcome::Refuse(Refusal {
-                why,
-                fix,
+                why: format!(
+                    "NCCL_P2P_USE_CUDA_MEMCPY=1 cannot relay through the intermediate \
+                     GPU of rank {m} that this NVB path needs"
+                ),
+                fix: "unset NCCL_P2P_USE_CUDA_MEMCPY".into(),
                 net_faster: false,
             });
         }
-        // An accepted pair was not rerouted: its path is the raw one.
-        let raw = c.path;
-        let level = self.level_text(c.level, c.level_source);
-        let ce = tp.p2p_use_cuda_memcpy;
-        if let Some(m) = c.intermediate {
-            if ce {
-                return P2pOutcome::Refuse(Refusal {
-                    why: format!(
-                        "NCCL_P2P_USE_CUDA_MEMCPY=1 cannot relay through the intermediate \
-                         GPU of rank {m} that this NVB path needs"
-                    ),
-                    fix: "unset NCCL_P2P_USE_CUDA_MEMCPY".into(),
-                    net_faster: false,
-                });
-            }
-            let read = tp.p2p_read_enable.unwrap_or(c.read);
-            return P2pOutcome::Accept {
-                flavour: P2pFlavour::Indirect,
-                read,
-                ce: false,
-                intermediate: Some(m),
-                why: format!(
-                    "path NVB is within the P2P level {level}; it runs through the GPU of \
-                     rank {m}, so P2P goes through that GPU's buffers{}",
-                    read_note(tp, read, c.read)
-                ),
-                invisible_peer: false,
-                path: c.path,
-            };
+        let read = tp.p2p_read_enable.unwrap_or(c.read);
+        P2pOutcome::Accept {
+            flavour: P2pFlavour::Indirect,
+            read,
+            ce: false,
+            intermediate: Some(m),
+            why: format!(
+                "path NVB is within the P2P level {level}; it runs through the GPU of \
+                 rank {m}, so P2P goes through that GPU's buffers{}",
+                read_note(tp, read, c.read)
+            ),
+            invisible_peer: false,
+            path: c.path,
         }
+    }
+
+    /// `ncclTopoCheckNet`: the network is faster than this pair's path.
+    fn net_refusal(&self, c: &paths::P2pCheck, a: usize, b: usize) -> Option<Refusal> {
+        let raw = c.path;
         if paths::net_faster(self.sys, self.paths, &self.pp, a, b) {
             let gg = self.paths.bw(self.sys.gpus[a], self.sys.gpus[b]);
-            return P2pOutcome::Refuse(Refusal {
+            return Some(Refusal {
                 why: format!(
                     "both GPUs reach a NIC at PXB or better faster than their {raw} path \
                      ({gg:.1} GB/s), so ncclTopoCheckNet prefers the network"
@@ -471,32 +506,46 @@ impl<'a> Ctx<'a> {
                 net_faster: true,
             });
         }
-        let visible = tp.peers_visible(local_ranks);
+        None
+    }
+
+    /// What the CUDA runtime answers for visible peers: no peer access, no legacy IPC.
+    fn peer_refusal(&self, a: usize, b: usize) -> Option<Refusal> {
+        let tp = self.tp;
+        let (da, db) = (dev_of(self.sys, a), dev_of(self.sys, b));
         let (cumem, cumem_why) = (&self.cumem.0, &self.cumem.1);
-        if visible {
-            if tp.peer_access.get(&(a, b)) == Some(&false) {
-                return P2pOutcome::Refuse(Refusal {
-                    why: format!(
-                        "cudaDeviceCanAccessPeer reports no peer access from GPU {da} to GPU \
-                         {db} (\"Could not enable P2P\")"
-                    ),
-                    fix: "check the driver, IOMMU/ACS and virtualization settings \
-                          (`nvidia-smi topo -p2p rw`)"
-                        .into(),
-                    net_faster: false,
-                });
-            }
-            if !cumem && tp.legacy_ipc == Some(false) {
-                return P2pOutcome::Refuse(Refusal {
-                    why: format!(
-                        "CUMEM is off ({cumem_why}) and legacy CUDA IPC is not supported \
-                         (\"Legacy IPC not supported\", e.g. WSL)"
-                    ),
-                    fix: "enable CUMEM (NCCL_CUMEM_ENABLE=1 with a CUDA 12 driver)".into(),
-                    net_faster: false,
-                });
-            }
+        if tp.peer_access.get(&(a, b)) == Some(&false) {
+            return Some(Refusal {
+                why: format!(
+                    "cudaDeviceCanAccessPeer reports no peer access from GPU {da} to GPU \
+                     {db} (\"Could not enable P2P\")"
+                ),
+                fix: "check the driver, IOMMU/ACS and virtualization settings \
+                      (`nvidia-smi topo -p2p rw`)"
+                    .into(),
+                net_faster: false,
+            });
         }
+        if !cumem && tp.legacy_ipc == Some(false) {
+            return Some(Refusal {
+                why: format!(
+                    "CUMEM is off ({cumem_why}) and legacy CUDA IPC is not supported \
+                     (\"Legacy IPC not supported\", e.g. WSL)"
+                ),
+                fix: "enable CUMEM (NCCL_CUMEM_ENABLE=1 with a CUDA 12 driver)".into(),
+                net_faster: false,
+            });
+        }
+        None
+    }
+
+    /// The accepted pair's flavour (direct pointers, CUMEM, IPC), read mode and reason.
+    fn accept(&self, c: &paths::P2pCheck, visible: bool) -> P2pOutcome {
+        let tp = self.tp;
+        let raw = c.path;
+        let level = self.level_text(c.level, c.level_source);
+        let ce = tp.p2p_use_cuda_memcpy;
+        let (cumem, cumem_why) = (&self.cumem.0, &self.cumem.1);
         let same_process = tp.placement == RankPlacement::ProcessPerHost;
         let (flavour, how) = if same_process && !tp.p2p_direct_disable && !ce {
             (
