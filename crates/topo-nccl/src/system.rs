@@ -156,6 +156,9 @@ pub struct System {
     index_order: Vec<Vec<usize>>,
 }
 
+/// Graph node (by index) -> system node or rank: `NONE` for the nodes NCCL drops.
+const NONE: usize = usize::MAX;
+
 impl System {
     pub fn gpu(&self, rank: usize) -> &SysNode {
         &self.nodes[self.gpus[rank]]
@@ -254,12 +257,7 @@ impl System {
             host_ranks: Vec::new(),
             index_order: Vec::new(),
         };
-        // Graph node (by index) -> system node, `NONE` for the nodes NCCL drops.
-        const NONE: usize = usize::MAX;
-        let mut map: Vec<usize> = vec![NONE; topo.graph.node_count()];
-        let mut nvs_of_host: HashMap<HostId, usize> = HashMap::default();
         let g = &topo.graph;
-
         // Keys made once: a comparator reading the graph twice per comparison was a tenth of
         // this function at 32,768 GPUs. Keys are unique (the node closes them), so unstable
         // sorting orders as the stable sort did.
@@ -275,10 +273,52 @@ impl System {
         for (r, n) in gpu_nodes.iter().enumerate() {
             rank_of[n.index()] = r;
         }
-
         let fused = Fused::of(topo);
         let bare_nic = bare_nic_aliases(topo, &fused);
-        for n in order {
+        let mut map = sys.add_nodes(topo, keep_net, &order, &rank_of, &bare_nic);
+        for (&n, rep) in &bare_nic {
+            if map[rep.index()] != NONE {
+                map[n.index()] = map[rep.index()];
+            }
+        }
+        let mut gpus: Vec<(usize, usize)> = sys
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.gpu.as_ref().map(|a| (a.rank, i)))
+            .collect();
+        gpus.sort();
+        sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
+        // NCCL's NET index order is the fused XML's, which lists every network device of rank
+        // 0's trimmed file in document order (later ranks add only their GPUs): the order the
+        // source listed the ports in, not the plugin's device numbers (NCCL 2.28.9,
+        // src/graph/topo.cc ncclTopoGetSystemFromXml). The search scans NETs in that order.
+        sys.nets
+            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
+        sys.add_links(topo, c, &fused, &map, &bare_nic);
+        sys.add_p2p(topo, &gpu_nodes);
+        sys.flatten_bcm_switches(topo);
+        sys.sort_up_links();
+        sys.index_orders(topo, &fused, &rank_of);
+        sys.cpu_order(&fused, &map);
+        sys
+    }
+
+    /// One system node per graph node NCCL keeps (one NVSwitch per host, no plain PCI
+    /// devices, the NETs `keep_net` accepts); the map from graph node to system node.
+    fn add_nodes(
+        &mut self,
+        topo: &Topology,
+        keep_net: &dyn Fn(&topo_model::Net) -> bool,
+        order: &[NodeIndex],
+        rank_of: &[usize],
+        bare_nic: &HashMap<NodeIndex, NodeIndex>,
+    ) -> Vec<usize> {
+        let sys = self;
+        let g = &topo.graph;
+        let mut map: Vec<usize> = vec![NONE; g.node_count()];
+        let mut nvs_of_host: HashMap<HostId, usize> = HashMap::default();
+        for &n in order {
             if bare_nic.contains_key(&n) {
                 continue;
             }
@@ -365,28 +405,20 @@ impl System {
             map[n.index()] = idx;
         }
 
-        for (&n, rep) in &bare_nic {
-            if map[rep.index()] != NONE {
-                map[n.index()] = map[rep.index()];
-            }
-        }
+        map
+    }
 
-        let mut gpus: Vec<(usize, usize)> = sys
-            .nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.gpu.as_ref().map(|a| (a.rank, i)))
-            .collect();
-        gpus.sort();
-        sys.gpus = gpus.into_iter().map(|(_, i)| i).collect();
-        // NCCL's NET index order is the fused XML's, which lists every network device of rank
-        // 0's trimmed file in document order (later ranks add only their GPUs): the order the
-        // source listed the ports in, not the plugin's device numbers (NCCL 2.28.9,
-        // src/graph/topo.cc ncclTopoGetSystemFromXml). The search scans NETs in that order.
-        sys.nets
-            .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
-
-        for e in creation_order(topo, &fused) {
+    /// The links, in NCCL's creation order, with NCCL's bandwidth for each kind.
+    fn add_links(
+        &mut self,
+        topo: &Topology,
+        c: &BwConstants,
+        fused: &Fused,
+        map: &[usize],
+        bare_nic: &HashMap<NodeIndex, NodeIndex>,
+    ) {
+        let sys = self;
+        for e in creation_order(topo, fused) {
             let (a, b) = (map[e.source().index()], map[e.target().index()]);
             if a == NONE || b == NONE {
                 continue;
@@ -425,6 +457,11 @@ impl System {
             }
             sys.connect(a, b, kind, bw);
         }
+    }
+
+    /// NVML's P2P answers per GPU pair, by rank.
+    fn add_p2p(&mut self, topo: &Topology, gpu_nodes: &[NodeIndex]) {
+        let sys = self;
         let rank_by_bus: HashMap<(HostId, topo_model::BusId), usize> = gpu_nodes
             .iter()
             .enumerate()
@@ -436,8 +473,11 @@ impl System {
                 sys.p2p.insert((ra, rb), caps.clone());
             }
         }
-        sys.flatten_bcm_switches(topo);
-        sys.sort_up_links();
+    }
+
+    /// Ranks per host, and each host's GPUs in NCCL's index order (the fused XML's).
+    fn index_orders(&mut self, topo: &Topology, fused: &Fused, rank_of: &[usize]) {
+        let sys = self;
         for r in 0..sys.gpus.len() {
             let h = sys.gpu(r).host as usize;
             if sys.host_ranks.len() <= h {
@@ -465,8 +505,12 @@ impl System {
             }
             sys.index_order[h] = order;
         }
-        // NCCL's CPU index order is the fused XML's too; `ncclGetLocalCpu` takes the first of
-        // equally close CPUs in it, and `ncclTopoComputeCommCPU` the first CPU.
+    }
+
+    /// NCCL's CPU index order is the fused XML's too; `ncclGetLocalCpu` takes the first of
+    /// equally close CPUs in it, and `ncclTopoComputeCommCPU` the first CPU.
+    fn cpu_order(&mut self, fused: &Fused, map: &[usize]) {
+        let sys = self;
         let mut cpu_pos: HashMap<usize, usize> = HashMap::default();
         let hosts: std::collections::BTreeSet<HostId> =
             sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
@@ -489,7 +533,6 @@ impl System {
                 cpu_pos.get(&c).copied().unwrap_or(usize::MAX),
             )
         });
-        sys
     }
 
     /// `ncclTopoSortSystem` (NCCL 2.28.9 src/graph/topo.cc, the last step of
