@@ -242,92 +242,12 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     if let Some(note) = note {
         topo.warn(note);
     }
-    // NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the
-    // order it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc).
-    // It applies only when IB is the network (not under NCCL_IB_DISABLE=1 or NCCL_NET=Socket).
-    let ib_in_use = !env.ib_disable
-        && env
-            .net
-            .as_deref()
-            .is_none_or(|n| n.trim().eq_ignore_ascii_case("ib"));
-    let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
-    let mut ib_none_selected = false;
-    if let Some(h) = &hca {
-        let nets = topo.nets();
-        let total = nets.len();
-        let kept = nets
-            .iter()
-            .filter(|&&n| {
-                topo.net(n)
-                    .is_some_and(|x| h.keeps(&x.name, i64::from(x.port)))
-            })
-            .count();
-        if total > 0 && kept == 0 {
-            // No IB device: NCCL falls back to the socket plugin, whose devices are the IP
-            // interfaces, not IB ports; the ports stay in the system (the interfaces sit on
-            // the same NICs) and the transport becomes NET/Socket.
-            env.note_effect(
-                "NCCL_IB_HCA",
-                format!(
-                    "selects none of the {total} IB port(s), so NCCL has no IB device and falls back to sockets"
-                ),
-            );
-            ib_none_selected = true;
-            hca = None;
-        }
-    }
+    let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let keep_net = |n: &topo_model::Net| {
         hca.as_ref()
             .is_none_or(|h| h.keeps(&n.name, i64::from(n.port)))
     };
-    if let Some(h) = &hca {
-        let nets = topo.nets();
-        let total = nets.len();
-        let mut next: HashMap<HostId, i32> = HashMap::new();
-        let mut kept = 0;
-        for n in nets {
-            let host = topo.node(n).host;
-            if let topo_model::NodeKind::Net(x) = &mut topo.node_mut(n).kind
-                && h.keeps(&x.name, i64::from(x.port))
-            {
-                let d = next.entry(host).or_insert(0);
-                x.dev = *d;
-                *d += 1;
-                kept += 1;
-            }
-        }
-        env.note_effect(
-            "NCCL_IB_HCA",
-            format!("selects {kept} of {total} IB port(s)"),
-        );
-    } else if env.ib_hca.is_some() && !ib_in_use {
-        env.note_effect(
-            "NCCL_IB_HCA",
-            "ignored: IB is not the network (NCCL_IB_DISABLE=1 or NCCL_NET)",
-        );
-    }
-    let transport_policy = TransportPolicy {
-        minor,
-        cumem: env.cumem_enable.and_then(|v| {
-            if v == -2 || v == -1 {
-                None
-            } else {
-                Some(v > 0)
-            }
-        }),
-        p2p_direct_disable: env.p2p_direct_disable,
-        p2p_read_enable: env.p2p_read_enable,
-        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
-        net: env.net.clone(),
-        ib_disable: env.ib_disable,
-        placement: req.placement.clone(),
-        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
-        cuda_driver_version: req.facts.cuda_driver_version,
-        ib_available: ib_none_selected.then_some(false),
-        vmm_supported: cuda_attr(&topo, |a| a.vmm),
-        vmm_gdr_supported: cuda_attr(&topo, |a| a.gdr_with_vmm),
-        ..TransportPolicy::default()
-    };
+    let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
     let trays = super::mnnvl::trays(&topo);
@@ -347,23 +267,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         }
     };
     let mut system = System::build_with(&topo, &data.bw, &keep_net);
-
-    let path_policy = PathPolicy {
-        minor,
-        nvb_disable: env.nvb_disable,
-        p2p_disable: env.p2p_disable,
-        p2p_level: env.p2p_level,
-        pxn_disable: env.pxn_disable,
-        pxn_c2c: Some(env.pxn_c2c_or(&data)),
-        gdr_level: env.net_gdr_level,
-        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
-        gdr_c2c: Some(env.net_gdr_c2c_or(&data)),
-        shm_disable: env.shm_disable,
-        net_disable_intra: env.net_disable_intra,
-        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
-        isolated_ranks: req.placement.isolates_ranks(),
-        max_channels: data.max_channels as usize,
-    };
+    let path_policy = path_policy(&env, &data, req);
     let mut paths = paths::compute(&system, &path_policy);
 
     // GPUs of one host that only the network connects form separate domains, which NCCL
@@ -372,72 +276,20 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let hosts_with_gpus = (0..system.nhosts as u16)
         .filter(|&h| !system.host_gpus(h).is_empty())
         .count();
-    let mut split_reasons: HashMap<(HostId, BusId, BusId), (String, Option<String>)> =
-        HashMap::new();
-    let mut orig_host_of_part: Vec<HostId> = vec![];
-    let mut launcher_ranks: Vec<usize> = (0..system.gpus.len()).collect();
+    let mut split = Split::none(system.gpus.len());
     if domains.len() > hosts_with_gpus {
-        // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
-        // the user needs to know what made them so.
-        let key = |sys: &System, r: usize| -> Option<(HostId, BusId)> {
-            let n = sys.nodes[sys.gpus[r]].topo?;
-            Some((sys.nodes[sys.gpus[r]].host, topo.gpu(n)?.busid))
-        };
-        for t in transport::select(&system, &paths, &path_policy, &transport_policy) {
-            if let (Some((h, a)), Some((_, b))) = (key(&system, t.from), key(&system, t.to)) {
-                split_reasons.insert((h, a, b), (t.reason, t.anomaly));
-            }
-        }
-        orig_host_of_part = domains.iter().map(|d| system.gpu(d[0]).host).collect();
-        let groups: Vec<Vec<_>> = domains
-            .iter()
-            .map(|d| {
-                d.iter()
-                    .filter_map(|&r| system.nodes[system.gpus[r]].topo)
-                    .collect()
-            })
-            .collect();
-        let shown: Vec<String> = domains
-            .iter()
-            .map(|d| {
-                format!(
-                    "[{}]",
-                    d.iter()
-                        .map(|r| r.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            })
-            .collect();
-        topo = topo.split_gpus(&groups);
-        // The split keeps each group's GPUs in rank order and numbers the groups in turn.
-        launcher_ranks = domains.iter().flatten().copied().collect();
-        // Ranks are numbered node by node from here on; the plan maps rings, trees and graph
-        // channels back to the launcher's numbers (which NCCL keeps), not the transport list.
-        let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
-        topo.warn(format!(
-            "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
-             connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
-             treats each group as a node and uses NET between them{}",
-            shown.join(" "),
-            if contiguous {
-                ""
-            } else {
-                "; rings, trees and graph channels keep the launcher's rank numbers (as NCCL does), the transport list numbers ranks group by group"
-            }
-        ));
-        // Each part keeps the physical host's GPU index order (position in it, by the
-        // launcher's rank), which the part's own fused order need not follow.
-        let mut position = vec![usize::MAX; system.gpus.len()];
-        for h in 0..system.nhosts as HostId {
-            for (i, r) in system.host_gpus_indexed(h).into_iter().enumerate() {
-                position[r] = i;
-            }
-        }
-        system = System::build_with(&topo, &data.bw, &keep_net);
-        system.reorder_index(|r| launcher_ranks.get(r).map_or(usize::MAX, |&l| position[l]));
-        paths = paths::compute(&system, &path_policy);
+        split = split_domains(
+            (&mut topo, &mut system, &mut paths),
+            &domains,
+            (&path_policy, &transport_policy),
+            |t| System::build_with(t, &data.bw, &keep_net),
+        );
     }
+    let Split {
+        reasons: split_reasons,
+        orig_host_of_part,
+        launcher_ranks,
+    } = split;
     let nranks = system.gpus.len();
     let nnodes = (0..system.nhosts as u16)
         .filter(|&h| !system.host_gpus(h).is_empty())
@@ -502,7 +354,168 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         })
     };
 
-    let mut channel_params = ChannelParams::for_version(minor);
+    let channel_params = channel_params(
+        &data,
+        &env,
+        &merged,
+        nvls_enabled,
+        collnet_enabled,
+        hosts_with_gpus,
+    );
+    let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
+    note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
+    let connection = Connection::from_graphs(&system, &merged, &counts);
+
+    let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
+    if mnnvl.is_some() {
+        super::mnnvl::label_transports(&mut transports, &trays, &mut topo);
+    }
+    if !split_reasons.is_empty() {
+        relabel_split(
+            &mut transports,
+            &split_reasons,
+            &orig_host_of_part,
+            &system,
+            &topo,
+        );
+    }
+    let ti = tuning_input(&env, &data, &system, &merged, &counts, collnet_enabled);
+    let costs = CostTable::build(&ti);
+    costs.apply_env_effects(&mut env);
+    note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
+
+    Ok(Analysis {
+        version: req.version,
+        data,
+        env,
+        topo,
+        system,
+        path_policy,
+        paths,
+        search,
+        graphs,
+        channel_params,
+        counts,
+        connection,
+        transport_policy,
+        transports,
+        costs,
+        nranks,
+        nnodes,
+        launcher_ranks,
+        mnnvl,
+        trays,
+    })
+}
+
+type SplitReasons = HashMap<(HostId, BusId, BusId), (String, Option<String>)>;
+
+/// A host split into NCCL nodes: the transport verdicts from before the split (what made the
+/// parts separate), the physical host of each part, and the launcher's rank of each rank.
+struct Split {
+    reasons: SplitReasons,
+    orig_host_of_part: Vec<HostId>,
+    launcher_ranks: Vec<usize>,
+}
+
+impl Split {
+    fn none(nranks: usize) -> Split {
+        Split {
+            reasons: HashMap::new(),
+            orig_host_of_part: vec![],
+            launcher_ranks: (0..nranks).collect(),
+        }
+    }
+}
+
+/// GPUs of one host that only the network connects form separate domains, which NCCL counts
+/// as separate nodes: the topology split into one host per domain, the system rebuilt (each
+/// part keeping the physical host's GPU index order) and its paths computed again.
+fn split_domains(
+    (topo, system, pth): (&mut Topology, &mut System, &mut paths::Paths),
+    domains: &[Vec<usize>],
+    (path_policy, transport_policy): (&PathPolicy, &TransportPolicy),
+    rebuild: impl Fn(&Topology) -> System,
+) -> Split {
+    let mut reasons: SplitReasons = HashMap::new();
+    // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
+    // the user needs to know what made them so.
+    let key = |sys: &System, r: usize| -> Option<(HostId, BusId)> {
+        let n = sys.nodes[sys.gpus[r]].topo?;
+        Some((sys.nodes[sys.gpus[r]].host, topo.gpu(n)?.busid))
+    };
+    for t in transport::select(system, pth, path_policy, transport_policy) {
+        if let (Some((h, a)), Some((_, b))) = (key(system, t.from), key(system, t.to)) {
+            reasons.insert((h, a, b), (t.reason, t.anomaly));
+        }
+    }
+    let orig_host_of_part: Vec<HostId> = domains.iter().map(|d| system.gpu(d[0]).host).collect();
+    let groups: Vec<Vec<_>> = domains
+        .iter()
+        .map(|d| {
+            d.iter()
+                .filter_map(|&r| system.nodes[system.gpus[r]].topo)
+                .collect()
+        })
+        .collect();
+    let shown: Vec<String> = domains
+        .iter()
+        .map(|d| {
+            format!(
+                "[{}]",
+                d.iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
+        .collect();
+    *topo = topo.split_gpus(&groups);
+    // The split keeps each group's GPUs in rank order and numbers the groups in turn.
+    let launcher_ranks: Vec<usize> = domains.iter().flatten().copied().collect();
+    // Ranks are numbered node by node from here on; the plan maps rings, trees and graph
+    // channels back to the launcher's numbers (which NCCL keeps), not the transport list.
+    let contiguous = domains.iter().flatten().copied().eq(0..system.gpus.len());
+    topo.warn(format!(
+        "GPU groups {} reach each other only through the network: neither P2P nor SHM can \
+         connect them (a NIC path is faster than the CPU link, ncclTopoCheckNet), so NCCL \
+         treats each group as a node and uses NET between them{}",
+        shown.join(" "),
+        if contiguous {
+            ""
+        } else {
+            "; rings, trees and graph channels keep the launcher's rank numbers (as NCCL does), the transport list numbers ranks group by group"
+        }
+    ));
+    // Each part keeps the physical host's GPU index order (position in it, by the
+    // launcher's rank), which the part's own fused order need not follow.
+    let mut position = vec![usize::MAX; system.gpus.len()];
+    for h in 0..system.nhosts as HostId {
+        for (i, r) in system.host_gpus_indexed(h).into_iter().enumerate() {
+            position[r] = i;
+        }
+    }
+    *system = rebuild(topo);
+    system.reorder_index(|r| launcher_ranks.get(r).map_or(usize::MAX, |&l| position[l]));
+    *pth = paths::compute(system, path_policy);
+    Split {
+        reasons,
+        orig_host_of_part,
+        launcher_ranks,
+    }
+}
+
+/// Channel parameters from the version, the environment (capped as parseCommConfig caps
+/// them) and what the search found.
+fn channel_params(
+    data: &VersionData,
+    env: &EnvPolicy,
+    merged: &Graphs,
+    nvls_enabled: bool,
+    collnet_enabled: bool,
+    hosts_with_gpus: usize,
+) -> ChannelParams {
+    let mut channel_params = ChannelParams::for_version(data.minor());
     channel_params.max_channels = data.max_channels as usize;
     channel_params.min_nchannels = positive(env.min_nchannels);
     channel_params.max_nchannels = positive(env.max_nchannels);
@@ -536,33 +549,51 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     channel_params.p2p_max_peers = positive(env.p2p_max_peers);
     channel_params.nvls_sm100_tuning = data.rules.nvls_sm100_tuning;
     channel_params.bw = data.bw.clone();
-    let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
-    note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
-    let connection = Connection::from_graphs(&system, &merged, &counts);
+    channel_params
+}
 
-    let mut transports = transport::select(&system, &paths, &path_policy, &transport_policy);
-    if mnnvl.is_some() {
-        super::mnnvl::label_transports(&mut transports, &trays, &mut topo);
-    }
-    if !split_reasons.is_empty() {
-        for t in transports.iter_mut().filter(|t| t.inter_node) {
-            let ends = [t.from, t.to].map(|r| {
-                let node = &system.nodes[system.gpus[r]];
-                let busid = node.topo.and_then(|n| topo.gpu(n)).map(|g| g.busid);
-                (orig_host_of_part.get(node.host as usize).copied(), busid)
-            });
-            if let [(Some(ha), Some(a)), (Some(hb), Some(b))] = ends
-                && ha == hb
-                && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
-            {
-                t.reason = format!("{reason}{SPLIT_MARK}");
-                t.anomaly = anomaly.clone();
-            }
+/// The inter-node transports of a split host keep the reason from before the split.
+fn relabel_split(
+    transports: &mut [transport::PairTransport],
+    split_reasons: &SplitReasons,
+    orig_host_of_part: &[HostId],
+    system: &System,
+    topo: &Topology,
+) {
+    for t in transports.iter_mut().filter(|t| t.inter_node) {
+        let ends = [t.from, t.to].map(|r| {
+            let node = &system.nodes[system.gpus[r]];
+            let busid = node.topo.and_then(|n| topo.gpu(n)).map(|g| g.busid);
+            (orig_host_of_part.get(node.host as usize).copied(), busid)
+        });
+        if let [(Some(ha), Some(a)), (Some(hb), Some(b))] = ends
+            && ha == hb
+            && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
+        {
+            t.reason = format!("{reason}{SPLIT_MARK}");
+            t.anomaly = anomaly.clone();
         }
     }
+}
 
+/// What the cost model reads: ranks per node, compute capabilities, CPU, graphs, channels.
+fn tuning_input<'a>(
+    env: &'a EnvPolicy,
+    data: &'a VersionData,
+    system: &System,
+    merged: &Graphs,
+    counts: &ChannelCounts,
+    collnet_enabled: bool,
+) -> TuningInput<'a> {
+    let (nranks, nnodes) = (
+        system.gpus.len(),
+        (0..system.nhosts as u16)
+            .filter(|&h| !system.host_gpus(h).is_empty())
+            .count()
+            .max(1),
+    );
     let cpu = system.first_cpu();
-    let mut ti = TuningInput::new(&env, &data, nranks, nnodes);
+    let mut ti = TuningInput::new(env, data, nranks, nnodes);
     ti.local_ranks = (0..system.nhosts as u16)
         .map(|h| system.host_gpus(h).len())
         .filter(|&n| n > 0)
@@ -588,32 +619,125 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .map(|g| g.n_channels)
         .unwrap_or(0);
     ti.has_nvswitch = !system.nvs.is_empty();
-    let costs = CostTable::build(&ti);
-    costs.apply_env_effects(&mut env);
-    note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
+    ti
+}
 
-    Ok(Analysis {
-        version: req.version,
-        data,
-        env,
-        topo,
-        system,
-        path_policy,
-        paths,
-        search,
-        graphs,
-        channel_params,
-        counts,
-        connection,
-        transport_policy,
-        transports,
-        costs,
-        nranks,
-        nnodes,
-        launcher_ranks,
-        mnnvl,
-        trays,
-    })
+/// NCCL_IB_HCA: the IB plugin exports only the ports it selects, numbered from 0 in the order
+/// it found them (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc). It applies
+/// only when IB is the network (not under NCCL_IB_DISABLE=1 or NCCL_NET=Socket). The filter
+/// in force, and whether it selected no port at all (NCCL then falls back to sockets).
+fn select_ib_ports(
+    topo: &mut Topology,
+    env: &mut EnvPolicy,
+) -> (Option<crate::env::HcaFilter>, bool) {
+    let ib_in_use = !env.ib_disable
+        && env
+            .net
+            .as_deref()
+            .is_none_or(|n| n.trim().eq_ignore_ascii_case("ib"));
+    let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
+    let mut ib_none_selected = false;
+    if let Some(h) = &hca {
+        let nets = topo.nets();
+        let total = nets.len();
+        let kept = nets
+            .iter()
+            .filter(|&&n| {
+                topo.net(n)
+                    .is_some_and(|x| h.keeps(&x.name, i64::from(x.port)))
+            })
+            .count();
+        if total > 0 && kept == 0 {
+            // No IB device: NCCL falls back to the socket plugin, whose devices are the IP
+            // interfaces, not IB ports; the ports stay in the system (the interfaces sit on
+            // the same NICs) and the transport becomes NET/Socket.
+            env.note_effect(
+                "NCCL_IB_HCA",
+                format!(
+                    "selects none of the {total} IB port(s), so NCCL has no IB device and falls back to sockets"
+                ),
+            );
+            ib_none_selected = true;
+            hca = None;
+        }
+    }
+    if let Some(h) = &hca {
+        let nets = topo.nets();
+        let total = nets.len();
+        let mut next: HashMap<HostId, i32> = HashMap::new();
+        let mut kept = 0;
+        for n in nets {
+            let host = topo.node(n).host;
+            if let topo_model::NodeKind::Net(x) = &mut topo.node_mut(n).kind
+                && h.keeps(&x.name, i64::from(x.port))
+            {
+                let d = next.entry(host).or_insert(0);
+                x.dev = *d;
+                *d += 1;
+                kept += 1;
+            }
+        }
+        env.note_effect(
+            "NCCL_IB_HCA",
+            format!("selects {kept} of {total} IB port(s)"),
+        );
+    } else if env.ib_hca.is_some() && !ib_in_use {
+        env.note_effect(
+            "NCCL_IB_HCA",
+            "ignored: IB is not the network (NCCL_IB_DISABLE=1 or NCCL_NET)",
+        );
+    }
+    (hca, ib_none_selected)
+}
+
+fn transport_policy(
+    env: &EnvPolicy,
+    req: &Inputs,
+    topo: &Topology,
+    minor: u32,
+    ib_none_selected: bool,
+) -> TransportPolicy {
+    TransportPolicy {
+        minor,
+        cumem: env.cumem_enable.and_then(|v| {
+            if v == -2 || v == -1 {
+                None
+            } else {
+                Some(v > 0)
+            }
+        }),
+        p2p_direct_disable: env.p2p_direct_disable,
+        p2p_read_enable: env.p2p_read_enable,
+        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
+        net: env.net.clone(),
+        ib_disable: env.ib_disable,
+        placement: req.placement.clone(),
+        cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
+        cuda_driver_version: req.facts.cuda_driver_version,
+        ib_available: ib_none_selected.then_some(false),
+        vmm_supported: cuda_attr(topo, |a| a.vmm),
+        vmm_gdr_supported: cuda_attr(topo, |a| a.gdr_with_vmm),
+        ..TransportPolicy::default()
+    }
+}
+
+fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy {
+    PathPolicy {
+        minor: data.minor(),
+        nvb_disable: env.nvb_disable,
+        p2p_disable: env.p2p_disable,
+        p2p_level: env.p2p_level,
+        pxn_disable: env.pxn_disable,
+        pxn_c2c: Some(env.pxn_c2c_or(data)),
+        gdr_level: env.net_gdr_level,
+        gdr_read: env.net_gdr_read.filter(|&v| v >= 0).map(|v| v != 0),
+        gdr_c2c: Some(env.net_gdr_c2c_or(data)),
+        shm_disable: env.shm_disable,
+        net_disable_intra: env.net_disable_intra,
+        ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
+        isolated_ranks: req.placement.isolates_ranks(),
+        max_channels: data.max_channels as usize,
+    }
 }
 
 /// A host split into several nodes: every node's ranks search their own domain
