@@ -84,7 +84,10 @@ fn results(r: &Report, o: &mut String) {
                 size_label(j.bytes),
                 gbps(j.measured_busbw_gbps),
                 gbps(j.expected_busbw_gbps),
-                format!("{}-{}", gbps(j.low_gbps), gbps(j.high_gbps)),
+                match j.low_gbps.zip(j.high_gbps) {
+                    Some((lo, hi)) => format!("{}-{}", gbps(lo), gbps(hi)),
+                    None => "-".into(),
+                },
                 j.choice,
                 j.verdict.name(),
                 (j.ratio - 1.0) * 100.0

@@ -434,3 +434,38 @@ fn verify_speaks_nccl_tests_and_its_output_reads_back() {
         assert_eq!(l.len(), 52 + 2 * 33, "{l:?}");
     }
 }
+
+/// Outside the conditions of every published result (the socket transport, a changed CTA
+/// count), a result is compared with NCCL's model and not judged: no band, an info finding,
+/// and the JSON band null rather than a number no data backs.
+#[test]
+fn socket_and_cta_settings_are_compared_not_judged() {
+    for env in ["NCCL_NET=Socket", "NCCL_MIN_CTAS=24"] {
+        let (code, doc, err) = diagnose(&[
+            "--profile",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--env",
+            env,
+            "--nccl-tests",
+            "fixtures/fidelity/h100-2x8-ib-ring-issue290.txt",
+        ]);
+        assert_eq!(code, 0, "{env}: {err}");
+        assert_valid(&doc, "topo.diagnose.v1.json");
+        assert_eq!(
+            ids(&doc),
+            vec!["nccl-tests-not-judged".to_string()],
+            "{env}: {doc}"
+        );
+        let row = &doc["results"][0]["rows"][0];
+        assert_eq!(row["verdict"], "not-judged", "{env}: {row}");
+        assert!(row["low_gbps"].is_null(), "{env}: {row}");
+        let key = env.split('=').next().unwrap();
+        let basis = row["band_basis"].as_str().unwrap();
+        assert!(
+            basis.contains(if key == "NCCL_NET" { "NET/Socket" } else { key }),
+            "{basis}"
+        );
+    }
+}

@@ -52,6 +52,9 @@ pub enum Verdict {
     /// one nccl-tests row (the first size, a scheduler hiccup), not a property of the machine.
     Isolated,
     Above,
+    /// No band: no published result was measured under the run's conditions (the socket
+    /// transport, changed channel counts), so the size is compared, not judged.
+    NotJudged,
 }
 
 impl Verdict {
@@ -61,6 +64,7 @@ impl Verdict {
             Verdict::Below => "below band",
             Verdict::Isolated => "below band, isolated",
             Verdict::Above => "above band",
+            Verdict::NotJudged => "not judged",
         }
     }
 }
@@ -71,8 +75,9 @@ pub struct JudgedRow {
     pub measured_busbw_gbps: f64,
     pub in_place_busbw_gbps: Option<f64>,
     pub expected_busbw_gbps: f64,
-    pub low_gbps: f64,
-    pub high_gbps: f64,
+    /// The band; None where the plan has none (`Verdict::NotJudged`).
+    pub low_gbps: Option<f64>,
+    pub high_gbps: Option<f64>,
     /// NCCL's choice for the size (`NVLS/Simple`), as the model predicts it.
     pub choice: String,
     pub verdict: Verdict,
@@ -113,7 +118,12 @@ pub fn judge(input: &ResultsInput, plan: &[PlanRow], r: &mut Report) -> ResultsR
         rows.len(),
         input.collective
     ));
-    let causes = if rows.iter().any(|x| x.verdict == Verdict::Below) {
+    // Unjudged sizes under NCCL's model still get the causes the evidence names (the run's
+    // own NCCL_NET=Socket first), as context rather than a verdict.
+    let short = |x: &JudgedRow| {
+        x.verdict == Verdict::Below || (x.verdict == Verdict::NotJudged && x.ratio < 1.0)
+    };
+    let causes = if rows.iter().any(short) {
         causes(input, &rows, r)
     } else {
         vec![]
@@ -135,15 +145,16 @@ pub fn judge(input: &ResultsInput, plan: &[PlanRow], r: &mut Report) -> ResultsR
 fn judged(m: &Measured, p: &PlanRow) -> JudgedRow {
     // measured busbw / expected busbw, from the times (same bytes, same bus factor).
     let ratio = p.expected_time_us / m.time_us;
-    let (lo, hi) = if p.expected_busbw_gbps > 0.0 {
-        (
-            p.expected_busbw_low_gbps / p.expected_busbw_gbps,
-            p.expected_busbw_high_gbps / p.expected_busbw_gbps,
-        )
-    } else {
-        (1.0, 1.0)
+    let band = p.expected_busbw_low_gbps.zip(p.expected_busbw_high_gbps);
+    let (lo, hi) = match band {
+        Some((lo, hi)) if p.expected_busbw_gbps > 0.0 => {
+            (lo / p.expected_busbw_gbps, hi / p.expected_busbw_gbps)
+        }
+        _ => (1.0, 1.0),
     };
-    let verdict = if ratio < lo {
+    let verdict = if band.is_none() {
+        Verdict::NotJudged
+    } else if ratio < lo {
         Verdict::Below
     } else if ratio > hi {
         Verdict::Above
@@ -231,12 +242,35 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         );
         return;
     }
+    let unjudged = rows
+        .iter()
+        .filter(|x| x.verdict == Verdict::NotJudged)
+        .count();
+    if unjudged == rows.len() {
+        let last = &rows[rows.len() - 1];
+        let title = format!(
+            "{} not judged: {}; at {} it measured {} GB/s where NCCL's model gives {}",
+            input.collective,
+            last.band_basis.trim_start_matches("no band: "),
+            size_label(last.bytes),
+            gbps(last.measured_busbw_gbps),
+            gbps(last.expected_busbw_gbps)
+        );
+        r.add(
+            Finding::new("nccl-tests-not-judged", Severity::Info, title)
+                .fix(causes.first().cloned().unwrap_or_default()),
+        );
+        return;
+    }
     if below.is_empty() {
         let mut title = format!(
             "{} of {} sizes in the expected band",
-            rows.len() - above - isolated,
+            rows.len() - above - isolated - unjudged,
             rows.len()
         );
+        if unjudged > 0 {
+            title.push_str(&format!(", {unjudged} not judged (no band)"));
+        }
         if isolated > 0 {
             title.push_str(&format!(
                 ", {isolated} alone below it (one row's timing noise)"
@@ -267,8 +301,8 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         size_label(worst.bytes),
         gbps(worst.measured_busbw_gbps),
         gbps(worst.expected_busbw_gbps),
-        gbps(worst.low_gbps),
-        gbps(worst.high_gbps),
+        gbps(worst.low_gbps.unwrap_or(0.0)),
+        gbps(worst.high_gbps.unwrap_or(0.0)),
         (1.0 - worst.ratio) * 100.0
     );
     let evidence = input

@@ -168,12 +168,65 @@ pub struct Expected {
     pub time_us: f64,
     /// The rule applied (`sm90 allreduce NVLS/Simple one node: ...`), or why none was.
     pub basis: String,
-    pub band: Band,
+    /// None where no published result was measured under the plan's conditions: a
+    /// measurement there can be compared, not judged.
+    pub band: Option<Band>,
+    /// Why there is no band, when there is none.
+    pub no_band: Option<String>,
+}
+
+/// Channel and CTA settings: every published result behind the rules ran NCCL's defaults,
+/// and none measures what a changed count does (more CTAs than NCCL's model gains).
+const CHANNEL_SETTINGS: [&str; 7] = [
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_CTAS",
+    "NCCL_MAX_CTAS",
+    "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_NTHREADS",
+    "NCCL_BUFFSIZE",
+];
+
+/// Where a plan leaves the conditions every result in `fixtures/fidelity/` was measured
+/// under: between nodes over InfiniBand or RoCE (the socket transport copies through host
+/// memory at a fraction of the line rate NCCL tunes with), at NCCL's default channels and
+/// CTAs. `settings` are the `NCCL_*` variables the plan was given with their values,
+/// `socket_connections` the pairs that go over NET/Socket.
+pub fn outside_fits(settings: &[(String, String)], socket_connections: usize) -> Vec<String> {
+    let mut out: Vec<String> = settings
+        .iter()
+        .filter(|(k, _)| CHANNEL_SETTINGS.contains(&k.as_str()))
+        .map(|(k, v)| {
+            format!("{k}={v} (every published result ran NCCL's default channels and CTAs)")
+        })
+        .collect();
+    if socket_connections > 0 {
+        out.push(format!(
+            "NET/Socket for {socket_connections} connection(s) (every published multi-node result ran over InfiniBand or RoCE)"
+        ));
+    }
+    out
 }
 
 /// `sm` is the GPUs' compute capability as NCCL reads it (90 for H100), `nnodes` NCCL's node
 /// count, `nranks` the communicator's rank count.
-pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
+/// `outside` lists where the plan leaves the fitted conditions (`outside_fits`): no rule
+/// applies there and the value has no band.
+pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[String]) -> Expected {
+    if !outside.is_empty() {
+        let why = format!(
+            "no published result was measured under {}",
+            outside.join(", ")
+        );
+        return Expected {
+            time_us: c.time_us,
+            basis: format!("NCCL's time: {why}"),
+            band: None,
+            no_band: Some(format!(
+                "no band: {why}; a measurement can be compared with NCCL's time, not judged"
+            )),
+        };
+    }
     let arch = format!("sm{sm}");
     let nodes = if nnodes > 1 { "multi" } else { "single" };
     let hit = rules().iter().find(|r| {
@@ -191,7 +244,8 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
     match hit {
         Some(r) if c.bw > 0.0 && r.covers(c.bytes, nranks) => Expected {
             time_us: r.time_us(c.bytes as f64 / (1000.0 * c.bw)),
-            band: band(true, c.bytes),
+            band: Some(band(true, c.bytes)),
+            no_band: None,
             basis: format!(
                 "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
                 r.arch,
@@ -210,7 +264,8 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
         },
         Some(r) if c.bw > 0.0 => Expected {
             time_us: c.time_us,
-            band: band(false, c.bytes),
+            band: Some(band(false, c.bytes)),
+            no_band: None,
             basis: format!(
                 "NCCL's time: the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
                 c.func.cli_name(),
@@ -222,7 +277,8 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize) -> Expected {
         },
         _ => Expected {
             time_us: c.time_us,
-            band: band(false, c.bytes),
+            band: Some(band(false, c.bytes)),
+            no_band: None,
             basis: format!(
                 "NCCL's time: no published result calibrates {arch} {} {}/{} on {where_}",
                 c.func.cli_name(),
@@ -306,12 +362,16 @@ mod tests {
         let nnodes = if r.nodes == "multi" { 2 } else { 1 };
         let (lo, ranks) = (r.min_bytes().unwrap(), r.rank_range().unwrap().0);
         let small = choice(algo, proto, lo / 8, 25.0, 500.0);
-        let e = expected(&small, sm, nnodes, ranks);
+        let e = expected(&small, sm, nnodes, ranks, &[]);
         assert_eq!(e.time_us, small.time_us);
         assert!(e.basis.contains("is fitted on sizes"), "{}", e.basis);
         let at = choice(algo, proto, lo, 25.0, 500.0);
-        assert!(expected(&at, sm, nnodes, ranks).basis.contains("fitted on"));
-        assert_ne!(expected(&at, sm, nnodes, ranks).time_us, at.time_us);
+        assert!(
+            expected(&at, sm, nnodes, ranks, &[])
+                .basis
+                .contains("fitted on")
+        );
+        assert_ne!(expected(&at, sm, nnodes, ranks, &[]).time_us, at.time_us);
     }
 
     #[test]
@@ -322,8 +382,8 @@ mod tests {
             .expect("an H100 NVLS rule");
         let (lo, hi) = r.rank_range().unwrap();
         let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
-        assert_ne!(expected(&c, 90, 1, lo).time_us, c.time_us);
-        let far = expected(&c, 90, 1, hi * RANK_SPAN + 1);
+        assert_ne!(expected(&c, 90, 1, lo, &[]).time_us, c.time_us);
+        let far = expected(&c, 90, 1, hi * RANK_SPAN + 1, &[]);
         assert_eq!(far.time_us, c.time_us);
         assert!(far.basis.contains("ranks only"), "{}", far.basis);
     }
@@ -335,7 +395,7 @@ mod tests {
             .find(|r| r.arch == "sm90" && r.algo == "NVLS" && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
-        let e = expected(&c, 90, 1, 8);
+        let e = expected(&c, 90, 1, 8, &[]);
         let tb = (1u64 << 30) as f64 / (1000.0 * 272.0);
         let want = r.lat_us + tb / r.bw_efficiency + r.ramp * tb.sqrt();
         assert!((e.time_us - want).abs() < 1e-9, "{e:?}");
@@ -345,12 +405,39 @@ mod tests {
     #[test]
     fn no_rule_keeps_nccls_time_and_says_so() {
         let c = choice(Algo::Ring, Proto::Simple, 1 << 20, 10.0, 100.0);
-        let e = expected(&c, 75, 1, 8);
+        let e = expected(&c, 75, 1, 8, &[]);
         assert_eq!(e.time_us, c.time_us);
         assert!(
             e.basis.starts_with("NCCL's time: no published result"),
             "{}",
             e.basis
         );
+    }
+
+    #[test]
+    fn channel_settings_and_the_socket_transport_are_outside_every_fit() {
+        let env = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let given = [
+            env("NCCL_MIN_CTAS", "24"),
+            env("NCCL_IB_HCA", "mlx5_0"),
+            env("NCCL_NET_GDR_LEVEL", "2"),
+        ];
+        let out = outside_fits(&given, 0);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].starts_with("NCCL_MIN_CTAS=24"), "{out:?}");
+        assert!(outside_fits(&given[1..], 0).is_empty());
+        let socket = outside_fits(&[], 16);
+        assert!(socket[0].starts_with("NET/Socket for 16"), "{socket:?}");
+    }
+
+    #[test]
+    fn outside_the_fits_no_rule_applies_and_there_is_no_band() {
+        let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
+        assert!(expected(&c, 90, 1, 8, &[]).band.is_some());
+        let e = expected(&c, 90, 1, 8, &outside_fits(&[], 8));
+        assert_eq!(e.time_us, c.time_us);
+        assert!(e.band.is_none());
+        assert!(e.basis.contains("NET/Socket"), "{}", e.basis);
+        assert!(e.no_band.unwrap().starts_with("no band:"));
     }
 }

@@ -107,9 +107,10 @@ pub struct Row {
     pub expected_time_us: f64,
     pub expected_busbw_gbps: f64,
     pub expected_basis: String,
-    /// The busbw band a healthy machine measures in (`measured.rs`, leave-one-source-out).
-    pub expected_busbw_low_gbps: f64,
-    pub expected_busbw_high_gbps: f64,
+    /// The busbw band a healthy machine measures in (`measured.rs`, leave-one-source-out);
+    /// None where no published result was measured under the plan's conditions.
+    pub expected_busbw_low_gbps: Option<f64>,
+    pub expected_busbw_high_gbps: Option<f64>,
     pub expected_band_basis: String,
     /// The runner-up and by how much it lost.
     pub runner_up: Option<String>,
@@ -382,9 +383,19 @@ fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
     }
 }
 
-fn row(a: &Analysis, c: &Choice) -> Row {
+/// Where this plan leaves the conditions of the published results (`measured::outside_fits`).
+fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
+    let socket = a
+        .transports
+        .iter()
+        .filter(|t| t.transport == "NET/Socket")
+        .count();
+    measured::outside_fits(&req.env, socket)
+}
+
+fn row(a: &Analysis, c: &Choice, outside: &[String]) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
-    let expected = measured::expected(c, a.system.min_sm(), a.nnodes, a.nranks);
+    let expected = measured::expected(c, a.system.min_sm(), a.nnodes, a.nranks, outside);
     let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);
     let runner_up = c
         .considered
@@ -411,9 +422,12 @@ fn row(a: &Analysis, c: &Choice) -> Row {
         algbw_gbps: tuning::algbw_gbps(c.bytes, c.time_us),
         busbw_gbps: busbw,
         expected_busbw_gbps: expected_busbw,
-        expected_busbw_low_gbps: expected_busbw * expected.band.lo,
-        expected_busbw_high_gbps: expected_busbw * expected.band.hi,
-        expected_band_basis: expected.band.basis,
+        expected_busbw_low_gbps: expected.band.as_ref().map(|b| expected_busbw * b.lo),
+        expected_busbw_high_gbps: expected.band.as_ref().map(|b| expected_busbw * b.hi),
+        expected_band_basis: match expected.band {
+            Some(b) => b.basis,
+            None => expected.no_band.unwrap_or_default(),
+        },
         expected_time_us: expected.time_us,
         expected_basis: expected.basis,
         runner_up,
@@ -646,6 +660,7 @@ fn build_with(
 /// The per-size table, every change of choice at its exact size, and the tuner rows.
 fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>, Vec<TunerRow>)> {
     let op = OpContext::default();
+    let outside = fit_departures(a, req);
     let mut table = vec![];
     let mut crossovers = vec![];
     let mut tuner_rows = vec![];
@@ -665,7 +680,7 @@ fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>,
         }
         tuner_rows.extend(runs);
         for &b in &req.sizes {
-            table.push(row(a, &select(a, f, b, &op)?));
+            table.push(row(a, &select(a, f, b, &op)?, &outside));
         }
     }
 
