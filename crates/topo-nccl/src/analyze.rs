@@ -228,20 +228,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(req.env, &data)?;
 
-    // CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any (visible.rs).
-    let (seen, note) = match super::visible::apply(&given, req.env)? {
-        Some((t, note)) => (Cow::Owned(t), Some(note)),
-        None => (given, None),
-    };
-    // Containers with their own host hash each hold one GPU and every NIC of the box.
-    let mut topo = if req.placement.node_per_rank() {
-        seen.split_per_gpu()
-    } else {
-        seen.into_owned()
-    };
-    if let Some(note) = note {
-        topo.warn(note);
-    }
+    let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let keep_net = |n: &topo_model::Net| {
         hca.as_ref()
@@ -251,21 +238,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
     let trays = super::mnnvl::trays(&topo);
-    let (cumem_on, cumem_why) = transport_policy.cumem_enabled();
-    let mnnvl = match super::mnnvl::decide(&topo, &env, &data, (cumem_on, &cumem_why)) {
-        super::mnnvl::Decision::On(m) => {
-            topo = topo.fuse_hosts(&m.cliques).0;
-            Some(m)
-        }
-        super::mnnvl::Decision::Off(why) => {
-            if let Some(w) = &why {
-                topo.warn(format!(
-                    "the hosts share an NVLink fabric but NCCL will not use multi-node NVLink: {w}; they talk over the network"
-                ));
-            }
-            None
-        }
-    };
+    let mnnvl = fuse_mnnvl(&mut topo, &env, &data, &transport_policy);
     let mut system = System::build_with(&topo, &data.bw, &keep_net);
     let path_policy = path_policy(&env, &data, req);
     let mut paths = paths::compute(&system, &path_policy);
@@ -296,36 +269,11 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .count()
         .max(1);
 
-    // NVLS needs multicast (NCCL_NVLS_ENABLE, an NVSwitch, sm90+); CollNet needs a plugin,
-    // which only an explicit NCCL_COLLNET_ENABLE=1 lets us assume.
-    // ncclNvlsInit (src/transport/nvls.cc) runs after ncclTopoTrimSystem, so it counts the
-    // GPUs of rank 0's own domain: NVLS needs at least 2 of them in NCCL 2.28.9 and 2.29+
-    // (`gpuCount < 2`), at least 3 before (`gpuCount <= 2`, 2.18 to 2.28.3).
-    let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
-    // NCCL_NVLS_ENABLE=1 forces nvlsSupport; the default (2) asks the driver for multicast
-    // support on rank 0's GPU, which needs sm90+ and an NVSwitch. Without support NCCL does not
-    // search an NVLS graph at all (no `Pattern 5` line); forced on a machine without NVSwitch,
-    // the search runs and finds no channel.
+    // NVLS needs multicast (nvls_supported); CollNet needs a plugin, which only an explicit
+    // NCCL_COLLNET_ENABLE=1 lets us assume. Every rank decides for its own domain; rank 0's
+    // is host 0.
     let nvls_env = env.nvls_enable_or(&data);
-    // Every rank decides for its own domain; rank 0's is host 0.
-    let nvls_on = |h: HostId| {
-        let first_sm = system
-            .host_gpus(h)
-            .first()
-            .and_then(|&r| system.gpu(r).gpu.as_ref())
-            .map_or(0, |g| g.sm);
-        // A stated fact (profile `host.nvls`, --nvls, NVML's fabric state or an old
-        // driver in a snapshot) says whether the driver offers multicast at all.
-        let stated = topo
-            .hosts
-            .get(h as usize)
-            .and_then(|x| x.nvls.as_ref())
-            .map(|f| f.value);
-        let multicast = stated != Some(false)
-            && (nvls_env == 1
-                || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h)));
-        nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
-    };
+    let nvls_on = |h: HostId| nvls_supported(&topo, &system, nvls_env, minor, h);
     let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let mut search = search_params(&data, &env, nvls_enabled, collnet_enabled);
@@ -406,6 +354,77 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         mnnvl,
         trays,
     })
+}
+
+/// The topology NCCL's ranks see: CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any
+/// (visible.rs), and containers with their own host hash each hold one GPU and every NIC of
+/// the box.
+fn what_nccl_sees(given: Cow<'_, Topology>, req: &Inputs) -> Result<Topology> {
+    let (seen, note) = match super::visible::apply(&given, req.env)? {
+        Some((t, note)) => (Cow::Owned(t), Some(note)),
+        None => (given, None),
+    };
+    let mut topo = if req.placement.node_per_rank() {
+        seen.split_per_gpu()
+    } else {
+        seen.into_owned()
+    };
+    if let Some(note) = note {
+        topo.warn(note);
+    }
+    Ok(topo)
+}
+
+/// Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs), or a
+/// warning says why NCCL keeps them apart.
+fn fuse_mnnvl(
+    topo: &mut Topology,
+    env: &EnvPolicy,
+    data: &VersionData,
+    transport_policy: &TransportPolicy,
+) -> Option<super::mnnvl::Mnnvl> {
+    let (cumem_on, cumem_why) = transport_policy.cumem_enabled();
+    match super::mnnvl::decide(topo, env, data, (cumem_on, &cumem_why)) {
+        super::mnnvl::Decision::On(m) => {
+            *topo = topo.fuse_hosts(&m.cliques).0;
+            Some(m)
+        }
+        super::mnnvl::Decision::Off(why) => {
+            if let Some(w) = &why {
+                topo.warn(format!(
+                    "the hosts share an NVLink fabric but NCCL will not use multi-node NVLink: {w}; they talk over the network"
+                ));
+            }
+            None
+        }
+    }
+}
+
+/// Whether host `h`'s ranks find NVLS support. NCCL_NVLS_ENABLE=1 forces nvlsSupport; the
+/// default (2) asks the driver for multicast on the host's first GPU, which needs sm90+ and
+/// an NVSwitch; without support NCCL searches no NVLS graph (no `Pattern 5` line), and forced
+/// on a machine without NVSwitch the search runs and finds no channel. ncclNvlsInit
+/// (src/transport/nvls.cc) runs after ncclTopoTrimSystem, so it counts the GPUs of the
+/// rank's own domain: at least 2 in NCCL 2.28.9 and 2.29+ (`gpuCount < 2`), at least 3
+/// before (`gpuCount <= 2`, 2.18 to 2.28.3).
+fn nvls_supported(topo: &Topology, system: &System, nvls_env: i64, minor: u32, h: HostId) -> bool {
+    let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
+    let first_sm = system
+        .host_gpus(h)
+        .first()
+        .and_then(|&r| system.gpu(r).gpu.as_ref())
+        .map_or(0, |g| g.sm);
+    // A stated fact (profile `host.nvls`, --nvls, NVML's fabric state or an old driver in a
+    // snapshot) says whether the driver offers multicast at all.
+    let stated = topo
+        .hosts
+        .get(h as usize)
+        .and_then(|x| x.nvls.as_ref())
+        .map(|f| f.value);
+    let multicast = stated != Some(false)
+        && (nvls_env == 1
+            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h)));
+    nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
 }
 
 type SplitReasons = HashMap<(HostId, BusId, BusId), (String, Option<String>)>;

@@ -488,6 +488,174 @@ struct NetInfo {
     local_gpus: Vec<usize>,
 }
 
+/// Link ids flattened over the whole system, and the search's view of a path over them.
+struct Links<'a> {
+    sys: &'a System,
+    paths: &'a Paths,
+    /// First link id of each node.
+    offset: Vec<usize>,
+    bw: Vec<f32>,
+}
+
+impl<'a> Links<'a> {
+    fn new(sys: &'a System, paths: &'a Paths) -> Links<'a> {
+        let mut offset = Vec::with_capacity(sys.nodes.len());
+        let mut bw = Vec::new();
+        for n in &sys.nodes {
+            offset.push(bw.len());
+            bw.extend(n.links.iter().map(|l| l.bw as f32));
+        }
+        Links {
+            sys,
+            paths,
+            offset,
+            bw,
+        }
+    }
+
+    /// The path from `from` to `to` as hops over link ids with the charges search.cc applies
+    /// along it; None where NCCL has no usable path.
+    fn path(&self, from: usize, to: usize) -> Option<SPath> {
+        let p = self.paths.get(from, to)?;
+        if p.ty >= PathType::Dis && from != to {
+            return None;
+        }
+        let route = self.paths.route(from, to)?;
+        let mut hops = Vec::with_capacity(route.len().saturating_sub(1));
+        let mut intel = false;
+        for (a, b) in route.clone().zip(route.skip(1)) {
+            let (hop, via_intel) = self.hop(a, b)?;
+            intel |= via_intel;
+            hops.push(hop);
+        }
+        let intel_phb = intel && p.ty == PathType::Phb;
+        Some(SPath {
+            ty: p.ty,
+            bw: p.bw as f32,
+            plain: !intel_phb && hops.iter().all(|h| !h.to_old_gpu && !h.to_power_nvl),
+            hops,
+            intel_phb,
+        })
+    }
+
+    /// The hop from `a` to `b` over a link with a matching reverse, and whether it enters an
+    /// Intel x86 CPU.
+    fn hop(&self, a: usize, b: usize) -> Option<(Hop, bool)> {
+        let sys = self.sys;
+        let li = sys.nodes[a].links.iter().position(|l| {
+            l.to == b
+                && sys.nodes[b]
+                    .links
+                    .iter()
+                    .any(|r| r.to == a && r.kind == l.kind)
+        })?;
+        let l = &sys.nodes[a].links[li];
+        let rev = sys.nodes[b]
+            .links
+            .iter()
+            .position(|r| r.to == a && r.kind == l.kind)
+            .map(|ri| self.offset[b] + ri);
+        let bn = &sys.nodes[b];
+        let to_old_gpu =
+            bn.kind == NodeType::Gpu && bn.gpu.as_ref().map(|x| x.sm).unwrap_or(0) < 80;
+        let cpu = bn.cpu.as_ref();
+        let to_power_nvl = bn.kind == NodeType::Cpu
+            && cpu.is_some_and(|c| c.arch == CpuArch::Power)
+            && l.kind == LinkType::Nvl;
+        let intel = bn.kind == NodeType::Cpu
+            && cpu.is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Intel);
+        let hop = Hop {
+            link: self.offset[a] + li,
+            rev,
+            pci: l.kind == LinkType::Pci,
+            to_old_gpu,
+            to_power_nvl,
+        };
+        Some((hop, intel))
+    }
+
+    /// A GPU's PCI up-link and the matching down-link.
+    fn gpu_pci(&self, g: usize) -> Option<(usize, usize)> {
+        let sys = self.sys;
+        sys.nodes[g]
+            .links
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.kind == LinkType::Pci)
+            .find_map(|(li, l)| {
+                let back = sys.nodes[l.to].links.iter().position(|b| b.to == g)?;
+                Some((self.offset[g] + li, self.offset[l.to] + back))
+            })
+    }
+}
+
+/// The host's NET ports as the search sees them (`nets_used`: indices into `System::nets`).
+fn net_infos(
+    sys: &System,
+    paths: &Paths,
+    nets_used: &[usize],
+    ranks: &[usize],
+    gnodes: &[usize],
+) -> Vec<NetInfo> {
+    let local_of_rank = |r: usize| ranks.iter().position(|&x| x == r);
+    nets_used
+        .iter()
+        .map(|&ni| {
+            let node = sys.nets[ni];
+            let a = sys.nodes[node].net.as_ref();
+            NetInfo {
+                sys_idx: ni,
+                bw: a.map(|x| x.bw as f32).unwrap_or(0.0),
+                asic: a.map(|x| x.guid).unwrap_or(ni as u64),
+                port: a.map(|x| x.port).unwrap_or(0),
+                sysid: sys.nodes[node].id >> 56,
+                pci: nic_slot(sys, node),
+                latency: a.map(|x| x.latency).unwrap_or(0.0),
+                coll: a.is_some_and(|x| x.coll),
+                local_gpu: paths
+                    .net_local_gpu
+                    .get(ni)
+                    .copied()
+                    .flatten()
+                    .and_then(local_of_rank),
+                local_gpus: paths::local_nodes(sys, paths, node, NodeType::Gpu)
+                    .into_iter()
+                    .filter_map(|g| gnodes.iter().position(|&x| x == g))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// `ncclTopoPrefNetsChannelFirst` (2.28): per GPU the channel→NET sequence until it repeats.
+fn preferred_nets(
+    sys: &System,
+    paths: &Paths,
+    params: &SearchParams,
+    ranks: &[usize],
+    nets: &[NetInfo],
+) -> Vec<Vec<usize>> {
+    let policy = params.path_policy();
+    let net_local = |sys_idx: usize| nets.iter().position(|n| n.sys_idx == sys_idx);
+    ranks
+        .iter()
+        .map(|&r| {
+            let mut seq: Vec<usize> = vec![];
+            for c in 0..params.max_channels.max(1) {
+                let Some(n) = paths::local_net(sys, paths, &policy, r, c).and_then(net_local)
+                else {
+                    break;
+                };
+                if !seq.is_empty() && seq[0] == n {
+                    break;
+                }
+                seq.push(n);
+            }
+            seq
+        })
+        .collect()
+}
+
 #[derive(Clone, Debug)]
 struct Ctx {
     inter: bool,
@@ -539,66 +707,9 @@ impl Ctx {
             .map(|&g| sys.nodes[g].gpu.as_ref().map(|a| a.sm).unwrap_or(0))
             .collect();
         let cc_min = cc.iter().copied().min().unwrap_or(0);
-        let policy = params.path_policy();
 
-        // Flat link ids over the whole system.
-        let mut offset = Vec::with_capacity(sys.nodes.len());
-        let mut link_bw = Vec::new();
-        for n in &sys.nodes {
-            offset.push(link_bw.len());
-            link_bw.extend(n.links.iter().map(|l| l.bw as f32));
-        }
-        let make = |from: usize, to: usize| -> Option<SPath> {
-            let p = paths.get(from, to)?;
-            if p.ty >= PathType::Dis && from != to {
-                return None;
-            }
-            let route = paths.route(from, to)?;
-            let mut hops = Vec::with_capacity(route.len().saturating_sub(1));
-            let mut intel = false;
-            for (a, b) in route.clone().zip(route.skip(1)) {
-                let li = sys.nodes[a].links.iter().position(|l| {
-                    l.to == b
-                        && sys.nodes[b]
-                            .links
-                            .iter()
-                            .any(|r| r.to == a && r.kind == l.kind)
-                })?;
-                let l = &sys.nodes[a].links[li];
-                let rev = sys.nodes[b]
-                    .links
-                    .iter()
-                    .position(|r| r.to == a && r.kind == l.kind)
-                    .map(|ri| offset[b] + ri);
-                let bn = &sys.nodes[b];
-                let to_old_gpu =
-                    bn.kind == NodeType::Gpu && bn.gpu.as_ref().map(|x| x.sm).unwrap_or(0) < 80;
-                let cpu = bn.cpu.as_ref();
-                let to_power_nvl = bn.kind == NodeType::Cpu
-                    && cpu.is_some_and(|c| c.arch == CpuArch::Power)
-                    && l.kind == LinkType::Nvl;
-                if bn.kind == NodeType::Cpu
-                    && cpu.is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Intel)
-                {
-                    intel = true;
-                }
-                hops.push(Hop {
-                    link: offset[a] + li,
-                    rev,
-                    pci: l.kind == LinkType::Pci,
-                    to_old_gpu,
-                    to_power_nvl,
-                });
-            }
-            let intel_phb = intel && p.ty == PathType::Phb;
-            Some(SPath {
-                ty: p.ty,
-                bw: p.bw as f32,
-                plain: !intel_phb && hops.iter().all(|h| !h.to_old_gpu && !h.to_power_nvl),
-                hops,
-                intel_phb,
-            })
-        };
+        let links = Links::new(sys, paths);
+        let make = |from: usize, to: usize| links.path(from, to);
 
         let mut gg = Vec::with_capacity(ngpus * ngpus);
         for &a in &gnodes {
@@ -632,76 +743,18 @@ impl Ctx {
             .iter()
             .map(|&g| nvs.and_then(|s| make(s, g)))
             .collect();
-        let local_of_rank = |r: usize| ranks.iter().position(|&x| x == r);
-        let nets: Vec<NetInfo> = nets_used
-            .iter()
-            .map(|&ni| {
-                let node = sys.nets[ni];
-                let a = sys.nodes[node].net.as_ref();
-                NetInfo {
-                    sys_idx: ni,
-                    bw: a.map(|x| x.bw as f32).unwrap_or(0.0),
-                    asic: a.map(|x| x.guid).unwrap_or(ni as u64),
-                    port: a.map(|x| x.port).unwrap_or(0),
-                    sysid: sys.nodes[node].id >> 56,
-                    pci: nic_slot(sys, node),
-                    latency: a.map(|x| x.latency).unwrap_or(0.0),
-                    coll: a.is_some_and(|x| x.coll),
-                    local_gpu: paths
-                        .net_local_gpu
-                        .get(ni)
-                        .copied()
-                        .flatten()
-                        .and_then(local_of_rank),
-                    local_gpus: paths::local_nodes(sys, paths, node, NodeType::Gpu)
-                        .into_iter()
-                        .filter_map(|g| gnodes.iter().position(|&x| x == g))
-                        .collect(),
-                }
-            })
-            .collect();
-        let net_local = |sys_idx: usize| nets.iter().position(|n| n.sys_idx == sys_idx);
-        // ncclTopoPrefNetsChannelFirst (2.28): per GPU the channel→NET sequence until it
-        // repeats.
-        let mut pref_nets: Vec<Vec<usize>> = vec![];
-        if inter {
-            for &r in &ranks {
-                let mut seq: Vec<usize> = vec![];
-                for c in 0..params.max_channels.max(1) {
-                    let Some(n) = paths::local_net(sys, paths, &policy, r, c).and_then(net_local)
-                    else {
-                        break;
-                    };
-                    if !seq.is_empty() && seq[0] == n {
-                        break;
-                    }
-                    seq.push(n);
-                }
-                pref_nets.push(seq);
-            }
+        let nets = net_infos(sys, paths, &nets_used, &ranks, &gnodes);
+        let pref_nets = if inter {
+            preferred_nets(sys, paths, params, &ranks, &nets)
         } else {
-            pref_nets = vec![vec![]; ngpus];
-        }
+            vec![vec![]; ngpus]
+        };
         let pref_nets_all = if params.gpu_first_nets {
             gpu_first(&pref_nets)
         } else {
             channel_first(&pref_nets)
         };
-        let gpu_pci_links = gnodes
-            .iter()
-            .map(|&g| {
-                let gnode = &sys.nodes[g];
-                gnode
-                    .links
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, l)| l.kind == LinkType::Pci)
-                    .find_map(|(li, l)| {
-                        let back = sys.nodes[l.to].links.iter().position(|b| b.to == g)?;
-                        Some((offset[g] + li, offset[l.to] + back))
-                    })
-            })
-            .collect();
+        let gpu_pci_links = gnodes.iter().map(|&g| links.gpu_pci(g)).collect();
         let amd_cpu = sys
             .first_cpu()
             .is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Amd);
@@ -714,7 +767,7 @@ impl Ctx {
             nets,
             nets_in_system,
             has_nvs: nvs.is_some(),
-            link_bw,
+            link_bw: links.bw,
             gg_linked: gg
                 .iter()
                 .map(|p| p.as_ref().is_some_and(|p| !p.hops.is_empty()))
@@ -904,6 +957,19 @@ impl Ctx {
 
 // ---------------------------------------------------------------------------------------
 // Graph under construction (`ncclTopoGraph`).
+
+/// What `run` carries between the tries of its search loop.
+struct Tries {
+    speeds: Vec<f32>,
+    /// The speed being tried, an index into `speeds`.
+    si: usize,
+    /// What is left of the global search budget.
+    global: i64,
+    pass: u8,
+    retry_cross: u8,
+    /// Channel capacity of the working graph.
+    cap: usize,
+}
 
 #[derive(Clone, Debug)]
 struct GState {
@@ -1845,63 +1911,117 @@ impl Search<'_> {
         s.n_channels = dup;
     }
 
-    /// `ncclTopoCompute`: the outer loop of §5.4.
+    /// `ncclTopoCompute` (search.cc, 2.18-2.30): set the graph up, search from the fastest
+    /// speed that can fit, relax the constraints in NCCL's order until a solution holds (pass
+    /// 1), then try faster speeds with the channel count found (pass 2); fall back to one
+    /// channel in index order when nothing was found.
     fn run(&mut self, pattern0: Pattern, collnet: bool, min_ch: usize, max_ch: usize) -> GState {
-        let p = self.params;
-        let minor = p.minor;
-        let ng = self.ctx.ngpus;
-        let inter = self.ctx.inter;
-        let mut graph = GState::new(ng, 0);
+        let (graph, retry_cross) = match self.initial_graph(pattern0, collnet, min_ch, max_ch) {
+            Ok(g) => g,
+            Err(unsearched) => return unsearched,
+        };
+        let mut t = self.first_try(&graph, retry_cross);
+        loop {
+            let p = self.params;
+            let mut time = if self.tmp.same_channels {
+                p.timeout_same_channels
+            } else {
+                p.timeout
+            };
+            self.tmp.n_channels = 0;
+            t.global -= time;
+            self.rec(&mut time);
+            let done =
+                time == -1 || self.save.n_channels as f32 * self.save.bw_inter >= self.ctx.total_bw;
+            if !done && t.pass == 1 && self.relax(&mut t, &graph, time) {
+                continue;
+            }
+            if t.pass == 1 {
+                time = -1;
+                self.second_pass(&mut t);
+            }
+            if time != 0 && t.si > 0 && self.speed_up(&mut t) {
+                continue;
+            }
+            break;
+        }
+        if self.save.n_channels == 0 && !collnet && self.save.pattern != Pattern::Nvls {
+            self.fallback();
+        }
+        if self.params.minor <= 20 {
+            self.dup_channels();
+        }
+        self.save.clone()
+    }
+
+    /// The graph before the search (search.cc `ncclTopoCompute`'s preamble), and the crossNic
+    /// value to retry with; `Err` is a graph NCCL returns unsearched (NVLS without NVSwitch or
+    /// before Hopper, no channel allowed).
+    fn initial_graph(
+        &self,
+        pattern0: Pattern,
+        collnet: bool,
+        min_ch: usize,
+        max_ch: usize,
+    ) -> Result<(GState, u8), GState> {
+        let minor = self.params.minor;
+        let mut graph = GState::new(self.ctx.ngpus, 0);
         graph.pattern = pattern0;
         graph.collnet = collnet;
         graph.min_channels = min_ch;
         graph.max_channels = max_ch;
+        let (cross_nic, retry_cross) = self.cross_nic_policy(pattern0);
+        graph.cross_nic = if minor > 20 && cross_nic == 1 { 1 } else { 0 };
+        graph.type_intra = self.ctx.min_type_intra;
+        graph.type_inter = self.ctx.min_type_inter;
+        graph.same_channels = pattern0 != Pattern::Nvls;
+        if pattern0 == Pattern::Nvls && (!self.ctx.has_nvs || self.ctx.cc_min < 90) {
+            return Err(graph);
+        }
+        self.channel_limits(&mut graph);
+        if graph.max_channels == 0 {
+            return Err(graph);
+        }
+        Ok((graph, retry_cross))
+    }
+
+    /// NCCL_CROSS_NIC as the search applies it, and the value a failed search retries with:
+    /// only patterns that use NETs at both ends and only with several NETs (2.18-2.20 retried
+    /// with 1 whenever it was non-zero, 2.21+ only when it is 2).
+    fn cross_nic_policy(&self, pattern0: Pattern) -> (u8, u8) {
+        let minor = self.params.minor;
         let tri_pattern = matches!(
             pattern0,
             Pattern::Ring | Pattern::BalancedTree | Pattern::SplitTree
         );
         // NETs visible to the search: 2.28+ keeps NET nodes for single-node communicators.
-        let nets_seen = if inter || minor >= 28 {
+        let nets_seen = if self.ctx.inter || minor >= 28 {
             self.ctx.nets_in_system
         } else {
             0
         };
-        let cross_nic: u8 = if nets_seen > 1 && tri_pattern {
-            p.cross_nic
+        let cross_nic = if nets_seen > 1 && tri_pattern {
+            self.params.cross_nic
         } else {
             0
         };
-        graph.cross_nic = if minor <= 20 {
-            0
-        } else if cross_nic == 1 {
-            1
-        } else {
-            0
-        };
-        // 2.18–2.20 retried with crossNic=1 when NCCL_CROSS_NIC was non-zero.
-        let retry_cross: u8 = if minor <= 20 {
+        let retry = if minor <= 20 {
             u8::from(cross_nic != 0)
         } else if cross_nic == 2 {
             2
         } else {
             0
         };
-        let (min_ti, max_ti, min_te, max_te) = (
-            self.ctx.min_type_intra,
-            self.ctx.max_type_intra,
-            self.ctx.min_type_inter,
-            self.ctx.max_type_inter,
-        );
-        graph.type_intra = min_ti;
-        graph.type_inter = min_te;
-        let try_same = pattern0 != Pattern::Nvls;
-        graph.same_channels = try_same;
+        (cross_nic, retry)
+    }
 
-        let cc_min = self.ctx.cc_min;
-        if pattern0 == Pattern::Nvls && (!self.ctx.has_nvs || cc_min < 90) {
-            return graph;
-        }
-        if minor >= 21 {
+    /// The channel bounds of a pattern: NVLS and CollNet Direct arities (2.21+), a single GPU
+    /// as a tree, NVLS on one node at its maximum, two rings at least on a split NVLink
+    /// domain (2.26+).
+    fn channel_limits(&self, graph: &mut GState) {
+        let (p, ng) = (self.params, self.ctx.ngpus);
+        let pattern0 = graph.pattern;
+        if p.minor >= 21 {
             if pattern0 == Pattern::Nvls {
                 graph.max_channels = p.nvls_max_arity.min(ng);
             }
@@ -1912,15 +2032,15 @@ impl Search<'_> {
         if ng == 1 && pattern0 != Pattern::Ring {
             graph.pattern = Pattern::Tree;
         }
-        if !inter && pattern0 == Pattern::Nvls {
-            if minor <= 20 {
+        if !self.ctx.inter && pattern0 == Pattern::Nvls {
+            if p.minor <= 20 {
                 graph.min_channels = ng;
                 graph.max_channels = ng;
             } else {
                 graph.min_channels = graph.max_channels;
             }
         }
-        if minor >= 26
+        if p.minor >= 26
             && graph.pattern == Pattern::Ring
             && self.ctx.split_nvlink
             && graph.max_channels >= 2
@@ -1928,17 +2048,17 @@ impl Search<'_> {
         {
             graph.min_channels = 2;
         }
-        if graph.max_channels == 0 {
-            return graph;
-        }
+    }
 
-        let speeds = p.speeds(cc_min, inter);
-        let nspeeds = speeds.len();
-        let max_bw = self.ctx.max_bw;
+    /// The first speed to try: the fastest no faster than the fastest path and that the
+    /// minimum channel count can carry within the system's total bandwidth (a tree's total
+    /// scaled by n/(n-1): 2.18-2.20 also scaled a single GPU's ring, to infinity).
+    fn first_try(&mut self, graph: &GState, retry_cross: u8) -> Tries {
+        let p = self.params;
+        let ng = self.ctx.ngpus;
+        let speeds = p.speeds(self.ctx.cc_min, self.ctx.inter);
         let mut total_bw = self.ctx.total_bw;
-        let sys_total = self.ctx.total_bw;
-        // 2.18–2.20 scaled a single GPU's ring too (to infinity); 2.21+ only trees with n > 1.
-        let scale = if minor <= 20 {
+        let scale = if p.minor <= 20 {
             ng == 1 || graph.pattern != Pattern::Ring
         } else {
             ng > 1 && graph.pattern != Pattern::Ring
@@ -1947,8 +2067,8 @@ impl Search<'_> {
             total_bw *= ng as f32 / (ng as f32 - 1.0);
         }
         let mut si = 0;
-        while (speeds[si] > max_bw || speeds[si] * graph.min_channels as f32 > total_bw)
-            && si < nspeeds - 1
+        while (speeds[si] > self.ctx.max_bw || speeds[si] * graph.min_channels as f32 > total_bw)
+            && si < speeds.len() - 1
         {
             si += 1;
         }
@@ -1960,188 +2080,206 @@ impl Search<'_> {
         self.tmp.used = vec![0; ng];
         self.tmp.bw_intra = speeds[si];
         self.tmp.bw_inter = speeds[si];
-        let mut global = p.global_timeout;
-        let mut pass = 1;
-        let mut time: i64;
+        Tries {
+            speeds,
+            si,
+            global: p.global_timeout,
+            pass: 1,
+            retry_cross,
+            cap,
+        }
+    }
 
-        'search: loop {
-            time = if self.tmp.same_channels {
-                p.timeout_same_channels
-            } else {
-                p.timeout
-            };
-            self.tmp.n_channels = 0;
-            global -= time;
-            self.rec(&mut time);
+    /// Pass 1 after a try that found no complete solution: the next relaxation in NCCL's
+    /// order (different channels, the tree pattern on Hopper+, a farther intra-node path type,
+    /// a farther inter-node one, crossNic, a slower speed). True to search again; false when
+    /// none is left or the global budget ran out with a solution in hand.
+    fn relax(&mut self, t: &mut Tries, graph: &GState, time: i64) -> bool {
+        let p = self.params;
+        // Different channels (not through AMD CPUs at SYS, 2.21+).
+        let amd_block = p.minor >= 21 && self.ctx.amd_cpu && self.tmp.type_intra == PathType::Sys;
+        if self.tmp.same_channels && !amd_block {
+            self.tmp.same_channels = false;
+            return true;
+        }
+        self.tmp.same_channels = graph.same_channels;
+        if time != -1 {
+            t.global += time;
+        } else {
+            t.global = p.global_timeout;
+        }
+        if t.global < 0 && self.save.n_channels > 0 {
+            return false;
+        }
+        if self.ctx.cc_min >= 90 && self.tmp.pattern == Pattern::BalancedTree {
+            self.tmp.pattern = Pattern::Tree;
+            return true;
+        }
+        self.tmp.pattern = self.save.pattern;
+        if self.relax_path_types() || self.relax_cross_nic(t, graph) {
+            return true;
+        }
+        self.relax_speed(t)
+    }
 
-            let mut goto_done =
-                time == -1 || self.save.n_channels as f32 * self.save.bw_inter >= sys_total;
-            if !goto_done && pass == 1 {
-                // Different channels (not through AMD CPUs at SYS, 2.21+).
-                let amd_block =
-                    minor >= 21 && self.ctx.amd_cpu && self.tmp.type_intra == PathType::Sys;
-                if self.tmp.same_channels && !amd_block {
-                    self.tmp.same_channels = false;
-                    continue 'search;
-                }
-                self.tmp.same_channels = try_same;
-                if time != -1 {
-                    global += time;
-                } else {
-                    global = p.global_timeout;
-                }
-                if global < 0 && self.save.n_channels > 0 {
-                    goto_done = true;
-                }
-                if !goto_done {
-                    if cc_min >= 90 && self.tmp.pattern == Pattern::BalancedTree {
-                        self.tmp.pattern = Pattern::Tree;
-                        continue 'search;
-                    }
-                    self.tmp.pattern = self.save.pattern;
-                    let max_intra = if inter { self.tmp.type_inter } else { max_ti };
-                    if self.tmp.type_intra < max_intra
-                        && (self.save.n_channels == 0 || self.tmp.type_intra < self.save.type_intra)
-                    {
-                        self.tmp.type_intra = self.tmp.type_intra.next();
-                        if self.tmp.type_intra < PathType::Dis {
-                            continue 'search;
-                        }
-                    }
-                    self.tmp.type_intra = min_ti;
-                    if inter
-                        && self.tmp.type_inter < max_te
-                        && (self.save.n_channels == 0
-                            || self.tmp.type_inter < self.save.type_inter
-                            || self.tmp.type_inter < PathType::Pxn)
-                    {
-                        self.tmp.type_inter = self.tmp.type_inter.next();
-                        if self.tmp.type_inter < PathType::Dis {
-                            continue 'search;
-                        }
-                    }
-                    self.tmp.type_inter = min_te;
-                    // 2.23+ only retry crossNic for rings and balanced trees.
-                    let cross_ok = minor <= 22
-                        || matches!(self.save.pattern, Pattern::Ring | Pattern::BalancedTree);
-                    if retry_cross != 0 && self.tmp.cross_nic == 0 && cross_ok {
-                        self.tmp.cross_nic = retry_cross;
-                        continue 'search;
-                    }
-                    self.tmp.cross_nic = graph.cross_nic;
-                    if si < nspeeds - 1
-                        && (self.save.n_channels == 0 || speeds[si + 1] / self.save.bw_inter > 0.49)
-                    {
-                        si += 1;
-                        self.tmp.bw_intra = speeds[si];
-                        self.tmp.bw_inter = speeds[si];
-                        continue 'search;
-                    }
-                    si = 0;
-                    while speeds[si] > max_bw && si < nspeeds - 1 {
-                        si += 1;
-                    }
-                    self.tmp.bw_intra = speeds[si];
-                    self.tmp.bw_inter = speeds[si];
-                }
-            }
-            // done:
-            if pass == 1 {
-                time = -1;
-                if minor >= 21 {
-                    self.dup_channels();
-                }
-                self.tmp = self.save.clone();
-                self.tmp.intra.resize(cap * ng.max(1), 0);
-                self.tmp.inter.resize(cap * 2, 0);
-                self.tmp.used = vec![0; ng];
-                si = 0;
-                while speeds[si] > self.save.bw_inter && si < nspeeds - 1 {
-                    si += 1;
-                }
-                self.tmp.bw_intra = speeds[si];
-                self.tmp.bw_inter = speeds[si];
-                self.tmp.min_channels = self.save.n_channels;
-                pass = 2;
-            }
-            if pass == 2 {
-                if time != 0 && si > 0 {
-                    if minor >= 21 {
-                        if self.save.pattern == Pattern::Ring {
-                            si -= 1;
-                            self.tmp.bw_intra = speeds[si];
-                            self.tmp.bw_inter = speeds[si];
-                            continue 'search;
-                        } else if self.save.pattern == Pattern::Nvls
-                            && self.tmp.bw_inter == self.save.bw_inter
-                            && self.tmp.bw_inter < self.tmp.bw_intra * 2.0
-                        {
-                            self.tmp.min_channels = self.save.n_channels;
-                            self.tmp.max_channels = self.save.n_channels;
-                            si -= 1;
-                            self.tmp.bw_inter = speeds[si];
-                            continue 'search;
-                        } else if self.tmp.bw_intra == self.save.bw_intra
-                            && self.tmp.bw_intra < self.tmp.bw_inter * 2.0
-                        {
-                            si -= 1;
-                            self.tmp.bw_intra = speeds[si];
-                            continue 'search;
-                        }
-                    } else if self.save.pattern != Pattern::Ring
-                        && self.tmp.bw_intra == self.save.bw_intra
-                        && self.tmp.bw_intra < self.tmp.bw_inter * 2.0
-                    {
-                        si -= 1;
-                        self.tmp.bw_intra = speeds[si];
-                        continue 'search;
-                    }
-                }
-                break 'search;
+    /// A farther intra-node path type, then a farther inter-node one (up to PXN while a
+    /// solution exists), each back to its minimum once exhausted.
+    fn relax_path_types(&mut self) -> bool {
+        let ctx = &self.ctx;
+        let max_intra = if ctx.inter {
+            self.tmp.type_inter
+        } else {
+            ctx.max_type_intra
+        };
+        if self.tmp.type_intra < max_intra
+            && (self.save.n_channels == 0 || self.tmp.type_intra < self.save.type_intra)
+        {
+            self.tmp.type_intra = self.tmp.type_intra.next();
+            if self.tmp.type_intra < PathType::Dis {
+                return true;
             }
         }
-
-        if self.save.n_channels == 0 && !collnet && self.save.pattern != Pattern::Nvls {
-            // Fallback: one channel in index order at 0.1 GB/s (logged as "Could not find a
-            // path for pattern %d, falling back to simple order").
-            let s = &mut self.save;
-            if s.intra.len() < ng {
-                s.intra.resize(ng, 0);
+        self.tmp.type_intra = ctx.min_type_intra;
+        if ctx.inter
+            && self.tmp.type_inter < ctx.max_type_inter
+            && (self.save.n_channels == 0
+                || self.tmp.type_inter < self.save.type_inter
+                || self.tmp.type_inter < PathType::Pxn)
+        {
+            self.tmp.type_inter = self.tmp.type_inter.next();
+            if self.tmp.type_inter < PathType::Dis {
+                return true;
             }
-            for i in 0..ng {
-                s.intra[i] = i;
-            }
-            if s.inter.len() < 2 {
-                s.inter.resize(2, 0);
-            }
-            s.inter[0] = 0;
-            s.inter[1] = 0;
-            s.bw_intra = 0.1;
-            s.bw_inter = 0.1;
-            s.type_intra = PathType::Sys;
-            s.type_inter = PathType::Sys;
-            if minor >= 30 {
-                // 2.30: the first preferred NET of GPU 0 and of the last GPU, or no NET at all.
-                let first = |g: usize| self.ctx.pref_nets.get(g).and_then(|v| v.first().copied());
-                match (first(0), first(ng.saturating_sub(1))) {
-                    (Some(a), Some(b)) => {
-                        s.inter[0] = a;
-                        s.inter[1] = b;
-                    }
-                    _ if !inter && self.ctx.nets_in_system > 0 => {}
-                    _ => {
-                        s.bw_inter = 0.0;
-                        s.type_inter = PathType::Dis;
-                    }
-                }
-            }
-            s.n_channels = 1;
-            s.fallback = true;
         }
-        if minor <= 20 {
+        self.tmp.type_inter = ctx.min_type_inter;
+        false
+    }
+
+    /// crossNic once, when NCCL_CROSS_NIC asks for the retry (2.23+: rings and balanced trees
+    /// only).
+    fn relax_cross_nic(&mut self, t: &Tries, graph: &GState) -> bool {
+        let cross_ok = self.params.minor <= 22
+            || matches!(self.save.pattern, Pattern::Ring | Pattern::BalancedTree);
+        if t.retry_cross != 0 && self.tmp.cross_nic == 0 && cross_ok {
+            self.tmp.cross_nic = t.retry_cross;
+            return true;
+        }
+        self.tmp.cross_nic = graph.cross_nic;
+        false
+    }
+
+    /// The next slower speed while it is more than 0.49 of the solution's; else back to the
+    /// fastest allowed speed, and the search is done.
+    fn relax_speed(&mut self, t: &mut Tries) -> bool {
+        if t.si < t.speeds.len() - 1
+            && (self.save.n_channels == 0 || t.speeds[t.si + 1] / self.save.bw_inter > 0.49)
+        {
+            t.si += 1;
+            self.set_speed(t.speeds[t.si]);
+            return true;
+        }
+        t.si = 0;
+        while t.speeds[t.si] > self.ctx.max_bw && t.si < t.speeds.len() - 1 {
+            t.si += 1;
+        }
+        self.set_speed(t.speeds[t.si]);
+        false
+    }
+
+    fn set_speed(&mut self, bw: f32) {
+        self.tmp.bw_intra = bw;
+        self.tmp.bw_inter = bw;
+    }
+
+    /// The end of pass 1: duplicate the channels (2.21+), restart from the solution at its
+    /// own speed with its channel count as the minimum.
+    fn second_pass(&mut self, t: &mut Tries) {
+        let ng = self.ctx.ngpus;
+        if self.params.minor >= 21 {
             self.dup_channels();
         }
-        self.save.clone()
+        self.tmp = self.save.clone();
+        self.tmp.intra.resize(t.cap * ng.max(1), 0);
+        self.tmp.inter.resize(t.cap * 2, 0);
+        self.tmp.used = vec![0; ng];
+        t.si = 0;
+        while t.speeds[t.si] > self.save.bw_inter && t.si < t.speeds.len() - 1 {
+            t.si += 1;
+        }
+        self.set_speed(t.speeds[t.si]);
+        self.tmp.min_channels = self.save.n_channels;
+        t.pass = 2;
+    }
+
+    /// Pass 2: a faster speed with the channels found. 2.21+: rings raise both speeds, NVLS
+    /// the inter-node one at a fixed channel count, other patterns the intra-node one while
+    /// it is under twice the inter-node one; before 2.21 rings were not tried faster.
+    fn speed_up(&mut self, t: &mut Tries) -> bool {
+        let (save, tmp) = (&self.save, &mut self.tmp);
+        if self.params.minor >= 21 {
+            if save.pattern == Pattern::Ring {
+                t.si -= 1;
+                self.set_speed(t.speeds[t.si]);
+                return true;
+            }
+            if save.pattern == Pattern::Nvls
+                && tmp.bw_inter == save.bw_inter
+                && tmp.bw_inter < tmp.bw_intra * 2.0
+            {
+                tmp.min_channels = save.n_channels;
+                tmp.max_channels = save.n_channels;
+                t.si -= 1;
+                tmp.bw_inter = t.speeds[t.si];
+                return true;
+            }
+        } else if save.pattern == Pattern::Ring {
+            return false;
+        }
+        if tmp.bw_intra == save.bw_intra && tmp.bw_intra < tmp.bw_inter * 2.0 {
+            t.si -= 1;
+            tmp.bw_intra = t.speeds[t.si];
+            return true;
+        }
+        false
+    }
+
+    /// No solution: one channel in index order at 0.1 GB/s (logged as "Could not find a path
+    /// for pattern %d, falling back to simple order"); 2.30 takes the first preferred NET of
+    /// GPU 0 and of the last GPU, or no NET at all.
+    fn fallback(&mut self) {
+        let (ng, inter) = (self.ctx.ngpus, self.ctx.inter);
+        let s = &mut self.save;
+        if s.intra.len() < ng {
+            s.intra.resize(ng, 0);
+        }
+        for i in 0..ng {
+            s.intra[i] = i;
+        }
+        if s.inter.len() < 2 {
+            s.inter.resize(2, 0);
+        }
+        s.inter[0] = 0;
+        s.inter[1] = 0;
+        s.bw_intra = 0.1;
+        s.bw_inter = 0.1;
+        s.type_intra = PathType::Sys;
+        s.type_inter = PathType::Sys;
+        if self.params.minor >= 30 {
+            let first = |g: usize| self.ctx.pref_nets.get(g).and_then(|v| v.first().copied());
+            match (first(0), first(ng.saturating_sub(1))) {
+                (Some(a), Some(b)) => {
+                    s.inter[0] = a;
+                    s.inter[1] = b;
+                }
+                _ if !inter && self.ctx.nets_in_system > 0 => {}
+                _ => {
+                    s.bw_inter = 0.0;
+                    s.type_inter = PathType::Dis;
+                }
+            }
+        }
+        s.n_channels = 1;
+        s.fallback = true;
     }
 }
 
