@@ -1916,9 +1916,9 @@ impl Search<'_> {
     /// 1), then try faster speeds with the channel count found (pass 2); fall back to one
     /// channel in index order when nothing was found.
     fn run(&mut self, pattern0: Pattern, collnet: bool, min_ch: usize, max_ch: usize) -> GState {
-        let (graph, retry_cross) = match self.initial_graph(pattern0, collnet, min_ch, max_ch) {
-            Ok(g) => g,
-            Err(unsearched) => return unsearched,
+        let (graph, retry_cross) = self.initial_graph(pattern0, collnet, min_ch, max_ch);
+        let Some(retry_cross) = retry_cross else {
+            return graph;
         };
         let mut t = self.first_try(&graph, retry_cross);
         loop {
@@ -1955,7 +1955,7 @@ impl Search<'_> {
     }
 
     /// The graph before the search (search.cc `ncclTopoCompute`'s preamble), and the crossNic
-    /// value to retry with; `Err` is a graph NCCL returns unsearched (NVLS without NVSwitch or
+    /// value to retry with; None for a graph NCCL returns unsearched (NVLS without NVSwitch or
     /// before Hopper, no channel allowed).
     fn initial_graph(
         &self,
@@ -1963,7 +1963,7 @@ impl Search<'_> {
         collnet: bool,
         min_ch: usize,
         max_ch: usize,
-    ) -> Result<(GState, u8), GState> {
+    ) -> (GState, Option<u8>) {
         let minor = self.params.minor;
         let mut graph = GState::new(self.ctx.ngpus, 0);
         graph.pattern = pattern0;
@@ -1976,13 +1976,13 @@ impl Search<'_> {
         graph.type_inter = self.ctx.min_type_inter;
         graph.same_channels = pattern0 != Pattern::Nvls;
         if pattern0 == Pattern::Nvls && (!self.ctx.has_nvs || self.ctx.cc_min < 90) {
-            return Err(graph);
+            return (graph, None);
         }
         self.channel_limits(&mut graph);
         if graph.max_channels == 0 {
-            return Err(graph);
+            return (graph, None);
         }
-        Ok((graph, retry_cross))
+        (graph, Some(retry_cross))
     }
 
     /// NCCL_CROSS_NIC as the search applies it, and the value a failed search retries with:
