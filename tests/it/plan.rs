@@ -463,7 +463,7 @@ fn every_builtin_profile_plans_on_1_2_and_16_nodes() {
             // as one node (MNNVL, docs/plan.md), so up to 18 trays are one node.
             // 8x-rtx-pro-6000: a 400G NIC on every switch beats the inter-socket link, so
             // NCCL (ncclTopoCheckNet) plans each socket's 4 GPUs as a node (docs/profiles.md).
-            let nccl_nodes = if p.ends_with("-nvl72") {
+            let nccl_nodes = if p.ends_with("-nvl72") || p == "azure-nd-gb200-v6" {
                 (nodes * 4).div_ceil(72)
             } else if p == "8x-rtx-pro-6000" {
                 nodes * 2

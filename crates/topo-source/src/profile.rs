@@ -36,6 +36,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("aws-p4d", include_str!("../../../profiles/aws-p4d.yaml")),
     ("aws-p5", include_str!("../../../profiles/aws-p5.yaml")),
     (
+        "azure-nd-gb200-v6",
+        include_str!("../../../profiles/azure-nd-gb200-v6.yaml"),
+    ),
+    (
         "azure-nd-h100-v5",
         include_str!("../../../profiles/azure-nd-h100-v5.yaml"),
     ),
@@ -55,6 +59,11 @@ const BUILTIN: &[(&str, &str)] = &[
         "gb300-nvl72",
         include_str!("../../../profiles/gb300-nvl72.yaml"),
     ),
+    (
+        "gcp-a3-mega",
+        include_str!("../../../profiles/gcp-a3-mega.yaml"),
+    ),
+    ("gcp-a4", include_str!("../../../profiles/gcp-a4.yaml")),
     ("gh200", include_str!("../../../profiles/gh200.yaml")),
     ("hgx-b300", include_str!("../../../profiles/hgx-b300.yaml")),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
