@@ -1587,3 +1587,42 @@ fn json_numbers_are_the_models_f64() {
     // Not a test that cannot fail: the model's figures are not multiples of 0.01.
     assert!(unround > 0);
 }
+
+/// A port without a speed: the plan assumes NCCL's slow default and says what the same
+/// machine plans like at 400 Gb/s; `--nic-speed` then prices the ports (it once set the speed
+/// and left the network links at the default, changing no plan).
+#[test]
+fn an_unknown_port_speed_gives_both_outcomes_and_a_stated_speed_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = topo()
+        .args(["xml", "--profile", "dgx-h100"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(xml.stdout).unwrap();
+    let no_speed: String = text
+        .split(' ')
+        .filter(|w| {
+            !(w.starts_with("speed=\"") && w[7..].starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!no_speed.contains(" speed=\"4"), "speeds left");
+    let path = dir.path().join("h100-no-speed.xml");
+    std::fs::write(&path, no_speed).unwrap();
+    let p = path.to_string_lossy().into_owned();
+    let base = ["--from", p.as_str(), "--nodes", "2", "-b", "1G", "-e", "1G"];
+    let j = plan_json(&base);
+    let m = j["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["code"] == "net-speed-unknown")
+        .expect("net-speed-unknown");
+    let text = m["text"].as_str().unwrap();
+    assert!(text.contains("With 400 Gb/s on those ports: "), "{text}");
+    assert!(text.contains("allreduce 1G: "), "{text}");
+    let slow = j["table"][0]["busbw_gbps"].as_f64().unwrap();
+    let stated = plan_json(&[&base[..], &["--nic-speed", "400"]].concat());
+    let fast = stated["table"][0]["busbw_gbps"].as_f64().unwrap();
+    assert!(fast > 10.0 * slow, "{slow} -> {fast}");
+}

@@ -104,3 +104,15 @@ fn show_svg_refuses_other_views() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--view matrix has no SVG form"), "{err}");
 }
+
+/// A matrix states no GPUDirect RDMA either way: the picture marks its ports `GDR ?`, as the
+/// text view does, and a profile that states it draws `GDR` without the mark.
+#[test]
+fn show_svg_marks_an_unknown_gdr() {
+    let m = fixture("fixtures/matrices/deepep-590-hgx-b300-cx8-bond.txt");
+    let doc = run(&["show", "--from", &m.to_string_lossy(), "--format", "svg"]);
+    well_formed(&doc);
+    assert!(doc.contains("GDR ?"), "no unknown-GDR mark");
+    let known = run(&["show", "--profile", "dgx-h100", "--format", "svg"]);
+    assert!(known.contains("GDR") && !known.contains("GDR ?"));
+}

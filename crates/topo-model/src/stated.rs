@@ -6,6 +6,7 @@
 //! [`SourceInfo::stated`](crate::SourceInfo), which plans and documents carry.
 
 use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
 
 use crate::bw::BwConstants;
 use crate::{LinkKind, NodeKind, NvSwitch, NvlinkInfo, Topology};
@@ -329,7 +330,20 @@ fn apply_nic_speed(topo: &mut Topology, mbps: u64) -> (usize, String) {
             && x.speed_mbps.is_none()
         {
             x.speed_mbps = Some(mbps);
+            let bw = x.bw();
             set += 1;
+            // The port's NET links were priced from the missing speed when it was added
+            // (`Topology::add_child`): without this the stated speed changes no plan.
+            let edges: Vec<_> = topo
+                .graph
+                .edges_directed(n, petgraph::Direction::Outgoing)
+                .chain(topo.graph.edges_directed(n, petgraph::Direction::Incoming))
+                .filter(|e| e.weight().kind == LinkKind::Net)
+                .map(|e| e.id())
+                .collect();
+            for e in edges {
+                topo.graph[e].bw = bw;
+            }
         }
     }
     let note = format!(
@@ -418,6 +432,27 @@ mod tests {
         let port = t.nets()[0];
         assert_eq!(t.net(port).unwrap().speed_mbps, Some(400_000));
         assert!(!t.net(port).unwrap().gdr_unstated);
+    }
+
+    #[test]
+    fn a_stated_port_speed_prices_the_ports_net_links() {
+        let r = testing::hgx(8, 90);
+        let mut t = testing::two_gpus_unknown_nvlink();
+        let port = t.nets()[0];
+        if let NodeKind::Net(x) = &mut t.node_mut(port).kind {
+            x.speed_mbps = None;
+        }
+        let net_bw = |t: &Topology| {
+            t.graph
+                .edges(port)
+                .filter(|e| e.weight().kind == LinkKind::Net)
+                .map(|e| e.weight().bw)
+                .collect::<Vec<_>>()
+        };
+        Stated::from_reference(&r, "profile hgx").apply(&mut t);
+        let bws = net_bw(&t);
+        assert!(!bws.is_empty());
+        assert!(bws.iter().all(|&b| b == 50.0), "{bws:?}");
     }
 
     #[test]

@@ -347,6 +347,18 @@ pub(crate) fn gdr_unknown(topo: &Topology) -> bool {
         .any(|n| topo.net(n).is_some_and(|x| x.gdr_unstated))
 }
 
+/// Whether some network port's speed is left unstated by the source.
+pub(crate) fn speed_unknown(topo: &Topology) -> bool {
+    topo.nets()
+        .into_iter()
+        .any(|n| topo.net(n).is_some_and(|x| x.speed_mbps.is_none()))
+}
+
+/// The speed the other outcome of an unknown port speed is planned at: the fastest NIC port
+/// shipped in GPU servers today (ConnectX-7/8 at 400 Gb/s), where the plan itself assumed the
+/// XML reader's slow default; between them lies every speed a real port can report.
+const FAST_PORT_MBPS: u64 = 400_000;
+
 /// A plan that assumed no GPUDirect RDMA on ports whose source does not say also gives the
 /// other outcome: the same machine with GDR on those ports is planned, and the
 /// `net-gdr-unknown` message says what that changes (or that it changes nothing), so the
@@ -360,28 +372,70 @@ pub(crate) fn gdr_effects(
     if !gdr_unknown(topo) {
         return;
     }
-    let mut with = topo.clone();
-    topo_model::stated::Stated {
+    let with = topo_model::stated::Stated {
         gdr: Some(true),
         ..Default::default()
+    };
+    let outcome = other_outcome(
+        topo,
+        &with,
+        req,
+        facts,
+        plan,
+        "With GPUDirect RDMA on those ports",
+    );
+    append_to(plan, "net-gdr-unknown", &outcome);
+}
+
+/// Likewise for ports without a speed: the plan assumed NCCL's slow default for them, and the
+/// `net-speed-unknown` message adds what the same machine plans like at FAST_PORT_MBPS, so
+/// both ends of the range are stated.
+pub(crate) fn speed_effects(
+    topo: &Topology,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    plan: &mut Plan,
+) {
+    if !speed_unknown(topo) {
+        return;
     }
-    .apply(&mut with);
-    let text = match plan_on(&with, req, facts) {
+    let with = topo_model::stated::Stated {
+        nic_speed_mbps: Some(FAST_PORT_MBPS),
+        ..Default::default()
+    };
+    let label = format!("With {} Gb/s on those ports", FAST_PORT_MBPS / 1000);
+    let outcome = other_outcome(topo, &with, req, facts, plan, &label);
+    append_to(plan, "net-speed-unknown", &outcome);
+}
+
+/// What the plan of `topo` with `stated` applied changes against `plan`, in one sentence
+/// that starts with `label`.
+fn other_outcome(
+    topo: &Topology,
+    stated: &topo_model::stated::Stated,
+    req: &PlanRequest,
+    facts: &RuntimeFacts,
+    plan: &Plan,
+    label: &str,
+) -> String {
+    let mut with = topo.clone();
+    stated.apply(&mut with);
+    match plan_on(&with, req, facts) {
         Ok(p) => {
             let changes = compare(plan, &p);
             if changes.is_empty() {
-                "With GPUDirect RDMA on those ports the plan is the same".to_string()
+                format!("{label} the plan is the same")
             } else {
-                format!("With GPUDirect RDMA on those ports: {}", changes.join("; "))
+                format!("{label}: {}", changes.join("; "))
             }
         }
-        Err(e) => format!("With GPUDirect RDMA on those ports the plan fails ({e})"),
-    };
-    for m in plan
-        .messages
-        .iter_mut()
-        .filter(|m| m.code == "net-gdr-unknown")
-    {
+        Err(e) => format!("{label} the plan fails ({e})"),
+    }
+}
+
+/// Appends `text` to every message of `code`, and to the v1 warning that mirrors it.
+fn append_to(plan: &mut Plan, code: &str, text: &str) {
+    for m in plan.messages.iter_mut().filter(|m| m.code == code) {
         let old = m.text.clone();
         m.text = format!("{old}. {text}");
         for w in plan.warnings.iter_mut().filter(|w| **w == old) {

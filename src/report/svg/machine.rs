@@ -584,7 +584,15 @@ fn net_speed(net: &topo_model::Net) -> String {
         Some(l) => format!(" {}", clip(l, 12)),
         None => String::new(),
     };
-    let gdr = if net.gdr { " · GDR" } else { "" };
+    // Unknown stays unknown: a source without `gdr` (a matrix, a skeleton XML) gets a `?`,
+    // as show's table prints it, not the absence that reads as "no GDR".
+    let gdr = if net.gdr {
+        " · GDR"
+    } else if net.gdr_unstated {
+        " · GDR ?"
+    } else {
+        ""
+    };
     format!("{speed}{layer}{gdr}")
 }
 
