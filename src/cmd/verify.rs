@@ -84,8 +84,8 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
 }
 
 /// What nccl-tests' run header says that the report does not hold.
-fn nccl_tests_header(a: &VerifyArgs) -> topo_runtime::verify::NcclTestsHeader {
-    topo_runtime::verify::NcclTestsHeader {
+fn nccl_tests_header(a: &VerifyArgs) -> topo_runtime::verify::nccl_tests::Header {
+    topo_runtime::verify::nccl_tests::Header {
         step_factor: a.step_factor,
         warmup_iters: a.warmup,
         iters: a.iters,

@@ -70,13 +70,20 @@ impl BwConstants {
         }
     }
 
-    /// Inter-socket (SYS) bandwidth chosen from the source CPU (`ncclTopoConnectCpus`).
-    pub fn sys_bw(&self, cpu: &super::Cpu) -> f64 {
-        match cpu.arch() {
+    /// Inter-socket (SYS) bandwidth chosen from the source CPU (`ncclTopoConnectCpus`):
+    /// its architecture, vendor, and CPUID family and model (`Cpu::sys_bw` passes them).
+    pub fn sys_bw(
+        &self,
+        arch: CpuArch,
+        vendor: CpuVendor,
+        family: Option<u32>,
+        model: Option<u32>,
+    ) -> f64 {
+        match arch {
             CpuArch::Power => self.p9,
             CpuArch::Arm => self.arm,
-            CpuArch::X86 => match cpu.vendor_kind() {
-                CpuVendor::Intel => match intel_class(cpu.model) {
+            CpuArch::X86 => match vendor {
+                CpuVendor::Intel => match intel_class(model) {
                     IntelClass::Erp => self.erp_qpi.or(self.srp_qpi).unwrap_or(self.skl_qpi),
                     IntelClass::Srp => self.srp_qpi.unwrap_or(self.skl_qpi),
                     IntelClass::Skl => self.skl_qpi,
@@ -84,7 +91,7 @@ impl BwConstants {
                 },
                 CpuVendor::Amd => self.amd.unwrap_or(self.loc),
                 CpuVendor::Zhaoxin => {
-                    if cpu.family == Some(7) && cpu.model == Some(0x5b) {
+                    if family == Some(7) && model == Some(0x5b) {
                         self.yongfeng_zpi
                     } else {
                         self.zpi

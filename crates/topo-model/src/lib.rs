@@ -117,6 +117,11 @@ impl Cpu {
             _ => CpuArch::Other,
         }
     }
+    /// The inter-socket bandwidth NCCL gives links from this CPU (`BwConstants::sys_bw`).
+    pub fn sys_bw(&self, c: &BwConstants) -> f64 {
+        c.sys_bw(self.arch(), self.vendor_kind(), self.family, self.model)
+    }
+
     pub fn vendor_kind(&self) -> CpuVendor {
         match self.vendor.as_deref().map(str::trim) {
             Some("GenuineIntel") => CpuVendor::Intel,
@@ -737,7 +742,7 @@ impl Topology {
                     continue;
                 }
                 let bw = match &self.graph[a].kind {
-                    NodeKind::Cpu(cpu) => c.sys_bw(cpu),
+                    NodeKind::Cpu(cpu) => cpu.sys_bw(&c),
                     _ => unreachable!(),
                 };
                 self.graph.add_edge(

@@ -8,7 +8,8 @@ use crate::env::EnvEntry;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
 use crate::measured;
-use crate::transport::{self, PairTransport, RankPlacement, TransportSummary};
+use crate::transport::view::{self as transport_view, TransportSummary};
+use crate::transport::{PairTransport, RankPlacement};
 use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
@@ -556,9 +557,9 @@ impl TransportViews {
         TransportViews {
             classes,
             reasons,
-            summary: transport::summary(&a.transports),
+            summary: transport_view::summary(&a.transports),
             messages: messages_of(a),
-            matrix: transport::matrices(&a.system, &a.transports)
+            matrix: transport_view::matrices(&a.system, &a.transports)
                 .iter()
                 .map(|m| m.render())
                 .collect(),
@@ -576,7 +577,8 @@ fn build_with(
     let (table, crossovers, tuner_rows) = choices(a, req)?;
     let (rings, trees) = rings_and_trees(a);
     let (costs_explain, costs_disabled) = cost_notes(a);
-    let p2p_checks = transport::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
+    let p2p_checks =
+        transport_view::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
     let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
     let log = init_log(a, p2p_type.as_deref());
     let TransportViews {

@@ -437,7 +437,7 @@ impl System {
                 LinkKind::Sys => {
                     let bw = topo
                         .cpu(e.source())
-                        .map(|cpu| c.sys_bw(cpu))
+                        .map(|cpu| cpu.sys_bw(c))
                         .unwrap_or(w.bw);
                     (LinkType::Sys, bw)
                 }

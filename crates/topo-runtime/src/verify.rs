@@ -12,9 +12,9 @@ use crate::schedule::{Layout, schedule};
 use crate::transport::{Transport, TransportKind};
 use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp};
 
-mod nccl_tests;
+/// nccl-tests' layout of a report; it uses the report's types and is not used back.
+pub mod nccl_tests;
 mod text;
-pub use nccl_tests::{Header as NcclTestsHeader, program as nccl_tests_program};
 
 /// A plan row handed in by the caller: how NCCL would run `collective` at `bytes`, and what
 /// the model predicts.

@@ -641,7 +641,7 @@ fn numa_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NumaDoc> {
             family: x.family,
             model: x.model,
             model_name: x.model_name.clone(),
-            sys_bw_gbps: BwConstants::default().sys_bw(x),
+            sys_bw_gbps: x.sys_bw(&BwConstants::default()),
             gpus: hv
                 .gpus
                 .iter()

@@ -1,6 +1,7 @@
 //! Transport choice on machines built in code, and the real logs of
 //! /work/shared/realdata/nccl-logs reproduced where their topology can be built.
 
+use super::view::{P2pTypeCheck, check_p2p_type, matrices, summary};
 use super::*;
 use crate::paths::PathPolicy;
 use topo_model::testing::hgx;
