@@ -8,9 +8,65 @@
 //! exchange byte-counting tools (`awk 'length > 100'` with mawk, `cut -b`) agree that every
 //! line fits. Alignment inside tables still counts columns ([`visible_width`]).
 
-use crate::report::show::{Cell, Paint};
 use crate::util::Style;
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table};
+
+/// Colour of a cell in a rendered table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum Paint {
+    #[default]
+    None,
+    Bold,
+    Green,
+    Yellow,
+    Cyan,
+    Dim,
+}
+
+impl Paint {
+    pub fn apply(self, style: Style, s: &str) -> String {
+        match self {
+            Paint::None => s.to_string(),
+            Paint::Bold => style.bold(s),
+            Paint::Green => style.green(s),
+            Paint::Yellow => style.yellow(s),
+            Paint::Cyan => style.cyan(s),
+            Paint::Dim => style.dim(s),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Cell {
+    pub text: String,
+    pub paint: Paint,
+}
+
+impl Cell {
+    pub fn new(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            paint: Paint::None,
+        }
+    }
+    pub fn paint(text: impl Into<String>, paint: Paint) -> Cell {
+        Cell {
+            text: text.into(),
+            paint,
+        }
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Cell {
+        Cell::new(s)
+    }
+}
+impl From<&str> for Cell {
+    fn from(s: &str) -> Cell {
+        Cell::new(s)
+    }
+}
 
 /// Columns a line takes on a terminal: characters, not counting SGR colour sequences.
 pub fn visible_width(s: &str) -> usize {

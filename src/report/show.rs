@@ -705,62 +705,9 @@ fn as_ranges(list: &str) -> Option<String> {
     Some(ranges(&cpus).replace('–', "-").replace(", ", ","))
 }
 
-/// Colour of a cell in a rendered table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub(crate) enum Paint {
-    #[default]
-    None,
-    Bold,
-    Green,
-    Yellow,
-    Cyan,
-    Dim,
-}
-
-impl Paint {
-    pub fn apply(self, style: Style, s: &str) -> String {
-        match self {
-            Paint::None => s.to_string(),
-            Paint::Bold => style.bold(s),
-            Paint::Green => style.green(s),
-            Paint::Yellow => style.yellow(s),
-            Paint::Cyan => style.cyan(s),
-            Paint::Dim => style.dim(s),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Cell {
-    pub text: String,
-    pub paint: Paint,
-}
-
-impl Cell {
-    pub fn new(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            paint: Paint::None,
-        }
-    }
-    pub fn paint(text: impl Into<String>, paint: Paint) -> Cell {
-        Cell {
-            text: text.into(),
-            paint,
-        }
-    }
-}
-
-impl From<String> for Cell {
-    fn from(s: String) -> Cell {
-        Cell::new(s)
-    }
-}
-impl From<&str> for Cell {
-    fn from(s: &str) -> Cell {
-        Cell::new(s)
-    }
-}
+// The cells of a table belong to the table layout (`fit`), which show's views use and which
+// uses nothing of show.
+pub(crate) use crate::report::fit::{Cell, Paint};
 
 /// A left-aligned table with two spaces between columns, fitted to `style.width` (see
 /// [`crate::report::fit::table`]).
