@@ -186,7 +186,9 @@ def edges_of(mod, code, files, children, reexported):
         if target is not None and target != mod:
             out.add(target)
 
-    refs = [m.group(0) for m in PATH.finditer(code)]
+    # `use` trees are expanded whole (a `crate::a::{B, C}` prefix alone would name `a`'s file
+    # even when B and C are re-exports of others); other paths are read as they stand.
+    refs = [m.group(0) for m in PATH.finditer(USE_TREE.sub(" ", code))]
     for tree in USE_TREE.findall(code):
         refs.extend(expand_use(tree))
     for ref in refs:

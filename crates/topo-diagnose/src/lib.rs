@@ -17,129 +17,11 @@ pub mod results;
 mod topochecks;
 mod vars;
 
-use serde::Serialize;
-use std::collections::BTreeMap;
-use topo_model::Topology;
-use topo_source::hostfacts::HostFacts;
-use topo_source::nccllog::NcclLog;
-
-pub const SCHEMA: &str = "topo.diagnose/v1";
-
-/// One severity scale for findings and for the other documents' coded messages.
-pub use topo_model::message::Severity;
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Finding {
-    /// Stable identifier (`p2p-disabled-by-env`); scripts match on it.
-    pub id: String,
-    pub severity: Severity,
-    pub title: String,
-    /// Quoted log lines (`file:line: text`), files and values that prove it.
-    pub evidence: Vec<String>,
-    pub fix: String,
-}
-
-impl Finding {
-    pub fn new(id: &str, severity: Severity, title: impl Into<String>) -> Finding {
-        Finding {
-            id: id.into(),
-            severity,
-            title: title.into(),
-            evidence: vec![],
-            fix: String::new(),
-        }
-    }
-    pub fn evidence(mut self, e: impl IntoIterator<Item = String>) -> Finding {
-        self.evidence.extend(e);
-        self
-    }
-    pub fn fix(mut self, f: impl Into<String>) -> Finding {
-        self.fix = f.into();
-        self
-    }
-}
-
-/// A check that could not run, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Skipped {
-    pub check: String,
-    pub why: String,
-}
-
-/// One ordered rank pair: what the log shows against what the model expects.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TransportRow {
-    pub log: String,
-    pub from: u32,
-    pub to: u32,
-    pub observed: Vec<String>,
-    /// The model's transport, `None` when the pair is outside the modelled machine.
-    pub expected: Option<String>,
-    /// Observed and expected differ in kind (P2P, SHM, NET).
-    pub differs: bool,
-    /// The model's reason for its choice.
-    pub reason: Option<String>,
-}
-
-/// A logged count or structure against the model's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Comparison {
-    pub log: String,
-    pub what: String,
-    pub observed: String,
-    pub expected: String,
-    pub differs: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Report {
-    pub schema: &'static str,
-    /// The topo that wrote the document (the crate version).
-    pub topo_version: &'static str,
-    /// One sentence: the answer.
-    pub verdict: String,
-    /// The most severe finding's severity, `null` when there is none.
-    pub worst: Option<Severity>,
-    pub findings: Vec<Finding>,
-    pub transports: Vec<TransportRow>,
-    pub comparisons: Vec<Comparison>,
-    /// Checks that ran.
-    pub checked: Vec<String>,
-    pub skipped: Vec<Skipped>,
-    /// What each log lacks (`log: no NCCL version line`).
-    pub log_notes: Vec<String>,
-    /// The NCCL version the plan was modelled for, and why.
-    pub model: Option<String>,
-    /// nccl-tests results measured against expected (`--nccl-tests`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub results: Vec<results::ResultsReport>,
-}
-
-/// One NCCL log and the name to quote it by.
-pub struct LogInput<'a> {
-    pub name: String,
-    pub log: &'a NcclLog,
-}
-
-/// Everything a diagnosis looks at; all optional.
-#[derive(Default)]
-pub struct Input<'a> {
-    pub logs: Vec<LogInput<'a>>,
-    /// The machine: `--from`, `--profile`, the live machine, or a log's `=== System` block.
-    pub topo: Option<&'a Topology>,
-    /// Why there is no topology (or where it came from), for the report.
-    pub topo_note: Option<String>,
-    pub facts: Option<&'a HostFacts>,
-    pub expect: Option<(&'a str, &'a Topology)>,
-    /// Environment to model: the process's or snapshot's NCCL_* plus `--env`.
-    pub env: BTreeMap<String, String>,
-    /// NCCL version to model when no log names one.
-    pub version: Option<String>,
-    /// nccl-tests results with the plan rows of their sizes.
-    pub results: Vec<(results::ResultsInput, Vec<topo_nccl::plan::Row>)>,
-    /// nccl-tests runs that could not be judged, and why.
-    pub results_skipped: Vec<Skipped>,
-}
+mod report;
+pub use report::{
+    Comparison, Finding, Input, LogInput, Report, SCHEMA, Severity, Skipped, TransportRow,
+};
+pub(crate) use report::{quote, quote_some};
 
 /// Runs every check that its inputs allow.
 pub fn diagnose(input: &Input) -> Report {
@@ -237,54 +119,6 @@ fn finish(r: &mut Report) {
         _ if r.checked.is_empty() => "nothing could be checked".into(),
         _ => "no problem found in what could be checked".into(),
     };
-}
-
-/// `name:line: text`, the evidence form of a log line.
-pub(crate) fn quote(name: &str, line: usize, text: &str) -> String {
-    format!("{name}:{line}: {}", text.trim_end())
-}
-
-/// At most `n` quoted lines, then how many more there were.
-pub(crate) fn quote_some<'a>(
-    name: &str,
-    lines: impl IntoIterator<Item = (usize, &'a str)>,
-    n: usize,
-) -> Vec<String> {
-    let all: Vec<(usize, &str)> = lines.into_iter().collect();
-    let mut out: Vec<String> = all
-        .iter()
-        .take(n)
-        .map(|(l, t)| quote(name, *l, t))
-        .collect();
-    if all.len() > n {
-        out.push(format!(
-            "... and {} more such lines in {name}",
-            all.len() - n
-        ));
-    }
-    out
-}
-
-impl Report {
-    pub(crate) fn add(&mut self, f: Finding) {
-        self.findings.push(f);
-    }
-    pub(crate) fn checked(&mut self, what: impl Into<String>) {
-        let w = what.into();
-        if !self.checked.contains(&w) {
-            self.checked.push(w);
-        }
-    }
-    pub(crate) fn skip(&mut self, check: impl Into<String>, why: impl Into<String>) {
-        self.skipped.push(Skipped {
-            check: check.into(),
-            why: why.into(),
-        });
-    }
-    /// Whether a finding with this id was raised.
-    pub fn has(&self, id: &str) -> bool {
-        self.findings.iter().any(|f| f.id == id)
-    }
 }
 
 #[cfg(test)]
