@@ -729,9 +729,9 @@ fn cost_notes(a: &Analysis) -> (CellNotes, CellNotes) {
                 }
                 slot.entry(f.cli_name().into())
                     .or_default()
-                    .entry(tuning::algo_cli_name(al).into())
+                    .entry(al.cli_name().into())
                     .or_default()
-                    .insert(tuning::proto_cli_name(p).into(), lines);
+                    .insert(p.cli_name().into(), lines);
             }
         }
     }
@@ -832,6 +832,8 @@ fn tuner_algo_name(a: Algo) -> &'static str {
         Algo::Nvls => "nvls",
         Algo::NvlsTree => "nvls_tree",
         Algo::Pat => "pat",
+        // The host runtime's; the plugin would read it as ring, as any unknown name.
+        Algo::Direct => "direct",
     }
 }
 
@@ -1023,7 +1025,7 @@ pub fn tuner_csv(plan: &Plan) -> String {
             r.min,
             r.max,
             tuner_algo_name(r.algo),
-            tuning::proto_cli_name(r.proto),
+            r.proto.cli_name(),
             r.nchannels,
             plan.nnodes,
             plan.nranks
