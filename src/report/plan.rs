@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use topo_model::message::Severity;
 use topo_nccl::plan::{Plan, Row};
+use topo_nccl::transport::Transport;
 
 fn heading(out: &mut String, style: Style, title: &str) {
     let _ = writeln!(out, "\n{}", style.bold(title));
@@ -358,10 +359,10 @@ fn transports_section(out: &mut String, p: &Plan, style: Style) {
             "  why (pairs sent from node 0; other nodes alike, every pair in --format json):"
         );
     }
-    let mut reasons: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    let mut reasons: BTreeMap<(&Transport, &str), Vec<String>> = BTreeMap::new();
     for t in shown {
         reasons
-            .entry((t.transport.as_str(), t.reason.as_str()))
+            .entry((&t.transport, t.reason.as_str()))
             .or_default()
             .push(format!("{}->{}", t.from, t.to));
     }

@@ -8,7 +8,7 @@ use crate::env::EnvEntry;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
 use crate::measured;
-use crate::transport::{self, PairTransport, RankPlacement, TransportSummary};
+use crate::transport::{self, PairTransport, RankPlacement, Transport, TransportSummary};
 use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
@@ -250,7 +250,7 @@ pub struct Plan {
 /// Every connection with the same transport, path type, reason, sending NIC and anomaly.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TransportClass {
-    pub transport: String,
+    pub transport: Transport,
     /// GPU→GPU path type; `None` across hosts.
     pub path: Option<PathType>,
     /// Index into `Plan::reasons`.
@@ -273,7 +273,7 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
     let mut reason_of: HashMap<&str, usize> = HashMap::default();
     let mut classes: Vec<TransportClass> = vec![];
     type Key<'a> = (
-        &'a str,
+        &'a Transport,
         Option<PathType>,
         usize,
         Option<&'a str>,
@@ -286,7 +286,7 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
             reasons.len() - 1
         });
         let key = (
-            t.transport.as_str(),
+            &t.transport,
             t.path,
             reason,
             t.nic.as_deref(),
@@ -860,7 +860,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let pcie_p2p = a
         .transports
         .iter()
-        .filter(|t| !t.inter_node && t.transport.starts_with("P2P"))
+        .filter(|t| !t.inter_node && t.transport.is_p2p())
         .filter(|t| {
             t.path
                 .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
@@ -869,7 +869,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let socket = a
         .transports
         .iter()
-        .filter(|t| t.transport == "NET/Socket")
+        .filter(|t| t.transport.is_socket())
         .count();
     if socket > 0 {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
@@ -902,9 +902,9 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
         if t.anomaly.is_none() {
             continue;
         }
-        let code = if t.transport.starts_with("SHM") {
+        let code = if t.transport.is_shm() {
             ANOMALIES[0]
-        } else if t.transport.starts_with("NET") {
+        } else if t.transport.is_net() {
             ANOMALIES[1]
         } else {
             ANOMALIES[2]

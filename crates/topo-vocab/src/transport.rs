@@ -133,6 +133,24 @@ impl Transport {
         matches!(self, Transport::Net(Net::Socket))
     }
 
+    /// Whether two transports are of one family (any P2P, any NET, else the same transport):
+    /// what counts as a difference between a log and the model.
+    pub fn same_family(&self, other: &Transport) -> bool {
+        match (self, other) {
+            (Transport::P2p(_), Transport::P2p(_)) | (Transport::Net(_), Transport::Net(_)) => true,
+            _ => self == other,
+        }
+    }
+
+    /// The family's name: `P2P`, `NET`, or the transport's own.
+    pub fn family(&self) -> String {
+        match self {
+            Transport::P2p(_) => "P2P".into(),
+            Transport::Net(_) => "NET".into(),
+            t => t.to_string(),
+        }
+    }
+
     /// The P2P flavour, for a P2P transport.
     pub fn p2p(&self) -> Option<P2p> {
         match self {
@@ -153,6 +171,19 @@ impl fmt::Display for Transport {
             Transport::Other(s) => f.write_str(s),
             Transport::Undecided => Ok(()),
         }
+    }
+}
+
+// By name, as the maps keyed by transport name that documents print were ordered.
+impl Ord for Transport {
+    fn cmp(&self, other: &Transport) -> std::cmp::Ordering {
+        self.to_string().cmp(&other.to_string())
+    }
+}
+
+impl PartialOrd for Transport {
+    fn partial_cmp(&self, other: &Transport) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 
@@ -200,5 +231,22 @@ mod tests {
         assert!(!Transport::parse("P2P/bogus").is_p2p());
         assert_eq!(Transport::parse("SHM"), Transport::Shm);
         assert_eq!(Transport::parse(""), Transport::Undecided);
+        let mut sorted: Vec<Transport> = NAMES.iter().map(|s| Transport::parse(s)).collect();
+        sorted.sort();
+        let mut names = NAMES;
+        names.sort();
+        let back: Vec<String> = sorted.iter().map(|t| t.to_string()).collect();
+        assert_eq!(back, names);
+    }
+
+    #[test]
+    fn families() {
+        let t = |s| Transport::parse(s);
+        assert!(t("P2P/CUMEM").same_family(&t("P2P/IPC")));
+        assert!(t("NET/IB").same_family(&t("NET/Socket")));
+        assert!(!t("SHM").same_family(&t("P2P")));
+        assert_eq!(t("P2P/MNNVL").family(), "P2P");
+        assert_eq!(t("NET/Socket").family(), "NET");
+        assert_eq!(t("SHM").family(), "SHM");
     }
 }
