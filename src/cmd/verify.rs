@@ -435,8 +435,9 @@ fn substitution_notes(plan: &Plan) -> Vec<String> {
     let mut swapped: Vec<&str> = plan
         .table
         .iter()
-        .map(|r| r.algo.as_str())
-        .filter(|a| !matches!(*a, "Ring" | "Tree"))
+        .map(|r| r.algo)
+        .filter(|a| !matches!(a, Algorithm::Ring | Algorithm::Tree))
+        .map(Algorithm::name)
         .collect();
     swapped.sort_unstable();
     swapped.dedup();
@@ -467,12 +468,12 @@ fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {
 /// (NVLS, CollNet, PAT need NVSwitch multicast, a network plugin or NCCL's PAT kernels) run
 /// as rings over the plan's own ring orders, which checks the same data movement.
 fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
-    let collective = Collective::parse(&row.collective)?;
-    let algorithm = match row.algo.as_str() {
-        "Tree" => Algorithm::Tree,
+    let collective = row.collective;
+    let algorithm = match row.algo {
+        Algorithm::Tree => Algorithm::Tree,
         _ => Algorithm::Ring,
     };
-    let protocol = Protocol::from_name(&row.proto).unwrap_or(Protocol::Simple);
+    let protocol = row.proto;
     let nchannels = row.nchannels.max(1);
     let rings = (0..nchannels)
         .map(|c| plan.rings.get(c % plan.rings.len().max(1)).cloned())

@@ -90,12 +90,13 @@ pub struct TreeOut {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    pub collective: String,
+    pub collective: Func,
     pub bytes: u64,
     /// Elements per rank as nccl-tests prints `count` (float32).
     pub count: u64,
-    pub algo: String,
-    pub proto: String,
+    #[serde(serialize_with = "topo_vocab::printed")]
+    pub algo: Algo,
+    pub proto: Proto,
     pub nchannels: usize,
     pub nthreads: u32,
     /// NCCL's cost-model time, what NCCL selects by (not a measurement).
@@ -400,11 +401,11 @@ fn row(a: &Analysis, c: &Choice) -> Row {
             )
         });
     Row {
-        collective: c.func.cli_name().into(),
+        collective: c.func,
         bytes: c.bytes,
         count: count_of(c.func, c.bytes, a.nranks),
-        algo: c.algo.name().into(),
-        proto: c.proto.name().into(),
+        algo: c.algo,
+        proto: c.proto,
         nchannels: c.nchannels,
         nthreads: c.nthreads,
         time_us: c.time_us,

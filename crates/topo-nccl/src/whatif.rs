@@ -254,7 +254,7 @@ pub fn compare(without: &Plan, with: &Plan) -> Vec<String> {
         if !d.is_empty() {
             out.push(format!(
                 "{} {}: {}",
-                ra.collective,
+                ra.collective.cli_name(),
                 human(ra.bytes),
                 d.join(", ")
             ));

@@ -1,7 +1,5 @@
 //! Collective operations and nccl-tests' arithmetic on them.
 
-use std::fmt;
-
 /// A collective. Declaration order is NCCL's tuning-function index order (ties and tables
 /// follow it); AllToAll and SendRecv are built from point-to-point operations and are not in
 /// NCCL's tuning tables.
@@ -159,12 +157,6 @@ pub fn bus_factor(c: Collective, nranks: usize) -> f64 {
     }
 }
 
-impl fmt::Display for Collective {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +166,6 @@ mod tests {
         for c in Collective::ALL {
             assert_eq!(Collective::parse(c.name()), Some(c));
             assert_eq!(Collective::parse(c.cli_name()), Some(c));
-            assert_eq!(c.to_string(), c.name());
         }
         assert_eq!(Collective::parse("all_reduce"), Some(Collective::AllReduce));
         assert_eq!(Collective::parse("bcast"), Some(Collective::Broadcast));

@@ -15,5 +15,7 @@ mod transport;
 pub use algorithm::{Algorithm, Protocol};
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
+#[cfg(feature = "serde")]
+pub use serde_impl::printed;
 pub use size::parse_size;
 pub use transport::{Net, P2p, Transport};

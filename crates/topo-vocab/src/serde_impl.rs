@@ -55,6 +55,12 @@ by_name!(Protocol, Protocol::ALL, Protocol::name);
 by_name!(DataType, DataType::ALL, DataType::short_name);
 by_name!(Reduction, Reduction::ALL, Reduction::name);
 
+/// For `#[serde(serialize_with)]`: a value by its printed name where a document carries
+/// that rather than the type's serde name (a plan row's `algo: "NVLSTree"`).
+pub fn printed<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
 impl Serialize for Transport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
