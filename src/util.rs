@@ -4,35 +4,7 @@ use std::io::IsTerminal;
 pub use topo_source::escape::escape_controls;
 use topo_source::escape::push_escaped;
 
-/// Parses a size the way nccl-tests does (`8`, `1K`, `16M`, `4G`, also `1KB`, `1KiB`,
-/// lower case): binary multiples. Errors name the string.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!(
-            "bad size '{s}': expected a number with an optional K, M, G or T suffix"
-        ));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("bad size '{s}': number too large"))?;
-    let mult: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        "T" | "TB" | "TIB" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "bad size '{s}': unknown suffix '{unit}' (use K, M, G or T)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("bad size '{s}': too large"))
-}
+pub use topo_vocab::parse_size;
 
 /// Human size with binary units, as nccl-tests users read them (`1K`, `16M`, `1.5G`).
 pub fn human_size(bytes: u64) -> String {

@@ -190,7 +190,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
         return Err(error::usage(
             format!(
                 "--algo {}: the host backend runs ring, tree or direct",
-                al.name().to_lowercase()
+                al.macro_name().to_lowercase()
             ),
             "NVLS, CollNet and PAT need NVSwitch multicast, a network plugin or NCCL's own kernels; topo plan models them",
         ));
@@ -221,7 +221,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
         )?,
         protocol: opt_parse(
             a.proto.as_deref(),
-            Protocol::parse,
+            Protocol::from_name,
             "--proto",
             "simple, ll, ll128",
         )?,
@@ -271,7 +271,7 @@ fn sizes(min: &str, max: &str, factor: u64) -> Result<(usize, usize)> {
 
 fn collectives(s: &str) -> Result<Vec<Collective>> {
     if s.eq_ignore_ascii_case("all") {
-        return Ok(Collective::ALL.to_vec());
+        return Ok(Collective::RUN_ORDER.to_vec());
     }
     s.split(',')
         .map(|t| {
@@ -395,7 +395,8 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result
     let funcs: Vec<Func> = req
         .collectives
         .iter()
-        .filter_map(|c| Func::parse(c.name()).filter(|f| f.is_tuned()))
+        .copied()
+        .filter(|c| c.is_tuned())
         .collect();
     let sizes: Vec<u64> = req.sizes()?.into_iter().map(|s| s as u64).collect();
     let overrides = a.source.env_overrides()?;
@@ -434,8 +435,9 @@ fn substitution_notes(plan: &Plan) -> Vec<String> {
     let mut swapped: Vec<&str> = plan
         .table
         .iter()
-        .map(|r| r.algo.as_str())
-        .filter(|a| !matches!(*a, "Ring" | "Tree"))
+        .map(|r| r.algo)
+        .filter(|a| !matches!(a, Algorithm::Ring | Algorithm::Tree))
+        .map(Algorithm::name)
         .collect();
     swapped.sort_unstable();
     swapped.dedup();
@@ -466,12 +468,12 @@ fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {
 /// (NVLS, CollNet, PAT need NVSwitch multicast, a network plugin or NCCL's PAT kernels) run
 /// as rings over the plan's own ring orders, which checks the same data movement.
 fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
-    let collective = Collective::parse(&row.collective)?;
-    let algorithm = match row.algo.as_str() {
-        "Tree" => Algorithm::Tree,
+    let collective = row.collective;
+    let algorithm = match row.algo {
+        Algorithm::Tree => Algorithm::Tree,
         _ => Algorithm::Ring,
     };
-    let protocol = Protocol::parse(&row.proto).unwrap_or(Protocol::Simple);
+    let protocol = row.proto;
     let nchannels = row.nchannels.max(1);
     let rings = (0..nchannels)
         .map(|c| plan.rings.get(c % plan.rings.len().max(1)).cloned())

@@ -127,16 +127,6 @@ fn comparisons(r: &Report, o: &mut String) {
     o.push('\n');
 }
 
-fn short(t: &str) -> &str {
-    if t.starts_with("P2P") {
-        "P2P"
-    } else if t.starts_with("NET") {
-        "NET"
-    } else {
-        t
-    }
-}
-
 fn transports(r: &Report, o: &mut String, style: Style) {
     let Some(first) = r.transports.first().map(|t| t.log.clone()) else {
         return;
@@ -156,7 +146,7 @@ fn transports(r: &Report, o: &mut String, style: Style) {
         let cells: BTreeMap<(u32, u32), String> = rows
             .iter()
             .map(|t| {
-                let obs: Vec<&str> = t.observed.iter().map(|x| short(x)).collect();
+                let obs: Vec<String> = t.observed.iter().map(|x| x.family()).collect();
                 let mut s = obs.join("+");
                 if t.differs {
                     s.push('!');
@@ -189,7 +179,7 @@ fn transports(r: &Report, o: &mut String, style: Style) {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for t in &rows {
             for x in &t.observed {
-                *kinds.entry(x.clone()).or_default() += 1;
+                *kinds.entry(x.to_string()).or_default() += 1;
             }
         }
         for (k, n) in kinds {
@@ -203,8 +193,12 @@ fn transports(r: &Report, o: &mut String, style: Style) {
             "  ! {} -> {}: log {}, model {}: {}",
             t.from,
             t.to,
-            t.observed.join("+"),
-            t.expected.as_deref().unwrap_or("-"),
+            t.observed
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+            t.expected.as_ref().map_or("-".into(), |x| x.to_string()),
             t.reason.as_deref().unwrap_or("")
         );
     }

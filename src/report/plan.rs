@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use topo_model::message::Severity;
 use topo_nccl::plan::{Plan, Row};
+use topo_nccl::transport::Transport;
 
 fn heading(out: &mut String, style: Style, title: &str) {
     let _ = writeln!(out, "\n{}", style.bold(title));
@@ -92,9 +93,9 @@ fn trees_lines(indent: &str, line: &str, width: usize) -> Vec<String> {
 /// row's reasons follow it, indented under the algorithm.
 fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
     let mut cells: Vec<Vec<Cell>> = vec![];
-    let mut prev: Option<(&str, &str)> = None;
+    let mut prev = None;
     for r in rows {
-        let choice = (r.algo.as_str(), r.proto.as_str());
+        let choice = (r.algo, r.proto);
         let paint = if prev.is_some_and(|p| p != choice) {
             Paint::Cyan
         } else {
@@ -103,8 +104,8 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
         cells.push(vec![
             r.bytes.to_string().into(),
             r.count.to_string().into(),
-            Cell::paint(r.algo.as_str(), paint),
-            Cell::paint(r.proto.as_str(), paint),
+            Cell::paint(r.algo.name(), paint),
+            Cell::paint(r.proto.name(), paint),
             r.nchannels.to_string().into(),
             format!("{:.2}", r.time_us).into(),
             format!("{:.2}", r.algbw_gbps).into(),
@@ -358,10 +359,10 @@ fn transports_section(out: &mut String, p: &Plan, style: Style) {
             "  why (pairs sent from node 0; other nodes alike, every pair in --format json):"
         );
     }
-    let mut reasons: BTreeMap<(&str, &str), Vec<String>> = BTreeMap::new();
+    let mut reasons: BTreeMap<(&Transport, &str), Vec<String>> = BTreeMap::new();
     for t in shown {
         reasons
-            .entry((t.transport.as_str(), t.reason.as_str()))
+            .entry((&t.transport, t.reason.as_str()))
             .or_default()
             .push(format!("{}->{}", t.from, t.to));
     }
@@ -445,10 +446,11 @@ pub fn render(p: &Plan, style: Style) -> String {
     let mut by_func: BTreeMap<&str, Vec<&Row>> = BTreeMap::new();
     let mut order: Vec<&str> = vec![];
     for r in &p.table {
-        if !order.contains(&r.collective.as_str()) {
-            order.push(&r.collective);
+        let name = r.collective.cli_name();
+        if !order.contains(&name) {
+            order.push(name);
         }
-        by_func.entry(&r.collective).or_default().push(r);
+        by_func.entry(name).or_default().push(r);
     }
     for f in order {
         let rows = &by_func[f];

@@ -3,7 +3,7 @@
 
 use topo_model::Topology;
 use topo_nccl::analyze::{Analysis, Request, RuntimeFacts, analyze};
-use topo_nccl::transport::RankPlacement;
+use topo_nccl::transport::{Net, P2p, RankPlacement, Transport};
 use topo_nccl::version::NcclVersion;
 use topo_source::ncclxml;
 
@@ -38,13 +38,13 @@ fn gpus_only_the_network_connects_become_nodes() {
         .iter()
         .find(|p| p.from == 0 && p.to == 2)
         .unwrap();
-    assert_eq!(cross.transport, "NET/IB");
+    assert_eq!(cross.transport, Transport::Net(Net::Ib));
     let local = a
         .transports
         .iter()
         .find(|p| p.from == 0 && p.to == 1)
         .unwrap();
-    assert_eq!(local.transport, "P2P/CUMEM");
+    assert_eq!(local.transport, Transport::P2p(P2p::Cumem));
     assert!(!a.topo.warnings.iter().any(|w| w.contains("renumbered")));
     // GPU indices interleaved across the sockets: the plan's ranks follow the groups.
     let swapped = text

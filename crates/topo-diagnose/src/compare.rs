@@ -382,17 +382,6 @@ fn ring_order(a: &Analysis, c: u32) -> Vec<u32> {
     out
 }
 
-/// `P2P`, `SHM`, `NET` or the name itself: what counts as a difference.
-fn family(t: &str) -> &str {
-    if t.starts_with("P2P") {
-        "P2P"
-    } else if t.starts_with("NET") {
-        "NET"
-    } else {
-        t
-    }
-}
-
 fn transports(l: &LogInput, a: &Analysis, r: &mut Report) {
     let intra: BTreeMap<(usize, usize), &PairTransport> = a
         .transports
@@ -413,7 +402,7 @@ fn transports(l: &LogInput, a: &Analysis, r: &mut Report) {
             inter.get(&f).copied()
         };
         let differs =
-            expected.is_some_and(|e| observed.iter().any(|o| family(o) != family(&e.transport)));
+            expected.is_some_and(|e| observed.iter().any(|o| !o.same_family(&e.transport)));
         r.transports.push(TransportRow {
             log: l.name.clone(),
             from,
@@ -471,8 +460,12 @@ pub fn differences(r: &mut Report) {
                 t.log,
                 t.from,
                 t.to,
-                t.observed.join("+"),
-                t.expected.as_deref().unwrap_or("-"),
+                t.observed
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join("+"),
+                t.expected.as_ref().map_or("-".into(), |x| x.to_string()),
                 t.reason.as_deref().unwrap_or("")
             )
         })

@@ -72,7 +72,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
     let shm: Vec<&Connection> = log
         .connections
         .iter()
-        .filter(|c| c.transport == "SHM")
+        .filter(|c| c.transport.is_shm())
         .collect();
     if shm.is_empty() {
         return;
@@ -174,7 +174,7 @@ fn separate_hosts(l: &LogInput, r: &mut Report) {
     let socket: Vec<&Connection> = log
         .connections
         .iter()
-        .filter(|c| c.transport == "NET/Socket")
+        .filter(|c| c.transport.is_socket())
         .collect();
     let mut ev: Vec<String> = ranks
         .iter()
@@ -248,7 +248,7 @@ fn single_gpu(l: &LogInput, input: &Input, r: &mut Report) {
     let p2p: Vec<&Connection> = log
         .connections
         .iter()
-        .filter(|c| c.transport.starts_with("P2P"))
+        .filter(|c| c.transport.is_p2p())
         .collect();
     let mut ev: Vec<String> = narrowed
         .iter()
@@ -352,7 +352,7 @@ fn gdr(l: &LogInput, r: &mut Report) {
     let no_gdr: Vec<&Connection> = log
         .connections
         .iter()
-        .filter(|c| c.transport.starts_with("NET/") && c.transport != "NET/Socket" && !c.gdr)
+        .filter(|c| c.transport.is_net() && !c.transport.is_socket() && !c.gdr)
         .collect();
     if no_gdr.is_empty() {
         return;

@@ -228,7 +228,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
         let shm = log
             .connections
             .iter()
-            .filter(|c| c.transport == "SHM")
+            .filter(|c| c.transport.is_shm())
             .count();
         if shm > 0 {
             ev.push(format!("{shm} connection line(s) go via SHM instead"));

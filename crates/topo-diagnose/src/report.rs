@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use topo_model::Topology;
 use topo_source::hostfacts::HostFacts;
 use topo_source::nccllog::NcclLog;
+use topo_vocab::Transport;
 
 pub const SCHEMA: &str = "topo.diagnose/v1";
 
@@ -57,9 +58,9 @@ pub struct TransportRow {
     pub log: String,
     pub from: u32,
     pub to: u32,
-    pub observed: Vec<String>,
+    pub observed: Vec<Transport>,
     /// The model's transport, `None` when the pair is outside the modelled machine.
-    pub expected: Option<String>,
+    pub expected: Option<Transport>,
     /// Observed and expected differ in kind (P2P, SHM, NET).
     pub differs: bool,
     /// The model's reason for its choice.

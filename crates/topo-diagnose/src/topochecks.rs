@@ -303,7 +303,7 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
     let shm: Vec<&topo_nccl::transport::PairTransport> = a
         .transports
         .iter()
-        .filter(|p| !p.inter_node && p.transport == "SHM" && p.from < p.to)
+        .filter(|p| !p.inter_node && p.transport.is_shm() && p.from < p.to)
         .collect();
     let far: Vec<String> = shm
         .iter()

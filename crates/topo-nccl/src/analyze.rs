@@ -848,11 +848,8 @@ fn note_path_effects(
         .iter()
         .filter(|p| !p.inter_node || p.reason.ends_with(SPLIT_MARK))
         .collect();
-    let shm = local.iter().filter(|p| p.transport == "SHM").count();
-    let net = local
-        .iter()
-        .filter(|p| p.transport.starts_with("NET"))
-        .count();
+    let shm = local.iter().filter(|p| p.transport.is_shm()).count();
+    let net = local.iter().filter(|p| p.transport.is_net()).count();
     let anomalies = local.iter().filter(|p| p.anomaly.is_some()).count();
     let total = local.len();
     let nvl_refused = format!(
@@ -950,6 +947,7 @@ pub(crate) fn analyze_on_big_stack(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::{P2p, Transport};
     use topo_model::testing::hgx;
 
     fn run(topo: &Topology, env: &[(&str, &str)], version: &str) -> Analysis {
@@ -980,7 +978,7 @@ mod tests {
             a.transports
                 .iter()
                 .filter(|p| !p.inter_node)
-                .all(|p| p.transport == "P2P/CUMEM")
+                .all(|p| p.transport == Transport::P2p(P2p::Cumem))
         );
     }
 
@@ -1006,7 +1004,7 @@ mod tests {
         let t = hgx(8, 90);
         let a = run(&t, &[("NCCL_P2P_DISABLE", "1")], "2.28");
         let local: Vec<_> = a.transports.iter().filter(|p| !p.inter_node).collect();
-        assert!(local.iter().all(|p| p.transport == "SHM"));
+        assert!(local.iter().all(|p| p.transport == Transport::Shm));
         assert!(local.iter().all(|p| p.reason.contains("NCCL_P2P_DISABLE")));
         assert!(local.iter().all(|p| p.anomaly.is_some()));
         let e = a.env.effects();
@@ -1033,7 +1031,7 @@ mod tests {
         let a = analyze(&req).unwrap();
         assert_eq!(a.nnodes, 2);
         assert_eq!(a.nranks, 2);
-        assert!(a.transports.iter().all(|p| p.transport.starts_with("NET")));
+        assert!(a.transports.iter().all(|p| p.transport.is_net()));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 
 use super::env::EnvPolicy;
 use super::version::VersionData;
+use crate::transport::{P2p, Transport};
 use topo_model::{HostId, NodeKind, Topology};
 
 /// NCCL's decision for a job.
@@ -187,8 +188,8 @@ pub fn label_transports(
         }
         let tray = |r: usize| trays.get(r).map(|t| t.0);
         let cross = tray(p.from) != tray(p.to);
-        if p.transport == "P2P/CUMEM" {
-            p.transport = "P2P/MNNVL".into();
+        if p.transport == Transport::P2p(P2p::Cumem) {
+            p.transport = Transport::P2p(P2p::Mnnvl);
             p.log_form = p.log_form.replacen("P2P/CUMEM", "P2P/MNNVL", 1);
             p.reason = if cross {
                 format!(

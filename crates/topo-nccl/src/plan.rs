@@ -9,7 +9,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
 use crate::measured;
 use crate::transport::view::{self as transport_view, TransportSummary};
-use crate::transport::{PairTransport, RankPlacement};
+use crate::transport::{PairTransport, RankPlacement, Transport};
 use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
@@ -91,12 +91,13 @@ pub struct TreeOut {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    pub collective: String,
+    pub collective: Func,
     pub bytes: u64,
     /// Elements per rank as nccl-tests prints `count` (float32).
     pub count: u64,
-    pub algo: String,
-    pub proto: String,
+    #[serde(serialize_with = "topo_vocab::printed")]
+    pub algo: Algo,
+    pub proto: Proto,
     pub nchannels: usize,
     pub nthreads: u32,
     /// NCCL's cost-model time, what NCCL selects by (not a measurement).
@@ -252,7 +253,7 @@ pub struct Plan {
 /// Every connection with the same transport, path type, reason, sending NIC and anomaly.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TransportClass {
-    pub transport: String,
+    pub transport: Transport,
     /// GPU→GPU path type; `None` across hosts.
     pub path: Option<PathType>,
     /// Index into `Plan::reasons`.
@@ -275,7 +276,7 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
     let mut reason_of: HashMap<&str, usize> = HashMap::default();
     let mut classes: Vec<TransportClass> = vec![];
     type Key<'a> = (
-        &'a str,
+        &'a Transport,
         Option<PathType>,
         usize,
         Option<&'a str>,
@@ -288,7 +289,7 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
             reasons.len() - 1
         });
         let key = (
-            t.transport.as_str(),
+            &t.transport,
             t.path,
             reason,
             t.nic.as_deref(),
@@ -389,7 +390,7 @@ fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     let socket = a
         .transports
         .iter()
-        .filter(|t| t.transport == "NET/Socket")
+        .filter(|t| t.transport.is_socket())
         .count();
     measured::outside_fits(&req.env, socket)
 }
@@ -412,11 +413,11 @@ fn row(a: &Analysis, c: &Choice, outside: &[String]) -> Row {
             )
         });
     Row {
-        collective: c.func.cli_name().into(),
+        collective: c.func,
         bytes: c.bytes,
         count: count_of(c.func, c.bytes, a.nranks),
-        algo: c.algo.name().into(),
-        proto: c.proto.name().into(),
+        algo: c.algo,
+        proto: c.proto,
         nchannels: c.nchannels,
         nthreads: c.nthreads,
         time_us: c.time_us,
@@ -746,9 +747,9 @@ fn cost_notes(a: &Analysis) -> (CellNotes, CellNotes) {
                 }
                 slot.entry(f.cli_name().into())
                     .or_default()
-                    .entry(tuning::algo_cli_name(al).into())
+                    .entry(al.cli_name().into())
                     .or_default()
-                    .insert(tuning::proto_cli_name(p).into(), lines);
+                    .insert(p.cli_name().into(), lines);
             }
         }
     }
@@ -849,6 +850,8 @@ fn tuner_algo_name(a: Algo) -> &'static str {
         Algo::Nvls => "nvls",
         Algo::NvlsTree => "nvls_tree",
         Algo::Pat => "pat",
+        // The host runtime's; the plugin would read it as ring, as any unknown name.
+        Algo::Direct => "direct",
     }
 }
 
@@ -875,7 +878,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let pcie_p2p = a
         .transports
         .iter()
-        .filter(|t| !t.inter_node && t.transport.starts_with("P2P"))
+        .filter(|t| !t.inter_node && t.transport.is_p2p())
         .filter(|t| {
             t.path
                 .is_some_and(|p| !matches!(p, PathType::Nvl | PathType::Nvb | PathType::C2c))
@@ -884,7 +887,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let socket = a
         .transports
         .iter()
-        .filter(|t| t.transport == "NET/Socket")
+        .filter(|t| t.transport.is_socket())
         .count();
     if socket > 0 {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
@@ -917,9 +920,9 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
         if t.anomaly.is_none() {
             continue;
         }
-        let code = if t.transport.starts_with("SHM") {
+        let code = if t.transport.is_shm() {
             ANOMALIES[0]
-        } else if t.transport.starts_with("NET") {
+        } else if t.transport.is_net() {
             ANOMALIES[1]
         } else {
             ANOMALIES[2]
@@ -1040,7 +1043,7 @@ pub fn tuner_csv(plan: &Plan) -> String {
             r.min,
             r.max,
             tuner_algo_name(r.algo),
-            tuning::proto_cli_name(r.proto),
+            r.proto.cli_name(),
             r.nchannels,
             plan.nnodes,
             plan.nranks

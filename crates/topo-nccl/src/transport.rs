@@ -43,6 +43,7 @@ use super::system::System;
 use super::types::PathType;
 use serde::Serialize;
 use std::sync::OnceLock;
+pub use topo_vocab::{Net, P2p, Transport};
 
 /// The P2P flavour NCCL picks once P2P is accepted (`p2pSendSetup`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -70,7 +71,7 @@ pub struct PairTransport {
     pub inter_node: bool,
     /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `SHM`, `NET/IB`,
     /// `NET/Socket`, or `NET/<plugin name>` for an external net plugin.
-    pub transport: String,
+    pub transport: Transport,
     /// GPU→GPU path type before NCCL reroutes refused P2P through the CPU; `None` across hosts.
     pub path: Option<PathType>,
     /// P2P read mode (`/read`).
@@ -109,7 +110,7 @@ impl PairTransport {
     /// The INFO line NCCL logs for this connection (without the `host:pid:tid [dev] NCCL
     /// INFO` prefix). SHM lines carry no connection index.
     pub fn info_line(&self, channel: u32, conn_index: u32) -> String {
-        let head = if self.transport == "SHM" {
+        let head = if self.transport.is_shm() {
             format!("Channel {channel:02}")
         } else {
             format!("Channel {channel:02}/{conn_index}")
@@ -132,7 +133,7 @@ impl PairTransport {
 
     /// Short code for the matrix: `P2P`, `P2P/R`, `P2P/I`, `SHM`, `NET`, `!` for an anomaly.
     pub fn code(&self) -> String {
-        let base = if self.transport.starts_with("P2P") {
+        let base = if self.transport.is_p2p() {
             if self.intermediate.is_some() {
                 "P2P/I"
             } else if self.read {
@@ -140,7 +141,7 @@ impl PairTransport {
             } else {
                 "P2P"
             }
-        } else if self.transport == "SHM" {
+        } else if self.transport.is_shm() {
             "SHM"
         } else {
             "NET"
@@ -679,7 +680,7 @@ impl<'a> Ctx<'a> {
             None => PairTransport {
                 from_dev: dev_of(self.sys, a),
                 to_dev: dev_of(self.sys, b),
-                transport: "SHM".into(),
+                transport: Transport::Shm,
                 path: Some(raw),
                 log_form: if tp.minor >= 30 {
                     "via SHM/direct".into()
@@ -710,7 +711,7 @@ impl<'a> Ctx<'a> {
                 };
                 let mut p = self.net_pair(a, b, false, Some(why.clone()));
                 p.path = Some(raw);
-                p.anomaly = anomaly(&p.transport, &why);
+                p.anomaly = anomaly(&p.transport.to_string(), &why);
                 p
             }
         }
@@ -728,17 +729,18 @@ impl<'a> Ctx<'a> {
         let r = if read { "/read" } else { "" };
         let c = if ce { "/CE" } else { "" };
         let (transport, log_form) = match flavour {
-            P2pFlavour::Direct => ("P2P/direct", format!("via P2P/direct pointer{r}")),
-            P2pFlavour::Cumem => ("P2P/CUMEM", format!("via P2P/CUMEM{r}{c}")),
-            P2pFlavour::Ipc => ("P2P/IPC", format!("via P2P/IPC{r}{c}")),
+            P2pFlavour::Direct => (P2p::Direct, format!("via P2P/direct pointer{r}")),
+            P2pFlavour::Cumem => (P2p::Cumem, format!("via P2P/CUMEM{r}{c}")),
+            P2pFlavour::Ipc => (P2p::Ipc, format!("via P2P/IPC{r}{c}")),
             P2pFlavour::Indirect => {
                 let m = intermediate.unwrap_or(a);
                 (
-                    "P2P/indirect",
+                    P2p::Indirect,
                     format!("via P2P/indirect/{m}[{}]{r}", dev_of(self.sys, m)),
                 )
             }
         };
+        let transport = Transport::P2p(transport);
         let container = matches!(self.tp.placement, RankPlacement::ContainerPerGpu { .. });
         let anomaly = (invisible_peer && container).then(|| {
             format!(
@@ -751,7 +753,7 @@ impl<'a> Ctx<'a> {
         PairTransport {
             from_dev: dev_of(self.sys, a),
             to_dev: dev_of(self.sys, b),
-            transport: transport.into(),
+            transport,
             path: Some(raw),
             read,
             ce,
@@ -769,11 +771,7 @@ impl<'a> Ctx<'a> {
         let (name, net_why) = (&self.net.0, &self.net.1);
         let send = self.net_side(a, true);
         let recv = self.net_side(b, false);
-        let transport = match name.as_str() {
-            "IB" => "NET/IB".to_string(),
-            "Socket" => "NET/Socket".to_string(),
-            other => format!("NET/{other}"),
-        };
+        let transport = Transport::Net(Net::from_name(name));
         let pci = |s: &NetSide| if s.gdr_pci { "(PCI)" } else { "" };
         let gdr = |s: &NetSide| if s.gdr { "/GDRDMA" } else { "" };
         let proxy = send.proxy.map(|p| format!("({p})")).unwrap_or_default();
@@ -933,7 +931,7 @@ fn empty(a: usize, b: usize) -> PairTransport {
         from_dev: -1,
         to_dev: -1,
         inter_node: false,
-        transport: String::new(),
+        transport: Transport::Undecided,
         path: None,
         read: false,
         ce: false,

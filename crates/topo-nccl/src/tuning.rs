@@ -107,7 +107,8 @@ impl<'a> TuningInput<'a> {
     pub fn graph(&self, a: Algo) -> Graph {
         let (g, id, pat) = match a {
             Algo::Tree | Algo::Pat => (&self.tree, GraphId::Tree, Pattern::BalancedTree),
-            Algo::Ring => (&self.ring, GraphId::Ring, Pattern::Ring),
+            // Direct is the host runtime's, not NCCL's: no graph of its own.
+            Algo::Ring | Algo::Direct => (&self.ring, GraphId::Ring, Pattern::Ring),
             Algo::CollnetDirect => (
                 &self.collnet_direct,
                 GraphId::CollnetDirect,
@@ -427,7 +428,7 @@ impl CostTable {
         for f in Func::TUNED {
             let per_algo = out.entry(f.cli_name()).or_default();
             for a in &self.algorithms {
-                let per_proto = per_algo.entry(algo_cli_name(*a)).or_default();
+                let per_proto = per_algo.entry(a.cli_name()).or_default();
                 for p in Proto::ALL {
                     let c = self.cell(f, *a, p).and_then(|c| {
                         c.bw.map(|bw| Cost {
@@ -435,7 +436,7 @@ impl CostTable {
                             lat_us: c.lat_us,
                         })
                     });
-                    per_proto.insert(proto_cli_name(p), c);
+                    per_proto.insert(p.cli_name(), c);
                 }
             }
         }
@@ -825,28 +826,6 @@ pub type Costs = std::collections::BTreeMap<
     >,
 >;
 
-/// The CLI / JSON name of an algorithm (`--algo` values).
-pub fn algo_cli_name(a: Algo) -> &'static str {
-    match a {
-        Algo::Tree => "tree",
-        Algo::Ring => "ring",
-        Algo::CollnetDirect => "collnetdirect",
-        Algo::CollnetChain => "collnetchain",
-        Algo::Nvls => "nvls",
-        Algo::NvlsTree => "nvlstree",
-        Algo::Pat => "pat",
-    }
-}
-
-/// The CLI / JSON name of a protocol (`--proto` values).
-pub fn proto_cli_name(p: Proto) -> &'static str {
-    match p {
-        Proto::Ll => "ll",
-        Proto::Ll128 => "ll128",
-        Proto::Simple => "simple",
-    }
-}
-
 fn model_zero_reason(g: &Graph, a: Algo) -> String {
     if g.n_channels == 0 {
         format!("no {} graph (0 channels)", a.name())
@@ -1198,15 +1177,8 @@ impl CostTable {
     }
 }
 
-/// nccl-tests bus-bandwidth factor (§8).
-pub fn busbw_factor(func: Func, nranks: usize) -> f64 {
-    let n = nranks.max(1) as f64;
-    match func {
-        Func::AllReduce => 2.0 * (n - 1.0) / n,
-        Func::AllGather | Func::ReduceScatter | Func::AllToAll => (n - 1.0) / n,
-        Func::Broadcast | Func::Reduce | Func::SendRecv => 1.0,
-    }
-}
+/// nccl-tests bus-bandwidth factor (§8), the runtime's too.
+pub use topo_vocab::bus_factor as busbw_factor;
 
 /// nccl-tests algbw in GB/s: size column / time.
 pub fn algbw_gbps(bytes: u64, time_us: f64) -> f64 {
@@ -1997,6 +1969,8 @@ impl<'a> Model<'a> {
                     lx += &format!(" + {l2} × {} / 3.5 + {nranks} × 2.8", inter_s);
                 }
             }
+            // The host runtime's algorithm: NCCL adds nothing for it.
+            Algo::Direct => {}
         }
         lx += &format!(" = {}", r1(lat));
         (lat, lx)

@@ -181,6 +181,8 @@ impl PerAlgo {
             Algo::Nvls => self.nvls,
             Algo::NvlsTree => self.nvls_tree,
             Algo::Pat => self.pat.unwrap_or([0.0; 3]),
+            // The host runtime's algorithm: NCCL has no figures for it.
+            Algo::Direct => [0.0; 3],
         }
     }
 }

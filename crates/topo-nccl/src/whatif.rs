@@ -182,7 +182,7 @@ pub fn compare(without: &Plan, with: &Plan) -> Vec<String> {
         &with.transport_summary.counts,
     );
     if ta != tb {
-        let fmt = |m: &BTreeMap<String, usize>| {
+        let fmt = |m: &BTreeMap<crate::transport::Transport, usize>| {
             m.iter()
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect::<Vec<_>>()
@@ -254,7 +254,7 @@ pub fn compare(without: &Plan, with: &Plan) -> Vec<String> {
         if !d.is_empty() {
             out.push(format!(
                 "{} {}: {}",
-                ra.collective,
+                ra.collective.cli_name(),
                 human(ra.bytes),
                 d.join(", ")
             ));

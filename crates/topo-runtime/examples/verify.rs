@@ -9,13 +9,7 @@ use topo_runtime::verify::VerifyRequest;
 use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp};
 
 fn size(s: &str) -> usize {
-    let (num, mul) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1 << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().expect("size") * mul
+    topo_vocab::parse_size(s).expect("size") as usize
 }
 
 fn main() -> ExitCode {
@@ -48,10 +42,10 @@ fn main() -> ExitCode {
             "--in-place" => req.in_place = v != "0",
             "--pin" => req.pin_cpus = v != "0",
             "--algo" => req.algorithm = Some(Algorithm::parse(&v).unwrap()),
-            "--proto" => req.protocol = Some(Protocol::parse(&v).unwrap()),
+            "--proto" => req.protocol = Some(Protocol::from_name(&v).unwrap()),
             "--collective" => {
                 req.collectives = if v == "all" {
-                    Collective::ALL.to_vec()
+                    Collective::RUN_ORDER.to_vec()
                 } else {
                     vec![Collective::parse(&v).unwrap()]
                 }

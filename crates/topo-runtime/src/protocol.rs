@@ -46,8 +46,8 @@ pub struct FifoHeader {
 pub fn slot_payload(proto: Protocol, slot_bytes: usize) -> usize {
     let raw = match proto {
         Protocol::Simple => slot_bytes,
-        Protocol::LL => slot_bytes / 8 * 4,
-        Protocol::LL128 => slot_bytes / 128 * 120,
+        Protocol::Ll => slot_bytes / 8 * 4,
+        Protocol::Ll128 => slot_bytes / 128 * 120,
     };
     raw / 64 * 64
 }
@@ -188,7 +188,7 @@ impl FifoEnd {
                 // Release: the bytes and the length above become visible with the tail.
                 self.hdr().tail.store(k + 1, Ordering::Release);
             }
-            Protocol::LL => {
+            Protocol::Ll => {
                 let words = self.words(k);
                 for (i, c) in data.chunks(4).enumerate() {
                     let mut v = [0u8; 4];
@@ -200,7 +200,7 @@ impl FifoEnd {
                     );
                 }
             }
-            Protocol::LL128 => {
+            Protocol::Ll128 => {
                 let words = self.words(k);
                 for (l, c) in data.chunks(120).enumerate() {
                     let line = &words[l * 16..l * 16 + 16];
@@ -239,7 +239,7 @@ impl FifoEnd {
                 // we advance head; out.len() <= slot_bytes.
                 unsafe { std::ptr::copy_nonoverlapping(self.slot(k), out.as_mut_ptr(), len) };
             }
-            Protocol::LL => {
+            Protocol::Ll => {
                 let words = self.words(k);
                 for (i, c) in out.chunks_mut(4).enumerate() {
                     let v = loop {
@@ -252,7 +252,7 @@ impl FifoEnd {
                     c.copy_from_slice(&(v as u32).to_ne_bytes()[..c.len()]);
                 }
             }
-            Protocol::LL128 => {
+            Protocol::Ll128 => {
                 let words = self.words(k);
                 for (l, c) in out.chunks_mut(120).enumerate() {
                     let line = &words[l * 16..l * 16 + 16];
@@ -290,7 +290,7 @@ mod tests {
 
     #[test]
     fn every_protocol_streams_messages_between_threads() {
-        for proto in [Protocol::Simple, Protocol::LL, Protocol::LL128] {
+        for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let mut mem = Box::new(Mem([0; 4096 + 8 * 1024]));
             let base = mem.0.as_mut_ptr();
             let slot = 1024;

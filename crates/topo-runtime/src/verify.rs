@@ -35,7 +35,7 @@ pub struct PlannedRow {
 pub struct VerifyRequest {
     /// Ranks (world size).
     pub ranks: usize,
-    /// Collectives to run, in order (`--collective all` is [`Collective::ALL`]).
+    /// Collectives to run, in order (`--collective all` is [`Collective::RUN_ORDER`]).
     pub collectives: Vec<Collective>,
     /// `-d`
     pub dtype: DataType,
@@ -992,7 +992,7 @@ impl VerifyReport {
     /// The `topo.verify/v1` document.
     pub fn to_json(&self) -> VerifyJson {
         let colls: std::collections::BTreeSet<&str> =
-            self.rows.iter().map(|r| r.collective.name()).collect();
+            self.rows.iter().map(|r| r.collective.cli_name()).collect();
         VerifyJson {
             schema: "topo.verify/v1".into(),
             topo_version: env!("CARGO_PKG_VERSION").into(),
@@ -1009,14 +1009,14 @@ impl VerifyReport {
                 .rows
                 .iter()
                 .map(|r| JsonRow {
-                    collective: r.collective.name().into(),
+                    collective: r.collective.cli_name().into(),
                     bytes: r.bytes,
                     count: r.count,
                     dtype: r.dtype.name().into(),
                     redop: r.redop.map(|o| o.name().into()),
                     root: r.root,
-                    algo: r.algo.name().into(),
-                    proto: r.proto.name().into(),
+                    algo: r.algo.macro_name().into(),
+                    proto: r.proto.macro_name().into(),
                     nchannels: r.nchannels,
                     time_us: r.out_of_place.time_us,
                     algbw_gbps: r.out_of_place.algbw_gbps,
@@ -1303,11 +1303,11 @@ mod tests {
     fn every_collective_algorithm_and_protocol_is_right_with_threads() {
         for n in [1, 2, 3, 8] {
             for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Direct] {
-                for proto in [Protocol::Simple, Protocol::LL, Protocol::LL128] {
+                for proto in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
                     if algo == Algorithm::Direct && proto != Protocol::Simple {
                         continue;
                     }
-                    let mut r = req(n, Collective::ALL.to_vec(), DataType::F32, RedOp::Sum);
+                    let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, RedOp::Sum);
                     r.algorithm = Some(algo);
                     r.protocol = Some(proto);
                     r.nchannels = 2;
@@ -1489,7 +1489,7 @@ mod tests {
             plan: CollectivePlan::host_default(
                 Collective::AllReduce,
                 Algorithm::Ring,
-                Protocol::LL,
+                Protocol::Ll,
                 2,
                 1,
             ),
@@ -1562,7 +1562,7 @@ mod tests {
     fn shared_single_copy_work_is_right_for_every_collective() {
         for n in [1, 2, 3, 8] {
             for op in [RedOp::Sum, RedOp::Avg] {
-                let mut r = req(n, Collective::ALL.to_vec(), DataType::F32, op);
+                let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, op);
                 r.algorithm = Some(Algorithm::Direct);
                 r.shared_min_bytes = 0;
                 r.root = n / 2;

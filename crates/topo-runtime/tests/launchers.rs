@@ -47,7 +47,7 @@ fn spec(envs: &[(&str, &str)]) -> ProcessSpec {
 fn small(ranks: usize) -> VerifyRequest {
     VerifyRequest {
         ranks,
-        collectives: Collective::ALL.to_vec(),
+        collectives: Collective::RUN_ORDER.to_vec(),
         min_bytes: 0,
         max_bytes: 40_000,
         step_factor: 9.0,
@@ -74,8 +74,8 @@ fn processes_run_every_collective_right() {
     let before = shm_entries();
     for (n, algo, proto) in [
         (2, Algorithm::Direct, Protocol::Simple),
-        (3, Algorithm::Ring, Protocol::LL),
-        (3, Algorithm::Tree, Protocol::LL128),
+        (3, Algorithm::Ring, Protocol::Ll),
+        (3, Algorithm::Tree, Protocol::Ll128),
         (8, Algorithm::Ring, Protocol::Simple),
     ] {
         let mut req = small(n);

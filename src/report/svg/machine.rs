@@ -153,7 +153,7 @@ fn anomalies(ctx: &Ctx) -> BTreeMap<u16, Vec<Anomaly>> {
         list.push(Anomaly {
             a,
             b,
-            transport: p.transport.clone(),
+            transport: p.transport.to_string(),
             text: text.clone(),
         });
     }

@@ -41,18 +41,16 @@ const HEAD_H: u32 = 56;
 /// planned size from the model's own time (`CostTable::select`'s `considered`, the same
 /// times the choice was made from), and the chosen one from the plan's table.
 pub fn panels(analysis: &Analysis, plan: &Plan) -> Result<Vec<Panel>> {
-    let mut by_func: Vec<(String, Vec<&topo_nccl::plan::Row>)> = vec![];
+    let mut by_func: Vec<(Func, Vec<&topo_nccl::plan::Row>)> = vec![];
     for r in &plan.table {
         match by_func.iter_mut().find(|(c, _)| *c == r.collective) {
             Some((_, v)) => v.push(r),
-            None => by_func.push((r.collective.clone(), vec![r])),
+            None => by_func.push((r.collective, vec![r])),
         }
     }
     let op = OpContext::default();
     let mut out = vec![];
-    for (name, rows) in by_func {
-        let f =
-            Func::parse(&name).ok_or_else(|| anyhow!("unknown collective {name} in the plan"))?;
+    for (f, rows) in by_func {
         // Keyed by scan position so the legend keeps NCCL's order.
         let mut series: BTreeMap<(usize, String), Vec<(u64, f64)>> = BTreeMap::new();
         for r in &rows {

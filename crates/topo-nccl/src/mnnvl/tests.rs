@@ -63,7 +63,9 @@ fn trays_of_one_clique_are_one_node() {
 fn trays_of_one_clique_use_p2p_over_nvlink() {
     let a = run(2, 72, &[]);
     assert!(
-        a.transports.iter().all(|p| p.transport == "P2P/MNNVL"),
+        a.transports
+            .iter()
+            .all(|p| p.transport == Transport::P2p(P2p::Mnnvl)),
         "{:?}",
         a.transports[0]
     );
@@ -114,13 +116,13 @@ fn trays_of_different_domains_use_the_network() {
     assert_eq!((a.nranks, a.nnodes), (16, 2));
     let inter: Vec<_> = a.transports.iter().filter(|p| p.inter_node).collect();
     assert!(!inter.is_empty());
-    assert!(inter.iter().all(|p| p.transport.starts_with("NET")));
+    assert!(inter.iter().all(|p| p.transport.is_net()));
     // Inside each clique the trays still talk P2P/MNNVL.
     assert!(
         a.transports
             .iter()
             .filter(|p| !p.inter_node)
-            .all(|p| p.transport == "P2P/MNNVL")
+            .all(|p| p.transport == Transport::P2p(P2p::Mnnvl))
     );
 }
 
@@ -144,7 +146,7 @@ fn mnnvl_enable_0_keeps_trays_apart() {
         a.transports
             .iter()
             .filter(|p| p.inter_node)
-            .all(|p| p.transport.starts_with("NET"))
+            .all(|p| p.transport.is_net())
     );
     assert!(
         a.topo
@@ -209,7 +211,11 @@ fn nccl_2_19_predates_mnnvl() {
 fn one_tray_is_a_plain_nvswitch_node() {
     let a = run(1, 72, &[]);
     assert!(a.mnnvl.is_none());
-    assert!(a.transports.iter().all(|p| p.transport == "P2P/CUMEM"));
+    assert!(
+        a.transports
+            .iter()
+            .all(|p| p.transport == Transport::P2p(P2p::Cumem))
+    );
     assert!(
         a.topo
             .warnings
@@ -254,7 +260,7 @@ fn hosts_without_a_domain_are_separate_fabrics() {
         a.transports
             .iter()
             .filter(|p| p.inter_node)
-            .all(|p| p.transport.starts_with("NET"))
+            .all(|p| p.transport.is_net())
     );
 }
 

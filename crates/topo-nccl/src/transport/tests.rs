@@ -125,7 +125,7 @@ fn hgx_single_host_table() {
         sm: u32,
         pp: PathPolicy,
         tp: TransportPolicy,
-        transport: &'static str,
+        transport: Transport,
         log: &'static str,
         anomaly: bool,
         reason: &'static str,
@@ -146,7 +146,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: PathPolicy::default(),
             tp: TransportPolicy::default(),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM",
             anomaly: false,
             reason: "CUMEM is on (auto (2.19+)",
@@ -156,7 +156,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: PathPolicy::default(),
             tp: tp(|t| t.cumem = Some(false)),
-            transport: "P2P/IPC",
+            transport: Transport::P2p(P2p::Ipc),
             log: "via P2P/IPC",
             anomaly: false,
             reason: "NCCL_CUMEM_ENABLE=0",
@@ -166,7 +166,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: pp(|p| p.minor = 18),
             tp: tp(|t| t.minor = 18),
-            transport: "P2P/IPC",
+            transport: Transport::P2p(P2p::Ipc),
             log: "via P2P/IPC",
             anomaly: false,
             reason: "off by default in 2.18",
@@ -176,7 +176,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: PathPolicy::default(),
             tp: tp(|t| t.cuda_driver_version = Some(11080)),
-            transport: "P2P/IPC",
+            transport: Transport::P2p(P2p::Ipc),
             log: "via P2P/IPC",
             anomaly: false,
             reason: "11.8 is older than 12.0",
@@ -186,7 +186,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: PathPolicy::default(),
             tp: tp(|t| t.placement = RankPlacement::ProcessPerHost),
-            transport: "P2P/direct",
+            transport: Transport::P2p(P2p::Direct),
             log: "via P2P/direct pointer",
             anomaly: false,
             reason: "one process",
@@ -199,7 +199,7 @@ fn hgx_single_host_table() {
                 t.placement = RankPlacement::ProcessPerHost;
                 t.p2p_direct_disable = true
             }),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM",
             anomaly: false,
             reason: "NCCL_P2P_DIRECT_DISABLE=1",
@@ -209,7 +209,7 @@ fn hgx_single_host_table() {
             sm: 80,
             pp: PathPolicy::default(),
             tp: TransportPolicy::default(),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM/read",
             anomaly: false,
             reason: "both GPUs are sm80",
@@ -219,7 +219,7 @@ fn hgx_single_host_table() {
             sm: 80,
             pp: PathPolicy::default(),
             tp: tp(|t| t.p2p_read_enable = Some(false)),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM",
             anomaly: false,
             reason: "NCCL_P2P_READ_ENABLE=0",
@@ -229,7 +229,7 @@ fn hgx_single_host_table() {
             sm: 80,
             pp: PathPolicy::default(),
             tp: tp(|t| t.p2p_use_cuda_memcpy = true),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM/CE",
             anomaly: false,
             reason: "NCCL_P2P_USE_CUDA_MEMCPY=1",
@@ -239,7 +239,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: PathPolicy::default(),
             tp: tp(|t| t.p2p_read_enable = Some(true)),
-            transport: "P2P/CUMEM",
+            transport: Transport::P2p(P2p::Cumem),
             log: "via P2P/CUMEM/read",
             anomaly: false,
             reason: "NCCL_P2P_READ_ENABLE=1",
@@ -249,7 +249,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: pp(|p| p.p2p_disable = true),
             tp: TransportPolicy::default(),
-            transport: "SHM",
+            transport: Transport::Shm,
             log: "via SHM/direct/direct",
             anomaly: true,
             reason: "NCCL_P2P_DISABLE=1 sets the P2P level to LOC, so P2P is refused for this \
@@ -264,7 +264,7 @@ fn hgx_single_host_table() {
                 p.minor = 30
             }),
             tp: tp(|t| t.minor = 30),
-            transport: "SHM",
+            transport: Transport::Shm,
             log: "via SHM/direct",
             anomaly: true,
             reason: "NCCL_P2P_DISABLE=1",
@@ -274,7 +274,7 @@ fn hgx_single_host_table() {
             sm: 90,
             pp: pp(|p| p.p2p_level = Some(PathType::Loc)),
             tp: TransportPolicy::default(),
-            transport: "SHM",
+            transport: Transport::Shm,
             log: "via SHM/direct/direct",
             anomaly: true,
             reason: "NCCL_P2P_LEVEL=LOC is below the path type NVL",
@@ -287,7 +287,7 @@ fn hgx_single_host_table() {
                 p.shm_disable = true
             }),
             tp: TransportPolicy::default(),
-            transport: "NET/IB",
+            transport: Transport::Net(Net::Ib),
             log: "[send] via NET/IB/",
             anomaly: true,
             reason: "NCCL_SHM_DISABLE=1 refuses SHM",
@@ -385,13 +385,13 @@ fn pcie_box_cross_socket_shm_without_anomaly() {
     );
     // Same switch: PIX within the default level PXB.
     let same = r.pair(0, 1);
-    assert_eq!(same.transport, "P2P/CUMEM");
+    assert_eq!(same.transport, Transport::P2p(P2p::Cumem));
     assert_eq!(same.path, Some(PathType::Pix));
     assert!(same.anomaly.is_none());
     // Across sockets: SYS exceeds PXB, SHM, and no NVLink so nothing anomalous.
     for (a, b) in [(0, 2), (0, 3), (1, 2), (3, 1), (2, 0)] {
         let p = r.pair(a, b);
-        assert_eq!(p.transport, "SHM", "{a}->{b}");
+        assert_eq!(p.transport, Transport::Shm, "{a}->{b}");
         assert_eq!(p.path, Some(PathType::Sys));
         assert!(p.anomaly.is_none());
         assert!(
@@ -412,7 +412,7 @@ fn pcie_box_cross_socket_shm_without_anomaly() {
         },
         TransportPolicy::default(),
     );
-    assert_eq!(sys_level.pair(0, 3).transport, "P2P/CUMEM");
+    assert_eq!(sys_level.pair(0, 3).transport, Transport::P2p(P2p::Cumem));
     assert!(sys_level.pair(0, 3).reason.contains("NCCL_P2P_LEVEL=SYS"));
     // 2.21 on Intel: the default was already PXB.
     let old = run(
@@ -441,8 +441,8 @@ fn pcie_box_matrix_and_summary() {
     assert_eq!(m[0].anomalies, 0);
     insta::assert_snapshot!("pcie_box_matrix", m[0].render());
     let s = summary(&r.pairs);
-    assert_eq!(s.counts.get("P2P/CUMEM"), Some(&4));
-    assert_eq!(s.counts.get("SHM"), Some(&8));
+    assert_eq!(s.counts.get(&Transport::P2p(P2p::Cumem)), Some(&4));
+    assert_eq!(s.counts.get(&Transport::Shm), Some(&8));
     assert_eq!(s.render(), "P2P/CUMEM 4, SHM 8, 0 anomalies");
 }
 
@@ -456,7 +456,7 @@ fn net_faster_than_cross_socket_path() {
         TransportPolicy::default(),
     );
     let p = r.pair(0, 2);
-    assert_eq!(p.transport, "NET/IB");
+    assert_eq!(p.transport, Transport::Net(Net::Ib));
     assert_eq!(p.log_form, "[send] via NET/IB/0/GDRDMA");
     assert_eq!(
         p.log_form_recv.as_deref(),
@@ -464,7 +464,7 @@ fn net_faster_than_cross_socket_path() {
     );
     assert!(p.reason.contains("ncclTopoCheckNet"), "{}", p.reason);
     assert!(p.anomaly.is_none());
-    assert_eq!(r.pair(0, 1).transport, "P2P/CUMEM");
+    assert_eq!(r.pair(0, 1).transport, Transport::P2p(P2p::Cumem));
     // NCCL_NET_DISABLE_INTRA=1 keeps them on SHM.
     let off = run(
         &pcie_box(true),
@@ -474,7 +474,7 @@ fn net_faster_than_cross_socket_path() {
         },
         TransportPolicy::default(),
     );
-    assert_eq!(off.pair(0, 2).transport, "SHM");
+    assert_eq!(off.pair(0, 2).transport, Transport::Shm);
 }
 
 #[test]
@@ -492,7 +492,7 @@ fn containers_per_gpu_issue_1781() {
         },
     );
     for p in all_pairs_on_host(&r) {
-        assert_eq!(p.transport, "NET/IB");
+        assert_eq!(p.transport, Transport::Net(Net::Ib));
         assert_eq!(p.log_form, format!("[send] via NET/IB/{}/GDRDMA", p.from));
         assert!(p.inter_node);
         assert!(p.reason.contains("own host hash"), "{}", p.reason);
@@ -508,7 +508,7 @@ fn containers_per_gpu_issue_1781() {
         },
     );
     let p = sock.pair(0, 1);
-    assert_eq!(p.transport, "NET/Socket");
+    assert_eq!(p.transport, Transport::Net(Net::Socket));
     assert_eq!(p.log_form, "[send] via NET/Socket/0");
     assert!(!p.gdr);
     assert!(
@@ -525,7 +525,7 @@ fn containers_per_gpu_issue_1781() {
             ..Default::default()
         },
     );
-    assert_eq!(no_ib.pair(2, 7).transport, "NET/Socket");
+    assert_eq!(no_ib.pair(2, 7).transport, Transport::Net(Net::Socket));
     assert!(no_ib.pair(2, 7).reason.contains("no IB device"));
     // One host id but separate /dev/shm: P2P and SHM refuse, the peer is reached over NET.
     let iso = run(
@@ -540,7 +540,7 @@ fn containers_per_gpu_issue_1781() {
         },
     );
     let p = iso.pair(1, 0);
-    assert_eq!(p.transport, "NET/IB");
+    assert_eq!(p.transport, Transport::Net(Net::Ib));
     assert!(!p.inter_node);
     assert!(p.reason.contains("different /dev/shm"), "{}", p.reason);
     assert!(p.anomaly.as_deref().unwrap().contains("one container"));
@@ -565,7 +565,7 @@ fn two_nodes_rail_aligned() {
     for p in inter {
         assert_eq!(p.to, (p.from + 8) % 16);
         let dev = p.from % 8;
-        assert_eq!(p.transport, "NET/IB");
+        assert_eq!(p.transport, Transport::Net(Net::Ib));
         assert_eq!(p.net_dev, Some(dev as i32));
         assert_eq!(p.nic.as_deref(), Some(format!("mlx5_{dev}").as_str()));
         assert_eq!(p.nic_path, Some(PathType::Pix));
@@ -584,8 +584,8 @@ fn two_nodes_rail_aligned() {
         assert!(p.anomaly.is_none());
     }
     let s = summary(&r.pairs);
-    assert_eq!(s.counts.get("P2P/CUMEM"), Some(&112));
-    assert_eq!(s.counts.get("NET/IB"), Some(&16));
+    assert_eq!(s.counts.get(&Transport::P2p(P2p::Cumem)), Some(&112));
+    assert_eq!(s.counts.get(&Transport::Net(Net::Ib)), Some(&16));
     assert_eq!((s.gdr, s.pxn, s.anomalies), (16, 0, 0));
     assert_eq!(matrices(&r.sys, &r.pairs).len(), 2);
 }
@@ -640,7 +640,7 @@ fn nics_without_gdr() {
     let t = board(&[0, 1, 2, 3], 90, |_| true, false).replicate(2);
     let r = run(&t, PathPolicy::default(), TransportPolicy::default());
     let p = r.pair(2, 6);
-    assert_eq!(p.transport, "NET/IB");
+    assert_eq!(p.transport, Transport::Net(Net::Ib));
     // Without GDR every GPU→NIC path is rerouted through the CPU (PHB, same bandwidth), so
     // all four NICs are "local" and the NVML index is bit-mirrored over them: 2 → NIC 1.
     assert_eq!(p.nic_path, Some(PathType::Phb));
@@ -667,7 +667,7 @@ fn cuda_visibility_peer_access_and_legacy_ipc() {
         },
     );
     let p = r.pair(0, 1);
-    assert_eq!(p.transport, "P2P/CUMEM");
+    assert_eq!(p.transport, Transport::P2p(P2p::Cumem));
     assert!(p.reason.contains("CUDA_VISIBLE_DEVICES=3"), "{}", p.reason);
     assert!(p.reason.contains("CUDA >= 10.1"));
     assert!(p.anomaly.is_none());
@@ -675,10 +675,10 @@ fn cuda_visibility_peer_access_and_legacy_ipc() {
     let mut tp = TransportPolicy::default();
     tp.peer_access.insert((0, 1), false);
     let r = run(&hgx(8, 90), PathPolicy::default(), tp);
-    assert_eq!(r.pair(0, 1).transport, "SHM");
+    assert_eq!(r.pair(0, 1).transport, Transport::Shm);
     assert!(r.pair(0, 1).reason.contains("cudaDeviceCanAccessPeer"));
     assert!(r.pair(0, 1).anomaly.is_some());
-    assert_eq!(r.pair(1, 0).transport, "P2P/CUMEM");
+    assert_eq!(r.pair(1, 0).transport, Transport::P2p(P2p::Cumem));
     // No CUMEM and no legacy IPC (WSL).
     let r = run(
         &hgx(2, 90),
@@ -689,7 +689,7 @@ fn cuda_visibility_peer_access_and_legacy_ipc() {
             ..Default::default()
         },
     );
-    assert_eq!(r.pair(0, 1).transport, "SHM");
+    assert_eq!(r.pair(0, 1).transport, Transport::Shm);
     assert!(
         r.pair(0, 1)
             .anomaly
@@ -714,11 +714,11 @@ fn nvml_disabled_p2p() {
     );
     let r = run(&t, PathPolicy::default(), TransportPolicy::default());
     let p = r.pair(0, 1);
-    assert_eq!(p.transport, "SHM");
+    assert_eq!(p.transport, Transport::Shm);
     assert!(p.reason.contains("NVML reports P2P as not supported"));
     assert!(p.reason.contains("NCCL aborts init"), "{}", p.reason);
     assert!(p.anomaly.is_some());
-    assert_eq!(r.pair(1, 0).transport, "P2P/CUMEM");
+    assert_eq!(r.pair(1, 0).transport, Transport::P2p(P2p::Cumem));
     let t2 = r.p2p_type();
     assert_eq!(
         t2[0].log_line.as_deref(),
@@ -811,11 +811,11 @@ fn v100_nvb_pairs_go_indirect() {
     );
     let p = r.pair(3, 4);
     assert_eq!(p.path, Some(PathType::Nvb));
-    assert_eq!(p.transport, "P2P/indirect");
+    assert_eq!(p.transport, Transport::P2p(P2p::Indirect));
     assert_eq!(p.intermediate, Some(0));
     assert_eq!(p.log_form, "via P2P/indirect/0[0]");
     assert_eq!(p.code(), "P2P/I");
-    assert_eq!(r.pair(2, 3).transport, "P2P/CUMEM");
+    assert_eq!(r.pair(2, 3).transport, Transport::P2p(P2p::Cumem));
     // The relay makes isAllDirectP2p 0.
     assert!(
         r.p2p_type()[0]
@@ -833,7 +833,7 @@ fn v100_nvb_pairs_go_indirect() {
             ..Default::default()
         },
     );
-    assert_eq!(ce.pair(3, 4).transport, "SHM");
+    assert_eq!(ce.pair(3, 4).transport, Transport::Shm);
     assert!(ce.pair(3, 4).anomaly.is_some());
 }
 
@@ -1061,7 +1061,10 @@ fn real_hgx_h100_2x8_transports() {
         r.pair(14, 6).info_line(6, 0),
         "Channel 06/0 : 14[6] -> 6[6] [send] via NET/NCCL RDMA Plugin v8/6/GDRDMA"
     );
-    assert_eq!(r.pair(1, 9).transport, "NET/NCCL RDMA Plugin v8");
+    assert_eq!(
+        r.pair(1, 9).transport,
+        Transport::Net(Net::Plugin("NCCL RDMA Plugin v8".into()))
+    );
     let log = include_str!(
         "../../../../fixtures/transport/nccl-tests-319-hgx-h100-2x8-nccl2.26.2-transports-EXCERPT.log"
     );
@@ -1105,7 +1108,7 @@ fn v100_with_p2p_off_cross_socket_goes_net() {
         TransportPolicy::default(),
     );
     let p = r.pair(3, 4);
-    assert_eq!(p.transport, "NET/IB");
+    assert_eq!(p.transport, Transport::Net(Net::Ib));
     // sm70 sends with GDR only when the GPU has an NVLink peer, and with P2P off the GPU
     // paths are rerouted through the CPU, so ncclTopoCheckGdr sees none: no GDRDMA on send.
     assert_eq!(p.log_form, "[send] via NET/IB/1");
@@ -1120,5 +1123,5 @@ fn v100_with_p2p_off_cross_socket_goes_net() {
         p.reason
     );
     assert!(p.anomaly.is_some());
-    assert_eq!(r.pair(2, 3).transport, "SHM");
+    assert_eq!(r.pair(2, 3).transport, Transport::Shm);
 }

@@ -1,7 +1,7 @@
 //! What the plan shows of the transport choice: one compact matrix per host, counts per
 //! transport, and NCCL's "Check P2P Type" flags.
 
-use super::{PairTransport, RankPlacement, TransportPolicy};
+use super::{PairTransport, RankPlacement, Transport, TransportPolicy};
 use crate::paths::{self, PathPolicy, Paths};
 use crate::system::System;
 use serde::Serialize;
@@ -119,7 +119,7 @@ pub fn matrices(sys: &System, pairs: &[PairTransport]) -> Vec<HostMatrix> {
 /// Counts per transport (contract names) and of the suffixes that matter.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TransportSummary {
-    pub counts: BTreeMap<String, usize>,
+    pub counts: BTreeMap<Transport, usize>,
     pub read: usize,
     pub gdr: usize,
     pub pxn: usize,
@@ -133,9 +133,9 @@ impl TransportSummary {
             .counts
             .iter()
             .map(|(k, v)| {
-                if k.starts_with("NET/") {
+                if k.is_net() {
                     format!("{k} {v} (GDRDMA {}, PXN {})", self.gdr, self.pxn)
-                } else if k.starts_with("P2P") && self.read > 0 {
+                } else if k.is_p2p() && self.read > 0 {
                     format!("{k} {v} (read {})", self.read)
                 } else {
                     format!("{k} {v}")

@@ -234,12 +234,12 @@ impl Nccl {
                     _ => {
                         return Err(RuntimeError::Unsupported(format!(
                             "--compare nccl: {} is not compared",
-                            coll.name()
+                            coll.cli_name()
                         )));
                     }
                 };
                 if first_err.is_ok() {
-                    first_err = self.check(res, coll.name());
+                    first_err = self.check(res, coll.cli_name());
                 }
             }
             let e = self.check(end(), "ncclGroupEnd");

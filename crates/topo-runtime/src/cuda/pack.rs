@@ -74,12 +74,12 @@ impl Fifo {
                 slot_bytes: 128 << 10,
                 piece_bytes: 128 << 10,
             },
-            Protocol::LL => Fifo {
+            Protocol::Ll => Fifo {
                 nslots: SLOTS,
                 slot_bytes: 16 << 10,
                 piece_bytes: 8 << 10,
             },
-            Protocol::LL128 => Fifo {
+            Protocol::Ll128 => Fifo {
                 nslots: SLOTS,
                 slot_bytes: 1024 * 128,
                 piece_bytes: 1024 * 120,
@@ -102,8 +102,8 @@ impl Fifo {
 pub fn proto_code(p: Protocol) -> u32 {
     match p {
         Protocol::Simple => 0,
-        Protocol::LL => 1,
-        Protocol::LL128 => 2,
+        Protocol::Ll => 1,
+        Protocol::Ll128 => 2,
     }
 }
 
@@ -231,7 +231,7 @@ impl Arena {
         let expect_off = align(storage_bytes, 4096);
         let data_total = align(expect_off + storage_bytes, 4096);
         let mut at = 0;
-        let proto = [Protocol::Simple, Protocol::LL, Protocol::LL128].map(|p| {
+        let proto = [Protocol::Simple, Protocol::Ll, Protocol::Ll128].map(|p| {
             let fifo = Fifo::of(p);
             let fifo_off = at;
             at = align(at + conns * fifo.bytes(), 4096);
@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn pieces_hold_whole_elements_and_lines() {
-        for p in [Protocol::Simple, Protocol::LL, Protocol::LL128] {
+        for p in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let f = Fifo::of(p);
             assert_eq!(f.piece_bytes % 8, 0);
             assert_eq!(f.slot_bytes % 128, 0);
@@ -396,12 +396,12 @@ mod tests {
             }
         }
         assert_eq!(
-            Fifo::of(Protocol::LL).piece_bytes * 2,
-            Fifo::of(Protocol::LL).slot_bytes
+            Fifo::of(Protocol::Ll).piece_bytes * 2,
+            Fifo::of(Protocol::Ll).slot_bytes
         );
         assert_eq!(
-            Fifo::of(Protocol::LL128).slot_bytes / 128 * 120,
-            Fifo::of(Protocol::LL128).piece_bytes
+            Fifo::of(Protocol::Ll128).slot_bytes / 128 * 120,
+            Fifo::of(Protocol::Ll128).piece_bytes
         );
     }
 
@@ -480,7 +480,7 @@ mod tests {
         let bases: Vec<u64> = (0..n as u64)
             .map(|r| 0x1000_0000_0000 + r * (1 << 36))
             .collect();
-        for p in [Protocol::Simple, Protocol::LL, Protocol::LL128] {
+        for p in [Protocol::Simple, Protocol::Ll, Protocol::Ll128] {
             let tables: Vec<_> = (0..n).map(|r| a.conn_tables(r, &bases, p)).collect();
             for s in 0..n {
                 for d in 0..n {
@@ -523,11 +523,11 @@ mod tests {
     #[test]
     fn args_point_into_the_rank_arena() {
         let a = Arena::new(2, 1, 4096);
-        let g = a.args(0x10000, 0x40000, 0x20000, Protocol::LL, 1, 2, 3, 4, 5);
+        let g = a.args(0x10000, 0x40000, 0x20000, Protocol::Ll, 1, 2, 3, 4, 5);
         assert_eq!(g.base, 0x10000 + a.storage_off as u64);
         assert_eq!(g.recv_seq, 0x40000 + a.proto[1].recv_seq_off as u64);
         assert_eq!(g.proto, 1);
-        assert_eq!(g.piece_bytes, Fifo::of(Protocol::LL).piece_bytes);
+        assert_eq!(g.piece_bytes, Fifo::of(Protocol::Ll).piece_bytes);
         assert_eq!(g.status, 0x40000 + a.status_off as u64);
         assert_eq!(g.abort, 0x20000);
         assert!(status_error([1, 0, 7], 3).unwrap().contains("step 7"));

@@ -134,8 +134,8 @@ fn cells(r: &VerifyRow, g: Option<usize>) -> Vec<String> {
         Some(0) => measured(Some(r.out_of_place)),
         Some(1) => measured(r.in_place),
         Some(2) => vec![
-            r.algo.name().to_string(),
-            r.proto.name().to_string(),
+            r.algo.macro_name().to_string(),
+            r.proto.macro_name().to_string(),
             r.nchannels.to_string(),
         ],
         _ => {
@@ -305,7 +305,7 @@ impl VerifyReport {
                 .iter()
                 .position(|r| r.collective != coll)
                 .map_or(self.rows.len(), |k| start + k);
-            let _ = writeln!(s, "#\n# collective: {}", coll.name());
+            let _ = writeln!(s, "#\n# collective: {}", coll.cli_name());
             for (b, groups) in layout.iter().enumerate() {
                 if b > 0 {
                     s.push_str("#\n");
@@ -389,7 +389,7 @@ impl VerifyReport {
             let _ = writeln!(
                 s,
                 " {:>13} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>7.2}",
-                c.collective.name(),
+                c.collective.cli_name(),
                 c.bytes,
                 c.time_us,
                 c.busbw_gbps,

@@ -129,7 +129,7 @@ struct State {
     tuning_protos: Vec<String>,
     hosts_seen: std::collections::HashSet<String>,
     /// Connection lines kept with their text, per (transport, GDR).
-    quoted: std::collections::HashMap<String, [usize; 2]>,
+    quoted: std::collections::HashMap<Transport, [usize; 2]>,
     /// The pids of every process that printed a line of this job, per host (looked up by
     /// `&str` on every line, so no allocation once a process is known).
     processes: std::collections::HashMap<String, Vec<Option<u64>>>,
@@ -480,17 +480,11 @@ fn connection(
     let detail = via.trim();
     let (transport, net_dev) = transport_name(detail);
     let gdr = detail.contains("GDRDMA");
-    if !st.quoted.contains_key(transport.as_str()) {
-        st.quoted.insert(transport.clone(), [0, 0]);
-    }
-    let kept = st
-        .quoted
-        .get_mut(transport.as_str())
-        .map(|k| {
-            k[usize::from(gdr)] += 1;
-            k[usize::from(gdr)]
-        })
-        .unwrap_or(0);
+    let kept = {
+        let k = st.quoted.entry(transport.clone()).or_insert([0, 0]);
+        k[usize::from(gdr)] += 1;
+        k[usize::from(gdr)]
+    };
     let text = if kept <= QUOTED_PER_KIND {
         line.to_string()
     } else {
@@ -514,22 +508,22 @@ fn connection(
 }
 
 /// The contract's transport name for what follows `via`, and the NET device index.
-pub fn transport_name(via: &str) -> (String, Option<i32>) {
+pub fn transport_name(via: &str) -> (Transport, Option<i32>) {
     let v = via.trim();
     if v.starts_with("direct shared memory") || v.starts_with("SHM") {
-        return ("SHM".into(), None);
+        return (Transport::Shm, None);
     }
     if let Some(rest) = v.strip_prefix("P2P/") {
         let kind = rest.split(['/', ' ']).next().unwrap_or(rest);
-        let name = match kind {
-            "CUMEM" => "P2P/CUMEM",
-            "IPC" => "P2P/IPC",
-            "direct" => "P2P/direct",
-            "indirect" => "P2P/indirect",
-            "MNNVL" => "P2P/MNNVL",
-            _ => "P2P",
+        let p2p = match kind {
+            "CUMEM" => P2p::Cumem,
+            "IPC" => P2p::Ipc,
+            "direct" => P2p::Direct,
+            "indirect" => P2p::Indirect,
+            "MNNVL" => P2p::Mnnvl,
+            _ => P2p::Unnamed,
         };
-        return (name.into(), None);
+        return (Transport::P2p(p2p), None);
     }
     if let Some(rest) = v.strip_prefix("NET/") {
         // `NET/<plugin name, may hold spaces>/<dev>[(proxy)][/GDRDMA][/Shared]`: the device
@@ -547,12 +541,12 @@ pub fn transport_name(via: &str) -> (String, Option<i32>) {
             .get(at)
             .and_then(|d| d.split('(').next())
             .and_then(|d| d.parse().ok());
-        return (format!("NET/{name}"), dev);
+        return (Transport::Net(Net::from_name(&name)), dev);
     }
     if v.starts_with("CollNet") || v.starts_with("COLLNET") {
-        return ("COLLNET".into(), None);
+        return (Transport::CollNet, None);
     }
-    (v.split('/').next().unwrap_or(v).to_string(), None)
+    (Transport::parse(v.split('/').next().unwrap_or(v)), None)
 }
 
 fn trees(log: &mut NcclLog, rest: &str) {

@@ -13,6 +13,7 @@ pub mod system;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+pub use topo_vocab::{Net, P2p, Transport};
 
 pub use lines::{parse, parse_jobs};
 
@@ -77,7 +78,7 @@ pub struct Connection {
     pub direction: Direction,
     /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `P2P/MNNVL`, `SHM`,
     /// `NET/IB`, `NET/Socket`, `NET/<plugin>`, `COLLNET`.
-    pub transport: String,
+    pub transport: Transport,
     /// NET: the plugin device index, GPUDirect RDMA.
     pub net_dev: Option<i32>,
     pub gdr: bool,
@@ -243,8 +244,8 @@ impl NcclLog {
     }
 
     /// Observed transports per ordered rank pair, in first-seen order of names.
-    pub fn transport_pairs(&self) -> BTreeMap<(u32, u32), Vec<String>> {
-        let mut out: BTreeMap<(u32, u32), Vec<String>> = BTreeMap::new();
+    pub fn transport_pairs(&self) -> BTreeMap<(u32, u32), Vec<Transport>> {
+        let mut out: BTreeMap<(u32, u32), Vec<Transport>> = BTreeMap::new();
         for c in &self.connections {
             let v = out.entry((c.from, c.to)).or_default();
             if !v.contains(&c.transport) {

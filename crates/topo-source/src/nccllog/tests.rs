@@ -41,7 +41,11 @@ fn nccllog_reads_versions_ranks_and_counts() {
     assert_eq!(log.env["NCCL_HOSTID"].0, "10.10.10.10");
     assert_eq!(log.init_timings.len(), 2);
     assert!((log.init_timings[0].parts["alloc"] - 0.55).abs() < 1e-9);
-    assert!(log.connections.iter().all(|c| c.transport == "P2P/CUMEM"));
+    assert!(
+        log.connections
+            .iter()
+            .all(|c| c.transport == Transport::P2p(P2p::Cumem))
+    );
     assert!(log.missing.iter().any(|m| m.contains("NCCL version")));
 }
 
@@ -89,8 +93,8 @@ h:1:1 [0] NCCL INFO 2 coll channels, 2 nvls channels, 2 p2p channels, 2 p2p chan
         (c.function.as_str(), c.lat_us, c.bw_gbps),
         ("Broadcast", 4.3, 20.0)
     );
-    assert_eq!(log.connections[0].transport, "SHM");
-    assert_eq!(log.connections[1].transport, "P2P/IPC");
+    assert_eq!(log.connections[0].transport, Transport::Shm);
+    assert_eq!(log.connections[1].transport, Transport::P2p(P2p::Ipc));
     assert_eq!(log.ring_links[&(1, 0)], (1, 1));
     let ch = log.channels.unwrap();
     assert_eq!((ch.coll, ch.collnet, ch.nvls), (2, None, Some(2)));
@@ -100,31 +104,34 @@ h:1:1 [0] NCCL INFO 2 coll channels, 2 nvls channels, 2 p2p channels, 2 p2p chan
 fn nccllog_net_names_devices_and_plugins() {
     assert_eq!(
         lines::transport_name("NET/IB/1(1)/GDRDMA"),
-        ("NET/IB".into(), Some(1))
+        (Transport::Net(Net::Ib), Some(1))
     );
     assert_eq!(
         lines::transport_name("NET/NCCL RDMA Plugin v8/3/GDRDMA"),
-        ("NET/NCCL RDMA Plugin v8".into(), Some(3))
+        (
+            Transport::Net(Net::Plugin("NCCL RDMA Plugin v8".into())),
+            Some(3)
+        )
     );
     assert_eq!(
         lines::transport_name("NET/Socket/0"),
-        ("NET/Socket".into(), Some(0))
+        (Transport::Net(Net::Socket), Some(0))
     );
     assert_eq!(
         lines::transport_name("P2P/CUMEM/read"),
-        ("P2P/CUMEM".into(), None)
+        (Transport::P2p(P2p::Cumem), None)
     );
     assert_eq!(
         lines::transport_name("P2P/direct pointer"),
-        ("P2P/direct".into(), None)
+        (Transport::P2p(P2p::Direct), None)
     );
     assert_eq!(
         lines::transport_name("P2P/indirect/4[4]"),
-        ("P2P/indirect".into(), None)
+        (Transport::P2p(P2p::Indirect), None)
     );
     assert_eq!(
         lines::transport_name("SHM/direct/direct"),
-        ("SHM".into(), None)
+        (Transport::Shm, None)
     );
 }
 
@@ -323,7 +330,11 @@ fn nccllog_reads_every_transport_phrasing_since_2_4() {
     for (line, want, gdr) in cases {
         let log = parse(&format!("h:1:1 [0] NCCL INFO {line}\n"));
         let c = log.connections.first().unwrap_or_else(|| panic!("{line}"));
-        assert_eq!((c.transport.as_str(), c.gdr), (want, gdr), "{line}");
+        assert_eq!(
+            (c.transport.to_string().as_str(), c.gdr),
+            (want, gdr),
+            "{line}"
+        );
     }
     let log = parse("h:1:1 [0] NCCL INFO Coll 00 : 0 [send] via COLLNET/IB/0\n");
     assert_eq!(log.collnet.len(), 1);

@@ -1,0 +1,21 @@
+//! The vocabulary shared by the NCCL model, the log reader, the diagnosis and the runtime:
+//! collectives, algorithms, protocols, transports, data types, reductions, nccl-tests' bus
+//! factor and size strings. No I/O and no dependencies (serde behind a feature), so every
+//! crate can name these things the same way and match on them instead of on their text.
+#![forbid(unsafe_code)]
+
+mod algorithm;
+mod collective;
+mod data;
+#[cfg(feature = "serde")]
+mod serde_impl;
+mod size;
+mod transport;
+
+pub use algorithm::{Algorithm, Protocol};
+pub use collective::{Collective, bus_factor};
+pub use data::{DataType, Reduction};
+#[cfg(feature = "serde")]
+pub use serde_impl::printed;
+pub use size::parse_size;
+pub use transport::{Net, P2p, Transport};

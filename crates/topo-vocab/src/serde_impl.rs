@@ -1,0 +1,100 @@
+//! Serialize and Deserialize as the names topo's documents carried before these types
+//! existed (derived field names, lowercase where the derive renamed them).
+
+use crate::{Algorithm, Collective, DataType, Protocol, Reduction, Transport};
+use serde::de::{Deserializer, Error, Unexpected};
+use serde::{Deserialize, Serialize, Serializer};
+use std::borrow::Cow;
+
+fn algorithm_name(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::Tree => "Tree",
+        Algorithm::Ring => "Ring",
+        Algorithm::CollnetDirect => "CollnetDirect",
+        Algorithm::CollnetChain => "CollnetChain",
+        Algorithm::Nvls => "Nvls",
+        Algorithm::NvlsTree => "NvlsTree",
+        Algorithm::Pat => "Pat",
+        Algorithm::Direct => "Direct",
+    }
+}
+
+/// A unit enum as one of a fixed set of names.
+macro_rules! by_name {
+    ($t:ty, $all:expr, $name:expr) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str($name(*self))
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = Cow::<str>::deserialize(d)?;
+                $all.into_iter()
+                    .find(|v| $name(*v) == s)
+                    .ok_or_else(|| D::Error::invalid_value(Unexpected::Str(&s), &stringify!($t)))
+            }
+        }
+    };
+}
+
+const ALGORITHMS: [Algorithm; 8] = [
+    Algorithm::Tree,
+    Algorithm::Ring,
+    Algorithm::CollnetDirect,
+    Algorithm::CollnetChain,
+    Algorithm::Nvls,
+    Algorithm::NvlsTree,
+    Algorithm::Pat,
+    Algorithm::Direct,
+];
+
+by_name!(Collective, Collective::ALL, Collective::cli_name);
+by_name!(Algorithm, ALGORITHMS, algorithm_name);
+by_name!(Protocol, Protocol::ALL, Protocol::name);
+by_name!(DataType, DataType::ALL, DataType::short_name);
+by_name!(Reduction, Reduction::ALL, Reduction::name);
+
+/// For `#[serde(serialize_with)]`: a value by its printed name where a document carries
+/// that rather than the type's serde name (a plan row's `algo: "NVLSTree"`).
+pub fn printed<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl Serialize for Transport {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Transport {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Transport::parse(&Cow::<str>::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::de::IntoDeserializer;
+    use serde::de::value::{Error as DeError, StrDeserializer};
+
+    fn back<'a, T: Deserialize<'a>>(s: &'a str) -> T {
+        let d: StrDeserializer<'a, DeError> = s.into_deserializer();
+        T::deserialize(d).unwrap()
+    }
+
+    #[test]
+    fn names_deserialize() {
+        for a in ALGORITHMS {
+            assert_eq!(back::<Algorithm>(algorithm_name(a)), a);
+        }
+        for c in Collective::ALL {
+            assert_eq!(back::<Collective>(c.cli_name()), c);
+        }
+        assert_eq!(back::<Protocol>("Simple"), Protocol::Simple);
+        assert_eq!(back::<DataType>("bf16"), DataType::Bf16);
+        assert_eq!(back::<Reduction>("avg"), Reduction::Avg);
+        assert_eq!(back::<Transport>("NET/IB"), Transport::Net(crate::Net::Ib));
+    }
+}
