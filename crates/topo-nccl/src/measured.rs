@@ -13,6 +13,7 @@
 //! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
 
 use crate::tuning::Choice;
+use crate::types::{Algo, Func, Proto};
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -20,9 +21,11 @@ use std::sync::OnceLock;
 #[serde(deny_unknown_fields)]
 struct Rule {
     arch: String,
-    collective: String,
-    algo: String,
-    proto: String,
+    collective: Func,
+    /// By NCCL's printed name (`NVLSTree`), as the data file and the basis text write it.
+    #[serde(deserialize_with = "algo_by_name")]
+    algo: Algo,
+    proto: Proto,
     nodes: String,
     lat_us: f64,
     bw_efficiency: f64,
@@ -149,6 +152,11 @@ impl Rule {
     }
 }
 
+fn algo_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Algo, D::Error> {
+    let s = String::deserialize(d)?;
+    Algo::from_name(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown algorithm {s}")))
+}
+
 fn data() -> &'static Rules {
     static RULES: OnceLock<Rules> = OnceLock::new();
     RULES.get_or_init(|| {
@@ -231,9 +239,9 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
     let nodes = if nnodes > 1 { "multi" } else { "single" };
     let hit = rules().iter().find(|r| {
         r.arch == arch
-            && r.collective == c.func.cli_name()
-            && r.algo == c.algo.name()
-            && r.proto == c.proto.name()
+            && r.collective == c.func
+            && r.algo == c.algo
+            && r.proto == c.proto
             && r.nodes == nodes
     });
     let where_ = if nnodes > 1 {
@@ -249,9 +257,9 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
             basis: format!(
                 "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
                 r.arch,
-                r.collective,
-                r.algo,
-                r.proto,
+                r.collective.cli_name(),
+                r.algo.name(),
+                r.proto.name(),
                 where_,
                 r.lat_us,
                 r.bw_efficiency,
@@ -316,8 +324,6 @@ mod tests {
         assert!(!rules().is_empty());
         for r in rules() {
             assert!(r.arch.starts_with("sm"), "{r:?}");
-            assert!(Algo::ALL.iter().any(|a| a.name() == r.algo), "{r:?}");
-            assert!(Proto::from_name(&r.proto).is_some(), "{r:?}");
             assert!(r.nodes == "single" || r.nodes == "multi", "{r:?}");
             assert!(r.lat_us.is_finite() && r.lat_us >= 0.0, "{r:?}");
             assert!(
@@ -354,10 +360,7 @@ mod tests {
             .iter()
             .find(|r| r.min_bytes().is_some_and(|lo| lo >= 16 << 20))
             .expect("a rule fitted only at large sizes");
-        let (algo, proto) = (
-            *Algo::ALL.iter().find(|a| a.name() == r.algo).unwrap(),
-            Proto::from_name(&r.proto).unwrap(),
-        );
+        let (algo, proto) = (r.algo, r.proto);
         let sm: u32 = r.arch.trim_start_matches("sm").parse().unwrap();
         let nnodes = if r.nodes == "multi" { 2 } else { 1 };
         let (lo, ranks) = (r.min_bytes().unwrap(), r.rank_range().unwrap().0);
@@ -378,7 +381,7 @@ mod tests {
     fn a_rule_applies_only_near_the_rank_counts_it_was_fitted_on() {
         let r = rules()
             .iter()
-            .find(|r| r.arch == "sm90" && r.algo == "NVLS" && r.nodes == "single")
+            .find(|r| r.arch == "sm90" && r.algo == Algo::Nvls && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let (lo, hi) = r.rank_range().unwrap();
         let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
@@ -392,7 +395,7 @@ mod tests {
     fn a_rule_replaces_nccls_latency_and_scales_its_bandwidth() {
         let r = rules()
             .iter()
-            .find(|r| r.arch == "sm90" && r.algo == "NVLS" && r.nodes == "single")
+            .find(|r| r.arch == "sm90" && r.algo == Algo::Nvls && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
         let e = expected(&c, 90, 1, 8, &[]);

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use topo_nccl::analyze::Analysis;
 use topo_nccl::plan::Plan;
 use topo_nccl::tuning::{self, OpContext};
-use topo_nccl::types::Func;
+use topo_nccl::types::{Algo, Func, Proto};
 
 /// One curve: busbw (GB/s) per message size (bytes).
 #[derive(Clone, Debug, PartialEq)]
@@ -179,19 +179,19 @@ const COLOURS: [RGBColor; 10] = [
 /// so a curve looks the same in every panel; an unknown label takes a colour by position.
 fn line_style(label: &str, i: usize) -> (RGBColor, Option<(u32, u32)>) {
     let (algo, proto) = label.split_once('/').unwrap_or((label, ""));
-    let colour = match algo {
-        "Ring" => 0,
-        "Tree" => 1,
-        "NVLS" => 2,
-        "NVLSTree" => 3,
-        "CollNetDirect" => 4,
-        "CollNetChain" => 5,
-        "PAT" => 6,
+    let colour = match Algo::from_name(algo) {
+        Some(Algo::Ring) => 0,
+        Some(Algo::Tree) => 1,
+        Some(Algo::Nvls) => 2,
+        Some(Algo::NvlsTree) => 3,
+        Some(Algo::CollnetDirect) => 4,
+        Some(Algo::CollnetChain) => 5,
+        Some(Algo::Pat) => 6,
         _ => 7 + i,
     };
-    let dash = match proto {
-        "LL" => Some((2, 4)),
-        "LL128" => Some((8, 4)),
+    let dash = match Proto::from_name(proto) {
+        Some(Proto::Ll) => Some((2, 4)),
+        Some(Proto::Ll128) => Some((8, 4)),
         _ => None,
     };
     (COLOURS[colour % COLOURS.len()], dash)
