@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, RuntimeError};
+use crate::rendezvous::{self, Reply};
 use crate::transport::Transport;
 use crate::transport::shm::{Arena, ArenaShape, ShmTransport};
 use crate::transport::tcp::TcpTransport;
@@ -60,10 +61,6 @@ pub const MAX_HOSTS: usize = 65_536;
 pub const MAX_JOB_BYTES: usize = 1 << 36;
 /// The most sizes a received job's sweep may have.
 const MAX_SIZES: usize = 100_000;
-/// How long one connecting peer may take to send its hello, within the job's deadline: a
-/// stranger that connects and stays silent delays the others this long at most.
-const HELLO_WAIT: Duration = Duration::from_secs(2);
-
 /// How to start the worker processes of `--launch processes`.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
@@ -86,24 +83,6 @@ pub enum Launch {
 }
 
 pub use crate::wire::{log_refusal, read_frame, read_frame_by, write_frame};
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Hello {
-    /// The joining rank's nonce for the token handshake ([`crate::auth`]): the token itself
-    /// never travels.
-    nonce: String,
-    rank: usize,
-    world: usize,
-    pid: i32,
-    /// TCP rendezvous only: the rank's data listener.
-    data: Option<SocketAddr>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-enum Reply {
-    Refused(String),
-    Accepted,
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Job {
@@ -419,24 +398,6 @@ pub(crate) fn recv_fd(s: &UnixStream) -> Result<OwnedFd> {
     ))
 }
 
-/// Check a hello's claims against the job, before the token handshake; `Err(reason)` to
-/// refuse it.
-fn vet(h: &Hello, world: usize, joined: &[bool]) -> std::result::Result<(), String> {
-    if h.world != world {
-        return Err(format!(
-            "world size mismatch: rank 0 runs {world} ranks, rank {} expects {}",
-            h.rank, h.world
-        ));
-    }
-    if h.rank == 0 || h.rank >= world {
-        return Err(format!("rank {} is not in 1..{world}", h.rank));
-    }
-    if joined[h.rank] {
-        return Err(format!("rank {} joined twice", h.rank));
-    }
-    Ok(())
-}
-
 /// Children of the processes launcher, checked while waiting so that a worker that dies
 /// before joining is reported at once.
 fn check_children(children: &mut [(usize, Child)]) -> Result<()> {
@@ -451,8 +412,8 @@ fn check_children(children: &mut [(usize, Child)]) -> Result<()> {
     Ok(())
 }
 
-/// Rank 0 of a one-host job: accept the other ranks on an abstract Unix socket, vetting each
-/// (same user, job token, world size, rank not yet joined). Returns their streams in rank
+/// Rank 0 of a one-host job: accept the other ranks on an abstract Unix socket
+/// ([`rendezvous::gather`]), checking `children` while waiting. Returns their streams in rank
 /// order (`streams[i]` is rank `i + 1`) and every rank's pid; nothing has been replied yet.
 pub(crate) fn accept_local(
     listener: &UnixListener,
@@ -461,105 +422,12 @@ pub(crate) fn accept_local(
     children: &mut [(usize, Child)],
     timeout: Duration,
 ) -> Result<(Vec<UnixStream>, Vec<i32>)> {
-    let mut joined = vec![false; world];
-    let mut pids = vec![0i32; world];
-    pids[0] = std::process::id() as i32;
-    let mut streams = Vec::new();
-    let deadline = Instant::now() + timeout;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| RuntimeError::io("listen for ranks", e))?;
-    let me = rustix::process::getuid();
-    while streams.len() + 1 < world {
-        check_children(children)?;
-        match listener.accept() {
-            Ok((mut s, _)) => {
-                let _ = s.set_nonblocking(false);
-                let Some(from) = same_user(&s, me) else {
-                    continue;
-                };
-                match read_frame_by::<Hello>(
-                    &mut s,
-                    deadline.min(Instant::now() + HELLO_WAIT),
-                    4096,
-                ) {
-                    Ok(h) => match vet(&h, world, &joined).and_then(|_| {
-                        let by = deadline.min(Instant::now() + HELLO_WAIT);
-                        crate::auth::lead(&mut s, token, (h.rank, world), &h.nonce, by)
-                    }) {
-                        Ok(()) => {
-                            joined[h.rank] = true;
-                            pids[h.rank] = h.pid;
-                            streams.push((h.rank, s));
-                        }
-                        Err(why) => {
-                            log_refusal(&from, &why);
-                            let _ = write_frame(&mut s, &Reply::Refused(why));
-                        }
-                    },
-                    Err(e) => log_refusal(&from, &e.to_string()),
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    let missing: Vec<usize> = (1..world).filter(|&r| !joined[r]).collect();
-                    return Err(RuntimeError::Timeout {
-                        what: format!("ranks {missing:?} to join"),
-                        secs: timeout.as_secs_f64(),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(RuntimeError::io("accept a rank", e)),
-        }
-    }
-    streams.sort_by_key(|(r, _)| *r);
-    Ok((streams.into_iter().map(|(_, s)| s).collect(), pids))
-}
-
-/// The peer's pid as text when it runs as user `me`; `None` (logged) when it is another
-/// user or its credentials cannot be read: nothing is read from or sent to it.
-fn same_user(s: &UnixStream, me: rustix::process::Uid) -> Option<String> {
-    match rustix::net::sockopt::socket_peercred(s) {
-        Ok(c) if c.uid == me => Some(format!("pid {}", c.pid.as_raw_nonzero())),
-        Ok(c) => {
-            log_refusal(
-                &format!("pid {}", c.pid.as_raw_nonzero()),
-                &format!(
-                    "it runs as uid {}, this job as uid {}",
-                    c.uid.as_raw(),
-                    me.as_raw()
-                ),
-            );
-            None
-        }
-        Err(e) => {
-            log_refusal(
-                "a local process",
-                &format!("its credentials cannot be read: {e}"),
-            );
-            None
-        }
-    }
-}
-
-/// A joining rank's check of whoever listens on the rendezvous name, before it sends its
-/// token: on one host the name is guessable (it comes from the launcher's job id), and a
-/// process of another user that bound it first would otherwise receive the token and hand
-/// this rank its own memory and job.
-pub(crate) fn check_listener(s: &UnixStream, name: &str) -> Result<()> {
-    let me = rustix::process::getuid();
-    let c = rustix::net::sockopt::socket_peercred(s)
-        .map_err(|e| RuntimeError::io("read the rendezvous listener's credentials", e))?;
-    if c.uid != me {
-        return Err(RuntimeError::Rendezvous(format!(
-            "the rendezvous name {name:?} is held by uid {} (pid {}), not by this user (uid {}): another user's process took it; set TOPO_JOB_TOKEN to a secret shared by the job's ranks",
-            c.uid.as_raw(),
-            c.pid.as_raw_nonzero(),
-            me.as_raw()
-        )));
-    }
-    Ok(())
+    let joined = rendezvous::gather(listener, token, world, timeout, &mut || {
+        check_children(children)
+    })?;
+    let mut pids = vec![std::process::id() as i32];
+    pids.extend(joined.iter().map(|j| j.hello.pid));
+    Ok((joined.into_iter().map(|j| j.stream).collect(), pids))
 }
 
 /// Tell a joined rank it is in ([`join_local`] waits for this).
@@ -622,31 +490,13 @@ pub(crate) fn join_local(
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     };
-    check_listener(&s, name)?;
-    let nonce = crate::auth::nonce()?;
-    write_frame(
-        &mut s,
-        &Hello {
-            nonce: nonce.clone(),
-            rank,
-            world,
-            pid: std::process::id() as i32,
-            data: None,
-        },
-    )?;
+    rendezvous::check_listener(&s, name)?;
     let whom = format!("the listener on {name:?}");
-    crate::auth::join(&mut s, token, (rank, world), &nonce, deadline, &whom)?;
-    match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
-        Reply::Refused(why) => Err(RuntimeError::Rendezvous(format!(
-            "rank 0 refused rank {rank}: {why}"
-        ))),
-        Reply::Accepted => {
-            let left = deadline.saturating_duration_since(Instant::now());
-            s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-                .map_err(|e| RuntimeError::io("socket timeout", e))?;
-            Ok((s, deadline))
-        }
-    }
+    rendezvous::introduce(&mut s, token, (rank, world), None, deadline, &whom)?;
+    let left = deadline.saturating_duration_since(Instant::now());
+    s.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+        .map_err(|e| RuntimeError::io("socket timeout", e))?;
+    Ok((s, deadline))
 }
 
 /// A non-zero rank of a one-host job on the host backend: join rank 0, map its arena.
@@ -978,10 +828,9 @@ pub fn worker_main() -> Result<bool> {
     r.map(|_| true)
 }
 
-/// Rank 0 of a multi-host job: accept the others over TCP at `bind`, each hello read against
-/// the job's one deadline. A rank that arrives twice fails the job, naming both addresses:
-/// one of them is a stranger that knows the job token, and running with it could give wrong
-/// results. Returns the data addresses, the job's nonce and where each rank came from.
+/// Rank 0 of a multi-host job: accept the others over TCP ([`rendezvous::gather`]: a rank
+/// that arrives twice fails the job, naming both addresses). Returns the data addresses, the
+/// job's nonce and where each rank came from.
 fn tcp_leader(
     listener: &TcpListener,
     token: &str,
@@ -990,60 +839,20 @@ fn tcp_leader(
     timeout: Duration,
 ) -> Result<(Vec<SocketAddr>, String, Vec<Option<SocketAddr>>)> {
     let world = req.ranks;
+    let joined = rendezvous::gather(listener, token, world, timeout, &mut || Ok(()))?;
     let mut froms: Vec<Option<SocketAddr>> = vec![None; world];
     let mut addrs = vec![my_data; world];
     let mut streams = Vec::new();
-    let deadline = Instant::now() + timeout;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| RuntimeError::io("listen for ranks", e))?;
-    while streams.len() + 1 < world {
-        let (mut s, from) = match accept_by(listener, deadline) {
-            Ok(Some(c)) => c,
-            Ok(None) => {
-                let missing: Vec<usize> = (1..world).filter(|&r| froms[r].is_none()).collect();
-                return Err(RuntimeError::Timeout {
-                    what: format!("ranks {missing:?} to join"),
-                    secs: timeout.as_secs_f64(),
-                });
-            }
-            Err(e) => return Err(e),
-        };
-        let h =
-            match read_frame_by::<Hello>(&mut s, deadline.min(Instant::now() + HELLO_WAIT), 4096) {
-                Ok(h) => h,
-                Err(e) => {
-                    log_refusal(&from.to_string(), &e.to_string());
-                    continue;
-                }
-            };
-        let by = deadline.min(Instant::now() + HELLO_WAIT);
-        let proven = (h.world == world && (1..world).contains(&h.rank))
-            .then(|| crate::auth::lead(&mut s, token, (h.rank, world), &h.nonce, by));
-        if let Some(Ok(())) = proven
-            && let Some(first) = froms[h.rank]
-        {
-            let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
-            return Err(twice(h.rank, first, from));
+    for j in joined {
+        let rank = j.hello.rank;
+        // `Listener::check` refused hellos without a data address.
+        let mut data = j.hello.data.unwrap_or(my_data);
+        if data.ip().is_unspecified() {
+            data.set_ip(j.from.ip());
         }
-        let joined: Vec<bool> = froms.iter().map(Option::is_some).collect();
-        match vet(&h, world, &joined)
-            .and_then(|_| proven.unwrap_or(Ok(())))
-            .and_then(|_| h.data.ok_or_else(|| "no data address".to_string()))
-        {
-            Ok(mut data) => {
-                if data.ip().is_unspecified() {
-                    data.set_ip(from.ip());
-                }
-                froms[h.rank] = Some(from);
-                addrs[h.rank] = data;
-                streams.push(s);
-            }
-            Err(why) => {
-                log_refusal(&from.to_string(), &why);
-                let _ = write_frame(&mut s, &Reply::Refused(why));
-            }
-        }
+        froms[rank] = Some(j.from);
+        addrs[rank] = data;
+        streams.push(j.stream);
     }
     let nonce = random_token();
     let job = Job {
@@ -1059,33 +868,6 @@ fn tcp_leader(
         write_frame(s, &job)?;
     }
     Ok((addrs, nonce, froms))
-}
-
-fn twice(rank: usize, first: SocketAddr, then: SocketAddr) -> RuntimeError {
-    RuntimeError::Rendezvous(format!(
-        "rank {rank} joined twice, from {first} and from {then}: a stranger knows the job token; set TOPO_JOB_TOKEN to a secret shared by the job's ranks"
-    ))
-}
-
-/// Accept one connection on a non-blocking `listener` before `deadline` (`None` past it).
-fn accept_by(listener: &TcpListener, deadline: Instant) -> Result<Option<(TcpStream, SocketAddr)>> {
-    loop {
-        match listener.accept() {
-            Ok((s, from)) => {
-                s.set_nonblocking(false)
-                    .map_err(|e| RuntimeError::io("accept a rank", e))?;
-                return Ok(Some((s, from)));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    return Ok(None);
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(RuntimeError::io("accept a rank", e)),
-        }
-    }
 }
 
 /// Rank 0's watch on the rendezvous port while the job runs: a hello with the job's token
@@ -1104,34 +886,23 @@ impl LateWatch {
         let (st, sn) = (stop.clone(), seen.clone());
         let thread = std::thread::spawn(move || {
             while !st.load(std::sync::atomic::Ordering::Acquire) {
+                let by = Instant::now() + Duration::from_millis(50);
                 let Ok(Some((mut s, from))) =
-                    accept_by(&listener, Instant::now() + Duration::from_millis(50))
+                    rendezvous::accept_by(&listener, by, &mut || Ok(()), "accept a rank")
                 else {
                     continue;
                 };
-                let by = Instant::now() + HELLO_WAIT;
-                let h = read_frame_by::<Hello>(&mut s, by, 4096).map_err(|e| e.to_string());
-                let world = froms.len();
-                let proven = h.and_then(|h| {
-                    if h.world != world || !(1..world).contains(&h.rank) {
-                        return Err("wrong world size or rank".to_string());
-                    }
-                    crate::auth::lead(&mut s, &token, (h.rank, world), &h.nonce, by).map(|_| h)
-                });
-                let why = match proven {
-                    Ok(h) => {
-                        let first = froms[h.rank].unwrap_or(from);
-                        let e = twice(h.rank, first, from);
-                        let why = e.to_string();
-                        sn.lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                        why
-                    }
-                    Err(e) => e,
+                let by = Instant::now() + rendezvous::HELLO_WAIT;
+                let Some(h) = rendezvous::admit(&mut s, &from.to_string(), &token, froms.len(), by)
+                else {
+                    continue;
                 };
-                log_refusal(&from.to_string(), &why);
-                let _ = write_frame(&mut s, &Reply::Refused(why));
+                let first = froms[h.rank].unwrap_or(from);
+                let e = rendezvous::twice(h.rank, &first, &from);
+                rendezvous::refuse(&mut s, &from.to_string(), e.to_string());
+                sn.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
             }
         });
         LateWatch { stop, seen, thread }
@@ -1287,35 +1058,15 @@ fn tcp_member(
     let data_addr = data
         .local_addr()
         .map_err(|e| RuntimeError::io("data address", e))?;
-    let nonce = crate::auth::nonce()?;
-    write_frame(
-        &mut s,
-        &Hello {
-            nonce: nonce.clone(),
-            rank: env.rank,
-            world: env.world,
-            pid: std::process::id() as i32,
-            data: Some(data_addr),
-        },
-    )?;
     let whom = format!("the listener at {master}");
-    crate::auth::join(
+    rendezvous::introduce(
         &mut s,
         &env.token,
         (env.rank, env.world),
-        &nonce,
+        Some(data_addr),
         deadline,
         &whom,
     )?;
-    match read_frame_by::<Reply>(&mut s, deadline, 4096)? {
-        Reply::Refused(why) => {
-            return Err(RuntimeError::Rendezvous(format!(
-                "rank 0 refused rank {}: {why}",
-                env.rank
-            )));
-        }
-        Reply::Accepted => {}
-    }
     let mut job: Job = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
     vet_request(
         &mut job.request,
@@ -1371,6 +1122,7 @@ pub fn run_verify_progress(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rendezvous::Hello;
     use std::collections::HashMap;
     use std::io::Write;
 

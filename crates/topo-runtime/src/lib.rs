@@ -16,6 +16,7 @@ pub mod hostmodel;
 pub mod kernels;
 pub mod launch;
 pub mod protocol;
+mod rendezvous;
 pub mod schedule;
 pub mod transport;
 pub mod types;

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Transport, TransportKind};
 use crate::error::{Result, RuntimeError};
+use crate::rendezvous::{HELLO_WAIT, accept_by};
 use crate::types::Protocol;
 use crate::wire::{log_refusal, read_frame_by, write_frame};
 
@@ -84,7 +85,8 @@ fn inbox_cap(storage_bytes: usize) -> usize {
 }
 
 /// Accept the data connections of the ranks below `rank` into `socks`, each presenting the
-/// job's nonce `token`, all before `deadline` (each hello within 2 s of it).
+/// job's nonce `token`, all before `deadline` (each hello within [`HELLO_WAIT`] of it), in
+/// the rendezvous's accept loop.
 fn accept_lower(
     listener: &TcpListener,
     rank: usize,
@@ -98,43 +100,39 @@ fn accept_lower(
         .set_nonblocking(true)
         .map_err(|e| RuntimeError::io("listen", e))?;
     while want > 0 {
-        match listener.accept() {
-            Ok((mut st, from)) => {
-                st.set_nonblocking(false)
-                    .map_err(|e| RuntimeError::io("accept", e))?;
-                let by = deadline.min(Instant::now() + Duration::from_secs(2));
-                match read_frame_by::<Hello>(&mut st, by, 4096) {
-                    Ok(h)
-                        if h.token == token
-                            && h.rank < rank
-                            && h.socket < SOCKETS_PER_PEER
-                            && socks[h.rank][h.socket].is_none() =>
-                    {
-                        st.set_read_timeout(Some(timeout))
-                            .map_err(|e| RuntimeError::io("set socket timeout", e))?;
-                        socks[h.rank][h.socket] = Some(st);
-                        want -= 1;
-                    }
-                    Ok(_) => log_refusal(
-                        &from.to_string(),
-                        "wrong job token or rank on a data connection",
-                    ),
-                    Err(e) => log_refusal(&from.to_string(), &e.to_string()),
-                }
+        let accepted = accept_by(
+            listener,
+            deadline,
+            &mut || Ok(()),
+            "accept a data connection",
+        )?;
+        let Some((mut st, from)) = accepted else {
+            let missing: Vec<usize> = (0..rank)
+                .filter(|&r| socks[r].iter().any(Option::is_none))
+                .collect();
+            return Err(RuntimeError::Timeout {
+                what: format!("data connections from ranks {missing:?}"),
+                secs: timeout.as_secs_f64(),
+            });
+        };
+        let by = deadline.min(Instant::now() + HELLO_WAIT);
+        match read_frame_by::<Hello>(&mut st, by, 4096) {
+            Ok(h)
+                if h.token == token
+                    && h.rank < rank
+                    && h.socket < SOCKETS_PER_PEER
+                    && socks[h.rank][h.socket].is_none() =>
+            {
+                st.set_read_timeout(Some(timeout))
+                    .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+                socks[h.rank][h.socket] = Some(st);
+                want -= 1;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    let missing: Vec<usize> = (0..rank)
-                        .filter(|&r| socks[r].iter().any(Option::is_none))
-                        .collect();
-                    return Err(RuntimeError::Timeout {
-                        what: format!("data connections from ranks {missing:?}"),
-                        secs: timeout.as_secs_f64(),
-                    });
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(RuntimeError::io("accept a data connection", e)),
+            Ok(_) => log_refusal(
+                &from.to_string(),
+                "wrong job token or rank on a data connection",
+            ),
+            Err(e) => log_refusal(&from.to_string(), &e.to_string()),
         }
     }
     Ok(())
