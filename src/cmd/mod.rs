@@ -50,12 +50,8 @@ pub fn run(cli: Cli) -> Result<i32> {
 
 /// A rank process of `topo verify --launch processes`: runs its part and exits.
 fn worker() -> Result<()> {
-    let started = if topo_runtime::cuda::procs::is_worker() {
-        topo_runtime::cuda::procs::worker_main()?
-    } else {
-        topo_runtime::launch::worker_main()?
-    };
-    if started {
+    // Which backend the worker runs is in its environment (`TOPO_RT_BACKEND`).
+    if topo_runtime::launch::worker_main()? {
         return Ok(());
     }
     Err(error::usage(

@@ -14,6 +14,7 @@ use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, Row};
 use topo_nccl::types::Func;
 use topo_runtime::calibrate::{LinkMode, Placement};
+use topo_runtime::job::Job;
 use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
@@ -144,7 +145,6 @@ fn run_cuda(
     req: &mut VerifyRequest,
     opts: &topo_runtime::cuda::device::CudaOptions,
 ) -> Result<Option<topo_runtime::verify::VerifyReport>> {
-    use topo_runtime::cuda::{device, procs};
     let env = || topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok());
     let env_info = match a.launch {
         LaunchKind::Threads | LaunchKind::Processes => None,
@@ -160,13 +160,17 @@ fn run_cuda(
         if a.ranks.is_none() {
             req.ranks = e.world;
         }
-        return Ok(procs::run_env(req, opts, &e)?);
+        return Ok(Job::new(req, Launch::Env)
+            .cuda(opts.clone())
+            .as_rank(e)
+            .run()?);
     }
-    if a.launch == LaunchKind::Processes {
-        let spec = calibrate::worker_spec()?;
-        return Ok(Some(procs::run_processes(req, opts, &spec)?));
-    }
-    Ok(Some(device::run_verify_cuda(req, opts)?))
+    let launch = if a.launch == LaunchKind::Processes {
+        Launch::Processes(calibrate::worker_spec()?)
+    } else {
+        Launch::Threads
+    };
+    Ok(Job::new(req, launch).cuda(opts.clone()).run()?)
 }
 
 /// GPUs the CUDA backend can use: the driver, a GPU and NVRTC (probed before any cudarc call).
@@ -526,7 +530,7 @@ fn run_with_progress(
 ) -> Result<Option<topo_runtime::verify::VerifyReport>> {
     let show = format == VerifyFormat::Text && std::io::stderr().is_terminal();
     if !show {
-        return Ok(topo_runtime::launch::run_verify(req, launch)?);
+        return Ok(Job::new(req, launch.clone()).run()?);
     }
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
@@ -537,7 +541,7 @@ fn run_with_progress(
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let out = topo_runtime::launch::run_verify_progress(req, launch, Some(&tick));
+    let out = Job::new(req, launch.clone()).progress(&tick).run();
     bar.finish_and_clear();
     Ok(out?)
 }

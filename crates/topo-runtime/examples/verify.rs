@@ -4,7 +4,8 @@
 //!     cargo run --release --example verify -- --ranks 2 --launch processes -b 8 -e 256M -f 2 -n 20
 use std::process::ExitCode;
 
-use topo_runtime::launch::{Launch, ProcessSpec, run_verify, worker_main};
+use topo_runtime::job::Job;
+use topo_runtime::launch::{Launch, ProcessSpec, worker_main};
 use topo_runtime::verify::VerifyRequest;
 use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp};
 
@@ -70,7 +71,7 @@ fn main() -> ExitCode {
         }
         i += 2;
     }
-    match run_verify(&req, &launch) {
+    match Job::new(&req, launch).run() {
         Ok(Some(rep)) => {
             if json {
                 println!("{}", serde_json::to_string_pretty(&rep.to_json()).unwrap());

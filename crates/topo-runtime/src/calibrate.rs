@@ -13,9 +13,10 @@ pub use crate::hostmodel::{
     BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, PlacedPoint, Placement,
     REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, traffic, wants_another_sweep,
 };
-use crate::launch::{EnvInfo, ProcessSpec, run_env_with, run_processes};
+use crate::job::Job;
+use crate::launch::{EnvInfo, Launch, ProcessSpec};
 use crate::types::{Algorithm, Collective, Protocol};
-use crate::verify::{VerifyReport, VerifyRequest, run_threads};
+use crate::verify::{VerifyReport, VerifyRequest};
 
 /// What to calibrate.
 #[derive(Debug, Clone)]
@@ -248,9 +249,17 @@ fn shm_sweeps(
 /// One verify run of `r` with the ranks started as `mode`.
 fn run_in(r: &VerifyRequest, req: &CalibrateRequest, mode: LinkMode) -> Result<VerifyReport> {
     match (&req.processes, mode) {
-        (Some(spec), LinkMode::Processes) => run_processes(r, spec),
-        _ => run_threads(r),
+        (Some(spec), LinkMode::Processes) => {
+            one_report(Job::new(r, Launch::Processes(spec.clone())))
+        }
+        _ => one_report(Job::new(r, Launch::Threads)),
     }
+}
+
+/// The report of a job that always has one (threads or processes: this process is rank 0).
+fn one_report(job: Job) -> Result<VerifyReport> {
+    job.run()?
+        .ok_or_else(|| RuntimeError::Launch("rank 0 returned no report".into()))
 }
 
 /// Largest size the static split is also measured at (16 MiB of buffers in the calibration
@@ -335,7 +344,13 @@ fn tcp_sweep(r: &VerifyRequest) -> Result<VerifyReport> {
         let hs: Vec<_> = (0..2)
             .map(|rank| {
                 let e = env(rank);
-                s.spawn(move || run_env_with(r, &e, true, Duration::from_secs(30)))
+                s.spawn(move || {
+                    Job::new(r, Launch::Env)
+                        .as_rank(e)
+                        .tcp(true)
+                        .timeout(Duration::from_secs(30))
+                        .run()
+                })
             })
             .collect();
         hs.into_iter()

@@ -1,6 +1,6 @@
-//! Launchers and rendezvous.
+//! Launchers, shared by the host and CUDA backends (run through [`crate::job::Job`]).
 //!
-//! * **threads**: N ranks as threads of this process ([`crate::verify::run_threads`]).
+//! * **threads**: N ranks as threads of this process.
 //! * **processes**: this process is rank 0 and starts N-1 copies of a program (the `topo`
 //!   binary's hidden worker subcommand, which calls [`worker_main`]); they meet on an
 //!   abstract Unix socket, prove the job token (`auth`: challenge and response, the token
@@ -9,8 +9,8 @@
 //!   host meet the same way as processes; ranks on several hosts meet over TCP at
 //!   MASTER_ADDR:MASTER_PORT and use the TCP transport.
 //!
-//! Every rendezvous has a deadline, checks the job token and the world size, and refuses and
-//! logs anything else that connects while the job goes on.
+//! Every launcher meets through [`crate::rendezvous`]: one deadline, the job token and the
+//! world size checked, anything else that connects refused and logged while the job goes on.
 use std::ffi::OsString;
 use std::io::Read;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -29,9 +29,7 @@ use crate::rendezvous::{self, Reply};
 use crate::transport::Transport;
 use crate::transport::shm::{Arena, ArenaShape, ShmTransport};
 use crate::transport::tcp::TcpTransport;
-use crate::verify::{
-    Progress, VerifyReport, VerifyRequest, run_rank, run_rank_progress, run_threads_progress,
-};
+use crate::verify::{Progress, VerifyReport, VerifyRequest, run_rank};
 
 /// Environment variables of the processes launcher.
 pub const ENV_SOCKET: &str = "TOPO_RT_SOCKET";
@@ -41,8 +39,8 @@ pub const ENV_RANK: &str = "TOPO_RT_RANK";
 pub const ENV_WORLD: &str = "TOPO_RT_WORLD";
 /// Job token (also honoured in env mode, where it overrides the launcher's job id).
 pub const ENV_TOKEN: &str = "TOPO_JOB_TOKEN";
-/// `cuda` in a worker of `--backend cuda --launch processes` (the worker subcommand then
-/// calls `cuda::procs::worker_main` instead of [`worker_main`]).
+/// `cuda` in a worker of `--backend cuda --launch processes` ([`worker_main`] then runs the
+/// CUDA backend's rank).
 pub const ENV_BACKEND: &str = "TOPO_RT_BACKEND";
 /// Force the TCP transport in env mode (`TOPO_TRANSPORT=tcp`).
 pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
@@ -85,7 +83,7 @@ pub enum Launch {
 pub use crate::wire::{log_refusal, read_frame, read_frame_by, write_frame};
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Job {
+struct Assignment {
     shape: Option<ArenaShape>,
     pids: Vec<i32>,
     addrs: Vec<SocketAddr>,
@@ -435,23 +433,21 @@ pub(crate) fn accept_reply(s: &mut UnixStream) -> Result<()> {
     write_frame(s, &Reply::Accepted)
 }
 
-/// Rank 0 of a one-host job on the host backend: accept the other ranks, then pass them the
-/// arena's memfd and the job.
-fn local_leader(
-    listener: &UnixListener,
+/// Rank 0 of a one-host job on the host backend, once the others joined (`streams[i]` is
+/// rank `i + 1`): pass them the arena's memfd and the job, and run rank 0 on the arena.
+pub(crate) fn lead_shm(
+    mut streams: Vec<UnixStream>,
+    pids: &[i32],
+    (req, launch): (&VerifyRequest, &str),
     token: &str,
-    req: &VerifyRequest,
-    launch: &str,
-    children: &mut [(usize, Child)],
     timeout: Duration,
-) -> Result<(Arc<Arena>, Vec<i32>)> {
-    let world = req.ranks;
-    let shape = req.arena_shape(world);
+    progress: Progress,
+) -> Result<Option<VerifyReport>> {
+    let shape = req.arena_shape(req.ranks);
     let (arena, fd) = Arena::memfd(shape, &sanitize(token))?;
-    let (mut streams, pids) = accept_local(listener, token, world, children, timeout)?;
-    let job = Job {
+    let job = Assignment {
         shape: Some(shape),
-        pids: pids.clone(),
+        pids: pids.to_vec(),
         addrs: vec![],
         request: req.clone(),
         launch: launch.into(),
@@ -462,7 +458,33 @@ fn local_leader(
         send_fd(s, &fd)?;
         write_frame(s, &job)?;
     }
-    Ok((arena, pids))
+    let pids: Vec<Option<i32>> = pids
+        .iter()
+        .enumerate()
+        .map(|(r, &p)| (r != 0).then_some(p))
+        .collect();
+    let mut t = ShmTransport::new(arena, 0, &pids, timeout)?;
+    let r = run_rank(&mut t, req, launch, progress);
+    if r.is_err() {
+        t.abort(0);
+    }
+    r
+}
+
+/// A non-zero rank of a one-host job on the host backend, once rank 0 accepted it: map the
+/// arena it sends and run this rank.
+pub(crate) fn follow_shm(
+    s: UnixStream,
+    deadline: Instant,
+    (rank, world): (usize, usize),
+    timeout: Duration,
+) -> Result<()> {
+    let (mut t, job) = receive_arena(s, deadline, rank, world, timeout)?;
+    let r = run_rank(&mut t, &job.request, &job.launch, None);
+    if r.is_err() {
+        t.abort(rank);
+    }
+    r.map(|_| ())
 }
 
 /// A non-zero rank of a one-host job: join rank 0 at the abstract socket `name`, present the
@@ -501,16 +523,28 @@ pub(crate) fn join_local(
 
 /// A non-zero rank of a one-host job on the host backend: join rank 0, map its arena.
 /// `timeout` is this rank's own: it bounds the join and the job's timeout.
+#[cfg(test)]
 fn local_member(
     name: &str,
     token: &str,
     rank: usize,
     world: usize,
     timeout: Duration,
-) -> Result<(ShmTransport, Job)> {
-    let (mut s, deadline) = join_local(name, token, rank, world, timeout)?;
+) -> Result<(ShmTransport, Assignment)> {
+    let (s, deadline) = join_local(name, token, rank, world, timeout)?;
+    receive_arena(s, deadline, rank, world, timeout)
+}
+
+/// The arena and job rank 0 sends a joined rank, checked against this rank's own view.
+fn receive_arena(
+    mut s: UnixStream,
+    deadline: Instant,
+    rank: usize,
+    world: usize,
+    timeout: Duration,
+) -> Result<(ShmTransport, Assignment)> {
     let fd = recv_fd(&s)?;
-    let mut job: Job = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
+    let mut job: Assignment = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
     vet_request(&mut job.request, world, timeout)?;
     let shape = job
         .shape
@@ -612,41 +646,29 @@ pub(crate) fn bind_unix(name: &str) -> Result<UnixListener> {
     })
 }
 
-/// `--launch processes`: this process is rank 0 and starts `req.ranks - 1` workers.
-pub fn run_processes(req: &VerifyRequest, spec: &ProcessSpec) -> Result<VerifyReport> {
-    run_processes_progress(req, spec, None)
-}
-
-/// [`run_processes`] reporting progress.
-pub fn run_processes_progress(
+/// Rank 0 of `--launch processes` on either backend: start ranks 1.. as workers (`extra`
+/// added to their environment), accept them within `wait`, run `lead` with their streams,
+/// their pids and the job token, then reap the workers (given `linger` to finish when rank 0
+/// succeeded). One error for the job, in the words of the rank it is about.
+pub(crate) fn with_workers<T>(
     req: &VerifyRequest,
     spec: &ProcessSpec,
-    progress: Progress,
-) -> Result<VerifyReport> {
+    extra: &[(&str, &str)],
+    (wait, linger): (Duration, Duration),
+    lead: impl FnOnce(Vec<UnixStream>, Vec<i32>, &str) -> Result<T>,
+) -> Result<T> {
     let (token, name, listener) = job_socket()?;
-    let timeout = Duration::from_secs_f64(req.timeout_s);
     let secs = req.timeout_s.to_string();
-    let mut children = spawn_workers(req.ranks, spec, &name, &token, &[(ENV_TIMEOUT, &secs)])?;
-    let result = (|| {
-        let (arena, pids) =
-            local_leader(&listener, &token, req, "processes", &mut children, timeout)?;
-        drop(listener);
-        let pids: Vec<Option<i32>> = pids
-            .iter()
-            .enumerate()
-            .map(|(r, &p)| (r != 0).then_some(p))
-            .collect();
-        let mut t = ShmTransport::new(arena, 0, &pids, timeout)?;
-        let r = run_rank_progress(&mut t, req, "processes", progress);
-        if r.is_err() {
-            t.abort(0);
-        }
-        r
-    })();
-    let reaped = reap(&mut children, timeout, result.is_ok());
-    reaped
-        .outcome(result)?
-        .ok_or_else(|| RuntimeError::Launch("rank 0 returned no report".into()))
+    let mut env = vec![(ENV_TIMEOUT, secs.as_str())];
+    env.extend_from_slice(extra);
+    let mut children = spawn_workers(req.ranks, spec, &name, &token, &env)?;
+    let result = accept_local(&listener, &token, req.ranks, &mut children, wait).and_then(
+        |(streams, pids)| {
+            drop(listener);
+            lead(streams, pids, &token)
+        },
+    );
+    reap(&mut children, linger, result.is_ok()).outcome(result)
 }
 
 /// A fresh job token, its rendezvous name and the bound listener.
@@ -798,8 +820,8 @@ pub(crate) fn worker_timeout() -> Result<Duration> {
     }
 }
 
-/// Entry point of a worker process (the hidden `topo` worker subcommand calls this). Returns
-/// `Ok(false)` when the process was not started as a worker.
+/// Entry point of a worker process of either backend (the hidden `topo` worker subcommand
+/// calls this). Returns `Ok(false)` when the process was not started as a worker.
 pub fn worker_main() -> Result<bool> {
     let (Ok(name), Ok(rank), Ok(world), Ok(token)) = (
         std::env::var(ENV_SOCKET),
@@ -820,12 +842,11 @@ pub fn worker_main() -> Result<bool> {
             "{ENV_RANK}={rank} {ENV_WORLD}={world}: not a rank of 1 to {MAX_RANKS}"
         )));
     }
-    let (mut t, job) = local_member(&name, &token, rank, world, worker_timeout()?)?;
-    let r = run_rank(&mut t, &job.request, &job.launch);
-    if r.is_err() {
-        t.abort(rank);
-    }
-    r.map(|_| true)
+    let own = worker_timeout()?;
+    let backend = crate::job::worker_backend();
+    let (s, deadline) = join_local(&name, &token, rank, world, backend.join_wait(own))?;
+    backend.follow(s, deadline, (rank, world), &token, own)?;
+    Ok(true)
 }
 
 /// Rank 0 of a multi-host job: accept the others over TCP ([`rendezvous::gather`]: a rank
@@ -855,7 +876,7 @@ fn tcp_leader(
         streams.push(j.stream);
     }
     let nonce = random_token();
-    let job = Job {
+    let job = Assignment {
         shape: None,
         pids: vec![],
         addrs: addrs.clone(),
@@ -924,101 +945,42 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         .ok_or_else(|| RuntimeError::Launch(format!("MASTER_ADDR {host} has no address")))
 }
 
-/// Run `req` as the rank described by `env` (torchrun, Slurm, Open MPI). Rank 0 returns the
-/// report, the others `None`.
-pub fn run_env(req: &VerifyRequest, env: &EnvInfo) -> Result<Option<VerifyReport>> {
-    run_env_progress(req, env, None)
-}
-
-/// [`run_env`] reporting progress on rank 0.
-pub fn run_env_progress(
+/// Rank `env.rank` of a job whose ranks meet over TCP at MASTER_ADDR:MASTER_PORT (across
+/// hosts, or forced): rank 0 gathers the others and watches the port for duplicates while
+/// the job runs. Rank 0 returns the report, the others `None`.
+pub(crate) fn run_tcp(
     req: &VerifyRequest,
     env: &EnvInfo,
-    progress: Progress,
-) -> Result<Option<VerifyReport>> {
-    let timeout = Duration::from_secs_f64(req.timeout_s);
-    let tcp = std::env::var(ENV_TRANSPORT).is_ok_and(|v| v == "tcp");
-    run_env_inner(req, env, !env.single_host || tcp, timeout, progress)
-}
-
-/// [`run_env`] with the transport choice explicit (`tcp`) — tests use it to run several
-/// env-mode ranks as threads of one process.
-pub fn run_env_with(
-    req: &VerifyRequest,
-    env: &EnvInfo,
-    tcp: bool,
-    timeout: Duration,
-) -> Result<Option<VerifyReport>> {
-    run_env_inner(req, env, tcp, timeout, None)
-}
-
-fn run_env_inner(
-    req: &VerifyRequest,
-    env: &EnvInfo,
-    tcp: bool,
     timeout: Duration,
     progress: Progress,
 ) -> Result<Option<VerifyReport>> {
-    if req.ranks != env.world && env.rank == 0 {
-        return Err(RuntimeError::Launch(format!(
-            "{} says world size {}, the request is for {} ranks",
-            env.launcher, env.world, req.ranks
-        )));
-    }
-    let mut req = req.clone();
-    req.ranks = env.world;
-    req.pin_cpus = false;
-    if !tcp {
-        let name = unix_name(&format!("{}-{}", env.token, env.master_port));
-        if env.rank == 0 {
-            let listener = bind_unix(&name)?;
-            let (arena, pids) = local_leader(&listener, &env.token, &req, "env", &mut [], timeout)?;
-            let pids: Vec<Option<i32>> = pids
-                .iter()
-                .enumerate()
-                .map(|(r, &p)| (r != 0).then_some(p))
-                .collect();
-            let mut t = ShmTransport::new(arena, 0, &pids, timeout)?;
-            let r = run_rank_progress(&mut t, &req, "env", progress);
-            if r.is_err() {
-                t.abort(0);
-            }
-            return r;
-        }
-        let (mut t, job) = local_member(&name, &env.token, env.rank, env.world, timeout)?;
-        let r = run_rank(&mut t, &job.request, "env");
-        if r.is_err() {
-            t.abort(env.rank);
-        }
-        return r;
-    }
     let master = resolve(&env.master_addr, env.master_port)?;
-    if env.rank == 0 {
-        let listener = TcpListener::bind(master).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                RuntimeError::Rendezvous(format!(
-                    "port {} on {} is already in use (MASTER_PORT)",
-                    env.master_port, env.master_addr
-                ))
-            } else {
-                RuntimeError::io(format!("listen on {master}"), e)
-            }
-        })?;
-        let data = TcpListener::bind(SocketAddr::new(master.ip(), 0))
-            .map_err(|e| RuntimeError::io("listen for data", e))?;
-        let data_addr = data
-            .local_addr()
-            .map_err(|e| RuntimeError::io("data address", e))?;
-        let (addrs, nonce, froms) = tcp_leader(&listener, &env.token, &req, data_addr, timeout)?;
-        let watch = LateWatch::start(listener, env.token.clone(), froms);
-        let r = TcpTransport::connect(0, data, &addrs, &nonce, req.storage_bytes(), timeout)
-            .and_then(|mut t| run_rank_progress(&mut t, &req, "env", progress));
-        return match watch.finish() {
-            Some(e) => Err(e),
-            None => r,
-        };
+    if env.rank != 0 {
+        return tcp_member(req, env, master, timeout);
     }
-    tcp_member(&req, env, master, timeout)
+    let listener = TcpListener::bind(master).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            RuntimeError::Rendezvous(format!(
+                "port {} on {} is already in use (MASTER_PORT)",
+                env.master_port, env.master_addr
+            ))
+        } else {
+            RuntimeError::io(format!("listen on {master}"), e)
+        }
+    })?;
+    let data = TcpListener::bind(SocketAddr::new(master.ip(), 0))
+        .map_err(|e| RuntimeError::io("listen for data", e))?;
+    let data_addr = data
+        .local_addr()
+        .map_err(|e| RuntimeError::io("data address", e))?;
+    let (addrs, nonce, froms) = tcp_leader(&listener, &env.token, req, data_addr, timeout)?;
+    let watch = LateWatch::start(listener, env.token.clone(), froms);
+    let r = TcpTransport::connect(0, data, &addrs, &nonce, req.storage_bytes(), timeout)
+        .and_then(|mut t| run_rank(&mut t, req, "env", progress));
+    match watch.finish() {
+        Some(e) => Err(e),
+        None => r,
+    }
 }
 
 /// A rank other than 0 of a multi-host job: join rank 0 at `master` over TCP, check the job
@@ -1067,7 +1029,7 @@ fn tcp_member(
         deadline,
         &whom,
     )?;
-    let mut job: Job = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
+    let mut job: Assignment = read_frame_by(&mut s, deadline, crate::wire::MAX_FRAME)?;
     vet_request(
         &mut job.request,
         env.world,
@@ -1088,35 +1050,7 @@ fn tcp_member(
         job.request.storage_bytes(),
         Duration::from_secs_f64(job.request.timeout_s),
     )?;
-    run_rank(&mut t, &job.request, "env")
-}
-
-/// Run a verify sweep with the chosen launcher. With `Env` (or `Auto` under a launcher),
-/// ranks other than 0 return `Ok(None)` and should print nothing.
-pub fn run_verify(req: &VerifyRequest, launch: &Launch) -> Result<Option<VerifyReport>> {
-    run_verify_progress(req, launch, None)
-}
-
-/// [`run_verify`] calling `progress(rows_done, rows_total)` on rank 0 after each row (the
-/// binary draws its progress bar from it when stderr is a terminal).
-pub fn run_verify_progress(
-    req: &VerifyRequest,
-    launch: &Launch,
-    progress: Progress,
-) -> Result<Option<VerifyReport>> {
-    match launch {
-        Launch::Threads => run_threads_progress(req, progress).map(Some),
-        Launch::Processes(spec) => run_processes_progress(req, spec, progress).map(Some),
-        Launch::Env => {
-            let env = EnvInfo::detect(&|k| std::env::var(k).ok())?
-                .ok_or_else(|| RuntimeError::Launch("--launch env: no torchrun, Slurm or Open MPI variables (RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/SIZE)".into()))?;
-            run_env_progress(req, &env, progress)
-        }
-        Launch::Auto => match EnvInfo::detect(&|k| std::env::var(k).ok())? {
-            Some(env) => run_env_progress(req, &env, progress),
-            None => run_threads_progress(req, progress).map(Some),
-        },
-    }
+    run_rank(&mut t, &job.request, "env", None)
 }
 
 #[cfg(test)]
@@ -1276,7 +1210,7 @@ mod tests {
 
     /// Rank 0 played by a thread of the same user that sends `job` with a real segment of
     /// `real` shape; what the joining rank makes of it.
-    fn join_fake_leader(real: ArenaShape, job: Job) -> Result<(ShmTransport, Job)> {
+    fn join_fake_leader(real: ArenaShape, job: Assignment) -> Result<(ShmTransport, Assignment)> {
         let name = unix_name(&format!(
             "fake-leader-{}-{}",
             std::process::id(),
@@ -1320,7 +1254,7 @@ mod tests {
     fn a_wrapping_arena_shape_from_rank_0_is_refused() {
         let req = good_request();
         let real = req.arena_shape(2);
-        let mk = |shape, request| Job {
+        let mk = |shape, request| Assignment {
             shape: Some(shape),
             pids: vec![1, 1],
             addrs: vec![],

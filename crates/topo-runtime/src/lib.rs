@@ -3,7 +3,7 @@
 //! The crate takes typed values (never CLI types): a [`CollectivePlan`] says what NCCL would do
 //! (algorithm, protocol, channels, rings, trees, chunk size), [`schedule::schedule`] turns it
 //! into per-rank step lists, a [`transport::Transport`] moves the bytes, a launcher
-//! ([`launch`]) starts the ranks, and [`verify::run_verify`] runs an nccl-tests style sweep and
+//! ([`launch`]) starts the ranks, and [`job::Job::run`] runs an nccl-tests style sweep and
 //! returns typed rows, a text renderer and the `topo.verify/v1` JSON struct.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
@@ -13,6 +13,7 @@ pub mod cuda;
 pub mod error;
 pub mod exec;
 pub mod hostmodel;
+pub mod job;
 pub mod kernels;
 pub mod launch;
 pub mod protocol;

@@ -628,17 +628,8 @@ impl Drop for Bound {
 pub type Progress<'a> = Option<&'a (dyn Fn(usize, usize) + Sync)>;
 
 /// Run the sweep as one rank. Every rank calls this with the same request; rank 0 gets the
-/// report.
-pub fn run_rank(
-    t: &mut dyn Transport,
-    req: &VerifyRequest,
-    launch: &str,
-) -> Result<Option<VerifyReport>> {
-    run_rank_progress(t, req, launch, None)
-}
-
-/// [`run_rank`] reporting progress on rank 0.
-pub fn run_rank_progress(
+/// report and calls `progress` after each row.
+pub(crate) fn run_rank(
     t: &mut dyn Transport,
     req: &VerifyRequest,
     launch: &str,
@@ -1088,12 +1079,7 @@ pub const MODEL_MIN_BYTES: usize = 1 << 20;
 pub const MODEL_TOLERANCE: f64 = 0.25;
 
 /// Run `req` with N threads in this process (the default launcher).
-pub fn run_threads(req: &VerifyRequest) -> Result<VerifyReport> {
-    run_threads_progress(req, None)
-}
-
-/// [`run_threads`] reporting progress.
-pub fn run_threads_progress(req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {
+pub(crate) fn run_threads(req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {
     req.validate()?;
     req.check_memory()?;
     let timeout = checked_timeout(req.timeout_s)?;
@@ -1118,7 +1104,7 @@ pub fn checked_timeout(secs: f64) -> Result<std::time::Duration> {
 
 /// Run `req` on a set of transports, one thread each; the root cause of a failure is
 /// returned (not a secondary "aborted" error).
-pub fn run_ranks(
+pub(crate) fn run_ranks(
     ts: Vec<Box<dyn Transport>>,
     req: &VerifyRequest,
     launch: &str,
@@ -1131,7 +1117,7 @@ pub fn run_ranks(
                 s.spawn(move || {
                     let rank = t.rank();
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run_rank_progress(
+                        run_rank(
                             &mut *t,
                             req,
                             launch,
@@ -1312,7 +1298,7 @@ mod tests {
                     r.protocol = Some(proto);
                     r.nchannels = 2;
                     r.root = n - 1;
-                    let rep = run_threads(&r).unwrap();
+                    let rep = run_threads(&r, None).unwrap();
                     assert_eq!(
                         rep.wrong_total(),
                         0,
@@ -1344,7 +1330,7 @@ mod tests {
                 r.step_factor = 13.0;
                 for algo in [Algorithm::Ring, Algorithm::Direct] {
                     r.algorithm = Some(algo);
-                    let rep = run_threads(&r).unwrap();
+                    let rep = run_threads(&r, None).unwrap();
                     assert_eq!(
                         rep.wrong_total(),
                         0,
@@ -1377,7 +1363,7 @@ mod tests {
             predicted_time_us: Some(9.0),
             by_placement: vec![(Placement::Near, 1.0), (Placement::Far, 3.0)],
         }];
-        let rep = run_threads(&r).unwrap();
+        let rep = run_threads(&r, None).unwrap();
         let row = &rep.rows[0];
         let (before, after) = row.c2c_ns.unwrap();
         assert!(before > 0.0 && after > 0.0, "{:?}", row.c2c_ns);
@@ -1401,7 +1387,7 @@ mod tests {
         let mut r3 = r.clone();
         r3.ranks = 3;
         r3.plans.clear();
-        let rep = run_threads(&r3).unwrap();
+        let rep = run_threads(&r3, None).unwrap();
         assert_eq!((rep.rows[0].c2c_ns, rep.rows[0].placement), (None, None));
         let j = serde_json::to_value(rep.to_json()).unwrap();
         assert!(j["results"][0].get("placement").is_none());
@@ -1501,7 +1487,7 @@ mod tests {
             assert!(done <= total);
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         };
-        let rep = run_threads_progress(&r, Some(&prog)).unwrap();
+        let rep = run_threads(&r, Some(&prog)).unwrap();
         assert_eq!(
             calls.load(std::sync::atomic::Ordering::Relaxed),
             rep.rows.len()
@@ -1554,7 +1540,7 @@ mod tests {
         r.algorithm = Some(Algorithm::Direct);
         r.iters = 1;
         r.warmup = 0;
-        let rep = run_threads(&r).unwrap();
+        let rep = run_threads(&r, None).unwrap();
         assert_eq!(rep.wrong_total(), 0, "{}", rep.render_text());
     }
 
@@ -1567,7 +1553,7 @@ mod tests {
                 r.shared_min_bytes = 0;
                 r.root = n / 2;
                 r.max_bytes = 600_000;
-                let rep = run_threads(&r).unwrap();
+                let rep = run_threads(&r, None).unwrap();
                 assert_eq!(rep.wrong_total(), 0, "n={n} {op:?}\n{}", rep.render_text());
             }
         }

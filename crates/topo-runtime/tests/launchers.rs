@@ -4,9 +4,31 @@ use std::ffi::OsString;
 use std::net::TcpListener;
 use std::time::Duration;
 
-use topo_runtime::launch::{self, EnvInfo, ProcessSpec, run_env_with, run_processes};
-use topo_runtime::verify::VerifyRequest;
+use topo_runtime::job::Job;
+use topo_runtime::launch::{self, EnvInfo, Launch, ProcessSpec};
+use topo_runtime::verify::{VerifyReport, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp, RuntimeError};
+
+/// `req` with this process as rank 0 of worker processes started from `spec`.
+fn run_processes(req: &VerifyRequest, spec: &ProcessSpec) -> Result<VerifyReport, RuntimeError> {
+    Job::new(req, Launch::Processes(spec.clone()))
+        .run()
+        .map(|r| r.expect("rank 0 reports"))
+}
+
+/// `req` as the rank `env` describes, over TCP or not, with this rank's own `timeout`.
+fn run_env_with(
+    req: &VerifyRequest,
+    env: &EnvInfo,
+    tcp: bool,
+    timeout: Duration,
+) -> Result<Option<VerifyReport>, RuntimeError> {
+    Job::new(req, Launch::Env)
+        .as_rank(env.clone())
+        .tcp(tcp)
+        .timeout(timeout)
+        .run()
+}
 
 /// Entry of the worker processes; a no-op when run as a normal test.
 #[test]
@@ -292,7 +314,7 @@ fn env_worker_entry() {
         collectives: vec![Collective::AllReduce, Collective::AllGather],
         ..small(2)
     };
-    match launch::run_verify(&req, &launch::Launch::Env) {
+    match Job::new(&req, Launch::Env).run() {
         Ok(Some(rep)) => {
             println!(
                 "REPORT transport={} wrong={}",

@@ -209,7 +209,7 @@ pub(super) struct Shared<'a> {
 }
 
 /// `topo verify --backend cuda`: the whole sweep on this machine's GPUs.
-pub fn run_verify_cuda(req: &VerifyRequest, opts: &CudaOptions) -> Result<VerifyReport> {
+pub(crate) fn run_verify_cuda(req: &VerifyRequest, opts: &CudaOptions) -> Result<VerifyReport> {
     let probe = super::probe()
         .map_err(|e| RuntimeError::Unsupported(format!("cuda backend unavailable: {e}")))?;
     guarded("cuda backend", || run(req, opts, &probe))

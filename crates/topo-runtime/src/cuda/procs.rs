@@ -17,9 +17,10 @@ use super::pack::Arena;
 use super::peer::{self, DevMem, IpcMapped, ShmSeg, Vmm};
 use super::{Probe, guarded};
 use crate::error::{Result, RuntimeError};
-use crate::launch::{self, EnvInfo, ProcessSpec};
+use crate::job::Backend;
+use crate::launch::{self, EnvInfo};
 use crate::transport::TransportKind;
-use crate::verify::{VerifyReport, VerifyRequest};
+use crate::verify::{Progress, VerifyReport, VerifyRequest};
 use crate::wire::{read_frame_by, write_frame};
 
 /// What rank 0 tells the others after the rendezvous.
@@ -58,104 +59,70 @@ fn check_gpus(probe: &Probe, n: usize, rpg: usize) -> Result<()> {
     Ok(())
 }
 
-/// `--backend cuda --launch processes`: this process is rank 0 and starts the others.
-pub fn run_processes(
-    req: &VerifyRequest,
-    opts: &CudaOptions,
-    spec: &ProcessSpec,
-) -> Result<VerifyReport> {
-    let probe = super::probe().map_err(unavailable)?;
-    check_gpus(&probe, req.ranks, opts.ranks_per_gpu)?;
-    let (token, name, listener) = launch::job_socket()?;
-    let secs = req.timeout_s.to_string();
-    let mut children = launch::spawn_workers(
-        req.ranks,
-        spec,
-        &name,
-        &token,
-        &[(launch::ENV_BACKEND, "cuda"), (launch::ENV_TIMEOUT, &secs)],
-    )?;
-    let result = (|| {
-        let (streams, _) = launch::accept_local(
-            &listener,
-            &token,
-            req.ranks,
-            &mut children,
-            exchange_timeout(req),
-        )?;
-        drop(listener);
-        lead(streams, req, opts, &token, "processes")
-    })();
-    launch::reap(&mut children, barrier_timeout(req), result.is_ok()).outcome(result)
-}
+/// The CUDA backend of a [`crate::job::Job`]: threads of this process drive every GPU, or
+/// each process is one rank and the ranks hand each other their GPU memory after the
+/// rendezvous.
+pub(crate) struct Cuda(pub(crate) CudaOptions);
 
-/// `--backend cuda --launch env` on one host: rank 0 returns the report, the others `None`.
-pub fn run_env(
-    req: &VerifyRequest,
-    opts: &CudaOptions,
-    env: &EnvInfo,
-) -> Result<Option<VerifyReport>> {
-    if !env.single_host {
-        return Err(RuntimeError::Unsupported(format!(
-            "cuda backend across hosts: {} ranks span several hosts and topo has no GPU network transport (InfiniBand verbs is not built); run on one host, or --backend host",
-            env.launcher
-        )));
+impl Backend for Cuda {
+    fn worker_env(&self) -> &'static [(&'static str, &'static str)] {
+        &[(launch::ENV_BACKEND, "cuda")]
     }
-    if env.rank == 0 && req.ranks != env.world {
-        return Err(RuntimeError::Launch(format!(
-            "{} says world size {}, the request is for {} ranks",
-            env.launcher, env.world, req.ranks
-        )));
+
+    fn tag(&self) -> &'static str {
+        "-cuda"
     }
-    let mut req = req.clone();
-    req.ranks = env.world;
-    let name = launch::unix_name(&format!("{}-{}-cuda", env.token, env.master_port));
-    let timeout = exchange_timeout(&req);
-    if env.rank == 0 {
+
+    /// The exchange that follows waits this long too: each rank's NVRTC compile comes first.
+    fn join_wait(&self, own: Duration) -> Duration {
+        own.max(Duration::from_secs(1)) + Duration::from_secs(120)
+    }
+
+    fn linger(&self, own: Duration) -> Duration {
+        own.max(Duration::from_secs(1)) * 2 + Duration::from_secs(30)
+    }
+
+    fn preflight(&self, req: &VerifyRequest) -> Result<()> {
         let probe = super::probe().map_err(unavailable)?;
-        check_gpus(&probe, req.ranks, opts.ranks_per_gpu)?;
-        let listener = launch::bind_unix(&name)?;
-        let (streams, _) =
-            launch::accept_local(&listener, &env.token, env.world, &mut [], timeout)?;
-        drop(listener);
-        return lead(streams, &req, opts, &env.token, "env").map(Some);
+        check_gpus(&probe, req.ranks, self.0.ranks_per_gpu)
     }
-    let (s, deadline) = launch::join_local(&name, &env.token, env.rank, env.world, timeout)?;
-    let own = Duration::from_secs_f64(req.timeout_s);
-    follow(s, deadline, own, &env.token, env.rank, env.world)?;
-    Ok(None)
-}
 
-/// Whether this process is a worker of a CUDA process job (`TOPO_RT_BACKEND=cuda`, set by
-/// [`run_processes`]); the worker subcommand then calls [`worker_main`].
-pub fn is_worker() -> bool {
-    std::env::var(launch::ENV_BACKEND).is_ok_and(|b| b == "cuda")
-}
+    fn over_tcp(&self, env: &EnvInfo, _forced: Option<bool>) -> Result<bool> {
+        if !env.single_host {
+            return Err(RuntimeError::Unsupported(format!(
+                "cuda backend across hosts: {} ranks span several hosts and topo has no GPU network transport (InfiniBand verbs is not built); run on one host, or --backend host",
+                env.launcher
+            )));
+        }
+        Ok(false)
+    }
 
-/// A worker process of `--backend cuda --launch processes` (the hidden `topo worker`): join
-/// rank 0 and run this rank. `Ok(false)` when the process was not started as one.
-pub fn worker_main() -> Result<bool> {
-    let (Ok(name), Ok(rank), Ok(world), Ok(token)) = (
-        std::env::var(launch::ENV_SOCKET),
-        std::env::var(launch::ENV_RANK),
-        std::env::var(launch::ENV_WORLD),
-        std::env::var(launch::ENV_TOKEN),
-    ) else {
-        return Ok(false);
-    };
-    let num = |k: &str, v: &str| {
-        v.parse::<usize>()
-            .map_err(|_| RuntimeError::Launch(format!("{k}={v}")))
-    };
-    let (rank, world) = (
-        num(launch::ENV_RANK, &rank)?,
-        num(launch::ENV_WORLD, &world)?,
-    );
-    let own = launch::worker_timeout()?;
-    let (s, deadline) =
-        launch::join_local(&name, &token, rank, world, own + Duration::from_secs(60))?;
-    follow(s, deadline, own, &token, rank, world)?;
-    Ok(true)
+    fn threads(&self, req: &VerifyRequest, _progress: Progress) -> Result<VerifyReport> {
+        device::run_verify_cuda(req, &self.0)
+    }
+
+    fn lead(
+        &self,
+        streams: Vec<UnixStream>,
+        _pids: &[i32],
+        (req, launch_name): (&VerifyRequest, &str),
+        token: &str,
+        _own: Duration,
+        _progress: Progress,
+    ) -> Result<VerifyReport> {
+        lead(streams, req, &self.0, token, launch_name)
+    }
+
+    fn follow(
+        &self,
+        s: UnixStream,
+        deadline: Instant,
+        (rank, world): (usize, usize),
+        token: &str,
+        own: Duration,
+    ) -> Result<()> {
+        follow(s, deadline, own, token, rank, world)
+    }
 }
 
 /// Rank 0: accept the others, send them the job, run rank 0, gather, report.
@@ -435,6 +402,8 @@ fn rank_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::Job;
+    use crate::launch::{Launch, ProcessSpec};
 
     #[test]
     fn a_process_job_needs_two_ranks_and_enough_gpus() {
@@ -489,7 +458,11 @@ mod tests {
             ranks: 4,
             ..VerifyRequest::default()
         };
-        let e = run_env(&req, &CudaOptions::default(), &env).unwrap_err();
+        let e = Job::new(&req, Launch::Env)
+            .cuda(CudaOptions::default())
+            .as_rank(env)
+            .run()
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::Unsupported(_)), "{e}");
         assert!(e.to_string().contains("span several hosts"), "{e}");
     }
@@ -509,7 +482,10 @@ mod tests {
             ranks: 2,
             ..VerifyRequest::default()
         };
-        let e = run_processes(&req, &CudaOptions::default(), &spec).unwrap_err();
+        let e = Job::new(&req, Launch::Processes(spec))
+            .cuda(CudaOptions::default())
+            .run()
+            .unwrap_err();
         assert!(matches!(e, RuntimeError::Unsupported(_)), "{e}");
         assert!(e.to_string().contains("libcuda.so.1 not found"), "{e}");
     }
