@@ -3,8 +3,8 @@
 //! moves the bytes (host memory, or CUDA with [`Job::cuda`]), with one [`Job::run`].
 //!
 //! The launchers are shared by both backends: workers are started and reaped by
-//! [`launch::with_workers`], every rank meets rank 0 through [`crate::rendezvous`], and only
-//! what happens after the rendezvous differs, behind the [`Backend`] trait.
+//! `launch::with_workers`, every rank meets rank 0 through `crate::rendezvous`, and only
+//! what happens after the rendezvous differs, behind the `Backend` trait.
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 //!   host meet the same way as processes; ranks on several hosts meet over TCP at
 //!   MASTER_ADDR:MASTER_PORT and use the TCP transport.
 //!
-//! Every launcher meets through [`crate::rendezvous`]: one deadline, the job token and the
+//! Every launcher meets through `crate::rendezvous`: one deadline, the job token and the
 //! world size checked, anything else that connects refused and logged while the job goes on.
 use std::ffi::OsString;
 use std::io::Read;

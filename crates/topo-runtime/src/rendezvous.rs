@@ -57,7 +57,8 @@ pub(crate) trait Listener {
     type Stream: Timed + Write;
     /// How a peer is named in logs and errors.
     type From: Display + Clone;
-    fn set_nonblocking(&self) -> std::io::Result<()>;
+    /// Put the listener in non-blocking mode for [`accept_by`].
+    fn nonblocking(&self) -> std::io::Result<()>;
     fn poll(&self) -> std::io::Result<Incoming<Self::Stream, Self::From>>;
     /// What the transport needs from a hello beyond the rank and the token.
     fn check(&self, _h: &Hello) -> std::result::Result<(), String> {
@@ -69,8 +70,8 @@ impl Listener for UnixListener {
     type Stream = UnixStream;
     type From = String;
 
-    fn set_nonblocking(&self) -> std::io::Result<()> {
-        UnixListener::set_nonblocking(self, true)
+    fn nonblocking(&self) -> std::io::Result<()> {
+        self.set_nonblocking(true)
     }
 
     fn poll(&self) -> std::io::Result<Incoming<UnixStream, String>> {
@@ -91,8 +92,8 @@ impl Listener for TcpListener {
     type Stream = TcpStream;
     type From = SocketAddr;
 
-    fn set_nonblocking(&self) -> std::io::Result<()> {
-        TcpListener::set_nonblocking(self, true)
+    fn nonblocking(&self) -> std::io::Result<()> {
+        self.set_nonblocking(true)
     }
 
     fn poll(&self) -> std::io::Result<Incoming<TcpStream, SocketAddr>> {
@@ -157,7 +158,7 @@ pub(crate) fn gather<L: Listener>(
 ) -> Result<Vec<Joined<L::Stream, L::From>>> {
     let deadline = Instant::now() + timeout;
     listener
-        .set_nonblocking()
+        .nonblocking()
         .map_err(|e| RuntimeError::io("listen for ranks", e))?;
     let mut joined: Vec<Option<Joined<L::Stream, L::From>>> = (0..world).map(|_| None).collect();
     let mut count = 1;
