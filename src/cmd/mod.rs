@@ -51,7 +51,7 @@ pub fn run(cli: Cli) -> Result<i32> {
 /// A rank process of `topo verify --launch processes`: runs its part and exits.
 fn worker() -> Result<()> {
     // Which backend the worker runs is in its environment (`TOPO_RT_BACKEND`).
-    if topo_runtime::launch::worker_main()? {
+    if topo_runtime::job::worker_main()? {
         return Ok(());
     }
     Err(error::usage(

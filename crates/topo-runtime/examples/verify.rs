@@ -5,7 +5,8 @@
 use std::process::ExitCode;
 
 use topo_runtime::job::Job;
-use topo_runtime::launch::{Launch, ProcessSpec, worker_main};
+use topo_runtime::job::worker_main;
+use topo_runtime::launch::{Launch, ProcessSpec};
 use topo_runtime::verify::VerifyRequest;
 use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::cuda::device::CudaOptions;
 use crate::error::{Result, RuntimeError};
-use crate::launch::{self, EnvInfo, Launch};
+use crate::launch::{self, Backend, EnvInfo, Launch};
 use crate::verify::{Progress, VerifyReport, VerifyRequest};
 
 /// A verify sweep ready to run; see the module's documentation.
@@ -152,50 +152,6 @@ impl<'a> Job<'a> {
     }
 }
 
-/// What differs between the host and CUDA backends: how the ranks' memory is allocated and
-/// connected once they have met, and how a rank runs. Starting, meeting and reaping the ranks
-/// is shared.
-pub(crate) trait Backend {
-    /// Extra environment of its worker processes (which backend they are).
-    fn worker_env(&self) -> &'static [(&'static str, &'static str)];
-    /// The end of the env rendezvous name, so that a host job and a CUDA job of one launcher
-    /// never meet.
-    fn tag(&self) -> &'static str;
-    /// How long a rank waits for the rendezvous, for a job of timeout `own`.
-    fn join_wait(&self, own: Duration) -> Duration;
-    /// How long rank 0 gives its workers to finish once it is done.
-    fn linger(&self, own: Duration) -> Duration;
-    /// Rank 0's checks before anyone is started or accepted.
-    fn preflight(&self, _req: &VerifyRequest) -> Result<()> {
-        Ok(())
-    }
-    /// Whether ranks placed as `env` says meet and talk over TCP (`forced` by the caller);
-    /// an error when this backend cannot run them.
-    fn over_tcp(&self, env: &EnvInfo, forced: Option<bool>) -> Result<bool>;
-    /// Every rank as a thread of this process.
-    fn threads(&self, req: &VerifyRequest, progress: Progress) -> Result<VerifyReport>;
-    /// Rank 0 once the others joined (`streams[i]` is rank `i + 1`, nothing replied yet):
-    /// allocate, hand the others the job and the memory, run rank 0, report.
-    fn lead(
-        &self,
-        streams: Vec<UnixStream>,
-        pids: &[i32],
-        job: (&VerifyRequest, &str),
-        token: &str,
-        own: Duration,
-        progress: Progress,
-    ) -> Result<VerifyReport>;
-    /// Any other rank once it joined: receive the job, connect to the others' memory, run.
-    fn follow(
-        &self,
-        s: UnixStream,
-        deadline: Instant,
-        rank: (usize, usize),
-        token: &str,
-        own: Duration,
-    ) -> Result<()>;
-}
-
 /// The host backend: shared memory on one host (one memfd arena), TCP across hosts.
 struct Host;
 
@@ -249,6 +205,12 @@ impl Backend for Host {
     ) -> Result<()> {
         launch::follow_shm(s, deadline, rank, own)
     }
+}
+
+/// Entry point of a worker process of either backend (the hidden `topo` worker subcommand
+/// calls this). Returns `Ok(false)` when the process was not started as a worker.
+pub fn worker_main() -> Result<bool> {
+    launch::worker_main(worker_backend().as_ref())
 }
 
 /// The backend a worker process was started for ([`launch::ENV_BACKEND`]).

@@ -47,7 +47,7 @@ fn worker_entry() {
             std::process::exit(9);
         });
     }
-    match launch::worker_main() {
+    match topo_runtime::job::worker_main() {
         Ok(_) => std::process::exit(0),
         Err(e) => {
             eprintln!("worker error: {e}");

@@ -17,7 +17,7 @@ use super::pack::Arena;
 use super::peer::{self, DevMem, IpcMapped, ShmSeg, Vmm};
 use super::{Probe, guarded};
 use crate::error::{Result, RuntimeError};
-use crate::job::Backend;
+use crate::launch::Backend;
 use crate::launch::{self, EnvInfo};
 use crate::transport::TransportKind;
 use crate::verify::{Progress, VerifyReport, VerifyRequest};
