@@ -190,15 +190,10 @@ fn transports(r: &Report, o: &mut String, style: Style) {
     for t in differing.iter().take(10) {
         let _ = writeln!(
             o,
-            "  ! {} -> {}: log {}, model {}: {}",
+            "  ! {} -> {}: {}: {}",
             t.from,
             t.to,
-            t.observed
-                .iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join("+"),
-            t.expected.as_ref().map_or("-".into(), |x| x.to_string()),
+            t.log_against_model(),
             t.reason.as_deref().unwrap_or("")
         );
     }

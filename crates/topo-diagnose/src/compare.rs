@@ -456,16 +456,11 @@ pub fn differences(r: &mut Report) {
         .take(4)
         .map(|t| {
             format!(
-                "{}: rank {} -> {}: log {}, model {} ({})",
+                "{}: rank {} -> {}: {} ({})",
                 t.log,
                 t.from,
                 t.to,
-                t.observed
-                    .iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join("+"),
-                t.expected.as_ref().map_or("-".into(), |x| x.to_string()),
+                t.log_against_model(),
                 t.reason.as_deref().unwrap_or("")
             )
         })

@@ -67,6 +67,16 @@ pub struct TransportRow {
     pub reason: Option<String>,
 }
 
+impl TransportRow {
+    /// `log P2P/CUMEM+SHM, model NET/IB`: what the log shows against the model, as the
+    /// finding's evidence and the text report both print it.
+    pub fn log_against_model(&self) -> String {
+        let observed: Vec<String> = self.observed.iter().map(|x| x.to_string()).collect();
+        let expected = self.expected.as_ref().map_or("-".into(), |x| x.to_string());
+        format!("log {}, model {expected}", observed.join("+"))
+    }
+}
+
 /// A logged count or structure against the model's.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Comparison {
