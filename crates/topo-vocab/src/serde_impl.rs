@@ -38,19 +38,13 @@ macro_rules! by_name {
     };
 }
 
-const ALGORITHMS: [Algorithm; 8] = [
-    Algorithm::Tree,
-    Algorithm::Ring,
-    Algorithm::CollnetDirect,
-    Algorithm::CollnetChain,
-    Algorithm::Nvls,
-    Algorithm::NvlsTree,
-    Algorithm::Pat,
-    Algorithm::Direct,
-];
+/// Every algorithm: NCCL's, then the host runtime's own.
+fn algorithms() -> impl Iterator<Item = Algorithm> {
+    Algorithm::ALL.into_iter().chain([Algorithm::Direct])
+}
 
 by_name!(Collective, Collective::ALL, Collective::cli_name);
-by_name!(Algorithm, ALGORITHMS, algorithm_name);
+by_name!(Algorithm, algorithms(), algorithm_name);
 by_name!(Protocol, Protocol::ALL, Protocol::name);
 by_name!(DataType, DataType::ALL, DataType::short_name);
 by_name!(Reduction, Reduction::ALL, Reduction::name);
@@ -86,7 +80,7 @@ mod tests {
 
     #[test]
     fn names_deserialize() {
-        for a in ALGORITHMS {
+        for a in algorithms() {
             assert_eq!(back::<Algorithm>(algorithm_name(a)), a);
         }
         for c in Collective::ALL {
