@@ -40,8 +40,7 @@ pub fn plan(
     let (analysis, mut p) = plan::analyzed(topo, req, facts.clone())?;
     whatif::env_effects(topo, req, &facts, &analysis, &mut p);
     whatif::vm_effects(topo, req, &facts, &mut p);
-    whatif::gdr_effects(topo, req, &facts, &mut p);
-    whatif::speed_effects(topo, req, &facts, &mut p);
+    whatif::unknown_effects(topo, req, &facts, &mut p);
     vm::pcie_messages(topo, &mut p);
     Ok(p)
 }
@@ -49,8 +48,8 @@ pub fn plan(
 /// [`plan`] of a topology the caller gives up, so the analysis need not copy it (over 100 MB
 /// at 32,768 GPUs). With variables in the environment the what-if runs need the topology as
 /// given, and so does the run on a VM topology with its artefacts repaired ([`vm`]) or with
-/// the GPUDirect RDMA or port speed its source leaves unstated ([`whatif::gdr_effects`],
-/// [`whatif::speed_effects`]): then this is
+/// the GPUDirect RDMA or port speed its source leaves unstated ([`whatif::unknown_effects`]):
+/// then this is
 /// [`plan`].
 ///
 /// The analysis comes back too, when the plan was made from it alone, for the caller to free

@@ -359,53 +359,48 @@ pub(crate) fn speed_unknown(topo: &Topology) -> bool {
 /// XML reader's slow default; between them lies every speed a real port can report.
 const FAST_PORT_MBPS: u64 = 400_000;
 
-/// A plan that assumed no GPUDirect RDMA on ports whose source does not say also gives the
-/// other outcome: the same machine with GDR on those ports is planned, and the
-/// `net-gdr-unknown` message says what that changes (or that it changes nothing), so the
-/// assumption is never silently decisive.
-pub(crate) fn gdr_effects(
+/// A plan that took a default for a fact its source leaves out also gives the other outcome,
+/// so the assumption is never silently decisive: ports without `gdr` were planned without
+/// GPUDirect RDMA, and the same machine with it is planned too (`net-gdr-unknown`); ports
+/// without a speed were planned at NCCL's slow default, and the same machine at
+/// FAST_PORT_MBPS is planned too (`net-speed-unknown`). Each message then says what the
+/// other outcome changes, or that it changes nothing.
+pub(crate) fn unknown_effects(
     topo: &Topology,
     req: &PlanRequest,
     facts: &RuntimeFacts,
     plan: &mut Plan,
 ) {
-    if !gdr_unknown(topo) {
-        return;
-    }
-    let with = topo_model::stated::Stated {
+    use topo_model::stated::Stated;
+    let gdr = Stated {
         gdr: Some(true),
         ..Default::default()
     };
-    let outcome = other_outcome(
-        topo,
-        &with,
-        req,
-        facts,
-        plan,
-        "With GPUDirect RDMA on those ports",
-    );
-    append_to(plan, "net-gdr-unknown", &outcome);
-}
-
-/// Likewise for ports without a speed: the plan assumed NCCL's slow default for them, and the
-/// `net-speed-unknown` message adds what the same machine plans like at FAST_PORT_MBPS, so
-/// both ends of the range are stated.
-pub(crate) fn speed_effects(
-    topo: &Topology,
-    req: &PlanRequest,
-    facts: &RuntimeFacts,
-    plan: &mut Plan,
-) {
-    if !speed_unknown(topo) {
-        return;
-    }
-    let with = topo_model::stated::Stated {
+    let speed = Stated {
         nic_speed_mbps: Some(FAST_PORT_MBPS),
         ..Default::default()
     };
-    let label = format!("With {} Gb/s on those ports", FAST_PORT_MBPS / 1000);
-    let outcome = other_outcome(topo, &with, req, facts, plan, &label);
-    append_to(plan, "net-speed-unknown", &outcome);
+    let fast = format!("With {} Gb/s on those ports", FAST_PORT_MBPS / 1000);
+    let cases = [
+        (
+            gdr_unknown(topo),
+            gdr,
+            "net-gdr-unknown",
+            "With GPUDirect RDMA on those ports",
+        ),
+        (
+            speed_unknown(topo),
+            speed,
+            "net-speed-unknown",
+            fast.as_str(),
+        ),
+    ];
+    for (unknown, stated, code, label) in cases {
+        if unknown {
+            let outcome = other_outcome(topo, &stated, req, facts, plan, label);
+            append_to(plan, code, &outcome);
+        }
+    }
 }
 
 /// What the plan of `topo` with `stated` applied changes against `plan`, in one sentence
