@@ -3,7 +3,7 @@
 //! `topo.diagnose/v1` JSON document.
 
 use crate::report::fit;
-use crate::report::show::Cell;
+use crate::report::fit::Cell;
 use crate::util::Style;
 use std::collections::BTreeMap;
 use std::fmt::Write;

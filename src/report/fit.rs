@@ -595,7 +595,7 @@ pub fn column_blocks(
 mod tests {
     #[test]
     fn a_remembered_layout_is_the_layout_of_the_same_table() {
-        use crate::report::show::Paint;
+        use crate::report::fit::Paint;
         let style = Style {
             color: false,
             width: 60,

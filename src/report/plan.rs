@@ -4,7 +4,7 @@
 //! NCCL's own format (`Trees`), tables split into blocks of columns.
 
 use crate::report::fit;
-use crate::report::show::{Cell, Paint};
+use crate::report::fit::{Cell, Paint};
 use crate::util::{Style, human_size};
 use std::collections::BTreeMap;
 use std::fmt::Write;

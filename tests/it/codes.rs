@@ -1,10 +1,10 @@
-//! docs/codes.md is the registry of every code topo emits (issue 24): each code passed as a
-//! literal to `Message::new`, `Finding::new` or a verdict's `tag` is listed there, and each
-//! listed code is emitted somewhere in the source (no stale rows). Codes held in constants
-//! (`topo_model::pcie_judge`) are literals in their one definition, so both checks see them.
+//! docs/codes.md is the registry of every code topo emits (issues 24 and 27): its rows are
+//! exactly the codes of `topo_vocab::Code`, the one enum every document's code comes from, and
+//! each code is emitted somewhere in the source (no stale rows, no unused variant).
 
 use crate::util::fixture;
 use std::collections::BTreeSet;
+use topo_vocab::Code;
 
 fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -17,47 +17,20 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-fn sources() -> Vec<(String, String)> {
+/// The code outside tests and outside the enum's own definition.
+fn sources() -> String {
     let mut files = vec![];
     rust_files(&fixture("src"), &mut files);
     rust_files(&fixture("crates"), &mut files);
     files
         .into_iter()
         .filter(|p| !p.to_string_lossy().contains("/tests") && !p.ends_with("tests.rs"))
-        .map(|p| {
-            (
-                p.display().to_string(),
-                std::fs::read_to_string(&p).unwrap(),
-            )
-        })
+        .filter(|p| !p.ends_with("topo-vocab/src/code.rs"))
+        .map(|p| std::fs::read_to_string(&p).unwrap())
         .collect()
 }
 
-/// The first argument of every `Message::new(`, `Finding::new(` and `.tag(` when it is a
-/// string literal, whitespace and line breaks allowed before it.
-fn emitted(text: &str) -> Vec<String> {
-    let mut out = vec![];
-    for call in ["Message::new(", "Finding::new(", ".tag("] {
-        for (i, _) in text.match_indices(call) {
-            let rest = text[i + call.len()..].trim_start();
-            if let Some(lit) = rest.strip_prefix('"')
-                && let Some(end) = lit.find('"')
-            {
-                let code = &lit[..end];
-                if !code.is_empty()
-                    && code
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                {
-                    out.push(code.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
-fn listed() -> BTreeSet<String> {
+fn listed() -> Vec<String> {
     let doc = std::fs::read_to_string(fixture("docs/codes.md")).unwrap();
     doc.lines()
         .filter_map(|l| l.strip_prefix("| `"))
@@ -67,25 +40,35 @@ fn listed() -> BTreeSet<String> {
 }
 
 #[test]
-fn every_emitted_code_is_listed_and_every_listed_code_is_emitted() {
+fn docs_list_exactly_the_codes_of_the_enum() {
+    let listed: BTreeSet<String> = listed().into_iter().collect();
+    let names: BTreeSet<String> = Code::ALL.iter().map(|c| c.name().to_string()).collect();
+    let missing: Vec<_> = names.difference(&listed).collect();
+    let stale: Vec<_> = listed.difference(&names).collect();
+    assert!(
+        missing.is_empty(),
+        "codes not in docs/codes.md: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "docs/codes.md rows with no code in the enum: {stale:?}"
+    );
+}
+
+#[test]
+fn every_code_is_emitted_somewhere() {
     let src = sources();
-    let listed = listed();
-    let mut found = BTreeSet::new();
-    for (path, text) in &src {
-        for c in emitted(text) {
-            assert!(
-                listed.contains(&c),
-                "{path}: code `{c}` is not in docs/codes.md"
-            );
-            found.insert(c);
-        }
-    }
-    assert!(found.len() > 30, "{}", found.len());
-    let all: String = src.iter().map(|(_, t)| t.as_str()).collect();
-    for c in &listed {
+    for c in Code::ALL {
+        let variant = format!("Code::{c:?}");
+        let ends = |i: usize| {
+            src[i + variant.len()..]
+                .chars()
+                .next()
+                .is_none_or(|x| !(x.is_alphanumeric() || x == '_'))
+        };
         assert!(
-            all.contains(&format!("\"{c}\"")),
-            "docs/codes.md lists `{c}`, which no source emits (a stale row, or a renamed code)"
+            src.match_indices(&variant).any(|(i, _)| ends(i)),
+            "`{c}` ({variant}) is emitted nowhere: drop it from the enum and docs/codes.md"
         );
     }
 }

@@ -2,6 +2,8 @@
 //! cycles between the modules of a crate, no I/O and no forbidden dependency in the pure
 //! model, clap only in the binary.
 
+mod imports;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -109,6 +111,32 @@ fn modules_of_every_crate_form_no_cycle() {
         let g = module_graph(&src);
         assert_eq!(find_cycle(&g), None, "module cycle in {}", src.display());
     }
+}
+
+/// The same rule file by file: a file that uses another is never used back by it, directly or
+/// through others (see `imports` for what counts as a use).
+#[test]
+fn no_file_uses_a_file_that_uses_it_back() {
+    let mut found = vec![];
+    for src in crate_srcs() {
+        let (files, g) = imports::graph(&src);
+        for c in imports::circles(&g) {
+            found.push(format!(
+                "a circle of {} files in {}:",
+                c.len(),
+                src.display()
+            ));
+            for a in &c {
+                for b in g[a].intersection(&c) {
+                    let name = |m: &imports::Mod| {
+                        files[m].strip_prefix(root()).unwrap().display().to_string()
+                    };
+                    found.push(format!("  {} -> {}", name(a), name(b)));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]

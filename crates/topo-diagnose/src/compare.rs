@@ -4,6 +4,7 @@
 
 use super::{Comparison, Input, LogInput, Report, TransportRow};
 use std::collections::BTreeMap;
+use topo_model::message::Code;
 use topo_model::{NvlinkInfo, Topology};
 use topo_nccl::analyze::{self, Analysis, Request, RuntimeFacts};
 use topo_nccl::transport::{PairTransport, RankPlacement};
@@ -433,7 +434,7 @@ pub fn count_differences(r: &mut Report) {
         return;
     }
     let f = super::Finding::new(
-        "log-differs-from-plan",
+        Code::LogDiffersFromPlan,
         super::Severity::Warning,
         format!(
             "{} logged count(s) or structure(s) differ from what the model predicts for this machine",
@@ -467,7 +468,7 @@ pub fn differences(r: &mut Report) {
         .chain((rows.len() > 4).then(|| format!("... and {} more pairs", rows.len() - 4)))
         .collect();
     let f = super::Finding::new(
-        "transport-differs-from-plan",
+        Code::TransportDiffersFromPlan,
         super::Severity::Warning,
         format!(
             "{} rank pair(s) use another kind of transport than the model predicts for this machine",

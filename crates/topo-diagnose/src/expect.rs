@@ -4,6 +4,7 @@
 
 use super::{Finding, Report, Severity};
 use petgraph::graph::NodeIndex;
+use topo_model::message::Code;
 use topo_model::{NodeKind, Topology, bw};
 
 fn host0_gpus(t: &Topology) -> Vec<NodeIndex> {
@@ -68,7 +69,7 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
     if !missing.is_empty() {
         r.add(
             Finding::new(
-                "device-missing",
+                Code::DeviceMissing,
                 Severity::Error,
                 format!("devices are missing compared with {name}"),
             )
@@ -103,13 +104,13 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
             ));
         }
     }
-    let mut add = |id: &str, sev: Severity, title: String, ev: Vec<String>, fix: &str| {
+    let mut add = |id: Code, sev: Severity, title: String, ev: Vec<String>, fix: &str| {
         if !ev.is_empty() {
             r.add(Finding::new(id, sev, title).evidence(ev).fix(fix));
         }
     };
     add(
-        "nvlink-degraded",
+        Code::NvlinkDegraded,
         Severity::Error,
         format!("NVLink lanes are missing compared with {name}"),
         nvl,
@@ -123,14 +124,14 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
         "reseat the card, check BIOS slot settings; `lspci -vv` LnkSta against LnkCap",
     );
     add(
-        "numa-mismatch",
+        Code::NumaMismatch,
         Severity::Warning,
         format!("GPUs sit on other NUMA nodes than on {name}"),
         numa,
         "check the BIOS NUMA settings (NPS, sub-NUMA clustering) against the reference",
     );
     add(
-        "rail-misaligned",
+        Code::RailMisaligned,
         Severity::Warning,
         format!("GPU–NIC pairing differs from {name}"),
         rail,

@@ -2,6 +2,7 @@
 //! containers, /dev/shm, ACS, IOMMU, NVLink states, fabric, MIG, NVML P2P, GPUDirect RDMA.
 
 use super::{Finding, Input, Report, Severity};
+use topo_model::message::Code;
 use topo_source::hostfacts::HostFacts;
 
 pub fn run(f: &HostFacts, input: &Input, r: &mut Report) {
@@ -38,7 +39,7 @@ fn vm(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "virtualized-topology",
+            Code::VirtualizedTopology,
             Severity::Info,
             "this machine is a virtual machine: NCCL sees the hypervisor's PCI tree, which may hide PCIe switches, NVSwitches and NUMA placement",
         )
@@ -68,7 +69,7 @@ fn visibility(f: &HostFacts, r: &mut Report) {
     ev.extend(f.container.iter().cloned());
     r.add(
         Finding::new(
-            "single-gpu-visible",
+            Code::SingleGpuVisible,
             Severity::Warning,
             format!("this process sees one of the machine's {in_box} GPUs: ranks split this way cannot use NVLink P2P with each other unless they share one container that sees all GPUs"),
         )
@@ -78,7 +79,7 @@ fn visibility(f: &HostFacts, r: &mut Report) {
     if f.kubernetes {
         r.add(
             Finding::new(
-                "ranks-on-separate-hosts",
+                Code::RanksOnSeparateHosts,
                 Severity::Warning,
                 "a Kubernetes pod with one GPU of a multi-GPU node: ranks in sibling pods get their own host hash, so NCCL treats them as separate hosts and uses the network between them",
             )
@@ -100,7 +101,7 @@ fn shm(f: &HostFacts, r: &mut Report) {
     let mib = bytes >> 20;
     r.add(
         Finding::new(
-            "shm-too-small",
+            Code::ShmTooSmall,
             Severity::Warning,
             format!("/dev/shm is {mib} MiB: NCCL's shared-memory buffers and proxy need more, and jobs fail with bus errors or fall back"),
         )
@@ -133,7 +134,7 @@ fn acs(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "acs-redirect",
+            Code::AcsRedirect,
             Severity::Error,
             "PCIe ACS redirects peer-to-peer traffic up to the CPU root complex: GPU P2P and GPUDirect RDMA are slow or hang",
         )
@@ -150,7 +151,7 @@ fn iommu(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "iommu-translation",
+            Code::IommuTranslation,
             Severity::Warning,
             "the IOMMU translates GPU DMA addresses: peer-to-peer and GPUDirect RDMA traffic is slowed or breaks",
         )
@@ -188,7 +189,7 @@ fn nvlink(f: &HostFacts, r: &mut Report) {
         .collect::<Vec<_>>();
     r.add(
         Finding::new(
-            "nvlink-degraded",
+            Code::NvlinkDegraded,
             Severity::Error,
             "NVLink links are down: those GPUs get less NVLink bandwidth and NCCL's rings and trees are built around them",
         )
@@ -241,7 +242,7 @@ fn mig(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "mig-enabled",
+            Code::MigEnabled,
             Severity::Error,
             "MIG is enabled: NCCL cannot use NVLink or P2P between MIG instances, and communication between them goes through the host",
         )
@@ -256,7 +257,7 @@ fn p2p(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "gpu-no-p2p-support",
+            Code::GpuNoP2pSupport,
             Severity::Warning,
             "NVML reports that GPU pairs cannot do P2P: NCCL falls back to shared memory (SHM) for them",
         )
@@ -300,7 +301,7 @@ fn gdr(f: &HostFacts, input: &Input, r: &mut Report) {
     ];
     r.add(
         Finding::new(
-            "gdr-unavailable",
+            Code::GdrUnavailable,
             if dmabuf { Severity::Info } else { Severity::Warning },
             if dmabuf {
                 "GPUDirect RDMA depends on DMA-BUF here (nvidia_peermem is not loaded)"

@@ -2,6 +2,7 @@
 //! hosts, one GPU per process, NVLS off, NET without GPUDirect RDMA, a virtual PCI tree, WARNs.
 
 use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
+use topo_model::message::Code;
 use topo_source::nccllog::{Connection, Evidence, NcclLog};
 
 /// The P2P switches whose presence turns NVLink pairs into SHM (NCCL_P2P_DISABLE=1, or a
@@ -99,7 +100,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
     if env.is_empty() {
         r.add(
             Finding::new(
-                "p2p-refused",
+                Code::P2pRefused,
                 Severity::Warning,
                 format!(
                     "{} connections between GPUs of one host go through shared memory (SHM): NCCL refused P2P for them",
@@ -123,7 +124,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs talk through shared memory (SHM) instead"
     };
     r.add(
-        Finding::new("p2p-disabled-by-env", Severity::Error, title)
+        Finding::new(Code::P2pDisabledByEnv, Severity::Error, title)
             .evidence(ev)
             .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (drop their `-x`/export from the job script), and the other NCCL_* settings unless they are needed; NCCL then uses P2P over NVLink"),
     );
@@ -210,7 +211,7 @@ fn separate_hosts(l: &LogInput, r: &mut Report) {
     };
     r.add(
         Finding::new(
-            "ranks-on-separate-hosts",
+            Code::RanksOnSeparateHosts,
             sev,
             if socket.is_empty() {
                 "ranks on GPUs of one machine run in separate containers, so NCCL counts them as separate nodes and uses the network between them".to_string()
@@ -268,7 +269,7 @@ fn single_gpu(l: &LogInput, input: &Input, r: &mut Report) {
     };
     r.add(
         Finding::new(
-            "single-gpu-visible",
+            Code::SingleGpuVisible,
             if severe { Severity::Error } else { Severity::Warning },
             title,
         )
@@ -302,7 +303,7 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         {
             r.add(
                 Finding::new(
-                    "nvls-unavailable",
+                    Code::NvlsUnavailable,
                     Severity::Warning,
                     "NVLink SHARP (NVLS) is off on an NVSwitch machine: 0 nvls channels",
                 )
@@ -322,7 +323,7 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         super::logfacts::Fabric::NoNvls(why) => {
             ev.push(why);
             Finding::new(
-                "nvls-unavailable",
+                Code::NvlsUnavailable,
                 Severity::Info,
                 "NVLink SHARP (NVLS) is not available, as expected: it needs Hopper-or-newer GPUs on NVSwitches (HGX/DGX H100 and later) and this machine has none",
             )
@@ -331,14 +332,14 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         super::logfacts::Fabric::Nvswitch(why) => {
             ev.push(why);
             Finding::new(
-                "nvls-unavailable",
+                Code::NvlsUnavailable,
                 Severity::Warning,
                 "NVLink SHARP (NVLS) multicast is not available to NCCL on an NVSwitch machine",
             )
             .fix("start the fabric manager (nvidia-fabricmanager; `nvidia-smi -q | grep -i -A2 fabric` must say Completed), use driver ≥ 530 and CUDA ≥ 12.1, and in containers expose the IMEX/multicast devices")
         }
         super::logfacts::Fabric::Unknown => Finding::new(
-            "nvls-unavailable",
+            Code::NvlsUnavailable,
             Severity::Warning,
             "NVLink SHARP (NVLS) multicast is not available to NCCL",
         )
@@ -367,7 +368,7 @@ fn gdr(l: &LogInput, r: &mut Report) {
     );
     r.add(
         Finding::new(
-            "gdr-unavailable",
+            Code::GdrUnavailable,
             Severity::Warning,
             "network transfers do not use GPUDirect RDMA: data is staged through host memory",
         )
@@ -409,7 +410,7 @@ fn virtual_pci(l: &LogInput, r: &mut Report) {
     ));
     r.add(
         Finding::new(
-            "virtualized-topology",
+            Code::VirtualizedTopology,
             Severity::Warning,
             "NCCL sees a virtual machine's PCI tree: emulated bridges at 0.2 GB/s hide the real switches and links, so its topology and search can go wrong",
         )
@@ -424,7 +425,7 @@ fn warns(l: &LogInput, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "nccl-warning",
+            Code::NcclWarning,
             Severity::Warning,
             format!("NCCL printed {} WARN line(s)", l.log.warnings.len()),
         )

@@ -2,6 +2,7 @@
 //! refused by the driver on a PCIe pair (expected) or an NVLink pair (a fault).
 
 use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
+use topo_model::message::Code;
 
 /// What the evidence says about NVLS on the machine: it needs Hopper-or-newer GPUs on
 /// NVSwitches (and the fabric manager); anything else cannot have it.
@@ -142,7 +143,7 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
     };
     r.add(
         Finding::new(
-            "nvls-requested-unavailable",
+            Code::NvlsRequestedUnavailable,
             Severity::Error,
             "NCCL_ALGO asks for NVLS but the job has no NVLS channels: NCCL ran other algorithms",
         )
@@ -210,7 +211,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
     if !nvl.is_empty() {
         r.add(
             Finding::new(
-                "p2p-disabled-nvlink",
+                Code::P2pDisabledNvlink,
                 Severity::Error,
                 format!("the driver refuses P2P between NVLink-connected GPUs ({}): a fabric or hardware fault, and NCCL stops", pairs(&nvl)),
             )
@@ -235,7 +236,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
         }
         r.add(
             Finding::new(
-                "p2p-disabled-pcie",
+                Code::P2pDisabledPcie,
                 Severity::Info,
                 format!("the driver does not allow P2P between the PCIe-connected GPUs ({}), so NCCL uses shared memory (SHM): expected on consumer (GeForce) GPUs and in many VMs", pairs(&pcie)),
             )

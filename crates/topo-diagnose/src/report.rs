@@ -12,12 +12,12 @@ use topo_vocab::Transport;
 pub const SCHEMA: &str = "topo.diagnose/v1";
 
 /// One severity scale for findings and for the other documents' coded messages.
-pub use topo_model::message::Severity;
+pub use topo_model::message::{Code, Severity};
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Finding {
     /// Stable identifier (`p2p-disabled-by-env`); scripts match on it.
-    pub id: String,
+    pub id: Code,
     pub severity: Severity,
     pub title: String,
     /// Quoted log lines (`file:line: text`), files and values that prove it.
@@ -26,9 +26,9 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(id: &str, severity: Severity, title: impl Into<String>) -> Finding {
+    pub fn new(id: Code, severity: Severity, title: impl Into<String>) -> Finding {
         Finding {
-            id: id.into(),
+            id,
             severity,
             title: title.into(),
             evidence: vec![],
@@ -180,7 +180,7 @@ impl Report {
         });
     }
     /// Whether a finding with this id was raised.
-    pub fn has(&self, id: &str) -> bool {
+    pub fn has(&self, id: Code) -> bool {
         self.findings.iter().any(|f| f.id == id)
     }
 }

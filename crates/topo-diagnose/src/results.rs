@@ -4,6 +4,7 @@
 //! how far, and the likely causes ranked by the evidence the rest of the diagnosis found.
 
 use crate::{Finding, Report, Severity};
+use topo_model::message::Code;
 use topo_nccl::plan::Row as PlanRow;
 
 mod types;
@@ -165,7 +166,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
             gbps(last.expected_busbw_gbps)
         );
         r.add(
-            Finding::new("nccl-tests-not-judged", Severity::Info, title)
+            Finding::new(Code::NcclTestsNotJudged, Severity::Info, title)
                 .fix(causes.first().cloned().unwrap_or_default()),
         );
         return;
@@ -187,7 +188,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         if above > 0 {
             title.push_str(&format!(", {above} above it (faster than topo expects: the model is pessimistic there, not the machine at fault)"));
         }
-        r.add(Finding::new("nccl-tests-in-band", Severity::Info, title));
+        r.add(Finding::new(Code::NcclTestsInBand, Severity::Info, title));
         return;
     }
     let worst = below
@@ -221,7 +222,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         .map(|m| crate::quote(&input.name, m.line, &m.text))
         .collect::<Vec<_>>();
     r.add(
-        Finding::new("nccl-tests-below-band", severity, title)
+        Finding::new(Code::NcclTestsBelowBand, severity, title)
             .evidence(evidence)
             .fix(causes.first().cloned().unwrap_or_default()),
     );
@@ -268,7 +269,7 @@ fn wrong_results(input: &ResultsInput, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "nccl-tests-wrong-results",
+            Code::NcclTestsWrongResults,
             Severity::Error,
             format!(
                 "nccl-tests found wrong values ({} sizes with #wrong > 0): the collective corrupts data, whatever its speed",
@@ -280,13 +281,24 @@ fn wrong_results(input: &ResultsInput, r: &mut Report) {
     );
 }
 
+/// The codes of this check's own findings (not causes of a shortfall).
+fn is_results_code(c: Code) -> bool {
+    matches!(
+        c,
+        Code::NcclTestsBelowBand
+            | Code::NcclTestsInBand
+            | Code::NcclTestsNotJudged
+            | Code::NcclTestsWrongResults
+    )
+}
+
 /// Likely causes, most likely first: what the diagnosis already proved, then the run's own
 /// settings, then what the shape of the shortfall points at.
 fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
     let mut out: Vec<String> = r
         .findings
         .iter()
-        .filter(|f| f.severity >= Severity::Warning && !f.id.starts_with("nccl-tests-"))
+        .filter(|f| f.severity >= Severity::Warning && !is_results_code(f.id))
         .map(|f| format!("{} ({}): {}", f.id, f.severity.name(), f.title))
         .collect();
     out.extend(setting_causes(&input.env));

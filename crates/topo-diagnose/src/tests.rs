@@ -2,6 +2,7 @@
 //! matches it, and one changed line is marked.
 
 use super::*;
+use topo_model::message::Code;
 use topo_model::testing::hgx;
 use topo_nccl::analyze::{Request, RuntimeFacts, analyze};
 use topo_nccl::version::NcclVersion;
@@ -90,8 +91,8 @@ fn one_changed_line_is_marked() {
         .find(|t| (t.from, t.to) == (0, 1))
         .unwrap();
     assert!(row.differs);
-    assert!(r.has("transport-differs-from-plan"));
-    assert!(r.has("p2p-refused"));
+    assert!(r.has(Code::TransportDiffersFromPlan));
+    assert!(r.has(Code::P2pRefused));
     let coll = r
         .comparisons
         .iter()
@@ -104,14 +105,14 @@ fn one_changed_line_is_marked() {
 fn findings_of_one_id_merge_and_sort_by_severity() {
     let mut r = diagnose(&Input::default());
     r.findings = vec![
-        Finding::new("a", Severity::Info, "x"),
-        Finding::new("b", Severity::Warning, "y").evidence(["1".to_string()]),
-        Finding::new("b", Severity::Error, "y2").evidence(["2".to_string()]),
+        Finding::new(Code::MigEnabled, Severity::Info, "x"),
+        Finding::new(Code::AcsRedirect, Severity::Warning, "y").evidence(["1".to_string()]),
+        Finding::new(Code::AcsRedirect, Severity::Error, "y2").evidence(["2".to_string()]),
     ];
     r.checked("something");
     finish(&mut r);
     assert_eq!(r.findings.len(), 2);
-    assert_eq!(r.findings[0].id, "b");
+    assert_eq!(r.findings[0].id, Code::AcsRedirect);
     assert_eq!(r.findings[0].severity, Severity::Error);
     assert_eq!(r.findings[0].evidence, ["1", "2"]);
     assert_eq!(r.worst, Some(Severity::Error));

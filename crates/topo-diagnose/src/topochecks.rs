@@ -3,6 +3,7 @@
 
 use super::{Finding, Input, Report, Severity};
 use petgraph::graph::NodeIndex;
+use topo_model::message::Code;
 use topo_model::pcie_judge::label;
 use topo_model::{NodeKind, Topology};
 use topo_nccl::analyze::{self, Request, RuntimeFacts};
@@ -97,7 +98,7 @@ fn nvlink(t: &Topology, r: &mut Report) {
     if !uneven.is_empty() {
         r.add(
             Finding::new(
-                "nvlink-degraded",
+                Code::NvlinkDegraded,
                 Severity::Error,
                 "NVLink lanes are missing: some links are down or not detected, so those GPUs get less NVLink bandwidth",
             )
@@ -107,7 +108,7 @@ fn nvlink(t: &Topology, r: &mut Report) {
     } else if !bridged.is_empty() {
         r.add(
             Finding::new(
-                "nvlink-degraded",
+                Code::NvlinkDegraded,
                 Severity::Warning,
                 "fewer NVLinks than a bridge gives: a bridge is probably only partly connected",
             )
@@ -145,7 +146,7 @@ fn fabric(t: &Topology, r: &mut Report) {
 
 pub(super) fn fabric_finding(ev: Vec<String>) -> Finding {
     Finding::new(
-        "fabric-manager-not-ready",
+        Code::FabricManagerNotReady,
         Severity::Error,
         "the NVSwitch fabric is not ready: GPUs are not registered with the fabric manager, so NVLink P2P and NVLS are unavailable",
     )
@@ -191,7 +192,7 @@ fn p2p_support(t: &Topology, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "gpu-no-p2p-support",
+            Code::GpuNoP2pSupport,
             Severity::Warning,
             "these GPUs cannot do P2P with each other: NCCL falls back to shared memory (SHM) through the CPU",
         )
@@ -258,7 +259,7 @@ fn rails(t: &Topology, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "rail-misaligned",
+            Code::RailMisaligned,
             Severity::Warning,
             "some GPUs have no NIC under their PCIe switch: their network traffic crosses the CPU (or is proxied through another GPU by PXN)",
         )
@@ -314,7 +315,7 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
         let n = far.len();
         r.add(
             Finding::new(
-                "p2p-path-too-far",
+                Code::P2pPathTooFar,
                 Severity::Warning,
                 format!("{n} GPU pair(s) are too far apart on PCIe for P2P (through the CPU): NCCL uses shared memory (SHM) between them"),
             )
@@ -342,7 +343,7 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
     if !env_off.is_empty() && !vars.is_empty() {
         r.add(
             Finding::new(
-                "p2p-disabled-by-env",
+                Code::P2pDisabledByEnv,
                 Severity::Error,
                 "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs would talk through shared memory (SHM)",
             )

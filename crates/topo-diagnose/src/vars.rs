@@ -2,6 +2,7 @@
 //! nothing, found against the variables NCCL 2.18–2.30 read.
 
 use super::{Finding, Input, Report, Severity};
+use topo_model::message::Code;
 
 /// Variables NCCL (and the PyTorch wrappers people set beside them) read.
 const KNOWN: &[&str] = &[
@@ -232,7 +233,7 @@ pub fn run(input: &Input, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            "unknown-nccl-variable",
+            Code::UnknownNcclVariable,
             sev,
             "NCCL_* variables that NCCL does not read are set: they change nothing (a misspelling silently keeps the default)",
         )

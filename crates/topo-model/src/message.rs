@@ -3,6 +3,7 @@
 //! reads. The text may change between versions; the code does not.
 
 use serde::Serialize;
+pub use topo_vocab::Code;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -24,13 +25,13 @@ impl Severity {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Message {
-    pub code: &'static str,
+    pub code: Code,
     pub severity: Severity,
     pub text: String,
 }
 
 impl Message {
-    pub fn new(code: &'static str, severity: Severity, text: impl Into<String>) -> Message {
+    pub fn new(code: Code, severity: Severity, text: impl Into<String>) -> Message {
         Message {
             code,
             severity,
@@ -41,4 +42,4 @@ impl Message {
 
 /// Code of a warning the source raised while reading its input (`Topology::warnings`): those
 /// are free text about what the input could not say or had to repair, one code for all.
-pub const SOURCE_WARNING: &str = "source-warning";
+pub const SOURCE_WARNING: Code = Code::SourceWarning;

@@ -4,17 +4,18 @@
 //! reads the same in each, with the same severity.
 
 use crate::bw::{pcie_bw, pcie_generation, pcie_gts};
+use crate::message::Code;
 use crate::message::Severity;
 use crate::{NodeKind, PcieLink, Topology};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
 
 /// A virtual machine's emulated PCI tree.
-pub const VIRTUAL: &str = "virtualized-topology";
+pub const VIRTUAL: Code = Code::VirtualizedTopology;
 /// A link running below the width or speed it is capable of.
-pub const DOWNTRAINED: &str = "pcie-downtrained";
+pub const DOWNTRAINED: Code = Code::PcieDowntrained;
 /// A device that can do more than the link above it gives.
-pub const UPSTREAM_SLOWER: &str = "pcie-upstream-slower";
+pub const UPSTREAM_SLOWER: Code = Code::PcieUpstreamSlower;
 
 /// A bridge whose own link is below this (GB/s, NCCL's PCI bandwidth) while a GPU or a NIC
 /// below it links at least 4x faster is an emulated bridge: NCCL prices x1 Gen1 at 0.19 GB/s
@@ -38,7 +39,7 @@ pub enum FlagKind {
 
 impl FlagKind {
     /// The code of the fact the flag is evidence of.
-    pub fn code(self) -> &'static str {
+    pub fn code(self) -> Code {
         match self {
             FlagKind::Downtrained => DOWNTRAINED,
             FlagKind::UpstreamSlower => UPSTREAM_SLOWER,
@@ -241,7 +242,7 @@ fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
 /// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
-    pub code: &'static str,
+    pub code: Code,
     pub severity: Severity,
     pub summary: String,
     /// `GPU0 (0000:18:00.0): downtrained: running Gen4 x8, capable of Gen4 x16`, ...

@@ -15,6 +15,7 @@ use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use topo_model::message::Code;
 use topo_model::message::{Message, Severity};
 use topo_model::{SourceInfo, Topology};
 
@@ -864,7 +865,7 @@ fn no_net_warning(a: &Analysis, w: &mut Vec<Message>) {
         return;
     }
     w.push(Message::new(
-        "net-none",
+        Code::NetNone,
         Severity::Warning,
         "the source lists no NIC: NCCL 2.30 needs at least one network device at init (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used",
     ));
@@ -893,7 +894,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
         // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
         // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
-        w.push(Message::new("net-socket-speed", Severity::Warning, format!(
+        w.push(Message::new(Code::NetSocketSpeed, Severity::Warning, format!(
             "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
         )));
     }
@@ -902,7 +903,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     incomplete_net_warnings(a, &mut w);
     unstated_gdr_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
-        w.push(Message::new("p2p-assumed", Severity::Warning, format!(
+        w.push(Message::new(Code::P2pAssumed, Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
         )));
     }
@@ -910,12 +911,13 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     w
 }
 
-const ANOMALIES: [&str; 3] = ["shm-on-nvlink", "net-on-nvlink", "p2p-peer-invisible"];
+const ANOMALIES: [Code; 3] = [Code::ShmOnNvlink, Code::NetOnNvlink, Code::P2pPeerInvisible];
 
 /// One message per kind of transport anomaly: how many rank pairs, and the first pair's
 /// explanation (the plan's `transports[]` has every pair's).
 fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
-    let mut by: BTreeMap<&'static str, (usize, &PairTransport)> = BTreeMap::new();
+    // By name, the order the documents have always listed them in.
+    let mut by: BTreeMap<(&'static str, Code), (usize, &PairTransport)> = BTreeMap::new();
     for t in ts {
         if t.anomaly.is_none() {
             continue;
@@ -927,10 +929,10 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
         } else {
             ANOMALIES[2]
         };
-        by.entry(code).or_insert((0, t)).0 += 1;
+        by.entry((code.name(), code)).or_insert((0, t)).0 += 1;
     }
     by.into_iter()
-        .map(|(code, (n, t))| {
+        .map(|((_, code), (n, t))| {
             let why = t.anomaly.as_deref().unwrap_or_default();
             let text = format!("{n} rank pair(s), e.g. {} -> {}: {why}", t.from, t.to);
             Message::new(code, Severity::Warning, text)
@@ -946,7 +948,7 @@ fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Message>) {
         return;
     };
     let assumed = topo_model::bw::net_bw(None);
-    w.push(Message::new("net-speed-unknown", Severity::Warning, format!(
+    w.push(Message::new(Code::NetSpeedUnknown, Severity::Warning, format!(
         "{n} network port name(s) without a speed ({list}): NCCL's net plugin reports it at run time; the plan assumed {assumed:.2} GB/s ({:.0} Gb/s) for them, so NIC choices and inter-node times there are guesses",
         assumed * 8.0
     )));
@@ -978,7 +980,7 @@ fn unstated_gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
     let Some((n, list)) = port_names(a, |x| x.gdr_unstated) else {
         return;
     };
-    w.push(Message::new("net-gdr-unknown", Severity::Warning, format!(
+    w.push(Message::new(Code::NetGdrUnknown, Severity::Warning, format!(
         "{n} network port name(s) without gdr ({list}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML), `gdr: true` (profile) or --gdr yes where it works"
     )));
 }
@@ -996,7 +998,7 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
     }
     for (why, devs) in refused {
         let list: Vec<String> = devs.iter().map(|d| d.to_string()).collect();
-        w.push(Message::new("p2p-refused-by-driver", Severity::Warning, format!(
+        w.push(Message::new(Code::P2pRefusedByDriver, Severity::Warning, format!(
             "P2P refused for GPU {} ({why}): NCCL connects them through SHM (host memory); if this driver allows peer access, say so with --p2p on or the profile's `p2p: true`",
             list.join(", ")
         )));
@@ -1007,7 +1009,7 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
         {
             let name = host.name.clone().unwrap_or_else(|| format!("host {h}"));
             w.push(Message::new(
-                "nvls-unavailable",
+                Code::NvlsUnavailable,
                 Severity::Warning,
                 format!(
                     "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",

@@ -33,7 +33,7 @@ mod policy;
 #[cfg(test)]
 mod tests;
 // The views over the selected pairs live beside the selection, not under its name: a child
-// that uses the selection's types is not used back (`.ci/import_cycles.py`).
+// that uses the selection's types is not used back (tests/it/layout.rs).
 pub mod view;
 
 pub use policy::{RankPlacement, TransportPolicy};

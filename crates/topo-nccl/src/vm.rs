@@ -9,6 +9,7 @@
 
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeSet;
+use topo_model::message::Code;
 use topo_model::message::{Message, Severity};
 use topo_model::{NodeKind, PcieLink, Topology};
 
@@ -130,14 +131,14 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
         )));
     }
     if !a.gpu_links.is_empty() {
-        m.push(Message::new("vm-gpu-link-slow", Severity::Warning, format!(
+        m.push(Message::new(Code::VmGpuLinkSlow, Severity::Warning, format!(
             "{} GPU(s) report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",
             a.gpu_links.len(),
             busids(topo, &a.gpu_links),
         )));
     }
     if a.numa_unknown > 0 {
-        m.push(Message::new("vm-numa-unknown", Severity::Info, format!(
+        m.push(Message::new(Code::VmNumaUnknown, Severity::Info, format!(
             "{} CPU domain(s) with NUMA id -1: the kernel reports no NUMA node (a VM that hides it, or a machine without NUMA); NCCL treats each as one CPU domain, and the plan cannot say what the real sockets would change",
             a.numa_unknown
         )));

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use topo_model::Topology;
+use topo_model::message::Code;
 use topo_model::message::{Message, Severity};
 
 /// One NCCL variable topo knows of but does not model, with what NCCL uses it for.
@@ -329,7 +330,7 @@ pub(crate) fn vm_effects(
                 format!("{what} cannot be planned ({e}), so what the VM caused is unknown"),
             ),
         };
-        msgs.push(Message::new("vm-caused", severity, text));
+        msgs.push(Message::new(Code::VmCaused, severity, text));
     }
     // v1's `warnings[]` holds warnings only; notes are in `messages[]` (and the text's `note:`).
     plan.warnings.extend(
@@ -385,13 +386,13 @@ pub(crate) fn unknown_effects(
         (
             gdr_unknown(topo),
             gdr,
-            "net-gdr-unknown",
+            Code::NetGdrUnknown,
             "With GPUDirect RDMA on those ports",
         ),
         (
             speed_unknown(topo),
             speed,
-            "net-speed-unknown",
+            Code::NetSpeedUnknown,
             fast.as_str(),
         ),
     ];
@@ -429,7 +430,7 @@ fn other_outcome(
 }
 
 /// Appends `text` to every message of `code`, and to the v1 warning that mirrors it.
-fn append_to(plan: &mut Plan, code: &str, text: &str) {
+fn append_to(plan: &mut Plan, code: Code, text: &str) {
     for m in plan.messages.iter_mut().filter(|m| m.code == code) {
         let old = m.text.clone();
         m.text = format!("{old}. {text}");
@@ -566,7 +567,7 @@ pub(crate) fn env_effects(
         );
         plan.warnings.push(text.clone());
         plan.messages.push(topo_model::message::Message::new(
-            "env-unknown",
+            Code::EnvUnknown,
             topo_model::message::Severity::Warning,
             text,
         ));

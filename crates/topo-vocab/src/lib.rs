@@ -1,10 +1,12 @@
 //! The vocabulary shared by the NCCL model, the log reader, the diagnosis and the runtime:
 //! collectives, algorithms, protocols, transports, data types, reductions, nccl-tests' bus
-//! factor and size strings. No I/O and no dependencies (serde behind a feature), so every
-//! crate can name these things the same way and match on them instead of on their text.
+//! factor and size strings, and the codes documents carry. No I/O and no dependencies (serde
+//! behind a feature), so every crate can name these things the same way and match on them
+//! instead of on their text.
 #![forbid(unsafe_code)]
 
 mod algorithm;
+mod code;
 mod collective;
 mod data;
 #[cfg(feature = "serde")]
@@ -13,6 +15,7 @@ mod size;
 mod transport;
 
 pub use algorithm::{Algorithm, Protocol};
+pub use code::Code;
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 #[cfg(feature = "serde")]

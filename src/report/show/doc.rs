@@ -6,8 +6,8 @@
 //! add their own section (`matrix`, `pci_tree`, `nodes`) next to the common fields.
 
 use super::matrix::{self, MatrixDoc};
+use super::model::{Ctx, HostView};
 use super::pci::{self, Flag, PciNode};
-use super::{Ctx, HostView};
 use crate::cli::ShowView;
 use crate::report::doc::{JsonObject, items_to, json_value_to};
 use anyhow::{Context, Result};
@@ -325,7 +325,7 @@ impl Names {
         Names {
             labels: crate::util::map_parallel(
                 ctx.topo.graph.node_count(),
-                super::PARALLEL_NODES,
+                super::model::PARALLEL_NODES,
                 |i| ctx.label(NodeIndex::new(i)),
             ),
             keys: ctx.node_key_list(),
@@ -506,7 +506,7 @@ fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
             cpu_affinity: topo
                 .root_cpu(g)
                 .and_then(|c| topo.cpu(c))
-                .and_then(super::cpu_list),
+                .and_then(super::model::cpu_list),
             nvlink_lanes: known.then_some(nv.lanes),
             nvswitch: known.then_some(nv.switch_lanes > 0),
             nearest_nic: nearest
@@ -621,7 +621,7 @@ fn nic_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NicDoc> {
 fn near_gpus(ctx: &Ctx, names: &Names, hv: &HostView, n: NodeIndex) -> Vec<String> {
     hv.gpus
         .iter()
-        .filter(|&&g| matrix::pci_class(ctx, g, n) <= matrix::PciClass::Pxb)
+        .filter(|&&g| super::model::pci_class(ctx, g, n) <= super::model::PciClass::Pxb)
         .map(|&g| names.label(g).to_string())
         .collect()
 }
@@ -635,7 +635,7 @@ fn numa_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NumaDoc> {
         .map(|(c, x)| NumaDoc {
             id: opt_numa(x.numa),
             host: hv.host,
-            cpus: super::cpu_list(x),
+            cpus: super::model::cpu_list(x),
             arch: x.arch.clone(),
             vendor: x.vendor.as_deref().map(|v| v.trim().to_string()),
             family: x.family,
@@ -661,7 +661,7 @@ fn numa_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NumaDoc> {
 /// One host's `nvswitches[]`.
 fn nvswitch_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NvSwitchDoc> {
     let topo = ctx.topo;
-    super::sorted_nvswitches(ctx, hv.host)
+    super::model::sorted_nvswitches(ctx, hv.host)
         .into_iter()
         .filter_map(|s| match &topo.node(s).kind {
             NodeKind::NvSwitch(x) => Some((s, x)),
@@ -672,7 +672,7 @@ fn nvswitch_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<NvSwitchDoc> {
             host: topo.node(s).host,
             vendor: hex16(x.vendor),
             device: hex16(x.device),
-            gpus: super::summary::switch_gpus(ctx, s)
+            gpus: super::model::switch_gpus(ctx, s)
                 .into_iter()
                 .map(|(g, lanes)| SwitchGpu {
                     gpu: names.label(g).to_string(),

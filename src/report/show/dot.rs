@@ -2,7 +2,7 @@
 //! generation and width, NVLink edges with lanes and GB/s. Nodes and edges come out in model
 //! order, so the same topology gives the same bytes.
 
-use super::Ctx;
+use super::model::Ctx;
 use super::pci::gen_width;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
@@ -17,7 +17,7 @@ fn node_line(ctx: &Ctx, n: NodeIndex, id: &str, indent: &str) -> String {
     let node = ctx.topo.node(n);
     let (label, attrs) = match &node.kind {
         NodeKind::Cpu(c) => {
-            let cpus = super::cpu_list(c)
+            let cpus = super::model::cpu_list(c)
                 .map(|l| format!("\\nCPUs {l}"))
                 .unwrap_or_default();
             let numa = if c.numa >= 0 {

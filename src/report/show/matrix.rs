@@ -4,113 +4,12 @@
 //! SYSTEM`), computed from the model's PCI tree, not from NCCL's paths: PIX and PXB count the
 //! PCIe switches between the two devices, PHB/NODE/SYS say what they cross above them.
 
-use super::{Cell, Ctx, HostView, Paint};
+use super::model::{Ctx, HostView, pci_class};
+use crate::report::fit::{Cell, Paint};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
-use topo_model::{NodeKind, Topology};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub(crate) enum PciClass {
-    #[serde(rename = "PIX")]
-    Pix,
-    #[serde(rename = "PXB")]
-    Pxb,
-    #[serde(rename = "PHB")]
-    Phb,
-    #[serde(rename = "NODE")]
-    Node,
-    #[serde(rename = "SYS")]
-    Sys,
-}
-
-impl PciClass {
-    pub fn name(self) -> &'static str {
-        match self {
-            PciClass::Pix => "PIX",
-            PciClass::Pxb => "PXB",
-            PciClass::Phb => "PHB",
-            PciClass::Node => "NODE",
-            PciClass::Sys => "SYS",
-        }
-    }
-}
-
-/// `n` and its PCI ancestors up to and including the CPU, nearest first.
-fn chain(topo: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
-    let mut v = vec![n];
-    let mut cur = n;
-    while let Some(p) = topo.node(cur).parent {
-        if v.contains(&p) || v.len() > 64 {
-            break;
-        }
-        v.push(p);
-        cur = p;
-    }
-    v
-}
-
-/// The lowest node that has both `a` and `b` below (or is one of them).
-pub(crate) fn common_ancestor(topo: &Topology, a: NodeIndex, b: NodeIndex) -> Option<NodeIndex> {
-    let cb = chain(topo, b);
-    chain(topo, a).into_iter().find(|x| cb.contains(x))
-}
-
-/// The host bridge a device reaches its CPU through, identified by the root bus of the
-/// device's top-level ancestor (the node right below the CPU): root ports of one host bridge
-/// share its bus number, while NCCL-style trees that start at a switch's upstream port give
-/// every port its own bus. `None` when the top-level node has no bus id.
-fn host_bridge(topo: &Topology, n: NodeIndex) -> Option<(u32, u8)> {
-    let c = chain(topo, n);
-    let top = c
-        .iter()
-        .rev()
-        .find(|&&x| !matches!(topo.node(x).kind, NodeKind::Cpu(_)))?;
-    topo.node(*top).busid().map(|b| (b.domain(), b.bus()))
-}
-
-/// The nvidia-smi connection class between two GPUs/NICs/ports of one host.
-pub(crate) fn pci_class(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> PciClass {
-    let topo = ctx.topo;
-    let (a, b) = (ctx.pci_device(a), ctx.pci_device(b));
-    if a == b {
-        // Two ports of one NIC.
-        return PciClass::Pix;
-    }
-    let Some(lca) = common_ancestor(topo, a, b) else {
-        return PciClass::Sys;
-    };
-    match topo.node(lca).kind {
-        NodeKind::Cpu(_) => {
-            // A flat host without NUMA information (a VM's NCCL XML) lists no root ports: its
-            // devices' bus numbers are the ports' secondary buses, not host bridges, and
-            // nvidia-smi says PHB there, as NCCL's paths do.
-            if ctx.flat_hosts.contains(&topo.node(a).host)
-                || host_bridge(topo, a) == host_bridge(topo, b)
-            {
-                PciClass::Phb
-            } else {
-                PciClass::Node
-            }
-        }
-        _ => {
-            let switches_below = |x: NodeIndex| {
-                chain(topo, x)
-                    .into_iter()
-                    .skip(1)
-                    .take_while(|&y| y != lca)
-                    .filter(|&y| matches!(topo.node(y).kind, NodeKind::PciSwitch(_)))
-                    .count()
-            };
-            let at_lca = usize::from(matches!(topo.node(lca).kind, NodeKind::PciSwitch(_)));
-            if switches_below(a) + switches_below(b) + at_lca <= 1 {
-                PciClass::Pix
-            } else {
-                PciClass::Pxb
-            }
-        }
-    }
-}
+use topo_model::NodeKind;
 
 /// One matrix cell: `X`, `NV#`, or the PCI class.
 pub(crate) fn cell(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> String {
@@ -132,7 +31,7 @@ pub(crate) fn cell(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> String {
 pub(crate) fn affinity(ctx: &Ctx, gpu: NodeIndex) -> (String, String) {
     let cpu = ctx.topo.root_cpu(gpu).and_then(|c| ctx.topo.cpu(c));
     let cpus = cpu
-        .and_then(super::cpu_list)
+        .and_then(super::model::cpu_list)
         .unwrap_or_else(|| "N/A".to_string());
     let numa = cpu
         .filter(|c| c.numa >= 0)
@@ -249,7 +148,7 @@ fn host_matrix(ctx: &Ctx, hv: &HostView, style: Style, compact: bool) -> String 
             "\n{} NVLink unknown for {} {} ({}): GPU pairs show their PCIe class only; NVLink may still exist.\n",
             style.yellow("Note:"),
             if idx.len() == 1 { "GPU" } else { "GPUs" },
-            super::ranges(&idx),
+            super::model::ranges(&idx),
             reasons.join("; ")
         ));
     }
@@ -351,7 +250,7 @@ pub(crate) fn render_compact(ctx: &Ctx, style: Style) -> String {
 }
 
 fn render_layout(ctx: &Ctx, style: Style, compact: bool) -> String {
-    super::per_host(ctx, |_, hv, out| {
+    super::model::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&format!(
                 "{}\n",
@@ -361,13 +260,13 @@ fn render_layout(ctx: &Ctx, style: Style, compact: bool) -> String {
         if hv.gpus.is_empty() && hv.nic_columns().is_empty() {
             out.push_str(&format!(
                 "{}. No network ports either.\n",
-                super::no_gpu_line(ctx, hv.host)
+                super::model::no_gpu_line(ctx, hv.host)
             ));
         } else {
             if hv.gpus.is_empty() {
                 out.push_str(&format!(
                     "{}; showing network ports only.\n\n",
-                    super::no_gpu_line(ctx, hv.host)
+                    super::model::no_gpu_line(ctx, hv.host)
                 ));
             }
             out.push_str(&host_matrix(ctx, hv, style, compact));
@@ -419,7 +318,7 @@ pub(crate) fn doc(ctx: &Ctx) -> Vec<MatrixDoc> {
                         ctx.topo
                             .root_cpu(g)
                             .and_then(|c| ctx.topo.cpu(c))
-                            .and_then(super::cpu_list)
+                            .and_then(super::model::cpu_list)
                     })
                     .collect(),
                 numa_affinity: hv.gpus.iter().map(|&g| ctx.numa(g)).collect(),

@@ -1,7 +1,8 @@
 //! The paths view: NCCL's path type and bandwidth from each GPU to every GPU and NIC of its
 //! host, the table NCCL prints per node at INFO/GRAPH level, laid out as a matrix.
 
-use super::{Cell, Ctx, HostView, Paint};
+use super::model::{Ctx, HostView};
+use crate::report::fit::{Cell, Paint};
 use crate::util::Style;
 use std::collections::{BTreeMap, BTreeSet};
 use topo_nccl::types::PathType;
@@ -84,7 +85,7 @@ fn host_paths(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             let word = if from.len() == 1 { "GPU" } else { "GPUs" };
             out.push_str(&format!(
                 "  {word} {} → {}: {ty} via {}\n",
-                super::ranges(&from),
+                super::model::ranges(&from),
                 ctx.label(to),
                 ctx.label(via)
             ));
@@ -118,7 +119,7 @@ pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
         "NCCL paths from each GPU (row) to each GPU and NIC (column): type and bandwidth in GB/s\n\
          (NCCL 2.28 rules, default environment; a row is what that GPU's rank sees).\n\n",
     );
-    out.push_str(&super::per_host(ctx, |_, hv, out| {
+    out.push_str(&super::model::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host))));
             out.push('\n');

@@ -2,7 +2,7 @@
 //! class, ids and model, link generation and width, NCCL's bandwidth for the link, and flags
 //! for downtrained links, slower upstream links and virtual-machine artefacts.
 
-use super::{Ctx, HostView};
+use super::model::{Ctx, HostView};
 use crate::util::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
@@ -273,10 +273,10 @@ pub(crate) fn cpu_heading(ctx: &Ctx, c: NodeIndex) -> String {
         "NUMA ?".to_string()
     };
     let mut s = numa;
-    if let Some(l) = super::cpu_list(cpu) {
+    if let Some(l) = super::model::cpu_list(cpu) {
         s.push_str(&format!("  CPUs {l}"));
     }
-    s.push_str(&format!("  {}", super::summary::cpu_model(cpu)));
+    s.push_str(&format!("  {}", super::model::cpu_model(cpu)));
     s
 }
 
@@ -288,7 +288,7 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         tree(ctx, c, "", &mut out, style, 0);
         out.push('\n');
     }
-    let switches = super::sorted_nvswitches(ctx, hv.host);
+    let switches = super::model::sorted_nvswitches(ctx, hv.host);
     if !switches.is_empty() {
         out.push_str(&style.bold("NVSwitches (reached over NVLink, not PCIe)"));
         out.push('\n');
@@ -298,7 +298,7 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             } else {
                 "├── "
             };
-            let gpus = super::summary::switch_gpus(ctx, s);
+            let gpus = super::model::switch_gpus(ctx, s);
             let lanes: Vec<String> = gpus
                 .iter()
                 .map(|(g, l)| format!("{}×{l}", ctx.label(*g)))
@@ -340,7 +340,7 @@ fn host_tree(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 }
 
 pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
-    let mut out = super::per_host(ctx, |_, hv, out| {
+    let mut out = super::model::per_host(ctx, |_, hv, out| {
         if ctx.multi_host() {
             out.push_str(&style.bold(&format!("Host {}: {}", hv.host, ctx.host_name(hv.host))));
             out.push_str("\n\n");

@@ -1,63 +1,17 @@
 //! The summary view: host, GPUs, NICs, NUMA nodes, switches, verdicts and warnings.
 
-use super::matrix::{PciClass, pci_class};
+use super::model::{
+    Ctx, HostView, NvlinkSummary, PciClass, cpu_model, pci_class, ranges, switch_gpus,
+};
 use super::pci::{fmt_gbps, gen_width};
-use super::{Cell, Ctx, HostView, Paint, ranges, table};
+use crate::report::fit::{Cell, Paint, table};
 use crate::util::Style;
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
-use petgraph::visit::EdgeRef;
 use std::collections::BTreeMap;
-use topo_model::bw::{IntelClass, intel_class};
+use topo_model::message::Code;
 use topo_model::message::{Message, Severity};
-use topo_model::{Cpu, CpuVendor, LinkKind, NodeKind, class};
-
-/// `GenuineIntel family 6 model 143 (Sapphire Rapids class), x86_64`, or the model name.
-pub(crate) fn cpu_model(cpu: &Cpu) -> String {
-    let mut parts = vec![];
-    if let Some(m) = &cpu.model_name {
-        parts.push(m.trim().to_string());
-    } else {
-        let mut s = cpu
-            .vendor
-            .as_deref()
-            .map(str::trim)
-            .unwrap_or("unknown vendor")
-            .to_string();
-        if let Some(f) = cpu.family {
-            s.push_str(&format!(" family {f}"));
-        }
-        if let Some(m) = cpu.model {
-            s.push_str(&format!(" model {m}"));
-        }
-        if cpu.vendor_kind() == CpuVendor::Intel && cpu.family == Some(6) {
-            s.push_str(match intel_class(cpu.model) {
-                IntelClass::Erp => " (Emerald Rapids class)",
-                IntelClass::Srp => " (Sapphire Rapids class)",
-                IntelClass::Skl => " (Skylake class)",
-                IntelClass::Bdw => " (Broadwell class)",
-            });
-        }
-        parts.push(s);
-    }
-    if let Some(a) = &cpu.arch {
-        parts.push(a.clone());
-    }
-    parts.join(", ")
-}
-
-/// GPUs with NVLinks to an NVSwitch chip, and their lane counts to it.
-pub(crate) fn switch_gpus(ctx: &Ctx, s: NodeIndex) -> Vec<(NodeIndex, u32)> {
-    let mut v: Vec<(NodeIndex, u32)> = ctx
-        .topo
-        .graph
-        .edges_directed(s, Direction::Incoming)
-        .filter(|e| e.weight().kind == LinkKind::NvLink && ctx.topo.gpu(e.source()).is_some())
-        .map(|e| (e.source(), e.weight().lanes))
-        .collect();
-    v.sort_by_key(|&(g, _)| (ctx.number(g), g));
-    v
-}
+use topo_model::{LinkKind, NodeKind, class};
 
 /// The NVLink column of the GPU table: `18 → NVSwitch ×4 (370.8 GB/s)`.
 pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
@@ -111,22 +65,14 @@ fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
 }
 
 /// Short conclusions a reader wants first, per host.
-/// Verdicts being gathered: `tag` names the code and severity (docs/codes.md) of the next
-/// `push`.
+/// Verdicts being gathered, each with its code and severity (docs/codes.md).
 #[derive(Default)]
 pub(crate) struct Verdicts {
     out: Vec<Message>,
-    next: Option<(&'static str, Severity)>,
 }
 
 impl Verdicts {
-    fn tag(&mut self, code: &'static str, severity: Severity) {
-        self.next = Some((code, severity));
-    }
-
-    fn push(&mut self, text: String) {
-        debug_assert!(self.next.is_some(), "verdict without a code: {text}");
-        let (code, severity) = self.next.take().unwrap_or(("verdict", Severity::Info));
+    fn say(&mut self, code: Code, severity: Severity, text: String) {
         self.out.push(Message::new(code, severity, text));
     }
 }
@@ -144,8 +90,11 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
     let mut out = Verdicts::default();
     let gpus = &hv.gpus;
     if gpus.is_empty() {
-        out.tag("gpu-none", Severity::Info);
-        out.push(super::no_gpu_line(ctx, hv.host));
+        out.say(
+            Code::GpuNone,
+            Severity::Info,
+            super::model::no_gpu_line(ctx, hv.host),
+        );
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
         p2p_verdicts(ctx, hv, &mut out);
@@ -158,8 +107,11 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
     // PCIe facts: the rules plan and diagnose state too (`topo_model::pcie_judge`); the
     // evidence is in `--view pci`.
     for v in topo_model::pcie_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
-        out.tag(v.code, v.severity);
-        out.push(format!("{} (see --view pci)", v.summary));
+        out.say(
+            v.code,
+            v.severity,
+            format!("{} (see --view pci)", v.summary),
+        );
     }
     out.out
 }
@@ -176,49 +128,26 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
         reasons.sort();
         reasons.dedup();
-        out.tag("nvlink-unknown", Severity::Warning);
-        out.push(format!(
-            "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
-            gpu_numbers(ctx, &unknown),
-            reasons.join("; ")
-        ));
+        out.say(
+            Code::NvlinkUnknown,
+            Severity::Warning,
+            format!(
+                "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
+                gpu_numbers(ctx, &unknown),
+                reasons.join("; ")
+            ),
+        );
         if unknown.len() == gpus.len() {
             return;
         }
     }
-    let known: Vec<&(NodeIndex, super::NvlinkSummary)> =
+    let known: Vec<&(NodeIndex, NvlinkSummary)> =
         sums.iter().filter(|(_, s)| s.unknown.is_none()).collect();
     let n = gpus.len();
     if n == 1 {
         return;
     }
-    if !known.is_empty() && known.iter().all(|(_, s)| s.switch_lanes > 0) {
-        let min = known.iter().map(|(_, s)| s.switch_lanes).min().unwrap_or(0);
-        let max = known.iter().map(|(_, s)| s.switch_lanes).max().unwrap_or(0);
-        let bw = known
-            .iter()
-            .map(|(_, s)| s.switch_bw)
-            .fold(f64::INFINITY, f64::min);
-        if min == max {
-            out.tag("nvswitch-full", Severity::Info);
-            out.push(format!(
-                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
-                known.len()
-            ));
-        } else {
-            let low: Vec<NodeIndex> = known
-                .iter()
-                .filter(|(_, s)| s.switch_lanes < max)
-                .map(|(g, _)| *g)
-                .collect();
-            out.tag("nvswitch-lanes-uneven", Severity::Warning);
-            out.push(format!(
-                "{} GPUs connected through NVSwitch with {min}–{max} NVLink lanes each: {} {} fewer lanes (check NVLink health with nvidia-smi nvlink -s)",
-                known.len(),
-                gpu_numbers(ctx, &low),
-                if low.len() == 1 { "has" } else { "have" }
-            ));
-        }
+    if nvswitch_verdict(ctx, &known, out) {
         return;
     }
     // Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
@@ -270,14 +199,20 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     };
     let total = n * (n - 1) / 2;
     if pairs.is_empty() {
-        out.tag("nvlink-none", Severity::Info);
-        out.push(format!(
-            "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
-            span(&pcie_classes)
-        ));
+        out.say(
+            Code::NvlinkNone,
+            Severity::Info,
+            format!(
+                "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
+                span(&pcie_classes)
+            ),
+        );
     } else if pcie_classes.is_empty() {
-        out.tag("nvlink-all-direct", Severity::Info);
-        out.push(format!("All {n} GPUs directly NVLinked: {detail}"));
+        out.say(
+            Code::NvlinkAllDirect,
+            Severity::Info,
+            format!("All {n} GPUs directly NVLinked: {detail}"),
+        );
     } else {
         let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
         for (i, &g) in gpus.iter().enumerate() {
@@ -285,8 +220,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             groups.entry(r).or_default().push(g);
         }
         if groups.len() == 1 {
-            out.tag("nvlink-mesh", Severity::Info);
-            out.push(format!(
+            out.say(Code::NvlinkMesh, Severity::Info, format!(
                 "NVLink mesh: {} of {total} GPU pairs directly linked ({detail}), the rest use PCIe ({}); every GPU reaches the others over NVLink",
                 pairs.len(),
                 span(&pcie_classes)
@@ -301,14 +235,50 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
                 .collect();
             names.sort();
             let names: Vec<String> = names.into_iter().map(|x| x.1).collect();
-            out.tag("nvlink-islands", Severity::Warning);
-            out.push(format!(
+            out.say(Code::NvlinkIslands, Severity::Warning, format!(
                 "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({}), so a ring over all GPUs crosses PCIe",
                 names.join("; "),
                 span(&pcie_classes)
             ));
         }
     }
+}
+
+/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere, or some lost. False
+/// when some GPU reaches its peers otherwise.
+fn nvswitch_verdict(ctx: &Ctx, known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -> bool {
+    if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
+        return false;
+    }
+    let min = known.iter().map(|(_, s)| s.switch_lanes).min().unwrap_or(0);
+    let max = known.iter().map(|(_, s)| s.switch_lanes).max().unwrap_or(0);
+    let bw = known
+        .iter()
+        .map(|(_, s)| s.switch_bw)
+        .fold(f64::INFINITY, f64::min);
+    if min == max {
+        out.say(
+            Code::NvswitchFull,
+            Severity::Info,
+            format!(
+                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
+                known.len()
+            ),
+        );
+    } else {
+        let low: Vec<NodeIndex> = known
+            .iter()
+            .filter(|(_, s)| s.switch_lanes < max)
+            .map(|(g, _)| *g)
+            .collect();
+        out.say(Code::NvswitchLanesUneven, Severity::Warning, format!(
+            "{} GPUs connected through NVSwitch with {min}–{max} NVLink lanes each: {} {} fewer lanes (check NVLink health with nvidia-smi nvlink -s)",
+            known.len(),
+            gpu_numbers(ctx, &low),
+            if low.len() == 1 { "has" } else { "have" }
+        ));
+    }
+    true
 }
 
 /// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
@@ -337,8 +307,7 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             denied.truncate(6);
             denied.push("…".to_string());
         }
-        out.tag("p2p-denied", Severity::Warning);
-        out.push(format!(
+        out.say(Code::P2pDenied, Severity::Warning, format!(
             "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
             if n == 1 { "" } else { "s" },
             denied.join(", ")
@@ -358,20 +327,17 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if let Some(first) = fabrics.first() {
         let same = fabrics.iter().all(|f| f == first);
         if same && fabrics.len() == hv.gpus.len() {
-            out.tag("nvlink-fabric", Severity::Info);
+            let text = format!("All GPUs registered in one NVLink fabric: {first}");
+            out.say(Code::NvlinkFabric, Severity::Info, text);
         } else {
-            out.tag("nvlink-fabric-partial", Severity::Warning);
-        }
-        out.push(if same && fabrics.len() == hv.gpus.len() {
-            format!("All GPUs registered in one NVLink fabric: {first}")
-        } else {
-            format!(
+            let text = format!(
                 "{} of {} GPUs registered in an NVLink fabric ({})",
                 fabrics.len(),
                 hv.gpus.len(),
                 first
-            )
-        });
+            );
+            out.say(Code::NvlinkFabricPartial, Severity::Warning, text);
+        }
     }
     let domain = ctx
         .topo
@@ -382,8 +348,7 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         && !hv.gpus.is_empty()
     {
         let hosts = (d.gpus as usize / hv.gpus.len()).max(1);
-        out.tag("nvlink-fabric", Severity::Info);
-        out.push(format!(
+        out.say(Code::NvlinkFabric, Severity::Info, format!(
             "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
             d.gpus
         ));
@@ -446,21 +411,21 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
                 pairs.join(", ")
             ));
         }
-        out.tag("nic-rail-aligned", Severity::Info);
-        out.push(line);
+        out.say(Code::NicRailAligned, Severity::Info, line);
     } else if all_have && same_k && same_m && m == 1 {
-        out.tag("nic-per-gpu", Severity::Info);
-        out.push(format!(
-            "Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"
-        ));
+        out.say(
+            Code::NicPerGpu,
+            Severity::Info,
+            format!("Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"),
+        );
     } else if all_have && same_k && same_m && k == 1 {
-        out.tag("nic-shared", Severity::Info);
-        out.push(format!(
-            "{m} GPUs share each NIC behind a PCIe switch ({m}:1)"
-        ));
+        out.say(
+            Code::NicShared,
+            Severity::Info,
+            format!("{m} GPUs share each NIC behind a PCIe switch ({m}:1)"),
+        );
     } else if all_have && same_k && same_m {
-        out.tag("nic-mixed", Severity::Info);
-        out.push(format!(
+        out.say(Code::NicMixed, Severity::Info, format!(
             "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
             hv.gpus.len(),
             per_nic.len()
@@ -473,19 +438,23 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             .collect();
         let any_near = per_gpu.iter().any(|(_, ns)| !ns.is_empty());
         if !any_near {
-            out.tag("nic-none-near", Severity::Warning);
-            out.push(
+            out.say(
+                Code::NicNoneNear,
+                Severity::Warning,
                 "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU"
                     .to_string(),
             );
         } else if !without.is_empty() {
-            out.tag("nic-missing", Severity::Warning);
-            out.push(format!(
-                "{} {} no NIC behind {} PCIe switch",
-                gpu_numbers(ctx, &without),
-                has(without.len()),
-                their(without.len())
-            ));
+            out.say(
+                Code::NicMissing,
+                Severity::Warning,
+                format!(
+                    "{} {} no NIC behind {} PCIe switch",
+                    gpu_numbers(ctx, &without),
+                    has(without.len()),
+                    their(without.len())
+                ),
+            );
         }
     }
     if !lonely.is_empty() {
@@ -493,8 +462,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         ns.sort();
         ns.dedup();
         let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
-        out.tag("nic-numa-remote", Severity::Warning);
-        out.push(format!(
+        out.say(Code::NicNumaRemote, Severity::Warning, format!(
             "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
             gpu_numbers(ctx, &lonely),
             has(lonely.len()),
@@ -503,9 +471,15 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             their(lonely.len())
         ));
     }
+    nic_port_verdicts(ctx, hv, out);
+    gpu_bandwidth_verdict(ctx, hv, out);
+}
+
+/// What the source leaves unknown or absent about the host's ports: PCI-only NICs, ports
+/// without GPUDirect RDMA, and ports whose GPUDirect RDMA the source does not state.
+fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if !hv.bare_nics.is_empty() {
-        out.tag("nic-pci-only", Severity::Info);
-        out.push(format!(
+        out.say(Code::NicPciOnly, Severity::Info, format!(
             "{} NIC{} listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown",
             hv.bare_nics.len(),
             if hv.bare_nics.len() == 1 { "" } else { "s" }
@@ -518,11 +492,14 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         .map(|&n| ctx.label(n))
         .collect();
     if !no_gdr.is_empty() {
-        out.tag("gdr-unavailable", Severity::Warning);
-        out.push(format!(
-            "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
-            no_gdr.join(", ")
-        ));
+        out.say(
+            Code::GdrUnavailable,
+            Severity::Warning,
+            format!(
+                "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
+                no_gdr.join(", ")
+            ),
+        );
     }
     let unstated: Vec<String> = hv
         .nets
@@ -531,13 +508,11 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         .map(|&n| ctx.label(n))
         .collect();
     if !unstated.is_empty() {
-        out.tag("net-gdr-unknown", Severity::Warning);
-        out.push(format!(
+        out.say(Code::NetGdrUnknown, Severity::Warning, format!(
             "GPUDirect RDMA unknown on {}: the source does not say; NCCL's net plugin finds out at run time (nvidia-peermem or DMA-BUF), and without it that traffic is staged through host memory",
             unstated.join(", ")
         ));
     }
-    gpu_bandwidth_verdict(ctx, hv, out);
 }
 
 /// No NIC in the source. Only a scan of the host (live, snapshot) or a profile says there is
@@ -548,11 +523,13 @@ fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
         ctx.topo.source.kind.as_str(),
         "live" | "snapshot" | "profile"
     ) {
-        out.tag("network-none", Severity::Info);
-        out.push("No network ports found: this host can only run single-node jobs".to_string());
+        out.say(
+            Code::NetworkNone,
+            Severity::Info,
+            "No network ports found: this host can only run single-node jobs".to_string(),
+        );
     } else {
-        out.tag("network-unknown", Severity::Info);
-        out.push(format!(
+        out.say(Code::NetworkUnknown, Severity::Info, format!(
             "No network port in this {} source: whether the host has one is unknown here (nvidia-smi lists only the RDMA NICs it sees; an XML or a log may leave them out)",
             ctx.topo.source.kind
         ));
@@ -602,8 +579,7 @@ fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if !left.is_empty() {
         line.push_str(&format!("; not counted: {}", left.join(", ")));
     }
-    out.tag("network-total", Severity::Info);
-    out.push(line);
+    out.say(Code::NetworkTotal, Severity::Info, line);
 }
 
 /// `400`, `66.7`: Gb/s per GPU with one decimal only when needed.
@@ -632,12 +608,15 @@ fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
                 format!("{} on NUMA {n}", gpu_numbers(ctx, gs))
             })
             .collect();
-        out.tag("numa-span", Severity::Info);
-        out.push(format!(
-            "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
-            by.len(),
-            parts.join(", ")
-        ));
+        out.say(
+            Code::NumaSpan,
+            Severity::Info,
+            format!(
+                "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
+                by.len(),
+                parts.join(", ")
+            ),
+        );
     }
 }
 
@@ -878,7 +857,9 @@ fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                     "?".into()
                 })
                 .into(),
-                super::cpu_list(x).unwrap_or_else(|| "?".into()).into(),
+                super::model::cpu_list(x)
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
                 cpu_model(x).into(),
                 (if gpus.is_empty() {
                     "—".to_string()
@@ -1033,7 +1014,7 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     if hv.gpus.is_empty() {
         out.push_str(&format!(
             "\n{}\n",
-            style.yellow(&super::no_gpu_line(ctx, hv.host))
+            style.yellow(&super::model::no_gpu_line(ctx, hv.host))
         ));
     } else {
         out.push_str(&section("GPUs", hv.gpus.len(), style));
@@ -1045,7 +1026,7 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     }
     out.push_str(&section("NUMA nodes", hv.cpus.len(), style));
     out.push_str(&numa_table(ctx, hv, style));
-    let nvs = super::sorted_nvswitches(ctx, hv.host);
+    let nvs = super::model::sorted_nvswitches(ctx, hv.host);
     if !nvs.is_empty() {
         out.push_str(&section("NVSwitches", nvs.len(), style));
         out.push_str(&nvswitch_table(ctx, &nvs, style));
@@ -1085,7 +1066,7 @@ fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 }
 
 pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
-    let mut out = super::per_host(ctx, |i, hv, out| {
+    let mut out = super::model::per_host(ctx, |i, hv, out| {
         if i > 0 {
             out.push('\n');
         }
@@ -1299,13 +1280,13 @@ mod no_gpu_tests {
         t.hosts[0].gpu_discovery = Some("no NVIDIA GPU found: none in sysfs".into());
         let ctx = Ctx::new(&t);
         assert_eq!(
-            super::super::no_gpu_line(&ctx, 0),
+            super::super::model::no_gpu_line(&ctx, 0),
             "No NVIDIA GPU found: none in sysfs"
         );
         t.hosts[0].gpu_discovery = None;
         let ctx = Ctx::new(&t);
         assert_eq!(
-            super::super::no_gpu_line(&ctx, 0),
+            super::super::model::no_gpu_line(&ctx, 0),
             "No NVIDIA GPU or NVML library found: the source lists no GPUs"
         );
     }

@@ -12,7 +12,7 @@
 
 use super::{Anchor, Svg, clip};
 use crate::cli::ShowView;
-use crate::report::show::{Ctx, HostView, no_gpu_line, sorted_nvswitches};
+use crate::report::show::model::{Ctx, HostView, no_gpu_line, sorted_nvswitches};
 use anyhow::Result;
 use clap::ValueEnum;
 use petgraph::graph::NodeIndex;
@@ -397,7 +397,7 @@ fn numa_heading(ctx: &Ctx, cpu: Option<NodeIndex>) -> (String, String) {
     } else {
         "NUMA ?".to_string()
     };
-    let cpus = crate::report::show::cpu_list(c)
+    let cpus = crate::report::show::model::cpu_list(c)
         .map(|l| format!("CPUs {}", clip(&l, 40)))
         .unwrap_or_else(|| "CPUs unknown".into());
     let arch = [c.vendor.as_deref(), c.arch.as_deref()]

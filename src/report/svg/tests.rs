@@ -4,7 +4,7 @@
 
 use super::{machine, plot};
 use crate::cli::ShowView;
-use crate::report::show::Ctx;
+use crate::report::show::model::Ctx;
 use topo_model::testing::{hgx, pcie_box};
 use topo_model::{NodeKind, P2pCaps, Topology};
 use topo_nccl::plan::PlanRequest;

@@ -75,7 +75,7 @@ const SIZES: [u64; 5] = [8 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
 fn a_result_at_the_expected_value_is_in_band_and_passes() {
     let plan = plan_rows("dgx-h100", 1, &SIZES, &[]);
     let r = run(input(measured(&plan, |_| 1.0), 1, &[]), plan);
-    assert!(r.has("nccl-tests-in-band"), "{:?}", r.findings);
+    assert!(r.has(Code::NcclTestsInBand), "{:?}", r.findings);
     assert_eq!(r.worst, Some(Severity::Info));
     assert!(
         r.results[0]
@@ -138,7 +138,7 @@ fn the_runs_own_settings_rank_before_the_shape_of_the_shortfall() {
     let r = run(input(measured(&plan, |_| 0.2), 2, &env), plan);
     // No published result ran over sockets: compared with NCCL's model, not judged, and the
     // run's own setting is the first thing said about the shortfall.
-    assert!(r.has("nccl-tests-not-judged"));
+    assert!(r.has(Code::NcclTestsNotJudged));
     assert_eq!(r.worst, Some(Severity::Info));
     let causes = &r.results[0].causes;
     assert!(causes[0].contains("socket transport"), "{causes:?}");
@@ -167,7 +167,7 @@ fn wrong_values_are_an_error_even_in_band() {
     let mut rows = measured(&plan, |_| 1.0);
     rows[2].wrong = Some(12);
     let r = run(input(rows, 1, &[]), plan);
-    assert!(r.has("nccl-tests-wrong-results"));
+    assert!(r.has(Code::NcclTestsWrongResults));
     assert_eq!(r.worst, Some(Severity::Error));
 }
 
@@ -192,7 +192,7 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
         plan.clone(),
     );
     assert_eq!(r.results[0].rows[1].verdict, Verdict::Isolated);
-    assert!(r.has("nccl-tests-in-band"), "{:?}", r.findings);
+    assert!(r.has(Code::NcclTestsInBand), "{:?}", r.findings);
     assert!(
         r.findings[0].title.contains("1 alone below it"),
         "{}",
@@ -207,7 +207,7 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
     };
     let r = run(input(measured(&plan, two), 1, &[]), plan.clone());
     assert!(
-        r.has("nccl-tests-below-band"),
+        r.has(Code::NcclTestsBelowBand),
         "{:?} {:?}",
         r.findings,
         r.results[0]
@@ -226,7 +226,7 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
         plan,
     );
     assert!(
-        r.has("nccl-tests-below-band"),
+        r.has(Code::NcclTestsBelowBand),
         "{:?} {:?}",
         r.findings,
         r.results[0].rows

@@ -29,7 +29,7 @@ fn link(speed: &str, width: u32) -> PcieLink {
     PcieLink::new(Some(speed), Some(width))
 }
 
-fn codes(t: &Topology) -> Vec<(&'static str, Severity)> {
+fn codes(t: &Topology) -> Vec<(Code, Severity)> {
     verdicts(t, t.graph.node_indices())
         .into_iter()
         .map(|v| (v.code, v.severity))

@@ -125,6 +125,7 @@ fn a_source_without_nics_is_flagged_from_2_30() {
         crate::plan::messages_of(&a)
             .iter()
             .map(|m| m.code)
+            .map(|c| c.name())
             .collect()
     };
     assert!(codes("2.30").contains(&"net-none"));

@@ -10,7 +10,7 @@
 //! stay inside it, so such a host's tables (and NCCL's post-processing of them, which reads
 //! only the host's own pairs) are a function of exactly that. Any other host is computed.
 
-use super::{KINDS, Paths};
+use super::table::{KINDS, Paths};
 use crate::system::{LinkType, NodeType, System};
 use std::collections::HashMap;
 

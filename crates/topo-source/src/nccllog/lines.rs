@@ -1,9 +1,15 @@
 //! Line-by-line recognisers. Each is a cheap prefix or substring test first, so a 100 MB log
 //! is read in one pass without regular expressions.
 
+use super::dump::SystemCollector;
+use super::evidence::{Evidence, Prefix};
+use super::log::{
+    ChannelCounts, Connection, Direction, GraphLine, InitTiming, NcclLog, P2pDisabled,
+    QUOTED_PER_KIND, RankInfo, TreeLink, TuningCell, TuningChoice,
+};
 use super::paste;
-use super::system::SystemCollector;
-use super::*;
+use std::collections::BTreeMap;
+use topo_vocab::{Net, P2p, Transport};
 
 /// Reads a whole log as one job. Never fails: unknown lines are skipped, and what is missing
 /// is noted.
