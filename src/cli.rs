@@ -404,6 +404,29 @@ pub enum DataFormat {
     Svg,
 }
 
+impl From<ShowView> for topo_report::ShowView {
+    fn from(v: ShowView) -> Self {
+        match v {
+            ShowView::Summary => topo_report::ShowView::Summary,
+            ShowView::Matrix => topo_report::ShowView::Matrix,
+            ShowView::Pci => topo_report::ShowView::Pci,
+            ShowView::Paths => topo_report::ShowView::Paths,
+            ShowView::Dot => topo_report::ShowView::Dot,
+        }
+    }
+}
+
+impl From<DataFormat> for topo_report::DataFormat {
+    fn from(f: DataFormat) -> Self {
+        match f {
+            DataFormat::Text => topo_report::DataFormat::Text,
+            DataFormat::Json => topo_report::DataFormat::Json,
+            DataFormat::Yaml => topo_report::DataFormat::Yaml,
+            DataFormat::Svg => topo_report::DataFormat::Svg,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     #[command(flatten)]

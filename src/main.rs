@@ -1,8 +1,8 @@
 //! topo: how the GPUs in a box are connected, what NCCL will do on it, and how fast a
 //! collective should be.
 //!
-//! The binary: flags in `cli`, one module per subcommand in `cmd`, renderers in `report`,
-//! exit codes and hints in `error`. The work is in the library crates (see
+//! The binary: flags in `cli`, one module per subcommand in `cmd`, exit codes and hints in
+//! `error`; the renderers are `topo-report`'s. The work is in the library crates (see
 //! docs/ARCHITECTURE.md): `topo-source` → `topo-model` → `topo-nccl`.
 
 mod cli;
@@ -10,9 +10,7 @@ mod cmd;
 mod error;
 mod output;
 mod progress;
-mod report;
 mod util;
-mod warnings;
 
 /// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:
 /// a 72-GPU NVLink clique (GB200 NVL72) runs more than a thousand frames deep, past the main

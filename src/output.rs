@@ -100,8 +100,7 @@ pub fn note_closed_stdout() {
 pub fn say_fitted(prefix: &str, text: &str) {
     match crate::util::stderr_width() {
         Some(width) => {
-            for line in crate::report::fit::wrap_prefixed(&format!("{prefix} "), "  ", text, width)
-            {
+            for line in topo_report::fit::wrap_prefixed(&format!("{prefix} "), "  ", text, width) {
                 say!("{line}");
             }
         }
@@ -127,7 +126,7 @@ pub fn warn(style: Style, text: &str) {
 
 /// Topology warnings on stderr, for commands whose output has no place for them.
 pub fn print_warnings(topo: &topo_model::Topology, style: Style) {
-    for w in crate::warnings::collapse_warnings(&topo.warnings) {
+    for w in topo_report::warnings::collapse_warnings(&topo.warnings) {
         warn(style, &w);
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Output equivalence for the scale work on the binary's output side (show, plan, xml):
-# writes every document a change to src/report, src/cmd or the XML writer could alter,
+# writes every document a change to crates/topo-report, src/cmd or the XML writer could alter,
 # for one binary, into a folder; with two folders, diffs them.
 #   bench/scale/diff-outputs-out.sh write BIN DIR     # e.g. main's release binary -> /tmp/ref
 #   bench/scale/diff-outputs-out.sh diff DIR_A DIR_B  # exit 0 when byte-identical

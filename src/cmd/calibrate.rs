@@ -29,7 +29,7 @@ pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {
     let model = measure(max, a.iters.max(1), a.repeats.max(1))?;
     save(&model, style);
     let text = match a.format {
-        CalibrateFormat::Json => crate::report::doc::json(&model)?,
+        CalibrateFormat::Json => topo_report::doc::json(&model)?,
         CalibrateFormat::Text => render(&model, style.width),
     };
     emit(None, &text)
@@ -258,10 +258,10 @@ fn render(m: &HostModel, width: usize) -> String {
         )),
         m.cpus
     );
-    for line in crate::report::fit::wrap_prefixed("# ", "#   ", &note, width) {
+    for line in topo_report::fit::wrap_prefixed("# ", "#   ", &note, width) {
         let _ = writeln!(out, "{line}");
     }
-    for line in crate::report::fit::wrap_prefixed("# ", "#   ", &placement_note(m), width) {
+    for line in topo_report::fit::wrap_prefixed("# ", "#   ", &placement_note(m), width) {
         let _ = writeln!(out, "{line}");
     }
     if let Some(p) = cache_path() {

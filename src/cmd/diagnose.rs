@@ -56,17 +56,16 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {
-        Style::file()
+        crate::util::file_style()
     } else {
         style
     };
     let text = match a.format {
-        DiagnoseFormat::Text => crate::util::escape_document(
-            &crate::report::diagnose::text(&report, style),
-            style.color,
-        )
-        .into_owned(),
-        DiagnoseFormat::Json => crate::report::diagnose::json(&report),
+        DiagnoseFormat::Text => {
+            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
+                .into_owned()
+        }
+        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
     };
     emit(a.output.as_ref(), &text)?;
     let threshold = match a.fail_on {

@@ -138,7 +138,7 @@ pub fn run(a: &DiffArgs, style: Style) -> Result<i32> {
     let text = match a.format {
         DiffFormat::Json => {
             let mut buf = Vec::new();
-            crate::report::doc::json_to(&mut buf, &doc)?;
+            topo_report::doc::json_to(&mut buf, &doc)?;
             String::from_utf8(buf)?
         }
         DiffFormat::Text => escape_document(&render(&doc, style), style.color).into_owned(),

@@ -176,7 +176,7 @@ pub fn run(a: &DiagnoseArgs, dir: &Path, style: Style) -> Result<i32> {
     let text = match a.format {
         DiagnoseFormat::Json => {
             let mut buf = Vec::new();
-            crate::report::doc::json_to(&mut buf, &doc)?;
+            topo_report::doc::json_to(&mut buf, &doc)?;
             String::from_utf8(buf)?
         }
         DiagnoseFormat::Text => escape_document(&render(&doc, style), style.color).into_owned(),

@@ -26,16 +26,14 @@ pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     a.source.apply_faults(&mut topo)?;
     let env = a.source.env_overrides()?;
     let style = if a.output.is_some() {
-        Style::file()
+        crate::util::file_style()
     } else {
         style
     };
     let text = match render(topo, healthy, a, &env, style)? {
         Rendered::Json(plan) => {
             drop(progress);
-            let written = emit_with(a.output.as_ref(), |w| {
-                crate::report::doc::json_to(w, &*plan)
-            });
+            let written = emit_with(a.output.as_ref(), |w| topo_report::doc::json_to(w, &*plan));
             crate::util::release_at_exit(plan);
             return written;
         }
@@ -100,9 +98,11 @@ fn render(
         // The plot needs every (algorithm, protocol)'s time per size, which only the
         // analysis holds; the variables' what-if effects are not drawn, so skip that run.
         let (analysis, plan) = topo_nccl::plan::analyzed_owned(topo, &req, facts)?;
-        let panels = crate::report::svg::plot::panels(&analysis, &plan)?;
-        let title = crate::report::svg::plot::title(&plan);
-        return crate::report::svg::plot::render(&title, &panels).map(Rendered::Text);
+        let panels = topo_report::svg::plot::panels(&analysis, &plan)?;
+        let title = topo_report::svg::plot::title(&plan);
+        return Ok(Rendered::Text(topo_report::svg::plot::render(
+            &title, &panels,
+        )?));
     }
     let other = a.against.as_ref().map(|_| topo.clone());
     let (mut plan, analysis) = topo_nccl::plan_owned(topo, &req, facts.clone())?;
@@ -123,9 +123,9 @@ fn render(
         plan.transport_pairs = Some(plan.transports.clone());
     }
     Ok(Rendered::Text(match a.format {
-        PlanFormat::Text => crate::report::plan::render(&plan, style),
+        PlanFormat::Text => topo_report::plan::render(&plan, style),
         PlanFormat::Json => return Ok(Rendered::Json(Box::new(plan))),
-        PlanFormat::Yaml => crate::report::doc::yaml(&plan)?,
+        PlanFormat::Yaml => topo_report::doc::yaml(&plan)?,
         PlanFormat::TunerCsv => plan.tuner_csv.clone(),
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
         PlanFormat::Svg => unreachable!("drawn above"),

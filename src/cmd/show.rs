@@ -5,6 +5,7 @@ use crate::output::{emit, emit_with, warn_unused_env};
 use crate::progress::Progress;
 use crate::util::{Style, escape_document};
 use anyhow::Result;
+use clap::ValueEnum;
 
 pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     // show describes hardware and does not apply --env, but a malformed one is still a
@@ -21,24 +22,35 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
             "add --view matrix, or drop --compact",
         ));
     }
+    if a.format == DataFormat::Svg && a.view != crate::cli::ShowView::Summary {
+        let view = a.view.to_possible_value();
+        return Err(crate::error::usage(
+            format!(
+                "--view {} has no SVG form: --format svg draws the whole machine",
+                view.as_ref().map_or("", |v| v.get_name())
+            ),
+            "leave --view out with --format svg",
+        ));
+    }
     let mut spec = a.source.spec()?;
     spec.escape_text = a.format == DataFormat::Text;
     let mut topo = topo_source::load(&spec)?;
     a.source.apply_facts(&mut topo)?;
     a.source.apply_faults(&mut topo)?;
     let style = if a.output.is_some() {
-        Style::file()
+        crate::util::file_style()
     } else {
         style
     };
     if a.format == DataFormat::Json {
-        let write = crate::report::show::json_writer(&topo, a.view);
+        let write = topo_report::show::json_writer(&topo, a.view.into());
         drop(progress);
         let written = emit_with(a.output.as_ref(), write);
         crate::util::release_at_exit(topo);
         return written;
     }
-    let text = crate::report::show::render_with(&topo, a.view, a.format, style, a.compact)?;
+    let text =
+        topo_report::show::render_with(&topo, a.view.into(), a.format.into(), style, a.compact)?;
     let text = match a.format {
         DataFormat::Text => escape_document(&text, style.color),
         _ => text.as_str().into(),

@@ -69,7 +69,7 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     };
     let text = match a.format {
         VerifyFormat::Text => report.render_text_fit(style.width),
-        VerifyFormat::Json => crate::report::doc::json(&report.to_json())?,
+        VerifyFormat::Json => topo_report::doc::json(&report.to_json())?,
         VerifyFormat::NcclTests => report.render_nccl_tests(&nccl_tests_header(a)),
     };
     emit(None, &text)?;

@@ -1,0 +1,168 @@
+//! `topo show`: summary, matrix, pci, paths and dot views; JSON/YAML documents.
+//!
+//! Every view reads the same [`Ctx`]: the topology split per host, stable labels (`GPU0`,
+//! `NIC0`, as `nvidia-smi topo -m` numbers them) and NCCL's path table. The text views and
+//! the `topo.show/v1` document are built from it, so the JSON always carries what the text
+//! shows.
+
+mod doc;
+mod dot;
+mod matrix;
+pub(crate) mod model;
+mod paths;
+pub(crate) mod pci;
+mod summary;
+#[cfg(test)]
+mod testing;
+
+use crate::Result;
+use crate::Style;
+use crate::{DataFormat, ShowView};
+use model::Ctx;
+use topo_model::Topology;
+
+#[cfg(test)]
+pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style) -> Result<String> {
+    render_with(topo, view, format, style, false)
+}
+
+/// [`render`], with `compact` asking for the matrix view's narrow layout.
+pub fn render_with(
+    topo: &Topology,
+    view: ShowView,
+    format: DataFormat,
+    style: Style,
+    compact: bool,
+) -> Result<String> {
+    let ctx = Ctx::new(topo);
+    match format {
+        DataFormat::Json => doc::json(&ctx, view),
+        DataFormat::Yaml => doc::yaml(&ctx, view),
+        DataFormat::Svg => Ok(crate::svg::machine::render(&ctx)),
+        DataFormat::Text => {
+            let text = match view {
+                // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
+                ShowView::Matrix if !compact => return Ok(matrix::render(&ctx, style)),
+                ShowView::Dot => return Ok(dot::render(&ctx)),
+                ShowView::Matrix => matrix::render_compact(&ctx, style),
+                ShowView::Summary => summary::render(&ctx, style),
+                ShowView::Pci => pci::render(&ctx, style),
+                ShowView::Paths => paths::render(&ctx, style),
+            };
+            // Lines the views could not lay out themselves (headings, prose) wrap.
+            Ok(crate::fit::document(&text, style.width))
+        }
+    }
+}
+
+/// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
+/// piece by piece (hundreds of megabytes at thousands of nodes, never held whole). The
+/// analysis runs here; the document is built as the writer runs.
+pub fn json_writer<'a>(
+    topo: &'a Topology,
+    view: ShowView,
+) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
+    let ctx = Ctx::new(topo);
+    move |w| doc::json_to(&ctx, view, w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topo_model::testing::hgx;
+
+    /// Colour only adds escape sequences: stripped, the text is the plain text.
+    #[test]
+    fn colour_never_moves_a_column() {
+        let t = hgx(4, 90);
+        for view in [
+            ShowView::Summary,
+            ShowView::Matrix,
+            ShowView::Pci,
+            ShowView::Paths,
+        ] {
+            let plain = render(&t, view, DataFormat::Text, Style::default()).unwrap();
+            let col = render(
+                &t,
+                view,
+                DataFormat::Text,
+                Style {
+                    color: true,
+                    ..Style::default()
+                },
+            )
+            .unwrap();
+            assert!(col.contains("\x1b["), "{view:?}");
+            let mut stripped = String::new();
+            let mut rest = col.as_str();
+            while let Some(i) = rest.find("\x1b[") {
+                stripped.push_str(&rest[..i]);
+                let after = &rest[i..];
+                let end = after.find('m').unwrap();
+                rest = &after[end + 1..];
+            }
+            stripped.push_str(rest);
+            assert_eq!(stripped, plain, "{view:?}");
+            assert!(!plain.contains('\x1b'));
+        }
+    }
+
+    #[test]
+    fn tables_align_and_trim() {
+        let t = crate::fit::table(
+            "",
+            &["A", "Bee"],
+            &[vec!["xx".into(), "y".into()]],
+            Style::default(),
+        );
+        assert_eq!(t, "A   Bee\nxx  y\n");
+    }
+}
+
+#[cfg(test)]
+mod snapshots {
+    //! Every view of every test machine, text and JSON, as reviewed snapshots.
+    use super::testing::*;
+    use super::*;
+    use topo_model::testing::hgx;
+
+    fn all(name: &str, t: &Topology) {
+        for (view, vname) in [
+            (ShowView::Summary, "summary"),
+            (ShowView::Matrix, "matrix"),
+            (ShowView::Pci, "pci"),
+            (ShowView::Dot, "dot"),
+            (ShowView::Paths, "paths"),
+        ] {
+            let text = render(t, view, DataFormat::Text, Style::default()).unwrap();
+            insta::assert_snapshot!(format!("{name}_{vname}"), text);
+        }
+        let json = render(t, ShowView::Summary, DataFormat::Json, Style::default()).unwrap();
+        insta::assert_snapshot!(format!("{name}_json"), json);
+    }
+
+    #[test]
+    fn hgx_h100() {
+        all("hgx8", &hgx(8, 90));
+    }
+    #[test]
+    fn pcie_two_socket() {
+        all("pcie2s", &pcie_2socket());
+    }
+    #[test]
+    fn nvlink_bridge_pair() {
+        all("bridge", &nvlink_bridge());
+    }
+    #[test]
+    fn no_gpu() {
+        all("gpuless", &gpuless());
+    }
+    #[test]
+    fn skeleton_unknown_nvlink() {
+        all("unknown_nvlink", &unknown_nvlink());
+    }
+    #[test]
+    fn vm() {
+        all("vm", &vm_bridges());
+    }
+}

@@ -1,0 +1,1359 @@
+//! The summary view: host, GPUs, NICs, NUMA nodes, switches, verdicts and warnings.
+
+use super::model::{
+    Ctx, HostView, NvlinkSummary, PciClass, cpu_model, pci_class, ranges, switch_gpus,
+};
+use super::pci::{fmt_gbps, gen_width};
+use crate::Style;
+use crate::fit::{Cell, Paint, table};
+use petgraph::Direction;
+use petgraph::graph::NodeIndex;
+use std::collections::BTreeMap;
+use topo_model::message::Code;
+use topo_model::message::{Message, Severity};
+use topo_model::{LinkKind, NodeKind, class};
+
+/// The NVLink column of the GPU table: `18 → NVSwitch ×4 (370.8 GB/s)`.
+pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
+    // Grace-Hopper/Blackwell GPUs reach their CPU over C2C rather than NVLink.
+    let (c2c_lanes, c2c_bw) = ctx
+        .topo
+        .graph
+        .edges_directed(g, Direction::Outgoing)
+        .filter(|e| e.weight().kind == LinkKind::C2c)
+        .fold((0, 0.0), |(l, b), e| {
+            (l + e.weight().lanes, b + e.weight().bw)
+        });
+    let c2c = (c2c_lanes > 0).then(|| format!("C2C {c2c_lanes} → CPU ({c2c_bw:.1} GB/s)"));
+    let s = ctx.nvlink(g);
+    let nv = if let Some(r) = s.unknown {
+        format!("unknown ({r})")
+    } else {
+        let mut parts = vec![];
+        if s.switch_lanes > 0 {
+            let chips = if s.switches.len() > 1 {
+                format!(" ×{}", s.switches.len())
+            } else {
+                String::new()
+            };
+            parts.push(format!("{} → NVSwitch{chips}", s.switch_lanes));
+        }
+        for (p, lanes, _) in &s.peers {
+            parts.push(format!("{lanes} → {}", ctx.label(*p)));
+        }
+        if s.cpu_lanes > 0 {
+            parts.push(format!("{} → CPU", s.cpu_lanes));
+        }
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{} ({:.1} GB/s)", parts.join(", "), s.bw)
+        }
+    };
+    match c2c {
+        Some(c) if nv == "none" => c,
+        Some(c) => format!("{nv}; {c}"),
+        None => nv,
+    }
+}
+
+fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
+    let mut idx: Vec<usize> = v.iter().map(|&g| ctx.number(g)).collect();
+    idx.sort();
+    let word = if idx.len() == 1 { "GPU" } else { "GPUs" };
+    format!("{word} {}", ranges(&idx))
+}
+
+/// Short conclusions a reader wants first, per host.
+/// Verdicts being gathered, each with its code and severity (docs/codes.md).
+#[derive(Default)]
+pub(crate) struct Verdicts {
+    out: Vec<Message>,
+}
+
+impl Verdicts {
+    fn say(&mut self, code: Code, severity: Severity, text: String) {
+        self.out.push(Message::new(code, severity, text));
+    }
+}
+
+/// The summary's verdicts as text.
+pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
+    coded_verdicts(ctx, hv)
+        .into_iter()
+        .map(|m| m.text)
+        .collect()
+}
+
+/// The summary's verdicts with their codes and severities.
+pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
+    let mut out = Verdicts::default();
+    let gpus = &hv.gpus;
+    if gpus.is_empty() {
+        out.say(
+            Code::GpuNone,
+            Severity::Info,
+            super::model::no_gpu_line(ctx, hv.host),
+        );
+    } else {
+        nvlink_verdicts(ctx, hv, &mut out);
+        p2p_verdicts(ctx, hv, &mut out);
+        nic_verdicts(ctx, hv, &mut out);
+        numa_verdicts(ctx, hv, &mut out);
+    }
+    if !gpus.is_empty() && hv.nic_columns().is_empty() {
+        network_absent(ctx, &mut out);
+    }
+    // PCIe facts: the rules plan and diagnose state too (`topo_model::pcie_judge`); the
+    // evidence is in `--view pci`.
+    for v in topo_model::pcie_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
+        out.say(
+            v.code,
+            v.severity,
+            format!("{} (see --view pci)", v.summary),
+        );
+    }
+    out.out
+}
+
+fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    let gpus = &hv.gpus;
+    let sums: Vec<_> = gpus.iter().map(|&g| (g, ctx.nvlink(g))).collect();
+    let unknown: Vec<NodeIndex> = sums
+        .iter()
+        .filter(|(_, s)| s.unknown.is_some())
+        .map(|(g, _)| *g)
+        .collect();
+    if !unknown.is_empty() {
+        let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
+        reasons.sort();
+        reasons.dedup();
+        out.say(
+            Code::NvlinkUnknown,
+            Severity::Warning,
+            format!(
+                "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
+                gpu_numbers(ctx, &unknown),
+                reasons.join("; ")
+            ),
+        );
+        if unknown.len() == gpus.len() {
+            return;
+        }
+    }
+    let known: Vec<&(NodeIndex, NvlinkSummary)> =
+        sums.iter().filter(|(_, s)| s.unknown.is_none()).collect();
+    let n = gpus.len();
+    if n == 1 {
+        return;
+    }
+    if nvswitch_verdict(ctx, &known, out) {
+        return;
+    }
+    // Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
+    let mut pairs = vec![];
+    let mut lanes = vec![];
+    let mut pcie_classes = vec![];
+    // Islands of GPUs joined by NVLink (union-find over host positions).
+    let mut island: Vec<usize> = (0..n).collect();
+    fn root(v: &mut [usize], mut x: usize) -> usize {
+        while v[x] != x {
+            v[x] = v[v[x]];
+            x = v[x];
+        }
+        x
+    }
+    for (i, &a) in gpus.iter().enumerate() {
+        for (j, &b) in gpus.iter().enumerate().skip(i + 1) {
+            let nv = ctx.nvlink_lanes_between(a, b);
+            if nv > 0 {
+                pairs.push(format!("{}–{} NV{nv}", ctx.label(a), ctx.label(b)));
+                lanes.push(nv);
+                let (ra, rb) = (root(&mut island, i), root(&mut island, j));
+                island[ra] = rb;
+            } else {
+                pcie_classes.push(pci_class(ctx, a, b));
+            }
+        }
+    }
+    let span = |v: &[PciClass]| -> String {
+        match (v.iter().min(), v.iter().max()) {
+            (Some(lo), Some(hi)) if lo == hi => lo.name().to_string(),
+            (Some(lo), Some(hi)) => format!("best {}, worst {}", lo.name(), hi.name()),
+            _ => String::new(),
+        }
+    };
+    // Few pairs are worth naming; a mesh is summarised by its lane range.
+    let detail = if pairs.len() <= 6 {
+        pairs.join(", ")
+    } else {
+        let (lo, hi) = (
+            lanes.iter().min().copied().unwrap_or(0),
+            lanes.iter().max().copied().unwrap_or(0),
+        );
+        if lo == hi {
+            format!("NV{lo} each")
+        } else {
+            format!("NV{lo}–NV{hi}")
+        }
+    };
+    let total = n * (n - 1) / 2;
+    if pairs.is_empty() {
+        out.say(
+            Code::NvlinkNone,
+            Severity::Info,
+            format!(
+                "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
+                span(&pcie_classes)
+            ),
+        );
+    } else if pcie_classes.is_empty() {
+        out.say(
+            Code::NvlinkAllDirect,
+            Severity::Info,
+            format!("All {n} GPUs directly NVLinked: {detail}"),
+        );
+    } else {
+        let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
+        for (i, &g) in gpus.iter().enumerate() {
+            let r = root(&mut island, i);
+            groups.entry(r).or_default().push(g);
+        }
+        if groups.len() == 1 {
+            out.say(Code::NvlinkMesh, Severity::Info, format!(
+                "NVLink mesh: {} of {total} GPU pairs directly linked ({detail}), the rest use PCIe ({}); every GPU reaches the others over NVLink",
+                pairs.len(),
+                span(&pcie_classes)
+            ));
+        } else {
+            let mut names: Vec<(usize, String)> = groups
+                .values()
+                .map(|v| {
+                    let first = v.iter().map(|&g| ctx.number(g)).min().unwrap_or(0);
+                    (first, gpu_numbers(ctx, v))
+                })
+                .collect();
+            names.sort();
+            let names: Vec<String> = names.into_iter().map(|x| x.1).collect();
+            out.say(Code::NvlinkIslands, Severity::Warning, format!(
+                "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({}), so a ring over all GPUs crosses PCIe",
+                names.join("; "),
+                span(&pcie_classes)
+            ));
+        }
+    }
+}
+
+/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere, or some lost. False
+/// when some GPU reaches its peers otherwise.
+fn nvswitch_verdict(ctx: &Ctx, known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -> bool {
+    if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
+        return false;
+    }
+    let min = known.iter().map(|(_, s)| s.switch_lanes).min().unwrap_or(0);
+    let max = known.iter().map(|(_, s)| s.switch_lanes).max().unwrap_or(0);
+    let bw = known
+        .iter()
+        .map(|(_, s)| s.switch_bw)
+        .fold(f64::INFINITY, f64::min);
+    if min == max {
+        out.say(
+            Code::NvswitchFull,
+            Severity::Info,
+            format!(
+                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
+                known.len()
+            ),
+        );
+    } else {
+        let low: Vec<NodeIndex> = known
+            .iter()
+            .filter(|(_, s)| s.switch_lanes < max)
+            .map(|(g, _)| *g)
+            .collect();
+        out.say(Code::NvswitchLanesUneven, Severity::Warning, format!(
+            "{} GPUs connected through NVSwitch with {min}–{max} NVLink lanes each: {} {} fewer lanes (check NVLink health with nvidia-smi nvlink -s)",
+            known.len(),
+            gpu_numbers(ctx, &low),
+            if low.len() == 1 { "has" } else { "have" }
+        ));
+    }
+    true
+}
+
+/// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
+/// registration (multi-node NVLink).
+fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    let label = |b: topo_model::BusId| -> String {
+        ctx.topo
+            .find(hv.host, b)
+            .filter(|&n| ctx.topo.gpu(n).is_some())
+            .map(|n| ctx.label(n))
+            .unwrap_or_else(|| b.to_string())
+    };
+    let mut denied = vec![];
+    for ((h, a, b), caps) in &ctx.topo.p2p {
+        if *h != hv.host || a >= b {
+            continue;
+        }
+        let no = |x: Option<bool>| x == Some(false);
+        if no(caps.read) || no(caps.write) {
+            denied.push(format!("{}–{}", label(*a), label(*b)));
+        }
+    }
+    if !denied.is_empty() {
+        let n = denied.len();
+        if n > 6 {
+            denied.truncate(6);
+            denied.push("…".to_string());
+        }
+        out.say(Code::P2pDenied, Severity::Warning, format!(
+            "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
+            if n == 1 { "" } else { "s" },
+            denied.join(", ")
+        ));
+    }
+    let fabrics: Vec<String> = hv
+        .gpus
+        .iter()
+        .filter_map(|&g| ctx.topo.gpu(g).and_then(|x| x.fabric.as_ref()))
+        .map(|f| {
+            format!(
+                "cluster {} clique {} ({})",
+                f.cluster_uuid, f.clique_id, f.state
+            )
+        })
+        .collect();
+    if let Some(first) = fabrics.first() {
+        let same = fabrics.iter().all(|f| f == first);
+        if same && fabrics.len() == hv.gpus.len() {
+            let text = format!("All GPUs registered in one NVLink fabric: {first}");
+            out.say(Code::NvlinkFabric, Severity::Info, text);
+        } else {
+            let text = format!(
+                "{} of {} GPUs registered in an NVLink fabric ({})",
+                fabrics.len(),
+                hv.gpus.len(),
+                first
+            );
+            out.say(Code::NvlinkFabricPartial, Severity::Warning, text);
+        }
+    }
+    let domain = ctx
+        .topo
+        .hosts
+        .get(hv.host as usize)
+        .and_then(|h| h.nvlink_domain.as_ref());
+    if let Some(d) = domain
+        && !hv.gpus.is_empty()
+    {
+        let hosts = (d.gpus as usize / hv.gpus.len()).max(1);
+        out.say(Code::NvlinkFabric, Severity::Info, format!(
+            "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
+            d.gpus
+        ));
+    }
+}
+
+fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    let cols = hv.nic_columns();
+    if cols.is_empty() {
+        return;
+    }
+    let has = |n: usize| if n == 1 { "has" } else { "have" };
+    let their = |n: usize| if n == 1 { "its" } else { "their" };
+    // GPUs whose NUMA node has no NIC at all; said once, not again as "no NIC on its switch".
+    let nic_numas: Vec<i32> = cols.iter().filter_map(|&n| ctx.numa(n)).collect();
+    let lonely: Vec<NodeIndex> = if hv.cpus.len() > 1 && !nic_numas.is_empty() {
+        hv.gpus
+            .iter()
+            .copied()
+            .filter(|&g| ctx.numa(g).is_some_and(|x| !nic_numas.contains(&x)))
+            .collect()
+    } else {
+        vec![]
+    };
+    let near = |g: NodeIndex| -> Vec<NodeIndex> {
+        cols.iter()
+            .copied()
+            .filter(|&n| pci_class(ctx, g, n) <= PciClass::Pxb)
+            .collect()
+    };
+    let per_gpu: Vec<(NodeIndex, Vec<NodeIndex>)> = hv.gpus.iter().map(|&g| (g, near(g))).collect();
+    let mut per_nic: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
+    for (g, ns) in &per_gpu {
+        for &n in ns {
+            per_nic.entry(n).or_default().push(*g);
+        }
+    }
+    let all_have = per_gpu.iter().all(|(_, ns)| !ns.is_empty());
+    let k = per_gpu.first().map(|(_, ns)| ns.len()).unwrap_or(0);
+    let same_k = per_gpu.iter().all(|(_, ns)| ns.len() == k);
+    let m = per_nic.values().next().map(|v| v.len()).unwrap_or(0);
+    let same_m = per_nic.values().all(|v| v.len() == m);
+    if all_have && same_k && same_m && k == 1 && m == 1 {
+        // Say so when the pairing does not follow the numbering (IBM gx3d: GPU0 ↔ mlx5_7).
+        let crossed = per_gpu
+            .iter()
+            .any(|(g, ns)| ns.first().is_some_and(|&n| ctx.index(n) != ctx.index(*g)));
+        let mut line =
+            "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC".to_string();
+        if crossed {
+            let pairs: Vec<String> = per_gpu
+                .iter()
+                .filter_map(|(g, ns)| {
+                    ns.first()
+                        .map(|&n| format!("{}↔{}", ctx.label(*g), ctx.label(n)))
+                })
+                .collect();
+            line.push_str(&format!(
+                " (NIC numbering differs from GPU numbering: {})",
+                pairs.join(", ")
+            ));
+        }
+        out.say(Code::NicRailAligned, Severity::Info, line);
+    } else if all_have && same_k && same_m && m == 1 {
+        out.say(
+            Code::NicPerGpu,
+            Severity::Info,
+            format!("Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"),
+        );
+    } else if all_have && same_k && same_m && k == 1 {
+        out.say(
+            Code::NicShared,
+            Severity::Info,
+            format!("{m} GPUs share each NIC behind a PCIe switch ({m}:1)"),
+        );
+    } else if all_have && same_k && same_m {
+        out.say(Code::NicMixed, Severity::Info, format!(
+            "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
+            hv.gpus.len(),
+            per_nic.len()
+        ));
+    } else {
+        let without: Vec<NodeIndex> = per_gpu
+            .iter()
+            .filter(|(g, ns)| ns.is_empty() && !lonely.contains(g))
+            .map(|(g, _)| *g)
+            .collect();
+        let any_near = per_gpu.iter().any(|(_, ns)| !ns.is_empty());
+        if !any_near {
+            out.say(
+                Code::NicNoneNear,
+                Severity::Warning,
+                "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU"
+                    .to_string(),
+            );
+        } else if !without.is_empty() {
+            out.say(
+                Code::NicMissing,
+                Severity::Warning,
+                format!(
+                    "{} {} no NIC behind {} PCIe switch",
+                    gpu_numbers(ctx, &without),
+                    has(without.len()),
+                    their(without.len())
+                ),
+            );
+        }
+    }
+    if !lonely.is_empty() {
+        let mut ns: Vec<i32> = lonely.iter().filter_map(|&g| ctx.numa(g)).collect();
+        ns.sort();
+        ns.dedup();
+        let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
+        out.say(Code::NicNumaRemote, Severity::Warning, format!(
+            "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
+            gpu_numbers(ctx, &lonely),
+            has(lonely.len()),
+            their(lonely.len()),
+            ns.join(", "),
+            their(lonely.len())
+        ));
+    }
+    nic_port_verdicts(ctx, hv, out);
+    gpu_bandwidth_verdict(ctx, hv, out);
+}
+
+/// What the source leaves unknown or absent about the host's ports: PCI-only NICs, ports
+/// without GPUDirect RDMA, and ports whose GPUDirect RDMA the source does not state.
+fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    if !hv.bare_nics.is_empty() {
+        out.say(Code::NicPciOnly, Severity::Info, format!(
+            "{} NIC{} listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown",
+            hv.bare_nics.len(),
+            if hv.bare_nics.len() == 1 { "" } else { "s" }
+        ));
+    }
+    let no_gdr: Vec<String> = hv
+        .nets
+        .iter()
+        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| !x.gdr && !x.gdr_unstated))
+        .map(|&n| ctx.label(n))
+        .collect();
+    if !no_gdr.is_empty() {
+        out.say(
+            Code::GdrUnavailable,
+            Severity::Warning,
+            format!(
+                "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
+                no_gdr.join(", ")
+            ),
+        );
+    }
+    let unstated: Vec<String> = hv
+        .nets
+        .iter()
+        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| x.gdr_unstated))
+        .map(|&n| ctx.label(n))
+        .collect();
+    if !unstated.is_empty() {
+        out.say(Code::NetGdrUnknown, Severity::Warning, format!(
+            "GPUDirect RDMA unknown on {}: the source does not say; NCCL's net plugin finds out at run time (nvidia-peermem or DMA-BUF), and without it that traffic is staged through host memory",
+            unstated.join(", ")
+        ));
+    }
+}
+
+/// No NIC in the source. Only a scan of the host (live, snapshot) or a profile says there is
+/// none; a matrix lists only the RDMA NICs nvidia-smi sees, and an XML or a log may be cut,
+/// so there the network is unknown, not absent.
+fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
+    if matches!(
+        ctx.topo.source.kind.as_str(),
+        "live" | "snapshot" | "profile"
+    ) {
+        out.say(
+            Code::NetworkNone,
+            Severity::Info,
+            "No network ports found: this host can only run single-node jobs".to_string(),
+        );
+    } else {
+        out.say(Code::NetworkUnknown, Severity::Info, format!(
+            "No network port in this {} source: whether the host has one is unknown here (nvidia-smi lists only the RDMA NICs it sees; an XML or a log may leave them out)",
+            ctx.topo.source.kind
+        ));
+    }
+}
+
+/// Gb/s per GPU over the compute ports only; storage and front-end ports (a DGX's storage
+/// CX-7s, a 100 GbE uplink, docker0) are named and left out.
+fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    use topo_model::NetRole;
+    let speed = |n: NodeIndex| ctx.topo.net(n).and_then(|x| x.speed_mbps);
+    let compute: Vec<NodeIndex> = hv
+        .nets
+        .iter()
+        .copied()
+        .filter(|&n| ctx.role(n) == NetRole::Compute)
+        .collect();
+    let total: u64 = compute.iter().filter_map(|&n| speed(n)).sum();
+    if total == 0 || hv.gpus.is_empty() {
+        return;
+    }
+    let unknown = compute.iter().filter(|&&n| speed(n).is_none()).count();
+    let mut line = format!(
+        "{} compute network port{} with {} Gb/s in total: {} Gb/s per GPU",
+        compute.len(),
+        if compute.len() == 1 { "" } else { "s" },
+        fmt_gbps(total),
+        gbps_per_gpu(total as f64 / 1000.0 / hv.gpus.len() as f64)
+    );
+    if unknown > 0 {
+        line.push_str(&format!(
+            " (at least: the speed of {unknown} of them is unknown)"
+        ));
+    }
+    let mut left = vec![];
+    for role in [NetRole::Storage, NetRole::FrontEnd] {
+        let v: Vec<String> = hv
+            .nets
+            .iter()
+            .filter(|&&n| ctx.role(n) == role)
+            .map(|&n| ctx.label(n))
+            .collect();
+        if !v.is_empty() {
+            left.push(format!("{} {} ({})", v.len(), role.name(), v.join(", ")));
+        }
+    }
+    if !left.is_empty() {
+        line.push_str(&format!("; not counted: {}", left.join(", ")));
+    }
+    out.say(Code::NetworkTotal, Severity::Info, line);
+}
+
+/// `400`, `66.7`: Gb/s per GPU with one decimal only when needed.
+fn gbps_per_gpu(gbps: f64) -> String {
+    if (gbps - gbps.round()).abs() < 1e-9 {
+        format!("{gbps:.0}")
+    } else {
+        format!("{gbps:.1}")
+    }
+}
+
+fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    let mut by: BTreeMap<i32, Vec<NodeIndex>> = BTreeMap::new();
+    for &g in &hv.gpus {
+        by.entry(ctx.numa(g).unwrap_or(-1)).or_default().push(g);
+    }
+    if by.len() > 1 {
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(numa, gs)| {
+                let n = if *numa >= 0 {
+                    numa.to_string()
+                } else {
+                    "?".to_string()
+                };
+                format!("{} on NUMA {n}", gpu_numbers(ctx, gs))
+            })
+            .collect();
+        out.say(
+            Code::NumaSpan,
+            Severity::Info,
+            format!(
+                "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
+                by.len(),
+                parts.join(", ")
+            ),
+        );
+    }
+}
+
+fn host_line(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let h = ctx
+        .topo
+        .hosts
+        .get(hv.host as usize)
+        .cloned()
+        .unwrap_or_default();
+    let mut s = format!("{} {}", style.bold("Host"), ctx.host_name(hv.host));
+    if let Some(k) = &h.kernel {
+        s.push_str(&format!("  kernel {k}"));
+    }
+    if let Some(d) = &h.driver_version {
+        s.push_str(&format!("  driver {d}"));
+    }
+    if let Some(c) = &h.cuda_driver_version {
+        s.push_str(&format!("  CUDA {c}"));
+    }
+    let src = &ctx.topo.source;
+    s.push_str(&format!(
+        "  source {}",
+        if src.kind.is_empty() {
+            "unknown"
+        } else {
+            &src.kind
+        }
+    ));
+    if let Some(o) = &src.origin {
+        s.push_str(&format!(" ({o})"));
+    }
+    s.push('\n');
+    for note in &src.stated {
+        s.push_str(&format!("  {} {note}\n", style.bold("stated:")));
+    }
+    s
+}
+
+fn section(title: &str, n: usize, style: Style) -> String {
+    format!("\n{}\n", style.bold(&format!("{title} ({n})")))
+}
+
+fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let has_mem = hv
+        .gpus
+        .iter()
+        .any(|&g| ctx.topo.gpu(g).is_some_and(|x| x.memory_bytes.is_some()));
+    let mut header = vec!["GPU", "Bus id", "Name", "CC", "NUMA"];
+    if has_mem {
+        header.push("Memory");
+    }
+    header.extend(["NVLink", "Nearest NIC"]);
+    let rows: Vec<Vec<Cell>> = hv
+        .gpus
+        .iter()
+        .map(|&g| {
+            let x = ctx.topo.gpu(g);
+            let mut r: Vec<Cell> = vec![
+                ctx.number(g).to_string().into(),
+                x.map(|x| x.busid.to_string()).unwrap_or_default().into(),
+                x.and_then(|x| x.name.clone())
+                    .or_else(|| {
+                        x.and_then(|x| super::pci::model_name(x.vendor, x.device))
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                x.and_then(|x| x.sm)
+                    .map(|sm| format!("{}.{}", sm / 10, sm % 10))
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                ctx.numa(g)
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+            ];
+            if has_mem {
+                r.push(
+                    x.and_then(|x| x.memory_bytes)
+                        .map(|b| format!("{} GiB", b >> 30))
+                        .unwrap_or_else(|| "?".into())
+                        .into(),
+                );
+            }
+            let mut nv = nvlink_text(ctx, g);
+            if nv.len() > 40 && nv.starts_with("unknown") {
+                nv = "unknown (see note)".to_string();
+            }
+            let paint = if nv.starts_with("unknown") {
+                Paint::Yellow
+            } else {
+                Paint::None
+            };
+            r.push(Cell::paint(nv, paint));
+            r.push(match ctx.nearest_nic_shown(g) {
+                Some((n, ty, Some(bw))) => format!("{} ({ty}, {bw:.1} GB/s)", ctx.label(n)).into(),
+                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
+                    format!("{} ({ty}, GDR ?)", ctx.label(n)).into()
+                }
+                Some((n, ty, None)) => format!("{} ({ty}, speed ?)", ctx.label(n)).into(),
+                None => "—".into(),
+            });
+            r
+        })
+        .collect();
+    let mut out = table("  ", &header, &rows, style);
+    let mut notes: Vec<String> = hv
+        .gpus
+        .iter()
+        .filter_map(|&g| ctx.nvlink(g).unknown)
+        .filter(|r| r.len() + "unknown ()".len() > 40)
+        .collect();
+    notes.dedup();
+    for n in notes {
+        out.push_str(&format!(
+            "  {} NVLink unknown: {n}\n",
+            style.yellow("note:")
+        ));
+    }
+    out
+}
+
+fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let mut rows: Vec<Vec<Cell>> = hv
+        .nets
+        .iter()
+        .filter_map(|&n| ctx.topo.net(n).map(|x| (n, x)))
+        .map(|(n, x)| {
+            vec![
+                ctx.index(n).to_string().into(),
+                x.name.clone().into(),
+                ctx.busid(n)
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "—".into())
+                    .into(),
+                x.speed_mbps
+                    .map(|m| format!("{} Gb/s", fmt_gbps(m)))
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                x.port.to_string().into(),
+                x.link_layer.clone().unwrap_or_else(|| "—".into()).into(),
+                match (x.gdr_unstated, x.gdr) {
+                    (true, _) => Cell::paint("?", Paint::Yellow),
+                    (false, true) => Cell::from("yes"),
+                    (false, false) => Cell::paint("no", Paint::Yellow),
+                },
+                ctx.numa(n)
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                x.netdev.clone().unwrap_or_else(|| "—".into()).into(),
+                role_cell(ctx, n),
+            ]
+        })
+        .collect();
+    for &n in &hv.bare_nics {
+        let mut r: Vec<Cell> = vec![
+            ctx.index(n).to_string().into(),
+            Cell::paint("(no port listed)", Paint::Dim),
+            ctx.busid(n)
+                .map(|b| b.to_string())
+                .unwrap_or_default()
+                .into(),
+        ];
+        r.extend(["?", "?", "?", "?"].map(Cell::from));
+        r.push(
+            ctx.numa(n)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "?".into())
+                .into(),
+        );
+        r.push("—".into());
+        r.push("?".into());
+        rows.push(r);
+    }
+    let mut out = table(
+        "  ",
+        &[
+            "NIC",
+            "Name",
+            "Bus id",
+            "Speed",
+            "Port",
+            "Link layer",
+            "GDR",
+            "NUMA",
+            "Netdev",
+            "Role",
+        ],
+        &rows,
+        style,
+    );
+    let inferred = hv
+        .nets
+        .iter()
+        .any(|n| ctx.roles.get(n).is_some_and(|r| !r.stated));
+    if inferred {
+        out.push_str(&format!(
+            "  {} role inferred from the port (speed, link layer, name, place), not stated by the source; `--format json` says why\n",
+            style.dim("*")
+        ));
+    }
+    out
+}
+
+/// `compute`, `storage*`: an inferred role is marked with `*` (the JSON says why).
+fn role_cell(ctx: &Ctx, n: NodeIndex) -> Cell {
+    match ctx.roles.get(&n) {
+        Some(r) if r.stated => r.role.name().into(),
+        Some(r) => Cell::paint(format!("{}*", r.role.name()), Paint::Dim),
+        None => "?".into(),
+    }
+}
+
+fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let rows: Vec<Vec<Cell>> = hv
+        .cpus
+        .iter()
+        .filter_map(|&c| ctx.topo.cpu(c).map(|x| (c, x)))
+        .map(|(c, x)| {
+            let gpus: Vec<usize> = hv
+                .gpus
+                .iter()
+                .filter(|&&g| ctx.topo.root_cpu(g) == Some(c))
+                .map(|&g| ctx.number(g))
+                .collect();
+            let nics: Vec<String> = hv
+                .nic_columns()
+                .into_iter()
+                .filter(|&n| ctx.topo.root_cpu(n) == Some(c))
+                .map(|n| ctx.label(n))
+                .collect();
+            vec![
+                (if x.numa >= 0 {
+                    x.numa.to_string()
+                } else {
+                    "?".into()
+                })
+                .into(),
+                super::model::cpu_list(x)
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                cpu_model(x).into(),
+                (if gpus.is_empty() {
+                    "—".to_string()
+                } else {
+                    ranges(&gpus)
+                })
+                .into(),
+                (if nics.is_empty() {
+                    "—".to_string()
+                } else {
+                    nics.join(", ")
+                })
+                .into(),
+            ]
+        })
+        .collect();
+    table("  ", &["NUMA", "CPUs", "CPU", "GPUs", "NICs"], &rows, style)
+}
+
+fn nvswitch_table(ctx: &Ctx, switches: &[NodeIndex], style: Style) -> String {
+    let rows: Vec<Vec<Cell>> = switches
+        .iter()
+        .map(|&s| {
+            let gpus = switch_gpus(ctx, s);
+            let mut lanes: Vec<u32> = gpus.iter().map(|g| g.1).collect();
+            lanes.sort();
+            lanes.dedup();
+            let l: Vec<String> = lanes.iter().map(|x| x.to_string()).collect();
+            vec![
+                ctx.topo
+                    .node(s)
+                    .busid()
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "hidden (VM/container)".into())
+                    .into(),
+                gpus.len().to_string().into(),
+                l.join("/").into(),
+            ]
+        })
+        .collect();
+    table("  ", &["Bus id", "GPUs", "Lanes per GPU"], &rows, style)
+}
+
+/// What hangs directly below a PCIe switch, by the names the other tables use.
+pub(crate) fn below(ctx: &Ctx, s: NodeIndex) -> Vec<String> {
+    ctx.topo
+        .children(s)
+        .into_iter()
+        .map(|k| match &ctx.topo.node(k).kind {
+            NodeKind::Gpu(_) => ctx.label(k),
+            NodeKind::Nic(x) => {
+                let ports: Vec<String> = ctx
+                    .topo
+                    .children(k)
+                    .into_iter()
+                    .map(|p| ctx.label(p))
+                    .collect();
+                if ports.is_empty() {
+                    x.busid
+                        .map(|b| format!("NIC {b}"))
+                        .unwrap_or_else(|| "NIC".into())
+                } else {
+                    ports.join("+")
+                }
+            }
+            NodeKind::PciSwitch(p) => format!("switch {}", p.busid),
+            NodeKind::PciDevice(d) => format!("{} {}", class::describe(d.class), d.busid),
+            _ => ctx.label(k),
+        })
+        .collect()
+}
+
+fn pci_switch_table(ctx: &Ctx, switches: &[NodeIndex], style: Style) -> String {
+    let rows: Vec<Vec<Cell>> = switches
+        .iter()
+        .filter_map(|&s| match &ctx.topo.node(s).kind {
+            NodeKind::PciSwitch(p) => Some((s, p)),
+            _ => None,
+        })
+        .map(|(s, p)| {
+            let known = p.pcie.gts().is_some() && p.pcie.width.is_some_and(|w| w > 0);
+            let gw = gen_width(p.pcie.speed.as_deref(), p.pcie.width);
+            let link = if known {
+                format!("{gw} {:.1} GB/s", p.pcie.bw())
+            } else {
+                format!("{gw} (NCCL assumes {:.1} GB/s)", p.pcie.bw())
+            };
+            let flagged = !super::pci::flags(ctx, s).is_empty();
+            vec![
+                p.busid.to_string().into(),
+                Cell::paint(link, if flagged { Paint::Yellow } else { Paint::None }),
+                ctx.numa(s)
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+                below(ctx, s).join(", ").into(),
+            ]
+        })
+        .collect();
+    table("  ", &["Bus id", "Link", "NUMA", "Below"], &rows, style)
+}
+
+fn other_devices(ctx: &Ctx, devs: &[NodeIndex], style: Style) -> String {
+    if devs.len() > 12 {
+        let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+        for &d in devs {
+            if let NodeKind::PciDevice(x) = &ctx.topo.node(d).kind {
+                *by.entry(class::describe(x.class)).or_default() += 1;
+            }
+        }
+        let parts: Vec<String> = by.iter().map(|(k, v)| format!("{v} × {k}")).collect();
+        return format!("  {} (see --view pci)\n", parts.join(", "));
+    }
+    let rows: Vec<Vec<Cell>> = devs
+        .iter()
+        .filter_map(|&d| match &ctx.topo.node(d).kind {
+            NodeKind::PciDevice(x) => Some((d, x)),
+            _ => None,
+        })
+        .map(|(d, x)| {
+            let ids = match (x.vendor, x.device) {
+                (Some(v), Some(dv)) => format!("{v:04x}:{dv:04x}"),
+                _ => "?".into(),
+            };
+            let name = super::pci::model_name(x.vendor, x.device)
+                .map(str::to_string)
+                .or_else(|| x.vendor.and_then(super::pci::vendor_name))
+                .unwrap_or_default();
+            vec![
+                x.busid.to_string().into(),
+                class::describe(x.class).into(),
+                ids.into(),
+                name.into(),
+                x.driver.clone().unwrap_or_else(|| "—".into()).into(),
+                ctx.numa(d)
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "?".into())
+                    .into(),
+            ]
+        })
+        .collect();
+    table(
+        "  ",
+        &["Bus id", "Class", "Ids", "Model", "Driver", "NUMA"],
+        &rows,
+        style,
+    )
+}
+
+fn host_summary(ctx: &Ctx, hv: &HostView, style: Style) -> String {
+    let mut out = host_line(ctx, hv, style);
+    if hv.gpus.is_empty() {
+        out.push_str(&format!(
+            "\n{}\n",
+            style.yellow(&super::model::no_gpu_line(ctx, hv.host))
+        ));
+    } else {
+        out.push_str(&section("GPUs", hv.gpus.len(), style));
+        out.push_str(&gpu_table(ctx, hv, style));
+    }
+    if !hv.nic_columns().is_empty() {
+        out.push_str(&section("NICs", hv.nic_columns().len(), style));
+        out.push_str(&nic_table(ctx, hv, style));
+    }
+    out.push_str(&section("NUMA nodes", hv.cpus.len(), style));
+    out.push_str(&numa_table(ctx, hv, style));
+    let nvs = super::model::sorted_nvswitches(ctx, hv.host);
+    if !nvs.is_empty() {
+        out.push_str(&section("NVSwitches", nvs.len(), style));
+        out.push_str(&nvswitch_table(ctx, &nvs, style));
+    }
+    let sw: Vec<NodeIndex> = hv
+        .nodes
+        .iter()
+        .copied()
+        .filter(|&n| matches!(ctx.topo.node(n).kind, NodeKind::PciSwitch(_)))
+        .collect();
+    if !sw.is_empty() {
+        out.push_str(&section("PCIe switches and bridges", sw.len(), style));
+        out.push_str(&pci_switch_table(ctx, &sw, style));
+    }
+    let others: Vec<NodeIndex> = hv
+        .nodes
+        .iter()
+        .copied()
+        .filter(|n| matches!(ctx.topo.node(*n).kind, NodeKind::PciDevice(_)))
+        .collect();
+    if !others.is_empty() {
+        out.push_str(&section("Other PCI devices", others.len(), style));
+        out.push_str(&other_devices(ctx, &others, style));
+    }
+    // Without GPUs the first verdict repeats the line under the host header.
+    let v: Vec<String> = verdicts(ctx, hv)
+        .into_iter()
+        .skip(usize::from(hv.gpus.is_empty()))
+        .collect();
+    if !v.is_empty() {
+        out.push_str(&format!("\n{}\n", style.bold("Verdict")));
+        for line in v {
+            out.push_str(&format!("  • {line}\n"));
+        }
+    }
+    out
+}
+
+pub(crate) fn render(ctx: &Ctx, style: Style) -> String {
+    let mut out = super::model::per_host(ctx, |i, hv, out| {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&host_summary(ctx, hv, style));
+    });
+    if !ctx.topo.warnings.is_empty() {
+        out.push_str(&format!("\n{}\n", style.bold("Warnings")));
+        for w in crate::warnings::collapse_warnings(&ctx.topo.warnings) {
+            out.push_str(&format!("  {} {w}\n", style.yellow("!")));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+    use topo_model::testing::hgx;
+
+    fn v(t: &topo_model::Topology) -> Vec<String> {
+        let ctx = Ctx::new(t);
+        verdicts(&ctx, &ctx.hosts[0])
+    }
+
+    #[test]
+    fn hgx_verdicts() {
+        let got = v(&hgx(8, 90));
+        assert_eq!(
+            got[0],
+            "8 GPUs fully connected through NVSwitch, 18 NVLink lanes each (370.8 GB/s)"
+        );
+        assert_eq!(
+            got[1],
+            "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC"
+        );
+        assert!(
+            got.contains(
+                &"8 compute network ports with 3200 Gb/s in total: 400 Gb/s per GPU".to_string()
+            ),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn pcie_box_verdicts() {
+        let got = v(&pcie_2socket());
+        assert!(
+            got[0].starts_with("No NVLink: GPU↔GPU traffic goes over PCIe (best PIX, worst SYS)"),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|l| l == "GPUs 3, 5 have no NIC behind their PCIe switch"),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("GPUs 0–3 on NUMA 0, GPUs 4–5 on NUMA 1")
+                    || l.contains("GPUs 0–3 on NUMA 0"))
+        );
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("1 PCIe link runs below its maximum speed")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("1 PCIe link limited by a slower link above it")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn bridge_and_gpuless_verdicts() {
+        let got = v(&nvlink_bridge());
+        assert_eq!(got[0], "All 2 GPUs directly NVLinked: GPU0–GPU1 NV4");
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("GPUDirect RDMA not available on eno1"))
+        );
+        let got = v(&gpuless());
+        assert_eq!(
+            got[0],
+            "No NVIDIA GPU or NVML library found: libnvidia-ml.so.1 not found and no PCI device of vendor 0x10de"
+        );
+        let got = v(&unknown_nvlink());
+        assert_eq!(
+            got[0],
+            "NVLink unknown for GPUs 0–1 (no NVML): the source cannot tell which NVLinks exist"
+        );
+    }
+
+    #[test]
+    fn unknown_nvlink_is_never_zero_lanes() {
+        let t = unknown_nvlink();
+        let ctx = Ctx::new(&t);
+        let text = render(&ctx, Style::default());
+        assert!(text.contains("unknown (no NVML)"), "{text}");
+        assert!(!text.contains("none"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod rail_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn portless_nics_still_give_the_rail_picture() {
+        let t = two_rails(false);
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.iter()
+                .any(|l| l.starts_with("GPU↔NIC rail-aligned 1:1")),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&"2 NICs listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown".to_string()),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|l| l.starts_with("No network ports")),
+            "{got:?}"
+        );
+        let m = super::super::matrix::render(&ctx, Style::default());
+        assert!(m.contains("GPU0     X      NODE    PIX     NODE"), "{m}");
+        assert!(
+            m.contains("  NIC1: 0000:22:00.0 (no network port listed)"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn crossed_numbering_is_spelled_out() {
+        let t = two_rails(true);
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.contains(&"GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC (NIC numbering differs from GPU numbering: GPU0↔mlx5_1, GPU1↔mlx5_0)".to_string()),
+            "{got:?}"
+        );
+        let (nic, p) = ctx.nearest_nic(ctx.hosts[0].gpus[0]).unwrap();
+        assert_eq!(ctx.label(nic), "mlx5_1");
+        assert_eq!(p.ty, topo_nccl::types::PathType::Pix);
+    }
+
+    #[test]
+    fn vm_topology_is_one_verdict() {
+        let t = vm_bridges();
+        let ctx = Ctx::new(&t);
+        let got = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            got.iter().any(|l| l.starts_with(
+                "Virtual-machine PCIe topology (1 emulated bridge, 2 links of width 0)"
+            )),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter()
+                .any(|l| l.contains("downtrained") || l.contains("slower link")),
+            "{got:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod nvlink_shape_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    fn first_verdict(t: &topo_model::Topology) -> String {
+        let ctx = Ctx::new(t);
+        verdicts(&ctx, &ctx.hosts[0])[0].clone()
+    }
+
+    #[test]
+    fn bridged_pairs_are_islands_and_a_connected_graph_is_a_mesh() {
+        let mut t = pcie_2socket();
+        let g = t.gpus();
+        for (a, b) in [(0, 1), (2, 3), (4, 5)] {
+            t.add_nvlink(g[a], g[b], 4);
+            t.add_nvlink(g[b], g[a], 4);
+        }
+        assert_eq!(
+            first_verdict(&t),
+            "NVLink islands: GPUs 0–1; GPUs 2–3; GPUs 4–5 (GPU0–GPU1 NV4, GPU2–GPU3 NV4, GPU4–GPU5 NV4); \
+             traffic between islands uses PCIe (best PXB, worst SYS), so a ring over all GPUs crosses PCIe"
+        );
+        for (a, b) in [(1, 2), (3, 4)] {
+            t.add_nvlink(g[a], g[b], 2);
+            t.add_nvlink(g[b], g[a], 2);
+        }
+        assert_eq!(
+            first_verdict(&t),
+            "NVLink mesh: 5 of 15 GPU pairs directly linked (GPU0–GPU1 NV4, GPU1–GPU2 NV2, GPU2–GPU3 NV4, \
+             GPU3–GPU4 NV2, GPU4–GPU5 NV4), the rest use PCIe (best PXB, worst SYS); every GPU reaches the others over NVLink"
+        );
+    }
+}
+
+#[cfg(test)]
+mod no_gpu_tests {
+    use super::super::testing::*;
+    use super::*;
+
+    #[test]
+    fn the_reason_is_said_once() {
+        let mut t = gpuless();
+        t.hosts[0].gpu_discovery = Some("no NVIDIA GPU found: none in sysfs".into());
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            super::super::model::no_gpu_line(&ctx, 0),
+            "No NVIDIA GPU found: none in sysfs"
+        );
+        t.hosts[0].gpu_discovery = None;
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            super::super::model::no_gpu_line(&ctx, 0),
+            "No NVIDIA GPU or NVML library found: the source lists no GPUs"
+        );
+    }
+}
+
+#[cfg(test)]
+mod p2p_c2c_tests {
+    use super::*;
+    use topo_model::testing::hgx;
+    use topo_model::{FabricInfo, Link, P2pCaps};
+
+    #[test]
+    fn nvml_p2p_refusals_and_fabric_are_verdicts() {
+        let mut t = hgx(2, 90);
+        let g = t.gpus();
+        let (a, b) = (t.gpu(g[0]).unwrap().busid, t.gpu(g[1]).unwrap().busid);
+        let no = P2pCaps {
+            read: Some(false),
+            write: Some(false),
+            nvlink: Some(false),
+            atomics: None,
+        };
+        t.p2p.insert((0, a, b), no.clone());
+        t.p2p.insert((0, b, a), no);
+        for &x in &g {
+            if let NodeKind::Gpu(gpu) = &mut t.node_mut(x).kind {
+                gpu.fabric = Some(FabricInfo {
+                    cluster_uuid: "c0ffee".into(),
+                    clique_id: 7,
+                    state: "completed".into(),
+                    status: None,
+                });
+            }
+        }
+        let ctx = Ctx::new(&t);
+        let v = verdicts(&ctx, &ctx.hosts[0]);
+        assert!(
+            v.iter().any(|l| l.starts_with("NVML reports no P2P read/write for 1 GPU pair (GPU0–GPU1)")),
+            "{v:?}"
+        );
+        assert!(
+            v.contains(
+                &"All GPUs registered in one NVLink fabric: cluster c0ffee clique 7 (completed)"
+                    .to_string()
+            ),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn c2c_shows_next_to_nvlink() {
+        let mut t = hgx(1, 90);
+        let g = t.gpus()[0];
+        let cpu = t.cpus().next().unwrap();
+        t.connect_both(
+            g,
+            cpu,
+            Link {
+                kind: LinkKind::C2c,
+                bw: 90.0,
+                lanes: 10,
+            },
+        );
+        let ctx = Ctx::new(&t);
+        assert_eq!(
+            nvlink_text(&ctx, g),
+            "18 → NVSwitch ×4 (370.8 GB/s); C2C 10 → CPU (90.0 GB/s)"
+        );
+    }
+}
