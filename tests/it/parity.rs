@@ -1,15 +1,17 @@
 //! One rule per fact (issue 24): over every fixture of every source kind, `show`, `plan` and
-//! `diagnose` report the PCIe facts they share (`topo_model::pcie_judge`) with the same code
-//! and the same severity, or all leave them out.
+//! `diagnose` report the PCIe facts (`topo_model::pcie_judge`) and the ports' GPUDirect RDMA
+//! (`topo_model::net_judge`) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 3] = [
+const SHARED: [&str; 5] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
+    "gdr-unavailable",
+    "net-gdr-unknown",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.
@@ -74,8 +76,20 @@ fn shared(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether diagnose's `gdr-unavailable` rests on the host's modules rather than a port.
+fn host_fact_gdr(diag: &Value) -> bool {
+    diag["findings"].as_array().into_iter().flatten().any(|f| {
+        f["id"] == "gdr-unavailable"
+            && f["evidence"].as_array().into_iter().flatten().all(|e| {
+                !e.as_str()
+                    .unwrap_or("")
+                    .contains("the source states no GPUDirect")
+            })
+    })
+}
+
 #[test]
-fn show_plan_and_diagnose_state_each_pcie_fact_alike() {
+fn show_plan_and_diagnose_state_each_pcie_and_gdr_fact_alike() {
     let mut compared = 0;
     let mut stated = 0;
     for src in sources() {
@@ -94,6 +108,11 @@ fn show_plan_and_diagnose_state_each_pcie_fact_alike() {
             && !s.contains_key("virtualized-topology")
         {
             d.remove("virtualized-topology");
+        }
+        // And GPUDirect RDMA from the host's modules and kernel (a snapshot's facts), which no
+        // topology holds either.
+        if !s.contains_key("gdr-unavailable") && host_fact_gdr(&diag) {
+            d.remove("gdr-unavailable");
         }
         assert_eq!(s, d, "show vs diagnose on {src:?}");
         if let Some(plan) = json("plan", &src) {

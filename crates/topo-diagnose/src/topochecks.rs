@@ -1,5 +1,6 @@
-//! What the machine's topology shows: a virtual PCI tree, downtrained links, uneven NVLink,
-//! fabric not ready, pairs without P2P support, GPUs without a near NIC, pairs too far for P2P.
+//! What the machine's topology shows: a virtual PCI tree, downtrained links, ports without
+//! GPUDirect RDMA, uneven NVLink, fabric not ready, pairs without P2P support, GPUs without a
+//! near NIC, pairs too far for P2P.
 
 use super::{Finding, Input, Report, Severity};
 use petgraph::graph::NodeIndex;
@@ -25,11 +26,33 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
     }
     r.checked(format!("topology of {origin} ({} GPUs)", t.gpus().len()));
     pcie(t, r);
+    gdr(t, r);
     nvlink(t, r);
     fabric(t, r);
     p2p_support(t, r);
     rails(t, r);
     paths(t, input, r);
+}
+
+/// The ports' GPUDirect RDMA as show and plan state it (`topo_model::net_judge`), with what
+/// to do about it. Host facts (nvidia_peermem, DMA-BUF) are judged apart (`hostchecks`) and
+/// merge into the same finding.
+fn gdr(t: &Topology, r: &mut Report) {
+    for v in topo_model::net_judge::verdicts(t, t.nets()) {
+        let fix = if v.code == Code::NetGdrUnknown {
+            format!(
+                "{}; `topo snapshot` on the host records whether nvidia_peermem or DMA-BUF is there",
+                topo_model::net_judge::STATE_GDR
+            )
+        } else {
+            "`modprobe nvidia_peermem` (or the open kernel driver with a 5.12+ kernel for DMA-BUF); NCCL logs `GPU Direct RDMA Enabled` when it works".to_string()
+        };
+        r.add(
+            Finding::new(v.code, v.severity, v.summary)
+                .evidence(v.evidence)
+                .fix(fix),
+        );
+    }
 }
 
 /// The PCIe facts show and plan state too (`topo_model::pcie_judge`: one rule, code and

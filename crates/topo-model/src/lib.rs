@@ -23,6 +23,7 @@ pub mod bw;
 pub mod faults;
 pub mod inventory;
 pub mod message;
+pub mod net_judge;
 pub mod pcie_judge;
 pub mod stated;
 

@@ -43,3 +43,14 @@ impl Message {
 /// Code of a warning the source raised while reading its input (`Topology::warnings`): those
 /// are free text about what the input could not say or had to repair, one code for all.
 pub const SOURCE_WARNING: Code = Code::SourceWarning;
+
+/// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub code: Code,
+    pub severity: Severity,
+    pub summary: String,
+    /// One line per node it rests on (`GPU0 (0000:18:00.0): downtrained: running Gen4 x8,
+    /// capable of Gen4 x16`).
+    pub evidence: Vec<String>,
+}

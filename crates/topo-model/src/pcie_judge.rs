@@ -4,8 +4,8 @@
 //! reads the same in each, with the same severity.
 
 use crate::bw::{pcie_bw, pcie_generation, pcie_gts};
-use crate::message::Code;
-use crate::message::Severity;
+pub use crate::message::Verdict;
+use crate::message::{Code, Severity};
 use crate::{NodeKind, PcieLink, Topology};
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
@@ -237,16 +237,6 @@ fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
         ));
     }
     out
-}
-
-/// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    pub code: Code,
-    pub severity: Severity,
-    pub summary: String,
-    /// `GPU0 (0000:18:00.0): downtrained: running Gen4 x8, capable of Gen4 x16`, ...
-    pub evidence: Vec<String>,
 }
 
 /// The PCIe verdicts over `nodes` (a host's, or a whole topology's), in a fixed order.

@@ -901,7 +901,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     hardware_fact_warnings(a, &mut w);
     no_net_warning(a, &mut w);
     incomplete_net_warnings(a, &mut w);
-    unstated_gdr_warnings(a, &mut w);
+    gdr_warnings(a, &mut w);
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(Message::new(Code::P2pAssumed, Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
@@ -973,16 +973,23 @@ fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(
     Some((names.len(), format!("{}{more}", shown.join(", "))))
 }
 
-/// Network ports whose source does not say whether they have GPUDirect RDMA: NCCL's net
-/// plugin says at run time (topo.cc, NCCL 2.28: a `<net>` without `gdr` gets the plugin's
-/// answer), the plan took the XML reader's default of none.
-fn unstated_gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
-    let Some((n, list)) = port_names(a, |x| x.gdr_unstated) else {
-        return;
-    };
-    w.push(Message::new(Code::NetGdrUnknown, Severity::Warning, format!(
-        "{n} network port name(s) without gdr ({list}): NCCL's net plugin says at run time whether GPUDirect RDMA works (nvidia-peermem or DMA-BUF); the plan assumed it does not, so GPU traffic to them is staged through host memory; state gdr=\"1\" (XML), `gdr: true` (profile) or --gdr yes where it works"
-    )));
+/// The ports' GPUDirect RDMA as show and diagnose state it (`topo_model::net_judge`). An
+/// unstated one is what NCCL's net plugin says at run time (topo.cc, NCCL 2.28: a `<net>`
+/// without `gdr` gets the plugin's answer); the plan took the XML reader's default of none.
+fn gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
+    let nets = a.topo.nets();
+    for v in topo_model::net_judge::verdicts(&a.topo, nets) {
+        let text = if v.code == Code::NetGdrUnknown {
+            format!(
+                "{}; the plan assumed it does not: {}",
+                v.summary,
+                topo_model::net_judge::STATE_GDR
+            )
+        } else {
+            v.summary
+        };
+        w.push(Message::new(v.code, v.severity, text));
+    }
 }
 
 /// The stated or built-in hardware facts that changed the plan: GPUs whose driver refuses

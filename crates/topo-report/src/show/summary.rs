@@ -485,33 +485,9 @@ fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
             if hv.bare_nics.len() == 1 { "" } else { "s" }
         ));
     }
-    let no_gdr: Vec<String> = hv
-        .nets
-        .iter()
-        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| !x.gdr && !x.gdr_unstated))
-        .map(|&n| ctx.label(n))
-        .collect();
-    if !no_gdr.is_empty() {
-        out.say(
-            Code::GdrUnavailable,
-            Severity::Warning,
-            format!(
-                "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
-                no_gdr.join(", ")
-            ),
-        );
-    }
-    let unstated: Vec<String> = hv
-        .nets
-        .iter()
-        .filter(|&&n| ctx.topo.net(n).is_some_and(|x| x.gdr_unstated))
-        .map(|&n| ctx.label(n))
-        .collect();
-    if !unstated.is_empty() {
-        out.say(Code::NetGdrUnknown, Severity::Warning, format!(
-            "GPUDirect RDMA unknown on {}: the source does not say; NCCL's net plugin finds out at run time (nvidia-peermem or DMA-BUF), and without it that traffic is staged through host memory",
-            unstated.join(", ")
-        ));
+    // GPUDirect RDMA: the rule plan and diagnose state too (`topo_model::net_judge`).
+    for v in topo_model::net_judge::verdicts(ctx.topo, hv.nets.iter().copied()) {
+        out.say(v.code, v.severity, v.summary);
     }
 }
 
