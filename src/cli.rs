@@ -416,17 +416,6 @@ impl From<ShowView> for topo_report::ShowView {
     }
 }
 
-impl From<DataFormat> for topo_report::DataFormat {
-    fn from(f: DataFormat) -> Self {
-        match f {
-            DataFormat::Text => topo_report::DataFormat::Text,
-            DataFormat::Json => topo_report::DataFormat::Json,
-            DataFormat::Yaml => topo_report::DataFormat::Yaml,
-            DataFormat::Svg => topo_report::DataFormat::Svg,
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     #[command(flatten)]

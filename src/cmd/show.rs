@@ -42,18 +42,22 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     } else {
         style
     };
-    if a.format == DataFormat::Json {
-        let write = topo_report::show::json_writer(&topo, a.view.into());
-        drop(progress);
-        let written = emit_with(a.output.as_ref(), write);
-        crate::util::release_at_exit(topo);
-        return written;
-    }
-    let text =
-        topo_report::show::render_with(&topo, a.view.into(), a.format.into(), style, a.compact)?;
+    let view = a.view.into();
     let text = match a.format {
-        DataFormat::Text => escape_document(&text, style.color),
-        _ => text.as_str().into(),
+        DataFormat::Json => {
+            let write = topo_report::show::json_writer(&topo, view);
+            drop(progress);
+            let written = emit_with(a.output.as_ref(), write);
+            crate::util::release_at_exit(topo);
+            return written;
+        }
+        DataFormat::Text => {
+            let text = topo_report::show::text(&topo, view, style, a.compact);
+            drop(progress);
+            return emit(a.output.as_ref(), &escape_document(&text, style.color));
+        }
+        DataFormat::Yaml => topo_report::show::yaml(&topo, view)?,
+        DataFormat::Svg => topo_report::show::svg(&topo),
     };
     drop(progress);
     emit(a.output.as_ref(), &text)

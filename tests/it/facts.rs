@@ -36,6 +36,10 @@ fn rtx4090_pairs_use_shm_unless_peer_access_is_stated() {
     let w = warnings(&p);
     assert!(w.contains("P2P refused for GPU 0, 1"), "{w}");
     assert!(w.contains("GeForce RTX 4090 (0x2684)"), "{w}");
+    // A cluster of them names each GPU number once and counts the hosts.
+    let (five, _) = plan(&["--profile", "2x-rtx4090", "--nodes", "5"]);
+    let w = warnings(&five);
+    assert!(w.contains("P2P refused for GPU 0, 1 on 5 hosts ("), "{w}");
     let (on, _) = plan(&["--profile", "2x-rtx4090", "--p2p", "on"]);
     let t = transports(&on);
     assert!(t.iter().all(|t| t.starts_with("P2P")), "{t:?}");

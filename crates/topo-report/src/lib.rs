@@ -15,7 +15,7 @@ pub mod svg;
 pub mod util;
 pub mod warnings;
 
-pub use options::{DEFAULT_WIDTH, DataFormat, ShowView, Style};
+pub use options::{DEFAULT_WIDTH, ShowView, Style};
 
 /// What a renderer can fail at.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
-//! What a caller asks of a renderer: which view of `topo show`, which format, and the text
-//! style (colour, width).
+//! What a caller asks of a renderer: which view of `topo show`, and the text style (colour,
+//! width).
 
 /// The width a text view fits when nothing says otherwise.
 pub const DEFAULT_WIDTH: usize = 100;
@@ -25,16 +25,6 @@ impl ShowView {
             ShowView::Dot => "dot",
         }
     }
-}
-
-/// The format of `topo show`'s output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DataFormat {
-    Text,
-    Json,
-    Yaml,
-    /// A picture of the machine (the view does not apply).
-    Svg,
 }
 
 /// ANSI styling that collapses to plain text when colour is off, and the width text fits.

@@ -1,4 +1,5 @@
-//! `topo show`: summary, matrix, pci, paths and dot views; JSON/YAML documents.
+//! `topo show`: summary, matrix, pci, paths and dot views; JSON/YAML documents; the SVG
+//! picture. One exporter per format: [`text`], [`json`] and [`json_writer`], [`yaml`], [`svg`].
 //!
 //! Every view reads the same [`Ctx`]: the topology split per host, stable labels (`GPU0`,
 //! `NIC0`, as `nvidia-smi topo -m` numbers them) and NCCL's path table. The text views and
@@ -16,43 +17,41 @@ mod summary;
 mod testing;
 
 use crate::Result;
+use crate::ShowView;
 use crate::Style;
-use crate::{DataFormat, ShowView};
 use model::Ctx;
 use topo_model::Topology;
 
-#[cfg(test)]
-pub fn render(topo: &Topology, view: ShowView, format: DataFormat, style: Style) -> Result<String> {
-    render_with(topo, view, format, style, false)
+/// One of the text views, fitted to `style`; `compact` asks for the matrix view's narrow
+/// layout.
+pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> String {
+    let ctx = Ctx::new(topo);
+    let text = match view {
+        // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
+        ShowView::Matrix if !compact => return matrix::render(&ctx, style),
+        ShowView::Dot => return dot::render(&ctx),
+        ShowView::Matrix => matrix::render_compact(&ctx, style),
+        ShowView::Summary => summary::render(&ctx, style),
+        ShowView::Pci => pci::render(&ctx, style),
+        ShowView::Paths => paths::render(&ctx, style),
+    };
+    // Lines the views could not lay out themselves (headings, prose) wrap.
+    crate::fit::document(&text, style.width)
 }
 
-/// [`render`], with `compact` asking for the matrix view's narrow layout.
-pub fn render_with(
-    topo: &Topology,
-    view: ShowView,
-    format: DataFormat,
-    style: Style,
-    compact: bool,
-) -> Result<String> {
-    let ctx = Ctx::new(topo);
-    match format {
-        DataFormat::Json => doc::json(&ctx, view),
-        DataFormat::Yaml => doc::yaml(&ctx, view),
-        DataFormat::Svg => Ok(crate::svg::machine::render(&ctx)),
-        DataFormat::Text => {
-            let text = match view {
-                // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
-                ShowView::Matrix if !compact => return Ok(matrix::render(&ctx, style)),
-                ShowView::Dot => return Ok(dot::render(&ctx)),
-                ShowView::Matrix => matrix::render_compact(&ctx, style),
-                ShowView::Summary => summary::render(&ctx, style),
-                ShowView::Pci => pci::render(&ctx, style),
-                ShowView::Paths => paths::render(&ctx, style),
-            };
-            // Lines the views could not lay out themselves (headings, prose) wrap.
-            Ok(crate::fit::document(&text, style.width))
-        }
-    }
+/// The `topo.show/v1` document as JSON, whole (see [`json_writer`] for large machines).
+pub fn json(topo: &Topology, view: ShowView) -> Result<String> {
+    doc::json(&Ctx::new(topo), view)
+}
+
+/// The `topo.show/v1` document as YAML.
+pub fn yaml(topo: &Topology, view: ShowView) -> Result<String> {
+    doc::yaml(&Ctx::new(topo), view)
+}
+
+/// The machine as an SVG picture: every view at once.
+pub fn svg(topo: &Topology) -> String {
+    crate::svg::machine::render(&Ctx::new(topo))
 }
 
 /// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
@@ -81,17 +80,12 @@ mod tests {
             ShowView::Pci,
             ShowView::Paths,
         ] {
-            let plain = render(&t, view, DataFormat::Text, Style::default()).unwrap();
-            let col = render(
-                &t,
-                view,
-                DataFormat::Text,
-                Style {
-                    color: true,
-                    ..Style::default()
-                },
-            )
-            .unwrap();
+            let plain = text(&t, view, Style::default(), false);
+            let colour = Style {
+                color: true,
+                ..Style::default()
+            };
+            let col = text(&t, view, colour, false);
             assert!(col.contains("\x1b["), "{view:?}");
             let mut stripped = String::new();
             let mut rest = col.as_str();
@@ -134,10 +128,10 @@ mod snapshots {
             (ShowView::Dot, "dot"),
             (ShowView::Paths, "paths"),
         ] {
-            let text = render(t, view, DataFormat::Text, Style::default()).unwrap();
+            let text = super::text(t, view, Style::default(), false);
             insta::assert_snapshot!(format!("{name}_{vname}"), text);
         }
-        let json = render(t, ShowView::Summary, DataFormat::Json, Style::default()).unwrap();
+        let json = super::json(t, ShowView::Summary).unwrap();
         insta::assert_snapshot!(format!("{name}_json"), json);
     }
 
