@@ -1,17 +1,19 @@
 //! One rule per fact (issue 24): over every fixture of every source kind, `show`, `plan` and
-//! `diagnose` report the PCIe facts (`topo_model::pcie_judge`) and the ports' GPUDirect RDMA
-//! (`topo_model::net_judge`) with the same code and the same severity, or all leave them out.
+//! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
+//! (`topo_model::net_judge`) and missing NVLink lanes (`topo_model::nvlink_judge`) with the same
+//! code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 5] = [
+const SHARED: [&str; 6] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
     "gdr-unavailable",
     "net-gdr-unknown",
+    "nvlink-degraded",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.
@@ -76,6 +78,18 @@ fn shared(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether a finding's evidence mentions `word`.
+fn evidence_has(diag: &Value, id: &str, word: &str) -> bool {
+    diag["findings"].as_array().into_iter().flatten().any(|f| {
+        f["id"] == id
+            && f["evidence"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|e| e.as_str().unwrap_or("").contains(word))
+    })
+}
+
 /// Whether diagnose's `gdr-unavailable` rests on the host's modules rather than a port.
 fn host_fact_gdr(diag: &Value) -> bool {
     diag["findings"].as_array().into_iter().flatten().any(|f| {
@@ -89,7 +103,7 @@ fn host_fact_gdr(diag: &Value) -> bool {
 }
 
 #[test]
-fn show_plan_and_diagnose_state_each_pcie_and_gdr_fact_alike() {
+fn show_plan_and_diagnose_state_each_shared_fact_alike() {
     let mut compared = 0;
     let mut stated = 0;
     for src in sources() {
@@ -114,6 +128,11 @@ fn show_plan_and_diagnose_state_each_pcie_and_gdr_fact_alike() {
         if !s.contains_key("gdr-unavailable") && host_fact_gdr(&diag) {
             d.remove("gdr-unavailable");
         }
+        // And NVLinks NVML reports inactive on a live machine or snapshot.
+        if !s.contains_key("nvlink-degraded") && evidence_has(&diag, "nvlink-degraded", "inactive")
+        {
+            d.remove("nvlink-degraded");
+        }
         assert_eq!(s, d, "show vs diagnose on {src:?}");
         if let Some(plan) = json("plan", &src) {
             assert_eq!(
@@ -128,4 +147,32 @@ fn show_plan_and_diagnose_state_each_pcie_and_gdr_fact_alike() {
     assert!(compared > 30, "{compared}");
     // Not a test that cannot fail: the fixtures include VMs and degraded links.
     assert!(stated >= 3, "{stated}");
+}
+
+/// A fact the views once disagreed on, pinned: an NVLink bridge with 3 of its 4 links (a
+/// real `nvidia-smi topo -m`, NVIDIA/nccl#557) is the same warning in all three.
+#[test]
+fn a_partly_connected_bridge_is_one_warning_everywhere() {
+    let src = vec![
+        "--from".to_string(),
+        fixture("fixtures/matrices/nccl-557-2gpu-nvlink-bridge-nv3.txt")
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    let want: BTreeMap<String, String> = [("nvlink-degraded".to_string(), "warning".to_string())]
+        .into_iter()
+        .collect();
+    let pick = |m: BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.into_iter()
+            .filter(|(c, _)| c == "nvlink-degraded")
+            .collect()
+    };
+    let show = json("show", &src).unwrap();
+    assert_eq!(pick(shared(&show, "messages", "code")), want);
+    // A matrix has no compute capability, which a plan needs.
+    let with_sm = [src.clone(), vec!["--sm".into(), "86".into()]].concat();
+    let plan = json("plan", &with_sm).unwrap();
+    assert_eq!(pick(shared(&plan, "messages", "code")), want);
+    let diag = json("diagnose", &src).unwrap();
+    assert_eq!(pick(shared(&diag, "findings", "id")), want);
 }

@@ -44,11 +44,7 @@ fn unsupported(code: &str, text: &str, d: &Value) -> Option<String> {
     let nics = all(d, "nics");
     let nvlink_known = gpus.iter().all(|g| g["nvlink"]["state"] == "known");
     match code {
-        "nvswitch-full"
-        | "nvswitch-lanes-uneven"
-        | "nvlink-none"
-        | "nvlink-all-direct"
-        | "nvlink-mesh"
+        "nvswitch-full" | "nvlink-none" | "nvlink-all-direct" | "nvlink-mesh"
         | "nvlink-islands"
             if !nvlink_known =>
         {

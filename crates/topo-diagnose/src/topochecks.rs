@@ -85,58 +85,20 @@ fn pcie(t: &Topology, r: &mut Report) {
     }
 }
 
-/// NVLink lanes per GPU: uneven totals on a host (error), or a bridged pair with fewer lanes
-/// than a bridge gives (warning: the nominal count depends on the GPU model).
+/// Missing NVLink lanes as show and plan state them (`topo_model::nvlink_judge`: one rule,
+/// code and severity), with what to do about it.
 fn nvlink(t: &Topology, r: &mut Report) {
-    let (mut uneven, mut bridged) = (vec![], vec![]);
-    let is_gpu = |n: NodeIndex| matches!(t.node(n).kind, NodeKind::Gpu(_));
-    for gpus in by_host(t, t.gpus()) {
-        let lanes: Vec<(NodeIndex, u32)> = gpus
-            .iter()
-            .map(|&g| (g, t.nvlinks(g).iter().map(|x| x.1).sum()))
-            .collect();
-        let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
-        for &(g, n) in &lanes {
-            if max > 0 && n < max && (n > 0 || max >= 12) {
-                uneven.push(format!(
-                    "{}: {n} NVLink lanes, other GPUs have {max}",
-                    label(t, g)
-                ));
-            }
-            let peers: Vec<_> = t.nvlinks(g).into_iter().filter(|x| is_gpu(x.0)).collect();
-            if let [(p, l, _)] = peers[..]
-                && l < 4
-                && g < p
-                && t.nvlinks(p).iter().filter(|x| is_gpu(x.0)).count() == 1
-            {
-                bridged.push(format!(
-                    "{} and {}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)",
-                    label(t, g),
-                    label(t, p)
-                ));
-            }
-        }
-    }
     let fix = "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced";
-    if !uneven.is_empty() {
+    for v in topo_model::nvlink_judge::verdicts(t, t.gpus()) {
+        let more = v.evidence.len().saturating_sub(8);
+        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
+        if more > 0 {
+            ev.push(format!("... and {more} more"));
+        }
         r.add(
-            Finding::new(
-                Code::NvlinkDegraded,
-                Severity::Error,
-                "NVLink lanes are missing: some links are down or not detected, so those GPUs get less NVLink bandwidth",
-            )
-            .evidence(uneven.into_iter().take(8))
-            .fix(fix),
-        );
-    } else if !bridged.is_empty() {
-        r.add(
-            Finding::new(
-                Code::NvlinkDegraded,
-                Severity::Warning,
-                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected",
-            )
-            .evidence(bridged)
-            .fix(fix),
+            Finding::new(v.code, v.severity, v.summary)
+                .evidence(ev)
+                .fix(fix),
         );
     }
 }

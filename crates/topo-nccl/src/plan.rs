@@ -902,6 +902,10 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     no_net_warning(a, &mut w);
     incomplete_net_warnings(a, &mut w);
     gdr_warnings(a, &mut w);
+    // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`).
+    for v in topo_model::nvlink_judge::verdicts(&a.topo, a.topo.gpus()) {
+        w.push(Message::new(v.code, v.severity, v.summary));
+    }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
         w.push(Message::new(Code::P2pAssumed, Severity::Warning, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"

@@ -30,7 +30,6 @@ codes! {
     GpuNone => "gpu-none",
     NvlinkUnknown => "nvlink-unknown",
     NvswitchFull => "nvswitch-full",
-    NvswitchLanesUneven => "nvswitch-lanes-uneven",
     NvlinkNone => "nvlink-none",
     NvlinkAllDirect => "nvlink-all-direct",
     NvlinkMesh => "nvlink-mesh",

@@ -97,6 +97,10 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
         );
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
+        // Missing lanes: the rule plan and diagnose state too (`topo_model::nvlink_judge`).
+        for v in topo_model::nvlink_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
+            out.say(v.code, v.severity, v.summary);
+        }
         p2p_verdicts(ctx, hv, &mut out);
         nic_verdicts(ctx, hv, &mut out);
         numa_verdicts(ctx, hv, &mut out);
@@ -147,7 +151,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if n == 1 {
         return;
     }
-    if nvswitch_verdict(ctx, &known, out) {
+    if nvswitch_verdict(&known, out) {
         return;
     }
     // Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
@@ -244,9 +248,10 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     }
 }
 
-/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere, or some lost. False
-/// when some GPU reaches its peers otherwise.
-fn nvswitch_verdict(ctx: &Ctx, known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -> bool {
+/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere is `nvswitch-full`
+/// (uneven lanes are `topo_model::nvlink_judge`'s). False when some GPU reaches its peers
+/// otherwise.
+fn nvswitch_verdict(known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -> bool {
     if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
         return false;
     }
@@ -256,6 +261,7 @@ fn nvswitch_verdict(ctx: &Ctx, known: &[&(NodeIndex, NvlinkSummary)], out: &mut 
         .iter()
         .map(|(_, s)| s.switch_bw)
         .fold(f64::INFINITY, f64::min);
+    // Uneven lanes are the NVLink judge's (`topo_model::nvlink_judge`), stated beside.
     if min == max {
         out.say(
             Code::NvswitchFull,
@@ -265,18 +271,6 @@ fn nvswitch_verdict(ctx: &Ctx, known: &[&(NodeIndex, NvlinkSummary)], out: &mut 
                 known.len()
             ),
         );
-    } else {
-        let low: Vec<NodeIndex> = known
-            .iter()
-            .filter(|(_, s)| s.switch_lanes < max)
-            .map(|(g, _)| *g)
-            .collect();
-        out.say(Code::NvswitchLanesUneven, Severity::Warning, format!(
-            "{} GPUs connected through NVSwitch with {min}–{max} NVLink lanes each: {} {} fewer lanes (check NVLink health with nvidia-smi nvlink -s)",
-            known.len(),
-            gpu_numbers(ctx, &low),
-            if low.len() == 1 { "has" } else { "have" }
-        ));
     }
     true
 }

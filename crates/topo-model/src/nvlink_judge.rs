@@ -1,0 +1,146 @@
+//! NVLink lanes that are missing, which every view states alike (issue 24: one rule and one
+//! code per fact): `topo show` (the summary), `topo plan` (its messages) and `topo diagnose`
+//! (its findings) take them from here. Before, show called an NVSwitch host with uneven lanes
+//! `nvswitch-lanes-uneven` (a warning) while diagnose called it `nvlink-degraded` (an error),
+//! and diagnose counted a GPU whose NVLinks the source could not enumerate as having none.
+
+use crate::message::{Code, Severity, Verdict};
+use crate::{NodeKind, NvlinkInfo, Topology};
+use petgraph::graph::NodeIndex;
+
+/// The NVLink verdicts over the GPUs among `nodes` (a host's, or a whole topology's), in a
+/// fixed order: lanes missing against the host's other GPUs (an error), else a bridged pair
+/// with fewer links than a bridge gives (a warning). GPUs whose NVLinks are unknown are left
+/// out: unknown is not "none".
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+    let mut hosts: Vec<Vec<NodeIndex>> = vec![];
+    for n in nodes {
+        let Some(g) = topo.gpu(n) else { continue };
+        if matches!(g.nvlink, NvlinkInfo::Unknown(_)) {
+            continue;
+        }
+        let h = topo.node(n).host as usize;
+        if hosts.len() <= h {
+            hosts.resize(h + 1, vec![]);
+        }
+        hosts[h].push(n);
+    }
+    let many = hosts.iter().filter(|g| !g.is_empty()).count() > 1;
+    let (mut short, mut bridged) = (vec![], vec![]);
+    for gpus in &hosts {
+        short.extend(missing_lanes(topo, gpus, many));
+        bridged.extend(short_bridges(topo, gpus, many));
+    }
+    if !short.is_empty() {
+        let named: Vec<&str> = short.iter().map(|(n, _)| n.as_str()).take(4).collect();
+        let more = if short.len() > 4 { ", ..." } else { "" };
+        return vec![Verdict {
+            code: Code::NvlinkDegraded,
+            severity: Severity::Error,
+            summary: format!(
+                "NVLink lanes are missing on {}{more}: links are down or not detected, so those GPUs get less NVLink bandwidth",
+                named.join(", ")
+            ),
+            evidence: short.into_iter().map(|(_, e)| e).collect(),
+        }];
+    }
+    if !bridged.is_empty() {
+        return vec![Verdict {
+            code: Code::NvlinkDegraded,
+            severity: Severity::Warning,
+            summary:
+                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected"
+                    .into(),
+            evidence: bridged,
+        }];
+    }
+    vec![]
+}
+
+/// `GPU3`, or `host 2 GPU3` in a topology of several hosts.
+fn name(topo: &Topology, g: NodeIndex, many: bool) -> String {
+    let dev = topo.gpu(g).map_or(0, |x| x.dev);
+    if many {
+        format!("host {} GPU{dev}", topo.node(g).host)
+    } else {
+        format!("GPU{dev}")
+    }
+}
+
+/// GPUs with fewer NVLink lanes than the host's best: (`GPU3 (12 of 18)`, evidence line). A
+/// GPU without any is counted only beside GPUs with 12 or more (a PCIe card beside a bridged
+/// pair has none by design).
+fn missing_lanes(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<(String, String)> {
+    let lanes: Vec<(NodeIndex, u32)> = gpus
+        .iter()
+        .map(|&g| (g, topo.nvlinks(g).iter().map(|x| x.1).sum()))
+        .collect();
+    let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
+    lanes
+        .into_iter()
+        .filter(|&(_, n)| max > 0 && n < max && (n > 0 || max >= 12))
+        .map(|(g, n)| {
+            let who = name(topo, g, many);
+            let ev = format!(
+                "{}: {n} NVLink lanes, other GPUs have {max}",
+                crate::pcie_judge::label(topo, g)
+            );
+            (format!("{who} ({n} of {max})"), ev)
+        })
+        .collect()
+}
+
+/// Pairs joined only to each other, by fewer than the 4 links an NVLink bridge gives.
+fn short_bridges(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<String> {
+    let is_gpu = |n: NodeIndex| matches!(topo.node(n).kind, NodeKind::Gpu(_));
+    let peers = |g: NodeIndex| -> Vec<(NodeIndex, u32, f64)> {
+        topo.nvlinks(g)
+            .into_iter()
+            .filter(|x| is_gpu(x.0))
+            .collect()
+    };
+    let mut out = vec![];
+    for &g in gpus {
+        if let [(p, l, _)] = peers(g)[..]
+            && l < 4
+            && g < p
+            && peers(p).len() == 1
+        {
+            let (a, b) = (name(topo, g, many), name(topo, p, many));
+            out.push(format!(
+                "{a} and {b}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)"
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::hgx;
+
+    #[test]
+    fn a_gpu_with_lanes_down_is_an_error_and_an_unknown_one_is_not_counted() {
+        let mut t = hgx(4, 90);
+        assert!(verdicts(&t, t.graph.node_indices()).is_empty());
+        let g1 = t.gpus()[1];
+        let e = t
+            .graph
+            .edges(g1)
+            .find(|e| e.weight().kind == crate::LinkKind::NvLink);
+        let e = e.map(|e| petgraph::visit::EdgeRef::id(&e)).unwrap();
+        t.graph[e].lanes = 1;
+        let v = verdicts(&t, t.graph.node_indices());
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].code, v[0].severity),
+            (Code::NvlinkDegraded, Severity::Error)
+        );
+        assert!(v[0].summary.contains("GPU1 ("), "{}", v[0].summary);
+        if let NodeKind::Gpu(g) = &mut t.graph[g1].kind {
+            g.nvlink = NvlinkInfo::Unknown("no NVML".into());
+        }
+        assert!(verdicts(&t, t.graph.node_indices()).is_empty());
+    }
+}
