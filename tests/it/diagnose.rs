@@ -732,8 +732,8 @@ fn topology_findings_from_matrices_and_xml() {
     assert!(finding(&b300, "rail-misaligned").is_none());
     assert!(finding(&b300, "p2p-path-too-far").is_none());
     let rtx = diagnose_json(&["--from", "fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml"]);
-    assert!(finding(&rtx, "gpu-no-p2p-support").is_some(), "{rtx}");
-    assert!(finding(&b300, "gpu-no-p2p-support").is_none());
+    assert!(finding(&rtx, "p2p-refused-by-driver").is_some(), "{rtx}");
+    assert!(finding(&b300, "p2p-refused-by-driver").is_none());
     let vm = variant(|r| {
         let p = r.join("proc/cpuinfo");
         let text = std::fs::read_to_string(&p).unwrap();

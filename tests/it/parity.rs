@@ -1,19 +1,21 @@
 //! One rule per fact (issue 24): over every fixture of every source kind, `show`, `plan` and
 //! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
-//! (`topo_model::net_judge`) and missing NVLink lanes (`topo_model::nvlink_judge`) with the same
-//! code and the same severity, or all leave them out.
+//! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`) and peer access
+//! (`topo_model::p2p_judge`) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 6] = [
+const SHARED: [&str; 8] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
     "gdr-unavailable",
     "net-gdr-unknown",
     "nvlink-degraded",
+    "p2p-refused-by-driver",
+    "p2p-denied",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.

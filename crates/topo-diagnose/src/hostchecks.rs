@@ -257,7 +257,7 @@ fn p2p(f: &HostFacts, r: &mut Report) {
     }
     r.add(
         Finding::new(
-            Code::GpuNoP2pSupport,
+            Code::P2pDenied,
             Severity::Warning,
             "NVML reports that GPU pairs cannot do P2P: NCCL falls back to shared memory (SHM) for them",
         )

@@ -140,50 +140,28 @@ pub(super) fn fabric_finding(ev: Vec<String>) -> Finding {
 }
 
 /// Consumer GPUs the driver allows no PCIe P2P on (GeForce RTX 30/40/50 series).
-fn consumer(t: &Topology, g: NodeIndex) -> bool {
-    let Some(gpu) = t.gpu(g) else { return false };
-    gpu.name.as_deref().is_some_and(|n| n.contains("GeForce"))
-        || matches!(
-            gpu.device,
-            Some(0x2204 | 0x2206 | 0x2208 | 0x2684 | 0x2702 | 0x2704 | 0x2782 | 0x2b85)
-        )
-}
-
+/// Peer access as show and plan state it (`topo_model::p2p_judge`), with what to do about it.
 fn p2p_support(t: &Topology, r: &mut Report) {
-    let mut ev: Vec<String> = t
-        .p2p
-        .iter()
-        .filter(|(_, c)| c.read == Some(false) && c.write == Some(false))
-        .take(6)
-        .map(|((h, a, b), _)| format!("host {h}: NVML reports no P2P between {a} and {b}"))
-        .collect();
-    let gpus = t.gpus();
-    let bare: Vec<NodeIndex> = gpus
-        .iter()
-        .copied()
-        .filter(|&g| consumer(t, g) && t.nvlinks(g).is_empty())
-        .collect();
-    if bare.len() >= 2 {
-        ev.push(format!(
-            "{} are consumer GPUs without NVLink: the driver disables PCIe P2P on them",
-            bare.iter()
-                .map(|&g| label(t, g))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+    for v in topo_model::p2p_judge::verdicts(t, t.gpus()) {
+        let fix = if v.code == Code::P2pRefusedByDriver {
+            format!(
+                "nothing to set for these boards: use GPUs with NVLink (bridge or NVSwitch) or data-center GPUs for P2P; SHM works, at host-memory speed; {}",
+                topo_model::p2p_judge::STATE_P2P
+            )
+        } else {
+            "`nvidia-smi topo -p2p r` shows the same; chipset/IOH refusals need GPUs under one PCIe switch or with NVLink, and ACS or the IOMMU can block P2P (see acs-redirect, iommu-translation)".to_string()
+        };
+        let more = v.evidence.len().saturating_sub(8);
+        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
+        if more > 0 {
+            ev.push(format!("... and {more} more"));
+        }
+        r.add(
+            Finding::new(v.code, v.severity, v.summary)
+                .evidence(ev)
+                .fix(fix),
+        );
     }
-    if ev.is_empty() {
-        return;
-    }
-    r.add(
-        Finding::new(
-            Code::GpuNoP2pSupport,
-            Severity::Warning,
-            "these GPUs cannot do P2P with each other: NCCL falls back to shared memory (SHM) through the CPU",
-        )
-        .evidence(ev)
-        .fix("nothing to set: it is the GPU or platform; use GPUs with NVLink (bridge or NVSwitch) or data-center GPUs for P2P; SHM works, at host-memory speed"),
-    );
 }
 
 /// The PCI ancestors of `n` up to its CPU.

@@ -14,10 +14,10 @@ use crate::tuning::{self, Choice, Costs, OpContext};
 use crate::types::{Algo, Func, PathType, Proto};
 use crate::version::NcclVersion;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use topo_model::message::Code;
 use topo_model::message::{Message, Severity};
-use topo_model::{HostId, SourceInfo, Topology};
+use topo_model::{SourceInfo, Topology};
 
 /// What the user asked for, parsed and checked.
 #[derive(Clone, Debug)]
@@ -999,30 +999,14 @@ fn gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
 /// The stated or built-in hardware facts that changed the plan: GPUs whose driver refuses
 /// peer access, hosts without NVLS multicast.
 fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
-    // Per reason: the device numbers, and on how many hosts (a cluster of one machine type
-    // lists each number once, not once per host).
-    let mut refused: BTreeMap<String, (BTreeSet<i32>, BTreeSet<HostId>)> = BTreeMap::new();
-    for &g in &a.system.gpus {
-        let node = &a.system.nodes[g];
-        if let Some(attrs) = node.gpu.as_ref()
-            && let Some(why) = &attrs.no_p2p
-        {
-            let e = refused.entry(why.clone()).or_default();
-            e.0.insert(attrs.dev);
-            e.1.insert(node.host);
-        }
-    }
-    for (why, (devs, hosts)) in refused {
-        let list: Vec<String> = devs.iter().map(|d| d.to_string()).collect();
-        let on = if hosts.len() > 1 {
-            format!(" on {} hosts", hosts.len())
+    // Peer access as show and diagnose state it (`topo_model::p2p_judge`).
+    for v in topo_model::p2p_judge::verdicts(&a.topo, a.topo.gpus()) {
+        let text = if v.code == Code::P2pRefusedByDriver {
+            format!("{}; {}", v.summary, topo_model::p2p_judge::STATE_P2P)
         } else {
-            String::new()
+            v.summary
         };
-        w.push(Message::new(Code::P2pRefusedByDriver, Severity::Warning, format!(
-            "P2P refused for GPU {}{on} ({why}): NCCL connects them through SHM (host memory); if this driver allows peer access, say so with --p2p on or the profile's `p2p: true`",
-            list.join(", ")
-        )));
+        w.push(Message::new(v.code, v.severity, text));
     }
     for (h, host) in a.topo.hosts.iter().enumerate() {
         if let Some(f) = &host.nvls

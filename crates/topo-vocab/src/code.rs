@@ -72,7 +72,6 @@ codes! {
     P2pRefused => "p2p-refused",
     SingleGpuVisible => "single-gpu-visible",
     RanksOnSeparateHosts => "ranks-on-separate-hosts",
-    GpuNoP2pSupport => "gpu-no-p2p-support",
     P2pPathTooFar => "p2p-path-too-far",
     AcsRedirect => "acs-redirect",
     IommuTranslation => "iommu-translation",

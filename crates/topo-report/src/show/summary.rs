@@ -275,37 +275,12 @@ fn nvswitch_verdict(known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -
     true
 }
 
-/// NVML's P2P answers (`nvidia-smi topo -p2p r/w`) where they say no, and NVLink fabric
+/// Peer access (a refusing driver, NVML's P2P answers where they say no), and NVLink fabric
 /// registration (multi-node NVLink).
 fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    let label = |b: topo_model::BusId| -> String {
-        ctx.topo
-            .find(hv.host, b)
-            .filter(|&n| ctx.topo.gpu(n).is_some())
-            .map(|n| ctx.label(n))
-            .unwrap_or_else(|| b.to_string())
-    };
-    let mut denied = vec![];
-    for ((h, a, b), caps) in &ctx.topo.p2p {
-        if *h != hv.host || a >= b {
-            continue;
-        }
-        let no = |x: Option<bool>| x == Some(false);
-        if no(caps.read) || no(caps.write) {
-            denied.push(format!("{}–{}", label(*a), label(*b)));
-        }
-    }
-    if !denied.is_empty() {
-        let n = denied.len();
-        if n > 6 {
-            denied.truncate(6);
-            denied.push("…".to_string());
-        }
-        out.say(Code::P2pDenied, Severity::Warning, format!(
-            "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
-            if n == 1 { "" } else { "s" },
-            denied.join(", ")
-        ));
+    // Peer access: the rule plan and diagnose state too (`topo_model::p2p_judge`).
+    for v in topo_model::p2p_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
+        out.say(v.code, v.severity, v.summary);
     }
     let fabrics: Vec<String> = hv
         .gpus
