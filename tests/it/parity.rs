@@ -1,13 +1,13 @@
 //! One rule per fact (issue 24): over every fixture of every source kind, `show`, `plan` and
 //! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
-//! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`) and peer access
-//! (`topo_model::p2p_judge`) with the same code and the same severity, or all leave them out.
+//! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`), peer access
+//! (`topo_model::p2p_judge`) and NVLS stated off (`topo_model::nvls_judge`) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 8] = [
+const SHARED: [&str; 9] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
@@ -16,6 +16,7 @@ const SHARED: [&str; 8] = [
     "nvlink-degraded",
     "p2p-refused-by-driver",
     "p2p-denied",
+    "nvls-unavailable",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.
@@ -177,4 +178,29 @@ fn a_partly_connected_bridge_is_one_warning_everywhere() {
     assert_eq!(pick(shared(&plan, "messages", "code")), want);
     let diag = json("diagnose", &src).unwrap();
     assert_eq!(pick(shared(&diag, "findings", "id")), want);
+}
+
+/// NVLS stated off (`--nvls off` on an NVSwitch machine) was a plan message only: now the same
+/// warning in all three.
+#[test]
+fn nvls_stated_off_is_one_warning_everywhere() {
+    let src: Vec<String> = ["--profile", "dgx-h100", "--nvls", "off"]
+        .map(String::from)
+        .to_vec();
+    let want: BTreeMap<String, String> = [("nvls-unavailable".to_string(), "warning".to_string())]
+        .into_iter()
+        .collect();
+    let pick = |m: BTreeMap<String, String>| -> BTreeMap<String, String> {
+        m.into_iter()
+            .filter(|(c, _)| c == "nvls-unavailable")
+            .collect()
+    };
+    for (cmd, list, key) in [
+        ("show", "messages", "code"),
+        ("plan", "messages", "code"),
+        ("diagnose", "findings", "id"),
+    ] {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(pick(shared(&doc, list, key)), want, "{cmd}");
+    }
 }

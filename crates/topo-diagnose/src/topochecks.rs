@@ -85,16 +85,26 @@ fn pcie(t: &Topology, r: &mut Report) {
     }
 }
 
-/// Missing NVLink lanes as show and plan state them (`topo_model::nvlink_judge`: one rule,
-/// code and severity), with what to do about it.
+/// Missing NVLink lanes and NVLS stated off, as show and plan state them
+/// (`topo_model::nvlink_judge`, `nvls_judge`: one rule, code and severity each), with what to
+/// do about them.
 fn nvlink(t: &Topology, r: &mut Report) {
-    let fix = "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced";
-    for v in topo_model::nvlink_judge::verdicts(t, t.gpus()) {
+    let hosts = 0..t.hosts.len() as topo_model::HostId;
+    let nvls = topo_model::nvls_judge::verdicts(t, hosts);
+    for v in topo_model::nvlink_judge::verdicts(t, t.gpus())
+        .into_iter()
+        .chain(nvls)
+    {
         let more = v.evidence.len().saturating_sub(8);
         let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
         if more > 0 {
             ev.push(format!("... and {more} more"));
         }
+        let fix = if v.code == Code::NvlsUnavailable {
+            "NVLS needs NVSwitch GPUs of sm 90 or newer, the fabric manager running and CUDA driver 12.1+, and NCCL_NVLS_ENABLE not 0; where the machine has them, drop the stated `nvls: false` (or --nvls off)"
+        } else {
+            "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"
+        };
         r.add(
             Finding::new(v.code, v.severity, v.summary)
                 .evidence(ev)

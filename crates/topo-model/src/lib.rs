@@ -25,6 +25,7 @@ pub mod inventory;
 pub mod message;
 pub mod net_judge;
 pub mod nvlink_judge;
+pub mod nvls_judge;
 pub mod p2p_judge;
 pub mod pcie_judge;
 pub mod stated;

@@ -1008,21 +1008,10 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
         };
         w.push(Message::new(v.code, v.severity, text));
     }
-    for (h, host) in a.topo.hosts.iter().enumerate() {
-        if let Some(f) = &host.nvls
-            && !f.value
-        {
-            let name = host.name.clone().unwrap_or_else(|| format!("host {h}"));
-            w.push(Message::new(
-                Code::NvlsUnavailable,
-                Severity::Warning,
-                format!(
-                    "NVLS off on {name} ({}): no multicast, so NCCL builds no NVLS channels",
-                    f.why
-                ),
-            ));
-            break;
-        }
+    // NVLS stated off, as show and diagnose state it (`topo_model::nvls_judge`).
+    let hosts = 0..a.topo.hosts.len() as topo_model::HostId;
+    for v in topo_model::nvls_judge::verdicts(&a.topo, hosts) {
+        w.push(Message::new(v.code, v.severity, v.summary));
     }
 }
 

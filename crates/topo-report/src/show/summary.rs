@@ -97,8 +97,11 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
         );
     } else {
         nvlink_verdicts(ctx, hv, &mut out);
-        // Missing lanes: the rule plan and diagnose state too (`topo_model::nvlink_judge`).
+        // Missing lanes and NVLS stated off: the rules plan and diagnose state too.
         for v in topo_model::nvlink_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
+            out.say(v.code, v.severity, v.summary);
+        }
+        for v in topo_model::nvls_judge::verdicts(ctx.topo, [hv.host]) {
             out.say(v.code, v.severity, v.summary);
         }
         p2p_verdicts(ctx, hv, &mut out);
