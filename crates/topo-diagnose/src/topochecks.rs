@@ -89,8 +89,7 @@ fn pcie(t: &Topology, r: &mut Report) {
 /// (`topo_model::nvlink_judge`, `nvls_judge`: one rule, code and severity each), with what to
 /// do about them.
 fn nvlink(t: &Topology, r: &mut Report) {
-    let hosts = 0..t.hosts.len() as topo_model::HostId;
-    let nvls = topo_model::nvls_judge::verdicts(t, hosts);
+    let nvls = topo_model::nvls_judge::verdicts(t, t.graph.node_indices());
     for v in topo_model::nvlink_judge::verdicts(t, t.gpus())
         .into_iter()
         .chain(nvls)

@@ -3,15 +3,24 @@
 //! or `--nvls off` says has no multicast.
 
 use crate::message::{Code, Severity, Verdict};
-use crate::{HostId, Topology};
+use crate::{NodeKind, Topology};
+use petgraph::graph::NodeIndex;
+use std::collections::BTreeSet;
 
-/// The hosts among `hosts` whose NVLS the source states off, as one verdict: a warning where
-/// the host has NVSwitch chips (NCCL would build NVLS channels there), else an info.
-pub fn verdicts(topo: &Topology, hosts: impl IntoIterator<Item = HostId>) -> Vec<Verdict> {
+/// The hosts of `nodes` (a host's nodes, or a whole topology's) whose NVLS the source states
+/// off, as one verdict: a warning where such a host has NVSwitch chips (NCCL would build NVLS
+/// channels there), else an info. Linear in `nodes`: show asks once per host.
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+    let (mut hosts, mut with_switch) = (BTreeSet::new(), BTreeSet::new());
+    for n in nodes {
+        let node = topo.node(n);
+        hosts.insert(node.host);
+        if matches!(node.kind, NodeKind::NvSwitch(_)) {
+            with_switch.insert(node.host);
+        }
+    }
     let mut off = vec![];
     let mut switched = false;
-    let with_switch: std::collections::BTreeSet<HostId> =
-        topo.nvswitches().map(|s| topo.node(s).host).collect();
     for h in hosts {
         let Some(host) = topo.hosts.get(h as usize) else {
             continue;
@@ -54,14 +63,15 @@ mod tests {
     #[test]
     fn nvls_stated_off_is_a_warning_on_nvswitch_hosts() {
         let mut t = hgx(8, 90).replicate(2);
-        assert!(verdicts(&t, [0, 1]).is_empty());
+        let all: Vec<NodeIndex> = t.graph.node_indices().collect();
+        assert!(verdicts(&t, all.clone()).is_empty());
         for h in &mut t.hosts {
             h.nvls = Some(FactNote {
                 value: false,
                 why: "--nvls off".into(),
             });
         }
-        let v = verdicts(&t, [0, 1]);
+        let v = verdicts(&t, all.clone());
         assert_eq!(
             (v[0].code, v[0].severity),
             (Code::NvlsUnavailable, Severity::Warning)
@@ -71,6 +81,8 @@ mod tests {
             "{}",
             v[0].summary
         );
-        assert_eq!(verdicts(&t, [1])[0].evidence.len(), 1);
+        let second: Vec<NodeIndex> = all.into_iter().filter(|&n| t.node(n).host == 1).collect();
+        let v = verdicts(&t, second);
+        assert_eq!((v[0].evidence.len(), v[0].severity), (1, Severity::Warning));
     }
 }

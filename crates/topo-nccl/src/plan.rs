@@ -1009,8 +1009,7 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
         w.push(Message::new(v.code, v.severity, text));
     }
     // NVLS stated off, as show and diagnose state it (`topo_model::nvls_judge`).
-    let hosts = 0..a.topo.hosts.len() as topo_model::HostId;
-    for v in topo_model::nvls_judge::verdicts(&a.topo, hosts) {
+    for v in topo_model::nvls_judge::verdicts(&a.topo, a.topo.graph.node_indices()) {
         w.push(Message::new(v.code, v.severity, v.summary));
     }
 }

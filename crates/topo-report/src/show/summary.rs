@@ -101,7 +101,7 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
         for v in topo_model::nvlink_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
             out.say(v.code, v.severity, v.summary);
         }
-        for v in topo_model::nvls_judge::verdicts(ctx.topo, [hv.host]) {
+        for v in topo_model::nvls_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
             out.say(v.code, v.severity, v.summary);
         }
         p2p_verdicts(ctx, hv, &mut out);
