@@ -13,21 +13,18 @@ use petgraph::graph::NodeIndex;
 /// with fewer links than a bridge gives (a warning). GPUs whose NVLinks are unknown are left
 /// out: unknown is not "none".
 pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
-    let mut hosts: Vec<Vec<NodeIndex>> = vec![];
+    // By host id, holding only the hosts asked about: show asks once per host.
+    let mut hosts: std::collections::BTreeMap<crate::HostId, Vec<NodeIndex>> = Default::default();
     for n in nodes {
         let Some(g) = topo.gpu(n) else { continue };
         if matches!(g.nvlink, NvlinkInfo::Unknown(_)) {
             continue;
         }
-        let h = topo.node(n).host as usize;
-        if hosts.len() <= h {
-            hosts.resize(h + 1, vec![]);
-        }
-        hosts[h].push(n);
+        hosts.entry(topo.node(n).host).or_default().push(n);
     }
-    let many = hosts.iter().filter(|g| !g.is_empty()).count() > 1;
+    let many = hosts.len() > 1;
     let (mut short, mut bridged) = (vec![], vec![]);
-    for gpus in &hosts {
+    for gpus in hosts.values() {
         short.extend(missing_lanes(topo, gpus, many));
         bridged.extend(short_bridges(topo, gpus, many));
     }
