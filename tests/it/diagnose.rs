@@ -716,7 +716,8 @@ fn topology_findings_from_matrices_and_xml() {
     let b300 = diagnose_json(&["--from", &m("deepep-590-hgx-b300-cx8-bond.txt")]);
     assert_eq!(ids(&b300), ["net-gdr-unknown"], "{b300}");
     let a100 = diagnose_json(&["--from", &m("fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt")]);
-    let f = finding(&a100, "rail-misaligned").expect("rail-misaligned");
+    // GPUs 4-7 sit on sockets without a NIC: show's rule and code (`topo_model::nic_judge`).
+    let f = finding(&a100, "nic-numa-remote").expect("nic-numa-remote");
     assert!(evidence(f).contains("GPU4"), "{f}");
     let pairs = diagnose_json(&[
         "--from",
@@ -729,7 +730,9 @@ fn topology_findings_from_matrices_and_xml() {
     for clean in [&b300, &pairs] {
         assert!(finding(clean, "nvlink-degraded").is_none());
     }
-    assert!(finding(&b300, "rail-misaligned").is_none());
+    for code in ["nic-missing", "nic-numa-remote", "nic-none-near"] {
+        assert!(finding(&b300, code).is_none(), "{code}");
+    }
     assert!(finding(&b300, "p2p-path-too-far").is_none());
     let rtx = diagnose_json(&["--from", "fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml"]);
     assert!(finding(&rtx, "p2p-refused-by-driver").is_some(), "{rtx}");

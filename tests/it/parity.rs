@@ -1,13 +1,14 @@
 //! One rule per fact (issue 24): over every fixture of every source kind, `show`, `plan` and
 //! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
 //! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`), peer access
-//! (`topo_model::p2p_judge`) and NVLS stated off (`topo_model::nvls_judge`) with the same code and the same severity, or all leave them out.
+//! (`topo_model::p2p_judge`), NVLS stated off (`topo_model::nvls_judge`) and NIC placement
+//! problems (`topo_model::nic_judge`) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 9] = [
+const SHARED: [&str; 12] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
@@ -17,6 +18,9 @@ const SHARED: [&str; 9] = [
     "p2p-refused-by-driver",
     "p2p-denied",
     "nvls-unavailable",
+    "nic-missing",
+    "nic-numa-remote",
+    "nic-none-near",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.

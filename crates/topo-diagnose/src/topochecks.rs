@@ -3,10 +3,9 @@
 //! near NIC, pairs too far for P2P.
 
 use super::{Finding, Input, Report, Severity};
-use petgraph::graph::NodeIndex;
+use topo_model::Topology;
 use topo_model::message::Code;
 use topo_model::pcie_judge::label;
-use topo_model::{NodeKind, Topology};
 use topo_nccl::analyze::{self, Request, RuntimeFacts};
 use topo_nccl::types::PathType;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
@@ -173,74 +172,30 @@ fn p2p_support(t: &Topology, r: &mut Report) {
     }
 }
 
-/// The PCI ancestors of `n` up to its CPU.
-fn ancestors(t: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
-    let mut v = vec![];
-    let mut cur = t.node(n).parent;
-    while let Some(p) = cur {
-        if v.contains(&p) || v.len() > 64 {
-            break;
-        }
-        v.push(p);
-        cur = t.node(p).parent;
-    }
-    v
-}
-
-/// Whether a NIC shares a PCIe switch (not only the CPU) with the GPU.
-fn near_nic(t: &Topology, g: NodeIndex, nics: &[NodeIndex]) -> bool {
-    let up: Vec<NodeIndex> = ancestors(t, g)
-        .into_iter()
-        .filter(|&a| !matches!(t.node(a).kind, NodeKind::Cpu(_)))
-        .collect();
-    nics.iter()
-        .any(|&n| ancestors(t, n).iter().any(|a| up.contains(a)))
-}
-
-/// Nodes grouped by host, in the order given. Built once per check: filtering every node per
-/// host made `diagnose --nodes 4096` quadratic in the node count (48 s where `show` took 1.6 s).
-fn by_host(t: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Vec<NodeIndex>> {
-    let mut out: Vec<Vec<NodeIndex>> = vec![vec![]; t.host_count()];
-    for n in nodes {
-        if let Some(v) = out.get_mut(t.node(n).host as usize) {
-            v.push(n);
-        }
-    }
-    out
-}
-
+/// Where the NICs sit against the GPUs, as show states it (`topo_model::nic_judge`: one rule,
+/// code and severity); the problems only, with what to do about each.
 fn rails(t: &Topology, r: &mut Report) {
-    let mut far = vec![];
-    let mut near = 0;
-    let nics_of = by_host(t, t.nics());
-    let gpus_of = by_host(t, t.gpus());
-    for (nics, gpus) in nics_of.iter().zip(gpus_of) {
-        if nics.is_empty() {
-            continue;
+    for v in topo_model::nic_judge::every_host(t, &topo_model::nic_judge::PlainNames(t), true) {
+        r.add(
+            Finding::new(v.code, v.severity, v.summary)
+                .evidence(v.evidence.into_iter().take(8))
+                .fix(placement_fix(v.code)),
+        );
+    }
+}
+
+fn placement_fix(code: Code) -> &'static str {
+    match code {
+        Code::NicNumaRemote => {
+            "bind each rank to its GPU's NUMA node and keep PXN on (NCCL_PXN_DISABLE unset) so NCCL sends through a GPU on a socket with a NIC; a NIC on every socket avoids the hop"
         }
-        for g in gpus {
-            if near_nic(t, g, nics) {
-                near += 1;
-            } else {
-                far.push(label(t, g));
-            }
+        Code::NicNoneNear => {
+            "put NICs under the GPUs' PCIe switches (one rail per GPU); until then GPU-to-NIC traffic crosses the CPU's root complex"
+        }
+        _ => {
+            "pair every GPU with a NIC under the same PCIe switch (one rail per GPU), or keep PXN on (NCCL_PXN_DISABLE unset) so NCCL routes through a GPU that has one"
         }
     }
-    if near == 0 || far.is_empty() {
-        return;
-    }
-    r.add(
-        Finding::new(
-            Code::RailMisaligned,
-            Severity::Warning,
-            "some GPUs have no NIC under their PCIe switch: their network traffic crosses the CPU (or is proxied through another GPU by PXN)",
-        )
-        .evidence([format!(
-            "{} have no NIC nearer than the CPU, while {near} other GPU(s) have one",
-            far.join(", ")
-        )])
-        .fix("pair every GPU with a NIC under the same PCIe switch (one rail per GPU), or keep PXN on (NCCL_PXN_DISABLE unset) so NCCL routes through a GPU that has one"),
-    );
 }
 
 /// GPU pairs the model sends through SHM because their PCIe path is longer than the P2P

@@ -24,6 +24,7 @@ pub mod faults;
 pub mod inventory;
 pub mod message;
 pub mod net_judge;
+pub mod nic_judge;
 pub mod nvlink_judge;
 pub mod nvls_judge;
 pub mod p2p_judge;

@@ -902,6 +902,14 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     no_net_warning(a, &mut w);
     incomplete_net_warnings(a, &mut w);
     gdr_warnings(a, &mut w);
+    // NIC placement problems, as show and diagnose state them (`topo_model::nic_judge`).
+    for v in topo_model::nic_judge::every_host(
+        &a.topo,
+        &topo_model::nic_judge::PlainNames(&a.topo),
+        true,
+    ) {
+        w.push(Message::new(v.code, v.severity, v.summary));
+    }
     // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`).
     for v in topo_model::nvlink_judge::verdicts(&a.topo, a.topo.gpus()) {
         w.push(Message::new(v.code, v.severity, v.summary));

@@ -327,121 +327,34 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     }
 }
 
+/// How show names GPUs and NICs in the placement verdicts.
+struct ShowNames<'a, 'b>(&'a Ctx<'b>);
+
+impl topo_model::nic_judge::Names for ShowNames<'_, '_> {
+    fn gpus(&self, gpus: &[NodeIndex]) -> String {
+        gpu_numbers(self.0, gpus)
+    }
+    fn label(&self, n: NodeIndex) -> String {
+        self.0.label(n)
+    }
+    fn position(&self, n: NodeIndex) -> usize {
+        self.0.index(n)
+    }
+}
+
 fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let cols = hv.nic_columns();
     if cols.is_empty() {
         return;
     }
-    let has = |n: usize| if n == 1 { "has" } else { "have" };
-    let their = |n: usize| if n == 1 { "its" } else { "their" };
-    // GPUs whose NUMA node has no NIC at all; said once, not again as "no NIC on its switch".
-    let nic_numas: Vec<i32> = cols.iter().filter_map(|&n| ctx.numa(n)).collect();
-    let lonely: Vec<NodeIndex> = if hv.cpus.len() > 1 && !nic_numas.is_empty() {
-        hv.gpus
-            .iter()
-            .copied()
-            .filter(|&g| ctx.numa(g).is_some_and(|x| !nic_numas.contains(&x)))
-            .collect()
-    } else {
-        vec![]
+    // Placement: the rule diagnose states too (`topo_model::nic_judge`).
+    let host = topo_model::nic_judge::Host {
+        gpus: &hv.gpus,
+        nics: &cols,
+        sockets: hv.cpus.len(),
     };
-    let near = |g: NodeIndex| -> Vec<NodeIndex> {
-        cols.iter()
-            .copied()
-            .filter(|&n| pci_class(ctx, g, n) <= PciClass::Pxb)
-            .collect()
-    };
-    let per_gpu: Vec<(NodeIndex, Vec<NodeIndex>)> = hv.gpus.iter().map(|&g| (g, near(g))).collect();
-    let mut per_nic: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
-    for (g, ns) in &per_gpu {
-        for &n in ns {
-            per_nic.entry(n).or_default().push(*g);
-        }
-    }
-    let all_have = per_gpu.iter().all(|(_, ns)| !ns.is_empty());
-    let k = per_gpu.first().map(|(_, ns)| ns.len()).unwrap_or(0);
-    let same_k = per_gpu.iter().all(|(_, ns)| ns.len() == k);
-    let m = per_nic.values().next().map(|v| v.len()).unwrap_or(0);
-    let same_m = per_nic.values().all(|v| v.len() == m);
-    if all_have && same_k && same_m && k == 1 && m == 1 {
-        // Say so when the pairing does not follow the numbering (IBM gx3d: GPU0 ↔ mlx5_7).
-        let crossed = per_gpu
-            .iter()
-            .any(|(g, ns)| ns.first().is_some_and(|&n| ctx.index(n) != ctx.index(*g)));
-        let mut line =
-            "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC".to_string();
-        if crossed {
-            let pairs: Vec<String> = per_gpu
-                .iter()
-                .filter_map(|(g, ns)| {
-                    ns.first()
-                        .map(|&n| format!("{}↔{}", ctx.label(*g), ctx.label(n)))
-                })
-                .collect();
-            line.push_str(&format!(
-                " (NIC numbering differs from GPU numbering: {})",
-                pairs.join(", ")
-            ));
-        }
-        out.say(Code::NicRailAligned, Severity::Info, line);
-    } else if all_have && same_k && same_m && m == 1 {
-        out.say(
-            Code::NicPerGpu,
-            Severity::Info,
-            format!("Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"),
-        );
-    } else if all_have && same_k && same_m && k == 1 {
-        out.say(
-            Code::NicShared,
-            Severity::Info,
-            format!("{m} GPUs share each NIC behind a PCIe switch ({m}:1)"),
-        );
-    } else if all_have && same_k && same_m {
-        out.say(Code::NicMixed, Severity::Info, format!(
-            "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
-            hv.gpus.len(),
-            per_nic.len()
-        ));
-    } else {
-        let without: Vec<NodeIndex> = per_gpu
-            .iter()
-            .filter(|(g, ns)| ns.is_empty() && !lonely.contains(g))
-            .map(|(g, _)| *g)
-            .collect();
-        let any_near = per_gpu.iter().any(|(_, ns)| !ns.is_empty());
-        if !any_near {
-            out.say(
-                Code::NicNoneNear,
-                Severity::Warning,
-                "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU"
-                    .to_string(),
-            );
-        } else if !without.is_empty() {
-            out.say(
-                Code::NicMissing,
-                Severity::Warning,
-                format!(
-                    "{} {} no NIC behind {} PCIe switch",
-                    gpu_numbers(ctx, &without),
-                    has(without.len()),
-                    their(without.len())
-                ),
-            );
-        }
-    }
-    if !lonely.is_empty() {
-        let mut ns: Vec<i32> = lonely.iter().filter_map(|&g| ctx.numa(g)).collect();
-        ns.sort();
-        ns.dedup();
-        let ns: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
-        out.say(Code::NicNumaRemote, Severity::Warning, format!(
-            "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
-            gpu_numbers(ctx, &lonely),
-            has(lonely.len()),
-            their(lonely.len()),
-            ns.join(", "),
-            their(lonely.len())
-        ));
+    for v in topo_model::nic_judge::verdicts(ctx.topo, &host, &ShowNames(ctx)) {
+        out.say(v.code, v.severity, v.summary);
     }
     nic_port_verdicts(ctx, hv, out);
     gpu_bandwidth_verdict(ctx, hv, out);

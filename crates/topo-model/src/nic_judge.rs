@@ -1,0 +1,379 @@
+//! Where a host's NICs sit against its GPUs, which `topo show` (the summary) and `topo
+//! diagnose` (its findings) state alike (issue 24): before, show said `nic-missing`,
+//! `nic-numa-remote` or `nic-none-near` by one rule and diagnose `rail-misaligned` by another.
+//! The rule is here; each view only names the GPUs and NICs its own way ([`Names`]).
+//!
+//! A NIC is near a GPU when they share a PCIe switch: their lowest common ancestor is not a
+//! CPU (nvidia-smi's PIX or PXB; PHB, NODE and SYS cross the CPU).
+
+use crate::message::{Code, Severity, Verdict};
+use crate::{NodeKind, Topology};
+use petgraph::graph::NodeIndex;
+use std::collections::BTreeMap;
+
+/// How a view names what the verdicts mention.
+pub trait Names {
+    /// `GPU 3`, `GPUs 4–7`: GPUs as the view numbers them.
+    fn gpus(&self, gpus: &[NodeIndex]) -> String;
+    /// `GPU0`, `mlx5_7`.
+    fn label(&self, n: NodeIndex) -> String;
+    /// A GPU's or NIC's position in the view (pairings that cross the numbering are named).
+    fn position(&self, n: NodeIndex) -> usize;
+}
+
+/// Names for documents without a view model of their own (plan, diagnose): a GPU with its
+/// bus id, `GPU3 (0000:1b:00.0)`; a port by its name.
+pub struct PlainNames<'a>(pub &'a Topology);
+
+impl Names for PlainNames<'_> {
+    fn gpus(&self, gpus: &[NodeIndex]) -> String {
+        let names: Vec<String> = gpus.iter().map(|&g| self.label(g)).collect();
+        names.join(", ")
+    }
+    fn label(&self, n: NodeIndex) -> String {
+        match self.0.net(n) {
+            Some(x) => x.name.clone(),
+            None => crate::pcie_judge::label(self.0, n),
+        }
+    }
+    fn position(&self, n: NodeIndex) -> usize {
+        n.index()
+    }
+}
+
+/// One host's GPUs and NIC columns (network ports, then NICs without a known port), and how
+/// many CPU sockets it has.
+pub struct Host<'a> {
+    pub gpus: &'a [NodeIndex],
+    pub nics: &'a [NodeIndex],
+    pub sockets: usize,
+}
+
+/// The PCI device of a GPU, NIC or network port (a port's NIC).
+fn device(topo: &Topology, n: NodeIndex) -> NodeIndex {
+    match topo.node(n).kind {
+        NodeKind::Net(_) => topo.node(n).parent.unwrap_or(n),
+        _ => n,
+    }
+}
+
+/// `n` and its PCI ancestors up to and including the CPU, nearest first.
+fn chain(topo: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
+    let mut v = vec![n];
+    let mut cur = n;
+    while let Some(p) = topo.node(cur).parent {
+        if v.contains(&p) || v.len() > 64 {
+            break;
+        }
+        v.push(p);
+        cur = p;
+    }
+    v
+}
+
+/// Whether `a` and `b` (GPUs, NICs or ports) share a PCIe switch.
+pub fn near(topo: &Topology, a: NodeIndex, b: NodeIndex) -> bool {
+    let (a, b) = (device(topo, a), device(topo, b));
+    if a == b {
+        return true;
+    }
+    let cb = chain(topo, b);
+    chain(topo, a)
+        .into_iter()
+        .find(|x| cb.contains(x))
+        .is_some_and(|lca| !matches!(topo.node(lca).kind, NodeKind::Cpu(_)))
+}
+
+fn c2c_attached(topo: &Topology, g: NodeIndex) -> bool {
+    topo.graph
+        .edges_directed(g, petgraph::Direction::Outgoing)
+        .any(|e| e.weight().kind == crate::LinkKind::C2c)
+}
+
+fn numa(topo: &Topology, n: NodeIndex) -> Option<i32> {
+    let v = topo.numa_of(device(topo, n));
+    (v >= 0).then_some(v)
+}
+
+/// The placement verdicts of one host: how GPUs and NICs pair (info) or which GPUs lack a
+/// near NIC (warnings), and GPUs on a socket without any NIC.
+pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Verdict> {
+    if host.nics.is_empty() || host.gpus.is_empty() {
+        return vec![];
+    }
+    // GPUs on C2C (Grace Hopper, Grace Blackwell) reach the CPU's NICs over C2C by design
+    // (NCCL's P2C paths, NVIDIA/nccl v2.28.9-1 src/graph/paths.cc): no PCIe switch to share.
+    if host.gpus.iter().all(|&g| c2c_attached(topo, g)) {
+        return vec![];
+    }
+    // GPUs whose NUMA node has no NIC at all; said once, not again as "no NIC on its switch".
+    let nic_numas: Vec<i32> = host.nics.iter().filter_map(|&n| numa(topo, n)).collect();
+    let lonely: Vec<NodeIndex> = if host.sockets > 1 && !nic_numas.is_empty() {
+        let far = |g: &NodeIndex| numa(topo, *g).is_some_and(|x| !nic_numas.contains(&x));
+        host.gpus.iter().copied().filter(far).collect()
+    } else {
+        vec![]
+    };
+    let per_gpu: Vec<(NodeIndex, Vec<NodeIndex>)> = host
+        .gpus
+        .iter()
+        .map(|&g| {
+            (
+                g,
+                host.nics
+                    .iter()
+                    .copied()
+                    .filter(|&n| near(topo, g, n))
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut out = vec![pairing(&per_gpu, &lonely, host, names)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
+    out.extend(socket(topo, &lonely, names));
+    out
+}
+
+/// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts
+/// (replicated machines) once, with the number of hosts, keeping info verdicts out when
+/// `problems_only`.
+pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> Vec<Verdict> {
+    let n = topo.host_count();
+    let bucket = |v: Vec<NodeIndex>| -> Vec<Vec<NodeIndex>> {
+        let mut out = vec![vec![]; n];
+        for x in v {
+            if let Some(b) = out.get_mut(topo.node(x).host as usize) {
+                b.push(x);
+            }
+        }
+        out
+    };
+    let gpus = bucket(topo.gpus());
+    let nets = bucket(topo.nets());
+    // NICs without a known port (a skeleton XML) are columns too, after the ports.
+    let bare = bucket(
+        topo.nics()
+            .filter(|&x| topo.children(x).is_empty())
+            .collect(),
+    );
+    let cpus = bucket(topo.cpus().collect());
+    let mut merged: Vec<(Verdict, usize)> = vec![];
+    for h in 0..n {
+        let nics: Vec<NodeIndex> = nets[h].iter().chain(&bare[h]).copied().collect();
+        let host = Host {
+            gpus: &gpus[h],
+            nics: &nics,
+            sockets: cpus[h].len(),
+        };
+        for v in verdicts(topo, &host, names) {
+            if problems_only && v.severity < Severity::Warning {
+                continue;
+            }
+            match merged
+                .iter_mut()
+                .find(|(m, _)| m.code == v.code && m.summary == v.summary)
+            {
+                Some((m, count)) => {
+                    *count += 1;
+                    m.evidence.extend(v.evidence);
+                }
+                None => merged.push((v, 1)),
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(mut v, count)| {
+            if count > 1 {
+                v.summary.push_str(&format!(" (on {count} hosts)"));
+            }
+            v
+        })
+        .collect()
+}
+
+fn verdict(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
+    Verdict {
+        code,
+        severity,
+        summary,
+        evidence,
+    }
+}
+
+fn has(n: usize) -> &'static str {
+    if n == 1 { "has" } else { "have" }
+}
+
+fn their(n: usize) -> &'static str {
+    if n == 1 { "its" } else { "their" }
+}
+
+/// How GPUs and NICs pair under PCIe switches, or which GPUs have none of their own.
+fn pairing(
+    per_gpu: &[(NodeIndex, Vec<NodeIndex>)],
+    lonely: &[NodeIndex],
+    host: &Host,
+    names: &impl Names,
+) -> Option<Verdict> {
+    let mut per_nic: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
+    for (g, ns) in per_gpu {
+        for &n in ns {
+            per_nic.entry(n).or_default().push(*g);
+        }
+    }
+    let all_have = per_gpu.iter().all(|(_, ns)| !ns.is_empty());
+    let k = per_gpu.first().map(|(_, ns)| ns.len()).unwrap_or(0);
+    let m = per_nic.values().next().map(|v| v.len()).unwrap_or(0);
+    let regular = all_have
+        && per_gpu.iter().all(|(_, ns)| ns.len() == k)
+        && per_nic.values().all(|v| v.len() == m);
+    let info = |code, text: String| Some(verdict(code, Severity::Info, text, vec![]));
+    match (regular, k, m) {
+        (true, 1, 1) => info(Code::NicRailAligned, rail_aligned(per_gpu, names)),
+        (true, _, 1) => info(
+            Code::NicPerGpu,
+            format!("Each GPU has {k} NICs of its own behind its PCIe switch (1:{k})"),
+        ),
+        (true, 1, _) => info(
+            Code::NicShared,
+            format!("{m} GPUs share each NIC behind a PCIe switch ({m}:1)"),
+        ),
+        (true, _, _) => info(
+            Code::NicMixed,
+            format!(
+                "Each GPU shares a PCIe switch with {k} NICs and each NIC with {m} GPUs ({} GPUs, {} NICs)",
+                host.gpus.len(),
+                per_nic.len()
+            ),
+        ),
+        (false, _, _) => missing(per_gpu, lonely, host, names),
+    }
+}
+
+/// 1:1, and the pairs when they do not follow the numbering (IBM gx3d: GPU0 ↔ mlx5_7).
+fn rail_aligned(per_gpu: &[(NodeIndex, Vec<NodeIndex>)], names: &impl Names) -> String {
+    let mut line =
+        "GPU↔NIC rail-aligned 1:1: each GPU shares a PCIe switch with its own NIC".to_string();
+    let crossed = per_gpu.iter().any(|(g, ns)| {
+        ns.first()
+            .is_some_and(|&n| names.position(n) != names.position(*g))
+    });
+    if crossed {
+        let pairs: Vec<String> = per_gpu
+            .iter()
+            .filter_map(|(g, ns)| {
+                ns.first()
+                    .map(|&n| format!("{}↔{}", names.label(*g), names.label(n)))
+            })
+            .collect();
+        line.push_str(&format!(
+            " (NIC numbering differs from GPU numbering: {})",
+            pairs.join(", ")
+        ));
+    }
+    line
+}
+
+/// No NIC near any GPU, or GPUs (not already on a NIC-less socket) without one of their own.
+fn missing(
+    per_gpu: &[(NodeIndex, Vec<NodeIndex>)],
+    lonely: &[NodeIndex],
+    host: &Host,
+    names: &impl Names,
+) -> Option<Verdict> {
+    let without: Vec<NodeIndex> = per_gpu
+        .iter()
+        .filter(|(g, ns)| ns.is_empty() && !lonely.contains(g))
+        .map(|(g, _)| *g)
+        .collect();
+    if per_gpu.iter().all(|(_, ns)| ns.is_empty()) {
+        let text = "No NIC shares a PCIe switch with a GPU: GPU↔NIC traffic goes through the CPU";
+        let ev = format!(
+            "{} NIC(s), {} GPU(s): no pair under one PCIe switch",
+            host.nics.len(),
+            host.gpus.len()
+        );
+        return Some(verdict(
+            Code::NicNoneNear,
+            Severity::Warning,
+            text.into(),
+            vec![ev],
+        ));
+    }
+    if without.is_empty() {
+        return None;
+    }
+    let n = without.len();
+    let text = format!(
+        "{} {} no NIC behind {} PCIe switch",
+        names.gpus(&without),
+        has(n),
+        their(n)
+    );
+    let ev = without
+        .iter()
+        .map(|&g| format!("{}: no NIC under its PCIe switch", names.label(g)))
+        .collect();
+    Some(verdict(Code::NicMissing, Severity::Warning, text, ev))
+}
+
+/// GPUs on a socket without any NIC.
+fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<Verdict> {
+    if lonely.is_empty() {
+        return None;
+    }
+    let mut ns: Vec<i32> = lonely.iter().filter_map(|&g| numa(topo, g)).collect();
+    ns.sort();
+    ns.dedup();
+    let list: Vec<String> = ns.iter().map(|x| x.to_string()).collect();
+    let n = lonely.len();
+    let text = format!(
+        "{} {} no NIC on {} socket (NUMA {}): {} network traffic crosses the inter-socket link or goes through a peer GPU (PXN)",
+        names.gpus(lonely),
+        has(n),
+        their(n),
+        list.join(", "),
+        their(n)
+    );
+    let ev = lonely
+        .iter()
+        .map(|&g| {
+            format!(
+                "{}: NUMA {}, which has no NIC",
+                names.label(g),
+                numa(topo, g).unwrap_or(-1)
+            )
+        })
+        .collect();
+    Some(verdict(Code::NicNumaRemote, Severity::Warning, text, ev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::hgx;
+
+    #[test]
+    fn an_hgx_board_is_rail_aligned_and_raises_no_problem() {
+        let t = hgx(8, 90).replicate(2);
+        let names = PlainNames(&t);
+        let all = every_host(&t, &names, false);
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0].code, Code::NicRailAligned);
+        assert!(
+            all[0].summary.ends_with("(on 2 hosts)"),
+            "{}",
+            all[0].summary
+        );
+        assert!(every_host(&t, &names, true).is_empty());
+        let (g, n) = (t.gpus()[0], t.nets()[0]);
+        assert!(near(&t, g, n));
+        assert!(
+            !near(&t, g, t.nets()[7]),
+            "GPU0 and the last port share only the CPU"
+        );
+    }
+}
