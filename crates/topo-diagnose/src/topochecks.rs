@@ -46,12 +46,21 @@ fn gdr(t: &Topology, r: &mut Report) {
         } else {
             "`modprobe nvidia_peermem` (or the open kernel driver with a 5.12+ kernel for DMA-BUF); NCCL logs `GPU Direct RDMA Enabled` when it works".to_string()
         };
-        r.add(
-            Finding::new(v.code, v.severity, v.summary)
-                .evidence(v.evidence)
-                .fix(fix),
-        );
+        r.add(finding_of(v, fix));
     }
+}
+
+/// A judge's verdict (`topo_model::*_judge`, the rule show and plan state too) as a finding:
+/// its code, severity and summary, the first 8 evidence lines, and what to do about it.
+fn finding_of(v: topo_model::message::Verdict, fix: impl Into<String>) -> Finding {
+    let more = v.evidence.len().saturating_sub(8);
+    let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
+    if more > 0 {
+        ev.push(format!("... and {more} more"));
+    }
+    Finding::new(v.code, v.severity, v.summary)
+        .evidence(ev)
+        .fix(fix)
 }
 
 /// The PCIe facts show and plan state too (`topo_model::pcie_judge`: one rule, code and
@@ -71,16 +80,7 @@ fn pcie(t: &Topology, r: &mut Report) {
             }
             _ => "",
         };
-        let more = v.evidence.len().saturating_sub(8);
-        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
-        if more > 0 {
-            ev.push(format!("... and {more} more"));
-        }
-        r.add(
-            Finding::new(v.code, v.severity, v.summary)
-                .evidence(ev)
-                .fix(fix),
-        );
+        r.add(finding_of(v, fix));
     }
 }
 
@@ -93,21 +93,12 @@ fn nvlink(t: &Topology, r: &mut Report) {
         .into_iter()
         .chain(nvls)
     {
-        let more = v.evidence.len().saturating_sub(8);
-        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
-        if more > 0 {
-            ev.push(format!("... and {more} more"));
-        }
         let fix = if v.code == Code::NvlsUnavailable {
             "NVLS needs NVSwitch GPUs of sm 90 or newer, the fabric manager running and CUDA driver 12.1+, and NCCL_NVLS_ENABLE not 0; where the machine has them, drop the stated `nvls: false` (or --nvls off)"
         } else {
             "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"
         };
-        r.add(
-            Finding::new(v.code, v.severity, v.summary)
-                .evidence(ev)
-                .fix(fix),
-        );
+        r.add(finding_of(v, fix));
     }
 }
 
@@ -147,7 +138,6 @@ pub(super) fn fabric_finding(ev: Vec<String>) -> Finding {
     .fix("start the fabric manager with the same version as the driver (`systemctl enable --now nvidia-fabricmanager`; on GB200/MNNVL also IMEX) and wait for state completed (`nvidia-smi -q | grep -A2 Fabric`)")
 }
 
-/// Consumer GPUs the driver allows no PCIe P2P on (GeForce RTX 30/40/50 series).
 /// Peer access as show and plan state it (`topo_model::p2p_judge`), with what to do about it.
 fn p2p_support(t: &Topology, r: &mut Report) {
     for v in topo_model::p2p_judge::verdicts(t, t.gpus()) {
@@ -159,16 +149,7 @@ fn p2p_support(t: &Topology, r: &mut Report) {
         } else {
             "`nvidia-smi topo -p2p r` shows the same; chipset/IOH refusals need GPUs under one PCIe switch or with NVLink, and ACS or the IOMMU can block P2P (see acs-redirect, iommu-translation)".to_string()
         };
-        let more = v.evidence.len().saturating_sub(8);
-        let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
-        if more > 0 {
-            ev.push(format!("... and {more} more"));
-        }
-        r.add(
-            Finding::new(v.code, v.severity, v.summary)
-                .evidence(ev)
-                .fix(fix),
-        );
+        r.add(finding_of(v, fix));
     }
 }
 
@@ -176,11 +157,8 @@ fn p2p_support(t: &Topology, r: &mut Report) {
 /// code and severity); the problems only, with what to do about each.
 fn rails(t: &Topology, r: &mut Report) {
     for v in topo_model::nic_judge::every_host(t, &topo_model::nic_judge::PlainNames(t), true) {
-        r.add(
-            Finding::new(v.code, v.severity, v.summary)
-                .evidence(v.evidence.into_iter().take(8))
-                .fix(placement_fix(v.code)),
-        );
+        let fix = placement_fix(v.code);
+        r.add(finding_of(v, fix));
     }
 }
 

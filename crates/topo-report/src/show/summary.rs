@@ -64,8 +64,7 @@ fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
     format!("{word} {}", ranges(&idx))
 }
 
-/// Short conclusions a reader wants first, per host.
-/// Verdicts being gathered, each with its code and severity (docs/codes.md).
+/// Short conclusions a reader wants first, per host, being gathered, each with its code and severity (docs/codes.md).
 #[derive(Default)]
 pub(crate) struct Verdicts {
     out: Vec<Message>,
