@@ -848,6 +848,34 @@ impl Topology {
         v
     }
 
+    /// The PCI device of a GPU, NIC or network port: a port's NIC, else the node itself.
+    pub fn pci_device(&self, n: NodeIndex) -> NodeIndex {
+        match self.graph[n].kind {
+            NodeKind::Net(_) => self.graph[n].parent.unwrap_or(n),
+            _ => n,
+        }
+    }
+
+    /// `n` and its PCI ancestors up to and including the CPU, nearest first.
+    pub fn pci_chain(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut v = vec![n];
+        let mut cur = n;
+        while let Some(p) = self.graph[cur].parent {
+            if v.contains(&p) || v.len() > 64 {
+                break;
+            }
+            v.push(p);
+            cur = p;
+        }
+        v
+    }
+
+    /// The lowest node that has both `a` and `b` below (or is one of them).
+    pub fn common_ancestor(&self, a: NodeIndex, b: NodeIndex) -> Option<NodeIndex> {
+        let cb = self.pci_chain(b);
+        self.pci_chain(a).into_iter().find(|x| cb.contains(x))
+    }
+
     /// The CPU (NUMA domain) at the root of `n`'s PCI chain.
     pub fn root_cpu(&self, mut n: NodeIndex) -> Option<NodeIndex> {
         for _ in 0..64 {

@@ -49,39 +49,13 @@ pub struct Host<'a> {
     pub sockets: usize,
 }
 
-/// The PCI device of a GPU, NIC or network port (a port's NIC).
-fn device(topo: &Topology, n: NodeIndex) -> NodeIndex {
-    match topo.node(n).kind {
-        NodeKind::Net(_) => topo.node(n).parent.unwrap_or(n),
-        _ => n,
-    }
-}
-
-/// `n` and its PCI ancestors up to and including the CPU, nearest first.
-fn chain(topo: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
-    let mut v = vec![n];
-    let mut cur = n;
-    while let Some(p) = topo.node(cur).parent {
-        if v.contains(&p) || v.len() > 64 {
-            break;
-        }
-        v.push(p);
-        cur = p;
-    }
-    v
-}
-
 /// Whether `a` and `b` (GPUs, NICs or ports) share a PCIe switch.
 pub fn near(topo: &Topology, a: NodeIndex, b: NodeIndex) -> bool {
-    let (a, b) = (device(topo, a), device(topo, b));
-    if a == b {
-        return true;
-    }
-    let cb = chain(topo, b);
-    chain(topo, a)
-        .into_iter()
-        .find(|x| cb.contains(x))
-        .is_some_and(|lca| !matches!(topo.node(lca).kind, NodeKind::Cpu(_)))
+    let (a, b) = (topo.pci_device(a), topo.pci_device(b));
+    a == b
+        || topo
+            .common_ancestor(a, b)
+            .is_some_and(|lca| !matches!(topo.node(lca).kind, NodeKind::Cpu(_)))
 }
 
 fn c2c_attached(topo: &Topology, g: NodeIndex) -> bool {
@@ -91,7 +65,7 @@ fn c2c_attached(topo: &Topology, g: NodeIndex) -> bool {
 }
 
 fn numa(topo: &Topology, n: NodeIndex) -> Option<i32> {
-    let v = topo.numa_of(device(topo, n));
+    let v = topo.numa_of(topo.pci_device(n));
     (v >= 0).then_some(v)
 }
 
@@ -375,5 +349,30 @@ mod tests {
             !near(&t, g, t.nets()[7]),
             "GPU0 and the last port share only the CPU"
         );
+    }
+
+    #[test]
+    fn gpus_on_c2c_get_no_placement_verdict() {
+        let mut t = hgx(8, 90);
+        let (gpus, nets) = (t.gpus(), t.nets());
+        let one_nic = [nets[0]];
+        let host = Host {
+            gpus: &gpus,
+            nics: &one_nic,
+            sockets: 1,
+        };
+        let v = verdicts(&t, &host, &PlainNames(&t));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].code, Code::NicMissing);
+        let cpu = t.root_cpu(gpus[0]).unwrap();
+        for &g in &gpus {
+            let link = crate::Link {
+                kind: crate::LinkKind::C2c,
+                bw: 40.0,
+                lanes: 10,
+            };
+            t.connect_both(g, cpu, link);
+        }
+        assert!(verdicts(&t, &host, &PlainNames(&t)).is_empty());
     }
 }

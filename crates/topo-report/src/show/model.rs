@@ -307,10 +307,7 @@ impl<'a> Ctx<'a> {
 
     /// The NIC (PCI function) of a network port, or the node itself.
     pub fn pci_device(&self, n: NodeIndex) -> NodeIndex {
-        match &self.topo.node(n).kind {
-            NodeKind::Net(_) => self.topo.node(n).parent.unwrap_or(n),
-            _ => n,
-        }
+        self.topo.pci_device(n)
     }
 
     /// Bus id of a GPU, NIC or network port (its NIC's).
@@ -715,32 +712,12 @@ impl PciClass {
     }
 }
 
-/// `n` and its PCI ancestors up to and including the CPU, nearest first.
-fn chain(topo: &Topology, n: NodeIndex) -> Vec<NodeIndex> {
-    let mut v = vec![n];
-    let mut cur = n;
-    while let Some(p) = topo.node(cur).parent {
-        if v.contains(&p) || v.len() > 64 {
-            break;
-        }
-        v.push(p);
-        cur = p;
-    }
-    v
-}
-
-/// The lowest node that has both `a` and `b` below (or is one of them).
-pub(crate) fn common_ancestor(topo: &Topology, a: NodeIndex, b: NodeIndex) -> Option<NodeIndex> {
-    let cb = chain(topo, b);
-    chain(topo, a).into_iter().find(|x| cb.contains(x))
-}
-
 /// The host bridge a device reaches its CPU through, identified by the root bus of the
 /// device's top-level ancestor (the node right below the CPU): root ports of one host bridge
 /// share its bus number, while NCCL-style trees that start at a switch's upstream port give
 /// every port its own bus. `None` when the top-level node has no bus id.
 fn host_bridge(topo: &Topology, n: NodeIndex) -> Option<(u32, u8)> {
-    let c = chain(topo, n);
+    let c = topo.pci_chain(n);
     let top = c
         .iter()
         .rev()
@@ -756,7 +733,7 @@ pub(crate) fn pci_class(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> PciClass {
         // Two ports of one NIC.
         return PciClass::Pix;
     }
-    let Some(lca) = common_ancestor(topo, a, b) else {
+    let Some(lca) = topo.common_ancestor(a, b) else {
         return PciClass::Sys;
     };
     match topo.node(lca).kind {
@@ -774,7 +751,7 @@ pub(crate) fn pci_class(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> PciClass {
         }
         _ => {
             let switches_below = |x: NodeIndex| {
-                chain(topo, x)
+                topo.pci_chain(x)
                     .into_iter()
                     .skip(1)
                     .take_while(|&y| y != lca)
