@@ -119,7 +119,7 @@ pub struct SourceArgs {
     /// PCI layout.
     #[arg(long, value_name = "NAME", value_parser = ProfileName)]
     pub profile: Option<String>,
-    /// Replicate the node N times behind its NICs (what-if for N nodes; at most 4096).
+    /// Replicate the node N times behind its NICs (what-if for N nodes; at most 16384).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub nodes: Option<usize>,
     /// An environment setting the analysis should assume (repeatable), e.g. NCCL_P2P_DISABLE=1.
@@ -428,6 +428,10 @@ pub struct ShowArgs {
     /// affinity columns as their own table) instead of nvidia-smi's own.
     #[arg(long)]
     pub compact: bool,
+    /// With --nodes: describe every copy of the machine in full, as earlier versions did,
+    /// instead of the first copy and a line naming the others.
+    #[arg(long)]
+    pub each_host: bool,
     #[arg(long, value_enum, default_value = "text")]
     pub format: DataFormat,
     /// Write to this file instead of stdout.

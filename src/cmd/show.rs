@@ -37,6 +37,9 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     let mut topo = topo_source::load(&spec)?;
     a.source.apply_facts(&mut topo)?;
     a.source.apply_faults(&mut topo)?;
+    if a.each_host {
+        topo.forget_copies();
+    }
     let style = if a.output.is_some() {
         crate::util::file_style()
     } else {

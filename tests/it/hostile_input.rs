@@ -75,7 +75,7 @@ fn many_nics_xml(nics: usize) -> String {
 fn nodes_of_a_host_with_600_nics_are_bounded_by_work() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "nics.xml", many_nics_xml(600).as_bytes());
-    for (cmd, nodes) in [("plan", "16"), ("show", "64")] {
+    for (cmd, nodes) in [("plan", "64"), ("show", "100")] {
         let err = fails(&[cmd, "--from", &f, "--nodes", nodes]);
         assert!(
             err.starts_with(&format!(
@@ -83,8 +83,8 @@ fn nodes_of_a_host_with_600_nics_are_bounded_by_work() {
             )),
             "{err}"
         );
-        assert!(err.contains("the limit is 16,777,216"), "{err}");
-        assert!(err.contains("hint: pass --nodes 11 or fewer"), "{err}");
+        assert!(err.contains("the limit is 67,108,864"), "{err}");
+        assert!(err.contains("hint: pass --nodes 46 or fewer"), "{err}");
     }
 }
 
@@ -271,10 +271,10 @@ fn a_full_or_closed_stdout_is_an_error_and_a_closed_pipe_is_quiet() {
 
 #[test]
 fn one_host_too_large_for_its_path_tables_is_refused() {
-    // Within every per-kind cap and NCCL's 640 children per element, but with 4200 plain
-    // PCI functions on seven more CPUs: more device pairs than the path tables may hold.
+    // Within every per-kind cap and NCCL's 640 children per element, but with 9000 plain
+    // PCI functions on 15 more CPUs: more device pairs than the path tables may hold.
     let mut s = many_nics_xml(600).replace("</system>", "");
-    for cpu in 1..8 {
+    for cpu in 1..16 {
         s += &format!(r#"<cpu numaid="{cpu}" affinity="ff" arch="x86_64" vendor="GenuineIntel">"#);
         for i in 0..600 {
             s += &format!(
@@ -290,7 +290,7 @@ fn one_host_too_large_for_its_path_tables_is_refused() {
     let f = write(dir.path(), "wide.xml", s.as_bytes());
     let err = fails(&["show", "--from", &f]);
     assert!(
-        err.contains("device pairs for NCCL's path tables; the limit is 16,777,216"),
+        err.contains("device pairs for NCCL's path tables; the limit is 67,108,864"),
         "{err}"
     );
 }

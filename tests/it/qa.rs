@@ -39,14 +39,14 @@ const XML: &str = include_str!("../../fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xm
 fn nodes_has_a_ceiling() {
     let err = fails(&["show", "--profile", "dgx-h100", "--nodes", "100000"], 2);
     assert!(err.contains("--nodes 100000"), "{err}");
-    assert!(err.contains("4096"), "{err}");
-    fails(&["plan", "--profile", "dgx-h100", "--nodes", "4097"], 2);
-    fails(&["xml", "--profile", "dgx-h100", "--nodes", "4097"], 2);
+    assert!(err.contains("16384"), "{err}");
+    fails(&["plan", "--profile", "dgx-h100", "--nodes", "16385"], 2);
+    fails(&["xml", "--profile", "dgx-h100", "--nodes", "16385"], 2);
 }
 
 #[test]
 fn nodes_ceiling_counts_gpus_too() {
-    // 200 GPUs in one host: 4096 copies would be 819200 GPUs.
+    // 200 GPUs in one host: 4096 copies would be 819200 GPUs, over the 131,072 modelled.
     let dir = tempfile::tempdir().unwrap();
     let mut s = String::from(
         r#"<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel">"#,
@@ -83,6 +83,7 @@ fn many_nodes_stay_fast() {
             "dgx-h100",
             "--nodes",
             "256",
+            "--each-host",
             "--format",
             "json",
         ])
@@ -91,6 +92,7 @@ fn many_nodes_stay_fast() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["gpus"].as_array().map(Vec::len), Some(256 * 8));
+    assert!(v.get("copies").is_none());
 }
 
 #[test]

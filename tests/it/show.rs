@@ -322,10 +322,55 @@ fn profiles_render_every_view() {
     );
     let m = show(&["--profile", "dgx-a100", "--view", "matrix"]);
     assert_eq!(row(&m, "GPU0")[2], "NV12");
+    // Two nodes are two copies of one host: the host is described once, both are named.
     let two = json_of(&["--profile", "dgx-h100", "--nodes", "2"]);
-    assert_eq!(two["gpus"].as_array().unwrap().len(), 16);
-    assert_eq!(two["gpus"][8]["host"], 1);
-    assert_eq!(two["gpus"][8]["index"], 0);
+    assert_eq!(two["gpus"].as_array().unwrap().len(), 8);
+    assert_eq!(two["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(two["hosts"][1]["copy_of"], 0);
+    assert_eq!(two["copies"]["count"], 2);
+    assert_eq!(two["copies"]["gpus"], 16);
+}
+
+/// `--nodes N` makes N copies of one machine: every view and format describes the first and
+/// names the others once, so 4,096 copies cost what one does; a fault on one host makes it
+/// a host of its own, listed in full.
+#[test]
+fn copies_are_described_once_and_a_faulty_host_in_full() {
+    for view in ["summary", "matrix", "pci", "paths"] {
+        let out = show(&["--profile", "hgx-h200", "--nodes", "4096", "--view", view]);
+        assert_eq!(
+            out.matches("GPU7").count(),
+            show(&["--profile", "hgx-h200", "--nodes", "2", "--view", view])
+                .matches("GPU7")
+                .count(),
+            "{view}"
+        );
+        assert!(
+            out.contains("Hosts hgx-h200-1 to hgx-h200-4095 (4095 more) are copies of hgx-h200-0 (--nodes 4096)"),
+            "{view}: {out}"
+        );
+    }
+    let dot = show(&["--profile", "hgx-h200", "--nodes", "3", "--view", "dot"]);
+    assert!(
+        dot.starts_with("// Hosts hgx-h200-1 to hgx-h200-2"),
+        "{dot}"
+    );
+    let d = json_of(&["--profile", "hgx-h200", "--nodes", "4096"]);
+    assert_eq!(d["hosts"].as_array().unwrap().len(), 4096);
+    assert_eq!(d["hosts"][4095]["copy_of"], 0);
+    assert_eq!(d["gpus"].as_array().unwrap().len(), 8);
+    assert_eq!(d["copies"]["gpus"], 32768);
+    let faulty = json_of(&[
+        "--profile",
+        "hgx-h200",
+        "--nodes",
+        "3",
+        "--without",
+        "nvlink:GPU3@1",
+    ]);
+    assert!(faulty.get("copies").is_none());
+    assert_eq!(faulty["gpus"].as_array().unwrap().len(), 24);
+    assert_eq!(faulty["gpus"][11]["nvlink_lanes"], 0);
 }
 
 /// The outputs quoted in docs/show.md are what the binary prints: full blocks exactly,

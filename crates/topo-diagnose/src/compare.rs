@@ -411,7 +411,7 @@ fn transports(l: &LogInput, a: &Analysis, r: &mut Report) {
             observed,
             expected: expected.map(|e| e.transport.clone()),
             differs,
-            reason: expected.map(|e| e.reason.clone()),
+            reason: expected.map(|e| e.reason.to_string()),
         });
     }
 }

@@ -127,6 +127,9 @@ fn find_gpu(t: &Topology, gpu: i32, host: HostId) -> Result<NodeIndex, String> {
 
 /// Apply `f` to `t`; the note says what was done, the error why it could not be.
 pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
+    // A part fails on one host: the others stay as they were, so the hosts are no longer
+    // copies of one machine.
+    t.forget_copies();
     if !matches!(f, Fault::Pcie { .. }) && host_of(f) as usize >= t.hosts.len().max(1) {
         return Err(format!(
             "there is no host {} ({} hosts)",

@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod busid;
+mod copies;
 /// Maps for the hot loops of a 32,768-GPU analysis: foldhash, randomly seeded per process
 /// like std's SipHash (keys come from files a user brings), hashes several times faster.
 /// Build them with `default()` or `collect()`; iteration order means nothing, as with std's.
@@ -575,6 +576,19 @@ pub struct SourceInfo {
     pub stated: Vec<String>,
 }
 
+/// How [`Topology::replicate`] laid the topology out: `count` copies of its first
+/// `per_copy` hosts. Copy `c` holds hosts `c * per_copy ..` and nodes `c * nodes ..`, each
+/// the counterpart of the first copy's node `c * nodes` places before it. Copies differ only
+/// in their hosts' names and host hashes and, for GPUs registered with an NVLink fabric, in
+/// the fabric's cluster UUID (one per NVLink domain, [`Topology::cluster_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Copies {
+    pub count: usize,
+    pub per_copy: usize,
+    pub nodes: usize,
+    pub edges: usize,
+}
+
 /// The most distinct source warnings a topology keeps ([`Topology::warn`]).
 pub const MAX_WARNINGS: usize = 512;
 
@@ -591,6 +605,8 @@ pub struct Topology {
     /// Empty otherwise.
     pub system_id: HashMap<NodeIndex, HostId>,
     by_busid: HashMap<(HostId, BusId), NodeIndex>,
+    /// Set by [`Topology::replicate`], read through [`Topology::copies`].
+    copies: Option<Copies>,
 }
 
 impl Topology {
@@ -1087,6 +1103,12 @@ impl Topology {
                 out.p2p.insert((base + h, *a, *b), caps.clone());
             }
         }
+        out.copies = Some(Copies {
+            count: n,
+            per_copy: per,
+            nodes: self.graph.node_count(),
+            edges: self.graph.edge_count(),
+        });
         out
     }
 }
@@ -1183,6 +1205,8 @@ impl Topology {
             }
         }
         let mut out = self.clone();
+        // Fused hosts are not the copies --nodes made.
+        out.forget_copies();
         for idx in out.graph.node_indices().collect::<Vec<_>>() {
             let node = &mut out.graph[idx];
             let orig = node.host;

@@ -465,7 +465,7 @@ fn split_domains(
     };
     for t in transport::select(system, pth, path_policy, transport_policy) {
         if let (Some((h, a)), Some((_, b))) = (key(system, t.from), key(system, t.to)) {
-            reasons.insert((h, a, b), (t.reason, t.anomaly));
+            reasons.insert((h, a, b), (t.reason.to_string(), t.anomaly));
         }
     }
     let orig_host_of_part: Vec<HostId> = domains.iter().map(|d| system.gpu(d[0]).host).collect();
@@ -589,7 +589,7 @@ fn relabel_split(
             && ha == hb
             && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
         {
-            t.reason = format!("{reason}{SPLIT_MARK}");
+            t.reason = format!("{reason}{SPLIT_MARK}").into();
             t.anomaly = anomaly.clone();
         }
     }

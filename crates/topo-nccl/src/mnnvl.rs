@@ -176,6 +176,7 @@ pub fn label_transports(
     topo: &mut Topology,
 ) {
     let mut odd = 0;
+    let mut shared = super::transport::Reasons::default();
     for p in pairs.iter_mut() {
         if let Some(&(_, d)) = trays.get(p.from) {
             p.from_dev = d;
@@ -191,7 +192,7 @@ pub fn label_transports(
         if p.transport == Transport::P2p(P2p::Cumem) {
             p.transport = Transport::P2p(P2p::Mnnvl);
             p.log_form = p.log_form.replacen("P2P/CUMEM", "P2P/MNNVL", 1);
-            p.reason = if cross {
+            let reason = if cross {
                 format!(
                     "the GPUs are on different hosts of one NVLink clique (MNNVL): P2P over the NVSwitch fabric with fabric handles; {}",
                     p.reason
@@ -202,6 +203,7 @@ pub fn label_transports(
                     p.reason
                 )
             };
+            p.reason = shared.share(&reason);
         } else if cross {
             odd += 1;
         }

@@ -285,8 +285,8 @@ pub fn transport_classes(pairs: &[PairTransport]) -> (Vec<TransportClass>, Vec<S
     );
     let mut class_of: HashMap<Key, usize> = HashMap::default();
     for t in pairs {
-        let reason = *reason_of.entry(t.reason.as_str()).or_insert_with(|| {
-            reasons.push(t.reason.clone());
+        let reason = *reason_of.entry(&*t.reason).or_insert_with(|| {
+            reasons.push(t.reason.to_string());
             reasons.len() - 1
         });
         let key = (

@@ -1,11 +1,13 @@
-//! Every JSON and YAML document topo prints goes through here: pretty JSON with strings
-//! escaped for terminals (`write_safe_fragment`), written as it is encoded, never held whole.
+//! Every JSON and YAML document topo prints goes through here: JSON in topo's layout with
+//! strings escaped for terminals ([`crate::layout`]), written as it is encoded, never held
+//! whole.
 //! Numbers carry full precision (issue 27): a document is data, and rounding belongs to the
 //! text views that print it. docs/schema/README.md states the rule for readers.
 
+use crate::layout::Nested;
 use serde::Serialize;
 
-/// `doc` as pretty JSON with a final newline.
+/// `doc` as JSON in topo's layout ([`crate::layout`]) with a final newline.
 pub fn json<T: Serialize + ?Sized>(doc: &T) -> serde_json::Result<String> {
     let mut out = Vec::with_capacity(4096);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, Nested::at(0));
@@ -66,7 +68,9 @@ impl<'w> JsonObject<'w> {
     }
 
     /// Opens an array field whose elements come as pieces of [`items_to`]'s bytes
-    /// ([`Self::array_piece`]), closed by [`Self::array_end`].
+    /// ([`Self::array_piece`]), closed by [`Self::array_end`]: an array of strings or objects,
+    /// one element a line. An array of numbers is one line ([`crate::layout`]): encode it
+    /// whole ([`Self::raw`]).
     pub fn array_start(&mut self, key: &str) -> std::io::Result<()> {
         use std::io::Write as _;
         self.key(key)?;
@@ -130,116 +134,6 @@ pub fn items_to<T: Serialize>(
     Ok(())
 }
 
-/// serde_json's pretty layout (two spaces a level) starting `level` levels in, which is how
-/// a value sits inside the enclosing object; at level 0 it is `Serializer::pretty`'s bytes,
-/// except that strings also escape what serde_json leaves raw (see [`write_safe_fragment`]). An adapter indenting after every newline did
-/// the same at a tenth more CPU for `topo show` at 32,768 GPUs (one call per token).
-struct Nested {
-    level: usize,
-    has_value: bool,
-}
-
-impl Nested {
-    fn at(level: usize) -> Nested {
-        Nested {
-            level,
-            has_value: false,
-        }
-    }
-
-    fn newline<W: ?Sized + std::io::Write>(&self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b"\n")?;
-        for _ in 0..self.level {
-            w.write_all(b"  ")?;
-        }
-        Ok(())
-    }
-
-    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
-        self.level += 1;
-        self.has_value = false;
-        w.write_all(c)
-    }
-
-    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, c: &[u8]) -> std::io::Result<()> {
-        self.level -= 1;
-        if self.has_value {
-            self.newline(w)?;
-        }
-        w.write_all(c)
-    }
-
-    fn item<W: ?Sized + std::io::Write>(&self, w: &mut W, first: bool) -> std::io::Result<()> {
-        if !first {
-            w.write_all(b",")?;
-        }
-        self.newline(w)
-    }
-}
-
-impl serde_json::ser::Formatter for Nested {
-    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"[")
-    }
-    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"]")
-    }
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.item(w, first)
-    }
-    fn end_array_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.open(w, b"{")
-    }
-    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        self.close(w, b"}")
-    }
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        self.item(w, first)
-    }
-    fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b": ")
-    }
-    fn end_object_value<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.has_value = true;
-        Ok(())
-    }
-    fn write_string_fragment<W: ?Sized + std::io::Write>(
-        &mut self,
-        w: &mut W,
-        fragment: &str,
-    ) -> std::io::Result<()> {
-        write_safe_fragment(w, fragment)
-    }
-}
-
-/// A piece of a JSON string that serde_json left unescaped, with the C1 controls
-/// (U+0080-U+009F: U+009B is a terminal's CSI, like ESC [) and the bidirectional controls
-/// written as `\uXXXX`: a document piped to a terminal or pager cannot then drive it or
-/// reorder what it shows. JSON readers get the same string.
-fn write_safe_fragment<W: ?Sized + std::io::Write>(w: &mut W, s: &str) -> std::io::Result<()> {
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        if topo_source::escape::needs_escape(c) {
-            w.write_all(&s.as_bytes()[start..i])?;
-            write!(w, "\\u{:04x}", c as u32)?;
-            start = i + c.len_utf8();
-        }
-    }
-    w.write_all(&s.as_bytes()[start..])
-}
-
 /// `doc` as YAML.
 pub fn yaml<T: Serialize + ?Sized>(doc: &T) -> Result<String, yaml_serde::Error> {
     yaml_serde::to_string(doc)
@@ -300,11 +194,6 @@ mod tests {
         );
         let back: BTreeMap<String, String> = serde_json::from_str(&text).unwrap();
         assert_eq!(back["k\u{9b}"], m["k\u{9b}"]);
-        let pretty = serde_json::to_string_pretty(&vec![BTreeMap::from([("a", vec![1, 2])])]);
-        assert_eq!(
-            json(&vec![BTreeMap::from([("a", vec![1, 2])])]).unwrap(),
-            pretty.unwrap() + "\n"
-        );
     }
 
     #[test]
@@ -330,7 +219,7 @@ mod tests {
             inner: Inner,
             list: Vec<Vec<u32>>,
             empty: Vec<u8>,
-            times_us: Vec<f64>,
+            words: Vec<&'static str>,
         }
         let doc = Doc {
             name: "a\nb",
@@ -340,7 +229,7 @@ mod tests {
             },
             list: vec![vec![1, 2], vec![], vec![3]],
             empty: vec![],
-            times_us: vec![1.23456, 2.0],
+            words: vec!["one", "two"],
         };
         let mut out = vec![];
         {
@@ -364,10 +253,9 @@ mod tests {
             o.array_end().unwrap();
             o.array_start("empty").unwrap();
             o.array_end().unwrap();
-            // Rounded by the field's name, as inside the struct.
             let mut p = vec![];
-            items_to(&mut p, &doc.times_us).unwrap();
-            o.array_start("times_us").unwrap();
+            items_to(&mut p, &doc.words).unwrap();
+            o.array_start("words").unwrap();
             o.array_piece(&p).unwrap();
             o.array_end().unwrap();
             o.end().unwrap();

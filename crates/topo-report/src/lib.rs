@@ -7,6 +7,7 @@
 pub mod diagnose;
 pub mod doc;
 pub mod fit;
+mod layout;
 mod options;
 pub mod ordered;
 pub mod plan;

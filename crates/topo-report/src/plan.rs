@@ -363,7 +363,7 @@ fn transports_section(out: &mut String, p: &Plan, style: Style) {
     let mut reasons: BTreeMap<(&Transport, &str), Vec<String>> = BTreeMap::new();
     for t in shown {
         reasons
-            .entry((&t.transport, t.reason.as_str()))
+            .entry((&t.transport, &*t.reason))
             .or_default()
             .push(format!("{}->{}", t.from, t.to));
     }

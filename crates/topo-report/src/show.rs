@@ -6,6 +6,7 @@
 //! the `topo.show/v1` document are built from it, so the JSON always carries what the text
 //! shows.
 
+mod copies;
 mod doc;
 mod dot;
 mod matrix;
@@ -20,20 +21,39 @@ use crate::Result;
 use crate::ShowView;
 use crate::Style;
 use model::Ctx;
+use std::borrow::Cow;
 use topo_model::Topology;
+
+/// What the views describe: the first copy of a topology that is copies of one machine
+/// (`--nodes`), the topology itself otherwise.
+fn shown(topo: &Topology) -> Cow<'_, Topology> {
+    topo.first_copy().map_or(Cow::Borrowed(topo), Cow::Owned)
+}
 
 /// One of the text views, fitted to `style`; `compact` asks for the matrix view's narrow
 /// layout.
 pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> String {
-    let ctx = Ctx::new(topo);
+    let shown = shown(topo);
+    let ctx = Ctx::new(&shown).with_copies(topo);
+    let note = ctx.copies.map(|c| c.sentence());
     let text = match view {
         // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
-        ShowView::Matrix if !compact => return matrix::render(&ctx, style),
-        ShowView::Dot => return dot::render(&ctx),
+        ShowView::Matrix if !compact => {
+            let text = matrix::render(&ctx, style);
+            return note.map_or(text.clone(), |n| format!("{text}\n{n}\n"));
+        }
+        ShowView::Dot => {
+            let text = dot::render(&ctx);
+            return note.map_or(text.clone(), |n| format!("// {n}\n{text}"));
+        }
         ShowView::Matrix => matrix::render_compact(&ctx, style),
         ShowView::Summary => summary::render(&ctx, style),
         ShowView::Pci => pci::render(&ctx, style),
         ShowView::Paths => paths::render(&ctx, style),
+    };
+    let text = match note {
+        Some(n) => format!("{text}\n{}\n", style.dim(&n)),
+        None => text,
     };
     // Lines the views could not lay out themselves (headings, prose) wrap.
     crate::fit::document(&text, style.width)
@@ -41,28 +61,34 @@ pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> Str
 
 /// The `topo.show/v1` document as JSON, whole (see [`json_writer`] for large machines).
 pub fn json(topo: &Topology, view: ShowView) -> Result<String> {
-    doc::json(&Ctx::new(topo), view)
+    let shown = shown(topo);
+    doc::json(&Ctx::new(&shown).with_copies(topo), view)
 }
 
 /// The `topo.show/v1` document as YAML.
 pub fn yaml(topo: &Topology, view: ShowView) -> Result<String> {
-    doc::yaml(&Ctx::new(topo), view)
+    let shown = shown(topo);
+    doc::yaml(&Ctx::new(&shown).with_copies(topo), view)
 }
 
-/// The machine as an SVG picture: every view at once.
+/// The machine as an SVG picture: every view at once (of the first copy where `topo` is
+/// copies of one machine: the picture of one host is the picture of all).
 pub fn svg(topo: &Topology) -> String {
-    crate::svg::machine::render(&Ctx::new(topo))
+    let shown = shown(topo);
+    crate::svg::machine::render(&Ctx::new(&shown).with_copies(topo))
 }
 
 /// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
-/// piece by piece (hundreds of megabytes at thousands of nodes, never held whole). The
-/// analysis runs here; the document is built as the writer runs.
+/// piece by piece (hundreds of megabytes at thousands of hosts, never held whole). The
+/// analysis runs in the writer.
 pub fn json_writer<'a>(
     topo: &'a Topology,
     view: ShowView,
 ) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
-    let ctx = Ctx::new(topo);
-    move |w| doc::json_to(&ctx, view, w)
+    move |w| {
+        let shown = shown(topo);
+        doc::json_to(&Ctx::new(&shown).with_copies(topo), view, w)
+    }
 }
 
 #[cfg(test)]

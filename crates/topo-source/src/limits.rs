@@ -8,12 +8,12 @@ use std::path::Path;
 /// replay and looked for by the archive reader).
 pub(crate) const META: &str = "meta.json";
 
-/// The most nodes `--nodes` replicates: more than the largest NCCL jobs run on (a few
-/// thousand nodes), and few enough that every command stays within seconds and memory.
-pub const MAX_NODES: usize = 4096;
+/// The most nodes `--nodes` replicates: 16,384 nodes of 8 GPUs are 131,072 GPUs, the size
+/// of today's largest training clusters (issue 28).
+pub const MAX_NODES: usize = 16384;
 
-/// The most GPUs a replicated topology may hold (4096 nodes of 8 GPUs).
-pub const MAX_GPUS: usize = 32768;
+/// The most GPUs a topology, replicated or not, may hold (16,384 nodes of 8 GPUs).
+pub const MAX_GPUS: usize = 131_072;
 
 /// The most devices of one kind (GPUs, NICs, ports, PCI switches, CPUs) one host may hold:
 /// NCCL's own capacity per node type (`NCCL_TOPO_MAX_NODES`, 640 since 2.29). Larger hosts
@@ -22,12 +22,13 @@ pub const MAX_GPUS: usize = 32768;
 pub const MAX_PER_HOST: usize = 640;
 
 /// The most device pairs (the sum over hosts of devices per host, squared) a topology and its
-/// replication may hold. NCCL's path tables hold one entry per pair of a host's devices, and
-/// they, not the device count, are what costs a host with hundreds of NICs: 16 copies of one
-/// with 600 NICs took 54 s and 2 GB. The limit is set so that the documented maximum of
-/// 4096 nodes of a DGX H100 (46 devices each, 8.7 million pairs) still fits, and nothing
-/// admitted costs more than that largest documented case (bench/plan measures it).
-pub const MAX_DEVICE_PAIRS: u64 = 1 << 24;
+/// `--nodes` copies may hold. NCCL's path tables hold one entry per pair of a host's devices,
+/// and they, not the device count, are what costs a host with hundreds of NICs: copies share
+/// the first one's tables now (topo-nccl's `paths::replica`), yet 800 copies of a host with
+/// 600 NICs still took 9 s and 2.8 GB, against 64 copies' 4 s and 280 MB. The limit is set
+/// so that the documented maximum of 16,384 nodes of a DGX H100 (46 devices each, 34.7
+/// million pairs) fits, and a host of 600 NICs fits 46 times.
+pub const MAX_DEVICE_PAIRS: u64 = 1 << 26;
 
 /// How a streamed input is named in messages: `standard input`, or the pipe's path.
 pub fn stream_name(path: &Path) -> String {

@@ -27,7 +27,10 @@ struct Doc<'a> {
     topo_version: &'static str,
     view: &'static str,
     source: SourceDoc,
+    /// Every host; with `copies`, the sections below list the first copy's hosts only.
     hosts: Vec<HostDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copies: Option<super::copies::CopiesDoc>,
     gpus: Vec<GpuDoc>,
     nics: Vec<NicDoc>,
     numa: Vec<NumaDoc>,
@@ -69,6 +72,13 @@ struct HostDoc {
     nvml_version: Option<String>,
     gpu_discovery: Option<String>,
     env: BTreeMap<String, String>,
+    /// The host of the first copy this one copies (`--nodes`): its devices are that host's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copy_of: Option<u16>,
+    /// With copies: the NVLink fabric cluster this host's GPUs are registered in, the one
+    /// fact besides the name in which a copy differs from its original.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nvlink_cluster: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -402,6 +412,7 @@ fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
         view: view_name(view),
         source: source_doc(ctx),
         hosts: host_docs(ctx),
+        copies: ctx.copies.map(|c| c.doc()),
         gpus: all.iter().flat_map(|hv| gpu_docs(ctx, names, hv)).collect(),
         nics: all.iter().flat_map(|hv| nic_docs(ctx, names, hv)).collect(),
         numa: all
@@ -452,8 +463,11 @@ fn source_doc(ctx: &Ctx) -> SourceDoc {
 }
 
 fn host_docs(ctx: &Ctx) -> Vec<HostDoc> {
-    let topo = ctx.topo;
-    (0..ctx.hosts.len())
+    let (topo, count) = match ctx.copies {
+        Some(c) => (c.whole, c.hosts()),
+        None => (ctx.topo, ctx.hosts.len()),
+    };
+    (0..count)
         .map(|i| {
             let h = topo.hosts.get(i).cloned().unwrap_or_default();
             HostDoc {
@@ -465,6 +479,8 @@ fn host_docs(ctx: &Ctx) -> Vec<HostDoc> {
                 nvml_version: h.nvml_version,
                 gpu_discovery: h.gpu_discovery,
                 env: h.env,
+                copy_of: ctx.copies.and_then(|c| c.copy_of(i)),
+                nvlink_cluster: ctx.copies.and_then(|c| c.cluster(i)).map(String::from),
             }
         })
         .collect()
@@ -945,6 +961,9 @@ impl<'a> JobPlan<'a> {
         for key in ["schema", "topo_version", "view", "source", "hosts"] {
             jobs.push(Job::Field(key));
         }
+        if self.ctx.copies.is_some() {
+            jobs.push(Job::Field("copies"));
+        }
         let array = |jobs: &mut Vec<Job>, key, runs: Vec<Range<usize>>| {
             jobs.push(Job::Open(key));
             jobs.extend(runs.into_iter().map(|r| Job::Items(key, r)));
@@ -1018,6 +1037,7 @@ impl<'a> JobPlan<'a> {
             "view" => json_value_to(buf, view_name(view)),
             "source" => json_value_to(buf, &source_doc(ctx)),
             "hosts" => json_value_to(buf, &host_docs(ctx)),
+            "copies" => json_value_to(buf, &ctx.copies.map(|c| c.doc())),
             "pci_switches" => json_value_to(buf, &pci_switch_docs(ctx, names)),
             "pci_devices" => json_value_to(buf, &pci_device_docs(ctx)),
             "p2p" => json_value_to(buf, &p2p_docs(ctx, names)),

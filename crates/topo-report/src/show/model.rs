@@ -96,6 +96,8 @@ pub(crate) struct Ctx<'a> {
     /// its CPU) and a CPU with NUMA id -1, as a VM's NCCL XML lists it; nothing tells one
     /// host bridge from another there.
     pub flat_hosts: HashSet<HostId>,
+    /// Set when the topology shown is the first copy of a replicated one.
+    pub copies: Option<super::copies::Replicas<'a>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -208,11 +210,20 @@ impl<'a> Ctx<'a> {
             channel0: HashMap::default(),
             number,
             roles,
+            copies: None,
         }
     }
 
+    /// The context of `shown`, the first copy of `whole` where `whole` is copies of one
+    /// machine ([`Topology::first_copy`]).
+    pub fn with_copies(mut self, whole: &'a Topology) -> Ctx<'a> {
+        self.copies = super::copies::Replicas::of(whole);
+        self
+    }
+
+    /// Whether the machine has several hosts, though only the first copy's may be listed.
     pub fn multi_host(&self) -> bool {
-        self.hosts.len() > 1
+        self.hosts.len() > 1 || self.copies.is_some()
     }
 
     pub fn host_name(&self, h: HostId) -> String {

@@ -90,6 +90,10 @@ fn picture(ctx: &Ctx) -> String {
         );
         y += 20.0;
     }
+    if let Some(c) = ctx.copies {
+        svg.text(PAD, y, "note", Anchor::Start, &c.sentence());
+        y += 20.0;
+    }
     svg.finish(width, y + 8.0, STYLE)
 }
 
@@ -100,12 +104,18 @@ fn title(ctx: &Ctx) -> String {
         .as_deref()
         .map(|o| format!(" {}", clip(o, 80)))
         .unwrap_or_default();
-    let gpus: usize = ctx.hosts.iter().map(|h| h.gpus.len()).sum();
+    // Copies of one machine (`--nodes`) count whole, though one copy is drawn.
+    let (hosts, gpus) = match ctx.copies.map(|c| c.doc()) {
+        Some(d) => (d.hosts, d.gpus),
+        None => (
+            ctx.hosts.len(),
+            ctx.hosts.iter().map(|h| h.gpus.len()).sum(),
+        ),
+    };
     format!(
-        "topo show: {}{origin} · {} host{} · {gpus} GPU{}",
+        "topo show: {}{origin} · {hosts} host{} · {gpus} GPU{}",
         src.kind,
-        ctx.hosts.len(),
-        if ctx.hosts.len() == 1 { "" } else { "s" },
+        if hosts == 1 { "" } else { "s" },
         if gpus == 1 { "" } else { "s" }
     )
 }
