@@ -133,6 +133,62 @@ fn bare_nics_of_one_host_are_one_nic() {
     assert_eq!(p.ty, topo_nccl::types::PathType::Phb);
 }
 
+/// A GPU right under its CPU reaches it over PCI and over C2C; NCCL's GPU-to-GPU path
+/// through that CPU holds the C2C links, and the search charges them. Two Grace Hopper GPUs
+/// with 18 NVLinks each: at NCCL 2.28.9 (nccl-oracle) the C2C path (450 GB/s) beats NVLink
+/// (370.8) and carries 14 ring channels at 30 GB/s; charged to the 24 GB/s PCI links topo
+/// found one ring channel at 24.
+#[test]
+fn a_c2c_path_is_charged_on_the_c2c_links() {
+    let gpu = |bus: &str, dev: usize| {
+        format!(
+            r#"<pci busid="0000:{bus}:00.0" class="0x030200" vendor="0x10de" device="0x2330" subsystem_vendor="0x10de" subsystem_device="0x16c1" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="{dev}" sm="90" rank="{dev}" gdr="1"><nvlink target="0000:53:00.0" count="18" tclass="0x068000"/><c2c bw="45000" count="10"/></gpu></pci>"#
+        )
+    };
+    let xml = format!(
+        r#"<system version="1"><cpu numaid="0" affinity="0000ffff" arch="arm64" vendor="ARM" familyid="0" modelid="0">{}{}</cpu></system>"#,
+        gpu("09", 0),
+        gpu("0a", 1)
+    );
+    let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
+    let a = plan(&t, &[]);
+    let line =
+        |g: &topo_nccl::graph::Graph| topo_nccl::search::print_graph(g, &a.system, 28).remove(0);
+    assert_eq!(
+        line(&a.graphs.ring),
+        "Pattern 4, crossNic 0, nChannels 14, bw 30.000000/30.000000, type C2C/PIX, sameChannels 1"
+    );
+    assert_eq!(
+        line(&a.graphs.tree),
+        "Pattern 1, crossNic 0, nChannels 14, bw 60.000000/50.000000, type C2C/PIX, sameChannels 0"
+    );
+    assert_eq!(
+        a.counts.log_line(),
+        "28 coll channels, 28 collnet channels, 16 nvls channels, 32 p2p channels, 2 p2p channels per peer"
+    );
+}
+
+/// The same link choice on a P2C path (GPU over C2C to its CPU, then PCI to a NIC): two
+/// GB200 NVL72 trays at NCCL 2.28.9 (nccl-oracle, the profile as `topo xml` writes it) get
+/// 10 ring channels, which also enter and leave by the BlueField ports; charged to the
+/// GPUs' PCI links topo found 8.
+#[test]
+fn gb200_trays_charge_c2c_on_their_p2c_paths() {
+    let profile = topo_source::profile::load_builtin("gb200-nvl72").unwrap();
+    let xml = topo_source::ncclxml::write(&profile).unwrap();
+    let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
+    let a = plan(&t.replicate(2), &[]);
+    let ring = topo_nccl::search::print_graph(&a.graphs.ring, &a.system, 28).remove(0);
+    assert_eq!(
+        ring,
+        "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/P2C, sameChannels 0"
+    );
+    assert_eq!(
+        a.counts.log_line(),
+        "20 coll channels, 20 collnet channels, 32 nvls channels, 32 p2p channels, 2 p2p channels per peer"
+    );
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

@@ -263,6 +263,9 @@ fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                         let mut route = Vec::with_capacity(p_node.route.len() + 1);
                         route.push(rem);
                         route.extend_from_slice(&p_node.route);
+                        let mut links = Vec::with_capacity(p_node.links.len() + 1);
+                        links.push(link.kind);
+                        links.extend_from_slice(&p_node.links);
                         if column[rem].is_none() {
                             touched.push(rem);
                         }
@@ -271,6 +274,7 @@ fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                             bw,
                             hops,
                             route,
+                            links,
                         });
                         if queued_at[rem] != level {
                             queued_at[rem] = level;
@@ -345,11 +349,14 @@ fn inter_step(
     }
     let mut route = a.route.clone();
     route.extend_from_slice(&b.route[1..]);
+    let mut links = a.links.clone();
+    links.extend_from_slice(&b.links);
     Some(Path {
         ty,
         bw: a.bw.min(b.bw),
         hops: a.hops + b.hops,
         route,
+        links,
     })
 }
 

@@ -495,10 +495,14 @@ struct Links<'a> {
     /// First link id of each node.
     offset: Vec<usize>,
     bw: Vec<f32>,
+    /// A hop takes the first link of the kind the path search came over (2.19+); 2.18 took
+    /// the first link to the next node whatever its kind (`ncclTopoSetPaths`, NVIDIA/nccl
+    /// v2.18.6-1 and v2.19.4-1 src/graph/paths.cc).
+    typed_hops: bool,
 }
 
 impl<'a> Links<'a> {
-    fn new(sys: &'a System, paths: &'a Paths) -> Links<'a> {
+    fn new(sys: &'a System, paths: &'a Paths, minor: u32) -> Links<'a> {
         let mut offset = Vec::with_capacity(sys.nodes.len());
         let mut bw = Vec::new();
         for n in &sys.nodes {
@@ -510,6 +514,7 @@ impl<'a> Links<'a> {
             paths,
             offset,
             bw,
+            typed_hops: minor >= 19,
         }
     }
 
@@ -521,10 +526,11 @@ impl<'a> Links<'a> {
             return None;
         }
         let route = self.paths.route(from, to)?;
+        let kinds = self.paths.link_kinds(from, to)?;
         let mut hops = Vec::with_capacity(route.len().saturating_sub(1));
         let mut intel = false;
-        for (a, b) in route.clone().zip(route.skip(1)) {
-            let (hop, via_intel) = self.hop(a, b)?;
+        for ((a, b), &kind) in route.clone().zip(route.skip(1)).zip(kinds) {
+            let (hop, via_intel) = self.hop(a, b, kind)?;
             intel |= via_intel;
             hops.push(hop);
         }
@@ -538,12 +544,14 @@ impl<'a> Links<'a> {
         })
     }
 
-    /// The hop from `a` to `b` over a link with a matching reverse, and whether it enters an
-    /// Intel x86 CPU.
-    fn hop(&self, a: usize, b: usize) -> Option<(Hop, bool)> {
+    /// The hop from `a` to `b` over the first link of `kind` (of any kind before 2.19) with a
+    /// matching reverse: the link NCCL's path holds, a GPU's C2C link to its CPU rather than
+    /// its PCI one on a C2C path. Also whether it enters an Intel x86 CPU.
+    fn hop(&self, a: usize, b: usize, kind: LinkType) -> Option<(Hop, bool)> {
         let sys = self.sys;
         let li = sys.nodes[a].links.iter().position(|l| {
             l.to == b
+                && (l.kind == kind || !self.typed_hops)
                 && sys.nodes[b]
                     .links
                     .iter()
@@ -708,7 +716,7 @@ impl Ctx {
             .collect();
         let cc_min = cc.iter().copied().min().unwrap_or(0);
 
-        let links = Links::new(sys, paths);
+        let links = Links::new(sys, paths, params.minor);
         let make = |from: usize, to: usize| links.path(from, to);
 
         let mut gg = Vec::with_capacity(ngpus * ngpus);

@@ -1,7 +1,7 @@
 //! The per-host path tables and how a path is read from them (a replica host reads its
 //! source's table through its own nodes).
 
-use crate::system::NodeType;
+use crate::system::{LinkType, NodeType};
 use crate::types::PathType;
 use serde::Serialize;
 use topo_model::HostId;
@@ -16,6 +16,12 @@ pub struct Path {
     /// of the host whose table holds the path: read it through [`Paths::route`], which moves
     /// a replica host's shared path onto its own nodes.
     pub(super) route: Vec<usize>,
+    /// The kind of link each hop takes (`links[i]`: `route[i]` to `route[i + 1]`). Two nodes
+    /// can have parallel links, a GPU's PCI and C2C links to its CPU: NCCL's path holds the
+    /// link itself, from 2.19 the first one of the kind the search came over
+    /// (`ncclTopoSetPaths`, NVIDIA/nccl v2.28.9-1 src/graph/paths.cc), and the graph search
+    /// charges that one.
+    pub(super) links: Vec<LinkType>,
 }
 
 impl Path {
@@ -25,6 +31,7 @@ impl Path {
             bw: loc_bw,
             hops: 0,
             route: vec![node],
+            links: vec![],
         }
     }
 }
@@ -116,6 +123,11 @@ impl Paths {
         let t = &self.hosts[self.host_of[from] as usize];
         let (f, to) = (t.from, t.to);
         Some(p.route.iter().map(move |&x| x - f + to))
+    }
+
+    /// The kind of link each hop of the path `from -> to` takes, in route order.
+    pub fn link_kinds(&self, from: usize, to: usize) -> Option<&[LinkType]> {
+        self.get(from, to).map(|p| p.links.as_slice())
     }
 
     /// The nodes strictly between the ends of the path `from -> to` (a PXN or NVB relay).

@@ -711,3 +711,77 @@ fn all_gather3_takes_the_worst_of_every_node() {
     assert!(!m.ring.same_channels);
     assert_eq!(m.nvls.map(|g| g.n_channels), Some(0));
 }
+
+/// A Grace Hopper pair: an ARM CPU with two sm90 GPUs right under it (Gen4 x16, 24 GB/s),
+/// each with a 450 GB/s C2C link to that CPU and 18 NVLinks to one NVSwitch, as the XML
+/// `<gpu>` with `<c2c bw="45000" count="10"/>` reads.
+fn grace_hopper_pair() -> Topology {
+    use topo_model::*;
+    let mut t = Topology::new(SourceInfo {
+        kind: "test".into(),
+        ..Default::default()
+    });
+    let cpu = t.add_node(
+        0,
+        None,
+        NodeKind::Cpu(Cpu {
+            numa: 0,
+            arch: Some("arm64".into()),
+            vendor: Some("ARM".into()),
+            ..Default::default()
+        }),
+    );
+    let nvs = t.add_node(
+        0,
+        None,
+        NodeKind::NvSwitch(NvSwitch {
+            busid: Some(BusId::new(0, 0x53, 0, 0)),
+            ..Default::default()
+        }),
+    );
+    for d in 0..2 {
+        let mut g = Gpu::new(BusId::new(0, 0x09 + d as u8, 0, 0), d);
+        g.sm = Some(90);
+        g.gdr = Some(true);
+        g.pcie = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
+        let gi = t.add_child(cpu, NodeKind::Gpu(g));
+        t.add_nvlink(gi, nvs, 18);
+        let c2c = Link {
+            kind: LinkKind::C2c,
+            bw: 450.0,
+            lanes: 10,
+        };
+        t.connect_both(gi, cpu, c2c);
+    }
+    t
+}
+
+/// A GPU right under its CPU has two links to it, PCI and C2C. The GPU-to-GPU path over the
+/// CPU is C2C (450 GB/s, better than NVLink's 370.8 in 2.28), and NCCL's path holds the C2C
+/// links (`ncclTopoSetPaths` keeps the link it came over), so the search charges those:
+/// nccl-oracle at NCCL 2.28.9 finds 14 ring channels at 30 GB/s of type C2C. Charging the
+/// first link to the CPU, the 24 GB/s PCI one, left topo with 1 channel.
+#[test]
+fn a_c2c_path_charges_the_c2c_links_not_the_pci_ones() {
+    let t = grace_hopper_pair();
+    let sys = System::build(&t, &BwConstants::default());
+    let pol = PathPolicy {
+        minor: 28,
+        ..Default::default()
+    };
+    let paths = paths::compute(&sys, &pol);
+    let ctx = Ctx::new(&sys, &paths, &SearchParams::for_version(28), 0);
+    let p = ctx.gg(0, 1).unwrap();
+    assert_eq!((p.ty, p.bw), (PathType::C2c, 450.0));
+    let hop_bw = |ctx: &Ctx| -> Vec<f32> {
+        let p = ctx.gg(0, 1).unwrap();
+        p.hops.iter().map(|h| ctx.link_bw[h.link]).collect()
+    };
+    assert_eq!(hop_bw(&ctx), vec![450.0, 450.0]);
+    // 2.18 took the first link to the next node whatever its kind: the PCI one here.
+    let old = Ctx::new(&sys, &paths, &SearchParams::for_version(18), 0);
+    assert_eq!(hop_bw(&old), vec![24.0, 450.0]);
+    let ring = plan(&t, 28).graphs.ring;
+    assert_eq!((ring.n_channels, ring.bw_intra), (14, 30.0));
+    assert_eq!(ring.type_intra, PathType::C2c);
+}
