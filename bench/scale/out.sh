@@ -2,15 +2,16 @@
 # The output side of issue 11's scale target, this build beside another, run back to back at
 # each size so both see the same load: `topo show --profile dgx-h100 --format json`,
 # `topo plan --profile hgx-h200 --format json` and `topo xml --profile hgx-h200` at
-# N = 128 … 4096 nodes (1,024 … 32,768 GPUs). User CPU time is the column to compare on a
-# shared machine (wall time there mostly measures the other engineers' jobs).
+# N = 128 … 16384 nodes (1,024 … 131,072 GPUs). User CPU time is the column to compare on a
+# shared machine (wall time there mostly measures the other engineers' jobs). A size the
+# other build refuses (builds before 2026-12-04 stop at 4,096 nodes) shows `refused` there.
 #   BEFORE_BIN=/work/main/target/release/topo TOPO_BIN=target/release/topo bench/scale/out.sh
 #   NODES="128 1024" WHAT="show xml" ... (narrower run)
 # Prints a markdown table per command on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${TOPO_BIN:?name this build}" "${BEFORE_BIN:?name the build to compare with}"
-NODES="${NODES:-128 256 512 1024 2048 4096}"
+NODES="${NODES:-128 256 512 1024 2048 4096 8192 16384}"
 WHAT="${WHAT:-show plan xml}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -23,10 +24,13 @@ cmd() { # WHAT BIN N
   esac
 }
 
-# "user wall MiB output-MiB" of one run.
+# "user wall MiB output-MiB" of one run, or "refused - - -".
 measure() {
   # shellcheck disable=SC2046
-  /usr/bin/time -f "%U %e %M" -o "$tmp/time" $(cmd "$1" "$2" "$3") >"$tmp/out" 2>/dev/null
+  if ! /usr/bin/time -f "%U %e %M" -o "$tmp/time" $(cmd "$1" "$2" "$3") >"$tmp/out" 2>/dev/null; then
+    echo "refused - - -"
+    return
+  fi
   read -r u e m <"$tmp/time"
   awk -v u="$u" -v e="$e" -v m="$m" -v s="$(stat -c %s "$tmp/out")" \
     'BEGIN { printf "%s %s %.0f %.1f\n", u, e, m / 1024, s / 1048576 }'
@@ -51,8 +55,8 @@ for w in $WHAT; do
   echo "Growth of user time, k in time ∝ GPUs^k between neighbouring rows (n log n is k ≈ 1.1):"
   echo
   printf '%s\n' "${growth[@]}" | awk 'NR > 1 {
-      k = (u > 0 && $2 > 0) ? sprintf("%.2f", log($2 / u) / log($1 / n)) : "-"
-      kb = (b > 0 && $3 > 0) ? sprintf("%.2f", log($3 / b) / log($1 / n)) : "-"
+      k = (u + 0 > 0 && $2 + 0 > 0) ? sprintf("%.2f", log($2 / u) / log($1 / n)) : "-"
+      kb = (b + 0 > 0 && $3 + 0 > 0) ? sprintf("%.2f", log($3 / b) / log($1 / n)) : "-"
       printf "- %d → %d GPUs: %s → %s s, k = %s; before %s → %s s, k = %s\n", n * 8, $1 * 8, u, $2, k, b, $3, kb
     } { n = $1; u = $2; b = $3 }'
 done

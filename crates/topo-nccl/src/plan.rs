@@ -241,7 +241,7 @@ pub struct Plan {
     #[serde(skip)]
     pub tuning_log: String,
     #[serde(skip)]
-    pub transport_matrix: Vec<String>,
+    pub transport_matrix: TransportMatrices,
     /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
     #[serde(skip)]
     pub tuner_rows: Vec<TunerRow>,
@@ -550,7 +550,32 @@ struct TransportViews {
     reasons: Vec<String>,
     summary: TransportSummary,
     messages: Vec<Message>,
-    matrix: Vec<String>,
+    matrix: TransportMatrices,
+}
+
+/// What the text view shows of the per-node transport matrices: the first node's, and
+/// whether the others' cells are the same (rendering all 16,384 was a tenth of a
+/// 131,072-GPU plan).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TransportMatrices {
+    /// The first node's matrix as text (`transport_view::HostMatrix::render`).
+    pub first: Option<String>,
+    /// Nodes after the first, and whether all their cells equal the first's.
+    pub others: usize,
+    pub identical: bool,
+}
+
+impl TransportMatrices {
+    fn of(m: &[transport_view::HostMatrix]) -> TransportMatrices {
+        let Some(first) = m.first() else {
+            return TransportMatrices::default();
+        };
+        TransportMatrices {
+            first: Some(first.render()),
+            others: m.len() - 1,
+            identical: m.iter().all(|x| x.cells == first.cells),
+        }
+    }
 }
 
 impl TransportViews {
@@ -561,10 +586,7 @@ impl TransportViews {
             reasons,
             summary: transport_view::summary(&a.transports),
             messages: messages_of(a),
-            matrix: transport_view::matrices(&a.system, &a.transports)
-                .iter()
-                .map(|m| m.render())
-                .collect(),
+            matrix: TransportMatrices::of(&transport_view::matrices(&a.system, &a.transports)),
         }
     }
 }

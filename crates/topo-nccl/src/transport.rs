@@ -134,24 +134,23 @@ impl PairTransport {
     }
 
     /// Short code for the matrix: `P2P`, `P2P/R`, `P2P/I`, `SHM`, `NET`, `!` for an anomaly.
-    pub fn code(&self) -> String {
-        let base = if self.transport.is_p2p() {
-            if self.intermediate.is_some() {
-                "P2P/I"
-            } else if self.read {
-                "P2P/R"
-            } else {
-                "P2P"
+    pub fn code(&self) -> &'static str {
+        let flagged = self.anomaly.is_some();
+        if self.transport.is_p2p() {
+            match (self.intermediate.is_some(), self.read, flagged) {
+                (true, _, false) => "P2P/I",
+                (true, _, true) => "P2P/I!",
+                (false, true, false) => "P2P/R",
+                (false, true, true) => "P2P/R!",
+                (false, false, false) => "P2P",
+                (false, false, true) => "P2P!",
             }
         } else if self.transport.is_shm() {
-            "SHM"
+            if flagged { "SHM!" } else { "SHM" }
+        } else if flagged {
+            "NET!"
         } else {
             "NET"
-        };
-        if self.anomaly.is_some() {
-            format!("{base}!")
-        } else {
-            base.to_string()
         }
     }
 }
@@ -215,71 +214,95 @@ pub fn select(
     } else {
         0
     };
+    // A host whose path tables are an earlier host's repeats that host's pairs, as long as
+    // no per-pair fact (a peer-access probe, keyed by rank) could tell the two apart.
+    let sources: Vec<usize> = (0..nhosts)
+        .map(|h| match tp.peer_access.is_empty() {
+            true => paths.tables_of(h),
+            false => h,
+        })
+        .collect();
     // Hosts are independent: at 32,768 GPUs their 229,376 pairs were a fifth of the plan's
     // time on one core. Each worker takes a contiguous run of hosts and the runs are joined
     // in host order, so the list is the same whatever the number of workers.
-    select_on(&ctx, &hosts, pairs + inter, workers_for(pairs))
+    select_on(&ctx, &hosts, &sources, pairs + inter, workers_for(pairs))
 }
 
-/// Hosts a worker takes in one round of [`select_on`]: a round's threads cost a tenth of a
-/// millisecond to start, its hosts' pairs a few milliseconds to choose.
-const ROUND_HOSTS_PER_WORKER: usize = 128;
+/// Pairs a worker chooses in one round of [`select_on`] (a host is never split): a round's
+/// threads cost a tenth of a millisecond to start, its pairs tens of milliseconds to choose,
+/// and a round's lists wait beside the whole list, so they stay a few megabytes.
+const ROUND_PAIRS_PER_WORKER: usize = 1 << 15;
 
-/// [`select`]'s list made by `workers` threads.
+fn pairs_of(ranks: &[usize]) -> usize {
+    ranks.len() * ranks.len().saturating_sub(1)
+}
+
+/// `hosts` in consecutive runs of at least `per` pairs (the last may have fewer).
+fn runs_of(hosts: &[Vec<usize>], per: usize) -> Vec<&[Vec<usize>]> {
+    let (mut runs, mut start, mut pairs) = (vec![], 0, 0);
+    for (i, ranks) in hosts.iter().enumerate() {
+        pairs += pairs_of(ranks);
+        if pairs >= per {
+            runs.push(&hosts[start..=i]);
+            (start, pairs) = (i + 1, 0);
+        }
+    }
+    if start < hosts.len() {
+        runs.push(&hosts[start..]);
+    }
+    runs
+}
+
+/// [`select`]'s list made by `workers` threads; a host `h` whose `sources[h]` is another
+/// host of as many GPUs repeats that host's pairs on its own ranks ([`repeat`]).
 fn select_on(
     ctx: &Ctx,
     hosts: &[Vec<usize>],
+    sources: &[usize],
     capacity: usize,
     workers: usize,
 ) -> Vec<PairTransport> {
     let nhosts = hosts.len();
-    let mut out = Vec::with_capacity(capacity);
-    let host_pairs = |ranks: &[usize], out: &mut Vec<PairTransport>, shared: &mut Reasons| {
-        for &a in ranks {
-            for &b in ranks {
-                if a != b {
-                    let mut p = ctx.same_host(a, b, ranks.len());
-                    p.reason = shared.share(&p.reason);
-                    out.push(p);
-                }
-            }
-        }
+    let own = |h: usize| {
+        let s = sources.get(h).copied().unwrap_or(h);
+        s >= h || hosts[s].len() != hosts[h].len()
     };
-    let mut shared = Reasons::default();
-    if workers <= 1 {
-        for ranks in hosts {
-            host_pairs(ranks, &mut out, &mut shared);
-        }
+    let mut out = Vec::with_capacity(capacity);
+    if (0..nhosts).all(own) {
+        same_host_pairs(ctx, hosts, workers, &mut out);
     } else {
-        // In rounds of a few hundred hosts, each cut into one run per worker: the runs'
-        // lists wait beside `out` only for one round (whole, they doubled the list's memory:
-        // 270 MB more at 131,072 GPUs).
-        let host_pairs = &host_pairs;
-        for round in hosts.chunks(workers * ROUND_HOSTS_PER_WORKER) {
-            let per = round.len().div_ceil(workers);
-            let parts: Vec<Vec<PairTransport>> = std::thread::scope(|s| {
-                let handles: Vec<_> = round
-                    .chunks(per)
-                    .map(|run| {
-                        s.spawn(move || {
-                            let (mut part, mut shared) = (Vec::new(), Reasons::default());
-                            for ranks in run {
-                                host_pairs(ranks, &mut part, &mut shared);
-                            }
-                            part
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            });
-            for part in parts {
-                out.extend(part);
+        let computing: Vec<usize> = (0..nhosts).filter(|&h| own(h)).collect();
+        let lists: Vec<Vec<usize>> = computing.iter().map(|&h| hosts[h].clone()).collect();
+        let mut computed = Vec::new();
+        same_host_pairs(ctx, &lists, workers, &mut computed);
+        let mut at = vec![0; nhosts];
+        let mut next = 0;
+        for &h in &computing {
+            at[h] = next;
+            next += pairs_of(&hosts[h]);
+        }
+        let mut pos = vec![0; hosts.iter().flatten().max().map_or(0, |&m| m + 1)];
+        for ranks in hosts {
+            for (i, &r) in ranks.iter().enumerate() {
+                pos[r] = i;
             }
+        }
+        let mut shared = Reasons::default();
+        for h in 0..nhosts {
+            let s = if own(h) { h } else { sources[h] };
+            let list = &computed[at[s]..at[s] + pairs_of(&hosts[s])];
+            if s == h {
+                out.extend_from_slice(list);
+                continue;
+            }
+            let on = |r: usize| hosts[h][pos[r]];
+            out.extend(
+                list.iter()
+                    .map(|p| repeat(ctx, p, on, hosts[h].len(), &mut shared)),
+            );
         }
     }
+    let mut shared = Reasons::default();
     if nhosts > 1 {
         for (h, ranks) in hosts.iter().enumerate() {
             let next = &hosts[(h + 1) % nhosts];
@@ -308,6 +331,79 @@ impl Reasons {
         let r: Arc<str> = reason.into();
         self.0.insert(r.clone());
         r
+    }
+}
+
+/// The pairs of every host in `hosts`, in host order, appended to `out` by `workers` threads.
+fn same_host_pairs(ctx: &Ctx, hosts: &[Vec<usize>], workers: usize, out: &mut Vec<PairTransport>) {
+    let host_pairs = |ranks: &[usize], out: &mut Vec<PairTransport>, shared: &mut Reasons| {
+        for &a in ranks {
+            for &b in ranks {
+                if a != b {
+                    let mut p = ctx.same_host(a, b, ranks.len());
+                    p.reason = shared.share(&p.reason);
+                    out.push(p);
+                }
+            }
+        }
+    };
+    if workers <= 1 {
+        let mut shared = Reasons::default();
+        for ranks in hosts {
+            host_pairs(ranks, out, &mut shared);
+        }
+        return;
+    }
+    // In rounds of one run per worker, each run's list sized exactly: the lists wait beside
+    // `out` only for one round (all of them at once, grown by doubling, were 520 MB beside a
+    // 292 MB list for 4,096 NVL72 trays).
+    let host_pairs = &host_pairs;
+    for round in runs_of(hosts, ROUND_PAIRS_PER_WORKER).chunks(workers) {
+        let parts: Vec<Vec<PairTransport>> = std::thread::scope(|s| {
+            let handles: Vec<_> = round
+                .iter()
+                .map(|run| {
+                    s.spawn(move || {
+                        let pairs = run.iter().map(|r| pairs_of(r)).sum();
+                        let mut part = Vec::with_capacity(pairs);
+                        let mut shared = Reasons::default();
+                        for ranks in run.iter() {
+                            host_pairs(ranks, &mut part, &mut shared);
+                        }
+                        part
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        for part in parts {
+            out.extend(part);
+        }
+    }
+}
+
+/// `p`, a pair of a host whose tables another host shares, as that host's pair: the same
+/// choice on the ranks `on` maps to. A pair that names a third rank (an NVB relay, a PXN
+/// proxy) is chosen again, since its text names that rank.
+fn repeat(
+    ctx: &Ctx,
+    p: &PairTransport,
+    on: impl Fn(usize) -> usize,
+    local_ranks: usize,
+    shared: &mut Reasons,
+) -> PairTransport {
+    if p.intermediate.is_some() || p.proxy.is_some() {
+        let mut q = ctx.same_host(on(p.from), on(p.to), local_ranks);
+        q.reason = shared.share(&q.reason);
+        return q;
+    }
+    PairTransport {
+        from: on(p.from),
+        to: on(p.to),
+        ..p.clone()
     }
 }
 

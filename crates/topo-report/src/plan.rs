@@ -323,22 +323,15 @@ fn transports_section(out: &mut String, p: &Plan, style: Style) {
     if let Some(l) = &p.p2p_type {
         let _ = writeln!(out, "  {l}");
     }
-    if let Some(m) = p.transport_matrix.first() {
-        out.push_str(&transport_matrix(m, style));
-        if p.transport_matrix.len() > 1 {
-            // The cells, without the host line, the header and the row labels (ranks differ).
-            fn body(x: &str) -> Vec<Vec<&str>> {
-                x.lines()
-                    .skip(2)
-                    .map(|l| l.split_whitespace().skip(1).collect())
-                    .collect()
-            }
-            let same = p.transport_matrix.iter().all(|x| body(x) == body(m));
+    let m = &p.transport_matrix;
+    if let Some(first) = &m.first {
+        out.push_str(&transport_matrix(first, style));
+        if m.others > 0 {
             let _ = writeln!(
                 out,
                 "  ({} more node(s){})",
-                p.transport_matrix.len() - 1,
-                if same {
+                m.others,
+                if m.identical {
                     ", identical"
                 } else {
                     ", see --format json"

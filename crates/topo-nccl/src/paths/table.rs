@@ -113,6 +113,13 @@ impl Paths {
         t.table.get(r * t.nb + c)?.as_ref()
     }
 
+    /// The host whose path tables host `h` reads: itself, or an earlier host it replicates
+    /// (the same devices, links, attributes and rank order at the same offsets,
+    /// [`super::replica`]).
+    pub fn tables_of(&self, h: usize) -> usize {
+        self.hosts.get(h).map_or(h, |t| t.source)
+    }
+
     /// The system nodes of the path `from -> to`, both ends included.
     pub fn route(
         &self,

@@ -40,15 +40,49 @@ fn several_workers_list_what_one_lists() {
     );
     let ctx = Ctx::new(&r.sys, &r.paths, &r.pp, &r.tp);
     let hosts: Vec<Vec<usize>> = (0..5).map(|h| r.sys.host_gpus(h)).collect();
-    let one = select_on(&ctx, &hosts, 0, 1);
+    let own: Vec<usize> = (0..5).collect();
+    let one = select_on(&ctx, &hosts, &own, 0, 1);
     assert_eq!(one, r.pairs);
     for workers in [2, 3, 8] {
         assert_eq!(
-            select_on(&ctx, &hosts, 0, workers),
+            select_on(&ctx, &hosts, &own, 0, workers),
             one,
             "{workers} workers"
         );
     }
+}
+
+/// A host whose path tables repeat an earlier host's repeats its pairs: the list is the one
+/// every host computing its own gives, NVB relays (which name a rank) and PXN included.
+#[test]
+fn repeated_hosts_list_what_computing_hosts_list() {
+    let mut relays = 0;
+    for t in [hgx(8, 90).replicate(4), dgx1_v100().replicate(3)] {
+        for pp in [
+            PathPolicy::default(),
+            PathPolicy {
+                p2p_level: Some(PathType::Nvl),
+                ..PathPolicy::default()
+            },
+        ] {
+            let r = run(&t, pp, TransportPolicy::default());
+            let ctx = Ctx::new(&r.sys, &r.paths, &r.pp, &r.tp);
+            let n = t.host_count();
+            let hosts: Vec<Vec<usize>> = (0..n).map(|h| r.sys.host_gpus(h as u16)).collect();
+            let sources: Vec<usize> = (0..n).map(|h| r.paths.tables_of(h)).collect();
+            assert!(sources[1..].iter().all(|&s| s == 0), "{sources:?}");
+            let own: Vec<usize> = (0..n).collect();
+            for workers in [1, 2] {
+                assert_eq!(
+                    select_on(&ctx, &hosts, &sources, 0, workers),
+                    select_on(&ctx, &hosts, &own, 0, workers)
+                );
+            }
+            assert_eq!(r.pairs, select_on(&ctx, &hosts, &own, 0, 1));
+            relays += r.pairs.iter().filter(|p| p.intermediate.is_some()).count();
+        }
+    }
+    assert!(relays > 0, "no NVB relay was repeated");
 }
 
 impl Run {

@@ -18,7 +18,7 @@ pub struct HostMatrix {
     pub host: u16,
     pub ranks: Vec<usize>,
     /// `cells[i][j]` for `ranks[i] → ranks[j]`: `X` on the diagonal, `-` when not computed.
-    pub cells: Vec<Vec<String>>,
+    pub cells: Vec<Vec<&'static str>>,
     pub anomalies: usize,
 }
 
@@ -30,7 +30,7 @@ impl HostMatrix {
             .cells
             .iter()
             .flatten()
-            .map(String::len)
+            .map(|c| c.len())
             .chain(head.iter().map(String::len))
             .max()
             .unwrap_or(1)
@@ -93,14 +93,14 @@ pub fn matrices(sys: &System, pairs: &[PairTransport]) -> Vec<HostMatrix> {
                     (0..n)
                         .map(|j| {
                             if i == j {
-                                return "X".to_string();
+                                return "X";
                             }
                             match cells_of[i * n + j] {
                                 Some(p) => {
                                     anomalies += usize::from(p.anomaly.is_some());
                                     p.code()
                                 }
-                                None => "-".to_string(),
+                                None => "-",
                             }
                         })
                         .collect()
