@@ -6,7 +6,7 @@
 # shared machine (wall time there mostly measures the other engineers' jobs). A size the
 # other build refuses (builds before 2026-12-04 stop at 4,096 nodes) shows `refused` there.
 #   BEFORE_BIN=/work/main/target/release/topo TOPO_BIN=target/release/topo bench/scale/out.sh
-#   NODES="128 1024" WHAT="show xml" ... (narrower run)
+#   NODES="128 1024" WHAT="show xml" ... (narrower run; WHAT may add plan-nvl72, GB200 trays)
 # Prints a markdown table per command on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +21,12 @@ cmd() { # WHAT BIN N
   show) echo "$2 show --profile dgx-h100 --nodes $3 --color never --format json" ;;
   plan) echo "$2 plan --profile hgx-h200 --nodes $3 --color never --format json" ;;
   xml) echo "$2 xml --profile hgx-h200 --nodes $3 --color never" ;;
+  plan-nvl72) echo "$2 plan --profile gb200-nvl72 --nodes $3 --color never --format json" ;;
   esac
+}
+
+per_node() { # WHAT: GPUs per node
+  case "$1" in plan-nvl72) echo 4 ;; *) echo 8 ;; esac
 }
 
 # "user wall MiB output-MiB" of one run, or "refused - - -".
@@ -48,16 +53,16 @@ for w in $WHAT; do
   for n in $NODES; do
     read -r u e m s < <(measure "$w" "$TOPO_BIN" "$n")
     read -r bu be bm bs < <(measure "$w" "$BEFORE_BIN" "$n")
-    echo "| $n | $((n * 8)) | $u | $e | $m | $s | $bu | $be | $bm | $bs |"
+    echo "| $n | $((n * $(per_node "$w"))) | $u | $e | $m | $s | $bu | $be | $bm | $bs |"
     growth+=("$n $u $bu")
   done
   echo
   echo "Growth of user time, k in time ∝ GPUs^k between neighbouring rows (n log n is k ≈ 1.1):"
   echo
-  printf '%s\n' "${growth[@]}" | awk 'NR > 1 {
+  printf '%s\n' "${growth[@]}" | awk -v g="$(per_node "$w")" 'NR > 1 {
       k = (u + 0 > 0 && $2 + 0 > 0) ? sprintf("%.2f", log($2 / u) / log($1 / n)) : "-"
       kb = (b + 0 > 0 && $3 + 0 > 0) ? sprintf("%.2f", log($3 / b) / log($1 / n)) : "-"
-      printf "- %d → %d GPUs: %s → %s s, k = %s; before %s → %s s, k = %s\n", n * 8, $1 * 8, u, $2, k, b, $3, kb
+      printf "- %d → %d GPUs: %s → %s s, k = %s; before %s → %s s, k = %s\n", n * g, $1 * g, u, $2, k, b, $3, kb
     } { n = $1; u = $2; b = $3 }'
 done
 echo
