@@ -26,10 +26,12 @@ pub mod inventory;
 pub mod message;
 pub mod net_judge;
 pub mod nic_judge;
+pub mod numa_judge;
 pub mod nvlink_judge;
 pub mod nvls_judge;
 pub mod p2p_judge;
 pub mod pcie_judge;
+pub mod ports_judge;
 pub mod stated;
 
 pub use busid::{BusId, BusIdError};

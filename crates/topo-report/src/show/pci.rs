@@ -168,11 +168,7 @@ pub(crate) fn describe(ctx: &Ctx, n: NodeIndex) -> String {
 
 /// Mbit/s as Gb/s without a needless `.0` (`400`, `2.5`).
 pub(crate) fn fmt_gbps(mbps: u64) -> String {
-    if mbps.is_multiple_of(1000) {
-        (mbps / 1000).to_string()
-    } else {
-        format!("{}", mbps as f64 / 1000.0)
-    }
+    topo_model::ports_judge::gbps(mbps)
 }
 
 /// Children in `lspci -t` order: by bus id, ports of a NIC by port number.

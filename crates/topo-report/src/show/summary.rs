@@ -362,121 +362,39 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
 /// What the source leaves unknown or absent about the host's ports: PCI-only NICs, ports
 /// without GPUDirect RDMA, and ports whose GPUDirect RDMA the source does not state.
 fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    if !hv.bare_nics.is_empty() {
-        out.say(Code::NicPciOnly, Severity::Info, format!(
-            "{} NIC{} listed by PCI class only: port names, speeds and GPUDirect RDMA support are unknown",
-            hv.bare_nics.len(),
-            if hv.bare_nics.len() == 1 { "" } else { "s" }
-        ));
+    let said = |v: topo_model::message::Verdict, out: &mut Verdicts| {
+        out.say(v.code, v.severity, v.summary);
+    };
+    if let Some(v) = topo_model::ports_judge::pci_only(hv.bare_nics.len()) {
+        said(v, out);
     }
     // GPUDirect RDMA: the rule plan and diagnose state too (`topo_model::net_judge`).
     for v in topo_model::net_judge::verdicts(ctx.topo, hv.nets.iter().copied()) {
+        said(v, out);
+    }
+}
+
+/// No NIC in the source (`topo_model::ports_judge::absent`).
+fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
+    let v = topo_model::ports_judge::absent(ctx.topo);
+    out.say(v.code, v.severity, v.summary);
+}
+
+/// Gb/s per GPU over the compute ports (`topo_model::ports_judge::compute_total`).
+fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
+    let role = |n: NodeIndex| ctx.role(n);
+    let names = ShowNames(ctx);
+    if let Some(v) =
+        topo_model::ports_judge::compute_total(ctx.topo, hv.gpus.len(), &hv.nets, role, &names)
+    {
         out.say(v.code, v.severity, v.summary);
     }
 }
 
-/// No NIC in the source. Only a scan of the host (live, snapshot) or a profile says there is
-/// none; a matrix lists only the RDMA NICs nvidia-smi sees, and an XML or a log may be cut,
-/// so there the network is unknown, not absent.
-fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
-    if matches!(
-        ctx.topo.source.kind.as_str(),
-        "live" | "snapshot" | "profile"
-    ) {
-        out.say(
-            Code::NetworkNone,
-            Severity::Info,
-            "No network ports found: this host can only run single-node jobs".to_string(),
-        );
-    } else {
-        out.say(Code::NetworkUnknown, Severity::Info, format!(
-            "No network port in this {} source: whether the host has one is unknown here (nvidia-smi lists only the RDMA NICs it sees; an XML or a log may leave them out)",
-            ctx.topo.source.kind
-        ));
-    }
-}
-
-/// Gb/s per GPU over the compute ports only; storage and front-end ports (a DGX's storage
-/// CX-7s, a 100 GbE uplink, docker0) are named and left out.
-fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    use topo_model::NetRole;
-    let speed = |n: NodeIndex| ctx.topo.net(n).and_then(|x| x.speed_mbps);
-    let compute: Vec<NodeIndex> = hv
-        .nets
-        .iter()
-        .copied()
-        .filter(|&n| ctx.role(n) == NetRole::Compute)
-        .collect();
-    let total: u64 = compute.iter().filter_map(|&n| speed(n)).sum();
-    if total == 0 || hv.gpus.is_empty() {
-        return;
-    }
-    let unknown = compute.iter().filter(|&&n| speed(n).is_none()).count();
-    let mut line = format!(
-        "{} compute network port{} with {} Gb/s in total: {} Gb/s per GPU",
-        compute.len(),
-        if compute.len() == 1 { "" } else { "s" },
-        fmt_gbps(total),
-        gbps_per_gpu(total as f64 / 1000.0 / hv.gpus.len() as f64)
-    );
-    if unknown > 0 {
-        line.push_str(&format!(
-            " (at least: the speed of {unknown} of them is unknown)"
-        ));
-    }
-    let mut left = vec![];
-    for role in [NetRole::Storage, NetRole::FrontEnd] {
-        let v: Vec<String> = hv
-            .nets
-            .iter()
-            .filter(|&&n| ctx.role(n) == role)
-            .map(|&n| ctx.label(n))
-            .collect();
-        if !v.is_empty() {
-            left.push(format!("{} {} ({})", v.len(), role.name(), v.join(", ")));
-        }
-    }
-    if !left.is_empty() {
-        line.push_str(&format!("; not counted: {}", left.join(", ")));
-    }
-    out.say(Code::NetworkTotal, Severity::Info, line);
-}
-
-/// `400`, `66.7`: Gb/s per GPU with one decimal only when needed.
-fn gbps_per_gpu(gbps: f64) -> String {
-    if (gbps - gbps.round()).abs() < 1e-9 {
-        format!("{gbps:.0}")
-    } else {
-        format!("{gbps:.1}")
-    }
-}
-
+/// Which NUMA nodes the GPUs sit on: the rule is `topo_model::numa_judge`'s.
 fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    let mut by: BTreeMap<i32, Vec<NodeIndex>> = BTreeMap::new();
-    for &g in &hv.gpus {
-        by.entry(ctx.numa(g).unwrap_or(-1)).or_default().push(g);
-    }
-    if by.len() > 1 {
-        let parts: Vec<String> = by
-            .iter()
-            .map(|(numa, gs)| {
-                let n = if *numa >= 0 {
-                    numa.to_string()
-                } else {
-                    "?".to_string()
-                };
-                format!("{} on NUMA {n}", gpu_numbers(ctx, gs))
-            })
-            .collect();
-        out.say(
-            Code::NumaSpan,
-            Severity::Info,
-            format!(
-                "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
-                by.len(),
-                parts.join(", ")
-            ),
-        );
+    for v in topo_model::numa_judge::verdicts(ctx.topo, &hv.gpus, &ShowNames(ctx)) {
+        out.say(v.code, v.severity, v.summary);
     }
 }
 
