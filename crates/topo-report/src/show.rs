@@ -40,11 +40,17 @@ pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> Str
         // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
         ShowView::Matrix if !compact => {
             let text = matrix::render(&ctx, style);
-            return note.map_or(text.clone(), |n| format!("{text}\n{n}\n"));
+            return match note {
+                Some(n) => format!("{text}\n{n}\n"),
+                None => text,
+            };
         }
         ShowView::Dot => {
             let text = dot::render(&ctx);
-            return note.map_or(text.clone(), |n| format!("// {n}\n{text}"));
+            return match note {
+                Some(n) => format!("// {n}\n{text}"),
+                None => text,
+            };
         }
         ShowView::Matrix => matrix::render_compact(&ctx, style),
         ShowView::Summary => summary::render(&ctx, style),
