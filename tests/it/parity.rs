@@ -2,13 +2,14 @@
 //! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
 //! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`), peer access
 //! (`topo_model::p2p_judge`), NVLS stated off (`topo_model::nvls_judge`) and NIC placement
-//! problems (`topo_model::nic_judge`) with the same code and the same severity, or all leave them out.
+//! problems (`topo_model::nic_judge`) and NVLink fabric registration problems
+//! (`topo_model::fabric_judge`) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 12] = [
+const SHARED: [&str; 14] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
@@ -21,6 +22,8 @@ const SHARED: [&str; 12] = [
     "nic-missing",
     "nic-numa-remote",
     "nic-none-near",
+    "fabric-manager-not-ready",
+    "nvlink-fabric-partial",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.

@@ -5,7 +5,6 @@
 use super::{Finding, Input, Report, Severity};
 use topo_model::Topology;
 use topo_model::message::Code;
-use topo_model::pcie_judge::label;
 use topo_nccl::analyze::{self, Request, RuntimeFacts};
 use topo_nccl::types::PathType;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
@@ -102,40 +101,28 @@ fn nvlink(t: &Topology, r: &mut Report) {
     }
 }
 
+/// NVLink fabric registration as show and plan state it (`topo_model::fabric_judge`), with
+/// what to do about it. A live host's NVML facts are judged apart (`hostchecks`) and merge
+/// into the same finding.
 fn fabric(t: &Topology, r: &mut Report) {
-    let ev: Vec<String> =
-        t.gpus()
-            .into_iter()
-            .filter_map(|g| {
-                let f = t.gpu(g)?.fabric.as_ref()?;
-                (f.state != "completed" || f.status.as_deref().is_some_and(|s| s != "success"))
-                    .then(|| {
-                        format!(
-                            "{}: fabric state {}{}",
-                            label(t, g),
-                            f.state,
-                            f.status
-                                .as_deref()
-                                .map(|s| format!(", status {s}"))
-                                .unwrap_or_default()
-                        )
-                    })
-            })
-            .collect();
-    if ev.is_empty() {
-        return;
+    for v in topo_model::fabric_judge::verdicts(t, t.gpus()) {
+        let fix = match v.code {
+            Code::FabricManagerNotReady => FABRIC_FIX,
+            Code::NvlinkFabricPartial => {
+                "every GPU of an NVSwitch or MNNVL host registers with the fabric manager: check `nvidia-smi -q | grep -A3 Fabric` on each GPU, restart the fabric manager (and IMEX on GB200), then reset the GPUs that stay out"
+            }
+            _ => continue,
+        };
+        r.add(finding_of(v, fix));
     }
-    r.add(fabric_finding(ev));
 }
 
+const FABRIC_FIX: &str = "start the fabric manager with the same version as the driver (`systemctl enable --now nvidia-fabricmanager`; on GB200/MNNVL also IMEX) and wait for state completed (`nvidia-smi -q | grep -A2 Fabric`)";
+
+/// The live host's fabric states (`hostchecks`) as the finding the topology's fabric gives
+/// (`topo_model::fabric_judge`): one code, one severity, one text.
 pub(super) fn fabric_finding(ev: Vec<String>) -> Finding {
-    Finding::new(
-        Code::FabricManagerNotReady,
-        Severity::Error,
-        "the NVSwitch fabric is not ready: GPUs are not registered with the fabric manager, so NVLink P2P and NVLS are unavailable",
-    )
-    .evidence(ev.into_iter().take(8))
-    .fix("start the fabric manager with the same version as the driver (`systemctl enable --now nvidia-fabricmanager`; on GB200/MNNVL also IMEX) and wait for state completed (`nvidia-smi -q | grep -A2 Fabric`)")
+    finding_of(topo_model::fabric_judge::not_ready_verdict(ev), FABRIC_FIX)
 }
 
 /// Peer access as show and plan state it (`topo_model::p2p_judge`), with what to do about it.

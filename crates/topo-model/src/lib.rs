@@ -21,6 +21,7 @@ pub mod fast {
     pub type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 }
 pub mod bw;
+pub mod fabric_judge;
 pub mod faults;
 pub mod inventory;
 pub mod message;

@@ -932,8 +932,15 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     ) {
         w.push(Message::new(v.code, v.severity, v.summary));
     }
-    // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`).
-    for v in topo_model::nvlink_judge::verdicts(&a.topo, a.topo.gpus()) {
+    // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`);
+    // fabric registration problems (`topo_model::fabric_judge`), likewise.
+    let fabric = topo_model::fabric_judge::verdicts(&a.topo, a.topo.gpus())
+        .into_iter()
+        .filter(|v| v.severity >= Severity::Warning);
+    for v in topo_model::nvlink_judge::verdicts(&a.topo, a.topo.gpus())
+        .into_iter()
+        .chain(fabric)
+    {
         w.push(Message::new(v.code, v.severity, v.summary));
     }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {

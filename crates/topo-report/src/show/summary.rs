@@ -284,31 +284,9 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     for v in topo_model::p2p_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
         out.say(v.code, v.severity, v.summary);
     }
-    let fabrics: Vec<String> = hv
-        .gpus
-        .iter()
-        .filter_map(|&g| ctx.topo.gpu(g).and_then(|x| x.fabric.as_ref()))
-        .map(|f| {
-            format!(
-                "cluster {} clique {} ({})",
-                f.cluster_uuid, f.clique_id, f.state
-            )
-        })
-        .collect();
-    if let Some(first) = fabrics.first() {
-        let same = fabrics.iter().all(|f| f == first);
-        if same && fabrics.len() == hv.gpus.len() {
-            let text = format!("All GPUs registered in one NVLink fabric: {first}");
-            out.say(Code::NvlinkFabric, Severity::Info, text);
-        } else {
-            let text = format!(
-                "{} of {} GPUs registered in an NVLink fabric ({})",
-                fabrics.len(),
-                hv.gpus.len(),
-                first
-            );
-            out.say(Code::NvlinkFabricPartial, Severity::Warning, text);
-        }
+    // Fabric registration: the rule plan and diagnose state too (`topo_model::fabric_judge`).
+    for v in topo_model::fabric_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
+        out.say(v.code, v.severity, v.summary);
     }
     let domain = ctx
         .topo
