@@ -263,44 +263,18 @@ fn select_on(
     workers: usize,
 ) -> Vec<PairTransport> {
     let nhosts = hosts.len();
+    // A host computes its own pairs unless an earlier host of as many GPUs, which computes
+    // its own, is its source.
     let own = |h: usize| {
         let s = sources.get(h).copied().unwrap_or(h);
-        s >= h || hosts[s].len() != hosts[h].len()
+        s >= h || sources.get(s) != Some(&s) || hosts[s].len() != hosts[h].len()
     };
     let mut out = Vec::with_capacity(capacity);
     if (0..nhosts).all(own) {
         same_host_pairs(ctx, hosts, workers, &mut out);
     } else {
-        let computing: Vec<usize> = (0..nhosts).filter(|&h| own(h)).collect();
-        let lists: Vec<Vec<usize>> = computing.iter().map(|&h| hosts[h].clone()).collect();
-        let mut computed = Vec::new();
-        same_host_pairs(ctx, &lists, workers, &mut computed);
-        let mut at = vec![0; nhosts];
-        let mut next = 0;
-        for &h in &computing {
-            at[h] = next;
-            next += pairs_of(&hosts[h]);
-        }
-        let mut pos = vec![0; hosts.iter().flatten().max().map_or(0, |&m| m + 1)];
-        for ranks in hosts {
-            for (i, &r) in ranks.iter().enumerate() {
-                pos[r] = i;
-            }
-        }
-        let mut shared = Reasons::default();
-        for h in 0..nhosts {
-            let s = if own(h) { h } else { sources[h] };
-            let list = &computed[at[s]..at[s] + pairs_of(&hosts[s])];
-            if s == h {
-                out.extend_from_slice(list);
-                continue;
-            }
-            let on = |r: usize| hosts[h][pos[r]];
-            out.extend(
-                list.iter()
-                    .map(|p| repeat(ctx, p, on, hosts[h].len(), &mut shared)),
-            );
-        }
+        let own: Vec<bool> = (0..nhosts).map(own).collect();
+        repeated_host_pairs(ctx, hosts, sources, &own, workers, &mut out);
     }
     let mut shared = Reasons::default();
     if nhosts > 1 {
@@ -316,6 +290,48 @@ fn select_on(
         }
     }
     out
+}
+
+/// [`same_host_pairs`] for the hosts that compute their own (`own`), and for each other host
+/// its source's pairs repeated on its ranks ([`repeat`]), in host order.
+fn repeated_host_pairs(
+    ctx: &Ctx,
+    hosts: &[Vec<usize>],
+    sources: &[usize],
+    own: &[bool],
+    workers: usize,
+    out: &mut Vec<PairTransport>,
+) {
+    let computing: Vec<usize> = (0..hosts.len()).filter(|&h| own[h]).collect();
+    let lists: Vec<Vec<usize>> = computing.iter().map(|&h| hosts[h].clone()).collect();
+    let mut computed = Vec::new();
+    same_host_pairs(ctx, &lists, workers, &mut computed);
+    let mut at = vec![0; hosts.len()];
+    let mut next = 0;
+    for &h in &computing {
+        at[h] = next;
+        next += pairs_of(&hosts[h]);
+    }
+    let mut pos = vec![0; hosts.iter().flatten().max().map_or(0, |&m| m + 1)];
+    for ranks in hosts {
+        for (i, &r) in ranks.iter().enumerate() {
+            pos[r] = i;
+        }
+    }
+    let mut shared = Reasons::default();
+    for h in 0..hosts.len() {
+        let s = if own[h] { h } else { sources[h] };
+        let list = &computed[at[s]..at[s] + pairs_of(&hosts[s])];
+        if s == h {
+            out.extend_from_slice(list);
+            continue;
+        }
+        let on = |r: usize| hosts[h][pos[r]];
+        out.extend(
+            list.iter()
+                .map(|p| repeat(ctx, p, on, hosts[h].len(), &mut shared)),
+        );
+    }
 }
 
 /// Equal reasons as one shared string: a host's pairs have a few distinct reasons, and every
