@@ -703,6 +703,20 @@ struct Ctx {
 
 const LOC_BW: f32 = 5000.0;
 
+/// `getTotalBw`: the larger of a GPU's PCI up-link and its summed NVLink bandwidth.
+fn gpu_total_bw(sys: &System, gnode: usize) -> f32 {
+    let mut nvl = 0.0f32;
+    let mut pci = 0.0f32;
+    for l in &sys.nodes[gnode].links {
+        match l.kind {
+            LinkType::Nvl => nvl += l.bw as f32,
+            LinkType::Pci => pci = l.bw as f32,
+            _ => {}
+        }
+    }
+    pci.max(nvl)
+}
+
 impl Ctx {
     fn new(sys: &System, paths: &Paths, params: &SearchParams, host: HostId) -> Ctx {
         let inter = sys.nhosts > 1;
@@ -752,6 +766,11 @@ impl Ctx {
             .map(|&g| nvs.and_then(|s| make(s, g)))
             .collect();
         let nets = net_infos(sys, paths, &nets_used, &ranks, &gnodes);
+        let ends: Vec<usize> = if inter {
+            nets_used.iter().map(|&ni| sys.nets[ni]).collect()
+        } else {
+            gnodes.clone()
+        };
         let pref_nets = if inter {
             preferred_nets(sys, paths, params, &ranks, &nets)
         } else {
@@ -798,7 +817,7 @@ impl Ctx {
             split_nvlink: false,
             steps: std::cell::Cell::new(0),
         };
-        ctx.init_bw(sys, &gnodes);
+        ctx.init_bw(sys, paths, params.minor, &gnodes, &ends);
         ctx.init_types(params);
         ctx.split_nvlink = ctx.compute_split_nvlink();
         ctx
@@ -817,8 +836,16 @@ impl Ctx {
     }
 
     /// `ncclTopoSearchInit`: maxBw (best path to a NET, or to another GPU) and totalBw (max of
-    /// the PCI up-link and the summed NVLink bandwidth of a GPU).
-    fn init_bw(&mut self, sys: &System, gnodes: &[usize]) {
+    /// the PCI up-link and the summed NVLink bandwidth of a GPU). `ends`: the system nodes of
+    /// the host's NETs (`gn` columns) when the search spans nodes, else of its GPUs (`gg`).
+    fn init_bw(
+        &mut self,
+        sys: &System,
+        paths: &Paths,
+        minor: u32,
+        gnodes: &[usize],
+        ends: &[usize],
+    ) {
         if !self.inter && self.ngpus == 1 {
             self.max_bw = LOC_BW;
             self.total_bw = LOC_BW;
@@ -827,32 +854,45 @@ impl Ctx {
         let mut max_bw = 0.0f32;
         let mut total = 0.0f32;
         for (g, &gnode) in gnodes.iter().enumerate() {
-            if self.inter {
-                for n in 0..self.nets.len() {
-                    if let Some(p) = self.gn(g, n).filter(|p| !p.hops.is_empty()) {
-                        max_bw = max_bw.max(p.bw);
-                    }
-                }
-            } else {
-                for h in 0..self.ngpus {
-                    if let Some(p) = self.gg(g, h).filter(|p| !p.hops.is_empty()) {
-                        max_bw = max_bw.max(p.bw);
-                    }
-                }
-            }
-            let mut nvl = 0.0f32;
-            let mut pci = 0.0f32;
-            for l in &sys.nodes[gnode].links {
-                match l.kind {
-                    LinkType::Nvl => nvl += l.bw as f32,
-                    LinkType::Pci => pci = l.bw as f32,
-                    _ => {}
-                }
-            }
-            total = total.max(pci.max(nvl));
+            max_bw = max_bw.max(self.max_path_bw(paths, minor, g, gnode, ends));
+            total = total.max(gpu_total_bw(sys, gnode));
         }
         self.max_bw = max_bw;
         self.total_bw = total;
+    }
+
+    /// `getMaxBw` for GPU `g`: its best path to one of `ends`. From 2.30 NCCL asks the GPU's
+    /// DEV node (v2.30.7-1 src/graph/search.cc `ncclTopoSearchInit` loops over
+    /// `nodes[DEV]`, reading `paths[DEV]` or `paths[NET]`), whose paths
+    /// `ncclTopoComputePaths` never reroutes: the no-P2P detour through the CPU, PXN and the
+    /// no-GDR detour rewrite GPU paths only (v2.30.7-1 src/graph/paths.cc). So 2.30 takes
+    /// the breadth-first search's bandwidth; with NCCL_P2P_DISABLE=1 the NVLink one.
+    fn max_path_bw(
+        &self,
+        paths: &Paths,
+        minor: u32,
+        g: usize,
+        gnode: usize,
+        ends: &[usize],
+    ) -> f32 {
+        let mut best = 0.0f32;
+        for (i, &end) in ends.iter().enumerate() {
+            let p = if self.inter {
+                self.gn(g, i)
+            } else {
+                self.gg(g, i)
+            };
+            let Some(p) = p.filter(|p| !p.hops.is_empty()) else {
+                continue;
+            };
+            let bw = if minor >= 30 {
+                paths.raw_bw(gnode, end) as f32
+            } else {
+                p.bw
+            };
+            best = best.max(bw);
+        }
+        best
     }
 
     /// Type bounds of §5.2, per version.

@@ -785,3 +785,26 @@ fn a_c2c_path_charges_the_c2c_links_not_the_pci_ones() {
     assert_eq!((ring.n_channels, ring.bw_intra), (14, 30.0));
     assert_eq!(ring.type_intra, PathType::C2c);
 }
+
+/// NCCL_P2P_DISABLE=1 sends every GPU-to-GPU path through the CPU. 2.29 takes maxBw from
+/// those paths; 2.30 from the DEV nodes' paths, which keep NVLink (v2.30.7-1
+/// src/graph/search.cc `ncclTopoSearchInit`): nccl-oracle at 2.30.7 prints maxBw 370.8 on
+/// sweep seed 33 (8 sm90 GPUs on an NVSwitch, P2P disabled), 2.29.7 prints 3.0.
+#[test]
+fn p2p_disabled_max_bw_keeps_nvlink_from_2_30() {
+    let sys = System::build(&hgx(8, 90), &BwConstants::default());
+    let max_bw = |minor: u32, p2p_disable: bool| {
+        let pol = PathPolicy {
+            minor,
+            p2p_disable,
+            ..Default::default()
+        };
+        let paths = paths::compute(&sys, &pol);
+        Ctx::new(&sys, &paths, &SearchParams::for_version(minor), 0).max_bw
+    };
+    let nvlink = max_bw(30, false);
+    assert_eq!(max_bw(30, true), nvlink);
+    assert_eq!(max_bw(29, false), nvlink);
+    // 2.29: the PCIe Gen5 path through the CPU.
+    assert_eq!(max_bw(29, true), 48.0);
+}
