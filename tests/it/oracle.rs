@@ -221,6 +221,25 @@ fn p2p_disabled_nvls_starts_from_the_nvlink_bandwidth_at_2_30() {
     );
 }
 
+/// Sweep seed 5 (8 sm70 GPUs on a partial NVLink mesh, ARM, 2 nodes): 2.30 counts the
+/// GPU-DEV links in a path's hops, three more on a PXN path than 2.29, one more on a direct
+/// one; the PXB ring now has fewer hops than the PXN one at the same bandwidth and stays
+/// (nccl-oracle 2.30.7: `NVL/PXB`; 2.29.7: `NVL/PXN`).
+#[test]
+fn pxn_paths_count_the_relay_gpu_dev_links_at_2_30() {
+    fn ring(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
+        Some(&a.graphs.ring)
+    }
+    assert_eq!(
+        generated_graph_line(5, "2.30", ring),
+        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXB, sameChannels 0"
+    );
+    assert_eq!(
+        generated_graph_line(5, "2.29", ring),
+        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXN, sameChannels 0"
+    );
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

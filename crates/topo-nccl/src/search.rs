@@ -448,6 +448,9 @@ struct SPath {
     ty: PathType,
     bw: f32,
     hops: Vec<Hop>,
+    /// NCCL's `path->count`, what the search adds to `nHops`: the hops, plus from 2.30 the
+    /// links to and from DEV nodes (see [`dev_links`]).
+    count: usize,
     /// PHB path crossing an Intel x86 CPU: PCI links are charged 6/5 when it starts at a GPU.
     intel_phb: bool,
     /// Neither a PCI surcharge nor a reverse charge on any hop: the search's common case,
@@ -499,6 +502,17 @@ struct Links<'a> {
     /// the first link to the next node whatever its kind (`ncclTopoSetPaths`, NVIDIA/nccl
     /// v2.18.6-1 and v2.19.4-1 src/graph/paths.cc).
     typed_hops: bool,
+    /// 2.30+: paths count the GPU-DEV links ([`dev_links`]).
+    dev_layer: bool,
+}
+
+/// The links 2.30's DEV layer adds to a path's hop count (v2.30.7-1 src/graph/topo.cc links
+/// each GPU to its DEV node with a LOC link, and src/graph/paths.cc `ncclTopoSetPaths` routes
+/// GPU paths through it): one for a GPU at either end, and two more for a PXN path, which
+/// `addInterStep` joins at the relay GPU itself (GPU -> relay GPU, then relay GPU -> NET).
+/// An NVB path crosses the relay's DEV node, not its GPU, and adds nothing more.
+fn dev_links(from_gpu: bool, to_gpu: bool, ty: PathType) -> usize {
+    usize::from(from_gpu) + usize::from(to_gpu) + if ty == PathType::Pxn { 2 } else { 0 }
 }
 
 impl<'a> Links<'a> {
@@ -515,6 +529,7 @@ impl<'a> Links<'a> {
             offset,
             bw,
             typed_hops: minor >= 19,
+            dev_layer: minor >= 30,
         }
     }
 
@@ -535,9 +550,17 @@ impl<'a> Links<'a> {
             hops.push(hop);
         }
         let intel_phb = intel && p.ty == PathType::Phb;
+        let is_gpu = |n: usize| self.sys.nodes[n].kind == NodeType::Gpu;
+        let count = hops.len()
+            + if self.dev_layer && from != to {
+                dev_links(is_gpu(from), is_gpu(to), p.ty)
+            } else {
+                0
+            };
         Some(SPath {
             ty: p.ty,
             bw: p.bw as f32,
+            count,
             plain: !intel_phb && hops.iter().all(|h| !h.to_old_gpu && !h.to_power_nvl),
             hops,
             intel_phb,
@@ -1277,7 +1300,7 @@ fn charge(
         follow(link_bw, p, start_gpu, step, -bw);
         return None;
     }
-    Some(n)
+    Some(p.count)
 }
 
 impl Search<'_> {
