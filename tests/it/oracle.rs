@@ -189,6 +189,57 @@ fn gb200_trays_charge_c2c_on_their_p2c_paths() {
     );
 }
 
+/// The first graph line of a generated machine (`topo_nccl::testgen`, the sweep's seeds) as
+/// topo plans it at an NCCL version.
+fn generated_graph_line(
+    seed: u64,
+    version: &str,
+    graph: fn(&Analysis) -> Option<&topo_nccl::graph::Graph>,
+) -> String {
+    let m = topo_nccl::testgen::generate(seed);
+    let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
+    let minor = NcclVersion::parse(version).unwrap().minor;
+    topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, minor).remove(0)
+}
+
+/// Sweep seed 33 (8 sm90 GPUs on an NVSwitch, ARM CPUs, NCCL_P2P_DISABLE=1): the GPU paths
+/// go through the CPU (3 GB/s), but 2.30 takes maxBw from the DEV nodes' paths, which keep
+/// NVLink (370.8): its NVLS search starts at 50 and settles at 40/60 (nccl-oracle 2.30.7);
+/// 2.29 starts at 3 and settles at 30/60.
+#[test]
+fn p2p_disabled_nvls_starts_from_the_nvlink_bandwidth_at_2_30() {
+    fn nvls(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
+        a.graphs.nvls.as_ref()
+    }
+    assert_eq!(
+        generated_graph_line(33, "2.30", nvls),
+        "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000, type PHB/PIX, sameChannels 0"
+    );
+    assert_eq!(
+        generated_graph_line(33, "2.29", nvls),
+        "Pattern 5, crossNic 0, nChannels 8, bw 30.000000/60.000000, type PHB/PIX, sameChannels 0"
+    );
+}
+
+/// Sweep seed 5 (8 sm70 GPUs on a partial NVLink mesh, ARM, 2 nodes): 2.30 counts the
+/// GPU-DEV links in a path's hops, three more on a PXN path than 2.29, one more on a direct
+/// one; the PXB ring now has fewer hops than the PXN one at the same bandwidth and stays
+/// (nccl-oracle 2.30.7: `NVL/PXB`; 2.29.7: `NVL/PXN`).
+#[test]
+fn pxn_paths_count_the_relay_gpu_dev_links_at_2_30() {
+    fn ring(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
+        Some(&a.graphs.ring)
+    }
+    assert_eq!(
+        generated_graph_line(5, "2.30", ring),
+        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXB, sameChannels 0"
+    );
+    assert_eq!(
+        generated_graph_line(5, "2.29", ring),
+        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXN, sameChannels 0"
+    );
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

@@ -141,6 +141,7 @@ fn skeleton(sys: &System) -> Paths {
             source: h,
             from: 0,
             to: 0,
+            raw_bw: HashMap::new(),
         })
         .collect();
     let slots = (nh.max(sys.nhosts)) * KINDS;
@@ -841,7 +842,7 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
             if !check_p2p(sys, paths, policy, p, g).p2p
                 && let Some(np) = inter_step(sys, paths, policy, pn, cpu, gn)
             {
-                paths.set(pn, gn, np);
+                paths.replace(pn, gn, np);
             }
         }
     }
@@ -863,7 +864,7 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                 && let Some(mut path) = paths.get(pn, gn).cloned()
             {
                 path.ty = PathType::Net;
-                paths.set(pn, gn, path);
+                paths.replace(pn, gn, path);
             }
         }
     }
@@ -918,7 +919,7 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                     && (pn_bw > gn_bw || gn_ty > threshold)
                     && let Some(np) = inter_step(sys, paths, policy, gn, pn, n)
                 {
-                    paths.set(gn, n, np);
+                    paths.replace(gn, n, np);
                 }
             }
             let reroute = policy.minor <= 18 || paths.ty(gn, n) < PathType::Phb;
@@ -927,10 +928,10 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                 && let Some(cpu) = local_cpu(sys, paths, gn)
             {
                 if let Some(np) = inter_step(sys, paths, policy, n, cpu, gn) {
-                    paths.set(n, gn, np);
+                    paths.replace(n, gn, np);
                 }
                 if let Some(np) = inter_step(sys, paths, policy, gn, cpu, n) {
-                    paths.set(gn, n, np);
+                    paths.replace(gn, n, np);
                 }
             }
         }

@@ -448,6 +448,9 @@ struct SPath {
     ty: PathType,
     bw: f32,
     hops: Vec<Hop>,
+    /// NCCL's `path->count`, what the search adds to `nHops`: the hops, plus from 2.30 the
+    /// links to and from DEV nodes (see [`dev_links`]).
+    count: usize,
     /// PHB path crossing an Intel x86 CPU: PCI links are charged 6/5 when it starts at a GPU.
     intel_phb: bool,
     /// Neither a PCI surcharge nor a reverse charge on any hop: the search's common case,
@@ -499,6 +502,17 @@ struct Links<'a> {
     /// the first link to the next node whatever its kind (`ncclTopoSetPaths`, NVIDIA/nccl
     /// v2.18.6-1 and v2.19.4-1 src/graph/paths.cc).
     typed_hops: bool,
+    /// 2.30+: paths count the GPU-DEV links ([`dev_links`]).
+    dev_layer: bool,
+}
+
+/// The links 2.30's DEV layer adds to a path's hop count (v2.30.7-1 src/graph/topo.cc links
+/// each GPU to its DEV node with a LOC link, and src/graph/paths.cc `ncclTopoSetPaths` routes
+/// GPU paths through it): one for a GPU at either end, and two more for a PXN path, which
+/// `addInterStep` joins at the relay GPU itself (GPU -> relay GPU, then relay GPU -> NET).
+/// An NVB path crosses the relay's DEV node, not its GPU, and adds nothing more.
+fn dev_links(from_gpu: bool, to_gpu: bool, ty: PathType) -> usize {
+    usize::from(from_gpu) + usize::from(to_gpu) + if ty == PathType::Pxn { 2 } else { 0 }
 }
 
 impl<'a> Links<'a> {
@@ -515,6 +529,7 @@ impl<'a> Links<'a> {
             offset,
             bw,
             typed_hops: minor >= 19,
+            dev_layer: minor >= 30,
         }
     }
 
@@ -535,9 +550,17 @@ impl<'a> Links<'a> {
             hops.push(hop);
         }
         let intel_phb = intel && p.ty == PathType::Phb;
+        let is_gpu = |n: usize| self.sys.nodes[n].kind == NodeType::Gpu;
+        let count = hops.len()
+            + if self.dev_layer && from != to {
+                dev_links(is_gpu(from), is_gpu(to), p.ty)
+            } else {
+                0
+            };
         Some(SPath {
             ty: p.ty,
             bw: p.bw as f32,
+            count,
             plain: !intel_phb && hops.iter().all(|h| !h.to_old_gpu && !h.to_power_nvl),
             hops,
             intel_phb,
@@ -703,6 +726,20 @@ struct Ctx {
 
 const LOC_BW: f32 = 5000.0;
 
+/// `getTotalBw`: the larger of a GPU's PCI up-link and its summed NVLink bandwidth.
+fn gpu_total_bw(sys: &System, gnode: usize) -> f32 {
+    let mut nvl = 0.0f32;
+    let mut pci = 0.0f32;
+    for l in &sys.nodes[gnode].links {
+        match l.kind {
+            LinkType::Nvl => nvl += l.bw as f32,
+            LinkType::Pci => pci = l.bw as f32,
+            _ => {}
+        }
+    }
+    pci.max(nvl)
+}
+
 impl Ctx {
     fn new(sys: &System, paths: &Paths, params: &SearchParams, host: HostId) -> Ctx {
         let inter = sys.nhosts > 1;
@@ -752,6 +789,11 @@ impl Ctx {
             .map(|&g| nvs.and_then(|s| make(s, g)))
             .collect();
         let nets = net_infos(sys, paths, &nets_used, &ranks, &gnodes);
+        let ends: Vec<usize> = if inter {
+            nets_used.iter().map(|&ni| sys.nets[ni]).collect()
+        } else {
+            gnodes.clone()
+        };
         let pref_nets = if inter {
             preferred_nets(sys, paths, params, &ranks, &nets)
         } else {
@@ -798,7 +840,7 @@ impl Ctx {
             split_nvlink: false,
             steps: std::cell::Cell::new(0),
         };
-        ctx.init_bw(sys, &gnodes);
+        ctx.init_bw(sys, paths, params.minor, &gnodes, &ends);
         ctx.init_types(params);
         ctx.split_nvlink = ctx.compute_split_nvlink();
         ctx
@@ -817,8 +859,16 @@ impl Ctx {
     }
 
     /// `ncclTopoSearchInit`: maxBw (best path to a NET, or to another GPU) and totalBw (max of
-    /// the PCI up-link and the summed NVLink bandwidth of a GPU).
-    fn init_bw(&mut self, sys: &System, gnodes: &[usize]) {
+    /// the PCI up-link and the summed NVLink bandwidth of a GPU). `ends`: the system nodes of
+    /// the host's NETs (`gn` columns) when the search spans nodes, else of its GPUs (`gg`).
+    fn init_bw(
+        &mut self,
+        sys: &System,
+        paths: &Paths,
+        minor: u32,
+        gnodes: &[usize],
+        ends: &[usize],
+    ) {
         if !self.inter && self.ngpus == 1 {
             self.max_bw = LOC_BW;
             self.total_bw = LOC_BW;
@@ -827,32 +877,45 @@ impl Ctx {
         let mut max_bw = 0.0f32;
         let mut total = 0.0f32;
         for (g, &gnode) in gnodes.iter().enumerate() {
-            if self.inter {
-                for n in 0..self.nets.len() {
-                    if let Some(p) = self.gn(g, n).filter(|p| !p.hops.is_empty()) {
-                        max_bw = max_bw.max(p.bw);
-                    }
-                }
-            } else {
-                for h in 0..self.ngpus {
-                    if let Some(p) = self.gg(g, h).filter(|p| !p.hops.is_empty()) {
-                        max_bw = max_bw.max(p.bw);
-                    }
-                }
-            }
-            let mut nvl = 0.0f32;
-            let mut pci = 0.0f32;
-            for l in &sys.nodes[gnode].links {
-                match l.kind {
-                    LinkType::Nvl => nvl += l.bw as f32,
-                    LinkType::Pci => pci = l.bw as f32,
-                    _ => {}
-                }
-            }
-            total = total.max(pci.max(nvl));
+            max_bw = max_bw.max(self.max_path_bw(paths, minor, g, gnode, ends));
+            total = total.max(gpu_total_bw(sys, gnode));
         }
         self.max_bw = max_bw;
         self.total_bw = total;
+    }
+
+    /// `getMaxBw` for GPU `g`: its best path to one of `ends`. From 2.30 NCCL asks the GPU's
+    /// DEV node (v2.30.7-1 src/graph/search.cc `ncclTopoSearchInit` loops over
+    /// `nodes[DEV]`, reading `paths[DEV]` or `paths[NET]`), whose paths
+    /// `ncclTopoComputePaths` never reroutes: the no-P2P detour through the CPU, PXN and the
+    /// no-GDR detour rewrite GPU paths only (v2.30.7-1 src/graph/paths.cc). So 2.30 takes
+    /// the breadth-first search's bandwidth; with NCCL_P2P_DISABLE=1 the NVLink one.
+    fn max_path_bw(
+        &self,
+        paths: &Paths,
+        minor: u32,
+        g: usize,
+        gnode: usize,
+        ends: &[usize],
+    ) -> f32 {
+        let mut best = 0.0f32;
+        for (i, &end) in ends.iter().enumerate() {
+            let p = if self.inter {
+                self.gn(g, i)
+            } else {
+                self.gg(g, i)
+            };
+            let Some(p) = p.filter(|p| !p.hops.is_empty()) else {
+                continue;
+            };
+            let bw = if minor >= 30 {
+                paths.raw_bw(gnode, end) as f32
+            } else {
+                p.bw
+            };
+            best = best.max(bw);
+        }
+        best
     }
 
     /// Type bounds of §5.2, per version.
@@ -1237,7 +1300,7 @@ fn charge(
         follow(link_bw, p, start_gpu, step, -bw);
         return None;
     }
-    Some(n)
+    Some(p.count)
 }
 
 impl Search<'_> {

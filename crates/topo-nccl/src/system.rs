@@ -3,8 +3,9 @@
 //! with one NCCL version's constants.
 //!
 //! Differences from the hardware model, all mirroring NCCL ≤2.29 (the GPU-centric graph;
-//! 2.30's DEV layer changes hop counts only, not path types or bandwidths for one GPU per
-//! device): every NVSwitch chip of a host is merged into one NVS node and lane bandwidths add
+//! 2.30's DEV layer changes hop counts, which the search adds itself (search.rs `dev_links`),
+//! and the paths maxBw reads (search.rs `max_path_bw`), not path types or bandwidths for one
+//! GPU per device): every NVSwitch chip of a host is merged into one NVS node and lane bandwidths add
 //! up; PCI functions that are neither switches, GPUs nor NICs are dropped; two-level Broadcom
 //! PEX switches are flattened; links are sorted by descending bandwidth.
 

@@ -4,6 +4,7 @@
 use crate::system::{LinkType, NodeType};
 use crate::types::PathType;
 use serde::Serialize;
+use std::collections::HashMap;
 use topo_model::HostId;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -84,6 +85,9 @@ pub(super) struct HostTable {
     /// node `x` is `x - from + to` here.
     pub(super) from: usize,
     pub(super) to: usize,
+    /// The breadth-first search's bandwidth of each entry post-processing replaced, by
+    /// table index (see [`Paths::raw_bw`]).
+    pub(super) raw_bw: HashMap<usize, f64>,
 }
 
 pub(super) const NO_COL: usize = usize::MAX;
@@ -159,6 +163,28 @@ impl Paths {
             .and_then(|k| self.by_host.get(self.host_of[node] as usize * KINDS + k))
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+
+    /// Bandwidth of the path `from -> to` as the breadth-first search found it, before
+    /// post-processing (no-P2P, PXN and no-GDR detours) replaced it; 0 without a path.
+    pub fn raw_bw(&self, from: usize, to: usize) -> f64 {
+        let Some(p) = self.get(from, to) else {
+            return 0.0;
+        };
+        let t = &self.hosts[self.hosts[self.host_of[from] as usize].source];
+        let i = self.col[from] * t.nb + self.col[to];
+        t.raw_bw.get(&i).copied().unwrap_or(p.bw)
+    }
+
+    /// Post-processing's [`Paths::set`]: the first replacement of a path keeps the search's
+    /// bandwidth for [`Paths::raw_bw`].
+    pub(super) fn replace(&mut self, from: usize, to: usize, p: Path) {
+        if let Some(old) = self.get(from, to).map(|o| o.bw) {
+            let h = self.host_of[from] as usize;
+            let i = self.col[from] * self.hosts[h].nb + self.col[to];
+            self.hosts[h].raw_bw.entry(i).or_insert(old);
+        }
+        self.set(from, to, p);
     }
 
     pub(super) fn set(&mut self, from: usize, to: usize, p: Path) {

@@ -785,3 +785,50 @@ fn a_c2c_path_charges_the_c2c_links_not_the_pci_ones() {
     assert_eq!((ring.n_channels, ring.bw_intra), (14, 30.0));
     assert_eq!(ring.type_intra, PathType::C2c);
 }
+
+/// NCCL_P2P_DISABLE=1 sends every GPU-to-GPU path through the CPU. 2.29 takes maxBw from
+/// those paths; 2.30 from the DEV nodes' paths, which keep NVLink (v2.30.7-1
+/// src/graph/search.cc `ncclTopoSearchInit`): nccl-oracle at 2.30.7 prints maxBw 370.8 on
+/// sweep seed 33 (8 sm90 GPUs on an NVSwitch, P2P disabled), 2.29.7 prints 3.0.
+#[test]
+fn p2p_disabled_max_bw_keeps_nvlink_from_2_30() {
+    let sys = System::build(&hgx(8, 90), &BwConstants::default());
+    let max_bw = |minor: u32, p2p_disable: bool| {
+        let pol = PathPolicy {
+            minor,
+            p2p_disable,
+            ..Default::default()
+        };
+        let paths = paths::compute(&sys, &pol);
+        Ctx::new(&sys, &paths, &SearchParams::for_version(minor), 0).max_bw
+    };
+    let nvlink = max_bw(30, false);
+    assert_eq!(max_bw(30, true), nvlink);
+    assert_eq!(max_bw(29, false), nvlink);
+    // 2.29: the PCIe Gen5 path through the CPU.
+    assert_eq!(max_bw(29, true), 48.0);
+}
+
+/// 2.30's paths count the GPU-DEV links: two more hops GPU to GPU, one more GPU to
+/// NVSwitch, three more on a PXN path (joined at the relay GPU); 2.29 counts the hops.
+#[test]
+fn dev_layer_adds_to_the_hop_count_from_2_30() {
+    let sys = System::build(&hgx(8, 90), &BwConstants::default());
+    for (minor, gg_extra, nvs_extra) in [(29, 0, 0), (30, 2, 1)] {
+        let pol = PathPolicy {
+            minor,
+            ..Default::default()
+        };
+        let paths = paths::compute(&sys, &pol);
+        let ctx = Ctx::new(&sys, &paths, &SearchParams::for_version(minor), 0);
+        let gg = ctx.gg(0, 1).unwrap();
+        assert_eq!(gg.count, gg.hops.len() + gg_extra);
+        let gs = ctx.g_nvs[0].as_ref().unwrap();
+        assert_eq!(gs.count, gs.hops.len() + nvs_extra);
+        let sg = ctx.nvs_g[0].as_ref().unwrap();
+        assert_eq!(sg.count, sg.hops.len() + nvs_extra);
+    }
+    assert_eq!(dev_links(true, false, PathType::Pxn), 3);
+    assert_eq!(dev_links(true, false, PathType::Pxb), 1);
+    assert_eq!(dev_links(false, true, PathType::Phb), 1);
+}
