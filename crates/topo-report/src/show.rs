@@ -24,38 +24,41 @@ use model::Ctx;
 use std::borrow::Cow;
 use topo_model::Topology;
 
-/// What the views describe: the first copy of a topology that is copies of one machine
-/// (`--nodes`), the topology itself otherwise.
-fn shown(topo: &Topology) -> Cow<'_, Topology> {
-    topo.first_copy().map_or(Cow::Borrowed(topo), Cow::Owned)
+/// `f` on the context every view reads: built on the first copy of a topology that is
+/// copies of one machine (`--nodes`), which the context then names, else on the topology.
+fn with_ctx<R>(topo: &Topology, f: impl FnOnce(&Ctx) -> R) -> R {
+    let shown = topo.first_copy().map_or(Cow::Borrowed(topo), Cow::Owned);
+    f(&Ctx::new(&shown).with_copies(topo))
 }
 
 /// One of the text views, fitted to `style`; `compact` asks for the matrix view's narrow
 /// layout.
 pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> String {
-    let shown = shown(topo);
-    let ctx = Ctx::new(&shown).with_copies(topo);
+    with_ctx(topo, |ctx| text_of(ctx, view, style, compact))
+}
+
+fn text_of(ctx: &Ctx, view: ShowView, style: Style, compact: bool) -> String {
     let note = ctx.copies.map(|c| c.sentence());
     let text = match view {
         // nvidia-smi's layout, as wide as nvidia-smi's; DOT is a format, not a view.
         ShowView::Matrix if !compact => {
-            let text = matrix::render(&ctx, style);
+            let text = matrix::render(ctx, style);
             return match note {
                 Some(n) => format!("{text}\n{n}\n"),
                 None => text,
             };
         }
         ShowView::Dot => {
-            let text = dot::render(&ctx);
+            let text = dot::render(ctx);
             return match note {
                 Some(n) => format!("// {n}\n{text}"),
                 None => text,
             };
         }
-        ShowView::Matrix => matrix::render_compact(&ctx, style),
-        ShowView::Summary => summary::render(&ctx, style),
-        ShowView::Pci => pci::render(&ctx, style),
-        ShowView::Paths => paths::render(&ctx, style),
+        ShowView::Matrix => matrix::render_compact(ctx, style),
+        ShowView::Summary => summary::render(ctx, style),
+        ShowView::Pci => pci::render(ctx, style),
+        ShowView::Paths => paths::render(ctx, style),
     };
     let text = match note {
         Some(n) => format!("{text}\n{}\n", style.dim(&n)),
@@ -67,21 +70,18 @@ pub fn text(topo: &Topology, view: ShowView, style: Style, compact: bool) -> Str
 
 /// The `topo.show/v1` document as JSON, whole (see [`json_writer`] for large machines).
 pub fn json(topo: &Topology, view: ShowView) -> Result<String> {
-    let shown = shown(topo);
-    doc::json(&Ctx::new(&shown).with_copies(topo), view)
+    with_ctx(topo, |ctx| doc::json(ctx, view))
 }
 
 /// The `topo.show/v1` document as YAML.
 pub fn yaml(topo: &Topology, view: ShowView) -> Result<String> {
-    let shown = shown(topo);
-    doc::yaml(&Ctx::new(&shown).with_copies(topo), view)
+    with_ctx(topo, |ctx| doc::yaml(ctx, view))
 }
 
 /// The machine as an SVG picture: every view at once (of the first copy where `topo` is
 /// copies of one machine: the picture of one host is the picture of all).
 pub fn svg(topo: &Topology) -> String {
-    let shown = shown(topo);
-    crate::svg::machine::render(&Ctx::new(&shown).with_copies(topo))
+    with_ctx(topo, crate::svg::machine::render)
 }
 
 /// The `topo.show/v1` JSON document of `topo`, as a writer that encodes it into its output
@@ -91,10 +91,7 @@ pub fn json_writer<'a>(
     topo: &'a Topology,
     view: ShowView,
 ) -> impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()> + 'a {
-    move |w| {
-        let shown = shown(topo);
-        doc::json_to(&Ctx::new(&shown).with_copies(topo), view, w)
-    }
+    move |w| with_ctx(topo, |ctx| doc::json_to(ctx, view, w))
 }
 
 #[cfg(test)]
