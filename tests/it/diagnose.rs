@@ -603,32 +603,16 @@ fn fabric_manager_not_ready() {
     );
     // show and plan state it too, with the same code and severity (`fabric_judge`); show no
     // longer calls these GPUs registered.
+    let src = [
+        "--from".to_string(),
+        t.path().to_string_lossy().into_owned(),
+    ];
     for cmd in ["show", "plan"] {
-        let out = crate::util::topo()
-            .args([
-                cmd,
-                "--from",
-                &t.path().to_string_lossy(),
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let codes: Vec<(String, String)> = v["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["code"].to_string(), m["severity"].to_string()))
-            .collect();
-        assert!(
-            codes.contains(&("\"fabric-manager-not-ready\"".into(), "\"error\"".into())),
-            "{cmd}: {codes:?}"
-        );
-        assert!(
-            !codes.iter().any(|(c, _)| c == "\"nvlink-fabric\""),
-            "{cmd}: {codes:?}"
-        );
+        let doc = crate::parity::json(cmd, &src).expect(cmd);
+        let codes = crate::parity::severities(&doc, "messages", "code");
+        let not_ready = codes.get("fabric-manager-not-ready").map(String::as_str);
+        assert_eq!(not_ready, Some("error"), "{cmd}: {codes:?}");
+        assert!(!codes.contains_key("nvlink-fabric"), "{cmd}: {codes:?}");
     }
 }
 

@@ -55,7 +55,7 @@ fn sources() -> Vec<Vec<String>> {
     out
 }
 
-fn json(cmd: &str, src: &[String]) -> Option<Value> {
+pub(crate) fn json(cmd: &str, src: &[String]) -> Option<Value> {
     let mut c = topo();
     c.arg(cmd).args(src).args(["--format", "json"]);
     if cmd == "plan" {
@@ -70,22 +70,32 @@ fn json(cmd: &str, src: &[String]) -> Option<Value> {
     Some(serde_json::from_slice(&o.stdout).unwrap())
 }
 
-/// The shared codes a document reports, with their severity.
-fn shared(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
+/// Every code a document reports (`list` of entries keyed `code`), with its severity.
+pub(crate) fn severities(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
     doc[list]
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|m| {
             let c = m[code].as_str()?;
-            SHARED.contains(&c).then(|| {
-                (
-                    c.to_string(),
-                    m["severity"].as_str().unwrap_or("").to_string(),
-                )
-            })
+            Some((
+                c.to_string(),
+                m["severity"].as_str().unwrap_or("").to_string(),
+            ))
         })
         .collect()
+}
+
+/// The shared codes a document reports, with their severity.
+fn shared(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
+    let mut all = severities(doc, list, code);
+    all.retain(|c, _| SHARED.contains(&c.as_str()));
+    all
+}
+
+/// The severity `doc` gives `code`, if it reports it.
+fn severity_of(doc: &Value, list: &str, key: &str, code: &str) -> Option<String> {
+    severities(doc, list, key).remove(code)
 }
 
 /// Whether a finding's evidence mentions `word`.
@@ -169,22 +179,16 @@ fn a_partly_connected_bridge_is_one_warning_everywhere() {
             .to_string_lossy()
             .into_owned(),
     ];
-    let want: BTreeMap<String, String> = [("nvlink-degraded".to_string(), "warning".to_string())]
-        .into_iter()
-        .collect();
-    let pick = |m: BTreeMap<String, String>| -> BTreeMap<String, String> {
-        m.into_iter()
-            .filter(|(c, _)| c == "nvlink-degraded")
-            .collect()
-    };
+    let want = Some("warning".to_string());
+    let code = "nvlink-degraded";
     let show = json("show", &src).unwrap();
-    assert_eq!(pick(shared(&show, "messages", "code")), want);
+    assert_eq!(severity_of(&show, "messages", "code", code), want);
     // A matrix has no compute capability, which a plan needs.
     let with_sm = [src.clone(), vec!["--sm".into(), "86".into()]].concat();
     let plan = json("plan", &with_sm).unwrap();
-    assert_eq!(pick(shared(&plan, "messages", "code")), want);
+    assert_eq!(severity_of(&plan, "messages", "code", code), want);
     let diag = json("diagnose", &src).unwrap();
-    assert_eq!(pick(shared(&diag, "findings", "id")), want);
+    assert_eq!(severity_of(&diag, "findings", "id", code), want);
 }
 
 /// NVLS stated off (`--nvls off` on an NVSwitch machine) was a plan message only: now the same
@@ -194,20 +198,16 @@ fn nvls_stated_off_is_one_warning_everywhere() {
     let src: Vec<String> = ["--profile", "dgx-h100", "--nvls", "off"]
         .map(String::from)
         .to_vec();
-    let want: BTreeMap<String, String> = [("nvls-unavailable".to_string(), "warning".to_string())]
-        .into_iter()
-        .collect();
-    let pick = |m: BTreeMap<String, String>| -> BTreeMap<String, String> {
-        m.into_iter()
-            .filter(|(c, _)| c == "nvls-unavailable")
-            .collect()
-    };
     for (cmd, list, key) in [
         ("show", "messages", "code"),
         ("plan", "messages", "code"),
         ("diagnose", "findings", "id"),
     ] {
         let doc = json(cmd, &src).unwrap();
-        assert_eq!(pick(shared(&doc, list, key)), want, "{cmd}");
+        assert_eq!(
+            severity_of(&doc, list, key, "nvls-unavailable").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
     }
 }
