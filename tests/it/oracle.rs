@@ -240,6 +240,43 @@ fn pxn_paths_count_the_relay_gpu_dev_links_at_2_30() {
     );
 }
 
+/// Sweep seed 30 (2 PCIe sm75 GPUs on two Intel CPUs, 13 NICs of 50 Gb/s): NCCL splits the
+/// host, one GPU a node. GPU 0 reaches its CPU at 12 GB/s and needs two 6.25 GB/s NICs, GPU 1
+/// sits behind a x1 link (3 GB/s) and needs one. 2.29 and 2.30 take the fewest over every rank
+/// (init.cc `allGather3Data[].p2pnChannelsPerPeer`): 1 channel per peer; up to 2.28 rank 0's
+/// own count stands: 2 (nccl-oracle 2.26.6 to 2.30.7).
+#[test]
+fn p2p_channels_per_peer_are_the_fewest_over_every_rank_from_2_29() {
+    let m = topo_nccl::testgen::generate(30);
+    for (version, want) in [("2.28", 2), ("2.29", 1), ("2.30", 1)] {
+        let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
+        assert_eq!(a.nnodes, 2, "{version}: the host is split");
+        assert_eq!(a.counts.p2p_per_peer, want, "{version}");
+    }
+}
+
+/// Sweep seed 53 (4 PCIe sm89 GPUs on four ARM CPUs, NICs near GPUs 0, 2 and 3,
+/// NCCL_P2P_LEVEL=0): GPUs 2 and 3 each have a NIC faster than the 6 GB/s between them, so
+/// `ncclTopoCheckNet` holds that pair to the network (path NET) while NETs are in the system.
+/// Up to v2.28.3-1 a single-node communicator loses its NETs in `ncclTopoTrimSystem` and the
+/// paths are computed again (the pair is SYS, and the ring takes it: 0 2 3 1); from v2.28.7-1
+/// the NETs stay (`system->inter = 0`) and the ring avoids the NET pair: 0 2 1 3
+/// (nccl-oracle 2.26.6, 2.27.7 and 2.28.9).
+#[test]
+fn a_single_node_keeps_its_nets_from_2_28_7() {
+    let m = topo_nccl::testgen::generate(53);
+    for (version, want) in [
+        ("2.26", [0, 2, 3, 1]),
+        ("2.27", [0, 2, 3, 1]),
+        ("2.28.3", [0, 2, 3, 1]),
+        ("2.28", [0, 2, 1, 3]),
+        ("2.30", [0, 2, 1, 3]),
+    ] {
+        let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
+        assert_eq!(a.graphs.ring.intra[0], want, "{version}");
+    }
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

@@ -268,6 +268,12 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .filter(|&h| !system.host_gpus(h).is_empty())
         .count()
         .max(1);
+    if nnodes == 1 && !system.nets.is_empty() && !data.rules.single_node_keeps_nets(&req.version) {
+        // Before v2.28.7-1 a single-node communicator loses its NETs in ncclTopoTrimSystem and
+        // init computes the paths again (NCCL 2.27.7 src/init.cc, src/graph/paths.cc).
+        system = System::build_with(&topo, &data.bw, &|_| false);
+        paths = paths::compute(&system, &path_policy);
+    }
 
     // NVLS needs multicast (nvls_supported); CollNet needs a plugin, which only an explicit
     // NCCL_COLLNET_ENABLE=1 lets us assume. Every rank decides for its own domain; rank 0's

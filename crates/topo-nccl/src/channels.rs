@@ -9,7 +9,7 @@ use super::search::Graphs;
 use super::system::{NodeType, System};
 use super::types::PathType;
 use serde::Serialize;
-use topo_model::BwConstants;
+use topo_model::{BwConstants, HostId};
 
 /// Version data and environment that decide channel counts.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -152,17 +152,14 @@ pub fn nvls_default_channels(
     if !params.nvls_support || local_gpus < 2 {
         return 0;
     }
-    let n = if params.minor >= 27 {
-        // 2.27+: per architecture; SM100 uses fewer channels inside one NVLink domain.
-        let def = if cc >= 100 {
-            if multi_node { 32 } else { 24 }
-        } else {
-            16
-        };
-        params.nvls_nchannels.unwrap_or(def)
-    } else {
-        params.nvls_nchannels.unwrap_or(16)
+    // src/transport/nvls.cc `ncclNvlsInit`: 16 up to 2.24; from v2.25.1-1 32 on SM100; from
+    // v2.27.3-1 24 on SM100 inside one NVLink domain.
+    let def = match (params.minor, cc >= 100) {
+        (25.., true) if params.minor < 27 || multi_node => 32,
+        (27.., true) => 24,
+        _ => 16,
     };
+    let n = params.nvls_nchannels.unwrap_or(def);
     n.min(params.max_ctas).max(params.min_ctas)
 }
 
@@ -348,7 +345,6 @@ pub fn p2p_channels(
     let n_ranks = sys.gpus.len();
     let mut p2pn = n_channels.min(params.max_p2p_nchannels.unwrap_or(maxch));
     p2pn = p2pn.max(params.min_p2p_nchannels);
-    let local = sys.host_gpus(0);
     let policy = net_policy(params);
 
     // Requirement of local GPU `g` towards a remote rank: the same for every remote rank.
@@ -374,37 +370,28 @@ pub fn p2p_channels(
         }
         count.max(m)
     };
-    let remote_need: Vec<Option<usize>> = (0..n_ranks)
-        .map(|g| local.contains(&g).then(|| remote(g)))
-        .collect();
-    // Requirement of local GPU `g` towards a peer rank.
-    let need = |g: usize, r: usize| -> Option<usize> {
-        if g == r {
-            return None;
+    // Requirement of GPU `g` towards a peer on its own host.
+    let local = |g: usize, r: usize| -> usize {
+        let Some(p) = paths.get(sys.gpus[r], sys.gpus[g]) else {
+            return 2;
+        };
+        if p.ty == PathType::Nvl || (minor >= 30 && p.ty == PathType::Nvb) {
+            let sm = sys.gpu(g).gpu.as_ref().map_or(0, |a| a.sm);
+            let lane = params.bw.nvlink_lane(sm) as f32;
+            return 2 * (((p.bw as f32) / lane) as usize).max(1);
         }
-        let (gn, rn) = (sys.gpus[g], sys.gpus[r]);
-        if sys.nodes[gn].host == sys.nodes[rn].host {
-            let Some(p) = paths.get(rn, gn) else {
-                return Some(2);
-            };
-            let nvl = p.ty == PathType::Nvl || (minor >= 30 && p.ty == PathType::Nvb);
-            if nvl {
-                let sm = sys.nodes[gn].gpu.as_ref().map(|a| a.sm).unwrap_or(0);
-                let lane = params.bw.nvlink_lane(sm) as f32;
-                let k = ((p.bw as f32) / lane) as usize;
-                return Some(2 * k.max(1));
-            }
-            return Some(2);
-        }
-        remote_need.get(g).copied().flatten()
+        2
     };
 
-    // Every host is alike: the local GPUs of host 0 against every rank.
     let mut per_peer = if minor >= 29 { maxch } else { p2pn };
-    for &g in &local {
-        for r in 0..n_ranks {
-            if let Some(x) = need(g, r) {
-                per_peer = per_peer.min(x);
+    for h in per_peer_hosts(sys, paths, minor) {
+        let peers = sys.host_gpus(h);
+        for &g in &peers {
+            for &r in peers.iter().filter(|&&r| r != g) {
+                per_peer = per_peer.min(local(g, r));
+            }
+            if peers.len() < n_ranks {
+                per_peer = per_peer.min(remote(g));
             }
         }
     }
@@ -423,6 +410,22 @@ pub fn p2p_channels(
         per_peer = per_peer.min(p2pn);
     }
     (p2pn, per_peer)
+}
+
+/// The hosts whose GPUs' requirements set `p2pnChannelsPerPeer`. Up to 2.28 a rank takes the
+/// minimum over the GPUs of its own node (v2.28.9-1 src/graph/paths.cc
+/// `ncclTopoComputeP2pChannels`): host 0's. From 2.29 each rank asks for its own GPU and init
+/// takes the minimum over every rank (v2.29.7-1 src/init.cc, `allGather3Data[].p2pnChannelsPerPeer`),
+/// so a host that differs, such as the other part of a host NCCL splits, counts. A host that
+/// replicates another asks the same.
+fn per_peer_hosts(sys: &System, paths: &Paths, minor: u32) -> Vec<HostId> {
+    if minor < 29 {
+        return vec![0];
+    }
+    (0..sys.nhosts)
+        .filter(|&h| paths.tables_of(h) == h)
+        .map(|h| h as HostId)
+        .collect()
 }
 
 /// The path rules channel NICs are chosen with (`ncclTopoGetLocalNet`).

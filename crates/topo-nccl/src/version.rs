@@ -528,22 +528,35 @@ pub struct Rules {
     /// The first release that reads NCCL_MNNVL_RAIL_PER_HOST (`ncclTopoSearchCheckNet`,
     /// src/graph/search.cc: v2.28.7-1; absent from v2.28.3-1 and earlier), `None` before it.
     pub mnnvl_rail_per_host_since: Option<String>,
+    /// The first release whose single-node communicator keeps its NETs: `ncclTopoTrimSystem`
+    /// (src/graph/paths.cc) sets `system->inter = 0` from v2.28.7-1, where earlier releases
+    /// removed every NET and init computed the paths again without them (so no GPU pair is
+    /// held to the network by `ncclTopoCheckNet`). `None`: removed at every release.
+    pub single_node_keeps_nets_since: Option<String>,
 }
 
 impl Rules {
     /// Whether release `v` reads NCCL_MNNVL_RAIL_PER_HOST. A version given without a patch
     /// stands for the release the data describes, which reads it when its minor does.
     pub fn reads_rail_per_host(&self, v: &NcclVersion) -> bool {
-        let Some(since) = self
-            .mnnvl_rail_per_host_since
-            .as_deref()
-            .and_then(|s| NcclVersion::parse(s).ok())
-        else {
-            return false;
-        };
-        (v.major, v.minor) > (since.major, since.minor)
-            || (v.minor == since.minor && v.patch.is_none_or(|p| p >= since.patch.unwrap_or(0)))
+        released_by(self.mnnvl_rail_per_host_since.as_deref(), v)
     }
+
+    /// Whether release `v` keeps the NETs of a single-node communicator (see
+    /// [`Rules::single_node_keeps_nets_since`]).
+    pub fn single_node_keeps_nets(&self, v: &NcclVersion) -> bool {
+        released_by(self.single_node_keeps_nets_since.as_deref(), v)
+    }
+}
+
+/// Whether release `v` includes a change first released in `since`. A version given without a
+/// patch stands for the release the data describes, which includes it when its minor does.
+fn released_by(since: Option<&str>, v: &NcclVersion) -> bool {
+    let Some(since) = since.and_then(|s| NcclVersion::parse(s).ok()) else {
+        return false;
+    };
+    (v.major, v.minor) > (since.major, since.minor)
+        || (v.minor == since.minor && v.patch.is_none_or(|p| p >= since.patch.unwrap_or(0)))
 }
 
 /// Everything version-specific the model reads.

@@ -137,3 +137,16 @@ fn a_source_without_nics_is_flagged_from_2_30() {
             .any(|m| m.code == "net-none")
     );
 }
+
+/// src/transport/nvls.cc `ncclNvlsInit` by version: 16 up to 2.24 (`NCCL_NVLS_NCHANNELS`'s
+/// default), 32 on SM100 from v2.25.1-1 at any node count, 24 on SM100 inside one NVLink
+/// domain from v2.27.3-1 (nccl-oracle 2.26.6: sweep seed 9, 12 sm100 GPUs, 32 NVLS channels).
+#[test]
+fn sm100_nvls_default_follows_the_version() {
+    let at =
+        |minor, cc, multi| nvls_default_channels(&ChannelParams::for_version(minor), 8, cc, multi);
+    assert_eq!([at(24, 100, false), at(24, 100, true)], [16, 16]);
+    assert_eq!([at(26, 100, false), at(26, 100, true)], [32, 32]);
+    assert_eq!([at(27, 100, false), at(27, 100, true)], [24, 32]);
+    assert_eq!([at(26, 90, false), at(28, 90, true)], [16, 16]);
+}
