@@ -146,7 +146,7 @@ fn print_expected(path: &Path) {
         let Some(answer) = &e.oracle else {
             continue;
         };
-        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes, "2.28") else {
+        let Ok(a) = analyze_machine(&e.xml, &e.env, e.nodes, &e.version) else {
             println!("    // seed {}: topo refused", e.seed);
             continue;
         };
@@ -253,6 +253,7 @@ fn main() {
                 xml: m.xml.clone(),
                 oracle: Some(answer.clone()),
                 error: None,
+                version: args.version.clone(),
             };
             corpus.push_str(&serde_json::to_string(&e).expect("json"));
             corpus.push('\n');
@@ -284,6 +285,7 @@ fn main() {
                 xml: String::new(),
                 oracle: Some(answer.clone()),
                 error: None,
+                version: args.version.clone(),
             };
             by_kind
                 .entry(support::difference_kind(&e, &a))

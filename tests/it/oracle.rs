@@ -152,8 +152,9 @@ fn a_c2c_path_is_charged_on_the_c2c_links() {
     );
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t, &[]);
-    let line =
-        |g: &topo_nccl::graph::Graph| topo_nccl::search::print_graph(g, &a.system, 28).remove(0);
+    let line = |g: &topo_nccl::graph::Graph| {
+        topo_nccl::search::print_graph(g, &a.system, &a.version).remove(0)
+    };
     assert_eq!(
         line(&a.graphs.ring),
         "Pattern 4, crossNic 0, nChannels 14, bw 30.000000/30.000000, type C2C/PIX, sameChannels 1"
@@ -178,7 +179,7 @@ fn gb200_trays_charge_c2c_on_their_p2c_paths() {
     let xml = topo_source::ncclxml::write(&profile).unwrap();
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t.replicate(2), &[]);
-    let ring = topo_nccl::search::print_graph(&a.graphs.ring, &a.system, 28).remove(0);
+    let ring = topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version).remove(0);
     assert_eq!(
         ring,
         "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/P2C, sameChannels 0"
@@ -198,8 +199,7 @@ fn generated_graph_line(
 ) -> String {
     let m = topo_nccl::testgen::generate(seed);
     let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
-    let minor = NcclVersion::parse(version).unwrap().minor;
-    topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, minor).remove(0)
+    topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, &a.version).remove(0)
 }
 
 /// Sweep seed 33 (8 sm90 GPUs on an NVSwitch, ARM CPUs, NCCL_P2P_DISABLE=1): the GPU paths
@@ -358,7 +358,7 @@ fn check_corpus(file: &str, expected: &[(u64, &str, &str)], keep: fn(u64) -> boo
                             .skip(t)
                             .step_by(threads)
                             .map(|e| {
-                                let r = analyze_machine(&e.xml, &e.env, e.nodes, "2.28")
+                                let r = analyze_machine(&e.xml, &e.env, e.nodes, &e.version)
                                     .map(|a| differential::compare(e.oracle.as_ref().unwrap(), &a))
                                     .map_err(|err| format!("{err:#}"));
                                 (e.seed, e.summary.clone(), e.env.clone(), r)

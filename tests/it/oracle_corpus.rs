@@ -21,6 +21,18 @@ pub struct Entry {
     pub oracle: Option<OracleAnswer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The NCCL version of the oracle that answered (its tag's `major.minor`); the corpus
+    /// recorded before versions were swept has none: 2.28.
+    #[serde(default = "first_version", skip_serializing_if = "is_first_version")]
+    pub version: String,
+}
+
+fn first_version() -> String {
+    "2.28".into()
+}
+
+fn is_first_version(v: &String) -> bool {
+    *v == first_version()
 }
 
 /// topo's analysis of a machine, as `topo plan --from XML --nodes N --nccl-version VERSION

@@ -634,7 +634,8 @@ fn tuning_input<'a>(
     ti.collnet_chain = merged.collnet_chain.clone();
     ti.collnet_direct = merged.collnet_direct.clone();
     ti.nvls = merged.nvls.clone();
-    ti.comm_channels = counts.coll_algo;
+    ti.comm_channels = counts.coll;
+    ti.algo_channels = counts.coll_algo;
     ti.nvls_channels = counts.nvls;
     ti.nvls_supported = counts.nvls > 0;
     ti.collnet_enabled = collnet_enabled;

@@ -96,8 +96,10 @@ pub struct ChannelCounts {
     pub search: usize,
     /// Collective channels (`comm->nChannels`, the value logged as "coll channels").
     pub coll: usize,
-    /// Channels collective algorithms use (`collChannels`): equals `coll` except in
-    /// 2.20–2.27, where channels copied up to the NVLS count are not counted.
+    /// Channels a Ring or Tree operation starts from: `collChannels` in 2.20 and 2.21 (the
+    /// channels copied up to the NVLS count not counted), `nChannels` from 2.22
+    /// (src/enqueue.cc `topoGetAlgoInfo`: `int nc = comm->collChannels` at v2.21.5-1,
+    /// `comm->nChannels` at v2.22.3-1). Equals `coll` otherwise.
     pub coll_algo: usize,
     /// The "collnet channels" value of the log: `coll` (2.21+), the CollNet channel count or
     /// 0 (2.20), absent before.
@@ -307,10 +309,11 @@ pub fn comm_channels(
     n = n.min(max_env).min(params.max_ctas.max(1));
     map.truncate(n);
     n = copy_channels(&mut map, n, min_env.max(params.min_ctas));
-    let coll_algo = n;
+    let before_nvls_copies = n;
     if (20..=27).contains(&minor) && n < nvls {
         n = copy_channels(&mut map, n, nvls);
     }
+    let coll_algo = if minor <= 21 { before_nvls_copies } else { n };
     map.truncate(n);
 
     let collnet = if minor >= 21 || (minor == 20 && collnet_ok) {

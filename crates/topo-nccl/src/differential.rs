@@ -146,7 +146,6 @@ fn show(v: &[Vec<usize>]) -> String {
 /// Compares topo's analysis with the oracle's answer, field by field (as the oracle's
 /// `compare.py` does).
 pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
-    let minor = a.data.minor();
     let mut out = vec![];
     for name in GRAPHS {
         let og = o.graphs.get(name);
@@ -157,7 +156,7 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
         };
         let tline = tg
             .and_then(|g| {
-                crate::search::print_graph(g, &a.system, minor)
+                crate::search::print_graph(g, &a.system, &a.version)
                     .into_iter()
                     .next()
             })

@@ -16,6 +16,7 @@ use super::graph::Graph;
 use super::paths::{self, PathPolicy, Paths};
 use super::system::{LinkType, NodeType, System};
 use super::types::{GraphId, PathType, Pattern};
+use super::version::NcclVersion;
 use serde::Serialize;
 use topo_model::{CpuArch, CpuVendor, HostId};
 
@@ -376,8 +377,11 @@ pub fn compute_graph(
     ctx.compute(params, id, min, max)
 }
 
-/// The graph print (INFO GRAPH, §5.6): header then one line per channel.
-pub fn print_graph(g: &Graph, sys: &System, minor: u32) -> Vec<String> {
+/// The graph print (INFO GRAPH, §5.6): header then one line per channel, with the node names
+/// of release `v` (src/graph/search.cc `ncclTopoPrintGraph`): GPUs by rank up to v2.27.3-1,
+/// by system and bus id (`GPU/0-1b000`) from v2.27.5-1; NETs by decimal id up to 2.20, by the
+/// hex id with its system id in the top byte in 2.21 and 2.22, as `NET/0-1` from 2.23.
+pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion) -> Vec<String> {
     let mut out = vec![format!(
         "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
         g.pattern.number(),
@@ -389,13 +393,22 @@ pub fn print_graph(g: &Graph, sys: &System, minor: u32) -> Vec<String> {
         g.type_inter.name(),
         u8::from(g.same_channels)
     )];
+    let gpu_ids = v.includes("2.27.5");
     let label = |node: usize| -> String {
         let n = &sys.nodes[node];
-        if minor >= 21 {
-            n.label()
-        } else {
-            // ≤2.20 printed a single hex id (no system id).
-            format!("{}/{:x}", n.kind.name(), n.id)
+        match n.kind {
+            NodeType::Gpu if !gpu_ids => {
+                format!("GPU/{}", n.gpu.as_ref().map_or(0, |a| a.rank))
+            }
+            NodeType::Net if v.minor <= 20 => format!("NET/{}", n.id),
+            NodeType::Net if v.minor <= 22 => {
+                let local = n.id & ((1 << 56) - 1);
+                format!(
+                    "NET/{:x}",
+                    ((u64::from(n.host) + (n.id >> 56)) << 56) | local
+                )
+            }
+            _ => n.label(),
         }
     };
     for c in 0..g.n_channels {

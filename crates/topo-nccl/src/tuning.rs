@@ -40,6 +40,8 @@ pub struct TuningInput<'a> {
     pub nvls: Option<Graph>,
     /// Communicator channel count after §5.7 (`comm->nChannels`).
     pub comm_channels: usize,
+    /// Channels a Ring or Tree operation starts from ([`crate::channels::ChannelCounts::coll_algo`]).
+    pub algo_channels: usize,
     /// `comm->nvlsChannels`.
     pub nvls_channels: usize,
     /// `comm->nvlsSupport`.
@@ -87,6 +89,7 @@ impl<'a> TuningInput<'a> {
             collnet_direct: None,
             nvls: None,
             comm_channels: 0,
+            algo_channels: 0,
             nvls_channels: 0,
             nvls_supported: false,
             collnet_enabled: false,
@@ -185,6 +188,7 @@ pub struct CostTable {
     /// `threadThresholds[algo][proto]`.
     pub thread_thresholds: [[u64; 3]; 7],
     pub comm_channels: usize,
+    pub algo_channels: usize,
     pub nvls_channels: usize,
     pub nvls_supported: bool,
     pub collnet_enabled: bool,
@@ -350,6 +354,7 @@ impl CostTable {
             max_threads,
             thread_thresholds,
             comm_channels: inp.comm_channels,
+            algo_channels: inp.algo_channels,
             nvls_channels: inp.nvls_channels,
             nvls_supported: inp.nvls_supported,
             collnet_enabled: inp.collnet_enabled,
@@ -1095,7 +1100,7 @@ impl CostTable {
     /// Channels and threads for one operation (`topoGetAlgoInfo`).
     pub fn channels_threads(&self, a: Algo, p: Proto, bytes: u64) -> (usize, u32, Vec<String>) {
         let mut ex = vec![];
-        let mut nc = self.comm_channels.max(1) as u64;
+        let mut nc = self.algo_channels.max(1) as u64;
         let mut nt = self.max_threads[a as usize][p as usize] as u64;
         let mut th = self.thread_thresholds[a as usize][p as usize];
         let b = bytes;

@@ -52,6 +52,17 @@ impl NcclVersion {
     }
 
     /// Parses and checks that the version is supported.
+    /// Whether this release includes a change first released in `since` (`2.27.5`). A version
+    /// given without a patch stands for the release the data describes (the minor's last
+    /// checked tag), which includes it when its minor does.
+    pub fn includes(&self, since: &str) -> bool {
+        let Ok(s) = NcclVersion::parse(since) else {
+            return false;
+        };
+        (self.major, self.minor) > (s.major, s.minor)
+            || (self.minor == s.minor && self.patch.is_none_or(|p| p >= s.patch.unwrap_or(0)))
+    }
+
     pub fn parse(s: &str) -> Result<NcclVersion> {
         let bad = |why: &str| {
             Error::new(ErrorKind::Version, format!("bad nccl version '{s}': {why}")).help(format!(
@@ -549,14 +560,8 @@ impl Rules {
     }
 }
 
-/// Whether release `v` includes a change first released in `since`. A version given without a
-/// patch stands for the release the data describes, which includes it when its minor does.
 fn released_by(since: Option<&str>, v: &NcclVersion) -> bool {
-    let Some(since) = since.and_then(|s| NcclVersion::parse(s).ok()) else {
-        return false;
-    };
-    (v.major, v.minor) > (since.major, since.minor)
-        || (v.minor == since.minor && v.patch.is_none_or(|p| p >= since.patch.unwrap_or(0)))
+    since.is_some_and(|s| v.includes(s))
 }
 
 /// Everything version-specific the model reads.

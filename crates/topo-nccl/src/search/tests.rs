@@ -136,7 +136,12 @@ pub(crate) fn one_gpu_socket_host() -> Topology {
 }
 
 fn lines(p: &Plan, g: &Graph, minor: u32) -> Vec<String> {
-    print_graph(g, &p.sys, minor)
+    let v = NcclVersion {
+        major: 2,
+        minor,
+        patch: None,
+    };
+    print_graph(g, &p.sys, &v)
 }
 
 const H100_LINE: &str = "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer";
@@ -156,10 +161,13 @@ fn hgx_h100_single_node_is_the_worked_example() {
             "2.{minor}"
         );
         assert_eq!(ring.len(), 13);
-        assert_eq!(
-            ring[1],
+        // GPUs print by rank up to v2.27.3-1, by system and bus id from v2.27.5-1.
+        let want = if minor >= 27 {
             " 0 : GPU/0-11000 GPU/0-21000 GPU/0-31000 GPU/0-41000 GPU/0-51000 GPU/0-61000 GPU/0-71000 GPU/0-81000"
-        );
+        } else {
+            " 0 : GPU/0 GPU/1 GPU/2 GPU/3 GPU/4 GPU/5 GPU/6 GPU/7"
+        };
+        assert_eq!(ring[1], want, "2.{minor}");
         let tree = lines(&p, &p.graphs.tree, minor);
         assert_eq!(
             tree[0],
@@ -172,7 +180,12 @@ fn hgx_h100_single_node_is_the_worked_example() {
             nvls[0],
             "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000, type NVL/PIX, sameChannels 0"
         );
-        assert_eq!(nvls[2], " 1 : GPU/0-21000");
+        let head = if minor >= 27 {
+            " 1 : GPU/0-21000"
+        } else {
+            " 1 : GPU/1"
+        };
+        assert_eq!(nvls[2], head);
         assert_eq!(p.counts.log_line(), H100_LINE, "2.{minor}");
         assert_eq!(p.counts.search, 12);
         assert_eq!(p.conn.ring(0).unwrap(), (0..8).collect::<Vec<_>>());
@@ -253,8 +266,8 @@ fn nccl_2_18_on_sm90() {
         lines(&p, &p.graphs.ring, 18)[0],
         "Pattern 4, crossNic 0, nChannels 12, bw 30.000000/30.000000, type NVL/PIX, sameChannels 1"
     );
-    // ≤2.20 printed single hex ids.
-    assert!(lines(&p, &p.graphs.ring, 18)[1].starts_with(" 0 : GPU/11000 GPU/21000"));
+    // ≤2.20 printed GPUs by rank.
+    assert!(lines(&p, &p.graphs.ring, 18)[1].starts_with(" 0 : GPU/0 GPU/1"));
     assert_eq!(p.graphs.tree.n_channels, 12);
     assert_eq!(
         p.counts.log_line(),
@@ -378,7 +391,8 @@ fn hgx_h100_two_nodes() {
         lines(&p21, &p21.graphs.ring, 21)[0],
         "Pattern 4, crossNic 0, nChannels 8, bw 45.000000/45.000000, type NVL/PXN, sameChannels 0"
     );
-    assert!(lines(&p21, &p21.graphs.ring, 21)[1].ends_with("GPU/0-21000 NET/0-0"));
+    // 2.21 prints GPUs by rank and NETs by their hex id.
+    assert!(lines(&p21, &p21.graphs.ring, 21)[1].ends_with("GPU/1 NET/0"));
     assert_eq!(p21.counts.coll, 16);
     // 2.29+: remote peers need max(1 NIC, ceil(48 / 14)) = 4.
     assert_eq!(plan(&hgx(8, 90).replicate(2), 29).counts.p2p_per_peer, 4);
@@ -649,19 +663,23 @@ fn env_clamps_and_collnet() {
     assert_eq!(p.counts.coll, 20);
     assert_eq!(p.counts.copy_map[8..12], [0, 1, 2, 3]);
     assert_eq!(p.counts.p2p, 32);
-    // 2.23–2.27 copy channels up to the NVLS count.
-    let cp = ChannelParams {
-        max_nchannels: Some(4),
-        ..ChannelParams::for_version(26)
-    };
-    let p = plan_with(
-        &hgx(8, 90),
-        &BwConstants::default(),
-        &SearchParams::for_version(26),
-        &cp,
-    );
-    assert_eq!(p.counts.coll_algo, 4);
-    assert_eq!(p.counts.coll, 16);
+    // 2.20–2.27 copy channels up to the NVLS count; operations start from them from 2.22
+    // (src/enqueue.cc `nc = comm->nChannels`), from the channels before the copies in 2.20
+    // and 2.21 (`comm->collChannels`).
+    for (minor, algo) in [(21, 4), (26, 16)] {
+        let cp = ChannelParams {
+            max_nchannels: Some(4),
+            ..ChannelParams::for_version(minor)
+        };
+        let p = plan_with(
+            &hgx(8, 90),
+            &BwConstants::default(),
+            &SearchParams::for_version(minor),
+            &cp,
+        );
+        assert_eq!(p.counts.coll_algo, algo, "2.{minor}");
+        assert_eq!(p.counts.coll, 16, "2.{minor}");
+    }
     // A single GPU: every ring channel is free (LOC), so the search fills MAXCHANNELS/2
     // at the top speed; no NVLS with fewer than 2 GPUs.
     let p = plan(&hgx(1, 90), 28);

@@ -65,6 +65,7 @@ fn h100<'a>(env: &'a EnvPolicy, d: &'a VersionData) -> TuningInput<'a> {
         PathType::Pix,
     ));
     i.comm_channels = 24;
+    i.algo_channels = 24;
     i.nvls_channels = 16;
     i.nvls_supported = true;
     i.has_nvswitch = true;
@@ -104,6 +105,7 @@ fn h100_nodes<'a>(env: &'a EnvPolicy, d: &'a VersionData, nodes: usize) -> Tunin
         PathType::Pxb,
     ));
     i.comm_channels = 32;
+    i.algo_channels = 32;
     i.nvls_channels = 16;
     i.nvls_supported = true;
     i.has_nvswitch = true;
@@ -247,6 +249,7 @@ fn real_log_rtx5090_two_ranks_nccl_2_29() {
         PathType::Sys,
     ));
     i.comm_channels = 4;
+    i.algo_channels = 4;
     let t = CostTable::build(&i);
     let log = render_tuning_log(&t);
     let real =
@@ -1235,6 +1238,7 @@ fn v_threads_and_channels_per_op() {
     let cn = |i: &mut TuningInput| {
         i.collnet_enabled = true;
         i.comm_channels = 8;
+        i.algo_channels = 8;
     };
     let a = multi("2.27", 2, cn);
     let b = multi("2.28", 2, cn);
