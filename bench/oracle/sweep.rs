@@ -171,6 +171,11 @@ fn main() {
     let mut tally = Tally::default();
     let mut machines = 0usize;
     let mut oracle_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    // Machines NCCL's code stops on that topo says it stops on (by topo's code), that topo
+    // plans without saying so, and machines NCCL runs that topo says it stops on.
+    let mut stops_said: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    let mut stops_unsaid: Vec<u64> = vec![];
+    let mut stops_wrong: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut topo_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     // difference kind -> seeds
     let mut kinds: BTreeMap<String, Vec<u64>> = BTreeMap::new();
@@ -216,6 +221,16 @@ fn main() {
             Err(e) => {
                 let key = e.split(':').next_back().unwrap_or(&e).trim().to_string();
                 oracle_refused.entry(key).or_default().push(seed);
+                // NCCL's own code stopped: does topo say it would?
+                let said = analyze_machine(&m.xml, &m.env, m.nodes, &args.version).map(|a| {
+                    topo_nccl::plan::init_stops(&a)
+                        .first()
+                        .map(|w| w.code.name())
+                });
+                match said {
+                    Ok(Some(code)) => stops_said.entry(code).or_default().push(seed),
+                    _ => stops_unsaid.push(seed),
+                }
                 if args.show.is_some() {
                     println!("oracle refused: {e}");
                 }
@@ -235,6 +250,9 @@ fn main() {
                 continue;
             }
         };
+        if let Some(w) = topo_nccl::plan::init_stops(&a).first() {
+            stops_wrong.entry(w.code.name()).or_default().push(seed);
+        }
         let checks = differential::compare(&answer, &a);
         let took = t.elapsed().as_secs_f64();
         topo_time += took;
@@ -344,6 +362,30 @@ fn main() {
         for (k, v) in map {
             let _ = writeln!(r, "{what}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
         }
+    }
+    for (k, v) in &stops_said {
+        let _ = writeln!(
+            r,
+            "  where NCCL stops, topo says so ({k}): {} {:?}",
+            v.len(),
+            &v[..v.len().min(8)]
+        );
+    }
+    if !stops_unsaid.is_empty() {
+        let n = stops_unsaid.len();
+        let _ = writeln!(
+            r,
+            "  where NCCL stops, topo does not say so: {n} {:?}",
+            &stops_unsaid[..n.min(8)]
+        );
+    }
+    for (k, v) in &stops_wrong {
+        let _ = writeln!(
+            r,
+            "topo says NCCL stops ({k}) where it runs: {} {:?}",
+            v.len(),
+            &v[..v.len().min(8)]
+        );
     }
     print!("{r}");
     if let Some(p) = &args.report {

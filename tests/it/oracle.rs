@@ -277,6 +277,60 @@ fn a_single_node_keeps_its_nets_from_2_28_7() {
     }
 }
 
+/// Sweep seed 116 (2 sm90 GPUs behind x1 links, no NIC): no ring or tree fits, and from 2.29
+/// the search's fallback picks NETs (`ncclTopoSelectNets`), which fails without any: NCCL's
+/// own code stops ("Could not find any local path from gpu 0 to net", nccl-oracle 2.29.7 and
+/// 2.30.7; 2.28.9 plans it). The plan says so from 2.29 (`net-none`), not at 2.28.
+#[test]
+fn a_search_fallback_without_nics_is_flagged_from_2_29() {
+    let m = topo_nccl::testgen::generate(116);
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("116.xml");
+    std::fs::write(&xml, &m.xml).unwrap();
+    let xml = xml.to_string_lossy();
+    for (version, flagged) in [("2.28", false), ("2.29", true), ("2.30", true)] {
+        let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
+        assert!(!a.graphs.fallbacks.is_empty(), "{version}");
+        let out = crate::util::topo_clean_env()
+            .args([
+                "plan",
+                "--from",
+                &xml,
+                "--nccl-version",
+                version,
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{version}");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let codes = crate::parity::severities(&doc, "messages", "code");
+        assert_eq!(
+            codes.contains_key("net-none"),
+            flagged,
+            "{version}: {codes:?}"
+        );
+    }
+}
+
+/// Sweep seed 143 (8 sm70/sm75 GPUs on a partial NVLink mesh, 2 nodes): NCCL splits each host,
+/// GPU 7 apart. 2.30 keeps GPU 7's DEV node in the other node's trimmed topology; ranks 3 and 4
+/// still reach each other through it, and `ncclTopoCheckP2p` cannot find its rank: init stops
+/// (nccl-oracle 2.30.7: "ncclTopoDevToRank could not find rank for nvml dev 7"; 2.29.7 runs it).
+#[test]
+fn a_relay_through_a_split_off_gpu_stops_init_at_2_30() {
+    let m = topo_nccl::testgen::generate(143);
+    let a = analyze_machine(&m.xml, &m.env, m.nodes, "2.30").unwrap();
+    assert_eq!(a.trimmed_relays.first(), Some(&[3, 4, 7]));
+    let stops = topo_nccl::plan::init_stops(&a);
+    assert_eq!(stops[0].code.name(), "nccl-init-fails");
+    assert_eq!(stops[0].severity, topo_model::message::Severity::Error);
+    let a = analyze_machine(&m.xml, &m.env, m.nodes, "2.29").unwrap();
+    assert!(a.trimmed_relays.is_empty());
+    assert!(topo_nccl::plan::init_stops(&a).is_empty());
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

@@ -65,6 +65,9 @@ pub struct Analysis {
     pub mnnvl: Option<super::mnnvl::Mnnvl>,
     /// The launcher's host (tray) and NVML index of each rank, before any MNNVL fusion.
     pub trays: Vec<(HostId, i32)>,
+    /// Pairs of a split host's node that NCCL 2.30 finds connected through a GPU of another
+    /// node (launcher ranks `[a, b, relay]`): its init stops there ([`trimmed_relays`]).
+    pub trimmed_relays: Vec<[usize; 3]>,
 }
 
 impl Analysis {
@@ -250,7 +253,11 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .filter(|&h| !system.host_gpus(h).is_empty())
         .count();
     let mut split = Split::none(system.gpus.len());
+    let mut relays = vec![];
     if domains.len() > hosts_with_gpus {
+        if minor >= 30 {
+            relays = trimmed_relays(&system, &paths, &domains);
+        }
         split = split_domains(
             (&mut topo, &mut system, &mut paths),
             &domains,
@@ -359,6 +366,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         launcher_ranks,
         mnnvl,
         trays,
+        trimmed_relays: relays,
     })
 }
 
@@ -922,6 +930,39 @@ fn note_path_effects(
 
 /// The analysis of `topo` under `env` at `version` (CUDA driver 12.8), for tests: on a 64 MiB
 /// stack, as the binary's main thread has, since the graph search recurses per GPU and
+/// 2.30 gives each GPU a DEV node that holds its NVLinks, and `ncclTopoTrimSystem` removes the
+/// GPUs of the other nodes of a split host but not their DEV nodes (v2.30.7-1
+/// src/graph/paths.cc, src/graph/topo.cc `ncclTopoRemoveNode`). A path between two kept GPUs
+/// can still relay through such a DEV (GPU-DEV-DEV-DEV-GPU); `ncclTopoCheckP2p` then asks for
+/// the relay's rank in the trimmed system (`ncclTopoDevToRank`), finds none, and init fails
+/// ("ncclTopoDevToRank could not find rank for nvml dev N"; nccl-oracle 2.30.7, sweep seed 143).
+/// The pairs `[a, b, relay]` whose one-GPU relay is in another node, from the paths before the
+/// split, which still route through it.
+fn trimmed_relays(sys: &System, paths: &Paths, domains: &[Vec<usize>]) -> Vec<[usize; 3]> {
+    let mut node_of = vec![usize::MAX; sys.gpus.len()];
+    for (d, ranks) in domains.iter().enumerate() {
+        for &r in ranks {
+            node_of[r] = d;
+        }
+    }
+    let rank_of = |n: usize| sys.nodes[n].gpu.as_ref().map(|g| g.rank);
+    let mut out = vec![];
+    for ranks in domains {
+        for &a in ranks {
+            for &b in ranks.iter().filter(|&&b| b != a) {
+                let inner: Vec<usize> = paths.interior(sys.gpus[a], sys.gpus[b]).collect();
+                if let [relay] = inner[..]
+                    && let Some(r) = rank_of(relay)
+                    && node_of.get(r) != Some(&node_of[a])
+                {
+                    out.push([a, b, r]);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// channel and a 16-GPU clique needs more than a test thread's 2 MiB in unoptimised builds.
 #[cfg(test)]
 pub(crate) fn analyze_on_big_stack(

@@ -878,19 +878,56 @@ fn tuner_algo_name(a: Algo) -> &'static str {
     }
 }
 
-/// NCCL 2.30 asks every rank for its smallest GPU-to-NIC bandwidth during init
-/// (v2.30.7-1 src/init.cc -> src/graph/topo.cc `ncclTopoGetMinNetBw` -> `ncclTopoGetLocalNet`),
-/// which fails without any NET. A real job's network plugin adds the NICs it finds, so a
-/// source without NICs is planned as given, and the plan says what NCCL needs.
+/// Where NCCL's init asks for a NET and fails without one ("Could not find any local path from
+/// gpu 0 to net", src/graph/topo.cc `ncclTopoGetLocalNet`): 2.30 asks every rank for its
+/// smallest GPU-to-NIC bandwidth (v2.30.7-1 src/init.cc -> `ncclTopoGetMinNetBw`); from 2.29 a
+/// search that falls back to the simple order picks NETs for it (v2.29.2-1 src/graph/search.cc
+/// `ncclTopoCompute` -> `ncclTopoSelectNets`). A real job's network plugin adds the NICs it
+/// finds, so a source without NICs is planned as given, and the plan says what NCCL needs.
 fn no_net_warning(a: &Analysis, w: &mut Vec<Message>) {
-    if a.data.minor() < 30 || !a.system.nets.is_empty() || a.system.gpus.is_empty() {
+    if !a.system.nets.is_empty() || a.system.gpus.is_empty() {
         return;
     }
+    let minor = a.data.minor();
+    let why = if minor >= 30 {
+        "NCCL 2.30 needs at least one network device at init"
+    } else if minor == 29 && !a.graphs.fallbacks.is_empty() {
+        "NCCL 2.29's search finds no path here and its fallback needs a network device"
+    } else {
+        return;
+    };
     w.push(Message::new(
         Code::NetNone,
         Severity::Warning,
-        "the source lists no NIC: NCCL 2.30 needs at least one network device at init (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used",
+        format!("the source lists no NIC: {why} (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used"),
     ));
+}
+
+/// NCCL 2.30 stops at init on a split host whose nodes reach each other through a GPU of
+/// another node (`Analysis::trimmed_relays`).
+fn trimmed_relay_error(a: &Analysis, w: &mut Vec<Message>) {
+    let Some([x, y, relay]) = a.trimmed_relays.first() else {
+        return;
+    };
+    let more = match a.trimmed_relays.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more pair(s))"),
+    };
+    w.push(Message::new(
+        Code::NcclInitFails,
+        Severity::Error,
+        format!("NCCL {} stops at init here: it splits the host into nodes, and ranks {x} and {y} reach each other over NVLink through GPU rank {relay} of another node{more}, whose rank its trimmed topology no longer knows (\"ncclTopoDevToRank could not find rank for nvml dev\"); NCCL 2.29 and earlier run it as planned here", a.version),
+    ));
+}
+
+/// What says NCCL's own init stops on this topology, or needs what the source leaves out to
+/// go on (`net-none`, `nccl-init-fails`); the differential sweep holds these against the
+/// machines nccl-oracle refuses.
+pub fn init_stops(a: &Analysis) -> Vec<Message> {
+    let mut w = vec![];
+    no_net_warning(a, &mut w);
+    trimmed_relay_error(a, &mut w);
+    w
 }
 
 /// The source's warnings, what the plan had to assume, and the transport anomalies.
@@ -921,7 +958,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
         )));
     }
     hardware_fact_warnings(a, &mut w);
-    no_net_warning(a, &mut w);
+    w.extend(init_stops(a));
     incomplete_net_warnings(a, &mut w);
     gdr_warnings(a, &mut w);
     // NIC placement problems, as show and diagnose state them (`topo_model::nic_judge`).

@@ -308,7 +308,24 @@ fn header(out: &mut String, p: &Plan, style: Style) {
             m.clique_size
         );
     }
-    for w in crate::warnings::collapse_warnings(&p.warnings) {
+    // An error-severity message (`fabric-manager-not-ready`, `nccl-init-fails`) reads as one.
+    let errors: Vec<&String> = p
+        .messages
+        .iter()
+        .filter(|m| m.severity == Severity::Error)
+        .map(|m| &m.text)
+        .filter(|t| p.warnings.contains(t))
+        .collect();
+    for e in &errors {
+        let _ = writeln!(out, "{} {e}", style.red("error:"));
+    }
+    let rest: Vec<String> = p
+        .warnings
+        .iter()
+        .filter(|w| !errors.contains(w))
+        .cloned()
+        .collect();
+    for w in crate::warnings::collapse_warnings(&rest) {
         let _ = writeln!(out, "{} {w}", style.yellow("warning:"));
     }
     for m in p.messages.iter().filter(|m| m.severity == Severity::Info) {

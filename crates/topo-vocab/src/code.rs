@@ -56,6 +56,7 @@ codes! {
     SourceWarning => "source-warning",
     NetSocketSpeed => "net-socket-speed",
     NetNone => "net-none",
+    NcclInitFails => "nccl-init-fails",
     P2pAssumed => "p2p-assumed",
     P2pRefusedByDriver => "p2p-refused-by-driver",
     NvlsUnavailable => "nvls-unavailable",
