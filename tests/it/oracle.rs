@@ -331,6 +331,28 @@ fn a_relay_through_a_split_off_gpu_stops_init_at_2_30() {
     assert!(topo_nccl::plan::init_stops(&a).is_empty());
 }
 
+/// Sweep seed 6 (4 sm80 GPUs on NVLink, no NIC) on 4 nodes: before v2.28.7-1 the search is
+/// inter-node only where the host has NETs (`system->nodes[NET].count`), so each node is
+/// searched as one (nccl-oracle 2.27.7: 6 channels at 20 GB/s over NVLink); from v2.28.7-1
+/// `system->inter` says 4 nodes, nothing connects them, and the search falls back to the
+/// simple order (2.28.9).
+#[test]
+fn nodes_without_nets_search_as_one_before_2_28_7() {
+    let m = topo_nccl::testgen::generate(6);
+    let ring = |version: &str| {
+        let a = analyze_machine(&m.xml, &m.env, 4, version).unwrap();
+        topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version).remove(0)
+    };
+    assert_eq!(
+        ring("2.27"),
+        "Pattern 4, crossNic 0, nChannels 6, bw 20.000000/20.000000, type NVL/PIX, sameChannels 0"
+    );
+    assert_eq!(
+        ring("2.28"),
+        "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.100000, type SYS/SYS, sameChannels 1"
+    );
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (
@@ -353,6 +375,16 @@ const EXPECTED: &[(u64, &str, &str)] = &[];
 fn corpus_agrees_with_nccl_field_by_field() {
     let machines = check_corpus("corpus.jsonl", EXPECTED, |_| true);
     assert!(machines >= 200, "corpus has {machines} machines");
+}
+
+/// The other tags' corpus (`fixtures/oracle/corpus-versions.jsonl`): generated machines with
+/// the answers of nccl-oracle at v2.26.6-1, v2.27.7-1, v2.29.7-1 and v2.30.7-1 on the
+/// generator's 1 or 2 nodes, and at all five tags on 4 nodes; each entry is analysed at its
+/// own version. No difference is expected.
+#[test]
+fn corpus_of_every_version_agrees_with_nccl_field_by_field() {
+    let machines = check_corpus("corpus-versions.jsonl", &[], |_| true);
+    assert!(machines >= 100, "corpus has {machines} machines");
 }
 
 /// Differences of [`pinned_sweep_machines_agree_with_nccl`]'s machines that remain, as

@@ -275,7 +275,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         .filter(|&h| !system.host_gpus(h).is_empty())
         .count()
         .max(1);
-    if nnodes == 1 && !system.nets.is_empty() && !data.rules.single_node_keeps_nets(&req.version) {
+    if nnodes == 1 && !system.nets.is_empty() && !data.rules.has_system_inter(&req.version) {
         // Before v2.28.7-1 a single-node communicator loses its NETs in ncclTopoTrimSystem and
         // init computes the paths again (NCCL 2.27.7 src/init.cc, src/graph/paths.cc).
         system = System::build_with(&topo, &data.bw, &|_| false);
@@ -290,6 +290,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let mut search = search_params(&data, &env, nvls_enabled, collnet_enabled);
+    search.inter_needs_nets = !data.rules.has_system_inter(&req.version);
     // ncclTopoSelectNets (NCCL 2.28.9 src/graph/search.cc): `nHosts > 1`, a system fused
     // from several trays, orders the start NETs GPU first.
     let fused_trays = mnnvl
@@ -311,6 +312,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         split_node_graphs(&system, &paths, &graphs, |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
             p.rail_per_host = rail_per_host;
+            p.inter_needs_nets = search.inter_needs_nets;
             p
         })
     };

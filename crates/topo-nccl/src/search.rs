@@ -69,6 +69,10 @@ pub struct SearchParams {
     /// NCCL_MNNVL_RAIL_PER_HOST=1 where the release reads it (2.28.7+): a crossNic=0 channel
     /// may come back on another host's NET of the same PCI slot and port.
     pub rail_per_host: bool,
+    /// Before v2.28.7-1 the search is inter-node only where the host has NETs
+    /// (`system->nodes[NET].count`, [`crate::version::Rules::system_inter_since`]): nodes
+    /// without any are searched one by one as a single node.
+    pub inter_needs_nets: bool,
 }
 
 /// `ncclTopoPrefNetsChannelFirst` (NCCL 2.28.9 src/graph/search.cc) for all GPUs: each GPU's
@@ -178,6 +182,7 @@ impl SearchParams {
             timeout_pci_order: 1 << 10,
             gpu_first_nets: false,
             rail_per_host: false,
+            inter_needs_nets: minor < 28,
         }
     }
 
@@ -429,6 +434,13 @@ pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion) -> Vec<String> {
                 if g.id == GraphId::Nvls {
                     break;
                 }
+            }
+            // An NVLS channel holds its head only; up to v2.27.3-1 the print went on over the
+            // rest of the channel's (zeroed) GPU slots, rank 0 each.
+            if g.id == GraphId::Nvls && !gpu_ids {
+                let head_host = order.first().map(|&r| sys.gpu(r).host).unwrap_or(0);
+                let ngpus = sys.host_gpus(head_host).len();
+                line.push_str(&" GPU/0".repeat(ngpus.saturating_sub(1)));
             }
         }
         if let Some(&(_, b)) = inter
@@ -755,7 +767,8 @@ fn gpu_total_bw(sys: &System, gnode: usize) -> f32 {
 
 impl Ctx {
     fn new(sys: &System, paths: &Paths, params: &SearchParams, host: HostId) -> Ctx {
-        let inter = sys.nhosts > 1;
+        let has_nets = || sys.nets.iter().any(|&n| sys.nodes[n].host == host);
+        let inter = sys.nhosts > 1 && (!params.inter_needs_nets || has_nets());
         // NCCL's GPU index order, which is what the search iterates over (not rank order).
         let ranks: Vec<usize> = sys.host_gpus_indexed(host);
         let ngpus = ranks.len();

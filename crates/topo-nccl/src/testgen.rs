@@ -775,6 +775,17 @@ fn random_env(r: &mut Rng, nodes: usize) -> Vec<(String, String)> {
         if r.chance(0.06) {
             set("NCCL_NCHANNELS_PER_NET_PEER", r.range(1, 4).to_string());
         }
+        // Read from 2.29 (src/graph/paths.cc) and 2.30 (src/init.cc); earlier releases ignore
+        // them. Drawn last, so that the machines and variables drawn before stay as they were.
+        if r.chance(0.12) {
+            set(
+                "NCCL_P2P_PER_CHANNEL_NET_BW",
+                r.pick(&["4", "7", "14", "28"]).into(),
+            );
+        }
+        if r.chance(0.12) {
+            set("NCCL_P2P_MAX_PEERS", r.pick(&["1", "8", "16", "64"]).into());
+        }
     }
     env
 }

@@ -539,11 +539,13 @@ pub struct Rules {
     /// The first release that reads NCCL_MNNVL_RAIL_PER_HOST (`ncclTopoSearchCheckNet`,
     /// src/graph/search.cc: v2.28.7-1; absent from v2.28.3-1 and earlier), `None` before it.
     pub mnnvl_rail_per_host_since: Option<String>,
-    /// The first release whose single-node communicator keeps its NETs: `ncclTopoTrimSystem`
-    /// (src/graph/paths.cc) sets `system->inter = 0` from v2.28.7-1, where earlier releases
-    /// removed every NET and init computed the paths again without them (so no GPU pair is
-    /// held to the network by `ncclTopoCheckNet`). `None`: removed at every release.
-    pub single_node_keeps_nets_since: Option<String>,
+    /// The first release with `system->inter`, set by `ncclTopoTrimSystem` from the rank count
+    /// (v2.28.7-1 src/graph/paths.cc). Before it a single-node communicator lost every NET there
+    /// (init computed the paths again without them, so no GPU pair is held to the network by
+    /// `ncclTopoCheckNet`), and the search took "inter-node" to mean "has NETs"
+    /// (src/graph/search.cc `system->nodes[NET].count`), so several nodes without any NET
+    /// were searched as one. `None`: not at any release.
+    pub system_inter_since: Option<String>,
 }
 
 impl Rules {
@@ -553,10 +555,9 @@ impl Rules {
         released_by(self.mnnvl_rail_per_host_since.as_deref(), v)
     }
 
-    /// Whether release `v` keeps the NETs of a single-node communicator (see
-    /// [`Rules::single_node_keeps_nets_since`]).
-    pub fn single_node_keeps_nets(&self, v: &NcclVersion) -> bool {
-        released_by(self.single_node_keeps_nets_since.as_deref(), v)
+    /// Whether release `v` has `system->inter` (see [`Rules::system_inter_since`]).
+    pub fn has_system_inter(&self, v: &NcclVersion) -> bool {
+        released_by(self.system_inter_since.as_deref(), v)
     }
 }
 

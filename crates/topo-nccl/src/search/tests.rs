@@ -183,7 +183,8 @@ fn hgx_h100_single_node_is_the_worked_example() {
         let head = if minor >= 27 {
             " 1 : GPU/0-21000"
         } else {
-            " 1 : GPU/1"
+            // Up to v2.27.3-1 the rest of the channel's GPU slots print too.
+            " 1 : GPU/1 GPU/0 GPU/0 GPU/0 GPU/0 GPU/0 GPU/0 GPU/0"
         };
         assert_eq!(nvls[2], head);
         assert_eq!(p.counts.log_line(), H100_LINE, "2.{minor}");
