@@ -353,6 +353,21 @@ fn nodes_without_nets_search_as_one_before_2_28_7() {
     );
 }
 
+/// Sweep seed 75 (8 sm100 GPUs on a partial NVLink mesh, 16 NICs): NCCL splits the host;
+/// rank 0's node searches a balanced tree, another node a TREE, and from 2.26 the tuning reads
+/// the largest pattern over the ranks (`comm->maxTreePattern`, src/graph/tuning.cc: Tree × 0.85).
+/// nccl-oracle 2.30.7's AllReduce Tree/LL cell: 1.235 GB/s (topo had 1.453).
+#[test]
+fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
+    use topo_nccl::types::{Algo, Func, Proto};
+    let m = topo_nccl::testgen::generate(75);
+    let a = analyze_machine(&m.xml, &m.env, m.nodes, "2.30").unwrap();
+    assert!(a.nnodes > 1);
+    assert_eq!(a.graphs.tree.pattern.number(), 1, "rank 0's own tree is balanced");
+    let bw = a.costs.bw(Func::AllReduce, Algo::Tree, Proto::Ll).unwrap();
+    assert!((bw - 1.235).abs() < 0.001, "{bw}");
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (

@@ -641,6 +641,7 @@ fn tuning_input<'a>(
     }
     ti.ring = Some(merged.ring.clone());
     ti.tree = Some(merged.tree.clone());
+    ti.max_tree_pattern = merged.max_tree_pattern;
     ti.collnet_chain = merged.collnet_chain.clone();
     ti.collnet_direct = merged.collnet_direct.clone();
     ti.nvls = merged.nvls.clone();

@@ -235,6 +235,11 @@ pub struct Graphs {
     /// missing) where host 0's orders are mapped onto it.
     #[serde(skip)]
     pub node_orders: Vec<Option<NodeOrders>>,
+    /// The largest tree pattern over the nodes' own searches (`comm->maxTreePattern`, the
+    /// AllGather3 maximum of v2.26+ src/init.cc): a split host's other node can search a
+    /// TREE where rank 0's is balanced, and the tuning reads this one.
+    #[serde(skip)]
+    pub max_tree_pattern: u32,
 }
 
 /// One node's own ring and tree channel orders (ranks), from its own search.
@@ -309,6 +314,7 @@ pub fn compute_all_on(sys: &System, paths: &Paths, params: &SearchParams, host: 
     let nvls = params
         .nvls_enabled
         .then(|| ctx.compute(params, GraphId::Nvls, 1, params.max_channels));
+    let max_tree_pattern = tree.pattern.number();
     Graphs {
         ring,
         tree,
@@ -321,6 +327,7 @@ pub fn compute_all_on(sys: &System, paths: &Paths, params: &SearchParams, host: 
         fallbacks,
         search_steps: ctx.steps.get(),
         node_orders: vec![],
+        max_tree_pattern,
     }
 }
 
@@ -332,6 +339,7 @@ pub fn compute_all_on(sys: &System, paths: &Paths, params: &SearchParams, host: 
 pub fn all_gather3(own: &Graphs, nodes: &[Graphs]) -> Graphs {
     let mut out = own.clone();
     for n in nodes {
+        out.max_tree_pattern = out.max_tree_pattern.max(n.tree.pattern.number());
         reduce(&mut out.ring, Some(&n.ring));
         reduce(&mut out.tree, Some(&n.tree));
         for (g, o) in [

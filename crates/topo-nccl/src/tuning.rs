@@ -40,6 +40,8 @@ pub struct TuningInput<'a> {
     pub nvls: Option<Graph>,
     /// Communicator channel count after §5.7 (`comm->nChannels`).
     pub comm_channels: usize,
+    /// `comm->maxTreePattern` (`Graphs::max_tree_pattern`); 0: the tree graph's own.
+    pub max_tree_pattern: u32,
     /// Channels a Ring or Tree operation starts from ([`crate::channels::ChannelCounts::coll_algo`]).
     pub algo_channels: usize,
     /// `comm->nvlsChannels`.
@@ -89,6 +91,7 @@ impl<'a> TuningInput<'a> {
             collnet_direct: None,
             nvls: None,
             comm_channels: 0,
+            max_tree_pattern: 0,
             algo_channels: 0,
             nvls_channels: 0,
             nvls_supported: false,
@@ -1679,7 +1682,13 @@ impl<'a> Model<'a> {
             ));
             bus = v;
         }
-        if a == Algo::Tree && g.pattern == Pattern::Tree {
+        let tree_pattern = match r.tree_pattern_source {
+            TreePatternSource::MaxOverRanks if self.inp.max_tree_pattern > 0 => {
+                self.inp.max_tree_pattern
+            }
+            _ => g.pattern.number(),
+        };
+        if a == Algo::Tree && tree_pattern == Pattern::Tree.number() {
             bus *= 0.85;
             let src = match r.tree_pattern_source {
                 TreePatternSource::OwnGraph => "tree graph",

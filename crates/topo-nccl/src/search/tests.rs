@@ -719,6 +719,7 @@ fn all_gather3_takes_the_worst_of_every_node() {
         fallbacks: vec![],
         search_steps: 0,
         node_orders: vec![],
+        max_tree_pattern: g.pattern.number(),
     };
     let mut nvls = Graph::empty(GraphId::Nvls, Pattern::Nvls);
     nvls.n_channels = 16;
