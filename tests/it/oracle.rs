@@ -363,7 +363,11 @@ fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
     let m = topo_nccl::testgen::generate(75);
     let a = analyze_machine(&m.xml, &m.env, m.nodes, "2.30").unwrap();
     assert!(a.nnodes > 1);
-    assert_eq!(a.graphs.tree.pattern.number(), 1, "rank 0's own tree is balanced");
+    assert_eq!(
+        a.graphs.tree.pattern.number(),
+        1,
+        "rank 0's own tree is balanced"
+    );
     let bw = a.costs.bw(Func::AllReduce, Algo::Tree, Proto::Ll).unwrap();
     assert!((bw - 1.235).abs() < 0.001, "{bw}");
 }
