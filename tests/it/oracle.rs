@@ -190,16 +190,25 @@ fn gb200_trays_charge_c2c_on_their_p2c_paths() {
     );
 }
 
-/// The first graph line of a generated machine (`topo_nccl::testgen`, the sweep's seeds) as
-/// topo plans it at an NCCL version.
-fn generated_graph_line(
-    seed: u64,
-    version: &str,
-    graph: fn(&Analysis) -> Option<&topo_nccl::graph::Graph>,
-) -> String {
+type GraphOf = fn(&Analysis) -> Option<&topo_nccl::graph::Graph>;
+
+fn ring(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
+    Some(&a.graphs.ring)
+}
+
+fn nvls(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
+    a.graphs.nvls.as_ref()
+}
+
+/// Asserts the first graph line of a generated machine (`topo_nccl::testgen`, the sweep's
+/// seeds) as topo plans it at each version, on `nodes` nodes (`None`: the generator's count).
+fn assert_graph_lines(seed: u64, nodes: Option<usize>, graph: GraphOf, want: &[(&str, &str)]) {
     let m = topo_nccl::testgen::generate(seed);
-    let a = analyze_machine(&m.xml, &m.env, m.nodes, version).unwrap();
-    topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, &a.version).remove(0)
+    for (version, line) in want {
+        let a = analyze_machine(&m.xml, &m.env, nodes.unwrap_or(m.nodes), version).unwrap();
+        let got = topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, &a.version);
+        assert_eq!(got[0], *line, "seed {seed} at {version}");
+    }
 }
 
 /// Sweep seed 33 (8 sm90 GPUs on an NVSwitch, ARM CPUs, NCCL_P2P_DISABLE=1): the GPU paths
@@ -208,16 +217,20 @@ fn generated_graph_line(
 /// 2.29 starts at 3 and settles at 30/60.
 #[test]
 fn p2p_disabled_nvls_starts_from_the_nvlink_bandwidth_at_2_30() {
-    fn nvls(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
-        a.graphs.nvls.as_ref()
-    }
-    assert_eq!(
-        generated_graph_line(33, "2.30", nvls),
-        "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000, type PHB/PIX, sameChannels 0"
-    );
-    assert_eq!(
-        generated_graph_line(33, "2.29", nvls),
-        "Pattern 5, crossNic 0, nChannels 8, bw 30.000000/60.000000, type PHB/PIX, sameChannels 0"
+    assert_graph_lines(
+        33,
+        None,
+        nvls,
+        &[
+            (
+                "2.30",
+                "Pattern 5, crossNic 0, nChannels 8, bw 40.000000/60.000000, type PHB/PIX, sameChannels 0",
+            ),
+            (
+                "2.29",
+                "Pattern 5, crossNic 0, nChannels 8, bw 30.000000/60.000000, type PHB/PIX, sameChannels 0",
+            ),
+        ],
     );
 }
 
@@ -227,16 +240,20 @@ fn p2p_disabled_nvls_starts_from_the_nvlink_bandwidth_at_2_30() {
 /// (nccl-oracle 2.30.7: `NVL/PXB`; 2.29.7: `NVL/PXN`).
 #[test]
 fn pxn_paths_count_the_relay_gpu_dev_links_at_2_30() {
-    fn ring(a: &Analysis) -> Option<&topo_nccl::graph::Graph> {
-        Some(&a.graphs.ring)
-    }
-    assert_eq!(
-        generated_graph_line(5, "2.30", ring),
-        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXB, sameChannels 0"
-    );
-    assert_eq!(
-        generated_graph_line(5, "2.29", ring),
-        "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXN, sameChannels 0"
+    assert_graph_lines(
+        5,
+        None,
+        ring,
+        &[
+            (
+                "2.30",
+                "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXB, sameChannels 0",
+            ),
+            (
+                "2.29",
+                "Pattern 4, crossNic 0, nChannels 4, bw 2.400000/2.400000, type NVL/PXN, sameChannels 0",
+            ),
+        ],
     );
 }
 
@@ -338,18 +355,20 @@ fn a_relay_through_a_split_off_gpu_stops_init_at_2_30() {
 /// simple order (2.28.9).
 #[test]
 fn nodes_without_nets_search_as_one_before_2_28_7() {
-    let m = topo_nccl::testgen::generate(6);
-    let ring = |version: &str| {
-        let a = analyze_machine(&m.xml, &m.env, 4, version).unwrap();
-        topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version).remove(0)
-    };
-    assert_eq!(
-        ring("2.27"),
-        "Pattern 4, crossNic 0, nChannels 6, bw 20.000000/20.000000, type NVL/PIX, sameChannels 0"
-    );
-    assert_eq!(
-        ring("2.28"),
-        "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.100000, type SYS/SYS, sameChannels 1"
+    assert_graph_lines(
+        6,
+        Some(4),
+        ring,
+        &[
+            (
+                "2.27",
+                "Pattern 4, crossNic 0, nChannels 6, bw 20.000000/20.000000, type NVL/PIX, sameChannels 0",
+            ),
+            (
+                "2.28",
+                "Pattern 4, crossNic 0, nChannels 1, bw 0.100000/0.100000, type SYS/SYS, sameChannels 1",
+            ),
+        ],
     );
 }
 
