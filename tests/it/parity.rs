@@ -2,14 +2,15 @@
 //! `diagnose` report the PCIe facts (`topo_model::pcie_judge`), the ports' GPUDirect RDMA
 //! (`topo_model::net_judge`), missing NVLink lanes (`topo_model::nvlink_judge`), peer access
 //! (`topo_model::p2p_judge`), NVLS stated off (`topo_model::nvls_judge`) and NIC placement
-//! problems (`topo_model::nic_judge`) and NVLink fabric registration problems
-//! (`topo_model::fabric_judge`) with the same code and the same severity, or all leave them out.
+//! problems (`topo_model::nic_judge`), NVLink fabric registration problems
+//! (`topo_model::fabric_judge`) and the NVLink shape's problems (`topo_model::nvlink_shape`:
+//! islands, unknown) with the same code and the same severity, or all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 14] = [
+const SHARED: [&str; 16] = [
     "virtualized-topology",
     "pcie-downtrained",
     "pcie-upstream-slower",
@@ -24,6 +25,8 @@ const SHARED: [&str; 14] = [
     "nic-none-near",
     "fabric-manager-not-ready",
     "nvlink-fabric-partial",
+    "nvlink-islands",
+    "nvlink-unknown",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.
@@ -189,6 +192,25 @@ fn a_partly_connected_bridge_is_one_warning_everywhere() {
     assert_eq!(severity_of(&plan, "messages", "code", code), want);
     let diag = json("diagnose", &src).unwrap();
     assert_eq!(severity_of(&diag, "findings", "id", code), want);
+}
+
+/// NVLink islands (bridged pairs joined by PCIe) were show's summary only: plan and diagnose
+/// said nothing while show warned that a ring over all GPUs crosses PCIe.
+#[test]
+fn nvlink_islands_are_one_warning_everywhere() {
+    let src: Vec<String> = ["--profile", "pcie-8x-a100-nvbridge"]
+        .map(String::from)
+        .to_vec();
+    let want = Some("warning".to_string());
+    let code = "nvlink-islands";
+    for (cmd, list, key) in [
+        ("show", "messages", "code"),
+        ("plan", "messages", "code"),
+        ("diagnose", "findings", "id"),
+    ] {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(severity_of(&doc, list, key, code), want, "{cmd}");
+    }
 }
 
 /// NVLS stated off (`--nvls off` on an NVSwitch machine) was a plan message only: now the same

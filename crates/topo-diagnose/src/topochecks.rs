@@ -88,14 +88,25 @@ fn pcie(t: &Topology, r: &mut Report) {
 /// do about them.
 fn nvlink(t: &Topology, r: &mut Report) {
     let nvls = topo_model::nvls_judge::verdicts(t, t.graph.node_indices());
+    let shape = topo_model::nvlink_shape::problems(t);
     for v in topo_model::nvlink_judge::verdicts(t, t.gpus())
         .into_iter()
         .chain(nvls)
+        .chain(shape)
     {
-        let fix = if v.code == Code::NvlsUnavailable {
-            "NVLS needs NVSwitch GPUs of sm 90 or newer, the fabric manager running and CUDA driver 12.1+, and NCCL_NVLS_ENABLE not 0; where the machine has them, drop the stated `nvls: false` (or --nvls off)"
-        } else {
-            "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"
+        let fix = match v.code {
+            Code::NvlsUnavailable => {
+                "NVLS needs NVSwitch GPUs of sm 90 or newer, the fabric manager running and CUDA driver 12.1+, and NCCL_NVLS_ENABLE not 0; where the machine has them, drop the stated `nvls: false` (or --nvls off)"
+            }
+            Code::NvlinkIslands => {
+                "keep each job's GPUs inside one island (CUDA_VISIBLE_DEVICES) where it fits; across islands NCCL's rings run at PCIe speed, so check that every bridge is fitted (`nvidia-smi topo -m` shows NV# for each bridged pair)"
+            }
+            Code::NvlinkUnknown => {
+                "state it: --nvlink nvswitch|pairs|none (or --gpu MODEL), or read the machine live or from `topo snapshot`, where NVML lists each GPU's NVLinks"
+            }
+            _ => {
+                "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"
+            }
         };
         r.add(finding_of(v, fix));
     }

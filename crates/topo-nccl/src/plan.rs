@@ -1082,8 +1082,13 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
         };
         w.push(Message::new(v.code, v.severity, text));
     }
-    // NVLS stated off, as show and diagnose state it (`topo_model::nvls_judge`).
-    for v in topo_model::nvls_judge::verdicts(&a.topo, a.topo.graph.node_indices()) {
+    // NVLS stated off, as show and diagnose state it (`topo_model::nvls_judge`); NVLink
+    // islands, as show and diagnose state them (`topo_model::nvlink_shape`).
+    let islands = topo_model::nvlink_shape::problems(&a.topo);
+    for v in topo_model::nvls_judge::verdicts(&a.topo, a.topo.graph.node_indices())
+        .into_iter()
+        .chain(islands)
+    {
         w.push(Message::new(v.code, v.severity, v.summary));
     }
 }

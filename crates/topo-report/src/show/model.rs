@@ -5,10 +5,9 @@
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
-use serde::Serialize;
 use topo_model::bw::{IntelClass, intel_class};
-use topo_model::fast::{HashMap, HashSet};
-use topo_model::{BwConstants, Cpu, CpuVendor, HostId, LinkKind, NodeKind, NvlinkInfo, Topology};
+use topo_model::fast::HashMap;
+use topo_model::{BwConstants, Cpu, CpuVendor, HostId, LinkKind, NodeKind, Topology};
 use topo_nccl as nccl;
 use topo_nccl::paths::{PathPolicy, Paths};
 use topo_nccl::system::{NodeType, System};
@@ -59,21 +58,8 @@ impl HostView {
     }
 }
 
-/// What a GPU's NVLinks reach, summed over the model's per-chip links.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct NvlinkSummary {
-    /// `Some(reason)` when the source could not enumerate NVLinks.
-    pub unknown: Option<String>,
-    pub lanes: u32,
-    pub bw: f64,
-    pub switch_lanes: u32,
-    pub switch_bw: f64,
-    /// NVSwitch chips reached, with lanes to each, in model order.
-    pub switches: Vec<(NodeIndex, u32)>,
-    /// Peer GPUs reached directly: (gpu, lanes, bw).
-    pub peers: Vec<(NodeIndex, u32, f64)>,
-    pub cpu_lanes: u32,
-}
+pub(crate) use topo_model::nvlink_shape::NvlinkSummary;
+pub(crate) use topo_model::pci_class::PciClass;
 
 pub(crate) struct Ctx<'a> {
     pub topo: &'a Topology,
@@ -92,10 +78,8 @@ pub(crate) struct Ctx<'a> {
     number: HashMap<NodeIndex, usize>,
     /// Each network port's role (compute, storage, front-end), stated or inferred.
     pub roles: HashMap<NodeIndex, topo_model::RoleGuess>,
-    /// Flat hosts without NUMA information: no PCI switch or bridge (every device hangs off
-    /// its CPU) and a CPU with NUMA id -1, as a VM's NCCL XML lists it; nothing tells one
-    /// host bridge from another there.
-    pub flat_hosts: HashSet<HostId>,
+    /// nvidia-smi's connection classes (`topo_model::pci_class`).
+    pub classes: topo_model::pci_class::PciClasses,
     /// Set when the topology shown is the first copy of a replicated one.
     pub copies: Option<super::copies::Replicas<'a>>,
 }
@@ -189,22 +173,12 @@ impl<'a> Ctx<'a> {
                 number.insert(g, if nvml { d as usize } else { i });
             }
         }
-        let with_switch: HashSet<HostId> = topo.pci_switches().map(|n| topo.node(n).host).collect();
-        let flat_hosts = hosts
-            .iter()
-            .filter(|h| !with_switch.contains(&h.host))
-            .filter(|h| {
-                h.cpus
-                    .iter()
-                    .all(|&c| topo.cpu(c).is_some_and(|x| x.numa < 0))
-            })
-            .map(|h| h.host)
-            .collect();
+        let classes = topo_model::pci_class::PciClasses::of(topo);
         Ctx {
             topo,
             hosts,
             pos,
-            flat_hosts,
+            classes,
             paths: HashMap::default(),
             local: HashMap::default(),
             channel0: HashMap::default(),
@@ -275,45 +249,12 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn nvlink(&self, gpu: NodeIndex) -> NvlinkSummary {
-        let mut s = NvlinkSummary::default();
-        if let Some(g) = self.topo.gpu(gpu)
-            && let NvlinkInfo::Unknown(reason) = &g.nvlink
-        {
-            s.unknown = Some(reason.clone());
-        }
-        for (to, lanes, bw) in self.topo.nvlinks(gpu) {
-            s.lanes += lanes;
-            s.bw += bw;
-            match &self.topo.node(to).kind {
-                NodeKind::NvSwitch(_) => {
-                    s.switch_lanes += lanes;
-                    s.switch_bw += bw;
-                    s.switches.push((to, lanes));
-                }
-                NodeKind::Gpu(_) => s.peers.push((to, lanes, bw)),
-                _ => s.cpu_lanes += lanes,
-            }
-        }
-        s
+        topo_model::nvlink_shape::summary(self.topo, gpu)
     }
 
-    /// NVLink lanes between two GPUs as `nvidia-smi topo -m` counts them (`NV#`): direct
-    /// lanes, or through NVSwitch the smaller of the two GPUs' switch lane counts.
+    /// NVLink lanes between two GPUs as `nvidia-smi topo -m` counts them (`NV#`).
     pub fn nvlink_lanes_between(&self, a: NodeIndex, b: NodeIndex) -> u32 {
-        let direct = |x: NodeIndex, y: NodeIndex| -> u32 {
-            self.topo
-                .graph
-                .edges_connecting(x, y)
-                .filter(|e| e.weight().kind == LinkKind::NvLink)
-                .map(|e| e.weight().lanes)
-                .sum()
-        };
-        let d = direct(a, b).max(direct(b, a));
-        if d > 0 {
-            return d;
-        }
-        let (sa, sb) = (self.nvlink(a).switch_lanes, self.nvlink(b).switch_lanes);
-        if sa > 0 && sb > 0 { sa.min(sb) } else { 0 }
+        topo_model::nvlink_shape::lanes_between(self.topo, a, b)
     }
 
     /// The NIC (PCI function) of a network port, or the node itself.
@@ -697,86 +638,10 @@ pub(crate) fn switch_gpus(ctx: &Ctx, s: NodeIndex) -> Vec<(NodeIndex, u32)> {
     v
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub(crate) enum PciClass {
-    #[serde(rename = "PIX")]
-    Pix,
-    #[serde(rename = "PXB")]
-    Pxb,
-    #[serde(rename = "PHB")]
-    Phb,
-    #[serde(rename = "NODE")]
-    Node,
-    #[serde(rename = "SYS")]
-    Sys,
-}
-
-impl PciClass {
-    pub fn name(self) -> &'static str {
-        match self {
-            PciClass::Pix => "PIX",
-            PciClass::Pxb => "PXB",
-            PciClass::Phb => "PHB",
-            PciClass::Node => "NODE",
-            PciClass::Sys => "SYS",
-        }
-    }
-}
-
-/// The host bridge a device reaches its CPU through, identified by the root bus of the
-/// device's top-level ancestor (the node right below the CPU): root ports of one host bridge
-/// share its bus number, while NCCL-style trees that start at a switch's upstream port give
-/// every port its own bus. `None` when the top-level node has no bus id.
-fn host_bridge(topo: &Topology, n: NodeIndex) -> Option<(u32, u8)> {
-    let c = topo.pci_chain(n);
-    let top = c
-        .iter()
-        .rev()
-        .find(|&&x| !matches!(topo.node(x).kind, NodeKind::Cpu(_)))?;
-    topo.node(*top).busid().map(|b| (b.domain(), b.bus()))
-}
-
-/// The nvidia-smi connection class between two GPUs/NICs/ports of one host.
+/// The nvidia-smi connection class between two GPUs/NICs/ports of one host
+/// (`topo_model::pci_class`).
 pub(crate) fn pci_class(ctx: &Ctx, a: NodeIndex, b: NodeIndex) -> PciClass {
-    let topo = ctx.topo;
-    let (a, b) = (ctx.pci_device(a), ctx.pci_device(b));
-    if a == b {
-        // Two ports of one NIC.
-        return PciClass::Pix;
-    }
-    let Some(lca) = topo.common_ancestor(a, b) else {
-        return PciClass::Sys;
-    };
-    match topo.node(lca).kind {
-        NodeKind::Cpu(_) => {
-            // A flat host without NUMA information (a VM's NCCL XML) lists no root ports: its
-            // devices' bus numbers are the ports' secondary buses, not host bridges, and
-            // nvidia-smi says PHB there, as NCCL's paths do.
-            if ctx.flat_hosts.contains(&topo.node(a).host)
-                || host_bridge(topo, a) == host_bridge(topo, b)
-            {
-                PciClass::Phb
-            } else {
-                PciClass::Node
-            }
-        }
-        _ => {
-            let switches_below = |x: NodeIndex| {
-                topo.pci_chain(x)
-                    .into_iter()
-                    .skip(1)
-                    .take_while(|&y| y != lca)
-                    .filter(|&y| matches!(topo.node(y).kind, NodeKind::PciSwitch(_)))
-                    .count()
-            };
-            let at_lca = usize::from(matches!(topo.node(lca).kind, NodeKind::PciSwitch(_)));
-            if switches_below(a) + switches_below(b) + at_lca <= 1 {
-                PciClass::Pix
-            } else {
-                PciClass::Pxb
-            }
-        }
-    }
+    ctx.classes.between(ctx.topo, a, b)
 }
 
 #[cfg(test)]

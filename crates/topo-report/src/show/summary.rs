@@ -1,8 +1,6 @@
 //! The summary view: host, GPUs, NICs, NUMA nodes, switches, verdicts and warnings.
 
-use super::model::{
-    Ctx, HostView, NvlinkSummary, PciClass, cpu_model, pci_class, ranges, switch_gpus,
-};
+use super::model::{Ctx, HostView, cpu_model, ranges, switch_gpus};
 use super::pci::{fmt_gbps, gen_width};
 use crate::Style;
 use crate::fit::{Cell, Paint, table};
@@ -122,159 +120,14 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
     out.out
 }
 
+/// The shape of the host's NVLink: the rule plan and diagnose state the problems of
+/// (`topo_model::nvlink_shape`).
 fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    let gpus = &hv.gpus;
-    let sums: Vec<_> = gpus.iter().map(|&g| (g, ctx.nvlink(g))).collect();
-    let unknown: Vec<NodeIndex> = sums
-        .iter()
-        .filter(|(_, s)| s.unknown.is_some())
-        .map(|(g, _)| *g)
-        .collect();
-    if !unknown.is_empty() {
-        let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
-        reasons.sort();
-        reasons.dedup();
-        out.say(
-            Code::NvlinkUnknown,
-            Severity::Warning,
-            format!(
-                "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
-                gpu_numbers(ctx, &unknown),
-                reasons.join("; ")
-            ),
-        );
-        if unknown.len() == gpus.len() {
-            return;
-        }
+    let shapes =
+        topo_model::nvlink_shape::verdicts(ctx.topo, &hv.gpus, &ShowNames(ctx), &ctx.classes);
+    for v in shapes {
+        out.say(v.code, v.severity, v.summary);
     }
-    let known: Vec<&(NodeIndex, NvlinkSummary)> =
-        sums.iter().filter(|(_, s)| s.unknown.is_none()).collect();
-    let n = gpus.len();
-    if n == 1 {
-        return;
-    }
-    if nvswitch_verdict(&known, out) {
-        return;
-    }
-    // Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
-    let mut pairs = vec![];
-    let mut lanes = vec![];
-    let mut pcie_classes = vec![];
-    // Islands of GPUs joined by NVLink (union-find over host positions).
-    let mut island: Vec<usize> = (0..n).collect();
-    fn root(v: &mut [usize], mut x: usize) -> usize {
-        while v[x] != x {
-            v[x] = v[v[x]];
-            x = v[x];
-        }
-        x
-    }
-    for (i, &a) in gpus.iter().enumerate() {
-        for (j, &b) in gpus.iter().enumerate().skip(i + 1) {
-            let nv = ctx.nvlink_lanes_between(a, b);
-            if nv > 0 {
-                pairs.push(format!("{}–{} NV{nv}", ctx.label(a), ctx.label(b)));
-                lanes.push(nv);
-                let (ra, rb) = (root(&mut island, i), root(&mut island, j));
-                island[ra] = rb;
-            } else {
-                pcie_classes.push(pci_class(ctx, a, b));
-            }
-        }
-    }
-    let span = |v: &[PciClass]| -> String {
-        match (v.iter().min(), v.iter().max()) {
-            (Some(lo), Some(hi)) if lo == hi => lo.name().to_string(),
-            (Some(lo), Some(hi)) => format!("best {}, worst {}", lo.name(), hi.name()),
-            _ => String::new(),
-        }
-    };
-    // Few pairs are worth naming; a mesh is summarised by its lane range.
-    let detail = if pairs.len() <= 6 {
-        pairs.join(", ")
-    } else {
-        let (lo, hi) = (
-            lanes.iter().min().copied().unwrap_or(0),
-            lanes.iter().max().copied().unwrap_or(0),
-        );
-        if lo == hi {
-            format!("NV{lo} each")
-        } else {
-            format!("NV{lo}–NV{hi}")
-        }
-    };
-    let total = n * (n - 1) / 2;
-    if pairs.is_empty() {
-        out.say(
-            Code::NvlinkNone,
-            Severity::Info,
-            format!(
-                "No NVLink: GPU↔GPU traffic goes over PCIe ({})",
-                span(&pcie_classes)
-            ),
-        );
-    } else if pcie_classes.is_empty() {
-        out.say(
-            Code::NvlinkAllDirect,
-            Severity::Info,
-            format!("All {n} GPUs directly NVLinked: {detail}"),
-        );
-    } else {
-        let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
-        for (i, &g) in gpus.iter().enumerate() {
-            let r = root(&mut island, i);
-            groups.entry(r).or_default().push(g);
-        }
-        if groups.len() == 1 {
-            out.say(Code::NvlinkMesh, Severity::Info, format!(
-                "NVLink mesh: {} of {total} GPU pairs directly linked ({detail}), the rest use PCIe ({}); every GPU reaches the others over NVLink",
-                pairs.len(),
-                span(&pcie_classes)
-            ));
-        } else {
-            let mut names: Vec<(usize, String)> = groups
-                .values()
-                .map(|v| {
-                    let first = v.iter().map(|&g| ctx.number(g)).min().unwrap_or(0);
-                    (first, gpu_numbers(ctx, v))
-                })
-                .collect();
-            names.sort();
-            let names: Vec<String> = names.into_iter().map(|x| x.1).collect();
-            out.say(Code::NvlinkIslands, Severity::Warning, format!(
-                "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({}), so a ring over all GPUs crosses PCIe",
-                names.join("; "),
-                span(&pcie_classes)
-            ));
-        }
-    }
-}
-
-/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere is `nvswitch-full`
-/// (uneven lanes are `topo_model::nvlink_judge`'s). False when some GPU reaches its peers
-/// otherwise.
-fn nvswitch_verdict(known: &[&(NodeIndex, NvlinkSummary)], out: &mut Verdicts) -> bool {
-    if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
-        return false;
-    }
-    let min = known.iter().map(|(_, s)| s.switch_lanes).min().unwrap_or(0);
-    let max = known.iter().map(|(_, s)| s.switch_lanes).max().unwrap_or(0);
-    let bw = known
-        .iter()
-        .map(|(_, s)| s.switch_bw)
-        .fold(f64::INFINITY, f64::min);
-    // Uneven lanes are the NVLink judge's (`topo_model::nvlink_judge`), stated beside.
-    if min == max {
-        out.say(
-            Code::NvswitchFull,
-            Severity::Info,
-            format!(
-                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
-                known.len()
-            ),
-        );
-    }
-    true
 }
 
 /// Peer access (a refusing driver, NVML's P2P answers where they say no), and NVLink fabric

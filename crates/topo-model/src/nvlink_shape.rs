@@ -1,0 +1,405 @@
+//! What shape a host's NVLink has: all through NVSwitch, every pair direct, a mesh, islands
+//! joined by PCIe, none, or unknown. One rule and one code per shape (issue 24): `topo show`
+//! states every shape in its summary; `topo plan` and `topo diagnose` state the ones that are
+//! problems (islands, unknown) from here too. Uneven or missing lanes are
+//! [`crate::nvlink_judge`]'s.
+
+use crate::message::{Code, Severity, Verdict};
+use crate::nic_judge::Names;
+use crate::pci_class::{PciClass, PciClasses};
+use crate::{LinkKind, NodeKind, NvlinkInfo, Topology};
+use petgraph::graph::NodeIndex;
+use std::collections::BTreeMap;
+
+/// What a GPU's NVLinks reach, summed over the model's per-chip links.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NvlinkSummary {
+    /// `Some(reason)` when the source could not enumerate NVLinks.
+    pub unknown: Option<String>,
+    pub lanes: u32,
+    pub bw: f64,
+    pub switch_lanes: u32,
+    pub switch_bw: f64,
+    /// NVSwitch chips reached, with lanes to each, in model order.
+    pub switches: Vec<(NodeIndex, u32)>,
+    /// Peer GPUs reached directly: (gpu, lanes, bw).
+    pub peers: Vec<(NodeIndex, u32, f64)>,
+    pub cpu_lanes: u32,
+}
+
+/// [`NvlinkSummary`] of one GPU.
+pub fn summary(topo: &Topology, gpu: NodeIndex) -> NvlinkSummary {
+    let mut s = NvlinkSummary::default();
+    if let Some(g) = topo.gpu(gpu)
+        && let NvlinkInfo::Unknown(reason) = &g.nvlink
+    {
+        s.unknown = Some(reason.clone());
+    }
+    for (to, lanes, bw) in topo.nvlinks(gpu) {
+        s.lanes += lanes;
+        s.bw += bw;
+        match &topo.node(to).kind {
+            NodeKind::NvSwitch(_) => {
+                s.switch_lanes += lanes;
+                s.switch_bw += bw;
+                s.switches.push((to, lanes));
+            }
+            NodeKind::Gpu(_) => s.peers.push((to, lanes, bw)),
+            _ => s.cpu_lanes += lanes,
+        }
+    }
+    s
+}
+
+/// NVLink lanes between two GPUs as `nvidia-smi topo -m` counts them (`NV#`): direct lanes, or
+/// through NVSwitch the smaller of the two GPUs' switch lane counts.
+pub fn lanes_between(topo: &Topology, a: NodeIndex, b: NodeIndex) -> u32 {
+    let direct = |x: NodeIndex, y: NodeIndex| -> u32 {
+        topo.graph
+            .edges_connecting(x, y)
+            .filter(|e| e.weight().kind == LinkKind::NvLink)
+            .map(|e| e.weight().lanes)
+            .sum()
+    };
+    let d = direct(a, b).max(direct(b, a));
+    if d > 0 {
+        return d;
+    }
+    let (sa, sb) = (summary(topo, a).switch_lanes, summary(topo, b).switch_lanes);
+    if sa > 0 && sb > 0 { sa.min(sb) } else { 0 }
+}
+
+fn verdict(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
+    Verdict {
+        code,
+        severity,
+        summary,
+        evidence,
+    }
+}
+
+/// The shape of one host's NVLink (`gpus`: that host's GPUs, in the view's order): unknown
+/// GPUs first (a warning), then the shape of the GPUs whose NVLinks are known.
+pub fn verdicts(
+    topo: &Topology,
+    gpus: &[NodeIndex],
+    names: &impl Names,
+    classes: &PciClasses,
+) -> Vec<Verdict> {
+    let sums: Vec<(NodeIndex, NvlinkSummary)> =
+        gpus.iter().map(|&g| (g, summary(topo, g))).collect();
+    let unknown: Vec<NodeIndex> = sums
+        .iter()
+        .filter(|(_, s)| s.unknown.is_some())
+        .map(|(g, _)| *g)
+        .collect();
+    let mut out = vec![];
+    if !unknown.is_empty() {
+        let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
+        reasons.sort();
+        reasons.dedup();
+        out.push(verdict(
+            Code::NvlinkUnknown,
+            Severity::Warning,
+            format!(
+                "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
+                names.gpus(&unknown),
+                reasons.join("; ")
+            ),
+            reasons,
+        ));
+        if unknown.len() == gpus.len() {
+            return out;
+        }
+    }
+    let known: Vec<&(NodeIndex, NvlinkSummary)> =
+        sums.iter().filter(|(_, s)| s.unknown.is_none()).collect();
+    if gpus.len() == 1 {
+        return out;
+    }
+    if let Some(v) = nvswitch(&known) {
+        out.extend(v);
+        return out;
+    }
+    out.push(direct_shape(topo, gpus, names, classes));
+    out
+}
+
+/// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere is `nvswitch-full`
+/// (uneven lanes are [`crate::nvlink_judge`]'s, so nothing is said here). `None` when some
+/// GPU reaches its peers otherwise.
+fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Verdict>> {
+    if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
+        return None;
+    }
+    let min = known.iter().map(|(_, s)| s.switch_lanes).min().unwrap_or(0);
+    let max = known.iter().map(|(_, s)| s.switch_lanes).max().unwrap_or(0);
+    let bw = known
+        .iter()
+        .map(|(_, s)| s.switch_bw)
+        .fold(f64::INFINITY, f64::min);
+    Some((min == max).then(|| {
+        verdict(
+            Code::NvswitchFull,
+            Severity::Info,
+            format!(
+                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
+                known.len()
+            ),
+            vec![],
+        )
+    }))
+}
+
+/// The pairs of a host without NVSwitch: each pair NVLinked (with its lanes) or over PCIe
+/// (with its class), and the islands NVLink joins (union-find over host positions).
+struct Pairs {
+    linked: Vec<String>,
+    lanes: Vec<u32>,
+    pcie: Vec<PciClass>,
+    islands: Vec<Vec<NodeIndex>>,
+}
+
+fn pairs(topo: &Topology, gpus: &[NodeIndex], names: &impl Names, c: &PciClasses) -> Pairs {
+    fn root(v: &mut [usize], mut x: usize) -> usize {
+        while v[x] != x {
+            v[x] = v[v[x]];
+            x = v[x];
+        }
+        x
+    }
+    let mut island: Vec<usize> = (0..gpus.len()).collect();
+    let (mut linked, mut lanes, mut pcie) = (vec![], vec![], vec![]);
+    for (i, &a) in gpus.iter().enumerate() {
+        for (j, &b) in gpus.iter().enumerate().skip(i + 1) {
+            let nv = lanes_between(topo, a, b);
+            if nv > 0 {
+                linked.push(format!("{}–{} NV{nv}", names.label(a), names.label(b)));
+                lanes.push(nv);
+                let (ra, rb) = (root(&mut island, i), root(&mut island, j));
+                island[ra] = rb;
+            } else {
+                pcie.push(c.between(topo, a, b));
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<NodeIndex>> = BTreeMap::new();
+    for (i, &g) in gpus.iter().enumerate() {
+        groups.entry(root(&mut island, i)).or_default().push(g);
+    }
+    let mut islands: Vec<Vec<NodeIndex>> = groups.into_values().collect();
+    islands.sort_by_key(|v| v.iter().map(|&g| names.position(g)).min());
+    Pairs {
+        linked,
+        lanes,
+        pcie,
+        islands,
+    }
+}
+
+/// `PHB`, or `best PIX, worst SYS`.
+fn span(v: &[PciClass]) -> String {
+    match (v.iter().min(), v.iter().max()) {
+        (Some(lo), Some(hi)) if lo == hi => lo.name().to_string(),
+        (Some(lo), Some(hi)) => format!("best {}, worst {}", lo.name(), hi.name()),
+        _ => String::new(),
+    }
+}
+
+/// Direct NVLink pairs (bridges, hybrid cube mesh) or none at all.
+fn direct_shape(
+    topo: &Topology,
+    gpus: &[NodeIndex],
+    names: &impl Names,
+    c: &PciClasses,
+) -> Verdict {
+    let p = pairs(topo, gpus, names, c);
+    let n = gpus.len();
+    // Few pairs are worth naming; a mesh is summarised by its lane range.
+    let detail = if p.linked.len() <= 6 {
+        p.linked.join(", ")
+    } else {
+        let lo = p.lanes.iter().min().copied().unwrap_or(0);
+        let hi = p.lanes.iter().max().copied().unwrap_or(0);
+        if lo == hi {
+            format!("NV{lo} each")
+        } else {
+            format!("NV{lo}–NV{hi}")
+        }
+    };
+    let pcie = span(&p.pcie);
+    if p.linked.is_empty() {
+        let text = format!("No NVLink: GPU↔GPU traffic goes over PCIe ({pcie})");
+        return verdict(Code::NvlinkNone, Severity::Info, text, vec![]);
+    }
+    if p.pcie.is_empty() {
+        let text = format!("All {n} GPUs directly NVLinked: {detail}");
+        return verdict(Code::NvlinkAllDirect, Severity::Info, text, vec![]);
+    }
+    if p.islands.len() == 1 {
+        let text = format!(
+            "NVLink mesh: {} of {} GPU pairs directly linked ({detail}), the rest use PCIe ({pcie}); every GPU reaches the others over NVLink",
+            p.linked.len(),
+            n * (n - 1) / 2
+        );
+        return verdict(Code::NvlinkMesh, Severity::Info, text, p.linked);
+    }
+    let named: Vec<String> = p.islands.iter().map(|v| names.gpus(v)).collect();
+    let text = format!(
+        "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({pcie}), so a ring over all GPUs crosses PCIe",
+        named.join("; ")
+    );
+    verdict(Code::NvlinkIslands, Severity::Warning, text, p.linked)
+}
+
+/// GPUs by NVML index, for documents without a view model (plan, diagnose): `GPU3`,
+/// `GPUs 0–3, 6`.
+pub struct DevNames<'a>(pub &'a Topology);
+
+impl Names for DevNames<'_> {
+    fn gpus(&self, gpus: &[NodeIndex]) -> String {
+        let mut devs: Vec<i32> = gpus
+            .iter()
+            .filter_map(|&g| self.0.gpu(g))
+            .map(|g| g.dev)
+            .collect();
+        devs.sort_unstable();
+        let mut runs: Vec<(i32, i32)> = vec![];
+        for d in devs {
+            match runs.last_mut() {
+                Some((_, hi)) if *hi + 1 == d => *hi = d,
+                _ => runs.push((d, d)),
+            }
+        }
+        let text: Vec<String> = runs
+            .iter()
+            .map(|&(lo, hi)| {
+                if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}–{hi}")
+                }
+            })
+            .collect();
+        let word = if gpus.len() == 1 { "GPU" } else { "GPUs" };
+        format!("{word} {}", text.join(", "))
+    }
+    fn label(&self, n: NodeIndex) -> String {
+        self.0.gpu(n).map_or_else(
+            || format!("node {}", n.index()),
+            |g| format!("GPU{}", g.dev),
+        )
+    }
+    fn position(&self, n: NodeIndex) -> usize {
+        self.0.gpu(n).map_or(usize::MAX, |g| g.dev.max(0) as usize)
+    }
+}
+
+/// [`verdicts`] for every host, the problems only (plan and diagnose), GPUs named by
+/// [`DevNames`]: the same verdict on several hosts once, with the number of hosts. Copies of
+/// one machine are judged once.
+pub fn problems(topo: &Topology) -> Vec<Verdict> {
+    let names = DevNames(topo);
+    let (hosts, copies) = match topo.copies() {
+        Some(c) => (c.per_copy, c.count),
+        None => (topo.host_count(), 1),
+    };
+    let mut by_host = vec![vec![]; hosts];
+    for g in topo.gpus() {
+        if let Some(v) = by_host.get_mut(topo.node(g).host as usize) {
+            v.push(g);
+        }
+    }
+    let classes = PciClasses::of(topo);
+    let mut merged: Vec<(Verdict, usize)> = vec![];
+    for gpus in by_host.iter().filter(|v| !v.is_empty()) {
+        for v in verdicts(topo, gpus, &names, &classes) {
+            if v.severity < Severity::Warning {
+                continue;
+            }
+            match merged
+                .iter_mut()
+                .find(|(m, _)| m.code == v.code && m.summary == v.summary)
+            {
+                Some((_, count)) => *count += copies,
+                None => merged.push((v, copies)),
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .map(|(mut v, count)| {
+            if count > 1 {
+                v.summary.push_str(&format!(" (on {count} hosts)"));
+            }
+            v
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{hgx, pcie_box, two_gpus_unknown_nvlink};
+
+    fn codes(v: &[Verdict]) -> Vec<(Code, Severity)> {
+        v.iter().map(|v| (v.code, v.severity)).collect()
+    }
+
+    fn shape(t: &Topology) -> Vec<Verdict> {
+        verdicts(t, &t.gpus(), &DevNames(t), &PciClasses::of(t))
+    }
+
+    #[test]
+    fn each_shape_has_its_code() {
+        let t = hgx(8, 90);
+        assert_eq!(codes(&shape(&t)), [(Code::NvswitchFull, Severity::Info)]);
+        let t = pcie_box("Intel", 25, 1, false, false);
+        let v = shape(&t);
+        assert_eq!(codes(&v), [(Code::NvlinkNone, Severity::Info)]);
+        assert!(
+            v[0].summary.contains("best PIX, worst SYS"),
+            "{}",
+            v[0].summary
+        );
+        let t = two_gpus_unknown_nvlink();
+        assert_eq!(
+            codes(&shape(&t)),
+            [(Code::NvlinkUnknown, Severity::Warning)]
+        );
+    }
+
+    #[test]
+    fn bridged_pairs_are_islands_until_a_link_joins_them() {
+        let mut t = pcie_box("Intel", 25, 1, false, false);
+        let g = t.gpus();
+        for (a, b) in [(0, 1), (2, 3)] {
+            t.add_nvlink(g[a], g[b], 4);
+            t.add_nvlink(g[b], g[a], 4);
+        }
+        let v = shape(&t);
+        assert_eq!(codes(&v), [(Code::NvlinkIslands, Severity::Warning)]);
+        assert!(
+            v[0].summary
+                .starts_with("NVLink islands: GPUs 0–1; GPUs 2–3"),
+            "{}",
+            v[0].summary
+        );
+        assert_eq!(v[0].evidence, ["GPU0–GPU1 NV4", "GPU2–GPU3 NV4"]);
+        t.add_nvlink(g[1], g[2], 2);
+        t.add_nvlink(g[2], g[1], 2);
+        assert_eq!(codes(&shape(&t)), [(Code::NvlinkMesh, Severity::Info)]);
+    }
+
+    #[test]
+    fn problems_leave_infos_out_and_judge_copies_once() {
+        assert!(problems(&hgx(8, 90).replicate(3)).is_empty());
+        let mut t = pcie_box("Intel", 25, 1, false, false);
+        let g = t.gpus();
+        t.add_nvlink(g[0], g[1], 4);
+        t.add_nvlink(g[1], g[0], 4);
+        let v = problems(&t.replicate(5));
+        assert_eq!(codes(&v), [(Code::NvlinkIslands, Severity::Warning)]);
+        assert!(v[0].summary.ends_with("(on 5 hosts)"), "{}", v[0].summary);
+    }
+}
