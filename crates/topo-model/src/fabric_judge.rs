@@ -85,6 +85,26 @@ pub fn verdicts(topo: &Topology, gpus: impl IntoIterator<Item = NodeIndex>) -> V
     out
 }
 
+/// A host stated to be part of a multi-node NVLink domain (a GB200/GB300 tray of an NVL72):
+/// how many hosts of its size the domain holds, which NCCL's multi-node NVLink counts as one
+/// node. `None` for a host without GPUs or without a stated domain.
+pub fn domain_verdict(topo: &Topology, host: HostId, gpus: usize) -> Option<Verdict> {
+    let d = topo.hosts.get(host as usize)?.nvlink_domain.as_ref()?;
+    if gpus == 0 {
+        return None;
+    }
+    let hosts = (d.gpus as usize / gpus).max(1);
+    Some(Verdict {
+        code: Code::NvlinkDomain,
+        severity: Severity::Info,
+        summary: format!(
+            "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
+            d.gpus
+        ),
+        evidence: vec![],
+    })
+}
+
 /// GPUs whose fabric state is not `completed`, one evidence line each (`GPU3 (0000:1b:00.0):
 /// fabric state in progress`): the verdict for a topology's fabric facts, and for a live
 /// host's NVML answers (diagnose's host checks) alike.
@@ -151,5 +171,16 @@ mod tests {
         let two = t.replicate(2);
         // Each copy its own cluster (`replicate`): two fabrics, neither partial.
         assert_eq!(codes(&two), [(Code::NvlinkFabric, Severity::Info)]);
+    }
+
+    #[test]
+    fn a_tray_of_a_stated_domain_is_one_of_its_hosts() {
+        let mut t = hgx(4, 100);
+        assert_eq!(domain_verdict(&t, 0, 4), None);
+        t.hosts[0].nvlink_domain = Some(crate::NvlinkDomain { gpus: 72 });
+        let v = domain_verdict(&t, 0, 4).unwrap();
+        assert_eq!((v.code, v.severity), (Code::NvlinkDomain, Severity::Info));
+        assert!(v.summary.starts_with("This host is one of 18 in a 72-GPU"), "{}", v.summary);
+        assert_eq!(domain_verdict(&t, 0, 0), None);
     }
 }

@@ -37,6 +37,7 @@ codes! {
     P2pDenied => "p2p-denied",
     NvlinkFabric => "nvlink-fabric",
     NvlinkFabricPartial => "nvlink-fabric-partial",
+    NvlinkDomain => "nvlink-domain",
     NicRailAligned => "nic-rail-aligned",
     NicPerGpu => "nic-per-gpu",
     NicShared => "nic-shared",

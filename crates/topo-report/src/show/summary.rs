@@ -141,19 +141,8 @@ fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     for v in topo_model::fabric_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
         out.say(v.code, v.severity, v.summary);
     }
-    let domain = ctx
-        .topo
-        .hosts
-        .get(hv.host as usize)
-        .and_then(|h| h.nvlink_domain.as_ref());
-    if let Some(d) = domain
-        && !hv.gpus.is_empty()
-    {
-        let hosts = (d.gpus as usize / hv.gpus.len()).max(1);
-        out.say(Code::NvlinkFabric, Severity::Info, format!(
-            "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
-            d.gpus
-        ));
+    if let Some(v) = topo_model::fabric_judge::domain_verdict(ctx.topo, hv.host, hv.gpus.len()) {
+        out.say(v.code, v.severity, v.summary);
     }
 }
 
