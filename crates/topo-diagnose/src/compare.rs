@@ -4,12 +4,12 @@
 
 use super::{Comparison, Input, LogInput, Report, TransportRow};
 use std::collections::BTreeMap;
+use topo_evidence::nccllog::NcclLog;
 use topo_model::message::Code;
 use topo_model::{NvlinkInfo, Topology};
 use topo_nccl::analyze::{self, Analysis, Request, RuntimeFacts};
 use topo_nccl::transport::{PairTransport, RankPlacement};
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
-use topo_source::nccllog::NcclLog;
 
 pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
     let check = format!("log {} against plan", l.name);
@@ -158,7 +158,7 @@ fn placement_of(log: &NcclLog) -> RankPlacement {
     for c in log
         .connections
         .iter()
-        .filter(|c| c.direction == topo_source::nccllog::Direction::Both)
+        .filter(|c| c.direction == topo_evidence::nccllog::Direction::Both)
     {
         if let Some(pid) = c.pid {
             ranks_of.entry(pid).or_default().insert(c.from);

@@ -3,7 +3,7 @@
 
 use super::*;
 use proptest::prelude::*;
-use topo_source::nccllog;
+use topo_evidence::nccllog;
 
 const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/logs");
 

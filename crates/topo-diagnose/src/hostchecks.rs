@@ -2,8 +2,8 @@
 //! containers, /dev/shm, ACS, IOMMU, NVLink states, fabric, MIG, NVML P2P, GPUDirect RDMA.
 
 use super::{Finding, Input, Report, Severity};
+use topo_evidence::hostfacts::HostFacts;
 use topo_model::message::Code;
-use topo_source::hostfacts::HostFacts;
 
 pub fn run(f: &HostFacts, input: &Input, r: &mut Report) {
     for s in &f.skipped {

@@ -2,8 +2,8 @@
 //! hosts, one GPU per process, NVLS off, NET without GPUDirect RDMA, a virtual PCI tree, WARNs.
 
 use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
+use topo_evidence::nccllog::{Connection, Evidence, NcclLog};
 use topo_model::message::Code;
-use topo_source::nccllog::{Connection, Evidence, NcclLog};
 
 /// The P2P switches whose presence turns NVLink pairs into SHM (NCCL_P2P_DISABLE=1, or a
 /// NCCL_P2P_LEVEL below the pair's path type).
@@ -381,7 +381,7 @@ fn gdr(l: &LogInput, r: &mut Report) {
 /// 1b36): a hypervisor's PCI tree, not the host's.
 fn virtual_pci(l: &LogInput, r: &mut Report) {
     let Some(sys) = &l.log.system else { return };
-    let slow: Vec<&topo_source::nccllog::system::SysLine> = sys
+    let slow: Vec<&topo_evidence::nccllog::system::SysLine> = sys
         .nodes
         .iter()
         .filter(|n| {

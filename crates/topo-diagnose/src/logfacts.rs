@@ -190,7 +190,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
     let log = l.log;
     let (nvl, pcie): (Vec<_>, Vec<_>) = log.p2p_disabled.iter().partition(|p| p.nvlink);
     // Every rank prints every pair, in either order: each unordered pair once.
-    let pairs = |v: &[&topo_source::nccllog::P2pDisabled]| {
+    let pairs = |v: &[&topo_evidence::nccllog::P2pDisabled]| {
         let set: std::collections::BTreeSet<(i32, i32)> = v
             .iter()
             .map(|x| (x.gpus.0.min(x.gpus.1), x.gpus.0.max(x.gpus.1)))

@@ -4,9 +4,9 @@
 use crate::results::{ResultsInput, ResultsReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use topo_evidence::hostfacts::HostFacts;
+use topo_evidence::nccllog::NcclLog;
 use topo_model::Topology;
-use topo_source::hostfacts::HostFacts;
-use topo_source::nccllog::NcclLog;
 use topo_vocab::Transport;
 
 pub const SCHEMA: &str = "topo.diagnose/v1";

@@ -2,11 +2,11 @@
 //! matches it, and one changed line is marked.
 
 use super::*;
+use topo_evidence::nccllog;
 use topo_model::message::Code;
 use topo_model::testing::hgx;
 use topo_nccl::analyze::{Request, RuntimeFacts, analyze};
 use topo_nccl::version::NcclVersion;
-use topo_source::nccllog;
 
 /// The INFO lines NCCL 2.28 would print for `topo` per the model: version, comm lines,
 /// rank 0's ring line, channel counts, one connection line per pair.

@@ -180,7 +180,11 @@ mod tests {
         t.hosts[0].nvlink_domain = Some(crate::NvlinkDomain { gpus: 72 });
         let v = domain_verdict(&t, 0, 4).unwrap();
         assert_eq!((v.code, v.severity), (Code::NvlinkDomain, Severity::Info));
-        assert!(v.summary.starts_with("This host is one of 18 in a 72-GPU"), "{}", v.summary);
+        assert!(
+            v.summary.starts_with("This host is one of 18 in a 72-GPU"),
+            "{}",
+            v.summary
+        );
         assert_eq!(domain_verdict(&t, 0, 0), None);
     }
 }

@@ -594,6 +594,13 @@ pub struct Copies {
     pub edges: usize,
 }
 
+/// The most devices of one kind (GPUs, NICs, ports, PCI switches, CPUs) one host may hold:
+/// NCCL's own capacity per node type (`NCCL_TOPO_MAX_NODES`, 640 since 2.29). Larger hosts
+/// cannot be real, and path tables grow with the square of a host's size (a 10 MB XML with
+/// 60 000 GPUs would need tens of GB). The readers refuse more; a log's `=== System` dump is
+/// bounded by it.
+pub const MAX_PER_HOST: usize = 640;
+
 /// The most distinct source warnings a topology keeps ([`Topology::warn`]).
 pub const MAX_WARNINGS: usize = 512;
 

@@ -10,7 +10,7 @@ pub mod hostfacts;
 mod limits;
 pub mod live;
 pub mod nccl_lib;
-pub mod nccllog;
+pub use topo_evidence::nccllog;
 pub mod nccltests;
 pub mod ncclxml;
 pub mod nvml;

@@ -15,11 +15,7 @@ pub const MAX_NODES: usize = 16384;
 /// The most GPUs a topology, replicated or not, may hold (16,384 nodes of 8 GPUs).
 pub const MAX_GPUS: usize = 131_072;
 
-/// The most devices of one kind (GPUs, NICs, ports, PCI switches, CPUs) one host may hold:
-/// NCCL's own capacity per node type (`NCCL_TOPO_MAX_NODES`, 640 since 2.29). Larger hosts
-/// cannot be real, and path tables grow with the square of a host's size (a 10 MB XML with
-/// 60 000 GPUs would need tens of GB).
-pub const MAX_PER_HOST: usize = 640;
+pub use topo_model::MAX_PER_HOST;
 
 /// The most device pairs (the sum over hosts of devices per host, squared) a topology and its
 /// `--nodes` copies may hold. NCCL's path tables hold one entry per pair of a host's devices,

@@ -1,10 +1,11 @@
 //! Text sources read whole: NCCL logs and `nvidia-smi topo -m` pastes. The readers
-//! ([`super::nccllog`], [`super::smimatrix`]) are pure; this file does their I/O and bounds it.
+//! ([`topo_evidence::nccllog`], [`super::smimatrix`]) are pure; this file does their I/O and bounds it.
 
-use super::{nccllog, read, smimatrix};
+use super::{read, smimatrix};
 use crate::error::{self, ErrorKind};
 use anyhow::Result;
 use std::path::Path;
+use topo_evidence::nccllog;
 use topo_model::Topology;
 
 /// The file as text: a regular file, `-` (standard input) or a pipe (`<(kubectl logs ...)`),

@@ -10,8 +10,8 @@
 //! in-place `time algbw busbw #wrong` groups, and the footer (`# Out of bounds values`,
 //! `# Avg bus bandwidth`). NCCL INFO lines mixed in are left to the log reader.
 
-use crate::nccllog::paste;
 use serde::Serialize;
+use topo_evidence::nccllog::paste;
 
 /// The most result rows and tests one input may hold: nccl-tests prints at most 64 sizes per
 /// factor-2 sweep, so this leaves room for step sweeps while bounding the work a file causes.

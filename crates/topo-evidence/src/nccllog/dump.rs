@@ -33,10 +33,10 @@ pub struct SystemDump {
 }
 
 /// The most node lines of a `=== System` block kept: six kinds of at most
-/// [`crate::MAX_PER_HOST`] each for one host, twice over. Each line is a child whose link
+/// [`topo_model::MAX_PER_HOST`] each for one host, twice over. Each line is a child whose link
 /// NCCL's model checks against its parent's others, so an unbounded block was quadratic
 /// (4 MiB took 5.9 s); a real 8-GPU dump has about 50 lines.
-pub const MAX_DUMP_LINES: usize = 12 * crate::MAX_PER_HOST;
+pub const MAX_DUMP_LINES: usize = 12 * topo_model::MAX_PER_HOST;
 
 /// Gathers the first `=== System` block of one process, skipping other ranks' interleaved
 /// lines.
