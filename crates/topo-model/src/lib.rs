@@ -1325,9 +1325,10 @@ impl Topology {
                 edges[a as usize].push(e.id());
             }
         }
-        let mut p2p: HashMap<HostId, Vec<(&(HostId, BusId, BusId), &P2pCaps)>> = HashMap::new();
-        for (k, caps) in &self.p2p {
-            p2p.entry(k.0).or_default().push((k, caps));
+        type HostP2p<'a> = HashMap<HostId, Vec<(BusId, BusId, &'a P2pCaps)>>;
+        let mut p2p: HostP2p = HashMap::new();
+        for (&(h, a, b), caps) in &self.p2p {
+            p2p.entry(h).or_default().push((a, b, caps));
         }
         for (i, group) in groups.iter().enumerate() {
             let Some(&first) = group.first() else {
@@ -1362,8 +1363,8 @@ impl Topology {
                 out.hosts.push(Host::default());
             }
             out.hosts[i] = h;
-            for &((_, a, b), caps) in p2p.get(&host).into_iter().flatten() {
-                out.p2p.insert((base, *a, *b), caps.clone());
+            for &(a, b, caps) in p2p.get(&host).into_iter().flatten() {
+                out.p2p.insert((base, a, b), caps.clone());
             }
         }
         out
