@@ -1626,3 +1626,58 @@ fn an_unknown_port_speed_gives_both_outcomes_and_a_stated_speed_counts() {
     let fast = stated["table"][0]["busbw_gbps"].as_f64().unwrap();
     assert!(fast > 10.0 * slow, "{slow} -> {fast}");
 }
+
+/// A host NCCL splits per socket, repeated: parts 1 and 2 are searched (part 0 is rank 0's own
+/// search) and every later part reuses the earlier part of its kind, with the orders moved
+/// onto its own ranks (analyze.rs `split_node_graphs`).
+/// Moved wrongly, a ring or tree would name another part's ranks; so every ring visits each
+/// rank once, and each part's stretch of a ring and its tree links are the first part's of
+/// its kind shifted by the part's first rank.
+#[test]
+fn split_copies_take_their_source_orders_on_their_own_ranks() {
+    let j = plan_json_classes(&["--profile", "8x-rtx-pro-6000", "--nodes", "5"]);
+    let per: Vec<u64> = j["ranks_per_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(u)
+        .collect();
+    assert_eq!(per, vec![4; 10], "two parts of 4 GPUs per host");
+    let n = u(&j["nranks"]) as usize;
+    for ring in j["rings"].as_array().unwrap() {
+        let r: Vec<usize> = ring
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| u(x) as usize)
+            .collect();
+        let mut sorted = r.clone();
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            (0..n).collect::<Vec<_>>(),
+            "a ring visits every rank once"
+        );
+        for (k, part) in r.chunks(4).enumerate() {
+            let base = part.iter().min().unwrap();
+            let first = &r[(k % 2) * 4..(k % 2) * 4 + 4];
+            let first_base = first.iter().min().unwrap();
+            let shifted: Vec<usize> = first.iter().map(|x| x - first_base + base).collect();
+            assert_eq!(part, shifted.as_slice(), "part {k} of ring {r:?}");
+        }
+    }
+    for t in j["trees"].as_array().unwrap() {
+        let ranks = t["ranks"].as_array().unwrap();
+        for (i, node) in ranks.iter().enumerate() {
+            assert_eq!(u(&node["rank"]) as usize, i);
+            // Inside its part, a rank's tree child is the same position of the first part of
+            // its kind as the source's (links to other parts are the cross-node tree's).
+            let down0 = node["down"][0].as_i64().unwrap();
+            let src = &ranks[i % 8];
+            let src_down0 = src["down"][0].as_i64().unwrap();
+            if down0 >= 0 && (down0 as usize) / 4 == i / 4 {
+                assert_eq!(down0 - (i / 8 * 8) as i64, src_down0, "tree {t} rank {i}");
+            }
+        }
+    }
+}

@@ -1276,29 +1276,6 @@ impl Topology {
         (out, members)
     }
 
-    /// A copy of the nodes `keep` accepts, all on host 0, with parents and links among them.
-    fn subset(&self, keep: &dyn Fn(NodeIndex) -> bool) -> Topology {
-        let mut out = Topology::new(self.source.clone());
-        out.hosts.clear();
-        out.warnings = self.warnings.clone();
-        let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
-        for idx in self.graph.node_indices() {
-            if keep(idx) {
-                let new = out.add_node(0, None, self.graph[idx].kind.clone());
-                map.insert(idx, new);
-            }
-        }
-        for (&old, &new) in &map {
-            out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
-        }
-        for e in self.graph.edge_references() {
-            if let (Some(&a), Some(&b)) = (map.get(&e.source()), map.get(&e.target())) {
-                out.graph.add_edge(a, b, e.weight().clone());
-            }
-        }
-        out
-    }
-
     /// The topology with only the GPUs in `keep` (every other device stays, on its host):
     /// what a job sees under `CUDA_VISIBLE_DEVICES`. NVLinks to dropped GPUs go with them.
     pub fn retain_gpus(&self, keep: &std::collections::HashSet<NodeIndex>) -> Topology {
@@ -1339,27 +1316,51 @@ impl Topology {
         let mut out = Topology::new(self.source.clone());
         out.hosts.clear();
         out.warnings = self.warnings.clone();
+        // Each part reads only its own host's nodes, edges and P2P answers, gathered once:
+        // scanning the whole machine per part was quadratic (32,768 parts of 16,384 hosts).
+        let nhosts = self.hosts.len().max(1);
+        let mut nodes: Vec<Vec<NodeIndex>> = vec![vec![]; nhosts];
+        for n in self.graph.node_indices() {
+            let h = self.graph[n].host as usize;
+            if h >= nodes.len() {
+                nodes.resize(h + 1, vec![]);
+            }
+            nodes[h].push(n);
+        }
+        let mut edges: Vec<Vec<EdgeIndex>> = vec![vec![]; nodes.len()];
+        for e in self.graph.edge_references() {
+            let (a, b) = (self.graph[e.source()].host, self.graph[e.target()].host);
+            if a == b {
+                edges[a as usize].push(e.id());
+            }
+        }
+        type HostP2p<'a> = HashMap<HostId, Vec<(BusId, BusId, &'a P2pCaps)>>;
+        let mut p2p: HostP2p = HashMap::new();
+        for (&(h, a, b), caps) in &self.p2p {
+            p2p.entry(h).or_default().push((a, b, caps));
+        }
         for (i, group) in groups.iter().enumerate() {
             let Some(&first) = group.first() else {
                 continue;
             };
             let host = self.graph[first].host;
-            let part = self.subset(&|n| {
-                let node = &self.graph[n];
-                node.host == host && (group.contains(&n) || !matches!(node.kind, NodeKind::Gpu(_)))
-            });
             let base = i as HostId;
+            // The group's GPUs and every other device of its host, in index order.
             let mut map: HashMap<NodeIndex, NodeIndex> = HashMap::new();
-            for idx in part.graph.node_indices() {
-                let new = out.add_node(base, None, part.graph[idx].kind.clone());
-                map.insert(idx, new);
+            for &n in &nodes[host as usize] {
+                let node = &self.graph[n];
+                if group.contains(&n) || !matches!(node.kind, NodeKind::Gpu(_)) {
+                    map.insert(n, out.add_node(base, None, node.kind.clone()));
+                }
             }
-            for idx in part.graph.node_indices() {
-                out.graph[map[&idx]].parent = part.graph[idx].parent.map(|p| map[&p]);
+            for (&old, &new) in &map {
+                out.graph[new].parent = self.graph[old].parent.and_then(|p| map.get(&p).copied());
             }
-            for e in part.graph.edge_references() {
-                out.graph
-                    .add_edge(map[&e.source()], map[&e.target()], e.weight().clone());
+            for &e in &edges[host as usize] {
+                let (a, b) = self.graph.edge_endpoints(e).expect("an edge of the graph");
+                if let (Some(&a), Some(&b)) = (map.get(&a), map.get(&b)) {
+                    out.graph.add_edge(a, b, self.graph[e].clone());
+                }
             }
             let mut h = self.hosts.get(host as usize).cloned().unwrap_or_default();
             h.name = Some(format!(
@@ -1371,10 +1372,8 @@ impl Topology {
                 out.hosts.push(Host::default());
             }
             out.hosts[i] = h;
-            for ((ph, a, b), caps) in &self.p2p {
-                if *ph == host {
-                    out.p2p.insert((base, *a, *b), caps.clone());
-                }
+            for &(a, b, caps) in p2p.get(&host).into_iter().flatten() {
+                out.p2p.insert((base, a, b), caps.clone());
             }
         }
         out

@@ -780,6 +780,11 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
 /// A host split into several nodes: every node's ranks search their own domain
 /// (initTransportsRank, NCCL 2.28.9 src/init.cc, after `ncclTopoTrimSystem`) and AllGather3
 /// reduces the graphs over all ranks; each node keeps its own ring and tree orders.
+///
+/// A node whose path tables are another's (`--nodes N` of one machine split per socket:
+/// 32,768 parts at 16,384 hosts) finds that node's graphs on its own ranks, so it is searched
+/// once and its orders moved onto the copy's ranks; each search also reads every system node
+/// (`Links`), so searching every copy grew with the square of the hosts (45 s at 2,048).
 fn split_node_graphs(
     system: &System,
     paths: &paths::Paths,
@@ -789,19 +794,64 @@ fn split_node_graphs(
     let hosts: Vec<HostId> = (1..system.nhosts as HostId)
         .filter(|&h| !system.host_gpus(h).is_empty())
         .collect();
-    let own: Vec<Graphs> = hosts
-        .iter()
-        .map(|&h| search::compute_all_on(system, paths, &params_of(h), h))
-        .collect();
-    let mut merged = search::all_gather3(graphs, &own);
-    merged.node_orders = vec![None; system.nhosts];
-    for (&h, g) in hosts.iter().zip(&own) {
-        merged.node_orders[h as usize] = Some(search::NodeOrders {
-            ring: g.ring.intra.clone(),
-            tree: g.tree.intra.clone(),
+    // Per path-table source, the first node searched for it (host 0 is rank 0's search,
+    // made with its own parameters, so it is never a copy's source here).
+    let mut searched: HashMap<usize, HostId> = HashMap::new();
+    let mut own: Vec<Graphs> = vec![];
+    let mut merged_orders = vec![None; system.nhosts];
+    for &h in &hosts {
+        let params = params_of(h);
+        let copied = searched.get(&paths.tables_of(h as usize)).and_then(|&s| {
+            let orders = merged_orders[s as usize].as_ref()?;
+            let same = params_of(s) == params;
+            same.then(|| moved_orders(system, s, h, orders)).flatten()
         });
+        let orders = match copied {
+            Some(o) => o,
+            None => {
+                let g = search::compute_all_on(system, paths, &params, h);
+                searched.entry(paths.tables_of(h as usize)).or_insert(h);
+                let o = search::NodeOrders {
+                    ring: g.ring.intra.clone(),
+                    tree: g.tree.intra.clone(),
+                };
+                own.push(g);
+                o
+            }
+        };
+        merged_orders[h as usize] = Some(orders);
     }
+    // A copy's graphs equal its source's in every field AllGather3 reduces.
+    let mut merged = search::all_gather3(graphs, &own);
+    merged.node_orders = merged_orders;
     merged
+}
+
+/// `orders` of node `s` on node `h`'s ranks, where `h` lists its GPUs in the same rank and
+/// index order (position by position) as `s`; `None` when it does not.
+fn moved_orders(
+    system: &System,
+    s: HostId,
+    h: HostId,
+    orders: &search::NodeOrders,
+) -> Option<search::NodeOrders> {
+    let (from, to) = (system.host_gpus(s), system.host_gpus(h));
+    if from.len() != to.len() {
+        return None;
+    }
+    let pos: HashMap<usize, usize> = from.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+    let map = |r: &usize| pos.get(r).map(|&i| to[i]);
+    let index_moved: Option<Vec<usize>> = system.host_gpus_indexed(s).iter().map(map).collect();
+    if index_moved? != system.host_gpus_indexed(h) {
+        return None;
+    }
+    let move_all = |chs: &Vec<Vec<usize>>| -> Option<Vec<Vec<usize>>> {
+        chs.iter().map(|c| c.iter().map(map).collect()).collect()
+    };
+    Some(search::NodeOrders {
+        ring: move_all(&orders.ring)?,
+        tree: move_all(&orders.tree)?,
+    })
 }
 
 /// Records what the channel-count variables changed: the channel line with the variable

@@ -23,6 +23,8 @@
 use super::env::EnvPolicy;
 use super::version::VersionData;
 use crate::transport::{P2p, Transport};
+use std::collections::HashMap;
+use std::sync::Arc;
 use topo_model::{HostId, NodeKind, Topology};
 
 /// NCCL's decision for a job.
@@ -177,6 +179,14 @@ pub fn label_transports(
 ) {
     let mut odd = 0;
     let mut shared = super::transport::Reasons::default();
+    // The pairs share a few reason and log texts (transport::Reasons); each is relabelled
+    // once, keyed by its allocation (the original kept alive beside it so the address cannot
+    // be reused): per pair, the new text and its hashing were 4.6 million strings at 16,384
+    // trays.
+    type Relabelled = HashMap<(usize, bool), (Arc<str>, Arc<str>)>;
+    let mut reasons: Relabelled = HashMap::new();
+    let mut logs: Relabelled = HashMap::new();
+    let key = |t: &Arc<str>, cross: bool| (Arc::as_ptr(t) as *const u8 as usize, cross);
     for p in pairs.iter_mut() {
         if let Some(&(_, d)) = trays.get(p.from) {
             p.from_dev = d;
@@ -191,19 +201,26 @@ pub fn label_transports(
         let cross = tray(p.from) != tray(p.to);
         if p.transport == Transport::P2p(P2p::Cumem) {
             p.transport = Transport::P2p(P2p::Mnnvl);
-            p.log_form = p.log_form.replacen("P2P/CUMEM", "P2P/MNNVL", 1);
-            let reason = if cross {
-                format!(
-                    "the GPUs are on different hosts of one NVLink clique (MNNVL): P2P over the NVSwitch fabric with fabric handles; {}",
-                    p.reason
-                )
-            } else {
-                format!(
-                    "{}; MNNVL names every cuMem P2P connection of the communicator P2P/MNNVL",
-                    p.reason
-                )
-            };
-            p.reason = shared.share(&reason);
+            let log = logs.entry(key(&p.log_form, false)).or_insert_with(|| {
+                let new = p.log_form.replacen("P2P/CUMEM", "P2P/MNNVL", 1);
+                (p.log_form.clone(), shared.share(&new))
+            });
+            p.log_form = log.1.clone();
+            let reason = reasons.entry(key(&p.reason, cross)).or_insert_with(|| {
+                let new = if cross {
+                    format!(
+                        "the GPUs are on different hosts of one NVLink clique (MNNVL): P2P over the NVSwitch fabric with fabric handles; {}",
+                        p.reason
+                    )
+                } else {
+                    format!(
+                        "{}; MNNVL names every cuMem P2P connection of the communicator P2P/MNNVL",
+                        p.reason
+                    )
+                };
+                (p.reason.clone(), shared.share(&new))
+            });
+            p.reason = reason.1.clone();
         } else if cross {
             odd += 1;
         }

@@ -336,7 +336,7 @@ fn hgx_single_host_table() {
             if c.log.ends_with('/') {
                 assert!(p.log_form.starts_with(c.log), "{}: {}", c.name, p.log_form);
             } else {
-                assert_eq!(p.log_form, c.log, "{}", c.name);
+                assert_eq!(&*p.log_form, c.log, "{}", c.name);
             }
             assert_eq!(
                 p.anomaly.is_some(),
@@ -395,7 +395,7 @@ fn anomaly_names_the_fix() {
         TransportPolicy::default(),
     );
     let p = net.pair(3, 5);
-    assert_eq!(p.log_form, "[send] via NET/IB/3/GDRDMA");
+    assert_eq!(&*p.log_form, "[send] via NET/IB/3/GDRDMA");
     assert_eq!(
         p.log_form_recv.as_deref(),
         Some("[receive] via NET/IB/5/GDRDMA")
@@ -491,7 +491,7 @@ fn net_faster_than_cross_socket_path() {
     );
     let p = r.pair(0, 2);
     assert_eq!(p.transport, Transport::Net(Net::Ib));
-    assert_eq!(p.log_form, "[send] via NET/IB/0/GDRDMA");
+    assert_eq!(&*p.log_form, "[send] via NET/IB/0/GDRDMA");
     assert_eq!(
         p.log_form_recv.as_deref(),
         Some("[receive] via NET/IB/1/GDRDMA")
@@ -527,7 +527,7 @@ fn containers_per_gpu_issue_1781() {
     );
     for p in all_pairs_on_host(&r) {
         assert_eq!(p.transport, Transport::Net(Net::Ib));
-        assert_eq!(p.log_form, format!("[send] via NET/IB/{}/GDRDMA", p.from));
+        assert_eq!(&*p.log_form, format!("[send] via NET/IB/{}/GDRDMA", p.from));
         assert!(p.inter_node);
         assert!(p.reason.contains("own host hash"), "{}", p.reason);
         assert!(p.anomaly.as_deref().unwrap().contains("NVIDIA/nccl#1781"));
@@ -543,7 +543,7 @@ fn containers_per_gpu_issue_1781() {
     );
     let p = sock.pair(0, 1);
     assert_eq!(p.transport, Transport::Net(Net::Socket));
-    assert_eq!(p.log_form, "[send] via NET/Socket/0");
+    assert_eq!(&*p.log_form, "[send] via NET/Socket/0");
     assert!(!p.gdr);
     assert!(
         p.reason.contains("NCCL_NET=Socket selects it"),
@@ -604,7 +604,7 @@ fn two_nodes_rail_aligned() {
         assert_eq!(p.nic.as_deref(), Some(format!("mlx5_{dev}").as_str()));
         assert_eq!(p.nic_path, Some(PathType::Pix));
         assert_eq!(p.proxy, None);
-        assert_eq!(p.log_form, format!("[send] via NET/IB/{dev}/GDRDMA"));
+        assert_eq!(&*p.log_form, format!("[send] via NET/IB/{dev}/GDRDMA"));
         assert_eq!(
             p.log_form_recv.as_deref(),
             Some(format!("[receive] via NET/IB/{dev}/GDRDMA").as_str())
@@ -632,7 +632,7 @@ fn pxn_proxies_for_gpus_without_a_nic() {
     for (rank, nic) in [(0usize, 0i32), (1, 1), (2, 2), (3, 3)] {
         let p = r.pair(rank, rank + 8);
         assert_eq!(p.proxy, None);
-        assert_eq!(p.log_form, format!("[send] via NET/IB/{nic}/GDRDMA"));
+        assert_eq!(&*p.log_form, format!("[send] via NET/IB/{nic}/GDRDMA"));
     }
     // The local NET index is the NVML index bit-mirrored over the 4 NICs: 4→0, 5→2, 6→1, 7→3.
     for (rank, nic) in [(4usize, 0i32), (5, 2), (6, 1), (7, 3)] {
@@ -640,7 +640,10 @@ fn pxn_proxies_for_gpus_without_a_nic() {
         assert_eq!(p.nic_path, Some(PathType::Pxn), "rank {rank}");
         assert_eq!(p.proxy, Some(nic as usize), "rank {rank}");
         assert_eq!(p.net_dev, Some(nic));
-        assert_eq!(p.log_form, format!("[send] via NET/IB/{nic}({nic})/GDRDMA"));
+        assert_eq!(
+            &*p.log_form,
+            format!("[send] via NET/IB/{nic}({nic})/GDRDMA")
+        );
         assert!(
             p.reason.contains("through PXN: the GPU of rank"),
             "{}",
@@ -678,7 +681,7 @@ fn nics_without_gdr() {
     // Without GDR every GPU→NIC path is rerouted through the CPU (PHB, same bandwidth), so
     // all four NICs are "local" and the NVML index is bit-mirrored over them: 2 → NIC 1.
     assert_eq!(p.nic_path, Some(PathType::Phb));
-    assert_eq!(p.log_form, "[send] via NET/IB/1");
+    assert_eq!(&*p.log_form, "[send] via NET/IB/1");
     assert_eq!(p.log_form_recv.as_deref(), Some("[receive] via NET/IB/1"));
     assert!(!p.gdr && !p.recv_gdr);
     assert!(
@@ -847,7 +850,7 @@ fn v100_nvb_pairs_go_indirect() {
     assert_eq!(p.path, Some(PathType::Nvb));
     assert_eq!(p.transport, Transport::P2p(P2p::Indirect));
     assert_eq!(p.intermediate, Some(0));
-    assert_eq!(p.log_form, "via P2P/indirect/0[0]");
+    assert_eq!(&*p.log_form, "via P2P/indirect/0[0]");
     assert_eq!(p.code(), "P2P/I");
     assert_eq!(r.pair(2, 3).transport, Transport::P2p(P2p::Cumem));
     // The relay makes isAllDirectP2p 0.
@@ -1145,7 +1148,7 @@ fn v100_with_p2p_off_cross_socket_goes_net() {
     assert_eq!(p.transport, Transport::Net(Net::Ib));
     // sm70 sends with GDR only when the GPU has an NVLink peer, and with P2P off the GPU
     // paths are rerouted through the CPU, so ncclTopoCheckGdr sees none: no GDRDMA on send.
-    assert_eq!(p.log_form, "[send] via NET/IB/1");
+    assert_eq!(&*p.log_form, "[send] via NET/IB/1");
     assert_eq!(
         p.log_form_recv.as_deref(),
         Some("[receive] via NET/IB/2/GDRDMA")
