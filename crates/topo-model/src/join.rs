@@ -117,27 +117,31 @@ impl Topology {
         }
     }
 
-    /// A fingerprint of host `h`'s hardware as the graph search sees it: its nodes in order
-    /// (kind and facts) and links. Equal for copies of one machine; hosts whose fingerprints
-    /// differ may reach different search results.
-    pub fn host_fingerprint(&self, h: HostId) -> u64 {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        let mut local = std::collections::HashMap::new();
+    /// A fingerprint of each host's hardware as the graph search sees it: its nodes in order
+    /// (kind and facts) and links, in one pass over the graph. Equal for copies of one
+    /// machine; hosts whose fingerprints differ may reach different search results.
+    pub fn host_fingerprints(&self) -> Vec<u64> {
+        use std::collections::hash_map::DefaultHasher;
+        let n = self.host_count().max(self.hosts.len());
+        let mut hashers: Vec<DefaultHasher> = (0..n).map(|_| DefaultHasher::new()).collect();
+        let mut local = vec![0usize; self.graph.node_count()];
+        let mut next = vec![0usize; n];
         for idx in self.graph.node_indices() {
             let node = &self.graph[idx];
-            if node.host != h {
-                continue;
-            }
-            local.insert(idx, local.len());
-            hash_debug(&mut hasher, &without_fabric(&node.kind));
+            let h = node.host as usize;
+            local[idx.index()] = next[h];
+            next[h] += 1;
+            hash_debug(&mut hashers[h], &without_fabric(&node.kind));
         }
         for e in self.graph.edge_references() {
-            if let (Some(a), Some(b)) = (local.get(&e.source()), local.get(&e.target())) {
-                (a, b).hash(&mut hasher);
-                hash_debug(&mut hasher, e.weight());
+            let (a, b) = (e.source(), e.target());
+            let h = self.graph[a].host as usize;
+            if self.graph[b].host as usize == h {
+                (local[a.index()], local[b.index()]).hash(&mut hashers[h]);
+                hash_debug(&mut hashers[h], e.weight());
             }
         }
-        hasher.finish()
+        hashers.into_iter().map(|h| h.finish()).collect()
     }
 }
 
@@ -232,8 +236,11 @@ mod tests {
         assert_ne!(names[0], names[1], "{names:?}");
         let g = j.gpus()[9];
         assert_eq!(j.find(1, j.node(g).busid().unwrap()), Some(g));
-        assert_ne!(j.host_fingerprint(0), j.host_fingerprint(1));
-        assert_eq!(a.host_fingerprint(0), j.host_fingerprint(0));
+        let prints = j.host_fingerprints();
+        assert_ne!(prints[0], prints[1]);
+        assert_eq!(a.host_fingerprints()[0], prints[0]);
+        let r = a.replicate(3).host_fingerprints();
+        assert!(r.iter().all(|&p| p == prints[0]), "{r:?}");
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub struct Analysis {
     /// Pairs of a split host's node that NCCL 2.30 finds connected through a GPU of another
     /// node (launcher ranks `[a, b, relay]`): its init stops there ([`trimmed_relays`]).
     pub trimmed_relays: Vec<[usize; 3]>,
+    /// Dissimilar hosts: each host's own view before AllGather3 (`hetero::views`); empty
+    /// where the hosts are alike.
+    pub hosts: Vec<super::hetero::HostView>,
 }
 
 impl Analysis {
@@ -231,6 +234,8 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(req.env, &data)?;
 
+    // Copies of one machine (`--nodes`) search alike; only other hosts need their own search.
+    let replicas = given.copies().is_some();
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let keep_net = |n: &topo_model::Net| {
@@ -306,15 +311,29 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     search.rail_per_host = rail_per_host;
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
-    let merged = if domains.len() <= hosts_with_gpus {
-        graphs.clone()
-    } else {
-        split_node_graphs(&system, &paths, &graphs, |h| {
+    let own_hosts = own_search_hosts(&topo, &system, domains.len() > hosts_with_gpus, replicas);
+    let host_graphs: Vec<(HostId, Graphs)> = own_hosts
+        .iter()
+        .map(|&h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
             p.rail_per_host = rail_per_host;
             p.inter_needs_nets = search.inter_needs_nets;
-            p
+            (h, search::compute_all_on(&system, &paths, &p, h))
         })
+        .collect();
+    let merged = if host_graphs.is_empty() {
+        graphs.clone()
+    } else {
+        node_graphs(&system, &graphs, &host_graphs)
+    };
+    let hosts = if domains.len() > hosts_with_gpus {
+        vec![]
+    } else {
+        let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
+            .filter(|&h| !system.host_gpus(h).is_empty())
+            .map(|h| (h, nvls_on(h)))
+            .collect();
+        super::hetero::views(&topo, &system, &graphs, &host_graphs, &nvls)
     };
 
     let channel_params = channel_params(
@@ -369,6 +388,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         mnnvl,
         trays,
         trimmed_relays: relays,
+        hosts,
     })
 }
 
@@ -611,6 +631,35 @@ fn relabel_split(
     }
 }
 
+/// `comm->cpuArch` and `cpuVendor`: from 2.22 the AllGather3 of every rank's first CPU, MIXED
+/// where hosts differ (v2.22.3-1 src/init.cc, `NCCL_TOPO_CPU_ARCH_MIXED`); before, rank 0
+/// tunes with its own host's CPU (`ncclTopoCpuType` in src/graph/tuning.cc), which is what
+/// NVIDIA/nccl#1136 (ranks of mixed vendors choosing different algorithms) was about.
+fn comm_cpu(ti: &mut TuningInput, system: &System, minor: u32) {
+    let cpus: Vec<_> = (0..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .filter_map(|h| system.host_cpu(h))
+        .map(|c| (c.arch, c.vendor))
+        .collect();
+    let Some(&(arch, vendor)) = cpus.first() else {
+        return;
+    };
+    ti.cpu_arch = arch;
+    ti.cpu_vendor = vendor;
+    if minor < 22 {
+        return;
+    }
+    // MIXED matches none of the rules' x86, POWER, Intel or AMD tests; `Other` neither.
+    if cpus.iter().any(|c| c.0 != arch) {
+        ti.cpu_arch = topo_model::CpuArch::Other;
+    }
+    if cpus.iter().any(|c| c.1 != vendor) {
+        ti.cpu_vendor = topo_model::CpuVendor::Other;
+        ti.cpu_vendor_mixed = true;
+        ti.local_cpu_vendor = Some(vendor);
+    }
+}
+
 /// What the cost model reads: ranks per node, compute capabilities, CPU, graphs, channels.
 fn tuning_input<'a>(
     env: &'a EnvPolicy,
@@ -627,7 +676,6 @@ fn tuning_input<'a>(
             .count()
             .max(1),
     );
-    let cpu = system.first_cpu();
     let mut ti = TuningInput::new(env, data, nranks, nnodes);
     ti.local_ranks = (0..system.nhosts as u16)
         .map(|h| system.host_gpus(h).len())
@@ -635,10 +683,7 @@ fn tuning_input<'a>(
         .collect();
     ti.min_cc = system.min_sm();
     ti.max_cc = system.max_sm();
-    if let Some(c) = cpu {
-        ti.cpu_arch = c.arch;
-        ti.cpu_vendor = c.vendor;
-    }
+    comm_cpu(&mut ti, system, data.minor());
     ti.ring = Some(merged.ring.clone());
     ti.tree = Some(merged.tree.clone());
     ti.max_tree_pattern = merged.max_tree_pattern;
@@ -777,28 +822,35 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
     }
 }
 
-/// A host split into several nodes: every node's ranks search their own domain
-/// (initTransportsRank, NCCL 2.28.9 src/init.cc, after `ncclTopoTrimSystem`) and AllGather3
-/// reduces the graphs over all ranks; each node keeps its own ring and tree orders.
-fn split_node_graphs(
-    system: &System,
-    paths: &paths::Paths,
-    graphs: &Graphs,
-    params_of: impl Fn(HostId) -> SearchParams,
-) -> Graphs {
-    let hosts: Vec<HostId> = (1..system.nhosts as HostId)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .collect();
-    let own: Vec<Graphs> = hosts
-        .iter()
-        .map(|&h| search::compute_all_on(system, paths, &params_of(h), h))
-        .collect();
-    let mut merged = search::all_gather3(graphs, &own);
+/// The hosts (other than host 0) whose ranks run a search of their own: every node of a host
+/// split into several (initTransportsRank, NCCL 2.28.9 src/init.cc, after
+/// `ncclTopoTrimSystem`), and every host whose hardware differs from host 0's (each rank
+/// searches its own host's topology, `ncclTopoCompute`). Copies of one machine search alike.
+fn own_search_hosts(topo: &Topology, system: &System, split: bool, replicas: bool) -> Vec<HostId> {
+    let with_gpus = (1..system.nhosts as HostId).filter(|&h| !system.host_gpus(h).is_empty());
+    if split {
+        return with_gpus.collect();
+    }
+    if replicas || system.nhosts < 2 {
+        return vec![];
+    }
+    let prints = topo.host_fingerprints();
+    with_gpus
+        .filter(|&h| prints.get(h as usize) != prints.first())
+        .collect()
+}
+
+/// AllGather3 over host 0's graphs and the other nodes' own searches (`search::all_gather3`);
+/// each node that searched keeps its own ring and tree orders and tree pattern.
+fn node_graphs(system: &System, graphs: &Graphs, own: &[(HostId, Graphs)]) -> Graphs {
+    let others: Vec<Graphs> = own.iter().map(|(_, g)| g.clone()).collect();
+    let mut merged = search::all_gather3(graphs, &others);
     merged.node_orders = vec![None; system.nhosts];
-    for (&h, g) in hosts.iter().zip(&own) {
-        merged.node_orders[h as usize] = Some(search::NodeOrders {
+    for (h, g) in own {
+        merged.node_orders[*h as usize] = Some(search::NodeOrders {
             ring: g.ring.intra.clone(),
             tree: g.tree.intra.clone(),
+            tree_pattern: Some(g.tree.pattern),
         });
     }
     merged

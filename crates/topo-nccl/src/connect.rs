@@ -246,12 +246,11 @@ pub fn connect(
             if t.is_empty() {
                 continue;
             }
-            let c0 = if tree.pattern == Pattern::Tree { 0 } else { 1 };
-            let c1 = if tree.pattern == Pattern::SplitTree {
-                1
-            } else {
-                0
-            };
+            let pattern = own(node)
+                .and_then(|o| o.tree_pattern)
+                .unwrap_or(tree.pattern);
+            let c0 = if pattern == Pattern::Tree { 0 } else { 1 };
+            let c1 = if pattern == Pattern::SplitTree { 1 } else { 0 };
             ttp[c][node] = t[0];
             ttc0[c][node] = *t.get(c0).unwrap_or(&t[0]);
             ttc1[c][node] = *t.get(c1).unwrap_or(&t[0]);

@@ -959,6 +959,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     }
     hardware_fact_warnings(a, &mut w);
     w.extend(init_stops(a));
+    w.extend(super::hetero::findings(a));
     incomplete_net_warnings(a, &mut w);
     gdr_warnings(a, &mut w);
     // NIC placement problems, as show and diagnose state them (`topo_model::nic_judge`).
