@@ -298,7 +298,8 @@ fn sm_finding(a: &Analysis, out: &mut Vec<Message>) {
     let nvls_everywhere = v.iter().all(|h| h.nvls) && a.counts.nvls > 0;
     let blackwell_mix = v.iter().any(|h| h.sm.iter().any(|&s| s >= 100))
         && v.iter().any(|h| h.sm.iter().any(|&s| s < 100));
-    if nvls_everywhere && blackwell_mix && a.data.rules.nvls_sm100_tuning {
+    // SM100 has its own NVLS channel count from v2.25.1-1 (channels::nvls_default_channels).
+    if nvls_everywhere && blackwell_mix && a.data.minor() >= 25 {
         out.push(Message::new(
             Code::HostsSmDiffer,
             Severity::Warning,
@@ -307,5 +308,61 @@ fn sm_finding(a: &Analysis, out: &mut Vec<Message>) {
                 a.version
             ),
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analyze::analyze_on_big_stack;
+    use topo_model::testing::hgx;
+    use topo_model::{NodeKind, Topology};
+    use topo_vocab::Code;
+
+    fn codes(a: &crate::analyze::Analysis) -> Vec<Code> {
+        super::findings(a).iter().map(|m| m.code).collect()
+    }
+
+    #[test]
+    fn alike_hosts_have_no_views() {
+        let a = analyze_on_big_stack(&hgx(8, 90).replicate(2), &[], "2.28");
+        assert!(a.hosts.is_empty());
+        assert!(codes(&a).is_empty());
+    }
+
+    #[test]
+    fn a_smaller_host_searches_on_its_own_and_agrees_on_the_minimum() {
+        let t = Topology::join(&[hgx(8, 90), hgx(2, 90)]).unwrap();
+        let a = analyze_on_big_stack(&t, &[], "2.28");
+        assert_eq!((a.nranks, a.nnodes), (10, 2));
+        assert_eq!(a.hosts.len(), 2);
+        let alone = a.hosts.iter().map(|h| h.ring_channels).min().unwrap();
+        assert_eq!(a.counts.search, alone);
+        assert!(codes(&a).contains(&Code::HostsGpusDiffer));
+        // Every rank is in every ring once.
+        for c in 0..a.counts.coll {
+            let mut r = a.connection.ring(c).expect("ring closes");
+            r.sort_unstable();
+            assert_eq!(r, (0..10).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn cpu_vendors_become_mixed_from_2_22() {
+        let mut amd = hgx(8, 90);
+        for n in amd.graph.node_indices().collect::<Vec<_>>() {
+            if let NodeKind::Cpu(c) = &mut amd.node_mut(n).kind {
+                c.vendor = Some("AuthenticAMD".into());
+                c.family = Some(25);
+            }
+        }
+        let t = Topology::join(&[hgx(8, 90), amd]).unwrap();
+        for (v, severity) in [("2.21", "warning"), ("2.23", "warning"), ("2.28", "info")] {
+            let a = analyze_on_big_stack(&t, &[], v);
+            let m = super::findings(&a)
+                .into_iter()
+                .find(|m| m.code == Code::HostsCpuDiffer)
+                .unwrap_or_else(|| panic!("{v}: no cpu finding"));
+            assert_eq!(format!("{:?}", m.severity).to_lowercase(), severity, "{v}");
+        }
     }
 }
