@@ -324,7 +324,7 @@ pub fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
 
 impl SourceArgs {
     /// The one `--from`, if any.
-    pub fn from_one(&self) -> Option<&PathBuf> {
+    pub fn first_from(&self) -> Option<&PathBuf> {
         self.from.first()
     }
 
@@ -337,7 +337,7 @@ impl SourceArgs {
             ));
         }
         check_nodes(self.nodes)?;
-        let from = self.from_one().cloned();
+        let from = self.first_from().cloned();
         // `--from profile:NAME` where no such file exists names a built-in profile.
         if let Some(name) = from
             .as_ref()
@@ -404,7 +404,7 @@ impl SourceArgs {
         if !stated.is_empty() {
             stated.apply(topo);
         }
-        if let (Some(_), Some(name)) = (self.from_one(), &self.profile) {
+        if let (Some(_), Some(name)) = (self.first_from(), &self.profile) {
             let base = topo_source::profile::load_builtin(name)?;
             let via = format!("profile {name}");
             topo_model::stated::Stated::from_reference(&base, &via).apply(topo);

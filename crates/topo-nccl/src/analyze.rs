@@ -234,7 +234,6 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(req.env, &data)?;
 
-    // Copies of one machine (`--nodes`) search alike; only other hosts need their own search.
     let replicas = given.copies().is_some();
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
@@ -311,31 +310,20 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     search.rail_per_host = rail_per_host;
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
-    let own_hosts = own_search_hosts(&topo, &system, domains.len() > hosts_with_gpus, replicas);
-    let host_graphs: Vec<(HostId, Graphs)> = own_hosts
-        .iter()
-        .map(|&h| {
+    let split = domains.len() > hosts_with_gpus;
+    let (merged, hosts) = reconcile(
+        (&topo, &system, &paths),
+        &graphs,
+        &own_search_hosts(&topo, &system, split, replicas),
+        split,
+        |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
             p.rail_per_host = rail_per_host;
             p.inter_needs_nets = search.inter_needs_nets;
-            (h, search::compute_all_on(&system, &paths, &p, h))
-        })
-        .collect();
-    let merged = if host_graphs.is_empty() {
-        graphs.clone()
-    } else {
-        node_graphs(&system, &graphs, &host_graphs)
-    };
-    let hosts = if domains.len() > hosts_with_gpus {
-        vec![]
-    } else {
-        let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
-            .filter(|&h| !system.host_gpus(h).is_empty())
-            .map(|h| (h, nvls_on(h)))
-            .collect();
-        super::hetero::views(&topo, &system, &graphs, &host_graphs, &nvls)
-    };
-
+            p
+        },
+        nvls_on,
+    );
     let channel_params = channel_params(
         &data,
         &env,
@@ -838,6 +826,35 @@ fn own_search_hosts(topo: &Topology, system: &System, split: bool, replicas: boo
     with_gpus
         .filter(|&h| prints.get(h as usize) != prints.first())
         .collect()
+}
+
+/// The other hosts' own searches (`own`, under `params_of`) reconciled with host 0's
+/// `graphs`, and each host's view for the findings (none for the parts of a split host).
+fn reconcile(
+    (topo, system, paths): (&Topology, &System, &Paths),
+    graphs: &Graphs,
+    own: &[HostId],
+    split: bool,
+    params_of: impl Fn(HostId) -> SearchParams,
+    nvls_on: impl Fn(HostId) -> bool,
+) -> (Graphs, Vec<super::hetero::HostView>) {
+    let host_graphs: Vec<(HostId, Graphs)> = own
+        .iter()
+        .map(|&h| (h, search::compute_all_on(system, paths, &params_of(h), h)))
+        .collect();
+    if host_graphs.is_empty() {
+        return (graphs.clone(), vec![]);
+    }
+    let merged = node_graphs(system, graphs, &host_graphs);
+    if split {
+        return (merged, vec![]);
+    }
+    let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .map(|h| (h, nvls_on(h)))
+        .collect();
+    let views = super::hetero::views(topo, system, graphs, &host_graphs, &nvls);
+    (merged, views)
 }
 
 /// AllGather3 over host 0's graphs and the other nodes' own searches (`search::all_gather3`);

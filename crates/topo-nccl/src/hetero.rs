@@ -2,9 +2,9 @@
 //! decisions NCCL reconciles across ranks and which it does not. Every rule names the NCCL
 //! source that makes it; where NCCL's code does not say what happens, the text says unknown.
 
-use super::analyze::Analysis;
 use super::search::Graphs;
 use super::system::System;
+use super::version::NcclVersion;
 use topo_model::message::{Message, Severity};
 use topo_model::{CpuArch, CpuVendor, HostId};
 use topo_vocab::Code;
@@ -74,9 +74,23 @@ pub fn views(
         .collect()
 }
 
+/// What the findings read of the reconciled analysis.
+pub struct Reconciled<'a> {
+    pub hosts: &'a [HostView],
+    pub version: NcclVersion,
+    pub minor: u32,
+    pub nranks: usize,
+    pub nnodes: usize,
+    /// Channels of the reconciled search (`ChannelCounts::search`) and NVLS channels.
+    pub search_channels: usize,
+    pub nvls_channels: usize,
+    /// `NCCL_IGNORE_NET_MISMATCH` as set.
+    pub ignore_net_mismatch: Option<&'a str>,
+}
+
 /// The plan's messages about dissimilar hosts: one per kind of difference.
-pub fn findings(a: &Analysis) -> Vec<Message> {
-    let v = &a.hosts;
+pub fn findings(a: &Reconciled) -> Vec<Message> {
+    let v = a.hosts;
     if v.len() < 2 {
         return vec![];
     }
@@ -123,8 +137,8 @@ fn differ<T: PartialEq>(v: &[HostView], f: impl Fn(&HostView) -> T) -> bool {
 /// NVLS: a host without support searches no NVLS graph; AllGather3 takes the smallest
 /// channel count, 0, and every rank turns NVLS off (`if (graphs[NCCL_ALGO_NVLS]->nChannels
 /// == 0) comm->nvlsSupport = 0`, src/init.cc at every release from v2.18.1-1 to v2.30.7-1).
-fn nvls_finding(a: &Analysis, out: &mut Vec<Message>) {
-    let v = &a.hosts;
+fn nvls_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
     if !differ(v, |h| h.nvls) {
         return;
     }
@@ -151,12 +165,12 @@ fn cpu_text(c: Option<(CpuArch, CpuVendor)>) -> String {
 /// (src/init.cc); the llMaxBw row follows MIXED only from 2.24 (src/graph/tuning.cc); before
 /// 2.22 each rank tunes with its own CPU, so ranks can pick different algorithms or protocols
 /// for one call and hang (NVIDIA/nccl#1136).
-fn cpu_finding(a: &Analysis, out: &mut Vec<Message>) {
-    let v = &a.hosts;
+fn cpu_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
     if !differ(v, |h| h.cpu) {
         return;
     }
-    let minor = a.data.minor();
+    let minor = a.minor;
     let hosts = grouped(v, |h| cpu_text(h.cpu)).join(", ");
     let vendors_differ = differ(v, |h| h.cpu.map(|c| c.1));
     let (severity, text) = if minor < 22 {
@@ -208,14 +222,14 @@ fn nets_text(h: &HostView) -> String {
 /// bandwidth (src/init.cc); 2.30 also compares the NET device counts at rank 0 and goes on by
 /// default (NCCL_IGNORE_NET_MISMATCH=1) or stops (=0). Where a channel's NIC on one host
 /// meets a different rail on the other, whether the fabric connects them is not in NCCL's code.
-fn nic_finding(a: &Analysis, out: &mut Vec<Message>) {
-    let v = &a.hosts;
-    if !differ(v, |h| h.nets.len()) && !differ(v, |h| nets_text(h)) {
+fn nic_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
+    if !differ(v, |h| h.nets.len()) && !differ(v, nets_text) {
         return;
     }
     let alone = grouped(v, |h| h.ring_channels).join(", ");
     let count_differs = differ(v, |h| h.nets.len());
-    let v30 = if a.data.minor() >= 30 && count_differs {
+    let v30 = if a.minor >= 30 && count_differs {
         " NCCL 2.30 compares the counts at rank 0 (\"Detected mixed local Net device counts across ranks\", src/init.cc) and goes on under the default NCCL_IGNORE_NET_MISMATCH=1; a host whose listed device cannot be opened then leaves the other host's channels on it without a peer, a silent hang (NVIDIA/nccl#2428)."
     } else {
         ""
@@ -227,11 +241,10 @@ fn nic_finding(a: &Analysis, out: &mut Vec<Message>) {
             "the hosts' NICs differ: {}; alone each would search {alone} ring graph channel(s), and AllGather3 keeps the smallest channel count and inter-node bandwidth over all ranks (src/init.cc at NCCL {}): the job runs {} on every host. Each host picks its channels' NICs from its own search, so a channel can leave one host on a NIC of another rail than it arrives on; whether the network connects those rails is not in NCCL's code (unknown).{v30}",
             grouped(v, nets_text).join(", "),
             a.version,
-            a.counts.search,
+            a.search_channels,
         ),
     ));
-    if a.data.minor() >= 30 && count_differs && a.env.value("NCCL_IGNORE_NET_MISMATCH") == Some("0")
-    {
+    if a.minor >= 30 && count_differs && a.ignore_net_mismatch == Some("0") {
         out.push(Message::new(
             Code::NcclInitFails,
             Severity::Error,
@@ -246,8 +259,8 @@ fn nic_finding(a: &Analysis, out: &mut Vec<Message>) {
 /// GPUs per node: nodes are found from the ranks (`ringRecv[0]` of each rank's own search) and
 /// keep their own ring and tree orders (src/init.cc, src/graph/connect.cc); the tuning and the
 /// tree depth read the average `nRanks / nNodes` (src/graph/tuning.cc, connect.cc).
-fn gpu_count_finding(a: &Analysis, out: &mut Vec<Message>) {
-    let v = &a.hosts;
+fn gpu_count_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
     if !differ(v, |h| h.gpus) {
         return;
     }
@@ -267,8 +280,8 @@ fn gpu_count_finding(a: &Analysis, out: &mut Vec<Message>) {
 /// tuning row and LL128; each node keeps its own tree pattern (`nodesTreePatterns`). NVLS
 /// channels come from each rank's own compute capability (`ncclNvlsInit`,
 /// src/transport/nvls.cc) and are not reconciled.
-fn sm_finding(a: &Analysis, out: &mut Vec<Message>) {
-    let v = &a.hosts;
+fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
     if !differ(v, |h| h.sm.clone()) {
         return;
     }
@@ -295,11 +308,11 @@ fn sm_finding(a: &Analysis, out: &mut Vec<Message>) {
             a.version
         ),
     ));
-    let nvls_everywhere = v.iter().all(|h| h.nvls) && a.counts.nvls > 0;
+    let nvls_everywhere = v.iter().all(|h| h.nvls) && a.nvls_channels > 0;
     let blackwell_mix = v.iter().any(|h| h.sm.iter().any(|&s| s >= 100))
         && v.iter().any(|h| h.sm.iter().any(|&s| s < 100));
     // SM100 has its own NVLS channel count from v2.25.1-1 (channels::nvls_default_channels).
-    if nvls_everywhere && blackwell_mix && a.data.minor() >= 25 {
+    if nvls_everywhere && blackwell_mix && a.minor >= 25 {
         out.push(Message::new(
             Code::HostsSmDiffer,
             Severity::Warning,
@@ -319,7 +332,10 @@ mod tests {
     use topo_vocab::Code;
 
     fn codes(a: &crate::analyze::Analysis) -> Vec<Code> {
-        super::findings(a).iter().map(|m| m.code).collect()
+        crate::plan::host_findings(a)
+            .iter()
+            .map(|m| m.code)
+            .collect()
     }
 
     #[test]
@@ -358,7 +374,7 @@ mod tests {
         let t = Topology::join(&[hgx(8, 90), amd]).unwrap();
         for (v, severity) in [("2.21", "warning"), ("2.23", "warning"), ("2.28", "info")] {
             let a = analyze_on_big_stack(&t, &[], v);
-            let m = super::findings(&a)
+            let m = crate::plan::host_findings(&a)
                 .into_iter()
                 .find(|m| m.code == Code::HostsCpuDiffer)
                 .unwrap_or_else(|| panic!("{v}: no cpu finding"));
