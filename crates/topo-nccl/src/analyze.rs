@@ -234,7 +234,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(req.env, &data)?;
 
-    let replicas = given.copies().is_some();
+    let alike = given.copies().is_some() || given.host_count() < 2;
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let keep_net = |n: &topo_model::Net| {
@@ -314,7 +314,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let (merged, hosts) = reconcile(
         (&topo, &system, &paths),
         &graphs,
-        &own_search_hosts(&topo, &system, split, replicas),
+        &own_search_hosts(&topo, &system, split, alike),
         split,
         |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
@@ -813,13 +813,14 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
 /// The hosts (other than host 0) whose ranks run a search of their own: every node of a host
 /// split into several (initTransportsRank, NCCL 2.28.9 src/init.cc, after
 /// `ncclTopoTrimSystem`), and every host whose hardware differs from host 0's (each rank
-/// searches its own host's topology, `ncclTopoCompute`). Copies of one machine search alike.
-fn own_search_hosts(topo: &Topology, system: &System, split: bool, replicas: bool) -> Vec<HostId> {
+/// searches its own host's topology, `ncclTopoCompute`) where the source holds several
+/// hosts that are not copies of one (`alike` otherwise).
+fn own_search_hosts(topo: &Topology, system: &System, split: bool, alike: bool) -> Vec<HostId> {
     let with_gpus = (1..system.nhosts as HostId).filter(|&h| !system.host_gpus(h).is_empty());
     if split {
         return with_gpus.collect();
     }
-    if replicas || system.nhosts < 2 {
+    if alike || system.nhosts < 2 {
         return vec![];
     }
     let prints = topo.host_fingerprints();
