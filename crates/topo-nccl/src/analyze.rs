@@ -864,11 +864,13 @@ fn node_graphs(system: &System, graphs: &Graphs, own: &[(HostId, Graphs)]) -> Gr
     let others: Vec<Graphs> = own.iter().map(|(_, g)| g.clone()).collect();
     let mut merged = search::all_gather3(graphs, &others);
     merged.node_orders = vec![None; system.nhosts];
-    for (h, g) in own {
-        merged.node_orders[*h as usize] = Some(search::NodeOrders {
+    let host0 = std::iter::once((0, graphs));
+    for (h, g) in host0.chain(own.iter().map(|(h, g)| (*h, g))) {
+        merged.node_orders[h as usize] = Some(search::NodeOrders {
             ring: g.ring.intra.clone(),
             tree: g.tree.intra.clone(),
             tree_pattern: Some(g.tree.pattern),
+            ring_cross_nic: g.ring.cross_nic,
         });
     }
     merged

@@ -221,10 +221,16 @@ pub fn connect(
     let mut ttp = vec![vec![0usize; nn]; n];
     let mut ttc0 = vec![vec![0usize; nn]; n];
     let mut ttc1 = vec![vec![0usize; nn]; n];
-    let cross_swap = ring.cross_nic == 2 && n.is_multiple_of(2);
+    // A node without a search of its own is a copy of host 0 and has host 0's crossNic.
+    let base_cross = node_orders
+        .first()
+        .and_then(Option::as_ref)
+        .map_or(ring.cross_nic, |o| o.ring_cross_nic);
     for node in 0..nn {
-        // crossNic=2 rings alternate NICs: odd nodes swap the channels of each pair.
-        let swap = cross_swap && node % 2 == 1;
+        // crossNic=2 rings alternate NICs: odd nodes swap the channels of each pair, by the
+        // node's own crossNic.
+        let cross = own(node).map_or(base_cross, |o| o.ring_cross_nic);
+        let swap = cross == 2 && n.is_multiple_of(2) && node % 2 == 1;
         for c in 0..n {
             let src = if swap { c ^ 1 } else { c };
             let r = match own(node) {

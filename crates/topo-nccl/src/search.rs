@@ -250,6 +250,10 @@ pub struct NodeOrders {
     pub ring: Vec<Vec<usize>>,
     pub tree: Vec<Vec<usize>>,
     pub tree_pattern: Option<Pattern>,
+    /// The node's own ring `crossNic`: `ncclTopoPostset` alternates an odd node's rings by
+    /// it, not by the AllGather3 maximum (`allTopoRanks[r]->crossNicRing`, NCCL 2.28.9
+    /// src/graph/connect.cc).
+    pub ring_cross_nic: u8,
 }
 
 impl Graphs {
