@@ -201,6 +201,8 @@ fn a_host_list_names_sources_relative_to_itself() {
     .unwrap();
     let list = list.to_string_lossy().into_owned();
     let (doc, _) = plan_doc(&["--hosts", &list, "--gpu", "h100", "--nvlink", "nvswitch"]);
+    assert_valid(&doc, "a host list");
+    assert_eq!(doc["source"]["kind"], "hosts", "an XML and a profile");
     assert_eq!(doc["nnodes"], 2);
     assert_eq!(doc["nranks"], 16);
     assert!(
@@ -248,4 +250,41 @@ fn several_sources_where_one_is_read_fail_with_one_line() {
         );
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// An odd node whose own search finds no crossNic=2 solution keeps its ring channels in order
+/// (`ncclTopoPostset` swaps by each rank's own `crossNicRing`, NCCL 2.28.9
+/// src/graph/connect.cc): a DGX H100 and a copy with 200G NICs, rings as nccl-oracle 2.28.9
+/// `--node-xml` prints them (bench/hetero).
+#[test]
+fn an_odd_node_alternates_rings_by_its_own_cross_nic() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.xml");
+    let out = topo_clean_env()
+        .args(["xml", "--profile", "dgx-h100", "-o"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let xml = std::fs::read_to_string(&a).unwrap();
+    let b = dir.path().join("b.xml");
+    std::fs::write(&b, xml.replace("speed=\"400000\"", "speed=\"200000\"")).unwrap();
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let (doc, _) = plan_doc(&["--from", &a, "--from", &b]);
+    let ring = |c: usize| -> Vec<u64> {
+        doc["rings"][c]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect()
+    };
+    assert_eq!(
+        ring(0),
+        [0, 7, 6, 5, 4, 3, 2, 1, 8, 15, 14, 13, 12, 11, 10, 9]
+    );
+    assert_eq!(
+        ring(1),
+        [0, 9, 8, 15, 14, 13, 12, 11, 10, 1, 2, 3, 4, 5, 6, 7]
+    );
 }
