@@ -142,9 +142,16 @@ fn net_mismatch_stops_nccl_2_30_only_when_asked() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        host_messages(&serde_json::from_slice(&out.stdout).unwrap())
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let effect = doc["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "NCCL_IGNORE_NET_MISMATCH")
+            .map(|e| e["effect"].as_str().unwrap_or("").to_string());
+        (host_messages(&doc), effect)
     };
-    let msgs = run(&[]);
+    let (msgs, _) = run(&[]);
     let m = message(&msgs, "hosts-nics-differ");
     assert!(
         m.2.contains("NCCL_IGNORE_NET_MISMATCH=1") && m.2.contains("#2428"),
@@ -152,8 +159,10 @@ fn net_mismatch_stops_nccl_2_30_only_when_asked() {
         m.2
     );
     assert!(msgs.iter().all(|m| m.0 != "nccl-init-fails"), "{msgs:?}");
-    let msgs = run(&["--env", "NCCL_IGNORE_NET_MISMATCH=0"]);
+    let (msgs, effect) = run(&["--env", "NCCL_IGNORE_NET_MISMATCH=0"]);
     assert_eq!(message(&msgs, "nccl-init-fails").1, "error");
+    let effect = effect.expect("the variable's env entry");
+    assert!(effect.contains("NCCL stops at init"), "{effect}");
 }
 
 #[test]

@@ -310,12 +310,11 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     search.rail_per_host = rail_per_host;
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
-    let split = domains.len() > hosts_with_gpus;
     let (merged, hosts) = reconcile(
         (&topo, &system, &paths),
         &graphs,
-        &own_search_hosts(&topo, &system, split, alike),
-        split,
+        &own_search_hosts(&topo, &system, domains.len() > hosts_with_gpus, alike),
+        domains.len() > hosts_with_gpus,
         |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
             p.rail_per_host = rail_per_host;
@@ -324,6 +323,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         },
         nvls_on,
     );
+    super::hetero::note_net_mismatch(&mut env, &hosts, &req.version);
     let channel_params = channel_params(
         &data,
         &env,

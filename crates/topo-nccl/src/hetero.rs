@@ -2,6 +2,7 @@
 //! decisions NCCL reconciles across ranks and which it does not. Every rule names the NCCL
 //! source that makes it; where NCCL's code does not say what happens, the text says unknown.
 
+use super::env::EnvPolicy;
 use super::search::Graphs;
 use super::system::System;
 use super::version::NcclVersion;
@@ -216,6 +217,28 @@ fn nets_text(h: &HostView) -> String {
     let mut bws: Vec<String> = sorted.iter().map(|b| format!("{b:.1}")).collect();
     bws.dedup();
     format!("{} NIC port(s) at {} GB/s", h.nets.len(), bws.join("/"))
+}
+
+/// What NCCL_IGNORE_NET_MISMATCH does here: from 2.30 rank 0 compares the ranks' NET device
+/// counts and stops at init on a difference only when it is 0 (v2.30.7-1 src/init.cc);
+/// earlier releases do not read it.
+pub fn note_net_mismatch(env: &mut EnvPolicy, hosts: &[HostView], version: &NcclVersion) {
+    const VAR: &str = "NCCL_IGNORE_NET_MISMATCH";
+    if !env.is_set(VAR) {
+        return;
+    }
+    let text = if version.minor < 30 {
+        format!(
+            "ignored: NCCL {version} does not read it (2.30 and later compare the hosts' NET device counts)"
+        )
+    } else if hosts.len() < 2 || !differ(hosts, |h| h.nets.len()) {
+        "changes nothing here: every host has the same number of NET devices".to_string()
+    } else if env.value(VAR) == Some("0") {
+        "NCCL stops at init: the hosts have different NET device counts".to_string()
+    } else {
+        "NCCL goes on although the hosts have different NET device counts (\"Detected mixed local Net device counts across ranks\")".to_string()
+    };
+    env.note_effect(VAR, text);
 }
 
 /// NIC counts and speeds: AllGather3 keeps the smallest ring and tree channel count and
