@@ -110,9 +110,15 @@ pub struct HelpArgs {
 pub struct SourceArgs {
     /// Read the machine from a file instead of this host: an NCCL topology XML, a snapshot
     /// (folder or .tar.gz from `topo snapshot`), a profile YAML, an `nvidia-smi topo -m` paste
-    /// or an NCCL_DEBUG=INFO log; `-` or a pipe reads a log, paste or XML from it.
+    /// or an NCCL_DEBUG=INFO log; `-` or a pipe reads a log, paste or XML from it;
+    /// `profile:NAME` names a built-in profile. `topo plan` takes it once per host, in node
+    /// order (dissimilar hosts).
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
-    pub from: Option<PathBuf>,
+    pub from: Vec<PathBuf>,
+    /// `topo plan`: a host list, one source per line (`#` comments; paths relative to the
+    /// list's folder), one host each in node order.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub hosts: Option<PathBuf>,
     /// A built-in hardware profile by name (`topo show --profile list` describes each;
     /// `topo completions` completes them). With --from, the profile lends what the file
     /// leaves out (GPU model, NVLink, port speed and GPUDirect RDMA) and the file keeps its
@@ -317,16 +323,68 @@ pub fn non_empty(p: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 impl SourceArgs {
+    /// The one `--from`, if any.
+    pub fn first_from(&self) -> Option<&PathBuf> {
+        self.from.first()
+    }
+
+    /// The source of a command that reads one host.
     pub fn spec(&self) -> Result<SourceSpec> {
+        if self.from.len() > 1 || self.hosts.is_some() {
+            return Err(error::usage(
+                "this command reads one host: several --from or --hosts are for topo plan",
+                "pass one --from, or run topo plan --from A --from B for dissimilar hosts",
+            ));
+        }
         check_nodes(self.nodes)?;
+        let from = self.first_from().cloned();
+        // `--from profile:NAME` where no such file exists names a built-in profile.
+        if let Some(name) = from
+            .as_ref()
+            .filter(|p| !p.exists())
+            .and_then(|p| p.to_str()?.strip_prefix(topo_source::hosts::PROFILE_PREFIX))
+        {
+            return Ok(SourceSpec {
+                profile: Some(name.to_string()),
+                nodes: self.nodes,
+                ..Default::default()
+            });
+        }
         Ok(SourceSpec {
-            from: self.from.clone(),
             // With --from, the profile is a base of facts (`apply_facts`), not the source.
-            profile: self.profile.clone().filter(|_| self.from.is_none()),
+            profile: self.profile.clone().filter(|_| from.is_none()),
+            from,
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
         })
+    }
+
+    /// One source per host where several are named (`--from` repeated, `--hosts`), in node
+    /// order; `None` for a plan of one source (`--nodes` replicates it).
+    pub fn host_specs(&self) -> Result<Option<Vec<SourceSpec>>> {
+        let mut words: Vec<String> = self
+            .from
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        if let Some(list) = &self.hosts {
+            words.extend(topo_source::hosts::read_host_list(list)?);
+        }
+        if words.len() < 2 && self.hosts.is_none() {
+            return Ok(None);
+        }
+        if self.nodes.is_some() {
+            return Err(error::usage(
+                "--nodes replicates one source: with one source per host there is nothing to replicate",
+                "drop --nodes (each --from is one node), or pass one --from with --nodes N",
+            ));
+        }
+        let specs = words
+            .iter()
+            .map(|w| topo_source::hosts::parse_source(w))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Some(specs))
     }
 
     /// Apply what the flags state over the source: `--p2p`, `--nvls` and the stated facts
@@ -346,7 +404,7 @@ impl SourceArgs {
         if !stated.is_empty() {
             stated.apply(topo);
         }
-        if let (Some(_), Some(name)) = (&self.from, &self.profile) {
+        if let (Some(_), Some(name)) = (self.first_from(), &self.profile) {
             let base = topo_source::profile::load_builtin(name)?;
             let via = format!("profile {name}");
             topo_model::stated::Stated::from_reference(&base, &via).apply(topo);

@@ -8,7 +8,6 @@ use crate::util::{Style, escape_document};
 use anyhow::Result;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use topo_model::Topology;
 use topo_model::inventory::{self, Difference};
 use topo_nccl::analyze::RuntimeFacts;
@@ -49,25 +48,19 @@ struct DiffDoc {
 /// profile name, or `live` for this machine.
 fn spec(arg: &str, nodes: Option<usize>) -> Result<SourceSpec> {
     crate::cli::check_nodes(nodes)?;
-    let mut s = SourceSpec {
-        nodes,
-        ..Default::default()
-    };
-    let name = arg.strip_prefix("profile:").unwrap_or(arg);
     if arg == "live" {
-        return Ok(s);
+        return Ok(SourceSpec {
+            nodes,
+            ..Default::default()
+        });
     }
-    if std::path::Path::new(arg).exists() && !arg.starts_with("profile:") {
-        s.from = Some(PathBuf::from(arg));
-    } else if topo_source::profile::builtin_names().contains(&name.to_ascii_lowercase().as_str()) {
-        s.profile = Some(name.to_string());
-    } else {
-        return Err(error::usage(
-            format!("{arg}: no such file, folder or built-in profile"),
+    let s = topo_source::hosts::parse_source(arg).map_err(|e| {
+        error::usage(
+            e.message,
             "pass two sources: files or folders (XML, snapshot, matrix, profile YAML), profile:NAME, or live",
-        ));
-    }
-    Ok(s)
+        )
+    })?;
+    Ok(SourceSpec { nodes, ..s })
 }
 
 fn request(topo: &Topology, a: &DiffArgs) -> Result<PlanRequest> {

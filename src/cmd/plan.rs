@@ -17,9 +17,18 @@ use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     let progress = Progress::start("topo plan: modelling");
-    let mut spec = a.source.spec()?;
-    spec.escape_text = a.format == PlanFormat::Text;
-    let mut topo = topo_source::load(&spec)?;
+    let escape_text = a.format == PlanFormat::Text;
+    let mut topo = match a.source.host_specs()? {
+        Some(mut hosts) => {
+            hosts.iter_mut().for_each(|s| s.escape_text = escape_text);
+            topo_source::hosts::load_hosts(&hosts)?
+        }
+        None => {
+            let mut spec = a.source.spec()?;
+            spec.escape_text = escape_text;
+            topo_source::load(&spec)?
+        }
+    };
     a.source.apply_facts(&mut topo)?;
     let healthy =
         (!a.source.without.is_empty() || !a.source.degrade.is_empty()).then(|| topo.clone());

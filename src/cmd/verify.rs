@@ -22,7 +22,7 @@ use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, Re
 pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     let cuda = choose_backend(a, style)?;
     let mut req = request(a)?;
-    let foreign = a.source.from.is_some() || a.source.profile.is_some();
+    let foreign = !a.source.from.is_empty() || a.source.profile.is_some();
     let report = if let Some(probe) = cuda {
         let k = a.ranks_per_gpu.max(1);
         if a.ranks.is_none() {

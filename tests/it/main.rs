@@ -10,6 +10,7 @@ mod fidelity;
 mod fleet;
 mod hostile_archive;
 mod hostile_input;
+mod hosts;
 mod layout;
 mod live;
 mod meta;

@@ -13,6 +13,7 @@
 
 pub mod busid;
 mod copies;
+mod join;
 /// Maps for the hot loops of a 32,768-GPU analysis: foldhash, randomly seeded per process
 /// like std's SipHash (keys come from files a user brings), hashes several times faster.
 /// Build them with `default()` or `collect()`; iteration order means nothing, as with std's.

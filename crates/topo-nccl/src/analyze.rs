@@ -68,6 +68,9 @@ pub struct Analysis {
     /// Pairs of a split host's node that NCCL 2.30 finds connected through a GPU of another
     /// node (launcher ranks `[a, b, relay]`): its init stops there ([`trimmed_relays`]).
     pub trimmed_relays: Vec<[usize; 3]>,
+    /// Dissimilar hosts: each host's own view before AllGather3 (`hetero::views`); empty
+    /// where the hosts are alike.
+    pub hosts: Vec<super::hetero::HostView>,
 }
 
 impl Analysis {
@@ -231,6 +234,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let minor = data.minor();
     let mut env = EnvPolicy::from_env(req.env, &data)?;
 
+    let alike = given.copies().is_some() || given.host_count() < 2;
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let keep_net = |n: &topo_model::Net| {
@@ -306,17 +310,20 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     search.rail_per_host = rail_per_host;
     // `graphs` is rank 0's own search, which NCCL prints; `merged` what every rank runs with.
     let graphs = search::compute_all(&system, &paths, &search);
-    let merged = if domains.len() <= hosts_with_gpus {
-        graphs.clone()
-    } else {
-        split_node_graphs(&system, &paths, &graphs, |h| {
+    let (merged, hosts) = reconcile(
+        (&topo, &system, &paths),
+        &graphs,
+        &own_search_hosts(&topo, &system, domains.len() > hosts_with_gpus, alike),
+        domains.len() > hosts_with_gpus,
+        |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
             p.rail_per_host = rail_per_host;
             p.inter_needs_nets = search.inter_needs_nets;
             p
-        })
-    };
-
+        },
+        nvls_on,
+    );
+    super::hetero::note_net_mismatch(&mut env, &hosts, &req.version);
     let channel_params = channel_params(
         &data,
         &env,
@@ -369,6 +376,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         mnnvl,
         trays,
         trimmed_relays: relays,
+        hosts,
     })
 }
 
@@ -611,6 +619,35 @@ fn relabel_split(
     }
 }
 
+/// `comm->cpuArch` and `cpuVendor`: from 2.22 the AllGather3 of every rank's first CPU, MIXED
+/// where hosts differ (v2.22.3-1 src/init.cc, `NCCL_TOPO_CPU_ARCH_MIXED`); before, rank 0
+/// tunes with its own host's CPU (`ncclTopoCpuType` in src/graph/tuning.cc), which is what
+/// NVIDIA/nccl#1136 (ranks of mixed vendors choosing different algorithms) was about.
+fn comm_cpu(ti: &mut TuningInput, system: &System, minor: u32) {
+    let cpus: Vec<_> = (0..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .filter_map(|h| system.host_cpu(h))
+        .map(|c| (c.arch, c.vendor))
+        .collect();
+    let Some(&(arch, vendor)) = cpus.first() else {
+        return;
+    };
+    ti.cpu_arch = arch;
+    ti.cpu_vendor = vendor;
+    if minor < 22 {
+        return;
+    }
+    // MIXED matches none of the rules' x86, POWER, Intel or AMD tests; `Other` neither.
+    if cpus.iter().any(|c| c.0 != arch) {
+        ti.cpu_arch = topo_model::CpuArch::Other;
+    }
+    if cpus.iter().any(|c| c.1 != vendor) {
+        ti.cpu_vendor = topo_model::CpuVendor::Other;
+        ti.cpu_vendor_mixed = true;
+        ti.local_cpu_vendor = Some(vendor);
+    }
+}
+
 /// What the cost model reads: ranks per node, compute capabilities, CPU, graphs, channels.
 fn tuning_input<'a>(
     env: &'a EnvPolicy,
@@ -627,7 +664,6 @@ fn tuning_input<'a>(
             .count()
             .max(1),
     );
-    let cpu = system.first_cpu();
     let mut ti = TuningInput::new(env, data, nranks, nnodes);
     ti.local_ranks = (0..system.nhosts as u16)
         .map(|h| system.host_gpus(h).len())
@@ -635,10 +671,7 @@ fn tuning_input<'a>(
         .collect();
     ti.min_cc = system.min_sm();
     ti.max_cc = system.max_sm();
-    if let Some(c) = cpu {
-        ti.cpu_arch = c.arch;
-        ti.cpu_vendor = c.vendor;
-    }
+    comm_cpu(&mut ti, system, data.minor());
     ti.ring = Some(merged.ring.clone());
     ti.tree = Some(merged.tree.clone());
     ti.max_tree_pattern = merged.max_tree_pattern;
@@ -777,9 +810,59 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
     }
 }
 
-/// A host split into several nodes: every node's ranks search their own domain
-/// (initTransportsRank, NCCL 2.28.9 src/init.cc, after `ncclTopoTrimSystem`) and AllGather3
-/// reduces the graphs over all ranks; each node keeps its own ring and tree orders.
+/// The hosts (other than host 0) whose ranks run a search of their own: every node of a host
+/// split into several (initTransportsRank, NCCL 2.28.9 src/init.cc, after
+/// `ncclTopoTrimSystem`), and every host whose hardware differs from host 0's (each rank
+/// searches its own host's topology, `ncclTopoCompute`) where the source holds several
+/// hosts that are not copies of one (`alike` otherwise).
+fn own_search_hosts(topo: &Topology, system: &System, split: bool, alike: bool) -> Vec<HostId> {
+    let with_gpus = (1..system.nhosts as HostId).filter(|&h| !system.host_gpus(h).is_empty());
+    if split {
+        return with_gpus.collect();
+    }
+    if alike || system.nhosts < 2 {
+        return vec![];
+    }
+    let prints = topo.host_fingerprints();
+    with_gpus
+        .filter(|&h| prints.get(h as usize) != prints.first())
+        .collect()
+}
+
+/// The other hosts' own searches (`own`, under `params_of`) reconciled with host 0's
+/// `graphs`, and each host's view for the findings (none for the parts of a split host).
+fn reconcile(
+    (topo, system, paths): (&Topology, &System, &Paths),
+    graphs: &Graphs,
+    own: &[HostId],
+    split: bool,
+    params_of: impl Fn(HostId) -> SearchParams,
+    nvls_on: impl Fn(HostId) -> bool,
+) -> (Graphs, Vec<super::hetero::HostView>) {
+    if own.is_empty() {
+        return (graphs.clone(), vec![]);
+    }
+    if split {
+        return (
+            split_node_graphs(system, paths, graphs, own, params_of),
+            vec![],
+        );
+    }
+    let host_graphs: Vec<(HostId, Graphs)> = own
+        .iter()
+        .map(|&h| (h, search::compute_all_on(system, paths, &params_of(h), h)))
+        .collect();
+    let merged = node_graphs(system, graphs, &host_graphs);
+    let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .map(|h| (h, nvls_on(h)))
+        .collect();
+    let views = super::hetero::views(topo, system, graphs, &host_graphs, &nvls);
+    (merged, views)
+}
+
+/// The nodes of a host split into several, each searching its own domain, reconciled with
+/// host 0's `graphs` as [`node_graphs`] does.
 ///
 /// A node whose path tables are another's (`--nodes N` of one machine split per socket:
 /// 32,768 parts at 16,384 hosts) finds that node's graphs on its own ranks, so it is searched
@@ -787,19 +870,18 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
 /// (`Links`), so searching every copy grew with the square of the hosts (45 s at 2,048).
 fn split_node_graphs(
     system: &System,
-    paths: &paths::Paths,
+    paths: &Paths,
     graphs: &Graphs,
+    hosts: &[HostId],
     params_of: impl Fn(HostId) -> SearchParams,
 ) -> Graphs {
-    let hosts: Vec<HostId> = (1..system.nhosts as HostId)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .collect();
     // Per path-table source, the first node searched for it (host 0 is rank 0's search,
     // made with its own parameters, so it is never a copy's source here).
     let mut searched: HashMap<usize, HostId> = HashMap::new();
     let mut own: Vec<Graphs> = vec![];
     let mut merged_orders = vec![None; system.nhosts];
-    for &h in &hosts {
+    merged_orders[0] = Some(orders_of(graphs));
+    for &h in hosts {
         let params = params_of(h);
         let copied = searched.get(&paths.tables_of(h as usize)).and_then(|&s| {
             let orders = merged_orders[s as usize].as_ref()?;
@@ -811,10 +893,7 @@ fn split_node_graphs(
             None => {
                 let g = search::compute_all_on(system, paths, &params, h);
                 searched.entry(paths.tables_of(h as usize)).or_insert(h);
-                let o = search::NodeOrders {
-                    ring: g.ring.intra.clone(),
-                    tree: g.tree.intra.clone(),
-                };
+                let o = orders_of(&g);
                 own.push(g);
                 o
             }
@@ -825,6 +904,16 @@ fn split_node_graphs(
     let mut merged = search::all_gather3(graphs, &own);
     merged.node_orders = merged_orders;
     merged
+}
+
+/// A node's own orders, tree pattern and ring crossNic, which Postset reads per node.
+fn orders_of(g: &Graphs) -> search::NodeOrders {
+    search::NodeOrders {
+        ring: g.ring.intra.clone(),
+        tree: g.tree.intra.clone(),
+        tree_pattern: Some(g.tree.pattern),
+        ring_cross_nic: g.ring.cross_nic,
+    }
 }
 
 /// `orders` of node `s` on node `h`'s ranks, where `h` lists its GPUs in the same rank and
@@ -851,7 +940,21 @@ fn moved_orders(
     Some(search::NodeOrders {
         ring: move_all(&orders.ring)?,
         tree: move_all(&orders.tree)?,
+        ..orders.clone()
     })
+}
+
+/// AllGather3 over host 0's graphs and the other nodes' own searches (`search::all_gather3`);
+/// each node that searched keeps its own ring and tree orders and tree pattern.
+fn node_graphs(system: &System, graphs: &Graphs, own: &[(HostId, Graphs)]) -> Graphs {
+    let others: Vec<Graphs> = own.iter().map(|(_, g)| g.clone()).collect();
+    let mut merged = search::all_gather3(graphs, &others);
+    merged.node_orders = vec![None; system.nhosts];
+    let host0 = std::iter::once((0, graphs));
+    for (h, g) in host0.chain(own.iter().map(|(h, g)| (*h, g))) {
+        merged.node_orders[h as usize] = Some(orders_of(g));
+    }
+    merged
 }
 
 /// Records what the channel-count variables changed: the channel line with the variable

@@ -175,6 +175,9 @@ pub struct NvlsTuningFacts {
     /// `comm->minNetBw`: the smallest GPU-to-NIC path bandwidth over the ranks' channel NICs
     /// (`ncclTopoGetMinNetBw`), 0 without a NIC.
     pub min_net_bw: f32,
+    /// `comm->minCompCap`: the SM100 multi-node tuning needs every rank at sm100+, while the
+    /// default count reads the rank's own compute capability (hosts can differ).
+    pub min_cc: u32,
 }
 
 /// NVLS channels of NCCL 2.30 (v2.30.7-1 src/transport/nvls.cc `ncclNvlsTuning` and
@@ -195,7 +198,7 @@ pub fn nvls_tuned_channels(
         (true, false) => 24,
         _ => 16,
     };
-    if cc >= 100 && multi {
+    if facts.min_cc >= 100 && multi {
         let (nic, ppn) = (facts.min_net_bw, facts.min_local_ranks);
         if facts.n_nodes == 2 && nic >= 48.0 {
             n = 32;
@@ -252,6 +255,12 @@ pub fn comm_channels(
         .max(1);
     let local = sys.host_gpus(0);
     let cc_min = sys.min_sm();
+    // `ncclNvlsInit` and 2.30's `ncclNvlsTuning` start from the rank's own GPU
+    // (`comm->compCap`, src/transport/nvls.cc), rank 0's here; dissimilar hosts can differ.
+    let cc_own = local
+        .first()
+        .and_then(|&r| sys.gpu(r).gpu.as_ref())
+        .map_or(cc_min, |g| g.sm);
 
     // Reconciled graphs: identical on every host, so the min/max over ranks is the graph.
     let search = graphs.tree.n_channels.min(graphs.ring.n_channels);
@@ -269,13 +278,14 @@ pub fn comm_channels(
             n_nodes,
             min_local_ranks: min_local_ranks(sys),
             min_net_bw: min_net_bw(sys, paths, &net_policy(params)),
+            min_cc: cc_min,
         };
-        nvls_tuned_channels(params, local.len(), cc_min, facts)
+        nvls_tuned_channels(params, local.len(), cc_own, facts)
     } else {
         nvls_default_channels(
             params,
             local.len(),
-            cc_min,
+            cc_own,
             params.nvls_multi_host.unwrap_or(n_nodes > 1),
         )
     };

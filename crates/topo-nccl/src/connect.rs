@@ -188,6 +188,27 @@ fn nvls_heads(nodes: &Nodes, nvls: Option<&Graph>) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Which nodes swap the channels of each pair: crossNic=2 rings alternate NICs on odd nodes,
+/// by each node's own crossNic (`allTopoRanks[r]->crossNicRing`, NCCL 2.28.9
+/// src/graph/connect.cc); a node without a search of its own is a copy of host 0.
+fn cross_swaps<'a>(
+    ring: &Graph,
+    node_orders: &[Option<NodeOrders>],
+    own: impl Iterator<Item = Option<&'a NodeOrders>>,
+    n: usize,
+) -> Vec<bool> {
+    let base = node_orders
+        .first()
+        .and_then(Option::as_ref)
+        .map_or(ring.cross_nic, |o| o.ring_cross_nic);
+    own.enumerate()
+        .map(|(node, o)| {
+            let cross = o.map_or(base, |o| o.ring_cross_nic);
+            cross == 2 && n.is_multiple_of(2) && node % 2 == 1
+        })
+        .collect()
+}
+
 /// Connects rings, trees and NVLS heads (`ncclTopoPreset` + `ncclTopoPostset`). `ring`,
 /// `tree` and `nvls` are host 0's reconciled graphs; `counts` says how many channels exist and
 /// which connected channel each is a copy of.
@@ -221,10 +242,9 @@ pub fn connect(
     let mut ttp = vec![vec![0usize; nn]; n];
     let mut ttc0 = vec![vec![0usize; nn]; n];
     let mut ttc1 = vec![vec![0usize; nn]; n];
-    let cross_swap = ring.cross_nic == 2 && n.is_multiple_of(2);
+    let swaps = cross_swaps(ring, node_orders, (0..nn).map(&own), n);
     for node in 0..nn {
-        // crossNic=2 rings alternate NICs: odd nodes swap the channels of each pair.
-        let swap = cross_swap && node % 2 == 1;
+        let swap = swaps[node];
         for c in 0..n {
             let src = if swap { c ^ 1 } else { c };
             let r = match own(node) {
@@ -246,12 +266,11 @@ pub fn connect(
             if t.is_empty() {
                 continue;
             }
-            let c0 = if tree.pattern == Pattern::Tree { 0 } else { 1 };
-            let c1 = if tree.pattern == Pattern::SplitTree {
-                1
-            } else {
-                0
-            };
+            let pattern = own(node)
+                .and_then(|o| o.tree_pattern)
+                .unwrap_or(tree.pattern);
+            let c0 = if pattern == Pattern::Tree { 0 } else { 1 };
+            let c1 = if pattern == Pattern::SplitTree { 1 } else { 0 };
             ttp[c][node] = t[0];
             ttc0[c][node] = *t.get(c0).unwrap_or(&t[0]);
             ttc1[c][node] = *t.get(c1).unwrap_or(&t[0]);

@@ -143,7 +143,7 @@ pub struct EnvPolicy {
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 53] = [
+pub const VARIABLES: [&str; 54] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -198,6 +198,9 @@ pub const VARIABLES: [&str; 53] = [
     "NCCL_MNNVL_CLIQUE_ID",
     "NCCL_MNNVL_SCATTER_NETS_ENABLE",
     "NCCL_MNNVL_RAIL_PER_HOST",
+    // v2.30.7-1 src/init.cc: whether rank 0 goes on when hosts have different NET device
+    // counts (dissimilar hosts, `hetero::findings`).
+    "NCCL_IGNORE_NET_MISMATCH",
 ];
 
 /// NCCL_IB_HCA as `ncclIbInitDevices` reads it (NVIDIA/nccl v2.28.9-1

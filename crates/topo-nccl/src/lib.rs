@@ -12,6 +12,7 @@ pub mod env;
 pub mod error;
 pub mod graph;
 pub mod graphfile;
+pub mod hetero;
 pub mod measured;
 pub mod mnnvl;
 pub mod paths;

@@ -579,13 +579,13 @@ fn nvml_ok(caps: Option<&P2pCaps>) -> bool {
 /// The default P2P level (`ncclTopoCheckP2p`, paths.cc): PXB from 2.23 (SYS on AMD x86 with at
 /// most two GPUs); before 2.23 SYS, lowered to PXB on Intel x86, ARM and Zhaoxin.
 pub fn default_p2p_level(sys: &System, host: HostId, minor: u32) -> PathType {
-    default_p2p_level_with(sys, sys.host_gpus(host).len(), minor)
+    default_p2p_level_with(sys, host, sys.host_gpus(host).len(), minor)
 }
 
 /// [`default_p2p_level`] for a host with `ngpus` GPUs (callers with [`Paths`] count them
 /// without scanning every host).
-fn default_p2p_level_with(sys: &System, ngpus: usize, minor: u32) -> PathType {
-    let cpu = sys.first_cpu();
+fn default_p2p_level_with(sys: &System, host: HostId, ngpus: usize, minor: u32) -> PathType {
+    let cpu = sys.host_cpu(host);
     let (arch, vendor) = cpu
         .map(|c| (c.arch, c.vendor))
         .unwrap_or((CpuArch::X86, CpuVendor::Other));
@@ -615,7 +615,12 @@ pub fn check_p2p(sys: &System, paths: &Paths, policy: &PathPolicy, a: usize, b: 
         (l, LevelSource::Env)
     } else {
         (
-            default_p2p_level_with(sys, paths.same_host(ga, NodeType::Gpu).len(), policy.minor),
+            default_p2p_level_with(
+                sys,
+                host,
+                paths.same_host(ga, NodeType::Gpu).len(),
+                policy.minor,
+            ),
             LevelSource::Default,
         )
     };

@@ -930,6 +930,20 @@ pub fn init_stops(a: &Analysis) -> Vec<Message> {
     w
 }
 
+/// What dissimilar hosts decide apart (`hetero::findings`).
+pub(crate) fn host_findings(a: &Analysis) -> Vec<Message> {
+    super::hetero::findings(&super::hetero::Reconciled {
+        hosts: &a.hosts,
+        version: a.version,
+        minor: a.data.minor(),
+        nranks: a.nranks,
+        nnodes: a.nnodes,
+        search_channels: a.counts.search,
+        nvls_channels: a.counts.nvls,
+        ignore_net_mismatch: a.env.value("NCCL_IGNORE_NET_MISMATCH"),
+    })
+}
+
 /// The source's warnings, what the plan had to assume, and the transport anomalies.
 pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     let mut w: Vec<Message> = a.topo.warning_messages().collect();
@@ -959,6 +973,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
     }
     hardware_fact_warnings(a, &mut w);
     w.extend(init_stops(a));
+    w.extend(host_findings(a));
     incomplete_net_warnings(a, &mut w);
     gdr_warnings(a, &mut w);
     // NIC placement problems, as show and diagnose state them (`topo_model::nic_judge`).

@@ -242,11 +242,18 @@ pub struct Graphs {
     pub max_tree_pattern: u32,
 }
 
-/// One node's own ring and tree channel orders (ranks), from its own search.
+/// One node's own ring and tree channel orders (ranks), from its own search, and its own
+/// tree pattern: `ncclTopoPreset` picks a rank's tree children by its own graph's pattern
+/// (NCCL 2.28.9 src/graph/connect.cc), which differs between hosts of different sm.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeOrders {
     pub ring: Vec<Vec<usize>>,
     pub tree: Vec<Vec<usize>>,
+    pub tree_pattern: Option<Pattern>,
+    /// The node's own ring `crossNic`: `ncclTopoPostset` alternates an odd node's rings by
+    /// it, not by the AllGather3 maximum (`allTopoRanks[r]->crossNicRing`, NCCL 2.28.9
+    /// src/graph/connect.cc).
+    pub ring_cross_nic: u8,
 }
 
 impl Graphs {
@@ -840,7 +847,7 @@ impl Ctx {
         };
         let gpu_pci_links = gnodes.iter().map(|&g| links.gpu_pci(g)).collect();
         let amd_cpu = sys
-            .first_cpu()
+            .host_cpu(host)
             .is_some_and(|c| c.arch == CpuArch::X86 && c.vendor == CpuVendor::Amd);
 
         let mut ctx = Ctx {

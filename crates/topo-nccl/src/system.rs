@@ -218,6 +218,17 @@ impl System {
         self.cpus.first().and_then(|&c| self.nodes[c].cpu.as_ref())
     }
 
+    /// The first CPU of `host`: what that host's ranks read for their CPU rules, since each
+    /// rank's system holds its own host only (`ncclTopoComputeCommCPU`, `ncclTopoCpuType`,
+    /// NCCL 2.28.9 src/graph/topo.cc: `cpus->nodes[0]`). Dissimilar hosts can differ.
+    pub fn host_cpu(&self, host: HostId) -> Option<&CpuAttrs> {
+        self.cpus
+            .iter()
+            .find(|&&c| self.nodes[c].host == host)
+            .and_then(|&c| self.nodes[c].cpu.as_ref())
+            .or_else(|| self.first_cpu())
+    }
+
     fn add(&mut self, node: SysNode) -> usize {
         self.nodes.push(node);
         self.nodes.len() - 1

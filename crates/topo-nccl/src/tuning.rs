@@ -32,6 +32,10 @@ pub struct TuningInput<'a> {
     pub cpu_vendor: CpuVendor,
     /// Ranks disagree on the CPU vendor (`NCCL_TOPO_CPU_VENDOR_MIXED`, 2.24+).
     pub cpu_vendor_mixed: bool,
+    /// Rank 0's own CPU vendor where it differs from `cpu_vendor` (hosts of mixed vendors):
+    /// before 2.24 the llMaxBw row reads the local CPU (`ncclTopoCpuType`, v2.23.4-1
+    /// src/graph/tuning.cc), not the communicator's.
+    pub local_cpu_vendor: Option<CpuVendor>,
     /// Reconciled graphs (min/max over ranks, §5.7); `None` = not computed (0 channels).
     pub ring: Option<Graph>,
     pub tree: Option<Graph>,
@@ -85,6 +89,7 @@ impl<'a> TuningInput<'a> {
             cpu_arch: CpuArch::X86,
             cpu_vendor: CpuVendor::Intel,
             cpu_vendor_mixed: false,
+            local_cpu_vendor: None,
             ring: None,
             tree: None,
             collnet_chain: None,
@@ -1375,8 +1380,11 @@ impl<'a> Model<'a> {
         let ppn_i = (nranks / nnodes) as f64;
         let cc = t.cc_index(inp.min_cc);
         let index2 = if nnodes <= 2 { nnodes - 1 } else { 2 };
-        let amd_like =
-            inp.cpu_vendor == CpuVendor::Amd || (r.ll_max_bw_mixed_vendor && inp.cpu_vendor_mixed);
+        let amd_like = if r.ll_max_bw_mixed_vendor {
+            inp.cpu_vendor == CpuVendor::Amd || inp.cpu_vendor_mixed
+        } else {
+            inp.local_cpu_vendor.unwrap_or(inp.cpu_vendor) == CpuVendor::Amd
+        };
         let index1 = if nnodes == 1 {
             cc
         } else if amd_like {

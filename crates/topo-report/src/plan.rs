@@ -319,10 +319,17 @@ fn header(out: &mut String, p: &Plan, style: Style) {
     for e in &errors {
         let _ = writeln!(out, "{} {e}", style.red("error:"));
     }
+    // An info message (`hosts-gpus-differ`) is a note below, not a warning as well.
+    let notes: Vec<&String> = p
+        .messages
+        .iter()
+        .filter(|m| m.severity == Severity::Info)
+        .map(|m| &m.text)
+        .collect();
     let rest: Vec<String> = p
         .warnings
         .iter()
-        .filter(|w| !errors.contains(w))
+        .filter(|w| !errors.contains(w) && !notes.contains(w))
         .cloned()
         .collect();
     for w in crate::warnings::collapse_warnings(&rest) {

@@ -7,6 +7,7 @@ pub mod cudadrv;
 pub mod error;
 pub mod escape;
 pub mod hostfacts;
+pub mod hosts;
 mod limits;
 pub mod live;
 pub mod nccl_lib;

@@ -15,6 +15,7 @@ fn facts(n_nodes: usize, min_local_ranks: usize, min_net_bw: f32) -> NvlsTuningF
         n_nodes,
         min_local_ranks,
         min_net_bw,
+        min_cc: 100,
     }
 }
 
@@ -23,7 +24,13 @@ fn facts(n_nodes: usize, min_local_ranks: usize, min_net_bw: f32) -> NvlsTuningF
 #[test]
 fn nvls_channels_of_2_30_follow_nodes_nic_bandwidth_and_ranks_per_node() {
     let p = ChannelParams::for_version(30);
-    let at = |cc, f| nvls_tuned_channels(&p, 8, cc, f);
+    let at = |cc: u32, f: NvlsTuningFacts| {
+        let f = NvlsTuningFacts {
+            min_cc: cc.min(f.min_cc),
+            ..f
+        };
+        nvls_tuned_channels(&p, 8, cc, f)
+    };
     assert_eq!(at(90, facts(4, 8, 48.0)), 16, "sm90 keeps its 16");
     assert_eq!(at(100, facts(1, 8, 0.0)), 24, "one NVLink domain");
     assert_eq!(at(100, facts(2, 8, 48.0)), 32, "two nodes, 400G");
@@ -43,6 +50,13 @@ fn nvls_channels_of_2_30_follow_nodes_nic_bandwidth_and_ranks_per_node() {
     q.max_ctas = 16;
     assert_eq!(nvls_tuned_channels(&q, 8, 100, facts(2, 8, 48.0)), 16);
     assert_eq!(nvls_tuned_channels(&p, 1, 100, facts(4, 1, 48.0)), 0);
+    // An sm100 rank with an sm90 host in the job: its own default (32 across nodes), no
+    // SM100 tuning, which needs minCompCap >= 100.
+    let mixed = NvlsTuningFacts {
+        min_cc: 90,
+        ..facts(4, 8, 48.0)
+    };
+    assert_eq!(nvls_tuned_channels(&p, 8, 100, mixed), 32);
 }
 
 /// 2.30 at 4 nodes of 8 sm100 GPUs with 400G NICs behind PCIe Gen5: 24 NVLS channels where

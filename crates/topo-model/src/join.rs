@@ -1,0 +1,259 @@
+//! Dissimilar hosts (issue 28): one topology per host, joined in node order. NCCL runs each
+//! rank's search on its own host's topology, so a joined topology keeps every host's own
+//! facts; only names and host hashes change where two hosts would otherwise share them.
+
+use crate::{Host, HostId, NodeKind, Topology};
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+
+impl Topology {
+    /// The hosts of `parts` in order, each part's hosts after the previous part's. Parts
+    /// that are all the same machine become [`Topology::replicate`] of the first, so that
+    /// identical hosts stay cheap and plan exactly as `--nodes` does. `None` for no parts.
+    pub fn join(parts: &[Topology]) -> Option<Topology> {
+        let first = parts.first()?;
+        if parts.iter().all(|p| p.same_machine(first)) {
+            return Some(first.replicate(parts.len()));
+        }
+        let mut out = Topology::new(joined_source(parts));
+        out.hosts.clear();
+        let many = parts.len() > 1;
+        for (i, part) in parts.iter().enumerate() {
+            let base = out.hosts.len() as HostId;
+            // `add_node` grows `hosts`; the part's own facts replace the defaults.
+            out.append(part, base);
+            for w in &part.warnings {
+                out.warn(if many {
+                    format!("host {}: {w}", part_name(part, i))
+                } else {
+                    w.clone()
+                });
+            }
+        }
+        out.distinct_host_names();
+        Some(out)
+    }
+
+    /// The same machine: the same nodes, links, host facts and NVML answers, in the same
+    /// order (what [`Topology::replicate`] would copy).
+    fn same_machine(&self, other: &Topology) -> bool {
+        self.hosts == other.hosts
+            && self.p2p == other.p2p
+            && self.graph.node_count() == other.graph.node_count()
+            && self.graph.edge_count() == other.graph.edge_count()
+            && self
+                .graph
+                .node_weights()
+                .zip(other.graph.node_weights())
+                .all(|(a, b)| a == b)
+            && self
+                .graph
+                .edge_references()
+                .zip(other.graph.edge_references())
+                .all(|(a, b)| {
+                    a.source() == b.source() && a.target() == b.target() && a.weight() == b.weight()
+                })
+    }
+
+    /// Adds `part`'s nodes, links, hosts and NVML answers with its hosts numbered from `base`.
+    fn append(&mut self, part: &Topology, base: HostId) {
+        let map: Vec<NodeIndex> = part
+            .graph
+            .node_indices()
+            .map(|idx| {
+                let node = &part.graph[idx];
+                self.add_node(base + node.host, None, node.kind.clone())
+            })
+            .collect();
+        for idx in part.graph.node_indices() {
+            let parent = part.graph[idx].parent.map(|p| map[p.index()]);
+            self.graph[map[idx.index()]].parent = parent;
+        }
+        for e in part.graph.edge_references() {
+            self.graph.add_edge(
+                map[e.source().index()],
+                map[e.target().index()],
+                e.weight().clone(),
+            );
+        }
+        let hosts = part.host_count().max(part.hosts.len());
+        for h in 0..hosts {
+            let slot = base as usize + h;
+            while self.hosts.len() <= slot {
+                self.hosts.push(Host::default());
+            }
+            self.hosts[slot] = part.hosts.get(h).cloned().unwrap_or_default();
+        }
+        for ((h, a, b), caps) in &part.p2p {
+            self.p2p.insert((base + h, *a, *b), caps.clone());
+        }
+    }
+
+    /// Hosts that share a name or host hash (two snapshots of one machine, two XMLs without
+    /// names) get `-N` and a changed hash, as [`Topology::replicate`] gives its copies: NCCL
+    /// tells nodes apart by host hash.
+    fn distinct_host_names(&mut self) {
+        let mut names = HashSet::new();
+        let mut hashes = HashSet::new();
+        for (i, host) in self.hosts.iter_mut().enumerate() {
+            let name = host.name.clone().unwrap_or_else(|| "node".to_string());
+            host.name = Some(if names.contains(&name) || host.name.is_none() {
+                format!("{name}-{i}")
+            } else {
+                name
+            });
+            names.insert(host.name.clone().unwrap_or_default());
+            if let Some(h) = host.host_hash {
+                let mut v = h;
+                while hashes.contains(&v) {
+                    v ^= i as u64 + 1;
+                    v = v.rotate_left(1);
+                }
+                host.host_hash = Some(v);
+                hashes.insert(v);
+            }
+        }
+    }
+
+    /// A fingerprint of each host's hardware as the graph search sees it: its nodes in order
+    /// (kind and facts) and links, in one pass over the graph. Equal for copies of one
+    /// machine; hosts whose fingerprints differ may reach different search results.
+    pub fn host_fingerprints(&self) -> Vec<u64> {
+        use std::collections::hash_map::DefaultHasher;
+        let n = self.host_count().max(self.hosts.len());
+        let mut hashers: Vec<DefaultHasher> = (0..n).map(|_| DefaultHasher::new()).collect();
+        let mut local = vec![0usize; self.graph.node_count()];
+        let mut next = vec![0usize; n];
+        for idx in self.graph.node_indices() {
+            let node = &self.graph[idx];
+            let h = node.host as usize;
+            local[idx.index()] = next[h];
+            next[h] += 1;
+            hash_debug(&mut hashers[h], &without_fabric(&node.kind));
+        }
+        for e in self.graph.edge_references() {
+            let (a, b) = (e.source(), e.target());
+            let h = self.graph[a].host as usize;
+            if self.graph[b].host as usize == h {
+                (local[a.index()], local[b.index()]).hash(&mut hashers[h]);
+                hash_debug(&mut hashers[h], e.weight());
+            }
+        }
+        hashers.into_iter().map(|h| h.finish()).collect()
+    }
+}
+
+/// The node's kind without the NVLink fabric's cluster, which [`Topology::replicate`] varies
+/// per domain and the search within a host does not read.
+fn without_fabric(kind: &NodeKind) -> NodeKind {
+    let mut k = kind.clone();
+    if let NodeKind::Gpu(g) = &mut k {
+        g.fabric = None;
+    }
+    k
+}
+
+/// Feeds a value's `Debug` text to a hasher without building the string (the kinds hold
+/// floats, which have no `Hash`).
+fn hash_debug(h: &mut impl Hasher, v: &impl std::fmt::Debug) {
+    struct W<'a, H: Hasher>(&'a mut H);
+    impl<H: Hasher> std::fmt::Write for W<'_, H> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.write(s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = std::fmt::write(&mut W(h), format_args!("{v:?}"));
+}
+
+fn part_name(part: &Topology, i: usize) -> String {
+    part.hosts
+        .first()
+        .and_then(|h| h.name.clone())
+        .or_else(|| part.source.origin.clone())
+        .unwrap_or_else(|| format!("{i}"))
+}
+
+/// One source for the joined hosts: their kind where all share it (else `hosts`), every
+/// origin in order, every stated fact.
+fn joined_source(parts: &[Topology]) -> crate::SourceInfo {
+    let kind = &parts[0].source.kind;
+    let same = parts.iter().all(|p| &p.source.kind == kind);
+    let origins: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            p.source
+                .origin
+                .clone()
+                .unwrap_or_else(|| p.source.kind.clone())
+        })
+        .collect();
+    crate::SourceInfo {
+        kind: if same { kind.clone() } else { "hosts".into() },
+        origin: Some(origins.join(", ")),
+        stated: parts
+            .iter()
+            .flat_map(|p| p.source.stated.iter().cloned())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::hgx;
+    use crate::*;
+
+    #[test]
+    fn identical_hosts_join_as_replicas() {
+        let t = hgx(8, 90);
+        let j = Topology::join(&[t.clone(), t.clone()]).unwrap();
+        assert_eq!(j.copies().map(|c| c.count), Some(2));
+        let r = t.replicate(2);
+        assert_eq!(j.hosts, r.hosts);
+        assert_eq!(j.graph.node_count(), r.graph.node_count());
+    }
+
+    #[test]
+    fn different_hosts_keep_their_own_facts_in_order() {
+        let a = hgx(8, 90);
+        let b = hgx(4, 80);
+        let j = Topology::join(&[a.clone(), b.clone()]).unwrap();
+        assert!(j.copies().is_none());
+        assert_eq!(j.host_count(), 2);
+        assert_eq!(j.gpus().len(), 12);
+        let sm_of = |h: HostId| -> Vec<u32> {
+            j.gpus()
+                .into_iter()
+                .filter(|&g| j.node(g).host == h)
+                .filter_map(|g| j.gpu(g).and_then(|x| x.sm))
+                .collect()
+        };
+        assert_eq!(sm_of(0), vec![90; 8]);
+        assert_eq!(sm_of(1), vec![80; 4]);
+        let names: Vec<_> = j.hosts.iter().map(|h| h.name.clone()).collect();
+        assert_ne!(names[0], names[1], "{names:?}");
+        let g = j.gpus()[9];
+        assert_eq!(j.find(1, j.node(g).busid().unwrap()), Some(g));
+        let prints = j.host_fingerprints();
+        assert_ne!(prints[0], prints[1]);
+        assert_eq!(a.host_fingerprints()[0], prints[0]);
+        let r = a.replicate(3).host_fingerprints();
+        assert!(r.iter().all(|&p| p == prints[0]), "{r:?}");
+    }
+
+    #[test]
+    fn shared_names_and_hashes_are_told_apart() {
+        let mut a = hgx(2, 90);
+        a.hosts[0].name = Some("n".into());
+        a.hosts[0].host_hash = Some(7);
+        let mut b = hgx(2, 80);
+        b.hosts[0] = a.hosts[0].clone();
+        let j = Topology::join(&[a, b]).unwrap();
+        assert_eq!(j.hosts[0].name.as_deref(), Some("n"));
+        assert_eq!(j.hosts[1].name.as_deref(), Some("n-1"));
+        assert_ne!(j.hosts[0].host_hash, j.hosts[1].host_hash);
+        assert!(Topology::join(&[]).is_none());
+    }
+}

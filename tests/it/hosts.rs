@@ -1,0 +1,299 @@
+//! Dissimilar hosts (issue 28): `topo plan --from A --from B` and `--hosts FILE`, one source
+//! per host, against `--nodes`, and a test per finding about decisions the hosts reach.
+
+use crate::util::{assert_valid, fixture, plan_doc, topo_clean_env};
+use serde_json::Value;
+
+/// The plan's messages with a `hosts-*` or `nccl-init-fails` code: (code, severity, text).
+fn host_messages(doc: &Value) -> Vec<(String, String, String)> {
+    doc["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            let c = m["code"].as_str().unwrap_or("");
+            c.starts_with("hosts-") || c == "nccl-init-fails"
+        })
+        .map(|m| {
+            let s = |k: &str| m[k].as_str().unwrap_or("").to_string();
+            (s("code"), s("severity"), s("text"))
+        })
+        .collect()
+}
+
+fn message<'a>(msgs: &'a [(String, String, String)], code: &str) -> &'a (String, String, String) {
+    msgs.iter()
+        .find(|m| m.0 == code)
+        .unwrap_or_else(|| panic!("no {code} in {msgs:?}"))
+}
+
+fn without_source(mut doc: Value) -> Value {
+    doc.as_object_mut().unwrap().remove("source");
+    doc
+}
+
+#[test]
+fn identical_hosts_plan_as_nodes() {
+    for src in ["profile:dgx-h100", "fixtures/xml/aws-p5-48xl-topo.xml"] {
+        let path = fixture(src.trim_start_matches("profile:"));
+        let src = if src.starts_with("profile:") {
+            src.to_string()
+        } else {
+            path.to_string_lossy().into_owned()
+        };
+        let facts = ["--gpu", "h100", "--nvlink", "nvswitch"];
+        let (joined, _) = plan_doc(&[&["--from", &src, "--from", &src][..], &facts].concat());
+        let (nodes, _) = plan_doc(&[&["--from", &src, "--nodes", "2"][..], &facts].concat());
+        assert_valid(&joined, "two identical hosts");
+        assert_eq!(
+            without_source(joined.clone()),
+            without_source(nodes),
+            "{src}"
+        );
+        assert!(host_messages(&joined).is_empty(), "{src}: alike hosts");
+    }
+}
+
+#[test]
+fn hosts_without_nvls_turn_it_off_everywhere() {
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-h100", "--from", "profile:dgx-a100"]);
+    assert_valid(&doc, "h100 + a100");
+    assert_eq!(doc["nranks"], 16);
+    assert_eq!(doc["nnodes"], 2);
+    assert_eq!(doc["channels"]["nvls"], 0, "AllGather3 takes the A100's 0");
+    let msgs = host_messages(&doc);
+    let m = message(&msgs, "hosts-nvls-differ");
+    assert_eq!(m.1, "warning");
+    assert!(
+        m.2.contains("NVLS on dgx-h100, none on dgx-a100"),
+        "{}",
+        m.2
+    );
+    // Alone, the H100 host builds NVLS channels.
+    let (alone, _) = plan_doc(&["--from", "profile:dgx-h100", "--nodes", "2"]);
+    assert!(alone["channels"]["nvls"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn mixed_cpu_vendors_by_version() {
+    let args = |v: &'static str| {
+        let out = topo_clean_env()
+            .args(["plan", "--format", "json", "--nccl-version", v])
+            .args(["--from", "profile:dgx-h100", "--from", "profile:dgx-a100"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let m = message(&host_messages(&doc), "hosts-cpu-differ").clone();
+        (m.1, m.2)
+    };
+    let (sev, text) = args("2.21");
+    assert_eq!(sev, "warning");
+    assert!(
+        text.contains("not reconciled") && text.contains("#1136"),
+        "{text}"
+    );
+    let (sev, text) = args("2.23");
+    assert_eq!(sev, "warning");
+    assert!(
+        text.contains("partly reconciled") && text.contains("llMaxBw"),
+        "{text}"
+    );
+    let (sev, text) = args("2.28");
+    assert_eq!(sev, "info");
+    assert!(
+        text.contains("MIXED") && text.contains("x86/amd (dgx-a100)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn different_nics_keep_the_smallest_channel_count() {
+    let (doc, _) = plan_doc(&[
+        "--from",
+        "profile:dgx-h100",
+        "--from",
+        "profile:pcie-8x-l40s",
+    ]);
+    let msgs = host_messages(&doc);
+    let m = message(&msgs, "hosts-nics-differ");
+    assert_eq!(m.1, "warning");
+    assert!(m.2.contains("8 (dgx-h100), 1 (pcie-8x-l40s)"), "{}", m.2);
+    assert!(m.2.contains("unknown"), "{}", m.2);
+    // 2 coll channels: the L40S host's one ring channel, doubled.
+    assert_eq!(doc["channels"]["coll"], 2);
+}
+
+#[test]
+fn net_mismatch_stops_nccl_2_30_only_when_asked() {
+    let run = |env: &[&str]| {
+        let out = topo_clean_env()
+            .args(["plan", "--format", "json", "--nccl-version", "2.30"])
+            .args(["--from", "profile:dgx-h100", "--from", "profile:hgx-h800"])
+            .args(env)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let effect = doc["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "NCCL_IGNORE_NET_MISMATCH")
+            .map(|e| e["effect"].as_str().unwrap_or("").to_string());
+        (host_messages(&doc), effect)
+    };
+    let (msgs, _) = run(&[]);
+    let m = message(&msgs, "hosts-nics-differ");
+    assert!(
+        m.2.contains("NCCL_IGNORE_NET_MISMATCH=1") && m.2.contains("#2428"),
+        "{}",
+        m.2
+    );
+    assert!(msgs.iter().all(|m| m.0 != "nccl-init-fails"), "{msgs:?}");
+    let (msgs, effect) = run(&["--env", "NCCL_IGNORE_NET_MISMATCH=0"]);
+    assert_eq!(message(&msgs, "nccl-init-fails").1, "error");
+    let effect = effect.expect("the variable's env entry");
+    assert!(effect.contains("NCCL stops at init"), "{effect}");
+}
+
+#[test]
+fn nodes_of_different_gpu_counts() {
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-h100", "--from", "profile:gh200"]);
+    assert_valid(&doc, "h100 + gh200");
+    assert_eq!(doc["nranks"], 9);
+    assert_eq!(doc["nnodes"], 2);
+    let m = message(&host_messages(&doc), "hosts-gpus-differ").clone();
+    assert_eq!(m.1, "info");
+    assert!(m.2.contains("8 (dgx-h100), 1 (gh200)"), "{}", m.2);
+    // Every rank is on the ring once.
+    let ring = doc["rings"][0].as_array().expect("rings[0]");
+    let mut ranks: Vec<u64> = ring.iter().filter_map(Value::as_u64).collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, (0..9).collect::<Vec<u64>>());
+}
+
+#[test]
+fn hosts_of_different_sm() {
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-h100", "--from", "profile:dgx-a100"]);
+    let m = message(&host_messages(&doc), "hosts-sm-differ").clone();
+    assert_eq!(m.1, "info");
+    assert!(m.2.contains("sm90 (dgx-h100), sm80 (dgx-a100)"), "{}", m.2);
+    // Hopper and Blackwell both with NVLS: channel counts NCCL does not reconcile.
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-b200", "--from", "profile:dgx-h100"]);
+    let msgs = host_messages(&doc);
+    assert!(
+        msgs.iter()
+            .any(|m| m.0 == "hosts-sm-differ" && m.1 == "warning" && m.2.contains("nvlsChannels")),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn a_host_list_names_sources_relative_to_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let xml = fixture("fixtures/xml/aws-p5-48xl-topo.xml");
+    std::fs::copy(&xml, dir.path().join("p5.xml")).unwrap();
+    let list = dir.path().join("hosts.txt");
+    std::fs::write(
+        &list,
+        "# rack 1\np5.xml\nprofile:dgx-h100   # the golden node\n",
+    )
+    .unwrap();
+    let list = list.to_string_lossy().into_owned();
+    let (doc, _) = plan_doc(&["--hosts", &list, "--gpu", "h100", "--nvlink", "nvswitch"]);
+    assert_valid(&doc, "a host list");
+    assert_eq!(doc["source"]["kind"], "hosts", "an XML and a profile");
+    assert_eq!(doc["nnodes"], 2);
+    assert_eq!(doc["nranks"], 16);
+    assert!(
+        doc["source"]["origin"]
+            .as_str()
+            .unwrap()
+            .contains("dgx-h100")
+    );
+}
+
+#[test]
+fn several_sources_where_one_is_read_fail_with_one_line() {
+    for args in [
+        vec![
+            "plan",
+            "--from",
+            "profile:dgx-h100",
+            "--from",
+            "profile:dgx-a100",
+            "--nodes",
+            "2",
+        ],
+        vec![
+            "show",
+            "--from",
+            "profile:dgx-h100",
+            "--from",
+            "profile:dgx-a100",
+        ],
+        vec![
+            "plan",
+            "--from",
+            "profile:dgx-h100",
+            "--from",
+            "profile:nope",
+        ],
+    ] {
+        let out = topo_clean_env().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// An odd node whose own search finds no crossNic=2 solution keeps its ring channels in order
+/// (`ncclTopoPostset` swaps by each rank's own `crossNicRing`, NCCL 2.28.9
+/// src/graph/connect.cc): a DGX H100 and a copy with 200G NICs, rings as nccl-oracle 2.28.9
+/// `--node-xml` prints them (bench/hetero).
+#[test]
+fn an_odd_node_alternates_rings_by_its_own_cross_nic() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.xml");
+    let out = topo_clean_env()
+        .args(["xml", "--profile", "dgx-h100", "-o"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let xml = std::fs::read_to_string(&a).unwrap();
+    let b = dir.path().join("b.xml");
+    std::fs::write(&b, xml.replace("speed=\"400000\"", "speed=\"200000\"")).unwrap();
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let (doc, _) = plan_doc(&["--from", &a, "--from", &b]);
+    let ring = |c: usize| -> Vec<u64> {
+        doc["rings"][c]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_u64)
+            .collect()
+    };
+    assert_eq!(
+        ring(0),
+        [0, 7, 6, 5, 4, 3, 2, 1, 8, 15, 14, 13, 12, 11, 10, 9]
+    );
+    assert_eq!(
+        ring(1),
+        [0, 9, 8, 15, 14, 13, 12, 11, 10, 1, 2, 3, 4, 5, 6, 7]
+    );
+}
