@@ -35,6 +35,8 @@ pub struct HeteroArgs {
     pub version: String,
     pub show: Option<u64>,
     pub report: Option<PathBuf>,
+    /// Every host of a job the first one (`--identical`; implied by `--self-check`).
+    pub identical: bool,
 }
 
 /// One communicator: a host XML per node, in node order.
@@ -617,7 +619,7 @@ fn run_topo(
 
 pub fn run(a: &HeteroArgs) {
     std::fs::create_dir_all(&a.work).expect("work folder");
-    let identical = matches!(a.reference, Reference::SelfCheck);
+    let identical = a.identical || matches!(a.reference, Reference::SelfCheck);
     let seeds: Vec<u64> = match a.show {
         Some(s) => vec![s],
         None => (a.seed..a.seed + a.count).collect(),
@@ -677,7 +679,7 @@ pub fn run(a: &HeteroArgs) {
                     files[0].display().to_string(),
                 ];
                 run_oracle(&a.oracle, &args, &rjson, &job.env).map(|v| {
-                    if identical {
+                    if matches!(a.reference, Reference::SelfCheck) {
                         let same = std::fs::read(&ojson).ok() == std::fs::read(&rjson).ok();
                         let e = per_field.entry("json bytes".into()).or_default();
                         e.1 += 1;
@@ -762,7 +764,7 @@ pub fn run(a: &HeteroArgs) {
         differing,
         refused.values().map(Vec::len).sum::<usize>()
     );
-    if identical {
+    if matches!(a.reference, Reference::SelfCheck) {
         let _ = writeln!(head, "json byte-identical: {bytes_equal} of {compared}");
     }
     let _ = writeln!(head, "jobs with the field equal:");

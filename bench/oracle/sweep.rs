@@ -8,7 +8,7 @@
 //!                  [--reuse] [--nccl-version 2.XX] [--nodes N]
 //!     oracle_sweep --expected CORPUS.jsonl   (prints tests/it/oracle.rs's EXPECTED list)
 //!     oracle_sweep --hetero --oracle MULTI_BIN --seed S --count N --work DIR
-//!                  [--topo TOPO_BIN | --self-check | --against-homogeneous]
+//!                  [--topo TOPO_BIN | --self-check | --against-homogeneous] [--identical]
 //!                  [--nccl-version 2.XX] [--report OUT.md] [--show SEED]
 //!                  (jobs of 2 or 3 different hosts, see hetero.rs and bench/oracle/multihost)
 //!
@@ -54,6 +54,7 @@ struct Args {
     topo: Option<PathBuf>,
     self_check: bool,
     against_homogeneous: bool,
+    identical: bool,
 }
 
 fn parse_args() -> Args {
@@ -75,6 +76,7 @@ fn parse_args() -> Args {
         topo: None,
         self_check: false,
         against_homogeneous: false,
+        identical: false,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -94,9 +96,10 @@ fn parse_args() -> Args {
             "--nodes" => a.nodes = Some(val.parse().expect("--nodes N")),
             "--expected" => a.expected = Some(val.into()),
             "--topo" => a.topo = Some(val.into()),
-            "--reuse" | "--hetero" | "--self-check" | "--against-homogeneous" => {
+            "--reuse" | "--hetero" | "--self-check" | "--against-homogeneous" | "--identical" => {
                 match v[i].as_str() {
                     "--reuse" => a.reuse = true,
+                    "--identical" => a.identical = true,
                     "--hetero" => a.hetero = true,
                     "--self-check" => a.self_check = true,
                     _ => a.against_homogeneous = true,
@@ -201,6 +204,7 @@ fn main() {
             version: args.version.clone(),
             show: args.show,
             report: args.report.clone(),
+            identical: args.identical,
         });
         return;
     }
