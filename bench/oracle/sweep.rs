@@ -7,6 +7,10 @@
 //!                  [--report OUT.md] [--show SEED]
 //!                  [--reuse] [--nccl-version 2.XX] [--nodes N]
 //!     oracle_sweep --expected CORPUS.jsonl   (prints tests/it/oracle.rs's EXPECTED list)
+//!     oracle_sweep --hetero --oracle MULTI_BIN --seed S --count N --work DIR
+//!                  [--topo TOPO_BIN | --self-check | --against-homogeneous] [--identical]
+//!                  [--nccl-version 2.XX] [--report OUT.md] [--show SEED]
+//!                  (jobs of 2 or 3 different hosts, see hetero.rs and bench/oracle/multihost)
 //!
 //! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
 //! and the differences grouped by kind (most machines first), and each machine's topo time
@@ -19,6 +23,7 @@
 //! `--nodes N` runs every machine on N nodes instead of the generator's count (give each
 //! version and node count its own DIR: `--reuse` keys answers by the XML alone).
 
+mod hetero;
 #[path = "../../tests/it/oracle_corpus.rs"]
 mod support;
 
@@ -45,6 +50,11 @@ struct Args {
     expected: Option<PathBuf>,
     version: String,
     nodes: Option<usize>,
+    hetero: bool,
+    topo: Option<PathBuf>,
+    self_check: bool,
+    against_homogeneous: bool,
+    identical: bool,
 }
 
 fn parse_args() -> Args {
@@ -62,6 +72,11 @@ fn parse_args() -> Args {
         expected: None,
         version: "2.28".into(),
         nodes: None,
+        hetero: false,
+        topo: None,
+        self_check: false,
+        against_homogeneous: false,
+        identical: false,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -80,8 +95,15 @@ fn parse_args() -> Args {
             "--nccl-version" => a.version = val,
             "--nodes" => a.nodes = Some(val.parse().expect("--nodes N")),
             "--expected" => a.expected = Some(val.into()),
-            "--reuse" => {
-                a.reuse = true;
+            "--topo" => a.topo = Some(val.into()),
+            "--reuse" | "--hetero" | "--self-check" | "--against-homogeneous" | "--identical" => {
+                match v[i].as_str() {
+                    "--reuse" => a.reuse = true,
+                    "--identical" => a.identical = true,
+                    "--hetero" => a.hetero = true,
+                    "--self-check" => a.self_check = true,
+                    _ => a.against_homogeneous = true,
+                }
                 i += 1;
                 continue;
             }
@@ -164,6 +186,26 @@ fn main() {
     let args = parse_args();
     if let Some(p) = &args.expected {
         print_expected(p);
+        return;
+    }
+    if args.hetero {
+        let reference = match (&args.topo, args.self_check, args.against_homogeneous) {
+            (Some(t), false, false) => hetero::Reference::Topo(t.clone()),
+            (None, true, false) => hetero::Reference::SelfCheck,
+            (None, false, true) => hetero::Reference::Homogeneous,
+            _ => panic!("--hetero takes one of --topo BIN, --self-check, --against-homogeneous"),
+        };
+        hetero::run(&hetero::HeteroArgs {
+            oracle: args.oracle.clone(),
+            reference,
+            seed: args.seed,
+            count: args.count,
+            work: args.work.clone(),
+            version: args.version.clone(),
+            show: args.show,
+            report: args.report.clone(),
+            identical: args.identical,
+        });
         return;
     }
     std::fs::create_dir_all(&args.work).expect("work folder");
