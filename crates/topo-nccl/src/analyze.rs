@@ -672,8 +672,17 @@ fn tuning_input<'a>(
     ti.min_cc = system.min_sm();
     ti.max_cc = system.max_sm();
     comm_cpu(&mut ti, system, data.minor());
-    ti.ring = Some(merged.ring.clone());
-    ti.tree = Some(merged.tree.clone());
+    // After AllGather3 init sets the ring and tree graphs (and comm->nChannels) to the smaller
+    // count, before tuning reads them: `comm->nChannels = treeGraph->nChannels =
+    // ringGraph->nChannels = std::min(...)` (NCCL 2.18.5-1 to 2.30.7-1 src/init.cc). A tree
+    // search that fell back below the ring's count lowers the ring's bandwidth too.
+    let (mut ring, mut tree) = (merged.ring.clone(), merged.tree.clone());
+    if tree.n_channels > 0 && ring.n_channels > 0 {
+        let n = ring.n_channels.min(tree.n_channels);
+        (ring.n_channels, tree.n_channels) = (n, n);
+    }
+    ti.ring = Some(ring);
+    ti.tree = Some(tree);
     ti.max_tree_pattern = merged.max_tree_pattern;
     ti.collnet_chain = merged.collnet_chain.clone();
     ti.collnet_direct = merged.collnet_direct.clone();
