@@ -391,6 +391,25 @@ fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
     assert!((bw - 1.235).abs() < 0.001, "{bw}");
 }
 
+/// Host 0 of `oracle_sweep --hetero` seed 66 (2 sm70 GPUs on NVSwitch, 12 NICs), on 2 nodes:
+/// its tree search falls back to 1 channel where the ring has 10, and init sets both graphs to
+/// the smaller count before tuning (NCCL 2.28.9 src/init.cc). nccl-oracle 2.28.9's AllReduce
+/// Ring cells: LL 0.04 and Simple 0.08 GB/s (topo had 0.4 and 0.8).
+#[test]
+fn ring_bandwidth_reads_the_channels_left_after_the_tree() {
+    use topo_nccl::types::{Algo, Func, Proto};
+    let xml = include_str!("../../fixtures/oracle/hetero-seed66-host0.xml");
+    let a = analyze_machine(xml, &[], 2, "2.28").unwrap();
+    assert_eq!(
+        (a.graphs.ring.n_channels, a.graphs.tree.n_channels),
+        (10, 1)
+    );
+    for (proto, want) in [(Proto::Ll, 0.04), (Proto::Simple, 0.08)] {
+        let bw = a.costs.bw(Func::AllReduce, Algo::Ring, proto).unwrap();
+        assert!((bw - want).abs() < 0.001, "{proto:?}: {bw}");
+    }
+}
+
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo
 /// refused the machine).
 type Outcome = (
