@@ -58,6 +58,18 @@ pub fn read_host_list(path: &Path) -> Result<Vec<String>> {
 /// Loads every host's source (each a machine of its own, no `--nodes`) and joins them in
 /// order; an error names the source that failed.
 pub fn load_hosts(specs: &[SourceSpec]) -> Result<Topology> {
+    // Bounded before any source is read: a list of 100,000 lines would otherwise load as many
+    // machines before the joined topology's capacity check refused them.
+    if specs.len() > crate::MAX_NODES {
+        return Err(Error::new(
+            ErrorKind::Input,
+            format!(
+                "{} hosts given, more than the {} nodes topo plans; give fewer sources",
+                specs.len(),
+                crate::MAX_NODES
+            ),
+        ));
+    }
     let mut parts = Vec::with_capacity(specs.len());
     for (i, spec) in specs.iter().enumerate() {
         let one = SourceSpec {
@@ -132,5 +144,17 @@ mod tests {
         assert!(t.copies().is_none());
         let same = load_hosts(&[specs[0].clone(), specs[0].clone()]).unwrap();
         assert_eq!(same.copies().map(|c| c.count), Some(2));
+    }
+
+    #[test]
+    fn more_hosts_than_topo_plans_are_refused_before_reading_any() {
+        // A path that does not exist: without the bound, loading host 0 would fail first.
+        let spec = SourceSpec {
+            from: Some(PathBuf::from("/nonexistent/host.xml")),
+            ..Default::default()
+        };
+        let many = vec![spec; crate::MAX_NODES + 1];
+        let e = load_hosts(&many).unwrap_err();
+        assert!(e.message.contains("hosts given"), "{}", e.message);
     }
 }
