@@ -1,7 +1,7 @@
 //! Dissimilar hosts (issue 28): `topo plan --from A --from B` and `--hosts FILE`, one source
 //! per host, against `--nodes`, and a test per finding about decisions the hosts reach.
 
-use crate::util::{assert_valid, fixture, plan_doc, topo_clean_env};
+use crate::util::{assert_valid, fixture, plan_doc, plan_doc_at, topo_clean_env};
 use serde_json::Value;
 
 /// The plan's messages with a `hosts-*` or `nccl-init-fails` code: (code, severity, text).
@@ -77,17 +77,10 @@ fn hosts_without_nvls_turn_it_off_everywhere() {
 #[test]
 fn mixed_cpu_vendors_by_version() {
     let args = |v: &'static str| {
-        let out = topo_clean_env()
-            .args(["plan", "--format", "json", "--nccl-version", v])
-            .args(["--from", "profile:dgx-h100", "--from", "profile:dgx-a100"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let (doc, _) = plan_doc_at(
+            v,
+            &["--from", "profile:dgx-h100", "--from", "profile:dgx-a100"],
         );
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         let m = message(&host_messages(&doc), "hosts-cpu-differ").clone();
         (m.1, m.2)
     };
@@ -131,18 +124,8 @@ fn different_nics_keep_the_smallest_channel_count() {
 #[test]
 fn net_mismatch_stops_nccl_2_30_only_when_asked() {
     let run = |env: &[&str]| {
-        let out = topo_clean_env()
-            .args(["plan", "--format", "json", "--nccl-version", "2.30"])
-            .args(["--from", "profile:dgx-h100", "--from", "profile:hgx-h800"])
-            .args(env)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let hosts = ["--from", "profile:dgx-h100", "--from", "profile:hgx-h800"];
+        let (doc, _) = plan_doc_at("2.30", &[&hosts[..], env].concat());
         let effect = doc["env"]
             .as_array()
             .unwrap()

@@ -85,9 +85,14 @@ pub fn assert_codes_listed(doc: &serde_json::Value, what: &str) {
 /// `topo plan ARGS` under NCCL 2.28 as JSON, in an environment without the machine's NCCL_*
 /// variables: the document and stderr.
 pub fn plan_doc(args: &[&str]) -> (serde_json::Value, String) {
+    plan_doc_at("2.28", args)
+}
+
+/// [`plan_doc`] under NCCL `version`.
+pub fn plan_doc_at(version: &str, args: &[&str]) -> (serde_json::Value, String) {
     let out = topo_clean_env()
         .arg("plan")
-        .args(["--nccl-version", "2.28", "--format", "json"])
+        .args(["--nccl-version", version, "--format", "json"])
         .args(args)
         .output()
         .unwrap();

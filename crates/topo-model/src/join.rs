@@ -57,8 +57,10 @@ impl Topology {
                 })
     }
 
-    /// Adds `part`'s nodes, links, hosts and NVML answers with its hosts numbered from `base`.
-    fn append(&mut self, part: &Topology, base: HostId) {
+    /// Adds `part`'s nodes, links and NVML answers with its hosts numbered from `base`: what
+    /// [`Topology::join`] and each copy of [`Topology::replicate`] add. Returns the new index
+    /// of each of `part`'s nodes, in `part`'s order.
+    pub(crate) fn append_graph(&mut self, part: &Topology, base: HostId) -> Vec<NodeIndex> {
         let map: Vec<NodeIndex> = part
             .graph
             .node_indices()
@@ -78,6 +80,15 @@ impl Topology {
                 e.weight().clone(),
             );
         }
+        for ((h, a, b), caps) in &part.p2p {
+            self.p2p.insert((base + h, *a, *b), caps.clone());
+        }
+        map
+    }
+
+    /// [`Topology::append_graph`] and `part`'s host facts, its hosts numbered from `base`.
+    fn append(&mut self, part: &Topology, base: HostId) {
+        self.append_graph(part, base);
         let hosts = part.host_count().max(part.hosts.len());
         for h in 0..hosts {
             let slot = base as usize + h;
@@ -85,9 +96,6 @@ impl Topology {
                 self.hosts.push(Host::default());
             }
             self.hosts[slot] = part.hosts.get(h).cloned().unwrap_or_default();
-        }
-        for ((h, a, b), caps) in &part.p2p {
-            self.p2p.insert((base + h, *a, *b), caps.clone());
         }
     }
 

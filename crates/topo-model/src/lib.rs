@@ -1081,25 +1081,7 @@ impl Topology {
         for copy in 0..n {
             let base = (copy * per) as HostId;
             // Indexed by the original node's index: a copy's nodes are added in order.
-            let map: Vec<NodeIndex> = self
-                .graph
-                .node_indices()
-                .map(|idx| {
-                    let node = &self.graph[idx];
-                    out.add_node(base + node.host, None, node.kind.clone())
-                })
-                .collect();
-            for idx in self.graph.node_indices() {
-                let parent = self.graph[idx].parent.map(|p| map[p.index()]);
-                out.graph[map[idx.index()]].parent = parent;
-            }
-            for e in self.graph.edge_references() {
-                out.graph.add_edge(
-                    map[e.source().index()],
-                    map[e.target().index()],
-                    e.weight().clone(),
-                );
-            }
+            let map = out.append_graph(self, base);
             out.place_in_nvlink_domain(self, copy, base, &map);
             for (h, host) in self.hosts.iter().enumerate() {
                 let mut host = host.clone();
@@ -1111,9 +1093,6 @@ impl Topology {
                     out.hosts.push(Host::default());
                 }
                 out.hosts[slot] = host;
-            }
-            for ((h, a, b), caps) in &self.p2p {
-                out.p2p.insert((base + h, *a, *b), caps.clone());
             }
         }
         out.copies = Some(Copies {

@@ -44,6 +44,41 @@ impl Message {
 /// are free text about what the input could not say or had to repair, one code for all.
 pub const SOURCE_WARNING: Code = Code::SourceWarning;
 
+/// Verdicts gathered host by host (plan and diagnose judge every host): the same verdict (code
+/// and summary) on several hosts is said once, with its evidence from each and ` (on N
+/// hosts)`.
+#[derive(Default)]
+pub struct OnHosts(Vec<(Verdict, usize)>);
+
+impl OnHosts {
+    /// `v`, found on `hosts` hosts (a replicated machine's copies count as many).
+    pub fn add(&mut self, v: Verdict, hosts: usize) {
+        let same = self
+            .0
+            .iter_mut()
+            .find(|(m, _)| m.code == v.code && m.summary == v.summary);
+        match same {
+            Some((m, count)) => {
+                *count += hosts;
+                m.evidence.extend(v.evidence);
+            }
+            None => self.0.push((v, hosts)),
+        }
+    }
+
+    pub fn into_verdicts(self) -> Vec<Verdict> {
+        self.0
+            .into_iter()
+            .map(|(mut v, count)| {
+                if count > 1 {
+                    v.summary.push_str(&format!(" (on {count} hosts)"));
+                }
+                v
+            })
+            .collect()
+    }
+}
+
 /// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {

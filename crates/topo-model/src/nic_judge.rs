@@ -133,7 +133,7 @@ pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> V
             .collect(),
     );
     let cpus = bucket(topo.cpus().collect());
-    let mut merged: Vec<(Verdict, usize)> = vec![];
+    let mut merged = crate::message::OnHosts::default();
     for h in 0..n {
         let nics: Vec<NodeIndex> = nets[h].iter().chain(&bare[h]).copied().collect();
         let host = Host {
@@ -145,27 +145,10 @@ pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> V
             if problems_only && v.severity < Severity::Warning {
                 continue;
             }
-            match merged
-                .iter_mut()
-                .find(|(m, _)| m.code == v.code && m.summary == v.summary)
-            {
-                Some((m, count)) => {
-                    *count += 1;
-                    m.evidence.extend(v.evidence);
-                }
-                None => merged.push((v, 1)),
-            }
+            merged.add(v, 1);
         }
     }
-    merged
-        .into_iter()
-        .map(|(mut v, count)| {
-            if count > 1 {
-                v.summary.push_str(&format!(" (on {count} hosts)"));
-            }
-            v
-        })
-        .collect()
+    merged.into_verdicts()
 }
 
 fn verdict(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {

@@ -311,30 +311,15 @@ pub fn problems(topo: &Topology) -> Vec<Verdict> {
         }
     }
     let classes = PciClasses::of(topo);
-    let mut merged: Vec<(Verdict, usize)> = vec![];
+    let mut merged = crate::message::OnHosts::default();
     for gpus in by_host.iter().filter(|v| !v.is_empty()) {
         for v in verdicts(topo, gpus, &names, &classes) {
-            if v.severity < Severity::Warning {
-                continue;
-            }
-            match merged
-                .iter_mut()
-                .find(|(m, _)| m.code == v.code && m.summary == v.summary)
-            {
-                Some((_, count)) => *count += copies,
-                None => merged.push((v, copies)),
+            if v.severity >= Severity::Warning {
+                merged.add(v, copies);
             }
         }
     }
-    merged
-        .into_iter()
-        .map(|(mut v, count)| {
-            if count > 1 {
-                v.summary.push_str(&format!(" (on {count} hosts)"));
-            }
-            v
-        })
-        .collect()
+    merged.into_verdicts()
 }
 
 #[cfg(test)]
