@@ -81,7 +81,12 @@ find_lib() { # pattern...
 [ -z "${TOPO_NCCL:-}" ] && TOPO_NCCL=$(find_lib 'libnccl.so.2')
 export TOPO_NVRTC TOPO_NCCL
 [ -z "$TOPO_NVRTC" ] && unset TOPO_NVRTC
+# NVRTC loads its builtins library by name from its own folder's neighbours.
+[ -n "${TOPO_NVRTC:-}" ] && export LD_LIBRARY_PATH="$(dirname "$TOPO_NVRTC")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -z "$TOPO_NCCL" ] && unset TOPO_NCCL
+# Ranks that share a GPU need a hardware queue each, plus one for the default stream; the
+# driver gives 8 unless told (topo refuses 8 ranks per GPU without this).
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 # Each run compiles its kernel into this cache once (XDG_CACHE_HOME is honoured by topo).
 export XDG_CACHE_HOME="$out/cache"
 
@@ -94,7 +99,11 @@ export XDG_CACHE_HOME="$out/cache"
   timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv 2>&1
   timeout 30 nvidia-smi topo -m 2>&1
   nproc; free -g
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldconfig -p 2>/dev/null | grep -E 'libcuda\.|libnvidia-ml|libnvrtc|libnccl' | head -20
 } >"$out/env.txt" 2>&1
+timeout 30 nvidia-smi -q >"$out/nvidia-smi-q.txt" 2>&1
+timeout 30 nvidia-smi topo -m >"$out/nvidia-smi-topo-m.txt" 2>&1
 ngpu=$(timeout 30 nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 [ "$ngpu" -ge 1 ] || ngpu=1
 log "GPUs: $ngpu; nvrtc: ${TOPO_NVRTC:-none}; nccl: ${TOPO_NCCL:-none}"
@@ -108,7 +117,7 @@ step() {
   local why=""
   case $need in
     gpu) why=$no_gpu ;;
-    torch) why=${no_gpu:-$no_torch} ;;
+    torch) why=$no_torch ;;
   esac
   if [ -n "$why" ]; then
     printf '%s\tskipped\t-\t%s\n' "$name" "$why" >>"$summary"
@@ -141,6 +150,7 @@ run() {
 no_gpu=""
 probe_err=$(timeout 120 "$topo" verify --backend cuda --ranks-per-gpu 2 -b 8 -e 8 -n 1 -w 0 2>&1 >/dev/null)
 probe_rc=$?
+printf '%s\n' "$probe_err" >"$out/probe.err"
 if [ "$probe_rc" -ne 0 ]; then
   line=$(printf '%s\n' "$probe_err" | grep -m1 '^error:' | sed 's/^error: //')
   no_gpu="no usable GPU: ${line:-topo verify --backend cuda exited $probe_rc}"
@@ -200,6 +210,19 @@ for what, x, y in (("gpu (dev, sm, rank)", a[1], b[1]), ("pci (busid, speed, wid
         print("  nccl:", y)
 PYEOF
   log "xml compare: $(grep -c differs "$out/xml-compare.txt") element kinds differ (xml-compare.txt)"
+fi
+# NCCL's dump and log read back by topo: the same machine through NCCL's eyes.
+if [ -s "$out/nccl-topo.xml" ]; then
+  step show-nccl-xml 60 none "$topo" show --from "$out/nccl-topo.xml"
+  step plan-nccl-xml 60 none "$topo" plan --from "$out/nccl-topo.xml"
+fi
+
+# ---------------------------------------------------------------- 1b. live diagnose
+# Which checks ran on the live machine and what they found; a healthy box exits 0.
+step diagnose 60 none "$topo" diagnose
+STEP_OUT="$out/diagnose.json" step diagnose-json 60 none "$topo" diagnose --format json
+if [ -s "$out/nccl-init.log" ]; then
+  step diagnose-nccl-log 60 none "$topo" diagnose --nccl-log "$out/nccl-init.log"
 fi
 
 # ---------------------------------------------------------------- 2. the headline figure
@@ -283,6 +306,8 @@ for name, rc, t, *rest in rows:
     wrong, bw, note = "-", "-", ""
     try:
         j = json.load(open(os.path.join(out, name + ".json")))
+        if not isinstance(j, dict) or "results" not in j:
+            raise ValueError("not a verify document")
         wrong = str(j.get("wrong_total"))
         bw = f"{max((r['busbw_gbps'] for r in j['results']), default=0):.1f}"
         note = f"{j.get('transport')} {j.get('launch')}"

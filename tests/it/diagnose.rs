@@ -717,6 +717,10 @@ fn misspelled_nccl_variables() {
     );
     let v = diagnose_json(&["--profile", "dgx-h100", "--env", "NCCL_IB_HCA=mlx5"]);
     assert!(finding(&v, "unknown-nccl-variable").is_none());
+    // NVIDIA's container images export NCCL_VERSION (seen on the H200 machine, 2026-12-04):
+    // a label, not a misspelling.
+    let t = with_env("NCCL_VERSION", "2.28.3-1");
+    assert!(finding(&snap(t.path()), "unknown-nccl-variable").is_none());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -893,4 +897,33 @@ fn a_fifo_log_is_read_and_a_device_refused() {
     let o = child.wait_with_output().unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(finding(&v, "ranks-on-separate-hosts").is_some(), "{v}");
+}
+
+// ---------------------------------------------------------------------------------------
+// The H200 machine of 2026-12-04 (bench/cuda/results/2026-12-04-h200): its live snapshot and
+// NCCL 2.28.9's own INFO log of a one-rank communicator there.
+
+#[test]
+fn the_h200_vm_is_healthy_and_its_socket_port_raises_no_gdr_or_placement_warning() {
+    let v = diagnose_json(&["--from", "fixtures/snapshots/h200-vm"]);
+    // A one-GPU Firecracker guest with a virtio 10G interface: NCCL would use its Socket
+    // transport there, which never reads GPU memory directly, so GPUDirect RDMA and NIC
+    // placement are not questions; NCCL_VERSION is the container image's label.
+    assert_eq!(ids(&v), ["nvls-unavailable", "virtualized-topology"], "{v}");
+    let log = diagnose_json(&[
+        "--nccl-log",
+        "fixtures/logs/topo-h200-vm-1rank-nccl2.28.9.log",
+    ]);
+    assert!(ids(&log).is_empty(), "{log}");
+    // NCCL cut its `Trees` line at 1023 bytes after 47 of 64 entries: at least 47, no
+    // difference from the model's 64.
+    let row = log["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["what"] == "tree channels (rank 0)")
+        .expect("tree row");
+    assert_eq!(row["observed"], "47+ (line cut)");
+    assert_eq!(row["expected"], "64");
+    assert_eq!(row["differs"], false);
 }

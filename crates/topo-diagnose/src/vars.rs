@@ -213,7 +213,8 @@ pub fn run(input: &Input, r: &mut Report) {
     let mut typo = vec![];
     let mut unknown = vec![];
     for (k, at) in all {
-        if KNOWN.contains(&k.as_str()) {
+        if KNOWN.contains(&k.as_str()) || topo_nccl::whatif::CONTAINER_LABELS.contains(&k.as_str())
+        {
             continue;
         }
         match closest(&k) {

@@ -373,6 +373,11 @@ pub struct Net {
     /// [`Topology::net_roles`] infers it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<NetRole>,
+    /// The source shows NCCL reaching this port through its Socket transport (a plain
+    /// interface with no RDMA device, or a log that says `Using network Socket`): its traffic
+    /// goes through host memory by design, so GPUDirect RDMA is not a question for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub socket: bool,
 }
 
 /// What a network port carries on a GPU server. NCCL does not know (it uses every port its

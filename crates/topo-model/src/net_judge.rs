@@ -18,6 +18,10 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
         let NodeKind::Net(x) = &topo.node(n).kind else {
             continue;
         };
+        if x.socket {
+            // NCCL's Socket transport never reads GPU memory directly: nothing to fix.
+            continue;
+        }
         let list = if x.gdr_unstated {
             &mut unknown
         } else if !x.gdr {

@@ -75,6 +75,12 @@ pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Verdict
     if host.nics.is_empty() || host.gpus.is_empty() {
         return vec![];
     }
+    // NCCL's Socket transport copies through host memory whatever the PCIe layout: where
+    // every port is one, NIC placement changes nothing.
+    let by_socket = |&n: &NodeIndex| matches!(&topo.node(n).kind, NodeKind::Net(x) if x.socket);
+    if host.nics.iter().all(by_socket) {
+        return vec![];
+    }
     // GPUs on C2C (Grace Hopper, Grace Blackwell) reach the CPU's NICs over C2C by design
     // (NCCL's P2C paths, NVIDIA/nccl v2.28.9-1 src/graph/paths.cc): no PCIe switch to share.
     if host.gpus.iter().all(|&g| c2c_attached(topo, g)) {

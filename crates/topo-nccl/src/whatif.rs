@@ -76,9 +76,14 @@ pub fn did_you_mean(name: &str) -> Option<&'static str> {
         .map(|(_, n)| n)
 }
 
+/// NCCL_* names that container images set as labels, not settings: NVIDIA's CUDA and
+/// framework images (nvidia/cuda, NGC PyTorch) export `NCCL_VERSION` for the NCCL they ship.
+/// NCCL reads none of them, and they are no misspelling to warn about.
+pub const CONTAINER_LABELS: &[&str] = &["NCCL_VERSION"];
+
 /// How a plan classifies a variable it was given.
 pub fn classify(name: &str) -> Option<EnvEntry> {
-    if VARIABLES.contains(&name) {
+    if VARIABLES.contains(&name) || CONTAINER_LABELS.contains(&name) {
         return None;
     }
     if let Some(k) = known_vars().iter().find(|k| k.name == name) {

@@ -167,6 +167,7 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
                 port: 0,
                 state: i.operstate.clone(),
                 netdev: Some(i.name.clone()),
+                socket: true,
                 ..Default::default()
             },
         });

@@ -539,6 +539,7 @@ impl<'a> Flattener<'a> {
                 state: None,
                 netdev: p.netdev.clone(),
                 role: p.role.or(n.role).or(pd.role).or(d.role),
+                socket: false,
             });
         }
         let class = match n.class.or(d.class) {

@@ -257,7 +257,11 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
             c.pid = p.pid;
         }
     } else if let Some(rest) = t.strip_prefix("Trees") {
-        trees(log, rest);
+        trees(
+            log,
+            rest,
+            line.trim_end().len() >= super::log::NCCL_LINE_MAX,
+        );
     } else if t.starts_with("Tree ") {
         // Multi-node tree anchors: evidence enough through `Trees`; nothing to keep.
     } else if let Some(rest) = t.strip_prefix("NVLS Head") {
@@ -555,8 +559,9 @@ pub fn transport_name(via: &str) -> (Transport, Option<i32>) {
     (Transport::parse(v.split('/').next().unwrap_or(v)), None)
 }
 
-fn trees(log: &mut NcclLog, rest: &str) {
-    // ` [0] 1/-1/-1->0->-1 [1] ...`
+fn trees(log: &mut NcclLog, rest: &str, cut: bool) {
+    // ` [0] 1/-1/-1->0->-1 [1] ...`; a cut line's last entry is partial and skipped below.
+    let mut rank = None;
     for chunk in rest.split('[').skip(1) {
         let Some((c, spec)) = chunk.split_once(']') else {
             continue;
@@ -585,6 +590,7 @@ fn trees(log: &mut NcclLog, rest: &str) {
             *d.get(1).unwrap_or(&-1),
             *d.get(2).unwrap_or(&-1),
         ];
+        rank = Some(me.max(0) as u32);
         log.trees
             .entry(me.max(0) as u32)
             .or_default()
@@ -594,6 +600,9 @@ fn trees(log: &mut NcclLog, rest: &str) {
                 rank: me,
                 up,
             });
+    }
+    if let (true, Some(r)) = (cut, rank) {
+        log.trees_cut.insert(r);
     }
 }
 

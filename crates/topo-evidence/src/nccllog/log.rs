@@ -7,6 +7,10 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_vocab::Transport;
 
+/// The longest log line NCCL prints: its logger formats into a 1024-byte buffer and drops
+/// the rest (src/debug.cc, 2.18.5-1 to 2.30.7-1). A line this long may have been cut.
+pub const NCCL_LINE_MAX: usize = 1023;
+
 /// One rank as its Init START/COMPLETE and `comm ... nNodes` lines describe it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RankInfo {
@@ -161,6 +165,9 @@ pub struct NcclLog {
     /// `Ring NN : prev -> me -> next` (GRAPH) per (channel, rank).
     pub ring_links: BTreeMap<(u32, u32), (u32, u32)>,
     pub trees: BTreeMap<u32, Vec<TreeLink>>,
+    /// Ranks whose `Trees` line NCCL cut at its log line limit ([`NCCL_LINE_MAX`]): their
+    /// tree channel count is at least the entries read, not exactly that.
+    pub trees_cut: std::collections::BTreeSet<u32>,
     /// `NVLS Head N: h h ...` rows, one per head index (every rank prints them all).
     pub nvls_heads: BTreeMap<u32, Vec<i32>>,
     /// `P2P is disabled between (NVLINK) connected GPUs a and b` lines.

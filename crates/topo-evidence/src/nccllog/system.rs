@@ -104,6 +104,8 @@ struct Builder<'a> {
     gpus: HashMap<(HostId, u64), NodeIndex>,
     pending_nvl: Vec<(NodeIndex, HostId, u64, f64)>,
     gdr: bool,
+    /// NCCL said it uses its Socket transport (`Using network Socket`, `via NET/Socket`).
+    socket: bool,
     log: &'a NcclLog,
 }
 
@@ -122,6 +124,11 @@ pub fn topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
         gpus: HashMap::new(),
         pending_nvl: vec![],
         gdr: log.connections.iter().any(|c| c.gdr),
+        socket: log.connections.iter().any(|c| c.transport.is_socket())
+            || log
+                .notable
+                .iter()
+                .any(|e| e.text.contains("Using network Socket")),
         log,
     };
     let mut stack: Vec<(usize, Option<NodeIndex>)> = vec![];
@@ -279,6 +286,7 @@ impl Builder<'_> {
                 port: f.get(2).and_then(|x| x.parse().ok()).unwrap_or(1),
                 guid: f.get(1).and_then(|x| u64::from_str_radix(x, 16).ok()),
                 gdr: self.gdr,
+                socket: self.socket,
                 coll: f.first() == Some(&"1"),
                 ..Default::default()
             }),

@@ -52,6 +52,8 @@ pub(super) struct Gpu {
     count_wrong: sys::CUfunction,
     copy: sys::CUfunction,
     module: sys::CUmodule,
+    /// CTAs of the primitive kernel this GPU holds at once (occupancy x SMs).
+    pub(super) resident_ctas: usize,
 }
 
 // SAFETY: CUDA driver handles (module, functions) may be used from any thread that has bound
@@ -89,16 +91,90 @@ impl Gpu {
             // SAFETY: the module is loaded; the name is one the source defines.
             unsafe { result::module::get_function(module, c) }.map_err(drv("cuModuleGetFunction"))
         };
+        let (prim, count_wrong, copy) = (
+            get(&kernels::prim_kernel(op, dt))?,
+            get("topo_count_wrong")?,
+            get("topo_copy")?,
+        );
+        load_now(&[prim, count_wrong, copy])?;
         Ok(Gpu {
             ordinal: info.ordinal,
             name: info.name.clone(),
-            prim: get(&kernels::prim_kernel(op, dt))?,
-            count_wrong: get("topo_count_wrong")?,
-            copy: get("topo_copy")?,
+            resident_ctas: occupancy(prim)? * info.sms.max(1) as usize,
+            prim,
+            count_wrong,
+            copy,
             ctx,
             module,
         })
     }
+}
+
+/// Load the kernels onto the device now. With lazy loading (the default from CUDA 12.2) the
+/// first launch of a kernel may wait for the kernels already running, and those spin-wait
+/// on ranks whose host threads would be stuck in that launch. cuFuncLoad is CUDA 12.4+.
+fn load_now(fs: &[sys::CUfunction]) -> Result<()> {
+    let mut v = 0;
+    // SAFETY: writes one int.
+    let r = unsafe { sys::cuDriverGetVersion(&mut v) };
+    check(r, "cuDriverGetVersion")?;
+    if v < 12040 {
+        return Ok(());
+    }
+    for &f in fs {
+        // SAFETY: `f` is a function of a loaded module in the current context.
+        check(unsafe { sys::cuFuncLoad(f) }, "cuFuncLoad")?;
+    }
+    Ok(())
+}
+
+/// CTAs of `f` one SM holds at once at THREADS threads.
+fn occupancy(f: sys::CUfunction) -> Result<usize> {
+    let mut n = 0;
+    // SAFETY: writes one int; `f` is loaded in the current context.
+    let r =
+        unsafe { sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, f, THREADS as i32, 0) };
+    check(r, "cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+    Ok(n.max(0) as usize)
+}
+
+/// The driver feeds a context's streams through CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+/// (8 unless set, at most 32), and streams beyond that share one: a rank's kernel then waits
+/// behind another rank's kernel that waits for it. One queue stays for the default stream.
+/// Measured on an H200 (2026-12-04): 2 and 4 ranks per GPU ran every check; 8 stalled.
+pub(super) fn check_connections(rpg: usize, var: Option<String>) -> Result<()> {
+    let queues = var
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(8)
+        .clamp(1, 32);
+    if rpg < queues {
+        return Ok(());
+    }
+    let hint = if queues < 32 && rpg < 32 {
+        format!(
+            "set CUDA_DEVICE_MAX_CONNECTIONS={} (at most 32)",
+            (rpg + 1).max(queues)
+        )
+    } else {
+        "use at most 31 --ranks-per-gpu".to_string()
+    };
+    Err(RuntimeError::InvalidPlan(format!(
+        "{rpg} ranks per GPU need {} hardware queues and the driver gives {queues}: {hint}",
+        rpg + 1
+    )))
+}
+
+/// Ranks that share a GPU wait on each other inside their kernels, so all their CTAs must be
+/// resident together; more would hang until the kernels' timeout.
+pub(super) fn check_residency(resident: usize, rpg: usize, nch: usize) -> Result<()> {
+    let need = rpg * nch;
+    if rpg <= 1 || need <= resident {
+        return Ok(());
+    }
+    Err(RuntimeError::InvalidPlan(format!(
+        "{rpg} ranks x {nch} channels need {need} CTAs resident at once on one GPU, which holds {resident}: use --nchannels {} or fewer, or fewer --ranks-per-gpu",
+        (resident / rpg).max(1)
+    )))
 }
 
 /// What the ranks wait at between phases: threads of one process ([`Gate`]) or processes
@@ -234,6 +310,8 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
     notes.push(peer::pairs_note(n, rpg, transport));
     let rows = plan_rows(req)?;
     let nch = rows.iter().map(|r| r.plan.nchannels).max().unwrap_or(1);
+    check_residency(gpus[0].resident_ctas, rpg, nch)?;
+    check_connections(rpg, std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok())?;
     let arena = Arena::new(n, nch, req.storage_bytes());
     let mut data_mem = Vec::new();
     let mut comm_mem = Vec::new();
@@ -488,11 +566,30 @@ fn htod(dst: u64, bytes: &[u8]) -> Result<()> {
     unsafe { result::memcpy_htod_sync(dst, bytes) }.map_err(drv("cuMemcpyHtoD"))
 }
 
-fn status(sh: &Shared, rank: usize) -> Result<()> {
-    let mut st = [0u32; 3];
-    // SAFETY: 12 bytes at the status words of this rank's communication allocation.
-    unsafe { result::memcpy_dtoh_sync(&mut st, sh.comm[rank] + sh.arena.status_off as u64) }
-        .map_err(drv("cuMemcpyDtoH"))?;
+/// Copies and status reads of a running rank go through its own stream: work on the legacy
+/// default stream can share a hardware queue with another rank's spinning kernel and wait
+/// behind it.
+fn htod_on(stream: &CudaStream, dst: u64, bytes: &[u8]) -> Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: `dst` has room for `bytes`; `bytes` outlives the synchronize below.
+    unsafe { result::memcpy_htod_async(dst, bytes, stream.cu_stream()) }
+        .map_err(drv("cuMemcpyHtoDAsync"))?;
+    stream.synchronize().map_err(drv("cuStreamSynchronize"))
+}
+
+fn dtoh_on<const N: usize, T: Copy + Default>(stream: &CudaStream, src: u64) -> Result<[T; N]> {
+    let mut v = [T::default(); N];
+    // SAFETY: `src` holds N values of T; `v` outlives the synchronize below.
+    unsafe { result::memcpy_dtoh_async(&mut v, src, stream.cu_stream()) }
+        .map_err(drv("cuMemcpyDtoHAsync"))?;
+    stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
+    Ok(v)
+}
+
+fn status(sh: &Shared, rank: usize, stream: &CudaStream) -> Result<()> {
+    let st: [u32; 3] = dtoh_on(stream, sh.comm[rank] + sh.arena.status_off as u64)?;
     match pack::status_error(st, rank) {
         None => Ok(()),
         Some(e) => Err(RuntimeError::Device(e)),
@@ -584,13 +681,13 @@ pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
                 unsafe { launch(g.prim, plan.nchannels as u32, &stream, &mut p) }
             };
             let fill = filled(&layout, row.coll, dt, req.op, rank);
-            htod(storage, &fill)?;
+            htod_on(&stream, storage, &fill)?;
             sh.gate.wait()?;
             for _ in 0..req.warmup {
                 run_once()?;
             }
             stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
-            status(sh, rank)?;
+            status(sh, rank, &stream)?;
             sh.gate.wait()?;
             ev0.record(&stream).map_err(drv("cuEventRecord"))?;
             for _ in 0..req.iters.max(1) {
@@ -598,22 +695,22 @@ pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
             }
             ev1.record(&stream).map_err(drv("cuEventRecord"))?;
             ev1.synchronize().map_err(drv("cuEventSynchronize"))?;
-            status(sh, rank)?;
+            status(sh, rank, &stream)?;
             let ms = ev0.elapsed_ms(&ev1).map_err(drv("cuEventElapsedTime"))? as f64;
             let secs = ms / 1e3 / req.iters.max(1) as f64;
             let mut wrong = 0u64;
             if req.check {
                 sh.gate.wait()?;
-                htod(storage, &fill)?;
+                htod_on(&stream, storage, &fill)?;
                 let want =
                     verify::expected(&layout, row.coll, dt, req.op, rank, n, req.root, row.count);
                 if let Some(w) = &want {
-                    htod(data + sh.arena.expect_off as u64, w)?;
+                    htod_on(&stream, data + sh.arena.expect_off as u64, w)?;
                 }
                 sh.gate.wait()?;
                 run_once()?;
                 stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
-                status(sh, rank)?;
+                status(sh, rank, &stream)?;
                 if want.is_some() {
                     wrong = count_wrong_on_device(
                         g,
@@ -661,8 +758,8 @@ fn count_wrong_on_device(
     wrong_ptr: u64,
 ) -> Result<u64> {
     // SAFETY: 8 bytes at the #wrong word of this rank's communication allocation.
-    let r = unsafe { sys::cuMemsetD32_v2(wrong_ptr, 0, 2) };
-    check(r, "cuMemsetD32")?;
+    let r = unsafe { sys::cuMemsetD32Async(wrong_ptr, 0, 2, stream.cu_stream()) };
+    check(r, "cuMemsetD32Async")?;
     let (mut a, mut b, mut c, mut e, mut w) = (got, want, count as u64, es as u32, wrong_ptr);
     let mut p = [
         (&mut a as *mut u64).cast::<c_void>(),
@@ -674,10 +771,7 @@ fn count_wrong_on_device(
     let grid = count.div_ceil(THREADS as usize).clamp(1, 1024) as u32;
     // SAFETY: topo_count_wrong(const u8*, const u8*, u64, u32, u64*).
     unsafe { launch(g.count_wrong, grid, stream, &mut p) }?;
-    stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
-    let mut v = [0u64; 1];
-    // SAFETY: reads the 8-byte word just written.
-    unsafe { result::memcpy_dtoh_sync(&mut v, wrong_ptr) }.map_err(drv("cuMemcpyDtoH"))?;
+    let v: [u64; 1] = dtoh_on(stream, wrong_ptr)?;
     Ok(v[0])
 }
 
@@ -880,5 +974,38 @@ mod tests {
         let e = run_verify_cuda(&VerifyRequest::default(), &CudaOptions::default()).unwrap_err();
         assert!(matches!(e, RuntimeError::Unsupported(_)));
         assert!(e.to_string().contains("libcuda.so.1 not found"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod residency_tests {
+    use super::check_residency;
+
+    #[test]
+    fn ranks_sharing_a_gpu_must_fit_its_resident_ctas() {
+        // An H200 at 2 CTAs per SM holds 264.
+        assert!(check_residency(264, 8, 32).is_ok());
+        let e = check_residency(264, 8, 64).unwrap_err().to_string();
+        assert!(
+            e.contains("512 CTAs") && e.contains("--nchannels 33"),
+            "{e}"
+        );
+        // One rank per GPU never waits on a rank of its own GPU.
+        assert!(check_residency(10, 1, 64).is_ok());
+    }
+
+    #[test]
+    fn ranks_sharing_a_gpu_need_a_hardware_queue_each() {
+        use super::check_connections;
+        assert!(check_connections(4, None).is_ok());
+        let e = check_connections(8, None).unwrap_err().to_string();
+        assert!(e.contains("CUDA_DEVICE_MAX_CONNECTIONS=9"), "{e}");
+        assert!(check_connections(8, Some("32".into())).is_ok());
+        assert!(check_connections(31, Some("32".into())).is_ok());
+        let e = check_connections(40, Some("32".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at most 31"), "{e}");
+        assert!(check_connections(8, Some("junk".into())).is_err());
     }
 }

@@ -289,6 +289,14 @@ mod tests {
             };
             let (cubin, _) = cubin(&nvrtc, &key, None).unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
             assert!(cubin.starts_with(b"\x7fELF"), "sm_{arch}: not a CUBIN");
+            // The name the runtime asks cuModuleGetFunction for must be in the image.
+            let entry = prim_kernel(RedOp::Avg, DataType::Bf16);
+            assert!(
+                cubin
+                    .windows(entry.len() + 1)
+                    .any(|w| w[..entry.len()] == *entry.as_bytes() && w[entry.len()] == 0),
+                "sm_{arch}: the CUBIN has no entry point {entry}"
+            );
             eprintln!(
                 "sm_{arch}: PTX of all {} kernels in {ptx_s:.1} s; CUBIN of avg/bf16 ({} bytes) in {:.1} s",
                 all_kernels().len(),
