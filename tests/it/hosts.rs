@@ -280,3 +280,56 @@ fn an_odd_node_alternates_rings_by_its_own_cross_nic() {
         [0, 9, 8, 15, 14, 13, 12, 11, 10, 1, 2, 3, 4, 5, 6, 7]
     );
 }
+
+#[test]
+fn a_port_lost_on_one_of_two_dissimilar_hosts_is_planned_as_nccls_code_does() {
+    // NCCL's own code on the two hosts (bench/oracle/multihost, 2.28.9-1, 2026-12-04):
+    //   topo xml --profile dgx-h100 -o a.xml
+    //   topo xml --profile hgx-h200 --without nic:mlx5_2 -o c.xml
+    //   nccl-oracle --node-xml a.xml --node-xml c.xml
+    // prints `28 coll channels, 28 collnet channels, 16 nvls channels, 32 p2p channels,
+    // 2 p2p channels per peer` (the healthy pair: 16 coll, 16 p2p): the host with 7 ports
+    // searches 7 rings over PXN and AllGather3 keeps them.
+    let (doc, _) = plan_doc_at(
+        "2.28",
+        &[
+            "--from",
+            "profile:dgx-h100",
+            "--from",
+            "profile:hgx-h200",
+            "--without",
+            "nic:mlx5_2@1",
+        ],
+    );
+    assert_valid(&doc, "h100 + h200 without mlx5_2 on host 1");
+    assert_eq!(
+        doc["channels"]["log_line"],
+        "28 coll channels, 28 collnet channels, 16 nvls channels, 32 p2p channels, 2 p2p channels per peer"
+    );
+    let changes: Vec<&str> = doc["faults"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        changes[0],
+        "channels: coll 16 -> 28, collnet 16 -> 28, p2p 16 -> 32"
+    );
+    assert!(changes.contains(&"transports: PXN 0 -> 1"), "{changes:?}");
+    // A host that is not in the list is one error line, not a silent healthy plan.
+    let out = topo_clean_env()
+        .args([
+            "plan",
+            "--from",
+            "profile:dgx-h100",
+            "--from",
+            "profile:hgx-h200",
+        ])
+        .args(["--without", "nic:mlx5_2@2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("there is no host 2 (2 hosts)"), "{err}");
+}

@@ -153,7 +153,7 @@ fn a_c2c_path_is_charged_on_the_c2c_links() {
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t, &[]);
     let line = |g: &topo_nccl::graph::Graph| {
-        topo_nccl::search::print_graph(g, &a.system, &a.version).remove(0)
+        topo_nccl::search::print_graph(g, &a.system, &a.version, a.graphs.inter).remove(0)
     };
     assert_eq!(
         line(&a.graphs.ring),
@@ -179,7 +179,9 @@ fn gb200_trays_charge_c2c_on_their_p2c_paths() {
     let xml = topo_source::ncclxml::write(&profile).unwrap();
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t.replicate(2), &[]);
-    let ring = topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version).remove(0);
+    let ring =
+        topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version, a.graphs.inter)
+            .remove(0);
     assert_eq!(
         ring,
         "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/P2C, sameChannels 0"
@@ -206,7 +208,12 @@ fn assert_graph_lines(seed: u64, nodes: Option<usize>, graph: GraphOf, want: &[(
     let m = topo_nccl::testgen::generate(seed);
     for (version, line) in want {
         let a = analyze_machine(&m.xml, &m.env, nodes.unwrap_or(m.nodes), version).unwrap();
-        let got = topo_nccl::search::print_graph(graph(&a).unwrap(), &a.system, &a.version);
+        let got = topo_nccl::search::print_graph(
+            graph(&a).unwrap(),
+            &a.system,
+            &a.version,
+            a.graphs.inter,
+        );
         assert_eq!(got[0], *line, "seed {seed} at {version}");
     }
 }
@@ -408,6 +415,26 @@ fn ring_bandwidth_reads_the_channels_left_after_the_tree() {
         let bw = a.costs.bw(Func::AllReduce, Algo::Ring, proto).unwrap();
         assert!((bw - want).abs() < 0.001, "{proto:?}: {bw}");
     }
+}
+
+/// Host 1 of `oracle_sweep --hetero` seed 90 (6 sm86 GPUs in an NVLink mesh over ARM
+/// sockets, 9 NICs), on 2 nodes. GPUs 2 and 3 reach each other only over NVLink through
+/// GPU 0 (NVB, 12 GB/s) while each has a 25 GB/s NIC: NCCL's P2P check returns for a relayed
+/// path before it asks whether the network is faster (src/transport/p2p.cc, v2.18.5-1 to
+/// v2.30.7-1), so the pair stays NVB and the ring below exists. nccl-oracle 2.26.6 to 2.30.7
+/// all print it; topo had marked the pair NET and found a PXN ring instead.
+#[test]
+fn a_relayed_nvlink_pair_stays_p2p_when_the_network_is_faster() {
+    let xml = include_str!("../../fixtures/oracle/hetero-seed90-host1.xml");
+    let a = analyze_machine(xml, &[], 2, "2.28").unwrap();
+    let log = topo_nccl::search::print_graph(&a.graphs.ring, &a.system, &a.version, a.graphs.inter);
+    assert_eq!(
+        log[..2],
+        [
+            "Pattern 4, crossNic 0, nChannels 1, bw 12.000000/12.000000, type NVB/PIX, sameChannels 0",
+            " 0 : NET/0-0 GPU/0-28000 GPU/0-22000 GPU/0-45000 GPU/0-14000 GPU/0-52000 GPU/0-2b000 NET/0-0"
+        ]
+    );
 }
 
 /// One corpus machine through topo: seed, summary, environment, and the checks (or why topo

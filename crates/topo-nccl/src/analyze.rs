@@ -816,6 +816,7 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
         ignore_disabled_p2p: env.ignore_disabled_p2p.unwrap_or(0).clamp(0, 2) as u8,
         isolated_ranks: req.placement.isolates_ranks(),
         max_channels: data.max_channels as usize,
+        p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
     }
 }
 

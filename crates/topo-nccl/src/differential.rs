@@ -156,7 +156,7 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
         };
         let tline = tg
             .and_then(|g| {
-                crate::search::print_graph(g, &a.system, &a.version)
+                crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter)
                     .into_iter()
                     .next()
             })

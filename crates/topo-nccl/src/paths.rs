@@ -48,6 +48,8 @@ pub struct PathPolicy {
     pub isolated_ranks: bool,
     /// `MAXCHANNELS` of the version (channels scanned to find a NET's local GPU).
     pub max_channels: usize,
+    /// `NCCL_P2P_USE_CUDA_MEMCPY=1`: copy engines cannot relay through another GPU.
+    pub p2p_use_cuda_memcpy: bool,
 }
 
 impl Default for PathPolicy {
@@ -67,6 +69,7 @@ impl Default for PathPolicy {
             ignore_disabled_p2p: 0,
             isolated_ranks: false,
             max_channels: 64,
+            p2p_use_cuda_memcpy: false,
         }
     }
 }
@@ -862,7 +865,16 @@ fn post_process(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                 continue;
             }
             let nf = net_faster(sys, paths, policy, p, g);
-            let p2p = check_p2p(sys, paths, policy, p, g).p2p && !nf;
+            let c = check_p2p(sys, paths, policy, p, g);
+            // p2pCanConnect answers for a path relayed through another GPU before it asks
+            // whether the network would be faster (src/transport/p2p.cc, v2.18.5-1 to
+            // v2.30.7-1): an NVB pair stays P2P unless copy engines must do the copy.
+            let p2p = c.p2p
+                && if c.intermediate.is_some() {
+                    !policy.p2p_use_cuda_memcpy
+                } else {
+                    !nf
+                };
             let shm = !policy.shm_disable && !policy.isolated_ranks && !nf;
             if !p2p
                 && !shm

@@ -363,7 +363,7 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .iter()
             .map(|&(x, y)| (net_name(x), net_name(y)))
             .collect(),
-        log: crate::search::print_graph(g, &a.system, &a.version),
+        log: crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter),
     }
 }
 
@@ -797,7 +797,12 @@ fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
     log.extend(a.graphs.fallback_lines());
     let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
     for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
-        log.extend(crate::search::print_graph(g, sys, &a.version));
+        log.extend(crate::search::print_graph(
+            g,
+            sys,
+            &a.version,
+            a.graphs.inter,
+        ));
     }
     log.extend((0..conn.n_channels).map(|c| {
         let ring: Vec<usize> = conn.ring(c).unwrap_or_default();

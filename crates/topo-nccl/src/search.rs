@@ -401,7 +401,9 @@ pub fn compute_graph(
 /// of release `v` (src/graph/search.cc `ncclTopoPrintGraph`): GPUs by rank up to v2.27.3-1,
 /// by system and bus id (`GPU/0-1b000`) from v2.27.5-1; NETs by decimal id up to 2.20, by the
 /// hex id with its system id in the top byte in 2.21 and 2.22, as `NET/0-1` from 2.23.
-pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion) -> Vec<String> {
+/// From v2.28.7-1 the NET ends are printed whenever the communicator spans hosts (`inter`),
+/// also for a channel without a NIC (a host with none): its zeroed slot reads `NET/0-0`.
+pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion, inter: bool) -> Vec<String> {
     let mut out = vec![format!(
         "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
         g.pattern.number(),
@@ -431,15 +433,31 @@ pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion) -> Vec<String> {
             _ => n.label(),
         }
     };
-    for c in 0..g.n_channels {
-        let mut line = format!("{c:2} :");
-        let inter = g.inter.get(c);
-        if let Some(&(a, _)) = inter
-            && let Some(&n) = sys.nets.get(a)
-        {
+    let zeroed_ends = inter && v.includes("2.28.7");
+    // A rank's system holds its own host's NICs only: a fallback channel of a host without
+    // any has no NET of its own, whatever index its zeroed slot holds.
+    let host = g
+        .intra
+        .first()
+        .and_then(|o| o.first())
+        .and_then(|&r| sys.gpus.get(r))
+        .map(|&gn| sys.nodes[gn].host);
+    let own = |n: &usize| host.is_none_or(|h| sys.nodes[*n].host == h);
+    let end = |line: &mut String, net: Option<usize>| match net
+        .and_then(|x| sys.nets.get(x))
+        .filter(|n| own(n))
+    {
+        Some(&n) => {
             line.push(' ');
             line.push_str(&label(n));
         }
+        None if zeroed_ends => line.push_str(" NET/0-0"),
+        None => {}
+    };
+    for c in 0..g.n_channels {
+        let mut line = format!("{c:2} :");
+        let ends = g.inter.get(c);
+        end(&mut line, ends.map(|e| e.0));
         if let Some(order) = g.intra.get(c) {
             for &r in order {
                 if let Some(&gn) = sys.gpus.get(r) {
@@ -458,12 +476,7 @@ pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion) -> Vec<String> {
                 line.push_str(&" GPU/0".repeat(ngpus.saturating_sub(1)));
             }
         }
-        if let Some(&(_, b)) = inter
-            && let Some(&n) = sys.nets.get(b)
-        {
-            line.push(' ');
-            line.push_str(&label(n));
-        }
+        end(&mut line, ends.map(|e| e.1));
         out.push(line);
     }
     out
@@ -519,6 +532,8 @@ struct NetInfo {
     port: u32,
     /// The host's system id in a fused MNNVL system (`NCCL_TOPO_ID_SYSTEM_ID`).
     sysid: u64,
+    /// `NCCL_TOPO_ID_LOCAL_ID` of the NET's id: its device number.
+    local_id: u64,
     /// Which PCI slot the port sits in: `net.pciId`, NCCL's hash of the NIC's bus id
     /// (`ncclTopoAddNet`, v2.28.9-1 src/graph/topo.cc); the NIC node's id here.
     pci: u64,
@@ -680,6 +695,7 @@ fn net_infos(
                 asic: a.map(|x| x.guid).unwrap_or(ni as u64),
                 port: a.map(|x| x.port).unwrap_or(0),
                 sysid: sys.nodes[node].id >> 56,
+                local_id: sys.nodes[node].id & ((1 << 56) - 1),
                 pci: nic_slot(sys, node),
                 latency: a.map(|x| x.latency).unwrap_or(0.0),
                 coll: a.is_some_and(|x| x.coll),
@@ -2370,8 +2386,15 @@ impl Search<'_> {
         if s.inter.len() < 2 {
             s.inter.resize(2, 0);
         }
-        s.inter[0] = 0;
-        s.inter[1] = 0;
+        // Before 2.30 the fallback leaves the channel's NET ids zeroed: id 0, the NET of
+        // device 0 (NCCL 2.28.9 src/graph/search.cc), not the first NET in index order.
+        let id0 = self
+            .ctx
+            .nets
+            .iter()
+            .position(|n| n.local_id == 0 && n.sysid == 0);
+        s.inter[0] = id0.unwrap_or(0);
+        s.inter[1] = id0.unwrap_or(0);
         s.bw_intra = 0.1;
         s.bw_inter = 0.1;
         s.type_intra = PathType::Sys;

@@ -141,7 +141,7 @@ fn lines(p: &Plan, g: &Graph, minor: u32) -> Vec<String> {
         minor,
         patch: None,
     };
-    print_graph(g, &p.sys, &v)
+    print_graph(g, &p.sys, &v, p.graphs.inter)
 }
 
 const H100_LINE: &str = "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer";
@@ -559,6 +559,15 @@ fn degenerate_inputs() {
     assert_eq!(p.graphs.ring.n_channels, 1);
     assert_eq!(p.graphs.fallbacks.len(), 2);
     assert_eq!(p.conn.ring(0).map(|r| r.len()), Some(4));
+    // From 2.28.7 the print shows the NET ends of any multi-host graph, here the zeroed
+    // slots (nccl-oracle 2.28.9: ` 0 : NET/0-0 GPU/... NET/0-0`); 2.27 prints none.
+    let l28 = &lines(&p, &p.graphs.ring, 28)[1];
+    assert!(
+        l28.starts_with(" 0 : NET/0-0 GPU/") && l28.ends_with(" NET/0-0"),
+        "{l28}"
+    );
+    let l27 = &lines(&p, &p.graphs.ring, 27)[1];
+    assert!(!l27.contains("NET"), "{l27}");
     // 2.30 marks the fallback's network side as missing.
     let p = plan(&t.replicate(2), 30);
     assert_eq!(
