@@ -94,6 +94,8 @@ fn finish_gpus(topo: &mut Topology, nvml: &Result<NvmlReport, String>) {
 struct PortPlan {
     pci: BusId,
     net: Net,
+    /// NCCL places the port under the first CPU, not its PCI function (a virtio interface).
+    at_cpu: bool,
 }
 
 /// Network devices in NCCL's plugin order: IB devices (natural name order, `mlx5_2` before
@@ -145,6 +147,7 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
                     netdev,
                     ..Default::default()
                 },
+                at_cpu: false,
             });
         }
     }
@@ -170,9 +173,32 @@ fn plan_ports(scan: &Scan, warnings: &mut Vec<String>) -> Vec<PortPlan> {
                 socket: true,
                 ..Default::default()
             },
+            at_cpu: i.behind_bus,
         });
     }
     out
+}
+
+/// Ports whose device is not a PCI function (virtio): one NIC without a PCI location under
+/// the first CPU, as NCCL builds it (src/graph/xml.cc `ncclTopoFillNet`, 2.28.9).
+fn attach_to_first_cpu(t: &mut Topology, cpus: &[(i32, NodeIndex)], nets: Vec<Net>) {
+    let Some(&(_, cpu)) = cpus.first() else {
+        return;
+    };
+    if nets.is_empty() {
+        return;
+    }
+    let nic = t.add_child(
+        cpu,
+        NodeKind::Nic(Nic {
+            busid: None,
+            class: 0x020000,
+            ..Default::default()
+        }),
+    );
+    for net in nets {
+        t.add_child(nic, NodeKind::Net(net));
+    }
 }
 
 /// Sort key that orders digit runs by value: `mlx5_2` < `mlx5_10`, `enp97s0` < `enp225s0`.
@@ -249,14 +275,24 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
     let cpus = add_cpus(&mut t, scan, arch);
     let ports = plan_ports(scan, &mut warnings);
     let mut nets_of: BTreeMap<BusId, Vec<Net>> = BTreeMap::new();
+    let mut at_cpu = vec![];
     for p in ports {
-        nets_of.entry(p.pci).or_default().push(p.net);
+        if p.at_cpu {
+            at_cpu.push(p.net);
+        } else {
+            nets_of.entry(p.pci).or_default().push(p.net);
+        }
     }
     let nic_functions: BTreeSet<BusId> = scan
         .ib
         .iter()
         .filter_map(|d| d.pci)
-        .chain(scan.net.iter().filter_map(|i| i.pci))
+        .chain(
+            scan.net
+                .iter()
+                .filter(|i| !i.behind_bus)
+                .filter_map(|i| i.pci),
+        )
         .chain(nets_of.keys().copied())
         .collect();
     let tree = PciTree::new(scan);
@@ -284,6 +320,7 @@ pub fn build(scan: &Scan, arch: &str) -> Topology {
             nets[0].name
         ));
     }
+    attach_to_first_cpu(&mut t, &cpus, at_cpu);
     for f in scan.pci.values().filter(|f| is_nvswitch(f)) {
         t.add_node(
             0,

@@ -286,6 +286,11 @@ pub struct NetInterface {
     pub operstate: Option<String>,
     /// 0-based port of the PCI function this interface drives (`dev_port`).
     pub dev_port: Option<u32>,
+    /// The interface's device is a bus device below its PCI function (`.../0000:00:03.0/
+    /// virtio2`), not the function itself: NCCL's net plugins report that path, and NCCL
+    /// attaches such a NIC to the first CPU instead of a PCI node (src/graph/xml.cc
+    /// `ncclTopoFillNet`, 2.28.9).
+    pub behind_bus: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -577,6 +582,13 @@ fn scan_net(fs: &Sysfs, w: &mut Vec<String>) -> Vec<NetInterface> {
     for name in fs.list(dir) {
         let d = dir.join(&name);
         let pci = pci_of(fs, &d.join("device"));
+        let behind_bus = fs
+            .canonical(&d.join("device"))
+            .and_then(|c| {
+                c.file_name()
+                    .map(|f| parse_bdf(&f.to_string_lossy()).is_none())
+            })
+            .unwrap_or(false);
         if pci.is_none() {
             // Virtual interface: no PCI location, nothing more to read.
             out.push(NetInterface {
@@ -600,6 +612,7 @@ fn scan_net(fs: &Sysfs, w: &mut Vec<String>) -> Vec<NetInterface> {
                 .read(&d.join("dev_port"))
                 .ok()
                 .and_then(|v| v.trim().parse().ok()),
+            behind_bus,
             name,
         });
     }
