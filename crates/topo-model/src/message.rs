@@ -89,3 +89,14 @@ pub struct Verdict {
     /// capable of Gen4 x16`).
     pub evidence: Vec<String>,
 }
+
+impl Verdict {
+    pub fn new(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
+        Verdict {
+            code,
+            severity,
+            summary,
+            evidence,
+        }
+    }
+}

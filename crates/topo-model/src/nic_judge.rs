@@ -157,15 +157,6 @@ pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> V
     merged.into_verdicts()
 }
 
-fn verdict(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
-    Verdict {
-        code,
-        severity,
-        summary,
-        evidence,
-    }
-}
-
 fn has(n: usize) -> &'static str {
     if n == 1 { "has" } else { "have" }
 }
@@ -193,7 +184,7 @@ fn pairing(
     let regular = all_have
         && per_gpu.iter().all(|(_, ns)| ns.len() == k)
         && per_nic.values().all(|v| v.len() == m);
-    let info = |code, text: String| Some(verdict(code, Severity::Info, text, vec![]));
+    let info = |code, text: String| Some(Verdict::new(code, Severity::Info, text, vec![]));
     match (regular, k, m) {
         (true, 1, 1) => info(Code::NicRailAligned, rail_aligned(per_gpu, names)),
         (true, _, 1) => info(
@@ -259,7 +250,7 @@ fn missing(
             host.nics.len(),
             host.gpus.len()
         );
-        return Some(verdict(
+        return Some(Verdict::new(
             Code::NicNoneNear,
             Severity::Warning,
             text.into(),
@@ -280,7 +271,7 @@ fn missing(
         .iter()
         .map(|&g| format!("{}: no NIC under its PCIe switch", names.label(g)))
         .collect();
-    Some(verdict(Code::NicMissing, Severity::Warning, text, ev))
+    Some(Verdict::new(Code::NicMissing, Severity::Warning, text, ev))
 }
 
 /// GPUs on a socket without any NIC.
@@ -311,7 +302,12 @@ fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<V
             )
         })
         .collect();
-    Some(verdict(Code::NicNumaRemote, Severity::Warning, text, ev))
+    Some(Verdict::new(
+        Code::NicNumaRemote,
+        Severity::Warning,
+        text,
+        ev,
+    ))
 }
 
 #[cfg(test)]

@@ -69,15 +69,6 @@ pub fn lanes_between(topo: &Topology, a: NodeIndex, b: NodeIndex) -> u32 {
     if sa > 0 && sb > 0 { sa.min(sb) } else { 0 }
 }
 
-fn verdict(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
-    Verdict {
-        code,
-        severity,
-        summary,
-        evidence,
-    }
-}
-
 /// The shape of one host's NVLink (`gpus`: that host's GPUs, in the view's order): unknown
 /// GPUs first (a warning), then the shape of the GPUs whose NVLinks are known.
 pub fn verdicts(
@@ -98,7 +89,7 @@ pub fn verdicts(
         let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
         reasons.sort();
         reasons.dedup();
-        out.push(verdict(
+        out.push(Verdict::new(
             Code::NvlinkUnknown,
             Severity::Warning,
             format!(
@@ -139,7 +130,7 @@ fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Verdict>> {
         .map(|(_, s)| s.switch_bw)
         .fold(f64::INFINITY, f64::min);
     Some((min == max).then(|| {
-        verdict(
+        Verdict::new(
             Code::NvswitchFull,
             Severity::Info,
             format!(
@@ -230,11 +221,11 @@ fn direct_shape(
     let pcie = span(&p.pcie);
     if p.linked.is_empty() {
         let text = format!("No NVLink: GPU↔GPU traffic goes over PCIe ({pcie})");
-        return verdict(Code::NvlinkNone, Severity::Info, text, vec![]);
+        return Verdict::new(Code::NvlinkNone, Severity::Info, text, vec![]);
     }
     if p.pcie.is_empty() {
         let text = format!("All {n} GPUs directly NVLinked: {detail}");
-        return verdict(Code::NvlinkAllDirect, Severity::Info, text, vec![]);
+        return Verdict::new(Code::NvlinkAllDirect, Severity::Info, text, vec![]);
     }
     if p.islands.len() == 1 {
         let text = format!(
@@ -242,14 +233,14 @@ fn direct_shape(
             p.linked.len(),
             n * (n - 1) / 2
         );
-        return verdict(Code::NvlinkMesh, Severity::Info, text, p.linked);
+        return Verdict::new(Code::NvlinkMesh, Severity::Info, text, p.linked);
     }
     let named: Vec<String> = p.islands.iter().map(|v| names.gpus(v)).collect();
     let text = format!(
         "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({pcie}), so a ring over all GPUs crosses PCIe",
         named.join("; ")
     );
-    verdict(Code::NvlinkIslands, Severity::Warning, text, p.linked)
+    Verdict::new(Code::NvlinkIslands, Severity::Warning, text, p.linked)
 }
 
 /// GPUs by NVML index, for documents without a view model (plan, diagnose): `GPU3`,

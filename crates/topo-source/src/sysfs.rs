@@ -581,14 +581,14 @@ fn scan_net(fs: &Sysfs, w: &mut Vec<String>) -> Vec<NetInterface> {
     let mut out = Vec::new();
     for name in fs.list(dir) {
         let d = dir.join(&name);
-        let pci = pci_of(fs, &d.join("device"));
-        let behind_bus = fs
-            .canonical(&d.join("device"))
-            .and_then(|c| {
-                c.file_name()
-                    .map(|f| parse_bdf(&f.to_string_lossy()).is_none())
-            })
-            .unwrap_or(false);
+        let device = fs.canonical(&d.join("device"));
+        let pci = device
+            .as_deref()
+            .and_then(|c| bdf_components(c).last().copied());
+        let behind_bus = device
+            .as_deref()
+            .and_then(|c| c.file_name())
+            .is_some_and(|f| parse_bdf(&f.to_string_lossy()).is_none());
         if pci.is_none() {
             // Virtual interface: no PCI location, nothing more to read.
             out.push(NetInterface {
