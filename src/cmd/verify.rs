@@ -509,17 +509,16 @@ fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
 /// The plan's tree of channel `c` (its channels repeat when there are fewer), by rank.
 fn tree_of(plan: &Plan, c: usize) -> Option<Vec<TreeNode>> {
     let t = plan.trees.get(c % plan.trees.len().max(1))?;
-    let mut nodes = vec![TreeNode::default(); plan.nranks];
-    for n in &t.ranks {
-        let slot = nodes.get_mut(n.rank)?;
-        slot.parent = usize::try_from(n.up).ok();
-        slot.children = n
-            .down
-            .iter()
-            .filter_map(|&d| usize::try_from(d).ok())
-            .collect();
-    }
-    Some(nodes)
+    (0..plan.nranks)
+        .map(|r| {
+            Some(TreeNode {
+                parent: usize::try_from(*t.up.get(r)?).ok(),
+                children: (t.children(r)?.iter())
+                    .filter_map(|&d| usize::try_from(d).ok())
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// Runs the sweep with a progress bar on stderr when it is a terminal and the output is text.

@@ -94,11 +94,10 @@ fn gpus_only_the_network_connects_become_nodes() {
         "{:?}",
         plan.graphs.ring.channels
     );
-    let root = &plan.trees[0].ranks.iter().find(|n| n.rank == 0).unwrap();
+    let tree = &plan.trees[0];
     assert!(
-        root.up == 2 || root.down.contains(&2),
-        "{:?}",
-        plan.trees[0].ranks
+        tree.up[0] == 2 || tree.children(0).unwrap().contains(&2),
+        "{tree:?}"
     );
     assert!(
         plan.log

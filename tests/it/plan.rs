@@ -194,7 +194,7 @@ fn hgx_h200_json_has_every_contract_field_with_the_right_types() {
         "-f",
         "8",
     ]);
-    assert_eq!(j["schema"], "topo.plan/v2");
+    assert_eq!(j["schema"], "topo.plan/v3");
     assert_eq!(j["nccl_version"], "2.28");
     assert_eq!(u(&j["nranks"]), 8);
     assert_eq!(u(&j["nnodes"]), 1);
@@ -244,8 +244,11 @@ fn hgx_h200_json_has_every_contract_field_with_the_right_types() {
     let trees = j["trees"].as_array().unwrap();
     assert_eq!(trees.len(), 24);
     // A chain inside one node: rank 0 is the root with child 1.
-    assert_eq!(trees[0]["ranks"][0]["up"], -1);
-    assert_eq!(trees[0]["ranks"][0]["down"], serde_json::json!([1, -1, -1]));
+    assert_eq!(trees[0]["up"][0], -1);
+    assert_eq!(trees[0]["up"][1], 0);
+    assert_eq!(trees[0]["down"].as_array().unwrap().len(), 3 * 8);
+    let down0 = &trees[0]["down"].as_array().unwrap()[..3];
+    assert_eq!(down0, &[1, -1, -1].map(serde_json::Value::from)[..]);
 
     let tr = j["transport_pairs"].as_array().unwrap();
     assert_eq!(tr.len(), 56);
@@ -1295,7 +1298,7 @@ fn yaml_parses_to_the_same_document_as_json() {
     a.extend(["--format", "yaml"]);
     let y: Value = yaml_serde::from_str(&plan(&a)).unwrap();
     let j = plan_json(&args);
-    assert_eq!(y["schema"], "topo.plan/v2");
+    assert_eq!(y["schema"], "topo.plan/v3");
     crate::util::assert_valid(&y, "plan as YAML");
     assert_eq!(y["channels"], j["channels"]);
     assert_eq!(y["rings"], j["rings"]);
@@ -1324,7 +1327,7 @@ fn output_file_gets_the_document() {
     ]);
     assert!(out.is_empty(), "nothing on stdout with -o");
     let j: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(j["schema"], "topo.plan/v2");
+    assert_eq!(j["schema"], "topo.plan/v3");
     // Text written to a file has no colour escapes even with --color always.
     let tpath = dir.path().join("plan.txt");
     let t = tpath.to_string_lossy().into_owned();
@@ -1667,14 +1670,14 @@ fn split_copies_take_their_source_orders_on_their_own_ranks() {
         }
     }
     for t in j["trees"].as_array().unwrap() {
-        let ranks = t["ranks"].as_array().unwrap();
-        for (i, node) in ranks.iter().enumerate() {
-            assert_eq!(u(&node["rank"]) as usize, i);
+        let down = t["down"].as_array().unwrap();
+        assert_eq!(t["up"].as_array().unwrap().len(), n);
+        assert_eq!(down.len(), 3 * n);
+        for i in 0..n {
             // Inside its part, a rank's tree child is the same position of the first part of
             // its kind as the source's (links to other parts are the cross-node tree's).
-            let down0 = node["down"][0].as_i64().unwrap();
-            let src = &ranks[i % 8];
-            let src_down0 = src["down"][0].as_i64().unwrap();
+            let down0 = down[3 * i].as_i64().unwrap();
+            let src_down0 = down[3 * (i % 8)].as_i64().unwrap();
             if down0 >= 0 && (down0 as usize) / 4 == i / 4 {
                 assert_eq!(down0 - (i / 8 * 8) as i64, src_down0, "tree {t} rank {i}");
             }

@@ -17,6 +17,7 @@ use super::version::{NcclVersion, VersionData};
 use crate::error::Result;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 use topo_model::{BusId, HostId, Topology};
 
 /// Facts about the machine's software that change NCCL's choices, read by the caller.
@@ -451,7 +452,10 @@ fn nvls_supported(topo: &Topology, system: &System, nvls_env: i64, minor: u32, h
     nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
 }
 
-type SplitReasons = HashMap<(HostId, BusId, BusId), (String, Option<String>)>;
+/// The pre-split reason and anomaly of each pair of GPUs in different parts of one host,
+/// shared strings: a string each, hashed with SipHash, was a tenth of a plan at 16,384 hosts
+/// split per socket.
+type SplitReasons = topo_model::fast::HashMap<(HostId, BusId, BusId), (Arc<str>, Option<Arc<str>>)>;
 
 /// A host split into NCCL nodes: the transport verdicts from before the split (what made the
 /// parts separate), the physical host of each part, and the launcher's rank of each rank.
@@ -464,7 +468,7 @@ struct Split {
 impl Split {
     fn none(nranks: usize) -> Split {
         Split {
-            reasons: HashMap::new(),
+            reasons: SplitReasons::default(),
             orig_host_of_part: vec![],
             launcher_ranks: (0..nranks).collect(),
         }
@@ -480,7 +484,13 @@ fn split_domains(
     (path_policy, transport_policy): (&PathPolicy, &TransportPolicy),
     rebuild: impl Fn(&Topology) -> System,
 ) -> Split {
-    let mut reasons: SplitReasons = HashMap::new();
+    let mut reasons = SplitReasons::default();
+    let mut part = vec![usize::MAX; system.gpus.len()];
+    for (d, ranks) in domains.iter().enumerate() {
+        for &r in ranks {
+            part[r] = d;
+        }
+    }
     // Keep the pre-split verdicts: after the split the pairs are "different nodes", but
     // the user needs to know what made them so.
     let key = |sys: &System, r: usize| -> Option<(HostId, BusId)> {
@@ -488,8 +498,11 @@ fn split_domains(
         Some((sys.nodes[sys.gpus[r]].host, topo.gpu(n)?.busid))
     };
     for t in transport::select(system, pth, path_policy, transport_policy) {
+        if part[t.from] == part[t.to] {
+            continue;
+        }
         if let (Some((h, a)), Some((_, b))) = (key(system, t.from), key(system, t.to)) {
-            reasons.insert((h, a, b), (t.reason.to_string(), t.anomaly));
+            reasons.insert((h, a, b), (t.reason, t.anomaly));
         }
     }
     let orig_host_of_part: Vec<HostId> = domains.iter().map(|d| system.gpu(d[0]).host).collect();
@@ -603,6 +616,8 @@ fn relabel_split(
     system: &System,
     topo: &Topology,
 ) {
+    // One marked text per distinct reason, shared like the reasons themselves.
+    let mut marked: topo_model::fast::HashMap<*const u8, Arc<str>> = Default::default();
     for t in transports.iter_mut().filter(|t| t.inter_node) {
         let ends = [t.from, t.to].map(|r| {
             let node = &system.nodes[system.gpus[r]];
@@ -613,7 +628,9 @@ fn relabel_split(
             && ha == hb
             && let Some((reason, anomaly)) = split_reasons.get(&(ha, a, b))
         {
-            t.reason = format!("{reason}{SPLIT_MARK}").into();
+            t.reason = (marked.entry(reason.as_ptr()))
+                .or_insert_with(|| format!("{reason}{SPLIT_MARK}").into())
+                .clone();
             t.anomaly = anomaly.clone();
         }
     }
@@ -1055,7 +1072,7 @@ fn note_path_effects(
         env.note_effect("NCCL_SHM_DISABLE", format!("SHM refused: {nvl_refused}"));
     }
     if env.is_set("NCCL_NET_GDR_LEVEL") {
-        let gdr = pairs.iter().filter(|p| p.inter_node && p.gdr).count();
+        let gdr = pairs.iter().filter(|p| p.inter_node && p.gdr()).count();
         let inter = pairs.iter().filter(|p| p.inter_node).count();
         env.note_effect(
             "NCCL_NET_GDR_LEVEL",

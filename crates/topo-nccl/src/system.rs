@@ -221,10 +221,16 @@ impl System {
     /// The first CPU of `host`: what that host's ranks read for their CPU rules, since each
     /// rank's system holds its own host only (`ncclTopoComputeCommCPU`, `ncclTopoCpuType`,
     /// NCCL 2.28.9 src/graph/topo.cc: `cpus->nodes[0]`). Dissimilar hosts can differ.
+    ///
+    /// CPUs are kept in host order (`cpu_order`), so the lookup is a binary search: it runs
+    /// once per rank pair, and a scan made 16,384 NVL72 trays take 42 s.
     pub fn host_cpu(&self, host: HostId) -> Option<&CpuAttrs> {
+        let on_host = |c: &&usize| self.nodes[**c].host == host;
+        let i = self.cpus.partition_point(|&c| self.nodes[c].host < host);
         self.cpus
-            .iter()
-            .find(|&&c| self.nodes[c].host == host)
+            .get(i)
+            .filter(on_host)
+            .or_else(|| self.cpus.iter().find(on_host))
             .and_then(|&c| self.nodes[c].cpu.as_ref())
             .or_else(|| self.first_cpu())
     }
@@ -654,16 +660,17 @@ impl System {
                 next += 1;
             }
         }
-        let old = std::mem::take(&mut self.nodes);
-        for (i, mut n) in old.into_iter().enumerate() {
-            if removed[i] {
-                continue;
-            }
-            for l in &mut n.links {
+        // In place: a second list grown by doubling held 46 MB beside the first at 32,768
+        // GPUs (Broadcom switches on every host).
+        let mut i = 0;
+        self.nodes.retain_mut(|n| {
+            let keep = !removed[i];
+            i += 1;
+            for l in n.links.iter_mut().filter(|_| keep) {
                 l.to = remap[l.to];
             }
-            self.nodes.push(n);
-        }
+            keep
+        });
         for v in [
             &mut self.gpus,
             &mut self.nets,

@@ -61,7 +61,11 @@ pub enum P2pFlavour {
 }
 
 /// One connection NCCL could set up from `from` to `to`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// Kept small: one per ordered pair of ranks on a node, 4.67 million at 16,384 NVL72 trays.
+/// The NET fields sit behind a box that pairs on one host rarely fill, and the texts are
+/// shared (`Arc<str>`); serialised with every field flat, as before the box.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PairTransport {
     pub from: usize,
     pub to: usize,
@@ -70,46 +74,129 @@ pub struct PairTransport {
     pub to_dev: i32,
     /// The ranks are on different hosts (or NCCL counts them as different nodes).
     pub inter_node: bool,
-    /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `SHM`, `NET/IB`,
-    /// `NET/Socket`, or `NET/<plugin name>` for an external net plugin.
-    pub transport: Transport,
-    /// GPU→GPU path type before NCCL reroutes refused P2P through the CPU; `None` across hosts.
-    pub path: Option<PathType>,
     /// P2P read mode (`/read`).
     pub read: bool,
     /// Copy-engine P2P (`/CE`).
     pub ce: bool,
+    /// GPU→GPU path type before NCCL reroutes refused P2P through the CPU; `None` across hosts.
+    pub path: Option<PathType>,
+    /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `SHM`, `NET/IB`,
+    /// `NET/Socket`, or `NET/<plugin name>` for an external net plugin.
+    pub transport: Transport,
     /// The relay rank of `P2P/indirect`.
-    pub intermediate: Option<usize>,
-    /// NET: the network name NCCL prints (`IB`, `Socket`, plugin name).
-    pub net: Option<String>,
-    /// NET: plugin device index of the sender's NIC and its name (`mlx5_3`).
-    pub net_dev: Option<i32>,
-    pub nic: Option<String>,
-    /// NET: the sender GPU → NIC path type.
-    pub nic_path: Option<PathType>,
-    /// NET: the PXN proxy rank that sends for `from`, when its NIC path is PXN.
-    pub proxy: Option<usize>,
-    /// NET: GPUDirect RDMA on the send side (`/GDRDMA`) and forced PCIe mapping (`(PCI)`).
-    pub gdr: bool,
-    pub gdr_pci: bool,
-    /// NET: the receiver's NIC and GPUDirect RDMA on the receive side.
-    pub recv_net_dev: Option<i32>,
-    pub recv_gdr: bool,
+    pub intermediate: Option<u32>,
+    /// NET only: both ends' devices.
+    pub net: Option<Box<NetEnds>>,
     /// How NCCL's INFO line ends: `via P2P/CUMEM/read`, `via SHM/direct/direct`,
     /// `[send] via NET/IB/1(1)/GDRDMA`. Shared like `reason`: a few distinct texts over
     /// millions of pairs (4.6 million at 16,384 NVL72 trays).
     pub log_form: Arc<str>,
-    /// NET only: the receiver's line, `[receive] via NET/IB/0/GDRDMA`.
-    pub log_form_recv: Option<String>,
     /// Why this transport and not a better one. Shared: the pairs of hosts alike have the
     /// same few reasons ([`Reasons`]), and a string each was 117 MB at 65,536 GPUs.
     pub reason: Arc<str>,
     /// Set when NVLink-connected GPUs do not use P2P (or only appear to), with the fix.
-    pub anomaly: Option<String>,
+    pub anomaly: Option<Arc<str>>,
+}
+
+/// The NET side of a connection: the sender's NIC and the receiver's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetEnds {
+    /// The network name NCCL prints (`IB`, `Socket`, plugin name).
+    pub name: String,
+    /// Plugin device index of the sender's NIC and its name (`mlx5_3`).
+    pub dev: i32,
+    pub nic: Option<Arc<str>>,
+    /// The sender GPU → NIC path type.
+    pub nic_path: Option<PathType>,
+    /// The PXN proxy rank that sends for `from`, when its NIC path is PXN.
+    pub proxy: Option<usize>,
+    /// GPUDirect RDMA on the send side (`/GDRDMA`) and forced PCIe mapping (`(PCI)`).
+    pub gdr: bool,
+    pub gdr_pci: bool,
+    /// The receiver's NIC and GPUDirect RDMA on the receive side.
+    pub recv_dev: i32,
+    pub recv_gdr: bool,
+    /// The receiver's line, `[receive] via NET/IB/0/GDRDMA`.
+    pub log_form_recv: Arc<str>,
+}
+
+/// The document form of a pair (`topo plan --transports pairs`): every field flat.
+#[derive(Serialize)]
+struct PairWire<'a> {
+    from: usize,
+    to: usize,
+    from_dev: i32,
+    to_dev: i32,
+    inter_node: bool,
+    transport: &'a Transport,
+    path: Option<PathType>,
+    read: bool,
+    ce: bool,
+    intermediate: Option<u32>,
+    net: Option<&'a str>,
+    net_dev: Option<i32>,
+    nic: Option<&'a str>,
+    nic_path: Option<PathType>,
+    proxy: Option<usize>,
+    gdr: bool,
+    gdr_pci: bool,
+    recv_net_dev: Option<i32>,
+    recv_gdr: bool,
+    log_form: &'a str,
+    log_form_recv: Option<&'a str>,
+    reason: &'a str,
+    anomaly: Option<&'a str>,
+}
+
+impl Serialize for PairTransport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let n = self.net.as_deref();
+        PairWire {
+            from: self.from,
+            to: self.to,
+            from_dev: self.from_dev,
+            to_dev: self.to_dev,
+            inter_node: self.inter_node,
+            transport: &self.transport,
+            path: self.path,
+            read: self.read,
+            ce: self.ce,
+            intermediate: self.intermediate,
+            net: n.map(|n| n.name.as_str()),
+            net_dev: n.map(|n| n.dev),
+            nic: n.and_then(|n| n.nic.as_deref()),
+            nic_path: n.and_then(|n| n.nic_path),
+            proxy: n.and_then(|n| n.proxy),
+            gdr: self.gdr(),
+            gdr_pci: n.is_some_and(|n| n.gdr_pci),
+            recv_net_dev: n.map(|n| n.recv_dev),
+            recv_gdr: n.is_some_and(|n| n.recv_gdr),
+            log_form: &self.log_form,
+            log_form_recv: n.map(|n| &*n.log_form_recv),
+            reason: &self.reason,
+            anomaly: self.anomaly.as_deref(),
+        }
+        .serialize(s)
+    }
 }
 
 impl PairTransport {
+    /// GPUDirect RDMA on the send side of a NET connection.
+    pub fn gdr(&self) -> bool {
+        self.net.as_ref().is_some_and(|n| n.gdr)
+    }
+    /// The sender's NIC of a NET connection (`mlx5_3`).
+    pub fn nic(&self) -> Option<&str> {
+        self.net.as_ref().and_then(|n| n.nic.as_deref())
+    }
+    /// The PXN proxy rank of a NET connection.
+    pub fn proxy(&self) -> Option<usize> {
+        self.net.as_ref().and_then(|n| n.proxy)
+    }
+    /// The relay rank of `P2P/indirect`.
+    pub fn relay(&self) -> Option<usize> {
+        self.intermediate.map(|r| r as usize)
+    }
     /// The INFO line NCCL logs for this connection (without the `host:pid:tid [dev] NCCL
     /// INFO` prefix). SHM lines carry no connection index.
     pub fn info_line(&self, channel: u32, conn_index: u32) -> String {
@@ -126,10 +213,10 @@ impl PairTransport {
 
     /// The receiver's INFO line of a NET connection (printed as sender -> receiver).
     pub fn recv_info_line(&self, channel: u32, conn_index: u32) -> Option<String> {
-        self.log_form_recv.as_ref().map(|f| {
+        self.net.as_ref().map(|n| {
             format!(
-                "Channel {channel:02}/{conn_index} : {}[{}] -> {}[{}] {f}",
-                self.from, self.from_dev, self.to, self.to_dev
+                "Channel {channel:02}/{conn_index} : {}[{}] -> {}[{}] {}",
+                self.from, self.from_dev, self.to, self.to_dev, n.log_form_recv
             )
         })
     }
@@ -187,6 +274,11 @@ struct Ctx<'a> {
     tp: &'a TransportPolicy,
     cumem: (bool, String),
     net: (String, String),
+    /// Each rank's send and receive side, made once: a host split per socket has a NET
+    /// connection for half its pairs, 1.6 million at 16,384 hosts.
+    sides: Vec<[OnceLock<NetSide>; 2]>,
+    /// The sides' texts, shared: ranks at the same place on every host have the same ones.
+    side_texts: std::sync::Mutex<Reasons>,
 }
 
 /// Every connection NCCL could set up (see the module comment for which pairs), in order:
@@ -418,7 +510,7 @@ fn repeat(
     local_ranks: usize,
     shared: &mut Reasons,
 ) -> PairTransport {
-    if p.intermediate.is_some() || p.proxy.is_some() {
+    if p.intermediate.is_some() || p.proxy().is_some() {
         let mut q = ctx.same_host(on(p.from), on(p.to), local_ranks);
         shared.share_texts(&mut q);
         return q;
@@ -481,6 +573,8 @@ impl<'a> Ctx<'a> {
             raw: OnceLock::new(),
             cumem: tp.cumem_enabled(),
             net: tp.net_name(!sys.nets.is_empty()),
+            sides: (0..sys.gpus.len()).map(|_| Default::default()).collect(),
+            side_texts: Default::default(),
             pp,
             tp,
         }
@@ -771,11 +865,14 @@ impl<'a> Ctx<'a> {
             let mut p = self.net_pair(a, b, true, Some(why.clone()));
             p.path = Some(raw);
             if self.nvlinked(a, b) {
-                p.anomaly = Some(format!(
-                    "{} between NVLink-connected GPUs ({raw}) on one host (NVIDIA/nccl#1781): \
-                     {why}; fix: {fix}",
-                    p.transport
-                ));
+                p.anomaly = Some(
+                    format!(
+                        "{} between NVLink-connected GPUs ({raw}) on one host \
+                         (NVIDIA/nccl#1781): {why}; fix: {fix}",
+                        p.transport
+                    )
+                    .into(),
+                );
             }
             return p;
         }
@@ -825,6 +922,7 @@ impl<'a> Ctx<'a> {
                     "{t} between NVLink-connected GPUs ({raw}): {cause}; fix: {}",
                     refusal.fix
                 )
+                .into()
             })
         };
         match shm_refused {
@@ -901,6 +999,7 @@ impl<'a> Ctx<'a> {
                  namespaces and all GPUs visible (NVIDIA/nccl#1781 saw no NVLink traffic); \
                  fix: run the ranks of a host in one container that sees all its GPUs"
             )
+            .into()
         });
         PairTransport {
             from_dev: dev_of(self.sys, a),
@@ -909,7 +1008,7 @@ impl<'a> Ctx<'a> {
             path: Some(raw),
             read,
             ce,
-            intermediate,
+            intermediate: intermediate.map(|r| r as u32),
             log_form: log_form.into(),
             reason: why.into(),
             anomaly,
@@ -920,46 +1019,56 @@ impl<'a> Ctx<'a> {
     /// A NET connection `a → b`: the sender's NIC (PXN proxy, GDR read side) and the
     /// receiver's NIC (GDR write side), as `sendSetup`/`recvSetup` in src/transport/net.cc.
     fn net_pair(&self, a: usize, b: usize, inter: bool, why: Option<String>) -> PairTransport {
-        let (name, net_why) = (&self.net.0, &self.net.1);
-        let send = self.net_side(a, true);
-        let recv = self.net_side(b, false);
-        let transport = Transport::Net(Net::from_name(name));
-        let pci = |s: &NetSide| if s.gdr_pci { "(PCI)" } else { "" };
-        let gdr = |s: &NetSide| if s.gdr { "/GDRDMA" } else { "" };
-        let proxy = send.proxy.map(|p| format!("({p})")).unwrap_or_default();
-        let log_form = format!(
-            "[send] via NET/{name}/{}{proxy}{}{}",
-            send.dev,
-            gdr(&send),
-            pci(&send)
-        );
-        let log_form_recv = format!(
-            "[receive] via NET/{name}/{}{}{}",
-            recv.dev,
-            gdr(&recv),
-            pci(&recv)
-        );
-        let head = why.unwrap_or_else(|| "different hosts: only the network connects them".into());
-        let reason = format!("{head}; {transport} because {net_why}; {}", send.why);
+        let send = self.side(a, true);
+        let recv = self.side(b, false);
+        let transport = Transport::Net(Net::from_name(&self.net.0));
+        let reason = match why {
+            Some(head) => format!("{head}; {}", send.reason).into(),
+            None => send.inter_reason.clone(),
+        };
         PairTransport {
             from_dev: dev_of(self.sys, a),
             to_dev: dev_of(self.sys, b),
             inter_node: inter,
             transport,
-            net: Some(name.clone()),
-            net_dev: Some(send.dev),
-            nic: send.nic,
-            nic_path: send.nic_path,
-            proxy: send.proxy,
-            gdr: send.gdr,
-            gdr_pci: send.gdr_pci,
-            recv_net_dev: Some(recv.dev),
-            recv_gdr: recv.gdr,
-            log_form: log_form.into(),
-            log_form_recv: Some(log_form_recv),
-            reason: reason.into(),
+            net: Some(Box::new(NetEnds {
+                name: self.net.0.clone(),
+                dev: send.dev,
+                nic: send.nic.clone(),
+                nic_path: send.nic_path,
+                proxy: send.proxy,
+                gdr: send.gdr,
+                gdr_pci: send.gdr_pci,
+                recv_dev: recv.dev,
+                recv_gdr: recv.gdr,
+                log_form_recv: recv.form.clone(),
+            })),
+            log_form: send.form.clone(),
+            reason,
             ..empty(a, b)
         }
+    }
+
+    /// `rank`'s side of its NET connections, made on first use.
+    fn side(&self, rank: usize, send: bool) -> &NetSide {
+        self.sides[rank][usize::from(!send)].get_or_init(|| {
+            let mut side = self.net_side(rank, send);
+            let (name, net_why) = (&self.net.0, &self.net.1);
+            let proxy = side.proxy.map(|p| format!("({p})")).unwrap_or_default();
+            let gdr = if side.gdr { "/GDRDMA" } else { "" };
+            let pci = if side.gdr_pci { "(PCI)" } else { "" };
+            let dir = if send { "[send]" } else { "[receive]" };
+            let form = format!("{dir} via NET/{name}/{}{proxy}{gdr}{pci}", side.dev);
+            let transport = Transport::Net(Net::from_name(name));
+            let reason = format!("{transport} because {net_why}; {}", side.why);
+            let inter = format!("different hosts: only the network connects them; {reason}");
+            let mut texts = self.side_texts.lock().unwrap_or_else(|e| e.into_inner());
+            side.form = texts.share(&form);
+            side.reason = texts.share(&reason);
+            side.inter_reason = texts.share(&inter);
+            side.why = String::new();
+            side
+        })
     }
 
     fn net_side(&self, rank: usize, send: bool) -> NetSide {
@@ -983,7 +1092,7 @@ impl<'a> Ctx<'a> {
         let g = sys.gpus[rank];
         let n = sys.nets[ni];
         let attrs = sys.nodes[n].net.as_ref();
-        let nic = attrs.map(|x| x.name.clone());
+        let nic: Option<Arc<str>> = attrs.map(|x| x.name.as_str().into());
         let dev = attrs.map(|x| x.dev).unwrap_or(ni as i32);
         let path = self.paths.get(g, n);
         let nic_path = path.map(|p| p.ty);
@@ -1000,7 +1109,9 @@ impl<'a> Ctx<'a> {
         };
         let gc = paths::check_gdr(sys, self.paths, &self.pp, rank, ni, send);
         let gdr_pci = gc.enabled && self.pci_mode(g, gc.distance);
-        let name = nic.clone().unwrap_or_else(|| format!("NET {dev}"));
+        let name = nic
+            .as_deref()
+            .map_or_else(|| format!("NET {dev}"), String::from);
         let side = if send { "sends on" } else { "receives on" };
         let mut why = match proxy {
             Some(p) => format!(
@@ -1028,6 +1139,7 @@ impl<'a> Ctx<'a> {
             gdr: gc.enabled,
             gdr_pci,
             why,
+            ..Default::default()
         }
     }
 
@@ -1059,12 +1171,18 @@ impl<'a> Ctx<'a> {
 #[derive(Default)]
 struct NetSide {
     dev: i32,
-    nic: Option<String>,
+    nic: Option<Arc<str>>,
     nic_path: Option<PathType>,
     proxy: Option<usize>,
     gdr: bool,
     gdr_pci: bool,
     why: String,
+    /// NCCL's `[send] via NET/IB/1(1)/GDRDMA` (or `[receive] …`) for this side.
+    form: Arc<str>,
+    /// The reason's tail (`NET/IB because …; sends on mlx5_0 …`), and the whole reason of
+    /// an inter-node connection.
+    reason: Arc<str>,
+    inter_reason: Arc<str>,
 }
 
 fn read_note(tp: &TransportPolicy, read: bool, topo_read: bool) -> String {
@@ -1089,16 +1207,7 @@ fn empty(a: usize, b: usize) -> PairTransport {
         ce: false,
         intermediate: None,
         net: None,
-        net_dev: None,
-        nic: None,
-        nic_path: None,
-        proxy: None,
-        gdr: false,
-        gdr_pci: false,
-        recv_net_dev: None,
-        recv_gdr: false,
         log_form: "".into(),
-        log_form_recv: None,
         reason: "".into(),
         anomaly: None,
     }

@@ -182,7 +182,7 @@ mod tests {
         let mut g = Gpu::new("0000:a4:00.0".parse().unwrap(), 0);
         g.sm = Some(sm);
         g.pcie = gpu;
-        let g = t.add_child(br, NodeKind::Gpu(g));
+        let g = t.add_child(br, NodeKind::gpu(g));
         (t, br, g)
     }
 

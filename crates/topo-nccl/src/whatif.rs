@@ -116,7 +116,7 @@ pub fn classify(name: &str) -> Option<EnvEntry> {
 fn nics(p: &Plan) -> BTreeSet<String> {
     p.transports
         .iter()
-        .filter_map(|t| t.nic.clone())
+        .filter_map(|t| t.nic().map(String::from))
         .collect::<BTreeSet<_>>()
 }
 

@@ -1,8 +1,9 @@
 //! How topo lays out JSON: serde_json's pretty layout (two spaces a level), except that an
 //! array of numbers stays on one line, and so, below the top-level fields, do an array of
-//! strings and an object of such values that fits in [`LINE`] characters. A ring order, a tree rank
-//! `{"rank": 9, "up": 8, "down": [10, -1, -1]}` or a path then costs one line instead of
-//! one per value: at 131,072 GPUs the plan is 2.4 times smaller for it (issue 28).
+//! strings and an object of such values that fits in [`LINE`] characters. A ring order, a tree's
+//! column of parents or a path `{"from": 0, "to": 1, "type": "NVL", "bw_gbps": 20.0}` then
+//! costs one line instead of one per value: at 131,072 GPUs the plan is 2.4 times smaller for
+//! it (issue 28).
 //!
 //! serde_json hands the formatter one token at a time, so whether an object fits is not
 //! known until it ends: its bytes are kept both ways ([`Trial`]) until it closes on one

@@ -396,7 +396,7 @@ fn transports_section(out: &mut String, p: &Plan, style: Style) {
     let mut anomalies: BTreeMap<&str, usize> = BTreeMap::new();
     for t in &p.transports {
         if let Some(a) = &t.anomaly {
-            *anomalies.entry(a.as_str()).or_default() += 1;
+            *anomalies.entry(&**a).or_default() += 1;
         }
     }
     for (a, n) in anomalies {

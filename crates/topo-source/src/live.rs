@@ -532,7 +532,7 @@ impl Builder<'_> {
             g.subsystem_device = f.subsystem_device;
             g.gdr = Some(self.gdr);
             g.pcie = pcie;
-            NodeKind::Gpu(g)
+            NodeKind::gpu(g)
         } else if self.nic_functions.contains(&b) {
             NodeKind::Nic(Nic {
                 busid: Some(b),

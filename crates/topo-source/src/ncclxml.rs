@@ -662,7 +662,7 @@ impl<'a> Builder<'a> {
             g.subsystem_device = ids[3];
             g.pcie = pcie;
             g.nvlink = NvlinkInfo::Unknown(SKELETON_NVLINK_REASON.into());
-            self.topo.add_child(parent, NodeKind::Gpu(g))
+            self.topo.add_child(parent, NodeKind::gpu(g))
         } else if class.is_some_and(class::is_network) {
             self.skeleton_nics += 1;
             let nic = Nic {
@@ -778,7 +778,7 @@ impl<'a> Builder<'a> {
             g.nvlink = NvlinkInfo::Unknown(HANDWRITTEN_NVLINK_REASON.into());
             self.handwritten_no_nvlink += 1;
         }
-        let n = self.topo.add_child(parent, NodeKind::Gpu(g));
+        let n = self.topo.add_child(parent, NodeKind::gpu(g));
         self.nvlinks
             .extend(entries.into_iter().map(|el| Pending { from: n, el }));
         if let Some(el) = c2c {

@@ -625,8 +625,8 @@ fn add_missing_gpu(topo: &mut Topology, g: &NvmlGpu, busid: BusId) -> NodeIndex 
         "GPU {busid} reported by NVML is missing from sysfs: attached to its CPU directly"
     ));
     match cpu {
-        Some(c) => topo.add_child(c, NodeKind::Gpu(gpu)),
-        None => topo.add_node(0, None, NodeKind::Gpu(gpu)),
+        Some(c) => topo.add_child(c, NodeKind::gpu(gpu)),
+        None => topo.add_node(0, None, NodeKind::gpu(gpu)),
     }
 }
 
@@ -749,7 +749,7 @@ mod tests {
         );
         let g0 = t.add_child(
             cpu,
-            NodeKind::Gpu(Gpu::new(BusId::parse("0000:07:00.0").unwrap(), 0)),
+            NodeKind::gpu(Gpu::new(BusId::parse("0000:07:00.0").unwrap(), 0)),
         );
         // GPU 0: 2 lanes to the peer GPU, 3 to a hidden (all-f) switch, 1 inactive, 1 with P2P
         // unsupported. GPU 1 exists only in NVML.

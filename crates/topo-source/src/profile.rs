@@ -1126,7 +1126,7 @@ fn add_items(
                     g.fabric = fabric_info.clone();
                 }
                 let bus = g.busid;
-                let idx = topo.add_child(parent, NodeKind::Gpu(*g));
+                let idx = topo.add_child(parent, NodeKind::gpu(*g));
                 gpu_node.insert(bus, idx);
                 if let Some(c) = c2c {
                     c2c_links.push((idx, c));

@@ -541,7 +541,7 @@ fn add_device(b: &mut Build, m: &Matrix, d: usize, parent: NodeIndex) {
         .strip_prefix("GPU")
         .and_then(|x| x.parse::<i32>().ok())
     {
-        b.t.add_child(parent, NodeKind::Gpu(Gpu::new(busid, i)))
+        b.t.add_child(parent, NodeKind::gpu(Gpu::new(busid, i)))
     } else {
         let name = m.nic_legend.get(label).cloned().unwrap_or(label.clone());
         let ethernet = name.starts_with("eth") || name.starts_with("en");

@@ -240,7 +240,7 @@ impl Builder<'_> {
                 g.pcie = pcie;
                 g.gdr = Some(self.gdr);
                 g.nvlink = NvlinkInfo::Known;
-                NodeKind::Gpu(g)
+                NodeKind::gpu(g)
             }
             "NIC" => NodeKind::Nic(Nic {
                 busid: Some(busid),
@@ -338,7 +338,7 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
         let mut g = Gpu::new(busid, r.nvml_dev.unwrap_or(-1));
         g.rank = Some(r.rank as i32);
         g.nvlink = NvlinkInfo::Unknown("an NCCL log without a `=== System` block".into());
-        t.add_child(cpu, NodeKind::Gpu(g));
+        t.add_child(cpu, NodeKind::gpu(g));
     }
     t.connect_cpus();
     t.warn("the log has no `=== System` block (NCCL_DEBUG_SUBSYS=GRAPH): only the GPUs its ranks used are known, not how they connect");

@@ -21,7 +21,7 @@ fn one(
     );
     let mut g = Gpu::new("0000:a4:00.0".parse().unwrap(), 0);
     g.pcie = gpu;
-    let gn = t.add_child(br, NodeKind::Gpu(g));
+    let gn = t.add_child(br, NodeKind::gpu(g));
     (t, br, gn)
 }
 

@@ -110,7 +110,7 @@ pub(crate) fn one_gpu_socket_host() -> Topology {
     let mut g = Gpu::new(BusId::new(0, 0x11, 0, 0), 0);
     g.sm = Some(90);
     g.pcie = gen5.clone();
-    t.add_child(sw, NodeKind::Gpu(g));
+    t.add_child(sw, NodeKind::gpu(g));
     let nic = t.add_child(
         cpu,
         NodeKind::Nic(Nic {
@@ -773,7 +773,7 @@ fn grace_hopper_pair() -> Topology {
         g.sm = Some(90);
         g.gdr = Some(true);
         g.pcie = PcieLink::new(Some("16.0 GT/s PCIe"), Some(16));
-        let gi = t.add_child(cpu, NodeKind::Gpu(g));
+        let gi = t.add_child(cpu, NodeKind::gpu(g));
         t.add_nvlink(gi, nvs, 18);
         let c2c = Link {
             kind: LinkKind::C2c,

@@ -397,7 +397,7 @@ fn anomaly_names_the_fix() {
     let p = net.pair(3, 5);
     assert_eq!(&*p.log_form, "[send] via NET/IB/3/GDRDMA");
     assert_eq!(
-        p.log_form_recv.as_deref(),
+        p.net.as_ref().map(|n| &*n.log_form_recv),
         Some("[receive] via NET/IB/5/GDRDMA")
     );
     assert!(!p.inter_node);
@@ -493,7 +493,7 @@ fn net_faster_than_cross_socket_path() {
     assert_eq!(p.transport, Transport::Net(Net::Ib));
     assert_eq!(&*p.log_form, "[send] via NET/IB/0/GDRDMA");
     assert_eq!(
-        p.log_form_recv.as_deref(),
+        p.net.as_ref().map(|n| &*n.log_form_recv),
         Some("[receive] via NET/IB/1/GDRDMA")
     );
     assert!(p.reason.contains("ncclTopoCheckNet"), "{}", p.reason);
@@ -544,7 +544,7 @@ fn containers_per_gpu_issue_1781() {
     let p = sock.pair(0, 1);
     assert_eq!(p.transport, Transport::Net(Net::Socket));
     assert_eq!(&*p.log_form, "[send] via NET/Socket/0");
-    assert!(!p.gdr);
+    assert!(!p.gdr());
     assert!(
         p.reason.contains("NCCL_NET=Socket selects it"),
         "{}",
@@ -600,13 +600,13 @@ fn two_nodes_rail_aligned() {
         assert_eq!(p.to, (p.from + 8) % 16);
         let dev = p.from % 8;
         assert_eq!(p.transport, Transport::Net(Net::Ib));
-        assert_eq!(p.net_dev, Some(dev as i32));
-        assert_eq!(p.nic.as_deref(), Some(format!("mlx5_{dev}").as_str()));
-        assert_eq!(p.nic_path, Some(PathType::Pix));
-        assert_eq!(p.proxy, None);
+        assert_eq!(p.net.as_ref().map(|n| n.dev), Some(dev as i32));
+        assert_eq!(p.nic(), Some(format!("mlx5_{dev}").as_str()));
+        assert_eq!(p.net.as_ref().and_then(|n| n.nic_path), Some(PathType::Pix));
+        assert_eq!(p.proxy(), None);
         assert_eq!(&*p.log_form, format!("[send] via NET/IB/{dev}/GDRDMA"));
         assert_eq!(
-            p.log_form_recv.as_deref(),
+            p.net.as_ref().map(|n| &*n.log_form_recv),
             Some(format!("[receive] via NET/IB/{dev}/GDRDMA").as_str())
         );
         assert!(p.reason.starts_with("different hosts"), "{}", p.reason);
@@ -631,15 +631,19 @@ fn pxn_proxies_for_gpus_without_a_nic() {
     let r = run(&t, PathPolicy::default(), TransportPolicy::default());
     for (rank, nic) in [(0usize, 0i32), (1, 1), (2, 2), (3, 3)] {
         let p = r.pair(rank, rank + 8);
-        assert_eq!(p.proxy, None);
+        assert_eq!(p.proxy(), None);
         assert_eq!(&*p.log_form, format!("[send] via NET/IB/{nic}/GDRDMA"));
     }
     // The local NET index is the NVML index bit-mirrored over the 4 NICs: 4→0, 5→2, 6→1, 7→3.
     for (rank, nic) in [(4usize, 0i32), (5, 2), (6, 1), (7, 3)] {
         let p = r.pair(rank, rank + 8);
-        assert_eq!(p.nic_path, Some(PathType::Pxn), "rank {rank}");
-        assert_eq!(p.proxy, Some(nic as usize), "rank {rank}");
-        assert_eq!(p.net_dev, Some(nic));
+        assert_eq!(
+            p.net.as_ref().and_then(|n| n.nic_path),
+            Some(PathType::Pxn),
+            "rank {rank}"
+        );
+        assert_eq!(p.proxy(), Some(nic as usize), "rank {rank}");
+        assert_eq!(p.net.as_ref().map(|n| n.dev), Some(nic));
         assert_eq!(
             &*p.log_form,
             format!("[send] via NET/IB/{nic}({nic})/GDRDMA")
@@ -649,7 +653,7 @@ fn pxn_proxies_for_gpus_without_a_nic() {
             "{}",
             p.reason
         );
-        assert!(p.gdr);
+        assert!(p.gdr());
     }
     assert_eq!(summary(&r.pairs).pxn, 8);
     // NCCL_PXN_DISABLE=1: the GPU's own path through the CPU, no proxy, no GDR (PHB > PXB).
@@ -662,9 +666,9 @@ fn pxn_proxies_for_gpus_without_a_nic() {
         TransportPolicy::default(),
     );
     let p = off.pair(4, 12);
-    assert_eq!(p.proxy, None);
-    assert_eq!(p.nic_path, Some(PathType::Phb));
-    assert!(!p.gdr);
+    assert_eq!(p.proxy(), None);
+    assert_eq!(p.net.as_ref().and_then(|n| n.nic_path), Some(PathType::Phb));
+    assert!(!p.gdr());
     assert!(
         p.reason.contains("exceeds the GDR level PXB"),
         "{}",
@@ -680,10 +684,13 @@ fn nics_without_gdr() {
     assert_eq!(p.transport, Transport::Net(Net::Ib));
     // Without GDR every GPU→NIC path is rerouted through the CPU (PHB, same bandwidth), so
     // all four NICs are "local" and the NVML index is bit-mirrored over them: 2 → NIC 1.
-    assert_eq!(p.nic_path, Some(PathType::Phb));
+    assert_eq!(p.net.as_ref().and_then(|n| n.nic_path), Some(PathType::Phb));
     assert_eq!(&*p.log_form, "[send] via NET/IB/1");
-    assert_eq!(p.log_form_recv.as_deref(), Some("[receive] via NET/IB/1"));
-    assert!(!p.gdr && !p.recv_gdr);
+    assert_eq!(
+        p.net.as_ref().map(|n| &*n.log_form_recv),
+        Some("[receive] via NET/IB/1")
+    );
+    assert!(!p.gdr() && !p.net.as_ref().is_some_and(|n| n.recv_gdr));
     assert!(
         p.reason
             .contains("no GPUDirect RDMA: the NIC does not support GPUDirect RDMA (gdr=0)"),
@@ -1150,7 +1157,7 @@ fn v100_with_p2p_off_cross_socket_goes_net() {
     // paths are rerouted through the CPU, so ncclTopoCheckGdr sees none: no GDRDMA on send.
     assert_eq!(&*p.log_form, "[send] via NET/IB/1");
     assert_eq!(
-        p.log_form_recv.as_deref(),
+        p.net.as_ref().map(|n| &*n.log_form_recv),
         Some("[receive] via NET/IB/2/GDRDMA")
     );
     assert!(p.reason.contains("ncclTopoCheckNet"), "{}", p.reason);

@@ -156,8 +156,8 @@ pub fn summary(pairs: &[PairTransport]) -> TransportSummary {
     for p in pairs {
         *s.counts.entry(p.transport.clone()).or_default() += 1;
         s.read += usize::from(p.read);
-        s.gdr += usize::from(p.gdr);
-        s.pxn += usize::from(p.proxy.is_some());
+        s.gdr += usize::from(p.gdr());
+        s.pxn += usize::from(p.proxy().is_some());
         s.anomalies += usize::from(p.anomaly.is_some());
     }
     s

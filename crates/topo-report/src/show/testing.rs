@@ -90,10 +90,10 @@ pub fn pcie_2socket() -> Topology {
     let l40s = |b: &str, dev: i32| gpu(b, dev, "NVIDIA L40S", 0x26b9, 89, gen4);
     let rp_a = t.add_child(c0, switch("0000:00:01.0", gen4, 16));
     let s1 = t.add_child(rp_a, switch("0000:01:00.0", gen4, 16));
-    t.add_child(s1, NodeKind::Gpu(l40s("0000:02:00.0", 0)));
-    t.add_child(s1, NodeKind::Gpu(l40s("0000:03:00.0", 1)));
+    t.add_child(s1, NodeKind::gpu(l40s("0000:02:00.0", 0)));
+    t.add_child(s1, NodeKind::gpu(l40s("0000:03:00.0", 1)));
     let s2 = t.add_child(s1, switch("0000:04:00.0", gen4, 16));
-    t.add_child(s2, NodeKind::Gpu(l40s("0000:05:00.0", 2)));
+    t.add_child(s2, NodeKind::gpu(l40s("0000:05:00.0", 2)));
     let n0 = t.add_child(s2, nic("0000:06:00.0", 0x101b, gen4, 16));
     t.add_child(n0, net("mlx5_0", 0, 200, Some("InfiniBand"), true));
     let rp_b = t.add_child(c0, switch("0000:00:03.0", gen4, 16));
@@ -102,7 +102,7 @@ pub fn pcie_2socket() -> Topology {
     g3.pcie.max_width = Some(16);
     g3.pcie.cur_speed = Some("2.5 GT/s PCIe".into());
     g3.pcie.cur_width = Some(16);
-    t.add_child(rp_b, NodeKind::Gpu(g3));
+    t.add_child(rp_b, NodeKind::gpu(g3));
     t.add_child(
         c0,
         NodeKind::PciDevice(PciDevice {
@@ -116,14 +116,14 @@ pub fn pcie_2socket() -> Topology {
     );
     let rp_c = t.add_child(c1, switch("0000:80:01.0", gen4, 16));
     let s3 = t.add_child(rp_c, switch("0000:81:00.0", gen4, 16));
-    t.add_child(s3, NodeKind::Gpu(l40s("0000:82:00.0", 4)));
+    t.add_child(s3, NodeKind::gpu(l40s("0000:82:00.0", 4)));
     let n1 = t.add_child(s3, nic("0000:83:00.0", 0x101b, gen4, 16));
     t.add_child(n1, net("mlx5_1", 1, 200, Some("InfiniBand"), true));
     let rp_d = t.add_child(c1, switch("0000:c0:01.0", gen4, 16));
     let mut g5 = l40s("0000:c1:00.0", 5);
     g5.pcie.max_speed = Some("32.0 GT/s PCIe".into());
     g5.pcie.max_width = Some(16);
-    t.add_child(rp_d, NodeKind::Gpu(g5));
+    t.add_child(rp_d, NodeKind::gpu(g5));
     t.connect_cpus();
     t
 }
@@ -140,8 +140,8 @@ pub fn nvlink_bridge() -> Topology {
     let gen4 = "16.0 GT/s PCIe";
     let c0 = cpu(&mut t, 0, "0-47", "AuthenticAMD", 1);
     let a6000 = |b: &str, dev: i32| gpu(b, dev, "NVIDIA RTX A6000", 0x2230, 86, gen4);
-    let g0 = t.add_child(c0, NodeKind::Gpu(a6000("0000:21:00.0", 0)));
-    let g1 = t.add_child(c0, NodeKind::Gpu(a6000("0000:41:00.0", 1)));
+    let g0 = t.add_child(c0, NodeKind::gpu(a6000("0000:21:00.0", 0)));
+    let g1 = t.add_child(c0, NodeKind::gpu(a6000("0000:41:00.0", 1)));
     t.add_nvlink(g0, g1, 4);
     t.add_nvlink(g1, g0, 4);
     let n = t.add_child(
@@ -212,7 +212,7 @@ pub fn unknown_nvlink() -> Topology {
     for (i, b) in ["0000:18:00.0", "0000:2a:00.0"].iter().enumerate() {
         let mut g = gpu(b, i as i32, "NVIDIA H100 80GB HBM3", 0x2330, 90, gen5);
         g.nvlink = NvlinkInfo::Unknown("no NVML".into());
-        t.add_child(c0, NodeKind::Gpu(g));
+        t.add_child(c0, NodeKind::gpu(g));
     }
     t.connect_cpus();
     t
@@ -248,7 +248,7 @@ pub fn vm_bridges() -> Topology {
         "32.0 GT/s PCIe",
     );
     g.pcie.width = Some(0);
-    t.add_child(br, NodeKind::Gpu(g));
+    t.add_child(br, NodeKind::gpu(g));
     let n = t.add_child(br, nic("0000:03:00.0", 0x101e, "32.0 GT/s PCIe", 0));
     t.add_child(n, net("mlx5_0", 0, 200, Some("InfiniBand"), true));
     t.connect_cpus();
@@ -281,7 +281,7 @@ pub fn two_rails(ports: bool) -> Topology {
             gen5,
         );
         g.nvlink = NvlinkInfo::Unknown("skeleton file".into());
-        t.add_child(sw, NodeKind::Gpu(g));
+        t.add_child(sw, NodeKind::gpu(g));
         let n = t.add_child(
             sw,
             nic(

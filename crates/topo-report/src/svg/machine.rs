@@ -150,7 +150,7 @@ fn anomalies(ctx: &Ctx) -> BTreeMap<u16, Vec<Anomaly>> {
             a,
             b,
             transport: p.transport.to_string(),
-            text: text.clone(),
+            text: text.to_string(),
         });
     }
     out
