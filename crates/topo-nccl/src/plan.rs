@@ -604,9 +604,9 @@ fn build_with(
     let (table, crossovers, tuner_rows) = choices(a, req)?;
     let (rings, trees) = rings_and_trees(a);
     let (costs_explain, costs_disabled) = cost_notes(a);
-    let p2p_checks =
-        transport_view::check_p2p_type(sys, &a.paths, &a.path_policy, &a.transport_policy);
-    let p2p_type = p2p_checks.first().and_then(|c| c.log_line.clone());
+    let p2p_check =
+        transport_view::check_p2p_type_first(sys, &a.paths, &a.path_policy, &a.transport_policy);
+    let p2p_type = p2p_check.and_then(|c| c.log_line);
     let log = init_log(a, p2p_type.as_deref());
     let TransportViews {
         classes: transport_classes,

@@ -276,7 +276,7 @@ struct Ctx<'a> {
     net: (String, String),
     /// Each rank's send and receive side, made once: a host split per socket has a NET
     /// connection for half its pairs, 1.6 million at 16,384 hosts.
-    sides: Vec<[OnceLock<NetSide>; 2]>,
+    sides: Vec<[OnceLock<Box<NetSide>>; 2]>,
     /// The sides' texts, shared: ranks at the same place on every host have the same ones.
     side_texts: std::sync::Mutex<Reasons>,
 }
@@ -1052,7 +1052,7 @@ impl<'a> Ctx<'a> {
     /// `rank`'s side of its NET connections, made on first use.
     fn side(&self, rank: usize, send: bool) -> &NetSide {
         self.sides[rank][usize::from(!send)].get_or_init(|| {
-            let mut side = self.net_side(rank, send);
+            let mut side = Box::new(self.net_side(rank, send));
             let (name, net_why) = (&self.net.0, &self.net.1);
             let proxy = side.proxy.map(|p| format!("({p})")).unwrap_or_default();
             let gdr = if side.gdr { "/GDRDMA" } else { "" };

@@ -1,7 +1,7 @@
 //! Transport choice on machines built in code, and the real logs of
 //! /work/shared/realdata/nccl-logs reproduced where their topology can be built.
 
-use super::view::{P2pTypeCheck, check_p2p_type, matrices, summary};
+use super::view::{P2pTypeCheck, check_p2p_type, check_p2p_type_first, matrices, summary};
 use super::*;
 use crate::paths::PathPolicy;
 use topo_model::testing::hgx;
@@ -768,6 +768,20 @@ fn nvml_disabled_p2p() {
         t2[0].log_line.as_deref(),
         Some("Check P2P Type isAllDirectP2p 0 directMode 0 isAllCudaP2p 0")
     );
+}
+
+/// The plan's line is the first node's: checking that node alone gives the same flags as
+/// checking every node.
+#[test]
+fn the_first_nodes_p2p_type_is_the_first_of_all_nodes() {
+    for t in [hgx(8, 90).replicate(3), dgx1_v100().replicate(2)] {
+        let r = run(&t, PathPolicy::default(), TransportPolicy::default());
+        let all = r.p2p_type();
+        assert_eq!(all.len(), t.host_count());
+        let first = check_p2p_type_first(&r.sys, &r.paths, &r.pp, &r.tp);
+        assert_eq!(first.as_ref(), all.first());
+        assert!(first.is_some_and(|c| c.log_line.is_some()));
+    }
 }
 
 #[test]

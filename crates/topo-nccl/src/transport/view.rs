@@ -190,6 +190,27 @@ pub fn check_p2p_type(
     path_policy: &PathPolicy,
     tp: &TransportPolicy,
 ) -> Vec<P2pTypeCheck> {
+    p2p_type_checks(sys, paths, path_policy, tp, usize::MAX)
+}
+
+/// [`check_p2p_type`] of the first node only: the line a plan prints (rank 0's), without
+/// checking every pair of 16,384 other nodes.
+pub fn check_p2p_type_first(
+    sys: &System,
+    paths: &Paths,
+    path_policy: &PathPolicy,
+    tp: &TransportPolicy,
+) -> Option<P2pTypeCheck> {
+    p2p_type_checks(sys, paths, path_policy, tp, 1).pop()
+}
+
+fn p2p_type_checks(
+    sys: &System,
+    paths: &Paths,
+    path_policy: &PathPolicy,
+    tp: &TransportPolicy,
+    nodes: usize,
+) -> Vec<P2pTypeCheck> {
     let ctx = super::Ctx::new(sys, paths, path_policy, tp);
     let minor = tp.minor;
     let nhosts = sys
@@ -206,6 +227,7 @@ pub fn check_p2p_type(
     let isolated = ctx.pp.isolated_ranks;
     groups
         .into_iter()
+        .take(nodes)
         .map(|ranks| {
             let mut all_direct = true;
             let mut all_cuda = true;
