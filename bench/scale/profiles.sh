@@ -4,13 +4,16 @@
 # text), each run once by this build and, when BEFORE_BIN is set, by that build right after,
 # so both see the same load. Columns: user CPU s, wall s, peak RSS MiB, output MB (10^6
 # bytes, the bound's unit) and which bound the run misses (5 s user, 1.5 GB = 1,430.5 MiB
-# peak, 256 MB = 256,000,000 bytes of JSON).
+# peak, 256 MB = 256,000,000 bytes of JSON). REPEAT=N runs each command N times and keeps the
+# run of median user time: on a shared VM one run of the same command varies by a fifth.
 #   TOPO_BIN=target/release/topo [BEFORE_BIN=...] [PROFILES="gb200-nvl72 aws-p5"] \
-#     [NODES=16384] bench/scale/profiles.sh > table.md
+#     [NODES=16384] [REPEAT=3] [WHAT="plan json"] bench/scale/profiles.sh > table.md
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${TOPO_BIN:?name this build}"
 NODES="${NODES:-16384}"
+REPEAT="${REPEAT:-1}"
+WHAT="${WHAT:-plan json,plan text,show json,show text}"
 PROFILES="${PROFILES:-$(ls profiles | sed -n 's/\.yaml$//p')}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -26,8 +29,14 @@ nodes_for() { # BIN PROFILE
   fi
 }
 
-# One run: "user wall MiB MB" or "refused".
+# REPEAT runs: the one of median user time.
 run() { # BIN CMD FORMAT PROFILE N
+  local i
+  for ((i = 0; i < REPEAT; i++)); do run_once "$@"; done | sort -n | sed -n "$(((REPEAT + 1) / 2))p"
+}
+
+# One run: "user wall MiB MB" or "refused - - -".
+run_once() { # BIN CMD FORMAT PROFILE N
   local out="$tmp/out"
   rm -f "$out"
   if ! /usr/bin/time -f "%U %e %M" -o "$tmp/time" "$1" "$2" --profile "$4" --nodes "$5" \
@@ -53,7 +62,7 @@ over() { # "user wall MiB MB"
 }
 
 echo "- date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- this build: $TOPO_BIN ($("$TOPO_BIN" --version))${BEFORE_BIN:+; before: $BEFORE_BIN}"
+echo "- this build: $TOPO_BIN ($("$TOPO_BIN" --version))${BEFORE_BIN:+; before: $BEFORE_BIN}; runs each: $REPEAT"
 echo
 head="| profile | nodes | command | user s | wall s | peak MiB | JSON MB | bounds |"
 rule="|---|---:|---|---:|---:|---:|---:|---|"
@@ -65,7 +74,8 @@ echo "$head"
 echo "$rule"
 for p in $PROFILES; do
   n=$(nodes_for "$TOPO_BIN" "$p")
-  for c in "plan json" "plan text" "show json" "show text"; do
+  IFS=, read -ra commands <<<"$WHAT"
+  for c in "${commands[@]}"; do
     read -r cmd fmt <<<"$c"
     now=$(run "$TOPO_BIN" "$cmd" "$fmt" "$p" "$n")
     row="| $p | $n | $cmd $fmt | ${now// / | } | $(over "$now") |"
