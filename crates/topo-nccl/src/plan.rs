@@ -76,7 +76,7 @@ pub struct Graphs {
 }
 
 /// One channel's tree, a column per field indexed by rank: one record per rank and channel
-/// was most of the document at 131,072 GPUs (221 MB of 344 on 9,288 AWS p5 nodes).
+/// was most of the document at 131,072 GPUs (297 MB of 344 on 9,288 AWS p5 nodes).
 #[derive(Clone, Debug, Serialize)]
 pub struct TreeOut {
     pub channel: usize,
