@@ -1,7 +1,7 @@
 //! Dissimilar hosts (issue 28): `topo plan --from A --from B` and `--hosts FILE`, one source
 //! per host, against `--nodes`, and a test per finding about decisions the hosts reach.
 
-use crate::util::{assert_valid, fixture, plan_doc, plan_doc_at, topo_clean_env};
+use crate::util::{assert_valid, fixture, plan_doc, plan_doc_at, strs, topo_clean_env};
 use serde_json::Value;
 
 /// The plan's messages with a `hosts-*` or `nccl-init-fails` code: (code, severity, text).
@@ -306,12 +306,7 @@ fn a_port_lost_on_one_of_two_dissimilar_hosts_is_planned_as_nccls_code_does() {
         doc["channels"]["log_line"],
         "28 coll channels, 28 collnet channels, 16 nvls channels, 32 p2p channels, 2 p2p channels per peer"
     );
-    let changes: Vec<&str> = doc["faults"]["changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let changes = strs(&doc["faults"]["changes"]);
     assert_eq!(
         changes[0],
         "channels: coll 16 -> 28, collnet 16 -> 28, p2p 16 -> 32"

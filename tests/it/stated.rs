@@ -2,7 +2,7 @@
 //! given on the command line, makes every real input plannable, and the plan says what it was
 //! given.
 
-use crate::util::{fixture, plan_doc, topo_clean_env as topo};
+use crate::util::{fixture, plan_doc, strs, topo_clean_env as topo};
 
 /// Every real XML and matrix in fixtures/ with the facts its user would state (none where
 /// the file carries them). The truncated dump is refused as malformed, by design.
@@ -178,12 +178,7 @@ fn a_profile_lends_its_facts_to_a_file_that_keeps_its_layout() {
     let path = fixture("fixtures/matrices/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt");
     let (p, _) = plan_doc(&["--from", path.to_str().unwrap(), "--profile", "dgx-a100"]);
     assert_eq!(p["source"]["kind"], "nvidia-smi");
-    let stated: Vec<&str> = p["source"]["stated"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let stated = strs(&p["source"]["stated"]);
     assert!(
         stated.iter().all(|s| s.starts_with("profile dgx-a100: ")),
         "{stated:?}"

@@ -113,3 +113,9 @@ pub fn plan_1g(args: &[&str]) -> (serde_json::Value, String) {
     a.extend_from_slice(args);
     plan_doc(&a)
 }
+
+/// A JSON array of strings as `&str`s (panics on anything else: a test's assertion).
+pub fn strs(v: &serde_json::Value) -> Vec<&str> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items.iter().map(|s| s.as_str().unwrap()).collect()
+}

@@ -193,10 +193,6 @@ impl PairTransport {
     pub fn proxy(&self) -> Option<usize> {
         self.net.as_ref().and_then(|n| n.proxy)
     }
-    /// The relay rank of `P2P/indirect`.
-    pub fn relay(&self) -> Option<usize> {
-        self.intermediate.map(|r| r as usize)
-    }
     /// The INFO line NCCL logs for this connection (without the `host:pid:tid [dev] NCCL
     /// INFO` prefix). SHM lines carry no connection index.
     pub fn info_line(&self, channel: u32, conn_index: u32) -> String {
@@ -1052,7 +1048,8 @@ impl<'a> Ctx<'a> {
     /// `rank`'s side of its NET connections, made on first use.
     fn side(&self, rank: usize, send: bool) -> &NetSide {
         self.sides[rank][usize::from(!send)].get_or_init(|| {
-            let mut side = Box::new(self.net_side(rank, send));
+            let (side, why) = self.net_side(rank, send);
+            let mut side = Box::new(side);
             let (name, net_why) = (&self.net.0, &self.net.1);
             let proxy = side.proxy.map(|p| format!("({p})")).unwrap_or_default();
             let gdr = if side.gdr { "/GDRDMA" } else { "" };
@@ -1060,34 +1057,32 @@ impl<'a> Ctx<'a> {
             let dir = if send { "[send]" } else { "[receive]" };
             let form = format!("{dir} via NET/{name}/{}{proxy}{gdr}{pci}", side.dev);
             let transport = Transport::Net(Net::from_name(name));
-            let reason = format!("{transport} because {net_why}; {}", side.why);
+            let reason = format!("{transport} because {net_why}; {why}");
             let inter = format!("different hosts: only the network connects them; {reason}");
             let mut texts = self.side_texts.lock().unwrap_or_else(|e| e.into_inner());
             side.form = texts.share(&form);
             side.reason = texts.share(&reason);
             side.inter_reason = texts.share(&inter);
-            side.why = String::new();
             side
         })
     }
 
-    fn net_side(&self, rank: usize, send: bool) -> NetSide {
+    /// `rank`'s NIC facts for one direction, and why that NIC and GDR mode.
+    fn net_side(&self, rank: usize, send: bool) -> (NetSide, String) {
         let sys = self.sys;
         if self.net.0 == "Socket" {
             // Socket devices are network interfaces, not the RDMA ports of the model: the
             // first interface NCCL_SOCKET_IFNAME selects is device 0.
-            return NetSide {
-                dev: 0,
-                why: "sockets never use GPUDirect RDMA".into(),
-                ..Default::default()
-            };
+            return (
+                NetSide::default(),
+                "sockets never use GPUDirect RDMA".into(),
+            );
         }
         let Some(ni) = paths::local_net(sys, self.paths, &self.pp, rank, 0) else {
-            return NetSide {
-                dev: 0,
-                why: "no network device is local to this GPU".into(),
-                ..Default::default()
-            };
+            return (
+                NetSide::default(),
+                "no network device is local to this GPU".into(),
+            );
         };
         let g = sys.gpus[rank];
         let n = sys.nets[ni];
@@ -1131,16 +1126,16 @@ impl<'a> Ctx<'a> {
         } else {
             why.push_str(&format!("; no GPUDirect RDMA: {}", gc.reason));
         }
-        NetSide {
+        let side = NetSide {
             dev,
             nic,
             nic_path,
             proxy,
             gdr: gc.enabled,
             gdr_pci,
-            why,
             ..Default::default()
-        }
+        };
+        (side, why)
     }
 
     /// GDR "PCI" mode (`ncclTopoCheckGdr`, 2.27+): the GPU reaches its CPU over C2C but the NIC
@@ -1176,7 +1171,6 @@ struct NetSide {
     proxy: Option<usize>,
     gdr: bool,
     gdr_pci: bool,
-    why: String,
     /// NCCL's `[send] via NET/IB/1(1)/GDRDMA` (or `[receive] …`) for this side.
     form: Arc<str>,
     /// The reason's tail (`NET/IB because …; sends on mlx5_0 …`), and the whole reason of

@@ -617,6 +617,27 @@ fn two_nodes_rail_aligned() {
         );
         assert!(p.anomaly.is_none());
     }
+    // The per-pair document (`--transports pairs`) keeps every NET field flat, as before the
+    // NET fields moved behind a box; a P2P pair writes them as null or false.
+    let net = serde_json::to_value(r.pairs.iter().find(|p| p.inter_node).unwrap()).unwrap();
+    let flat = [
+        ("net", serde_json::json!("IB")),
+        ("net_dev", 0.into()),
+        ("nic", "mlx5_0".into()),
+        ("nic_path", "PIX".into()),
+        ("proxy", serde_json::Value::Null),
+        ("gdr", true.into()),
+        ("gdr_pci", false.into()),
+        ("recv_net_dev", 0.into()),
+        ("recv_gdr", true.into()),
+        ("log_form_recv", "[receive] via NET/IB/0/GDRDMA".into()),
+    ];
+    for (k, v) in &flat {
+        assert_eq!(&net[k], v, "{k} in {net}");
+    }
+    let p2p = serde_json::to_value(&r.pairs[0]).unwrap();
+    assert_eq!(p2p.as_object().unwrap().len(), 23, "{p2p}");
+    assert!(p2p["net"].is_null() && p2p["log_form_recv"].is_null() && p2p["gdr"] == false);
     let s = summary(&r.pairs);
     assert_eq!(s.counts.get(&Transport::P2p(P2p::Cumem)), Some(&112));
     assert_eq!(s.counts.get(&Transport::Net(Net::Ib)), Some(&16));

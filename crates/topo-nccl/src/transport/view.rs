@@ -220,14 +220,16 @@ fn p2p_type_checks(
         .max()
         .unwrap_or(0);
     let groups: Vec<Vec<usize>> = if tp.placement.node_per_rank() {
-        (0..sys.gpus.len()).map(|r| vec![r]).collect()
+        (0..sys.gpus.len()).take(nodes).map(|r| vec![r]).collect()
     } else {
-        (0..nhosts).map(|h| sys.host_gpus(h as u16)).collect()
+        (0..nhosts)
+            .take(nodes)
+            .map(|h| sys.host_gpus(h as u16))
+            .collect()
     };
     let isolated = ctx.pp.isolated_ranks;
     groups
         .into_iter()
-        .take(nodes)
         .map(|ranks| {
             let mut all_direct = true;
             let mut all_cuda = true;
