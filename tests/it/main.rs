@@ -2,6 +2,7 @@
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
 mod codes;
+mod copies;
 mod diagnose;
 mod diagnose_corpus;
 mod diagnose_paste;

@@ -127,6 +127,27 @@ mod tests {
     }
 
     #[test]
+    fn copies_split_alike_stay_copies() {
+        let r = hgx(8, 90).replicate(3);
+        let c = r.copies().unwrap();
+        let gpus = r.gpus();
+        let halves: Vec<Vec<_>> = gpus.chunks(4).map(<[_]>::to_vec).collect();
+        let split = r.split_gpus(&halves);
+        let s = split
+            .copies()
+            .expect("each copy split in the same two halves");
+        assert_eq!((s.count, s.per_copy), (3, 2));
+        assert_eq!(s.nodes * 3, split.graph.node_count());
+        assert_eq!(split.first_copy().unwrap().gpus().len(), 8);
+        // The last copy split otherwise: the parts are not copies.
+        let mut odd = halves.clone();
+        let moved = odd[5].remove(0);
+        odd[4].push(moved);
+        assert!(r.split_gpus(&odd).copies().is_none());
+        assert_eq!(c.count, 3);
+    }
+
+    #[test]
     fn each_copy_has_its_domains_cluster() {
         let mut t = hgx(4, 100);
         for g in t.gpus() {

@@ -1379,8 +1379,31 @@ impl Topology {
                 out.p2p.insert((base, a, b), caps.clone());
             }
         }
+        out.copies = self
+            .copies()
+            .filter(|c| periodic(groups, c))
+            .map(|c| Copies {
+                count: c.count,
+                per_copy: groups.len() / c.count,
+                nodes: out.graph.node_count() / c.count,
+                edges: out.graph.edge_count() / c.count,
+            });
         out
     }
+}
+
+/// Whether every copy is split as the first one is: its groups, in order, are the first
+/// copy's groups moved by its place. The parts of copies are then copies too.
+fn periodic(groups: &[Vec<NodeIndex>], c: &Copies) -> bool {
+    let per = groups.len() / c.count;
+    groups.len() % c.count == 0
+        && groups.iter().enumerate().all(|(i, g)| {
+            let (k, first) = (i / per, &groups[i % per]);
+            g.len() == first.len()
+                && g.iter()
+                    .zip(first)
+                    .all(|(a, b)| a.index() == b.index() + k * c.nodes)
+        })
 }
 
 /// PCI class helpers (class codes as 24-bit values, `0x030200`).

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 use topo_model::fast::HashMap;
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
 
+mod copies;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum NodeType {
     Gpu,
@@ -258,7 +260,25 @@ impl System {
 
     /// [`System::build`] with only the network ports `keep_net` accepts (the net plugin
     /// exports only those: NCCL_IB_HCA).
+    ///
+    /// Copies of one machine (`--nodes`) build the first copy's system and repeat it: every
+    /// step of the build reads one host at a time, so the copies' systems differ only in
+    /// their numbers (issue 28: 16,384 copies of a host were a third of the plan's time).
     pub fn build_with(
+        topo: &Topology,
+        c: &BwConstants,
+        keep_net: &dyn Fn(&topo_model::Net) -> bool,
+    ) -> System {
+        match (topo.copies(), topo.first_copy()) {
+            (Some(copies), Some(first)) => {
+                System::build_each(&first, c, keep_net).repeated(topo, &copies)
+            }
+            _ => System::build_each(topo, c, keep_net),
+        }
+    }
+
+    /// [`System::build_with`] host by host, copies or not.
+    fn build_each(
         topo: &Topology,
         c: &BwConstants,
         keep_net: &dyn Fn(&topo_model::Net) -> bool,
@@ -317,7 +337,7 @@ impl System {
         sys.flatten_bcm_switches(topo);
         sys.sort_up_links();
         sys.index_orders(topo, &fused, &rank_of);
-        sys.cpu_order(&fused, &map);
+        sys.cpu_order(&fused);
         sys
     }
 
@@ -393,10 +413,7 @@ impl System {
                     sys.nvs.push(i);
                     i
                 }
-                NodeKind::Nic(nic) => sys.add(base(
-                    NodeType::Nic,
-                    nic.busid.map(|b| b.0).unwrap_or(n.index() as u64),
-                )),
+                NodeKind::Nic(nic) => sys.add(base(NodeType::Nic, nic_id(nic, n))),
                 NodeKind::Net(net) if !keep_net(net) => continue,
                 NodeKind::Net(net) => {
                     let mut s = base(NodeType::Net, net.dev.max(0) as u64);
@@ -406,9 +423,7 @@ impl System {
                         bw: net.bw(),
                         gdr: net.gdr,
                         coll: net.coll,
-                        guid: net
-                            .guid
-                            .unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64),
+                        guid: net_guid(net, host),
                         port: net.port,
                         latency: net.latency,
                         maxconn: net.maxconn.unwrap_or(64),
@@ -526,9 +541,13 @@ impl System {
 
     /// NCCL's CPU index order is the fused XML's too; `ncclGetLocalCpu` takes the first of
     /// equally close CPUs in it, and `ncclTopoComputeCommCPU` the first CPU.
-    fn cpu_order(&mut self, fused: &Fused, map: &[usize]) {
+    ///
+    /// Positions are keyed by graph node: system indices move when Broadcom switches are
+    /// flattened, and a map from before that gave every later host's CPUs their neighbours'
+    /// places.
+    fn cpu_order(&mut self, fused: &Fused) {
         let sys = self;
-        let mut cpu_pos: HashMap<usize, usize> = HashMap::default();
+        let mut cpu_pos: HashMap<NodeIndex, usize> = HashMap::default();
         let hosts: std::collections::BTreeSet<HostId> =
             sys.cpus.iter().map(|&c| sys.nodes[c].host).collect();
         for h in hosts {
@@ -538,17 +557,13 @@ impl System {
                 continue;
             };
             for (i, n) in cpu_order_of(nodes, tree).into_iter().enumerate() {
-                if map[n.index()] != NONE {
-                    cpu_pos.insert(map[n.index()], i);
-                }
+                cpu_pos.insert(n, i);
             }
         }
         let nodes = &sys.nodes;
         sys.cpus.sort_by_key(|&c| {
-            (
-                nodes[c].host,
-                cpu_pos.get(&c).copied().unwrap_or(usize::MAX),
-            )
+            let pos = nodes[c].topo.and_then(|n| cpu_pos.get(&n).copied());
+            (nodes[c].host, pos.unwrap_or(usize::MAX))
         });
     }
 
@@ -1001,6 +1016,17 @@ fn creation_order<'a>(
         LinkKind::Sys => (4, at(e.target())),
     });
     edges
+}
+
+/// A NIC's NCCL id: its bus id, or (a bare `<nic>`) its graph node.
+fn nic_id(nic: &topo_model::Nic, n: NodeIndex) -> u64 {
+    nic.busid.map(|b| b.0).unwrap_or(n.index() as u64)
+}
+
+/// A port's GUID, or one made of its host and device where the source gave none.
+fn net_guid(net: &topo_model::Net, host: HostId) -> u64 {
+    net.guid
+        .unwrap_or(((host as u64) << 56) | net.dev.max(0) as u64)
 }
 
 fn g_host(topo: &Topology, n: NodeIndex) -> HostId {
