@@ -580,6 +580,22 @@ fn run_oracle(
     }
 }
 
+/// The codes of a plan's findings about dissimilar hosts (`hosts-*`), once each.
+fn host_codes(plan: &Value) -> Vec<String> {
+    let mut codes: Vec<String> = plan
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m.get("code").and_then(Value::as_str))
+        .filter(|c| c.starts_with("hosts-"))
+        .map(String::from)
+        .collect();
+    codes.sort();
+    codes.dedup();
+    codes
+}
+
 fn run_topo(
     topo: &Path,
     files: &[PathBuf],
@@ -629,6 +645,7 @@ pub fn run(a: &HeteroArgs) {
     let (mut compared, mut differing, mut bytes_equal) = (0usize, 0usize, 0usize);
     let mut refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut warned: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut found: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for &seed in &seeds {
         let job = generate_job(seed, identical);
         let mut files = vec![];
@@ -668,9 +685,13 @@ pub fn run(a: &HeteroArgs) {
             warned.entry(key).or_default().push(seed);
         }
         let reference = match &a.reference {
-            Reference::Topo(bin) => {
-                run_topo(bin, &files, &a.version, &job.env).map(|v| Norm::from_topo(&v))
-            }
+            Reference::Topo(bin) => run_topo(bin, &files, &a.version, &job.env).map(|v| {
+                // topo's findings about dissimilar hosts, beside the oracle's warnings.
+                for code in host_codes(&v) {
+                    found.entry(code).or_default().push(seed);
+                }
+                Norm::from_topo(&v)
+            }),
             Reference::SelfCheck | Reference::Homogeneous => {
                 let rjson = a.work.join(format!("{seed}.nodes.json"));
                 let args = vec![
@@ -778,6 +799,14 @@ pub fn run(a: &HeteroArgs) {
         let _ = writeln!(
             head,
             "oracle warning: {k}: {} {:?}",
+            v.len(),
+            &v[..v.len().min(8)]
+        );
+    }
+    for (k, v) in &found {
+        let _ = writeln!(
+            head,
+            "topo finding: {k}: {} {:?}",
             v.len(),
             &v[..v.len().min(8)]
         );

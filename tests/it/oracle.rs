@@ -73,6 +73,45 @@ fn sm100_nvls_channels_follow_the_host_not_the_split() {
     assert_eq!(a.counts.nvls, 32);
 }
 
+/// NCCL_MAX_P2P_NCHANNELS and NCCL_MIN_P2P_NCHANNELS bound the send/recv channels
+/// (`ncclTopoComputeP2pChannels`). nccl-oracle 2.28.9 on `topo xml --profile dgx-h100`,
+/// `--nodes 2`, logs each line below; the fewer p2p channels also halve the channels per
+/// remote peer (2 for 16 ranks unless they exceed 4 per p2p channel).
+#[test]
+fn p2p_channel_bounds_are_nccls() {
+    let t = topo_source::profile::load_builtin("dgx-h100")
+        .unwrap()
+        .replicate(2);
+    for (env, want) in [
+        (&[][..], "16 p2p channels, 2 p2p channels per peer"),
+        (
+            &[("NCCL_MAX_P2P_NCHANNELS", "4")][..],
+            "4 p2p channels, 1 p2p channels per peer",
+        ),
+        (
+            &[("NCCL_MIN_P2P_NCHANNELS", "32")][..],
+            "32 p2p channels, 2 p2p channels per peer",
+        ),
+        (
+            &[
+                ("NCCL_MAX_P2P_NCHANNELS", "4"),
+                ("NCCL_NCHANNELS_PER_NET_PEER", "4"),
+            ][..],
+            "4 p2p channels, 4 p2p channels per peer",
+        ),
+        (
+            &[
+                ("NCCL_MAX_P2P_NCHANNELS", "2"),
+                ("NCCL_MIN_P2P_NCHANNELS", "8"),
+            ][..],
+            "8 p2p channels, 2 p2p channels per peer",
+        ),
+    ] {
+        let line = plan(&t, env).counts.log_line();
+        assert!(line.ends_with(want), "{env:?}: {line}");
+    }
+}
+
 /// A CPU's PCI links follow NCCL's fused XML (rank order), not the file's: NCCL 2.28.9's
 /// `=== System` dump of pinned seed 147 lists CPU 0's GPUs `38000 (0)`, `36000 (3)`, `32000
 /// (7)`, `31000 (10)` where the file has them the other way round. The path search keeps the

@@ -254,9 +254,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     // GPUs of one host that only the network connects form separate domains, which NCCL
     // counts as separate nodes (ranks are grouped into nodes by their ring's first GPU).
     let domains = paths::gpu_domains(&system, &paths);
-    let hosts_with_gpus = (0..system.nhosts as u16)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .count();
+    let hosts_with_gpus = nodes_with_gpus(&system);
     let mut split = Split::none(system.gpus.len());
     let mut relays = vec![];
     if domains.len() > hosts_with_gpus {
@@ -276,10 +274,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         launcher_ranks,
     } = split;
     let nranks = system.gpus.len();
-    let nnodes = (0..system.nhosts as u16)
-        .filter(|&h| !system.host_gpus(h).is_empty())
-        .count()
-        .max(1);
+    let nnodes = nodes_with_gpus(&system).max(1);
     if nnodes == 1 && !system.nets.is_empty() && !data.rules.has_system_inter(&req.version) {
         // Before v2.28.7-1 a single-node communicator loses its NETs in ncclTopoTrimSystem and
         // init computes the paths again (NCCL 2.27.7 src/init.cc, src/graph/paths.cc).
@@ -334,6 +329,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         hosts_with_gpus,
     );
     let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
+    let hosts = own_p2p(hosts, (&system, &paths), &channel_params, counts.coll);
     note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
     let connection = Connection::from_graphs(&system, &merged, &counts);
 
@@ -379,6 +375,28 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         trimmed_relays: relays,
         hosts,
     })
+}
+
+/// Dissimilar hosts' views with the p2p channels per peer each host's ranks keep, given the
+/// collective channel count.
+fn own_p2p(
+    mut hosts: Vec<super::hetero::HostView>,
+    (system, paths): (&System, &Paths),
+    params: &ChannelParams,
+    coll: usize,
+) -> Vec<super::hetero::HostView> {
+    let n = (coll, nodes_with_gpus(system).max(1));
+    for v in &mut hosts {
+        v.p2p_per_peer = channels::own_p2p_per_peer(system, paths, params, n, v.host);
+    }
+    hosts
+}
+
+/// Hosts with at least one GPU: NCCL's nodes once a split host's parts are hosts.
+fn nodes_with_gpus(system: &System) -> usize {
+    (0..system.nhosts as u16)
+        .filter(|&h| !system.host_gpus(h).is_empty())
+        .count()
 }
 
 /// The topology NCCL's ranks see: CUDA_VISIBLE_DEVICES hides GPUs before NCCL sees any
@@ -603,6 +621,12 @@ fn channel_params(
         channel_params.p2p_per_channel_net_bw = v.unwrap_or(def) as f64;
     }
     channel_params.p2p_max_peers = positive(env.p2p_max_peers);
+    // ncclTopoComputeP2pChannels (NCCL 2.28.9 src/graph/paths.cc): p2pnChannels is nChannels
+    // capped by the maximum, then raised to the minimum; MAXCHANNELS bounds both here.
+    channel_params.max_p2p_nchannels = positive(env.max_p2p_nchannels).map(|v| v.min(maxch));
+    if let Some(v) = positive(env.min_p2p_nchannels) {
+        channel_params.min_p2p_nchannels = v.min(maxch);
+    }
     channel_params.nvls_sm100_tuning = data.rules.nvls_sm100_tuning;
     channel_params.bw = data.bw.clone();
     channel_params
@@ -995,7 +1019,7 @@ fn note_channel_effects(
     counts: &ChannelCounts,
 ) {
     type Reset = fn(&mut ChannelParams, &ChannelParams);
-    let knobs: [(&[&str], Reset); 8] = [
+    let knobs: [(&[&str], Reset); 10] = [
         (&["NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS"], |p, _| {
             p.min_nchannels = None
         }),
@@ -1012,6 +1036,12 @@ fn note_channel_effects(
             p.p2p_per_channel_net_bw = d.p2p_per_channel_net_bw
         }),
         (&["NCCL_P2P_MAX_PEERS"], |p, _| p.p2p_max_peers = None),
+        (&["NCCL_MIN_P2P_NCHANNELS"], |p, d| {
+            p.min_p2p_nchannels = d.min_p2p_nchannels
+        }),
+        (&["NCCL_MAX_P2P_NCHANNELS"], |p, _| {
+            p.max_p2p_nchannels = None
+        }),
     ];
     let defaults = ChannelParams::for_version(params.minor);
     for (vars, reset) in knobs {

@@ -353,6 +353,31 @@ pub fn p2p_channels(
     n_channels: usize,
     n_nodes: usize,
 ) -> (usize, usize) {
+    let hosts = per_peer_hosts(sys, paths, params.minor);
+    p2p_channels_of(sys, paths, params, (n_channels, n_nodes), &hosts)
+}
+
+/// The `p2pnChannelsPerPeer` host `h`'s ranks compute for themselves: before 2.29 each rank
+/// keeps its own (v2.28.9-1 src/graph/paths.cc `ncclTopoComputeP2pChannels` reads only its
+/// node's GPUs); `None` from 2.29, where init takes the minimum over every rank.
+pub fn own_p2p_per_peer(
+    sys: &System,
+    paths: &Paths,
+    params: &ChannelParams,
+    (n_channels, n_nodes): (usize, usize),
+    h: HostId,
+) -> Option<usize> {
+    (params.minor < 29).then(|| p2p_channels_of(sys, paths, params, (n_channels, n_nodes), &[h]).1)
+}
+
+/// [`p2p_channels`] with the per-peer minimum taken over the GPUs of `hosts`.
+fn p2p_channels_of(
+    sys: &System,
+    paths: &Paths,
+    params: &ChannelParams,
+    (n_channels, n_nodes): (usize, usize),
+    hosts: &[HostId],
+) -> (usize, usize) {
     let minor = params.minor;
     let maxch = params.max_channels.max(1);
     let n_ranks = sys.gpus.len();
@@ -397,7 +422,7 @@ pub fn p2p_channels(
     };
 
     let mut per_peer = if minor >= 29 { maxch } else { p2pn };
-    for h in per_peer_hosts(sys, paths, minor) {
+    for &h in hosts {
         let peers = sys.host_gpus(h);
         for &g in &peers {
             for &r in peers.iter().filter(|&&r| r != g) {

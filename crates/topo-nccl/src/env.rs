@@ -122,6 +122,9 @@ pub struct EnvPolicy {
     pub ll_buffsize: Option<i64>,
     pub ll128_buffsize: Option<i64>,
     pub nchannels_per_net_peer: Option<i64>,
+    /// NCCL_MIN_P2P_NCHANNELS and NCCL_MAX_P2P_NCHANNELS: send/recv channels.
+    pub min_p2p_nchannels: Option<i64>,
+    pub max_p2p_nchannels: Option<i64>,
     /// NCCL_P2P_PER_CHANNEL_NET_BW in GB/s (2.29+).
     pub p2p_per_channel_net_bw: Option<i64>,
     /// NCCL_P2P_MAX_PEERS (2.30+); values of 0 or less are left at the default, as NCCL does.
@@ -143,7 +146,7 @@ pub struct EnvPolicy {
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 54] = [
+pub const VARIABLES: [&str; 56] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -183,6 +186,8 @@ pub const VARIABLES: [&str; 54] = [
     "NCCL_LL_BUFFSIZE",
     "NCCL_LL128_BUFFSIZE",
     "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_MIN_P2P_NCHANNELS",
+    "NCCL_MAX_P2P_NCHANNELS",
     "NCCL_P2P_PER_CHANNEL_NET_BW",
     "NCCL_P2P_MAX_PEERS",
     "NCCL_LL128_C2C",
@@ -665,6 +670,8 @@ impl EnvPolicy {
         p.max_ctas = count("NCCL_MAX_CTAS")?;
         p.nvls_nchannels = count("NCCL_NVLS_NCHANNELS")?;
         p.nchannels_per_net_peer = count("NCCL_NCHANNELS_PER_NET_PEER")?;
+        p.min_p2p_nchannels = count("NCCL_MIN_P2P_NCHANNELS")?;
+        p.max_p2p_nchannels = count("NCCL_MAX_P2P_NCHANNELS")?;
         p.read_p2p_peer_knobs(
             get("NCCL_P2P_PER_CHANNEL_NET_BW"),
             get("NCCL_P2P_MAX_PEERS"),

@@ -26,6 +26,9 @@ pub struct HostView {
     /// Its own search: ring channels and the tree pattern.
     pub ring_channels: usize,
     pub tree_pattern: u32,
+    /// The p2p channels per peer its ranks keep, where NCCL does not reconcile them (before
+    /// 2.29; `channels::own_p2p_per_peer`), filled once the channel counts are known.
+    pub p2p_per_peer: Option<usize>,
 }
 
 /// The hosts' own views, where the hosts are dissimilar (`own` holds the searches of the hosts
@@ -70,6 +73,7 @@ pub fn views(
                 nvls,
                 ring_channels: g.ring.n_channels,
                 tree_pattern: g.tree.pattern.number(),
+                p2p_per_peer: None,
             }
         })
         .collect()
@@ -101,6 +105,7 @@ pub fn findings(a: &Reconciled) -> Vec<Message> {
     nic_finding(a, &mut out);
     gpu_count_finding(a, &mut out);
     sm_finding(a, &mut out);
+    p2p_finding(a, &mut out);
     out
 }
 
@@ -347,6 +352,28 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
     }
 }
 
+/// p2p channels per peer: before 2.29 each rank keeps the count its own node's GPUs and NICs
+/// ask for (v2.28.9-1 src/graph/paths.cc `ncclTopoComputeP2pChannels`), and each end of a
+/// send/recv maps its parts onto channels with its own count (src/enqueue.cc: the connections
+/// it sets up, `ncclP2pChannelForPart` over `p2pnChannelsPerPeer`; paths.cc: the power of two
+/// "is relied on when mapping p2p peers to channels"). 2.29 takes the minimum over every rank
+/// in AllGather3 (v2.29.7-1 src/init.cc).
+fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
+    let v = a.hosts;
+    if v.iter().any(|h| h.p2p_per_peer.is_none()) || !differ(v, |h| h.p2p_per_peer) {
+        return;
+    }
+    let counts = grouped(v, |h| h.p2p_per_peer.unwrap_or_default()).join(", ");
+    out.push(Message::new(
+        Code::HostsP2pChannelsDiffer,
+        Severity::Warning,
+        format!(
+            "the hosts keep different p2p channel counts per peer: {counts}; before NCCL 2.29 each rank keeps its own node's count (src/graph/paths.cc ncclTopoComputeP2pChannels at NCCL {}) and each end of a send/recv sets up and splits over channels by its own count (src/enqueue.cc), so the two ends of a send/recv between these hosts disagree on its channels; what that does (a hang is likely) is not in NCCL's code (unknown). NCCL 2.29 and later take the minimum over all ranks (src/init.cc AllGather3); NCCL_NCHANNELS_PER_NET_PEER=1 makes every host's count 1, at a cost in send/recv bandwidth",
+            a.version
+        ),
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use crate::analyze::analyze_on_big_stack;
@@ -382,6 +409,35 @@ mod tests {
             let mut r = a.connection.ring(c).expect("ring closes");
             r.sort_unstable();
             assert_eq!(r, (0..10).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn p2p_channels_per_peer_are_each_hosts_own_before_2_29() {
+        let mut bare = hgx(8, 90);
+        bare.graph
+            .retain_edges(|g, e| g[e].kind != topo_model::LinkKind::NvLink);
+        let t = Topology::join(&[hgx(8, 90), bare]).unwrap();
+        // Four channels to a remote peer: an NVLink peer asks for more (2 per NVLink's
+        // worth of bandwidth), a PCIe peer for 2 (ncclTopoGetNchannels).
+        let four = [("NCCL_NCHANNELS_PER_NET_PEER", "4")];
+        let a = analyze_on_big_stack(&t, &four, "2.28");
+        let own: Vec<_> = a.hosts.iter().map(|h| h.p2p_per_peer).collect();
+        assert_eq!(own, [Some(4), Some(2)]);
+        // Rank 0 logs its own host's count.
+        assert_eq!(a.counts.p2p_per_peer, 4);
+        let m = crate::plan::host_findings(&a)
+            .into_iter()
+            .find(|m| m.code == Code::HostsP2pChannelsDiffer)
+            .expect("a finding");
+        assert!(m.text.contains("4 (node-0), 2 (node-1)"), "{}", m.text);
+        // One count for every rank: 2.29's minimum, or one channel to every remote peer.
+        for (v, env) in [
+            ("2.29", four),
+            ("2.28", [("NCCL_NCHANNELS_PER_NET_PEER", "1")]),
+        ] {
+            let a = analyze_on_big_stack(&t, &env, v);
+            assert!(!codes(&a).contains(&Code::HostsP2pChannelsDiffer), "{v}");
         }
     }
 

@@ -185,12 +185,14 @@ pub struct Expected {
 
 /// Channel and CTA settings: every published result behind the rules ran NCCL's defaults,
 /// and none measures what a changed count does (more CTAs than NCCL's model gains).
-const CHANNEL_SETTINGS: [&str; 7] = [
+const CHANNEL_SETTINGS: [&str; 9] = [
     "NCCL_MIN_NCHANNELS",
     "NCCL_MAX_NCHANNELS",
     "NCCL_MIN_CTAS",
     "NCCL_MAX_CTAS",
     "NCCL_NCHANNELS_PER_NET_PEER",
+    "NCCL_MIN_P2P_NCHANNELS",
+    "NCCL_MAX_P2P_NCHANNELS",
     "NCCL_NTHREADS",
     "NCCL_BUFFSIZE",
 ];

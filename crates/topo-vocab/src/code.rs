@@ -63,6 +63,7 @@ codes! {
     HostsNicsDiffer => "hosts-nics-differ",
     HostsGpusDiffer => "hosts-gpus-differ",
     HostsSmDiffer => "hosts-sm-differ",
+    HostsP2pChannelsDiffer => "hosts-p2p-channels-differ",
     P2pAssumed => "p2p-assumed",
     P2pRefusedByDriver => "p2p-refused-by-driver",
     NvlsUnavailable => "nvls-unavailable",
