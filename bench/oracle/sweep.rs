@@ -9,7 +9,7 @@
 //!     oracle_sweep --expected CORPUS.jsonl   (prints tests/it/oracle.rs's EXPECTED list)
 //!     oracle_sweep --hetero --oracle MULTI_BIN --seed S --count N --work DIR
 //!                  [--topo TOPO_BIN | --self-check | --against-homogeneous] [--identical]
-//!                  [--nccl-version 2.XX] [--report OUT.md] [--show SEED]
+//!                  [--nccl-version 2.XX] [--report OUT.md] [--show SEED] [--reuse]
 //!                  (jobs of 2 or 3 different hosts, see hetero.rs and bench/oracle/multihost)
 //!
 //! Writes each machine's XML and the oracle's JSON under DIR, prints the agreement per field
@@ -205,6 +205,7 @@ fn main() {
             show: args.show,
             report: args.report.clone(),
             identical: args.identical,
+            reuse: args.reuse,
         });
         return;
     }

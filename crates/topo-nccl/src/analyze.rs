@@ -72,6 +72,13 @@ pub struct Analysis {
     /// Dissimilar hosts: each host's own view before AllGather3 (`hetero::views`); empty
     /// where the hosts are alike.
     pub hosts: Vec<super::hetero::HostView>,
+    /// Each distinct NCCL node's own p2p channels per peer, before 2.29 ([`node_p2p`]):
+    /// NCCL does not reconcile them, so nodes that differ disagree on a send/recv's channels.
+    pub node_p2p: Vec<(HostId, usize)>,
+    /// The cost tables of dissimilar hosts whose ranks tune with other inputs than rank 0's
+    /// (their own NVLS channels, their own CPU before 2.24), with the hosts that share each:
+    /// NCCL does not reconcile the choices made from them ([`own_costs`]).
+    pub host_costs: Vec<(Vec<HostId>, CostTable)>,
 }
 
 impl Analysis {
@@ -329,7 +336,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         hosts_with_gpus,
     );
     let counts = channels::comm_channels(&system, &paths, &merged, &channel_params);
-    let hosts = own_p2p(hosts, (&system, &paths), &channel_params, counts.coll);
+    let node_p2p = node_p2p(&system, &paths, &channel_params, counts.coll);
     note_channel_effects(&mut env, &system, &paths, &merged, &channel_params, &counts);
     let connection = Connection::from_graphs(&system, &merged, &counts);
 
@@ -338,16 +345,15 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         super::mnnvl::label_transports(&mut transports, &trays, &mut topo);
     }
     if !split_reasons.is_empty() {
-        relabel_split(
-            &mut transports,
-            &split_reasons,
-            &orig_host_of_part,
-            &system,
-            &topo,
-        );
+        let parts = (&split_reasons, &orig_host_of_part[..]);
+        relabel_split(&mut transports, parts, &system, &topo);
     }
-    let ti = tuning_input(&env, &data, &system, &merged, &counts, collnet_enabled);
-    let costs = CostTable::build(&ti);
+    let (costs, host_costs) = cost_tables(
+        (&env, &data, collnet_enabled),
+        (&system, &paths, &merged),
+        (&channel_params, &counts),
+        &hosts,
+    );
     costs.apply_env_effects(&mut env);
     note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
 
@@ -374,22 +380,81 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         trays,
         trimmed_relays: relays,
         hosts,
+        node_p2p,
+        host_costs,
     })
 }
 
-/// Dissimilar hosts' views with the p2p channels per peer each host's ranks keep, given the
-/// collective channel count.
-fn own_p2p(
-    mut hosts: Vec<super::hetero::HostView>,
-    (system, paths): (&System, &Paths),
+/// Each NCCL node's own p2p channels per peer where NCCL keeps them per rank (before 2.29),
+/// given the collective channel count: one entry per node whose path tables are its own (a
+/// copy of another node counts as that node).
+fn node_p2p(
+    system: &System,
+    paths: &Paths,
     params: &ChannelParams,
     coll: usize,
-) -> Vec<super::hetero::HostView> {
+) -> Vec<(HostId, usize)> {
     let n = (coll, nodes_with_gpus(system).max(1));
-    for v in &mut hosts {
-        v.p2p_per_peer = channels::own_p2p_per_peer(system, paths, params, n, v.host);
+    (0..system.nhosts as HostId)
+        .filter(|&h| paths.tables_of(h as usize) == h as usize && !system.host_gpus(h).is_empty())
+        .filter_map(|h| Some((h, channels::own_p2p_per_peer(system, paths, params, n, h)?)))
+        .collect()
+}
+
+/// Rank 0's cost table, and those of dissimilar hosts that tune otherwise ([`own_costs`]).
+fn cost_tables(
+    (env, data, collnet_enabled): (&EnvPolicy, &VersionData, bool),
+    (system, paths, merged): (&System, &Paths, &Graphs),
+    (params, counts): (&ChannelParams, &ChannelCounts),
+    hosts: &[super::hetero::HostView],
+) -> (CostTable, Vec<(Vec<HostId>, CostTable)>) {
+    let tune = |c: &ChannelCounts, own| {
+        let ti = tuning_input(env, data, (system, own), merged, c, collnet_enabled);
+        CostTable::build(&ti)
+    };
+    let rank0_host = system.gpus.first().map_or(0, |&g| system.nodes[g].host);
+    let others = own_costs(hosts, (system, paths, merged), params, &tune);
+    (tune(counts, rank0_host), others)
+}
+
+/// What a dissimilar host's ranks tune with beside the reconciled graphs: their own NVLS
+/// channels (`ncclNvlsInit` from the rank's own GPU, src/transport/nvls.cc) and, before 2.24,
+/// their own CPU (`ncclTopoCpuType`, src/graph/tuning.cc). Hosts that tune as rank 0's host
+/// are left out; the others share one table per distinct set of inputs.
+fn own_costs(
+    hosts: &[super::hetero::HostView],
+    (system, paths, merged): (&System, &Paths, &Graphs),
+    params: &ChannelParams,
+    tune: &dyn Fn(&ChannelCounts, HostId) -> CostTable,
+) -> Vec<(Vec<HostId>, CostTable)> {
+    type Key = (String, Option<(topo_model::CpuArch, topo_model::CpuVendor)>);
+    let key = |h: HostId| {
+        let counts = channels::comm_channels_of(system, paths, merged, params, h);
+        let cpu = (params.minor < 24)
+            .then(|| system.host_cpu(h).map(|c| (c.arch, c.vendor)))
+            .flatten();
+        ((counts.log_line(), cpu), counts)
+    };
+    let Some(first) = system.gpus.first().map(|&g| system.nodes[g].host) else {
+        return vec![];
+    };
+    let mine = key(first).0;
+    let mut out: Vec<(Vec<HostId>, CostTable)> = vec![];
+    let mut keys: Vec<Key> = vec![];
+    for v in hosts.iter().filter(|v| v.host != first) {
+        let (k, counts) = key(v.host);
+        if k == mine {
+            continue;
+        }
+        match keys.iter().position(|x| *x == k) {
+            Some(i) => out[i].0.push(v.host),
+            None => {
+                keys.push(k);
+                out.push((vec![v.host], tune(&counts, v.host)));
+            }
+        }
     }
-    hosts
+    out
 }
 
 /// Hosts with at least one GPU: NCCL's nodes once a split host's parts are hosts.
@@ -635,8 +700,7 @@ fn channel_params(
 /// The inter-node transports of a split host keep the reason from before the split.
 fn relabel_split(
     transports: &mut [transport::PairTransport],
-    split_reasons: &SplitReasons,
-    orig_host_of_part: &[HostId],
+    (split_reasons, orig_host_of_part): (&SplitReasons, &[HostId]),
     system: &System,
     topo: &Topology,
 ) {
@@ -664,13 +728,15 @@ fn relabel_split(
 /// where hosts differ (v2.22.3-1 src/init.cc, `NCCL_TOPO_CPU_ARCH_MIXED`); before, rank 0
 /// tunes with its own host's CPU (`ncclTopoCpuType` in src/graph/tuning.cc), which is what
 /// NVIDIA/nccl#1136 (ranks of mixed vendors choosing different algorithms) was about.
-fn comm_cpu(ti: &mut TuningInput, system: &System, minor: u32) {
+fn comm_cpu(ti: &mut TuningInput, (system, own): (&System, HostId), minor: u32) {
     let cpus: Vec<_> = (0..system.nhosts as HostId)
         .filter(|&h| !system.host_gpus(h).is_empty())
         .filter_map(|h| system.host_cpu(h))
         .map(|c| (c.arch, c.vendor))
         .collect();
-    let Some(&(arch, vendor)) = cpus.first() else {
+    // The rank's own host's first CPU (ncclTopoCpuType reads `cpus->nodes[0]` of its system).
+    let mine = system.host_cpu(own).map(|c| (c.arch, c.vendor));
+    let Some((arch, vendor)) = mine.or_else(|| cpus.first().copied()) else {
         return;
     };
     ti.cpu_arch = arch;
@@ -693,7 +759,7 @@ fn comm_cpu(ti: &mut TuningInput, system: &System, minor: u32) {
 fn tuning_input<'a>(
     env: &'a EnvPolicy,
     data: &'a VersionData,
-    system: &System,
+    (system, own): (&System, HostId),
     merged: &Graphs,
     counts: &ChannelCounts,
     collnet_enabled: bool,
@@ -712,7 +778,7 @@ fn tuning_input<'a>(
         .collect();
     ti.min_cc = system.min_sm();
     ti.max_cc = system.max_sm();
-    comm_cpu(&mut ti, system, data.minor());
+    comm_cpu(&mut ti, (system, own), data.minor());
     // After AllGather3 init sets the ring and tree graphs (and comm->nChannels) to the smaller
     // count, before tuning reads them: `comm->nChannels = treeGraph->nChannels =
     // ringGraph->nChannels = std::min(...)` (NCCL 2.18.5-1 to 2.30.7-1 src/init.cc). A tree

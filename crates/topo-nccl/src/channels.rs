@@ -246,6 +246,18 @@ pub fn comm_channels(
     graphs: &Graphs,
     params: &ChannelParams,
 ) -> ChannelCounts {
+    comm_channels_of(sys, paths, graphs, params, 0)
+}
+
+/// [`comm_channels`] as the ranks of host `own` count them: NVLS channels follow the rank's
+/// own GPU, which dissimilar hosts do not share.
+pub fn comm_channels_of(
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+    own: HostId,
+) -> ChannelCounts {
     let minor = params.minor;
     let maxch = params.max_channels.max(1);
     let n_ranks = sys.gpus.len();
@@ -253,10 +265,10 @@ pub fn comm_channels(
         .filter(|&h| !sys.host_gpus(h).is_empty())
         .count()
         .max(1);
-    let local = sys.host_gpus(0);
+    let local = sys.host_gpus(own);
     let cc_min = sys.min_sm();
     // `ncclNvlsInit` and 2.30's `ncclNvlsTuning` start from the rank's own GPU
-    // (`comm->compCap`, src/transport/nvls.cc), rank 0's here; dissimilar hosts can differ.
+    // (`comm->compCap`, src/transport/nvls.cc); dissimilar hosts can differ.
     let cc_own = local
         .first()
         .and_then(|&r| sys.gpu(r).gpu.as_ref())

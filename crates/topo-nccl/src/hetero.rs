@@ -5,6 +5,8 @@
 use super::env::EnvPolicy;
 use super::search::Graphs;
 use super::system::System;
+use super::tuning::{CostTable, OpContext};
+use super::types::Func;
 use super::version::NcclVersion;
 use topo_model::message::{Message, Severity};
 use topo_model::{CpuArch, CpuVendor, HostId};
@@ -26,9 +28,6 @@ pub struct HostView {
     /// Its own search: ring channels and the tree pattern.
     pub ring_channels: usize,
     pub tree_pattern: u32,
-    /// The p2p channels per peer its ranks keep, where NCCL does not reconcile them (before
-    /// 2.29; `channels::own_p2p_per_peer`), filled once the channel counts are known.
-    pub p2p_per_peer: Option<usize>,
 }
 
 /// The hosts' own views, where the hosts are dissimilar (`own` holds the searches of the hosts
@@ -61,11 +60,7 @@ pub fn views(
                 .collect();
             HostView {
                 host: h,
-                name: a_topo
-                    .hosts
-                    .get(h as usize)
-                    .and_then(|x| x.name.clone())
-                    .unwrap_or_else(|| format!("host {h}")),
+                name: host_name(a_topo, h),
                 gpus: ranks.len(),
                 sm,
                 cpu: system.host_cpu(h).map(|c| (c.arch, c.vendor)),
@@ -73,10 +68,17 @@ pub fn views(
                 nvls,
                 ring_channels: g.ring.n_channels,
                 tree_pattern: g.tree.pattern.number(),
-                p2p_per_peer: None,
             }
         })
         .collect()
+}
+
+/// A host's name as the findings give it: the source's, or `host N`.
+pub fn host_name(topo: &topo_model::Topology, h: HostId) -> String {
+    topo.hosts
+        .get(h as usize)
+        .and_then(|x| x.name.clone())
+        .unwrap_or_else(|| format!("host {h}"))
 }
 
 /// What the findings read of the reconciled analysis.
@@ -91,21 +93,24 @@ pub struct Reconciled<'a> {
     pub nvls_channels: usize,
     /// `NCCL_IGNORE_NET_MISMATCH` as set.
     pub ignore_net_mismatch: Option<&'a str>,
+    /// Each distinct NCCL node's own p2p channels per peer, by name, where NCCL keeps them
+    /// per rank (before 2.29; `Analysis::node_p2p`): the parts of a split host too.
+    pub node_p2p: Vec<(String, usize)>,
 }
 
 /// The plan's messages about dissimilar hosts: one per kind of difference.
 pub fn findings(a: &Reconciled) -> Vec<Message> {
+    let mut out = vec![];
+    p2p_finding(a, &mut out);
     let v = a.hosts;
     if v.len() < 2 {
-        return vec![];
+        return out;
     }
-    let mut out = vec![];
     nvls_finding(a, &mut out);
     cpu_finding(a, &mut out);
     nic_finding(a, &mut out);
     gpu_count_finding(a, &mut out);
     sm_finding(a, &mut out);
-    p2p_finding(a, &mut out);
     out
 }
 
@@ -359,19 +364,134 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// "is relied on when mapping p2p peers to channels"). 2.29 takes the minimum over every rank
 /// in AllGather3 (v2.29.7-1 src/init.cc).
 fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
-    let v = a.hosts;
-    if v.iter().any(|h| h.p2p_per_peer.is_none()) || !differ(v, |h| h.p2p_per_peer) {
+    let v = &a.node_p2p;
+    if v.iter().all(|x| x.1 == v[0].1) {
         return;
     }
-    let counts = grouped(v, |h| h.p2p_per_peer.unwrap_or_default()).join(", ");
+    let mut counts: Vec<usize> = v.iter().map(|x| x.1).collect();
+    counts.dedup();
+    let counts: Vec<String> = counts
+        .iter()
+        .map(|&c| {
+            let names: Vec<&str> = v
+                .iter()
+                .filter(|x| x.1 == c)
+                .map(|x| x.0.as_str())
+                .collect();
+            format!("{c} ({})", names.join(", "))
+        })
+        .collect();
+    let counts = counts.join(", ");
     out.push(Message::new(
         Code::HostsP2pChannelsDiffer,
         Severity::Warning,
         format!(
-            "the hosts keep different p2p channel counts per peer: {counts}; before NCCL 2.29 each rank keeps its own node's count (src/graph/paths.cc ncclTopoComputeP2pChannels at NCCL {}) and each end of a send/recv sets up and splits over channels by its own count (src/enqueue.cc), so the two ends of a send/recv between these hosts disagree on its channels; what that does (a hang is likely) is not in NCCL's code (unknown). NCCL 2.29 and later take the minimum over all ranks (src/init.cc AllGather3); NCCL_NCHANNELS_PER_NET_PEER=1 makes every host's count 1, at a cost in send/recv bandwidth",
+            "the nodes keep different p2p channel counts per peer: {counts}; before NCCL 2.29 each rank keeps its own node's count (src/graph/paths.cc ncclTopoComputeP2pChannels at NCCL {}) and each end of a send/recv sets up and splits over channels by its own count (src/enqueue.cc), so the two ends of a send/recv between these nodes disagree on its channels; what that does (a hang is likely) is not in NCCL's code (unknown). NCCL 2.29 and later take the minimum over all ranks (src/init.cc AllGather3); NCCL_NCHANNELS_PER_NET_PEER=1 makes every node's count 1 where every node has peers on other nodes, at a cost in send/recv bandwidth",
             a.version
         ),
     ));
+}
+
+/// Per-size choices: every rank selects the algorithm and protocol of a call from its own
+/// cost table (`ncclTopoTuneModel`, src/graph/tuning.cc; the selection in src/enqueue.cc),
+/// and nothing reconciles the choices. Hosts whose ranks tune with other inputs than rank
+/// 0's (`Analysis::host_costs`) are checked at every planned size: where they choose another
+/// algorithm, protocol or channel count (the multi-host oracle's `inconsistent per-size
+/// choices`), the ranks of one call launch different kernels.
+pub fn choice_findings(
+    rank0: &CostTable,
+    others: &[(Vec<String>, &CostTable)],
+    version: NcclVersion,
+    (funcs, sizes): (&[Func], &[u64]),
+) -> Vec<Message> {
+    let mut out = vec![];
+    for (names, costs) in others {
+        let diffs: Vec<String> = funcs
+            .iter()
+            .filter_map(|&f| choice_difference(rank0, costs, f, sizes))
+            .collect();
+        if diffs.is_empty() {
+            continue;
+        }
+        out.push(Message::new(
+            Code::HostsChoicesDiffer,
+            Severity::Error,
+            format!(
+                "ranks of one call choose different algorithms, protocols or channel counts: {} tune with {} and choose otherwise than rank 0: {}; NCCL does not reconcile per-size choices (each rank tunes and selects on its own: src/graph/tuning.cc, src/enqueue.cc at NCCL {version}), so the ranks of one call launch different kernels: a hang or wrong results (NVIDIA/nccl#1136 is this failure with mixed CPU vendors); this plan shows rank 0's choices",
+                names.join(", "),
+                tuned_with(rank0, costs),
+                diffs.join("; "),
+            ),
+        ));
+    }
+    out
+}
+
+/// What `costs` was tuned with that rank 0's table was not.
+fn tuned_with(rank0: &CostTable, costs: &CostTable) -> String {
+    let mut why = vec![];
+    if costs.nvls_channels != rank0.nvls_channels {
+        why.push(format!(
+            "{} NVLS channels (rank 0: {}; each rank sets them from its own GPU, src/transport/nvls.cc)",
+            costs.nvls_channels, rank0.nvls_channels
+        ));
+    }
+    if costs.cpu_x86 != rank0.cpu_x86 || why.is_empty() {
+        why.push("their own CPU (ncclTopoCpuType, src/graph/tuning.cc)".into());
+    }
+    why.join(" and ")
+}
+
+/// `AllReduce at 3 of 24 sizes, 1M-4M (at 1M: rank 0 NVLS/Simple on 32 channels, here
+/// NVLS/Simple on 16 channels)`, where `other` chooses another algorithm, protocol or channel
+/// count than `mine` at some of `sizes`.
+fn choice_difference(
+    mine: &CostTable,
+    other: &CostTable,
+    f: Func,
+    sizes: &[u64],
+) -> Option<String> {
+    let op = OpContext::default();
+    let differ: Vec<(u64, String, String)> = sizes
+        .iter()
+        .filter_map(|&b| {
+            let (x, y) = (mine.select(f, b, &op).ok()?, other.select(f, b, &op).ok()?);
+            let key = |c: &crate::tuning::Choice| (c.algo, c.proto, c.nchannels);
+            (key(&x) != key(&y)).then(|| {
+                let label = |c: &crate::tuning::Choice| {
+                    format!(
+                        "{}/{} on {} channels",
+                        c.algo.name(),
+                        c.proto.name(),
+                        c.nchannels
+                    )
+                };
+                (b, label(&x), label(&y))
+            })
+        })
+        .collect();
+    let (first, last) = (differ.first()?, differ.last()?);
+    Some(format!(
+        "{} at {} of {} sizes, {}-{} (at {}: rank 0 {}, here {})",
+        f.name(),
+        differ.len(),
+        sizes.len(),
+        size_text(first.0),
+        size_text(last.0),
+        size_text(first.0),
+        first.1,
+        first.2
+    ))
+}
+
+/// `8`, `64K`, `1M`, `16G`: nccl-tests' size notation where exact, bytes otherwise.
+fn size_text(b: u64) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
 }
 
 #[cfg(test)]
@@ -422,8 +542,7 @@ mod tests {
         // worth of bandwidth), a PCIe peer for 2 (ncclTopoGetNchannels).
         let four = [("NCCL_NCHANNELS_PER_NET_PEER", "4")];
         let a = analyze_on_big_stack(&t, &four, "2.28");
-        let own: Vec<_> = a.hosts.iter().map(|h| h.p2p_per_peer).collect();
-        assert_eq!(own, [Some(4), Some(2)]);
+        assert_eq!(a.node_p2p, [(0, 4), (1, 2)]);
         // Rank 0 logs its own host's count.
         assert_eq!(a.counts.p2p_per_peer, 4);
         let m = crate::plan::host_findings(&a)
@@ -439,6 +558,61 @@ mod tests {
             let a = analyze_on_big_stack(&t, &env, v);
             assert!(!codes(&a).contains(&Code::HostsP2pChannelsDiffer), "{v}");
         }
+    }
+
+    /// The sizes every plan shows by default: 8 B to 16 GiB, doubling.
+    fn sizes() -> Vec<u64> {
+        (3..=34).map(|s| 1u64 << s).collect()
+    }
+
+    fn choices(a: &crate::analyze::Analysis) -> Vec<String> {
+        let funcs = [crate::types::Func::AllReduce, crate::types::Func::AllGather];
+        crate::plan::choice_findings(a, &funcs, &sizes())
+            .into_iter()
+            .map(|m| m.text)
+            .collect()
+    }
+
+    /// Hopper and Blackwell hosts both run NVLS with their own GPU's channel count: the
+    /// sizes NVLS serves are split over different channel counts (the multi-host oracle's
+    /// `inconsistent per-size choices`).
+    #[test]
+    fn nvls_channels_of_each_gpu_split_the_same_call_differently() {
+        let t = Topology::join(&[hgx(8, 100), hgx(8, 90)]).unwrap();
+        let a = analyze_on_big_stack(&t, &[], "2.28");
+        assert_eq!(a.host_costs.len(), 1);
+        let text = choices(&a).join("\n");
+        assert!(
+            text.contains("node-1 tune with 16 NVLS channels (rank 0: 32"),
+            "{text}"
+        );
+        assert!(text.contains("on 32 channels, here NVLS"), "{text}");
+        // Alike GPUs tune alike: nothing to compare.
+        let same = Topology::join(&[hgx(8, 100), hgx(2, 100)]).unwrap();
+        assert!(
+            analyze_on_big_stack(&same, &[], "2.28")
+                .host_costs
+                .is_empty()
+        );
+    }
+
+    /// Before 2.22 every rank tunes with its own CPU: an AMD host's network overhead (2 us)
+    /// moves the crossovers; from 2.24 every rank reads MIXED and tunes alike.
+    #[test]
+    fn own_cpus_move_the_crossovers_before_2_22() {
+        let mut amd = hgx(8, 90);
+        for n in amd.graph.node_indices().collect::<Vec<_>>() {
+            if let NodeKind::Cpu(c) = &mut amd.node_mut(n).kind {
+                c.vendor = Some("AuthenticAMD".into());
+                c.family = Some(25);
+            }
+        }
+        let t = Topology::join(&[hgx(8, 90), amd]).unwrap();
+        let a = analyze_on_big_stack(&t, &[], "2.21");
+        let text = choices(&a).join("\n");
+        assert!(text.contains("node-1 tune with their own CPU"), "{text}");
+        let a = analyze_on_big_stack(&t, &[], "2.28");
+        assert!(a.host_costs.is_empty());
     }
 
     #[test]

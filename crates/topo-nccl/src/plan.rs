@@ -675,6 +675,8 @@ fn build_with(
         tuner_csv: String::new(),
         graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
     };
+    plan.messages
+        .extend(choice_findings(a, &req.funcs, &req.sizes));
     // v1's `warnings[]` as before: the source's and the plan's, without the anomalies.
     plan.warnings = plan
         .messages
@@ -956,7 +958,26 @@ pub(crate) fn host_findings(a: &Analysis) -> Vec<Message> {
         search_channels: a.counts.search,
         nvls_channels: a.counts.nvls,
         ignore_net_mismatch: a.env.value("NCCL_IGNORE_NET_MISMATCH"),
+        node_p2p: a
+            .node_p2p
+            .iter()
+            .map(|&(h, c)| (super::hetero::host_name(&a.topo, h), c))
+            .collect(),
     })
+}
+
+/// Where dissimilar hosts' own cost tables choose otherwise than rank 0's at the planned
+/// sizes (`hetero::choice_findings`).
+pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Vec<Message> {
+    let others: Vec<(Vec<String>, &super::tuning::CostTable)> = a
+        .host_costs
+        .iter()
+        .map(|(hosts, c)| {
+            let names = hosts.iter().map(|&h| super::hetero::host_name(&a.topo, h));
+            (names.collect(), c)
+        })
+        .collect();
+    super::hetero::choice_findings(&a.costs, &others, a.version, (funcs, sizes))
 }
 
 /// The source's warnings, what the plan had to assume, and the transport anomalies.

@@ -64,6 +64,7 @@ codes! {
     HostsGpusDiffer => "hosts-gpus-differ",
     HostsSmDiffer => "hosts-sm-differ",
     HostsP2pChannelsDiffer => "hosts-p2p-channels-differ",
+    HostsChoicesDiffer => "hosts-choices-differ",
     P2pAssumed => "p2p-assumed",
     P2pRefusedByDriver => "p2p-refused-by-driver",
     NvlsUnavailable => "nvls-unavailable",
