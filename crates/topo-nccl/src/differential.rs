@@ -156,9 +156,11 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
         };
         let tline = tg
             .and_then(|g| {
-                crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter)
-                    .into_iter()
-                    .next()
+                crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter, &|r| {
+                    a.launcher_rank(r)
+                })
+                .into_iter()
+                .next()
             })
             .unwrap_or_else(|| "(not searched)".to_string());
         out.push(Check {

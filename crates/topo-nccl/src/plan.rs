@@ -366,7 +366,9 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .iter()
             .map(|&(x, y)| (net_name(x), net_name(y)))
             .collect(),
-        log: crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter),
+        log: crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter, &|r| {
+            a.launcher_rank(r)
+        }),
     }
 }
 
@@ -809,11 +811,13 @@ fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
     log.extend(a.graphs.fallback_lines());
     let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
     for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
+        let name = |r| a.launcher_rank(r);
         log.extend(crate::search::print_graph(
             g,
             sys,
             &a.version,
             a.graphs.inter,
+            &name,
         ));
     }
     log.extend((0..conn.n_channels).map(|c| {

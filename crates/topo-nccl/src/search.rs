@@ -403,7 +403,17 @@ pub fn compute_graph(
 /// hex id with its system id in the top byte in 2.21 and 2.22, as `NET/0-1` from 2.23.
 /// From v2.28.7-1 the NET ends are printed whenever the communicator spans hosts (`inter`),
 /// also for a channel without a NIC (a host with none): its zeroed slot reads `NET/0-0`.
-pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion, inter: bool) -> Vec<String> {
+///
+/// `rank_name` gives a rank's number in the communicator: NCCL keeps the launcher's ranks on a
+/// host it splits into nodes, where the analysis numbers them part by part
+/// (`Analysis::launcher_rank`).
+pub fn print_graph(
+    g: &Graph,
+    sys: &System,
+    v: &NcclVersion,
+    inter: bool,
+    rank_name: &dyn Fn(usize) -> usize,
+) -> Vec<String> {
     let mut out = vec![format!(
         "Pattern {}, crossNic {}, nChannels {}, bw {:.6}/{:.6}, type {}/{}, sameChannels {}",
         g.pattern.number(),
@@ -420,7 +430,7 @@ pub fn print_graph(g: &Graph, sys: &System, v: &NcclVersion, inter: bool) -> Vec
         let n = &sys.nodes[node];
         match n.kind {
             NodeType::Gpu if !gpu_ids => {
-                format!("GPU/{}", n.gpu.as_ref().map_or(0, |a| a.rank))
+                format!("GPU/{}", n.gpu.as_ref().map_or(0, |a| rank_name(a.rank)))
             }
             NodeType::Net if v.minor <= 20 => format!("NET/{}", n.id),
             NodeType::Net if v.minor <= 22 => {

@@ -141,7 +141,7 @@ fn lines(p: &Plan, g: &Graph, minor: u32) -> Vec<String> {
         minor,
         patch: None,
     };
-    print_graph(g, &p.sys, &v, p.graphs.inter)
+    print_graph(g, &p.sys, &v, p.graphs.inter, &|r| r)
 }
 
 const H100_LINE: &str = "24 coll channels, 24 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer";
