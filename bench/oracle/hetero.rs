@@ -806,24 +806,14 @@ pub fn run(a: &HeteroArgs) {
     for (f, (e, n, s)) in &per_field {
         let _ = writeln!(head, "  {f}: {e}/{n} {:?}", &s[..s.len().min(10)]);
     }
-    for (k, v) in &refused {
-        let _ = writeln!(head, "refused: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
-    }
-    for (k, v) in &warned {
-        let _ = writeln!(
-            head,
-            "oracle warning: {k}: {} {:?}",
-            v.len(),
-            &v[..v.len().min(8)]
-        );
-    }
-    for (k, v) in &found {
-        let _ = writeln!(
-            head,
-            "topo finding: {k}: {} {:?}",
-            v.len(),
-            &v[..v.len().min(8)]
-        );
+    for (label, seeds) in [
+        ("refused", &refused),
+        ("oracle warning", &warned),
+        ("topo finding", &found),
+    ] {
+        for (k, v) in seeds {
+            let _ = writeln!(head, "{label}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+        }
     }
     let text = head + &r;
     print!("{text}");

@@ -3,9 +3,7 @@
 //! built-in profile and on generated machines (Broadcom switches, bare NICs, GUID-less ports).
 
 use topo_model::{BwConstants, Topology};
-use topo_nccl::plan::PlanRequest;
 use topo_nccl::system::System;
-use topo_nccl::transport::RankPlacement;
 
 /// Everything the system says, host lists included.
 fn whole(s: &System) -> String {
@@ -60,16 +58,7 @@ fn generated_machines_copies_have_the_system_built_over_all_of_them() {
 }
 
 fn plan_json(t: Topology) -> String {
-    let req = PlanRequest {
-        funcs: vec![topo_nccl::types::Func::AllReduce],
-        sizes: vec![1 << 10, 1 << 20, 1 << 30],
-        version: topo_nccl::version::NcclVersion::parse("2.28").unwrap(),
-        version_source: "test".into(),
-        placement: RankPlacement::ProcessPerGpu,
-        env: vec![],
-        env_origin: Default::default(),
-        explain: false,
-    };
+    let req = crate::util::allreduce_request(vec![1 << 10, 1 << 20, 1 << 30]);
     let (plan, _) = topo_nccl::plan_owned(t, &req, Default::default()).unwrap();
     serde_json::to_string(&plan).unwrap()
 }

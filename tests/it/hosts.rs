@@ -328,3 +328,63 @@ fn a_port_lost_on_one_of_two_dissimilar_hosts_is_planned_as_nccls_code_does() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("there is no host 2 (2 hosts)"), "{err}");
 }
+
+/// Hopper beside Blackwell with NVLS: each rank sets NVLS channels from its own GPU, so the
+/// sizes NVLS serves run on different channel counts per host (the multi-host oracle's
+/// `inconsistent per-size choices` on such jobs, bench/oracle/results-hetero-2.28.md).
+#[test]
+fn hosts_choosing_differently_per_size_are_an_error() {
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-b200", "--from", "profile:dgx-h100"]);
+    let m = message(&host_messages(&doc), "hosts-choices-differ").clone();
+    assert_eq!(m.1, "error");
+    assert!(
+        m.2.contains("dgx-h100 tune with 16 NVLS channels (rank 0: 32"),
+        "{}",
+        m.2
+    );
+    assert!(m.2.contains("AllReduce at "), "{}", m.2);
+    // Alike GPUs: one cost table for every rank.
+    let (doc, _) = plan_doc(&["--from", "profile:dgx-h100", "--from", "profile:hgx-h200"]);
+    assert!(
+        !host_messages(&doc)
+            .iter()
+            .any(|m| m.0 == "hosts-choices-differ")
+    );
+}
+
+/// Job 51 of the 2.28 dissimilar-host sweep (fixtures/oracle/hetero-seed51-host*.xml): NCCL
+/// splits the third host into two nodes, whose ranks keep 1 p2p channel per peer where the
+/// other nodes keep 2; nccl-oracle 2.28.9 warns "inconsistent channel counts: rank 8 (node
+/// 2, localRanks 2) differs from rank 0". From 2.29 the minimum over all ranks is kept.
+#[test]
+fn split_nodes_keeping_other_p2p_channel_counts_are_named() {
+    let host = |i: usize| {
+        fixture(&format!("fixtures/oracle/hetero-seed51-host{i}.xml"))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let (h0, h1, h2) = (host(0), host(1), host(2));
+    let mut args = vec!["--from", &h0, "--from", &h1, "--from", &h2];
+    for e in [
+        "NCCL_MAX_NCHANNELS=9",
+        "NCCL_MAX_CTAS=20",
+        "NCCL_CROSS_NIC=0",
+    ] {
+        args.extend(["--env", e]);
+    }
+    let (doc, _) = plan_doc(&args);
+    assert_eq!(doc["ranks_per_node"], serde_json::json!([4, 4, 2, 2]));
+    let m = message(&host_messages(&doc), "hosts-p2p-channels-differ").clone();
+    assert_eq!(m.1, "warning");
+    assert!(
+        m.2.contains("2 (node-0-part0, node-1-part1), 1 (node-2-part2, node-2-part3)"),
+        "{}",
+        m.2
+    );
+    let (doc, _) = plan_doc_at("2.29", &args);
+    assert!(
+        !host_messages(&doc)
+            .iter()
+            .any(|m| m.0 == "hosts-p2p-channels-differ")
+    );
+}

@@ -63,16 +63,7 @@ fn gpus_only_the_network_connects_become_nodes() {
     // The plan prints rings, trees and graph channels in the launcher's numbers, as NCCL
     // does: each node's two ranks (0 2 and 1 3) are ring neighbours, and the tree of rank 0
     // reaches rank 2 inside its node.
-    let req = topo_nccl::plan::PlanRequest {
-        funcs: vec![topo_nccl::types::Func::AllReduce],
-        sizes: vec![1 << 20],
-        version: NcclVersion::parse("2.28").unwrap(),
-        version_source: "test".into(),
-        placement: RankPlacement::ProcessPerGpu,
-        env: vec![],
-        env_origin: Default::default(),
-        explain: false,
-    };
+    let req = crate::util::allreduce_request(vec![1 << 20]);
     let plan = topo_nccl::plan::build(&mut c, &req).unwrap();
     let neighbours = |ring: &[usize], a: usize, b: usize| {
         let n = ring.len();

@@ -191,12 +191,7 @@ fn a_c2c_path_is_charged_on_the_c2c_links() {
     );
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t, &[]);
-    let line = |g: &topo_nccl::graph::Graph| {
-        topo_nccl::search::print_graph(g, &a.system, &a.version, a.graphs.inter, &|r| {
-            a.launcher_rank(r)
-        })
-        .remove(0)
-    };
+    let line = |g: &topo_nccl::graph::Graph| a.graph_lines(g).remove(0);
     assert_eq!(
         line(&a.graphs.ring),
         "Pattern 4, crossNic 0, nChannels 14, bw 30.000000/30.000000, type C2C/PIX, sameChannels 1"
@@ -221,14 +216,7 @@ fn gb200_trays_charge_c2c_on_their_p2c_paths() {
     let xml = topo_source::ncclxml::write(&profile).unwrap();
     let t = topo_source::ncclxml::parse_str(&xml, "test").unwrap();
     let a = plan(&t.replicate(2), &[]);
-    let ring = topo_nccl::search::print_graph(
-        &a.graphs.ring,
-        &a.system,
-        &a.version,
-        a.graphs.inter,
-        &|r| a.launcher_rank(r),
-    )
-    .remove(0);
+    let ring = a.graph_lines(&a.graphs.ring).remove(0);
     assert_eq!(
         ring,
         "Pattern 4, crossNic 0, nChannels 10, bw 24.000000/24.000000, type NVL/P2C, sameChannels 0"
@@ -255,13 +243,7 @@ fn assert_graph_lines(seed: u64, nodes: Option<usize>, graph: GraphOf, want: &[(
     let m = topo_nccl::testgen::generate(seed);
     for (version, line) in want {
         let a = analyze_machine(&m.xml, &m.env, nodes.unwrap_or(m.nodes), version).unwrap();
-        let got = topo_nccl::search::print_graph(
-            graph(&a).unwrap(),
-            &a.system,
-            &a.version,
-            a.graphs.inter,
-            &|r| a.launcher_rank(r),
-        );
+        let got = a.graph_lines(graph(&a).unwrap());
         assert_eq!(got[0], *line, "seed {seed} at {version}");
     }
 }
@@ -275,14 +257,7 @@ fn a_split_hosts_graph_names_the_launchers_ranks_before_2_27_5() {
     let m = topo_nccl::testgen::generate(24);
     let a = analyze_machine(&m.xml, &m.env, 1, "2.26").unwrap();
     assert!(a.nnodes > 1, "the host is split");
-    let name = |r| a.launcher_rank(r);
-    let lines = topo_nccl::search::print_graph(
-        &a.graphs.ring,
-        &a.system,
-        &a.version,
-        a.graphs.inter,
-        &name,
-    );
+    let lines = a.graph_lines(&a.graphs.ring);
     assert_eq!(
         lines[1].trim(),
         "0 : NET/0-7 GPU/4 GPU/0 GPU/2 GPU/6 GPU/7 NET/0-7"
@@ -498,13 +473,7 @@ fn ring_bandwidth_reads_the_channels_left_after_the_tree() {
 fn a_relayed_nvlink_pair_stays_p2p_when_the_network_is_faster() {
     let xml = include_str!("../../fixtures/oracle/hetero-seed90-host1.xml");
     let a = analyze_machine(xml, &[], 2, "2.28").unwrap();
-    let log = topo_nccl::search::print_graph(
-        &a.graphs.ring,
-        &a.system,
-        &a.version,
-        a.graphs.inter,
-        &|r| a.launcher_rank(r),
-    );
+    let log = a.graph_lines(&a.graphs.ring);
     assert_eq!(
         log[..2],
         [

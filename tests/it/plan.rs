@@ -1526,8 +1526,6 @@ fn a_choice_that_changes_and_reverts_between_two_sizes_is_found() {
 /// rounding of them. Checked on the text: serde_json's default parser may be 1 ulp off.
 #[test]
 fn json_numbers_are_the_models_f64() {
-    use topo_nccl::plan::PlanRequest;
-    use topo_nccl::transport::RankPlacement;
     let out = crate::util::topo_clean_env()
         .args([
             "plan",
@@ -1546,16 +1544,7 @@ fn json_numbers_are_the_models_f64() {
     let topo = topo_source::profile::load_builtin("dgx-h100")
         .unwrap()
         .replicate(2);
-    let req = PlanRequest {
-        funcs: vec![topo_nccl::types::Func::AllReduce],
-        sizes: vec![1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30],
-        version: topo_nccl::version::NcclVersion::parse("2.28").unwrap(),
-        version_source: "test".into(),
-        placement: RankPlacement::ProcessPerGpu,
-        env: vec![],
-        env_origin: Default::default(),
-        explain: false,
-    };
+    let req = crate::util::allreduce_request(vec![1 << 10, 32 << 10, 1 << 20, 32 << 20, 1 << 30]);
     let (plan, _) = topo_nccl::plan_owned(topo, &req, Default::default()).unwrap();
     let written = |k: &str, v: f64| format!("\"{k}\": {}", serde_json::to_string(&v).unwrap());
     let cells = serde_json::to_value(&plan.costs).unwrap();

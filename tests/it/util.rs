@@ -119,3 +119,17 @@ pub fn strs(v: &serde_json::Value) -> Vec<&str> {
     let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
     items.iter().map(|s| s.as_str().unwrap()).collect()
 }
+
+/// An AllReduce plan request at NCCL 2.28 over `sizes`, one process per GPU, no environment.
+pub fn allreduce_request(sizes: Vec<u64>) -> topo_nccl::plan::PlanRequest {
+    topo_nccl::plan::PlanRequest {
+        funcs: vec![topo_nccl::types::Func::AllReduce],
+        sizes,
+        version: topo_nccl::version::NcclVersion::parse("2.28").unwrap(),
+        version_source: "test".into(),
+        placement: topo_nccl::transport::RankPlacement::ProcessPerGpu,
+        env: vec![],
+        env_origin: Default::default(),
+        explain: false,
+    }
+}

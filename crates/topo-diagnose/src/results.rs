@@ -106,18 +106,7 @@ fn mark_isolated(rows: &mut [JudgedRow]) {
     }
 }
 
-/// `1G`, `256M`, `8K`, `24` (bytes), as nccl-tests users write sizes.
-pub fn size_label(b: u64) -> String {
-    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    if b >= 1 << 20 {
-        return format!("{:.1}M", b as f64 / (1 << 20) as f64);
-    }
-    b.to_string()
-}
+pub use topo_vocab::size_label;
 
 /// A busbw to three significant figures (`0.0123`, `4.56`, `437.9`).
 pub fn gbps(x: f64) -> String {

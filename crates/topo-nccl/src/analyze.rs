@@ -72,19 +72,35 @@ pub struct Analysis {
     /// Dissimilar hosts: each host's own view before AllGather3 (`hetero::views`); empty
     /// where the hosts are alike.
     pub hosts: Vec<super::hetero::HostView>,
-    /// Each distinct NCCL node's own p2p channels per peer, before 2.29 ([`node_p2p`]):
+    /// Every NCCL node's own p2p channels per peer, before 2.29 ([`node_p2p`]):
     /// NCCL does not reconcile them, so nodes that differ disagree on a send/recv's channels.
     pub node_p2p: Vec<(HostId, usize)>,
     /// The cost tables of dissimilar hosts whose ranks tune with other inputs than rank 0's
     /// (their own NVLS channels, their own CPU before 2.24), with the hosts that share each:
     /// NCCL does not reconcile the choices made from them ([`own_costs`]).
-    pub host_costs: Vec<(Vec<HostId>, CostTable)>,
+    pub host_costs: Vec<HostCosts>,
+}
+
+/// The cost table some dissimilar hosts tune with ([`own_costs`]).
+pub struct HostCosts {
+    /// The hosts that share it.
+    pub hosts: Vec<HostId>,
+    pub costs: CostTable,
+    /// It was tuned with their own CPU, which differs from rank 0's host's (before 2.24).
+    pub own_cpu: bool,
 }
 
 impl Analysis {
     /// The launcher's number of a rank of this analysis.
     pub fn launcher_rank(&self, r: usize) -> usize {
         self.launcher_ranks.get(r).copied().unwrap_or(r)
+    }
+
+    /// NCCL's print of graph `g` (`search::print_graph`) as this communicator logs it: ranks
+    /// by the launcher's numbers.
+    pub fn graph_lines(&self, g: &super::graph::Graph) -> Vec<String> {
+        let name = |r| self.launcher_rank(r);
+        super::search::print_graph(g, &self.system, &self.version, self.graphs.inter, &name)
     }
 }
 
@@ -385,9 +401,9 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     })
 }
 
-/// Each NCCL node's own p2p channels per peer where NCCL keeps them per rank (before 2.29),
-/// given the collective channel count: one entry per node whose path tables are its own (a
-/// copy of another node counts as that node).
+/// Every NCCL node's own p2p channels per peer where NCCL keeps them per rank (before 2.29),
+/// given the collective channel count; computed once per node whose path tables are its own
+/// (a copy of another node keeps that node's count).
 fn node_p2p(
     system: &System,
     paths: &Paths,
@@ -395,10 +411,21 @@ fn node_p2p(
     coll: usize,
 ) -> Vec<(HostId, usize)> {
     let n = (coll, nodes_with_gpus(system).max(1));
-    (0..system.nhosts as HostId)
-        .filter(|&h| paths.tables_of(h as usize) == h as usize && !system.host_gpus(h).is_empty())
-        .filter_map(|h| Some((h, channels::own_p2p_per_peer(system, paths, params, n, h)?)))
-        .collect()
+    let mut own: Vec<Option<usize>> = vec![None; system.nhosts];
+    let mut out = vec![];
+    for h in (0..system.nhosts as HostId).filter(|&h| !system.host_gpus(h).is_empty()) {
+        let src = paths.tables_of(h as usize).min(h as usize);
+        let count = match own[src] {
+            Some(c) => c,
+            None => match channels::own_p2p_per_peer(system, paths, params, n, src as HostId) {
+                Some(c) => c,
+                None => return vec![],
+            },
+        };
+        own[src] = Some(count);
+        out.push((h, count));
+    }
+    out
 }
 
 /// Rank 0's cost table, and those of dissimilar hosts that tune otherwise ([`own_costs`]).
@@ -407,7 +434,7 @@ fn cost_tables(
     (system, paths, merged): (&System, &Paths, &Graphs),
     (params, counts): (&ChannelParams, &ChannelCounts),
     hosts: &[super::hetero::HostView],
-) -> (CostTable, Vec<(Vec<HostId>, CostTable)>) {
+) -> (CostTable, Vec<HostCosts>) {
     let tune = |c: &ChannelCounts, own| {
         let ti = tuning_input(env, data, (system, own), merged, c, collnet_enabled);
         CostTable::build(&ti)
@@ -426,7 +453,7 @@ fn own_costs(
     (system, paths, merged): (&System, &Paths, &Graphs),
     params: &ChannelParams,
     tune: &dyn Fn(&ChannelCounts, HostId) -> CostTable,
-) -> Vec<(Vec<HostId>, CostTable)> {
+) -> Vec<HostCosts> {
     type Key = (String, Option<(topo_model::CpuArch, topo_model::CpuVendor)>);
     let key = |h: HostId| {
         let counts = channels::comm_channels_of(system, paths, merged, params, h);
@@ -439,7 +466,7 @@ fn own_costs(
         return vec![];
     };
     let mine = key(first).0;
-    let mut out: Vec<(Vec<HostId>, CostTable)> = vec![];
+    let mut out: Vec<HostCosts> = vec![];
     let mut keys: Vec<Key> = vec![];
     for v in hosts.iter().filter(|v| v.host != first) {
         let (k, counts) = key(v.host);
@@ -447,10 +474,14 @@ fn own_costs(
             continue;
         }
         match keys.iter().position(|x| *x == k) {
-            Some(i) => out[i].0.push(v.host),
+            Some(i) => out[i].hosts.push(v.host),
             None => {
+                out.push(HostCosts {
+                    hosts: vec![v.host],
+                    costs: tune(&counts, v.host),
+                    own_cpu: k.1 != mine.1,
+                });
                 keys.push(k);
-                out.push((vec![v.host], tune(&counts, v.host)));
             }
         }
     }

@@ -155,13 +155,7 @@ pub fn compare(o: &OracleAnswer, a: &Analysis) -> Vec<Check> {
             _ => "(not searched)".to_string(),
         };
         let tline = tg
-            .and_then(|g| {
-                crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter, &|r| {
-                    a.launcher_rank(r)
-                })
-                .into_iter()
-                .next()
-            })
+            .and_then(|g| a.graph_lines(g).into_iter().next())
             .unwrap_or_else(|| "(not searched)".to_string());
         out.push(Check {
             field: FIELDS[0],

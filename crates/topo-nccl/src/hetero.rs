@@ -10,7 +10,7 @@ use super::types::Func;
 use super::version::NcclVersion;
 use topo_model::message::{Message, Severity};
 use topo_model::{CpuArch, CpuVendor, HostId};
-use topo_vocab::Code;
+use topo_vocab::{Code, size_label};
 
 /// One host's own view as its ranks compute it before AllGather3.
 #[derive(Clone, Debug)]
@@ -95,7 +95,9 @@ pub struct Reconciled<'a> {
     pub ignore_net_mismatch: Option<&'a str>,
     /// Each distinct NCCL node's own p2p channels per peer, by name, where NCCL keeps them
     /// per rank (before 2.29; `Analysis::node_p2p`): the parts of a split host too.
-    pub node_p2p: Vec<(String, usize)>,
+    pub node_p2p: &'a [(HostId, usize)],
+    /// A node's name in the findings.
+    pub node_name: &'a dyn Fn(HostId) -> String,
 }
 
 /// The plan's messages about dissimilar hosts: one per kind of difference.
@@ -121,6 +123,15 @@ fn names(v: &[HostView], f: impl Fn(&HostView) -> bool) -> String {
         .map(|h| h.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Names comma-separated, the first six of many and how many more.
+fn at_most_six(names: impl Iterator<Item = String>) -> String {
+    let all: Vec<String> = names.collect();
+    match all.len() {
+        0..=6 => all.join(", "),
+        n => format!("{} and {} more", all[..6].join(", "), n - 6),
+    }
 }
 
 /// Hosts grouped by a decision: `value (host, host)`, in the order first met.
@@ -364,21 +375,21 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// "is relied on when mapping p2p peers to channels"). 2.29 takes the minimum over every rank
 /// in AllGather3 (v2.29.7-1 src/init.cc).
 fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
-    let v = &a.node_p2p;
+    let v = a.node_p2p;
     if v.iter().all(|x| x.1 == v[0].1) {
         return;
     }
-    let mut counts: Vec<usize> = v.iter().map(|x| x.1).collect();
-    counts.dedup();
-    let counts: Vec<String> = counts
+    let mut distinct: Vec<usize> = vec![];
+    for &(_, c) in v {
+        if !distinct.contains(&c) {
+            distinct.push(c);
+        }
+    }
+    let counts: Vec<String> = distinct
         .iter()
         .map(|&c| {
-            let names: Vec<&str> = v
-                .iter()
-                .filter(|x| x.1 == c)
-                .map(|x| x.0.as_str())
-                .collect();
-            format!("{c} ({})", names.join(", "))
+            let nodes = v.iter().filter(|x| x.1 == c).map(|x| (a.node_name)(x.0));
+            format!("{c} ({})", at_most_six(nodes))
         })
         .collect();
     let counts = counts.join(", ");
@@ -400,12 +411,17 @@ fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// choices`), the ranks of one call launch different kernels.
 pub fn choice_findings(
     rank0: &CostTable,
-    others: &[(Vec<String>, &CostTable)],
+    others: &[OwnTable],
     version: NcclVersion,
     (funcs, sizes): (&[Func], &[u64]),
 ) -> Vec<Message> {
     let mut out = vec![];
-    for (names, costs) in others {
+    for OwnTable {
+        names,
+        costs,
+        own_cpu,
+    } in others
+    {
         let diffs: Vec<String> = funcs
             .iter()
             .filter_map(|&f| choice_difference(rank0, costs, f, sizes))
@@ -419,7 +435,7 @@ pub fn choice_findings(
             format!(
                 "ranks of one call choose different algorithms, protocols or channel counts: {} tune with {} and choose otherwise than rank 0: {}; NCCL does not reconcile per-size choices (each rank tunes and selects on its own: src/graph/tuning.cc, src/enqueue.cc at NCCL {version}), so the ranks of one call launch different kernels: a hang or wrong results (NVIDIA/nccl#1136 is this failure with mixed CPU vendors); this plan shows rank 0's choices",
                 names.join(", "),
-                tuned_with(rank0, costs),
+                tuned_with(rank0, costs, *own_cpu),
                 diffs.join("; "),
             ),
         ));
@@ -427,8 +443,17 @@ pub fn choice_findings(
     out
 }
 
+/// The cost table some hosts tune with, for [`choice_findings`].
+pub struct OwnTable<'a> {
+    /// The hosts that share it.
+    pub names: Vec<String>,
+    pub costs: &'a CostTable,
+    /// Tuned with their own CPU (`analyze::HostCosts::own_cpu`).
+    pub own_cpu: bool,
+}
+
 /// What `costs` was tuned with that rank 0's table was not.
-fn tuned_with(rank0: &CostTable, costs: &CostTable) -> String {
+fn tuned_with(rank0: &CostTable, costs: &CostTable, own_cpu: bool) -> String {
     let mut why = vec![];
     if costs.nvls_channels != rank0.nvls_channels {
         why.push(format!(
@@ -436,7 +461,7 @@ fn tuned_with(rank0: &CostTable, costs: &CostTable) -> String {
             costs.nvls_channels, rank0.nvls_channels
         ));
     }
-    if costs.cpu_x86 != rank0.cpu_x86 || why.is_empty() {
+    if own_cpu {
         why.push("their own CPU (ncclTopoCpuType, src/graph/tuning.cc)".into());
     }
     why.join(" and ")
@@ -471,27 +496,19 @@ fn choice_difference(
         })
         .collect();
     let (first, last) = (differ.first()?, differ.last()?);
+    let span = match first.0 == last.0 {
+        true => size_label(first.0),
+        false => format!("{}-{}", size_label(first.0), size_label(last.0)),
+    };
     Some(format!(
-        "{} at {} of {} sizes, {}-{} (at {}: rank 0 {}, here {})",
+        "{} at {} of {} sizes, {span} (at {}: rank 0 {}, here {})",
         f.name(),
         differ.len(),
         sizes.len(),
-        size_text(first.0),
-        size_text(last.0),
-        size_text(first.0),
+        size_label(first.0),
         first.1,
         first.2
     ))
-}
-
-/// `8`, `64K`, `1M`, `16G`: nccl-tests' size notation where exact, bytes otherwise.
-fn size_text(b: u64) -> String {
-    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    b.to_string()
 }
 
 #[cfg(test)]
@@ -560,6 +577,18 @@ mod tests {
         }
     }
 
+    /// `hgx(8, 90)` on AMD CPUs.
+    fn amd_hgx() -> Topology {
+        let mut amd = hgx(8, 90);
+        for n in amd.graph.node_indices().collect::<Vec<_>>() {
+            if let NodeKind::Cpu(c) = &mut amd.node_mut(n).kind {
+                c.vendor = Some("AuthenticAMD".into());
+                c.family = Some(25);
+            }
+        }
+        amd
+    }
+
     /// The sizes every plan shows by default: 8 B to 16 GiB, doubling.
     fn sizes() -> Vec<u64> {
         (3..=34).map(|s| 1u64 << s).collect()
@@ -587,6 +616,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("on 32 channels, here NVLS"), "{text}");
+        assert!(
+            !text.contains("their own CPU"),
+            "the CPUs are alike: {text}"
+        );
         // Alike GPUs tune alike: nothing to compare.
         let same = Topology::join(&[hgx(8, 100), hgx(2, 100)]).unwrap();
         assert!(
@@ -600,14 +633,7 @@ mod tests {
     /// moves the crossovers; from 2.24 every rank reads MIXED and tunes alike.
     #[test]
     fn own_cpus_move_the_crossovers_before_2_22() {
-        let mut amd = hgx(8, 90);
-        for n in amd.graph.node_indices().collect::<Vec<_>>() {
-            if let NodeKind::Cpu(c) = &mut amd.node_mut(n).kind {
-                c.vendor = Some("AuthenticAMD".into());
-                c.family = Some(25);
-            }
-        }
-        let t = Topology::join(&[hgx(8, 90), amd]).unwrap();
+        let t = Topology::join(&[hgx(8, 90), amd_hgx()]).unwrap();
         let a = analyze_on_big_stack(&t, &[], "2.21");
         let text = choices(&a).join("\n");
         assert!(text.contains("node-1 tune with their own CPU"), "{text}");
@@ -617,14 +643,7 @@ mod tests {
 
     #[test]
     fn cpu_vendors_become_mixed_from_2_22() {
-        let mut amd = hgx(8, 90);
-        for n in amd.graph.node_indices().collect::<Vec<_>>() {
-            if let NodeKind::Cpu(c) = &mut amd.node_mut(n).kind {
-                c.vendor = Some("AuthenticAMD".into());
-                c.family = Some(25);
-            }
-        }
-        let t = Topology::join(&[hgx(8, 90), amd]).unwrap();
+        let t = Topology::join(&[hgx(8, 90), amd_hgx()]).unwrap();
         for (v, severity) in [("2.21", "warning"), ("2.23", "warning"), ("2.28", "info")] {
             let a = analyze_on_big_stack(&t, &[], v);
             let m = crate::plan::host_findings(&a)

@@ -366,9 +366,7 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .iter()
             .map(|&(x, y)| (net_name(x), net_name(y)))
             .collect(),
-        log: crate::search::print_graph(g, &a.system, &a.version, a.graphs.inter, &|r| {
-            a.launcher_rank(r)
-        }),
+        log: a.graph_lines(g),
     }
 }
 
@@ -799,7 +797,7 @@ type CellNotes = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>
 
 /// The lines NCCL logs at init for this plan, in its order.
 fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
-    let (sys, conn) = (&a.system, &a.connection);
+    let conn = &a.connection;
     let mut log = vec![];
     if let Some(m) = &a.mnnvl {
         // ncclMnnvlCheck (NCCL 2.28.9 src/mnnvl.cc), rank 0's line.
@@ -811,14 +809,7 @@ fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
     log.extend(a.graphs.fallback_lines());
     let always = |g: &Graph| std::ptr::eq(g, &a.graphs.ring) || std::ptr::eq(g, &a.graphs.tree);
     for g in a.graphs.iter().filter(|g| always(g) || searched(g)) {
-        let name = |r| a.launcher_rank(r);
-        log.extend(crate::search::print_graph(
-            g,
-            sys,
-            &a.version,
-            a.graphs.inter,
-            &name,
-        ));
+        log.extend(a.graph_lines(g));
     }
     log.extend((0..conn.n_channels).map(|c| {
         let ring: Vec<usize> = conn.ring(c).unwrap_or_default();
@@ -962,23 +953,25 @@ pub(crate) fn host_findings(a: &Analysis) -> Vec<Message> {
         search_channels: a.counts.search,
         nvls_channels: a.counts.nvls,
         ignore_net_mismatch: a.env.value("NCCL_IGNORE_NET_MISMATCH"),
-        node_p2p: a
-            .node_p2p
-            .iter()
-            .map(|&(h, c)| (super::hetero::host_name(&a.topo, h), c))
-            .collect(),
+        node_p2p: &a.node_p2p,
+        node_name: &|h| super::hetero::host_name(&a.topo, h),
     })
 }
 
 /// Where dissimilar hosts' own cost tables choose otherwise than rank 0's at the planned
 /// sizes (`hetero::choice_findings`).
 pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Vec<Message> {
-    let others: Vec<(Vec<String>, &super::tuning::CostTable)> = a
+    let others: Vec<super::hetero::OwnTable> = a
         .host_costs
         .iter()
-        .map(|(hosts, c)| {
-            let names = hosts.iter().map(|&h| super::hetero::host_name(&a.topo, h));
-            (names.collect(), c)
+        .map(|x| super::hetero::OwnTable {
+            names: x
+                .hosts
+                .iter()
+                .map(|&h| super::hetero::host_name(&a.topo, h))
+                .collect(),
+            costs: &x.costs,
+            own_cpu: x.own_cpu,
         })
         .collect();
     super::hetero::choice_findings(&a.costs, &others, a.version, (funcs, sizes))

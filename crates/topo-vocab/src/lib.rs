@@ -20,5 +20,5 @@ pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 #[cfg(feature = "serde")]
 pub use serde_impl::printed;
-pub use size::parse_size;
+pub use size::{parse_size, size_label};
 pub use transport::{Net, P2p, Transport};

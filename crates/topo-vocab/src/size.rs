@@ -30,6 +30,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size '{s}': too large"))
 }
 
+/// `1G`, `256M`, `8K`, `24` (bytes), as nccl-tests users write sizes; a size no binary
+/// multiple names exactly, from 1M, to one decimal (`122.0M`).
+pub fn size_label(b: u64) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    if b >= 1 << 20 {
+        return format!("{:.1}M", b as f64 / (1 << 20) as f64);
+    }
+    b.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
