@@ -72,3 +72,37 @@ fn every_code_is_emitted_somewhere() {
         );
     }
 }
+
+/// Each code's severities as docs/codes.md gives them (a code listed in several sections
+/// takes the union of its rows).
+fn listed_severities() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let doc = std::fs::read_to_string(fixture("docs/codes.md")).unwrap();
+    let mut out = std::collections::BTreeMap::<String, BTreeSet<String>>::new();
+    for l in doc.lines() {
+        let Some((code, rest)) = l.strip_prefix("| `").and_then(|l| l.split_once("` |")) else {
+            continue;
+        };
+        let column = rest.split('|').next().unwrap_or("");
+        let set = out.entry(code.to_string()).or_default();
+        for s in column.split([',']).flat_map(|s| s.split(" or ")) {
+            set.insert(s.trim().to_string());
+        }
+    }
+    out
+}
+
+/// The severity a finding is raised at comes from the code's table
+/// (`crates/topo-vocab/src/code.rs`, checked when a finding is made); the documented
+/// severities are that table, row by row.
+#[test]
+fn docs_give_each_code_the_severities_of_its_table() {
+    let listed = listed_severities();
+    for c in Code::ALL {
+        let table: BTreeSet<String> = c.severities().iter().map(|s| s.name().into()).collect();
+        assert_eq!(
+            listed.get(c.name()),
+            Some(&table),
+            "docs/codes.md's severity column for `{c}` differs from its table in crates/topo-vocab/src/code.rs"
+        );
+    }
+}

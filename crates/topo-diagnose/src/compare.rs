@@ -444,7 +444,7 @@ pub fn count_differences(r: &mut Report) {
     if rows.is_empty() {
         return;
     }
-    let f = super::Finding::new(
+    let f = super::Finding::at(
         Code::LogDiffersFromPlan,
         super::Severity::Warning,
         format!(
@@ -478,7 +478,7 @@ pub fn differences(r: &mut Report) {
         })
         .chain((rows.len() > 4).then(|| format!("... and {} more pairs", rows.len() - 4)))
         .collect();
-    let f = super::Finding::new(
+    let f = super::Finding::at(
         Code::TransportDiffersFromPlan,
         super::Severity::Warning,
         format!(

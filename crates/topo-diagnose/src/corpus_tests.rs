@@ -124,7 +124,7 @@ fn no_bang_in_a_comparison_without_a_finding() {
             let warned = |id: &str| {
                 r.findings
                     .iter()
-                    .any(|f| f.id == id && f.severity >= Severity::Warning)
+                    .any(|f| f.code == id && f.severity >= Severity::Warning)
             };
             if cmp {
                 bangs += 1;

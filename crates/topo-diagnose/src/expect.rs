@@ -68,10 +68,7 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
     }
     if !missing.is_empty() {
         r.add(
-            Finding::new(
-                Code::DeviceMissing,
-                Severity::Error,
-                format!("devices are missing compared with {name}"),
+            Finding::new(Code::DeviceMissing, format!("devices are missing compared with {name}"),
             )
             .evidence(missing)
             .fix("check `nvidia-smi -L`, `lspci | grep -i nvidia`, `ibdev2netdev`: a device that fell off the bus needs a reset or service"),
@@ -106,7 +103,7 @@ pub fn run(have: &Topology, name: &str, want: &Topology, r: &mut Report) {
     }
     let mut add = |id: Code, sev: Severity, title: String, ev: Vec<String>, fix: &str| {
         if !ev.is_empty() {
-            r.add(Finding::new(id, sev, title).evidence(ev).fix(fix));
+            r.add(Finding::at(id, sev, title).evidence(ev).fix(fix));
         }
     };
     add(

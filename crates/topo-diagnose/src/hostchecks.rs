@@ -38,7 +38,7 @@ fn vm(f: &HostFacts, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
+        Finding::at(
             Code::VirtualizedTopology,
             Severity::Info,
             "this machine is a virtual machine: NCCL sees the hypervisor's PCI tree, which may hide PCIe switches, NVSwitches and NUMA placement",
@@ -68,7 +68,7 @@ fn visibility(f: &HostFacts, r: &mut Report) {
     }
     ev.extend(f.container.iter().cloned());
     r.add(
-        Finding::new(
+        Finding::at(
             Code::SingleGpuVisible,
             Severity::Warning,
             format!("this process sees one of the machine's {in_box} GPUs: ranks split this way cannot use NVLink P2P with each other unless they share one container that sees all GPUs"),
@@ -78,7 +78,7 @@ fn visibility(f: &HostFacts, r: &mut Report) {
     );
     if f.kubernetes {
         r.add(
-            Finding::new(
+            Finding::at(
                 Code::RanksOnSeparateHosts,
                 Severity::Warning,
                 "a Kubernetes pod with one GPU of a multi-GPU node: ranks in sibling pods get their own host hash, so NCCL treats them as separate hosts and uses the network between them",
@@ -100,10 +100,7 @@ fn shm(f: &HostFacts, r: &mut Report) {
     }
     let mib = bytes >> 20;
     r.add(
-        Finding::new(
-            Code::ShmTooSmall,
-            Severity::Warning,
-            format!("/dev/shm is {mib} MiB: NCCL's shared-memory buffers and proxy need more, and jobs fail with bus errors or fall back"),
+        Finding::new(Code::ShmTooSmall, format!("/dev/shm is {mib} MiB: NCCL's shared-memory buffers and proxy need more, and jobs fail with bus errors or fall back"),
         )
         .evidence(f.shm_line.iter().map(|l| format!("/proc/mounts: {l}")))
         .fix("give the container a larger /dev/shm: `docker run --shm-size=16g` (or --ipc=host); in Kubernetes mount an emptyDir with medium: Memory at /dev/shm"),
@@ -133,10 +130,7 @@ fn acs(f: &HostFacts, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
-            Code::AcsRedirect,
-            Severity::Error,
-            "PCIe ACS redirects peer-to-peer traffic up to the CPU root complex: GPU P2P and GPUDirect RDMA are slow or hang",
+        Finding::new(Code::AcsRedirect, "PCIe ACS redirects peer-to-peer traffic up to the CPU root complex: GPU P2P and GPUDirect RDMA are slow or hang",
         )
         .evidence(on)
         .fix("disable ACS on the PCIe switches (BIOS option, or `setpci -s <bridge> ECAP_ACS+0x6.w=0000` at boot) on bare metal; keep it only where VMs need it"),
@@ -150,10 +144,7 @@ fn iommu(f: &HostFacts, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
-            Code::IommuTranslation,
-            Severity::Warning,
-            "the IOMMU translates GPU DMA addresses: peer-to-peer and GPUDirect RDMA traffic is slowed or breaks",
+        Finding::new(Code::IommuTranslation, "the IOMMU translates GPU DMA addresses: peer-to-peer and GPUDirect RDMA traffic is slowed or breaks",
         )
         .evidence([ev.clone()])
         .fix("boot with the IOMMU in pass-through (`iommu=pt`, with `intel_iommu=on` or `amd_iommu=on`) or off on bare-metal GPU nodes"),
@@ -188,10 +179,7 @@ fn nvlink(f: &HostFacts, r: &mut Report) {
         })
         .collect::<Vec<_>>();
     r.add(
-        Finding::new(
-            Code::NvlinkDegraded,
-            Severity::Error,
-            "NVLink links are down: those GPUs get less NVLink bandwidth and NCCL's rings and trees are built around them",
+        Finding::new(Code::NvlinkDegraded, "NVLink links are down: those GPUs get less NVLink bandwidth and NCCL's rings and trees are built around them",
         )
         .evidence(ev)
         .fix("check `nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`; reset the GPUs or have the board serviced"),
@@ -241,10 +229,7 @@ fn mig(f: &HostFacts, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
-            Code::MigEnabled,
-            Severity::Error,
-            "MIG is enabled: NCCL cannot use NVLink or P2P between MIG instances, and communication between them goes through the host",
+        Finding::new(Code::MigEnabled, "MIG is enabled: NCCL cannot use NVLink or P2P between MIG instances, and communication between them goes through the host",
         )
         .evidence(on)
         .fix("disable MIG on GPUs used for multi-GPU jobs: `nvidia-smi -i <gpu> -mig 0` (then reset the GPU)"),
@@ -256,10 +241,7 @@ fn p2p(f: &HostFacts, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
-            Code::P2pDenied,
-            Severity::Warning,
-            "NVML reports that GPU pairs cannot do P2P: NCCL falls back to shared memory (SHM) for them",
+        Finding::new(Code::P2pDenied, "NVML reports that GPU pairs cannot do P2P: NCCL falls back to shared memory (SHM) for them",
         )
         .evidence(
             f.p2p_refused
@@ -300,7 +282,7 @@ fn gdr(f: &HostFacts, input: &Input, r: &mut Report) {
         ),
     ];
     r.add(
-        Finding::new(
+        Finding::at(
             Code::GdrUnavailable,
             if dmabuf { Severity::Info } else { Severity::Warning },
             if dmabuf {

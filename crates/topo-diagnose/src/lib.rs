@@ -83,7 +83,7 @@ pub fn diagnose(input: &Input) -> Report {
 fn finish(r: &mut Report) {
     let mut merged: Vec<Finding> = vec![];
     for f in r.findings.drain(..) {
-        match merged.iter_mut().find(|m| m.id == f.id) {
+        match merged.iter_mut().find(|m| m.code == f.code) {
             Some(m) => {
                 m.severity = m.severity.max(f.severity);
                 for e in f.evidence {
@@ -114,7 +114,7 @@ fn finish(r: &mut Report) {
             } else {
                 String::new()
             };
-            format!("{}: {}{tail}", f.severity.name(), f.title)
+            format!("{}: {}{tail}", f.severity.name(), f.text)
         }
         _ if r.checked.is_empty() => "nothing could be checked".into(),
         _ => "no problem found in what could be checked".into(),

@@ -99,10 +99,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
     }
     if env.is_empty() {
         r.add(
-            Finding::new(
-                Code::P2pRefused,
-                Severity::Warning,
-                format!(
+            Finding::new(Code::P2pRefused, format!(
                     "{} connections between GPUs of one host go through shared memory (SHM): NCCL refused P2P for them",
                     shm.len()
                 ),
@@ -124,7 +121,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs talk through shared memory (SHM) instead"
     };
     r.add(
-        Finding::new(Code::P2pDisabledByEnv, Severity::Error, title)
+        Finding::new(Code::P2pDisabledByEnv, title)
             .evidence(ev)
             .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (drop their `-x`/export from the job script), and the other NCCL_* settings unless they are needed; NCCL then uses P2P over NVLink"),
     );
@@ -210,7 +207,7 @@ fn separate_hosts(l: &LogInput, r: &mut Report) {
         Severity::Error
     };
     r.add(
-        Finding::new(
+        Finding::at(
             Code::RanksOnSeparateHosts,
             sev,
             if socket.is_empty() {
@@ -268,7 +265,7 @@ fn single_gpu(l: &LogInput, input: &Input, r: &mut Report) {
         "each process sees only one GPU: NCCL can use NVLink P2P between such processes only when they share a container (and IPC/PID namespaces) that sees all GPUs"
     };
     r.add(
-        Finding::new(
+        Finding::at(
             Code::SingleGpuVisible,
             if severe { Severity::Error } else { Severity::Warning },
             title,
@@ -302,10 +299,7 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
             && !log.env.contains_key("NCCL_NVLS_ENABLE")
         {
             r.add(
-                Finding::new(
-                    Code::NvlsUnavailable,
-                    Severity::Warning,
-                    "NVLink SHARP (NVLS) is off on an NVSwitch machine: 0 nvls channels",
+                Finding::new(Code::NvlsUnavailable, "NVLink SHARP (NVLS) is off on an NVSwitch machine: 0 nvls channels",
                 )
                 .evidence([quote(&l.name, ch.evidence.line, &ch.evidence.text)])
                 .fix("check that the fabric manager runs and NVLS multicast is supported (driver ≥ 530, CUDA ≥ 12.1, no NCCL_NVLS_ENABLE=0); without NVLS single-node allreduce peaks near 370 GB/s instead of ~480"),
@@ -322,7 +316,7 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
     let f = match super::logfacts::nvswitch(l, input) {
         super::logfacts::Fabric::NoNvls(why) => {
             ev.push(why);
-            Finding::new(
+            Finding::at(
                 Code::NvlsUnavailable,
                 Severity::Info,
                 "NVLink SHARP (NVLS) is not available, as expected: it needs Hopper-or-newer GPUs on NVSwitches (HGX/DGX H100 and later) and this machine has none",
@@ -331,17 +325,11 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
         }
         super::logfacts::Fabric::Nvswitch(why) => {
             ev.push(why);
-            Finding::new(
-                Code::NvlsUnavailable,
-                Severity::Warning,
-                "NVLink SHARP (NVLS) multicast is not available to NCCL on an NVSwitch machine",
+            Finding::new(Code::NvlsUnavailable, "NVLink SHARP (NVLS) multicast is not available to NCCL on an NVSwitch machine",
             )
             .fix("start the fabric manager (nvidia-fabricmanager; `nvidia-smi -q | grep -i -A2 fabric` must say Completed), use driver ≥ 530 and CUDA ≥ 12.1, and in containers expose the IMEX/multicast devices")
         }
-        super::logfacts::Fabric::Unknown => Finding::new(
-            Code::NvlsUnavailable,
-            Severity::Warning,
-            "NVLink SHARP (NVLS) multicast is not available to NCCL",
+        super::logfacts::Fabric::Unknown => Finding::new(Code::NvlsUnavailable, "NVLink SHARP (NVLS) multicast is not available to NCCL",
         )
         .fix("on an NVSwitch system (HGX/DGX H100 or newer) start the fabric manager and check `nvidia-smi -q | grep -i fabric`; on any other machine NVLS does not exist and this line is expected (pass --from or --profile to tell)"),
     };
@@ -367,10 +355,7 @@ fn gdr(l: &LogInput, r: &mut Report) {
             .map(|e| quote(&l.name, e.line, &e.text)),
     );
     r.add(
-        Finding::new(
-            Code::GdrUnavailable,
-            Severity::Warning,
-            "network transfers do not use GPUDirect RDMA: data is staged through host memory",
+        Finding::new(Code::GdrUnavailable, "network transfers do not use GPUDirect RDMA: data is staged through host memory",
         )
         .evidence(ev)
         .fix("load nvidia_peermem (or use DMA-BUF: kernel ≥ 5.12, open driver ≥ 515), keep the NIC and GPU under one PCIe switch, and check NCCL_NET_GDR_LEVEL is not set too low"),
@@ -409,10 +394,7 @@ fn virtual_pci(l: &LogInput, r: &mut Report) {
             .fold(f64::MAX, f64::min)
     ));
     r.add(
-        Finding::new(
-            Code::VirtualizedTopology,
-            Severity::Warning,
-            "NCCL sees a virtual machine's PCI tree: emulated bridges at 0.2 GB/s hide the real switches and links, so its topology and search can go wrong",
+        Finding::new(Code::VirtualizedTopology, "NCCL sees a virtual machine's PCI tree: emulated bridges at 0.2 GB/s hide the real switches and links, so its topology and search can go wrong",
         )
         .evidence(ev)
         .fix("give NCCL the bare-metal topology (`topo snapshot` on the host, `topo xml --from host.tar.gz -o host-topo.xml`, NCCL_TOPO_FILE=host-topo.xml in the VM), or fix the hypervisor's PCIe setup (pass through the switches; in the reported case, ACS capability `ecap_acs` on the host's devices)"),
@@ -426,7 +408,6 @@ fn warns(l: &LogInput, r: &mut Report) {
     r.add(
         Finding::new(
             Code::NcclWarning,
-            Severity::Warning,
             format!("NCCL printed {} WARN line(s)", l.log.warnings.len()),
         )
         .evidence(quote_some(

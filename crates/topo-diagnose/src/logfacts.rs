@@ -1,7 +1,7 @@
 //! Log findings whose advice depends on the hardware: NVLS asked for and absent, and P2P
 //! refused by the driver on a PCIe pair (expected) or an NVLink pair (a fault).
 
-use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
+use super::{Finding, Input, LogInput, Report, quote, quote_some};
 use topo_model::message::Code;
 
 /// What the evidence says about NVLS on the machine: it needs Hopper-or-newer GPUs on
@@ -144,7 +144,6 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
     r.add(
         Finding::new(
             Code::NvlsRequestedUnavailable,
-            Severity::Error,
             "NCCL_ALGO asks for NVLS but the job has no NVLS channels: NCCL ran other algorithms",
         )
         .evidence(ev)
@@ -210,10 +209,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
     };
     if !nvl.is_empty() {
         r.add(
-            Finding::new(
-                Code::P2pDisabledNvlink,
-                Severity::Error,
-                format!("the driver refuses P2P between NVLink-connected GPUs ({}): a fabric or hardware fault, and NCCL stops", pairs(&nvl)),
+            Finding::new(Code::P2pDisabledNvlink, format!("the driver refuses P2P between NVLink-connected GPUs ({}): a fabric or hardware fault, and NCCL stops", pairs(&nvl)),
             )
             .evidence(quote_some(&l.name, nvl.iter().map(|p| (p.evidence.line, p.evidence.text.as_str())), 3))
             .fix("check the NVLinks (`nvidia-smi nvlink -s`, `nvidia-smi topo -p2p rw`), on NVSwitch systems the fabric manager (`systemctl status nvidia-fabricmanager`, versions matching the driver), then reset the GPUs or reboot; NCCL_IGNORE_DISABLED_P2P=1 only hides it"),
@@ -235,10 +231,7 @@ pub fn p2p_disabled(l: &LogInput, r: &mut Report) {
             ev.push(format!("{shm} connection line(s) go via SHM instead"));
         }
         r.add(
-            Finding::new(
-                Code::P2pDisabledPcie,
-                Severity::Info,
-                format!("the driver does not allow P2P between the PCIe-connected GPUs ({}), so NCCL uses shared memory (SHM): expected on consumer (GeForce) GPUs and in many VMs", pairs(&pcie)),
+            Finding::new(Code::P2pDisabledPcie, format!("the driver does not allow P2P between the PCIe-connected GPUs ({}), so NCCL uses shared memory (SHM): expected on consumer (GeForce) GPUs and in many VMs", pairs(&pcie)),
             )
             .evidence(ev)
             .fix("nothing to fix on consumer GPUs (their driver has no PCIe P2P); on data-centre GPUs check ACS and the IOMMU (`topo diagnose` on the machine) or the hypervisor's P2P support"),

@@ -11,39 +11,8 @@ use topo_vocab::Transport;
 
 pub const SCHEMA: &str = "topo.diagnose/v1";
 
-/// One severity scale for findings and for the other documents' coded messages.
-pub use topo_model::message::{Code, Severity};
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Finding {
-    /// Stable identifier (`p2p-disabled-by-env`); scripts match on it.
-    pub id: Code,
-    pub severity: Severity,
-    pub title: String,
-    /// Quoted log lines (`file:line: text`), files and values that prove it.
-    pub evidence: Vec<String>,
-    pub fix: String,
-}
-
-impl Finding {
-    pub fn new(id: Code, severity: Severity, title: impl Into<String>) -> Finding {
-        Finding {
-            id,
-            severity,
-            title: title.into(),
-            evidence: vec![],
-            fix: String::new(),
-        }
-    }
-    pub fn evidence(mut self, e: impl IntoIterator<Item = String>) -> Finding {
-        self.evidence.extend(e);
-        self
-    }
-    pub fn fix(mut self, f: impl Into<String>) -> Finding {
-        self.fix = f.into();
-        self
-    }
-}
+/// The one judge shape every command shares (`topo_model::message`).
+pub use topo_model::message::{Code, Finding, Severity};
 
 /// A check that could not run, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -96,6 +65,7 @@ pub struct Report {
     pub verdict: String,
     /// The most severe finding's severity, `null` when there is none.
     pub worst: Option<Severity>,
+    #[serde(serialize_with = "topo_model::message::serialize_diagnosed")]
     pub findings: Vec<Finding>,
     pub transports: Vec<TransportRow>,
     pub comparisons: Vec<Comparison>,
@@ -181,6 +151,6 @@ impl Report {
     }
     /// Whether a finding with this id was raised.
     pub fn has(&self, id: Code) -> bool {
-        self.findings.iter().any(|f| f.id == id)
+        self.findings.iter().any(|f| f.code == id)
     }
 }

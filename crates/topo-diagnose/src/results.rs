@@ -155,7 +155,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
             gbps(last.expected_busbw_gbps)
         );
         r.add(
-            Finding::new(Code::NcclTestsNotJudged, Severity::Info, title)
+            Finding::new(Code::NcclTestsNotJudged, title)
                 .fix(causes.first().cloned().unwrap_or_default()),
         );
         return;
@@ -177,7 +177,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         if above > 0 {
             title.push_str(&format!(", {above} above it (faster than topo expects: the model is pessimistic there, not the machine at fault)"));
         }
-        r.add(Finding::new(Code::NcclTestsInBand, Severity::Info, title));
+        r.add(Finding::new(Code::NcclTestsInBand, title));
         return;
     }
     let worst = below
@@ -211,7 +211,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         .map(|m| crate::quote(&input.name, m.line, &m.text))
         .collect::<Vec<_>>();
     r.add(
-        Finding::new(Code::NcclTestsBelowBand, severity, title)
+        Finding::at(Code::NcclTestsBelowBand, severity, title)
             .evidence(evidence)
             .fix(causes.first().cloned().unwrap_or_default()),
     );
@@ -257,10 +257,7 @@ fn wrong_results(input: &ResultsInput, r: &mut Report) {
         ));
     }
     r.add(
-        Finding::new(
-            Code::NcclTestsWrongResults,
-            Severity::Error,
-            format!(
+        Finding::new(Code::NcclTestsWrongResults, format!(
                 "nccl-tests found wrong values ({} sizes with #wrong > 0): the collective corrupts data, whatever its speed",
                 wrong.len()
             ),
@@ -287,8 +284,8 @@ fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
     let mut out: Vec<String> = r
         .findings
         .iter()
-        .filter(|f| f.severity >= Severity::Warning && !is_results_code(f.id))
-        .map(|f| format!("{} ({}): {}", f.id, f.severity.name(), f.title))
+        .filter(|f| f.severity >= Severity::Warning && !is_results_code(f.code))
+        .map(|f| format!("{} ({}): {}", f.code, f.severity.name(), f.text))
         .collect();
     out.extend(setting_causes(&input.env));
     out.push(shape_cause(input, rows));

@@ -105,14 +105,14 @@ fn one_changed_line_is_marked() {
 fn findings_of_one_id_merge_and_sort_by_severity() {
     let mut r = diagnose(&Input::default());
     r.findings = vec![
-        Finding::new(Code::MigEnabled, Severity::Info, "x"),
-        Finding::new(Code::AcsRedirect, Severity::Warning, "y").evidence(["1".to_string()]),
-        Finding::new(Code::AcsRedirect, Severity::Error, "y2").evidence(["2".to_string()]),
+        Finding::new(Code::NvlinkMesh, "x"),
+        Finding::at(Code::NvlinkDegraded, Severity::Warning, "y").evidence(["1".to_string()]),
+        Finding::new(Code::NvlinkDegraded, "y2").evidence(["2".to_string()]),
     ];
     r.checked("something");
     finish(&mut r);
     assert_eq!(r.findings.len(), 2);
-    assert_eq!(r.findings[0].id, Code::AcsRedirect);
+    assert_eq!(r.findings[0].code, Code::NvlinkDegraded);
     assert_eq!(r.findings[0].severity, Severity::Error);
     assert_eq!(r.findings[0].evidence, ["1", "2"]);
     assert_eq!(r.worst, Some(Severity::Error));

@@ -2,7 +2,7 @@
 //! GPUDirect RDMA, uneven NVLink, fabric not ready, pairs without P2P support, GPUs without a
 //! near NIC, pairs too far for P2P.
 
-use super::{Finding, Input, Report, Severity};
+use super::{Finding, Input, Report};
 use topo_model::Topology;
 use topo_model::message::Code;
 use topo_nccl::analyze::{self, Request, RuntimeFacts};
@@ -51,15 +51,13 @@ fn gdr(t: &Topology, r: &mut Report) {
 
 /// A judge's verdict (`topo_model::*_judge`, the rule show and plan state too) as a finding:
 /// its code, severity and summary, the first 8 evidence lines, and what to do about it.
-fn finding_of(v: topo_model::message::Verdict, fix: impl Into<String>) -> Finding {
+fn finding_of(mut v: Finding, fix: impl Into<String>) -> Finding {
     let more = v.evidence.len().saturating_sub(8);
-    let mut ev: Vec<String> = v.evidence.into_iter().take(8).collect();
     if more > 0 {
-        ev.push(format!("... and {more} more"));
+        v.evidence.truncate(8);
+        v.evidence.push(format!("... and {more} more"));
     }
-    Finding::new(v.code, v.severity, v.summary)
-        .evidence(ev)
-        .fix(fix)
+    v.fix(fix)
 }
 
 /// The PCIe facts show and plan state too (`topo_model::pcie_judge`: one rule, code and
@@ -217,10 +215,7 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
     if !far.is_empty() {
         let n = far.len();
         r.add(
-            Finding::new(
-                Code::P2pPathTooFar,
-                Severity::Warning,
-                format!("{n} GPU pair(s) are too far apart on PCIe for P2P (through the CPU): NCCL uses shared memory (SHM) between them"),
+            Finding::new(Code::P2pPathTooFar, format!("{n} GPU pair(s) are too far apart on PCIe for P2P (through the CPU): NCCL uses shared memory (SHM) between them"),
             )
             .evidence(far.into_iter().take(4).chain((n > 4).then(|| format!("... and {} more pairs", n - 4))))
             .fix("run jobs on GPUs under one PCIe switch or NVLink-bridged pairs (CUDA_VISIBLE_DEVICES), or try NCCL_P2P_LEVEL=SYS where the platform supports P2P through the CPU (measure: often slower than SHM)"),
@@ -245,10 +240,7 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
         .collect();
     if !env_off.is_empty() && !vars.is_empty() {
         r.add(
-            Finding::new(
-                Code::P2pDisabledByEnv,
-                Severity::Error,
-                "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs would talk through shared memory (SHM)",
+            Finding::new(Code::P2pDisabledByEnv, "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs would talk through shared memory (SHM)",
             )
             .evidence(vars.into_iter().chain(env_off.into_iter().take(3)))
             .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL; NCCL then uses P2P over NVLink"),

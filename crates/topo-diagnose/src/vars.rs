@@ -233,7 +233,7 @@ pub fn run(input: &Input, r: &mut Report) {
         return;
     }
     r.add(
-        Finding::new(
+        Finding::at(
             Code::UnknownNcclVariable,
             sev,
             "NCCL_* variables that NCCL does not read are set: they change nothing (a misspelling silently keeps the default)",

@@ -3,7 +3,7 @@
 //! manager's state, diagnose alone said a state other than `completed` stops NVLink P2P and
 //! NVLS, and plan said nothing.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding};
 use crate::pcie_judge::label;
 use crate::{HostId, Topology};
 use petgraph::graph::NodeIndex;
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 /// status is not `success`) are an error; a host where only some GPUs are registered, or not
 /// all in one cluster and clique, a warning; every GPU of every host registered and ready, an
 /// info naming the fabric. GPUs the source gives no fabric for are no claim.
-pub fn verdicts(topo: &Topology, gpus: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, gpus: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let mut by_host: BTreeMap<HostId, Vec<NodeIndex>> = BTreeMap::new();
     for g in gpus {
         by_host.entry(topo.node(g).host).or_default().push(g);
@@ -65,22 +65,24 @@ pub fn verdicts(topo: &Topology, gpus: impl IntoIterator<Item = NodeIndex>) -> V
         out.push(not_ready_verdict(not_ready));
     }
     if let Some(first) = partial.first() {
-        out.push(Verdict {
-            code: Code::NvlinkFabricPartial,
-            severity: Severity::Warning,
-            summary: match partial.len() {
-                1 => first.clone(),
-                n => format!("{first}, and on {} more host(s)", n - 1),
-            },
-            evidence: partial.clone(),
-        });
+        out.push(
+            Finding::new(
+                Code::NvlinkFabricPartial,
+                match partial.len() {
+                    1 => first.clone(),
+                    n => format!("{first}, and on {} more host(s)", n - 1),
+                },
+            )
+            .evidence(partial.clone()),
+        );
     } else if let (Some(first), true) = (whole.first(), out.is_empty()) {
-        out.push(Verdict {
-            code: Code::NvlinkFabric,
-            severity: Severity::Info,
-            summary: format!("All GPUs registered in one NVLink fabric: {first}"),
-            evidence: whole.clone(),
-        });
+        out.push(
+            Finding::new(
+                Code::NvlinkFabric,
+                format!("All GPUs registered in one NVLink fabric: {first}"),
+            )
+            .evidence(whole.clone()),
+        );
     }
     out
 }
@@ -88,38 +90,32 @@ pub fn verdicts(topo: &Topology, gpus: impl IntoIterator<Item = NodeIndex>) -> V
 /// A host stated to be part of a multi-node NVLink domain (a GB200/GB300 tray of an NVL72):
 /// how many hosts of its size the domain holds, which NCCL's multi-node NVLink counts as one
 /// node. `None` for a host without GPUs or without a stated domain.
-pub fn domain_verdict(topo: &Topology, host: HostId, gpus: usize) -> Option<Verdict> {
+pub fn domain_verdict(topo: &Topology, host: HostId, gpus: usize) -> Option<Finding> {
     let d = topo.hosts.get(host as usize)?.nvlink_domain.as_ref()?;
     if gpus == 0 {
         return None;
     }
     let hosts = (d.gpus as usize / gpus).max(1);
-    Some(Verdict {
-        code: Code::NvlinkDomain,
-        severity: Severity::Info,
-        summary: format!(
+    Some(Finding::new(
+        Code::NvlinkDomain,
+        format!(
             "This host is one of {hosts} in a {}-GPU NVLink domain: NCCL's multi-node NVLink counts the hosts of one clique as one node (`topo plan --nodes {hosts}` plans the whole domain)",
             d.gpus
         ),
-        evidence: vec![],
-    })
+    ))
 }
 
 /// GPUs whose fabric state is not `completed`, one evidence line each (`GPU3 (0000:1b:00.0):
 /// fabric state in progress`): the verdict for a topology's fabric facts, and for a live
 /// host's NVML answers (diagnose's host checks) alike.
-pub fn not_ready_verdict(evidence: Vec<String>) -> Verdict {
-    Verdict {
-        code: Code::FabricManagerNotReady,
-        severity: Severity::Error,
-        summary: "the NVSwitch fabric is not ready: GPUs are not registered with the fabric manager, so NVLink P2P and NVLS are unavailable".into(),
-        evidence,
-    }
+pub fn not_ready_verdict(evidence: Vec<String>) -> Finding {
+    Finding::new(Code::FabricManagerNotReady, "the NVSwitch fabric is not ready: GPUs are not registered with the fabric manager, so NVLink P2P and NVLS are unavailable").evidence(evidence)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Severity;
     use crate::testing::hgx;
     use crate::{FabricInfo, NodeKind};
 
@@ -181,9 +177,9 @@ mod tests {
         let v = domain_verdict(&t, 0, 4).unwrap();
         assert_eq!((v.code, v.severity), (Code::NvlinkDomain, Severity::Info));
         assert!(
-            v.summary.starts_with("This host is one of 18 in a 72-GPU"),
+            v.text.starts_with("This host is one of 18 in a 72-GPU"),
             "{}",
-            v.summary
+            v.text
         );
         assert_eq!(domain_verdict(&t, 0, 0), None);
     }

@@ -648,10 +648,10 @@ impl Topology {
     }
 
     /// The source's warnings as documents carry them (`messages[]`).
-    pub fn warning_messages(&self) -> impl Iterator<Item = message::Message> + '_ {
+    pub fn warning_messages(&self) -> impl Iterator<Item = message::Finding> + '_ {
         self.warnings
             .iter()
-            .map(|w| message::Message::new(message::SOURCE_WARNING, message::Severity::Warning, w))
+            .map(|w| message::Finding::new(message::SOURCE_WARNING, w))
     }
 
     /// Record a source warning once. At most [`MAX_WARNINGS`] distinct ones are kept (then a

@@ -1,62 +1,116 @@
-//! A verdict, warning or anomaly as the documents carry it: a stable `code` a monitoring rule
-//! can match (every code and its meaning: docs/codes.md), a severity, and the text a person
-//! reads. The text may change between versions; the code does not.
+//! The one judge shape: every fact topo states about a machine, a plan, a log or a result is a
+//! [`Finding`] — a stable `code` a monitoring rule can match (every code, its severities and
+//! meaning: docs/codes.md), a severity taken from the code's table, the sentence a person
+//! reads, the evidence it rests on and the fix. Show, plan and diagnose raise and merge the
+//! same type and differ only in which findings they select and how they print them
+//! (`topo.show/v1` and `topo.plan/v3` carry `{code, severity, text}`, `topo.diagnose/v1`
+//! `{id, severity, title, evidence, fix}`). The text may change between versions; the code
+//! does not.
 
 use serde::Serialize;
-pub use topo_vocab::Code;
+use serde::ser::{SerializeStruct, Serializer};
+pub use topo_vocab::{Code, Severity};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn name(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Message {
+/// One judged fact.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
     pub code: Code,
     pub severity: Severity,
+    /// One sentence: what was found (a show/plan message's text, a diagnose finding's title).
     pub text: String,
+    /// What proves it: quoted log lines (`file:line: text`), one line per node it rests on
+    /// (`GPU0 (0000:18:00.0): downtrained: ...`), files and values.
+    pub evidence: Vec<String>,
+    /// What to do about it; empty where nothing needs doing.
+    pub fix: String,
 }
 
-impl Message {
-    pub fn new(code: Code, severity: Severity, text: impl Into<String>) -> Message {
-        Message {
+impl Finding {
+    /// `code` at its usual severity (the code table's first).
+    pub fn new(code: Code, text: impl Into<String>) -> Finding {
+        Finding {
             code,
-            severity,
+            severity: code.severity(),
             text: text.into(),
+            evidence: vec![],
+            fix: String::new(),
         }
     }
+
+    /// `code` at `severity`, which the code's table must list: a code raised at a severity
+    /// docs/codes.md does not give is a defect the test suite catches here.
+    pub fn at(code: Code, severity: Severity, text: impl Into<String>) -> Finding {
+        debug_assert!(
+            code.allows(severity),
+            "{code} raised at {severity}, which crates/topo-vocab/src/code.rs does not list"
+        );
+        Finding {
+            severity,
+            ..Finding::new(code, text)
+        }
+    }
+
+    pub fn evidence(mut self, e: impl IntoIterator<Item = String>) -> Finding {
+        self.evidence.extend(e);
+        self
+    }
+
+    pub fn fix(mut self, f: impl Into<String>) -> Finding {
+        self.fix = f.into();
+        self
+    }
+}
+
+/// A finding in show's and plan's documents: `{code, severity, text}`; evidence and fix are
+/// the diagnosis' to print.
+impl Serialize for Finding {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("Finding", 3)?;
+        m.serialize_field("code", &self.code)?;
+        m.serialize_field("severity", &self.severity)?;
+        m.serialize_field("text", &self.text)?;
+        m.end()
+    }
+}
+
+/// `topo.diagnose/v1`'s shape of a finding: `{id, severity, title, evidence, fix}`.
+pub struct AsDiagnosed<'a>(pub &'a Finding);
+
+impl Serialize for AsDiagnosed<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = self.0;
+        let mut m = s.serialize_struct("Finding", 5)?;
+        m.serialize_field("id", &f.code)?;
+        m.serialize_field("severity", &f.severity)?;
+        m.serialize_field("title", &f.text)?;
+        m.serialize_field("evidence", &f.evidence)?;
+        m.serialize_field("fix", &f.fix)?;
+        m.end()
+    }
+}
+
+/// For `#[serde(serialize_with)]` on a diagnosis' findings.
+pub fn serialize_diagnosed<S: Serializer>(fs: &[Finding], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(fs.iter().map(AsDiagnosed))
 }
 
 /// Code of a warning the source raised while reading its input (`Topology::warnings`): those
 /// are free text about what the input could not say or had to repair, one code for all.
 pub const SOURCE_WARNING: Code = Code::SourceWarning;
 
-/// Verdicts gathered host by host (plan and diagnose judge every host): the same verdict (code
-/// and summary) on several hosts is said once, with its evidence from each and ` (on N
+/// Findings gathered host by host (plan and diagnose judge every host): the same finding
+/// (code and text) on several hosts is said once, with its evidence from each and ` (on N
 /// hosts)`.
 #[derive(Default)]
-pub struct OnHosts(Vec<(Verdict, usize)>);
+pub struct OnHosts(Vec<(Finding, usize)>);
 
 impl OnHosts {
     /// `v`, found on `hosts` hosts (a replicated machine's copies count as many).
-    pub fn add(&mut self, v: Verdict, hosts: usize) {
+    pub fn add(&mut self, v: Finding, hosts: usize) {
         let same = self
             .0
             .iter_mut()
-            .find(|(m, _)| m.code == v.code && m.summary == v.summary);
+            .find(|(m, _)| m.code == v.code && m.text == v.text);
         match same {
             Some((m, count)) => {
                 *count += hosts;
@@ -66,12 +120,12 @@ impl OnHosts {
         }
     }
 
-    pub fn into_verdicts(self) -> Vec<Verdict> {
+    pub fn into_findings(self) -> Vec<Finding> {
         self.0
             .into_iter()
             .map(|(mut v, count)| {
                 if count > 1 {
-                    v.summary.push_str(&format!(" (on {count} hosts)"));
+                    v.text.push_str(&format!(" (on {count} hosts)"));
                 }
                 v
             })
@@ -79,24 +133,41 @@ impl OnHosts {
     }
 }
 
-/// One fact over a set of nodes: its code, severity, a one-line summary and the evidence.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    pub code: Code,
-    pub severity: Severity,
-    pub summary: String,
-    /// One line per node it rests on (`GPU0 (0000:18:00.0): downtrained: running Gen4 x8,
-    /// capable of Gen4 x16`).
-    pub evidence: Vec<String>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Verdict {
-    pub fn new(code: Code, severity: Severity, summary: String, evidence: Vec<String>) -> Verdict {
-        Verdict {
-            code,
-            severity,
-            summary,
-            evidence,
-        }
+    #[test]
+    fn a_finding_takes_its_code_s_usual_severity() {
+        assert_eq!(
+            Finding::new(Code::P2pDisabledByEnv, "x").severity,
+            Severity::Error
+        );
+        assert_eq!(
+            Finding::at(Code::PcieDowntrained, Severity::Info, "x").severity,
+            Severity::Info
+        );
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "does not list")]
+    fn a_severity_the_table_does_not_list_is_caught() {
+        let _ = Finding::at(Code::NvlinkMesh, Severity::Error, "x");
+    }
+
+    #[test]
+    fn the_two_document_shapes() {
+        let f = Finding::new(Code::ShmTooSmall, "t")
+            .evidence(["e".to_string()])
+            .fix("f");
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"code":"shm-too-small","severity":"warning","text":"t"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&AsDiagnosed(&f)).unwrap(),
+            r#"{"id":"shm-too-small","severity":"warning","title":"t","evidence":["e"],"fix":"f"}"#
+        );
     }
 }

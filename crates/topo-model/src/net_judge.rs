@@ -6,13 +6,13 @@
 //! left out by the source; a port left out is unknown, never "no" (NCCL's net plugin answers
 //! at run time).
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding};
 use crate::{NodeKind, Topology};
 use petgraph::graph::NodeIndex;
 
 /// The GPUDirect RDMA verdicts over the ports among `nodes` (a host's, or a whole
 /// topology's), in a fixed order: stated unavailable, then unknown.
-pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let (mut off, mut unknown) = (vec![], vec![]);
     for n in nodes {
         let NodeKind::Net(x) = &topo.node(n).kind else {
@@ -35,29 +35,18 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     }
     let mut out = vec![];
     if !off.is_empty() {
-        out.push(Verdict {
-            code: Code::GdrUnavailable,
-            severity: Severity::Warning,
-            summary: format!(
+        out.push(Finding::new(Code::GdrUnavailable, format!(
                 "GPUDirect RDMA not available on {}: NCCL stages that traffic through host memory",
                 off.join(", ")
-            ),
-            evidence: off
+            )).evidence(off
                 .iter()
-                .map(|p| format!("{p}: the source states no GPUDirect RDMA"))
-                .collect(),
-        });
+                .map(|p| format!("{p}: the source states no GPUDirect RDMA"))));
     }
     if !unknown.is_empty() {
-        out.push(Verdict {
-            code: Code::NetGdrUnknown,
-            severity: Severity::Warning,
-            summary: format!(
+        out.push(Finding::new(Code::NetGdrUnknown, format!(
                 "GPUDirect RDMA unknown on {}: the source does not say; NCCL's net plugin finds out at run time (nvidia-peermem or DMA-BUF), and without it that traffic is staged through host memory",
                 unknown.join(", ")
-            ),
-            evidence: unknown.iter().map(|p| format!("{p}: the source does not say whether it has GPUDirect RDMA")).collect(),
-        });
+            )).evidence(unknown.iter().map(|p| format!("{p}: the source does not say whether it has GPUDirect RDMA"))));
     }
     out
 }
@@ -89,10 +78,10 @@ mod tests {
         assert_eq!(off[0].code, Code::GdrUnavailable);
         assert!(
             off[0]
-                .summary
+                .text
                 .starts_with("GPUDirect RDMA not available on mlx5_0, mlx5_1"),
             "{}",
-            off[0].summary
+            off[0].text
         );
         let unknown = all(&with_gdr(false, true));
         assert_eq!(unknown.len(), 1);

@@ -6,7 +6,7 @@
 //! A NIC is near a GPU when they share a PCIe switch: their lowest common ancestor is not a
 //! CPU (nvidia-smi's PIX or PXB; PHB, NODE and SYS cross the CPU).
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding, Severity};
 use crate::{NodeKind, Topology};
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeMap;
@@ -71,7 +71,7 @@ fn numa(topo: &Topology, n: NodeIndex) -> Option<i32> {
 
 /// The placement verdicts of one host: how GPUs and NICs pair (info) or which GPUs lack a
 /// near NIC (warnings), and GPUs on a socket without any NIC.
-pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding> {
     if host.nics.is_empty() || host.gpus.is_empty() {
         return vec![];
     }
@@ -119,7 +119,7 @@ pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Verdict
 /// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts
 /// (replicated machines) once, with the number of hosts, keeping info verdicts out when
 /// `problems_only`.
-pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> Vec<Verdict> {
+pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> Vec<Finding> {
     let n = topo.host_count();
     let bucket = |v: Vec<NodeIndex>| -> Vec<Vec<NodeIndex>> {
         let mut out = vec![vec![]; n];
@@ -154,7 +154,7 @@ pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> V
             merged.add(v, 1);
         }
     }
-    merged.into_verdicts()
+    merged.into_findings()
 }
 
 fn has(n: usize) -> &'static str {
@@ -171,7 +171,7 @@ fn pairing(
     lonely: &[NodeIndex],
     host: &Host,
     names: &impl Names,
-) -> Option<Verdict> {
+) -> Option<Finding> {
     let mut per_nic: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
     for (g, ns) in per_gpu {
         for &n in ns {
@@ -184,7 +184,7 @@ fn pairing(
     let regular = all_have
         && per_gpu.iter().all(|(_, ns)| ns.len() == k)
         && per_nic.values().all(|v| v.len() == m);
-    let info = |code, text: String| Some(Verdict::new(code, Severity::Info, text, vec![]));
+    let info = |code, text: String| Some(Finding::at(code, Severity::Info, text));
     match (regular, k, m) {
         (true, 1, 1) => info(Code::NicRailAligned, rail_aligned(per_gpu, names)),
         (true, _, 1) => info(
@@ -237,7 +237,7 @@ fn missing(
     lonely: &[NodeIndex],
     host: &Host,
     names: &impl Names,
-) -> Option<Verdict> {
+) -> Option<Finding> {
     let without: Vec<NodeIndex> = per_gpu
         .iter()
         .filter(|(g, ns)| ns.is_empty() && !lonely.contains(g))
@@ -250,12 +250,7 @@ fn missing(
             host.nics.len(),
             host.gpus.len()
         );
-        return Some(Verdict::new(
-            Code::NicNoneNear,
-            Severity::Warning,
-            text.into(),
-            vec![ev],
-        ));
+        return Some(Finding::new(Code::NicNoneNear, text).evidence(vec![ev]));
     }
     if without.is_empty() {
         return None;
@@ -267,15 +262,15 @@ fn missing(
         has(n),
         their(n)
     );
-    let ev = without
+    let ev: Vec<String> = without
         .iter()
         .map(|&g| format!("{}: no NIC under its PCIe switch", names.label(g)))
         .collect();
-    Some(Verdict::new(Code::NicMissing, Severity::Warning, text, ev))
+    Some(Finding::new(Code::NicMissing, text).evidence(ev))
 }
 
 /// GPUs on a socket without any NIC.
-fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<Verdict> {
+fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<Finding> {
     if lonely.is_empty() {
         return None;
     }
@@ -292,7 +287,7 @@ fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<V
         list.join(", "),
         their(n)
     );
-    let ev = lonely
+    let ev: Vec<String> = lonely
         .iter()
         .map(|&g| {
             format!(
@@ -302,12 +297,7 @@ fn socket(topo: &Topology, lonely: &[NodeIndex], names: &impl Names) -> Option<V
             )
         })
         .collect();
-    Some(Verdict::new(
-        Code::NicNumaRemote,
-        Severity::Warning,
-        text,
-        ev,
-    ))
+    Some(Finding::new(Code::NicNumaRemote, text).evidence(ev))
 }
 
 #[cfg(test)]
@@ -322,11 +312,7 @@ mod tests {
         let all = every_host(&t, &names, false);
         assert_eq!(all.len(), 1, "{all:?}");
         assert_eq!(all[0].code, Code::NicRailAligned);
-        assert!(
-            all[0].summary.ends_with("(on 2 hosts)"),
-            "{}",
-            all[0].summary
-        );
+        assert!(all[0].text.ends_with("(on 2 hosts)"), "{}", all[0].text);
         assert!(every_host(&t, &names, true).is_empty());
         let (g, n) = (t.gpus()[0], t.nets()[0]);
         assert!(near(&t, g, n));

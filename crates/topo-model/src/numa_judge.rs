@@ -3,7 +3,7 @@
 //! counted as a node of its own (issue 25: an unknown fact is not a negative one).
 
 use crate::Topology;
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding};
 use crate::nic_judge::Names;
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 /// The `numa-span` verdict for one host's `gpus`: an info when they sit on two or more known
 /// NUMA nodes (each rank should be bound to its GPU's node), naming the GPUs of each node and
 /// those whose node is unknown. Nothing when the known GPUs share one node.
-pub fn verdicts(topo: &Topology, gpus: &[NodeIndex], names: &impl Names) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, gpus: &[NodeIndex], names: &impl Names) -> Vec<Finding> {
     let mut by: BTreeMap<i32, Vec<NodeIndex>> = BTreeMap::new();
     for &g in gpus {
         let numa = topo.numa_of(g);
@@ -33,7 +33,7 @@ pub fn verdicts(topo: &Topology, gpus: &[NodeIndex], names: &impl Names) -> Vec<
             names.gpus(u)
         ));
     }
-    let evidence = by
+    let evidence: Vec<String> = by
         .iter()
         .flat_map(|(numa, gs)| gs.iter().map(move |&g| (g, numa.to_string())))
         .chain(
@@ -44,16 +44,17 @@ pub fn verdicts(topo: &Topology, gpus: &[NodeIndex], names: &impl Names) -> Vec<
         )
         .map(|(g, numa)| format!("{}: NUMA {numa}", names.label(g)))
         .collect();
-    vec![Verdict {
-        code: Code::NumaSpan,
-        severity: Severity::Info,
-        summary: format!(
-            "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
-            by.len(),
-            parts.join(", ")
-        ),
-        evidence,
-    }]
+    vec![
+        Finding::new(
+            Code::NumaSpan,
+            format!(
+                "GPUs span {} NUMA nodes: {} (bind each rank to its GPU's node)",
+                by.len(),
+                parts.join(", ")
+            ),
+        )
+        .evidence(evidence),
+    ]
 }
 
 #[cfg(test)]
@@ -65,7 +66,7 @@ mod tests {
 
     fn summary(t: &Topology) -> Option<String> {
         let gpus = t.gpus();
-        verdicts(t, &gpus, &PlainNames(t)).pop().map(|v| v.summary)
+        verdicts(t, &gpus, &PlainNames(t)).pop().map(|v| v.text)
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `nvswitch-lanes-uneven` (a warning) while diagnose called it `nvlink-degraded` (an error),
 //! and diagnose counted a GPU whose NVLinks the source could not enumerate as having none.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding, Severity};
 use crate::{NodeKind, NvlinkInfo, Topology};
 use petgraph::graph::NodeIndex;
 
@@ -12,7 +12,7 @@ use petgraph::graph::NodeIndex;
 /// fixed order: lanes missing against the host's other GPUs (an error), else a bridged pair
 /// with fewer links than a bridge gives (a warning). GPUs whose NVLinks are unknown are left
 /// out: unknown is not "none".
-pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     // By host id, holding only the hosts asked about: show asks once per host.
     let mut hosts: std::collections::BTreeMap<crate::HostId, Vec<NodeIndex>> = Default::default();
     for n in nodes {
@@ -31,25 +31,20 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     if !short.is_empty() {
         let named: Vec<&str> = short.iter().map(|(n, _)| n.as_str()).take(4).collect();
         let more = if short.len() > 4 { ", ..." } else { "" };
-        return vec![Verdict {
-            code: Code::NvlinkDegraded,
-            severity: Severity::Error,
-            summary: format!(
+        return vec![Finding::new(Code::NvlinkDegraded, format!(
                 "NVLink lanes are missing on {}{more}: links are down or not detected, so those GPUs get less NVLink bandwidth",
                 named.join(", ")
-            ),
-            evidence: short.into_iter().map(|(_, e)| e).collect(),
-        }];
+            )).evidence(short.into_iter().map(|(_, e)| e))];
     }
     if !bridged.is_empty() {
-        return vec![Verdict {
-            code: Code::NvlinkDegraded,
-            severity: Severity::Warning,
-            summary:
-                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected"
-                    .into(),
-            evidence: bridged,
-        }];
+        return vec![
+            Finding::at(
+                Code::NvlinkDegraded,
+                Severity::Warning,
+                "fewer NVLinks than a bridge gives: a bridge is probably only partly connected",
+            )
+            .evidence(bridged),
+        ];
     }
     vec![]
 }
@@ -134,7 +129,7 @@ mod tests {
             (v[0].code, v[0].severity),
             (Code::NvlinkDegraded, Severity::Error)
         );
-        assert!(v[0].summary.contains("GPU1 ("), "{}", v[0].summary);
+        assert!(v[0].text.contains("GPU1 ("), "{}", v[0].text);
         if let NodeKind::Gpu(g) = &mut t.graph[g1].kind {
             g.nvlink = NvlinkInfo::Unknown("no NVML".into());
         }

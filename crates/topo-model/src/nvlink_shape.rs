@@ -4,7 +4,7 @@
 //! problems (islands, unknown) from here too. Uneven or missing lanes are
 //! [`crate::nvlink_judge`]'s.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding, Severity};
 use crate::nic_judge::Names;
 use crate::pci_class::{PciClass, PciClasses};
 use crate::{LinkKind, NodeKind, NvlinkInfo, Topology};
@@ -76,7 +76,7 @@ pub fn verdicts(
     gpus: &[NodeIndex],
     names: &impl Names,
     classes: &PciClasses,
-) -> Vec<Verdict> {
+) -> Vec<Finding> {
     let sums: Vec<(NodeIndex, NvlinkSummary)> =
         gpus.iter().map(|&g| (g, summary(topo, g))).collect();
     let unknown: Vec<NodeIndex> = sums
@@ -89,16 +89,17 @@ pub fn verdicts(
         let mut reasons: Vec<String> = sums.iter().filter_map(|(_, s)| s.unknown.clone()).collect();
         reasons.sort();
         reasons.dedup();
-        out.push(Verdict::new(
-            Code::NvlinkUnknown,
-            Severity::Warning,
-            format!(
-                "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
-                names.gpus(&unknown),
-                reasons.join("; ")
-            ),
-            reasons,
-        ));
+        out.push(
+            Finding::new(
+                Code::NvlinkUnknown,
+                format!(
+                    "NVLink unknown for {} ({}): the source cannot tell which NVLinks exist",
+                    names.gpus(&unknown),
+                    reasons.join("; ")
+                ),
+            )
+            .evidence(reasons),
+        );
         if unknown.len() == gpus.len() {
             return out;
         }
@@ -119,7 +120,7 @@ pub fn verdicts(
 /// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere is `nvswitch-full`
 /// (uneven lanes are [`crate::nvlink_judge`]'s, so nothing is said here). `None` when some
 /// GPU reaches its peers otherwise.
-fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Verdict>> {
+fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Finding>> {
     if known.is_empty() || known.iter().any(|(_, s)| s.switch_lanes == 0) {
         return None;
     }
@@ -130,14 +131,12 @@ fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Verdict>> {
         .map(|(_, s)| s.switch_bw)
         .fold(f64::INFINITY, f64::min);
     Some((min == max).then(|| {
-        Verdict::new(
+        Finding::new(
             Code::NvswitchFull,
-            Severity::Info,
             format!(
                 "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
                 known.len()
             ),
-            vec![],
         )
     }))
 }
@@ -203,7 +202,7 @@ fn direct_shape(
     gpus: &[NodeIndex],
     names: &impl Names,
     c: &PciClasses,
-) -> Verdict {
+) -> Finding {
     let p = pairs(topo, gpus, names, c);
     let n = gpus.len();
     // Few pairs are worth naming; a mesh is summarised by its lane range.
@@ -221,11 +220,11 @@ fn direct_shape(
     let pcie = span(&p.pcie);
     if p.linked.is_empty() {
         let text = format!("No NVLink: GPU↔GPU traffic goes over PCIe ({pcie})");
-        return Verdict::new(Code::NvlinkNone, Severity::Info, text, vec![]);
+        return Finding::new(Code::NvlinkNone, text);
     }
     if p.pcie.is_empty() {
         let text = format!("All {n} GPUs directly NVLinked: {detail}");
-        return Verdict::new(Code::NvlinkAllDirect, Severity::Info, text, vec![]);
+        return Finding::new(Code::NvlinkAllDirect, text);
     }
     if p.islands.len() == 1 {
         let text = format!(
@@ -233,14 +232,14 @@ fn direct_shape(
             p.linked.len(),
             n * (n - 1) / 2
         );
-        return Verdict::new(Code::NvlinkMesh, Severity::Info, text, p.linked);
+        return Finding::new(Code::NvlinkMesh, text).evidence(p.linked);
     }
     let named: Vec<String> = p.islands.iter().map(|v| names.gpus(v)).collect();
     let text = format!(
         "NVLink islands: {} ({detail}); traffic between islands uses PCIe ({pcie}), so a ring over all GPUs crosses PCIe",
         named.join("; ")
     );
-    Verdict::new(Code::NvlinkIslands, Severity::Warning, text, p.linked)
+    Finding::new(Code::NvlinkIslands, text).evidence(p.linked)
 }
 
 /// GPUs by NVML index, for documents without a view model (plan, diagnose): `GPU3`,
@@ -289,7 +288,7 @@ impl Names for DevNames<'_> {
 /// [`verdicts`] for every host, the problems only (plan and diagnose), GPUs named by
 /// [`DevNames`]: the same verdict on several hosts once, with the number of hosts. Copies of
 /// one machine are judged once.
-pub fn problems(topo: &Topology) -> Vec<Verdict> {
+pub fn problems(topo: &Topology) -> Vec<Finding> {
     let names = DevNames(topo);
     let (hosts, copies) = match topo.copies() {
         Some(c) => (c.per_copy, c.count),
@@ -310,7 +309,7 @@ pub fn problems(topo: &Topology) -> Vec<Verdict> {
             }
         }
     }
-    merged.into_verdicts()
+    merged.into_findings()
 }
 
 #[cfg(test)]
@@ -318,11 +317,11 @@ mod tests {
     use super::*;
     use crate::testing::{hgx, pcie_box, two_gpus_unknown_nvlink};
 
-    fn codes(v: &[Verdict]) -> Vec<(Code, Severity)> {
+    fn codes(v: &[Finding]) -> Vec<(Code, Severity)> {
         v.iter().map(|v| (v.code, v.severity)).collect()
     }
 
-    fn shape(t: &Topology) -> Vec<Verdict> {
+    fn shape(t: &Topology) -> Vec<Finding> {
         verdicts(t, &t.gpus(), &DevNames(t), &PciClasses::of(t))
     }
 
@@ -333,11 +332,7 @@ mod tests {
         let t = pcie_box("Intel", 25, 1, false, false);
         let v = shape(&t);
         assert_eq!(codes(&v), [(Code::NvlinkNone, Severity::Info)]);
-        assert!(
-            v[0].summary.contains("best PIX, worst SYS"),
-            "{}",
-            v[0].summary
-        );
+        assert!(v[0].text.contains("best PIX, worst SYS"), "{}", v[0].text);
         let t = two_gpus_unknown_nvlink();
         assert_eq!(
             codes(&shape(&t)),
@@ -356,10 +351,9 @@ mod tests {
         let v = shape(&t);
         assert_eq!(codes(&v), [(Code::NvlinkIslands, Severity::Warning)]);
         assert!(
-            v[0].summary
-                .starts_with("NVLink islands: GPUs 0–1; GPUs 2–3"),
+            v[0].text.starts_with("NVLink islands: GPUs 0–1; GPUs 2–3"),
             "{}",
-            v[0].summary
+            v[0].text
         );
         assert_eq!(v[0].evidence, ["GPU0–GPU1 NV4", "GPU2–GPU3 NV4"]);
         t.add_nvlink(g[1], g[2], 2);
@@ -376,6 +370,6 @@ mod tests {
         t.add_nvlink(g[1], g[0], 4);
         let v = problems(&t.replicate(5));
         assert_eq!(codes(&v), [(Code::NvlinkIslands, Severity::Warning)]);
-        assert!(v[0].summary.ends_with("(on 5 hosts)"), "{}", v[0].summary);
+        assert!(v[0].text.ends_with("(on 5 hosts)"), "{}", v[0].text);
     }
 }

@@ -2,7 +2,7 @@
 //! 24): before, only `topo plan` said so; show and diagnose said nothing of a host the source
 //! or `--nvls off` says has no multicast.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding, Severity};
 use crate::{NodeKind, Topology};
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeSet;
@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 /// The hosts of `nodes` (a host's nodes, or a whole topology's) whose NVLS the source states
 /// off, as one verdict: a warning where such a host has NVSwitch chips (NCCL would build NVLS
 /// channels there), else an info. Linear in `nodes`: show asks once per host.
-pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let (mut hosts, mut with_switch) = (BTreeSet::new(), BTreeSet::new());
     for n in nodes {
         let node = topo.node(n);
@@ -39,19 +39,18 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
         1 => first.clone(),
         n => format!("{n} hosts ({first}, ...)"),
     };
-    vec![Verdict {
-        code: Code::NvlsUnavailable,
-        severity: if switched {
-            Severity::Warning
-        } else {
-            Severity::Info
-        },
-        summary: format!("NVLS off on {on} ({why}): no multicast, so NCCL builds no NVLS channels"),
-        evidence: off
-            .iter()
-            .map(|(n, w)| format!("{n}: NVLS off ({w})"))
-            .collect(),
-    }]
+    vec![
+        Finding::at(
+            Code::NvlsUnavailable,
+            if switched {
+                Severity::Warning
+            } else {
+                Severity::Info
+            },
+            format!("NVLS off on {on} ({why}): no multicast, so NCCL builds no NVLS channels"),
+        )
+        .evidence(off.iter().map(|(n, w)| format!("{n}: NVLS off ({w})"))),
+    ]
 }
 
 #[cfg(test)]
@@ -77,9 +76,9 @@ mod tests {
             (Code::NvlsUnavailable, Severity::Warning)
         );
         assert!(
-            v[0].summary.starts_with("NVLS off on 2 hosts"),
+            v[0].text.starts_with("NVLS off on 2 hosts"),
             "{}",
-            v[0].summary
+            v[0].text
         );
         let second: Vec<NodeIndex> = all.into_iter().filter(|&n| t.node(n).host == 1).collect();
         let v = verdicts(&t, second);

@@ -7,7 +7,7 @@
 //! ([`crate::Gpu::peer_access`]: stated, or a device id of the sourced table), and a pair for
 //! which NVML answers that P2P reads or writes do not work.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding};
 use crate::{HostId, Topology};
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,7 +18,7 @@ pub const STATE_P2P: &str =
 
 /// The peer-access verdicts over the GPUs among `nodes` (a host's, or a whole topology's):
 /// GPUs whose driver refuses peer access (one verdict per reason), then pairs NVML refuses.
-pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let mut refused: BTreeMap<String, (BTreeSet<i32>, BTreeSet<HostId>)> = BTreeMap::new();
     let mut hosts = BTreeSet::new();
     for n in nodes {
@@ -32,7 +32,7 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
             e.1.insert(host);
         }
     }
-    let mut out: Vec<Verdict> = refused
+    let mut out: Vec<Finding> = refused
         .into_iter()
         .map(|(why, (devs, on))| refused_verdict(why, devs, on))
         .collect();
@@ -40,27 +40,26 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     out
 }
 
-fn refused_verdict(why: String, devs: BTreeSet<i32>, hosts: BTreeSet<HostId>) -> Verdict {
+fn refused_verdict(why: String, devs: BTreeSet<i32>, hosts: BTreeSet<HostId>) -> Finding {
     let list: Vec<String> = devs.iter().map(|d| d.to_string()).collect();
     let on = if hosts.len() > 1 {
         format!(" on {} hosts", hosts.len())
     } else {
         String::new()
     };
-    Verdict {
-        code: Code::P2pRefusedByDriver,
-        severity: Severity::Warning,
-        summary: format!(
+    Finding::new(
+        Code::P2pRefusedByDriver,
+        format!(
             "P2P refused for GPU {}{on} ({why}): NCCL connects them through SHM (host memory)",
             list.join(", ")
         ),
-        evidence: devs.iter().map(|d| format!("GPU{d}: {why}")).collect(),
-    }
+    )
+    .evidence(devs.iter().map(|d| format!("GPU{d}: {why}")))
 }
 
 /// Pairs of GPUs on `hosts` for which NVML answers that P2P reads or writes do not work
 /// (NCCL needs both: NVIDIA/nccl v2.28.9-1 src/graph/paths.cc, `ncclTopoCheckP2p`).
-fn nvml_denied(topo: &Topology, hosts: &BTreeSet<HostId>) -> Option<Verdict> {
+fn nvml_denied(topo: &Topology, hosts: &BTreeSet<HostId>) -> Option<Finding> {
     let gpu = |h: HostId, b: crate::BusId| -> String {
         topo.find(h, b)
             .and_then(|n| topo.gpu(n))
@@ -98,16 +97,11 @@ fn nvml_denied(topo: &Topology, hosts: &BTreeSet<HostId>) -> Option<Verdict> {
     if n > 6 {
         named.push("…".into());
     }
-    Some(Verdict {
-        code: Code::P2pDenied,
-        severity: Severity::Warning,
-        summary: format!(
+    Some(Finding::new(Code::P2pDenied, format!(
             "NVML reports no P2P read/write for {n} GPU pair{} ({}): NCCL will not use P2P there (check ACS/IOMMU settings, or the GPU SKU)",
             if n == 1 { "" } else { "s" },
             named.join(", ")
-        ),
-        evidence: pairs.into_iter().map(|(_, e)| e).collect(),
-    })
+        )).evidence(pairs.into_iter().map(|(_, e)| e)))
 }
 
 #[cfg(test)]
@@ -130,10 +124,10 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].code, Code::P2pRefusedByDriver);
         assert!(
-            v[0].summary
+            v[0].text
                 .starts_with("P2P refused for GPU 0, 1 on 3 hosts (GeForce RTX 4090 (0x2684)"),
             "{}",
-            v[0].summary
+            v[0].text
         );
         let caps = P2pCaps {
             read: Some(false),

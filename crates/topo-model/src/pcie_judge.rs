@@ -4,7 +4,7 @@
 //! reads the same in each, with the same severity.
 
 use crate::bw::{pcie_bw, pcie_generation, pcie_gts};
-pub use crate::message::Verdict;
+pub use crate::message::Finding;
 use crate::message::{Code, Severity};
 use crate::{NodeKind, PcieLink, Topology};
 use petgraph::graph::NodeIndex;
@@ -240,7 +240,7 @@ fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
 }
 
 /// The PCIe verdicts over `nodes` (a host's, or a whole topology's), in a fixed order.
-pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Verdict> {
+pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let (mut virt, mut down, mut up) = (vec![], vec![], vec![]);
     let (mut bridges, mut width0, mut narrower) = (0, 0, false);
     for n in nodes {
@@ -268,10 +268,7 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
         out.push(downtrained_verdict(narrower, down));
     }
     if !up.is_empty() {
-        out.push(Verdict {
-            code: UPSTREAM_SLOWER,
-            severity: Severity::Warning,
-            summary: if up.len() == 1 {
+        out.push(Finding::at(UPSTREAM_SLOWER, Severity::Warning, if up.len() == 1 {
                 "1 PCIe link limited by a slower link above it: NCCL plans with the slower one"
                     .to_string()
             } else {
@@ -279,9 +276,7 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
                     "{} PCIe links limited by slower links above them: NCCL plans with the slower ones",
                     up.len()
                 )
-            },
-            evidence: up,
-        });
+            }).evidence(up));
     }
     out
 }
@@ -290,7 +285,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Verdict {
+fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Finding {
     let mut parts = vec![];
     if bridges > 0 {
         parts.push(plural(bridges, "emulated bridge", "emulated bridges"));
@@ -298,18 +293,13 @@ fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Verd
     if width0 > 0 {
         parts.push(plural(width0, "link of width 0", "links of width 0"));
     }
-    Verdict {
-        code: VIRTUAL,
-        severity: Severity::Warning,
-        summary: format!(
+    Finding::at(VIRTUAL, Severity::Warning, format!(
             "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",
             parts.join(", ")
-        ),
-        evidence,
-    }
+        )).evidence(evidence)
 }
 
-fn downtrained_verdict(narrower: bool, evidence: Vec<String>) -> Verdict {
+fn downtrained_verdict(narrower: bool, evidence: Vec<String>) -> Finding {
     let one = evidence.len() == 1;
     let (severity, summary) = if narrower {
         (
@@ -330,12 +320,7 @@ fn downtrained_verdict(narrower: bool, evidence: Vec<String>) -> Verdict {
             ),
         )
     };
-    Verdict {
-        code: DOWNTRAINED,
-        severity,
-        summary,
-        evidence,
-    }
+    Finding::at(DOWNTRAINED, severity, summary).evidence(evidence)
 }
 
 /// `GPU0 (0000:18:00.0)`, `NIC 0000:1a:00.0`, `bridge 0000:17:00.0`.

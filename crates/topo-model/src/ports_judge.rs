@@ -3,24 +3,19 @@
 //! compute bandwidth per GPU. Whether a host without a port in the source has none is known
 //! only where the source scans the whole host.
 
-use crate::message::{Code, Severity, Verdict};
+use crate::message::{Code, Finding, Severity};
 use crate::nic_judge::Names;
 use crate::{NetRole, Topology};
 use petgraph::graph::NodeIndex;
 
-fn verdict(code: Code, summary: String) -> Verdict {
-    Verdict {
-        code,
-        severity: Severity::Info,
-        summary,
-        evidence: vec![],
-    }
+fn verdict(code: Code, summary: String) -> Finding {
+    Finding::at(code, Severity::Info, summary)
 }
 
 /// A host with GPUs and no network port in the source. Only a scan of the host (live,
 /// snapshot) or a profile says there is none; a matrix lists only the RDMA NICs nvidia-smi
 /// sees, and an XML or a log may be cut, so there the network is unknown, not absent.
-pub fn absent(topo: &Topology) -> Verdict {
+pub fn absent(topo: &Topology) -> Finding {
     let kind = topo.source.kind.as_str();
     if matches!(kind, "live" | "snapshot" | "profile") {
         return verdict(
@@ -37,7 +32,7 @@ pub fn absent(topo: &Topology) -> Verdict {
 }
 
 /// NICs the source lists by PCI class only (a skeleton XML): their ports are unknown.
-pub fn pci_only(nics: usize) -> Option<Verdict> {
+pub fn pci_only(nics: usize) -> Option<Finding> {
     (nics > 0).then(|| {
         verdict(
             Code::NicPciOnly,
@@ -58,7 +53,7 @@ pub fn compute_total(
     nets: &[NodeIndex],
     role: impl Fn(NodeIndex) -> NetRole,
     names: &impl Names,
-) -> Option<Verdict> {
+) -> Option<Finding> {
     let speed = |n: NodeIndex| topo.net(n).and_then(|x| x.speed_mbps);
     let compute: Vec<NodeIndex> = nets
         .iter()
@@ -138,18 +133,14 @@ mod tests {
         let v = compute_total(&t, 8, &nets, role, &PlainNames(&t)).unwrap();
         let speed = t.net(nets[0]).and_then(|x| x.speed_mbps).unwrap();
         assert!(
-            v.summary.starts_with(&format!(
+            v.text.starts_with(&format!(
                 "7 compute network ports with {} Gb/s in total",
                 gbps(7 * speed)
             )),
             "{}",
-            v.summary
+            v.text
         );
-        assert!(
-            v.summary.contains("not counted: 1 storage ("),
-            "{}",
-            v.summary
-        );
+        assert!(v.text.contains("not counted: 1 storage ("), "{}", v.text);
         assert!(compute_total(&t, 0, &nets, role, &PlainNames(&t)).is_none());
     }
 
@@ -161,7 +152,7 @@ mod tests {
         t.source.kind = "xml".into();
         assert_eq!(absent(&t).code, Code::NetworkUnknown);
         assert_eq!(pci_only(0), None);
-        assert!(pci_only(2).unwrap().summary.starts_with("2 NICs listed"));
+        assert!(pci_only(2).unwrap().text.starts_with("2 NICs listed"));
         assert_eq!((gbps(400_000), gbps(100)), ("400".into(), "0.1".into()));
     }
 }

@@ -8,7 +8,7 @@ use super::system::System;
 use super::tuning::{CostTable, OpContext};
 use super::types::Func;
 use super::version::NcclVersion;
-use topo_model::message::{Message, Severity};
+use topo_model::message::{Finding, Severity};
 use topo_model::{CpuArch, CpuVendor, HostId};
 use topo_vocab::{Code, size_label};
 
@@ -101,7 +101,7 @@ pub struct Reconciled<'a> {
 }
 
 /// The plan's messages about dissimilar hosts: one per kind of difference.
-pub fn findings(a: &Reconciled) -> Vec<Message> {
+pub fn findings(a: &Reconciled) -> Vec<Finding> {
     let mut out = vec![];
     p2p_finding(a, &mut out);
     let v = a.hosts;
@@ -159,15 +159,12 @@ fn differ<T: PartialEq>(v: &[HostView], f: impl Fn(&HostView) -> T) -> bool {
 /// NVLS: a host without support searches no NVLS graph; AllGather3 takes the smallest
 /// channel count, 0, and every rank turns NVLS off (`if (graphs[NCCL_ALGO_NVLS]->nChannels
 /// == 0) comm->nvlsSupport = 0`, src/init.cc at every release from v2.18.1-1 to v2.30.7-1).
-fn nvls_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn nvls_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
     if !differ(v, |h| h.nvls) {
         return;
     }
-    out.push(Message::new(
-        Code::HostsNvlsDiffer,
-        Severity::Warning,
-        format!(
+    out.push(Finding::new(Code::HostsNvlsDiffer, format!(
             "NVLS support differs between hosts: NVLS on {}, none on {}; the hosts without it search no NVLS graph, AllGather3 keeps the smallest NVLS channel count (0) and every rank turns NVLS off (src/init.cc at NCCL {}: graphs[NCCL_ALGO_NVLS]->nChannels == 0 -> nvlsSupport = 0): NVLS and NVLS_TREE are unused on every host, a fallback NCCL reconciles (no hang)",
             names(v, |h| h.nvls),
             names(v, |h| !h.nvls),
@@ -187,7 +184,7 @@ fn cpu_text(c: Option<(CpuArch, CpuVendor)>) -> String {
 /// (src/init.cc); the llMaxBw row follows MIXED only from 2.24 (src/graph/tuning.cc); before
 /// 2.22 each rank tunes with its own CPU, so ranks can pick different algorithms or protocols
 /// for one call and hang (NVIDIA/nccl#1136).
-fn cpu_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn cpu_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
     if !differ(v, |h| h.cpu) {
         return;
@@ -225,7 +222,7 @@ fn cpu_finding(a: &Reconciled, out: &mut Vec<Message>) {
             ),
         )
     };
-    out.push(Message::new(
+    out.push(Finding::at(
         Code::HostsCpuDiffer,
         severity,
         format!("the hosts' CPUs differ: {hosts}; {text}"),
@@ -266,7 +263,7 @@ pub fn note_net_mismatch(env: &mut EnvPolicy, hosts: &[HostView], version: &Nccl
 /// bandwidth (src/init.cc); 2.30 also compares the NET device counts at rank 0 and goes on by
 /// default (NCCL_IGNORE_NET_MISMATCH=1) or stops (=0). Where a channel's NIC on one host
 /// meets a different rail on the other, whether the fabric connects them is not in NCCL's code.
-fn nic_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn nic_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
     if !differ(v, |h| h.nets.len()) && !differ(v, nets_text) {
         return;
@@ -278,10 +275,7 @@ fn nic_finding(a: &Reconciled, out: &mut Vec<Message>) {
     } else {
         ""
     };
-    out.push(Message::new(
-        Code::HostsNicsDiffer,
-        Severity::Warning,
-        format!(
+    out.push(Finding::new(Code::HostsNicsDiffer, format!(
             "the hosts' NICs differ: {}; alone each would search {alone} ring graph channel(s), and AllGather3 keeps the smallest channel count and inter-node bandwidth over all ranks (src/init.cc at NCCL {}): the job runs {} on every host. Each host picks its channels' NICs from its own search, so a channel can leave one host on a NIC of another rail than it arrives on; whether the network connects those rails is not in NCCL's code (unknown).{v30}",
             grouped(v, nets_text).join(", "),
             a.version,
@@ -289,10 +283,7 @@ fn nic_finding(a: &Reconciled, out: &mut Vec<Message>) {
         ),
     ));
     if a.minor >= 30 && count_differs && a.ignore_net_mismatch == Some("0") {
-        out.push(Message::new(
-            Code::NcclInitFails,
-            Severity::Error,
-            format!(
+        out.push(Finding::new(Code::NcclInitFails, format!(
                 "NCCL {} stops at init here: the hosts have different NET device counts and NCCL_IGNORE_NET_MISMATCH=0 (\"Detected mixed local Net device counts across ranks\", src/init.cc)",
                 a.version
             ),
@@ -303,15 +294,12 @@ fn nic_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// GPUs per node: nodes are found from the ranks (`ringRecv[0]` of each rank's own search) and
 /// keep their own ring and tree orders (src/init.cc, src/graph/connect.cc); the tuning and the
 /// tree depth read the average `nRanks / nNodes` (src/graph/tuning.cc, connect.cc).
-fn gpu_count_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn gpu_count_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
     if !differ(v, |h| h.gpus) {
         return;
     }
-    out.push(Message::new(
-        Code::HostsGpusDiffer,
-        Severity::Info,
-        format!(
+    out.push(Finding::new(Code::HostsGpusDiffer, format!(
             "the nodes have different GPU counts: {}; NCCL supports it: each node's rings and trees cover its own GPUs (ncclTopoPreset/ncclTopoPostset, src/graph/connect.cc) and localRanks is counted per node (src/init.cc), while the cost model and the tree depth use the average of {} ranks per node (nRanks/nNodes, src/graph/tuning.cc at NCCL {}), so predicted times assume equal nodes",
             grouped(v, |h| h.gpus).join(", "),
             a.nranks / a.nnodes.max(1),
@@ -324,7 +312,7 @@ fn gpu_count_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// tuning row and LL128; each node keeps its own tree pattern (`nodesTreePatterns`). NVLS
 /// channels come from each rank's own compute capability (`ncclNvlsInit`,
 /// src/transport/nvls.cc) and are not reconciled.
-fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn sm_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
     if !differ(v, |h| h.sm.clone()) {
         return;
@@ -343,10 +331,7 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
     } else {
         String::new()
     };
-    out.push(Message::new(
-        Code::HostsSmDiffer,
-        Severity::Info,
-        format!(
+    out.push(Finding::new(Code::HostsSmDiffer, format!(
             "the hosts' GPUs differ: {}; NCCL tunes every rank with the smallest and largest compute capability over all ranks (minCompCap/maxCompCap, src/init.cc at NCCL {}){patterns}",
             grouped(v, sm).join(", "),
             a.version
@@ -357,7 +342,7 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
         && v.iter().any(|h| h.sm.iter().any(|&s| s < 100));
     // SM100 has its own NVLS channel count from v2.25.1-1 (channels::nvls_default_channels).
     if nvls_everywhere && blackwell_mix && a.minor >= 25 {
-        out.push(Message::new(
+        out.push(Finding::at(
             Code::HostsSmDiffer,
             Severity::Warning,
             format!(
@@ -374,7 +359,7 @@ fn sm_finding(a: &Reconciled, out: &mut Vec<Message>) {
 /// it sets up, `ncclP2pChannelForPart` over `p2pnChannelsPerPeer`; paths.cc: the power of two
 /// "is relied on when mapping p2p peers to channels"). 2.29 takes the minimum over every rank
 /// in AllGather3 (v2.29.7-1 src/init.cc).
-fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
+fn p2p_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.node_p2p;
     if v.iter().all(|x| x.1 == v[0].1) {
         return;
@@ -393,10 +378,7 @@ fn p2p_finding(a: &Reconciled, out: &mut Vec<Message>) {
         })
         .collect();
     let counts = counts.join(", ");
-    out.push(Message::new(
-        Code::HostsP2pChannelsDiffer,
-        Severity::Warning,
-        format!(
+    out.push(Finding::new(Code::HostsP2pChannelsDiffer, format!(
             "the nodes keep different p2p channel counts per peer: {counts}; before NCCL 2.29 each rank keeps its own node's count (src/graph/paths.cc ncclTopoComputeP2pChannels at NCCL {}) and each end of a send/recv sets up and splits over channels by its own count (src/enqueue.cc), so the two ends of a send/recv between these nodes disagree on its channels; what that does (a hang is likely) is not in NCCL's code (unknown). NCCL 2.29 and later take the minimum over all ranks (src/init.cc AllGather3); NCCL_NCHANNELS_PER_NET_PEER=1 makes every node's count 1 where every node has peers on other nodes, at a cost in send/recv bandwidth",
             a.version
         ),
@@ -414,7 +396,7 @@ pub fn choice_findings(
     others: &[OwnTable],
     version: NcclVersion,
     (funcs, sizes): (&[Func], &[u64]),
-) -> Vec<Message> {
+) -> Vec<Finding> {
     let mut out = vec![];
     for OwnTable {
         names,
@@ -429,10 +411,7 @@ pub fn choice_findings(
         if diffs.is_empty() {
             continue;
         }
-        out.push(Message::new(
-            Code::HostsChoicesDiffer,
-            Severity::Error,
-            format!(
+        out.push(Finding::new(Code::HostsChoicesDiffer, format!(
                 "ranks of one call choose different algorithms, protocols or channel counts: {} tune with {} and choose otherwise than rank 0: {}; NCCL does not reconcile per-size choices (each rank tunes and selects on its own: src/graph/tuning.cc, src/enqueue.cc at NCCL {version}), so the ranks of one call launch different kernels: a hang or wrong results (NVIDIA/nccl#1136 is this failure with mixed CPU vendors); this plan shows rank 0's choices",
                 names.join(", "),
                 tuned_with(rank0, costs, *own_cpu),

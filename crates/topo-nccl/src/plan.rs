@@ -16,7 +16,7 @@ use crate::version::NcclVersion;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::message::Code;
-use topo_model::message::{Message, Severity};
+use topo_model::message::{Finding, Severity};
 use topo_model::{SourceInfo, Topology};
 
 /// What the user asked for, parsed and checked.
@@ -238,7 +238,7 @@ pub struct Plan {
     pub warnings: Vec<String>,
     /// `warnings` again with codes and severities, plus one line per kind of transport
     /// anomaly (docs/codes.md).
-    pub messages: Vec<Message>,
+    pub messages: Vec<Finding>,
     #[serde(skip)]
     pub explain: bool,
     #[serde(skip)]
@@ -552,7 +552,7 @@ struct TransportViews {
     classes: Vec<TransportClass>,
     reasons: Vec<String>,
     summary: TransportSummary,
-    messages: Vec<Message>,
+    messages: Vec<Finding>,
     matrix: TransportMatrices,
 }
 
@@ -896,7 +896,7 @@ fn tuner_algo_name(a: Algo) -> &'static str {
 /// search that falls back to the simple order picks NETs for it (v2.29.2-1 src/graph/search.cc
 /// `ncclTopoCompute` -> `ncclTopoSelectNets`). A real job's network plugin adds the NICs it
 /// finds, so a source without NICs is planned as given, and the plan says what NCCL needs.
-fn no_net_warning(a: &Analysis, w: &mut Vec<Message>) {
+fn no_net_warning(a: &Analysis, w: &mut Vec<Finding>) {
     if !a.system.nets.is_empty() || a.system.gpus.is_empty() {
         return;
     }
@@ -908,16 +908,13 @@ fn no_net_warning(a: &Analysis, w: &mut Vec<Message>) {
     } else {
         return;
     };
-    w.push(Message::new(
-        Code::NetNone,
-        Severity::Warning,
-        format!("the source lists no NIC: {why} (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used"),
+    w.push(Finding::new(Code::NetNone, format!("the source lists no NIC: {why} (InfiniBand, or an interface of the socket transport, which its network plugin adds to the topology) and fails with \"Could not find any local path from gpu 0 to net\" without one; this plan assumes none is used"),
     ));
 }
 
 /// NCCL 2.30 stops at init on a split host whose nodes reach each other through a GPU of
 /// another node (`Analysis::trimmed_relays`).
-fn trimmed_relay_error(a: &Analysis, w: &mut Vec<Message>) {
+fn trimmed_relay_error(a: &Analysis, w: &mut Vec<Finding>) {
     let Some([x, y, relay]) = a.trimmed_relays.first() else {
         return;
     };
@@ -925,17 +922,14 @@ fn trimmed_relay_error(a: &Analysis, w: &mut Vec<Message>) {
         0 => String::new(),
         n => format!(" (and {n} more pair(s))"),
     };
-    w.push(Message::new(
-        Code::NcclInitFails,
-        Severity::Error,
-        format!("NCCL {} stops at init here: it splits the host into nodes, and ranks {x} and {y} reach each other over NVLink through GPU rank {relay} of another node{more}, whose rank its trimmed topology no longer knows (\"ncclTopoDevToRank could not find rank for nvml dev\"); NCCL 2.29 and earlier run it as planned here", a.version),
+    w.push(Finding::new(Code::NcclInitFails, format!("NCCL {} stops at init here: it splits the host into nodes, and ranks {x} and {y} reach each other over NVLink through GPU rank {relay} of another node{more}, whose rank its trimmed topology no longer knows (\"ncclTopoDevToRank could not find rank for nvml dev\"); NCCL 2.29 and earlier run it as planned here", a.version),
     ));
 }
 
 /// What says NCCL's own init stops on this topology, or needs what the source leaves out to
 /// go on (`net-none`, `nccl-init-fails`); the differential sweep holds these against the
 /// machines nccl-oracle refuses.
-pub fn init_stops(a: &Analysis) -> Vec<Message> {
+pub fn init_stops(a: &Analysis) -> Vec<Finding> {
     let mut w = vec![];
     no_net_warning(a, &mut w);
     trimmed_relay_error(a, &mut w);
@@ -943,7 +937,7 @@ pub fn init_stops(a: &Analysis) -> Vec<Message> {
 }
 
 /// What dissimilar hosts decide apart (`hetero::findings`).
-pub(crate) fn host_findings(a: &Analysis) -> Vec<Message> {
+pub(crate) fn host_findings(a: &Analysis) -> Vec<Finding> {
     super::hetero::findings(&super::hetero::Reconciled {
         hosts: &a.hosts,
         version: a.version,
@@ -960,7 +954,7 @@ pub(crate) fn host_findings(a: &Analysis) -> Vec<Message> {
 
 /// Where dissimilar hosts' own cost tables choose otherwise than rank 0's at the planned
 /// sizes (`hetero::choice_findings`).
-pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Vec<Message> {
+pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Vec<Finding> {
     let others: Vec<super::hetero::OwnTable> = a
         .host_costs
         .iter()
@@ -978,8 +972,8 @@ pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Ve
 }
 
 /// The source's warnings, what the plan had to assume, and the transport anomalies.
-pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
-    let mut w: Vec<Message> = a.topo.warning_messages().collect();
+pub(crate) fn messages_of(a: &Analysis) -> Vec<Finding> {
+    let mut w: Vec<Finding> = a.topo.warning_messages().collect();
     // ncclTopoCheckP2p also asks NVML whether P2P works (paths.cc, 2.18+); a file or profile
     // cannot say, so P2P over PCIe is an assumption there. GeForce boards (RTX 4090) answer no.
     let pcie_p2p = a
@@ -1000,7 +994,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
         // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
         // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
-        w.push(Message::new(Code::NetSocketSpeed, Severity::Warning, format!(
+        w.push(Finding::new(Code::NetSocketSpeed, format!(
             "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
         )));
     }
@@ -1015,7 +1009,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
         &topo_model::nic_judge::PlainNames(&a.topo),
         true,
     ) {
-        w.push(Message::new(v.code, v.severity, v.summary));
+        w.push(v);
     }
     // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`);
     // fabric registration problems (`topo_model::fabric_judge`), likewise.
@@ -1026,10 +1020,10 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Message> {
         .into_iter()
         .chain(fabric)
     {
-        w.push(Message::new(v.code, v.severity, v.summary));
+        w.push(v);
     }
     if a.topo.p2p.is_empty() && pcie_p2p > 0 {
-        w.push(Message::new(Code::P2pAssumed, Severity::Warning, format!(
+        w.push(Finding::new(Code::P2pAssumed, format!(
             "P2P over PCIe for {pcie_p2p} GPU pair(s) assumes the driver allows it: the source has no NVML P2P status; where NVML reports P2P unsupported (GeForce boards such as the RTX 4090, some VMs) NCCL uses SHM instead"
         )));
     }
@@ -1041,7 +1035,7 @@ const ANOMALIES: [Code; 3] = [Code::ShmOnNvlink, Code::NetOnNvlink, Code::P2pPee
 
 /// One message per kind of transport anomaly: how many rank pairs, and the first pair's
 /// explanation (the plan's `transports[]` has every pair's).
-fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
+fn anomalies(ts: &[PairTransport]) -> Vec<Finding> {
     // By name, the order the documents have always listed them in.
     let mut by: BTreeMap<(&'static str, Code), (usize, &PairTransport)> = BTreeMap::new();
     for t in ts {
@@ -1061,7 +1055,7 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
         .map(|((_, code), (n, t))| {
             let why = t.anomaly.as_deref().unwrap_or_default();
             let text = format!("{n} rank pair(s), e.g. {} -> {}: {why}", t.from, t.to);
-            Message::new(code, Severity::Warning, text)
+            Finding::at(code, Severity::Warning, text)
         })
         .collect()
 }
@@ -1069,12 +1063,12 @@ fn anomalies(ts: &[PairTransport]) -> Vec<Message> {
 /// Network ports without a speed: NCCL's net plugin reports the speed at run time; the plan
 /// used the XML reader's default (`bw::net_bw` of no speed), which can send a GPU's traffic to
 /// the wrong port.
-fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Message>) {
+fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Finding>) {
     let Some((n, list)) = port_names(a, |x| x.speed_mbps.is_none_or(|s| s == 0)) else {
         return;
     };
     let assumed = topo_model::bw::net_bw(None);
-    w.push(Message::new(Code::NetSpeedUnknown, Severity::Warning, format!(
+    w.push(Finding::new(Code::NetSpeedUnknown, format!(
         "{n} network port name(s) without a speed ({list}): NCCL's net plugin reports it at run time; the plan assumed {assumed:.2} GB/s ({:.0} Gb/s) for them, so NIC choices and inter-node times there are guesses",
         assumed * 8.0
     )));
@@ -1102,33 +1096,33 @@ fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(
 /// The ports' GPUDirect RDMA as show and diagnose state it (`topo_model::net_judge`). An
 /// unstated one is what NCCL's net plugin says at run time (topo.cc, NCCL 2.28: a `<net>`
 /// without `gdr` gets the plugin's answer); the plan took the XML reader's default of none.
-fn gdr_warnings(a: &Analysis, w: &mut Vec<Message>) {
+fn gdr_warnings(a: &Analysis, w: &mut Vec<Finding>) {
     let nets = a.topo.nets();
     for v in topo_model::net_judge::verdicts(&a.topo, nets) {
         let text = if v.code == Code::NetGdrUnknown {
             format!(
                 "{}; the plan assumed it does not: {}",
-                v.summary,
+                v.text,
                 topo_model::net_judge::STATE_GDR
             )
         } else {
-            v.summary
+            v.text
         };
-        w.push(Message::new(v.code, v.severity, text));
+        w.push(Finding { text, ..v });
     }
 }
 
 /// The stated or built-in hardware facts that changed the plan: GPUs whose driver refuses
 /// peer access, hosts without NVLS multicast.
-fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
+fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Finding>) {
     // Peer access as show and diagnose state it (`topo_model::p2p_judge`).
     for v in topo_model::p2p_judge::verdicts(&a.topo, a.topo.gpus()) {
         let text = if v.code == Code::P2pRefusedByDriver {
-            format!("{}; {}", v.summary, topo_model::p2p_judge::STATE_P2P)
+            format!("{}; {}", v.text, topo_model::p2p_judge::STATE_P2P)
         } else {
-            v.summary
+            v.text
         };
-        w.push(Message::new(v.code, v.severity, text));
+        w.push(Finding { text, ..v });
     }
     // NVLS stated off, as show and diagnose state it (`topo_model::nvls_judge`); NVLink
     // islands, as show and diagnose state them (`topo_model::nvlink_shape`).
@@ -1137,7 +1131,7 @@ fn hardware_fact_warnings(a: &Analysis, w: &mut Vec<Message>) {
         .into_iter()
         .chain(islands)
     {
-        w.push(Message::new(v.code, v.severity, v.summary));
+        w.push(v);
     }
 }
 

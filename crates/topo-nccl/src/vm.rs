@@ -10,7 +10,7 @@
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeSet;
 use topo_model::message::Code;
-use topo_model::message::{Message, Severity};
+use topo_model::message::{Finding, Severity};
 use topo_model::{NodeKind, PcieLink, Topology};
 
 /// The link speed a GPU generation is built for, by SM: what a repaired GPU link gets.
@@ -117,11 +117,11 @@ fn busids(topo: &Topology, nodes: &[(NodeIndex, PcieLink)]) -> String {
 }
 
 /// One message per kind of artefact: what it is, and what NCCL does with it.
-pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
+pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Finding> {
     let mut m = vec![];
     if let Some((n, _)) = a.bridges.first() {
         let own = topo.node(*n).pcie().cloned().unwrap_or_default();
-        m.push(Message::new(topo_model::pcie_judge::VIRTUAL, Severity::Warning, format!(
+        m.push(Finding::at(topo_model::pcie_judge::VIRTUAL, Severity::Warning, format!(
             "{} PCI bridge(s) above GPUs or NICs report a {:.2} GB/s link ({}, {} x{}): an emulated bridge (virtual machine); NCCL takes the link as reported, so paths through it toward the CPU (SHM, NET through the CPU) are priced at that bandwidth",
             a.bridges.len(),
             own.bw(),
@@ -131,14 +131,14 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Message> {
         )));
     }
     if !a.gpu_links.is_empty() {
-        m.push(Message::new(Code::VmGpuLinkSlow, Severity::Warning, format!(
+        m.push(Finding::new(Code::VmGpuLinkSlow, format!(
             "{} GPU(s) report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",
             a.gpu_links.len(),
             busids(topo, &a.gpu_links),
         )));
     }
     if a.numa_unknown > 0 {
-        m.push(Message::new(Code::VmNumaUnknown, Severity::Info, format!(
+        m.push(Finding::new(Code::VmNumaUnknown, format!(
             "{} CPU domain(s) with NUMA id -1: the kernel reports no NUMA node (a VM that hides it, or a machine without NUMA); NCCL treats each as one CPU domain, and the plan cannot say what the real sockets would change",
             a.numa_unknown
         )));
@@ -156,10 +156,9 @@ pub fn pcie_messages(topo: &Topology, plan: &mut crate::plan::Plan) {
             continue;
         }
         if v.severity >= Severity::Warning {
-            plan.warnings.push(v.summary.clone());
+            plan.warnings.push(v.text.clone());
         }
-        plan.messages
-            .push(Message::new(v.code, v.severity, v.summary));
+        plan.messages.push(v);
     }
 }
 

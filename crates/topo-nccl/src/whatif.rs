@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 use topo_model::Topology;
 use topo_model::message::Code;
-use topo_model::message::{Message, Severity};
+use topo_model::message::{Finding, Severity};
 
 /// One NCCL variable topo knows of but does not model, with what NCCL uses it for.
 #[derive(Clone, Debug, Deserialize)]
@@ -335,7 +335,7 @@ pub(crate) fn vm_effects(
                 format!("{what} cannot be planned ({e}), so what the VM caused is unknown"),
             ),
         };
-        msgs.push(Message::new(Code::VmCaused, severity, text));
+        msgs.push(Finding::at(Code::VmCaused, severity, text));
     }
     // v1's `warnings[]` holds warnings only; notes are in `messages[]` (and the text's `note:`).
     plan.warnings.extend(
@@ -571,7 +571,7 @@ pub(crate) fn env_effects(
             e.effect.as_deref().unwrap_or("")
         );
         plan.warnings.push(text.clone());
-        plan.messages.push(topo_model::message::Message::new(
+        plan.messages.push(Finding::at(
             Code::EnvUnknown,
             topo_model::message::Severity::Warning,
             text,

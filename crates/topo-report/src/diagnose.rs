@@ -29,7 +29,7 @@ pub fn text(r: &Report, style: Style) -> String {
         style.bold(&format!("topo diagnose: {}", r.verdict))
     );
     for f in &r.findings {
-        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.id, f.title);
+        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.code, f.text);
         if !f.evidence.is_empty() {
             let _ = writeln!(o, "  evidence:");
             for e in &f.evidence {

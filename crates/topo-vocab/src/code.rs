@@ -1,11 +1,13 @@
-//! The codes topo's documents carry on each verdict, warning, anomaly and finding: one enum,
-//! so a code is named once and matched as a value, never as text. Each keeps the name it is
-//! printed with; docs/codes.md gives every code's severity and meaning, and a test holds the
-//! two lists equal.
+//! The codes topo's documents carry on each finding: one enum, so a code is named once and
+//! matched as a value, never as text. Each keeps the name it is printed with and the
+//! severities it may be raised at (the first is its usual one); docs/codes.md gives every
+//! code's severity and meaning, and a test holds the two equal row by row.
 
-/// Declares [`Code`] with each variant's printed name.
+use crate::Severity;
+
+/// Declares [`Code`] with each variant's printed name and its severities.
 macro_rules! codes {
-    ($($variant:ident => $name:literal,)*) => {
+    ($($variant:ident => $name:literal [$($sev:ident),+],)*) => {
         /// A stable code a monitoring rule can match (docs/codes.md).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum Code {
@@ -22,89 +24,108 @@ macro_rules! codes {
                     $(Code::$variant => $name,)*
                 }
             }
+
+            /// The severities the code may be raised at, its usual one first. One table for
+            /// every command: a finding takes its severity from here, and one raised at a
+            /// severity not listed is a defect (`Severity` checks it in debug builds).
+            pub const fn severities(self) -> &'static [Severity] {
+                match self {
+                    $(Code::$variant => &[$(Severity::$sev),+],)*
+                }
+            }
         }
     };
 }
 
 codes! {
-    GpuNone => "gpu-none",
-    NvlinkUnknown => "nvlink-unknown",
-    NvswitchFull => "nvswitch-full",
-    NvlinkNone => "nvlink-none",
-    NvlinkAllDirect => "nvlink-all-direct",
-    NvlinkMesh => "nvlink-mesh",
-    NvlinkIslands => "nvlink-islands",
-    P2pDenied => "p2p-denied",
-    NvlinkFabric => "nvlink-fabric",
-    NvlinkFabricPartial => "nvlink-fabric-partial",
-    NvlinkDomain => "nvlink-domain",
-    NicRailAligned => "nic-rail-aligned",
-    NicPerGpu => "nic-per-gpu",
-    NicShared => "nic-shared",
-    NicMixed => "nic-mixed",
-    NicNoneNear => "nic-none-near",
-    NicMissing => "nic-missing",
-    NicNumaRemote => "nic-numa-remote",
-    NicPciOnly => "nic-pci-only",
-    GdrUnavailable => "gdr-unavailable",
-    NetworkTotal => "network-total",
-    NetworkNone => "network-none",
-    NetworkUnknown => "network-unknown",
-    NumaSpan => "numa-span",
-    VirtualizedTopology => "virtualized-topology",
-    PcieDowntrained => "pcie-downtrained",
-    PcieUpstreamSlower => "pcie-upstream-slower",
-    SourceWarning => "source-warning",
-    NetSocketSpeed => "net-socket-speed",
-    NetNone => "net-none",
-    NcclInitFails => "nccl-init-fails",
-    HostsNvlsDiffer => "hosts-nvls-differ",
-    HostsCpuDiffer => "hosts-cpu-differ",
-    HostsNicsDiffer => "hosts-nics-differ",
-    HostsGpusDiffer => "hosts-gpus-differ",
-    HostsSmDiffer => "hosts-sm-differ",
-    HostsP2pChannelsDiffer => "hosts-p2p-channels-differ",
-    HostsChoicesDiffer => "hosts-choices-differ",
-    P2pAssumed => "p2p-assumed",
-    P2pRefusedByDriver => "p2p-refused-by-driver",
-    NvlsUnavailable => "nvls-unavailable",
-    VmGpuLinkSlow => "vm-gpu-link-slow",
-    VmNumaUnknown => "vm-numa-unknown",
-    VmCaused => "vm-caused",
-    NetGdrUnknown => "net-gdr-unknown",
-    NetSpeedUnknown => "net-speed-unknown",
-    EnvUnknown => "env-unknown",
-    ShmOnNvlink => "shm-on-nvlink",
-    NetOnNvlink => "net-on-nvlink",
-    P2pPeerInvisible => "p2p-peer-invisible",
-    P2pDisabledByEnv => "p2p-disabled-by-env",
-    P2pRefused => "p2p-refused",
-    SingleGpuVisible => "single-gpu-visible",
-    RanksOnSeparateHosts => "ranks-on-separate-hosts",
-    P2pPathTooFar => "p2p-path-too-far",
-    AcsRedirect => "acs-redirect",
-    IommuTranslation => "iommu-translation",
-    FabricManagerNotReady => "fabric-manager-not-ready",
-    NvlinkDegraded => "nvlink-degraded",
-    NvlsRequestedUnavailable => "nvls-requested-unavailable",
-    P2pDisabledNvlink => "p2p-disabled-nvlink",
-    P2pDisabledPcie => "p2p-disabled-pcie",
-    LogDiffersFromPlan => "log-differs-from-plan",
-    NcclTestsBelowBand => "nccl-tests-below-band",
-    NcclTestsInBand => "nccl-tests-in-band",
-    NcclTestsNotJudged => "nccl-tests-not-judged",
-    NcclTestsWrongResults => "nccl-tests-wrong-results",
-    MigEnabled => "mig-enabled",
-    ShmTooSmall => "shm-too-small",
-    RailMisaligned => "rail-misaligned",
-    UnknownNcclVariable => "unknown-nccl-variable",
-    TransportDiffersFromPlan => "transport-differs-from-plan",
-    DeviceMissing => "device-missing",
-    NumaMismatch => "numa-mismatch",
-    NcclWarning => "nccl-warning",
+    GpuNone => "gpu-none" [Info],
+    NvlinkUnknown => "nvlink-unknown" [Warning],
+    NvswitchFull => "nvswitch-full" [Info],
+    NvlinkNone => "nvlink-none" [Info],
+    NvlinkAllDirect => "nvlink-all-direct" [Info],
+    NvlinkMesh => "nvlink-mesh" [Info],
+    NvlinkIslands => "nvlink-islands" [Warning],
+    P2pDenied => "p2p-denied" [Warning],
+    NvlinkFabric => "nvlink-fabric" [Info],
+    NvlinkFabricPartial => "nvlink-fabric-partial" [Warning],
+    NvlinkDomain => "nvlink-domain" [Info],
+    NicRailAligned => "nic-rail-aligned" [Info],
+    NicPerGpu => "nic-per-gpu" [Info],
+    NicShared => "nic-shared" [Info],
+    NicMixed => "nic-mixed" [Info],
+    NicNoneNear => "nic-none-near" [Warning],
+    NicMissing => "nic-missing" [Warning],
+    NicNumaRemote => "nic-numa-remote" [Warning],
+    NicPciOnly => "nic-pci-only" [Info],
+    GdrUnavailable => "gdr-unavailable" [Warning],
+    NetworkTotal => "network-total" [Info],
+    NetworkNone => "network-none" [Info],
+    NetworkUnknown => "network-unknown" [Info],
+    NumaSpan => "numa-span" [Info],
+    VirtualizedTopology => "virtualized-topology" [Warning, Info],
+    PcieDowntrained => "pcie-downtrained" [Warning, Info, Error],
+    PcieUpstreamSlower => "pcie-upstream-slower" [Warning],
+    SourceWarning => "source-warning" [Warning],
+    NetSocketSpeed => "net-socket-speed" [Warning],
+    NetNone => "net-none" [Warning],
+    NcclInitFails => "nccl-init-fails" [Error],
+    HostsNvlsDiffer => "hosts-nvls-differ" [Warning],
+    HostsCpuDiffer => "hosts-cpu-differ" [Warning, Info],
+    HostsNicsDiffer => "hosts-nics-differ" [Warning],
+    HostsGpusDiffer => "hosts-gpus-differ" [Info],
+    HostsSmDiffer => "hosts-sm-differ" [Info, Warning],
+    HostsP2pChannelsDiffer => "hosts-p2p-channels-differ" [Warning],
+    HostsChoicesDiffer => "hosts-choices-differ" [Error],
+    P2pAssumed => "p2p-assumed" [Warning],
+    P2pRefusedByDriver => "p2p-refused-by-driver" [Warning],
+    NvlsUnavailable => "nvls-unavailable" [Warning, Info],
+    VmGpuLinkSlow => "vm-gpu-link-slow" [Warning],
+    VmNumaUnknown => "vm-numa-unknown" [Info],
+    VmCaused => "vm-caused" [Info, Warning],
+    NetGdrUnknown => "net-gdr-unknown" [Warning],
+    NetSpeedUnknown => "net-speed-unknown" [Warning],
+    EnvUnknown => "env-unknown" [Warning],
+    ShmOnNvlink => "shm-on-nvlink" [Warning],
+    NetOnNvlink => "net-on-nvlink" [Warning],
+    P2pPeerInvisible => "p2p-peer-invisible" [Warning],
+    P2pDisabledByEnv => "p2p-disabled-by-env" [Error],
+    P2pRefused => "p2p-refused" [Warning],
+    SingleGpuVisible => "single-gpu-visible" [Error, Warning],
+    RanksOnSeparateHosts => "ranks-on-separate-hosts" [Error, Warning],
+    P2pPathTooFar => "p2p-path-too-far" [Warning],
+    AcsRedirect => "acs-redirect" [Error],
+    IommuTranslation => "iommu-translation" [Warning],
+    FabricManagerNotReady => "fabric-manager-not-ready" [Error],
+    NvlinkDegraded => "nvlink-degraded" [Error, Warning],
+    NvlsRequestedUnavailable => "nvls-requested-unavailable" [Error],
+    P2pDisabledNvlink => "p2p-disabled-nvlink" [Error],
+    P2pDisabledPcie => "p2p-disabled-pcie" [Info],
+    LogDiffersFromPlan => "log-differs-from-plan" [Warning],
+    NcclTestsBelowBand => "nccl-tests-below-band" [Error, Warning],
+    NcclTestsInBand => "nccl-tests-in-band" [Info],
+    NcclTestsNotJudged => "nccl-tests-not-judged" [Info],
+    NcclTestsWrongResults => "nccl-tests-wrong-results" [Error],
+    MigEnabled => "mig-enabled" [Error],
+    ShmTooSmall => "shm-too-small" [Warning],
+    RailMisaligned => "rail-misaligned" [Warning],
+    UnknownNcclVariable => "unknown-nccl-variable" [Warning, Info],
+    TransportDiffersFromPlan => "transport-differs-from-plan" [Warning],
+    DeviceMissing => "device-missing" [Error],
+    NumaMismatch => "numa-mismatch" [Warning],
+    NcclWarning => "nccl-warning" [Warning],
 }
 
 impl Code {
+    /// The severity the code is usually raised at.
+    pub const fn severity(self) -> Severity {
+        self.severities()[0]
+    }
+
+    /// Whether the code may be raised at `s`.
+    pub fn allows(self, s: Severity) -> bool {
+        self.severities().contains(&s)
+    }
+
     /// The code printed as `name`, if there is one.
     pub fn from_name(name: &str) -> Option<Code> {
         Code::ALL.iter().copied().find(|c| c.name() == name)

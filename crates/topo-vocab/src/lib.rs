@@ -11,6 +11,7 @@ mod collective;
 mod data;
 #[cfg(feature = "serde")]
 mod serde_impl;
+mod severity;
 mod size;
 mod transport;
 
@@ -20,5 +21,6 @@ pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 #[cfg(feature = "serde")]
 pub use serde_impl::printed;
+pub use severity::Severity;
 pub use size::{parse_size, size_label};
 pub use transport::{Net, P2p, Transport};

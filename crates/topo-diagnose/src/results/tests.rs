@@ -100,11 +100,11 @@ fn half_the_bandwidth_at_large_sizes_on_two_nodes_is_an_error_pointing_at_the_ne
     let f = r
         .findings
         .iter()
-        .find(|f| f.id == "nccl-tests-below-band")
+        .find(|f| f.code == "nccl-tests-below-band")
         .unwrap();
     assert_eq!(f.severity, Severity::Error);
-    assert!(f.title.contains("3 of 5 sizes (16M-1G)"), "{}", f.title);
-    assert!(f.title.contains("50% under"), "{}", f.title);
+    assert!(f.text.contains("3 of 5 sizes (16M-1G)"), "{}", f.text);
+    assert!(f.text.contains("50% under"), "{}", f.text);
     assert!(f.fix.contains("network"), "{}", f.fix);
     assert_eq!(f.evidence.len(), 3);
     assert!(f.evidence[0].starts_with("r.txt:3:"), "{:?}", f.evidence);
@@ -125,7 +125,7 @@ fn only_small_sizes_under_is_a_latency_warning() {
     let f = r
         .findings
         .iter()
-        .find(|f| f.id == "nccl-tests-below-band")
+        .find(|f| f.code == "nccl-tests-below-band")
         .unwrap();
     assert_eq!(f.severity, Severity::Warning);
     assert!(f.fix.contains("latency"), "{}", f.fix);
@@ -155,9 +155,9 @@ fn faster_than_expected_is_not_a_failure() {
     let r = run(input(measured(&plan, |_| 3.0), 1, &[]), plan);
     assert_eq!(r.worst, Some(Severity::Info));
     assert!(
-        r.findings[0].title.contains("5 above it"),
+        r.findings[0].text.contains("5 above it"),
         "{}",
-        r.findings[0].title
+        r.findings[0].text
     );
 }
 
@@ -194,9 +194,9 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
     assert_eq!(r.results[0].rows[1].verdict, Verdict::Isolated);
     assert!(r.has(Code::NcclTestsInBand), "{:?}", r.findings);
     assert!(
-        r.findings[0].title.contains("1 alone below it"),
+        r.findings[0].text.contains("1 alone below it"),
         "{}",
-        r.findings[0].title
+        r.findings[0].text
     );
     let two = |b: u64| {
         if b == 8 << 10 || b == 1 << 20 {

@@ -58,11 +58,7 @@ fn a_hypervisor_bridge_id_or_width_0_is_a_vm_whatever_the_speeds() {
     let (t, _, _) = one(link("32.0 GT/s PCIe", 16), None, link("32.0 GT/s PCIe", 0));
     let v = verdicts(&t, t.graph.node_indices());
     assert_eq!(v[0].code, VIRTUAL);
-    assert!(
-        v[0].summary.contains("1 link of width 0"),
-        "{}",
-        v[0].summary
-    );
+    assert!(v[0].text.contains("1 link of width 0"), "{}", v[0].text);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use topo_model::bw::{pcie_generation, pcie_gts};
-use topo_model::message::Message;
+use topo_model::message::Finding;
 use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
 
 pub const SCHEMA: &str = "topo.show/v1";
@@ -45,7 +45,7 @@ struct Doc<'a> {
     verdicts: Vec<String>,
     warnings: Vec<String>,
     /// `verdicts` and `warnings` again, each with its code and severity (docs/codes.md).
-    messages: Vec<Message>,
+    messages: Vec<Finding>,
     #[serde(skip_serializing_if = "Option::is_none")]
     matrix: Option<Vec<MatrixDoc>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -402,7 +402,7 @@ fn kind_name(k: &NodeKind) -> &'static str {
 fn build<'a>(ctx: &'a Ctx<'a>, names: &'a Names, view: ShowView) -> Doc<'a> {
     let topo = ctx.topo;
     let all = &ctx.hosts;
-    let verdicts: Vec<Message> = all
+    let verdicts: Vec<Finding> = all
         .iter()
         .flat_map(|hv| super::summary::coded_verdicts(ctx, hv))
         .collect();
@@ -939,7 +939,7 @@ impl Job {
 struct JobPlan<'a> {
     ctx: &'a Ctx<'a>,
     runs: Vec<Range<usize>>,
-    verdicts: Vec<std::sync::OnceLock<Vec<Message>>>,
+    verdicts: Vec<std::sync::OnceLock<Vec<Finding>>>,
 }
 
 impl<'a> JobPlan<'a> {
@@ -999,7 +999,7 @@ impl<'a> JobPlan<'a> {
         jobs
     }
 
-    fn run_verdicts(&self, run: &Range<usize>) -> &[Message] {
+    fn run_verdicts(&self, run: &Range<usize>) -> &[Finding] {
         let i = run.start / RUN_HOSTS.max(1);
         self.verdicts[i].get_or_init(|| {
             self.ctx.hosts[run.clone()]

@@ -8,7 +8,7 @@ use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeMap;
 use topo_model::message::Code;
-use topo_model::message::{Message, Severity};
+use topo_model::message::{Finding, Severity};
 use topo_model::{LinkKind, NodeKind, class};
 
 /// The NVLink column of the GPU table: `18 → NVSwitch ×4 (370.8 GB/s)`.
@@ -65,12 +65,12 @@ fn gpu_numbers(ctx: &Ctx, v: &[NodeIndex]) -> String {
 /// Short conclusions a reader wants first, per host, being gathered, each with its code and severity (docs/codes.md).
 #[derive(Default)]
 pub(crate) struct Verdicts {
-    out: Vec<Message>,
+    out: Vec<Finding>,
 }
 
 impl Verdicts {
     fn say(&mut self, code: Code, severity: Severity, text: String) {
-        self.out.push(Message::new(code, severity, text));
+        self.out.push(Finding::at(code, severity, text));
     }
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn verdicts(ctx: &Ctx, hv: &HostView) -> Vec<String> {
 }
 
 /// The summary's verdicts with their codes and severities.
-pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
+pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Finding> {
     let mut out = Verdicts::default();
     let gpus = &hv.gpus;
     if gpus.is_empty() {
@@ -96,10 +96,10 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
         nvlink_verdicts(ctx, hv, &mut out);
         // Missing lanes and NVLS stated off: the rules plan and diagnose state too.
         for v in topo_model::nvlink_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
-            out.say(v.code, v.severity, v.summary);
+            out.out.push(v);
         }
         for v in topo_model::nvls_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
-            out.say(v.code, v.severity, v.summary);
+            out.out.push(v);
         }
         p2p_verdicts(ctx, hv, &mut out);
         nic_verdicts(ctx, hv, &mut out);
@@ -110,12 +110,9 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Message> {
     }
     // PCIe facts: the rules plan and diagnose state too (`topo_model::pcie_judge`); the
     // evidence is in `--view pci`.
-    for v in topo_model::pcie_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
-        out.say(
-            v.code,
-            v.severity,
-            format!("{} (see --view pci)", v.summary),
-        );
+    for mut v in topo_model::pcie_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
+        v.text.push_str(" (see --view pci)");
+        out.out.push(v);
     }
     out.out
 }
@@ -126,7 +123,7 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     let shapes =
         topo_model::nvlink_shape::verdicts(ctx.topo, &hv.gpus, &ShowNames(ctx), &ctx.classes);
     for v in shapes {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
 }
 
@@ -135,14 +132,14 @@ fn nvlink_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
 fn p2p_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     // Peer access: the rule plan and diagnose state too (`topo_model::p2p_judge`).
     for v in topo_model::p2p_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
     // Fabric registration: the rule plan and diagnose state too (`topo_model::fabric_judge`).
     for v in topo_model::fabric_judge::verdicts(ctx.topo, hv.gpus.iter().copied()) {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
     if let Some(v) = topo_model::fabric_judge::domain_verdict(ctx.topo, hv.host, hv.gpus.len()) {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
 }
 
@@ -173,7 +170,7 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         sockets: hv.cpus.len(),
     };
     for v in topo_model::nic_judge::verdicts(ctx.topo, &host, &ShowNames(ctx)) {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
     nic_port_verdicts(ctx, hv, out);
     gpu_bandwidth_verdict(ctx, hv, out);
@@ -182,8 +179,8 @@ fn nic_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
 /// What the source leaves unknown or absent about the host's ports: PCI-only NICs, ports
 /// without GPUDirect RDMA, and ports whose GPUDirect RDMA the source does not state.
 fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
-    let said = |v: topo_model::message::Verdict, out: &mut Verdicts| {
-        out.say(v.code, v.severity, v.summary);
+    let said = |v: topo_model::message::Finding, out: &mut Verdicts| {
+        out.out.push(v);
     };
     if let Some(v) = topo_model::ports_judge::pci_only(hv.bare_nics.len()) {
         said(v, out);
@@ -197,7 +194,7 @@ fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
 /// No NIC in the source (`topo_model::ports_judge::absent`).
 fn network_absent(ctx: &Ctx, out: &mut Verdicts) {
     let v = topo_model::ports_judge::absent(ctx.topo);
-    out.say(v.code, v.severity, v.summary);
+    out.out.push(v);
 }
 
 /// Gb/s per GPU over the compute ports (`topo_model::ports_judge::compute_total`).
@@ -207,14 +204,14 @@ fn gpu_bandwidth_verdict(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     if let Some(v) =
         topo_model::ports_judge::compute_total(ctx.topo, hv.gpus.len(), &hv.nets, role, &names)
     {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
 }
 
 /// Which NUMA nodes the GPUs sit on: the rule is `topo_model::numa_judge`'s.
 fn numa_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
     for v in topo_model::numa_judge::verdicts(ctx.topo, &hv.gpus, &ShowNames(ctx)) {
-        out.say(v.code, v.severity, v.summary);
+        out.out.push(v);
     }
 }
 
