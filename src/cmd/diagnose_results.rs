@@ -334,7 +334,7 @@ fn request(
 ) -> Result<PlanRequest> {
     let (version, version_source) = version(f, a.nccl_version.as_deref())?;
     let mut env: Vec<(String, String)> = vec![];
-    if topo.source.kind == "profile"
+    if topo.source.kind == topo_model::SourceKind::Profile
         && let Some(h) = topo.hosts.first()
     {
         env.extend(h.env.iter().map(|(k, v)| (k.clone(), v.clone())));

@@ -18,7 +18,7 @@ use topo_source::SourceSpec;
 #[derive(Serialize)]
 struct Side {
     arg: String,
-    kind: String,
+    kind: topo_model::SourceKind,
     hosts: usize,
 }
 
@@ -102,7 +102,7 @@ pub fn run(a: &DiffArgs, style: Style) -> Result<i32> {
     let tb = topo_source::load(&spec(&a.b, a.nodes)?)?;
     let side = |arg: &str, t: &Topology| Side {
         arg: arg.to_string(),
-        kind: t.source.kind.clone(),
+        kind: t.source.kind,
         hosts: t.hosts.len(),
     };
     let hardware: Vec<Difference> = inventory::diff(

@@ -324,7 +324,7 @@ pub(crate) fn environment(
 ) {
     let mut env: Vec<(String, String)> = vec![];
     let mut env_origin = std::collections::BTreeMap::new();
-    if topo.source.kind == "profile"
+    if topo.source.kind == topo_model::SourceKind::Profile
         && let Some(h) = topo.hosts.first()
     {
         for (k, v) in &h.env {

@@ -370,7 +370,7 @@ fn link_mode(launch: &Launch) -> Result<LinkMode> {
 
 /// Whether the ranks will talk over TCP: several hosts under a launcher, or forced.
 fn over_tcp(launch: &Launch) -> Result<bool> {
-    if std::env::var("TOPO_TRANSPORT").is_ok_and(|t| t == "tcp") {
+    if topo_runtime::launch::tcp_forced() {
         return Ok(true);
     }
     if !matches!(launch, Launch::Env | Launch::Auto) {
@@ -461,7 +461,7 @@ fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {
         .source
         .origin
         .clone()
-        .unwrap_or_else(|| topo.source.kind.clone());
+        .unwrap_or_else(|| topo.source.kind.to_string());
     format!(
         "{name} ({} ranks on {} node(s), NCCL {} plan)",
         plan.nranks, plan.nnodes, plan.nccl_version

@@ -84,7 +84,7 @@ fn pci_link_bw(t: &Topology, n: petgraph::graph::NodeIndex) -> f64 {
 #[test]
 fn hgx_h100_fixture_discovers_the_whole_board() {
     let t = load(&fixture("hgx-h100-8gpu"));
-    assert_eq!(t.source.kind, "snapshot");
+    assert_eq!(t.source.kind, topo_model::SourceKind::Snapshot);
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
     let h = &t.hosts[0];
     assert_eq!(h.name.as_deref(), Some("hgx-h100-fixture"));
@@ -299,7 +299,7 @@ fn fixture_tree_without_nvml_json_degrades_to_sysfs_only() {
     std::fs::remove_file(root.join("nvml.json")).unwrap();
     std::fs::remove_file(root.join("meta.json")).unwrap();
     let t = topo_source::discover(&root).unwrap();
-    assert_eq!(t.source.kind, "live");
+    assert_eq!(t.source.kind, topo_model::SourceKind::Live);
     assert_eq!(t.gpus().len(), 8);
     // Bus order stands in for the NVML index.
     let devs: Vec<i32> = t.gpus().iter().map(|&g| t.gpu(g).unwrap().dev).collect();
@@ -379,7 +379,7 @@ fn odd_sysfs_files_become_warnings() {
 #[test]
 fn this_machine_discovers_without_error() {
     let t = topo_source::discover(Path::new("/")).unwrap();
-    assert_eq!(t.source.kind, "live");
+    assert_eq!(t.source.kind, topo_model::SourceKind::Live);
     // NUMA nodes: as many CPUs as sysfs lists node folders (or one of unknown id).
     let nodes = std::fs::read_dir("/sys/devices/system/node")
         .map(|d| {
@@ -429,7 +429,7 @@ fn snapshot_of_this_machine_replays_to_the_same_model() {
     );
     let live = topo_source::discover(Path::new("/")).unwrap();
     let replay = snapshot::load(&out).unwrap();
-    assert_eq!(replay.source.kind, "snapshot");
+    assert_eq!(replay.source.kind, topo_model::SourceKind::Snapshot);
     let diff = model_diff(&live, &replay);
     assert!(diff.is_empty(), "{}", diff.join("\n"));
 

@@ -354,7 +354,7 @@ fn builtin_profiles_have_the_documented_shape() {
     for e in EXPECT {
         let t = builtin(e.name);
         let ctx = e.name;
-        assert_eq!(t.source.kind, "profile", "{ctx}");
+        assert_eq!(t.source.kind, topo_model::SourceKind::Profile, "{ctx}");
         assert_eq!(t.source.origin.as_deref(), Some(e.name), "{ctx}");
         let gpus = t.gpus();
         assert_eq!(gpus.len(), e.gpus, "{ctx} gpus");

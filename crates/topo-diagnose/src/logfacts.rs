@@ -22,7 +22,7 @@ pub fn nvswitch(l: &LogInput, input: &Input) -> Fabric {
             .source
             .origin
             .clone()
-            .unwrap_or_else(|| t.source.kind.clone());
+            .unwrap_or_else(|| t.source.kind.to_string());
         let sms: Vec<u32> = t.gpus().iter().filter_map(|&g| t.gpu(g)?.sm).collect();
         if !sms.is_empty() && sms.iter().all(|&sm| sm < 90) {
             return Fabric::NoNvls(format!(

@@ -14,7 +14,7 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
         .source
         .origin
         .clone()
-        .unwrap_or_else(|| t.source.kind.clone());
+        .unwrap_or_else(|| t.source.kind.to_string());
     if t.gpus().is_empty() {
         r.skip(
             "topology checks (PCIe, NVLink, fabric, P2P, rails)",

@@ -195,11 +195,15 @@ fn joined_source(parts: &[Topology]) -> crate::SourceInfo {
             p.source
                 .origin
                 .clone()
-                .unwrap_or_else(|| p.source.kind.clone())
+                .unwrap_or_else(|| p.source.kind.to_string())
         })
         .collect();
     crate::SourceInfo {
-        kind: if same { kind.clone() } else { "hosts".into() },
+        kind: if same {
+            *kind
+        } else {
+            crate::SourceKind::Hosts
+        },
         origin: Some(origins.join(", ")),
         stated: parts
             .iter()

@@ -584,10 +584,67 @@ pub struct P2pCaps {
     pub atomics: Option<bool>,
 }
 
+/// What a topology was read from: judged as a value (a profile's layout is by design, a live
+/// machine's facts are measured), printed as documents name it (`source.kind`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    /// This machine, through sysfs, procfs and NVML.
+    Live,
+    /// A `topo snapshot` archive or folder.
+    Snapshot,
+    /// An NCCL topology XML (`NCCL_TOPO_DUMP_FILE`, `topo xml`).
+    Xml,
+    /// An `nvidia-smi topo -m` matrix.
+    NvidiaSmi,
+    /// A hardware profile (`--profile`).
+    Profile,
+    /// The `=== System` dump of an NCCL_DEBUG=INFO log.
+    NcclLog,
+    /// Dissimilar hosts joined from sources of different kinds.
+    Hosts,
+    /// A machine built in code by a test.
+    Test,
+    /// Not stated (a topology built without a source).
+    #[default]
+    Unknown,
+}
+
+impl SourceKind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            SourceKind::Live => "live",
+            SourceKind::Snapshot => "snapshot",
+            SourceKind::Xml => "xml",
+            SourceKind::NvidiaSmi => "nvidia-smi",
+            SourceKind::Profile => "profile",
+            SourceKind::NcclLog => "nccl-log",
+            SourceKind::Hosts => "hosts",
+            SourceKind::Test => "test",
+            SourceKind::Unknown => "unknown",
+        }
+    }
+
+    /// Whether the source lists every device of the host (a scan of it, or a profile), so a
+    /// device it does not name is absent; a matrix lists only what nvidia-smi sees, and an
+    /// XML or a log may be cut, so there a missing device is unknown.
+    pub const fn lists_every_device(self) -> bool {
+        matches!(
+            self,
+            SourceKind::Live | SourceKind::Snapshot | SourceKind::Profile
+        )
+    }
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceInfo {
-    /// `live`, `snapshot`, `xml`, `profile`.
-    pub kind: String,
+    pub kind: SourceKind,
     /// File, folder or profile name the topology came from.
     pub origin: Option<String>,
     /// Facts the user stated over the source (`--gpu`, `--sm`, `--nvlink`, `--nic-speed`,
@@ -1459,7 +1516,7 @@ pub mod testing {
     /// (a skeleton XML), with one IB port of unknown speed and GPUDirect RDMA.
     pub fn two_gpus_unknown_nvlink() -> Topology {
         let mut t = Topology::new(SourceInfo {
-            kind: "test".into(),
+            kind: crate::SourceKind::Test,
             ..Default::default()
         });
         let cpu = t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
@@ -1492,7 +1549,7 @@ pub mod testing {
     /// next to the GPUs for which `nic_on(dev)` holds, with GPUDirect RDMA `gdr`.
     pub fn hgx_board(devs: &[i32], sm: u32, nic_on: impl Fn(i32) -> bool, gdr: bool) -> Topology {
         let mut t = Topology::new(SourceInfo {
-            kind: "test".into(),
+            kind: crate::SourceKind::Test,
             origin: None,
             ..Default::default()
         });
@@ -1654,7 +1711,7 @@ pub mod testing {
     /// The machine `spec` describes, and its GPUs in NVML index order.
     pub fn two_sockets_two_switches(spec: &SwitchBox) -> (Topology, Vec<NodeIndex>) {
         let mut t = Topology::new(SourceInfo {
-            kind: "test".into(),
+            kind: crate::SourceKind::Test,
             origin: None,
             ..Default::default()
         });

@@ -16,8 +16,8 @@ fn verdict(code: Code, summary: String) -> Finding {
 /// snapshot) or a profile says there is none; a matrix lists only the RDMA NICs nvidia-smi
 /// sees, and an XML or a log may be cut, so there the network is unknown, not absent.
 pub fn absent(topo: &Topology) -> Finding {
-    let kind = topo.source.kind.as_str();
-    if matches!(kind, "live" | "snapshot" | "profile") {
+    let kind = topo.source.kind;
+    if kind.lists_every_device() {
         return verdict(
             Code::NetworkNone,
             "No network ports found: this host can only run single-node jobs".to_string(),
@@ -147,9 +147,9 @@ mod tests {
     #[test]
     fn no_port_is_absent_only_where_the_whole_host_was_read() {
         let mut t = hgx(1, 90);
-        t.source.kind = "profile".into();
+        t.source.kind = crate::SourceKind::Profile;
         assert_eq!(absent(&t).code, Code::NetworkNone);
-        t.source.kind = "xml".into();
+        t.source.kind = crate::SourceKind::Xml;
         assert_eq!(absent(&t).code, Code::NetworkUnknown);
         assert_eq!(pci_only(0), None);
         assert!(pci_only(2).unwrap().text.starts_with("2 NICs listed"));

@@ -17,7 +17,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::message::Code;
 use topo_model::message::{Finding, Severity};
-use topo_model::{SourceInfo, Topology};
+use topo_model::{SourceInfo, SourceKind, Topology};
 
 /// What the user asked for, parsed and checked.
 #[derive(Clone, Debug)]
@@ -1201,7 +1201,7 @@ fn source_name(topo: &Topology) -> String {
     topo.source
         .origin
         .clone()
-        .unwrap_or_else(|| topo.source.kind.clone())
+        .unwrap_or_else(|| topo.source.kind.to_string())
 }
 
 /// The compute capability decides NVLink bandwidth, the speed arrays of the search and the
@@ -1233,12 +1233,16 @@ fn refuse_no_gpu(topo: &Topology) -> Result<()> {
     if !topo.gpus().is_empty() {
         return Ok(());
     }
-    let (why, live) = match (topo.source.kind.as_str(), &topo.source.origin) {
-        ("live", _) | (_, None) => ("this machine has no NVIDIA GPU".to_string(), true),
+    let (why, live) = match (topo.source.kind, &topo.source.origin) {
+        (SourceKind::Live, _) | (_, None) => ("this machine has no NVIDIA GPU".to_string(), true),
         (kind, Some(origin)) => (
             format!(
                 "the {} {origin} lists none",
-                if kind == "xml" { "XML file" } else { kind }
+                if kind == SourceKind::Xml {
+                    "XML file"
+                } else {
+                    kind.name()
+                }
             ),
             false,
         ),

@@ -269,7 +269,8 @@ struct Ctx<'a> {
     pp: PathPolicy,
     tp: &'a TransportPolicy,
     cumem: (bool, String),
-    net: (String, String),
+    /// The network NCCL loads, and why.
+    net: (Net, String),
     /// Each rank's send and receive side, made once: a host split per socket has a NET
     /// connection for half its pairs, 1.6 million at 16,384 hosts.
     sides: Vec<[OnceLock<Box<NetSide>>; 2]>,
@@ -568,7 +569,10 @@ impl<'a> Ctx<'a> {
             paths,
             raw: OnceLock::new(),
             cumem: tp.cumem_enabled(),
-            net: tp.net_name(!sys.nets.is_empty()),
+            net: {
+                let (name, why) = tp.net_name(!sys.nets.is_empty());
+                (Net::from_name(&name), why)
+            },
             sides: (0..sys.gpus.len()).map(|_| Default::default()).collect(),
             side_texts: Default::default(),
             pp,
@@ -1017,7 +1021,7 @@ impl<'a> Ctx<'a> {
     fn net_pair(&self, a: usize, b: usize, inter: bool, why: Option<String>) -> PairTransport {
         let send = self.side(a, true);
         let recv = self.side(b, false);
-        let transport = Transport::Net(Net::from_name(&self.net.0));
+        let transport = Transport::Net(self.net.0.clone());
         let reason = match why {
             Some(head) => format!("{head}; {}", send.reason).into(),
             None => send.inter_reason.clone(),
@@ -1028,7 +1032,7 @@ impl<'a> Ctx<'a> {
             inter_node: inter,
             transport,
             net: Some(Box::new(NetEnds {
-                name: self.net.0.clone(),
+                name: self.net.0.name().to_string(),
                 dev: send.dev,
                 nic: send.nic.clone(),
                 nic_path: send.nic_path,
@@ -1055,8 +1059,12 @@ impl<'a> Ctx<'a> {
             let gdr = if side.gdr { "/GDRDMA" } else { "" };
             let pci = if side.gdr_pci { "(PCI)" } else { "" };
             let dir = if send { "[send]" } else { "[receive]" };
-            let form = format!("{dir} via NET/{name}/{}{proxy}{gdr}{pci}", side.dev);
-            let transport = Transport::Net(Net::from_name(name));
+            let form = format!(
+                "{dir} via NET/{}/{}{proxy}{gdr}{pci}",
+                name.name(),
+                side.dev
+            );
+            let transport = Transport::Net(name.clone());
             let reason = format!("{transport} because {net_why}; {why}");
             let inter = format!("different hosts: only the network connects them; {reason}");
             let mut texts = self.side_texts.lock().unwrap_or_else(|e| e.into_inner());
@@ -1070,7 +1078,7 @@ impl<'a> Ctx<'a> {
     /// `rank`'s NIC facts for one direction, and why that NIC and GDR mode.
     fn net_side(&self, rank: usize, send: bool) -> (NetSide, String) {
         let sys = self.sys;
-        if self.net.0 == "Socket" {
+        if self.net.0 == Net::Socket {
             // Socket devices are network interfaces, not the RDMA ports of the model: the
             // first interface NCCL_SOCKET_IFNAME selects is device 0.
             return (

@@ -272,7 +272,7 @@ fn header(out: &mut String, p: &Plan, style: Style) {
         .source
         .origin
         .clone()
-        .unwrap_or_else(|| p.source.kind.clone());
+        .unwrap_or_else(|| p.source.kind.to_string());
     let _ = writeln!(
         out,
         "{} {} ({}): {} rank(s) on {} node(s), {}{}",

@@ -173,9 +173,7 @@ impl Backend for Host {
     }
 
     fn over_tcp(&self, env: &EnvInfo, forced: Option<bool>) -> Result<bool> {
-        Ok(forced.unwrap_or_else(|| {
-            !env.single_host || std::env::var(launch::ENV_TRANSPORT).is_ok_and(|v| v == "tcp")
-        }))
+        Ok(forced.unwrap_or_else(|| !env.single_host || launch::tcp_forced()))
     }
 
     fn threads(&self, req: &VerifyRequest, progress: Progress) -> Result<VerifyReport> {

@@ -45,6 +45,12 @@ pub const ENV_BACKEND: &str = "TOPO_RT_BACKEND";
 /// Force the TCP transport in env mode (`TOPO_TRANSPORT=tcp`).
 pub const ENV_TRANSPORT: &str = "TOPO_TRANSPORT";
 
+/// Whether `TOPO_TRANSPORT=tcp` forces the ranks onto TCP: read here alone, so the binary and
+/// the launcher agree on what the variable means.
+pub fn tcp_forced() -> bool {
+    std::env::var(ENV_TRANSPORT).is_ok_and(|v| v == "tcp")
+}
+
 /// Timeout of a worker of `--launch processes` (rank 0's `--timeout`, which bounds the
 /// timeout of the job it receives).
 pub const ENV_TIMEOUT: &str = "TOPO_RT_TIMEOUT";

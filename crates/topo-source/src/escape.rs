@@ -20,7 +20,6 @@ pub fn topology(topo: &mut Topology) {
     for w in &mut topo.warnings {
         escape_string(w);
     }
-    escape_string(&mut topo.source.kind);
     if let Some(o) = &mut topo.source.origin {
         escape_string(o);
     }
@@ -117,7 +116,7 @@ mod tests {
     #[test]
     fn every_string_is_escaped_and_the_rest_kept() {
         let mut t = Topology::new(SourceInfo {
-            kind: "xml".into(),
+            kind: topo_model::SourceKind::Xml,
             origin: Some("a\x1b[2J.xml".into()),
             ..Default::default()
         });

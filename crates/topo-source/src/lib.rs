@@ -90,7 +90,11 @@ fn check_work(topo: &Topology, n: usize) -> Result<()> {
     }
     let devices = topo.graph.node_count() as u64;
     if n == 1 {
-        let origin = topo.source.origin.as_deref().unwrap_or(&topo.source.kind);
+        let origin = topo
+            .source
+            .origin
+            .as_deref()
+            .unwrap_or(topo.source.kind.name());
         return Err(Error::new(
             ErrorKind::TooMuchWork,
             format!(

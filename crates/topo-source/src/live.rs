@@ -267,7 +267,7 @@ fn is_bridge(f: &PciFunction) -> bool {
 /// Builds the hardware model from a scan (host 0, source kind `live`); NVML is applied after.
 pub fn build(scan: &Scan, arch: &str) -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "live".into(),
+        kind: topo_model::SourceKind::Live,
         origin: None,
         ..Default::default()
     });

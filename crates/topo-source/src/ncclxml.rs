@@ -320,7 +320,7 @@ impl<'a> Builder<'a> {
     fn new(origin: &str) -> Builder<'a> {
         Builder {
             topo: Topology::new(SourceInfo {
-                kind: "xml".into(),
+                kind: topo_model::SourceKind::Xml,
                 origin: Some(origin.to_string()),
                 ..Default::default()
             }),

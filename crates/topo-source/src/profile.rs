@@ -202,7 +202,7 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
         )
     })?;
     topo.source = SourceInfo {
-        kind: "profile".into(),
+        kind: topo_model::SourceKind::Profile,
         origin: Some(origin.to_string()),
         ..Default::default()
     };
@@ -743,7 +743,7 @@ fn build(p: &Profile) -> Result<Topology, String> {
     let links = nvlinks(p, &items, &gpus, &mut seen)?;
     check_domain(p, &items)?;
     let mut topo = Topology::new(SourceInfo {
-        kind: "profile".into(),
+        kind: topo_model::SourceKind::Profile,
         origin: None,
         ..Default::default()
     });
@@ -1381,7 +1381,7 @@ nvlink:
             t.cpu(t.cpus().next().unwrap()).unwrap().affinity.as_deref(),
             Some("0f")
         );
-        assert_eq!(t.source.kind, "profile");
+        assert_eq!(t.source.kind, topo_model::SourceKind::Profile);
         assert_eq!(t.hosts[0].name.as_deref(), Some("mini"));
     }
 

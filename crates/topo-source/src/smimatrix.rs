@@ -445,7 +445,7 @@ impl Build {
 pub fn topology(m: &Matrix, origin: Option<String>) -> Topology {
     let mut b = Build {
         t: Topology::new(SourceInfo {
-            kind: "nvidia-smi".into(),
+            kind: topo_model::SourceKind::NvidiaSmi,
             origin,
             ..Default::default()
         }),

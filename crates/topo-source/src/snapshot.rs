@@ -154,7 +154,7 @@ fn load_tree(tree: Box<dyn Tree>, shown: &Path) -> Result<Topology> {
         return Err(bad(shown, &format!("{}: {why}", rel.display())));
     }
     topo.source = SourceInfo {
-        kind: "snapshot".into(),
+        kind: topo_model::SourceKind::Snapshot,
         origin: Some(shown.display().to_string()),
         ..Default::default()
     };

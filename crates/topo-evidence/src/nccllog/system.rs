@@ -114,7 +114,7 @@ pub fn topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
     let dump = log.system.as_ref()?;
     let mut b = Builder {
         t: Topology::new(SourceInfo {
-            kind: "nccl-log".into(),
+            kind: topo_model::SourceKind::NcclLog,
             origin,
             ..Default::default()
         }),
@@ -311,7 +311,7 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
         return None;
     }
     let mut t = Topology::new(SourceInfo {
-        kind: "nccl-log".into(),
+        kind: topo_model::SourceKind::NcclLog,
         origin,
         ..Default::default()
     });

@@ -81,7 +81,7 @@ pub(crate) fn pcie_box() -> Topology {
 pub(crate) fn one_gpu_socket_host() -> Topology {
     use topo_model::*;
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -747,7 +747,7 @@ fn all_gather3_takes_the_worst_of_every_node() {
 fn grace_hopper_pair() -> Topology {
     use topo_model::*;
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         ..Default::default()
     });
     let cpu = t.add_node(

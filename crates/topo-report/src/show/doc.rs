@@ -56,7 +56,7 @@ struct Doc<'a> {
 
 #[derive(Serialize)]
 struct SourceDoc {
-    kind: String,
+    kind: topo_model::SourceKind,
     origin: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     stated: Vec<String>,
@@ -456,7 +456,7 @@ fn view_name(view: ShowView) -> &'static str {
 
 fn source_doc(ctx: &Ctx) -> SourceDoc {
     SourceDoc {
-        kind: ctx.topo.source.kind.clone(),
+        kind: ctx.topo.source.kind,
         origin: ctx.topo.source.origin.clone(),
         stated: ctx.topo.source.stated.clone(),
     }

@@ -233,14 +233,7 @@ fn host_line(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         s.push_str(&format!("  CUDA {c}"));
     }
     let src = &ctx.topo.source;
-    s.push_str(&format!(
-        "  source {}",
-        if src.kind.is_empty() {
-            "unknown"
-        } else {
-            &src.kind
-        }
-    ));
+    s.push_str(&format!("  source {}", src.kind));
     if let Some(o) = &src.origin {
         s.push_str(&format!(" ({o})"));
     }

@@ -79,7 +79,7 @@ fn host(t: &mut Topology, name: &str) {
 ///         Gen5 card held to Gen4 by its port).
 pub fn pcie_2socket() -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -132,7 +132,7 @@ pub fn pcie_2socket() -> Topology {
 /// port, and a 10 GbE port without RDMA.
 pub fn nvlink_bridge() -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -164,7 +164,7 @@ pub fn nvlink_bridge() -> Topology {
 /// discovery gives for the missing GPUs.
 pub fn gpuless() -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -202,7 +202,7 @@ pub fn gpuless() -> Topology {
 /// Two H100 from a skeleton source that cannot tell NVLinks.
 pub fn unknown_nvlink() -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -222,7 +222,7 @@ pub fn unknown_nvlink() -> Topology {
 /// a NIC virtual function that both report width 0.
 pub fn vm_bridges() -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
@@ -260,7 +260,7 @@ pub fn vm_bridges() -> Topology {
 /// (GPU0's NIC is mlx5_1), as on IBM's gx3d.
 pub fn two_rails(ports: bool) -> Topology {
     let mut t = Topology::new(SourceInfo {
-        kind: "test".into(),
+        kind: topo_model::SourceKind::Test,
         origin: None,
         ..Default::default()
     });
