@@ -127,6 +127,9 @@ fn source_hint(kind: SourceKind) -> Option<String> {
         SourceKind::NcclXml => {
             "pass an NCCL topology XML (the format of NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE)"
         }
+        SourceKind::CutFile => {
+            "copy the file again whole, or dump it again on the machine (NCCL_TOPO_DUMP_FILE, or topo xml there)"
+        }
         SourceKind::ProfileFile => "pass --from a profile YAML file",
         SourceKind::ProfileSchema => "see docs/profiles.md for the profile schema",
         SourceKind::UnknownProfile => {

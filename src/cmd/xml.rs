@@ -11,6 +11,16 @@ pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
     a.source.apply_facts(&mut topo)?;
     a.source.apply_faults(&mut topo)?;
     print_warnings(&topo, style);
+    if let Some(at) = &topo.source.cut {
+        // NCCL takes a topology file as the whole machine: the devices after the cut would
+        // vanish from its view, so the part that show and plan can read is not written.
+        return Err(crate::error::usage(
+            format!(
+                "the input is cut at {at}: a topology file written from it would hide every device after the cut from NCCL"
+            ),
+            "dump the topology again (NCCL_TOPO_DUMP_FILE, or topo xml on the machine); topo show and topo plan read the part before the cut",
+        ));
+    }
     if topo.gpus().is_empty() {
         // A GPU-less NCCL_TOPO_FILE is valid XML but rarely what was meant.
         warn(

@@ -121,7 +121,7 @@ fn every_whole_fixture_converts() {
 }
 
 #[test]
-fn truncated_dump_is_a_parse_error_with_line_and_column() {
+fn a_truncated_dump_is_not_written_as_a_topology_file() {
     let out = topo_cmd()
         .args(["xml", "--from"])
         .arg(fixture(TRUNCATED))
@@ -132,11 +132,38 @@ fn truncated_dump_is_a_parse_error_with_line_and_column() {
     let err = String::from_utf8(out.stderr).unwrap();
     let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{err}");
-    assert!(errors[0].contains(TRUNCATED), "{err}");
-    assert!(errors[0].contains("line 53 column 1"), "{err}");
     assert!(
-        errors[0].contains("<nic> opened at line 52 column 9 is not closed"),
+        errors[0].contains("the input is cut at line 53 column 1"),
         "{err}"
+    );
+    assert!(err.contains("hint: dump the topology again"), "{err}");
+}
+
+#[test]
+fn a_truncated_dump_shows_its_complete_part_and_where_it_stops() {
+    let out = topo_cmd()
+        .args(["show", "--format", "json", "--from"])
+        .arg(fixture(TRUNCATED))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        j["gpus"].as_array().unwrap().len(),
+        3,
+        "the GPUs before the cut"
+    );
+    let warnings = j["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "line 53 column 1: the file is cut here, inside <nic> opened at line 52 column 9"
+        ) && warnings.contains("unknown, not absent"),
+        "{warnings}"
     );
 }
 

@@ -209,6 +209,7 @@ fn joined_source(parts: &[Topology]) -> crate::SourceInfo {
             .iter()
             .flat_map(|p| p.source.stated.iter().cloned())
             .collect(),
+        cut: parts.iter().find_map(|p| p.source.cut.clone()),
     }
 }
 

@@ -651,6 +651,10 @@ pub struct SourceInfo {
     /// `--gdr`), one note each: what was applied, to how many devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stated: Vec<String>,
+    /// Where a cut file stops (`line 53 column 1`): the topology is the part before it, and
+    /// devices after it are unknown rather than absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 /// How [`Topology::replicate`] laid the topology out: `count` copies of its first

@@ -72,16 +72,24 @@ macro_rules! gpu {
 /// The GPU models `--gpu` knows. Lanes: NVLink 2 (V100) 6 per GPU, NVLink 3 (A100) 12 on
 /// SXM and over the PCIe card's three bridges, NVLink 4 (H100/H200) 18 on SXM and 12 over
 /// the H100 PCIe/NVL bridges, NVLink 5 (B200/B300) 18; the A800/H800 export parts keep 8;
-/// A40 and RTX A6000 bridges carry 4 NVLink 3 lanes (112.5 GB/s).
+/// A40, A30 and RTX A6000 bridges carry 4 NVLink 3 lanes (112.5 to 200 GB/s); the V100
+/// PCIe, T4, A10/A10G, L4, L40/L40S and the GeForce and RTX Ada/Blackwell cards have none.
 pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("v100", "Tesla V100-SXM2", 70, 6, NvSwitch, None),
+    gpu!("v100-pcie", "Tesla V100-PCIE", 70, 0, None, None),
+    gpu!("t4", "Tesla T4", 75, 0, None, Some(0x1eb8)),
     gpu!("a100", "A100-SXM4", 80, 12, NvSwitch, None),
     gpu!("a100-pcie", "A100 PCIe", 80, 12, Pairs, None),
     gpu!("a800", "A800-SXM4", 80, 8, NvSwitch, None),
+    gpu!("a30", "A30", 80, 4, Pairs, Some(0x20b7)),
     gpu!("a40", "A40", 86, 4, Pairs, None),
+    gpu!("a10", "A10", 86, 0, None, Some(0x2236)),
+    gpu!("a10g", "A10G", 86, 0, None, Some(0x2237)),
     gpu!("a6000", "RTX A6000", 86, 4, Pairs, None),
     gpu!("l40s", "L40S", 89, 0, None, None),
+    gpu!("l40", "L40", 89, 0, None, None),
     gpu!("l4", "L4", 89, 0, None, None),
+    gpu!("rtx6000-ada", "RTX 6000 Ada Generation", 89, 0, None, None),
     gpu!("rtx4090", "GeForce RTX 4090", 89, 0, None, Some(0x2684)),
     gpu!("h100", "H100 SXM5 80GB", 90, 18, NvSwitch, Some(0x2330)),
     gpu!("h100-pcie", "H100 PCIe", 90, 12, Pairs, None),
@@ -98,17 +106,56 @@ pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("rtx-pro-6000", "RTX PRO 6000 Blackwell", 120, 0, None, None),
 ];
 
-/// The model `--gpu` names (case and `-`/space insensitive: `H100`, `rtx 4090`).
+/// Other names a model goes by, squashed as [`squash`] leaves them: NVML's product names
+/// (`NVIDIA RTX A6000`), board forms and vendors' shorthands. Keys and these are the only
+/// names `--gpu` takes; nothing is matched by prefix, so a name is never taken for a near one.
+const ALIASES: &[(&str, &str)] = &[
+    ("rtxa6000", "a6000"),
+    ("a6000ada", "rtx6000-ada"),
+    ("rtx6000adageneration", "rtx6000-ada"),
+    ("rtx6000ada", "rtx6000-ada"),
+    ("rtxpro6000blackwell", "rtx-pro-6000"),
+    ("rtxpro6000blackwellserveredition", "rtx-pro-6000"),
+    ("rtxpro6000blackwellworkstationedition", "rtx-pro-6000"),
+    ("rtxpro6000blackwellmaxqworkstationedition", "rtx-pro-6000"),
+    ("h100nvlink", "h100"),
+];
+
+/// A GPU name as the table keys it: lowercase, without spaces, `-`, `_`, the vendor and
+/// product-line words (`NVIDIA`, `Tesla`, `GeForce`, `HGX`, `DGX`), the memory
+/// (`80GB`, `144G`, `HBM3e`) and the SXM form factor (`SXM5`, and the `AC` NVML adds to a B300
+/// SXM6), which no two models here differ by. `NVIDIA H100 80GB HBM3`, `h100-sxm` and `H100`
+/// all read `h100`; `NVIDIA A100-PCIE-40GB` reads `a100pcie`.
+fn squash(name: &str) -> String {
+    let lower = name.to_ascii_lowercase().replace(['-', '_'], " ");
+    let noise = |t: &str| {
+        matches!(t, "nvidia" | "tesla" | "geforce" | "hgx" | "dgx" | "ac")
+            || t.starts_with("hbm")
+            || t.strip_prefix("sxm")
+                .is_some_and(|d| d.chars().all(|c| c.is_ascii_digit()))
+            || memory_size(t)
+    };
+    lower.split_whitespace().filter(|t| !noise(t)).collect()
+}
+
+/// `80gb`, `144g`, `48gb`: a memory size, not a model.
+fn memory_size(t: &str) -> bool {
+    let unit = t.trim_start_matches(|c: char| c.is_ascii_digit());
+    unit.len() < t.len() && matches!(unit, "g" | "gb")
+}
+
+/// The model `--gpu` names: its key or another name it goes by, case, spacing, vendor words,
+/// memory size and SXM form ignored (`H100`, `h100-sxm`, `H100 80GB HBM3`, `NVIDIA A10G`,
+/// `rtx 4090`).
 pub fn gpu_model(name: &str) -> Option<&'static GpuModel> {
-    let want: String = name
-        .chars()
-        .filter(|c| !c.is_whitespace() && *c != '_')
-        .collect::<String>()
-        .to_ascii_lowercase();
-    let squash = |k: &str| k.replace('-', "");
+    let want = squash(name);
+    let key = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == want)
+        .map(|(_, key)| *key);
     GPU_MODELS
         .iter()
-        .find(|m| m.key == want || squash(m.key) == squash(&want))
+        .find(|m| key.map_or_else(|| squash(m.key) == want, |k| m.key == k))
 }
 
 /// NVLink lanes per GPU when only the compute capability is known (the SXM boards).
@@ -390,6 +437,58 @@ mod tests {
         assert_eq!(gpu_model("RTX-PRO-6000").unwrap().sm, 120);
         assert_eq!(gpu_model("rtxpro6000").unwrap().key, "rtx-pro-6000");
         assert!(gpu_model("h1000").is_none());
+    }
+
+    #[test]
+    fn models_are_found_by_the_names_users_and_nvml_give_them() {
+        let key = |n: &str| gpu_model(n).map(|m| m.key);
+        for (name, want) in [
+            ("h100-sxm", "h100"),
+            ("H100 80GB HBM3", "h100"),
+            ("NVIDIA H100 80GB HBM3", "h100"),
+            ("NVIDIA H100 PCIe", "h100-pcie"),
+            ("NVIDIA H100 NVL", "h100-nvl"),
+            ("NVIDIA A100-SXM4-80GB", "a100"),
+            ("NVIDIA A100-PCIE-40GB", "a100-pcie"),
+            ("A100 80GB PCIe", "a100-pcie"),
+            ("Tesla V100-SXM2-32GB", "v100"),
+            ("Tesla V100-PCIE-16GB", "v100-pcie"),
+            ("Tesla T4", "t4"),
+            ("a10g", "a10g"),
+            ("NVIDIA A10G", "a10g"),
+            ("NVIDIA A10", "a10"),
+            ("NVIDIA A30", "a30"),
+            ("NVIDIA L4", "l4"),
+            ("NVIDIA L40S", "l40s"),
+            ("NVIDIA RTX A6000", "a6000"),
+            ("NVIDIA RTX 6000 Ada Generation", "rtx6000-ada"),
+            ("NVIDIA GeForce RTX 4090", "rtx4090"),
+            (
+                "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                "rtx-pro-6000",
+            ),
+            ("NVIDIA GH200 480GB", "gh200"),
+            ("NVIDIA GH200 144G HBM3e", "gh200"),
+            ("NVIDIA B200", "b200"),
+            ("NVIDIA B300 SXM6 AC", "b300"),
+            ("NVIDIA H200", "h200"),
+        ] {
+            assert_eq!(key(name), Some(want), "{name}");
+        }
+        // Near names are not taken for one another.
+        for name in [
+            "NVIDIA A100",
+            "a10x",
+            "h20 nvl",
+            "rtx 6000",
+            "NVIDIA",
+            "80GB",
+            "",
+        ] {
+            let got = key(name);
+            assert!(got.is_none() || name == "NVIDIA A100", "{name}: {got:?}");
+        }
+        assert_eq!(key("NVIDIA A100"), Some("a100"));
     }
 
     #[test]

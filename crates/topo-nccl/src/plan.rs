@@ -17,6 +17,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::message::Code;
 use topo_model::message::{Finding, Severity};
+use topo_model::stated::GpuModel;
 use topo_model::{SourceInfo, SourceKind, Topology};
 
 /// What the user asked for, parsed and checked.
@@ -1193,7 +1194,50 @@ fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
             unknown.len(),
             gpus.len()
         ),
-    ))
+    )
+    .help(stating_hint(topo)))
+}
+
+/// The GPU model the source names or implies, and how: a product name it states is the
+/// model; a PCI device id is only a clue (one id can be several boards), so a hint built on it
+/// says so.
+fn named_model(topo: &Topology) -> Option<(&'static GpuModel, bool)> {
+    let gpus: Vec<&topo_model::Gpu> = topo.gpus().iter().filter_map(|&n| topo.gpu(n)).collect();
+    let by_name = gpus
+        .iter()
+        .find_map(|g| g.name.as_deref().and_then(topo_model::stated::gpu_model));
+    if let Some(m) = by_name {
+        return Some((m, true));
+    }
+    let dev = gpus.iter().find_map(|g| g.device)?;
+    let m = topo_model::stated::GPU_MODELS
+        .iter()
+        .find(|m| m.device == Some(dev))?;
+    Some((m, false))
+}
+
+/// What to state for a source that leaves NVLink or the compute capability out, fitted to
+/// what the source does say: the model it names, the model its PCI device id suggests, or,
+/// with no clue, the flags and an example of each NVLink shape.
+fn stating_hint(topo: &Topology) -> String {
+    let rest = "or plan the machine itself (topo plan there, or topo snapshot it and pass --from the snapshot), an XML NCCL dumped there (NCCL_TOPO_DUMP_FILE), or a profile with the same GPUs (topo show --profile list)";
+    match named_model(topo) {
+        Some((m, named)) => {
+            let flags = format!("--gpu {} --nvlink {}", m.key, m.nvlink.name());
+            let basis = if named {
+                format!("the source names {}", m.name)
+            } else {
+                format!(
+                    "if these are {} GPUs, as their PCI device id suggests; the id alone does not prove the board",
+                    m.name
+                )
+            };
+            format!("state what the source leaves out ({flags}: {basis}), {rest}")
+        }
+        None => format!(
+            "state what the source leaves out: the GPU model and how NVLink joins the GPUs (--gpu h100 --nvlink nvswitch on an HGX board, --gpu a100-pcie --nvlink pairs for bridged cards, --gpu l40s --nvlink none without NVLink; or --sm 90 --nvlink pairs:4), {rest}"
+        ),
+    }
 }
 
 /// Where the topology came from, as a refusal names it: the file, else the kind of source.
@@ -1225,7 +1269,8 @@ fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
             "cannot plan {origin}: {unknown} of {} GPU(s) have no compute capability (sm), which NCCL reads from the CUDA driver at run time and which sets NVLink bandwidth, the search's speeds and the cost table",
             gpus.len()
         ),
-    ))
+    )
+    .help(stating_hint(topo)))
 }
 
 /// Refuses a topology without GPUs, naming which source was empty (the caller words the fix).
@@ -1288,4 +1333,45 @@ pub fn analyzed_owned(
     let mut analysis = analyze::analyze_owned(topo, &req.env, req.version, &req.placement, &facts)?;
     let plan = build(&mut analysis, req)?;
     Ok((analysis, plan))
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::stating_hint;
+    use topo_model::{NodeKind, Topology};
+
+    fn with(f: impl Fn(&mut topo_model::Gpu)) -> Topology {
+        let mut t = topo_model::testing::hgx(2, 90);
+        for n in t.gpus() {
+            if let NodeKind::Gpu(g) = &mut t.node_mut(n).kind {
+                f(g);
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn the_hint_fits_what_the_source_says() {
+        let named = stating_hint(&with(|g| g.name = Some("NVIDIA L40S".into())));
+        assert!(
+            named.contains("--gpu l40s --nvlink none: the source names L40S"),
+            "{named}"
+        );
+        let by_id = stating_hint(&with(|g| {
+            g.name = None;
+            g.device = Some(0x2335);
+        }));
+        assert!(
+            by_id.contains("--gpu h200 --nvlink nvswitch: if these are H200 GPUs"),
+            "{by_id}"
+        );
+        let none = stating_hint(&with(|g| {
+            g.name = None;
+            g.device = None;
+        }));
+        assert!(
+            none.contains("--gpu l40s --nvlink none without NVLink"),
+            "{none}"
+        );
+    }
 }

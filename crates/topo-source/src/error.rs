@@ -22,6 +22,8 @@ pub enum ErrorKind {
     NotAFile,
     /// An NCCL topology XML that cannot be read or parsed.
     NcclXml,
+    /// A file cut before anything usable (a topology XML that stops before its first GPU).
+    CutFile,
     /// A profile YAML file that cannot be read.
     ProfileFile,
     /// A profile that does not parse or does not follow the schema.

@@ -79,6 +79,7 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Topology> {
     for w in doc.warnings {
         b.topo.warn(w);
     }
+    b.topo.source.cut = doc.cut.map(|p| p.to_string());
     let mut system: Option<&Element> = None;
     for root in &doc.roots {
         if root.name == "system" && system.is_none() {
@@ -123,7 +124,16 @@ pub fn parse_str(text: &str, origin: &str) -> Result<Topology> {
         }
     }
     b.system(system);
-    Ok(b.finish())
+    let topo = b.finish();
+    if let Some(at) = doc.cut.filter(|_| topo.gpus().is_empty()) {
+        return Err(error::fail(
+            ErrorKind::CutFile,
+            format!(
+                "cannot parse {origin}: {at}: the file is cut here, before its first complete GPU"
+            ),
+        ));
+    }
+    Ok(topo)
 }
 
 fn syntax_error(origin: &str, pos: Pos, msg: &str) -> anyhow::Error {
@@ -1442,7 +1452,12 @@ mod tests {
             "{e}"
         );
         let e = parse_str("<system version=\"1\">\n<cpu>", "x.xml").unwrap_err();
-        assert!(e.to_string().contains("line 2 column 6"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("line 2 column 6: the file is cut here, before its first complete GPU"),
+            "{e}"
+        );
+        assert_eq!(crate::error::kind(&e), Some(ErrorKind::CutFile));
         let e = parse_str("<topology/>", "x.xml").unwrap_err();
         assert!(e.to_string().contains("no <system> element"), "{e}");
     }

@@ -60,6 +60,8 @@ struct SourceDoc {
     origin: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     stated: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cut: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -459,6 +461,7 @@ fn source_doc(ctx: &Ctx) -> SourceDoc {
         kind: ctx.topo.source.kind,
         origin: ctx.topo.source.origin.clone(),
         stated: ctx.topo.source.stated.clone(),
+        cut: ctx.topo.source.cut.clone(),
     }
 }
 

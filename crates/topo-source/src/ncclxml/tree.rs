@@ -73,6 +73,9 @@ pub struct SyntaxError {
 pub struct Document {
     pub roots: Vec<Element>,
     pub warnings: Vec<String>,
+    /// Where the file stops with elements still open: it was cut, and `roots` hold what
+    /// came before.
+    pub cut: Option<Pos>,
 }
 
 /// Line/column of a byte offset (counting characters, not bytes, within the line).
@@ -371,6 +374,45 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// A file that stops with elements still open was cut (a dump copied from a terminal, a
+    /// size limit, a paste): its finished elements are kept under the containers that were
+    /// open (`<system>`, `<cpu>`, a PCI bridge: what they already hold is what the machine has
+    /// so far), and the element being read when the file stopped is dropped, since half a
+    /// GPU or NIC would state NVLinks or ports it may not have. The warning says where the
+    /// file stops, so nothing later in the file is taken as absent.
+    fn salvage(
+        &mut self,
+        mut stack: Vec<(Element, usize)>,
+        roots: &mut Vec<Element>,
+        stop: usize,
+    ) -> Result<(), SyntaxError> {
+        let (innermost, open_at) = match stack.last() {
+            Some((el, at)) => (el.name.clone(), *at),
+            None => return Ok(()),
+        };
+        let mut dropped = Vec::new();
+        while let Some((el, at)) = stack.pop() {
+            let container = matches!(el.name.as_str(), "system" | "cpu")
+                || (el.name == "pci" && el.attr("class").is_some_and(|c| c.starts_with("0x0604")));
+            if container {
+                self.attach(&mut stack, roots, el)?;
+            } else {
+                dropped.push(format!("<{}> opened at {}", el.name, pos_at(self.text, at)));
+            }
+        }
+        let unfinished = if dropped.is_empty() {
+            String::new()
+        } else {
+            format!("; dropped the unfinished {}", dropped.join(" in "))
+        };
+        self.warnings.push(format!(
+            "{}: the file is cut here, inside <{innermost}> opened at {}: read what it holds up to there{unfinished}; devices after the cut are unknown, not absent (dump the topology again with NCCL_TOPO_DUMP_FILE)",
+            pos_at(self.text, stop),
+            pos_at(self.text, open_at)
+        ));
+        Ok(())
+    }
+
     fn parse(mut self) -> Result<Document, SyntaxError> {
         // A UTF-8 byte order mark is invisible to editors; tolerate it.
         if self.starts_with("\u{feff}") {
@@ -380,6 +422,7 @@ impl<'a> Lexer<'a> {
         // Open elements with the byte offset of their `<`.
         let mut stack: Vec<(Element, usize)> = Vec::new();
         let mut warned_text = false;
+        let mut cut = None;
         loop {
             let text_start = self.at;
             while self.peek().is_some_and(|b| b != b'<') {
@@ -478,7 +521,15 @@ impl<'a> Lexer<'a> {
                 }
                 continue;
             }
-            let (el, closed) = self.start_tag(lt)?;
+            let (el, closed) = match self.start_tag(lt) {
+                Ok(tag) => tag,
+                // The file stops inside a tag: what came before it may still be a machine.
+                Err(_) if self.peek().is_none() && !stack.is_empty() => {
+                    cut = Some(lt);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             if stack.len() >= MAX_DEPTH {
                 return self.err(
                     lt,
@@ -491,18 +542,12 @@ impl<'a> Lexer<'a> {
                 stack.push((el, lt));
             }
         }
-        if let Some((el, open_at)) = stack.last() {
-            return self.err(
-                self.text.len(),
-                format!(
-                    "unexpected end of file: <{}> opened at {} is not closed",
-                    el.name,
-                    pos_at(self.text, *open_at)
-                ),
-            );
-        }
+        let stop = cut.unwrap_or(self.text.len());
+        let cut = (!stack.is_empty()).then(|| pos_at(self.text, stop));
+        self.salvage(stack, &mut roots, stop)?;
         Ok(Document {
             roots,
+            cut,
             warnings: self.warnings,
         })
     }
@@ -696,16 +741,32 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_line_and_column() {
-        let e = parse("<system version=\"1\">\n  <cpu>\n    <nic>\n").unwrap_err();
-        assert_eq!(e.pos, Pos { line: 4, col: 1 });
+    fn a_cut_file_keeps_its_finished_part_and_drops_the_unfinished_device() {
+        let d =
+            parse("<system version=\"1\">\n  <cpu>\n    <gpu dev=\"0\"/>\n    <nic>\n").unwrap();
+        assert_eq!(d.cut, Some(Pos { line: 5, col: 1 }));
+        let cpu = &d.roots[0].children[0];
+        assert_eq!(cpu.name, "cpu");
+        let names: Vec<&str> = cpu.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["gpu"], "the unfinished <nic> is dropped");
         assert!(
-            e.msg
-                .contains("<nic> opened at line 3 column 5 is not closed"),
-            "{}",
-            e.msg
+            d.warnings[0].contains("cut here, inside <nic> opened at line 4 column 5")
+                && d.warnings[0].contains("dropped the unfinished <nic>"),
+            "{:?}",
+            d.warnings
         );
+        // Cut inside a tag: the half-written GPU is not read, and a bridge keeps what it holds.
+        let d = parse("<system><cpu><pci class=\"0x060400\"><gpu dev=\"0\"/></pci><pci class=\"0x060400\"><gpu dev=\"1\" sm=").unwrap();
+        let bridges = &d.roots[0].children[0].children;
+        assert_eq!(bridges.len(), 2);
+        assert_eq!(bridges[0].children.len(), 1);
+        assert!(bridges[1].children.is_empty());
+        // A file that was whole has no cut.
+        assert_eq!(parse("<system></system>").unwrap().cut, None);
+    }
 
+    #[test]
+    fn errors_name_line_and_column() {
         let e = parse("<system>\n <cpu></pci>").unwrap_err();
         assert_eq!(e.pos, Pos { line: 2, col: 7 });
         assert!(e.msg.contains("expected </cpu>"), "{}", e.msg);
