@@ -104,9 +104,10 @@ def close(code, start):
 
 def sources():
     """Every Cargo target's code outside tests: the binary, each crate's library (its test
-    generators included), the bench programs and the fuzz targets."""
+    generators included) and examples, the bench programs and the fuzz targets."""
     roots = ["src", "bench", os.path.join("fuzz", "fuzz_targets")]
-    roots += [os.path.join("crates", c, "src") for c in sorted(os.listdir("crates"))]
+    for c in sorted(os.listdir("crates")):
+        roots += [os.path.join("crates", c, d) for d in ("src", "examples", "benches")]
     for root in roots:
         for d, dirs, files in os.walk(root):
             dirs[:] = sorted(x for x in dirs if x not in ("tests", "target"))
