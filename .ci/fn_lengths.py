@@ -103,12 +103,16 @@ def close(code, start):
 
 
 def sources():
-    roots = ["src"] + [os.path.join("crates", c, "src") for c in sorted(os.listdir("crates"))]
+    """Every Cargo target's code outside tests: the binary, each crate's library (its test
+    generators included) and examples, the bench programs and the fuzz targets."""
+    roots = ["src", "bench", os.path.join("fuzz", "fuzz_targets")]
+    for c in sorted(os.listdir("crates")):
+        roots += [os.path.join("crates", c, d) for d in ("src", "examples", "benches")]
     for root in roots:
         for d, dirs, files in os.walk(root):
-            dirs[:] = sorted(x for x in dirs if x != "tests")
+            dirs[:] = sorted(x for x in dirs if x not in ("tests", "target"))
             for f in sorted(files):
-                if f.endswith(".rs") and f not in ("tests.rs", "testing.rs", "testgen.rs"):
+                if f.endswith(".rs") and f not in ("tests.rs", "testing.rs"):
                     yield os.path.join(d, f)
 
 

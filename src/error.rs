@@ -1,8 +1,8 @@
 //! Errors that reach the user: one line, an exit code, and where it helps a hint.
 //!
 //! The libraries return typed errors that say what kind of input was wrong; this is the only
-//! place that words the fix in terms of topo's flags, and that decides exit codes (contract:
-//! 1 a check failed, 2 bad usage or unreadable input, 3 a missing runtime component).
+//! place that words the fix in terms of topo's flags, and that decides exit codes: every code
+//! but 0 is an [`Exit`], and README.md's "Exit codes" states each (a test holds the two equal).
 
 use std::fmt;
 use topo_nccl::ErrorKind as NcclKind;
@@ -23,6 +23,9 @@ pub enum Exit {
     /// would, so the reader's choice to stop is not an error message but a pipeline with
     /// `set -o pipefail` still sees that the output was not all read.
     BrokenPipe = 141,
+    /// A panic: a bug in topo, reported as an `internal error` line with a hint to report it.
+    /// 101, as Rust's own runtime exits for a panicking `main`.
+    Internal = 101,
 }
 
 /// An error the binary itself raises (a bad flag value), with its exit code and hint.
@@ -224,6 +227,50 @@ fn nccl_hint(e: &topo_nccl::Error) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// README.md's "Exit codes" paragraph names exactly 0 and the codes of [`Exit`].
+    #[test]
+    fn readme_states_every_exit_code() {
+        let all = [
+            Exit::CheckFailed,
+            Exit::Usage,
+            Exit::MissingRuntime,
+            Exit::RuntimeFault,
+            Exit::BrokenPipe,
+            Exit::Internal,
+        ];
+        // A new variant does not compile here until it is in `all` above.
+        for e in all {
+            match e {
+                Exit::CheckFailed
+                | Exit::Usage
+                | Exit::MissingRuntime
+                | Exit::RuntimeFault
+                | Exit::BrokenPipe
+                | Exit::Internal => {}
+            }
+        }
+        let mut codes: Vec<i32> = all.iter().map(|&e| e as i32).collect();
+        codes.push(0);
+        codes.sort();
+        let readme = include_str!("../README.md");
+        let para = readme
+            .split("\nExit codes: ")
+            .nth(1)
+            .and_then(|t| t.split("\n\n").next())
+            .expect("README.md has an \"Exit codes: \" paragraph");
+        let mut stated: Vec<i32> = para
+            .split(|c: char| c.is_whitespace() || ",;()".contains(c))
+            .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()))
+            .map(|w| w.parse().unwrap())
+            .collect();
+        stated.sort();
+        stated.dedup();
+        assert_eq!(
+            stated, codes,
+            "README.md's exit codes against src/error.rs's Exit"
+        );
+    }
 
     #[test]
     fn library_errors_get_their_hints_here() {

@@ -23,7 +23,8 @@ fn main() {
         .name("topo".into())
         .stack_size(STACK_BYTES)
         .spawn(cmd::main_entry)
-        .map(|h| h.join().unwrap_or(1))
+        // A panic that escaped `main_entry`'s own catch (its hook has printed the line).
+        .map(|h| h.join().unwrap_or(error::Exit::Internal as i32))
         .unwrap_or_else(|_| cmd::main_entry());
     std::process::exit(code);
 }

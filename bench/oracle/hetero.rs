@@ -636,6 +636,21 @@ fn run_topo(
     serde_json::from_slice(&out.stdout).map_err(|e| format!("topo json: {e}"))
 }
 
+/// What a hetero sweep has met so far, job by job.
+#[derive(Default)]
+struct Sweep {
+    /// One line per compared job.
+    lines: String,
+    /// field -> (jobs with it equal, jobs compared, seeds where it differs).
+    per_field: BTreeMap<String, (usize, usize, Vec<u64>)>,
+    compared: usize,
+    differing: usize,
+    bytes_equal: usize,
+    refused: BTreeMap<String, Vec<u64>>,
+    warned: BTreeMap<String, Vec<u64>>,
+    found: BTreeMap<String, Vec<u64>>,
+}
+
 pub fn run(a: &HeteroArgs) {
     std::fs::create_dir_all(&a.work).expect("work folder");
     let identical = a.identical || matches!(a.reference, Reference::SelfCheck);
@@ -643,26 +658,40 @@ pub fn run(a: &HeteroArgs) {
         Some(s) => vec![s],
         None => (a.seed..a.seed + a.count).collect(),
     };
-    let mut r = String::new();
-    let mut per_field: BTreeMap<String, (usize, usize, Vec<u64>)> = BTreeMap::new();
-    let (mut compared, mut differing, mut bytes_equal) = (0usize, 0usize, 0usize);
-    let mut refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut warned: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut found: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut sweep = Sweep::default();
     for &seed in &seeds {
+        sweep.job(a, seed, identical);
+    }
+    let text = sweep.head(a, &seeds) + &sweep.lines;
+    print!("{text}");
+    if let Some(p) = &a.report {
+        std::fs::write(p, &text).expect("write report");
+    }
+}
+
+/// Writes a job's host files; returns their paths and whether every one was already there
+/// with the same text.
+fn write_hosts(a: &HeteroArgs, seed: u64, job: &Job, identical: bool) -> (Vec<PathBuf>, bool) {
+    let mut files = vec![];
+    // An earlier answer is only reused for the very same files.
+    let mut same_files = true;
+    for (n, x) in job.hosts.iter().enumerate() {
+        // Identical hosts share one path, as `--nodes N` names one file.
+        let p = a
+            .work
+            .join(format!("{seed}-h{}.xml", if identical { 0 } else { n }));
+        same_files &= std::fs::read_to_string(&p).ok().as_deref() == Some(x.as_str());
+        std::fs::write(&p, x).expect("write xml");
+        files.push(p);
+    }
+    (files, same_files)
+}
+
+impl Sweep {
+    /// Generates, runs and compares the job of one seed.
+    fn job(&mut self, a: &HeteroArgs, seed: u64, identical: bool) {
         let job = generate_job(seed, identical);
-        let mut files = vec![];
-        // An earlier answer is only reused for the very same files.
-        let mut same_files = true;
-        for (n, x) in job.hosts.iter().enumerate() {
-            // Identical hosts share one path, as `--nodes N` names one file.
-            let p = a
-                .work
-                .join(format!("{seed}-h{}.xml", if identical { 0 } else { n }));
-            same_files &= std::fs::read_to_string(&p).ok().as_deref() == Some(x.as_str());
-            std::fs::write(&p, x).expect("write xml");
-            files.push(p);
-        }
+        let (files, same_files) = write_hosts(a, seed, &job, identical);
         let mut oargs: Vec<String> = vec![];
         for f in &files {
             oargs.push("--node-xml".into());
@@ -680,29 +709,64 @@ pub fn run(a: &HeteroArgs) {
         let o = match answer {
             Ok(v) => v,
             Err(e) => {
-                refused
-                    .entry(format!("oracle: {e}"))
-                    .or_default()
-                    .push(seed);
-                continue;
+                self.refuse(format!("oracle: {e}"), seed);
+                return;
             }
         };
         if let Some(e) = o.get("error").and_then(Value::as_str) {
-            refused
-                .entry(format!("oracle (NCCL stops): {e}"))
-                .or_default()
-                .push(seed);
-            continue;
+            self.refuse(format!("oracle (NCCL stops): {e}"), seed);
+            return;
         }
         for w in strings(o.get("warnings")) {
             let key = w.split(':').next().unwrap_or(&w).to_string();
-            warned.entry(key).or_default().push(seed);
+            self.warned.entry(key).or_default().push(seed);
         }
-        let reference = match &a.reference {
-            Reference::Topo(bin) => run_topo(bin, &files, &a.version, &job.env).map(|v| {
+        let reference = match self.reference(a, seed, &files, &job.env, &ojson) {
+            Ok(n) => n,
+            Err(e) => {
+                self.refuse(format!("reference: {e}"), seed);
+                return;
+            }
+        };
+        self.compared += 1;
+        let checks = compare(&Norm::from_oracle(&o), &reference);
+        let diffs = self.record_checks(a, seed, &checks);
+        if !diffs.is_empty() {
+            self.differing += 1;
+        }
+        let _ = writeln!(
+            self.lines,
+            "seed {seed} ({} nodes: {}): {}",
+            files.len(),
+            job.summary,
+            if diffs.is_empty() {
+                "all fields equal".to_string()
+            } else {
+                diffs.join(", ")
+            }
+        );
+    }
+
+    fn refuse(&mut self, why: String, seed: u64) {
+        self.refused.entry(why).or_default().push(seed);
+    }
+
+    /// The reference's answer for a job whose oracle answer is at `ojson`: topo's plan, or the
+    /// oracle's `--nodes N` on the first host (with `--self-check`, also whether the two JSON
+    /// files are byte for byte equal).
+    fn reference(
+        &mut self,
+        a: &HeteroArgs,
+        seed: u64,
+        files: &[PathBuf],
+        env: &[(String, String)],
+        ojson: &Path,
+    ) -> Result<Norm, String> {
+        match &a.reference {
+            Reference::Topo(bin) => run_topo(bin, files, &a.version, env).map(|v| {
                 // topo's findings about dissimilar hosts, beside the oracle's warnings.
                 for code in host_codes(&v) {
-                    found.entry(code).or_default().push(seed);
+                    self.found.entry(code).or_default().push(seed);
                 }
                 Norm::from_topo(&v)
             }),
@@ -713,14 +777,14 @@ pub fn run(a: &HeteroArgs) {
                     files.len().to_string(),
                     files[0].display().to_string(),
                 ];
-                run_oracle(&a.oracle, &args, &rjson, &job.env).map(|v| {
+                run_oracle(&a.oracle, &args, &rjson, env).map(|v| {
                     if matches!(a.reference, Reference::SelfCheck) {
-                        let same = std::fs::read(&ojson).ok() == std::fs::read(&rjson).ok();
-                        let e = per_field.entry("json bytes".into()).or_default();
+                        let same = std::fs::read(ojson).ok() == std::fs::read(&rjson).ok();
+                        let e = self.per_field.entry("json bytes".into()).or_default();
                         e.1 += 1;
                         if same {
                             e.0 += 1;
-                            bytes_equal += 1;
+                            self.bytes_equal += 1;
                         } else {
                             e.2.push(seed);
                         }
@@ -728,22 +792,15 @@ pub fn run(a: &HeteroArgs) {
                     Norm::from_oracle(&v)
                 })
             }
-        };
-        let reference = match reference {
-            Ok(n) => n,
-            Err(e) => {
-                refused
-                    .entry(format!("reference: {e}"))
-                    .or_default()
-                    .push(seed);
-                continue;
-            }
-        };
-        compared += 1;
-        let checks = compare(&Norm::from_oracle(&o), &reference);
+        }
+    }
+
+    /// Counts each field of one job (printing them with `--show`); returns the fields that
+    /// differ, with their counts.
+    fn record_checks(&mut self, a: &HeteroArgs, seed: u64, checks: &[FieldCheck]) -> Vec<String> {
         let mut diffs = vec![];
-        for c in &checks {
-            let e = per_field.entry(c.field.clone()).or_default();
+        for c in checks {
+            let e = self.per_field.entry(c.field.clone()).or_default();
             e.1 += 1;
             if c.equal == c.total {
                 e.0 += 1;
@@ -764,60 +821,54 @@ pub fn run(a: &HeteroArgs) {
                 }
             }
         }
-        if !diffs.is_empty() {
-            differing += 1;
-        }
-        let _ = writeln!(
-            r,
-            "seed {seed} ({} nodes: {}): {}",
-            files.len(),
-            job.summary,
-            if diffs.is_empty() {
-                "all fields equal".to_string()
-            } else {
-                diffs.join(", ")
+        diffs
+    }
+
+    /// The report's head: what was compared with what, counts, and fields, refusals,
+    /// warnings and findings by seed.
+    fn head(&self, a: &HeteroArgs, seeds: &[u64]) -> String {
+        let mut head = String::new();
+        let what = match &a.reference {
+            Reference::Topo(b) => format!("topo ({})", b.display()),
+            Reference::SelfCheck => {
+                "the oracle's --nodes N on the same file (identical hosts)".into()
             }
+            Reference::Homogeneous => "the oracle's --nodes N on the first host".into(),
+        };
+        let _ = writeln!(
+            head,
+            "NCCL {}; dissimilar-host jobs against {what}",
+            a.version
         );
-    }
-    let mut head = String::new();
-    let what = match &a.reference {
-        Reference::Topo(b) => format!("topo ({})", b.display()),
-        Reference::SelfCheck => "the oracle's --nodes N on the same file (identical hosts)".into(),
-        Reference::Homogeneous => "the oracle's --nodes N on the first host".into(),
-    };
-    let _ = writeln!(
-        head,
-        "NCCL {}; dissimilar-host jobs against {what}",
-        a.version
-    );
-    let _ = writeln!(
-        head,
-        "seeds {}..{}: {} compared ({} with a difference), refused {}",
-        seeds.first().copied().unwrap_or(a.seed),
-        seeds.last().copied().unwrap_or(a.seed) + 1,
-        compared,
-        differing,
-        refused.values().map(Vec::len).sum::<usize>()
-    );
-    if matches!(a.reference, Reference::SelfCheck) {
-        let _ = writeln!(head, "json byte-identical: {bytes_equal} of {compared}");
-    }
-    let _ = writeln!(head, "jobs with the field equal:");
-    for (f, (e, n, s)) in &per_field {
-        let _ = writeln!(head, "  {f}: {e}/{n} {:?}", &s[..s.len().min(10)]);
-    }
-    for (label, seeds) in [
-        ("refused", &refused),
-        ("oracle warning", &warned),
-        ("topo finding", &found),
-    ] {
-        for (k, v) in seeds {
-            let _ = writeln!(head, "{label}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+        let _ = writeln!(
+            head,
+            "seeds {}..{}: {} compared ({} with a difference), refused {}",
+            seeds.first().copied().unwrap_or(a.seed),
+            seeds.last().copied().unwrap_or(a.seed) + 1,
+            self.compared,
+            self.differing,
+            self.refused.values().map(Vec::len).sum::<usize>()
+        );
+        if matches!(a.reference, Reference::SelfCheck) {
+            let _ = writeln!(
+                head,
+                "json byte-identical: {} of {}",
+                self.bytes_equal, self.compared
+            );
         }
-    }
-    let text = head + &r;
-    print!("{text}");
-    if let Some(p) = &a.report {
-        std::fs::write(p, &text).expect("write report");
+        let _ = writeln!(head, "jobs with the field equal:");
+        for (f, (e, n, s)) in &self.per_field {
+            let _ = writeln!(head, "  {f}: {e}/{n} {:?}", &s[..s.len().min(10)]);
+        }
+        for (label, seeds) in [
+            ("refused", &self.refused),
+            ("oracle warning", &self.warned),
+            ("topo finding", &self.found),
+        ] {
+            for (k, v) in seeds {
+                let _ = writeln!(head, "{label}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+            }
+        }
+        head
     }
 }

@@ -189,166 +189,164 @@ fn main() {
         return;
     }
     if args.hetero {
-        let reference = match (&args.topo, args.self_check, args.against_homogeneous) {
-            (Some(t), false, false) => hetero::Reference::Topo(t.clone()),
-            (None, true, false) => hetero::Reference::SelfCheck,
-            (None, false, true) => hetero::Reference::Homogeneous,
-            _ => panic!("--hetero takes one of --topo BIN, --self-check, --against-homogeneous"),
-        };
-        hetero::run(&hetero::HeteroArgs {
-            oracle: args.oracle.clone(),
-            reference,
-            seed: args.seed,
-            count: args.count,
-            work: args.work.clone(),
-            version: args.version.clone(),
-            show: args.show,
-            report: args.report.clone(),
-            identical: args.identical,
-            reuse: args.reuse,
-        });
+        run_hetero(&args);
         return;
     }
     std::fs::create_dir_all(&args.work).expect("work folder");
     let t0 = Instant::now();
-    let mut tally = Tally::default();
-    let mut machines = 0usize;
-    let mut oracle_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    // Machines NCCL's code stops on that topo says it stops on (by topo's code), that topo
-    // plans without saying so, and machines NCCL runs that topo says it stops on.
-    let mut stops_said: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let mut stops_unsaid: Vec<u64> = vec![];
-    let mut stops_wrong: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    let mut topo_refused: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    // difference kind -> seeds
-    let mut kinds: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    let mut machines_differing = 0usize;
-    let mut by_kind: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
-    let mut corpus = String::new();
-    let mut corpus_n = 0u64;
-    let mut times = String::new();
-    let mut oracle_time = 0f64;
-    let mut topo_time = 0f64;
     let seeds: Vec<u64> = match args.show {
         Some(s) => vec![s],
         None => (args.seed..args.seed + args.count).collect(),
     };
+    let mut sweep = Sweep::default();
     for &seed in &seeds {
+        sweep.machine(&args, seed);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let r = sweep.report(&args, &seeds, elapsed);
+    print!("{r}");
+    if let Some(p) = &args.report {
+        std::fs::write(p, &r).expect("write report");
+    }
+    std::fs::write(args.work.join("topo-times.txt"), &sweep.times).expect("write times");
+    if let Some(p) = &args.corpus {
+        std::fs::write(p, &sweep.corpus).expect("write corpus");
+    }
+}
+
+/// `--hetero`: jobs of dissimilar hosts (hetero.rs).
+fn run_hetero(args: &Args) {
+    let reference = match (&args.topo, args.self_check, args.against_homogeneous) {
+        (Some(t), false, false) => hetero::Reference::Topo(t.clone()),
+        (None, true, false) => hetero::Reference::SelfCheck,
+        (None, false, true) => hetero::Reference::Homogeneous,
+        _ => panic!("--hetero takes one of --topo BIN, --self-check, --against-homogeneous"),
+    };
+    hetero::run(&hetero::HeteroArgs {
+        oracle: args.oracle.clone(),
+        reference,
+        seed: args.seed,
+        count: args.count,
+        work: args.work.clone(),
+        version: args.version.clone(),
+        show: args.show,
+        report: args.report.clone(),
+        identical: args.identical,
+        reuse: args.reuse,
+    });
+}
+
+/// What a sweep has met so far, machine by machine.
+#[derive(Default)]
+struct Sweep {
+    tally: Tally,
+    machines: usize,
+    oracle_refused: BTreeMap<String, Vec<u64>>,
+    // Machines NCCL's code stops on that topo says it stops on (by topo's code), that topo
+    // plans without saying so, and machines NCCL runs that topo says it stops on.
+    stops_said: BTreeMap<&'static str, Vec<u64>>,
+    stops_unsaid: Vec<u64>,
+    stops_wrong: BTreeMap<&'static str, Vec<u64>>,
+    topo_refused: BTreeMap<String, Vec<u64>>,
+    // difference kind -> seeds
+    kinds: BTreeMap<String, Vec<u64>>,
+    machines_differing: usize,
+    by_kind: BTreeMap<&'static str, Vec<u64>>,
+    corpus: String,
+    corpus_n: u64,
+    times: String,
+    oracle_time: f64,
+    topo_time: f64,
+}
+
+/// Writes the machine's XML to `xml` and says whether the oracle's answer an earlier run left
+/// at `json` is for the same XML (`--reuse`).
+fn write_machine(args: &Args, m: &testgen::GenMachine, xml: &Path, json: &Path) -> bool {
+    // The oracle's answer depends only on the machine (the generator is deterministic): an
+    // answer left by an earlier run for the same XML is reused, so rerunning the comparison
+    // after a change to topo costs topo's time only.
+    let cached =
+        args.reuse && std::fs::read_to_string(xml).is_ok_and(|old| old == m.xml) && json.exists();
+    std::fs::write(xml, &m.xml).expect("write xml");
+    cached
+}
+
+/// The answer an earlier run left at `json`.
+fn cached_answer(json: &Path) -> Result<OracleAnswer, String> {
+    std::fs::read_to_string(json)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .as_ref()
+        .and_then(OracleAnswer::from_oracle_json)
+        .ok_or_else(|| "unreadable cached answer".to_string())
+}
+
+impl Sweep {
+    /// Generates, runs and compares the machine of one seed.
+    fn machine(&mut self, args: &Args, seed: u64) {
         let mut m = testgen::generate(seed);
         if let Some(n) = args.nodes {
             m.nodes = n;
         }
         let xml = args.work.join(format!("{seed}.xml"));
         let json = args.work.join(format!("{seed}.oracle.json"));
-        // The oracle's answer depends only on the machine (the generator is deterministic): an
-        // answer left by an earlier run for the same XML is reused, so rerunning the comparison
-        // after a change to topo costs topo's time only.
-        let cached = args.reuse
-            && std::fs::read_to_string(&xml).is_ok_and(|old| old == m.xml)
-            && json.exists();
-        std::fs::write(&xml, &m.xml).expect("write xml");
+        let cached = write_machine(args, &m, &xml, &json);
         let t = Instant::now();
         let answer = if cached {
-            std::fs::read_to_string(&json)
-                .ok()
-                .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-                .as_ref()
-                .and_then(OracleAnswer::from_oracle_json)
-                .ok_or_else(|| "unreadable cached answer".to_string())
+            cached_answer(&json)
         } else {
             run_oracle(&args.oracle, &xml, &json, &m)
         };
-        oracle_time += t.elapsed().as_secs_f64();
+        self.oracle_time += t.elapsed().as_secs_f64();
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
-                let key = e.split(':').next_back().unwrap_or(&e).trim().to_string();
-                oracle_refused.entry(key).or_default().push(seed);
-                // NCCL's own code stopped: does topo say it would?
-                let said = analyze_machine(&m.xml, &m.env, m.nodes, &args.version).map(|a| {
-                    topo_nccl::plan::init_stops(&a)
-                        .first()
-                        .map(|w| w.code.name())
-                });
-                match said {
-                    Ok(Some(code)) => stops_said.entry(code).or_default().push(seed),
-                    _ => stops_unsaid.push(seed),
-                }
-                if args.show.is_some() {
-                    println!("oracle refused: {e}");
-                }
-                continue;
+                self.oracle_stopped(args, seed, &m, &e);
+                return;
             }
         };
-        machines += 1;
+        self.machines += 1;
         let t = Instant::now();
         let a = match analyze_machine(&m.xml, &m.env, m.nodes, &args.version) {
             Ok(a) => a,
             Err(e) => {
                 let msg = format!("{e:#}");
-                topo_refused
+                self.topo_refused
                     .entry(msg.chars().take(120).collect())
                     .or_default()
                     .push(seed);
-                continue;
+                return;
             }
         };
         if let Some(w) = topo_nccl::plan::init_stops(&a).first() {
-            stops_wrong.entry(w.code.name()).or_default().push(seed);
+            self.stops_wrong
+                .entry(w.code.name())
+                .or_default()
+                .push(seed);
         }
         let checks = differential::compare(&answer, &a);
         let took = t.elapsed().as_secs_f64();
-        topo_time += took;
+        self.topo_time += took;
         let steps = a.graphs.search_steps;
-        let _ = writeln!(times, "{seed} {:.1} {steps}", took * 1e3);
+        let _ = writeln!(self.times, "{seed} {:.1} {steps}", took * 1e3);
         // The corpus runs in CI in a debug build, where a search that takes topo 50 ms here
         // takes half a second: it keeps machines whose search is short (`--corpus-max-steps`,
         // counted by the search itself, so the choice does not depend on the machine's load).
-        if args.corpus.is_some() && corpus_n < args.corpus_count && steps <= args.corpus_max_steps {
-            corpus_n += 1;
-            let e = Entry {
-                seed,
-                summary: m.summary.clone(),
-                nodes: m.nodes,
-                env: m.env.clone(),
-                xml: m.xml.clone(),
-                oracle: Some(answer.clone()),
-                error: None,
-                version: args.version.clone(),
-            };
-            corpus.push_str(&serde_json::to_string(&e).expect("json"));
-            corpus.push('\n');
+        if args.corpus.is_some()
+            && self.corpus_n < args.corpus_count
+            && steps <= args.corpus_max_steps
+        {
+            self.corpus_n += 1;
+            let e = entry(args, seed, &m, m.xml.clone(), &answer);
+            self.corpus
+                .push_str(&serde_json::to_string(&e).expect("json"));
+            self.corpus.push('\n');
         }
-        tally.add(&checks);
-        let mut differs = false;
-        for c in &checks {
-            if args.show.is_some() {
-                println!(
-                    "{} {}\n  oracle: {}\n  topo:   {}",
-                    if c.equal { "same" } else { "DIFF" },
-                    c.name(),
-                    c.oracle,
-                    c.topo
-                );
-            }
-            if !c.equal {
-                differs = true;
-                kinds.entry(c.name()).or_default().push(seed);
-            }
-        }
-        if differs {
-            machines_differing += 1;
-            let e = Entry {
-                seed,
-                summary: m.summary.clone(),
-                nodes: m.nodes,
-                env: m.env.clone(),
-                xml: String::new(),
-                oracle: Some(answer.clone()),
-                error: None,
-                version: args.version.clone(),
-            };
-            by_kind
+        self.tally.add(&checks);
+        if self.record_checks(args, seed, &checks) {
+            self.machines_differing += 1;
+            let e = entry(args, seed, &m, String::new(), &answer);
+            self.by_kind
                 .entry(support::difference_kind(&e, &a))
                 .or_default()
                 .push(seed);
@@ -362,80 +360,141 @@ fn main() {
             );
         }
     }
-    let elapsed = t0.elapsed().as_secs_f64();
 
-    let mut r = String::new();
-    let nodes = args
-        .nodes
-        .map_or("the generator's".to_string(), |n| n.to_string());
-    let _ = writeln!(r, "NCCL {}; nodes: {nodes}", args.version);
-    let _ = writeln!(
-        r,
-        "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",
-        seeds.first().copied().unwrap_or(args.seed),
-        seeds.first().copied().unwrap_or(args.seed) + seeds.len() as u64,
-        seeds.len(),
-        machines,
-        machines_differing,
-        oracle_refused.values().map(Vec::len).sum::<usize>(),
-        topo_refused.values().map(Vec::len).sum::<usize>(),
-    );
-    let _ = writeln!(r, "agreement: {}", tally.summary());
-    let _ = writeln!(
-        r,
-        "time: {elapsed:.1} s in all (oracle {oracle_time:.1} s, topo analysis and comparison {topo_time:.1} s)"
-    );
-    let _ = writeln!(
-        r,
-        "machines with a difference by kind (docs/differential.md):"
-    );
-    for (k, v) in &by_kind {
-        let _ = writeln!(r, "  kind {k}: {} {:?}", v.len(), &v[..v.len().min(12)]);
-    }
-    let mut by_count: Vec<(&String, &Vec<u64>)> = kinds.iter().collect();
-    by_count.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-    let _ = writeln!(r, "differences by kind (machines, first seeds):");
-    for (k, v) in by_count {
-        let _ = writeln!(r, "  {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
-    }
-    for (what, map) in [
-        ("oracle refused", &oracle_refused),
-        ("topo refused", &topo_refused),
-    ] {
-        for (k, v) in map {
-            let _ = writeln!(r, "{what}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+    /// NCCL's own code stopped on the machine (`e` says why): does topo say it would?
+    fn oracle_stopped(&mut self, args: &Args, seed: u64, m: &testgen::GenMachine, e: &str) {
+        let key = e.split(':').next_back().unwrap_or(e).trim().to_string();
+        self.oracle_refused.entry(key).or_default().push(seed);
+        let said = analyze_machine(&m.xml, &m.env, m.nodes, &args.version).map(|a| {
+            topo_nccl::plan::init_stops(&a)
+                .first()
+                .map(|w| w.code.name())
+        });
+        match said {
+            Ok(Some(code)) => self.stops_said.entry(code).or_default().push(seed),
+            _ => self.stops_unsaid.push(seed),
+        }
+        if args.show.is_some() {
+            println!("oracle refused: {e}");
         }
     }
-    for (k, v) in &stops_said {
+
+    /// Counts the differing fields of one machine (printing every check with `--show`);
+    /// true when any differs.
+    fn record_checks(&mut self, args: &Args, seed: u64, checks: &[differential::Check]) -> bool {
+        let mut differs = false;
+        for c in checks {
+            if args.show.is_some() {
+                println!(
+                    "{} {}\n  oracle: {}\n  topo:   {}",
+                    if c.equal { "same" } else { "DIFF" },
+                    c.name(),
+                    c.oracle,
+                    c.topo
+                );
+            }
+            if !c.equal {
+                differs = true;
+                self.kinds.entry(c.name()).or_default().push(seed);
+            }
+        }
+        differs
+    }
+
+    /// The sweep's report: counts, agreement, time, then the differences and refusals by kind.
+    fn report(&self, args: &Args, seeds: &[u64], elapsed: f64) -> String {
+        let mut r = String::new();
+        let nodes = args
+            .nodes
+            .map_or("the generator's".to_string(), |n| n.to_string());
+        let _ = writeln!(r, "NCCL {}; nodes: {nodes}", args.version);
         let _ = writeln!(
             r,
-            "  where NCCL stops, topo says so ({k}): {} {:?}",
-            v.len(),
-            &v[..v.len().min(8)]
+            "seeds {}..{}: {} generated, {} compared ({} with a difference), oracle refused {}, topo refused {}",
+            seeds.first().copied().unwrap_or(args.seed),
+            seeds.first().copied().unwrap_or(args.seed) + seeds.len() as u64,
+            seeds.len(),
+            self.machines,
+            self.machines_differing,
+            self.oracle_refused.values().map(Vec::len).sum::<usize>(),
+            self.topo_refused.values().map(Vec::len).sum::<usize>(),
         );
-    }
-    if !stops_unsaid.is_empty() {
-        let n = stops_unsaid.len();
+        let _ = writeln!(r, "agreement: {}", self.tally.summary());
         let _ = writeln!(
             r,
-            "  where NCCL stops, topo does not say so: {n} {:?}",
-            &stops_unsaid[..n.min(8)]
+            "time: {elapsed:.1} s in all (oracle {:.1} s, topo analysis and comparison {:.1} s)",
+            self.oracle_time, self.topo_time
         );
-    }
-    for (k, v) in &stops_wrong {
         let _ = writeln!(
             r,
-            "topo says NCCL stops ({k}) where it runs: {} {:?}",
-            v.len(),
-            &v[..v.len().min(8)]
+            "machines with a difference by kind (docs/differential.md):"
         );
+        for (k, v) in &self.by_kind {
+            let _ = writeln!(r, "  kind {k}: {} {:?}", v.len(), &v[..v.len().min(12)]);
+        }
+        let mut by_count: Vec<(&String, &Vec<u64>)> = self.kinds.iter().collect();
+        by_count.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        let _ = writeln!(r, "differences by kind (machines, first seeds):");
+        for (k, v) in by_count {
+            let _ = writeln!(r, "  {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+        }
+        self.report_stops(&mut r);
+        r
     }
-    print!("{r}");
-    if let Some(p) = &args.report {
-        std::fs::write(p, &r).expect("write report");
+
+    /// The refusals, and where topo and NCCL disagree on whether NCCL stops.
+    fn report_stops(&self, r: &mut String) {
+        for (what, map) in [
+            ("oracle refused", &self.oracle_refused),
+            ("topo refused", &self.topo_refused),
+        ] {
+            for (k, v) in map {
+                let _ = writeln!(r, "{what}: {k}: {} {:?}", v.len(), &v[..v.len().min(8)]);
+            }
+        }
+        for (k, v) in &self.stops_said {
+            let _ = writeln!(
+                r,
+                "  where NCCL stops, topo says so ({k}): {} {:?}",
+                v.len(),
+                &v[..v.len().min(8)]
+            );
+        }
+        if !self.stops_unsaid.is_empty() {
+            let n = self.stops_unsaid.len();
+            let _ = writeln!(
+                r,
+                "  where NCCL stops, topo does not say so: {n} {:?}",
+                &self.stops_unsaid[..n.min(8)]
+            );
+        }
+        for (k, v) in &self.stops_wrong {
+            let _ = writeln!(
+                r,
+                "topo says NCCL stops ({k}) where it runs: {} {:?}",
+                v.len(),
+                &v[..v.len().min(8)]
+            );
+        }
     }
-    std::fs::write(args.work.join("topo-times.txt"), times).expect("write times");
-    if let Some(p) = &args.corpus {
-        std::fs::write(p, corpus).expect("write corpus");
+}
+
+/// A corpus entry for a compared machine (`xml` empty where only its kind is wanted).
+fn entry(
+    args: &Args,
+    seed: u64,
+    m: &testgen::GenMachine,
+    xml: String,
+    answer: &OracleAnswer,
+) -> Entry {
+    Entry {
+        seed,
+        summary: m.summary.clone(),
+        nodes: m.nodes,
+        env: m.env.clone(),
+        xml,
+        oracle: Some(answer.clone()),
+        error: None,
+        version: args.version.clone(),
     }
 }

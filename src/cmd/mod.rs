@@ -163,6 +163,6 @@ pub fn main_entry() -> i32 {
             }
             r.exit as i32
         }
-        Err(_) => 101,
+        Err(_) => Exit::Internal as i32,
     }
 }

@@ -1,6 +1,7 @@
 //! Integration tests: the real `topo` binary on fixtures, and the library crates on the same
 //! inputs. One test binary (as ripgrep does), one module per area, shared helpers in `util`.
 
+mod code_map;
 mod codes;
 mod copies;
 mod diagnose;

@@ -4,7 +4,7 @@
 //! Pure: the caller reads files and the machine (through `source`) and passes the results in
 //! [`Input`]; [`diagnose`] returns a [`Report`] of findings, each with a stable id, the
 //! evidence that proves it and the fix, plus the log-against-plan comparison and the list of
-//! checks that could not run. Rendering is the binary's (`src/report/diagnose.rs`).
+//! checks that could not run. Rendering is topo-report's (`crates/topo-report/src/diagnose.rs`).
 
 #![forbid(unsafe_code)]
 

@@ -140,9 +140,94 @@ fn pcie_link(r: &mut Rng, vm: bool) -> (String, u32) {
 }
 
 /// Draws a machine from `seed`.
+///
+/// The draws happen phase by phase in a fixed order, each phase taking the generator from the
+/// one before: a seed's machine depends on that order, so a new draw goes after the others
+/// (or on a generator of its own, as C2C does) to keep every seed's machine as it was.
 pub fn generate(seed: u64) -> GenMachine {
     let mut r = Rng::new(seed);
-    let ngpus = r.pick(&[
+    let shape = draw_shape(&mut r);
+    let (nics, nports) = draw_nics(&mut r, seed, shape.nics_n, shape.vm);
+
+    // PCI trees: per CPU a forest of switches up to 3 deep; devices land on the CPU or on a
+    // switch of their CPU. GPUs and NICs often share a switch (one NIC per GPU pair).
+    let cpu_of_gpu: Vec<usize> = if r.chance(0.6) {
+        // Balanced: consecutive GPUs per CPU.
+        (0..shape.ngpus)
+            .map(|g| g * shape.ncpus / shape.ngpus.max(1))
+            .collect()
+    } else {
+        (0..shape.ngpus).map(|_| r.below(shape.ncpus)).collect()
+    };
+    let flat_vm = shape.vm && r.chance(0.6);
+    let mut pci = draw_switches(&mut r, shape.ncpus, flat_vm, shape.vm);
+    place_devices(&mut r, &mut pci, &cpu_of_gpu, &nics, flat_vm);
+
+    // GPUs: NVML indices shuffled against the listing order half the time.
+    let mut gpu_dev: Vec<usize> = (0..shape.ngpus).collect();
+    if r.chance(0.5) {
+        r.shuffle(&mut gpu_dev);
+    }
+    let gdr_gpu = r.chance(0.9);
+
+    // Switches nothing landed under are not listed (NCCL trims them from its dumps).
+    for t in &mut pci.trees {
+        prune(t);
+    }
+    let listing = draw_listing(&mut r, &pci.trees, &shape);
+    let nvlinks = draw_nvlinks(&mut r, &shape, &listing);
+
+    // C2C (Grace Hopper/Blackwell): an ARM CPU with sm90+ GPUs attached by C2C half of the
+    // time. Drawn from a generator of its own so every other draw of a seed stays as before.
+    let mut rc = Rng::new(seed ^ 0xc2c0_c2c0_c2c0_c2c0);
+    let c2c = (shape.cpu_kind >= 8 && shape.sms.iter().all(|&s| s >= 90) && rc.chance(0.5))
+        .then(|| (rc.pick(&[22_500u32, 45_000]), rc.pick(&[6u32, 10])));
+
+    let ctx = EmitCtx {
+        c2c,
+        gpu_link: gpu_links_for(&mut r, shape.ngpus, shape.vm),
+        gpu_dev,
+        gdr_gpu,
+        sms: shape.sms.clone(),
+        nvlinks,
+        nics: &nics,
+        listing: &listing,
+    };
+    let xml = write_xml(&ctx, &shape, &pci.trees);
+
+    let nodes = if nports > 0 && r.chance(0.15) { 2 } else { 1 };
+    let env = random_env(&mut r, nodes);
+    GenMachine {
+        seed,
+        xml,
+        env,
+        nodes,
+        summary: summary(&shape, c2c.is_some(), nodes),
+    }
+}
+
+/// GPUs, SMs, CPUs, NIC count and fabric: the first draws of a seed.
+struct Shape {
+    ngpus: usize,
+    sm_main: u32,
+    mixed: bool,
+    sm_other: u32,
+    sms: Vec<u32>,
+    vm: bool,
+    ncpus: usize,
+    numa_minus_one: bool,
+    /// 0–4 Intel, 5–7 AMD, 8–9 Arm.
+    cpu_kind: usize,
+    arch: &'static str,
+    vendor: Option<&'static str>,
+    family: u32,
+    model: u32,
+    nics_n: usize,
+    fabric: Fabric,
+}
+
+fn draw_shape(r: &mut Rng) -> Shape {
+    let ngpus: usize = r.pick(&[
         1, 2, 2, 2, 3, 4, 4, 4, 4, 5, 6, 8, 8, 8, 8, 8, 8, 10, 12, 16, 16,
     ]);
     let sm_main: u32 = r.pick(&[70, 75, 80, 80, 86, 89, 90, 90, 90, 100, 100]);
@@ -191,8 +276,28 @@ pub fn generate(seed: u64) -> GenMachine {
             _ => Fabric::None,
         }
     };
+    Shape {
+        ngpus,
+        sm_main,
+        mixed,
+        sm_other,
+        sms,
+        vm,
+        ncpus,
+        numa_minus_one,
+        cpu_kind,
+        arch,
+        vendor,
+        family,
+        model,
+        nics_n,
+        fabric,
+    }
+}
 
-    // NIC ports: one or two per NIC, NCCL device numbers shuffled against the listing.
+/// NIC ports: one or two per NIC, NCCL device numbers shuffled against the listing. Returns
+/// the NICs and their port count.
+fn draw_nics(r: &mut Rng, seed: u64, nics_n: usize, vm: bool) -> (Vec<Nic>, usize) {
     let mut nics: Vec<Nic> = vec![];
     let mut nports = 0;
     let nic_speed_pool = [
@@ -217,7 +322,7 @@ pub fn generate(seed: u64) -> GenMachine {
             nports += 1;
         }
         let bare = r.chance(0.05);
-        let link = pcie_link(&mut r, vm);
+        let link = pcie_link(r, vm);
         nics.push(Nic { ports, bare, link });
     }
     let mut devs: Vec<usize> = (0..nports).collect();
@@ -229,17 +334,19 @@ pub fn generate(seed: u64) -> GenMachine {
             p.dev = devs[p.dev];
         }
     }
+    (nics, nports)
+}
 
-    // PCI trees: per CPU a forest of switches up to 3 deep; devices land on the CPU or on a
-    // switch of their CPU. GPUs and NICs often share a switch (one NIC per GPU pair).
+/// Per CPU, the items on it and the path (child indices from the CPU) of every switch.
+struct Pci {
+    trees: Vec<Vec<Item>>,
+    switch_paths: Vec<Vec<Vec<usize>>>,
+}
+
+/// Per CPU a forest of up to 3 switch chains, each up to 3 deep, with a sibling at each
+/// level sometimes; none in a flat VM.
+fn draw_switches(r: &mut Rng, ncpus: usize, flat_vm: bool, vm: bool) -> Pci {
     let mut trees: Vec<Vec<Item>> = vec![vec![]; ncpus];
-    let cpu_of_gpu: Vec<usize> = if r.chance(0.6) {
-        // Balanced: consecutive GPUs per CPU.
-        (0..ngpus).map(|g| g * ncpus / ngpus.max(1)).collect()
-    } else {
-        (0..ngpus).map(|_| r.below(ncpus)).collect()
-    };
-    let flat_vm = vm && r.chance(0.6);
     let mut switch_paths: Vec<Vec<Vec<usize>>> = vec![vec![]; ncpus];
     for (c, tree) in trees.iter_mut().enumerate() {
         let tops = if flat_vm { 0 } else { r.range(0, 3) };
@@ -247,7 +354,7 @@ pub fn generate(seed: u64) -> GenMachine {
             let bcm = r.chance(0.1);
             let depth = r.range(1, 3);
             let mut sw = Item::Switch {
-                link: pcie_link(&mut r, vm),
+                link: pcie_link(r, vm),
                 bcm,
                 children: vec![],
             };
@@ -263,7 +370,7 @@ pub fn generate(seed: u64) -> GenMachine {
                 let n_sib = if r.chance(0.3) { 2 } else { 1 };
                 for _ in 0..n_sib {
                     children.push(Item::Switch {
-                        link: pcie_link(&mut r, vm),
+                        link: pcie_link(r, vm),
                         bcm,
                         children: vec![],
                     });
@@ -277,21 +384,33 @@ pub fn generate(seed: u64) -> GenMachine {
             tree.push(sw);
         }
     }
-    fn at<'a>(items: &'a mut Vec<Item>, path: &[usize]) -> &'a mut Vec<Item> {
-        let Some((&i, rest)) = path.split_first() else {
-            return items;
-        };
-        if !matches!(items[i], Item::Switch { .. }) {
-            return items;
-        }
-        match &mut items[i] {
-            Item::Switch { children, .. } => at(children, rest),
-            _ => unreachable!("checked above"),
-        }
+    Pci {
+        trees,
+        switch_paths,
     }
-    // Flat VM bridges: one `2.5 GT/s x1` bridge per device, as hypervisors show them.
+}
+
+/// The children of the switch at `path` (the CPU's own list for an empty path).
+fn at<'a>(items: &'a mut Vec<Item>, path: &[usize]) -> &'a mut Vec<Item> {
+    let Some((&i, rest)) = path.split_first() else {
+        return items;
+    };
+    if !matches!(items[i], Item::Switch { .. }) {
+        return items;
+    }
+    match &mut items[i] {
+        Item::Switch { children, .. } => at(children, rest),
+        _ => unreachable!("checked above"),
+    }
+}
+
+/// Puts every GPU and NIC on its CPU or on one of its CPU's switches, in a shuffled order
+/// half the time; in a flat VM each behind a bridge of its own.
+fn place_devices(r: &mut Rng, pci: &mut Pci, cpu_of_gpu: &[usize], nics: &[Nic], flat_vm: bool) {
+    let (ngpus, ncpus) = (cpu_of_gpu.len(), pci.trees.len());
+    let switch_paths = &pci.switch_paths;
     let mut slot_of_gpu: Vec<(usize, Option<Vec<usize>>)> = vec![];
-    for &c in &cpu_of_gpu {
+    for &c in cpu_of_gpu {
         let slot = if switch_paths[c].is_empty() || r.chance(0.15) {
             None
         } else {
@@ -325,6 +444,7 @@ pub fn generate(seed: u64) -> GenMachine {
         r.shuffle(&mut placed);
     }
     for (c, slot, item) in placed {
+        // Flat VM bridges: one `2.5 GT/s x1` bridge per device, as hypervisors show them.
         let item = if flat_vm && !matches!(item, Item::Nic(n) if nics[n].bare) {
             Item::Switch {
                 link: ("2.5 GT/s PCIe".into(), 1),
@@ -335,65 +455,54 @@ pub fn generate(seed: u64) -> GenMachine {
             item
         };
         match slot {
-            None => trees[c].push(item),
-            Some(p) => at(&mut trees[c], &p).push(item),
+            None => pci.trees[c].push(item),
+            Some(p) => at(&mut pci.trees[c], &p).push(item),
         }
     }
+}
 
-    // GPUs: NVML indices shuffled against the listing order half the time.
-    let mut gpu_dev: Vec<usize> = (0..ngpus).collect();
-    if r.chance(0.5) {
-        r.shuffle(&mut gpu_dev);
-    }
-    let gdr_gpu = r.chance(0.9);
-
-    // Switches nothing landed under are not listed (NCCL trims them from its dumps).
-    fn prune(items: &mut Vec<Item>) {
-        for it in items.iter_mut() {
-            if let Item::Switch { children, .. } = it {
-                prune(children);
-            }
+fn prune(items: &mut Vec<Item>) {
+    for it in items.iter_mut() {
+        if let Item::Switch { children, .. } = it {
+            prune(children);
         }
-        items.retain(|it| !matches!(it, Item::Switch { children, .. } if children.is_empty()));
     }
-    for t in &mut trees {
-        prune(t);
-    }
+    items.retain(|it| !matches!(it, Item::Switch { children, .. } if children.is_empty()));
+}
 
-    // Bus ids in listing order.
-    let mut bus = r.range(1, 0x20);
-    let mut domain = 0usize;
-    let mut next_bus = |r: &mut Rng| -> String {
-        bus += r.range(1, 4);
-        if bus > 0xfe {
-            domain += 1;
-            bus = 1;
+/// Bus ids handed out in listing order, a few apart, moving to the next PCI domain past 0xfe.
+struct BusIds {
+    bus: usize,
+    domain: usize,
+}
+
+impl BusIds {
+    fn next(&mut self, r: &mut Rng) -> String {
+        self.bus += r.range(1, 4);
+        if self.bus > 0xfe {
+            self.domain += 1;
+            self.bus = 1;
         }
-        format!("{domain:04x}:{bus:02x}:00.0")
+        format!("{:04x}:{:02x}:00.0", self.domain, self.bus)
+    }
+}
+
+/// How the machine is listed: CPU order, NUMA ids and every bus id.
+struct Listing {
+    cpu_order: Vec<usize>,
+    numa_ids: Vec<i32>,
+    gpu_bus: Vec<String>,
+    nic_bus: Vec<String>,
+    switch_bus: Vec<String>,
+    nvswitch_bus: Vec<String>,
+}
+
+fn draw_listing(r: &mut Rng, trees: &[Vec<Item>], shape: &Shape) -> Listing {
+    let ncpus = shape.ncpus;
+    let mut ids = BusIds {
+        bus: r.range(1, 0x20),
+        domain: 0,
     };
-    // Assign bus ids depth first so the tree is numbered like a real one.
-    let mut gpu_bus: Vec<String> = vec![String::new(); ngpus];
-    let mut nic_bus: Vec<String> = vec![String::new(); nics_n];
-    let mut switch_bus: Vec<String> = vec![];
-    fn number(
-        items: &[Item],
-        r: &mut Rng,
-        next: &mut dyn FnMut(&mut Rng) -> String,
-        gpu_bus: &mut [String],
-        nic_bus: &mut [String],
-        switch_bus: &mut Vec<String>,
-    ) {
-        for it in items {
-            match it {
-                Item::Switch { children, .. } => {
-                    switch_bus.push(next(r));
-                    number(children, r, next, gpu_bus, nic_bus, switch_bus);
-                }
-                Item::Gpu(g) => gpu_bus[*g] = next(r),
-                Item::Nic(n) => nic_bus[*n] = next(r),
-            }
-        }
-    }
     let mut cpu_order: Vec<usize> = (0..ncpus).collect();
     if r.chance(0.5) {
         r.shuffle(&mut cpu_order);
@@ -403,303 +512,327 @@ pub fn generate(seed: u64) -> GenMachine {
         // Sparse NUMA ids (sub-NUMA clustering hides some).
         numa_ids = (0..ncpus as i32).map(|i| i * 2 + (i % 2)).collect();
     }
-    for &c in &cpu_order {
+    let mut l = Listing {
+        cpu_order,
+        numa_ids,
+        gpu_bus: vec![String::new(); shape.ngpus],
+        nic_bus: vec![String::new(); shape.nics_n],
+        switch_bus: vec![],
+        nvswitch_bus: vec![],
+    };
+    for &c in &l.cpu_order {
         number(
             &trees[c],
-            &mut r,
-            &mut next_bus,
-            &mut gpu_bus,
-            &mut nic_bus,
-            &mut switch_bus,
+            r,
+            &mut ids,
+            &mut l.gpu_bus,
+            &mut l.nic_bus,
+            &mut l.switch_bus,
         );
     }
-    let nvswitch_n = match sm_main {
+    l.nvswitch_bus = (0..nvswitch_count(shape.sm_main))
+        .map(|_| ids.next(r))
+        .collect();
+    l
+}
+
+/// Assigns bus ids depth first so the tree is numbered like a real one.
+fn number(
+    items: &[Item],
+    r: &mut Rng,
+    ids: &mut BusIds,
+    gpu_bus: &mut [String],
+    nic_bus: &mut [String],
+    switch_bus: &mut Vec<String>,
+) {
+    for it in items {
+        match it {
+            Item::Switch { children, .. } => {
+                switch_bus.push(ids.next(r));
+                number(children, r, ids, gpu_bus, nic_bus, switch_bus);
+            }
+            Item::Gpu(g) => gpu_bus[*g] = ids.next(r),
+            Item::Nic(n) => nic_bus[*n] = ids.next(r),
+        }
+    }
+}
+
+fn nvswitch_count(sm_main: u32) -> usize {
+    match sm_main {
         70 | 75 => 6,
         80 | 86 | 89 => 6,
         90 => 4,
         _ => 2,
-    };
-    let nvswitch_bus: Vec<String> = (0..nvswitch_n).map(|_| next_bus(&mut r)).collect();
+    }
+}
 
-    // NVLink per GPU: (target bus id, count, target class).
-    let lanes_per_gpu = |sm: u32| match sm {
+fn lanes_per_gpu(sm: u32) -> u32 {
+    match sm {
         70 | 75 => 6,
         80 => 12,
         86 | 89 => 4,
         90 => 18,
         _ => 18,
-    };
-    let mut nvlinks: Vec<Vec<(String, u32, &'static str)>> = vec![vec![]; ngpus];
-    match fabric {
-        Fabric::NvSwitch => {
-            let degraded = r.chance(0.1);
-            for (g, links) in nvlinks.iter_mut().enumerate() {
-                let lanes = lanes_per_gpu(sms[g]);
-                let mut per: Vec<u32> = vec![lanes / nvswitch_n as u32; nvswitch_n];
-                for x in per.iter_mut().take(lanes as usize % nvswitch_n) {
-                    *x += 1;
-                }
-                if degraded && r.chance(0.3) {
-                    let k = r.below(nvswitch_n);
-                    per[k] = per[k].saturating_sub(1);
-                }
-                let mut order: Vec<usize> = (0..nvswitch_n).collect();
-                r.shuffle(&mut order);
-                for k in order {
-                    if per[k] > 0 {
-                        links.push((nvswitch_bus[k].clone(), per[k], "0x068000"));
-                    }
-                }
-            }
-        }
-        Fabric::Mesh => {
-            let mut pairs: Vec<(usize, usize, u32)> = vec![];
-            let style = r.below(3);
-            for a in 0..ngpus {
-                for b in a + 1..ngpus {
-                    let link = match style {
-                        // Full mesh (few GPUs) with equal counts.
-                        0 if ngpus <= 4 => Some(if ngpus == 2 { 4 } else { 2 }),
-                        // Hybrid cube-mesh: inside each half, and i <-> i+half.
-                        1 if ngpus == 8 => {
-                            let same_half = a / 4 == b / 4;
-                            (same_half || b == a + 4).then_some(if (a + b) % 3 == 0 {
-                                2
-                            } else {
-                                1
-                            })
-                        }
-                        _ => r.chance(0.4).then(|| r.range(1, 4) as u32),
-                    };
-                    if let Some(c) = link {
-                        pairs.push((a, b, c));
-                    }
-                }
-            }
-            for (a, b, c) in pairs {
-                nvlinks[a].push((gpu_bus[b].clone(), c, "0x030200"));
-                nvlinks[b].push((gpu_bus[a].clone(), c, "0x030200"));
-            }
-        }
+    }
+}
+
+/// NVLinks of one GPU: (target bus id, count, target class).
+type NvLinks = Vec<(String, u32, &'static str)>;
+
+fn draw_nvlinks(r: &mut Rng, shape: &Shape, l: &Listing) -> Vec<NvLinks> {
+    let ngpus = shape.ngpus;
+    let mut nvlinks: Vec<NvLinks> = vec![vec![]; ngpus];
+    match shape.fabric {
+        Fabric::NvSwitch => nvswitch_links(r, &shape.sms, &l.nvswitch_bus, &mut nvlinks),
+        Fabric::Mesh => mesh_links(r, &l.gpu_bus, &mut nvlinks),
         Fabric::Bridges => {
             for a in (0..ngpus.saturating_sub(1)).step_by(2) {
                 if r.chance(0.85) {
                     let c = r.range(1, 4) as u32;
-                    nvlinks[a].push((gpu_bus[a + 1].clone(), c, "0x030000"));
-                    nvlinks[a + 1].push((gpu_bus[a].clone(), c, "0x030000"));
+                    nvlinks[a].push((l.gpu_bus[a + 1].clone(), c, "0x030000"));
+                    nvlinks[a + 1].push((l.gpu_bus[a].clone(), c, "0x030000"));
                 }
             }
         }
         Fabric::None => {}
     }
+    nvlinks
+}
 
-    // C2C (Grace Hopper/Blackwell): an ARM CPU with sm90+ GPUs attached by C2C half of the
-    // time. Drawn from a generator of its own so every other draw of a seed stays as before.
-    let mut rc = Rng::new(seed ^ 0xc2c0_c2c0_c2c0_c2c0);
-    let c2c = (cpu_kind >= 8 && sms.iter().all(|&s| s >= 90) && rc.chance(0.5))
-        .then(|| (rc.pick(&[22_500u32, 45_000]), rc.pick(&[6u32, 10])));
-
-    // Write the XML.
-    let ctx = EmitCtx {
-        c2c,
-        gpu_link: gpu_links_for(&mut r, ngpus, vm),
-        gpu_dev: gpu_dev.clone(),
-        gdr_gpu,
-        sms: sms.clone(),
-        nvlinks,
-        nics: &nics,
-    };
-    let mut x = String::from("<system version=\"1\">\n");
-    let mut sw_i = 0;
-    for &c in &cpu_order {
-        let numa = if numa_minus_one { -1 } else { numa_ids[c] };
-        // 16 cores per NUMA node, as `cpumap` prints them (32-bit groups, high first).
-        let mut groups = [0u32; 4];
-        groups[c / 2] = 0xffff << (16 * (c % 2));
-        let affinity = groups
-            .iter()
-            .rev()
-            .map(|g| format!("{g:08x}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let _ = write!(
-            x,
-            "  <cpu numaid=\"{numa}\" affinity=\"{affinity}\" arch=\"{arch}\""
-        );
-        // Every attribute NCCL's ncclTopoGetXmlFromCpu would fill is written: a missing one is
-        // filled from the machine running NCCL's code when a rank adds its GPU, and then that
-        // rank's `<cpu>` no longer matches the others' in ncclTopoFuseXml (xmlFindNode compares
-        // every attribute), so the fused XML would list the CPU twice. An x86 build fills
-        // vendor/familyid/modelid even for arm64; NCCL reads them for x86 only.
-        let _ = write!(
-            x,
-            " vendor=\"{}\" familyid=\"{family}\" modelid=\"{model}\"",
-            vendor.unwrap_or("ARM")
-        );
-        x.push_str(">\n");
-        #[allow(clippy::too_many_arguments)]
-        fn emit(
-            x: &mut String,
-            items: &[Item],
-            depth: usize,
-            sw_i: &mut usize,
-            switch_bus: &[String],
-            gpu_bus: &[String],
-            nic_bus: &[String],
-            ctx: &EmitCtx,
-        ) {
-            let pad = "  ".repeat(depth);
-            for it in items {
-                match it {
-                    Item::Switch {
-                        link,
-                        bcm,
-                        children,
-                    } => {
-                        let b = &switch_bus[*sw_i];
-                        *sw_i += 1;
-                        let ids = if *bcm {
-                            " vendor=\"0x1000\" device=\"0xc010\" subsystem_vendor=\"0x1000\" subsystem_device=\"0xa064\""
-                        } else {
-                            " vendor=\"0x10b5\" device=\"0x97a0\" subsystem_vendor=\"0x10b5\" subsystem_device=\"0x0000\""
-                        };
-                        let _ = writeln!(
-                            x,
-                            "{pad}<pci busid=\"{b}\" class=\"0x060400\"{ids} link_speed=\"{}\" link_width=\"{}\">",
-                            link.0, link.1
-                        );
-                        emit(
-                            x,
-                            children,
-                            depth + 1,
-                            sw_i,
-                            switch_bus,
-                            gpu_bus,
-                            nic_bus,
-                            ctx,
-                        );
-                        let _ = writeln!(x, "{pad}</pci>");
-                    }
-                    Item::Gpu(g) => {
-                        let (speed, width) = &ctx.gpu_link[*g];
-                        let _ = writeln!(
-                            x,
-                            "{pad}<pci busid=\"{}\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\" subsystem_vendor=\"0x10de\" subsystem_device=\"0x16c1\" link_speed=\"{speed}\" link_width=\"{width}\">",
-                            gpu_bus[*g]
-                        );
-                        let dev = ctx.gpu_dev[*g];
-                        let gdr = u8::from(ctx.gdr_gpu);
-                        let sm = ctx.sms[*g];
-                        if ctx.nvlinks[*g].is_empty() && ctx.c2c.is_none() {
-                            let _ = writeln!(
-                                x,
-                                "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\"/>"
-                            );
-                        } else {
-                            let _ = writeln!(
-                                x,
-                                "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\">"
-                            );
-                            for (t, c, cls) in &ctx.nvlinks[*g] {
-                                let _ = writeln!(
-                                    x,
-                                    "{pad}    <nvlink target=\"{t}\" count=\"{c}\" tclass=\"{cls}\"/>"
-                                );
-                            }
-                            if let Some((bw, count)) = ctx.c2c {
-                                let _ =
-                                    writeln!(x, "{pad}    <c2c bw=\"{bw}\" count=\"{count}\"/>");
-                            }
-                            let _ = writeln!(x, "{pad}  </gpu>");
-                        }
-                        let _ = writeln!(x, "{pad}</pci>");
-                    }
-                    Item::Nic(n) => {
-                        let nic = &ctx.nics[*n];
-                        let inner = if nic.bare {
-                            pad.clone()
-                        } else {
-                            format!("{pad}  ")
-                        };
-                        if !nic.bare {
-                            let _ = writeln!(
-                                x,
-                                "{pad}<pci busid=\"{}\" class=\"0x020000\" vendor=\"0x15b3\" device=\"0x101b\" subsystem_vendor=\"0x15b3\" subsystem_device=\"0x0007\" link_speed=\"{}\" link_width=\"{}\">",
-                                nic_bus[*n], nic.link.0, nic.link.1
-                            );
-                        }
-                        let _ = writeln!(x, "{inner}<nic>");
-                        for p in &nic.ports {
-                            let _ = writeln!(
-                                x,
-                                "{inner}  <net name=\"mlx5_{}\" dev=\"{}\" speed=\"{}\" port=\"{}\" latency=\"0.000000\" guid=\"0x{:x}\" maxconn=\"131072\" gdr=\"{}\"/>",
-                                p.dev,
-                                p.dev,
-                                p.speed,
-                                p.port,
-                                p.guid,
-                                u8::from(p.gdr)
-                            );
-                        }
-                        let _ = writeln!(x, "{inner}</nic>");
-                        if !nic.bare {
-                            let _ = writeln!(x, "{pad}</pci>");
-                        }
-                    }
-                }
+/// Each GPU's lanes spread over the NVSwitches, listed in a shuffled order; in a degraded
+/// fabric some GPUs lose a lane.
+fn nvswitch_links(r: &mut Rng, sms: &[u32], nvswitch_bus: &[String], nvlinks: &mut [NvLinks]) {
+    let nvswitch_n = nvswitch_bus.len();
+    let degraded = r.chance(0.1);
+    for (g, links) in nvlinks.iter_mut().enumerate() {
+        let lanes = lanes_per_gpu(sms[g]);
+        let mut per: Vec<u32> = vec![lanes / nvswitch_n as u32; nvswitch_n];
+        for x in per.iter_mut().take(lanes as usize % nvswitch_n) {
+            *x += 1;
+        }
+        if degraded && r.chance(0.3) {
+            let k = r.below(nvswitch_n);
+            per[k] = per[k].saturating_sub(1);
+        }
+        let mut order: Vec<usize> = (0..nvswitch_n).collect();
+        r.shuffle(&mut order);
+        for k in order {
+            if per[k] > 0 {
+                links.push((nvswitch_bus[k].clone(), per[k], "0x068000"));
             }
         }
-        emit(
-            &mut x,
-            &trees[c],
-            2,
-            &mut sw_i,
-            &switch_bus,
-            &gpu_bus,
-            &nic_bus,
-            &ctx,
-        );
-        x.push_str("  </cpu>\n");
-    }
-    x.push_str("</system>\n");
-
-    let nodes = if nports > 0 && r.chance(0.15) { 2 } else { 1 };
-    let env = random_env(&mut r, nodes);
-    let summary = format!(
-        "{ngpus} GPU sm{sm_main}{} {} {ncpus}x{}{} {nics_n} NIC{}{}",
-        if mixed {
-            format!("+sm{sm_other}")
-        } else {
-            String::new()
-        },
-        fabric.name(),
-        match cpu_kind {
-            0..=4 => "intel",
-            5..=7 => "amd",
-            _ => "arm",
-        },
-        if c2c.is_some() { " c2c" } else { "" },
-        if vm { " vm" } else { "" },
-        if nodes > 1 { " x2" } else { "" },
-    );
-    GenMachine {
-        seed,
-        xml: x,
-        env,
-        nodes,
-        summary,
     }
 }
 
+/// GPU-to-GPU NVLinks: a full mesh, a hybrid cube-mesh or random pairs.
+fn mesh_links(r: &mut Rng, gpu_bus: &[String], nvlinks: &mut [NvLinks]) {
+    let ngpus = nvlinks.len();
+    let mut pairs: Vec<(usize, usize, u32)> = vec![];
+    let style = r.below(3);
+    for a in 0..ngpus {
+        for b in a + 1..ngpus {
+            let link = match style {
+                // Full mesh (few GPUs) with equal counts.
+                0 if ngpus <= 4 => Some(if ngpus == 2 { 4 } else { 2 }),
+                // Hybrid cube-mesh: inside each half, and i <-> i+half.
+                1 if ngpus == 8 => {
+                    let same_half = a / 4 == b / 4;
+                    (same_half || b == a + 4).then_some(if (a + b) % 3 == 0 { 2 } else { 1 })
+                }
+                _ => r.chance(0.4).then(|| r.range(1, 4) as u32),
+            };
+            if let Some(c) = link {
+                pairs.push((a, b, c));
+            }
+        }
+    }
+    for (a, b, c) in pairs {
+        nvlinks[a].push((gpu_bus[b].clone(), c, "0x030200"));
+        nvlinks[b].push((gpu_bus[a].clone(), c, "0x030200"));
+    }
+}
+
+/// What the XML writer needs beyond the trees; no draws happen while writing.
 struct EmitCtx<'a> {
     gpu_link: Vec<(String, u32)>,
     gpu_dev: Vec<usize>,
     gdr_gpu: bool,
     sms: Vec<u32>,
-    nvlinks: Vec<Vec<(String, u32, &'static str)>>,
+    nvlinks: Vec<NvLinks>,
     /// Grace-style C2C link of every GPU (bandwidth per link in MB/s, link count).
     c2c: Option<(u32, u32)>,
     nics: &'a [Nic],
+    listing: &'a Listing,
+}
+
+fn write_xml(ctx: &EmitCtx, shape: &Shape, trees: &[Vec<Item>]) -> String {
+    let mut x = String::from("<system version=\"1\">\n");
+    let mut sw_i = 0;
+    for &c in &ctx.listing.cpu_order {
+        let numa = if shape.numa_minus_one {
+            -1
+        } else {
+            ctx.listing.numa_ids[c]
+        };
+        write_cpu_open(&mut x, shape, c, numa);
+        emit(&mut x, &trees[c], 2, &mut sw_i, ctx);
+        x.push_str("  </cpu>\n");
+    }
+    x.push_str("</system>\n");
+    x
+}
+
+/// The `<cpu>` start tag of the `c`th CPU.
+fn write_cpu_open(x: &mut String, shape: &Shape, c: usize, numa: i32) {
+    // 16 cores per NUMA node, as `cpumap` prints them (32-bit groups, high first).
+    let mut groups = [0u32; 4];
+    groups[c / 2] = 0xffff << (16 * (c % 2));
+    let affinity = groups
+        .iter()
+        .rev()
+        .map(|g| format!("{g:08x}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let arch = shape.arch;
+    let _ = write!(
+        x,
+        "  <cpu numaid=\"{numa}\" affinity=\"{affinity}\" arch=\"{arch}\""
+    );
+    // Every attribute NCCL's ncclTopoGetXmlFromCpu would fill is written: a missing one is
+    // filled from the machine running NCCL's code when a rank adds its GPU, and then that
+    // rank's `<cpu>` no longer matches the others' in ncclTopoFuseXml (xmlFindNode compares
+    // every attribute), so the fused XML would list the CPU twice. An x86 build fills
+    // vendor/familyid/modelid even for arm64; NCCL reads them for x86 only.
+    let _ = write!(
+        x,
+        " vendor=\"{}\" familyid=\"{}\" modelid=\"{}\"",
+        shape.vendor.unwrap_or("ARM"),
+        shape.family,
+        shape.model
+    );
+    x.push_str(">\n");
+}
+
+fn emit(x: &mut String, items: &[Item], depth: usize, sw_i: &mut usize, ctx: &EmitCtx) {
+    let pad = "  ".repeat(depth);
+    for it in items {
+        match it {
+            Item::Switch {
+                link,
+                bcm,
+                children,
+            } => {
+                let b = &ctx.listing.switch_bus[*sw_i];
+                *sw_i += 1;
+                let ids = if *bcm {
+                    " vendor=\"0x1000\" device=\"0xc010\" subsystem_vendor=\"0x1000\" subsystem_device=\"0xa064\""
+                } else {
+                    " vendor=\"0x10b5\" device=\"0x97a0\" subsystem_vendor=\"0x10b5\" subsystem_device=\"0x0000\""
+                };
+                let _ = writeln!(
+                    x,
+                    "{pad}<pci busid=\"{b}\" class=\"0x060400\"{ids} link_speed=\"{}\" link_width=\"{}\">",
+                    link.0, link.1
+                );
+                emit(x, children, depth + 1, sw_i, ctx);
+                let _ = writeln!(x, "{pad}</pci>");
+            }
+            Item::Gpu(g) => emit_gpu(x, &pad, *g, ctx),
+            Item::Nic(n) => emit_nic(x, &pad, *n, ctx),
+        }
+    }
+}
+
+fn emit_gpu(x: &mut String, pad: &str, g: usize, ctx: &EmitCtx) {
+    let (speed, width) = &ctx.gpu_link[g];
+    let _ = writeln!(
+        x,
+        "{pad}<pci busid=\"{}\" class=\"0x030200\" vendor=\"0x10de\" device=\"0x2330\" subsystem_vendor=\"0x10de\" subsystem_device=\"0x16c1\" link_speed=\"{speed}\" link_width=\"{width}\">",
+        ctx.listing.gpu_bus[g]
+    );
+    let dev = ctx.gpu_dev[g];
+    let gdr = u8::from(ctx.gdr_gpu);
+    let sm = ctx.sms[g];
+    if ctx.nvlinks[g].is_empty() && ctx.c2c.is_none() {
+        let _ = writeln!(
+            x,
+            "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\"/>"
+        );
+    } else {
+        let _ = writeln!(
+            x,
+            "{pad}  <gpu dev=\"{dev}\" sm=\"{sm}\" rank=\"{dev}\" gdr=\"{gdr}\">"
+        );
+        for (t, c, cls) in &ctx.nvlinks[g] {
+            let _ = writeln!(
+                x,
+                "{pad}    <nvlink target=\"{t}\" count=\"{c}\" tclass=\"{cls}\"/>"
+            );
+        }
+        if let Some((bw, count)) = ctx.c2c {
+            let _ = writeln!(x, "{pad}    <c2c bw=\"{bw}\" count=\"{count}\"/>");
+        }
+        let _ = writeln!(x, "{pad}  </gpu>");
+    }
+    let _ = writeln!(x, "{pad}</pci>");
+}
+
+fn emit_nic(x: &mut String, pad: &str, n: usize, ctx: &EmitCtx) {
+    let nic = &ctx.nics[n];
+    let inner = if nic.bare {
+        pad.to_string()
+    } else {
+        format!("{pad}  ")
+    };
+    if !nic.bare {
+        let _ = writeln!(
+            x,
+            "{pad}<pci busid=\"{}\" class=\"0x020000\" vendor=\"0x15b3\" device=\"0x101b\" subsystem_vendor=\"0x15b3\" subsystem_device=\"0x0007\" link_speed=\"{}\" link_width=\"{}\">",
+            ctx.listing.nic_bus[n], nic.link.0, nic.link.1
+        );
+    }
+    let _ = writeln!(x, "{inner}<nic>");
+    for p in &nic.ports {
+        let _ = writeln!(
+            x,
+            "{inner}  <net name=\"mlx5_{}\" dev=\"{}\" speed=\"{}\" port=\"{}\" latency=\"0.000000\" guid=\"0x{:x}\" maxconn=\"131072\" gdr=\"{}\"/>",
+            p.dev,
+            p.dev,
+            p.speed,
+            p.port,
+            p.guid,
+            u8::from(p.gdr)
+        );
+    }
+    let _ = writeln!(x, "{inner}</nic>");
+    if !nic.bare {
+        let _ = writeln!(x, "{pad}</pci>");
+    }
+}
+
+/// `GenMachine::summary`.
+fn summary(shape: &Shape, c2c: bool, nodes: usize) -> String {
+    format!(
+        "{} GPU sm{}{} {} {}x{}{} {} NIC{}{}",
+        shape.ngpus,
+        shape.sm_main,
+        if shape.mixed {
+            format!("+sm{}", shape.sm_other)
+        } else {
+            String::new()
+        },
+        shape.fabric.name(),
+        shape.ncpus,
+        match shape.cpu_kind {
+            0..=4 => "intel",
+            5..=7 => "amd",
+            _ => "arm",
+        },
+        if c2c { " c2c" } else { "" },
+        shape.nics_n,
+        if shape.vm { " vm" } else { "" },
+        if nodes > 1 { " x2" } else { "" },
+    )
 }
 
 fn gpu_links_for(r: &mut Rng, ngpus: usize, vm: bool) -> Vec<(String, u32)> {
