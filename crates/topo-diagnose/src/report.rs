@@ -104,8 +104,14 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// What each log lacks (`log: no NCCL version line`).
     pub log_notes: Vec<String>,
+    /// Per log, the NCCL version it names (or the range its wording implies), and where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nccl_versions: Vec<String>,
     /// The NCCL version the plan was modelled for, and why.
     pub model: Option<String>,
+    /// Codes the checks of a topology implied by a log raised (ranked after the log's own).
+    #[serde(skip)]
+    pub(crate) from_log_topology: Vec<Code>,
     /// nccl-tests results measured against expected (`--nccl-tests`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<ResultsReport>,

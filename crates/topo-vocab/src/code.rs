@@ -102,6 +102,23 @@ codes! {
     DeviceMissing => "device-missing",
     NumaMismatch => "numa-mismatch",
     NcclWarning => "nccl-warning",
+    NvlsSetupFailed => "nvls-setup-failed",
+    ShmExhausted => "shm-exhausted",
+    ShmAttachFailed => "shm-attach-failed",
+    PciSysfsMissing => "pci-sysfs-missing",
+    CudaMempoolUnsupported => "cuda-mempool-unsupported",
+    CudaIpcUnsupported => "cuda-ipc-unsupported",
+    IbDeviceOpenFailed => "ib-device-open-failed",
+    SocketFamilyError => "socket-family-error",
+    IbVerbsMissing => "ibverbs-missing",
+    IbNoDevice => "ib-no-device",
+    DriverOlderThanCuda => "driver-older-than-cuda",
+    SharedMemExceeded => "shared-mem-exceeded",
+    SocketOnLoopback => "socket-on-loopback",
+    GdrDistance => "gdr-distance",
+    GdrReadOff => "gdr-read-off",
+    ShmPciePath => "shm-pcie-path",
+    LogNoFailure => "log-no-failure",
 }
 
 impl Code {
