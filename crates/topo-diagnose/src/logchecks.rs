@@ -96,7 +96,12 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         .take(1)
         .collect();
     let mut ev = quote_some(&l.name, conn_lines(shm.iter().copied()), 3);
-    if env.is_empty() && mixed_local_pairs(log).is_some() {
+    let nvlink = input
+        .topo
+        .is_some_and(|t| t.gpus().iter().any(|&g| !t.nvlinks(g).is_empty()))
+        || log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB")
+        || !nvlink_gpu_names(log).is_empty();
+    if env.is_empty() && !nvlink && mixed_local_pairs(log).is_some() {
         // Some pairs of the host use P2P, these do not: their PCIe path is beyond NCCL's P2P
         // level (src/graph/paths.cc ncclTopoCheckP2p: PXB by default from 2.23, SYS before
         // except on Intel, ARM and Zhaoxin CPUs), typically a pair across CPU sockets.

@@ -145,7 +145,8 @@ pub struct Input<'a> {
 
 /// `name:line: text`, the evidence form of a log line.
 pub(crate) fn quote(name: &str, line: usize, text: &str) -> String {
-    format!("{name}:{line}: {}", text.trim_end())
+    // Trimmed at both ends: a paste's prefixes come off with the spaces before NCCL's text.
+    format!("{name}:{line}: {}", text.trim())
 }
 
 /// At most `n` quoted lines, then how many more there were.

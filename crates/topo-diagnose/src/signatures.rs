@@ -3,7 +3,7 @@
 //! can have with the evidence that tells them apart, the fix for each cause and where a fix
 //! cannot apply. A matched WARN becomes the finding itself, quoting its lines; lines that are
 //! harmless where they stand (no IB device on one node) become info. docs/diagnose.md renders
-//! this table (`tests/it/catalogue.rs` checks it line by line).
+//! this table (`signatures::markdown`; a test holds the two equal).
 
 mod table;
 
@@ -231,6 +231,43 @@ fn context(l: &LogInput, code: Code, nodes: Nodes) -> Vec<String> {
         Nodes::Unknown => "the log does not say how many nodes the job spans".into(),
     });
     out
+}
+
+/// The catalogue as docs/diagnose.md shows it: one block per signature, one row per cause.
+pub fn markdown() -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    for s in CATALOGUE {
+        let level = match s.level {
+            Level::Warn => "WARN",
+            Level::Info => "INFO",
+        };
+        let _ = writeln!(o, "### `{}`\n", s.code);
+        let _ = writeln!(
+            o,
+            "{level} `{}` from `{}`, NCCL {}: {}.\n",
+            s.message, s.source, s.versions, s.meaning
+        );
+        let _ = writeln!(
+            o,
+            "| cause | told by | severity | finding | fix | not for |"
+        );
+        let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- |");
+        for c in s.causes {
+            let _ = writeln!(
+                o,
+                "| `{}` | {} | {} | {} | {} | {} |",
+                c.id,
+                c.tells,
+                c.severity.name(),
+                c.title,
+                c.fix,
+                if c.not_for.is_empty() { "-" } else { c.not_for }
+            );
+        }
+        o.push('\n');
+    }
+    o
 }
 
 #[cfg(test)]
