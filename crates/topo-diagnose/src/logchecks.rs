@@ -404,7 +404,10 @@ fn one_gpu_dump(l: &LogInput, r: &mut Report) {
         return;
     };
     // One GPU per node is a normal cluster; one per process on one host is not.
-    if gpus.len() != 1 || super::signatures::nodes(log) == super::signatures::Nodes::Many {
+    if gpus.len() != 1
+        || log.nranks() == Some(1)
+        || super::signatures::nodes(log) == super::signatures::Nodes::Many
+    {
         return;
     }
     let mut ev = vec![format!(
