@@ -554,6 +554,8 @@ fn virtual_pci(l: &LogInput, r: &mut Report) {
 
 /// The WARN lines no catalogue entry or other check explains.
 fn warns(l: &LogInput, r: &mut Report, explained: &[usize]) {
+    // A set: a log of a million WARN lines stays linear.
+    let explained: std::collections::HashSet<usize> = explained.iter().copied().collect();
     let rest: Vec<&Evidence> = l
         .log
         .warnings

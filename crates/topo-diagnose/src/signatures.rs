@@ -141,12 +141,20 @@ pub fn run(l: &LogInput, r: &mut Report) -> Vec<usize> {
     let log = l.log;
     let nodes = nodes(log);
     let mut explained = vec![];
+    // A line belongs to the first signature that matches it: one line, one meaning.
+    let mut claimed = std::collections::HashSet::new();
     for sig in CATALOGUE {
         let pool = match sig.level {
             Level::Warn => &log.warnings,
             Level::Info => &log.notable,
         };
-        let lines: Vec<&Evidence> = pool.iter().filter(|e| sig.matches(&e.text)).collect();
+        let lines: Vec<&Evidence> = pool
+            .iter()
+            .filter(|e| {
+                !claimed.contains(&(sig.level == Level::Warn, e.line)) && sig.matches(&e.text)
+            })
+            .collect();
+        claimed.extend(lines.iter().map(|e| (sig.level == Level::Warn, e.line)));
         if lines.is_empty() {
             continue;
         }

@@ -119,6 +119,10 @@ codes! {
     GdrReadOff => "gdr-read-off",
     ShmPciePath => "shm-pcie-path",
     LogNoFailure => "log-no-failure",
+    SocketInterfaceMissing => "socket-interface-missing",
+    PeerConnectionLost => "peer-connection-lost",
+    CudaOutOfMemory => "cuda-out-of-memory",
+    IbCompletionError => "ib-completion-error",
 }
 
 impl Code {
