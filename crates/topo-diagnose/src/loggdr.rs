@@ -124,7 +124,7 @@ pub fn run(l: &LogInput, r: &mut Report) {
             Finding::new(
                 Code::GdrReadOff,
                 Severity::Info,
-                "sends go without GPUDirect RDMA while receives use it: NCCL's default on PCIe platforms (GDR read is off for GPUs before Ampere without NVLink, NCCL_NET_GDR_READ), by design and not a fault",
+                "sends go without GPUDirect RDMA while receives use it: NCCL's send-side default (GDR read is on only for Ampere-or-newer GPUs or NVLink-connected ones, NCCL_NET_GDR_READ), by design and not a fault",
             )
             .evidence(ev)
             .fix("nothing to fix; NCCL_NET_GDR_READ=1 turns GDR on for sends where the platform's PCIe peer reads are fast (measure before keeping it)"),

@@ -37,15 +37,16 @@ fn implied(log: &NcclLog) -> Option<&'static (&'static str, &'static str, Option
         .iter()
         .any(|c| c.text.contains("NCCL INFO Ring "));
     if ring {
-        return Some(&("`Ring NN : a -> b via` transport lines", "2.4-2.6", None));
+        return Some(&("Ring NN : a -> b via", "2.4-2.6", None));
     }
+    // A TUNING table of Tree and Ring alone predates CollNet (2.6).
     if !log.tuning.is_empty()
         && log
             .tuning
             .iter()
             .all(|c| c.algorithm == "Tree" || c.algorithm == "Ring")
     {
-        return Some(&WORDINGS[6]);
+        return Some(&("a TUNING table of Tree and Ring only", "2.4-2.5", None));
     }
     WORDINGS
         .iter()
