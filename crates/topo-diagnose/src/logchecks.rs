@@ -101,7 +101,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         .is_some_and(|t| t.gpus().iter().any(|&g| !t.nvlinks(g).is_empty()))
         || log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB")
         || !nvlink_gpu_names(log).is_empty();
-    if env.is_empty() && !nvlink && mixed_local_pairs(log).is_some() {
+    if env.is_empty() && !nvlink && super::signatures::mixed_local_pairs(log).is_some() {
         // Some pairs of the host use P2P, these do not: their PCIe path is beyond NCCL's P2P
         // level (src/graph/paths.cc ncclTopoCheckP2p: PXB by default from 2.23, SYS before
         // except on Intel, ARM and Zhaoxin CPUs), typically a pair across CPU sockets.
@@ -158,18 +158,6 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
             .evidence(ev)
             .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (drop their `-x`/export from the job script), and the other NCCL_* settings unless they are needed; NCCL then uses P2P over NVLink"),
     );
-}
-
-/// The SHM connections of a log whose local pairs also use P2P: a PCIe host where some
-/// pairs are close enough for P2P and others are not.
-pub(crate) fn mixed_local_pairs(log: &NcclLog) -> Option<Vec<&Connection>> {
-    let shm: Vec<&Connection> = log
-        .connections
-        .iter()
-        .filter(|c| c.transport.is_shm())
-        .collect();
-    let p2p = log.connections.iter().any(|c| c.transport.is_p2p());
-    (p2p && !shm.is_empty()).then_some(shm)
 }
 
 /// The GRAPH path table between GPUs: a pair joined only through the CPU (PHB, NODE, SYS) is

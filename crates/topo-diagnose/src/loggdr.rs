@@ -203,7 +203,7 @@ fn unexplained(l: &LogInput, no_gdr: &[&Connection], any_gdr: bool, r: &mut Repo
     let mut ev = conns(l, no_gdr, 3);
     // A host whose local pairs mix P2P and SHM is PCIe-based: its NICs are rarely under
     // each GPU's switch, and NCCL's defaults then leave GDR off.
-    let pcie_host = super::logchecks::mixed_local_pairs(log).is_some();
+    let pcie_host = super::signatures::mixed_local_pairs(log).is_some();
     if any_gdr {
         ev.push("other connections of this job use GPUDirect RDMA (`/GDRDMA`): the driver side works; these GPUs are farther from their NIC".into());
         r.add(

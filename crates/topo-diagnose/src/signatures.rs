@@ -6,115 +6,14 @@
 //! this table (`signatures::markdown`; a test holds the two equal).
 
 mod table;
+mod types;
 
-use super::{Finding, LogInput, Report, Severity, quote_some};
+use super::{Finding, LogInput, Report, quote_some};
 use topo_evidence::nccllog::{Evidence, NcclLog};
 use topo_model::message::Code;
 
 pub use table::CATALOGUE;
-
-/// How many nodes the job spans, as far as the log says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Nodes {
-    One,
-    Many,
-    Unknown,
-}
-
-/// What a cause's test may look at: the log and the lines the signature matched.
-pub struct Ctx<'a> {
-    pub log: &'a NcclLog,
-    pub nodes: Nodes,
-    pub lines: &'a [&'a Evidence],
-}
-
-impl Ctx<'_> {
-    /// Whether any matched line contains `s`.
-    pub fn matched(&self, s: &str) -> bool {
-        self.lines.iter().any(|e| e.text.contains(s))
-    }
-    /// Whether any INFO line kept for quoting (or any WARN) contains `s`.
-    pub fn logged(&self, s: &str) -> bool {
-        self.log
-            .notable
-            .iter()
-            .chain(&self.log.warnings)
-            .any(|e| e.text.contains(s))
-    }
-    /// Whether NCCL logged the variable as set (`NCCL_X set by environment to v`).
-    pub fn env_is(&self, var: &str, val: &str) -> bool {
-        self.log.env.get(var).is_some_and(|(v, _)| v == val)
-    }
-    /// The version as (minor, patch) when the log names a 2.x version.
-    pub fn minor_patch(&self) -> Option<(u32, u32)> {
-        let v = self.log.version.as_deref()?;
-        let mut it = v.split('.');
-        (it.next()? == "2").then_some(())?;
-        let minor = it.next()?.parse().ok()?;
-        let patch = it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        Some((minor, patch))
-    }
-    /// Whether the hosts' names look like containers or pods (a hex id, `name-<hash>`).
-    pub fn container_host(&self) -> bool {
-        self.log.hosts.iter().any(|h| {
-            (h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                || h.rsplit('-').next().is_some_and(|t| {
-                    t.len() >= 4 && t.bytes().any(|b| b.is_ascii_digit()) && h.contains('-')
-                })
-        })
-    }
-}
-
-/// One cause of a signature: when it applies, what it means and what to do.
-pub struct Cause {
-    /// A short name tests and docs use (`fm-restarted`).
-    pub id: &'static str,
-    /// The evidence that tells this cause from the others, in words (docs).
-    pub tells: &'static str,
-    pub applies: fn(&Ctx) -> bool,
-    pub severity: Severity,
-    pub title: &'static str,
-    pub fix: &'static str,
-    /// Where the fix does not apply (docs; also said in the fix where it matters).
-    pub not_for: &'static str,
-}
-
-/// The level NCCL prints a signature at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Warn,
-    Info,
-}
-
-/// One message NCCL prints.
-pub struct Signature {
-    pub code: Code,
-    /// The NCCL source file that prints it (paths as of the versions named).
-    pub source: &'static str,
-    pub level: Level,
-    /// The message as NCCL formats it (printf style), for the docs.
-    pub message: &'static str,
-    /// Words every matching line contains.
-    pub all: &'static [&'static str],
-    /// Words of which a matching line contains at least one (none: no such condition).
-    pub any: &'static [&'static str],
-    pub versions: &'static str,
-    pub meaning: &'static str,
-    /// In order: the first that applies is the finding; the last applies always.
-    pub causes: &'static [Cause],
-}
-
-impl Signature {
-    pub fn matches(&self, text: &str) -> bool {
-        let level_ok = match self.level {
-            Level::Warn => text.contains("NCCL WARN"),
-            Level::Info => !text.contains("NCCL WARN"),
-        };
-        level_ok
-            && self.all.iter().all(|w| text.contains(w))
-            && (self.any.is_empty() || self.any.iter().any(|w| text.contains(w)))
-    }
-}
+pub use types::{Cause, Ctx, Level, Nodes, Signature};
 
 /// The node count the log shows: its `nNodes`, several hosts, or NET connections (NCCL uses
 /// the network between nodes only, pods of one machine aside).
@@ -135,6 +34,18 @@ pub fn nodes(log: &NcclLog) -> Nodes {
     }
 }
 
+/// The SHM connections of a log whose local pairs also use P2P: a PCIe host where some
+/// pairs are close enough for P2P and others are not.
+pub fn mixed_local_pairs(log: &NcclLog) -> Option<Vec<&topo_evidence::nccllog::Connection>> {
+    let shm: Vec<&topo_evidence::nccllog::Connection> = log
+        .connections
+        .iter()
+        .filter(|c| c.transport.is_shm())
+        .collect();
+    let p2p = log.connections.iter().any(|c| c.transport.is_p2p());
+    (p2p && !shm.is_empty()).then_some(shm)
+}
+
 /// Matches every WARN and kept INFO line against the catalogue; each signature that matched
 /// becomes one finding (its first cause that applies). Returns the WARN lines explained.
 pub fn run(l: &LogInput, r: &mut Report) -> Vec<usize> {
@@ -144,23 +55,26 @@ pub fn run(l: &LogInput, r: &mut Report) -> Vec<usize> {
     // A line belongs to the first signature that matches it: one line, one meaning.
     let mut claimed = std::collections::HashSet::new();
     for sig in CATALOGUE {
-        let pool = match sig.level {
-            Level::Warn => &log.warnings,
-            Level::Info => &log.notable,
+        let pool: Vec<&Evidence> = match sig.level {
+            Level::Warn => log.warnings.iter().collect(),
+            Level::Info => log.notable.iter().collect(),
+            Level::Any => log.warnings.iter().chain(&log.notable).collect(),
         };
+        let key = |e: &Evidence| (e.text.contains("NCCL WARN"), e.line);
         let lines: Vec<&Evidence> = pool
-            .iter()
-            .filter(|e| {
-                !claimed.contains(&(sig.level == Level::Warn, e.line)) && sig.matches(&e.text)
-            })
+            .into_iter()
+            .filter(|e| !claimed.contains(&key(e)) && sig.matches(&e.text))
             .collect();
-        claimed.extend(lines.iter().map(|e| (sig.level == Level::Warn, e.line)));
+        claimed.extend(lines.iter().map(|e| key(e)));
         if lines.is_empty() {
             continue;
         }
-        if sig.level == Level::Warn {
-            explained.extend(lines.iter().map(|e| e.line));
-        }
+        explained.extend(
+            lines
+                .iter()
+                .filter(|e| e.text.contains("NCCL WARN"))
+                .map(|e| e.line),
+        );
         let ctx = Ctx {
             log,
             nodes,
@@ -249,6 +163,7 @@ pub fn markdown() -> String {
         let level = match s.level {
             Level::Warn => "WARN",
             Level::Info => "INFO",
+            Level::Any => "INFO or WARN",
         };
         let _ = writeln!(o, "### `{}`\n", s.code);
         let _ = writeln!(

@@ -1,7 +1,7 @@
 //! The catalogue's entries. Sources are NCCL's (github.com/NVIDIA/nccl); the versions are those
 //! whose logs or sources show the message (the public threads cited beside each).
 
-use super::{Cause, Level, Nodes, Signature};
+use super::types::{Cause, Level, Nodes, Signature};
 use crate::Severity;
 use topo_model::message::Code;
 
@@ -55,10 +55,28 @@ pub static CATALOGUE: &[Signature] = &[
             Cause {
                 id: "fm-restarted",
                 tells: "'invalid argument' from the NVLS buffer calls on any other version (NVIDIA/nccl#1338, #1488)",
-                applies: |_| true,
+                applies: |c| c.matched("invalid argument"),
                 severity: Severity::Error,
                 title: "NVLS buffer setup failed ('invalid argument' from CUDA's multicast calls): the GPUs and the NVSwitch fabric disagree, typically after the fabric manager was stopped or restarted without resetting the GPUs",
                 fix: "reset the GPUs whenever the fabric manager is restarted (`nvidia-smi -r` with no process on them, or reboot; fabric manager guide, 'GPU reset'), keep the fabric manager and driver versions equal; NCCL_NVLS_ENABLE=0 works around it at a price: without NVLS an 8-GPU H100/H200 allreduce peaks near 370 GB/s instead of about 480",
+                not_for: "machines without NVSwitch",
+            },
+            Cause {
+                id: "nvls-out-of-memory",
+                tells: "'out of memory' from the NVLS buffer allocation: NVLS buffers take GPU memory per channel",
+                applies: |c| c.matched("out of memory"),
+                severity: Severity::Error,
+                title: "NVLS buffer setup ran out of GPU memory: NCCL's NVLS buffers (per channel and communicator) do not fit beside the application's memory",
+                fix: "create communicators before the framework fills the GPU, or lower NVLS's share (NCCL_NVLS_NCHANNELS, NCCL_NVLS_CHUNKSIZE); NCCL_NVLS_ENABLE=0 frees it at a price: without NVLS an 8-GPU H100/H200 allreduce peaks near 370 GB/s instead of about 480",
+                not_for: "machines without NVSwitch",
+            },
+            Cause {
+                id: "other-cuda-failure",
+                tells: "any other CUDA error from the NVLS calls",
+                applies: |_| true,
+                severity: Severity::Error,
+                title: "NVLS setup failed in a CUDA multicast call: the GPUs, the driver and the NVSwitch fabric manager do not agree on multicast, and NCCL stops at init",
+                fix: "check the fabric manager (`nvidia-smi -q | grep -A2 -i fabric` says Completed; same version as the driver) and reset the GPUs after any fabric manager restart; NCCL_NVLS_ENABLE=0 works around it at a price: without NVLS an 8-GPU H100/H200 allreduce peaks near 370 GB/s instead of about 480",
                 not_for: "machines without NVSwitch",
             },
         ],
@@ -249,16 +267,24 @@ pub static CATALOGUE: &[Signature] = &[
     Signature {
         code: Code::DriverOlderThanCuda,
         source: "src/init.cc",
-        level: Level::Info,
-        message: "cudaDriverVersion %d (against NCCL version %s+cuda%d.%d)",
-        all: &["cudaDriverVersion"],
-        any: &[],
+        level: Level::Any,
+        message: "cudaDriverVersion %d (against NCCL version %s+cuda%d.%d); WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+        all: &[],
+        any: &[
+            "cudaDriverVersion",
+            "driver version is insufficient",
+            "not supported in the installed CUDA driver",
+        ],
         versions: "2.9-2.30",
         meaning: "the CUDA version the driver supports, beside the CUDA NCCL was built for",
         causes: &[Cause {
             id: "driver-too-old",
             tells: "cudaDriverVersion below the +cudaX.Y of the version line",
-            applies: |c| matches!((c.log.cuda_driver_version, c.log.cuda_build), (Some(d), Some(b)) if d < b),
+            applies: |c| {
+                c.matched("insufficient")
+                    || c.matched("installed CUDA driver")
+                    || matches!((c.log.cuda_driver_version, c.log.cuda_build), (Some(d), Some(b)) if d < b)
+            },
             severity: Severity::Error,
             title: "the GPU driver is older than the CUDA NCCL was built for (cudaDriverVersion below the version line's +cuda): CUDA calls fail with 'API call is not supported in the installed CUDA driver'",
             fix: "install a driver that supports the CUDA NCCL was built for (`nvidia-smi` shows the highest CUDA version it supports), or use an NCCL and framework build for the driver's CUDA version; in a container the host's driver counts, not the image's",
@@ -399,6 +425,15 @@ pub static CATALOGUE: &[Signature] = &[
         versions: "2.4-2.30",
         meaning: "the IB transport found no usable RDMA device, so NCCL uses TCP sockets between nodes",
         causes: &[
+            Cause {
+                id: "ib-hca-filter",
+                tells: "NCCL_IB_HCA set by the environment: the filter names no device present here",
+                applies: |c| c.log.env.contains_key("NCCL_IB_HCA"),
+                severity: Severity::Warning,
+                title: "no RDMA device matches NCCL_IB_HCA, so NCCL finds no IB device and falls back to TCP sockets (NET/Socket)",
+                fix: "set NCCL_IB_HCA to devices `ibv_devices` lists on every node (`mlx5_0,mlx5_1`; `=mlx5_0` for an exact name; `^mlx5_4` to exclude), or unset it",
+                not_for: "",
+            },
             Cause {
                 id: "plugin-without-devices",
                 tells: "an RDMA net plugin loaded (IBext, the NCCL RDMA plugin) or several nodes, and then no device: the job expects RDMA",

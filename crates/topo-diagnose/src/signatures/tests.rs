@@ -2,6 +2,7 @@
 //! it was written from, every WARN of the corpus is known, and docs/diagnose.md renders it.
 
 use super::*;
+use crate::{Report, Severity};
 use topo_evidence::nccllog;
 
 const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/logs");
@@ -172,6 +173,47 @@ fn driver_older_than_the_cuda_build_is_an_error_and_newer_is_nothing() {
         let r = report(&text(d));
         assert_eq!(r.has(Code::DriverOlderThanCuda), want, "{d}");
     }
+}
+
+#[test]
+fn the_cause_follows_the_words_of_the_line() {
+    let title = |text: &str, code: Code| {
+        let r = report(text);
+        r.findings
+            .iter()
+            .find(|f| f.id == code)
+            .map(|f| f.title.clone())
+            .unwrap_or_default()
+    };
+    let nvls = |what: &str| {
+        format!(
+            "h:1:2 [0] transport/nvls.cc:158 NCCL WARN Cuda failure {what}\nNCCL version 2.21.5+cuda12.4\n"
+        )
+    };
+    assert!(
+        title(&nvls("1 'invalid argument'"), Code::NvlsSetupFailed)
+            .contains("fabric manager was stopped")
+    );
+    assert!(
+        title(&nvls("2 'out of memory'"), Code::NvlsSetupFailed).contains("ran out of GPU memory")
+    );
+    assert!(
+        title(&nvls("999 'unknown error'"), Code::NvlsSetupFailed)
+            .contains("do not agree on multicast")
+    );
+    // Never 'invalid argument' where the line says otherwise.
+    assert!(!title(&nvls("2 'out of memory'"), Code::NvlsSetupFailed).contains("invalid argument"));
+    let hca = "h:1:1 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_9\nh:1:1 [0] NCCL INFO NET/IB : No device found.\n";
+    assert!(title(hca, Code::IbNoDevice).contains("NCCL_IB_HCA"));
+    let drv = "h:1:1 [0] init.cc:1000 NCCL WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'\n";
+    let r = report(drv);
+    assert_eq!(
+        r.findings[0].id,
+        Code::DriverOlderThanCuda,
+        "{:?}",
+        r.findings
+    );
+    assert!(!r.has(Code::NcclWarning), "the WARN is explained");
 }
 
 #[test]
