@@ -46,15 +46,6 @@ impl Ctx<'_> {
         let patch = it.next().and_then(|p| p.parse().ok()).unwrap_or(0);
         Some((minor, patch))
     }
-    /// Whether the hosts' names look like containers or pods (a hex id, `name-<hash>`).
-    pub fn container_host(&self) -> bool {
-        self.log.hosts.iter().any(|h| {
-            (h.len() == 12 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                || h.rsplit('-').next().is_some_and(|t| {
-                    t.len() >= 4 && t.bytes().any(|b| b.is_ascii_digit()) && h.contains('-')
-                })
-        })
-    }
 }
 
 /// One cause of a signature: when it applies, what it means and what to do.
