@@ -33,6 +33,33 @@ pub fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The public data set beside the repository (`../shared/realdata`, which CI has): the path of
+/// `rel` in it, or `None` with a note on stderr where it is absent, so a test can skip saying
+/// why. Its files are read there, never copied into the repository.
+pub fn realdata(rel: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/realdata")
+        .join(rel);
+    if p.exists() {
+        return Some(p);
+    }
+    eprintln!(
+        "skipped: {} is absent (../shared is not beside the repository)",
+        p.display()
+    );
+    None
+}
+
+/// A corpus log by name: the repository's own (`fixtures/logs`), else the public thread logs of
+/// `../shared/realdata/nccl-logs`; `None` (noted) where neither has it.
+pub fn corpus_log(name: &str) -> Option<PathBuf> {
+    let own = fixture(&format!("fixtures/logs/{name}"));
+    if own.exists() {
+        return Some(own);
+    }
+    realdata(&format!("nccl-logs/{name}"))
+}
+
 /// The schema file for a document's `schema` value: `topo.plan/v1` → `docs/schema/topo.plan.v1.json`.
 pub fn schema_file(schema: &str) -> PathBuf {
     fixture(&format!("docs/schema/{}.json", schema.replace('/', ".")))

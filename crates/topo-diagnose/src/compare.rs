@@ -24,7 +24,13 @@ pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
         r.skip(check, why);
         return;
     }
-    let (version, vnote) = version_of(l.log, input);
+    let (version, vnote) = match version_of(l.log, input) {
+        Ok(v) => v,
+        Err(why) => {
+            r.skip(check, why);
+            return;
+        }
+    };
     let topo = scaled(topo, l.log);
     let gpus = topo.gpus().len();
     if let Some(n) = l.log.nranks()
@@ -74,25 +80,32 @@ fn plannable(topo: &Topology) -> Result<(), String> {
     Ok(())
 }
 
-/// The log's NCCL version when topo models it, else `--nccl-version`, else the default.
-fn version_of(log: &NcclLog, input: &Input) -> (NcclVersion, String) {
+/// The log's NCCL version when topo models it, else `--nccl-version`, else the version its
+/// wording implies, else the default; `Err` when the log is older than topo models.
+fn version_of(log: &NcclLog, input: &Input) -> Result<(NcclVersion, String), String> {
     if let Some(v) = &log.version {
-        match NcclVersion::parse(v) {
-            Ok(nv) => return (nv, format!("NCCL {v} (from the log)")),
-            Err(_) => {
-                return (
-                    DEFAULT_VERSION,
-                    format!("the log's NCCL {v} is not modelled; compared with {DEFAULT_VERSION}"),
-                );
-            }
-        }
+        return match NcclVersion::parse(v) {
+            Ok(nv) => Ok((nv, format!("NCCL {v} (from the log)"))),
+            Err(_) => Err(format!(
+                "the log's NCCL {v} is not a version topo models (2.18-2.30)"
+            )),
+        };
     }
-    match input.version.as_deref().map(NcclVersion::parse) {
-        Some(Ok(v)) => (v, format!("NCCL {v} (--nccl-version)")),
-        _ => (
+    if let Some(Ok(v)) = input.version.as_deref().map(NcclVersion::parse) {
+        return Ok((v, format!("NCCL {v} (--nccl-version)")));
+    }
+    match super::logversion::model_version(log)? {
+        Some(v) => {
+            let nv = NcclVersion::parse(v).map_err(|e| e.message)?;
+            Ok((
+                nv,
+                format!("NCCL {v} (the latest the log's wording allows)"),
+            ))
+        }
+        None => Ok((
             DEFAULT_VERSION,
             format!("the log names no version; compared with NCCL {DEFAULT_VERSION}"),
-        ),
+        )),
     }
 }
 

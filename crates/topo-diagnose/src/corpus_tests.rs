@@ -6,11 +6,29 @@ use proptest::prelude::*;
 use topo_evidence::nccllog;
 
 const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/logs");
+/// The public thread logs beside the repository (CI has them; they are never copied in).
+const REALDATA_LOGS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/realdata/nccl-logs"
+);
+
+/// The corpus folders: the repository's logs, and the public ones where they are present.
+fn log_dirs() -> Vec<std::fs::ReadDir> {
+    let mut dirs = vec![std::fs::read_dir(LOGS).unwrap()];
+    match std::fs::read_dir(REALDATA_LOGS) {
+        Ok(d) => dirs.push(d),
+        Err(_) => {
+            eprintln!("skipped: {REALDATA_LOGS} is absent (../shared is not beside the repository)")
+        }
+    }
+    dirs
+}
 
 /// Every `.log` file of the fixtures, with its text.
 fn fixture_logs() -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = std::fs::read_dir(LOGS)
-        .unwrap()
+    let mut out: Vec<(String, String)> = log_dirs()
+        .into_iter()
+        .flatten()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "log"))

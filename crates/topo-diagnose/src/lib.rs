@@ -13,7 +13,10 @@ mod expect;
 mod hostchecks;
 mod logchecks;
 mod logfacts;
+mod loggdr;
+mod logversion;
 pub mod results;
+pub mod signatures;
 mod topochecks;
 mod vars;
 
@@ -22,6 +25,7 @@ pub use report::{
     Comparison, Finding, Input, LogInput, Report, SCHEMA, Severity, Skipped, TransportRow,
 };
 pub(crate) use report::{quote, quote_some};
+use topo_model::message::Code;
 
 /// Runs every check that its inputs allow.
 pub fn diagnose(input: &Input) -> Report {
@@ -36,6 +40,8 @@ pub fn diagnose(input: &Input) -> Report {
         checked: vec![],
         skipped: vec![],
         log_notes: vec![],
+        nccl_versions: vec![],
+        from_log_topology: vec![],
         model: None,
         results: vec![],
     };
@@ -46,7 +52,15 @@ pub fn diagnose(input: &Input) -> Report {
         }
     }
     match input.topo {
-        Some(t) => topochecks::run(t, input, &mut r),
+        Some(t) => {
+            let before = r.findings.len();
+            topochecks::run(t, input, &mut r);
+            // A topology the log itself implies (its dump, its Init lines) restates the log:
+            // its findings come after what the log's lines say.
+            if t.source.kind == topo_model::SourceKind::NcclLog {
+                r.from_log_topology = r.findings[before..].iter().map(|f| f.code).collect();
+            }
+        }
         None => r.skipped.push(Skipped {
             check: "topology checks and log against plan".into(),
             why: input
@@ -74,13 +88,95 @@ pub fn diagnose(input: &Input) -> Report {
         r.results.push(judged);
     }
     r.skipped.extend(input.results_skipped.iter().cloned());
-    finish(&mut r);
+    let logs = input.logs.iter().any(|l| !l.log.is_empty());
+    if logs {
+        r.nccl_versions = input
+            .logs
+            .iter()
+            .filter(|l| !l.log.is_empty())
+            .map(|l| format!("{}: {}", l.name, logversion::read(l.log)))
+            .collect();
+        no_failure(input, &mut r);
+    }
+    finish(&mut r, logs);
     r
+}
+
+/// Where a finding stands among those of its severity when logs were read: the cause first,
+/// then its symptoms, then the rest; noise goes last whatever its severity (issue 49).
+fn rank(c: Code, sev: Severity) -> (bool, std::cmp::Reverse<Severity>, u8) {
+    let noise =
+        c == Code::NvlinkUnknown || (c == Code::UnknownNcclVariable && sev == Severity::Info);
+    // Lines harmless where they stand (no IB device on one node) come after everything else.
+    let benign = sev == Severity::Info
+        && matches!(
+            c,
+            Code::SocketOnLoopback | Code::IbNoDevice | Code::IbVerbsMissing
+        );
+    let tier = if benign {
+        4
+    } else if signatures::CATALOGUE
+        .iter()
+        .any(|s| s.code == c && s.level == signatures::Level::Warn)
+    {
+        0
+    } else {
+        match c {
+            Code::DriverOlderThanCuda
+            | Code::NcclWarning
+            | Code::P2pDisabledByEnv
+            | Code::P2pDisabledNvlink
+            | Code::RanksOnSeparateHosts
+            | Code::SingleGpuVisible
+            | Code::NvlsRequestedUnavailable
+            | Code::SocketOnLoopback
+            | Code::VirtualizedTopology => 0,
+            Code::GdrUnavailable
+            | Code::GdrDistance
+            | Code::GdrReadOff
+            | Code::ShmPciePath
+            | Code::P2pDisabledPcie => 1,
+            Code::LogNoFailure => 2,
+            _ => 3,
+        }
+    };
+    (noise, std::cmp::Reverse(sev), tier)
+}
+
+/// Logs that show no failure: say what they show and that the cause of what was reported is
+/// not in them, rather than "no problem found" (issue 49).
+fn no_failure(input: &Input, r: &mut Report) {
+    // Info findings that explain what the log shows (an expected SHM, GDR off by design).
+    const EXPLAINS: [Code; 6] = [
+        Code::P2pDisabledPcie,
+        Code::ShmPciePath,
+        Code::GdrReadOff,
+        Code::GdrDistance,
+        Code::NvlsUnavailable,
+        Code::DriverOlderThanCuda,
+    ];
+    let failed = r.findings.iter().any(|f| {
+        let (noise, _, tier) = rank(f.code, f.severity);
+        let echo = r.from_log_topology.contains(&f.code) && tier >= 3;
+        !noise && !echo && (f.severity > Severity::Info || EXPLAINS.contains(&f.code))
+    });
+    if failed {
+        return;
+    }
+    let mut ev = vec![];
+    for l in input.logs.iter().filter(|l| !l.log.is_empty()) {
+        ev.push(format!("{}: {}", l.name, logversion::shows(l.log)));
+    }
+    r.add(
+        Finding::new(Code::LogNoFailure, "the log shows no NCCL failure and no misconfiguration topo knows: what it shows is listed below; the cause of a reported hang, error or slowness is not in it")
+        .evidence(ev)
+        .fix("capture the failure itself: NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET,GRAPH for the topology) from every rank up to the error or hang, and the framework's own error; `topo diagnose` on the machine adds its live checks"),
+    );
 }
 
 /// Merges findings of one id (several logs or checks may raise the same), sorts by severity,
 /// and writes the verdict.
-fn finish(r: &mut Report) {
+fn finish(r: &mut Report, logs: bool) {
     let mut merged: Vec<Finding> = vec![];
     for f in r.findings.drain(..) {
         match merged.iter_mut().find(|m| m.code == f.code) {
@@ -95,10 +191,20 @@ fn finish(r: &mut Report) {
             None => merged.push(f),
         }
     }
-    merged.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    if logs {
+        let later = std::mem::take(&mut r.from_log_topology);
+        merged.sort_by_key(|f| {
+            let (noise, sev, tier) = rank(f.code, f.severity);
+            let echo = later.contains(&f.code) && tier >= 3;
+            (noise || echo, sev, tier)
+        });
+    } else {
+        merged.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    }
     r.findings = merged;
-    r.worst = r.findings.first().map(|f| f.severity);
+    r.worst = r.findings.iter().map(|f| f.severity).max();
     r.verdict = match r.findings.first() {
+        Some(f) if logs && f.severity == Severity::Info => format!("info: {}", f.text),
         Some(f) if f.severity > Severity::Info => {
             let more = r
                 .findings

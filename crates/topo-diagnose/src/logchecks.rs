@@ -24,19 +24,22 @@ pub fn run(l: &LogInput, input: &Input, r: &mut Report) {
                 log.launch_env.len(),
                 log.devices.len()
             ));
+            command_only(l, input, r);
         }
         return;
     }
     r.checked(format!("log {} ({} NCCL lines)", l.name, log.nccl_lines));
+    let explained = super::signatures::run(l, r);
+    super::loggdr::run(l, r);
     shm(l, input, r);
+    path_table(l, input, r);
     separate_hosts(l, r);
     single_gpu(l, input, r);
     nvls(l, input, r);
     super::logfacts::nvls_requested(l, input, r);
     super::logfacts::p2p_disabled(l, r);
-    gdr(l, r);
     virtual_pci(l, r);
-    warns(l, r);
+    warns(l, r, &explained);
     super::compare::run(l, input, r);
 }
 
@@ -93,6 +96,29 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         .take(1)
         .collect();
     let mut ev = quote_some(&l.name, conn_lines(shm.iter().copied()), 3);
+    let nvlink = input
+        .topo
+        .is_some_and(|t| t.gpus().iter().any(|&g| !t.nvlinks(g).is_empty()))
+        || log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB")
+        || !nvlink_gpu_names(log).is_empty();
+    if env.is_empty() && !nvlink && super::signatures::mixed_local_pairs(log).is_some() {
+        // Some pairs of the host use P2P, these do not: their PCIe path is beyond NCCL's P2P
+        // level (src/graph/paths.cc ncclTopoCheckP2p: PXB by default from 2.23, SYS before
+        // except on Intel, ARM and Zhaoxin CPUs), typically a pair across CPU sockets.
+        let p2p = log.connections.iter().find(|c| c.transport.is_p2p());
+        ev.extend(p2p.map(|c| {
+            format!(
+                "{} (another pair of the host uses P2P)",
+                quote(&l.name, c.line, &c.text)
+            )
+        }));
+        r.add(
+            Finding::new(Code::ShmPciePath, "some GPU pairs of the host use shared memory (SHM) while others use P2P: those pairs' PCIe path (across CPU sockets) is beyond NCCL's P2P level, so SHM is NCCL's expected choice")
+            .evidence(ev)
+            .fix("nothing to fix: P2P across the CPU interconnect is usually slower; NCCL_P2P_LEVEL=SYS allows it where the platform handles it well (measure first)"),
+        );
+        return;
+    }
     if env.is_empty() && log.p2p_disabled.iter().any(|p| !p.nvlink) {
         // NCCL said why: the driver refuses P2P on a PCIe pair (`p2p-disabled-pcie`).
         return;
@@ -124,6 +150,70 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
         Finding::new(Code::P2pDisabledByEnv, title)
             .evidence(ev)
             .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (drop their `-x`/export from the job script), and the other NCCL_* settings unless they are needed; NCCL then uses P2P over NVLink"),
+    );
+}
+
+/// The GRAPH path table between GPUs: a pair joined only through the CPU (PHB, NODE, SYS) is
+/// beyond NCCL's default P2P level (PXB from 2.23; SYS before, PXB on Intel, ARM, Zhaoxin):
+/// NCCL uses SHM there by design (src/graph/paths.cc ncclTopoCheckP2p).
+fn path_table(l: &LogInput, input: &Input, r: &mut Report) {
+    let log = l.log;
+    if log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB") {
+        return;
+    }
+    let Some((kind, e)) = log
+        .gpu_paths
+        .iter()
+        .find(|(k, _)| matches!(k.as_str(), "PHB" | "NODE" | "SYS"))
+    else {
+        return;
+    };
+    let mut ev = vec![format!(
+        "{} (GPU to GPU: {kind}, through the CPU)",
+        quote(&l.name, e.line, &e.text)
+    )];
+    let env: Vec<String> = P2P_VARS
+        .iter()
+        .filter_map(|v| env_evidence(l, input, v))
+        .collect();
+    let level = if env.is_empty() {
+        "beyond NCCL's default P2P level (PXB, or SYS on AMD CPUs with two GPUs and before 2.23 outside Intel, ARM and Zhaoxin)".to_string()
+    } else {
+        ev.extend(env);
+        "beyond the P2P level the environment sets".to_string()
+    };
+    if let Some(g) = log.graphs.first() {
+        ev.push(quote(&l.name, g.evidence.line, &g.evidence.text));
+    }
+    r.add(
+        Finding::new(Code::ShmPciePath, format!("the GPUs are joined by a {kind} path in NCCL's path table (PCIe through the CPU, no NVLink): {level}, so NCCL uses shared memory (SHM) between them, as designed"))
+        .evidence(ev)
+        .fix("nothing to fix: this is not a lost NVLink; NCCL_P2P_LEVEL=SYS allows P2P across the CPU where the platform handles it well (measure first); putting the GPUs under one PCIe switch or socket is the hardware answer outside a VM"),
+    );
+}
+
+/// A launch command pasted alone that turns P2P off on SXM (NVLink) GPUs: the SHM it causes
+/// is certain before any log line (NVIDIA/nccl-tests#166).
+fn command_only(l: &LogInput, input: &Input, r: &mut Report) {
+    let sxm = nvlink_gpu_names(l.log);
+    let env: Vec<String> = P2P_VARS
+        .iter()
+        .filter_map(|v| env_evidence(l, input, v))
+        .collect();
+    if sxm.is_empty() || env.is_empty() {
+        return;
+    }
+    let mut ev = env;
+    ev.extend(sxm.iter().take(1).map(|(_, e)| {
+        format!(
+            "{} (an SXM GPU: NVLink-connected)",
+            quote(&l.name, e.line, &e.text)
+        )
+    }));
+    r.add(
+        Finding::new(Code::P2pDisabledByEnv, "P2P is turned off by NCCL_P2P_* in the environment: NVLink-connected GPUs talk through shared memory (SHM) instead")
+        .evidence(ev)
+        .fix("unset NCCL_P2P_DISABLE and NCCL_P2P_LEVEL (drop their `-x`/export from the job script), and the other NCCL_* settings unless they are needed; NCCL then uses P2P over NVLink"),
     );
 }
 
@@ -233,6 +323,7 @@ fn single_gpu(l: &LogInput, input: &Input, r: &mut Report) {
         .values()
         .all(|x| x.cuda_dev.is_none_or(|d| d == 0));
     if narrowed.is_empty() || !all_zero || log.ranks.len() < 2 {
+        one_gpu_dump(l, r);
         return;
     }
     let shared_host = log
@@ -270,6 +361,49 @@ fn single_gpu(l: &LogInput, input: &Input, r: &mut Report) {
             if severe { Severity::Error } else { Severity::Warning },
             title,
         )
+        .evidence(ev)
+        .fix("put the ranks of a machine in one container/pod that exposes all its GPUs (one process per GPU inside it), instead of one GPU per pod"),
+    );
+}
+
+/// A `=== System` block with one GPU whose graph leaves the node after it (`type LOC/...`,
+/// `NET/0 GPU/0 NET/0`): the process sees one GPU and reaches its peers through the network
+/// (NVIDIA/nccl#326: one V100 per container; #324: no CUDA IPC, so no NVLink, between them).
+fn one_gpu_dump(l: &LogInput, r: &mut Report) {
+    let log = l.log;
+    let Some(sys) = &log.system else { return };
+    let gpus: Vec<_> = sys.nodes.iter().filter(|n| n.kind == "GPU").collect();
+    let Some(g) = log.graphs.iter().find(|g| g.type_intra == "LOC") else {
+        return;
+    };
+    // One GPU per node is a normal cluster; one per process on one host is not.
+    if gpus.len() != 1
+        || log.nranks() == Some(1)
+        || super::signatures::nodes(log) == super::signatures::Nodes::Many
+    {
+        return;
+    }
+    let mut ev = vec![format!(
+        "{} (the only GPU in this process's topology)",
+        quote(&l.name, gpus[0].evidence.line, &gpus[0].evidence.text)
+    )];
+    ev.extend(
+        sys.nodes
+            .iter()
+            .find(|n| n.kind == "CPU" && n.id == 0xFFFF_FFFF_FFFF_FFFF)
+            .map(|n| {
+                format!(
+                    "{} (a CPU of unknown NUMA node)",
+                    quote(&l.name, n.evidence.line, &n.evidence.text)
+                )
+            }),
+    );
+    ev.push(format!(
+        "{} (the graph holds one GPU per node: its peers are reached over the network)",
+        quote(&l.name, g.evidence.line, &g.evidence.text)
+    ));
+    r.add(
+        Finding::at(Code::SingleGpuVisible, Severity::Warning, "each process sees only one GPU: NCCL can use NVLink P2P between such processes only when they share a container (and IPC/PID namespaces) that sees all GPUs")
         .evidence(ev)
         .fix("put the ranks of a machine in one container/pod that exposes all its GPUs (one process per GPU inside it), instead of one GPU per pod"),
     );
@@ -336,32 +470,6 @@ fn nvls(l: &LogInput, input: &Input, r: &mut Report) {
     r.add(f.evidence(ev));
 }
 
-fn gdr(l: &LogInput, r: &mut Report) {
-    let log = l.log;
-    let no_gdr: Vec<&Connection> = log
-        .connections
-        .iter()
-        .filter(|c| c.transport.is_net() && !c.transport.is_socket() && !c.gdr)
-        .collect();
-    if no_gdr.is_empty() {
-        return;
-    }
-    let mut ev = quote_some(&l.name, conn_lines(no_gdr.iter().copied()), 3);
-    ev.extend(
-        log.notable
-            .iter()
-            .filter(|e| e.text.contains("GPU Direct RDMA Disabled"))
-            .take(2)
-            .map(|e| quote(&l.name, e.line, &e.text)),
-    );
-    r.add(
-        Finding::new(Code::GdrUnavailable, "network transfers do not use GPUDirect RDMA: data is staged through host memory",
-        )
-        .evidence(ev)
-        .fix("load nvidia_peermem (or use DMA-BUF: kernel ≥ 5.12, open driver ≥ 515), keep the NIC and GPU under one PCIe switch, and check NCCL_NET_GDR_LEVEL is not set too low"),
-    );
-}
-
 /// PCI links below 1 GB/s in the `=== System` dump, or emulated bridges (TI 104c:8232, QEMU
 /// 1b36): a hypervisor's PCI tree, not the host's.
 fn virtual_pci(l: &LogInput, r: &mut Report) {
@@ -401,21 +509,33 @@ fn virtual_pci(l: &LogInput, r: &mut Report) {
     );
 }
 
-fn warns(l: &LogInput, r: &mut Report) {
-    if l.log.warnings.is_empty() {
+/// The WARN lines no catalogue entry or other check explains.
+fn warns(l: &LogInput, r: &mut Report, explained: &[usize]) {
+    // A set: a log of a million WARN lines stays linear.
+    let explained: std::collections::HashSet<usize> = explained.iter().copied().collect();
+    let rest: Vec<&Evidence> = l
+        .log
+        .warnings
+        .iter()
+        .filter(|e| !explained.contains(&e.line) && !e.text.contains("P2P is disabled between"))
+        .collect();
+    if rest.is_empty() {
         return;
     }
     r.add(
         Finding::new(
             Code::NcclWarning,
-            format!("NCCL printed {} WARN line(s)", l.log.warnings.len()),
+            format!(
+                "NCCL printed {} WARN line(s) that topo's catalogue of NCCL messages does not know",
+                rest.len()
+            ),
         )
         .evidence(quote_some(
             &l.name,
-            l.log.warnings.iter().map(|e| (e.line, e.text.as_str())),
+            rest.iter().map(|e| (e.line, e.text.as_str())),
             5,
         ))
-        .fix("read the WARN lines first: they name the failing call"),
+        .fix("read the WARN lines first: they name the failing call (the `file.cc:line` before NCCL WARN is where NCCL's source checks it)"),
     );
 }
 

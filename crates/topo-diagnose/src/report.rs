@@ -74,8 +74,14 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// What each log lacks (`log: no NCCL version line`).
     pub log_notes: Vec<String>,
+    /// Per log, the NCCL version it names (or the range its wording implies), and where.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nccl_versions: Vec<String>,
     /// The NCCL version the plan was modelled for, and why.
     pub model: Option<String>,
+    /// Codes the checks of a topology implied by a log raised (ranked after the log's own).
+    #[serde(skip)]
+    pub(crate) from_log_topology: Vec<Code>,
     /// nccl-tests results measured against expected (`--nccl-tests`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub results: Vec<ResultsReport>,
@@ -109,7 +115,8 @@ pub struct Input<'a> {
 
 /// `name:line: text`, the evidence form of a log line.
 pub(crate) fn quote(name: &str, line: usize, text: &str) -> String {
-    format!("{name}:{line}: {}", text.trim_end())
+    // Trimmed at both ends: a paste's prefixes come off with the spaces before NCCL's text.
+    format!("{name}:{line}: {}", text.trim())
 }
 
 /// At most `n` quoted lines, then how many more there were.

@@ -204,8 +204,15 @@ fn names(input: &Input) -> Vec<(String, String)> {
     out
 }
 
+/// Variables of NCCL's net plugins that people set beside NCCL's own: the HPC-X RDMA/SHARP
+/// plugin's IBext switch (NVIDIA/nccl#1053 logs it `set by environment`). NCCL does not read
+/// them; its plugin does.
+const PLUGIN: &[&str] = &["NCCL_IBEXT_DISABLE"];
+
 pub fn run(input: &Input, r: &mut Report) {
     let all = names(input);
+    // A name a log shows as `set by environment` was read, by NCCL or its plugin.
+    let read_in_log = |k: &str| input.logs.iter().any(|l| l.log.env.contains_key(k));
     if all.is_empty() {
         return;
     }
@@ -213,7 +220,10 @@ pub fn run(input: &Input, r: &mut Report) {
     let mut typo = vec![];
     let mut unknown = vec![];
     for (k, at) in all {
-        if KNOWN.contains(&k.as_str()) || topo_nccl::whatif::CONTAINER_LABELS.contains(&k.as_str())
+        if KNOWN.contains(&k.as_str())
+            || PLUGIN.contains(&k.as_str())
+            || read_in_log(&k)
+            || topo_nccl::whatif::CONTAINER_LABELS.contains(&k.as_str())
         {
             continue;
         }

@@ -28,6 +28,12 @@ pub fn text(r: &Report, style: Style) -> String {
         "{}\n",
         style.bold(&format!("topo diagnose: {}", r.verdict))
     );
+    for v in &r.nccl_versions {
+        let _ = writeln!(o, "NCCL version read: {v}");
+    }
+    if !r.nccl_versions.is_empty() {
+        o.push('\n');
+    }
     for f in &r.findings {
         let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.code, f.text);
         if !f.evidence.is_empty() {

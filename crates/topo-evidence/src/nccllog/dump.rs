@@ -86,7 +86,7 @@ impl SystemCollector {
     /// The `=== System` header line starts the block of its process.
     fn start(&mut self, p: &Prefix, t: &str, n: usize, line: &str) -> bool {
         let Some(rest) = t.strip_prefix("=== System") else {
-            return false;
+            return self.start_partial(p, t, n, line);
         };
         let toks: Vec<&str> = rest.split_whitespace().collect();
         let num = |k: &str| {
@@ -102,6 +102,30 @@ impl SystemCollector {
             max_bw: num("maxBw"),
             total_bw: num("totalBw"),
             nodes: vec![],
+            complete: false,
+            overflow: false,
+        });
+        self.key = Some((p.host.to_string(), p.pid));
+        true
+    }
+
+    /// An excerpt that starts inside the block: its first root line (`CPU/0 (1/1/2)`) opens
+    /// a partial dump, header unknown.
+    fn start_partial(&mut self, p: &Prefix, t: &str, n: usize, line: &str) -> bool {
+        if !t.starts_with("CPU/") {
+            return false;
+        }
+        let Some(node) = node_line(t, n, line).filter(|x| x.link.is_none()) else {
+            return false;
+        };
+        self.dump = Some(SystemDump {
+            header: Evidence {
+                line: n,
+                text: line.to_string(),
+            },
+            max_bw: None,
+            total_bw: None,
+            nodes: vec![node],
             complete: false,
             overflow: false,
         });

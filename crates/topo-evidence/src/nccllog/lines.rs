@@ -99,6 +99,11 @@ fn note_process(st: &mut State, p: &Prefix) {
 /// One line (or the tail of two glued lines, whose host word is unreliable).
 fn one_line(log: &mut NcclLog, st: &mut State, n: usize, line: &str, glued: bool) {
     let Some((mut prefix, level, msg)) = split_line(line) else {
+        // A `=== System` block pasted without NCCL's prefixes (re-indented by hand).
+        if st.system.feed(&Prefix::default(), line, n, line) {
+            log.nccl_lines += 1;
+            return;
+        }
         other_line(log, line, n);
         return;
     };
@@ -139,6 +144,8 @@ struct State {
     /// The pids of every process that printed a line of this job, per host (looked up by
     /// `&str` on every line, so no allocation once a process is known).
     processes: std::collections::HashMap<String, Vec<Option<u64>>>,
+    /// The first `cudaDriverVersion` line is kept for quoting, not every rank's.
+    driver_line_kept: bool,
 }
 
 fn ev(line: usize, text: &str) -> Evidence {
@@ -242,13 +249,20 @@ fn prefix(head: &str) -> Prefix<'_> {
 fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line: &str) {
     let t = msg.trim_start();
     if let Some(v) = t.strip_prefix("NCCL version ") {
-        if log.version.is_none() {
-            let v = v.split(['+', ' ']).next().unwrap_or(v);
-            log.version = Some(v.trim().to_string());
+        if log.version.is_none() || log.version_from_text {
+            let (num, build) = v.split_once('+').unwrap_or((v, ""));
+            let num = num.split(' ').next().unwrap_or(num);
+            log.version = Some(num.trim().to_string());
             log.version_line = Some(ev(n, line));
+            log.version_from_text = false;
+            log.cuda_build = cuda_build(build);
         }
     } else if let Some(v) = t.strip_prefix("cudaDriverVersion ") {
         log.cuda_driver_version = v.trim().parse().ok();
+        if !st.driver_line_kept {
+            st.driver_line_kept = true;
+            log.notable.push(ev(n, line));
+        }
     } else if t.starts_with("Channel ") || t.starts_with("Ring ") {
         channel_line(log, st, t, n, line);
         if let Some(c) = log.connections.last_mut()
@@ -276,7 +290,7 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
         }
     } else if t.starts_with("P2P is disabled between") {
         p2p_disabled(log, t, n, line, false);
-    } else if t.starts_with("GPU/") && t.contains(" : ") && t.contains('(') {
+    } else if t.starts_with("GPU/") && t.contains(" :") && t.contains('(') {
         path_line(log, t, n, line);
     } else if t.starts_with("CollNet ") || t.starts_with("Coll ") {
         log.collnet.push(ev(n, line));
@@ -311,7 +325,7 @@ fn info(log: &mut NcclLog, st: &mut State, p: &Prefix, msg: &str, n: usize, line
 }
 
 fn is_notable(t: &str) -> bool {
-    const KEYS: [&str; 9] = [
+    const KEYS: [&str; 20] = [
         "P2P is disabled between",
         "No device found",
         "Using network",
@@ -321,6 +335,18 @@ fn is_notable(t: &str) -> bool {
         "NET/Socket : Using",
         "MNNVL busId",
         "Could not enable P2P",
+        // What the signature catalogue of topo-diagnose reads beside the WARNs.
+        "Bootstrap : Using",
+        "P2P plugin",
+        "Loaded net plugin",
+        "Failed to initialize NET plugin",
+        "dlvsym failed",
+        "Topology detection : could not read",
+        "Could not get speed from",
+        "NVLS",
+        "ncclMaxSharedMem",
+        "Using non-device net plugin",
+        "NET plugin",
     ];
     KEYS.iter().any(|k| t.contains(k))
 }
@@ -416,7 +442,9 @@ fn p2p_disabled(log: &mut NcclLog, t: &str, n: usize, line: &str, warn: bool) {
 
 /// A row of the GRAPH path table: `GPU/1B000 : GPU/1B000 (0/5000.0/LOC) GPU/3D000 (2/24.0/NVL)`.
 fn path_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
-    let (from, rest) = t.split_once(" : ").unwrap_or(("", ""));
+    // 2.19+ print `GPU/1B000 :GPU/...` (no space after the colon).
+    let (from, rest) = t.split_once(" :").unwrap_or(("", ""));
+    let from = from.trim();
     for cell in rest.split(')') {
         let Some((to, spec)) = cell.trim().split_once(" (") else {
             continue;
@@ -792,8 +820,41 @@ fn finish(log: &mut NcclLog, text: &str, last: &str) {
     }
 }
 
+/// `cuda12.4` after the `+` of a version line, as CUDA's integer (12040).
+fn cuda_build(s: &str) -> Option<u32> {
+    let v = s.trim().strip_prefix("cuda")?;
+    let (major, minor) = v.split_once('.').unwrap_or((v, "0"));
+    let minor = minor.split(|c: char| !c.is_ascii_digit()).next()?;
+    Some(major.parse::<u32>().ok()? * 1000 + minor.parse::<u32>().ok()? * 10)
+}
+
+/// A version named outside NCCL's own line: PyTorch's `NCCL error in: ..., NCCL version
+/// 2.26.2` and vLLM's `vLLM is using nccl==2.20.5`; NCCL's own line wins when it comes.
+fn text_version(log: &mut NcclLog, line: &str, n: usize) {
+    if log.version.is_some() {
+        return;
+    }
+    let at = line
+        .find("NCCL version ")
+        .map(|i| i + "NCCL version ".len())
+        .or_else(|| line.find("nccl==").map(|i| i + "nccl==".len()));
+    let Some(at) = at else { return };
+    let v: String = line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    if v.split('.').count() >= 2 && !v.ends_with('.') {
+        log.version = Some(v);
+        log.version_line = Some(ev(n, line));
+        log.version_from_text = true;
+    }
+}
+
 /// Lines NCCL did not write: launch commands and nccl-tests headers pasted with the log.
 fn other_line(log: &mut NcclLog, line: &str, n: usize) {
+    if line.contains("NCCL version ") || line.contains("nccl==") {
+        text_version(log, line, n);
+    }
     let t = line.trim_start_matches(['#', ' ']);
     if let Some(rest) = t.strip_prefix("Rank ") {
         // `Rank  0 Group  0 Pid  39964 on     ubuntu device  0 [0x00] Tesla V100-SXM2-32GB`

@@ -150,6 +150,11 @@ pub struct NcclLog {
     /// `2.27.5` from `NCCL version 2.27.5+cuda12.9`.
     pub version: Option<String>,
     pub version_line: Option<Evidence>,
+    /// The version came from another program's text (a traceback, vLLM's banner), not
+    /// NCCL's own version line.
+    pub version_from_text: bool,
+    /// The CUDA NCCL was built for, from `+cuda12.4` (12040), CUDA's integer form.
+    pub cuda_build: Option<u32>,
     pub cuda_driver_version: Option<u32>,
     /// Hosts in order of first appearance (the prefix's host part).
     pub hosts: Vec<String>,

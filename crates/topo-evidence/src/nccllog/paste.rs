@@ -11,6 +11,10 @@ pub fn clean(raw: &str) -> Cow<'_, str> {
     if line.contains('\x1b') {
         line = Cow::Owned(strip_ansi(&line));
     }
+    // Markdown bold around a message (`**NCCL WARN ...**`) in an issue comment.
+    if line.contains("**NCCL ") {
+        line = Cow::Owned(line.replace("**", ""));
+    }
     let mut rest: &str = &line;
     // Each prefix shape at most a few times: `[1,0]<stdout>: 0: 2024-...Z host:...` exists.
     for _ in 0..6 {
@@ -96,14 +100,16 @@ fn open_mpi_tag(t: &str) -> Option<&str> {
     Some(rest.trim_start_matches(' '))
 }
 
-/// torchrun and DeepSpeed: `[rank0]:`, `[default0]:`, `[RANK 3]:`.
+/// torchrun and DeepSpeed: `[rank0]:`, `[default0]:`, `[RANK 3]:`; a log collector's tag
+/// (`[vllm]: `, a word of letters).
 fn bracket_rank(t: &str) -> Option<&str> {
     let rest = t.strip_prefix('[')?;
     let (inner, rest) = rest.split_once("]:")?;
     let word = inner
         .trim_end_matches(|c: char| c.is_ascii_digit())
         .trim_end();
-    if word.len() == inner.len()
+    let tag = word.len() == inner.len() && rest.starts_with(' ') && inner.len() <= 16;
+    if (word.len() == inner.len() && !tag)
         || word.is_empty()
         || !word.chars().all(|c| c.is_ascii_alphabetic())
     {
@@ -195,9 +201,19 @@ mod tests {
             format!("\x1b[32m{LINE}\x1b[0m\r\n"),
             format!("12: [rank3]: \x1b[1;31m{LINE}"),
             format!("> {LINE}"),
+            format!("[vllm]: {LINE}"),
         ] {
             assert_eq!(clean(&wrapped), LINE, "{wrapped:?}");
         }
+    }
+
+    #[test]
+    fn paste_markdown_bold_comes_off_a_message() {
+        let w = "h:1:2 [0] include/shm.h:28 **NCCL WARN Call to posix_fallocate failed : No space left on device**";
+        assert_eq!(
+            clean(w),
+            "h:1:2 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device"
+        );
     }
 
     #[test]

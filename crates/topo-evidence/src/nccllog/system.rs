@@ -286,6 +286,8 @@ impl Builder<'_> {
                 port: f.get(2).and_then(|x| x.parse().ok()).unwrap_or(1),
                 guid: f.get(1).and_then(|x| u64::from_str_radix(x, 16).ok()),
                 gdr: self.gdr,
+                // A dump alone does not say; the NET connection lines do.
+                gdr_unstated: !self.log.connections.iter().any(|c| c.transport.is_net()),
                 socket: self.socket,
                 coll: f.first() == Some(&"1"),
                 ..Default::default()

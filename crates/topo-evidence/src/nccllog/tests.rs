@@ -423,3 +423,52 @@ fn nccllog_splits_jobs_at_a_new_process_version_line() {
     assert_eq!(jobs[2].version.as_deref(), Some("2.19.3"));
     assert_eq!(parse(&text).connections.len(), 6);
 }
+
+#[test]
+fn a_version_is_read_behind_a_collector_tag_or_from_a_traceback() {
+    let log = parse(
+        "[vllm]: NCCL version 2.20.5+cuda12.4\n[vllm]: h:1:1 [0] NCCL INFO cudaDriverVersion 12040\n",
+    );
+    assert_eq!(log.version.as_deref(), Some("2.20.5"));
+    assert_eq!(log.cuda_build, Some(12040));
+    assert!(!log.version_from_text);
+    let log = parse(
+        "h:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n(pid=9) RuntimeError: NCCL error in: x.cpp:784, unhandled cuda error, NCCL version 2.7.8\n",
+    );
+    assert_eq!(log.version.as_deref(), Some("2.7.8"));
+    assert!(log.version_from_text);
+    // NCCL's own line, when it comes, wins over another program's.
+    let log =
+        parse("vLLM is using nccl==2.20.5\nh:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n");
+    assert_eq!(log.version.as_deref(), Some("2.21.5"));
+}
+
+#[test]
+fn a_system_dump_without_prefixes_or_its_header_is_read() {
+    let bare = "=== System : maxBw 24.0 totalBw 360.0 ===\nCPU/0 (1/1/2)\n+ PCI[24.0] - PCI/2000 (10b5879610b58796)\n        + PCI[24.0] - GPU/4000 (0)\n               + NVL[360.0] - NVS/0\n";
+    let log = parse(bare);
+    let sys = log.system.expect("dump");
+    assert_eq!(sys.nodes.iter().filter(|n| n.kind == "GPU").count(), 1);
+    assert!(sys.nodes.iter().any(|n| n.kind == "NVS"));
+    // An excerpt that starts inside the block: from its first CPU root.
+    let partial =
+        "h:1:2 [0] NCCL INFO CPU/0 (1/1/2)\nh:1:2 [0] NCCL INFO + PCI[12.0] - GPU/4F000 (0)\n";
+    let log = parse(partial);
+    assert_eq!(log.system.expect("partial dump").nodes.len(), 2);
+}
+
+#[test]
+fn path_rows_of_2_19_and_later_are_read() {
+    let row = "h:84:98 [0] NCCL INFO GPU/2A000 :GPU/2A000 (0/5000.000000/LOC) GPU/AB000 (3/10.000000/SYS) CPU/0 (1/24.000000/PHB) \n";
+    let log = parse(row);
+    assert!(log.gpu_paths.contains_key("SYS"), "{:?}", log.gpu_paths);
+    assert!(!log.gpu_paths.contains_key("LOC"));
+}
+
+#[test]
+fn a_markdown_bold_warn_is_a_warn() {
+    let log = parse(
+        "c:1:2 [0] include/shm.h:28 **NCCL WARN Call to posix_fallocate failed : No space left on device**\n",
+    );
+    assert_eq!(log.warnings.len(), 1);
+}
