@@ -102,6 +102,7 @@ codes! {
     DeviceMissing => "device-missing",
     NumaMismatch => "numa-mismatch",
     NcclWarning => "nccl-warning",
+    NcclTestsImpossibleRows => "nccl-tests-impossible-rows",
 }
 
 impl Code {

@@ -32,7 +32,7 @@ fn parse_jobs_with(text: &str, split: bool) -> Vec<NcclLog> {
     let mut log = NcclLog::default();
     let mut st = State::default();
     let mut last = "";
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in paste::lines(text).enumerate() {
         let n = i + 1;
         last = raw;
         let cleaned = paste::clean(raw);
@@ -88,10 +88,12 @@ fn starts_new_job(log: &NcclLog, st: &State, line: &str) -> bool {
 
 fn note_process(st: &mut State, p: &Prefix) {
     match st.processes.get_mut(p.host) {
-        Some(pids) if pids.contains(&p.pid) => {}
-        Some(pids) => pids.push(p.pid),
+        Some(pids) => {
+            pids.insert(p.pid);
+        }
         None => {
-            st.processes.insert(p.host.to_string(), vec![p.pid]);
+            st.processes
+                .insert(p.host.to_string(), std::iter::once(p.pid).collect());
         }
     }
 }
@@ -138,7 +140,8 @@ struct State {
     quoted: std::collections::HashMap<Transport, [usize; 2]>,
     /// The pids of every process that printed a line of this job, per host (looked up by
     /// `&str` on every line, so no allocation once a process is known).
-    processes: std::collections::HashMap<String, Vec<Option<u64>>>,
+    /// A set: a log of one host's many processes looks each up once per line.
+    processes: std::collections::HashMap<String, std::collections::HashSet<Option<u64>>>,
 }
 
 fn ev(line: usize, text: &str) -> Evidence {
