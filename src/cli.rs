@@ -357,6 +357,7 @@ impl SourceArgs {
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
+            regular_only: false,
         })
     }
 
@@ -368,6 +369,7 @@ impl SourceArgs {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
+        let named = words.len();
         if let Some(list) = &self.hosts {
             words.extend(topo_source::hosts::read_host_list(list)?);
         }
@@ -380,10 +382,14 @@ impl SourceArgs {
                 "drop --nodes (each --from is one node), or pass one --from with --nodes N",
             ));
         }
-        let specs = words
+        let mut specs = words
             .iter()
             .map(|w| topo_source::hosts::parse_source(w))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        // A host list's lines are found, not named: a FIFO there is refused, not read.
+        for s in specs.iter_mut().skip(named) {
+            s.regular_only = true;
+        }
         Ok(Some(specs))
     }
 

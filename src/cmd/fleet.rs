@@ -108,6 +108,7 @@ fn read_all(paths: &[PathBuf]) -> Vec<std::result::Result<Facts, String>> {
                         .map(|p| {
                             let spec = SourceSpec {
                                 from: Some(p.clone()),
+                                regular_only: true,
                                 ..Default::default()
                             };
                             topo_source::load(&spec)
