@@ -53,6 +53,7 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         version: a.nccl_version.clone(),
         results,
         results_skipped,
+        ..Default::default()
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {

@@ -78,23 +78,55 @@ pub fn diagnose(input: &Input) -> Report {
     r
 }
 
+/// The most evidence lines one finding keeps; the rest are counted in one more line, so a
+/// log of many jobs cannot print megabytes of evidence (docs/input-limits.md).
+pub const MAX_EVIDENCE: usize = 64;
+
 /// Merges findings of one id (several logs or checks may raise the same), sorts by severity,
 /// and writes the verdict.
 fn finish(r: &mut Report) {
+    use std::collections::{HashMap, HashSet};
+    // Hash sets, not `Vec::contains`: a log of 40,000 jobs raises a finding per job, and
+    // comparing each evidence line with every kept one took minutes (issue 45).
     let mut merged: Vec<Finding> = vec![];
-    for f in r.findings.drain(..) {
-        match merged.iter_mut().find(|m| m.id == f.id) {
-            Some(m) => {
-                m.severity = m.severity.max(f.severity);
-                for e in f.evidence {
-                    if !m.evidence.contains(&e) {
-                        m.evidence.push(e);
-                    }
-                }
+    let mut at: HashMap<topo_model::message::Code, usize> = HashMap::new();
+    let mut seen: Vec<HashSet<String>> = vec![];
+    let mut left_out: Vec<usize> = vec![];
+    for mut f in r.findings.drain(..) {
+        let evidence = std::mem::take(&mut f.evidence);
+        let i = match at.get(&f.id) {
+            Some(&i) => i,
+            None => {
+                at.insert(f.id, merged.len());
+                merged.push(f.clone());
+                seen.push(HashSet::new());
+                left_out.push(0);
+                merged.len() - 1
             }
-            None => merged.push(f),
+        };
+        let m = &mut merged[i];
+        m.severity = m.severity.max(f.severity);
+        for e in evidence {
+            if seen[i].contains(&e) {
+                continue;
+            }
+            if m.evidence.len() < MAX_EVIDENCE {
+                seen[i].insert(e.clone());
+                m.evidence.push(e);
+            } else {
+                seen[i].insert(e);
+                left_out[i] += 1;
+            }
         }
     }
+    for (m, n) in merged.iter_mut().zip(left_out) {
+        if n > 0 {
+            m.evidence
+                .push(format!("... and {n} more evidence lines not shown"));
+        }
+    }
+    let mut kept = HashSet::new();
+    r.checked.retain(|c| kept.insert(c.clone()));
     merged.sort_by_key(|f| std::cmp::Reverse(f.severity));
     r.findings = merged;
     r.worst = r.findings.first().map(|f| f.severity);
