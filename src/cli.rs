@@ -418,20 +418,26 @@ impl SourceArgs {
         Ok(())
     }
 
-    /// Apply `--without` and `--degrade` in order; a note per part, or one error naming the
+    /// Apply `--without` and then `--degrade`, in order; a note per part, or one error naming the
     /// part that does not exist.
     pub fn apply_faults(&self, topo: &mut topo_model::Topology) -> Result<Vec<String>> {
-        let mut notes = vec![];
-        for f in self.without.iter().chain(&self.degrade) {
-            let note = topo_model::faults::apply(topo, f).map_err(|e| {
-                error::usage(
-                    format!("--without/--degrade: {e}"),
-                    "name a part the machine has (topo show --from ... lists GPUs, ports and bus ids)",
-                )
-            })?;
-            topo.source.stated.push(note.clone());
-            notes.push(note);
+        let faults: Vec<topo_model::faults::Fault> =
+            self.without.iter().chain(&self.degrade).cloned().collect();
+        if faults.is_empty() {
+            return Ok(vec![]);
         }
+        let notes = topo_model::faults::apply_all(topo, &faults).map_err(|(i, e)| {
+            let (flag, n) = if i < self.without.len() {
+                ("--without", i + 1)
+            } else {
+                ("--degrade", i - self.without.len() + 1)
+            };
+            error::usage(
+                format!("{flag} (the {}): {e}", ordinal(n)),
+                "name a part the machine has, once (topo show --from ... lists GPUs, ports and bus ids)",
+            )
+        })?;
+        topo.source.stated.extend(notes.iter().cloned());
         Ok(notes)
     }
 
@@ -932,4 +938,16 @@ mod tests {
         assert!(buffer_size_arg("99999999999999999999").is_err());
         assert!(buffer_size_arg("16E").is_err());
     }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`: which of a repeated flag.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
