@@ -895,6 +895,18 @@ pub fn buffer_size_arg(s: &str) -> std::result::Result<String, String> {
     Ok(s.to_string())
 }
 
+/// `1st`, `2nd`, `3rd`, `4th`: which of a repeated flag.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -938,16 +950,4 @@ mod tests {
         assert!(buffer_size_arg("99999999999999999999").is_err());
         assert!(buffer_size_arg("16E").is_err());
     }
-}
-
-/// `1st`, `2nd`, `3rd`, `4th`: which of a repeated flag.
-fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
 }

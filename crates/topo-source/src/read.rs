@@ -326,8 +326,7 @@ pub fn names_stdin(path: &Path) -> bool {
     ) {
         return false;
     }
-    std::fs::metadata(path)
-        .is_ok_and(|m| m.dev() == fd0.st_dev as u64 && m.ino() == fd0.st_ino as u64)
+    std::fs::metadata(path).is_ok_and(|m| m.dev() == fd0.st_dev && m.ino() == fd0.st_ino)
 }
 
 /// Standard input or a FIFO: read once, as a stream, never sniffed by reopening.
