@@ -71,6 +71,7 @@ fn a_silent_fifo_named_on_the_command_line_ends_at_the_deadline() {
         vec!["show", "--from", f],
         vec!["plan", "--from", f],
         vec!["xml", "--from", f],
+        vec!["verify", "--backend", "host", "--ranks", "2", "--from", f],
         vec!["plan", "--hosts", f],
         vec!["diff", f, "dgx-h100"],
         vec!["diagnose", "--profile", "dgx-h100", "--expect", f],
