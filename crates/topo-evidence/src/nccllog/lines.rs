@@ -144,10 +144,24 @@ struct State {
     processes: std::collections::HashMap<String, std::collections::HashSet<Option<u64>>>,
 }
 
+/// The most bytes of a line kept as evidence: a launch command is a few KiB, and a log of one
+/// 250 MB line once kept (and printed) all of it several times (issue 45).
+pub const EVIDENCE_BYTES: usize = 16 << 10;
+
 fn ev(line: usize, text: &str) -> Evidence {
+    if text.len() <= EVIDENCE_BYTES {
+        return Evidence {
+            line,
+            text: text.to_string(),
+        };
+    }
+    let mut end = EVIDENCE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
     Evidence {
         line,
-        text: text.to_string(),
+        text: format!("{}... ({} more bytes)", &text[..end], text.len() - end),
     }
 }
 
