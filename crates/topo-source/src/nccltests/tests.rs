@@ -161,6 +161,18 @@ fn the_json_of_dash_j_is_read() {
     assert_eq!(t.rows[0].root, Some(-1));
     assert_eq!(t.rows[0].out_of_place.as_ref().unwrap().wrong, Some(0));
     assert_eq!(t.rows[0].in_place.as_ref().unwrap().wrong, None);
+    // nccl-tests writes a nan figure as the string "nan" and counts as doubles.
+    let bad = parse(&json.replace(
+        r#""bus_bw":0.0,"nwrong":0.0"#,
+        r#""bus_bw":"nan","nwrong":0.0"#,
+    ))
+    .unwrap();
+    assert!(bad.tests[0].refused[0].why.contains("busbw nan"), "{bad:?}");
+    let wrong = parse(&json.replace(r#""nwrong":0.0"#, r#""nwrong":1073741824.000000"#)).unwrap();
+    assert_eq!(
+        wrong.tests[0].rows[0].out_of_place.as_ref().unwrap().wrong,
+        Some(1_073_741_824)
+    );
 }
 
 #[test]
