@@ -357,6 +357,7 @@ impl SourceArgs {
             nodes: self.nodes,
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
+            regular_only: false,
         })
     }
 
@@ -368,6 +369,7 @@ impl SourceArgs {
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
+        let named = words.len();
         if let Some(list) = &self.hosts {
             words.extend(topo_source::hosts::read_host_list(list)?);
         }
@@ -380,10 +382,14 @@ impl SourceArgs {
                 "drop --nodes (each --from is one node), or pass one --from with --nodes N",
             ));
         }
-        let specs = words
+        let mut specs = words
             .iter()
             .map(|w| topo_source::hosts::parse_source(w))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        // A host list's lines are found, not named: a FIFO there is refused, not read.
+        for s in specs.iter_mut().skip(named) {
+            s.regular_only = true;
+        }
         Ok(Some(specs))
     }
 
@@ -412,20 +418,26 @@ impl SourceArgs {
         Ok(())
     }
 
-    /// Apply `--without` and `--degrade` in order; a note per part, or one error naming the
+    /// Apply `--without` and then `--degrade`, in order; a note per part, or one error naming the
     /// part that does not exist.
     pub fn apply_faults(&self, topo: &mut topo_model::Topology) -> Result<Vec<String>> {
-        let mut notes = vec![];
-        for f in self.without.iter().chain(&self.degrade) {
-            let note = topo_model::faults::apply(topo, f).map_err(|e| {
-                error::usage(
-                    format!("--without/--degrade: {e}"),
-                    "name a part the machine has (topo show --from ... lists GPUs, ports and bus ids)",
-                )
-            })?;
-            topo.source.stated.push(note.clone());
-            notes.push(note);
+        let faults: Vec<topo_model::faults::Fault> =
+            self.without.iter().chain(&self.degrade).cloned().collect();
+        if faults.is_empty() {
+            return Ok(vec![]);
         }
+        let notes = topo_model::faults::apply_all(topo, &faults).map_err(|(i, e)| {
+            let (flag, n) = if i < self.without.len() {
+                ("--without", i + 1)
+            } else {
+                ("--degrade", i - self.without.len() + 1)
+            };
+            error::usage(
+                format!("{flag} (the {}): {e}", ordinal(n)),
+                "name a part the machine has, once (topo show --from ... lists GPUs, ports and bus ids)",
+            )
+        })?;
+        topo.source.stated.extend(notes.iter().cloned());
         Ok(notes)
     }
 
@@ -881,6 +893,18 @@ pub fn buffer_size_arg(s: &str) -> std::result::Result<String, String> {
         ));
     }
     Ok(s.to_string())
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`: which of a repeated flag.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 #[cfg(test)]

@@ -53,6 +53,7 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         version: a.nccl_version.clone(),
         results,
         results_skipped,
+        ..Default::default()
     };
     let report = diagnose::diagnose(&input);
     let style = if a.output.is_some() {
@@ -73,7 +74,33 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         Some(FailOn::Warning) => Severity::Warning,
         None => return Ok(0),
     };
+    if let Some(why) = checked_nothing(&loaded, &report) {
+        return Err(error::Failure::new(
+            error::Exit::CheckFailed,
+            format!("--fail-on: {why}; a gate passes only on what it checked"),
+        )
+        .hint("pass the output of a run with NCCL_DEBUG=INFO (check the command that made it did not fail), a machine (--from, --profile) or an nccl-tests result")
+        .into());
+    }
     Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+}
+
+/// Why a gate checked nothing: a log that holds no NCCL line (empty, a launcher's error
+/// text, a FIFO whose writer left), or no check at all. A gate passes on evidence only.
+fn checked_nothing(loaded: &Loaded, report: &diagnose::Report) -> Option<String> {
+    let empty = loaded
+        .logs
+        .iter()
+        .find(|(_, l)| l.is_empty() && l.launch_env.is_empty() && l.devices.is_empty());
+    if let Some((name, _)) = empty {
+        return Some(format!(
+            "{name} holds no NCCL INFO or WARN line, so nothing in it was checked"
+        ));
+    }
+    report
+        .checked
+        .is_empty()
+        .then(|| "nothing could be checked".to_string())
 }
 
 fn load(a: &DiagnoseArgs) -> Result<Loaded> {

@@ -22,7 +22,7 @@ pub fn short_name(p: &Path) -> String {
 /// Standard input can be read once: `-` twice (two `--nccl-log -`, or with `--from -`) is
 /// a usage error, not a silently empty second log.
 pub fn check_stdin_once<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
-    if paths.into_iter().filter(|p| read::is_stdin(p)).count() > 1 {
+    if paths.into_iter().filter(|p| read::names_stdin(p)).count() > 1 {
         return Err(error::usage(
             "standard input (`-`) is named twice",
             "pipe one log in with `-` and pass the others as files",

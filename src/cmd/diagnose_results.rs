@@ -6,7 +6,7 @@
 use crate::error;
 use anyhow::Result;
 use std::path::Path;
-use topo_diagnose::results::{Measured, ResultsInput};
+use topo_diagnose::results::{Measured, RefusedRow, ResultsInput};
 use topo_model::Topology;
 use topo_nccl::plan::{PlanRequest, Row as PlanRow};
 use topo_nccl::transport::RankPlacement;
@@ -116,7 +116,7 @@ pub fn inputs(
             .results
             .tests
             .iter()
-            .filter(|t| !t.rows.is_empty())
+            .filter(|t| !t.rows.is_empty() || !t.refused.is_empty())
             .collect();
         for (i, t) in tests.iter().enumerate() {
             if i >= MAX_JUDGED {
@@ -153,6 +153,10 @@ fn one(
     a: &crate::cli::DiagnoseArgs,
 ) -> Result<(ResultsInput, Vec<PlanRow>)> {
     let nranks = rank_count(t).unwrap_or(topo.gpus().len());
+    if t.rows.is_empty() {
+        // Every row refused: nothing to plan, the judge names them.
+        return Ok((refused_only(f, t, nranks, topo, machine), vec![]));
+    }
     let (func, basis) = collective(t, nranks, a.collective.as_deref())?;
     let env = settings(f, t, topo, a)?;
     let mut sizes: Vec<u64> = t.rows.iter().map(|r| r.bytes).filter(|b| *b > 0).collect();
@@ -182,9 +186,49 @@ fn one(
         ),
         rows: t.rows.iter().map(measured).collect(),
         out_of_bounds: t.out_of_bounds,
+        refused: refused_rows(t),
         env,
     };
     Ok((input, plan.table))
+}
+
+fn refused_rows(t: &Test) -> Vec<RefusedRow> {
+    t.refused
+        .iter()
+        .map(|x| RefusedRow {
+            line: x.line,
+            text: x.text.clone(),
+            why: x.why.clone(),
+        })
+        .collect()
+}
+
+/// A test whose every row was refused, for the judge to name them.
+fn refused_only(
+    f: &ResultsFile,
+    t: &Test,
+    nranks: usize,
+    topo: &Topology,
+    machine: &str,
+) -> ResultsInput {
+    let collective = t
+        .program
+        .as_deref()
+        .and_then(nccltests::collective_of_program)
+        .unwrap_or("unknown");
+    ResultsInput {
+        name: f.name.clone(),
+        program: t.program.clone(),
+        collective: collective.to_string(),
+        collective_basis: "program name, every row refused".into(),
+        nranks,
+        nnodes: topo.hosts.len().max(1),
+        machine: machine.to_string(),
+        rows: vec![],
+        out_of_bounds: t.out_of_bounds,
+        refused: refused_rows(t),
+        env: vec![],
+    }
 }
 
 fn measured(r: &nccltests::Row) -> Measured {
@@ -205,6 +249,11 @@ fn measured(r: &nccltests::Row) -> Measured {
         wrong,
         line: r.line,
         text: r.text.clone(),
+        groups: [&r.out_of_place, &r.in_place]
+            .into_iter()
+            .flatten()
+            .map(|s| [s.time_us, s.algbw_gbps, s.busbw_gbps])
+            .collect(),
     }
 }
 

@@ -109,6 +109,29 @@ fn clap_error_lines(rendered: &str) -> (String, String) {
 }
 
 /// Parses arguments, runs, prints errors as one line, and returns the exit code.
+/// `TOPO_READ_TIMEOUT` (seconds): how long a pipe or FIFO input may take to reach its end
+/// (docs/input-limits.md); the library's default otherwise.
+fn stream_deadline_from_env() -> anyhow::Result<()> {
+    let Some(v) = std::env::var_os("TOPO_READ_TIMEOUT") else {
+        return Ok(());
+    };
+    let secs = v
+        .to_str()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+        .ok_or_else(|| {
+            error::usage(
+                format!(
+                    "TOPO_READ_TIMEOUT={}: not a number of seconds",
+                    v.to_string_lossy()
+                ),
+                "set it to a number of seconds above 0 and at most 86400, or unset it",
+            )
+        })?;
+    topo_source::read::set_stream_deadline(std::time::Duration::from_secs_f64(secs));
+    Ok(())
+}
+
 pub fn main_entry() -> i32 {
     crate::output::note_closed_stdout();
     std::panic::set_hook(Box::new(|info| {
@@ -148,6 +171,14 @@ pub fn main_entry() -> i32 {
             return Exit::Usage as i32;
         }
     };
+    if let Err(err) = stream_deadline_from_env() {
+        let r = error::report(&err);
+        crate::output::say_fitted("error:", &escape_controls(&r.line));
+        if let Some(h) = r.hint {
+            crate::output::say_fitted("hint:", &escape_controls(&h));
+        }
+        return r.exit as i32;
+    }
     match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(code)) => code,
         Ok(Err(err)) => {

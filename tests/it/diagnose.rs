@@ -945,3 +945,41 @@ fn the_h200_vm_is_healthy_and_its_socket_port_raises_no_gdr_or_placement_warning
     assert_eq!(row["expected"], "64");
     assert_eq!(row["differs"], false);
 }
+
+/// A gate that checked nothing fails: an empty log on stdin, a launcher's error text instead
+/// of a log, with or without a machine beside it. Without `--fail-on` it stays a report.
+#[test]
+fn a_gate_that_checked_nothing_fails() {
+    let kubectl = "Error from server (NotFound): pods \"trainer-0\" not found\n";
+    for (stdin, extra) in [
+        ("", vec![]),
+        (kubectl, vec![]),
+        ("", vec!["--profile", "dgx-h100"]),
+        (kubectl, vec!["--from", HGX]),
+    ] {
+        for level in ["warning", "error"] {
+            let o = topo()
+                .args(["diagnose", "--nccl-log", "-", "--fail-on", level])
+                .args(&extra)
+                .write_stdin(stdin)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{stdin:?} {extra:?}: {err}");
+            assert!(
+                err.contains(
+                    "error: --fail-on: stdin holds no NCCL INFO or WARN line, so nothing in it was checked"
+                ),
+                "{err}"
+            );
+            assert_eq!(err.lines().filter(|l| l.starts_with("error:")).count(), 1);
+        }
+        let o = topo()
+            .args(["diagnose", "--nccl-log", "-"])
+            .args(&extra)
+            .write_stdin(stdin)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{stdin:?} {extra:?}");
+    }
+}

@@ -216,3 +216,36 @@ fn a_snapshot_archive_is_diagnosed_like_its_folder() {
         "{skipped}"
     );
 }
+
+/// A fleet's cost follows its entries: four times the hosts, under six times the time; the
+/// hosts of one build share one group (and one copy of its facts).
+#[test]
+fn a_fleet_is_read_in_linear_time() {
+    let yaml = topo_source::profile::builtin_text("dgx-h100").unwrap();
+    let folder = |n: usize| {
+        let d = tempfile::tempdir().unwrap();
+        for i in 0..n {
+            std::fs::write(d.path().join(format!("node{i:04}.yaml")), yaml).unwrap();
+        }
+        d
+    };
+    let run = |d: &Path| {
+        let t0 = std::time::Instant::now();
+        let out = topo()
+            .args(["diagnose", "--format", "json", "--fleet"])
+            .arg(d)
+            .output()
+            .unwrap();
+        let took = t0.elapsed();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["groups"].as_array().unwrap().len(), 1, "{doc}");
+        took
+    };
+    let (small, large) = (folder(100), folder(400));
+    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..3 {
+        a = a.min(run(small.path()));
+        b = b.min(run(large.path()));
+    }
+    assert!(b < a * 6, "{a:?} -> {b:?}");
+}

@@ -352,3 +352,45 @@ fn repeated_nccl_logs_have_a_total_cap() {
         "{err}"
     );
 }
+
+/// An `nvidia-smi topo -m` paste whose CPU affinity lists 200,000 CPUs (issue 45: show's text
+/// summary took 109 s, 25,000 took 1.7 s): four times the entries, under six times the time,
+/// and the list shown cut.
+#[test]
+fn a_huge_cpu_affinity_in_a_matrix_costs_linear_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let matrix = |n: usize| {
+        let l: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        let l = l.join(",");
+        let p = dir.path().join(format!("m{n}.txt"));
+        std::fs::write(
+            &p,
+            format!("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV3\t{l}\t\tN/A\nGPU1\tNV3\t X \t{l}\t\tN/A\n"),
+        )
+        .unwrap();
+        p
+    };
+    let run = |p: &std::path::Path| {
+        let t0 = std::time::Instant::now();
+        let out = crate::util::topo_clean_env()
+            .args(["show", "--from"])
+            .arg(p)
+            .output()
+            .unwrap();
+        let took = t0.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout.len() < 20_000, "{}", out.stdout.len());
+        took
+    };
+    let (small, large) = (matrix(50_000), matrix(200_000));
+    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..3 {
+        a = a.min(run(&small));
+        b = b.min(run(&large));
+    }
+    assert!(b < a * 6, "{a:?} -> {b:?}");
+}

@@ -9,6 +9,7 @@ mod diagnose_corpus;
 mod diagnose_paste;
 mod facts;
 mod fidelity;
+mod fifos;
 mod fleet;
 mod hostile_archive;
 mod hostile_input;

@@ -469,3 +469,137 @@ fn socket_and_cta_settings_are_compared_not_judged() {
         );
     }
 }
+
+/// The in-band H100 table with `edit` applied, in a temporary file.
+fn edited_nvls_table(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, String) {
+    let text =
+        std::fs::read_to_string(fixture("fixtures/fidelity/h100-1x8-nvls-issue290.txt")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("edited.txt");
+    std::fs::write(&path, edit(&text)).unwrap();
+    (dir, path.to_str().unwrap().to_string())
+}
+
+fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {doc}"))
+}
+
+/// nccl-tests prints `#wrong` with `%6g`: a billion wrong values read `1.07374e+09`. Without
+/// the footer (a pasted table, a run cut short) the gate must still fail, and with it the
+/// title must count the size.
+#[test]
+fn a_wrong_count_printed_by_percent_g_fails_the_gate() {
+    let row = "4038.8  265.85  465.25      0";
+    for footer in [false, true] {
+        let (_d, path) = edited_nvls_table(|t| {
+            let t = t.replace(row, "4038.8  265.85  465.25  1.07374e+09");
+            if footer {
+                t.replace(
+                    "# Out of bounds values : 0 OK",
+                    "# Out of bounds values : 1073741824 FAILED",
+                )
+            } else {
+                t.replace("# Out of bounds values : 0 OK\n", "")
+            }
+        });
+        let (code, doc, err) = diagnose(&[
+            "--profile",
+            "dgx-h100",
+            "--fail-on",
+            "error",
+            "--nccl-tests",
+            &path,
+        ]);
+        assert_eq!(code, 1, "footer {footer}: {err}");
+        let f = finding(&doc, "nccl-tests-wrong-results");
+        assert!(
+            f["title"]
+                .as_str()
+                .unwrap()
+                .contains("(1 sizes with #wrong > 0)"),
+            "{f}"
+        );
+    }
+}
+
+/// What `topo verify --format nccl-tests` writes for a count of wrong values reads back as
+/// that count.
+#[test]
+fn verify_s_percent_g_wrong_count_reads_back() {
+    use topo_runtime::verify::nccl_tests::g;
+    let printed = g(1_073_741_824.0);
+    assert_eq!(printed, "1.07374e+09");
+    let (_d, path) = edited_nvls_table(|t| {
+        t.replace(
+            "4038.8  265.85  465.25      0",
+            &format!("4038.8  265.85  465.25  {printed:>6}"),
+        )
+    });
+    let text = std::fs::read_to_string(&path).unwrap();
+    let r = topo_source::nccltests::parse(&text).unwrap();
+    let row = r.tests[0].rows.iter().find(|x| x.bytes == 1 << 30).unwrap();
+    let wrong = row.out_of_place.as_ref().unwrap().wrong.unwrap();
+    assert!((1_073_740_000..=1_073_750_000).contains(&wrong), "{wrong}");
+    assert_eq!(row.in_place.as_ref().unwrap().wrong, Some(0));
+}
+
+/// Figures nccl-tests cannot print are an error naming the row, left out of the verdict,
+/// never "above band" (a busbw of 1e308, a size of 2^64-1, a time of 1e-300 us), and a row
+/// of nan, inf or negatives is refused aloud, not dropped.
+#[test]
+fn impossible_rows_are_named_and_fail_the_gate() {
+    let row = "  1073741824     268435456     float     sum      -1   4038.8  265.85  465.25      0   4043.6  265.54  464.70      0";
+    let cases = [
+        (row.replace("465.25", "1e308"), "beyond any link"),
+        (
+            row.replace("  1073741824", "18446744073709551615"),
+            "more than any GPU holds",
+        ),
+        (
+            row.replace("4038.8  265.85  465.25", "1e-300  265.85  465.25"),
+            "is not size / time",
+        ),
+        (row.replace("465.25", "482.99"), "algbw x 1.7500"),
+        (row.replace("465.25", "nan"), "busbw nan is not a finite"),
+        (row.replace("465.25", "inf"), "busbw inf is not a finite"),
+        (
+            row.replace("265.85", "-265.85"),
+            "algbw -265.85 is not a finite",
+        ),
+        (
+            row.replace("4038.8", "-4038.8"),
+            "time -4038.8 is not a finite",
+        ),
+        (
+            row.replace("      0   4043.6", "     -3   4043.6"),
+            "#wrong -3 is not a count",
+        ),
+    ];
+    for (edited, why) in cases {
+        let (_d, path) = edited_nvls_table(|t| t.replace(row, &edited));
+        let (code, doc, err) = diagnose(&[
+            "--profile",
+            "dgx-h100",
+            "--fail-on",
+            "error",
+            "--nccl-tests",
+            &path,
+        ]);
+        assert_eq!(code, 1, "{why}: {err}");
+        let f = finding(&doc, "nccl-tests-impossible-rows");
+        assert_eq!(f["severity"], "error");
+        let evidence = f["evidence"].to_string();
+        assert!(evidence.contains("edited.txt:34"), "{why}: {evidence}");
+        assert!(evidence.contains(why), "{why}: {evidence}");
+        // The other sizes are judged; the impossible one is not among them.
+        let rows = doc["results"][0]["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 5, "{why}");
+        assert!(rows.iter().all(|r| r["bytes"] != 1u64 << 30), "{why}");
+        assert!(!doc.to_string().contains("0000000000000000000000"), "{why}");
+    }
+}

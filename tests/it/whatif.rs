@@ -415,3 +415,29 @@ fn failed_and_degraded_parts_are_planned_against_the_healthy_machine() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("host 0 has no GPU 9 (8 GPUs)"), "{e}");
 }
+
+/// A GPU named twice is one GPU: `--without gpu:0` twice, or a degrade of a GPU removed
+/// before, is refused naming the option, never applied to the next GPU by position.
+#[test]
+fn a_fault_on_a_part_already_removed_is_refused() {
+    for (args, flag) in [
+        (
+            vec!["--without", "gpu:0", "--without", "gpu:0"],
+            "--without (the 2nd): GPU 0 on host 0",
+        ),
+        (
+            vec!["--without", "gpu:3", "--degrade", "nvlink:GPU3=4"],
+            "--degrade (the 1st): GPU 3 on host 0",
+        ),
+    ] {
+        let out = topo()
+            .args(["plan", "--profile", "dgx-h100"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{err}");
+        assert!(err.contains("was removed by an earlier fault"), "{err}");
+    }
+}

@@ -174,23 +174,58 @@ fn no_failure(input: &Input, r: &mut Report) {
     );
 }
 
-/// Merges findings of one id (several logs or checks may raise the same), sorts by severity,
-/// and writes the verdict.
-fn finish(r: &mut Report, logs: bool) {
+/// The most evidence lines one finding keeps; the rest are counted in one more line, so a
+/// log of many jobs cannot print megabytes of evidence (docs/input-limits.md).
+pub const MAX_EVIDENCE: usize = 64;
+
+/// Findings of one code merged into one (several logs or checks may raise the same): the
+/// highest severity, evidence once each and at most [`MAX_EVIDENCE`] lines, first-raised
+/// order. Hash sets, not `Vec::contains`: a log of 40,000 jobs raises a finding per job, and
+/// comparing each evidence line with every kept one took minutes (issue 45).
+fn merge(findings: Vec<Finding>) -> Vec<Finding> {
+    use std::collections::{HashMap, HashSet};
     let mut merged: Vec<Finding> = vec![];
-    for f in r.findings.drain(..) {
-        match merged.iter_mut().find(|m| m.code == f.code) {
-            Some(m) => {
-                m.severity = m.severity.max(f.severity);
-                for e in f.evidence {
-                    if !m.evidence.contains(&e) {
-                        m.evidence.push(e);
-                    }
-                }
+    let mut at: HashMap<Code, usize> = HashMap::new();
+    let mut seen: Vec<HashSet<String>> = vec![];
+    let mut left_out: Vec<usize> = vec![];
+    for mut f in findings {
+        let evidence = std::mem::take(&mut f.evidence);
+        let i = *at.entry(f.code).or_insert_with(|| {
+            merged.push(f.clone());
+            seen.push(HashSet::new());
+            left_out.push(0);
+            merged.len() - 1
+        });
+        let m = &mut merged[i];
+        m.severity = m.severity.max(f.severity);
+        for e in evidence {
+            if seen[i].contains(&e) {
+                continue;
             }
-            None => merged.push(f),
+            if m.evidence.len() < MAX_EVIDENCE {
+                seen[i].insert(e.clone());
+                m.evidence.push(e);
+            } else {
+                seen[i].insert(e);
+                left_out[i] += 1;
+            }
         }
     }
+    for (m, n) in merged.iter_mut().zip(left_out) {
+        if n > 0 {
+            m.evidence
+                .push(format!("... and {n} more evidence lines not shown"));
+        }
+    }
+    merged
+}
+
+/// Merges findings of one code, sorts them (by severity; with logs, the cause before its
+/// symptoms and noise last) and writes the verdict.
+fn finish(r: &mut Report, logs: bool) {
+    let mut merged = merge(std::mem::take(&mut r.findings));
+    let mut kept = std::collections::HashSet::new();
+    r.checked.retain(|c| kept.insert(c.clone()));
     if logs {
         let later = std::mem::take(&mut r.from_log_topology);
         merged.sort_by_key(|f| {

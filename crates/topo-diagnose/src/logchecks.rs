@@ -54,8 +54,7 @@ pub(crate) fn env_evidence(l: &LogInput, input: &Input, var: &str) -> Option<Str
         return Some(format!("{} (value {v})", quote(&l.name, e.line, &e.text)));
     }
     // The launch command is often pasted beside the log, as another file.
-    let others = input.logs.iter().filter(|o| o.name != l.name);
-    for o in std::iter::once(l).chain(others) {
+    for o in std::iter::once(l).chain(input.exporters(var, l)) {
         if let Some((v, e)) = o.log.launch_env.get(var) {
             let shown = around(&e.text, var);
             let val = v.as_deref().map(|v| format!(" = {v}")).unwrap_or_default();

@@ -173,7 +173,7 @@ fn algo_value(l: &LogInput, input: &Input) -> Option<(String, String)> {
     if let Some((v, e)) = l.log.env.get("NCCL_ALGO") {
         return Some((v.clone(), quote(&l.name, e.line, &e.text)));
     }
-    for o in std::iter::once(l).chain(input.logs.iter().filter(|o| o.name != l.name)) {
+    for o in std::iter::once(l).chain(input.exporters("NCCL_ALGO", l)) {
         if let Some((Some(v), e)) = o.log.launch_env.get("NCCL_ALGO") {
             return Some((v.clone(), quote(&o.name, e.line, &e.text)));
         }

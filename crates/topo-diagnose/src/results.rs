@@ -7,16 +7,22 @@ use crate::{Finding, Report, Severity};
 use topo_model::message::Code;
 use topo_nccl::plan::Row as PlanRow;
 
+mod sense;
 mod types;
-pub use types::{JudgedRow, Measured, ResultsInput, ResultsReport, Verdict};
+pub use sense::MAX_BUSBW_GBPS;
+pub use types::{JudgedRow, Measured, RefusedRow, ResultsInput, ResultsReport, Verdict};
 
 /// Judges `input` against the plan rows of the same sizes and adds the verdict findings.
 pub fn judge(input: &ResultsInput, plan: &[PlanRow], r: &mut Report) -> ResultsReport {
+    let impossible = sense::check(input, r);
+    let by_size: std::collections::HashMap<u64, &PlanRow> =
+        plan.iter().rev().map(|p| (p.bytes, p)).collect();
     let mut rows: Vec<JudgedRow> = input
         .rows
         .iter()
+        .filter(|m| !impossible.contains(&m.line))
         .filter_map(|m| {
-            let p = plan.iter().find(|p| p.bytes == m.bytes)?;
+            let p = *by_size.get(&m.bytes)?;
             (m.time_us > 0.0 && p.expected_time_us > 0.0).then(|| judged(m, p))
         })
         .collect();
@@ -275,6 +281,7 @@ fn is_results_code(c: Code) -> bool {
             | Code::NcclTestsInBand
             | Code::NcclTestsNotJudged
             | Code::NcclTestsWrongResults
+            | Code::NcclTestsImpossibleRows
     )
 }
 

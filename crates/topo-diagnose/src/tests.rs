@@ -124,3 +124,84 @@ fn findings_of_one_id_merge_and_sort_by_severity() {
     assert_eq!(r.worst, Some(Severity::Error));
     assert!(r.verdict.starts_with("error: y"), "{}", r.verdict);
 }
+
+/// `n` jobs, one process each on one host, each with a WARN line: every job is judged
+/// alone and raises its own warning.
+fn many_jobs(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        let p = 1000 + i;
+        s.push_str(&format!(
+            "box:{p}:{p} [0] NCCL INFO NCCL version 2.18.3+cuda12.2\n\
+             box:{p}:{p} [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+             box:{p}:{p} [0] NCCL WARN job {i}: Cuda failure 'out of memory'\n"
+        ));
+    }
+    s
+}
+
+fn diagnose_jobs(text: &str) -> (std::time::Duration, Report) {
+    let named: Vec<(String, nccllog::NcclLog)> = nccllog::parse_jobs(text)
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| (format!("m.log (job {})", i + 1), l))
+        .collect();
+    let t0 = std::time::Instant::now();
+    let r = diagnose(&Input {
+        logs: named
+            .iter()
+            .map(|(n, l)| LogInput {
+                name: n.clone(),
+                log: l,
+            })
+            .collect(),
+        ..Default::default()
+    });
+    (t0.elapsed(), r)
+}
+
+/// A log of many jobs (issue 45: 40,000 jobs took 94 s and printed 22 MB): four times the
+/// jobs cost under six times the time, and one finding keeps at most `MAX_EVIDENCE` lines
+/// with a count of the rest.
+#[test]
+fn many_jobs_are_judged_in_linear_time_with_bounded_evidence() {
+    let (small, large) = (many_jobs(400), many_jobs(1600));
+    assert_eq!(nccllog::parse_jobs(&large).len(), 1600);
+    // Interleaved, best of five: the machine is shared, and load comes in bursts.
+    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..5 {
+        a = a.min(diagnose_jobs(&small).0);
+        b = b.min(diagnose_jobs(&large).0);
+    }
+    assert!(
+        b < a * 6 + std::time::Duration::from_millis(50),
+        "{a:?} -> {b:?}"
+    );
+    let (_, r) = diagnose_jobs(&large);
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.code == Code::NcclWarning)
+        .unwrap();
+    assert_eq!(f.evidence.len(), crate::MAX_EVIDENCE + 1);
+    assert!(
+        f.evidence
+            .last()
+            .unwrap()
+            .contains("1536 more evidence lines not shown"),
+        "{:?}",
+        f.evidence.last()
+    );
+    assert_eq!(r.checked.len(), 1600);
+}
+
+/// A line of a megabyte is quoted cut, with the count of what was left out.
+#[test]
+fn a_long_line_is_quoted_cut() {
+    let q = crate::quote("m.log", 3, &"x".repeat(1 << 20));
+    assert!(q.len() < crate::report::QUOTE_BYTES + 64, "{}", q.len());
+    assert!(q.ends_with(&format!(
+        "... ({} more bytes)",
+        (1 << 20) - crate::report::QUOTE_BYTES
+    )));
+}

@@ -125,8 +125,70 @@ fn find_gpu(t: &Topology, gpu: i32, host: HostId) -> Result<NodeIndex, String> {
         .ok_or_else(|| format!("host {host} has no GPU {gpu} ({} GPUs)", on_host.len()))
 }
 
+/// The GPU a fault names, by NVML index (else position) on the machine as the source gave
+/// it: its bus id, the identity every later step keeps.
+fn gpu_target(f: &Fault) -> Option<(i32, HostId)> {
+    match f {
+        Fault::Nvlink { gpu, host } | Fault::Gpu { gpu, host } | Fault::Lanes { gpu, host, .. } => {
+            Some((*gpu, *host))
+        }
+        Fault::Nic { .. } | Fault::Pcie { .. } => None,
+    }
+}
+
+/// Applies every fault in order, each GPU named by index resolved to its bus id on the
+/// untouched machine first. Resolving as each applies would let `gpu:0` twice remove GPU 1
+/// (the index gone, position takes the next), and `--without gpu:3` then a degrade of GPU 3
+/// degrade GPU 4. A fault naming a GPU an earlier fault removed is refused. `Err` carries
+/// the position of the fault that failed and why.
+pub fn apply_all(t: &mut Topology, faults: &[Fault]) -> Result<Vec<String>, (usize, String)> {
+    let mut targets: Vec<Option<BusId>> = Vec::with_capacity(faults.len());
+    for (i, f) in faults.iter().enumerate() {
+        targets.push(match gpu_target(f) {
+            Some((gpu, host)) if (host as usize) < t.hosts.len().max(1) => {
+                let g = find_gpu(t, gpu, host).map_err(|e| (i, e))?;
+                t.gpu(g).map(|x| x.busid)
+            }
+            _ => None,
+        });
+    }
+    let mut notes = Vec::with_capacity(faults.len());
+    for (i, (f, bus)) in faults.iter().zip(targets).enumerate() {
+        if let (Some(bus), Some((gpu, host))) = (bus, gpu_target(f))
+            && !t
+                .gpus()
+                .into_iter()
+                .any(|n| t.node(n).host == host && t.gpu(n).is_some_and(|x| x.busid == bus))
+        {
+            return Err((
+                i,
+                format!("GPU {gpu} on host {host} ({bus}) was removed by an earlier fault"),
+            ));
+        }
+        notes.push(apply_at(t, f, bus).map_err(|e| (i, e))?);
+    }
+    Ok(notes)
+}
+
+/// The GPU at `bus` on `host`, else the one `gpu` names.
+fn gpu_at(t: &Topology, gpu: i32, host: HostId, bus: Option<BusId>) -> Result<NodeIndex, String> {
+    match bus {
+        Some(b) => t
+            .gpus()
+            .into_iter()
+            .find(|&n| t.node(n).host == host && t.gpu(n).is_some_and(|x| x.busid == b))
+            .ok_or_else(|| format!("host {host} has no GPU at {b}")),
+        None => find_gpu(t, gpu, host),
+    }
+}
+
 /// Apply `f` to `t`; the note says what was done, the error why it could not be.
 pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
+    apply_at(t, f, None)
+}
+
+/// [`apply`] with the GPU already resolved to its bus id.
+fn apply_at(t: &mut Topology, f: &Fault, bus: Option<BusId>) -> Result<String, String> {
     // A part fails on one host: the others stay as they were, so the hosts are no longer
     // copies of one machine.
     t.forget_copies();
@@ -139,14 +201,14 @@ pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
     }
     match f {
         Fault::Nvlink { gpu, host } => {
-            let g = find_gpu(t, *gpu, *host)?;
+            let g = gpu_at(t, *gpu, *host, bus)?;
             let n = drop_nvlinks(t, g);
             Ok(format!(
                 "without the NVLinks of GPU {gpu} on host {host} ({n} links)"
             ))
         }
         Fault::Gpu { gpu, host } => {
-            let g = find_gpu(t, *gpu, *host)?;
+            let g = gpu_at(t, *gpu, *host, bus)?;
             drop_nvlinks(t, g);
             let Some(x) = t.gpu(g).cloned() else {
                 unreachable!("find_gpu finds GPUs")
@@ -172,7 +234,7 @@ pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
             host,
         } => degrade_pcie(t, *busid, *generation, *width, *host),
         Fault::Lanes { gpu, lanes, host } => {
-            let g = find_gpu(t, *gpu, *host)?;
+            let g = gpu_at(t, *gpu, *host, bus)?;
             degrade_lanes(t, g, *lanes)?;
             Ok(format!(
                 "GPU {gpu} on host {host} keeps {lanes} NVLink lane(s)"
@@ -441,5 +503,65 @@ mod tests {
             .unwrap_err()
             .contains("mlx5_0")
         );
+    }
+
+    /// A GPU named twice is the same GPU both times: once removed, it is refused, never
+    /// the next one by position (issue 45).
+    #[test]
+    fn faults_name_parts_by_identity_in_order() {
+        let t0 = testing::hgx(8, 90);
+        let bus = |t: &Topology, i: i32| t.gpu(find_gpu(t, i, 0).unwrap()).unwrap().busid;
+        let (b1, b4) = (bus(&t0, 1), bus(&t0, 4));
+        let mut t = t0.clone();
+        let gpu0 = Fault::Gpu { gpu: 0, host: 0 };
+        let e = apply_all(&mut t, &[gpu0.clone(), gpu0]).unwrap_err();
+        assert_eq!(e.0, 1);
+        assert!(
+            e.1.contains("GPU 0 on host 0") && e.1.contains("removed by an earlier fault"),
+            "{}",
+            e.1
+        );
+        let mut t = t0.clone();
+        let e = apply_all(
+            &mut t,
+            &[
+                Fault::Gpu { gpu: 3, host: 0 },
+                Fault::Lanes {
+                    gpu: 3,
+                    lanes: 4,
+                    host: 0,
+                },
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(e.0, 1);
+        assert!(e.1.contains("GPU 3"), "{}", e.1);
+        // Apart, GPU 1 and GPU 4 are untouched by faults on others.
+        let mut t = t0.clone();
+        let notes = apply_all(
+            &mut t,
+            &[
+                Fault::Gpu { gpu: 0, host: 0 },
+                Fault::Lanes {
+                    gpu: 3,
+                    lanes: 4,
+                    host: 0,
+                },
+            ],
+        )
+        .unwrap();
+        assert_eq!(notes.len(), 2);
+        let g1 = t
+            .gpus()
+            .into_iter()
+            .find(|&n| t.gpu(n).unwrap().busid == b1)
+            .unwrap();
+        let g4 = t
+            .gpus()
+            .into_iter()
+            .find(|&n| t.gpu(n).unwrap().busid == b4)
+            .unwrap();
+        assert_eq!(t.nvlinks(g1).iter().map(|l| l.1).sum::<u32>(), 18);
+        assert_eq!(t.nvlinks(g4).iter().map(|l| l.1).sum::<u32>(), 18);
     }
 }

@@ -996,10 +996,7 @@ fn reconcile(
             vec![],
         );
     }
-    let host_graphs: Vec<(HostId, Graphs)> = own
-        .iter()
-        .map(|&h| (h, search::compute_all_on(system, paths, &params_of(h), h)))
-        .collect();
+    let host_graphs = own_searches((topo, system, paths), own, &params_of);
     let merged = node_graphs(system, graphs, &host_graphs);
     let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
         .filter(|&h| !system.host_gpus(h).is_empty())
@@ -1007,6 +1004,49 @@ fn reconcile(
         .collect();
     let views = super::hetero::views(topo, system, graphs, &host_graphs, &nvls);
     (merged, views)
+}
+
+/// Each other host's own search (`ncclTopoCompute` on its ranks). A host of the same
+/// hardware (fingerprint), search parameters and rank layout as one searched before takes
+/// that search with its ring and tree orders moved onto its own ranks, as a split node's copy
+/// does in [`split_node_graphs`]: each search also reads every system node, so one search per
+/// host grew with the square of the hosts (`plan --hosts` of 16,384 alternating dissimilar
+/// hosts took 395 s; issue 45). What the reconciliation reads of the others' graphs is their
+/// orders and AllGather3's per-graph figures, which such a copy shares.
+fn own_searches(
+    (topo, system, paths): (&Topology, &System, &Paths),
+    own: &[HostId],
+    params_of: &impl Fn(HostId) -> SearchParams,
+) -> Vec<(HostId, Graphs)> {
+    let prints = topo.host_fingerprints();
+    let mut first: HashMap<u64, usize> = HashMap::new();
+    let mut out: Vec<(HostId, Graphs)> = Vec::with_capacity(own.len());
+    for &h in own {
+        let params = params_of(h);
+        let key = prints.get(h as usize).copied();
+        let copied = key.and_then(|k| first.get(&k)).and_then(|&i| {
+            let (s, g) = &out[i];
+            if params_of(*s) != params {
+                return None;
+            }
+            let moved = moved_orders(system, *s, h, &orders_of(g))?;
+            let mut g = g.clone();
+            g.ring.intra = moved.ring;
+            g.tree.intra = moved.tree;
+            Some(g)
+        });
+        let g = match copied {
+            Some(g) => g,
+            None => {
+                if let Some(k) = key {
+                    first.entry(k).or_insert(out.len());
+                }
+                search::compute_all_on(system, paths, &params, h)
+            }
+        };
+        out.push((h, g));
+    }
+    out
 }
 
 /// The nodes of a host split into several, each searching its own domain, reconciled with

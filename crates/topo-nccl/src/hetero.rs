@@ -42,9 +42,19 @@ pub fn views(
     if own.is_empty() {
         return vec![];
     }
+    // Looked up once each: a search per host and a scan of every NIC per host grew with the
+    // square of the hosts (issue 45).
+    let own_of: std::collections::HashMap<HostId, &Graphs> =
+        own.iter().rev().map(|(h, g)| (*h, g)).collect();
+    let mut nets_of: std::collections::HashMap<HostId, Vec<f64>> = Default::default();
+    for &n in &system.nets {
+        if let Some(x) = system.nodes[n].net.as_ref() {
+            nets_of.entry(system.nodes[n].host).or_default().push(x.bw);
+        }
+    }
     nvls.iter()
         .map(|&(h, nvls)| {
-            let g = own.iter().find(|(x, _)| *x == h).map_or(host0, |(_, g)| g);
+            let g = own_of.get(&h).copied().unwrap_or(host0);
             let ranks = system.host_gpus(h);
             let mut sm: Vec<u32> = ranks
                 .iter()
@@ -52,12 +62,7 @@ pub fn views(
                 .collect();
             sm.sort_unstable();
             sm.dedup();
-            let nets = system
-                .nets
-                .iter()
-                .filter(|&&n| system.nodes[n].host == h)
-                .filter_map(|&n| system.nodes[n].net.as_ref().map(|x| x.bw))
-                .collect();
+            let nets = nets_of.get(&h).cloned().unwrap_or_default();
             HostView {
                 host: h,
                 name: host_name(a_topo, h),

@@ -1591,6 +1591,29 @@ mod tests {
         assert!(e.to_string().contains("ranks [1] to join"), "{e}");
     }
 
+    /// Ten connections that send nothing cost rank 0 no more than one `HELLO_WAIT` all
+    /// together: they are vetted at once, each on its own deadline (issue 45: one at a time,
+    /// 2 s each, they spent a 15 s timeout).
+    #[test]
+    fn silent_connections_do_not_spend_the_job_s_timeout() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let req = VerifyRequest {
+            ranks: 2,
+            ..good_request()
+        };
+        let t0 = Instant::now();
+        let lead =
+            std::thread::spawn(move || tcp_leader(&l, "tok", &req, addr, Duration::from_secs(6)));
+        let silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let _real = tcp_hello(addr, "tok", 1, 2);
+        let r = lead.join().unwrap();
+        assert!(r.is_ok(), "{:?}", r.err().map(|e| e.to_string()));
+        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+        drop(silent);
+    }
+
     #[test]
     fn a_rank_that_joins_twice_over_tcp_fails_the_job_naming_both() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();

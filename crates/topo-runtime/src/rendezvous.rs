@@ -54,9 +54,10 @@ pub(crate) enum Incoming<S, F> {
 /// A rendezvous listener: Unix (peers of this user only) or TCP (anyone who can reach it,
 /// so the token handshake is all that keeps strangers out).
 pub(crate) trait Listener {
-    type Stream: Timed + Write;
+    /// Sent to the thread that vets it, and back.
+    type Stream: Timed + Write + Send + 'static;
     /// How a peer is named in logs and errors.
-    type From: Display + Clone;
+    type From: Display + Clone + Send + 'static;
     /// Put the listener in non-blocking mode for [`accept_by`].
     fn nonblocking(&self) -> std::io::Result<()>;
     fn poll(&self) -> std::io::Result<Incoming<Self::Stream, Self::From>>;
@@ -146,9 +147,19 @@ pub(crate) struct Joined<S, F> {
     pub(crate) hello: Hello,
 }
 
-/// Rank 0: accept ranks 1..world before `timeout` runs out, each vetted by [`admit`] and the
-/// listener's own check. Returns them in rank order; nothing has been replied yet (rank 0
-/// sends [`Reply::Accepted`] and the job once it has everyone).
+/// The most connections vetted at once: past it a new connection waits in the listen queue
+/// until one of them is done (at most [`HELLO_WAIT`]).
+const MAX_VETTING: usize = 256;
+
+/// A connection vetted by its own thread: the peer and its hello, or `None` when refused.
+type Vetted<S, F> = (S, F, Option<Hello>);
+
+/// Rank 0: accept ranks 1..world before `timeout` runs out, each vetted by [`admit`] on a
+/// thread of its own with its own [`HELLO_WAIT`], then by the listener's own check. Vetting
+/// one at a time let ten silent connections, 2 s each, spend a job's whole timeout (issue
+/// 45): now a stranger without the token costs the job nothing but a thread for 2 s.
+/// Returns the ranks in rank order; nothing has been replied yet (rank 0 sends
+/// [`Reply::Accepted`] and the job once it has everyone).
 pub(crate) fn gather<L: Listener>(
     listener: &L,
     token: &str,
@@ -160,35 +171,68 @@ pub(crate) fn gather<L: Listener>(
     listener
         .nonblocking()
         .map_err(|e| RuntimeError::io("listen for ranks", e))?;
+    let token: std::sync::Arc<str> = token.into();
+    let (tx, rx) = std::sync::mpsc::channel::<Vetted<L::Stream, L::From>>();
+    let mut vetting = 0usize;
     let mut joined: Vec<Option<Joined<L::Stream, L::From>>> = (0..world).map(|_| None).collect();
     let mut count = 1;
     while count < world {
-        let Some((mut s, from)) = accept_by(listener, deadline, tick, "accept a rank")? else {
+        tick()?;
+        let mut busy = false;
+        if vetting < MAX_VETTING {
+            match listener
+                .poll()
+                .map_err(|e| RuntimeError::io("accept a rank", e))?
+            {
+                Incoming::Peer(s, from) => {
+                    busy = true;
+                    vetting += 1;
+                    let by = deadline.min(Instant::now() + HELLO_WAIT);
+                    let (tx, token) = (tx.clone(), token.clone());
+                    std::thread::spawn(move || {
+                        let mut s = s;
+                        let h = admit(&mut s, &from.to_string(), &token, world, by);
+                        // The rendezvous may be over: then nobody listens, and the stream closes.
+                        let _ = tx.send((s, from, h));
+                    });
+                }
+                Incoming::Dropped => busy = true,
+                Incoming::Idle => {}
+            }
+        }
+        while let Ok((mut s, from, h)) = rx.try_recv() {
+            busy = true;
+            vetting -= 1;
+            let Some(h) = h else { continue };
+            if let Some(first) = &joined[h.rank] {
+                let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
+                return Err(twice(h.rank, &first.from, &from));
+            }
+            if let Err(why) = listener.check(&h) {
+                refuse(&mut s, &from.to_string(), why);
+                continue;
+            }
+            let rank = h.rank;
+            joined[rank] = Some(Joined {
+                stream: s,
+                from,
+                hello: h,
+            });
+            count += 1;
+        }
+        if count >= world {
+            break;
+        }
+        if Instant::now() >= deadline {
             let missing: Vec<usize> = (1..world).filter(|&r| joined[r].is_none()).collect();
             return Err(RuntimeError::Timeout {
                 what: format!("ranks {missing:?} to join"),
                 secs: timeout.as_secs_f64(),
             });
-        };
-        let by = deadline.min(Instant::now() + HELLO_WAIT);
-        let Some(h) = admit(&mut s, &from.to_string(), token, world, by) else {
-            continue;
-        };
-        if let Some(first) = &joined[h.rank] {
-            let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
-            return Err(twice(h.rank, &first.from, &from));
         }
-        if let Err(why) = listener.check(&h) {
-            refuse(&mut s, &from.to_string(), why);
-            continue;
+        if !busy {
+            std::thread::sleep(Duration::from_millis(2));
         }
-        let rank = h.rank;
-        joined[rank] = Some(Joined {
-            stream: s,
-            from,
-            hello: h,
-        });
-        count += 1;
     }
     Ok(joined.into_iter().flatten().collect())
 }

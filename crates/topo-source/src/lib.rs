@@ -144,6 +144,10 @@ pub struct SourceSpec {
     pub sysfs_root: Option<PathBuf>,
     /// The topology is for text output: make control characters in its strings visible.
     pub escape_text: bool,
+    /// `from` was found, not named by the user (an entry of a `--fleet` folder, a line of a
+    /// host list): only a regular file or a folder is read, never a FIFO, which another user
+    /// may have planted in a shared folder and hold open.
+    pub regular_only: bool,
 }
 
 /// Hardware facts stated on the command line (`--p2p`, `--nvls`), applied over what the
@@ -280,15 +284,33 @@ pub use error::io_reason;
 pub fn load(spec: &SourceSpec) -> Result<Topology> {
     let topo = if let Some(name) = &spec.profile {
         profile::load_builtin(name)?
+    } else if let Some(path) = spec
+        .from
+        .as_ref()
+        .filter(|p| read::is_stream(p) && spec.regular_only)
+    {
+        let kind = if read::is_stdin(path) {
+            "standard input"
+        } else {
+            "fifo"
+        };
+        return Err(Error::new(
+            ErrorKind::NotAFile,
+            format!(
+                "cannot read {}: is a {kind}, not a regular file or folder",
+                path.display()
+            ),
+        ));
     } else if let Some(path) = spec.from.as_ref().filter(|p| read::is_stream(p)) {
         // `-` or `<(cmd)`: read once, told apart by content (there is no file to sniff twice).
         let text = textfile::read_text(path, "topology source")?;
         textfile::load_text(&text, &stream_name(path))?
     } else if let Some(path) = &spec.from {
-        if !path.exists() {
+        // `metadata`, not `exists`: a symlink loop is its own error, not "no such file".
+        if let Err(e) = std::fs::metadata(path) {
             return Err(Error::new(
                 ErrorKind::Input,
-                format!("cannot read {}: no such file or directory", path.display()),
+                format!("cannot read {}: {}", path.display(), io_reason(&e)),
             ));
         }
         // A device or pipe (/dev/zero, a FIFO, /dev/stdin) would never end, block, or lose the

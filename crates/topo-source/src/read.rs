@@ -10,8 +10,11 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// How many bytes one kind of file may hold, and what to call that kind in errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +75,9 @@ pub enum ReadError {
     TooManyLinks,
     /// The tree's whole budget for resolving links is spent.
     TooMuchResolving,
+    /// A stream (standard input, a FIFO) did not reach its end within the deadline: a
+    /// writer that holds it open and sends nothing.
+    TimedOut(Duration),
 }
 
 impl ReadError {
@@ -110,6 +116,11 @@ impl fmt::Display for ReadError {
                 f.write_str("too many levels of symbolic links (a loop or a long chain)")
             }
             ReadError::TooMuchResolving => f.write_str("too many symlinks to resolve"),
+            ReadError::TimedOut(d) => write!(
+                f,
+                "its writer did not finish within {} s (a pipe held open and silent); write it to a file and pass that",
+                d.as_secs_f64()
+            ),
         }
     }
 }
@@ -198,18 +209,43 @@ pub(crate) fn file_opened(path: &Path, nofollow: bool, cap: Cap) -> Result<Vec<u
     read_capped(f, cap)
 }
 
+/// How long reading a stream (standard input, a FIFO) may take, in milliseconds: a writer
+/// that holds a pipe open and sends nothing must not hold a command forever (issue 45). The
+/// binary sets it from `TOPO_READ_TIMEOUT`; [`DEFAULT_STREAM_DEADLINE`] otherwise.
+static STREAM_DEADLINE_MS: AtomicU64 = AtomicU64::new(DEFAULT_STREAM_DEADLINE.as_secs() * 1000);
+
+/// Five minutes: `kubectl logs` of a large job streams in seconds.
+pub const DEFAULT_STREAM_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Sets the deadline of every later [`stream`] read.
+pub fn set_stream_deadline(d: Duration) {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+    STREAM_DEADLINE_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The deadline of a [`stream`] read.
+pub fn stream_deadline() -> Duration {
+    Duration::from_millis(STREAM_DEADLINE_MS.load(Ordering::Relaxed))
+}
+
 /// A text input that may be a pipe: `-` (standard input, refused when it is a terminal, which
 /// would wait for typing) or a FIFO such as bash's `<(kubectl logs ...)`, else a regular file
 /// as [`file`] reads it. The FIFO is opened non-blocking, so an open with no writer returns at
-/// once, then switched to blocking reads (a writer that has gone gives end of file, never a
-/// hang); at most `cap` bytes either way.
+/// once and reads as empty; every read of a pipe waits in `poll` for what is left of
+/// [`stream_deadline`], so a writer that holds it open and sends nothing is
+/// [`ReadError::TimedOut`], never a hang; at most `cap` bytes either way.
 pub fn stream(path: &Path, cap: Cap) -> Result<Vec<u8>, ReadError> {
+    let limit = stream_deadline();
+    let deadline = Instant::now() + limit;
     if is_stdin(path) {
         let stdin = io::stdin();
         if io::IsTerminal::is_terminal(&stdin) {
             return Err(ReadError::NotRegular("terminal (standard input)"));
         }
-        return read_capped(stdin.lock(), cap);
+        let fd = stdin.as_fd().try_clone_to_owned()?;
+        // Standard input's file description is shared with the caller's shell: its flags
+        // stay as they are, and `poll` comes before each read instead.
+        return read_until(File::from(fd), cap, (deadline, limit), false);
     }
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -220,14 +256,77 @@ pub fn stream(path: &Path, cap: Cap) -> Result<Vec<u8>, ReadError> {
         drop(f);
         return file(path, cap);
     }
-    let flags = rustix::fs::fcntl_getfl(&f).map_err(io::Error::from)?;
-    rustix::fs::fcntl_setfl(&f, flags - rustix::fs::OFlags::NONBLOCK).map_err(io::Error::from)?;
-    read_capped(f, cap)
+    read_until(f, cap, (deadline, limit), true)
+}
+
+/// Reads `f` to its end, at most `cap` bytes, waiting for data only in `poll` and only until
+/// `deadline` (`limit` after the start, for the error). `nonblocking`: `f` is `O_NONBLOCK`, so a read that would wait says so (a FIFO
+/// whose writer never came reads as end of file at once, as a blocking read would).
+fn read_until(
+    mut f: File,
+    cap: Cap,
+    (deadline, limit): (Instant, Duration),
+    nonblocking: bool,
+) -> Result<Vec<u8>, ReadError> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut ready = nonblocking;
+    loop {
+        if !ready {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ReadError::TimedOut(limit));
+            }
+            let ts = rustix::event::Timespec {
+                tv_sec: left.as_secs() as i64,
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [rustix::event::PollFd::new(&f, rustix::event::PollFlags::IN)];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) => return Err(ReadError::TimedOut(limit)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io::Error::from(e).into()),
+            }
+        }
+        match f.read(&mut chunk) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() as u64 > cap.bytes {
+                    return Err(ReadError::TooLarge(cap));
+                }
+                ready = nonblocking;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready = false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// `-`: standard input.
 pub fn is_stdin(path: &Path) -> bool {
     path.as_os_str() == "-"
+}
+
+/// `-`, or a path to the pipe standard input is (`/dev/stdin`, `/proc/self/fd/0`, the FIFO
+/// itself): naming it twice would read it twice, the second time empty.
+pub fn names_stdin(path: &Path) -> bool {
+    if is_stdin(path) {
+        return true;
+    }
+    let Ok(fd0) = rustix::fs::fstat(io::stdin().as_fd()) else {
+        return false;
+    };
+    let kind = rustix::fs::FileType::from_raw_mode(fd0.st_mode);
+    if !matches!(
+        kind,
+        rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
+    ) {
+        return false;
+    }
+    std::fs::metadata(path).is_ok_and(|m| m.dev() == fd0.st_dev && m.ino() == fd0.st_ino)
 }
 
 /// Standard input or a FIFO: read once, as a stream, never sniffed by reopening.

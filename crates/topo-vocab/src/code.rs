@@ -134,6 +134,7 @@ codes! {
     PeerConnectionLost => "peer-connection-lost" [Error],
     CudaOutOfMemory => "cuda-out-of-memory" [Error],
     IbCompletionError => "ib-completion-error" [Error],
+    NcclTestsImpossibleRows => "nccl-tests-impossible-rows" [Error],
 }
 
 impl Code {

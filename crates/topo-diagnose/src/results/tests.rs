@@ -40,6 +40,7 @@ fn measured(rows: &[PlanRow], f: impl Fn(u64) -> f64) -> Vec<Measured> {
             wrong: Some(0),
             line: i + 1,
             text: format!("{} row", p.bytes),
+            groups: vec![],
         })
         .collect()
 }
@@ -55,6 +56,7 @@ fn input(rows: Vec<Measured>, nnodes: usize, env: &[(&str, &str)]) -> ResultsInp
         machine: "profile dgx-h100".into(),
         rows,
         out_of_bounds: Some(0),
+        refused: vec![],
         env: env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -19,6 +19,17 @@ pub struct Measured {
     /// The input line, for quoting.
     pub line: usize,
     pub text: String,
+    /// Each printed `time` (us), `algbw` and `busbw` (GB/s) group of the row, out-of-place
+    /// first: what the sense checks recompute.
+    pub groups: Vec<[f64; 3]>,
+}
+
+/// A row the reader refused for its figures (nan, a negative time), with why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefusedRow {
+    pub line: usize,
+    pub text: String,
+    pub why: String,
 }
 
 /// One nccl-tests run and what it ran on.
@@ -36,6 +47,8 @@ pub struct ResultsInput {
     pub machine: String,
     pub rows: Vec<Measured>,
     pub out_of_bounds: Option<u64>,
+    /// Rows the reader refused; the judge names them and fails.
+    pub refused: Vec<RefusedRow>,
     /// Settings the run had (`NCCL_ALGO=Ring`), from the file or `--env`.
     pub env: Vec<(String, String)>,
 }

@@ -32,7 +32,7 @@ fn parse_jobs_with(text: &str, split: bool) -> Vec<NcclLog> {
     let mut log = NcclLog::default();
     let mut st = State::default();
     let mut last = "";
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in paste::lines(text).enumerate() {
         let n = i + 1;
         last = raw;
         let cleaned = paste::clean(raw);
@@ -88,10 +88,12 @@ fn starts_new_job(log: &NcclLog, st: &State, line: &str) -> bool {
 
 fn note_process(st: &mut State, p: &Prefix) {
     match st.processes.get_mut(p.host) {
-        Some(pids) if pids.contains(&p.pid) => {}
-        Some(pids) => pids.push(p.pid),
+        Some(pids) => {
+            pids.insert(p.pid);
+        }
         None => {
-            st.processes.insert(p.host.to_string(), vec![p.pid]);
+            st.processes
+                .insert(p.host.to_string(), std::iter::once(p.pid).collect());
         }
     }
 }
@@ -143,15 +145,30 @@ struct State {
     quoted: std::collections::HashMap<Transport, [usize; 2]>,
     /// The pids of every process that printed a line of this job, per host (looked up by
     /// `&str` on every line, so no allocation once a process is known).
-    processes: std::collections::HashMap<String, Vec<Option<u64>>>,
+    /// A set: a log of one host's many processes looks each up once per line.
+    processes: std::collections::HashMap<String, std::collections::HashSet<Option<u64>>>,
     /// The first `cudaDriverVersion` line is kept for quoting, not every rank's.
     driver_line_kept: bool,
 }
 
+/// The most bytes of a line kept as evidence: a launch command is a few KiB, and a log of one
+/// 250 MB line once kept (and printed) all of it several times (issue 45).
+pub const EVIDENCE_BYTES: usize = 16 << 10;
+
 fn ev(line: usize, text: &str) -> Evidence {
+    if text.len() <= EVIDENCE_BYTES {
+        return Evidence {
+            line,
+            text: text.to_string(),
+        };
+    }
+    let mut end = EVIDENCE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
     Evidence {
         line,
-        text: text.to_string(),
+        text: format!("{}... ({} more bytes)", &text[..end], text.len() - end),
     }
 }
 

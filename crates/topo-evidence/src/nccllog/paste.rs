@@ -4,6 +4,25 @@
 
 use std::borrow::Cow;
 
+#[cfg(test)]
+mod line_tests {
+    #[test]
+    fn lines_end_at_lf_crlf_or_a_lone_cr() {
+        fn l(t: &str) -> Vec<&str> {
+            super::lines(t).collect()
+        }
+        assert_eq!(l(""), Vec::<&str>::new());
+        assert_eq!(l("a\nb\n"), ["a", "b"]);
+        assert_eq!(l("a\r\nb\r\n"), ["a", "b"]);
+        assert_eq!(l("a\rb\rc"), ["a", "b", "c"]);
+        assert_eq!(l("a\n\nb"), ["a", "", "b"]);
+        assert_eq!(l("\n"), [""]);
+        for t in ["x\ny\r\nz\n", "p\nq", "\n\n"] {
+            assert_eq!(l(t), t.lines().collect::<Vec<_>>(), "{t:?}");
+        }
+    }
+}
+
 /// The line as NCCL wrote it: no trailing CR, no ANSI escape sequences, no launcher or
 /// container-log prefixes (any number of them, in any order).
 pub fn clean(raw: &str) -> Cow<'_, str> {
@@ -28,6 +47,23 @@ pub fn clean(raw: &str) -> Cow<'_, str> {
         return line;
     }
     Cow::Owned(rest.to_string())
+}
+
+/// The text's lines, ended by `\n`, `\r\n` or a lone `\r` (old Mac files, and what a
+/// terminal capture of a progress line holds): `str::lines` knows no lone `\r`, so a file of
+/// CR-only endings read as one line of hundreds of megabytes (issue 45).
+pub fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let body = if text.ends_with('\n') {
+        body.strip_suffix('\r').unwrap_or(body)
+    } else {
+        body
+    };
+    (!text.is_empty())
+        .then_some(body)
+        .into_iter()
+        .flat_map(|b| b.split('\n'))
+        .flat_map(|l| l.strip_suffix('\r').unwrap_or(l).split('\r'))
 }
 
 /// Drops CSI (`ESC [ ... final`), OSC (`ESC ] ... BEL`) and two-byte escapes.

@@ -472,3 +472,57 @@ fn a_markdown_bold_warn_is_a_warn() {
     );
     assert_eq!(log.warnings.len(), 1);
 }
+
+/// A line of a megabyte is kept cut, with the count of what was left out (issue 45: a log of
+/// one 250 MB line printed 285 MB of evidence).
+#[test]
+fn a_huge_line_is_kept_cut() {
+    let text = format!(
+        "box:1:1 [0] NCCL WARN {}\nbox:1:1 [0] NCCL INFO ok\n",
+        "x".repeat(1 << 20)
+    );
+    let log = parse(&text);
+    let w = &log.warnings[0].text;
+    assert!(w.len() < super::lines::EVIDENCE_BYTES + 64, "{}", w.len());
+    assert!(w.ends_with("more bytes)"), "{}", &w[w.len() - 40..]);
+    // Lone CRs end lines too: the WARN is line 1, the INFO line 2.
+    let cr = parse("box:1:1 [0] NCCL WARN a\rbox:1:1 [0] NCCL INFO b\r");
+    assert_eq!(cr.warnings[0].line, 1);
+    assert_eq!(cr.nccl_lines, 2);
+}
+
+/// Many jobs in one log, each a process of its own on one host: four times the jobs are read
+/// in under six times the time (issue 45).
+#[test]
+fn many_jobs_are_read_in_linear_time() {
+    let text = |n: usize| {
+        let mut s = String::new();
+        for i in 0..n {
+            let p = 1000 + i;
+            s.push_str(&format!(
+                "box:{p}:{p} [0] NCCL INFO NCCL version 2.18.3+cuda12.2\n\
+                 box:{p}:{p} [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n\
+                 box:{p}:{p} [0] NCCL WARN job {i} failed\n"
+            ));
+        }
+        s
+    };
+    let (small, large) = (text(1000), text(4000));
+    let time = |t: &str| {
+        let t0 = std::time::Instant::now();
+        let jobs = parse_jobs(t);
+        let took = t0.elapsed();
+        assert!(jobs.len() >= 1000);
+        took
+    };
+    // Interleaved, best of five: the machine is shared, and load comes in bursts.
+    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..5 {
+        a = a.min(time(&small));
+        b = b.min(time(&large));
+    }
+    assert!(
+        b < a * 6 + std::time::Duration::from_millis(20),
+        "{a:?} -> {b:?}"
+    );
+}

@@ -551,20 +551,38 @@ pub(crate) fn mask_to_cpulist(mask: &str) -> Option<String> {
 
 /// A NUMA node's CPU list as ranges (`0-55,112-167`, as lscpu and nvidia-smi print it), from
 /// `cpus` or the affinity mask. A source may spell every CPU out (`0,1,2,...`), which a
-/// table then breaks mid-number.
+/// table then breaks mid-number. A list that is not one is shown as written, cut at
+/// [`MAX_SHOWN_LIST`] bytes.
 pub(crate) fn cpu_list(cpu: &topo_model::Cpu) -> Option<String> {
     match &cpu.cpus {
-        Some(l) => Some(as_ranges(l).unwrap_or_else(|| l.clone())),
+        Some(l) => Some(cut_list(&as_ranges(l).unwrap_or_else(|| l.clone()))),
         None => cpu.affinity.as_deref().and_then(mask_to_cpulist),
     }
 }
 
-/// Above this many CPUs a list is shown as written: expanding it costs more than it helps.
+/// CPU numbers a list may name: past it a list is shown as written.
 const MAX_LISTED_CPUS: usize = 1 << 16;
 
+/// The most bytes of a list shown as written: a 200,000-entry list once took show's text
+/// summary 109 s to lay out (issue 45).
+pub(crate) const MAX_SHOWN_LIST: usize = 1024;
+
+fn cut_list(l: &str) -> String {
+    if l.len() <= MAX_SHOWN_LIST {
+        return l.to_string();
+    }
+    let mut end = MAX_SHOWN_LIST;
+    while !l.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &l[..end], l.len() - end)
+}
+
 /// `0,1,2,3,8-9` → `0-3,8-9`; `None` when `list` is not a CPU list (it is then shown as is).
+/// Linear in the list whatever it repeats: CPUs are marked in a table of at most
+/// [`MAX_LISTED_CPUS`], not collected and sorted.
 fn as_ranges(list: &str) -> Option<String> {
-    let mut cpus = vec![];
+    let mut seen: Vec<bool> = vec![];
     for item in list.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let (a, b) = match item.split_once('-') {
             Some((a, b)) => (
@@ -576,16 +594,18 @@ fn as_ranges(list: &str) -> Option<String> {
                 (a, a)
             }
         };
-        if b < a || b - a >= MAX_LISTED_CPUS || cpus.len() + (b - a) >= MAX_LISTED_CPUS {
+        if b < a || b >= MAX_LISTED_CPUS {
             return None;
         }
-        cpus.extend(a..=b);
+        if seen.len() <= b {
+            seen.resize(b + 1, false);
+        }
+        seen[a..=b].fill(true);
     }
+    let cpus: Vec<usize> = (0..seen.len()).filter(|&i| seen[i]).collect();
     if cpus.is_empty() {
         return None;
     }
-    cpus.sort_unstable();
-    cpus.dedup();
     Some(ranges(&cpus).replace('–', "-").replace(", ", ","))
 }
 
@@ -658,6 +678,53 @@ mod tests {
         for odd in ["", "x", "3-1", "0-99999999", "1,,a"] {
             assert_eq!(as_ranges(odd), None, "{odd}");
         }
+    }
+
+    /// A list of 200,000 entries (issue 45: 109 s in show's text summary) costs what its
+    /// length does: four times the entries, under six times the time; shown at most
+    /// `MAX_SHOWN_LIST` bytes.
+    #[test]
+    fn long_cpu_lists_cost_linear_time_and_show_cut() {
+        let list = |n: usize| -> String {
+            (0..n)
+                .map(|i| (i % 60_000).to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let time = |l: &str| {
+            let cpu = topo_model::Cpu {
+                cpus: Some(l.to_string()),
+                ..Default::default()
+            };
+            let t0 = std::time::Instant::now();
+            let shown = cpu_list(&cpu).unwrap();
+            let took = t0.elapsed();
+            assert!(shown.len() <= MAX_SHOWN_LIST + 40, "{}", shown.len());
+            took
+        };
+        let (small, large) = (list(50_000), list(200_000));
+        // Interleaved, best of five: the machine is shared, and load comes in bursts.
+        let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+        for _ in 0..5 {
+            a = a.min(time(&small));
+            b = b.min(time(&large));
+        }
+        assert!(
+            b < a * 6 + std::time::Duration::from_millis(20),
+            "{a:?} -> {b:?}"
+        );
+        let repeated = vec!["0-3"; 200_000].join(",");
+        assert_eq!(as_ranges(&repeated).unwrap(), "0-3");
+        let beyond: String = (60_000..260_000).map(|i| format!("{i},")).collect();
+        let cpu = topo_model::Cpu {
+            cpus: Some(beyond),
+            ..Default::default()
+        };
+        let shown = cpu_list(&cpu).unwrap();
+        assert!(
+            shown.ends_with("more bytes)") && shown.len() < 1100,
+            "{shown}"
+        );
     }
 
     #[test]

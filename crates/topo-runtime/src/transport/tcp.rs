@@ -157,12 +157,14 @@ impl Drop for TcpTransport {
     }
 }
 
-fn lost(rank: usize, e: std::io::Error) -> RuntimeError {
+/// A failed write to `rank`, after `waited`: a peer that stops reading fills the socket and
+/// the write times out, which says how long it really waited (it once said 0.0 s after 33).
+fn lost(rank: usize, e: std::io::Error, waited: Duration) -> RuntimeError {
     use std::io::ErrorKind::*;
     match e.kind() {
         WouldBlock | TimedOut => RuntimeError::Timeout {
-            what: format!("data from rank {rank}"),
-            secs: 0.0,
+            what: format!("rank {rank} to read what this rank sends"),
+            secs: waited.as_secs_f64(),
         },
         _ => RuntimeError::PeerLost {
             rank,
@@ -283,9 +285,10 @@ impl Transport for TcpTransport {
         4 * PIECE
     }
     fn send(&mut self, peer: usize, chan: usize, _proto: Protocol, data: &[u8]) -> Result<()> {
+        let t0 = Instant::now();
         self.sock(peer, chan)
             .write_all(data)
-            .map_err(|e| lost(peer, e))
+            .map_err(|e| lost(peer, e, t0.elapsed()))
     }
     fn recv(&mut self, peer: usize, chan: usize, _proto: Protocol, out: &mut [u8]) -> Result<()> {
         let rx = self.rx[peer][chan % SOCKETS_PER_PEER]
@@ -347,5 +350,26 @@ impl Transport for TcpTransport {
     }
     fn abort(&self, _rank: usize) {
         // Peers notice the closed sockets when this rank exits.
+    }
+}
+
+#[cfg(test)]
+mod lost_tests {
+    use super::*;
+
+    /// A write that timed out says how long it waited, not 0.0 s (issue 45).
+    #[test]
+    fn a_timed_out_write_says_how_long_it_waited() {
+        let e = lost(
+            3,
+            std::io::Error::from(std::io::ErrorKind::WouldBlock),
+            Duration::from_secs(33),
+        );
+        let RuntimeError::Timeout { secs, what } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(*secs, 33.0);
+        assert!(what.contains("rank 3"), "{what}");
+        assert!(e.to_string().contains("33"), "{e}");
     }
 }

@@ -54,8 +54,10 @@ pub fn float_str(value: f64, width: usize) -> String {
     format!("{:>width$}", format!("{m}e{sign}{:02}", exp.abs()))
 }
 
-/// C's `%g` for a count of wrong elements (six significant digits).
-fn g(v: f64) -> String {
+/// C's `%g` for a count of wrong elements (six significant digits), as nccl-tests' `%6g`
+/// writes `#wrong`: a billion reads `1.07374e+09`, which nccl-tests readers must take as a
+/// count (topo-source's `nccltests::wrong_count` does).
+pub fn g(v: f64) -> String {
     if v.abs() < 1e6 && v.fract() == 0.0 {
         format!("{v}")
     } else {

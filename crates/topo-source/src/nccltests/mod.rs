@@ -19,6 +19,11 @@ pub const MAX_ROWS: usize = 4096;
 pub const MAX_TESTS: usize = 256;
 /// The most rank lines kept per test (a 131,072-GPU job prints one per rank).
 pub const MAX_RANK_LINES: usize = 1 << 17;
+/// The largest `size` a row may state: 16 TiB, far above any GPU's memory (nccl-tests'
+/// buffers live in it), so a larger one is a corrupted or forged row.
+pub const MAX_BYTES: u64 = 1 << 44;
+/// The longest time a row may state, in microseconds (a day): one iteration of one size.
+pub const MAX_TIME_US: f64 = 86_400e6;
 
 const DTYPES: [&str; 11] = [
     "float", "half", "bfloat16", "double", "int8", "uint8", "int32", "uint32", "int64", "uint64",
@@ -76,8 +81,20 @@ pub struct Test {
     pub params: Option<Params>,
     pub ranks: Vec<RankLine>,
     pub rows: Vec<Row>,
+    /// Rows shaped like results whose figures nccl-tests cannot print (nan, inf, a negative
+    /// or zero time, a size past [`MAX_BYTES`]): kept apart, with why, so a judge can refuse
+    /// them aloud instead of them vanishing.
+    pub refused: Vec<Refused>,
     pub avg_busbw_gbps: Option<f64>,
     pub out_of_bounds: Option<u64>,
+}
+
+/// A row refused for its figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Refused {
+    pub line: usize,
+    pub text: String,
+    pub why: String,
 }
 
 /// What a file held.
@@ -97,6 +114,13 @@ pub struct Results {
 impl Results {
     pub fn rows(&self) -> usize {
         self.tests.iter().map(|t| t.rows.len()).sum()
+    }
+    /// Rows read and rows refused: what the [`MAX_ROWS`] bound counts.
+    fn all_rows(&self) -> usize {
+        self.tests
+            .iter()
+            .map(|t| t.rows.len() + t.refused.len())
+            .sum()
     }
 }
 
@@ -145,7 +169,7 @@ pub fn parse(text: &str) -> Result<Results, String> {
     } else {
         parse_text(text)
     };
-    if r.rows() == 0 {
+    if r.all_rows() == 0 {
         return Err(
             "no nccl-tests result rows (`size count type redop ... busbw` lines) found".into(),
         );
@@ -156,11 +180,12 @@ pub fn parse(text: &str) -> Result<Results, String> {
 fn parse_text(text: &str) -> Results {
     let mut r = Results::default();
     let mut cols: Option<Columns> = None;
-    for (i, raw) in text.lines().enumerate() {
+    let mut ranks = RanksSeen::default();
+    for (i, raw) in paste::lines(text).enumerate() {
         let line = paste::clean(raw.trim_start());
         let line = line.trim();
         if let Some(body) = line.strip_prefix('#') {
-            header_line(&mut r, &mut cols, body.trim());
+            header_line(&mut r, &mut cols, &mut ranks, body.trim());
         } else if let Some(row) = data_row(line, cols.as_ref(), i + 1) {
             push_row(&mut r, row);
         }
@@ -197,18 +222,25 @@ fn note(r: &mut Results, what: String) {
     }
 }
 
-fn push_row(r: &mut Results, row: Row) {
-    if r.rows() >= MAX_ROWS {
+fn push_row(r: &mut Results, row: Result<Row, Refused>) {
+    if r.all_rows() >= MAX_ROWS {
         note(
             r,
             format!("more than {MAX_ROWS} result rows: the rest are not read"),
         );
         return;
     }
-    current(r).rows.push(row);
+    match row {
+        Ok(row) => current(r).rows.push(row),
+        Err(x) => current(r).refused.push(x),
+    }
 }
 
-fn header_line(r: &mut Results, cols: &mut Option<Columns>, body: &str) {
+/// (test, rank) pairs already kept: a hash set, where a scan of the kept lines made 131,072
+/// rank lines take 26 s (issue 45).
+type RanksSeen = std::collections::HashSet<(usize, u32)>;
+
+fn header_line(r: &mut Results, cols: &mut Option<Columns>, ranks: &mut RanksSeen, body: &str) {
     if let Some(rest) = body.strip_prefix("nccl-tests version ") {
         tests_version_line(r, rest);
     } else if let Some(p) = body.strip_prefix("Collective test starting:") {
@@ -223,7 +255,7 @@ fn header_line(r: &mut Results, cols: &mut Option<Columns>, body: &str) {
             current(r).params = params;
         }
     } else if body.starts_with("Rank ") {
-        rank_line(r, body);
+        rank_line(r, ranks, body);
     } else if let Some(c) = Columns::from_header(body) {
         *cols = Some(c);
     } else if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
@@ -272,12 +304,14 @@ fn params_line(body: &str) -> Option<Params> {
 
 /// `Rank  0 Group  0 Pid 291005 on node005 device  0 [0x18] NVIDIA H100 80GB HBM3`; `Group`
 /// is absent before nccl-tests 2.7.
-fn rank_line(r: &mut Results, body: &str) {
+fn rank_line(r: &mut Results, seen: &mut RanksSeen, body: &str) {
     let Some(line) = parse_rank(body) else {
         return;
     };
+    current(r);
+    let test = r.tests.len() - 1;
     let t = current(r);
-    if t.ranks.len() < MAX_RANK_LINES && !t.ranks.iter().any(|x| x.rank == line.rank) {
+    if t.ranks.len() < MAX_RANK_LINES && seen.insert((test, line.rank)) {
         t.ranks.push(line);
     }
 }
@@ -315,7 +349,9 @@ impl Columns {
     }
 }
 
-fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Row> {
+/// A row shaped like nccl-tests' (size, count, a type, a reduction, number groups): `Ok`
+/// when its figures are ones nccl-tests prints, `Err` naming the figure when not.
+fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Result<Row, Refused>> {
     let toks: Vec<&str> = line.split_whitespace().collect();
     let i = toks.iter().position(|t| DTYPES.contains(t))?;
     if i < 2 {
@@ -332,9 +368,31 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Row> {
     } else {
         (None, rest)
     };
-    let out_of_place = sample(groups.get(..4)?);
-    let in_place = groups.get(4..8).and_then(sample);
-    (out_of_place.is_some() || in_place.is_some()).then(|| Row {
+    let refuse = |why: String| Refused {
+        line: lineno,
+        text: line.to_string(),
+        why,
+    };
+    let first = groups.get(..4)?;
+    let out_of_place = sample(first);
+    let in_place = groups.get(4..8).map(sample).unwrap_or(Ok(None));
+    // Nothing number-like at all: not a result row (a line of prose that names a type).
+    if out_of_place.is_err() && !first.iter().any(|t| t.parse::<f64>().is_ok()) {
+        return None;
+    }
+    let (out_of_place, in_place) = match (out_of_place, in_place) {
+        (Ok(o), Ok(p)) => (o, p),
+        (Err(why), _) | (_, Err(why)) => return Some(Err(refuse(why))),
+    };
+    if out_of_place.is_none() && in_place.is_none() {
+        return None;
+    }
+    if bytes > MAX_BYTES {
+        return Some(Err(refuse(format!(
+            "a size of {bytes} bytes, more than any GPU holds ({MAX_BYTES})"
+        ))));
+    }
+    Some(Ok(Row {
         bytes,
         count,
         dtype: toks[i].to_string(),
@@ -344,18 +402,63 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Row> {
         in_place,
         line: lineno,
         text: line.to_string(),
-    })
+    }))
 }
 
-fn sample(g: &[&str]) -> Option<Sample> {
-    let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
-    let s = Sample {
-        time_us: num(g[0])?,
-        algbw_gbps: num(g[1])?,
-        busbw_gbps: num(g[2])?,
-        wrong: g[3].parse().ok(),
+/// One `time algbw busbw #wrong` group as nccl-tests prints it (src/util.cu
+/// `writeBenchmarkLineBody`, 2.19.6: `getFloatStr` figures, which turn to `1.2e+07` when
+/// wide, and `#wrong` with `%6g`, so a large count reads `1.07374e+09`). `Ok(None)` for a
+/// group not measured (`N/A` throughout, as `topo verify` prints an in-place it did not
+/// run); `Err` names a figure nccl-tests cannot print.
+fn sample(g: &[&str]) -> Result<Option<Sample>, String> {
+    if g.iter().all(|t| *t == "N/A") {
+        return Ok(None);
+    }
+    let num = |what: &str, s: &str| -> Result<f64, String> {
+        match s.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            Ok(_) => Err(format!("{what} {s} is not a finite non-negative number")),
+            Err(_) => Err(format!("{what} '{}' is not a number", cut(s))),
+        }
     };
-    (s.time_us > 0.0).then_some(s)
+    let time_us = num("time", g[0])?;
+    if time_us <= 0.0 || time_us > MAX_TIME_US {
+        return Err(format!(
+            "time {} us is outside what one iteration can take (above 0, at most a day)",
+            g[0]
+        ));
+    }
+    Ok(Some(Sample {
+        time_us,
+        algbw_gbps: num("algbw", g[1])?,
+        busbw_gbps: num("busbw", g[2])?,
+        wrong: wrong_count(g[3])?,
+    }))
+}
+
+/// `#wrong`: `N/A` when not checked (`-c 0`), else a count, written by `%g` (`1.07374e+09`
+/// is over a billion wrong values, rounded up so no count reads as zero).
+pub fn wrong_count(s: &str) -> Result<Option<u64>, String> {
+    if s == "N/A" {
+        return Ok(None);
+    }
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(Some(n));
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v.ceil() as u64)),
+        Ok(_) => Err(format!("#wrong {s} is not a count")),
+        Err(_) => Err(format!("#wrong '{}' is not a count", cut(s))),
+    }
+}
+
+/// A token of a refused row as quoted in its reason: at most 24 characters.
+fn cut(s: &str) -> String {
+    let mut out: String = s.chars().take(24).collect();
+    if out.len() < s.len() {
+        out.push_str("...");
+    }
+    out
 }
 
 fn parse_json(text: &str) -> Result<Results, String> {
@@ -382,15 +485,17 @@ fn parse_json(text: &str) -> Result<Results, String> {
         ..Default::default()
     };
     for (i, row) in v["results"].as_array().into_iter().flatten().enumerate() {
-        if t.rows.len() >= MAX_ROWS {
+        if t.rows.len() + t.refused.len() >= MAX_ROWS {
             note(
                 &mut r,
                 format!("more than {MAX_ROWS} result rows: the rest are not read"),
             );
             break;
         }
-        if let Some(row) = json_row(row, i + 1) {
-            t.rows.push(row);
+        match json_row(row, i + 1) {
+            Some(Ok(row)) => t.rows.push(row),
+            Some(Err(x)) => t.refused.push(x),
+            None => {}
         }
     }
     r.tests.push(t);
@@ -424,21 +529,49 @@ fn json_ranks(d: &serde_json::Value) -> Vec<RankLine> {
         .collect()
 }
 
-fn json_row(x: &serde_json::Value, n: usize) -> Option<Row> {
-    let side = |s: &serde_json::Value| -> Option<Sample> {
-        let time = s["time"].as_f64().or_else(|| s["cpu_time"].as_f64())?;
-        Some(Sample {
-            time_us: time,
-            algbw_gbps: s["alg_bw"].as_f64()?,
-            busbw_gbps: s["bus_bw"].as_f64()?,
-            wrong: s["nwrong"].as_f64().map(|w| w as u64),
-        })
-        .filter(|s| s.time_us > 0.0 && s.busbw_gbps.is_finite())
+/// A figure of a `-J` group: nccl-tests writes a number, or the string `"nan"`.
+fn json_figure(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn json_row(x: &serde_json::Value, n: usize) -> Option<Result<Row, Refused>> {
+    let side = |s: &serde_json::Value| -> Result<Option<Sample>, String> {
+        if s.is_null() || !s.is_object() {
+            return Ok(None);
+        }
+        let time = json_figure(&s["time"]).or_else(|| json_figure(&s["cpu_time"]));
+        let figs = [time, json_figure(&s["alg_bw"]), json_figure(&s["bus_bw"])];
+        let [Some(t), Some(a), Some(b)] = figs else {
+            return Ok(None);
+        };
+        let wrong = json_figure(&s["nwrong"]).unwrap_or_else(|| "N/A".into());
+        sample(&[&t, &a, &b, &wrong])
     };
-    let out_of_place = side(&x["out_of_place"]);
-    let in_place = side(&x["in_place"]);
-    (out_of_place.is_some() || in_place.is_some()).then(|| Row {
-        bytes: x["size"].as_u64().unwrap_or(0),
+    let text = format!("results[{}]", n - 1);
+    let refuse = |why: String| Refused {
+        line: n,
+        text: text.clone(),
+        why,
+    };
+    let (out_of_place, in_place) = match (side(&x["out_of_place"]), side(&x["in_place"])) {
+        (Ok(o), Ok(p)) => (o, p),
+        (Err(why), _) | (_, Err(why)) => return Some(Err(refuse(why))),
+    };
+    if out_of_place.is_none() && in_place.is_none() {
+        return None;
+    }
+    let bytes = x["size"].as_u64().unwrap_or(0);
+    if bytes > MAX_BYTES {
+        return Some(Err(refuse(format!(
+            "a size of {bytes} bytes, more than any GPU holds ({MAX_BYTES})"
+        ))));
+    }
+    Some(Ok(Row {
+        bytes,
         count: x["count"].as_u64().unwrap_or(0),
         dtype: x["type"].as_str().unwrap_or("").to_string(),
         redop: x["redop"].as_str().unwrap_or("").to_string(),
@@ -446,8 +579,8 @@ fn json_row(x: &serde_json::Value, n: usize) -> Option<Row> {
         out_of_place,
         in_place,
         line: n,
-        text: format!("results[{}]", n - 1),
-    })
+        text,
+    }))
 }
 
 #[cfg(test)]
