@@ -102,6 +102,20 @@ codes! {
     DeviceMissing => "device-missing",
     NumaMismatch => "numa-mismatch",
     NcclWarning => "nccl-warning",
+    HangRankMissing => "hang-rank-missing",
+    HangRankSilent => "hang-rank-silent",
+    HangRankDead => "hang-rank-dead",
+    HangRankError => "hang-rank-error",
+    HangDesync => "hang-desync",
+    HangNetworkFault => "hang-network-fault",
+    HangNetFirstUse => "hang-net-first-use",
+    HangConcurrentUse => "hang-concurrent-use",
+    HangStuckInTransfer => "hang-stuck-in-transfer",
+    HangCollectiveTimeout => "hang-collective-timeout",
+    HangWatchdogStuck => "hang-watchdog-stuck",
+    HangRasMismatch => "hang-ras-mismatch",
+    HangRasTeardown => "hang-ras-teardown",
+    HangRasInconsistent => "hang-ras-inconsistent",
 }
 
 impl Code {

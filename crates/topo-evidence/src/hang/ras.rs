@@ -253,7 +253,11 @@ fn comm_line(c: &mut RasComm, t: &str, q: Quote) {
         if op.is_some() {
             c.op = op;
         }
-    } else if let Some(k) = t.split(" ranks have launched up to operation ").nth(1) {
+    } else if let Some(k) = t
+        .split(" ranks have launched up to operation ")
+        .nth(1)
+        .or_else(|| t.split(" rank has launched up to operation ").nth(1))
+    {
         let count = k.trim().parse().unwrap_or(0);
         push_group(c, GroupWhat::Launched { count }, lead_num(t), q);
     } else if t.contains(" ranks have not launched any operations")
