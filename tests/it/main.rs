@@ -9,6 +9,7 @@ mod diagnose_paste;
 mod facts;
 mod fidelity;
 mod fleet;
+mod hang;
 mod hostile_archive;
 mod hostile_input;
 mod hosts;

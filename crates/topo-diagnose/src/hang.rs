@@ -11,7 +11,9 @@ mod net;
 mod ras;
 mod torch;
 
-pub use model::{Cause, HangReport, Place, RankKind, SCHEMA, Stuck, Suspect, Why, ranges, severity};
+pub use model::{
+    Cause, HangReport, Place, RankKind, SCHEMA, Stuck, Suspect, Why, ranges, severity,
+};
 
 use crate::report::Finding;
 use model::Acc;
@@ -27,8 +29,15 @@ pub fn judge(ev: &HangEvidence) -> HangReport {
     peer_events(ev, &mut acc);
     let torch = torch::judge(&ev.watchdog, ras.all_ok_ranks, &mut acc);
     let fr_progress = fr::judge(&ev.fr, &ev.fr_dumps, &mut acc);
-    net::judge(&ev.net, ras.progress || torch.progress || fr_progress, &mut acc);
-    if ras.all_ok_ranks.is_some() && !torch.timeouts && acc.claims.iter().all(|c| c.cause == Cause::Healthy) {
+    net::judge(
+        &ev.net,
+        ras.progress || torch.progress || fr_progress,
+        &mut acc,
+    );
+    if ras.all_ok_ranks.is_some()
+        && !torch.timeouts
+        && acc.claims.iter().all(|c| c.cause == Cause::Healthy)
+    {
         acc.notes.push("RAS counts are launch counts: a hang inside a transfer shows as OK too; a PyTorch timeout beside an all-OK report means every rank launched the operation".into());
     }
     finish(ev, acc)
@@ -46,7 +55,10 @@ fn peer_events(ev: &HangEvidence, acc: &mut Acc) {
             p.pid.map_or("?".into(), |x| x.to_string()),
             p.node.as_deref().unwrap_or("?"),
             p.gpu.as_deref().unwrap_or("?"),
-            e.time.as_deref().map(|t| format!(" at {t}")).unwrap_or_default()
+            e.time
+                .as_deref()
+                .map(|t| format!(" at {t}"))
+                .unwrap_or_default()
         );
         acc.suspects.push(Suspect {
             ranks: vec![],
@@ -60,7 +72,11 @@ fn peer_events(ev: &HangEvidence, acc: &mut Acc) {
             launcher: None,
         });
         if let Some(n) = &p.node {
-            acc.place("node", n.clone(), format!("GPU {} process died", p.gpu.as_deref().unwrap_or("?")));
+            acc.place(
+                "node",
+                n.clone(),
+                format!("GPU {} process died", p.gpu.as_deref().unwrap_or("?")),
+            );
         }
         acc.findings.push(model::finding(
             topo_vocab::Code::HangRankDead,
@@ -96,7 +112,11 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
         .filter(|f| f.severity > crate::report::Severity::Info && f.title != summary)
         .count();
     let verdict = if others > 0 && cause != Cause::Healthy {
-        format!("{}: {summary} (and {others} more finding{})", cause.words(), if others > 1 { "s" } else { "" })
+        format!(
+            "{}: {summary} (and {others} more finding{})",
+            cause.words(),
+            if others > 1 { "s" } else { "" }
+        )
     } else {
         format!("{}: {summary}", cause.words())
     };
@@ -109,15 +129,24 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
     // Where the evidence itself is known to be partial.
     let mut notes = ev.notes.clone();
     if suspects.len() > SUSPECTS_MAX {
-        notes.push(format!("{} suspects; the first {SUSPECTS_MAX} are listed", suspects.len()));
+        notes.push(format!(
+            "{} suspects; the first {SUSPECTS_MAX} are listed",
+            suspects.len()
+        ));
         suspects.truncate(SUSPECTS_MAX);
     }
     if ev.dropped > 0 {
-        notes.push(format!("{} records past the reader's limit were not kept", ev.dropped));
+        notes.push(format!(
+            "{} records past the reader's limit were not kept",
+            ev.dropped
+        ));
     }
     for r in &ev.ras {
         if let Some(why) = &r.repaired {
-            notes.push(format!("{}: RAS JSON repaired: {why}", r.at.as_ref().map_or("", |q| q.file.as_str())));
+            notes.push(format!(
+                "{}: RAS JSON repaired: {why}",
+                r.at.as_ref().map_or("", |q| q.file.as_str())
+            ));
         }
     }
     notes.extend(acc.notes);

@@ -182,7 +182,11 @@ impl Acc {
             name: name.into(),
             why: why.into(),
         };
-        if !self.places.iter().any(|x| x.kind == p.kind && x.name == p.name) {
+        if !self
+            .places
+            .iter()
+            .any(|x| x.kind == p.kind && x.name == p.name)
+        {
             self.places.push(p);
         }
     }
@@ -246,7 +250,13 @@ pub fn ranges(ranks: &[u32]) -> String {
     let shown: Vec<String> = runs
         .iter()
         .take(12)
-        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
         .collect();
     let rest: u32 = runs.iter().skip(12).map(|(a, b)| b - a + 1).sum();
     if rest > 0 {

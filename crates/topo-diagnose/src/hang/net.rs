@@ -12,11 +12,28 @@ use topo_vocab::Code;
 /// `ibv_wc_status` names (libibverbs `verbs.h`), as NCCL 2.28+ prints them.
 fn status_name(s: u32) -> &'static str {
     const NAMES: [&str; 22] = [
-        "SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-        "WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
-        "REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
-        "REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
-        "RESP_TIMEOUT_ERR", "GENERAL_ERR",
+        "SUCCESS",
+        "LOC_LEN_ERR",
+        "LOC_QP_OP_ERR",
+        "LOC_EEC_OP_ERR",
+        "LOC_PROT_ERR",
+        "WR_FLUSH_ERR",
+        "MW_BIND_ERR",
+        "BAD_RESP_ERR",
+        "LOC_ACCESS_ERR",
+        "REM_INV_REQ_ERR",
+        "REM_ACCESS_ERR",
+        "REM_OP_ERR",
+        "RETRY_EXC_ERR",
+        "RNR_RETRY_EXC_ERR",
+        "LOC_RDD_VIOL_ERR",
+        "REM_INV_RD_REQ_ERR",
+        "REM_ABORT_ERR",
+        "INV_EECN_ERR",
+        "INV_EEC_STATE_ERR",
+        "FATAL_ERR",
+        "RESP_TIMEOUT_ERR",
+        "GENERAL_ERR",
     ];
     NAMES.get(s as usize).copied().unwrap_or("unknown status")
 }
@@ -57,7 +74,11 @@ pub fn judge(errors: &[NetError], progress: bool, acc: &mut Acc) {
     completions(errors, progress, &hca_hosts, acc);
     for e in errors {
         match &e.what {
-            NetWhat::SizeMismatch { peer, local: l, remote } => {
+            NetWhat::SizeMismatch {
+                peer,
+                local: l,
+                remote,
+            } => {
                 let p = peer.clone().unwrap_or_else(|| "its peer".into());
                 let title = format!(
                     "NET/IB on {} received {} bytes where peer {p} sent {}: the two ends are in different collectives or sizes",
@@ -65,8 +86,13 @@ pub fn judge(errors: &[NetError], progress: bool, acc: &mut Acc) {
                     l.map_or("?".into(), |x| x.to_string()),
                     remote.map_or("?".into(), |x| x.to_string()),
                 );
-                acc.suspects.push(endpoint(e, format!("size mismatch with peer {p}")));
-                acc.place("link", format!("{} <-> {p}", local(e)), "collective size mismatch between the two ends".to_string());
+                acc.suspects
+                    .push(endpoint(e, format!("size mismatch with peer {p}")));
+                acc.place(
+                    "link",
+                    format!("{} <-> {p}", local(e)),
+                    "collective size mismatch between the two ends".to_string(),
+                );
                 acc.findings.push(finding(Code::HangDesync, title.clone(), &[&e.at], "a desync, not a NIC fault: the ranks on the two hosts called different collectives (or the same with other counts, or runs with different settings): compare their code paths and launch settings"));
                 acc.claim(Cause::Desync, 80, title);
             }
@@ -87,7 +113,11 @@ fn async_events(errors: &[NetError], acc: &mut Acc) -> Vec<String> {
     let mut by: BTreeMap<(String, String, String), Vec<&NetError>> = BTreeMap::new();
     for e in errors {
         if let NetWhat::AsyncEvent { event } = &e.what {
-            let key = (e.host.clone().unwrap_or_default(), e.hca.clone().unwrap_or_default(), event.clone());
+            let key = (
+                e.host.clone().unwrap_or_default(),
+                e.hca.clone().unwrap_or_default(),
+                event.clone(),
+            );
             by.entry(key).or_default().push(e);
         }
     }
@@ -96,9 +126,21 @@ fn async_events(errors: &[NetError], acc: &mut Acc) -> Vec<String> {
         let mut pids: Vec<u64> = es.iter().filter_map(|e| e.pid).collect();
         pids.sort_unstable();
         pids.dedup();
-        let who = if pids.len() > 1 { format!(", seen by {} processes there", pids.len()) } else { String::new() };
-        let h = if host.is_empty() { "an unnamed host".to_string() } else { host.clone() };
-        let port = if hca.is_empty() { String::new() } else { format!(" {hca}") };
+        let who = if pids.len() > 1 {
+            format!(", seen by {} processes there", pids.len())
+        } else {
+            String::new()
+        };
+        let h = if host.is_empty() {
+            "an unnamed host".to_string()
+        } else {
+            host.clone()
+        };
+        let port = if hca.is_empty() {
+            String::new()
+        } else {
+            format!(" {hca}")
+        };
         let title = format!("{event} on {h}{port}{who}: the fault starts at this host's NIC");
         let fix = if event.contains("catastrophic") {
             "an HCA fatal error: drain the host, check the NIC's health (dmesg mlx5 health/syndrome, mlxfwreset or a reboot, firmware), replace it if it repeats"
@@ -112,7 +154,8 @@ fn async_events(errors: &[NetError], acc: &mut Acc) -> Vec<String> {
         let q: Vec<&Quote> = es.iter().map(|e| &e.at).collect();
         acc.suspects.push(endpoint(es[0], event.clone()));
         acc.place("nic", format!("{h}{port}"), event.clone());
-        acc.findings.push(finding(Code::HangNetworkFault, title.clone(), &q, fix));
+        acc.findings
+            .push(finding(Code::HangNetworkFault, title.clone(), &q, fix));
         acc.claim(Cause::NetworkFault, 100, title);
         hosts.push(host);
     }
@@ -124,36 +167,75 @@ fn completions(errors: &[NetError], progress: bool, hca_hosts: &[String], acc: &
     let mut by: BTreeMap<(String, String, u32), Vec<&NetError>> = BTreeMap::new();
     for e in errors {
         if let NetWhat::Completion { status, peer, .. } = &e.what {
-            let key = (local(e), peer.clone().unwrap_or_default(), status.unwrap_or(u32::MAX));
+            let key = (
+                local(e),
+                peer.clone().unwrap_or_default(),
+                status.unwrap_or(u32::MAX),
+            );
             by.entry(key).or_default().push(e);
         }
     }
     for ((here, peer, status), es) in by {
-        let name = if status == u32::MAX { "unknown status".to_string() } else { format!("status {status} ({})", status_name(status)) };
+        let name = if status == u32::MAX {
+            "unknown status".to_string()
+        } else {
+            format!("status {status} ({})", status_name(status))
+        };
         let vendor = es.iter().find_map(|e| match e.what {
             NetWhat::Completion { vendor_err, .. } => vendor_err,
             _ => None,
         });
-        let vendor = vendor.map(|v| format!(", vendor err {v}")).unwrap_or_default();
-        let with = if peer.is_empty() { "a peer the line does not name".to_string() } else { format!("peer {peer}") };
-        let times = if es.len() > 1 { format!(" ({} times)", es.len()) } else { String::new() };
+        let vendor = vendor
+            .map(|v| format!(", vendor err {v}"))
+            .unwrap_or_default();
+        let with = if peer.is_empty() {
+            "a peer the line does not name".to_string()
+        } else {
+            format!("peer {peer}")
+        };
+        let times = if es.len() > 1 {
+            format!(" ({} times)", es.len())
+        } else {
+            String::new()
+        };
         let q: Vec<&Quote> = es.iter().map(|e| &e.at).collect();
-        acc.suspects.push(endpoint(es[0], format!("{name} from {with}")));
+        acc.suspects
+            .push(endpoint(es[0], format!("{name} from {with}")));
         if !peer.is_empty() {
             acc.place("peer", peer.clone(), format!("{here} got {name}"));
         }
-        acc.place("link", format!("{here} <-> {}", if peer.is_empty() { "?" } else { &peer }), name.clone());
-        let surfaced = if es.iter().any(|e| e.surfaced) { " (surfaced by PyTorch as ncclRemoteError)" } else { "" };
+        acc.place(
+            "link",
+            format!("{here} <-> {}", if peer.is_empty() { "?" } else { &peer }),
+            name.clone(),
+        );
+        let surfaced = if es.iter().any(|e| e.surfaced) {
+            " (surfaced by PyTorch as ncclRemoteError)"
+        } else {
+            ""
+        };
         if !hca_hosts.is_empty() && status != 12 {
-            let title = format!("{here} got {name}{vendor} from {with}{times}{surfaced}: the other end of the HCA fault on {}", hca_hosts.join(", "));
-            acc.findings.push(finding(Code::HangNetworkFault, title.clone(), &q, "a consequence of the fault on the host named above: fix that NIC first"));
+            let title = format!(
+                "{here} got {name}{vendor} from {with}{times}{surfaced}: the other end of the HCA fault on {}",
+                hca_hosts.join(", ")
+            );
+            acc.findings.push(finding(
+                Code::HangNetworkFault,
+                title.clone(),
+                &q,
+                "a consequence of the fault on the host named above: fix that NIC first",
+            ));
             acc.claim(Cause::NetworkFault, 60, title);
         } else if status == 12 && !progress {
-            let title = format!("{here} got {name}{vendor} from {with}{times}{surfaced} with no sign that any collective completed before: the two NICs never exchanged data");
+            let title = format!(
+                "{here} got {name}{vendor} from {with}{times}{surfaced} with no sign that any collective completed before: the two NICs never exchanged data"
+            );
             acc.findings.push(finding(Code::HangNetFirstUse, title.clone(), &q, "at first use a retry-exceeded error means the path or its configuration is wrong, not a flaky link: on RoCE check NCCL_IB_GID_INDEX (often 3 for RoCE v2 over IPv4), the traffic class and the routing or ACLs between the hosts, and test the pair with perftest (ib_write_bw -x <gid index> -d <hca>) using the same settings; on InfiniBand check the port state and subnet manager"));
             acc.claim(Cause::NetworkFirstUse, 75, title);
         } else {
-            let title = format!("{here} got {name}{vendor} from {with}{times}{surfaced}: transfers on this connection fail");
+            let title = format!(
+                "{here} got {name}{vendor} from {with}{times}{surfaced}: transfers on this connection fail"
+            );
             let fix = if status == 12 {
                 "retry exceeded: the packets stop reaching the peer (a link, cable or switch port on the path, or the peer's NIC): check both ports' error counters and the switch between them; if the peer process died first, read its log"
             } else if status == 5 {
@@ -161,7 +243,8 @@ fn completions(errors: &[NetError], progress: bool, hca_hosts: &[String], acc: &
             } else {
                 "check both ends' NICs and the path between them (port counters, dmesg), and the peer process's own log"
             };
-            acc.findings.push(finding(Code::HangNetworkFault, title.clone(), &q, fix));
+            acc.findings
+                .push(finding(Code::HangNetworkFault, title.clone(), &q, fix));
             acc.claim(Cause::NetworkFault, 70, title);
         }
     }

@@ -27,9 +27,10 @@ pub fn judge(reports: &[RasReport], acc: &mut Acc) -> RasSays {
             if bad.contains(&c.label) {
                 continue;
             }
-            says.progress |= c.rank_groups.iter().any(|g| {
-                matches!(g.what, GroupWhat::Launched { count } if count > 0)
-            });
+            says.progress |= c
+                .rank_groups
+                .iter()
+                .any(|g| matches!(g.what, GroupWhat::Launched { count } if count > 0));
             let again = reports[i + 1..]
                 .iter()
                 .flat_map(|x| &x.comms)
@@ -86,12 +87,22 @@ fn consistency(r: &RasReport, acc: &mut Acc) -> Vec<String> {
     let mut why = vec![];
     let mut at = vec![];
     for c in &r.comms {
-        let group: Option<u32> = c.label.trim_start_matches('#').split('-').next().and_then(|g| g.parse().ok());
+        let group: Option<u32> = c
+            .label
+            .trim_start_matches('#')
+            .split('-')
+            .next()
+            .and_then(|g| g.parse().ok());
         let row = r.groups.iter().find(|g| Some(g.group) == group);
         let size = c.size.or(row.map(|g| g.ranks_per_comm));
         let Some(size) = size else { continue };
         let most = c.rank_groups.iter().filter_map(|g| g.n).max().unwrap_or(0);
-        let top = c.rank_groups.iter().flat_map(|g| &g.ranks).map(|x| x.rank).max();
+        let top = c
+            .rank_groups
+            .iter()
+            .flat_map(|g| &g.ranks)
+            .map(|x| x.rank)
+            .max();
         if most > size || top.is_some_and(|t| t >= size) {
             bad.push(c.label.clone());
             at.extend(c.at.iter());
@@ -147,19 +158,45 @@ fn processes(r: &RasReport, acc: &mut Acc) {
             .find(|(_, x)| x.place.pid.is_some() && x.place.pid == p.place.pid)
             .or(if one { missing.first() } else { None });
         let rank = tied.map(|(c, x)| format!("rank {} of {}", x.rank, comm_name(c)));
-        let who = rank.clone().unwrap_or_else(|| "its rank is not in the report".into());
+        let who = rank
+            .clone()
+            .unwrap_or_else(|| "its rank is not in the report".into());
         let (code, why, cause, strength, state) = match p.state {
-            ProcessState::Dead => (Code::HangRankDead, Why::Dead, Cause::RankDead, 90, "dead (unreachable by RAS)"),
-            ProcessState::Unresponsive => (Code::HangRankMissing, Why::Unresponsive, Cause::RankMissing, 65, "unresponsive (RAS gets no data from it)"),
+            ProcessState::Dead => (
+                Code::HangRankDead,
+                Why::Dead,
+                Cause::RankDead,
+                90,
+                "dead (unreachable by RAS)",
+            ),
+            ProcessState::Unresponsive => (
+                Code::HangRankMissing,
+                Why::Unresponsive,
+                Cause::RankMissing,
+                65,
+                "unresponsive (RAS gets no data from it)",
+            ),
         };
-        let title = format!("process {} on {} is {state}: {who}", p.place.pid.map_or("?".into(), |x| x.to_string()), where_words(&p.place));
+        let place = topo_evidence::hang::Place {
+            pid: None,
+            ..p.place.clone()
+        };
+        let title = format!(
+            "process {} on {} is {state}: {who}",
+            p.place.pid.map_or("?".into(), |x| x.to_string()),
+            where_words(&place)
+        );
         let mut at = vec![&p.at];
         if let Some((c, _)) = tied {
             at.extend(c.at.as_ref());
         }
         let fix = match p.state {
-            ProcessState::Dead => "the process exited or its host is gone: read its own log (exit code, Xid, OOM killer in dmesg) on that node; the other ranks wait for it until their timeout",
-            ProcessState::Unresponsive => "the process is stopped or hung outside NCCL (or slow to answer): take a stack (py-spy dump --pid, gdb) on that node; RAS declares it dead after about 60 s if it never answers",
+            ProcessState::Dead => {
+                "the process exited or its host is gone: read its own log (exit code, Xid, OOM killer in dmesg) on that node; the other ranks wait for it until their timeout"
+            }
+            ProcessState::Unresponsive => {
+                "the process is stopped or hung outside NCCL (or slow to answer): take a stack (py-spy dump --pid, gdb) on that node; RAS declares it dead after about 60 s if it never answers"
+            }
         };
         acc.findings.push(finding(code, title.clone(), &at, fix));
         acc.suspects.push(Suspect {
@@ -174,7 +211,15 @@ fn processes(r: &RasReport, acc: &mut Acc) {
             launcher: None,
         });
         if let Some(n) = &p.place.node {
-            acc.place("node", n.clone(), format!("{} (GPU {}) {state}", rank.unwrap_or_else(|| "a process".into()), p.place.gpu.as_deref().unwrap_or("?")));
+            acc.place(
+                "node",
+                n.clone(),
+                format!(
+                    "{} (GPU {}) {state}",
+                    rank.unwrap_or_else(|| "a process".into()),
+                    p.place.gpu.as_deref().unwrap_or("?")
+                ),
+            );
         }
         acc.claim(cause, strength, title);
     }
@@ -182,7 +227,11 @@ fn processes(r: &RasReport, acc: &mut Acc) {
 
 /// One communicator entry: missing ranks, count mismatches, status mismatches, errors.
 fn comm(r: &RasReport, c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
-    let listed: Vec<u64> = r.processes_listed.iter().filter_map(|p| p.place.pid).collect();
+    let listed: Vec<u64> = r
+        .processes_listed
+        .iter()
+        .filter_map(|p| p.place.pid)
+        .collect();
     for g in &c.rank_groups {
         match &g.what {
             GroupWhat::Missing { unresponsive, dead } => {
@@ -194,30 +243,67 @@ fn comm(r: &RasReport, c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
                         continue;
                     }
                     let is_dead = *dead == Some(true);
-                    let state = if is_dead { "dead" } else if *unresponsive == Some(true) { "unresponsive" } else { "missing" };
-                    let title = format!("rank {} of comm {} is {state}: {}", rk.rank, c.hash, where_words(&rk.place));
+                    let state = if is_dead {
+                        "dead"
+                    } else if *unresponsive == Some(true) {
+                        "unresponsive"
+                    } else {
+                        "missing"
+                    };
+                    let title = format!(
+                        "rank {} of comm {} is {state}: {}",
+                        rk.rank,
+                        c.hash,
+                        where_words(&rk.place)
+                    );
                     let (code, why, cause, strength) = if is_dead {
                         (Code::HangRankDead, Why::Dead, Cause::RankDead, 90)
                     } else {
-                        (Code::HangRankMissing, Why::Unresponsive, Cause::RankMissing, 65)
+                        (
+                            Code::HangRankMissing,
+                            Why::Unresponsive,
+                            Cause::RankMissing,
+                            65,
+                        )
                     };
                     let at: Vec<_> = c.at.iter().chain([&g.at]).collect();
                     acc.findings.push(finding(code, title.clone(), &at, "RAS has no data from this rank: its process is stopped, hung outside NCCL or gone; take a stack (py-spy dump) or read its log on that node"));
-                    acc.suspects.push(suspect(c, rk, why, format!("no RAS data ({state})")));
+                    acc.suspects
+                        .push(suspect(c, rk, why, format!("no RAS data ({state})")));
                     if let Some(n) = &rk.place.node {
-                        acc.place("node", n.clone(), format!("rank {} (GPU {}) {state}", rk.rank, rk.place.gpu.as_deref().unwrap_or("?")));
+                        acc.place(
+                            "node",
+                            n.clone(),
+                            format!(
+                                "rank {} (GPU {}) {state}",
+                                rk.rank,
+                                rk.place.gpu.as_deref().unwrap_or("?")
+                            ),
+                        );
                     }
                     acc.claim(cause, strength, title);
                 }
                 if g.ranks.is_empty() && r.processes_listed.is_empty() {
                     let n = g.n.map_or("some".into(), |n| n.to_string());
-                    let title = format!("comm {} is missing data from {n} rank(s), not itemised in the excerpt", c.hash);
-                    acc.findings.push(finding(Code::HangRankMissing, title.clone(), &[&g.at], "run ncclras -v to list the missing ranks"));
+                    let title = format!(
+                        "comm {} is missing data from {n} rank(s), not itemised in the excerpt",
+                        c.hash
+                    );
+                    acc.findings.push(finding(
+                        Code::HangRankMissing,
+                        title.clone(),
+                        &[&g.at],
+                        "run ncclras -v to list the missing ranks",
+                    ));
                     acc.claim(Cause::RankMissing, 60, title);
                 }
             }
             GroupWhat::Error { error } => {
-                let title = format!("{} of comm {} reported {error}", rank_words(&g.ranks.iter().map(|x| x.rank).collect::<Vec<_>>()), c.hash);
+                let title = format!(
+                    "{} of comm {} reported {error}",
+                    rank_words(&g.ranks.iter().map(|x| x.rank).collect::<Vec<_>>()),
+                    c.hash
+                );
                 acc.findings.push(finding(Code::HangRankError, title.clone(), &[&g.at], "an NCCL error on these ranks (often a remote process error: the rank that failed first is elsewhere): read these ranks' NCCL WARN lines for the peer they name"));
                 for rk in &g.ranks {
                     acc.suspects.push(suspect(c, rk, Why::Error, error.clone()));
@@ -263,38 +349,89 @@ fn counts(c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
         let who = if ranks.is_empty() {
             format!("{} rank(s) (not itemised)", n.unwrap_or(0))
         } else {
-            let nodes: Vec<&str> = ranks.iter().filter_map(|x| x.place.node.as_deref()).collect();
+            let nodes: Vec<&str> = ranks
+                .iter()
+                .filter_map(|x| x.place.node.as_deref())
+                .collect();
             let mut nodes = nodes;
             nodes.dedup();
-            let on = if nodes.len() == 1 { format!(" on {}", nodes[0]) } else { String::new() };
-            format!("{}{on}", rank_words(&ranks.iter().map(|x| x.rank).collect::<Vec<_>>()))
+            let on = if nodes.len() == 1 {
+                format!(" on {}", nodes[0])
+            } else {
+                String::new()
+            };
+            format!(
+                "{}{on}",
+                rank_words(&ranks.iter().map(|x| x.rank).collect::<Vec<_>>())
+            )
         };
         parts.push(format!("{who} at {count}"));
         for rk in ranks {
             let (why, d) = if *count < hi {
-                (Why::Behind, format!("launched up to {op} {count}, {} behind the furthest", hi - count))
+                (
+                    Why::Behind,
+                    format!(
+                        "launched up to {op} {count}, {} behind the furthest",
+                        hi - count
+                    ),
+                )
             } else {
-                (Why::Ahead, format!("launched up to {op} {count}, furthest ahead"))
+                (
+                    Why::Ahead,
+                    format!("launched up to {op} {count}, furthest ahead"),
+                )
             };
             acc.suspects.push(suspect(c, rk, why, d));
         }
     }
-    let what = format!("comm {}: {op} launch counts differ by {spread} ({})", c.hash, parts.join("; "));
-    let at: Vec<_> = c.at.iter().chain(c.rank_groups.iter().map(|g| &g.at)).collect();
-    let behind: Vec<u32> = now.iter().filter(|g| g.0 == lo).flat_map(|g| g.2.iter().map(|x| x.rank)).collect();
+    let what = format!(
+        "comm {}: {op} launch counts differ by {spread} ({})",
+        c.hash,
+        parts.join("; ")
+    );
+    let at: Vec<_> =
+        c.at.iter()
+            .chain(c.rank_groups.iter().map(|g| &g.at))
+            .collect();
+    let behind: Vec<u32> = now
+        .iter()
+        .filter(|g| g.0 == lo)
+        .flat_map(|g| g.2.iter().map(|x| x.rank))
+        .collect();
     match (frozen, spread) {
         (Some(false), _) => {
-            acc.findings.push(finding(Code::HangRasMismatch, format!("{what}; the counts moved between queries"), &at, "the job is progressing: RAS samples launch counts while ranks race; no action"));
-            acc.claim(Cause::TransientMismatch, 15, format!("{what}, moving between queries"));
+            acc.findings.push(finding(
+                Code::HangRasMismatch,
+                format!("{what}; the counts moved between queries"),
+                &at,
+                "the job is progressing: RAS samples launch counts while ranks race; no action",
+            ));
+            acc.claim(
+                Cause::TransientMismatch,
+                15,
+                format!("{what}, moving between queries"),
+            );
         }
         (frozen, s) if s >= 2 || frozen == Some(true) && !behind.is_empty() => {
-            let still = if frozen == Some(true) { "unchanged across queries" } else { "in one query (query again to see it frozen)" };
-            let title = format!("{what}, {still}: the ranks diverged in program order (one issues or skips a collective the others do not)");
+            let still = if frozen == Some(true) {
+                "unchanged across queries"
+            } else {
+                "in one query (query again to see it frozen)"
+            };
+            let title = format!(
+                "{what}, {still}: the ranks diverged in program order (one issues or skips a collective the others do not)"
+            );
             acc.findings.push(finding(Code::HangDesync, title.clone(), &at, "the ranks run different sequences of collectives on this communicator: compare the code paths of the ranks furthest ahead and behind (data-dependent branches, a collective under an `if rank == ...`, early exits); take Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE) to see which call differs; this is not a hardware fault"));
-            acc.claim(Cause::Desync, if frozen == Some(true) { 82 } else { 78 }, title);
+            acc.claim(
+                Cause::Desync,
+                if frozen == Some(true) { 82 } else { 78 },
+                title,
+            );
         }
         _ => {
-            let title = format!("{what} in one query: normal while ranks race, a hang only if it does not move");
+            let title = format!(
+                "{what} in one query: normal while ranks race, a hang only if it does not move"
+            );
             acc.findings.push(finding(Code::HangRasMismatch, title.clone(), &at, "query RAS again (ncclras) a few seconds later: if the counts are unchanged, the ranks behind never launched the next operation and are the ones to look at"));
             acc.claim(Cause::TransientMismatch, 15, title);
         }
@@ -314,14 +451,35 @@ fn status(c: &RasComm, acc: &mut Acc) {
     if groups.len() < 2 {
         return;
     }
-    let ending = groups.iter().any(|g| matches!(g.0, "FINALIZE" | "UNKNOWN" | "NOCOMM" | "ABORT"));
-    let words: Vec<String> = groups.iter().map(|(s, n, _)| format!("{} {s}", n.map_or("?".into(), |n| n.to_string()))).collect();
-    let running: Vec<&RasRank> = groups.iter().filter(|g| g.0 == "RUNNING").flat_map(|g| g.2.iter()).collect();
-    let mut title = format!("comm {}: ranks in different states ({})", c.hash, words.join(", "));
+    let ending = groups
+        .iter()
+        .any(|g| matches!(g.0, "FINALIZE" | "UNKNOWN" | "NOCOMM" | "ABORT"));
+    let words: Vec<String> = groups
+        .iter()
+        .map(|(s, n, _)| format!("{} {s}", n.map_or("?".into(), |n| n.to_string())))
+        .collect();
+    let running: Vec<&RasRank> = groups
+        .iter()
+        .filter(|g| g.0 == "RUNNING")
+        .flat_map(|g| g.2.iter())
+        .collect();
+    let mut title = format!(
+        "comm {}: ranks in different states ({})",
+        c.hash,
+        words.join(", ")
+    );
     if ending && !running.is_empty() {
-        title.push_str(&format!("; {} yet to finalize", rank_words(&running.iter().map(|x| x.rank).collect::<Vec<_>>())));
+        title.push_str(&format!(
+            "; {} yet to finalize",
+            rank_words(&running.iter().map(|x| x.rank).collect::<Vec<_>>())
+        ));
         for rk in running {
-            acc.suspects.push(suspect(c, rk, Why::NotFinalized, "still RUNNING while the others left or finalize".into()));
+            acc.suspects.push(suspect(
+                c,
+                rk,
+                Why::NotFinalized,
+                "still RUNNING while the others left or finalize".into(),
+            ));
         }
     }
     let at: Vec<_> = c.at.iter().collect();
@@ -329,7 +487,12 @@ fn status(c: &RasComm, acc: &mut Acc) {
         acc.findings.push(finding(Code::HangRasTeardown, title.clone(), &at, "a communicator being destroyed (ranks leave one by one): ignore it if it clears on the next query; if it stays, the RUNNING ranks never called ncclCommFinalize/Destroy"));
         acc.claim(Cause::Teardown, 10, title);
     } else {
-        acc.findings.push(finding(Code::HangRasMismatch, title.clone(), &at, "query RAS again: ranks that stay in another state are the ones to look at"));
+        acc.findings.push(finding(
+            Code::HangRasMismatch,
+            title.clone(),
+            &at,
+            "query RAS again: ranks that stay in another state are the ones to look at",
+        ));
         acc.claim(Cause::TransientMismatch, 14, title);
     }
 }
@@ -338,34 +501,70 @@ fn status(c: &RasComm, acc: &mut Acc) {
 fn table(r: &RasReport, says: &mut RasSays, acc: &mut Acc) {
     if r.groups.is_empty() {
         if r.comms.is_empty() && r.processes_listed.is_empty() && r.nodes.is_some() {
-            acc.claim(Cause::Healthy, 5, format!("RAS job summary: {} process(es) on {} node(s), nothing wrong reported", r.processes.unwrap_or(0), r.nodes.unwrap_or(0)));
+            acc.claim(
+                Cause::Healthy,
+                5,
+                format!(
+                    "RAS job summary: {} process(es) on {} node(s), nothing wrong reported",
+                    r.processes.unwrap_or(0),
+                    r.nodes.unwrap_or(0)
+                ),
+            );
         }
         if r.json && r.comms.iter().all(|c| c.kind == "OK") {
-            says.all_ok_ranks = says.all_ok_ranks.max(r.comms.iter().filter_map(|c| c.size).max());
+            says.all_ok_ranks = says
+                .all_ok_ranks
+                .max(r.comms.iter().filter_map(|c| c.size).max());
         }
         return;
     }
-    let all_ok = r.groups.iter().all(|g| g.errors == "OK" && g.status == "RUNNING");
-    let shape: Vec<String> = r.groups.iter().map(|g| format!("group {}: {} comm(s) x {} ranks, {}/{}", g.group, g.comms, g.ranks_per_comm, g.status, g.errors)).collect();
+    let all_ok = r
+        .groups
+        .iter()
+        .all(|g| g.errors == "OK" && g.status == "RUNNING");
+    let shape: Vec<String> = r
+        .groups
+        .iter()
+        .map(|g| {
+            format!(
+                "group {}: {} comm(s) x {} ranks, {}/{}",
+                g.group, g.comms, g.ranks_per_comm, g.status, g.errors
+            )
+        })
+        .collect();
     if all_ok {
-        says.all_ok_ranks = says.all_ok_ranks.max(r.groups.iter().map(|g| g.ranks_per_comm).max());
+        says.all_ok_ranks = says
+            .all_ok_ranks
+            .max(r.groups.iter().map(|g| g.ranks_per_comm).max());
         let procs = match (r.processes, r.nodes) {
             (Some(p), Some(n)) => format!("{p} process(es) on {n} node(s), "),
             _ => String::new(),
         };
-        acc.claim(Cause::Healthy, 5, format!("RAS: {procs}{}", shape.join("; ")));
+        acc.claim(
+            Cause::Healthy,
+            5,
+            format!("RAS: {procs}{}", shape.join("; ")),
+        );
         return;
     }
     if !r.comms.is_empty() || !r.processes_listed.is_empty() {
         return;
     }
     for g in r.groups.iter().filter(|g| g.errors != "OK") {
-        let title = format!("RAS group {} ({} comm(s) x {} ranks, {}) reports {} without details in the excerpt", g.group, g.comms, g.ranks_per_comm, g.status, g.errors);
+        let title = format!(
+            "RAS group {} ({} comm(s) x {} ranks, {}) reports {} without details in the excerpt",
+            g.group, g.comms, g.ranks_per_comm, g.status, g.errors
+        );
         if g.errors.contains("INCOMPLETE") || g.errors.contains("ERROR") {
             acc.findings.push(finding(Code::HangRankMissing, title.clone(), &[&g.at], "read the Errors section of the same report (ncclras -v) for the ranks and processes"));
             acc.claim(Cause::RankMissing, 55, title);
         } else if g.status == "FINALIZE" || g.status == "NOCOMM" {
-            acc.findings.push(finding(Code::HangRasTeardown, title.clone(), &[&g.at], "a communicator being torn down: ignore it if it clears"));
+            acc.findings.push(finding(
+                Code::HangRasTeardown,
+                title.clone(),
+                &[&g.at],
+                "a communicator being torn down: ignore it if it clears",
+            ));
             acc.claim(Cause::Teardown, 10, title);
         } else {
             acc.findings.push(finding(Code::HangRasMismatch, format!("{title}: usually transient, query again"), &[&g.at], "query RAS again a few seconds later: a MISMATCH that does not change means a stuck communicator; read the Warnings section for its ranks"));

@@ -95,7 +95,10 @@ impl FrText {
         let _ = (file, n);
         for (i, &s) in tab.starts.iter().enumerate() {
             let end = tab.starts.get(i + 1).copied().unwrap_or(raw.len());
-            let cell = raw.get(s.min(raw.len())..end.min(raw.len())).unwrap_or("").trim();
+            let cell = raw
+                .get(s.min(raw.len())..end.min(raw.len()))
+                .unwrap_or("")
+                .trim();
             if !cell.is_empty() && tab.cols[i].len() < RANKS_MAX {
                 tab.cols[i].push(cell.split('(').next().unwrap_or(cell).to_string());
             }
@@ -133,14 +136,19 @@ impl FrText {
 
 fn is_rank_header(t: &str) -> bool {
     let w: Vec<&str> = t.split_whitespace().collect();
-    w.len() >= 4 && w.chunks(2).all(|p| p[0] == "Rank" && p.get(1).is_some_and(|r| r.parse::<u32>().is_ok()))
+    w.len() >= 4
+        && w.chunks(2)
+            .all(|p| p[0] == "Rank" && p.get(1).is_some_and(|r| r.parse::<u32>().is_ok()))
 }
 
 fn header(raw: &str, at: Quote) -> JTable {
     let mut ranks = vec![];
     let mut starts = vec![];
     for (i, _) in raw.match_indices("Rank ") {
-        let r = raw[i + 5..].split_whitespace().next().and_then(|r| r.parse().ok());
+        let r = raw[i + 5..]
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.parse().ok());
         if let Some(r) = r {
             ranks.push(r);
             starts.push(i);
@@ -169,13 +177,19 @@ fn table_gap(t: JTable) -> Option<FrCollective> {
         .filter(|(_, c)| c.len() == fewest)
         .map(|(r, _)| *r)
         .collect();
-    let op = t.cols.iter().find(|c| c.len() > fewest).map(|c| c[fewest].clone());
+    let op = t
+        .cols
+        .iter()
+        .find(|c| c.len() > fewest)
+        .map(|c| c[fewest].clone());
     Some(FrCollective {
         // The position in the trace, counted from 1 as the analyzer counts collectives.
         seq: Some(fewest as u64 + 1),
         op,
         missing,
-        state: Some(format!("{fewest} entries on the ranks missing it, {most} on the others")),
+        state: Some(format!(
+            "{fewest} entries on the ranks missing it, {most} on the others"
+        )),
         at: Some(t.at),
         ..Default::default()
     })
@@ -219,7 +233,10 @@ fn field(c: &mut FrCollective, t: &str, in_stack: &mut bool) {
         "input sizes" => c.input_sizes = Some(v.to_string()),
         "world size" => c.world = v.parse().ok(),
         "expected ranks" => {
-            c.world = v.parse().ok().or(Some(rank_set(v).len() as u32).filter(|n| *n > 0));
+            c.world = v
+                .parse()
+                .ok()
+                .or(Some(rank_set(v).len() as u32).filter(|n| *n > 0));
         }
         "collective state" => c.state = Some(v.to_string()),
         "collective stack trace" => *in_stack = true,
@@ -239,10 +256,20 @@ fn culprits(v: &str) -> Vec<Culprit> {
     };
     v.split("Culprit rank ")
         .filter_map(|part| {
-            let rank = part.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()?;
+            let rank = part
+                .split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()?;
             let error_type = part
                 .split_once("Error type: ")
-                .map(|x| x.1.split([',', ';']).next().unwrap_or("").trim().to_string())
+                .map(|x| {
+                    x.1.split([',', ';'])
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string()
+                })
                 .unwrap_or_default();
             Some(Culprit {
                 rank,
@@ -273,15 +300,25 @@ pub fn dump_from_json(v: &Json, rank: Option<u32>, q: &Quote) -> Vec<FrPgStatus>
             .map(str::to_string);
         let mine: Vec<&Json> = entries
             .iter()
-            .filter(|e| e.get("pg_id").and_then(Json::u64).map(|x| x.to_string()).as_deref() == Some(pg))
+            .filter(|e| {
+                e.get("pg_id")
+                    .and_then(Json::u64)
+                    .map(|x| x.to_string())
+                    .as_deref()
+                    == Some(pg)
+            })
             .collect();
         let pending = mine.iter().find(|e| {
-            e.get("state").and_then(Json::str) != Some("completed") && e.get("is_p2p").and_then(Json::bool) != Some(true)
+            e.get("state").and_then(Json::str) != Some("completed")
+                && e.get("is_p2p").and_then(Json::bool) != Some(true)
         });
         let pending = pending.map(|e| {
             (
                 e.get("collective_seq_id").and_then(Json::u64).unwrap_or(0),
-                e.get("profiling_name").and_then(Json::str).unwrap_or("").to_string(),
+                e.get("profiling_name")
+                    .and_then(Json::str)
+                    .unwrap_or("")
+                    .to_string(),
                 e.get("input_sizes").map(Json::compact).unwrap_or_default(),
             )
         });
@@ -317,12 +354,16 @@ mod tests {
 
     #[test]
     fn fr_analyzer_block_and_cut_culprits() {
-        let c = read("Not all ranks joining collective 5 at entry 4\ngroup info: 0:default_pg\ncollective: nccl:all_reduce\nmissing ranks: {1}\nexpected ranks: 2\ncollective stack trace:\n  <module> at /x/crash.py:44\n");
+        let c = read(
+            "Not all ranks joining collective 5 at entry 4\ngroup info: 0:default_pg\ncollective: nccl:all_reduce\nmissing ranks: {1}\nexpected ranks: 2\ncollective stack trace:\n  <module> at /x/crash.py:44\n",
+        );
         assert_eq!(c.len(), 1);
         assert_eq!((c[0].seq, c[0].missing.clone()), (Some(5), vec![1]));
         assert_eq!(c[0].world, Some(2));
         assert_eq!(c[0].stack, vec!["<module> at /x/crash.py:44"]);
-        let e = read("Collective 39 at entry 38 errors\nerror msg: Culprit rank 22; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[1025]]' does not match found input sizes: '[[262144]]', Culprit rank 110; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[1025]]' does not match found");
+        let e = read(
+            "Collective 39 at entry 38 errors\nerror msg: Culprit rank 22; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[1025]]' does not match found input sizes: '[[262144]]', Culprit rank 110; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[1025]]' does not match found",
+        );
         assert_eq!(e[0].culprits.len(), 2);
         assert_eq!(e[0].culprits[0].found.as_deref(), Some("[[262144]]"));
         assert_eq!(e[0].culprits[1].found, None);
@@ -331,11 +372,15 @@ mod tests {
 
     #[test]
     fn fr_side_by_side_and_db_table() {
-        let j = read("Rank 0        Rank 1\n------------  ------------\nall_reduce(a)  all_reduce(a)\nbroadcast(b)\n");
+        let j = read(
+            "Rank 0        Rank 1\n------------  ------------\nall_reduce(a)  all_reduce(a)\nbroadcast(b)\n",
+        );
         assert_eq!(j[0].missing, vec![1]);
         assert_eq!(j[0].seq, Some(2));
         assert_eq!(j[0].op.as_deref(), Some("broadcast"));
-        let d = read("--- Collectives ---\n  id  group_id  pass_check  collective_seq_id  collective_name  collective_state  missing_ranks\n   4  main_comm   True   4   nccl:all_reduce   scheduled   {1}    ← MISMATCH\n");
+        let d = read(
+            "--- Collectives ---\n  id  group_id  pass_check  collective_seq_id  collective_name  collective_state  missing_ranks\n   4  main_comm   True   4   nccl:all_reduce   scheduled   {1}    ← MISMATCH\n",
+        );
         assert_eq!(d[0].missing, vec![1]);
         assert_eq!(d[0].seq, Some(4));
     }

@@ -146,7 +146,9 @@ fn read_lines(name: &str, text: &str, ev: &mut HangEvidence, s: &mut InputSummar
             }
         }
         let mut clean = paste::clean(raw);
-        if clean.trim_start().starts_with("RAS Monitor Mode") && !s.kinds.iter().any(|k| k == "ras-monitor") {
+        if clean.trim_start().starts_with("RAS Monitor Mode")
+            && !s.kinds.iter().any(|k| k == "ras-monitor")
+        {
             s.kinds.push("ras-monitor".into());
         }
         if clean.contains("](http") {

@@ -88,7 +88,11 @@ fn what(t: &str) -> Option<NetWhat> {
         });
     }
     if t.contains("Net : Call to recv from") || t.contains("Net : Call to send to") {
-        let key = if t.contains("recv from") { "recv from " } else { "send to " };
+        let key = if t.contains("recv from") {
+            "recv from "
+        } else {
+            "send to "
+        };
         let error = t.rsplit(" : ").next().unwrap_or("").trim().to_string();
         return Some(NetWhat::Socket {
             peer: addr_after(t, key),
@@ -164,7 +168,14 @@ mod tests {
     fn net_completion_lines_of_every_era() {
         let old = read("f", 1, "-worker-1:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129").unwrap();
         assert_eq!(old.host.as_deref(), Some("-worker-1"));
-        assert!(matches!(old.what, NetWhat::Completion { status: Some(12), peer: None, .. }));
+        assert!(matches!(
+            old.what,
+            NetWhat::Completion {
+                status: Some(12),
+                peer: None,
+                ..
+            }
+        ));
         let mid = read("f", 1, "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv) localGid fd00::1 remoteGidsfd00::2").unwrap();
         assert_eq!(mid.dev, Some(4));
         assert_eq!(
@@ -177,17 +188,27 @@ mod tests {
             }
         );
         let new = read("f", 1, "h:1:2 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129 hca mlx5_3").unwrap();
-        assert!(matches!(new.what, NetWhat::Completion { status: Some(12), .. }));
+        assert!(matches!(
+            new.what,
+            NetWhat::Completion {
+                status: Some(12),
+                ..
+            }
+        ));
         assert_eq!(new.hca.as_deref(), Some("mlx5_3"));
     }
 
     #[test]
     fn net_async_events_mismatch_and_markdown() {
-        let md = strip_links("node201:127799:127863 [0] transport/[net_ib.cc:101](http://net_ib.cc:101/) NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error");
+        let md = strip_links(
+            "node201:127799:127863 [0] transport/[net_ib.cc:101](http://net_ib.cc:101/) NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error",
+        );
         let e = read("f", 1, &md).unwrap();
         assert_eq!(e.host.as_deref(), Some("node201"));
         assert_eq!(e.hca.as_deref(), Some("mlx5_0:1"));
-        assert!(matches!(&e.what, NetWhat::AsyncEvent { event } if event.starts_with("local access")));
+        assert!(
+            matches!(&e.what, NetWhat::AsyncEvent { event } if event.starts_with("local access"))
+        );
         let m = read("f", 1, "10.10.23.10: so-ucloud-10-10-23-10:1307367:1307586 [0] transport/net_ib.cc:1038 NCCL WARN NET/IB : req 0/1 tag 0 peer 10.10.23.6<58683> collective mismatch error, local size 496640 remote size 65536").unwrap();
         assert_eq!(m.host.as_deref(), Some("so-ucloud-10-10-23-10"));
         assert_eq!(
@@ -198,7 +219,10 @@ mod tests {
                 remote: Some(65536)
             }
         );
-        assert_eq!(strip_links("peer [10.1.3.201](http://10.1.3.201/)<33057>"), "peer 10.1.3.201<33057>");
+        assert_eq!(
+            strip_links("peer [10.1.3.201](http://10.1.3.201/)<33057>"),
+            "peer 10.1.3.201<33057>"
+        );
         assert_eq!(strip_links("a [b] c"), "a [b] c");
     }
 }

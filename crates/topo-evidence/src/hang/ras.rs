@@ -130,10 +130,7 @@ fn is_ras_line(t: &str) -> bool {
 /// `Job summary` rows: 5 numbers (nodes, processes per node, GPUs per process, processes,
 /// GPUs) or, for a job of dissimilar nodes, its totals row of 3 (nodes, processes, GPUs).
 fn job_row(r: &mut RasReport, t: &str) {
-    let nums: Vec<u32> = t
-        .split_whitespace()
-        .map_while(|w| w.parse().ok())
-        .collect();
+    let nums: Vec<u32> = t.split_whitespace().map_while(|w| w.parse().ok()).collect();
     if nums.len() != t.split_whitespace().count() {
         return;
     }
@@ -157,7 +154,12 @@ fn job_row(r: &mut RasReport, t: &str) {
 /// `    0         1        32         8       256       256   RUNNING      OK`.
 fn group_row(t: &str, at: Quote) -> Option<RasGroup> {
     let w: Vec<&str> = t.split_whitespace().collect();
-    if w.len() != 8 || !w[..6].iter().enumerate().all(|(i, x)| i == 3 || x.parse::<u32>().is_ok()) {
+    if w.len() != 8
+        || !w[..6]
+            .iter()
+            .enumerate()
+            .all(|(i, x)| i == 3 || x.parse::<u32>().is_ok())
+    {
         return None;
     }
     let num = |i: usize| w[i].parse().unwrap_or(0);
@@ -325,11 +327,19 @@ fn rank_line(c: &mut RasComm, rest: &str, q: Quote) {
     let mut count = None;
     if let Some(k) = rest_head.strip_prefix("has launched up to operation ") {
         count = k.trim().parse().ok();
-        push_group(c, GroupWhat::Launched { count: count.unwrap_or(0) }, Some(1), q.clone());
+        push_group(
+            c,
+            GroupWhat::Launched {
+                count: count.unwrap_or(0),
+            },
+            Some(1),
+            q.clone(),
+        );
     } else if rest_head.starts_with("has not launched") {
         push_group(c, GroupWhat::NotLaunched, Some(1), q.clone());
     } else if let Some(e) = rest_head.strip_prefix("reported ") {
-        let joins_last = matches!(c.rank_groups.last(), Some(g) if matches!(g.what, GroupWhat::Error { .. }));
+        let joins_last =
+            matches!(c.rank_groups.last(), Some(g) if matches!(g.what, GroupWhat::Error { .. }));
         if !joins_last {
             let error = e.trim().to_string();
             push_group(c, GroupWhat::Error { error }, None, q.clone());
@@ -379,7 +389,12 @@ fn json_place(v: &Json) -> Place {
     let dev = |k: &str| -> Option<String> {
         let x = v.get(k)?;
         x.u64().map(|n| n.to_string()).or_else(|| {
-            let a: Vec<String> = x.arr().iter().filter_map(Json::u64).map(|n| n.to_string()).collect();
+            let a: Vec<String> = x
+                .arr()
+                .iter()
+                .filter_map(Json::u64)
+                .map(|n| n.to_string())
+                .collect();
             (!a.is_empty()).then(|| a.join(","))
         })
     };
@@ -402,7 +417,10 @@ pub fn from_json(v: &Json, q: Quote, missing_commas: usize) -> Option<RasReport>
     let mut r = RasReport {
         at: Some(q.clone()),
         json: true,
-        version: v.get("nccl_version").and_then(Json::str).map(str::to_string),
+        version: v
+            .get("nccl_version")
+            .and_then(Json::str)
+            .map(str::to_string),
         gather_timeouts: v
             .get("ras")
             .and_then(|x| x.get("timeouts_count"))
@@ -436,10 +454,27 @@ fn json_comm(i: usize, c: &Json, q: &Quote) -> RasComm {
         at: Some(q.clone()),
         ..Default::default()
     };
+    comm.at = Some(Quote::new(
+        &q.file,
+        q.line,
+        &format!(
+            "{}: hash 0x{}, size {}, {} rank(s) answered, {} missing",
+            comm.label,
+            comm.hash,
+            comm.size.map_or("?".into(), |s| s.to_string()),
+            c.get("ranks").map_or(0, |r| r.arr().len()),
+            c.get("missing_ranks").map_or(0, |r| r.arr().len()),
+        ),
+    ));
     // Ranks grouped by their total launch count, as the text report groups them.
     let mut by_count: Vec<(u64, Vec<RasRank>)> = vec![];
     let mut errors: Vec<RasRank> = vec![];
-    for rk in c.get("ranks").map_or(&[][..], Json::arr).iter().take(RANKS_MAX) {
+    for rk in c
+        .get("ranks")
+        .map_or(&[][..], Json::arr)
+        .iter()
+        .take(RANKS_MAX)
+    {
         let counts = rk.get("collective_counts").map_or(&[][..], Json::obj);
         let total: u64 = counts.iter().filter_map(|(_, n)| n.u64()).sum();
         let rank = RasRank {
@@ -448,8 +483,15 @@ fn json_comm(i: usize, c: &Json, q: &Quote) -> RasComm {
             count: Some(total),
         };
         let st = rk.get("status");
-        let bad = st.and_then(|s| s.get("async_error")).and_then(Json::u64).unwrap_or(0) != 0
-            || !matches!(st.and_then(|s| s.get("init_state")).and_then(Json::u64), Some(0 | 7) | None);
+        let bad = st
+            .and_then(|s| s.get("async_error"))
+            .and_then(Json::u64)
+            .unwrap_or(0)
+            != 0
+            || !matches!(
+                st.and_then(|s| s.get("init_state")).and_then(Json::u64),
+                Some(0 | 7) | None
+            );
         if bad {
             errors.push(rank.clone());
         }
@@ -485,7 +527,18 @@ fn json_comm(i: usize, c: &Json, q: &Quote) -> RasComm {
             at: q.clone(),
         });
     }
-    for m in c.get("missing_ranks").map_or(&[][..], Json::arr).iter().take(RANKS_MAX) {
+    for m in c
+        .get("missing_ranks")
+        .map_or(&[][..], Json::arr)
+        .iter()
+        .take(RANKS_MAX)
+    {
+        // The JSON has no useful line to quote: the entry itself, compact, stands for it.
+        let at = Quote::new(
+            &q.file,
+            q.line,
+            &format!("{} missing_ranks: {}", comm.label, m.compact()),
+        );
         let st = m.get("status");
         let flag = |k: &str| st.and_then(|s| s.get(k)).and_then(Json::bool);
         comm.kind = join_kind(&comm.kind, "INCOMPLETE");
@@ -500,7 +553,7 @@ fn json_comm(i: usize, c: &Json, q: &Quote) -> RasComm {
                 place: json_place(m),
                 count: None,
             }],
-            at: q.clone(),
+            at,
         });
     }
     comm

@@ -78,10 +78,20 @@ fn ras_json_with_the_2_28_comma_defect_is_repaired() {
     let c = &r.comms[0];
     assert_eq!(c.hash, "a1");
     assert_eq!(c.kind, "INCOMPLETE");
-    let m = c.rank_groups.iter().find(|g| matches!(g.what, GroupWhat::Missing { .. })).unwrap();
+    let m = c
+        .rank_groups
+        .iter()
+        .find(|g| matches!(g.what, GroupWhat::Missing { .. }))
+        .unwrap();
     assert_eq!(m.ranks[0].rank, 1);
     assert_eq!(m.ranks[0].place.gpu.as_deref(), Some("1"));
-    assert_eq!(m.what, GroupWhat::Missing { unresponsive: Some(true), dead: Some(false) });
+    assert_eq!(
+        m.what,
+        GroupWhat::Missing {
+            unresponsive: Some(true),
+            dead: Some(false)
+        }
+    );
 }
 
 #[test]
@@ -94,7 +104,10 @@ fn monitor_events_and_mixed_inputs() {
     assert_eq!(e.peer_events[0].place.pid, Some(1524345));
     assert_eq!(e.watchdog.len(), 1);
     assert_eq!(e.net[0].host.as_deref(), Some("h9"));
-    assert_eq!(e.inputs[0].kinds, vec!["ras-monitor", "ras", "watchdog", "net-error"]);
+    assert_eq!(
+        e.inputs[0].kinds,
+        vec!["ras-monitor", "ras", "watchdog", "net-error"]
+    );
 }
 
 #[test]

@@ -253,9 +253,14 @@ fn whats(msg: &str) -> Vec<WatchdogWhat> {
             v.push(WatchdogWhat::NotJoined { rank, seq });
         }
     }
-    if let Some(e) = ["ncclRemoteError", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError"]
-        .iter()
-        .find(|e| msg.contains(*e))
+    if let Some(e) = [
+        "ncclRemoteError",
+        "ncclSystemError",
+        "ncclInternalError",
+        "ncclUnhandledCudaError",
+    ]
+    .iter()
+    .find(|e| msg.contains(*e))
     {
         v.push(WatchdogWhat::NcclError {
             error: e.to_string(),
@@ -288,7 +293,10 @@ mod tests {
         assert_eq!(e[0].global_rank, Some(13));
         assert_eq!(e[0].group_rank, Some(1));
         let pg = e[0].pg.as_ref().unwrap();
-        assert_eq!((pg.id.as_deref(), pg.guid.as_deref()), (Some("11"), Some("119")));
+        assert_eq!(
+            (pg.id.as_deref(), pg.guid.as_deref()),
+            (Some("11"), Some("119"))
+        );
         assert_eq!(
             e[0].what,
             WatchdogWhat::Progress {
@@ -307,20 +315,41 @@ mod tests {
         );
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].global_rank, Some(6));
-        assert_eq!(e[0].prefix.as_deref(), Some("dinov2-giant-nodes.cn-d003.nolog [stderr]"));
-        assert_eq!(e[0].pg.as_ref().unwrap().desc.as_deref(), Some("default_pg"));
-        assert!(matches!(e[0].what, WatchdogWhat::Timeout { seq: Some(2070), .. }));
-        let ray = read("\u{1b}[36m(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045.");
-        assert_eq!(ray[0].prefix.as_deref(), Some("(RayWorkerWrapper pid=4009)"));
+        assert_eq!(
+            e[0].prefix.as_deref(),
+            Some("dinov2-giant-nodes.cn-d003.nolog [stderr]")
+        );
+        assert_eq!(
+            e[0].pg.as_ref().unwrap().desc.as_deref(),
+            Some("default_pg")
+        );
+        assert!(matches!(
+            e[0].what,
+            WatchdogWhat::Timeout {
+                seq: Some(2070),
+                ..
+            }
+        ));
+        let ray = read(
+            "\u{1b}[36m(RayWorkerWrapper pid=4009) [rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 1 Rank 1] Timeout at NCCL work: 158046, last enqueued NCCL work: 158046, last completed NCCL work: 158045.",
+        );
+        assert_eq!(
+            ray[0].prefix.as_deref(),
+            Some("(RayWorkerWrapper pid=4009)")
+        );
         assert_eq!(ray[0].pg.as_ref().unwrap().id.as_deref(), Some("1"));
-        let mpi = read("[1,3]<stdout>:[rank3]:[W101 01:02:03.4 ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=1) ran for 2 milliseconds before timing out.");
+        let mpi = read(
+            "[1,3]<stdout>:[rank3]:[W101 01:02:03.4 ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=BROADCAST, Timeout(ms)=1) ran for 2 milliseconds before timing out.",
+        );
         assert_eq!(mpi[0].global_rank, Some(3));
         assert_eq!(mpi[0].prefix.as_deref(), Some("[1,3]<stdout>:"));
     }
 
     #[test]
     fn torch_dump_signal_and_desync_lines() {
-        let e = read("[rank2]:[E901 05:20:03.118859045 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] Received a dump signal due to a collective timeout from  rank 6 and we will try our best to dump the debug info. Last enqueued NCCL work: 460631, last completed NCCL work: 460630.This is");
+        let e = read(
+            "[rank2]:[E901 05:20:03.118859045 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] Received a dump signal due to a collective timeout from  rank 6 and we will try our best to dump the debug info. Last enqueued NCCL work: 460631, last completed NCCL work: 460630.This is",
+        );
         assert_eq!(
             e[0].what,
             WatchdogWhat::DumpSignalFrom {
@@ -329,7 +358,12 @@ mod tests {
                 last_completed: Some(460630)
             }
         );
-        let d = read("[rank0]:[E ProcessGroupNCCL.cpp:1] [3] finished collective #5, but didn't join collective #6");
-        assert!(d.iter().any(|x| x.what == WatchdogWhat::NotJoined { rank: 3, seq: 6 }));
+        let d = read(
+            "[rank0]:[E ProcessGroupNCCL.cpp:1] [3] finished collective #5, but didn't join collective #6",
+        );
+        assert!(
+            d.iter()
+                .any(|x| x.what == WatchdogWhat::NotJoined { rank: 3, seq: 6 })
+        );
     }
 }
