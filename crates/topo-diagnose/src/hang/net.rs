@@ -108,11 +108,30 @@ pub fn judge(errors: &[NetError], progress: bool, acc: &mut Acc) {
     }
 }
 
+/// Async events that report a change, not a fault (`ibv_event_type_str` names NCCL prints
+/// through `ibvwrap.cc`): a port coming up, a GID or LID change, the subnet manager.
+fn benign(event: &str) -> bool {
+    const CHANGES: [&str; 9] = [
+        "port active",
+        "GID table change",
+        "LID change",
+        "P_Key change",
+        "PKey change",
+        "SM change",
+        "client reregistration",
+        "communication established",
+        "SRQ limit reached",
+    ];
+    CHANGES.iter().any(|c| event.starts_with(c))
+}
+
 /// Local async events, per host and HCA: the place where a fault starts. Returns the hosts.
 fn async_events(errors: &[NetError], acc: &mut Acc) -> Vec<String> {
     let mut by: BTreeMap<(String, String, String), Vec<&NetError>> = BTreeMap::new();
     for e in errors {
-        if let NetWhat::AsyncEvent { event } = &e.what {
+        if let NetWhat::AsyncEvent { event } = &e.what
+            && !benign(event)
+        {
             let key = (
                 e.host.clone().unwrap_or_default(),
                 e.hca.clone().unwrap_or_default(),

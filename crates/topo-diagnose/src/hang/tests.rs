@@ -657,3 +657,11 @@ fn nothing_recognised_says_so() {
     assert!(r.notes[0].contains("no hang evidence recognised"));
     assert!(r.worst.is_none());
 }
+
+#[test]
+fn benign_async_events_are_not_faults() {
+    let r = read(&[("n.log", "h1:1:2 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : GID table change\nh1:1:2 [0] NCCL WARN NET/IB : mlx5_3:1 Got async event : port error\n")]);
+    assert_eq!(r.cause, Cause::NetworkFault);
+    has(&r, &["port error on h1 mlx5_3:1"]);
+    assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
+}
