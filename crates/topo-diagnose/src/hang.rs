@@ -99,12 +99,12 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
         Some(c) => (c.cause, c.summary.clone()),
         None => (Cause::NoEvidence, "nothing in the input(s) is a RAS report, a watchdog line, Flight Recorder output or an NCCL network error".into()),
     };
-    let mut findings: Vec<Finding> = vec![];
-    for f in acc.findings.drain(..) {
-        if !findings.iter().any(|x| x.id == f.id && x.title == f.title) {
-            findings.push(f);
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let mut findings: Vec<Finding> = acc
+        .findings
+        .drain(..)
+        .filter(|f| seen.insert((f.id, f.title.clone())))
+        .collect();
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     let worst = findings.first().map(|f| f.severity);
     let others = findings
@@ -120,12 +120,12 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
     } else {
         format!("{}: {summary}", cause.words())
     };
-    let mut suspects: Vec<Suspect> = vec![];
-    for s in acc.suspects {
-        if !suspects.contains(&s) {
-            suspects.push(s);
-        }
-    }
+    let mut seen = std::collections::HashSet::new();
+    let mut suspects: Vec<Suspect> = acc
+        .suspects
+        .into_iter()
+        .filter(|s| seen.insert(s.clone()))
+        .collect();
     // Where the evidence itself is known to be partial.
     let mut notes = ev.notes.clone();
     if suspects.len() > SUSPECTS_MAX {

@@ -67,7 +67,7 @@ impl Cause {
 }
 
 /// Whose numbering a suspect's ranks are in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RankKind {
     /// `[rankG]`: the job's global rank.
@@ -80,7 +80,7 @@ pub enum RankKind {
     Trace,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Why {
     NeverJoined,
@@ -96,7 +96,7 @@ pub enum Why {
     NetworkEndpoint,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Suspect {
     /// Empty when only the process is known (a dead process with no communicator data).
     pub ranks: Vec<u32>,
@@ -166,6 +166,8 @@ pub struct Acc {
     pub places: Vec<Place>,
     pub stuck: Vec<Stuck>,
     pub notes: Vec<String>,
+    /// The places already named (kind, name): each once, found without a scan.
+    place_keys: std::collections::HashSet<(&'static str, String)>,
 }
 
 impl Acc {
@@ -177,17 +179,13 @@ impl Acc {
         });
     }
     pub fn place(&mut self, kind: &'static str, name: impl Into<String>, why: impl Into<String>) {
-        let p = Place {
-            kind,
-            name: name.into(),
-            why: why.into(),
-        };
-        if !self
-            .places
-            .iter()
-            .any(|x| x.kind == p.kind && x.name == p.name)
-        {
-            self.places.push(p);
+        let name = name.into();
+        if self.place_keys.insert((kind, name.clone())) {
+            self.places.push(Place {
+                kind,
+                name,
+                why: why.into(),
+            });
         }
     }
 }
@@ -214,17 +212,18 @@ pub fn finding(code: Code, title: impl Into<String>, evidence: &[&Quote], fix: &
         .fix(fix)
 }
 
-/// At most six quoted lines, then how many more.
+/// At most six quoted lines, then how many more (each line once; only the six are written
+/// out, so a finding over thousands of ranks costs a hash per line).
 pub fn quotes<'a>(q: impl IntoIterator<Item = &'a Quote>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
     let mut out = vec![];
     let mut more = 0;
     for x in q {
-        let s = x.to_string();
-        if out.contains(&s) {
+        if !seen.insert((x.file.as_str(), x.line, x.text.as_str())) {
             continue;
         }
         if out.len() < 6 {
-            out.push(s);
+            out.push(x.to_string());
         } else {
             more += 1;
         }

@@ -152,10 +152,16 @@ fn processes(r: &RasReport, acc: &mut Acc) {
         })
         .collect();
     let one = r.processes_listed.len() == 1 && missing.len() == 1;
-    for p in &r.processes_listed {
-        let tied = missing
-            .iter()
-            .find(|(_, x)| x.place.pid.is_some() && x.place.pid == p.place.pid)
+    let by_pid: std::collections::HashMap<u64, &(&RasComm, &RasRank)> = missing
+        .iter()
+        .filter_map(|m| Some((m.1.place.pid?, m)))
+        .collect();
+    let mut more = 0;
+    for (i, p) in r.processes_listed.iter().enumerate() {
+        let tied = p
+            .place
+            .pid
+            .and_then(|pid| by_pid.get(&pid).copied())
             .or(if one { missing.first() } else { None });
         let rank = tied.map(|(c, x)| format!("rank {} of {}", x.rank, comm_name(c)));
         let who = rank
@@ -198,7 +204,11 @@ fn processes(r: &RasReport, acc: &mut Acc) {
                 "the process is stopped or hung outside NCCL (or slow to answer): take a stack (py-spy dump --pid, gdb) on that node; RAS declares it dead after about 60 s if it never answers"
             }
         };
-        acc.findings.push(finding(code, title.clone(), &at, fix));
+        if i < FINDINGS_MAX {
+            acc.findings.push(finding(code, title.clone(), &at, fix));
+        } else {
+            more += 1;
+        }
         acc.suspects.push(Suspect {
             ranks: tied.map(|(_, x)| vec![x.rank]).unwrap_or_default(),
             rank_kind: RankKind::Comm,
@@ -223,15 +233,30 @@ fn processes(r: &RasReport, acc: &mut Acc) {
         }
         acc.claim(cause, strength, title);
     }
+    if more > 0 {
+        let title =
+            format!("{more} more job process(es) are dead or unresponsive (each is a suspect)");
+        acc.findings.push(finding(
+            Code::HangRankMissing,
+            title,
+            &[],
+            "see the suspects: one node for all of them points at the node, many nodes at the job",
+        ));
+    }
 }
+
+/// Findings of one kind in one report, one per rank or process; the rest are counted in one
+/// more finding and every one stays a suspect.
+const FINDINGS_MAX: usize = 16;
 
 /// One communicator entry: missing ranks, count mismatches, status mismatches, errors.
 fn comm(r: &RasReport, c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
-    let listed: Vec<u64> = r
+    let listed: std::collections::HashSet<u64> = r
         .processes_listed
         .iter()
         .filter_map(|p| p.place.pid)
         .collect();
+    let mut shown = 0;
     for g in &c.rank_groups {
         match &g.what {
             GroupWhat::Missing { unresponsive, dead } => {
@@ -267,7 +292,22 @@ fn comm(r: &RasReport, c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
                         )
                     };
                     let at: Vec<_> = c.at.iter().chain([&g.at]).collect();
-                    acc.findings.push(finding(code, title.clone(), &at, "RAS has no data from this rank: its process is stopped, hung outside NCCL or gone; take a stack (py-spy dump) or read its log on that node"));
+                    shown += 1;
+                    if shown == FINDINGS_MAX + 1 {
+                        let t = format!(
+                            "more ranks of comm {} have no RAS data (each is a suspect)",
+                            c.hash
+                        );
+                        acc.findings.push(finding(
+                            Code::HangRankMissing,
+                            t,
+                            &at,
+                            "see the suspects for their nodes and GPUs",
+                        ));
+                    }
+                    if shown <= FINDINGS_MAX {
+                        acc.findings.push(finding(code, title.clone(), &at, "RAS has no data from this rank: its process is stopped, hung outside NCCL or gone; take a stack (py-spy dump) or read its log on that node"));
+                    }
                     acc.suspects
                         .push(suspect(c, rk, why, format!("no RAS data ({state})")));
                     if let Some(n) = &rk.place.node {

@@ -634,20 +634,27 @@ fn generated_ras_reports_of_thousands_of_ranks_merge_by_hash() {
     );
 }
 
-/// Linear: four times the ranks take well under six times as long (the limits tests' rule).
+/// Linear: four times the ranks take under six times as long (the limits tests' rule).
 #[test]
 fn judging_is_linear_in_the_ranks() {
+    // The best of two runs: the machine is shared, the noise is in the slow runs.
     let time = |n: u32| {
         let text = job(n, 5);
-        let t = std::time::Instant::now();
-        let r = read(&[("job.log", &text)]);
-        assert_eq!(r.cause, Cause::RankSilent);
-        t.elapsed()
+        (0..2)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let r = read(&[("job.log", &text)]);
+                assert_eq!(r.cause, Cause::RankSilent);
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default()
     };
-    let _warm = time(512);
-    let small = time(2048).max(std::time::Duration::from_millis(5));
-    let big = time(8192);
-    assert!(big < small * 6, "2048 ranks {small:?}, 8192 ranks {big:?}");
+    // Both sizes past the caches (about 4 and 16 MB of events), so the ratio is the work's.
+    let small = time(4096).max(std::time::Duration::from_millis(5));
+    let big = time(16384);
+    eprintln!("4096 ranks {small:?}, 16384 ranks {big:?}");
+    assert!(big < small * 6, "4096 ranks {small:?}, 16384 ranks {big:?}");
 }
 
 #[test]
@@ -660,8 +667,12 @@ fn nothing_recognised_says_so() {
 
 #[test]
 fn benign_async_events_are_not_faults() {
-    let r = read(&[("n.log", "h1:1:2 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : GID table change\nh1:1:2 [0] NCCL WARN NET/IB : mlx5_3:1 Got async event : port error\n")]);
+    let r = read(&[(
+        "n.log",
+        "h1:1:2 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : GID table change\nh1:1:2 [0] NCCL WARN NET/IB : mlx5_3:1 Got async event : port error\n",
+    )]);
     assert_eq!(r.cause, Cause::NetworkFault);
     has(&r, &["port error on h1 mlx5_3:1"]);
     assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
 }
+

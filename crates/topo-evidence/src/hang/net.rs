@@ -15,24 +15,21 @@ pub fn wanted(line: &str) -> bool {
 }
 
 /// A Markdown autolink (`[net_ib.cc:101](http://net_ib.cc:101/)`) as its text, as issue
-/// comments render file names and addresses.
+/// comments render file names and addresses. One pass: each `](http` is found once and its
+/// `[` looked for only since the previous link.
 pub fn strip_links(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some(i) = rest.find('[') {
-        let after = &rest[i + 1..];
-        match after.split_once("](") {
-            Some((text, tail)) if !text.contains('[') && tail.contains(')') && !text.is_empty() => {
-                let close = tail.find(')').unwrap_or(0);
-                out.push_str(&rest[..i]);
-                out.push_str(text);
-                rest = &tail[close + 1..];
-            }
-            _ => {
-                out.push_str(&rest[..=i]);
-                rest = after;
-            }
-        }
+    while let Some(m) = rest.find("](http") {
+        let (head, tail) = (&rest[..m], &rest[m + 2..]);
+        let (Some(open), Some(close)) = (head.rfind('['), tail.find(')')) else {
+            out.push_str(&rest[..m + 2]);
+            rest = tail;
+            continue;
+        };
+        out.push_str(&head[..open]);
+        out.push_str(&head[open + 1..]);
+        rest = &tail[close + 1..];
     }
     out.push_str(rest);
     out
