@@ -676,3 +676,58 @@ fn benign_async_events_are_not_faults() {
     assert_eq!(r.findings.len(), 1, "{:#?}", r.findings);
 }
 
+/// Hostile input: fragments of every format cut, glued and mixed with noise never panic, and
+/// every report has a verdict.
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    const PIECES: &[&str] = &[
+        "[rank3]:[E101 00:00:01.0 ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=",
+        "[PG ID 0 PG GUID 0(default_pg) Rank 1]  failure detected by watchdog at work sequence id: 9 PG status: last enqueued work: ",
+        "Received a dump signal due to a collective timeout from  rank ",
+        "#0-0 (27a079b828ff1a75) MISMATCH",
+        "  4294967295 ranks have launched up to operation 18446744073709551615",
+        "  Rank 99999999999 -- GPU 0 managed by process 1 on node h",
+        "The missing rank: 5, x, 7",
+        "Group     Comms     Nodes     Ranks     Ranks     Ranks    Status  Errors",
+        "    0         1         0       7-8         0         0   NOCOMM  INCOMPLETE,MISMATCH",
+        "Errors\n======\nDEAD\n  Process 7 on node n managing GPU 0",
+        "Not all ranks joining collective 5 at entry 4\nmissing ranks: {1, 2,",
+        "Collective 39 at entry 38 errors\nerror msg: Culprit rank ; Error type: ",
+        "Rank 0        Rank 1\n------------  ------------\nall_reduce(a)",
+        "--- Collectives ---\n 4 g True 4 op s {1",
+        "h:1:2 [0] NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with status=",
+        "x [y](http://z) [",
+        "h:1:2 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : local catastrophic error",
+        "NET/IB : req 0/1 tag 0 peer 1.1.1.1<1> collective mismatch error, local size 1 remote size",
+        "{\"communicators\": [{\"hash\": 1, \"ranks\": [{\"rank\": -1, \"collective_counts\": {\"AllReduce\": \"x\"}}",
+        "{\"pg_status\": {\"0\": {}}, \"entries\": [(1, None, ...",
+        "[2025-01-01 00:00:00] PEER_DEAD: ",
+        "\u{1b}[31m\r",
+        "[[[[[[[[",
+        "[rank999999999]:[E1 ProcessGroupNCCL.cpp:1] [Rank 4000000000] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)",
+    ];
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                prop::sample::select(PIECES).prop_map(str::to_string),
+                "[ -~]{0,40}",
+                "[0-9]{1,25}",
+            ],
+            0..40,
+        )
+        .prop_map(|v| v.join(if v.len() % 3 == 0 { "" } else { "\n" }))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        #[test]
+        fn hostile_pieces_never_panic(t in text(), u in text()) {
+            let r = read(&[("a.log", &t), ("b.json", &u)]);
+            prop_assert!(!r.verdict.is_empty());
+            prop_assert!(r.suspects.len() <= SUSPECTS_MAX);
+        }
+    }
+}

@@ -439,7 +439,13 @@ fn silent_or_stuck(
     let (pg, s, op_words, base, notes, reporters, all_q) =
         (c.pg, c.s, c.op_words, c.base, c.notes, c.reporters, c.all_q);
     // Ranks that did not report it at all (only the ones below the highest seen are known).
-    let max = seen.iter().next_back().copied();
+    // A rank number past any job's size (a garbled line) names no gaps: the work stays
+    // bounded by the ranks a job can have.
+    let max = seen
+        .iter()
+        .next_back()
+        .copied()
+        .filter(|m| (*m as usize) < topo_evidence::hang::RANKS_MAX);
     let gaps: Vec<u32> = max.map_or(vec![], |m| (0..=m).filter(|x| !seen.contains(x)).collect());
     let timeout_title = format!(
         "{base}{}",

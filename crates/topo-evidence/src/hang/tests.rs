@@ -118,3 +118,38 @@ fn unrelated_text_is_noted_and_long_lines_are_capped() {
     assert_eq!(e.notes.len(), 1);
     assert!(e.notes[0].starts_with("n.txt: no hang evidence"));
 }
+
+/// Pathological lines (every recogniser let in, brackets everywhere, a link at the end, a
+/// long JSON document) cost linear time: four times the input under six times the time.
+#[test]
+fn hostile_lines_read_in_linear_time() {
+    let line = format!(
+        "[rank1]:[E1 ProcessGroupNCCL.cpp:1] {} NET/IB : Got completion from peer {} [a](http://b) #0-0 (ab) MISMATCH Rank 1 -- GPU",
+        "[rank".repeat(1500),
+        "[".repeat(4000)
+    );
+    let json = |n: usize| {
+        format!(
+            "{{\"communicators\": [{}]}}",
+            vec!["{\"hash\": \"0x1\", \"ranks\": [{\"rank\": 0}], \"missing_ranks\": []}"; n]
+                .join(",\n")
+        )
+    };
+    let time = |n: usize| {
+        let text = format!("{}\n", line).repeat(n);
+        let doc = json(n * 20);
+        (0..2)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                let mut e = HangEvidence::default();
+                read("l.log", &text, &mut e);
+                read("r.json", &doc, &mut e);
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default()
+    };
+    let small = time(200).max(std::time::Duration::from_millis(5));
+    let big = time(800);
+    assert!(big < small * 6, "{small:?} then {big:?}");
+}
