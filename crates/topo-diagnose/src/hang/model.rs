@@ -242,7 +242,7 @@ pub fn ranges(ranks: &[u32]) -> String {
     let mut runs: Vec<(u32, u32)> = vec![];
     for r in v {
         match runs.last_mut() {
-            Some((_, hi)) if *hi + 1 == r => *hi = r,
+            Some((_, hi)) if hi.checked_add(1) == Some(r) => *hi = r,
             _ => runs.push((r, r)),
         }
     }
@@ -257,7 +257,11 @@ pub fn ranges(ranks: &[u32]) -> String {
             }
         })
         .collect();
-    let rest: u32 = runs.iter().skip(12).map(|(a, b)| b - a + 1).sum();
+    let rest: u64 = runs
+        .iter()
+        .skip(12)
+        .map(|(a, b)| u64::from(b - a) + 1)
+        .sum();
     if rest > 0 {
         format!("{} and {rest} more", shown.join(","))
     } else {

@@ -433,13 +433,33 @@ fn counts(c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
         c.at.iter()
             .chain(c.rank_groups.iter().map(|g| &g.at))
             .collect();
-    let behind: Vec<u32> = now
+    // How many ranks each end holds: RAS itemises only the smaller groups, so the listed
+    // ranks may be the ones ahead (`rasCountIsOutlier`, src/ras/client_support.cc).
+    let size = |g: &(u64, Option<u32>, Vec<RasRank>)| g.1.unwrap_or(g.2.len() as u32);
+    let lo_n: u64 = now
         .iter()
         .filter(|g| g.0 == lo)
-        .flat_map(|g| g.2.iter().map(|x| x.rank))
-        .collect();
-    match (frozen, spread) {
-        (Some(false), _) => {
+        .map(|g| u64::from(size(g)))
+        .sum();
+    let hi_n: u64 = now
+        .iter()
+        .filter(|g| g.0 == hi)
+        .map(|g| u64::from(size(g)))
+        .sum();
+    let shape = if now.len() >= 3 {
+        Shape::Spread
+    } else if lo_n <= hi_n {
+        Shape::Behind
+    } else {
+        Shape::Ahead
+    };
+    let still = if frozen == Some(true) {
+        "unchanged across queries"
+    } else {
+        "in one query"
+    };
+    match (frozen, spread, shape) {
+        (Some(false), _, _) => {
             acc.findings.push(finding(
                 Code::HangRasMismatch,
                 format!("{what}; the counts moved between queries"),
@@ -452,30 +472,49 @@ fn counts(c: &RasComm, again: Option<&RasComm>, acc: &mut Acc) {
                 format!("{what}, moving between queries"),
             );
         }
-        (frozen, s) if s >= 2 || frozen == Some(true) && !behind.is_empty() => {
-            let still = if frozen == Some(true) {
-                "unchanged across queries"
-            } else {
-                "in one query (query again to see it frozen)"
-            };
-            let title = format!(
-                "{what}, {still}: the ranks diverged in program order (one issues or skips a collective the others do not)"
-            );
-            acc.findings.push(finding(Code::HangDesync, title.clone(), &at, "the ranks run different sequences of collectives on this communicator: compare the code paths of the ranks furthest ahead and behind (data-dependent branches, a collective under an `if rank == ...`, early exits); take Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE) to see which call differs; this is not a hardware fault"));
-            acc.claim(
-                Cause::Desync,
-                if frozen == Some(true) { 82 } else { 78 },
-                title,
-            );
-        }
-        _ => {
+        (None, 0..=1, _) => {
             let title = format!(
                 "{what} in one query: normal while ranks race, a hang only if it does not move"
             );
             acc.findings.push(finding(Code::HangRasMismatch, title.clone(), &at, "query RAS again (ncclras) a few seconds later: if the counts are unchanged, the ranks behind never launched the next operation and are the ones to look at"));
             acc.claim(Cause::TransientMismatch, 15, title);
         }
+        (_, _, Shape::Spread) | (_, _, Shape::Ahead) => {
+            let title = format!(
+                "{what}, {still}: the ranks diverged in program order (one issues or skips a collective the others do not)"
+            );
+            acc.findings.push(finding(Code::HangDesync, title.clone(), &at, "the ranks run different sequences of collectives on this communicator: compare the code paths of the ranks furthest ahead and behind (data-dependent branches, a collective under an `if rank == ...`, early exits); take Flight Recorder dumps (TORCH_NCCL_TRACE_BUFFER_SIZE) to see which call differs; this is not a hardware fault"));
+            let strength = match (frozen, shape) {
+                (Some(true), _) => 82,
+                (_, Shape::Spread) => 78,
+                _ => 70,
+            };
+            acc.claim(Cause::Desync, strength, title);
+        }
+        (Some(true), _, Shape::Behind) => {
+            let title = format!(
+                "{what}, {still}: the ranks behind never launched operation {}",
+                lo.saturating_add(1)
+            );
+            acc.findings.push(finding(Code::HangRankMissing, title.clone(), &at, "the ranks behind are stuck before their next collective on this communicator (a rank-specific code path, data loading, a hung process): take their stacks (py-spy dump) on their nodes"));
+            acc.claim(Cause::RankMissing, 66, title);
+        }
+        (None, _, Shape::Behind) => {
+            let title = format!(
+                "{what}, {still}: the ranks behind are stragglers (slow, or stuck before their next collective)"
+            );
+            acc.findings.push(finding(Code::HangRasMismatch, title.clone(), &at, "query RAS again: a gap that grows or stays means the ranks behind are stuck outside NCCL (take their stacks); a gap that closes is a slow rank (data loading, a throttled GPU)"));
+            acc.claim(Cause::RankMissing, 60, title);
+        }
     }
+}
+
+/// How launch counts split: several values, a minority behind, or a minority ahead.
+#[derive(Clone, Copy)]
+enum Shape {
+    Spread,
+    Behind,
+    Ahead,
 }
 
 /// `Communicator ranks have different status`: a teardown caught half-way.

@@ -488,9 +488,16 @@ fn repeated_ras_queries_tell_frozen_from_moving() {
         )
     };
     let frozen = read(&[("q.txt", &format!("{}{}", q(10, 9), q(10, 9)))]);
-    assert_eq!(frozen.cause, Cause::Desync, "{}", frozen.verdict);
-    assert!(frozen.verdict.contains("unchanged across queries"));
+    assert_eq!(frozen.cause, Cause::RankMissing, "{}", frozen.verdict);
+    has(
+        &frozen,
+        &["unchanged across queries", "never launched operation 10"],
+    );
     suspect(&frozen, &[3], Why::Behind);
+    // One query, one rank 4 behind the seven others (NCCL's 2.30.7 straggler example).
+    let straggler = read(&[("q.txt", &q(64, 60))]);
+    assert_eq!(straggler.cause, Cause::RankMissing, "{}", straggler.verdict);
+    has(&straggler, &["stragglers", "rank 3 on h1 at 60"]);
     let moving = read(&[("q.txt", &format!("{}{}", q(10, 9), q(12, 11)))]);
     assert_eq!(moving.cause, Cause::TransientMismatch, "{}", moving.verdict);
 }
@@ -706,6 +713,8 @@ mod hostile {
         "[2025-01-01 00:00:00] PEER_DEAD: ",
         "\u{1b}[31m\r",
         "[[[[[[[[",
+        "[rank1]:[E1231 99999999999999999999:99:99.1 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=18446744073709551615, OpType=A)",
+        "{\"communicators\": [{\"hash\": \"0x2\", \"size\": 4294967295, \"ranks\": [{\"rank\": 4294967295, \"collective_counts\": {\"AllReduce\": 18446744073709551615, \"Reduce\": 18446744073709551615}}]}]}",
         "[rank999999999]:[E1 ProcessGroupNCCL.cpp:1] [Rank 4000000000] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE)",
     ];
 

@@ -476,7 +476,10 @@ fn json_comm(i: usize, c: &Json, q: &Quote) -> RasComm {
         .take(RANKS_MAX)
     {
         let counts = rk.get("collective_counts").map_or(&[][..], Json::obj);
-        let total: u64 = counts.iter().filter_map(|(_, n)| n.u64()).sum();
+        let total: u64 = counts
+            .iter()
+            .filter_map(|(_, n)| n.u64())
+            .fold(0, u64::saturating_add);
         let rank = RasRank {
             rank: rk.get("rank").and_then(Json::u64).unwrap_or(0) as u32,
             place: json_place(rk),

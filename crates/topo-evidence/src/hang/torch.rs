@@ -139,6 +139,10 @@ fn glog_time(head: &str) -> Option<u64> {
     let h: u64 = parts.next()?.parse().ok()?;
     let m: u64 = parts.next()?.parse().ok()?;
     let s: u64 = parts.next()?.split('.').next()?.parse().ok()?;
+    // Only a real clock reading: a garbled one must not overflow the sum below.
+    if h > 23 || m > 59 || s > 60 {
+        return None;
+    }
     Some(((month * 31 + day) * 24 + h) * 3600 + m * 60 + s)
 }
 
