@@ -11,7 +11,11 @@ use super::types::{NetError, NetWhat, Quote};
 
 /// Whether the line may be a network error (a substring scan or two).
 pub fn wanted(line: &str) -> bool {
-    line.contains("NET/") || line.contains("Net : ") || line.contains("remote peer")
+    line.contains("NET/")
+        || line.contains("Net : ")
+        || line.contains("remote peer")
+        || line.contains("Call to recv from")
+        || line.contains("Call to send to")
 }
 
 /// A Markdown autolink (`[net_ib.cc:101](http://net_ib.cc:101/)`) as its text, as issue
@@ -84,8 +88,9 @@ fn what(t: &str) -> Option<NetWhat> {
             error: "connection closed by remote peer".into(),
         });
     }
-    if t.contains("Net : Call to recv from") || t.contains("Net : Call to send to") {
-        let key = if t.contains("recv from") {
+    // `Net : Call to recv from` before 2.12, `socketProgressOpt: Call to recv from` after.
+    if t.contains("Call to recv from ") || t.contains("Call to send to ") {
+        let key = if t.contains("recv from ") {
             "recv from "
         } else {
             "send to "
@@ -118,7 +123,7 @@ fn addr_after(s: &str, key: &str) -> Option<String> {
     let i = s.find(key)? + key.len();
     let w = s[i..].split_whitespace().next()?;
     let a = w.split('<').next()?.trim_matches(['[', ']', ',']);
-    (!a.is_empty() && a.bytes().any(|c| c.is_ascii_digit())).then(|| a.to_string())
+    (!a.is_empty()).then(|| a.to_string())
 }
 
 /// `mlx5_0:1 Got async event`, `[hca mlx5_2]`, `hca mlx5_0`.
@@ -221,5 +226,13 @@ mod tests {
             "peer 10.1.3.201<33057>"
         );
         assert_eq!(strip_links("a [b] c"), "a [b] c");
+        let s = read("f", 1, "n1:1:2 [0] misc/socket.cc:1 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<60536> failed : Connection reset by peer").unwrap();
+        assert_eq!(
+            s.what,
+            NetWhat::Socket {
+                peer: Some("10.0.0.2".into()),
+                error: "Connection reset by peer".into()
+            }
+        );
     }
 }

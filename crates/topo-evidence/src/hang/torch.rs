@@ -230,6 +230,10 @@ fn whats(msg: &str) -> Vec<WatchdogWhat> {
                 .or_else(|| num_after(msg, "last completed work:")),
         });
     }
+    // 2.3-2.5 also print `Heartbeat monitor timed out!` when the watchdog stops beating.
+    if msg.contains("Heartbeat monitor timed out") {
+        v.push(WatchdogWhat::HeartbeatStuck { secs: None });
+    }
     if msg.contains("watchdog got stuck for") {
         v.push(WatchdogWhat::HeartbeatStuck {
             secs: num_after(msg, "watchdog got stuck for"),
