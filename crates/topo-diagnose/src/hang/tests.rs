@@ -520,6 +520,46 @@ fn a_rank_that_never_enqueued_the_collective_is_named() {
     );
 }
 
+/// Stacks: one call site is a note; two call sites for one seq are a desync.
+#[test]
+fn stacks_of_the_failed_collective_name_the_call_site() {
+    let one = |g: u32, site: &str| {
+        format!(
+            "[rank{g}]:[E1 ProcessGroupNCCL.cpp:1] [Rank {g}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=1) ran for 2 milliseconds before timing out.\n[rank{g}]:[E1 ProcessGroupNCCL.cpp:2] [PG ID 0 PG GUID 0(default_pg) Rank {g}] Stack trace of the failed collective: \n[rank{g}]:#0 all_reduce from /usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py:2501\n[rank{g}]:#1 {site}\n[rank{g}]:#2 <module> from /w/train.py:90\n"
+        )
+    };
+    let same = [
+        one(0, "step from /w/train.py:44"),
+        one(1, "step from /w/train.py:44"),
+    ]
+    .concat();
+    let r = read(&[("x.log", &same)]);
+    assert_eq!(r.cause, Cause::Undetermined, "{}", r.verdict);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("ranks 0-1 at #1 step from /w/train.py:44")),
+        "{:?}",
+        r.notes
+    );
+    let differ = [
+        one(0, "save from /w/ckpt.py:12"),
+        one(1, "step from /w/train.py:44"),
+        one(2, "step from /w/train.py:44"),
+    ]
+    .concat();
+    let r = read(&[("x.log", &differ)]);
+    assert_eq!(r.cause, Cause::Desync, "{}", r.verdict);
+    has(
+        &r,
+        &[
+            "ranks 1-2 at #1 step from /w/train.py:44",
+            "rank 0 at #1 save from /w/ckpt.py:12",
+        ],
+    );
+    suspect(&r, &[0], Why::Mismatched);
+}
+
 /// The same seq with another op on one rank is a desync; all-to-all sizes may differ.
 #[test]
 fn another_op_or_size_at_the_same_seq_is_a_desync() {

@@ -24,7 +24,20 @@ struct Row<'a> {
     time: Option<u64>,
     stuck_secs: Option<Option<u64>>,
     observed_signal: bool,
+    /// `Stack trace of the failed collective:` frames, innermost first.
+    stack: Vec<&'a str>,
     quotes: Vec<&'a Quote>,
+}
+
+impl Row<'_> {
+    /// The first frame outside PyTorch's own files: where the program called the collective.
+    fn call_site(&self) -> Option<&str> {
+        self.stack
+            .iter()
+            .find(|f| !f.contains("/torch/") && !f.contains("\\torch\\"))
+            .or(self.stack.last())
+            .copied()
+    }
 }
 
 impl Row<'_> {
@@ -163,6 +176,10 @@ fn groups(all: &[WatchdogEvent]) -> Vec<Pg<'_>> {
         row.launcher = row.launcher.take().or(e.prefix.clone());
         row.time = row.time.or(e.time_s);
         row.quotes.push(&e.at);
+        if let WatchdogWhat::StackFrame { frame } = &e.what {
+            row.stack.push(frame);
+            continue;
+        }
         merge(row, &e.what, &mut p.first_timeouts);
     }
     pgs
@@ -201,7 +218,9 @@ fn merge(row: &mut Row, w: &WatchdogWhat, first: &mut Vec<u32>) {
             row.enq = row.enq.or(*last_enqueued);
             row.done = row.done.or(*last_completed);
         }
-        WatchdogWhat::NotJoined { .. } | WatchdogWhat::NcclError { .. } => {}
+        WatchdogWhat::NotJoined { .. }
+        | WatchdogWhat::NcclError { .. }
+        | WatchdogWhat::StackFrame { .. } => {}
     }
 }
 
@@ -338,7 +357,7 @@ fn one_group(
             rank_words(&pg.first_timeouts)
         ));
     }
-    let desync = desync_at(pg, s, &at_s, &all_q, acc);
+    let desync = desync_at(pg, s, &at_s, &all_q, acc) | call_sites(pg, s, &at_s, acc);
     // Other seqs in the same group: behind or ahead by how many.
     for r in with_seq.iter().filter(|r| r.seq != Some(s)) {
         let Some(x) = rank(r) else { continue };
@@ -493,6 +512,55 @@ fn silent_or_stuck(
         acc.claim(Cause::Undetermined, 20, title);
     }
     gaps
+}
+
+/// The call sites of the ranks' stacks at the stuck seq: the same collective number reached
+/// from different lines of the program is a desync (one rank in a checkpoint's barrier, the
+/// others in the training step). Whether they differ; each site is quoted either way.
+fn call_sites(pg: &Pg, s: u64, at_s: &[&Row], acc: &mut Acc) -> bool {
+    let mut sites: Vec<(&str, Vec<u32>)> = vec![];
+    for r in at_s {
+        let (Some(site), Some(x)) = (r.call_site(), r.rank(pg.default)) else {
+            continue;
+        };
+        let room = sites.len() < 16;
+        match sites.iter_mut().find(|(f, _)| *f == site) {
+            Some((_, v)) => v.push(x),
+            None if room => sites.push((site, vec![x])),
+            None => {}
+        }
+    }
+    if sites.is_empty() {
+        return false;
+    }
+    sites.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+    let words: Vec<String> = sites
+        .iter()
+        .map(|(f, v)| format!("{} at {f}", rank_words(v)))
+        .collect();
+    if sites.len() == 1 {
+        acc.notes
+            .push(format!("{} seq {s} was called from {}", pg.name, words[0]));
+        return false;
+    }
+    let title = format!(
+        "{} seq {s} was reached from different lines of the program ({})",
+        pg.name,
+        words.join("; ")
+    );
+    for (f, v) in sites.iter().skip(1) {
+        acc.suspects.push(suspect(
+            pg,
+            v.clone(),
+            Why::Mismatched,
+            format!("called from {f}"),
+            None,
+        ));
+    }
+    let q: Vec<&Quote> = at_s.iter().flat_map(|r| r.quotes.iter().copied()).collect();
+    acc.findings.push(finding(Code::HangDesync, title.clone(), &q, "the ranks are in different collectives that happen to have the same number: make every rank issue the same collectives in the same order (a collective inside a rank-dependent branch, such as checkpoint saving on rank 0, is the usual cause)"));
+    acc.claim(Cause::Desync, 80, title);
+    true
 }
 
 /// Another op or element count at the same seq: a desync. Whether one was found.

@@ -139,11 +139,9 @@ fn read_lines(name: &str, text: &str, ev: &mut HangEvidence, s: &mut InputSummar
         let n = i + 1;
         s.lines = n;
         let raw = capped(raw);
-        if torch::wanted(raw) {
-            tt.line(name, n, raw, &mut wd);
-            if wd.len() > 1024 {
-                push_watchdog(ev, &mut wd);
-            }
+        tt.line(name, n, raw, &mut wd);
+        if wd.len() > 1024 {
+            push_watchdog(ev, &mut wd);
         }
         let mut clean = paste::clean(raw);
         if clean.trim_start().starts_with("RAS Monitor Mode")

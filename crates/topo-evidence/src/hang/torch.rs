@@ -18,6 +18,9 @@ use super::types::{PgRef, Quote, WatchdogEvent, WatchdogWhat};
 #[derive(Default)]
 pub struct Torch {
     last: Option<(usize, Ctx)>,
+    /// The rank whose `Stack trace of the failed collective:` frames follow, and how many
+    /// were taken.
+    stack: Option<(Ctx, usize)>,
 }
 
 #[derive(Clone, Default)]
@@ -27,6 +30,17 @@ struct Ctx {
     pg: Option<PgRef>,
     prefix: Option<String>,
     time_s: Option<u64>,
+}
+
+/// The most frames kept of one stack trace.
+const FRAMES_MAX: usize = 12;
+
+/// `#3 train_step from /x/train.py:44` (after any prefix): the frame.
+fn frame(line: &str) -> Option<&str> {
+    let i = line.find('#')?;
+    let f = &line[i..];
+    let digits = f[1..].bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 0 && f[1 + digits..].starts_with(' ') && f.contains(" from ")).then_some(f.trim_end())
 }
 
 /// Whether the line may be a watchdog line (one substring scan each).
@@ -40,6 +54,30 @@ pub fn wanted(line: &str) -> bool {
 impl Torch {
     /// The events of one line (a line can hold a timeout inside an exception message).
     pub fn line(&mut self, file: &str, n: usize, line: &str, out: &mut Vec<WatchdogEvent>) {
+        if let Some((ctx, taken)) = self.stack.as_mut() {
+            match frame(line) {
+                Some(f) if *taken < FRAMES_MAX => {
+                    *taken += 1;
+                    out.push(WatchdogEvent {
+                        global_rank: ctx.global,
+                        group_rank: ctx.group,
+                        pg: ctx.pg.clone(),
+                        prefix: ctx.prefix.clone(),
+                        time_s: ctx.time_s,
+                        what: WatchdogWhat::StackFrame {
+                            frame: f.to_string(),
+                        },
+                        at: Quote::new(file, n, line),
+                    });
+                    return;
+                }
+                Some(_) => return,
+                None => self.stack = None,
+            }
+        }
+        if !wanted(line) {
+            return;
+        }
         let q = Quote::new(file, n, line);
         let tagged = global_rank(line);
         let mut ctx = match (&tagged, &self.last) {
@@ -80,6 +118,9 @@ impl Torch {
                 what,
                 at: q.clone(),
             });
+        }
+        if msg.contains("Stack trace of the failed collective:") {
+            self.stack = Some((ctx.clone(), 0));
         }
         if out.len() > before || line.contains("ProcessGroupNCCL") {
             self.last = Some((n, ctx));
@@ -285,9 +326,7 @@ mod tests {
         let mut t = Torch::default();
         let mut out = vec![];
         for (i, l) in text.lines().enumerate() {
-            if wanted(l) {
-                t.line("f", i + 1, l, &mut out);
-            }
+            t.line("f", i + 1, l, &mut out);
         }
         out
     }
@@ -351,6 +390,22 @@ mod tests {
         );
         assert_eq!(mpi[0].global_rank, Some(3));
         assert_eq!(mpi[0].prefix.as_deref(), Some("[1,3]<stdout>:"));
+    }
+
+    #[test]
+    fn torch_stack_frames_follow_their_rank() {
+        let e = read(
+            "[rank5]:[E1 ProcessGroupNCCL.cpp:1] [PG ID 0 PG GUID 0(default_pg) Rank 5] Stack trace of the failed collective: \n[rank5]:#0 all_reduce from /t/distributed_c10d.py:2501\n[rank5]:#1 <module> from /home/u/train.py:44\nother text\n#2 x from y:1\n",
+        );
+        let frames: Vec<&WatchdogWhat> = e.iter().map(|x| &x.what).collect();
+        assert_eq!(frames.len(), 2, "{frames:?}");
+        assert_eq!(
+            frames[1],
+            &WatchdogWhat::StackFrame {
+                frame: "#1 <module> from /home/u/train.py:44".into()
+            }
+        );
+        assert_eq!(e[1].global_rank, Some(5));
     }
 
     #[test]

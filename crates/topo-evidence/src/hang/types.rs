@@ -211,6 +211,9 @@ pub enum WatchdogWhat {
     NotJoined { rank: u32, seq: u64 },
     /// An NCCL error surfaced by PyTorch (`ncclRemoteError`, `ncclSystemError`, ...).
     NcclError { error: String },
+    /// A frame of `Stack trace of the failed collective:` (`#0 all_reduce from file:line`),
+    /// printed by PyTorch 2.5+ when the Flight Recorder is on.
+    StackFrame { frame: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
