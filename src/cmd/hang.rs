@@ -15,12 +15,28 @@ use topo_source::{hang, read, textfile};
 const MAX_FILES: usize = 65_536;
 
 pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
-    if !a.source.from.is_empty() || a.source.hosts.is_some() || a.source.profile.is_some() {
-        return Err(error::usage(
-            "--hang does not place its verdict on a topology yet: --from, --hosts and --profile do not apply",
-            "run topo diagnose --hang FILE... alone",
-        ));
-    }
+    // The machine to place the verdict on: one source, every node taken to be like it.
+    let machine = if a.source.from.is_empty() && a.source.profile.is_none() {
+        None
+    } else {
+        let spec = a.source.spec()?;
+        if spec.from.as_ref().is_some_and(|p| read::is_stdin(p)) {
+            return Err(error::usage(
+                "--hang places its verdict on a machine read from a file, not standard input",
+                "pass --from a snapshot, NCCL XML or profile file, or --profile NAME",
+            ));
+        }
+        let name = match (&spec.from, &spec.profile) {
+            (Some(f), _) => super::diagnose_logs::short_name(f),
+            (None, Some(p)) => format!("profile {p}"),
+            _ => String::new(),
+        };
+        let topo = anyhow::Context::context(
+            topo_source::load(&spec),
+            "cannot read the machine to place the hang on",
+        )?;
+        Some((topo, name))
+    };
     super::diagnose_logs::check_stdin_once(a.hang.iter().map(PathBuf::as_path))?;
     let files = files(&a.hang)?;
     textfile::check_total(files.iter().map(|(p, _)| p.as_path()))?;
@@ -31,7 +47,10 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         budget.take(p, text.len() as u64)?;
         hang::read(name, &text, &mut ev);
     }
-    let report = topo_diagnose::hang::judge(&ev);
+    let mut report = topo_diagnose::hang::judge(&ev);
+    if let Some((topo, name)) = &machine {
+        topo_diagnose::hang::place_on(&mut report, topo, name);
+    }
     let style = if a.output.is_some() {
         crate::util::file_style()
     } else {

@@ -156,14 +156,14 @@ fn hang_bad_input_is_one_clear_error() {
         o.stderr
     );
     assert!(o.stderr.contains("hint: "), "{}", o.stderr);
-    let o = run(&["diagnose", "--hang", WATCHDOG, "--profile", "dgx-h100"]);
-    assert_eq!(o.code, 2);
-    assert!(
-        o.stderr
-            .contains("--hang does not place its verdict on a topology"),
-        "{}",
-        o.stderr
-    );
+    let o = run(&[
+        "diagnose",
+        "--hang",
+        WATCHDOG,
+        "--profile",
+        "no-such-machine",
+    ]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
     let o = run(&["diagnose", "--hang", "-", "--hang", "-"]);
     assert_eq!(o.code, 2);
     let empty = tempfile::tempdir().unwrap();
@@ -194,4 +194,28 @@ fn every_realdata_hang_sample_gives_a_valid_document() {
         n += 1;
     }
     assert!(n >= 38, "{n} samples");
+}
+
+/// `--profile`/`--from`: the suspect GPU and NIC on the machine, and who shares the NIC.
+#[test]
+fn hang_verdict_placed_on_a_machine() {
+    // AWS p4d: one EFA device per pair of GPUs behind one PCIe switch; GPU 5 pairs with 4.
+    let v = json(&["--hang", RAS_TEXT, "--profile", "aws-p4d"]);
+    let t = &v["on_topology"][0];
+    assert_eq!(t["gpu"], 5, "{t}");
+    assert_eq!(t["gpus_sharing"], serde_json::json!([4, 5]), "{t}");
+    assert!(
+        t["why"].as_str().unwrap().contains("shared with GPU(s) 4"),
+        "{t}"
+    );
+    let o = run(&["diagnose", "--hang", NET, "--profile", "dgx-h100"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("node201: mlx5_0: mlx5_0 is the closest NIC of GPU(s) 0"),
+        "{}",
+        o.stdout
+    );
+    // Without a machine the document has no such field.
+    assert!(json(&["--hang", RAS_TEXT]).get("on_topology").is_none());
 }

@@ -8,12 +8,14 @@
 mod fr;
 mod model;
 mod net;
+mod place;
 mod ras;
 mod torch;
 
 pub use model::{
-    Cause, HangReport, Place, RankKind, SCHEMA, Stuck, Suspect, Why, ranges, severity,
+    Cause, HangReport, OnTopology, Place, RankKind, SCHEMA, Stuck, Suspect, Why, ranges, severity,
 };
+pub use place::place_on;
 
 use crate::report::Finding;
 use model::Acc;
@@ -162,6 +164,7 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
         findings,
         inputs: ev.inputs.clone(),
         notes,
+        on_topology: vec![],
     }
 }
 

@@ -108,6 +108,12 @@ pub fn text(r: &HangReport, style: Style) -> String {
             );
         }
     }
+    if !r.on_topology.is_empty() {
+        let _ = writeln!(o, "On the machine:");
+        for t in r.on_topology.iter().take(SHOWN) {
+            let _ = writeln!(o, "  - {}: {}", t.subject, t.why);
+        }
+    }
     if !r.stuck.is_empty() {
         let _ = writeln!(o, "Stuck:");
         for s in r.stuck.iter().take(SHOWN) {

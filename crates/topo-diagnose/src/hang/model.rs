@@ -148,6 +148,21 @@ pub struct HangReport {
     pub findings: Vec<Finding>,
     pub inputs: Vec<InputSummary>,
     pub notes: Vec<String>,
+    /// The suspects placed on the machine `--from`/`--profile` gave (absent without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub on_topology: Vec<OnTopology>,
+}
+
+/// A suspect GPU or NIC on the machine: the NICs behind its PCIe switch and the GPUs whose
+/// ranks share them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OnTopology {
+    pub subject: String,
+    /// Its NVML index, where the evidence names a GPU.
+    pub gpu: Option<i32>,
+    pub nics: Vec<String>,
+    pub gpus_sharing: Vec<i32>,
+    pub why: String,
 }
 
 /// One judge's reading of the cause, ranked against the others by `strength`.
