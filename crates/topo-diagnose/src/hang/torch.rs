@@ -172,7 +172,13 @@ fn groups(all: &[WatchdogEvent]) -> Vec<Pg<'_>> {
             p.rows.len() - 1
         });
         let row = &mut p.rows[ri];
-        row.group = row.group.or(e.group_rank);
+        // The rank a `[PG .. Rank r]` tag names is the group's own; a bare `[Rank r]` only
+        // stands in until one is seen.
+        row.group = if e.pg.is_some() {
+            e.group_rank.or(row.group)
+        } else {
+            row.group.or(e.group_rank)
+        };
         row.launcher = row.launcher.take().or(e.prefix.clone());
         row.time = row.time.or(e.time_s);
         row.quotes.push(&e.at);
