@@ -651,6 +651,12 @@ pub struct DiagnoseArgs {
     pub fail_on: Option<FailOn>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: DiagnoseFormat,
+    /// Hang triage: NCCL RAS reports (text or JSON), PyTorch watchdog logs, Flight Recorder
+    /// analyzer output or JSON dumps, NCCL network errors (repeatable; a folder reads its
+    /// files, one per rank; `-` for standard input). Names the suspect ranks, the place and
+    /// the class of cause; with --from or --profile, the suspect GPUs and NICs on that machine.
+    #[arg(long, value_name = "FILE|DIR", conflicts_with_all = ["fleet", "nccl_log", "nccl_tests", "expect"])]
+    pub hang: Vec<PathBuf>,
     /// A folder of snapshots (or any sources), one per host: group the hosts by identical
     /// hardware, name the outliers and what differs from the largest group.
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]

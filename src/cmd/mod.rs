@@ -8,6 +8,7 @@ mod diagnose_logs;
 mod diagnose_results;
 mod diff;
 mod fleet;
+mod hang;
 mod meta;
 mod plan;
 mod show;
@@ -35,6 +36,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Snapshot(a) => snapshot::run(a)?,
         Command::Diagnose(a) => match &a.fleet {
             Some(dir) => return fleet::run(a, dir, style),
+            None if !a.hang.is_empty() => return hang::run(a, style),
             None => return diagnose::run(a, style),
         },
         Command::Diff(a) => return diff::run(a, style),

@@ -11,6 +11,7 @@ mod facts;
 mod fidelity;
 mod fifos;
 mod fleet;
+mod hang;
 mod hostile_archive;
 mod hostile_input;
 mod hosts;

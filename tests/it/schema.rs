@@ -58,7 +58,7 @@ fn every_json_snapshot_validates_against_its_schema() {
     }
     // Today's JSON snapshots: show (unit and integration) and diagnose. A walk that finds
     // none has stopped looking.
-    for s in ["topo.show/v1", "topo.diagnose/v1"] {
+    for s in ["topo.show/v1", "topo.diagnose/v1", "topo.hang/v1"] {
         assert!(
             checked.iter().any(|c| c == s),
             "no {s} snapshot found in {files:?}"
@@ -92,8 +92,8 @@ fn every_schema_file_is_named_by_the_readme_and_compiles() {
         );
     }
     assert_eq!(
-        n, 9,
-        "show, plan, verify, diagnose, calibrate, snapshot, diff, fleet, profiles"
+        n, 10,
+        "show, plan, verify, diagnose, calibrate, snapshot, diff, fleet, profiles, hang"
     );
 }
 

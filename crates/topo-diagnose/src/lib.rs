@@ -10,6 +10,7 @@
 
 mod compare;
 mod expect;
+pub mod hang;
 mod hostchecks;
 mod logchecks;
 mod logfacts;

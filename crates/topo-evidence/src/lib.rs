@@ -5,5 +5,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod hang;
 pub mod hostfacts;
 pub mod nccllog;

@@ -11,6 +11,7 @@ pub mod hosts;
 mod limits;
 pub mod live;
 pub mod nccl_lib;
+pub use topo_evidence::hang;
 pub use topo_evidence::nccllog;
 pub mod nccltests;
 pub mod ncclxml;

@@ -135,6 +135,20 @@ codes! {
     CudaOutOfMemory => "cuda-out-of-memory" [Error],
     IbCompletionError => "ib-completion-error" [Error],
     NcclTestsImpossibleRows => "nccl-tests-impossible-rows" [Error],
+    HangRankMissing => "hang-rank-missing" [Error],
+    HangRankSilent => "hang-rank-silent" [Warning],
+    HangRankDead => "hang-rank-dead" [Error],
+    HangRankError => "hang-rank-error" [Error],
+    HangDesync => "hang-desync" [Error],
+    HangNetworkFault => "hang-network-fault" [Error],
+    HangNetFirstUse => "hang-net-first-use" [Error],
+    HangConcurrentUse => "hang-concurrent-use" [Warning],
+    HangStuckInTransfer => "hang-stuck-in-transfer" [Error],
+    HangCollectiveTimeout => "hang-collective-timeout" [Warning],
+    HangWatchdogStuck => "hang-watchdog-stuck" [Warning],
+    HangRasMismatch => "hang-ras-mismatch" [Warning],
+    HangRasTeardown => "hang-ras-teardown" [Info],
+    HangRasInconsistent => "hang-ras-inconsistent" [Warning],
 }
 
 impl Code {
