@@ -25,7 +25,40 @@ struct Loaded {
 
 /// Runs the command; the exit code follows `--fail-on`.
 pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
+    let (report, _, _) = build(a)?;
+    let style = if a.output.is_some() {
+        crate::util::file_style()
+    } else {
+        style
+    };
+    let text = match a.format {
+        DiagnoseFormat::Text => {
+            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
+                .into_owned()
+        }
+        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
+    };
+    emit(a.output.as_ref(), &text)?;
+    let threshold = match a.fail_on {
+        Some(FailOn::Error) => Severity::Error,
+        Some(FailOn::Warning) => Severity::Warning,
+        None => return Ok(0),
+    };
+    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+}
+
+/// The diagnosis of what `a` names, and the machine it judged (`topo report` shows the same
+/// findings beside that machine and its plan).
+/// Also the NCCL version the first log or result that names one names.
+pub(crate) fn build(
+    a: &DiagnoseArgs,
+) -> Result<(diagnose::Report, Option<Topology>, Option<String>)> {
     let loaded = load(a)?;
+    let named = loaded
+        .results
+        .iter()
+        .find_map(|r| r.results.nccl_version.clone())
+        .or_else(|| loaded.logs.iter().find_map(|(_, l)| l.version.clone()));
     let (results, results_skipped) = match (&loaded.topo, loaded.results.is_empty()) {
         (Some(t), false) => {
             super::diagnose_results::inputs(&loaded.results, t, &loaded.machine, a)?
@@ -55,25 +88,8 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         results_skipped,
     };
     let report = diagnose::diagnose(&input);
-    let style = if a.output.is_some() {
-        crate::util::file_style()
-    } else {
-        style
-    };
-    let text = match a.format {
-        DiagnoseFormat::Text => {
-            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
-                .into_owned()
-        }
-        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
-    };
-    emit(a.output.as_ref(), &text)?;
-    let threshold = match a.fail_on {
-        Some(FailOn::Error) => Severity::Error,
-        Some(FailOn::Warning) => Severity::Warning,
-        None => return Ok(0),
-    };
-    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+    drop(input);
+    Ok((report, loaded.topo, named))
 }
 
 fn load(a: &DiagnoseArgs) -> Result<Loaded> {

@@ -10,6 +10,7 @@ mod diff;
 mod fleet;
 mod meta;
 mod plan;
+mod report;
 mod show;
 mod snapshot;
 mod verify;
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             None => return diagnose::run(a, style),
         },
         Command::Diff(a) => return diff::run(a, style),
+        Command::Report(a) => report::run(a)?,
         Command::Verify(a) => return verify::run(a, style),
         Command::Calibrate(a) => calibrate::run(a, style)?,
         Command::Worker => worker()?,

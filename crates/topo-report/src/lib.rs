@@ -7,6 +7,7 @@
 pub mod diagnose;
 pub mod doc;
 pub mod fit;
+pub mod html;
 mod layout;
 mod options;
 pub mod ordered;
