@@ -673,9 +673,9 @@ pub struct ReportArgs {
     /// the NCCL found on this machine, else 2.28.
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
-    /// The HTML file to write (`-` for stdout).
+    /// The HTML file to write (`-` for stdout); required: a report is a file to attach.
     #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

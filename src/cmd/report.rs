@@ -20,6 +20,12 @@ use topo_report::svg::plot::{Panel, Series};
 const MAX_HASHED: u64 = 256 << 20;
 
 pub fn run(a: &ReportArgs) -> Result<()> {
+    let Some(output) = &a.output else {
+        return Err(crate::error::usage(
+            "topo report writes an HTML file and no -o was given",
+            "add -o report.html (or -o - for standard output)",
+        ));
+    };
     let da = DiagnoseArgs {
         source: a.source.clone(),
         nccl_log: a.nccl_log.clone(),
@@ -49,7 +55,7 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         diagnosis: &diagnosis,
         provenance: &provenance,
     };
-    emit_with(Some(&a.output), |w| {
+    emit_with(Some(output), |w| {
         topo_report::html::write(w, &input).map_err(|e| match e {
             topo_report::Error::Io(io) => io,
             other => std::io::Error::other(other.to_string()),
