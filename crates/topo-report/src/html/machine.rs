@@ -2,7 +2,7 @@
 //! path type and bandwidth on each cell's hover, the NIC rails and the NUMA nodes. Hosts of
 //! one hardware class are shown once, with their count (a cluster is a few classes).
 
-use super::{Html, Input, MAX_ROWS};
+use super::doc::{Html, Input, MAX_ROWS};
 use crate::show::matrix;
 use crate::show::model::{Ctx, HostView};
 use petgraph::graph::NodeIndex;
@@ -147,7 +147,7 @@ fn host(h: &mut Html, ctx: &Ctx, hv: &HostView, class: usize, name: &str) {
             h.raw(&format!(
                 "<td class=\"{}\" title=\"{}\">",
                 cell_class(&cell),
-                super::esc(&cell_title(ctx, a, b, &cell))
+                super::doc::esc(&cell_title(ctx, a, b, &cell))
             ));
             h.text(&cell);
             h.raw("</td>");

@@ -2,7 +2,7 @@
 //! hover), the transport classes of the whole job, channels and graphs, rings and trees, the
 //! per-size choice and the busbw plot.
 
-use super::{Html, Input, MAX_ROWS};
+use super::doc::{Html, Input, MAX_ROWS};
 use topo_diagnose::results::{gbps, size_label};
 use topo_nccl::plan::Plan;
 use topo_nccl::transport::PairTransport;
@@ -102,7 +102,10 @@ fn pair_matrix(h: &mut Html, plan: &Plan) {
     h.raw("</tr></thead>\n<tbody>\n");
     for a in 0..n {
         h.raw("<tr>");
-        h.raw(&format!("<th title=\"{}\">{a}</th>", super::esc(&name(a))));
+        h.raw(&format!(
+            "<th title=\"{}\">{a}</th>",
+            super::doc::esc(&name(a))
+        ));
         for b in 0..n {
             match cells[a * n + b] {
                 _ if a == b => h.raw("<td class=\"h-self\">X</td>"),
@@ -122,7 +125,7 @@ fn pair_matrix(h: &mut Html, plan: &Plan) {
                     }
                     h.raw(&format!(
                         "<td class=\"{class}\" title=\"{}\">{word}</td>",
-                        super::esc(&title)
+                        super::doc::esc(&title)
                     ));
                 }
                 None => h.raw("<td class=\"h-other\" title=\"not modelled\">-</td>"),

@@ -2,7 +2,7 @@
 //! and fix, what could not be checked), the nccl-tests results against the expected band, the
 //! log against the model, and provenance.
 
-use super::{Html, Input, MAX_EVIDENCE, MAX_ROWS};
+use super::doc::{Html, Input, MAX_EVIDENCE, MAX_ROWS};
 use crate::svg::clip;
 use topo_diagnose::results::{ResultsReport, Verdict, gbps, size_label};
 use topo_model::message::{Finding, Severity};
@@ -104,7 +104,7 @@ fn finding(h: &mut Html, f: &Finding) {
     h.raw(&format!(
         "<div class=\"h-finding {}\" data-code=\"{}\" data-severity=\"{}\">\n",
         sev_class(f.severity),
-        super::esc(&f.code.to_string()),
+        super::doc::esc(&f.code.to_string()),
         f.severity.name()
     ));
     h.raw("<p>");
@@ -240,7 +240,7 @@ fn result_table(h: &mut Html, r: &ResultsReport) {
         }
         h.raw(&format!(
             "<td class=\"{class}\" title=\"{}\">",
-            super::esc(&format!(
+            super::doc::esc(&format!(
                 "expected: {}; band: {}",
                 row.expected_basis, row.band_basis
             ))

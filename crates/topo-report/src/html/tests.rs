@@ -2,6 +2,7 @@
 //! predefined entities), refers to nothing outside itself, has unique ids, escapes every
 //! string a hostile input can set, and stays the same size whatever the node count.
 
+use super::doc::scope_css;
 use super::*;
 use topo_model::testing::hgx;
 use topo_model::{NodeKind, Topology};
