@@ -145,14 +145,14 @@ fn not_checked(h: &mut Html, input: &Input) {
     h.el("h3", "", "Not checked");
     if lines.is_empty() {
         h.el("p", "h-note", "Every check ran.");
-        return;
+    } else {
+        h.raw("<ul id=\"not-checked\">");
+        for l in lines.iter().take(MAX_ROWS) {
+            h.el("li", "", l);
+        }
+        h.raw("</ul>\n");
+        h.more(MAX_ROWS, lines.len(), "items");
     }
-    h.raw("<ul id=\"not-checked\">");
-    for l in lines.iter().take(MAX_ROWS) {
-        h.el("li", "", l);
-    }
-    h.raw("</ul>\n");
-    h.more(MAX_ROWS, lines.len(), "items");
     if !d.checked.is_empty() {
         h.el(
             "p",
