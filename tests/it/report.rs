@@ -307,3 +307,79 @@ fn an_output_file_is_required() {
     );
     assert_eq!(err.lines().count(), 2, "{err}");
 }
+
+/// Headless Chromium, where one is installed (Debian's `chromium`; CI installs it when it can,
+/// and this test says so when it skips): the report loads with no console error, the DOM
+/// holds every section, and a screenshot at 1280 px is not blank.
+#[test]
+fn chromium_renders_the_report() {
+    let Some(chrome) = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|b| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join(b))
+                    .find(|p| p.is_file())
+            })
+        })
+    else {
+        eprintln!("skipped: no chromium on PATH (Debian: apt-get install -y chromium)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("r.html");
+    let out = topo_clean_env()
+        .args(["report", "--profile", "dgx-h100", "--nodes", "2", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let url = format!("file://{}", html.display());
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,2400",
+    ];
+    let dom = std::process::Command::new(&chrome)
+        .args(base)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let text = String::from_utf8_lossy(&dom.stdout);
+    for id in ["summary", "machine", "plan", "results", "log", "provenance"] {
+        assert!(
+            text.contains(&format!("id=\"{id}\"")),
+            "no #{id} in the DOM"
+        );
+    }
+    let err = String::from_utf8_lossy(&dom.stderr);
+    assert!(
+        !err.contains("CONSOLE") && !err.contains("Uncaught"),
+        "console: {err}"
+    );
+    let png = dir.path().join("r.png");
+    let shot = std::process::Command::new(&chrome)
+        .args(base)
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shot.stderr)
+    );
+    // A blank 1280x2400 page compresses to a few kB; the report's tables and pictures do not.
+    let size = std::fs::metadata(&png).unwrap().len();
+    assert!(size > 40_000, "screenshot of {size} bytes: blank?");
+}
