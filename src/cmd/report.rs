@@ -120,6 +120,15 @@ fn planned(
             })
             .len();
         if let Some(p) = panels.get_mut(nth) {
+            // The first result's band: it depends on the run's conditions, and two runs'
+            // bands drawn as one outline would cross.
+            if p.band.is_empty() {
+                p.band = r
+                    .rows
+                    .iter()
+                    .filter_map(|x| Some((x.bytes, x.low_gbps?, x.high_gbps?)))
+                    .collect();
+            }
             p.measured.push(Series {
                 label: format!("measured: {}", r.name),
                 points: r

@@ -205,6 +205,8 @@ fn a_profile_with_a_real_nccl_tests_result() {
     assert!(doc.contains("<table class=\"h-results\">"));
     assert!(doc.matches("<td class=\"h-below\"").count() >= 5);
     assert!(doc.contains("measured: nccl-tests-290-h100-2x8-ib-default.txt"));
+    assert!(doc.contains("expected band (healthy machines)"));
+    assert_eq!(doc.matches("<polygon").count(), 1, "the band, once");
     // The machine and the plan: 8 GPUs and 8 NICs in nvidia-smi's layout, the pair matrix.
     assert!(doc.contains("<table class=\"h-matrix\" id=\"matrix-0\">"));
     assert!(doc.contains("NV18 (nvidia-smi); NCCL path NVL"));
