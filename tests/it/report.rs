@@ -211,6 +211,9 @@ fn a_profile_with_a_real_nccl_tests_result() {
     assert!(doc.contains("<table class=\"h-matrix\" id=\"matrix-0\">"));
     assert!(doc.contains("NV18 (nvidia-smi); NCCL path NVL"));
     assert!(doc.contains("<table class=\"h-matrix h-pairs\">"));
+    // Channel 0's ring of 16 ranks, two of its edges across the network.
+    assert!(doc.contains("<div class=\"h-figure h-ring\">"));
+    assert_eq!(doc.matches("<line class=\"inter\"").count(), 2);
     // Provenance: the result's hash as sha256sum prints it.
     let bytes = std::fs::read(&res).unwrap();
     let hex: String = topo_runtime::sha256(&[&bytes])

@@ -269,8 +269,92 @@ fn rings_and_trees(h: &mut Html, plan: &Plan) {
         ));
     }
     h.raw("</pre>\n");
+    if let Some(ring) = plan.rings.first() {
+        ring_picture(h, plan, ring);
+    }
     let more = plan.rings.len().max(plan.trees.len());
     h.more(MAX_CHANNELS_LISTED, more, "channels");
+}
+
+/// Ranks drawn on a ring: up to this many.
+const MAX_RANKS_DRAWN: usize = 64;
+
+const RING_STYLE: &str = "
+text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:11px;fill:#222}
+.t{font-size:13px;font-weight:bold}
+.intra{stroke:#2e7d32;stroke-width:2}
+.inter{stroke:#1565c0;stroke-width:3;stroke-dasharray:6 3}
+.n0{fill:#e8f5e9;stroke:#2e7d32}.n1{fill:#e3f2fd;stroke:#1565c0}
+.n2{fill:#fff3e0;stroke:#ef6c00}.n3{fill:#f3e5f5;stroke:#6a1b9a}
+";
+
+/// Channel 0's ring as NCCL walks it: ranks placed around a circle in ring order, so each
+/// edge joins neighbours, solid within a node and dashed where it crosses the network.
+fn ring_picture(h: &mut Html, plan: &Plan, ring: &[usize]) {
+    let n = ring.len();
+    if !(2..=MAX_RANKS_DRAWN).contains(&n) {
+        return;
+    }
+    let mut node_of = vec![0usize; plan.nranks];
+    let mut r = 0;
+    for (node, &count) in plan.ranks_per_node.iter().enumerate() {
+        for slot in node_of.iter_mut().skip(r).take(count) {
+            *slot = node;
+        }
+        r += count;
+    }
+    let node = |rank: usize| node_of.get(rank).copied().unwrap_or(0);
+    let (cx, cy) = (260.0, 250.0);
+    let radius = 180.0;
+    let at = |k: usize| {
+        let a = std::f64::consts::TAU * k as f64 / n as f64 - std::f64::consts::FRAC_PI_2;
+        (cx + radius * a.cos(), cy + radius * a.sin())
+    };
+    let mut svg = crate::svg::Svg::new();
+    svg.text(
+        16.0,
+        22.0,
+        "t",
+        crate::svg::Anchor::Start,
+        "ring channel 0, clockwise in NCCL's order",
+    );
+    svg.text(
+        16.0,
+        40.0,
+        "",
+        crate::svg::Anchor::Start,
+        "solid: within a node · dashed: across the network · colour: node",
+    );
+    for k in 0..n {
+        let (a, b) = (ring[k], ring[(k + 1) % n]);
+        let ((x1, y1), (x2, y2)) = (at(k), at((k + 1) % n));
+        let class = if node(a) == node(b) { "intra" } else { "inter" };
+        svg.line(x1, y1, x2, y2, class);
+    }
+    for (k, &rank) in ring.iter().enumerate() {
+        let (x, y) = at(k);
+        let tip = format!(
+            "rank {rank} on node {}; next: rank {}",
+            node(rank),
+            ring[(k + 1) % n]
+        );
+        svg.rect(
+            x - 15.0,
+            y - 11.0,
+            30.0,
+            22.0,
+            &format!("n{}", node(rank) % 4),
+            Some(&tip),
+        );
+        svg.text(
+            x,
+            y + 4.0,
+            "",
+            crate::svg::Anchor::Middle,
+            &rank.to_string(),
+        );
+    }
+    h.svg("h-ring", &svg.finish(520.0, 470.0, RING_STYLE));
 }
 
 /// The per-size choice: algorithm, protocol, channels, NCCL's time and the expected busbw with
