@@ -37,6 +37,9 @@ pub enum Command {
     Diagnose(DiagnoseArgs),
     /// Two machines compared: hardware differences and what they change in NCCL's plan.
     Diff(DiffArgs),
+    /// One self-contained HTML file for a ticket: the findings, the machine, NCCL's plan,
+    /// nccl-tests results against the expected band, the log against the model, provenance.
+    Report(ReportArgs),
     /// Run collectives with topo's own runtime and print measured against predicted, like nccl-tests.
     Verify(VerifyArgs),
     /// Fit this host's latency and bandwidth (alpha, beta) for the host backend and cache them.
@@ -665,6 +668,30 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
     /// Write to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// An NCCL_DEBUG=INFO log (repeatable; `-` for standard input): its findings and what
+    /// NCCL did beside what topo expected.
+    #[arg(long = "nccl-log", value_name = "FILE")]
+    pub nccl_log: Vec<PathBuf>,
+    /// nccl-tests output (repeatable): measured against the expected busbw and its band, per
+    /// size. Without --from/--profile the machine is inferred from the rank lines.
+    #[arg(long = "nccl-tests", value_name = "FILE")]
+    pub nccl_tests: Vec<PathBuf>,
+    /// The collective of a --nccl-tests table that does not name its program.
+    #[arg(long, value_name = "NAME")]
+    pub collective: Option<String>,
+    /// NCCL version to model (2.18 … 2.30); default: the one a log or result names, else
+    /// the NCCL found on this machine, else 2.28.
+    #[arg(long, value_name = "V")]
+    pub nccl_version: Option<String>,
+    /// The HTML file to write (`-` for stdout); required: a report is a file to attach.
     #[arg(short = 'o', long = "output", value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub output: Option<PathBuf>,
 }

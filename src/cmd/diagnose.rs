@@ -25,7 +25,60 @@ struct Loaded {
 
 /// Runs the command; the exit code follows `--fail-on`.
 pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
+    let Built {
+        report,
+        nothing_checked,
+        ..
+    } = build(a)?;
+    let style = if a.output.is_some() {
+        crate::util::file_style()
+    } else {
+        style
+    };
+    let text = match a.format {
+        DiagnoseFormat::Text => {
+            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
+                .into_owned()
+        }
+        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
+    };
+    emit(a.output.as_ref(), &text)?;
+    let threshold = match a.fail_on {
+        Some(FailOn::Error) => Severity::Error,
+        Some(FailOn::Warning) => Severity::Warning,
+        None => return Ok(0),
+    };
+    if let Some(why) = nothing_checked {
+        return Err(error::Failure::new(
+            error::Exit::CheckFailed,
+            format!("--fail-on: {why}; a gate passes only on what it checked"),
+        )
+        .hint("pass the output of a run with NCCL_DEBUG=INFO (check the command that made it did not fail), a machine (--from, --profile) or an nccl-tests result")
+        .into());
+    }
+    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+}
+
+/// A diagnosis and what was judged: `topo report` shows the same findings beside that
+/// machine and its plan.
+pub(crate) struct Built {
+    pub report: diagnose::Report,
+    /// The machine the diagnosis judged.
+    pub topo: Option<Topology>,
+    /// The NCCL version the first log or result that names one names.
+    pub named: Option<String>,
+    /// Why a gate would have checked nothing (`--fail-on` fails then).
+    pub nothing_checked: Option<String>,
+}
+
+/// The diagnosis of what `a` names.
+pub(crate) fn build(a: &DiagnoseArgs) -> Result<Built> {
     let loaded = load(a)?;
+    let named = loaded
+        .results
+        .iter()
+        .find_map(|r| r.results.nccl_version.clone())
+        .or_else(|| loaded.logs.iter().find_map(|(_, l)| l.version.clone()));
     let (results, results_skipped) = match (&loaded.topo, loaded.results.is_empty()) {
         (Some(t), false) => {
             super::diagnose_results::inputs(&loaded.results, t, &loaded.machine, a)?
@@ -56,33 +109,14 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         ..Default::default()
     };
     let report = diagnose::diagnose(&input);
-    let style = if a.output.is_some() {
-        crate::util::file_style()
-    } else {
-        style
-    };
-    let text = match a.format {
-        DiagnoseFormat::Text => {
-            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
-                .into_owned()
-        }
-        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
-    };
-    emit(a.output.as_ref(), &text)?;
-    let threshold = match a.fail_on {
-        Some(FailOn::Error) => Severity::Error,
-        Some(FailOn::Warning) => Severity::Warning,
-        None => return Ok(0),
-    };
-    if let Some(why) = checked_nothing(&loaded, &report) {
-        return Err(error::Failure::new(
-            error::Exit::CheckFailed,
-            format!("--fail-on: {why}; a gate passes only on what it checked"),
-        )
-        .hint("pass the output of a run with NCCL_DEBUG=INFO (check the command that made it did not fail), a machine (--from, --profile) or an nccl-tests result")
-        .into());
-    }
-    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+    drop(input);
+    let nothing_checked = checked_nothing(&loaded, &report);
+    Ok(Built {
+        report,
+        topo: loaded.topo,
+        named,
+        nothing_checked,
+    })
 }
 
 /// Why a gate checked nothing: a log that holds no NCCL line (empty, a launcher's error

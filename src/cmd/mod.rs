@@ -11,6 +11,7 @@ mod fleet;
 mod hang;
 mod meta;
 mod plan;
+mod report;
 mod show;
 mod snapshot;
 mod verify;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> Result<i32> {
             None => return diagnose::run(a, style),
         },
         Command::Diff(a) => return diff::run(a, style),
+        Command::Report(a) => report::run(a)?,
         Command::Verify(a) => return verify::run(a, style),
         Command::Calibrate(a) => calibrate::run(a, style)?,
         Command::Worker => worker()?,

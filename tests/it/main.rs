@@ -29,6 +29,7 @@ mod plan;
 mod profile_sources;
 mod profiles;
 mod qa;
+mod report;
 mod schema;
 mod show;
 mod show_facts;

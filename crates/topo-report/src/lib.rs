@@ -8,6 +8,7 @@ pub mod diagnose;
 pub mod doc;
 pub mod fit;
 pub mod hang;
+pub mod html;
 mod layout;
 mod options;
 pub mod ordered;

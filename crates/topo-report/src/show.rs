@@ -9,7 +9,7 @@
 mod copies;
 mod doc;
 mod dot;
-mod matrix;
+pub(crate) mod matrix;
 pub(crate) mod model;
 mod paths;
 pub(crate) mod pci;
@@ -26,7 +26,7 @@ use topo_model::Topology;
 
 /// `f` on the context every view reads: built on the first copy of a topology that is
 /// copies of one machine (`--nodes`), which the context then names, else on the topology.
-fn with_ctx<R>(topo: &Topology, f: impl FnOnce(&Ctx) -> R) -> R {
+pub(crate) fn with_ctx<R>(topo: &Topology, f: impl FnOnce(&Ctx) -> R) -> R {
     let shown = topo.first_copy().map_or(Cow::Borrowed(topo), Cow::Owned);
     f(&Ctx::new(&shown).with_copies(topo))
 }

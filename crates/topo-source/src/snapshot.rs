@@ -333,7 +333,7 @@ fn make_parents(out: &Path, rel: &Path) -> std::io::Result<()> {
 }
 
 /// Civil UTC time from the Unix clock (no date crate needed for one timestamp).
-fn utc_now() -> String {
+pub fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

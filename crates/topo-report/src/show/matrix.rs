@@ -233,7 +233,7 @@ fn compact_tail(ctx: &Ctx, hv: &HostView, rows: &[Vec<(String, Paint)>], style: 
     out
 }
 
-fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
+pub(crate) fn row_label(ctx: &Ctx, n: NodeIndex) -> String {
     match ctx.topo.node(n).kind {
         NodeKind::Gpu(_) => format!("GPU{}", ctx.number(n)),
         _ => format!("NIC{}", ctx.index(n)),

@@ -31,6 +31,10 @@ pub struct Panel {
     pub chosen: Series,
     /// Measured series (`topo verify`), drawn as points; empty for a plan.
     pub measured: Vec<Series>,
+    /// The busbw a healthy machine measures in at each size, `(bytes, low, high)`, drawn as a
+    /// shaded area under the measurements (`topo report` with nccl-tests); empty for a plan,
+    /// whose picture is then what it was without it.
+    pub band: Vec<(u64, f64, f64)>,
 }
 
 const WIDTH: u32 = 1000;
@@ -87,6 +91,7 @@ pub fn panels(
                 .collect(),
             chosen,
             measured: vec![],
+            band: vec![],
         });
     }
     Ok(out)
@@ -218,6 +223,12 @@ fn panel<DB: DrawingBackend>(
         .chain(std::iter::once(&p.chosen))
         .chain(&p.measured)
         .flat_map(|s| finite(&s.points))
+        .chain(
+            p.band
+                .iter()
+                .map(|&(b, _, h)| (b as f64, h))
+                .filter(|x| x.0 > 0.0 && x.1.is_finite()),
+        )
         .collect();
     let lo = all.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = all.iter().map(|p| p.0).fold(0.0, f64::max);
@@ -246,6 +257,7 @@ fn panel<DB: DrawingBackend>(
         .light_line_style(RGBColor(246, 246, 246))
         .draw()
         .map_err(plot_error)?;
+    band(&mut chart, &p.band)?;
     // The choice as a wide translucent band under the coloured lines, so the line it follows
     // at each size stays visible.
     let chosen = finite(&p.chosen.points);
@@ -297,6 +309,37 @@ fn panel<DB: DrawingBackend>(
         .label_font(("sans-serif", 12))
         .draw()
         .map_err(plot_error)?;
+    Ok(())
+}
+
+/// The expected band as one shaded polygon: the highs left to right, the lows back.
+fn band<DB: DrawingBackend, X, Y>(
+    chart: &mut ChartContext<DB, Cartesian2d<X, Y>>,
+    band: &[(u64, f64, f64)],
+) -> Result<()>
+where
+    X: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+{
+    let pts: Vec<(u64, f64, f64)> = band
+        .iter()
+        .copied()
+        .filter(|(b, l, h)| *b > 0 && l.is_finite() && h.is_finite() && *l >= 0.0 && h >= l)
+        .collect();
+    if pts.is_empty() {
+        return Ok(());
+    }
+    let outline: Vec<(f64, f64)> = pts
+        .iter()
+        .map(|&(b, _, h)| (b as f64, h))
+        .chain(pts.iter().rev().map(|&(b, l, _)| (b as f64, l)))
+        .collect();
+    let fill = RGBColor(46, 125, 50).mix(0.18);
+    chart
+        .draw_series(std::iter::once(Polygon::new(outline, fill.filled())))
+        .map_err(plot_error)?
+        .label("expected band (healthy machines)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], fill.filled()));
     Ok(())
 }
 

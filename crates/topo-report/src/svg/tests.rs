@@ -231,3 +231,28 @@ fn single_rank_plot_is_valid() {
     assert_well_formed(&doc);
     assert!(!doc.contains("NaN") && !doc.contains("inf"), "{doc}");
 }
+
+/// The expected band is one shaded polygon, and a plan without one draws none (its picture
+/// stays what `topo plan --format svg` drew before bands existed).
+#[test]
+fn a_band_is_one_polygon_and_a_plan_has_none() {
+    let t = hgx(8, 90);
+    let (analysis, plan) = topo_nccl::plan::analyzed(
+        &t,
+        &request(vec![1 << 20, 1 << 24, 1 << 28]),
+        Default::default(),
+    )
+    .unwrap();
+    let mut panels = plot::panels(&analysis, &plan).unwrap();
+    let doc = plot::render("plan", &panels).unwrap();
+    assert_eq!(count(&doc, "<polygon"), 0);
+    panels[0].band = vec![
+        (1 << 20, 10.0, 20.0),
+        (1 << 24, 100.0, 150.0),
+        (1 << 28, f64::NAN, 1.0),
+    ];
+    let doc = plot::render("plan", &panels).unwrap();
+    assert_well_formed(&doc);
+    assert_eq!(count(&doc, "<polygon"), 1);
+    assert!(doc.contains("expected band"));
+}
