@@ -30,19 +30,37 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
         nothing_checked,
         ..
     } = build(a)?;
+    emit_and_gate(
+        a,
+        style,
+        |st| topo_report::diagnose::text(&report, st),
+        || topo_report::diagnose::json(&report),
+        (report.worst, nothing_checked),
+    )
+}
+
+/// Writes a diagnosis (`--format`, `-o`) and returns the exit code `--fail-on` gives: 1 where
+/// a finding reaches the threshold, and an error where the input checked nothing, since a
+/// gate passes only on what it checked. One gate for every kind of diagnosis.
+pub(crate) fn emit_and_gate(
+    a: &DiagnoseArgs,
+    style: Style,
+    text: impl Fn(Style) -> String,
+    json: impl Fn() -> String,
+    (worst, nothing_checked): (Option<Severity>, Option<String>),
+) -> Result<i32> {
     let style = if a.output.is_some() {
         crate::util::file_style()
     } else {
         style
     };
-    let text = match a.format {
+    let out = match a.format {
         DiagnoseFormat::Text => {
-            crate::util::escape_document(&topo_report::diagnose::text(&report, style), style.color)
-                .into_owned()
+            crate::util::escape_document(&text(style), style.color).into_owned()
         }
-        DiagnoseFormat::Json => topo_report::diagnose::json(&report),
+        DiagnoseFormat::Json => json(),
     };
-    emit(a.output.as_ref(), &text)?;
+    emit(a.output.as_ref(), &out)?;
     let threshold = match a.fail_on {
         Some(FailOn::Error) => Severity::Error,
         Some(FailOn::Warning) => Severity::Warning,
@@ -53,10 +71,10 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
             error::Exit::CheckFailed,
             format!("--fail-on: {why}; a gate passes only on what it checked"),
         )
-        .hint("pass the output of a run with NCCL_DEBUG=INFO (check the command that made it did not fail), a machine (--from, --profile) or an nccl-tests result")
+        .hint("pass the output of a run with NCCL_DEBUG=INFO (check the command that made it did not fail), a machine (--from, --profile), an nccl-tests result or the hang evidence (RAS, watchdog lines, Flight Recorder output)")
         .into());
     }
-    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+    Ok(i32::from(worst.is_some_and(|w| w >= threshold)))
 }
 
 /// A diagnosis and what was judged: `topo report` shows the same findings beside that

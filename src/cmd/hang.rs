@@ -2,13 +2,11 @@
 //! Flight Recorder output, network errors), bounded like every text input, and judges it
 //! (`topo_diagnose::hang`). A folder is read as one file per rank, its files in name order.
 
-use crate::cli::{DiagnoseArgs, DiagnoseFormat, FailOn};
+use crate::cli::DiagnoseArgs;
 use crate::error;
-use crate::output::emit;
 use crate::util::Style;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
-use topo_diagnose::Severity;
 use topo_source::{hang, read, textfile};
 
 /// The most files a `--hang` folder may hold: one per rank of a large job, with room.
@@ -51,25 +49,15 @@ pub fn run(a: &DiagnoseArgs, style: Style) -> Result<i32> {
     if let Some((topo, name)) = &machine {
         topo_diagnose::hang::place_on(&mut report, topo, name);
     }
-    let style = if a.output.is_some() {
-        crate::util::file_style()
-    } else {
-        style
-    };
-    let text = match a.format {
-        DiagnoseFormat::Text => {
-            crate::util::escape_document(&topo_report::hang::text(&report, style), style.color)
-                .into_owned()
-        }
-        DiagnoseFormat::Json => topo_report::hang::json(&report),
-    };
-    emit(a.output.as_ref(), &text)?;
-    let threshold = match a.fail_on {
-        Some(FailOn::Error) => Severity::Error,
-        Some(FailOn::Warning) => Severity::Warning,
-        None => return Ok(0),
-    };
-    Ok(i32::from(report.worst.is_some_and(|w| w >= threshold)))
+    let nothing = (report.cause == topo_diagnose::hang::Cause::NoEvidence)
+        .then(|| "the input holds no hang evidence topo reads".to_string());
+    super::diagnose::emit_and_gate(
+        a,
+        style,
+        |st| topo_report::hang::text(&report, st),
+        || topo_report::hang::json(&report),
+        (report.worst, nothing),
+    )
 }
 
 /// Every file to read with the name its lines are quoted by: a file as given, a folder's

@@ -115,6 +115,32 @@ fn hang_fail_on_follows_the_worst_finding() {
     );
 }
 
+/// A gate that read no hang evidence fails (issue 45's rule for every diagnosis): text with no
+/// RAS, watchdog, Flight Recorder or network line is not a healthy job.
+#[test]
+fn hang_fail_on_fails_where_nothing_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("kubectl.txt");
+    std::fs::write(&f, "error: pods \"trainer-0\" not found\n").unwrap();
+    let o = run(&[
+        "diagnose",
+        "--hang",
+        f.to_str().unwrap(),
+        "--fail-on",
+        "error",
+    ]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("--fail-on: the input holds no hang evidence topo reads"),
+        "{}",
+        o.stderr
+    );
+    // Without the gate the answer is printed and the exit is 0.
+    let o = run(&["diagnose", "--hang", f.to_str().unwrap()]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
 /// A folder of per-rank logs with mixed launcher prefixes, and the same job on stdin.
 #[test]
 fn hang_folder_of_rank_logs_and_stdin() {

@@ -13,7 +13,7 @@ const REALDATA_LOGS: &str = concat!(
 );
 
 /// The corpus folders: the repository's logs, and the public ones where they are present.
-fn log_dirs() -> Vec<std::fs::ReadDir> {
+pub(crate) fn log_dirs() -> Vec<std::fs::ReadDir> {
     let mut dirs = vec![std::fs::read_dir(LOGS).unwrap()];
     match std::fs::read_dir(REALDATA_LOGS) {
         Ok(d) => dirs.push(d),

@@ -2,27 +2,10 @@
 //! it was written from, every WARN of the corpus is known, and docs/diagnose.md renders it.
 
 use super::*;
+use crate::corpus_tests::log_dirs;
 use crate::{Report, Severity};
 use topo_evidence::nccllog;
 
-const LOGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/logs");
-/// The public thread logs beside the repository (CI has them; they are never copied in).
-const REALDATA_LOGS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/realdata/nccl-logs"
-);
-
-/// The corpus folders: the repository's logs, and the public ones where they are present.
-fn log_dirs() -> Vec<std::fs::ReadDir> {
-    let mut dirs = vec![std::fs::read_dir(LOGS).unwrap()];
-    match std::fs::read_dir(REALDATA_LOGS) {
-        Ok(d) => dirs.push(d),
-        Err(_) => {
-            eprintln!("skipped: {REALDATA_LOGS} is absent (../shared is not beside the repository)")
-        }
-    }
-    dirs
-}
 const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/diagnose.md");
 
 fn report(text: &str) -> Report {
