@@ -805,3 +805,63 @@ fn a_runtime_fault_exits_4() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("ranks [1] to join"), "{err}");
 }
+
+/// An arena within 3/4 of MemAvailable that this process may not map (here `ulimit -v`
+/// 512 MiB against a 1 GiB arena) is a request this host cannot run: exit 2 with one error
+/// naming the arena and a hint, as for an arena past the limit (it exited 4, a fault of
+/// the run, with the OS error twice).
+#[test]
+fn an_arena_the_host_will_not_map_exits_2() {
+    let bin = assert_cmd::cargo::cargo_bin("topo");
+    // Without the limit the arena must pass the memory check (3/4 of MemAvailable), or
+    // this test says nothing about mapping.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let avail_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    if avail_kib < 2 << 20 {
+        eprintln!(
+            "skipped: this host has under 2 GiB MemAvailable, a 1 GiB arena is refused before mapping"
+        );
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 524288 && exec \"$0\" \"$@\""])
+        .arg(&bin)
+        .args([
+            "verify",
+            "--backend",
+            "host",
+            "--launch",
+            "threads",
+            "--profile",
+            "dgx-h100",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TOPO_PCI_IDS", "none")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("cannot map the") && errors[0].contains("shared arena of 8 ranks"),
+        "{err}"
+    );
+    assert!(errors[0].contains("ulimit -v"), "{err}");
+    assert!(err.contains("hint: pass a smaller -e"), "{err}");
+}
