@@ -865,3 +865,69 @@ fn an_arena_the_host_will_not_map_exits_2() {
     assert!(errors[0].contains("ulimit -v"), "{err}");
     assert!(err.contains("hint: pass a smaller -e"), "{err}");
 }
+
+/// Under a launcher only rank 0 calibrates, after the run: a rank whose cache is empty
+/// joins at once and leaves its cache empty, and rank 0's rows still carry predictions
+/// (every rank calibrated before the rendezvous, 155 s for 2 ranks on an empty cache,
+/// and here rank 0 gave up waiting for rank 1 after 20 s).
+#[test]
+fn under_a_launcher_only_rank_0_calibrates_after_the_run() {
+    let port = test_port(5);
+    let empty = tempfile::tempdir().unwrap();
+    let spawn = |r: usize, cache: &std::path::Path| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+            .args([
+                "verify", "--launch", "env", "-b", "1K", "-e", "4K", "-f", "4",
+            ])
+            .args(["-n", "1", "-w", "0", "--timeout", "20", "--format", "json"])
+            .env("XDG_CACHE_HOME", cache)
+            .envs([
+                ("RANK", r.to_string()),
+                ("LOCAL_RANK", r.to_string()),
+                ("WORLD_SIZE", "2".into()),
+                ("LOCAL_WORLD_SIZE", "2".into()),
+                ("MASTER_ADDR", "127.0.0.1".into()),
+                ("MASTER_PORT", port.clone()),
+                (
+                    "TOPO_JOB_TOKEN",
+                    format!("calibrate-once-{}", std::process::id()),
+                ),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let lead = spawn(0, shared_cache());
+    let mut member = spawn(1, empty.path());
+    let out = lead.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(0) {
+        let _ = member.kill();
+        let _ = member.wait();
+        panic!("rank 0: {err}");
+    }
+    let m = member.wait_with_output().unwrap();
+    assert_eq!(
+        m.status.code(),
+        Some(0),
+        "rank 1: {}",
+        String::from_utf8_lossy(&m.stderr)
+    );
+    assert!(m.stdout.is_empty(), "rank 1 printed");
+    assert!(
+        !empty.path().join("topo").exists(),
+        "rank 1 calibrated: {:?}",
+        std::fs::read_dir(empty.path()).unwrap().count()
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = j["results"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{j}");
+    for r in rows {
+        assert!(
+            r["predicted_time_us"].as_f64().is_some_and(|t| t > 0.0),
+            "{r}"
+        );
+        assert!(r["ratio"].as_f64().is_some(), "{r}");
+    }
+}
