@@ -56,6 +56,9 @@ fn render(cmd: &clap::Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
+/// Every page into `dir`, all of them or none (`topo_source::atomic::write_files`): a FIFO
+/// or other non-file at one page's name used to stop the writing half way, leaving a mixed
+/// set behind (issue 45).
 fn write_pages(dir: &std::path::Path, pages: &[(String, clap::Command)]) -> Result<()> {
     if !dir.is_dir() {
         return Err(error::usage(
@@ -63,10 +66,24 @@ fn write_pages(dir: &std::path::Path, pages: &[(String, clap::Command)]) -> Resu
             "create the folder first, e.g. mkdir -p man1",
         ));
     }
+    let mut files = Vec::with_capacity(pages.len());
     for (name, cmd) in pages {
-        emit(Some(&dir.join(format!("{name}.1"))), &render(cmd)?)?;
+        files.push((dir.join(format!("{name}.1")), render(cmd)?));
     }
-    Ok(())
+    topo_source::atomic::write_files(&files).map_err(|(at, e)| {
+        error::usage(
+            format!(
+                "--dir {}: cannot write {}: {}; no page was written",
+                dir.display(),
+                at.display(),
+                error::io_reason(&e)
+            ),
+            format!(
+                "remove or rename {} (only regular files are replaced), or pass --dir another folder",
+                at.display()
+            ),
+        )
+    })
 }
 
 /// Long help of `topo` or of the subcommand path given (`topo help plan`).

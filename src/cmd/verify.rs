@@ -13,7 +13,7 @@ use anyhow::Result;
 use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, Row};
 use topo_nccl::types::Func;
-use topo_runtime::calibrate::{LinkMode, Placement};
+use topo_runtime::calibrate::{HostModel, LinkMode, Placement};
 use topo_runtime::job::Job;
 use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
@@ -58,10 +58,29 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             plan_foreign(a, &mut req, style)?;
         }
         check_host_memory(&req, &launch)?;
+        // Under a launcher only rank 0 prints, and a calibration before the rendezvous made
+        // every rank of an empty cache measure at once (155 s for 2 ranks): rank 0 prices
+        // the rows after the run, one calibration, and the others never calibrate.
+        let after = !foreign && under_launcher(&launch)?;
         if !foreign {
-            predict_here(&mut req, &launch, style)?;
+            let model = if after {
+                None
+            } else {
+                Some(calibrate::cached_or_measure(style)?)
+            };
+            plan_rows(&mut req, &launch, model.as_ref())?;
         }
-        run_with_progress(&req, &launch, a.format)?
+        let mut report = run_with_progress(&req, &launch, a.format)?;
+        if after && let Some(r) = report.as_mut() {
+            req.plans.clear();
+            plan_rows(
+                &mut req,
+                &launch,
+                Some(&calibrate::cached_or_measure(style)?),
+            )?;
+            r.price(&req)?;
+        }
+        report
     };
     let Some(report) = report else {
         // A rank other than 0 under torchrun/srun/mpirun: rank 0 prints.
@@ -316,9 +335,20 @@ fn launch(k: LaunchKind) -> Result<Launch> {
     })
 }
 
-/// Predictions from the calibrated host model, one row per collective and size.
-fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Result<()> {
-    let model = calibrate::cached_or_measure(style)?;
+/// Whether a launcher (torchrun, srun, mpirun) started the ranks.
+fn under_launcher(launch: &Launch) -> Result<bool> {
+    Ok(match launch {
+        Launch::Env => true,
+        Launch::Auto => {
+            topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?.is_some()
+        }
+        Launch::Threads | Launch::Processes(_) => false,
+    })
+}
+
+/// One plan row per collective and size, priced by the calibrated host `model` where given
+/// (without it, the schedule alone: forced algorithms and protocols still hold).
+fn plan_rows(req: &mut VerifyRequest, launch: &Launch, model: Option<&HostModel>) -> Result<()> {
     let tcp = over_tcp(launch)?;
     let mode = link_mode(launch)?;
     let sizes = req.sizes()?;
@@ -327,6 +357,16 @@ fn predict_here(req: &mut VerifyRequest, launch: &Launch, style: Style) -> Resul
         let proto = req.protocol.unwrap_or(Protocol::Simple);
         for &b in &sizes {
             let plan = CollectivePlan::host_default(c, algo, proto, req.ranks, req.nchannels);
+            let Some(model) = model else {
+                req.plans.push(PlannedRow {
+                    collective: c,
+                    bytes: b,
+                    plan,
+                    predicted_time_us: None,
+                    by_placement: Vec::new(),
+                });
+                continue;
+            };
             let by_placement = Placement::FITTED
                 .into_iter()
                 .filter_map(|p| {

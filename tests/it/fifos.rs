@@ -150,3 +150,49 @@ fn stdin_named_as_dash_and_dev_stdin_is_one_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("standard input (`-`) is named twice"), "{err}");
 }
+
+/// `topo man --dir` writes every page or none: a FIFO (or a folder) at one page's name is
+/// refused before any page is written, naming the file and the fix, and never opened (it
+/// used to hang on a FIFO nobody read, or stop half way with a hint about `-o`).
+#[test]
+fn man_dir_writes_every_page_or_none() {
+    for blocker in ["fifo", "folder"] {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("topo.1");
+        std::fs::write(&old, "old page\n").unwrap();
+        let at = dir.path().join("topo-show.1");
+        if blocker == "fifo" {
+            let st = std::process::Command::new("mkfifo")
+                .arg(&at)
+                .status()
+                .unwrap();
+            assert!(st.success());
+        } else {
+            std::fs::create_dir(&at).unwrap();
+        }
+        let r = run(&["man", "--dir", dir.path().to_str().unwrap()]);
+        assert_eq!(r.code, Some(2), "{blocker}: {}", r.stderr);
+        let lines: Vec<&str> = r.stderr.lines().collect();
+        assert_eq!(lines.len(), 2, "{blocker}: {}", r.stderr);
+        assert!(
+            lines[0].starts_with("error: --dir ")
+                && lines[0].contains("topo-show.1")
+                && lines[0].ends_with("no page was written"),
+            "{blocker}: {}",
+            r.stderr
+        );
+        assert!(
+            lines[1].starts_with("hint: remove or rename ") && lines[1].contains("topo-show.1"),
+            "{blocker}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("-o"), "{blocker}: {}", r.stderr);
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "old page\n");
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["topo-show.1", "topo.1"], "{blocker}");
+    }
+}

@@ -805,3 +805,129 @@ fn a_runtime_fault_exits_4() {
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("ranks [1] to join"), "{err}");
 }
+
+/// An arena within 3/4 of MemAvailable that this process may not map (here `ulimit -v`
+/// 512 MiB against a 1 GiB arena) is a request this host cannot run: exit 2 with one error
+/// naming the arena and a hint, as for an arena past the limit (it exited 4, a fault of
+/// the run, with the OS error twice).
+#[test]
+fn an_arena_the_host_will_not_map_exits_2() {
+    let bin = assert_cmd::cargo::cargo_bin("topo");
+    // Without the limit the arena must pass the memory check (3/4 of MemAvailable), or
+    // this test says nothing about mapping.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let avail_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    if avail_kib < 2 << 20 {
+        eprintln!(
+            "skipped: this host has under 2 GiB MemAvailable, a 1 GiB arena is refused before mapping"
+        );
+        return;
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 524288 && exec \"$0\" \"$@\""])
+        .arg(&bin)
+        .args([
+            "verify",
+            "--backend",
+            "host",
+            "--launch",
+            "threads",
+            "--profile",
+            "dgx-h100",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("TOPO_PCI_IDS", "none")
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0].contains("cannot map the") && errors[0].contains("shared arena of 8 ranks"),
+        "{err}"
+    );
+    assert!(errors[0].contains("ulimit -v"), "{err}");
+    assert!(err.contains("hint: pass a smaller -e"), "{err}");
+}
+
+/// Under a launcher only rank 0 calibrates, after the run: a rank whose cache is empty
+/// joins at once and leaves its cache empty, and rank 0's rows still carry predictions
+/// (every rank calibrated before the rendezvous, 155 s for 2 ranks on an empty cache,
+/// and here rank 0 gave up waiting for rank 1 after 20 s).
+#[test]
+fn under_a_launcher_only_rank_0_calibrates_after_the_run() {
+    let port = test_port(5);
+    let empty = tempfile::tempdir().unwrap();
+    let spawn = |r: usize, cache: &std::path::Path| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("topo"))
+            .args([
+                "verify", "--launch", "env", "-b", "1K", "-e", "4K", "-f", "4",
+            ])
+            .args(["-n", "1", "-w", "0", "--timeout", "20", "--format", "json"])
+            .env("XDG_CACHE_HOME", cache)
+            .envs([
+                ("RANK", r.to_string()),
+                ("LOCAL_RANK", r.to_string()),
+                ("WORLD_SIZE", "2".into()),
+                ("LOCAL_WORLD_SIZE", "2".into()),
+                ("MASTER_ADDR", "127.0.0.1".into()),
+                ("MASTER_PORT", port.clone()),
+                (
+                    "TOPO_JOB_TOKEN",
+                    format!("calibrate-once-{}", std::process::id()),
+                ),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let lead = spawn(0, shared_cache());
+    let mut member = spawn(1, empty.path());
+    let out = lead.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(0) {
+        let _ = member.kill();
+        let _ = member.wait();
+        panic!("rank 0: {err}");
+    }
+    let m = member.wait_with_output().unwrap();
+    assert_eq!(
+        m.status.code(),
+        Some(0),
+        "rank 1: {}",
+        String::from_utf8_lossy(&m.stderr)
+    );
+    assert!(m.stdout.is_empty(), "rank 1 printed");
+    assert!(
+        !empty.path().join("topo").exists(),
+        "rank 1 calibrated: {:?}",
+        std::fs::read_dir(empty.path()).unwrap().count()
+    );
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = j["results"].as_array().unwrap();
+    assert!(!rows.is_empty(), "{j}");
+    for r in rows {
+        assert!(
+            r["predicted_time_us"].as_f64().is_some_and(|t| t > 0.0),
+            "{r}"
+        );
+        assert!(r["ratio"].as_f64().is_some(), "{r}");
+    }
+}

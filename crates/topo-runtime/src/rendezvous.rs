@@ -151,15 +151,79 @@ pub(crate) struct Joined<S, F> {
 /// until one of them is done (at most [`HELLO_WAIT`]).
 const MAX_VETTING: usize = 256;
 
-/// A connection vetted by its own thread: the peer and its hello, or `None` when refused.
-type Vetted<S, F> = (S, F, Option<Hello>);
+/// A connection vetted by its own thread: the peer and what its vetting proved, or `None`
+/// when refused.
+type Vetted<S, F, T> = (S, F, Option<T>);
 
-/// Rank 0: accept ranks 1..world before `timeout` runs out, each vetted by [`admit`] on a
-/// thread of its own with its own [`HELLO_WAIT`], then by the listener's own check. Vetting
-/// one at a time let ten silent connections, 2 s each, spend a job's whole timeout (issue
-/// 45): now a stranger without the token costs the job nothing but a thread for 2 s.
-/// Returns the ranks in rank order; nothing has been replied yet (rank 0 sends
-/// [`Reply::Accepted`] and the job once it has everyone).
+/// How one connection is vetted on its own thread before the instant given (the job's
+/// deadline or [`HELLO_WAIT`] from its accept, whichever comes first): `Some` with what it
+/// proved, `None` when it is refused (the vetter logs why).
+pub(crate) type Vetter<S, F, T> =
+    std::sync::Arc<dyn Fn(&mut S, &F, Instant) -> Option<T> + Send + Sync>;
+
+/// The one accept loop of every listener that strangers can reach (rank 0's rendezvous and
+/// each rank's data mesh): accept connections on `listener` before `deadline`, vet each on
+/// a thread of its own with its own [`HELLO_WAIT`] (at most [`MAX_VETTING`] at once), and
+/// hand what passed to `take` in this thread, until `take` says it has everything (`true`).
+/// Vetting one at a time let ten silent connections, 2 s each, spend a job's whole timeout
+/// (issue 45): now a stranger without the token costs the job nothing but a thread for 2 s.
+/// `Ok(false)` when the deadline passed first; `what` names the accept in an error.
+pub(crate) fn vet_each<L: Listener, T: Send + 'static>(
+    listener: &L,
+    deadline: Instant,
+    tick: &mut dyn FnMut() -> Result<()>,
+    what: &str,
+    vet: Vetter<L::Stream, L::From, T>,
+    take: &mut dyn FnMut(L::Stream, L::From, T) -> Result<bool>,
+) -> Result<bool> {
+    listener
+        .nonblocking()
+        .map_err(|e| RuntimeError::io(what, e))?;
+    let (tx, rx) = std::sync::mpsc::channel::<Vetted<L::Stream, L::From, T>>();
+    let mut vetting = 0usize;
+    loop {
+        tick()?;
+        let mut busy = false;
+        if vetting < MAX_VETTING {
+            match listener.poll().map_err(|e| RuntimeError::io(what, e))? {
+                Incoming::Peer(s, from) => {
+                    busy = true;
+                    vetting += 1;
+                    let by = deadline.min(Instant::now() + HELLO_WAIT);
+                    let (tx, vet) = (tx.clone(), vet.clone());
+                    std::thread::spawn(move || {
+                        let mut s = s;
+                        let got = vet(&mut s, &from, by);
+                        // The accepts may be over: then nobody listens, and the stream closes.
+                        let _ = tx.send((s, from, got));
+                    });
+                }
+                Incoming::Dropped => busy = true,
+                Incoming::Idle => {}
+            }
+        }
+        while let Ok((s, from, got)) = rx.try_recv() {
+            busy = true;
+            vetting -= 1;
+            if let Some(got) = got
+                && take(s, from, got)?
+            {
+                return Ok(true);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
+        if !busy {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Rank 0: accept ranks 1..world before `timeout` runs out through [`vet_each`], each
+/// vetted by [`admit`], then by the listener's own check. Returns the ranks in rank order;
+/// nothing has been replied yet (rank 0 sends [`Reply::Accepted`] and the job once it has
+/// everyone).
 pub(crate) fn gather<L: Listener>(
     listener: &L,
     token: &str,
@@ -168,49 +232,28 @@ pub(crate) fn gather<L: Listener>(
     tick: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<Joined<L::Stream, L::From>>> {
     let deadline = Instant::now() + timeout;
-    listener
-        .nonblocking()
-        .map_err(|e| RuntimeError::io("listen for ranks", e))?;
-    let token: std::sync::Arc<str> = token.into();
-    let (tx, rx) = std::sync::mpsc::channel::<Vetted<L::Stream, L::From>>();
-    let mut vetting = 0usize;
     let mut joined: Vec<Option<Joined<L::Stream, L::From>>> = (0..world).map(|_| None).collect();
+    if world <= 1 {
+        return Ok(Vec::new());
+    }
+    let token: std::sync::Arc<str> = token.into();
+    let vet: Vetter<L::Stream, L::From, Hello> =
+        std::sync::Arc::new(move |s, from, by| admit(s, &from.to_string(), &token, world, by));
     let mut count = 1;
-    while count < world {
-        tick()?;
-        let mut busy = false;
-        if vetting < MAX_VETTING {
-            match listener
-                .poll()
-                .map_err(|e| RuntimeError::io("accept a rank", e))?
-            {
-                Incoming::Peer(s, from) => {
-                    busy = true;
-                    vetting += 1;
-                    let by = deadline.min(Instant::now() + HELLO_WAIT);
-                    let (tx, token) = (tx.clone(), token.clone());
-                    std::thread::spawn(move || {
-                        let mut s = s;
-                        let h = admit(&mut s, &from.to_string(), &token, world, by);
-                        // The rendezvous may be over: then nobody listens, and the stream closes.
-                        let _ = tx.send((s, from, h));
-                    });
-                }
-                Incoming::Dropped => busy = true,
-                Incoming::Idle => {}
-            }
-        }
-        while let Ok((mut s, from, h)) = rx.try_recv() {
-            busy = true;
-            vetting -= 1;
-            let Some(h) = h else { continue };
+    let done = vet_each(
+        listener,
+        deadline,
+        tick,
+        "accept a rank",
+        vet,
+        &mut |mut s, from, h| {
             if let Some(first) = &joined[h.rank] {
                 let _ = write_frame(&mut s, &Reply::Refused("rank joined twice".into()));
                 return Err(twice(h.rank, &first.from, &from));
             }
             if let Err(why) = listener.check(&h) {
                 refuse(&mut s, &from.to_string(), why);
-                continue;
+                return Ok(false);
             }
             let rank = h.rank;
             joined[rank] = Some(Joined {
@@ -219,20 +262,15 @@ pub(crate) fn gather<L: Listener>(
                 hello: h,
             });
             count += 1;
-        }
-        if count >= world {
-            break;
-        }
-        if Instant::now() >= deadline {
-            let missing: Vec<usize> = (1..world).filter(|&r| joined[r].is_none()).collect();
-            return Err(RuntimeError::Timeout {
-                what: format!("ranks {missing:?} to join"),
-                secs: timeout.as_secs_f64(),
-            });
-        }
-        if !busy {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+            Ok(count >= world)
+        },
+    )?;
+    if !done {
+        let missing: Vec<usize> = (1..world).filter(|&r| joined[r].is_none()).collect();
+        return Err(RuntimeError::Timeout {
+            what: format!("ranks {missing:?} to join"),
+            secs: timeout.as_secs_f64(),
+        });
     }
     Ok(joined.into_iter().flatten().collect())
 }

@@ -331,6 +331,35 @@ pub struct NcclRow {
 }
 
 impl VerifyReport {
+    /// Price rows measured before `req` had predictions: a `--launch env` job's rank 0
+    /// calibrates after the run, not every rank before the rendezvous (issue 45). The rows
+    /// are the sweep's (collective by collective, size by size, as [`run_rank`] makes them);
+    /// each takes its plan row's prediction, and where the run probed the ranks' placement,
+    /// that placement's.
+    pub fn price(&mut self, req: &VerifyRequest) -> Result<()> {
+        let n = self.ranks;
+        let sizes = req.sizes()?;
+        let keys = req
+            .collectives
+            .iter()
+            .flat_map(|&c| sizes.iter().map(move |&b| (c, b)));
+        for (row, (c, b)) in self.rows.iter_mut().zip(keys) {
+            let Some(p) = req.plans.iter().find(|p| p.collective == c && p.bytes == b) else {
+                continue;
+            };
+            row.priced_as = None;
+            row.predicted_time_us = p.predicted_time_us;
+            row.predicted_busbw_gbps = p
+                .predicted_time_us
+                .filter(|&t| t > 0.0)
+                .map(|t| row.bytes as f64 / (t * 1e-6) / 1e9 * c.bus_factor(n));
+            if let Some(c2c) = row.c2c_ns {
+                row.place(c2c, &p.by_placement, n);
+            }
+        }
+        Ok(())
+    }
+
     /// nccl-tests' `# Avg bus bandwidth`: the mean busbw over every measured form of every row.
     pub fn avg_busbw_gbps(&self) -> f64 {
         let v: Vec<f64> = self
@@ -1424,6 +1453,51 @@ mod tests {
             placement: None,
             priced_as: None,
         }
+    }
+
+    /// Rows measured unpriced (a launcher job's rank 0 calibrates after the run) take their
+    /// plan row's prediction in sweep order, and a probed row its placement's.
+    #[test]
+    fn rows_are_priced_after_the_run_in_sweep_order() {
+        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        (r.min_bytes, r.max_bytes, r.step_factor) = (1 << 20, 2 << 20, 2.0);
+        let plan = CollectivePlan::host_default(
+            Collective::AllReduce,
+            Algorithm::Direct,
+            Protocol::Simple,
+            2,
+            1,
+        );
+        for (b, t) in [(1 << 20, 80.0), (2 << 20, 160.0)] {
+            r.plans.push(PlannedRow {
+                collective: Collective::AllReduce,
+                bytes: b,
+                plan: plan.clone(),
+                predicted_time_us: Some(t),
+                by_placement: vec![(Placement::Near, t / 2.0)],
+            });
+        }
+        let mut probed = direct_allreduce(2 << 20, 100.0, 10.0, None);
+        probed.c2c_ns = Some((40.0, 45.0));
+        let mut rep = VerifyReport {
+            backend: "host".into(),
+            launch: "env".into(),
+            transport: TransportKind::InProcess,
+            ranks: 2,
+            rows: vec![direct_allreduce(1 << 20, 100.0, 10.0, None), probed],
+            foreign_machine: None,
+            notes: vec![],
+            nccl: vec![],
+        };
+        rep.price(&r).unwrap();
+        assert_eq!(rep.rows[0].predicted_time_us, Some(80.0));
+        assert_eq!(rep.rows[0].priced_as, None);
+        let b = rep.rows[0].predicted_busbw_gbps.unwrap();
+        assert!((b - (1 << 20) as f64 / 80e-6 / 1e9).abs() < 1e-9, "{b}");
+        assert_eq!(
+            (rep.rows[1].priced_as, rep.rows[1].predicted_time_us),
+            (Some(Placement::Near), Some(80.0))
+        );
     }
 
     #[test]

@@ -213,6 +213,57 @@ pub fn write_file(
     Ok(())
 }
 
+/// Writes several regular files, all of them or none (`topo man --dir`): every target is
+/// checked before anything is written (absent, a file, or a link, which is replaced; a FIFO,
+/// device, socket or folder refuses the whole set, since a page set half written into a
+/// folder is worse than none), every content goes to a temporary beside its target, and only
+/// when all are written and synced are they renamed into place. `Err` names the target that
+/// stopped it.
+pub fn write_files(files: &[(PathBuf, String)]) -> Result<(), (PathBuf, io::Error)> {
+    let mut modes = Vec::with_capacity(files.len());
+    for (target, _) in files {
+        let mode = match std::fs::symlink_metadata(target) {
+            Ok(m) if m.is_file() => m.permissions().mode() & 0o7777,
+            Ok(m) if m.is_symlink() => 0o644,
+            Ok(m) if m.is_dir() => {
+                return Err((target.clone(), io::Error::from_raw_os_error(libc::EISDIR)));
+            }
+            Ok(_) => {
+                return Err((
+                    target.clone(),
+                    io::Error::other("a fifo, device or socket is there, not a file"),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0o644,
+            Err(e) => return Err((target.clone(), e)),
+        };
+        modes.push(mode);
+    }
+    let mut temps = Vec::with_capacity(files.len());
+    for ((target, text), mode) in files.iter().zip(modes) {
+        let write = || -> io::Result<(tempfile::NamedTempFile, Guard)> {
+            let tmp = tempfile::Builder::new()
+                .prefix(&temp_prefix(target))
+                .suffix(".tmp")
+                .tempfile_in(parent_of(target))?;
+            let guard = Guard::new(tmp.path());
+            tmp.as_file().write_all(text.as_bytes())?;
+            tmp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode))?;
+            tmp.as_file().sync_all()?;
+            Ok((tmp, guard))
+        };
+        temps.push(write().map_err(|e| (target.clone(), e))?);
+    }
+    for ((target, _), (tmp, _guard)) in files.iter().zip(temps) {
+        tmp.persist(target).map_err(|e| (target.clone(), e.error))?;
+    }
+    if let Some((first, _)) = files.first() {
+        sync_dir(&parent_of(first));
+    }
+    Ok(())
+}
+
 /// Makes the rename itself durable; best effort (some file systems refuse fsync on folders).
 fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {

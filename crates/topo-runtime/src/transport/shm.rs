@@ -156,6 +156,23 @@ fn touch_pages(map: &MmapMut) {
     }
 }
 
+/// An arena that passed `VerifyRequest::check_memory` but that this host will not map (a
+/// memory limit below MemAvailable: `ulimit -v`, a container's): a request this host cannot
+/// run, exit 2 like an arena past the limit, not a fault of a run (exit 4), since no rank
+/// has run anything yet (issue 45).
+fn unmapped(shape: &ArenaShape, e: &std::io::Error) -> RuntimeError {
+    let why = if e.raw_os_error() == Some(rustix::io::Errno::NOMEM.raw_os_error()) {
+        "this process may not have that much memory (a limit such as ulimit -v or a container's is below it)".to_string()
+    } else {
+        e.to_string()
+    };
+    RuntimeError::TooLarge(format!(
+        "cannot map the {:.1} MiB shared arena of {} ranks: {why}",
+        shape.total() as f64 / (1u64 << 20) as f64,
+        shape.nranks
+    ))
+}
+
 /// An arena mapping, shared by the rank threads of one process.
 pub struct Arena {
     _map: MmapMut,
@@ -173,12 +190,7 @@ unsafe impl Sync for Arena {}
 impl Arena {
     /// An anonymous arena for ranks that are threads of this process.
     pub fn anonymous(shape: ArenaShape) -> Result<Arc<Arena>> {
-        let map = MmapMut::map_anon(shape.total()).map_err(|e| {
-            RuntimeError::io(
-                format!("map {} bytes for {} ranks", shape.total(), shape.nranks),
-                e,
-            )
-        })?;
+        let map = MmapMut::map_anon(shape.total()).map_err(|e| unmapped(&shape, &e))?;
         Ok(Arc::new(Arena::init(map, shape, true)))
     }
 
@@ -217,7 +229,7 @@ impl Arena {
         // SAFETY: the memfd is private to this job (no name, mode 0600) and its size is fixed
         // above; the mapping is only accessed through the protocols documented on Arena.
         let map = unsafe { MmapOptions::new().len(len).map_mut(&file) }
-            .map_err(|e| RuntimeError::io("map memfd", e))?;
+            .map_err(|e| unmapped(&shape, &e))?;
         let arena = Arena::init(map, shape, init);
         if arena.ctrl().magic.load(Ordering::Acquire) != MAGIC {
             return Err(RuntimeError::Rendezvous(

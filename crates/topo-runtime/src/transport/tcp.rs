@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Transport, TransportKind};
 use crate::error::{Result, RuntimeError};
-use crate::rendezvous::{HELLO_WAIT, accept_by};
+use crate::rendezvous::{Vetter, vet_each};
 use crate::types::Protocol;
 use crate::wire::{log_refusal, read_frame_by, write_frame};
 
@@ -85,8 +85,9 @@ fn inbox_cap(storage_bytes: usize) -> usize {
 }
 
 /// Accept the data connections of the ranks below `rank` into `socks`, each presenting the
-/// job's nonce `token`, all before `deadline` (each hello within [`HELLO_WAIT`] of it), in
-/// the rendezvous's accept loop.
+/// job's nonce `token`, all before `deadline`, through the rendezvous's accept loop
+/// ([`vet_each`]): each connection's hello is read on a thread of its own within
+/// [`HELLO_WAIT`](crate::rendezvous::HELLO_WAIT), so strangers that connect and stay silent cannot spend the job's timeout.
 fn accept_lower(
     listener: &TcpListener,
     rank: usize,
@@ -96,44 +97,55 @@ fn accept_lower(
     socks: &mut [Vec<Option<TcpStream>>],
 ) -> Result<()> {
     let mut want = rank * SOCKETS_PER_PEER;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| RuntimeError::io("listen", e))?;
-    while want > 0 {
-        let accepted = accept_by(
-            listener,
-            deadline,
-            &mut || Ok(()),
-            "accept a data connection",
-        )?;
-        let Some((mut st, from)) = accepted else {
-            let missing: Vec<usize> = (0..rank)
-                .filter(|&r| socks[r].iter().any(Option::is_none))
-                .collect();
-            return Err(RuntimeError::Timeout {
-                what: format!("data connections from ranks {missing:?}"),
-                secs: timeout.as_secs_f64(),
-            });
-        };
-        let by = deadline.min(Instant::now() + HELLO_WAIT);
-        match read_frame_by::<Hello>(&mut st, by, 4096) {
-            Ok(h)
-                if h.token == token
-                    && h.rank < rank
-                    && h.socket < SOCKETS_PER_PEER
-                    && socks[h.rank][h.socket].is_none() =>
-            {
-                st.set_read_timeout(Some(timeout))
-                    .map_err(|e| RuntimeError::io("set socket timeout", e))?;
-                socks[h.rank][h.socket] = Some(st);
-                want -= 1;
+    if want == 0 {
+        return Ok(());
+    }
+    let token: Arc<str> = token.into();
+    let vet: Vetter<TcpStream, SocketAddr, (usize, usize)> =
+        Arc::new(
+            move |st, from, by| match read_frame_by::<Hello>(st, by, 4096) {
+                Ok(h) if *h.token == *token && h.rank < rank && h.socket < SOCKETS_PER_PEER => {
+                    Some((h.rank, h.socket))
+                }
+                Ok(_) => {
+                    log_refusal(
+                        &from.to_string(),
+                        "wrong job token or rank on a data connection",
+                    );
+                    None
+                }
+                Err(e) => {
+                    log_refusal(&from.to_string(), &e.to_string());
+                    None
+                }
+            },
+        );
+    let done = vet_each(
+        listener,
+        deadline,
+        &mut || Ok(()),
+        "accept a data connection",
+        vet,
+        &mut |st, from, (r, k)| {
+            if socks[r][k].is_some() {
+                log_refusal(&from.to_string(), "a second data connection for one socket");
+                return Ok(false);
             }
-            Ok(_) => log_refusal(
-                &from.to_string(),
-                "wrong job token or rank on a data connection",
-            ),
-            Err(e) => log_refusal(&from.to_string(), &e.to_string()),
-        }
+            st.set_read_timeout(Some(timeout))
+                .map_err(|e| RuntimeError::io("set socket timeout", e))?;
+            socks[r][k] = Some(st);
+            want -= 1;
+            Ok(want == 0)
+        },
+    )?;
+    if !done {
+        let missing: Vec<usize> = (0..rank)
+            .filter(|&r| socks[r].iter().any(Option::is_none))
+            .collect();
+        return Err(RuntimeError::Timeout {
+            what: format!("data connections from ranks {missing:?}"),
+            secs: timeout.as_secs_f64(),
+        });
     }
     Ok(())
 }
@@ -371,5 +383,77 @@ mod lost_tests {
         assert_eq!(*secs, 33.0);
         assert!(what.contains("rank 3"), "{what}");
         assert!(e.to_string().contains("33"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod accept_tests {
+    use super::*;
+    use crate::rendezvous::HELLO_WAIT;
+
+    /// Ten strangers that connect to a rank's data listener first and send nothing do not
+    /// stop the real peer's sockets from joining within the job's timeout: their hellos are
+    /// awaited concurrently (one at a time, 2 s each, spent 20 s against a 4 s timeout).
+    #[test]
+    fn silent_strangers_do_not_spend_the_mesh_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let silent: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let real: Vec<TcpStream> = (0..SOCKETS_PER_PEER)
+            .map(|socket| {
+                let mut st = TcpStream::connect(addr).unwrap();
+                let hello = Hello {
+                    token: "nonce".into(),
+                    rank: 0,
+                    socket,
+                };
+                write_frame(&mut st, &hello).unwrap();
+                st
+            })
+            .collect();
+        let timeout = Duration::from_secs(4);
+        let t0 = Instant::now();
+        let mut socks: Vec<Vec<Option<TcpStream>>> = (0..2).map(|_| vec![None, None]).collect();
+        accept_lower(&listener, 1, "nonce", t0 + timeout, timeout, &mut socks).unwrap();
+        assert!(socks[0].iter().all(Option::is_some));
+        assert!(
+            t0.elapsed() < HELLO_WAIT + Duration::from_secs(1),
+            "{:?}",
+            t0.elapsed()
+        );
+        drop((silent, real));
+    }
+
+    /// A stranger with the wrong nonce, and a second connection for a socket already taken,
+    /// are refused while the real ones join.
+    #[test]
+    fn wrong_nonce_and_duplicate_sockets_are_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let send = |token: &str, socket: usize| {
+            let mut st = TcpStream::connect(addr).unwrap();
+            let hello = Hello {
+                token: token.into(),
+                rank: 0,
+                socket,
+            };
+            write_frame(&mut st, &hello).unwrap();
+            st
+        };
+        let keep = [send("guess", 0), send("nonce", 0), send("nonce", 0)];
+        let timeout = Duration::from_secs(3);
+        let mut socks: Vec<Vec<Option<TcpStream>>> = (0..2).map(|_| vec![None, None]).collect();
+        let e = accept_lower(
+            &listener,
+            1,
+            "nonce",
+            Instant::now() + timeout,
+            timeout,
+            &mut socks,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ranks [0]"), "{e}");
+        assert!(socks[0][0].is_some() && socks[0][1].is_none());
+        drop(keep);
     }
 }
