@@ -517,12 +517,14 @@ fn many_jobs_are_read_in_linear_time() {
     };
     // Interleaved, best of five: the machine is shared, and load comes in bursts.
     let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
-    for _ in 0..5 {
+    for _ in 0..7 {
         a = a.min(time(&small));
         b = b.min(time(&large));
     }
+    // The slack absorbs a scheduler's burst on a loaded 2-core machine (a 135 ms best of five
+    // beside 18 ms was seen under a parallel build); a quadratic reader takes 16 times as long.
     assert!(
-        b < a * 6 + std::time::Duration::from_millis(20),
+        b < a * 6 + std::time::Duration::from_millis(60),
         "{a:?} -> {b:?}"
     );
 }
