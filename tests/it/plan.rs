@@ -1679,3 +1679,69 @@ fn split_copies_take_their_source_orders_on_their_own_ranks() {
         }
     }
 }
+
+/// Issue 44: a cloud skeleton's HCAs (PCI class 0x0207, no `<nic>`) are the IB devices NCCL
+/// opens on that VM, so two Azure NDv5 nodes talk NET/IB over 8 rails with NVLS, not
+/// NET/Socket on 2 channels; the plan states the assumption and that the speed is unknown,
+/// and `--nic-speed` fills it in.
+#[test]
+fn azure_ndv5_skeleton_hcas_are_ib_of_unknown_speed() {
+    let path = fixture("fixtures/xml/azure-ndv5-topo.xml");
+    let p = path.to_str().unwrap();
+    let base = [
+        "--from",
+        p,
+        "--gpu",
+        "h100",
+        "--nvlink",
+        "nvswitch",
+        "--nodes",
+        "2",
+        "--nccl-version",
+        V,
+    ];
+    let j = plan_json(&base);
+    let nets: Vec<(&str, &str)> = j["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["transport"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("NET/"))
+        })
+        .map(|t| (t["transport"].as_str().unwrap(), t["nic"].as_str().unwrap()))
+        .collect();
+    assert_eq!(nets.len(), 8, "{}", j["transports"]);
+    let mut hcas: Vec<&str> = nets
+        .iter()
+        .map(|&(t, nic)| {
+            assert_eq!(t, "NET/IB");
+            nic
+        })
+        .collect();
+    hcas.sort();
+    hcas.dedup();
+    assert_eq!(hcas.len(), 8, "one rail per GPU: {hcas:?}");
+    assert!(u(&j["channels"]["nvls"]) > 0, "{}", j["channels"]);
+    assert!(u(&j["channels"]["coll"]) > 2, "{}", j["channels"]);
+    let warnings = j["warnings"].to_string();
+    assert!(
+        warnings.contains("8 InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry"),
+        "{warnings}"
+    );
+    assert!(warnings.contains("speed (unknown"), "{warnings}");
+    assert!(
+        j["messages"].to_string().contains("net-speed-unknown"),
+        "{}",
+        j["messages"]
+    );
+    let mut stated = base.to_vec();
+    stated.extend(["--nic-speed", "400"]);
+    let s = plan_json(&stated);
+    assert!(
+        !s["messages"].to_string().contains("net-speed-unknown"),
+        "{}",
+        s["messages"]
+    );
+}

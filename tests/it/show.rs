@@ -289,16 +289,17 @@ fn skeleton_files_say_nvlink_is_unknown_and_keep_their_nics() {
     let f = xml("azure-ndv4-topo");
     let m = show(&["--from", &f, "--view", "matrix"]);
     assert!(m.contains("Note: NVLink unknown for GPUs 0–7"), "{m}");
-    assert!(
-        m.contains("  NIC0: 0101:00:00.0 (no network port listed)"),
-        "{m}"
-    );
+    assert!(m.contains("  NIC0: hca@0101:00:00.0\n"), "{m}");
     assert_eq!(row(&m, "GPU0")[2], "PIX");
     let j = json_of(&["--from", &f]);
     assert_eq!(j["gpus"][0]["nvlink_lanes"], serde_json::Value::Null);
     assert_eq!(j["gpus"][0]["nvlink"]["state"], "unknown");
     assert_eq!(j["nics"].as_array().unwrap().len(), 8);
-    assert_eq!(j["nics"][0]["name"], serde_json::Value::Null);
+    // Issue 44: the HCA's port is assumed (named after its bus id); its speed and GDR stay
+    // unknown.
+    assert_eq!(j["nics"][0]["name"], "hca@0101:00:00.0");
+    assert_eq!(j["nics"][0]["speed_gbps"], serde_json::Value::Null);
+    assert_eq!(j["nics"][0]["gdr"], serde_json::Value::Null);
     let s = show(&["--from", &f]);
     assert!(s.contains("unknown (see note)"), "{s}");
     assert!(!s.contains("0 lanes"), "{s}");

@@ -277,10 +277,10 @@ fn azure_ndv4_skeleton_two_gpus_two_nics_per_numa() {
     );
     assert_eq!(numas(&t), vec![1, 1, 0, 0, 3, 3, 2, 2]);
     let share = nics_sharing_switch(&t);
-    assert_eq!(share[0], ["0101:00:00.0", "0102:00:00.0"]);
-    assert_eq!(share[2], ["0103:00:00.0", "0104:00:00.0"]);
-    assert_eq!(share[4], ["0105:00:00.0", "0106:00:00.0"]);
-    assert_eq!(share[6], ["0107:00:00.0", "0108:00:00.0"]);
+    assert_eq!(share[0], ["hca@0101:00:00.0", "hca@0102:00:00.0"]);
+    assert_eq!(share[2], ["hca@0103:00:00.0", "hca@0104:00:00.0"]);
+    assert_eq!(share[4], ["hca@0105:00:00.0", "hca@0106:00:00.0"]);
+    assert_eq!(share[6], ["hca@0107:00:00.0", "hca@0108:00:00.0"]);
     let why = match &t.gpu(t.gpus()[0]).unwrap().nvlink {
         NvlinkInfo::Unknown(r) => r.clone(),
         NvlinkInfo::Known => String::new(),
@@ -300,7 +300,7 @@ fn azure_ndv5_rail_aligned_one_nic_per_gpu() {
         "0101", "0102", "0103", "0104", "0105", "0106", "0107", "0108",
     ];
     for (s, e) in share.iter().zip(expect) {
-        assert_eq!(s, &vec![format!("{e}:00:00.0")]);
+        assert_eq!(s, &vec![format!("hca@{e}:00:00.0")]);
     }
     for &g in &t.gpus() {
         assert_eq!(t.gpu(g).unwrap().pcie.bw(), 48.0, "Gen5 x16");
@@ -721,4 +721,42 @@ fn multi_host_topologies_write_one_cpu_per_numa_per_host() {
     assert_eq!(lanes(&t), vec![18; 16]);
     assert_eq!(t.node(t.gpus()[8]).host, 1);
     assert_eq!(topo_source::ncclxml::write(&t).unwrap(), x);
+}
+
+/// Issue 44: every InfiniBand controller of a cloud skeleton becomes one IB port of unknown
+/// speed on its own NIC, numbered in bus-id order; a file that lists its ports keeps them as
+/// NCCL wrote them (its 0x0207 devices are NICs NCCL did open).
+#[test]
+fn skeleton_infiniband_controllers_become_ib_ports_of_unknown_speed() {
+    for name in ["azure-ndv4-topo.xml", "azure-ndv5-topo.xml"] {
+        let t = load(name);
+        let nets = t.nets();
+        assert_eq!(nets.len(), 8, "{name}");
+        for (i, &n) in nets.iter().enumerate() {
+            let x = t.net(n).unwrap();
+            assert_eq!(x.dev, i as i32, "{name}");
+            assert_eq!(x.name, format!("hca@010{}:00:00.0", i + 1), "{name}");
+            assert_eq!(x.speed_mbps, None, "{name}: speed stays unknown");
+            assert!(x.gdr_unstated, "{name}: GDR stays unknown");
+        }
+        assert!(
+            t.warnings
+                .iter()
+                .any(|w| w.contains("assumed to be an IB HCA")),
+            "{name}: {:?}",
+            t.warnings
+        );
+    }
+    for name in [
+        "panlichen-8x-rtx3090-switchtec.xml",
+        "rwkvinllama-2x-rtx4090-cx4.xml",
+    ] {
+        let t = load(name);
+        assert!(
+            t.nets()
+                .iter()
+                .all(|&n| !t.net(n).unwrap().name.starts_with("hca@")),
+            "{name}"
+        );
+    }
 }

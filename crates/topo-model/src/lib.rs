@@ -378,6 +378,10 @@ pub struct Net {
     /// goes through host memory by design, so GPUDirect RDMA is not a question for it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub socket: bool,
+    /// No source listed this port: topo assumed it (an InfiniBand controller of a skeleton
+    /// file, which NCCL's IB plugin opens at run time); a written topology file leaves it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub assumed: bool,
 }
 
 /// What a network port carries on a GPU server. NCCL does not know (it uses every port its

@@ -907,6 +907,14 @@ fn select_ib_ports(
     (hca, ib_none_selected)
 }
 
+/// Every port is a plain IP interface with no RDMA device behind it (a live host's `eth0`,
+/// `bond0`): NCCL's IB plugin lists verbs devices only (ncclIbInitDevices, NVIDIA/nccl
+/// v2.28.9-1 src/transport/net_ib.cc), so it finds none and NCCL takes the socket plugin.
+fn only_plain_interfaces(topo: &Topology) -> bool {
+    let nets = topo.nets();
+    !nets.is_empty() && nets.iter().all(|&n| topo.net(n).is_some_and(|x| x.socket))
+}
+
 fn transport_policy(
     env: &EnvPolicy,
     req: &Inputs,
@@ -931,7 +939,7 @@ fn transport_policy(
         placement: req.placement.clone(),
         cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
         cuda_driver_version: req.facts.cuda_driver_version,
-        ib_available: ib_none_selected.then_some(false),
+        ib_available: (ib_none_selected || only_plain_interfaces(topo)).then_some(false),
         vmm_supported: cuda_attr(topo, |a| a.vmm),
         vmm_gdr_supported: cuda_attr(topo, |a| a.gdr_with_vmm),
         ..TransportPolicy::default()
@@ -1362,6 +1370,40 @@ mod tests {
             },
         };
         analyze(&req).unwrap()
+    }
+
+    /// Issue 44: plain interfaces (no verbs device) are never IB ports; NCCL falls back to
+    /// its socket plugin.
+    #[test]
+    fn plain_interfaces_only_mean_net_socket() {
+        let mut t = hgx(8, 90).replicate(2);
+        let inter = |a: &Analysis| -> Vec<Transport> {
+            a.transports
+                .iter()
+                .filter(|p| p.inter_node)
+                .map(|p| p.transport.clone())
+                .collect()
+        };
+        let ib = run(&t, &[], "2.28");
+        assert!(!inter(&ib).is_empty());
+        assert!(
+            inter(&ib)
+                .iter()
+                .all(|x| *x == Transport::Net(crate::transport::Net::Ib))
+        );
+        for n in t.nets() {
+            if let topo_model::NodeKind::Net(x) = &mut t.node_mut(n).kind {
+                x.socket = true;
+            }
+        }
+        let plain = run(&t, &[], "2.28");
+        assert!(
+            inter(&plain)
+                .iter()
+                .all(|x| *x == Transport::Net(crate::transport::Net::Socket)),
+            "{:?}",
+            inter(&plain)
+        );
     }
 
     #[test]

@@ -307,6 +307,8 @@ struct Builder<'a> {
     nets_seen: HashSet<(HostId, String)>,
     skeleton_gpus: usize,
     skeleton_nics: usize,
+    /// Skeleton NICs of PCI class 0x0207 (InfiniBand controller), in file order.
+    skeleton_ib: Vec<NodeIndex>,
     /// GPUs with a `<gpu>` entry but no `<nvlink>` in a file NCCL did not write.
     handwritten_no_nvlink: usize,
     /// Devices whose link speed is empty or width 0 / empty (virtual machines).
@@ -343,6 +345,7 @@ impl<'a> Builder<'a> {
             nets_seen: HashSet::new(),
             skeleton_gpus: 0,
             skeleton_nics: 0,
+            skeleton_ib: Vec::new(),
             handwritten_no_nvlink: 0,
             unknown_pcie: 0,
             odd_speeds: BTreeSet::new(),
@@ -684,7 +687,12 @@ impl<'a> Builder<'a> {
                 subsystem_device: ids[3],
                 pcie,
             };
-            self.topo.add_child(parent, NodeKind::Nic(nic))
+            let is_ib = nic.class >> 8 == class::IB >> 8;
+            let n = self.topo.add_child(parent, NodeKind::Nic(nic));
+            if is_ib {
+                self.skeleton_ib.push(n);
+            }
+            n
         } else {
             // NCCL drops these; the model keeps the hardware (the writer trims them again).
             if class.is_none() {
@@ -879,6 +887,7 @@ impl<'a> Builder<'a> {
             self.pcilink(p);
         }
         self.topo.connect_cpus();
+        self.skeleton_ib_ports();
         self.summarize();
     }
 
@@ -1098,6 +1107,55 @@ impl<'a> Builder<'a> {
                 el.pos,
                 format!("<pcilink> target {target} is not a PCI switch in the file; ignored"),
             ),
+        }
+    }
+
+    /// A cloud image's skeleton file lists its HCAs by PCI class only. NCCL's IB plugin opens
+    /// every verbs device with an active port, whatever the topology file says
+    /// (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc), and attaches each
+    /// to its PCI device by bus id (ncclTopoFillNet, src/graph/topo.cc): an InfiniBand
+    /// controller there is an IB HCA with, as assumed here, one active port of unknown speed.
+    /// Only hosts with no `<net>` at all: a file that lists ports is NCCL's own account of
+    /// what it opened, and a 0x0207 device without ports there is one it did not open.
+    fn skeleton_ib_ports(&mut self) {
+        let mut hcas = std::mem::take(&mut self.skeleton_ib);
+        let host_has_ports: HashSet<HostId> = self
+            .topo
+            .nets()
+            .into_iter()
+            .map(|n| self.topo.node(n).host)
+            .collect();
+        hcas.retain(|&n| !host_has_ports.contains(&self.topo.node(n).host));
+        let key = |t: &Topology, n: NodeIndex| {
+            let busid = match &t.node(n).kind {
+                NodeKind::Nic(x) => x.busid,
+                _ => None,
+            };
+            (t.node(n).host, busid)
+        };
+        hcas.sort_by_key(|&n| key(&self.topo, n));
+        let mut next: HashMap<HostId, i32> = HashMap::new();
+        for &n in &hcas {
+            let (host, busid) = key(&self.topo, n);
+            let dev = next.entry(host).or_insert(0);
+            let name = busid.map_or_else(|| format!("hca{dev}"), |b| format!("hca@{b}"));
+            let net = Net {
+                name,
+                dev: *dev,
+                port: 1,
+                gdr_unstated: true,
+                link_layer: Some("InfiniBand".into()),
+                assumed: true,
+                ..Default::default()
+            };
+            *dev += 1;
+            self.topo.add_child(n, NodeKind::Net(net));
+        }
+        if !hcas.is_empty() {
+            self.topo.warn(format!(
+                "{} InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry: each is assumed to be an IB HCA with one active port, as NCCL's IB plugin opens every verbs device whose port is up; the port names (hca@<bus id>), device numbers in bus-id order, speed (unknown; --nic-speed states it) and GPUDirect RDMA support are assumptions",
+                hcas.len()
+            ));
         }
     }
 

@@ -540,6 +540,7 @@ impl<'a> Flattener<'a> {
                 netdev: p.netdev.clone(),
                 role: p.role.or(n.role).or(pd.role).or(d.role),
                 socket: false,
+                assumed: false,
             });
         }
         let class = match n.class.or(d.class) {

@@ -257,6 +257,7 @@ impl Writer<'_> {
                     .children(n)
                     .into_iter()
                     .filter_map(|c| t.net(c))
+                    .filter(|net| !net.assumed)
                     .map(|net| self.net(net))
                     .collect();
                 let mut nic_el = El::new("nic");
