@@ -15,6 +15,8 @@
 mod doc;
 mod machine;
 mod nccl;
+#[cfg(test)]
+mod strict;
 mod summary;
 #[cfg(test)]
 mod tests;

@@ -3,113 +3,12 @@
 //! string a hostile input can set, and stays the same size whatever the node count.
 
 use super::doc::scope_css;
+use super::strict::check;
 use super::*;
 use topo_model::testing::hgx;
 use topo_model::{NodeKind, Topology};
 use topo_nccl::plan::PlanRequest;
 use topo_nccl::version::NcclVersion;
-
-/// What a strict reading of the document found.
-struct Checked {
-    ids: Vec<String>,
-    /// `(code, severity, title)` of every finding, in document order.
-    findings: Vec<(String, String, String)>,
-}
-
-/// Parses the whole document strictly and checks the rules every report keeps.
-fn check(doc: &str) -> Checked {
-    use quick_xml::events::{BytesStart, Event};
-    assert!(doc.starts_with("<!DOCTYPE html>"));
-    let lower = doc.to_ascii_lowercase();
-    for banned in [
-        "<script", "<link", "<iframe", "<object", "<embed", "<img", "@import",
-    ] {
-        assert!(!lower.contains(banned), "{banned} in the report");
-    }
-    for (i, _) in lower.match_indices("url(") {
-        assert!(lower[i..].starts_with("url(#"), "external url( at {i}");
-    }
-    let mut r = quick_xml::Reader::from_str(doc);
-    let mut out = Checked {
-        ids: vec![],
-        findings: vec![],
-    };
-    let mut depth = 0i32;
-    let mut in_title = false;
-    let mut title = String::new();
-    let mut finding: Option<(String, String)> = None;
-    let attrs = |e: &BytesStart, out: &mut Checked| -> Vec<(String, String)> {
-        let mut v = vec![];
-        for a in e.attributes() {
-            let a = a.expect("attribute parses");
-            let key = a.key.as_ref().to_string();
-            let val = a
-                .normalized_value(quick_xml::XmlVersion::Implicit1_0)
-                .expect("attribute value unescapes")
-                .into_owned();
-            let k = key.to_ascii_lowercase();
-            if k == "src" || k.ends_with("href") {
-                assert!(val.starts_with('#'), "{key}={val:?} leaves the document");
-            }
-            assert!(!k.starts_with("on"), "event handler {key}");
-            if k == "id" {
-                out.ids.push(val.clone());
-            }
-            v.push((k, val));
-        }
-        v
-    };
-    loop {
-        match r.read_event() {
-            Ok(Event::Start(e)) => {
-                depth += 1;
-                let a = attrs(&e, &mut out);
-                let get = |k: &str| a.iter().find(|x| x.0 == k).map(|x| x.1.clone());
-                if let (Some(c), Some(s)) = (get("data-code"), get("data-severity")) {
-                    finding = Some((c, s));
-                }
-                in_title = get("class").as_deref() == Some("h-title");
-            }
-            Ok(Event::Empty(e)) => {
-                attrs(&e, &mut out);
-            }
-            Ok(Event::Text(t)) if in_title => {
-                title.push_str(&t.xml_content(quick_xml::XmlVersion::Implicit1_0));
-            }
-            Ok(Event::GeneralRef(e)) => {
-                let name: &str = &e;
-                let c = match name {
-                    "lt" => '<',
-                    "gt" => '>',
-                    "amp" => '&',
-                    "quot" => '"',
-                    "apos" => '\'',
-                    n => panic!("entity &{n}; (only XML's predefined ones are written)"),
-                };
-                if in_title {
-                    title.push(c);
-                }
-            }
-            Ok(Event::End(_)) => {
-                depth -= 1;
-                if in_title {
-                    let (c, s) = finding.take().expect("a title inside a finding");
-                    out.findings.push((c, s, std::mem::take(&mut title)));
-                    in_title = false;
-                }
-            }
-            Ok(Event::Eof) => break,
-            Ok(_) => {}
-            Err(e) => panic!("not well-formed at {}: {e}", r.buffer_position()),
-        }
-    }
-    assert_eq!(depth, 0, "unclosed elements");
-    let mut seen = std::collections::HashSet::new();
-    for id in &out.ids {
-        assert!(seen.insert(id.clone()), "id {id} twice");
-    }
-    out
-}
 
 fn request() -> PlanRequest {
     PlanRequest {
