@@ -7,7 +7,7 @@ use crate::fit;
 use crate::fit::Cell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use topo_diagnose::{Report, Severity, TransportRow};
+use topo_diagnose::{Finding, Report, Severity, TransportRow};
 
 pub fn json(r: &Report) -> String {
     crate::doc::json(r).unwrap_or_default()
@@ -18,6 +18,24 @@ fn tag(s: Severity, style: Style) -> String {
         Severity::Error => style.red("ERROR"),
         Severity::Warning => style.yellow("WARNING"),
         Severity::Info => "INFO".to_string(),
+    }
+}
+
+/// Findings as every diagnosis' text prints them (`topo diagnose`, `--hang`): the tagged
+/// code and text, the evidence, the fix, a blank line after each.
+pub(crate) fn findings_text(fs: &[Finding], style: Style, o: &mut String) {
+    for f in fs {
+        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.code, f.text);
+        if !f.evidence.is_empty() {
+            let _ = writeln!(o, "  evidence:");
+            for e in &f.evidence {
+                let _ = writeln!(o, "    {e}");
+            }
+        }
+        if !f.fix.is_empty() {
+            let _ = writeln!(o, "  fix: {}", f.fix);
+        }
+        o.push('\n');
     }
 }
 
@@ -34,19 +52,7 @@ pub fn text(r: &Report, style: Style) -> String {
     if !r.nccl_versions.is_empty() {
         o.push('\n');
     }
-    for f in &r.findings {
-        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.code, f.text);
-        if !f.evidence.is_empty() {
-            let _ = writeln!(o, "  evidence:");
-            for e in &f.evidence {
-                let _ = writeln!(o, "    {e}");
-            }
-        }
-        if !f.fix.is_empty() {
-            let _ = writeln!(o, "  fix: {}", f.fix);
-        }
-        o.push('\n');
-    }
+    findings_text(&r.findings, style, &mut o);
     results(r, &mut o);
     comparisons(r, &mut o);
     transports(r, &mut o, style);

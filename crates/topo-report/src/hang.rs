@@ -5,7 +5,6 @@
 use crate::Style;
 use crate::fit;
 use std::fmt::Write;
-use topo_diagnose::Severity;
 use topo_diagnose::hang::{HangReport, RankKind, Suspect, ranges};
 
 /// Suspects listed in the text (the JSON has them all).
@@ -13,14 +12,6 @@ const SHOWN: usize = 24;
 
 pub fn json(r: &HangReport) -> String {
     crate::doc::json(r).unwrap_or_default()
-}
-
-fn tag(s: Severity, style: Style) -> String {
-    match s {
-        Severity::Error => style.red("ERROR"),
-        Severity::Warning => style.yellow("WARNING"),
-        Severity::Info => "INFO".to_string(),
-    }
 }
 
 fn kind_words(k: RankKind) -> &'static str {
@@ -121,19 +112,7 @@ pub fn text(r: &HangReport, style: Style) -> String {
         }
     }
     o.push('\n');
-    for f in &r.findings {
-        let _ = writeln!(o, "{} {}: {}", tag(f.severity, style), f.code, f.text);
-        if !f.evidence.is_empty() {
-            let _ = writeln!(o, "  evidence:");
-            for e in &f.evidence {
-                let _ = writeln!(o, "    {e}");
-            }
-        }
-        if !f.fix.is_empty() {
-            let _ = writeln!(o, "  fix: {}", f.fix);
-        }
-        o.push('\n');
-    }
+    crate::diagnose::findings_text(&r.findings, style, &mut o);
     let read: Vec<String> = r
         .inputs
         .iter()
