@@ -308,8 +308,7 @@ fn diff_and_fleet_outputs_are_stable() {
     }
 }
 
-#[path = "../../crates/topo-report/src/html/strict.rs"]
-mod strict;
+use crate::report::strict;
 
 /// Rows of the table `id` in a strict reading.
 fn table(c: &strict::Checked, id: &str) -> Vec<Vec<String>> {

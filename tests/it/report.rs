@@ -6,7 +6,7 @@
 use crate::util::{fixture, realdata, topo_clean_env};
 
 #[path = "../../crates/topo-report/src/html/strict.rs"]
-mod strict;
+pub(crate) mod strict;
 use strict::Checked;
 
 /// The strict reading, and every section of a full report present.
@@ -101,9 +101,23 @@ fn a_profile_with_a_real_nccl_tests_result() {
     assert!(doc.contains("<table class=\"h-matrix\" id=\"matrix-0\">"));
     assert!(doc.contains("NV18 (nvidia-smi); NCCL path NVL"));
     assert!(doc.contains("<table class=\"h-matrix h-pairs\">"));
-    // Channel 0's ring of 16 ranks, two of its edges across the network.
-    assert!(doc.contains("<div class=\"h-figure h-ring\">"));
-    assert_eq!(doc.matches("<line class=\"inter\"").count(), 2);
+    // Channel 0's ring of 16 ranks, two of its edges across the network; its tree and the
+    // mirror, one hop across the network each.
+    let figure = |class: &str| -> Vec<&str> {
+        doc.split(&format!("<div class=\"h-figure {class}\">"))
+            .skip(1)
+            .map(|s| &s[..s.find("</div>").unwrap()])
+            .collect()
+    };
+    let ring = figure("h-ring");
+    assert_eq!(ring.len(), 1);
+    assert_eq!(ring[0].matches("<line class=\"inter\"").count(), 2);
+    let trees = figure("h-tree");
+    assert_eq!(trees.len(), 2, "tree 0 and its mirror");
+    for t in trees {
+        assert_eq!(t.matches("<line class=\"inter\"").count(), 1);
+        assert_eq!(t.matches("<line class=\"intra\"").count(), 14);
+    }
     // Provenance: the result's hash as sha256sum prints it.
     let bytes = std::fs::read(&res).unwrap();
     let hex: String = topo_runtime::sha256(&[&bytes])

@@ -92,7 +92,9 @@ fn hardware(h: &mut Html, d: &Diff) {
 /// What the differences change in NCCL's plan, B against A.
 fn plan(h: &mut Html, d: &Diff) {
     h.section("plan", "NCCL's plan");
-    h.el("p", "", &format!("NCCL {}, {PLAN_BASIS}.", nccl(d)));
+    if d.plan_error.is_none() {
+        h.el("p", "", &format!("NCCL {}, {PLAN_BASIS}.", d.nccl_version));
+    }
     match &d.plan_error {
         Some(e) => h.el("p", "h-note", &format!("Not compared: {e}")),
         None if d.plan_changes.is_empty() => h.el("p", "h-note", PLAN_SAME),

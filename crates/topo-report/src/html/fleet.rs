@@ -58,19 +58,7 @@ pub(super) fn render(h: &mut Html, d: &Fleet, p: &Provenance) {
 
 fn summary(h: &mut Html, d: &Fleet) {
     h.section("summary", "Summary");
-    let outliers: usize = d.groups.iter().skip(1).map(|g| g.hosts.len()).sum();
-    let verdict = match (d.groups.len(), d.unreadable.len()) {
-        (0, 0) => "The folder holds no entry.".to_string(),
-        (1, 0) => format!("All {} hosts are alike.", d.hosts),
-        (g, u) => format!(
-            "{outliers} host{} in {} outlier group{} differ from the reference; {u} entr{} could not be read.",
-            if outliers == 1 { "" } else { "s" },
-            g.saturating_sub(1),
-            if g == 2 { "" } else { "s" },
-            if u == 1 { "y" } else { "ies" }
-        ),
-    };
-    h.el("p", "h-verdict", &verdict);
+    h.el("p", "h-verdict", &verdict(d));
     if d.groups.is_empty() {
         h.end_section();
         return;
@@ -107,6 +95,38 @@ fn summary(h: &mut Html, d: &Fleet) {
     h.raw("</tbody></table></div>\n");
     h.more(MAX_ROWS, d.groups.len(), "groups");
     h.end_section();
+}
+
+/// The fleet in a sentence: its outliers, or that its hosts are alike, and what could not
+/// be read.
+fn verdict(d: &Fleet) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let hosts: usize = d.groups.iter().map(|g| g.hosts.len()).sum();
+    let mut parts = vec![];
+    match d.groups.len() {
+        0 => {}
+        1 => parts.push(format!("{} alike", plural(hosts, "host", "hosts"))),
+        g => parts.push(format!(
+            "{} in {} differ from the reference ({})",
+            plural(hosts - d.groups[0].hosts.len(), "host", "hosts"),
+            plural(g - 1, "outlier group", "outlier groups"),
+            plural(d.groups[0].hosts.len(), "host", "hosts")
+        )),
+    }
+    if !d.unreadable.is_empty() {
+        parts.push(format!(
+            "{} could not be read",
+            plural(d.unreadable.len(), "entry", "entries")
+        ));
+    }
+    if parts.is_empty() {
+        return "The folder holds no entry.".into();
+    }
+    let mut s = parts.join("; ");
+    s[..1].make_ascii_uppercase();
+    s.push('.');
+    s
 }
 
 fn outliers(h: &mut Html, d: &Fleet) {

@@ -440,6 +440,16 @@ fn a_fleet_page_is_strict_and_agrees_with_its_document() {
         .collect();
     assert_eq!(table("unreadable-entries"), bad);
     assert!(doc.contains(&format!("snaps{HOSTILE_SHOWN}")), "the folder");
+    assert!(doc.contains(
+        "8 hosts in 2 outlier groups differ from the reference (4 hosts); 2 entries could not be read."
+    ));
+    let mut alike = fleet_doc(3, 1, 0, 0);
+    alike.hosts = 3;
+    let mut out = vec![];
+    fleet(&mut out, &alike, &page_provenance()).unwrap();
+    let doc = String::from_utf8(out).unwrap();
+    check(&doc);
+    assert!(doc.contains(">3 hosts alike.</p>"));
 }
 
 /// 100,000 hosts in 5,000 classes, each with 300 differences, and 10,000 unreadable entries:
