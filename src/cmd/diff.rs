@@ -50,8 +50,9 @@ fn plan(t: &Topology, a: &DiffArgs) -> std::result::Result<Plan, String> {
 }
 
 pub fn run(a: &DiffArgs, style: Style) -> Result<i32> {
-    let (sa, sb) = (spec(&a.a, a.nodes)?, spec(&a.b, a.nodes)?);
+    let sa = spec(&a.a, a.nodes)?;
     let ta = topo_source::load(&sa)?;
+    let sb = spec(&a.b, a.nodes)?;
     let tb = topo_source::load(&sb)?;
     let plans = match plan(&ta, a) {
         Ok(pa) => (Ok(pa), plan(&tb, a)),
