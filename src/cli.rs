@@ -82,6 +82,8 @@ pub struct DiffArgs {
 pub enum DiffFormat {
     Text,
     Json,
+    /// One self-contained HTML page (inline CSS, no script or outside reference).
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -628,6 +630,8 @@ pub enum FailOn {
 pub enum DiagnoseFormat {
     Text,
     Json,
+    /// With --fleet: one self-contained HTML page (for one machine: topo report).
+    Html,
 }
 
 #[derive(Args, Debug)]

@@ -58,7 +58,8 @@ pub(crate) fn emit_and_gate(
         DiagnoseFormat::Text => {
             crate::util::escape_document(&text(style), style.color).into_owned()
         }
-        DiagnoseFormat::Json => json(),
+        // HTML is --fleet's, refused for the others before they read anything (`cmd::run`).
+        DiagnoseFormat::Json | DiagnoseFormat::Html => json(),
     };
     emit(a.output.as_ref(), &out)?;
     let threshold = match a.fail_on {

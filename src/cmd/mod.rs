@@ -37,6 +37,12 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Snapshot(a) => snapshot::run(a)?,
         Command::Diagnose(a) => match &a.fleet {
             Some(dir) => return fleet::run(a, dir, style),
+            None if a.format == crate::cli::DiagnoseFormat::Html => {
+                return Err(crate::error::usage(
+                    "topo diagnose --format html is for --fleet DIR",
+                    "for one machine, write the page with topo report -o report.html (same inputs)",
+                ));
+            }
             None if !a.hang.is_empty() => return hang::run(a, style),
             None => return diagnose::run(a, style),
         },

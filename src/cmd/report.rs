@@ -180,6 +180,12 @@ fn provenance(a: &ReportArgs) -> Provenance {
     for p in &a.nccl_tests {
         inputs.push(input_file("--nccl-tests", p));
     }
+    page_provenance(inputs)
+}
+
+/// What every HTML page says of where it came from: this topo, the time, the command line and
+/// `inputs` (`topo report`, `topo diff --format html`, `topo diagnose --fleet --format html`).
+pub(crate) fn page_provenance(inputs: Vec<InputFile>) -> Provenance {
     Provenance {
         topo_version: env!("CARGO_PKG_VERSION").into(),
         generated: topo_source::snapshot::utc_now(),
@@ -190,7 +196,7 @@ fn provenance(a: &ReportArgs) -> Provenance {
 
 /// A file named on the command line: its size and SHA-256 as read now; a folder, stream or
 /// unreadable file says so instead.
-fn input_file(role: &str, p: &Path) -> InputFile {
+pub(crate) fn input_file(role: &str, p: &Path) -> InputFile {
     let mut f = InputFile {
         role: role.into(),
         name: p.display().to_string(),

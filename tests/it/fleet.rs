@@ -249,3 +249,251 @@ fn a_fleet_is_read_in_linear_time() {
     }
     assert!(b < a * 6, "{a:?} -> {b:?}");
 }
+
+/// The text and JSON of `topo diff` and `topo diagnose --fleet`, byte for byte: written
+/// before their documents moved out of the binary (issue 42 item 1), they hold the move to
+/// the same output.
+#[test]
+fn diff_and_fleet_outputs_are_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    let hgx = fixture("fixtures/snapshots/hgx-h100-8gpu");
+    for n in ["node1", "node2", "node3"] {
+        copy_dir(&hgx, &fleet.join(n));
+    }
+    downtrained(&fleet.join("node4"));
+    copy_dir(
+        &fixture("fixtures/snapshots/pcie-8gpu"),
+        &fleet.join("node5"),
+    );
+    std::fs::write(fleet.join("node6.tar.gz"), "not an archive").unwrap();
+    let run = |args: &[&str]| {
+        let out = topo().current_dir(dir.path()).args(args).output().unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for (name, args) in [
+        ("fleet_text", vec!["diagnose", "--fleet", "fleet"]),
+        (
+            "fleet_json",
+            vec!["diagnose", "--fleet", "fleet", "--format", "json"],
+        ),
+        ("diff_hw_text", vec!["diff", "fleet/node1", "fleet/node4"]),
+        (
+            "diff_hw_json",
+            vec!["diff", "fleet/node1", "fleet/node4", "--format", "json"],
+        ),
+        (
+            "diff_profiles_text",
+            vec![
+                "diff",
+                "dgx-h100",
+                "dgx-b200",
+                "--nodes",
+                "2",
+                "--nccl-version",
+                "2.28",
+            ],
+        ),
+        (
+            "diff_unplanned_text",
+            vec!["diff", "fleet/node5", "dgx-h100", "--nccl-version", "1.0"],
+        ),
+    ] {
+        insta::assert_snapshot!(name, run(&args));
+    }
+}
+
+use crate::report::strict;
+
+/// Rows of the table `id` in a strict reading.
+fn table(c: &strict::Checked, id: &str) -> Vec<Vec<String>> {
+    c.rows
+        .iter()
+        .filter(|(t, _)| t == id)
+        .map(|(_, r)| r.clone())
+        .collect()
+}
+
+/// `topo ARGS --format json` and `--format html -o FILE` in `dir`: the document, the page
+/// and its strict reading; both exit alike.
+fn json_and_html(dir: &Path, args: &[&str]) -> (Value, String, strict::Checked) {
+    let run = |format: &[&str]| {
+        let out = topo()
+            .current_dir(dir)
+            .args(args)
+            .args(format)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c <= 1),
+            "{args:?} {format:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let json = run(&["--format", "json"]);
+    let page = dir.join("page.html");
+    let html = run(&["--format", "html", "-o", page.to_str().unwrap()]);
+    assert_eq!(json.status.code(), html.status.code(), "{args:?}");
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let text = std::fs::read_to_string(&page).unwrap();
+    std::fs::remove_file(&page).unwrap();
+    let c = strict::check(&text);
+    (doc, text, c)
+}
+
+fn shown(v: &Value) -> String {
+    v.as_str().unwrap_or("(none)").to_string()
+}
+
+/// `topo diff --format html`: every differing fact and plan change of the JSON, in its order.
+#[test]
+fn diff_html_agrees_with_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, page, c) = json_and_html(
+        dir.path(),
+        &[
+            "diff",
+            "pcie-8x-l40s",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--nccl-version",
+            "2.28",
+        ],
+    );
+    let want: Vec<Vec<String>> = d["hardware"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| vec![shown(&r["fact"]), shown(&r["a"]), shown(&r["b"])])
+        .collect();
+    assert!(want.len() > 10);
+    assert_eq!(table(&c, "hardware-facts"), want);
+    let changes = d["plan_changes"].as_array().unwrap();
+    assert!(!changes.is_empty());
+    for ch in changes {
+        let t = ch
+            .as_str()
+            .unwrap()
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('\'', "&apos;")
+            .replace('"', "&quot;");
+        assert!(page.contains(&format!("<li>{t}</li>")), "{t}");
+    }
+    for id in ["summary", "hardware", "plan", "provenance"] {
+        assert!(c.ids.iter().any(|x| x == id), "no #{id}");
+    }
+    assert!(page.contains("built into topo"), "the profiles as inputs");
+}
+
+/// `topo diagnose --fleet --format html` on a folder whose entries are named with markup: the
+/// groups, each outlier's differences and the unreadable entries are the JSON's, escaped.
+#[test]
+fn fleet_html_agrees_with_its_json_and_escapes_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fl<b>eet");
+    let hgx = fixture("fixtures/snapshots/hgx-h100-8gpu");
+    for n in ["<script>alert(1)<", "node&amp;2", "n\"o'de3"] {
+        copy_dir(&hgx, &fleet.join(n));
+    }
+    downtrained(&fleet.join("<td><img src=x onerror=alert(1)>"));
+    let yaml = topo_source::profile::builtin_text("dgx-b200").unwrap();
+    std::fs::write(fleet.join("b200<i>.yaml"), yaml).unwrap();
+    std::fs::write(fleet.join("<svg onload=alert(1)>.tar.gz"), "not an archive").unwrap();
+    let (d, page, c) = json_and_html(dir.path(), &["diagnose", "--fleet", "fl<b>eet"]);
+    let groups = d["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3);
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let hosts: Vec<&str> = g["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h.as_str().unwrap())
+                .collect();
+            vec![
+                i.to_string(),
+                (if i == 0 { "reference" } else { "outlier" }).to_string(),
+                hosts.len().to_string(),
+                shown(&g["fingerprint"]),
+                g["differences"].as_array().unwrap().len().to_string(),
+                hosts.join(", "),
+            ]
+        })
+        .collect();
+    assert_eq!(table(&c, "groups"), rows);
+    for (i, g) in groups.iter().enumerate().skip(1) {
+        let want: Vec<Vec<String>> = g["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(200)
+            .map(|r| vec![shown(&r["fact"]), shown(&r["here"]), shown(&r["reference"])])
+            .collect();
+        assert_eq!(table(&c, &format!("group-{i}")), want);
+    }
+    let bad: Vec<Vec<String>> = d["unreadable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| vec![shown(&u["host"]), shown(&u["error"])])
+        .collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(table(&c, "unreadable-entries"), bad);
+    assert!(page.contains("&lt;td&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(page.contains("fl&lt;b&gt;eet"));
+    assert!(page.contains("node&amp;amp;2"));
+}
+
+/// A fleet of 1,200 hosts reads like one of 12: hosts by class, names cut with a count.
+#[test]
+fn fleet_html_size_is_bounded() {
+    let h100 = topo_source::profile::builtin_text("dgx-h100").unwrap();
+    let b200 = topo_source::profile::builtin_text("dgx-b200").unwrap();
+    let page = |n: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let fleet = dir.path().join("f");
+        std::fs::create_dir(&fleet).unwrap();
+        for i in 0..n {
+            let yaml = if i % 4 == 3 { b200 } else { h100 };
+            std::fs::write(fleet.join(format!("node{i:05}.yaml")), yaml).unwrap();
+        }
+        std::fs::write(fleet.join("zz.tar.gz"), "not an archive").unwrap();
+        let (d, page, _) = json_and_html(dir.path(), &["diagnose", "--fleet", "f"]);
+        assert_eq!(d["groups"].as_array().unwrap().len(), 2);
+        assert_eq!(d["hosts"], n + 1);
+        page
+    };
+    let (small, large) = (page(12), page(1200));
+    assert!(large.contains("and 892 more"), "the reference's names cut");
+    assert!(
+        large.len() < small.len() + small.len() / 4,
+        "{} bytes at 1,200 hosts, {} at 12",
+        large.len(),
+        small.len()
+    );
+}
+
+#[test]
+fn html_without_a_fleet_points_at_topo_report() {
+    let out = topo()
+        .args(["diagnose", "--profile", "dgx-h100", "--format", "html"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error:") && err.contains("--fleet") && err.contains("topo report"),
+        "{err}"
+    );
+}

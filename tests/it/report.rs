@@ -6,7 +6,7 @@
 use crate::util::{fixture, realdata, topo_clean_env};
 
 #[path = "../../crates/topo-report/src/html/strict.rs"]
-mod strict;
+pub(crate) mod strict;
 use strict::Checked;
 
 /// The strict reading, and every section of a full report present.
@@ -101,9 +101,23 @@ fn a_profile_with_a_real_nccl_tests_result() {
     assert!(doc.contains("<table class=\"h-matrix\" id=\"matrix-0\">"));
     assert!(doc.contains("NV18 (nvidia-smi); NCCL path NVL"));
     assert!(doc.contains("<table class=\"h-matrix h-pairs\">"));
-    // Channel 0's ring of 16 ranks, two of its edges across the network.
-    assert!(doc.contains("<div class=\"h-figure h-ring\">"));
-    assert_eq!(doc.matches("<line class=\"inter\"").count(), 2);
+    // Channel 0's ring of 16 ranks, two of its edges across the network; its tree and the
+    // mirror, one hop across the network each.
+    let figure = |class: &str| -> Vec<&str> {
+        doc.split(&format!("<div class=\"h-figure {class}\">"))
+            .skip(1)
+            .map(|s| &s[..s.find("</div>").unwrap()])
+            .collect()
+    };
+    let ring = figure("h-ring");
+    assert_eq!(ring.len(), 1);
+    assert_eq!(ring[0].matches("<line class=\"inter\"").count(), 2);
+    let trees = figure("h-tree");
+    assert_eq!(trees.len(), 2, "tree 0 and its mirror");
+    for t in trees {
+        assert_eq!(t.matches("<line class=\"inter\"").count(), 1);
+        assert_eq!(t.matches("<line class=\"intra\"").count(), 14);
+    }
     // Provenance: the result's hash as sha256sum prints it.
     let bytes = std::fs::read(&res).unwrap();
     let hex: String = topo_runtime::sha256(&[&bytes])
@@ -203,12 +217,9 @@ fn an_output_file_is_required() {
     assert_eq!(err.lines().count(), 2, "{err}");
 }
 
-/// Headless Chromium, where one is installed (Debian's `chromium`; CI installs it when it can,
-/// and this test says so when it skips): the report loads with no console error, the DOM
-/// holds every section, and a screenshot at 1280 px is not blank.
-#[test]
-fn chromium_renders_the_report() {
-    let Some(chrome) = ["chromium", "chromium-browser", "google-chrome"]
+/// Chromium on PATH (Debian's `chromium`), or `None` after saying the test skips.
+fn chromium() -> Option<std::path::PathBuf> {
+    let found = ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .find_map(|b| {
             std::env::var_os("PATH").and_then(|paths| {
@@ -216,33 +227,29 @@ fn chromium_renders_the_report() {
                     .map(|d| d.join(b))
                     .find(|p| p.is_file())
             })
-        })
-    else {
+        });
+    if found.is_none() {
         eprintln!("skipped: no chromium on PATH (Debian: apt-get install -y chromium)");
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let html = dir.path().join("r.html");
-    let out = topo_clean_env()
-        .args(["report", "--profile", "dgx-h100", "--nodes", "2", "-o"])
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let url = format!("file://{}", html.display());
-    let base = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--window-size=1280,2400",
-    ];
-    let dom = std::process::Command::new(&chrome)
-        .args(base)
+    }
+    found
+}
+
+const HEADLESS: [&str; 7] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--window-size=1280,2400",
+];
+
+/// The page's DOM after loading in headless Chromium, which logged no console error.
+fn dom(chrome: &std::path::Path, page: &std::path::Path) -> String {
+    let dom = std::process::Command::new(chrome)
+        .args(HEADLESS)
         .arg("--dump-dom")
-        .arg(&url)
+        .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
     assert!(
@@ -250,23 +257,30 @@ fn chromium_renders_the_report() {
         "{}",
         String::from_utf8_lossy(&dom.stderr)
     );
-    let text = String::from_utf8_lossy(&dom.stdout);
-    for id in ["summary", "machine", "plan", "results", "log", "provenance"] {
-        assert!(
-            text.contains(&format!("id=\"{id}\"")),
-            "no #{id} in the DOM"
-        );
-    }
     let err = String::from_utf8_lossy(&dom.stderr);
     assert!(
         !err.contains("CONSOLE") && !err.contains("Uncaught"),
         "console: {err}"
     );
-    let png = dir.path().join("r.png");
-    let shot = std::process::Command::new(&chrome)
-        .args(base)
+    String::from_utf8_lossy(&dom.stdout).into_owned()
+}
+
+/// Opens `page` headless: no console error, each of `ids` in the DOM, and a screenshot at
+/// 1280 px of more than `min_png` bytes (a blank 1280x2400 page compresses to a few kB).
+fn open_in_chromium(chrome: &std::path::Path, page: &std::path::Path, ids: &[&str], min_png: u64) {
+    let text = dom(chrome, page);
+    for id in ids {
+        assert!(
+            text.contains(&format!("id=\"{id}\"")),
+            "no #{id} in the DOM of {}",
+            page.display()
+        );
+    }
+    let png = page.with_extension("png");
+    let shot = std::process::Command::new(chrome)
+        .args(HEADLESS)
         .arg(format!("--screenshot={}", png.display()))
-        .arg(&url)
+        .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
     assert!(
@@ -274,7 +288,110 @@ fn chromium_renders_the_report() {
         "{}",
         String::from_utf8_lossy(&shot.stderr)
     );
-    // A blank 1280x2400 page compresses to a few kB; the report's tables and pictures do not.
     let size = std::fs::metadata(&png).unwrap().len();
-    assert!(size > 40_000, "screenshot of {size} bytes: blank?");
+    assert!(size > min_png, "screenshot of {size} bytes: blank?");
+}
+
+/// `topo ARGS -o FILE` (exit 0 or 1), and the file.
+fn page(dir: &std::path::Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let out = topo_clean_env()
+        .current_dir(dir)
+        .args(args)
+        .arg("-o")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// Headless Chromium, where one is installed (Debian's `chromium`; CI installs it when it can,
+/// and this test says so when it skips): a report, a diff page and a fleet page load with no
+/// console error, their DOMs hold every section, and screenshots at 1280 px are not blank.
+#[test]
+fn chromium_renders_the_report() {
+    let Some(chrome) = chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let report = page(
+        dir.path(),
+        "r.html",
+        &["report", "--profile", "dgx-h100", "--nodes", "2"],
+    );
+    let sections = ["summary", "machine", "plan", "results", "log", "provenance"];
+    open_in_chromium(&chrome, &report, &sections, 40_000);
+    let diff = page(
+        dir.path(),
+        "d.html",
+        &["diff", "pcie-8x-l40s", "dgx-h100", "--format", "html"],
+    );
+    open_in_chromium(
+        &chrome,
+        &diff,
+        &["summary", "hardware", "plan", "provenance"],
+        40_000,
+    );
+    let fleet = dir.path().join("snaps");
+    std::fs::create_dir(&fleet).unwrap();
+    for (name, profile) in [("a1", "dgx-h100"), ("a2", "dgx-h100"), ("b1", "dgx-b200")] {
+        let yaml = topo_source::profile::builtin_text(profile).unwrap();
+        std::fs::write(fleet.join(format!("{name}.yaml")), yaml).unwrap();
+    }
+    let fleet = page(
+        dir.path(),
+        "f.html",
+        &["diagnose", "--fleet", "snaps", "--format", "html"],
+    );
+    let ids = [
+        "summary",
+        "groups",
+        "outliers",
+        "group-1",
+        "unreadable",
+        "provenance",
+    ];
+    open_in_chromium(&chrome, &fleet, &ids, 40_000);
+}
+
+/// AWS p5's GPU/NIC matrix (8 GPUs, 32 EFA ports) is about twice as wide as the window: it
+/// scrolls inside its box and the page stays 1280 px wide. A probe script, added to a copy of
+/// the page only (the page has none), writes the widths into the DOM Chromium dumps.
+#[test]
+fn chromium_scrolls_a_wide_matrix_in_its_box() {
+    let Some(chrome) = chromium() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let report = page(dir.path(), "r.html", &["report", "--profile", "aws-p5"]);
+    let probe = dir.path().join("probe.html");
+    let doc = std::fs::read_to_string(&report).unwrap().replace(
+        "</body>",
+        "<script>var w=0;document.querySelectorAll('.h-wide').forEach(function(e){if(e.scrollWidth>e.clientWidth+100)w++;});\
+         document.body.setAttribute('data-page',String(document.documentElement.scrollWidth));\
+         document.body.setAttribute('data-wide',String(w));</script></body>",
+    );
+    std::fs::write(&probe, doc).unwrap();
+    let text = dom(&chrome, &probe);
+    let attr = |k: &str| -> usize {
+        let at = text
+            .find(&format!("{k}=\""))
+            .unwrap_or_else(|| panic!("no {k}: {text}"));
+        let v = &text[at + k.len() + 2..];
+        v[..v.find('"').unwrap()].parse().unwrap()
+    };
+    assert!(
+        attr("data-page") <= 1280,
+        "the page is {} px wide",
+        attr("data-page")
+    );
+    assert!(
+        attr("data-wide") >= 1,
+        "no box scrolls: is the matrix wide?"
+    );
 }

@@ -9,7 +9,9 @@
 #![forbid(unsafe_code)]
 
 mod compare;
+pub mod diff;
 mod expect;
+pub mod fleet;
 pub mod hang;
 mod hostchecks;
 mod logchecks;

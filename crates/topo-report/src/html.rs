@@ -2,7 +2,9 @@
 //! line, the diagnosis' findings, what could not be checked), the machine (show's SVG, the
 //! nvidia-smi matrix, NIC rails, NUMA), NCCL's plan (transports per GPU pair, channels, rings
 //! and trees, the per-size choice, the busbw plot), nccl-tests results against the expected
-//! band, the log against the model, and provenance.
+//! band, the log against the model, and provenance. The same shell (head, style, escaping,
+//! provenance) writes `topo diff --format html` (`diff.rs`) and `topo diagnose --fleet
+//! --format html` (`fleet.rs`) from the documents their JSON prints.
 //!
 //! Pure like every renderer: it takes the show context, the plan and the diagnosis the binary
 //! built and writes into a `Write`. Nothing in the document refers outside it (inline CSS and
@@ -10,9 +12,13 @@
 //! that may come from an input goes through [`esc`]. The document is also well-formed XML
 //! (void elements self-closed, only XML's predefined entities), so a strict XML reader checks
 //! it in the tests. Its size does not grow with the node count: hosts are summarised by
-//! class, GPU pairs are listed for the first host only, and long lists are cut with a count.
+//! class, GPU pairs are listed for the first host only, and long lists are cut with a count;
+//! a fleet is summarised by its groups of identical hosts. A table wider than the page (a
+//! matrix of 16 GPUs and their NICs) scrolls inside its own box (`h-wide`) and prints whole.
 
+mod diff;
 mod doc;
+mod fleet;
 mod machine;
 mod nccl;
 #[cfg(test)]
@@ -20,6 +26,7 @@ mod strict;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod trees;
 
 use doc::Html;
 pub use doc::{Input, InputFile, Provenance};
@@ -27,21 +34,66 @@ pub use doc::{Input, InputFile, Provenance};
 /// Writes the report.
 pub fn write(w: &mut dyn std::io::Write, input: &Input) -> crate::Result<()> {
     let mut h = Html::default();
-    h.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
-    h.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n");
-    h.raw("<meta name=\"generator\" content=\"topo ");
-    h.text(&input.provenance.topo_version);
-    h.raw("\"/>\n<title>");
-    h.text(&format!("topo report: {}", summary::machine_line(input)));
-    h.raw("</title>\n<style>");
-    h.raw(CSS);
-    h.raw("</style>\n</head>\n<body>\n");
+    open(
+        &mut h,
+        &input.provenance.topo_version,
+        &format!("topo report: {}", summary::machine_line(input)),
+    );
     summary::render(&mut h, input);
     machine::render(&mut h, input);
     nccl::render(&mut h, input)?;
     summary::results(&mut h, input);
     summary::log(&mut h, input);
     summary::provenance(&mut h, input);
+    close(h, w)
+}
+
+/// `topo diff A B --format html`: the document `topo diff --format json` prints, as a page.
+pub fn diff(
+    w: &mut dyn std::io::Write,
+    d: &topo_diagnose::diff::Diff,
+    p: &Provenance,
+) -> crate::Result<()> {
+    let mut h = Html::default();
+    open(
+        &mut h,
+        &p.topo_version,
+        &format!("topo diff: {} against {}", d.b.arg, d.a.arg),
+    );
+    diff::render(&mut h, d, p);
+    close(h, w)
+}
+
+/// `topo diagnose --fleet DIR --format html`: the document `--format json` prints, as a page.
+pub fn fleet(
+    w: &mut dyn std::io::Write,
+    d: &topo_diagnose::fleet::Fleet,
+    p: &Provenance,
+) -> crate::Result<()> {
+    let mut h = Html::default();
+    open(
+        &mut h,
+        &p.topo_version,
+        &format!("topo fleet: {} ({} hosts)", d.folder, d.hosts),
+    );
+    fleet::render(&mut h, d, p);
+    close(h, w)
+}
+
+/// Every page's head: the doctype, the generator, the title and the page's style.
+fn open(h: &mut Html, version: &str, title: &str) {
+    h.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
+    h.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n");
+    h.raw("<meta name=\"generator\" content=\"topo ");
+    h.text(version);
+    h.raw("\"/>\n<title>");
+    h.text(title);
+    h.raw("</title>\n<style>");
+    h.raw(CSS);
+    h.raw("</style>\n</head>\n<body>\n");
+}
+
+fn close(mut h: Html, w: &mut dyn std::io::Write) -> crate::Result<()> {
     h.raw("</body>\n</html>\n");
     w.write_all(h.0.as_bytes())?;
     Ok(())
@@ -75,10 +127,13 @@ pre{white-space:pre-wrap;word-break:break-all;background:#f6f7f9;padding:.5em;bo
 .h-nv{background:#c8e6c9}.h-pix{background:#e3f2fd}.h-pxb{background:#bbdefb}.h-phb{background:#fff3e0}
 .h-node{background:#ffe0b2}.h-sys{background:#ffcdd2}.h-self{background:#eee}
 .h-p2p{background:#c8e6c9}.h-shm{background:#fff9c4}.h-net{background:#bbdefb}.h-other{background:#eee}.h-bad{background:#ef9a9a;font-weight:bold}
+.h-warnrow td{background:#fff3e0}.h-verdict{font-weight:bold}
 .h-in{background:#e8f5e9}.h-below{background:#ffcdd2}.h-above{background:#e3f2fd}.h-isolated{background:#fff3e0}
 .h-figure{overflow-x:auto;margin:.5em 0 1em}
+.h-wide{overflow-x:auto;max-width:100%;margin:.4em 0 1em}
+.h-wide table{margin:0}
 .h-figure svg{max-width:100%;height:auto}
 .h-legend span{display:inline-block;padding:0 .5em;margin-right:.4em;border:1px solid #ccd}
 nav a{margin-right:1em}
-@media print{body{max-width:none;margin:0}section{break-before:auto}.h-figure{overflow:visible}h2{break-after:avoid}nav{display:none}}
+@media print{body{max-width:none;margin:0}section{break-before:auto}.h-figure{overflow:visible}.h-wide{overflow:visible}.h-wide table{font-size:6.5pt}h2{break-after:avoid}nav{display:none}}
 ";

@@ -5,8 +5,10 @@
 #![forbid(unsafe_code)]
 
 pub mod diagnose;
+pub mod diff;
 pub mod doc;
 pub mod fit;
+pub mod fleet;
 pub mod hang;
 pub mod html;
 mod layout;

@@ -64,6 +64,7 @@ pub(crate) fn clip(s: &str, max: usize) -> String {
 pub(crate) enum Anchor {
     Start,
     Middle,
+    End,
 }
 
 impl Anchor {
@@ -71,6 +72,7 @@ impl Anchor {
         match self {
             Anchor::Start => "start",
             Anchor::Middle => "middle",
+            Anchor::End => "end",
         }
     }
 }

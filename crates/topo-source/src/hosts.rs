@@ -5,6 +5,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::{SourceSpec, load};
 use std::path::{Path, PathBuf};
 use topo_model::Topology;
+use topo_model::inventory::{self, Facts};
 
 /// The prefix that names a built-in profile where a path is expected.
 pub const PROFILE_PREFIX: &str = "profile:";
@@ -92,6 +93,50 @@ pub fn load_hosts(specs: &[SourceSpec]) -> Result<Topology> {
     crate::check_capacity(&joined)?;
     crate::check_work(&joined, 1)?;
     Ok(joined)
+}
+
+/// What reading one fleet entry gave: its host-0 facts' fingerprint, with the facts
+/// themselves only where its run of entries met that fingerprint first; or why it could not
+/// be read (`topo_diagnose::fleet::Read`, which groups them).
+pub type FactsRead = std::result::Result<(u64, Option<Facts>), String>;
+
+/// Every entry's hardware facts (host 0 of each source, `topo diagnose --fleet`), read on up
+/// to 16 cores by contiguous runs of entries and returned in the order given. Each run keeps
+/// the facts of a fingerprint it meets first, so the first entry of a fingerprint in that
+/// order carries them and a fleet of one build holds one copy (issue 45).
+pub fn read_facts(paths: &[PathBuf]) -> Vec<FactsRead> {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(16);
+    let chunk = paths.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = paths
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    let mut seen = std::collections::HashSet::new();
+                    part.iter()
+                        .map(|p| {
+                            let spec = SourceSpec {
+                                from: Some(p.clone()),
+                                regular_only: true,
+                                ..Default::default()
+                            };
+                            let f = load(&spec)
+                                .map(|t| inventory::host_facts(&t, 0))
+                                .map_err(|e| format!("{e:#}"))?;
+                            let fp = inventory::fingerprint(&f);
+                            Ok((fp, seen.insert(fp).then_some(f)))
+                        })
+                        .collect::<Vec<FactsRead>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ fn host(h: &mut Html, ctx: &Ctx, hv: &HostView, class: usize, name: &str) {
     };
     h.el("h3", "", &heading);
     h.raw(&format!(
-        "<table class=\"h-matrix\" id=\"matrix-{class}\"><thead><tr><th></th>"
+        "<div class=\"h-wide\"><table class=\"h-matrix\" id=\"matrix-{class}\"><thead><tr><th></th>"
     ));
     for &d in &devs {
         h.el("th", "", &matrix::row_label(ctx, d));
@@ -161,7 +161,7 @@ fn host(h: &mut Html, ctx: &Ctx, hv: &HostView, class: usize, name: &str) {
         }
         h.raw("</tr>\n");
     }
-    h.raw("</tbody></table>\n");
+    h.raw("</tbody></table></div>\n");
     h.raw("<p class=\"h-legend\">");
     for (c, t) in [
         ("h-nv", "NV#: bonded NVLinks"),

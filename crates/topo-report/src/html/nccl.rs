@@ -95,7 +95,7 @@ fn pair_matrix(h: &mut Html, plan: &Plan) {
         Some(d) if d >= 0 => format!("rank {r} (GPU{d})"),
         _ => format!("rank {r}"),
     };
-    h.raw("<table class=\"h-matrix h-pairs\"><thead><tr><th>from \\ to</th>");
+    h.raw("<div class=\"h-wide\"><table class=\"h-matrix h-pairs\"><thead><tr><th>from \\ to</th>");
     for r in 0..n {
         h.el("th", "", &r.to_string());
     }
@@ -133,7 +133,7 @@ fn pair_matrix(h: &mut Html, plan: &Plan) {
         }
         h.raw("</tr>\n");
     }
-    h.raw("</tbody></table>\n<p class=\"h-legend\">");
+    h.raw("</tbody></table></div>\n<p class=\"h-legend\">");
     for (c, t) in [
         ("h-p2p", "P2P"),
         ("h-shm", "SHM: through host memory"),
@@ -272,12 +272,13 @@ fn rings_and_trees(h: &mut Html, plan: &Plan) {
     if let Some(ring) = plan.rings.first() {
         ring_picture(h, plan, ring);
     }
+    super::trees::render(h, plan);
     let more = plan.rings.len().max(plan.trees.len());
     h.more(MAX_CHANNELS_LISTED, more, "channels");
 }
 
-/// Ranks drawn on a ring: up to this many.
-const MAX_RANKS_DRAWN: usize = 64;
+/// Ranks drawn on a ring: up to this many (the trees' bound).
+const MAX_RANKS_DRAWN: usize = super::trees::MAX_RANKS_DRAWN;
 
 const RING_STYLE: &str = "
 text{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;font-size:11px;fill:#222}
@@ -295,14 +296,7 @@ fn ring_picture(h: &mut Html, plan: &Plan, ring: &[usize]) {
     if !(2..=MAX_RANKS_DRAWN).contains(&n) {
         return;
     }
-    let mut node_of = vec![0usize; plan.nranks];
-    let mut r = 0;
-    for (node, &count) in plan.ranks_per_node.iter().enumerate() {
-        for slot in node_of.iter_mut().skip(r).take(count) {
-            *slot = node;
-        }
-        r += count;
-    }
+    let node_of = super::trees::rank_nodes(plan);
     let node = |rank: usize| node_of.get(rank).copied().unwrap_or(0);
     let (cx, cy) = (260.0, 250.0);
     let radius = 180.0;

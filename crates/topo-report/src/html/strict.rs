@@ -1,13 +1,73 @@
 //! The strict reading of a `topo report` document, shared by the exporter's unit tests and the
 //! binary's integration tests (included there by path): every element closed, only XML's
 //! predefined entities, nothing that refers outside the file, no script or event handler,
-//! unique ids, and each finding's code, severity and title in document order. Test code only.
+//! unique ids, each finding's code, severity and title, and the text of every body row of a
+//! table with an id, in document order. Test code only.
 
 /// What a strict reading of a report found.
 pub struct Checked {
     pub ids: Vec<String>,
     /// `(code, severity, title)` per finding, in document order.
     pub findings: Vec<(String, String, String)>,
+    /// `(table id, the text of each cell)` per row of a table's `<tbody>`, in document order.
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+/// Where the reading is inside a table.
+#[derive(Default)]
+struct Table {
+    /// The id of the table being read, and whether its body is.
+    id: Option<String>,
+    body: bool,
+    row: Option<Vec<String>>,
+    /// Elements open inside the current cell, the cell's own included.
+    cell: usize,
+}
+
+impl Table {
+    fn start(&mut self, tag: &str, id: Option<String>) {
+        match tag {
+            "table" => {
+                *self = Table {
+                    id,
+                    ..Table::default()
+                }
+            }
+            "tbody" => self.body = true,
+            "tr" if self.body => self.row = Some(vec![]),
+            "td" | "th" if self.cell == 0 && self.row.is_some() => {
+                if let Some(r) = self.row.as_mut() {
+                    r.push(String::new());
+                }
+                self.cell = 1;
+            }
+            _ if self.cell > 0 => self.cell += 1,
+            _ => {}
+        }
+    }
+    fn end(&mut self, tag: &str, rows: &mut Vec<(String, Vec<String>)>) {
+        if self.cell > 0 {
+            self.cell -= 1;
+            return;
+        }
+        match tag {
+            "tr" => {
+                if let (Some(id), Some(row)) = (&self.id, self.row.take()) {
+                    rows.push((id.clone(), row));
+                }
+            }
+            "tbody" => self.body = false,
+            "table" => *self = Table::default(),
+            _ => {}
+        }
+    }
+    fn text(&mut self, t: &str) {
+        if self.cell > 0
+            && let Some(c) = self.row.as_mut().and_then(|r| r.last_mut())
+        {
+            c.push_str(t);
+        }
+    }
 }
 
 /// Reads the whole report with quick-xml (every element closed, attributes unescape, only
@@ -28,7 +88,9 @@ pub fn check(doc: &str) -> Checked {
     let mut out = Checked {
         ids: vec![],
         findings: vec![],
+        rows: vec![],
     };
+    let mut table = Table::default();
     let (mut depth, mut in_title) = (0i32, false);
     let mut title = String::new();
     let mut finding: Option<(String, String)> = None;
@@ -41,12 +103,21 @@ pub fn check(doc: &str) -> Checked {
                     finding = code;
                 }
                 in_title = class == "h-title";
+                let id = (e.name().as_ref() == "table")
+                    .then(|| out.ids.last().cloned())
+                    .flatten()
+                    .filter(|_| has_id(&e));
+                table.start(e.name().as_ref(), id);
             }
             Ok(Event::Empty(e)) => {
                 attributes(&e, &mut out.ids);
             }
-            Ok(Event::Text(t)) if in_title => {
-                title.push_str(&t.xml_content(quick_xml::XmlVersion::Implicit1_0));
+            Ok(Event::Text(t)) => {
+                let t = t.xml_content(quick_xml::XmlVersion::Implicit1_0);
+                table.text(&t);
+                if in_title {
+                    title.push_str(&t);
+                }
             }
             Ok(Event::GeneralRef(e)) => {
                 let c = match &*e {
@@ -57,12 +128,14 @@ pub fn check(doc: &str) -> Checked {
                     "apos" => '\'',
                     n => panic!("entity &{n};"),
                 };
+                table.text(c.encode_utf8(&mut [0; 4]));
                 if in_title {
                     title.push(c);
                 }
             }
-            Ok(Event::End(_)) => {
+            Ok(Event::End(e)) => {
                 depth -= 1;
+                table.end(e.name().as_ref(), &mut out.rows);
                 if in_title {
                     let (c, s) = finding.take().expect("a title inside a finding");
                     out.findings.push((c, s, std::mem::take(&mut title)));
@@ -80,6 +153,12 @@ pub fn check(doc: &str) -> Checked {
         assert!(seen.insert(id.clone()), "id {id} twice");
     }
     out
+}
+
+fn has_id(e: &quick_xml::events::BytesStart) -> bool {
+    e.attributes()
+        .flatten()
+        .any(|a| a.key.as_ref().eq_ignore_ascii_case("id"))
 }
 
 /// An element's class and its finding's `(data-code, data-severity)`; ids go to `ids`. A

@@ -2,7 +2,7 @@
 //! and fix, what could not be checked), the nccl-tests results against the expected band, the
 //! log against the model, and provenance.
 
-use super::doc::{Html, Input, MAX_EVIDENCE, MAX_ROWS};
+use super::doc::{Html, Input, MAX_EVIDENCE, MAX_ROWS, Provenance};
 use crate::svg::clip;
 use topo_diagnose::results::{ResultsReport, Verdict, gbps, size_label};
 use topo_model::message::{Finding, Severity};
@@ -335,11 +335,6 @@ pub(super) fn log(h: &mut Html, input: &Input) {
 
 /// topo's version, the NCCL version modelled and why, the inputs and their hashes, the time.
 pub(super) fn provenance(h: &mut Html, input: &Input) {
-    let p = input.provenance;
-    h.section("provenance", "Provenance");
-    h.raw("<table>");
-    h.raw("<tbody>\n");
-    h.row(&["topo".into(), p.topo_version.clone()]);
     let nccl = match (input.plan, &input.diagnosis.model) {
         (Some(plan), _) => format!(
             "{} ({}){}",
@@ -354,9 +349,22 @@ pub(super) fn provenance(h: &mut Html, input: &Input) {
         (None, Some(m)) => m.clone(),
         (None, None) => "none modelled".into(),
     };
-    h.row(&["NCCL modelled".into(), nccl]);
+    let mut rows = vec![("NCCL modelled".to_string(), nccl)];
     if let (Some(m), Some(_)) = (&input.diagnosis.model, input.plan) {
-        h.row(&["NCCL for the log".into(), m.clone()]);
+        rows.push(("NCCL for the log".into(), m.clone()));
+    }
+    page_provenance(h, input.provenance, &rows);
+}
+
+/// Every page's provenance: topo's version, the page's own `rows`, the time, the command
+/// line and the inputs with their hashes.
+pub(super) fn page_provenance(h: &mut Html, p: &Provenance, rows: &[(String, String)]) {
+    h.section("provenance", "Provenance");
+    h.raw("<table>");
+    h.raw("<tbody>\n");
+    h.row(&["topo".into(), p.topo_version.clone()]);
+    for (k, v) in rows {
+        h.row(&[k.clone(), v.clone()]);
     }
     h.row(&["made".into(), p.generated.clone()]);
     h.row(&["command".into(), p.command.clone()]);

@@ -235,3 +235,295 @@ fn the_checker_refuses_bad_documents() {
     }
     check(&base.replace("BODY", "<a href=\"#top\">ok</a><br/>"));
 }
+
+fn page_provenance() -> Provenance {
+    Provenance {
+        topo_version: "0.0.0-test".into(),
+        generated: "2026-12-06T00:00:00Z".into(),
+        command: "topo diff <a> <b> --format html".into(),
+        inputs: vec![],
+    }
+}
+
+/// A string every page must show as text: markup, an entity, a control and a quote.
+const HOSTILE: &str = "</td><script>alert(1)</script>&amp;\u{1b}[31m\"'";
+const HOSTILE_SHOWN: &str =
+    "&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;\\x1b[31m&quot;&apos;";
+
+fn diff_doc() -> topo_diagnose::diff::Diff {
+    use topo_diagnose::diff::{Diff, DiffRow, Side};
+    let side = |arg: &str| Side {
+        arg: arg.into(),
+        kind: topo_model::SourceKind::Snapshot,
+        hosts: 1,
+    };
+    Diff {
+        schema: topo_diagnose::diff::SCHEMA,
+        topo_version: "0.0.0-test",
+        a: side(&format!("a{HOSTILE}.tar.gz")),
+        b: side("b"),
+        hardware: vec![
+            DiffRow {
+                fact: format!("gpu 0 model{HOSTILE}"),
+                a: Some("H100".into()),
+                b: None,
+            },
+            DiffRow {
+                fact: "gpu 0 pcie".into(),
+                a: Some("Gen5 x16".into()),
+                b: Some(format!("Gen5 x16 (x8 now){HOSTILE}")),
+            },
+        ],
+        nccl_version: "2.28".into(),
+        plan_changes: vec![format!("allreduce 1 GiB: Ring -> Tree {HOSTILE}")],
+        plan_error: None,
+    }
+}
+
+#[test]
+fn a_diff_page_is_strict_and_shows_every_row_escaped() {
+    let d = diff_doc();
+    let mut out = vec![];
+    diff(&mut out, &d, &page_provenance()).unwrap();
+    let doc = String::from_utf8(out).unwrap();
+    let c = check(&doc);
+    for id in [
+        "top",
+        "summary",
+        "hardware",
+        "hardware-facts",
+        "plan",
+        "plan-changes",
+        "provenance",
+    ] {
+        assert!(c.ids.iter().any(|x| x == id), "no #{id}");
+    }
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .filter(|(id, _)| id == "hardware-facts")
+        .map(|(_, r)| r.clone())
+        .collect();
+    let visible = |s: &str| s.replace('\u{1b}', "\\x1b");
+    let want: Vec<Vec<String>> = d
+        .hardware
+        .iter()
+        .map(|r| {
+            vec![
+                visible(&r.fact),
+                visible(r.a.as_deref().unwrap_or("(none)")),
+                visible(r.b.as_deref().unwrap_or("(none)")),
+            ]
+        })
+        .collect();
+    assert_eq!(rows, want);
+    assert!(!doc.contains("<script"));
+    assert_eq!(
+        doc.matches(HOSTILE_SHOWN).count(),
+        5,
+        "A, 2 facts, 1 change, the title"
+    );
+    assert!(doc.contains("A and B differ: 2 hardware facts, 1 change in NCCL&apos;s plan."));
+}
+
+#[test]
+fn a_diff_page_says_why_the_plans_were_not_compared() {
+    let mut d = diff_doc();
+    d.hardware.clear();
+    d.plan_changes.clear();
+    d.nccl_version.clear();
+    d.plan_error = Some("A cannot be planned: unsupported nccl version 1.0".into());
+    let mut out = vec![];
+    diff(&mut out, &d, &page_provenance()).unwrap();
+    let doc = String::from_utf8(out).unwrap();
+    check(&doc);
+    assert!(doc.contains("Not compared: A cannot be planned: unsupported nccl version 1.0"));
+    assert!(doc.contains("the plans were not compared"));
+    assert!(doc.contains(crate::diff::HW_SAME));
+}
+
+/// A fleet of `hosts` hosts in `groups` groups, each outlier with `facts` differences, and
+/// `bad` unreadable entries; every name hostile.
+fn fleet_doc(hosts: usize, groups: usize, facts: usize, bad: usize) -> topo_diagnose::fleet::Fleet {
+    use topo_diagnose::fleet::{Fleet, Group, Row, Unreadable};
+    let per = hosts / groups;
+    Fleet {
+        schema: topo_diagnose::fleet::SCHEMA,
+        topo_version: "0.0.0-test",
+        folder: format!("snaps{HOSTILE}"),
+        hosts: per * groups + bad,
+        groups: (0..groups)
+            .map(|g| Group {
+                fingerprint: format!("{g:016x}"),
+                hosts: (0..per).map(|h| format!("node{g}-{h}{HOSTILE}")).collect(),
+                differences: if g == 0 {
+                    vec![]
+                } else {
+                    (0..facts)
+                        .map(|f| Row {
+                            fact: format!("gpu {f} pcie{HOSTILE}"),
+                            reference: Some("Gen5 x16".into()),
+                            here: (f % 2 == 0).then(|| format!("Gen5 x16 (x8 now){HOSTILE}")),
+                        })
+                        .collect()
+                },
+            })
+            .collect(),
+        unreadable: (0..bad)
+            .map(|i| Unreadable {
+                host: format!("bad{i}{HOSTILE}"),
+                error: format!("cannot read snapshot bad{i}{HOSTILE}.tar.gz: truncated"),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_fleet_page_is_strict_and_agrees_with_its_document() {
+    let d = fleet_doc(12, 3, 4, 2);
+    let mut out = vec![];
+    fleet(&mut out, &d, &page_provenance()).unwrap();
+    let doc = String::from_utf8(out).unwrap();
+    let c = check(&doc);
+    for id in [
+        "summary",
+        "groups",
+        "outliers",
+        "group-1",
+        "group-2",
+        "unreadable",
+        "unreadable-entries",
+        "provenance",
+    ] {
+        assert!(c.ids.iter().any(|x| x == id), "no #{id}");
+    }
+    assert!(!doc.contains("<script"));
+    let visible = |s: &str| s.replace('\u{1b}', "\\x1b");
+    let table = |id: &str| -> Vec<Vec<String>> {
+        c.rows
+            .iter()
+            .filter(|(t, _)| t == id)
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    let groups: Vec<Vec<String>> = d
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            vec![
+                i.to_string(),
+                crate::fleet::role(i).to_string(),
+                g.hosts.len().to_string(),
+                g.fingerprint.clone(),
+                g.differences.len().to_string(),
+                visible(&crate::fleet::hosts_line(&g.hosts, 8)),
+            ]
+        })
+        .collect();
+    assert_eq!(table("groups"), groups);
+    for (i, g) in d.groups.iter().enumerate().skip(1) {
+        let want: Vec<Vec<String>> = g
+            .differences
+            .iter()
+            .map(|r| {
+                let v = |x: &Option<String>| visible(x.as_deref().unwrap_or("(none)"));
+                vec![visible(&r.fact), v(&r.here), v(&r.reference)]
+            })
+            .collect();
+        assert_eq!(table(&format!("group-{i}")), want);
+    }
+    let bad: Vec<Vec<String>> = d
+        .unreadable
+        .iter()
+        .map(|u| vec![visible(&u.host), visible(&u.error)])
+        .collect();
+    assert_eq!(table("unreadable-entries"), bad);
+    assert!(doc.contains(&format!("snaps{HOSTILE_SHOWN}")), "the folder");
+    assert!(doc.contains(
+        "8 hosts in 2 outlier groups differ from the reference (4 hosts); 2 entries could not be read."
+    ));
+    let mut alike = fleet_doc(3, 1, 0, 0);
+    alike.hosts = 3;
+    let mut out = vec![];
+    fleet(&mut out, &alike, &page_provenance()).unwrap();
+    let doc = String::from_utf8(out).unwrap();
+    check(&doc);
+    assert!(doc.contains(">3 hosts alike.</p>"));
+}
+
+/// 100,000 hosts in 5,000 classes, each with 300 differences, and 10,000 unreadable entries:
+/// the page lists the first groups, rows and names with counts, and stays small.
+#[test]
+fn a_fleet_page_is_bounded_whatever_the_fleet() {
+    let small = fleet_doc(30, 3, 40, 2);
+    let large = fleet_doc(100_000, 5_000, 300, 10_000);
+    let page = |d: &topo_diagnose::fleet::Fleet| {
+        let mut out = vec![];
+        fleet(&mut out, d, &page_provenance()).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let (s, l) = (page(&small), page(&large));
+    check(&l);
+    assert!(l.len() < 8 << 20, "{} bytes", l.len());
+    assert!(l.contains("… and 4800 more groups not listed"));
+    assert!(l.contains("… and 4967 more outlier groups detailed"));
+    assert!(l.contains("… and 9800 more unreadable entries not listed"));
+    assert!(l.contains(" and 12 more</td>"), "hosts of a group cut");
+    assert!(s.len() < l.len());
+}
+
+/// Channel 0's tree and its mirror: every rank once, one edge per non-root rank, the nodes
+/// and GPUs named.
+#[test]
+fn trees_are_drawn_with_their_mirror() {
+    let t = hgx(8, 90).replicate(4);
+    let doc = report(&t, &provenance("box.xml"), vec![]);
+    check(&doc);
+    let figures: Vec<&str> = doc
+        .split("<div class=\"h-figure h-tree\">")
+        .skip(1)
+        .map(|s| &s[..s.find("</div>").unwrap()])
+        .collect();
+    assert_eq!(figures.len(), 2, "tree 0 and its mirror");
+    assert!(figures[0].contains("tree 0 (channel 0)"));
+    assert!(figures[1].contains("tree 1, its mirror (channel "));
+    for f in &figures {
+        let boxes: usize = (0..4)
+            .map(|n| f.matches(&format!("<rect class=\"n{n}")).count())
+            .sum();
+        assert_eq!(boxes, 32, "a box per rank");
+        assert_eq!(f.matches(" root\"").count(), 1, "one root");
+        let edges =
+            f.matches("<line class=\"intra\"").count() + f.matches("<line class=\"inter\"").count();
+        assert_eq!(edges, 31);
+        assert_eq!(
+            f.matches("<line class=\"inter\"").count(),
+            3,
+            "4 nodes: 3 hops"
+        );
+        for n in 0..4 {
+            assert!(f.contains(&format!(">node {n}</text>")));
+        }
+        assert!(f.contains(">GPU7</text>"));
+    }
+    // A tree is not drawn past the rings' bound; the text lists it still.
+    let big = report(&hgx(8, 90).replicate(16), &provenance("a"), vec![]);
+    assert!(!big.contains("h-tree"));
+}
+
+/// Every matrix sits in a box that scrolls sideways, so a wide one never widens the page; the
+/// print style lets it out.
+#[test]
+fn matrices_scroll_in_their_own_box() {
+    let doc = report(&hgx(8, 90).replicate(2), &provenance("a"), vec![]);
+    let tables = doc.matches("<table class=\"h-matrix").count();
+    assert!(tables >= 2);
+    assert_eq!(
+        doc.matches("<div class=\"h-wide\"><table class=\"h-matrix")
+            .count(),
+        tables
+    );
+    assert!(doc.contains(".h-wide{overflow-x:auto"));
+    assert!(doc.contains("@media print{") && doc.contains(".h-wide{overflow:visible}"));
+}
