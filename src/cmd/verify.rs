@@ -29,8 +29,17 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             req.ranks = probe.gpus.len() * k;
         }
         if a.nchannels.is_none() {
-            let sms = probe.gpus.iter().map(|g| g.sms).min().unwrap_or(2);
-            req.nchannels = (sms as usize / k / 2).clamp(1, 32);
+            // The kernel model's choice (issue 47): the fewest channels whose modelled busbw
+            // reaches 0.8 of the copy ceiling, all ranks' CTAs resident, on the smallest GPU.
+            let model = topo_runtime::cuda::model::COSTS;
+            req.nchannels = probe
+                .gpus
+                .iter()
+                .map(|g| {
+                    topo_runtime::cuda::model::channels(&model, &g.name, g.sms.max(1) as u32, k)
+                })
+                .min()
+                .unwrap_or(1);
         }
         if foreign {
             plan_foreign(a, &mut req, style)?;

@@ -300,6 +300,11 @@ pub struct VerifyRow {
     /// The placement of the fit that priced the prediction (`None`: every placement pooled).
     #[serde(default)]
     pub priced_as: Option<Placement>,
+    /// The CUDA backend with every rank on one GPU and `--copy-ceiling`: the busbw at which
+    /// the ranks move as many bytes of the GPU's memory as the measured copy does
+    /// (`cuda::model::ceiling_busbw`); the text prints it and measured busbw over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_busbw_gbps: Option<f64>,
 }
 
 /// The sweep's result, on rank 0.
@@ -896,6 +901,7 @@ pub(crate) fn measured_row(
         c2c_ns: None,
         placement: None,
         priced_as: None,
+        ceiling_busbw_gbps: None,
     }
 }
 
@@ -1452,6 +1458,7 @@ mod tests {
             c2c_ns: None,
             placement: None,
             priced_as: None,
+            ceiling_busbw_gbps: None,
         }
     }
 

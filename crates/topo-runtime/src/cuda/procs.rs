@@ -363,7 +363,7 @@ fn rank_body(
     // Everyone has mapped everyone's memory before any kernel touches it.
     link.barrier()?;
     if copy_ceiling && rank == 0 {
-        notes.push(device::copy_ceiling(g, req.max_bytes)?);
+        notes.push(device::copy_ceiling(g, req.max_bytes)?.0);
     }
     let sh = Shared {
         req,
@@ -376,6 +376,7 @@ fn rank_body(
         abort: comm[0] + arena.abort_off as u64,
         comm,
         gate: &link,
+        sys_fence: device::needs_sys_fence(ngpu, kind == TransportKind::Shm),
     };
     let out = guarded("cuda rank", || device::rank_main(&sh, rank));
     let mine = match out {
