@@ -33,6 +33,9 @@ pub struct CudaOptions {
     pub force_shm: bool,
     /// Process jobs: legacy IPC handles even where cuMem works (`TOPO_CUDA_TRANSPORT=ipc`).
     pub force_ipc: bool,
+    /// How processes that share a GPU run (`sharing::prepare_mps`, decided before any
+    /// context); the report says it.
+    pub sharing: super::sharing::Sharing,
 }
 
 fn check(r: CUresult, what: &str) -> Result<()> {
@@ -142,26 +145,18 @@ fn occupancy(f: sys::CUfunction) -> Result<usize> {
 /// (8 unless set, at most 32), and streams beyond that share one: a rank's kernel then waits
 /// behind another rank's kernel that waits for it. One queue stays for the default stream.
 /// Measured on an H200 (2026-12-04): 2 and 4 ranks per GPU ran every check; 8 stalled.
+/// `sharing::prepare_queues` sets the variable before the context where it can; this is the
+/// check, after, that the context got enough (the variable unset and the default too few
+/// means it could not be set: refused, naming the value).
 pub(super) fn check_connections(rpg: usize, var: Option<String>) -> Result<()> {
-    let queues = var
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(8)
-        .clamp(1, 32);
-    if rpg < queues {
-        return Ok(());
+    use super::sharing::{Queues, queues};
+    match queues(rpg, var.as_deref()) {
+        Queues::Enough(_) => Ok(()),
+        Queues::Set(n) => Err(RuntimeError::InvalidPlan(format!(
+            "{rpg} ranks per GPU need {n} hardware queues and the driver gives 8: set CUDA_DEVICE_MAX_CONNECTIONS={n} (at most 32)"
+        ))),
+        Queues::Refuse(e) => Err(RuntimeError::InvalidPlan(e)),
     }
-    let hint = if queues < 32 && rpg < 32 {
-        format!(
-            "set CUDA_DEVICE_MAX_CONNECTIONS={} (at most 32)",
-            (rpg + 1).max(queues)
-        )
-    } else {
-        "use at most 31 --ranks-per-gpu".to_string()
-    };
-    Err(RuntimeError::InvalidPlan(format!(
-        "{rpg} ranks per GPU need {} hardware queues and the driver gives {queues}: {hint}",
-        rpg + 1
-    )))
 }
 
 /// Ranks that share a GPU wait on each other inside their kernels, so all their CTAs must be

@@ -12,6 +12,8 @@
 //! * [`sass`]: cuobjdump's listings of a CUBIN read, and the rules the hot kernels keep (no GPU).
 //! * [`model`]: the kernel's throughput from its handshake and piece size; the piece and
 //!   channel choice, the copy ceiling in busbw (pure, its figures in tables).
+//! * [`sharing`]: ranks sharing a GPU: the hardware queue count set before the context, MPS
+//!   used or started for process jobs, or time slices, and the report's line saying which.
 //! * [`pack`]: steps, connections, launch arguments and memory layout in the kernels' form (pure).
 //! * [`device`]: the verify sweep on GPUs: one thread per rank, `--ranks-per-gpu K`, CUDA events.
 //! * [`peer`]: how ranks reach each other's memory: P2P in one process, cuMem VMM exported as
@@ -30,6 +32,7 @@ pub mod pack;
 pub mod peer;
 pub mod procs;
 pub mod sass;
+pub mod sharing;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
