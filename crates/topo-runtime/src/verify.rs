@@ -990,6 +990,12 @@ pub struct JsonRow {
     /// calibration has no fit of that placement (it never saw it, or the row is mixed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_for: Option<String>,
+    /// The CUDA backend, every rank on one GPU, `--copy-ceiling`: the copy ceiling in busbw
+    /// (`cuda::model::ceiling_busbw`) and measured busbw over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_busbw_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_ratio: Option<f64>,
 }
 
 /// `topo verify --format json` (`topo.verify/v1`).
@@ -1066,6 +1072,11 @@ impl VerifyReport {
                         .placement
                         .and(r.predicted_time_us)
                         .map(|_| r.priced_as.map_or("pooled", |p| p.name()).into()),
+                    ceiling_busbw_gbps: r.ceiling_busbw_gbps,
+                    ceiling_ratio: r
+                        .ceiling_busbw_gbps
+                        .filter(|&c| c > 0.0)
+                        .map(|c| r.out_of_place.busbw_gbps / c),
                 })
                 .collect(),
             avg_busbw_gbps: self.avg_busbw_gbps(),

@@ -19,6 +19,10 @@ pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
 /// Threads per CTA (`TOPO_THREADS` in the source).
 pub const THREADS: u32 = 512;
 
+/// Warp groups per channel CTA (`TOPO_GROUPS`): the pieces of a connection in flight at once
+/// (at most `pack::SLOTS`).
+pub const GROUPS: u32 = 4;
+
 /// CTAs of a primitive one SM must hold at once (`TOPO_MIN_CTAS`, the launch bounds): ranks
 /// that share a GPU spin-wait on each other, so every rank's CTAs must be resident together.
 pub const MIN_CTAS: u32 = 2;

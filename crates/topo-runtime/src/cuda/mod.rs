@@ -14,6 +14,7 @@
 //!   channel choice, the copy ceiling in busbw (pure, its figures in tables).
 //! * [`sharing`]: ranks sharing a GPU: the hardware queue count set before the context, MPS
 //!   used or started for process jobs, or time slices, and the report's line saying which.
+//! * `emulate` (tests only): the kernel's pipelined walker as CPU threads over real schedules.
 //! * [`pack`]: steps, connections, launch arguments and memory layout in the kernels' form (pure).
 //! * [`device`]: the verify sweep on GPUs: one thread per rank, `--ranks-per-gpu K`, CUDA events.
 //! * [`peer`]: how ranks reach each other's memory: P2P in one process, cuMem VMM exported as
@@ -22,6 +23,8 @@
 //! * [`procs`]: process jobs (`--launch processes`, `--launch env` on one host), one rank each.
 //! * [`nccl`]: NCCL opened at run time for `--compare nccl`.
 pub mod device;
+#[cfg(test)]
+mod emulate;
 pub mod exchange;
 pub mod kernels;
 pub mod loader;

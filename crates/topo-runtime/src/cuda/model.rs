@@ -12,8 +12,7 @@
 //! rank crosses one connection once).
 use crate::types::Collective;
 
-use super::kernels::THREADS;
-use super::pack::GROUPS;
+use super::kernels::{GROUPS, THREADS};
 
 /// The kernel's costs, and where each figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,6 +5,9 @@ use crate::error::{Result, RuntimeError};
 use crate::schedule::{Buf, Layout, Loc, Step};
 use crate::types::{DataType, Protocol};
 
+// Warp groups per channel CTA: a step holds one piece for each, at most `SLOTS`.
+use super::kernels::GROUPS;
+
 /// `TOPO_NONE` in the kernel: no input or no output.
 pub const NONE: u64 = u64::MAX;
 
@@ -71,10 +74,6 @@ pub struct Fifo {
 /// kernel takes a piece's slot with a mask.
 pub const SLOTS: u32 = 8;
 
-/// Warp groups per channel CTA (`TOPO_GROUPS`): pieces in flight per connection, at most
-/// `SLOTS`.
-pub const GROUPS: u32 = 4;
-
 impl Fifo {
     /// Simple: slots of data, the piece `cuda::model::simple_piece` computes from the
     /// kernel's costs (at most NCCL's 4 MiB buffer / 8 steps, 512 KiB). LL: 16-byte lines
@@ -124,12 +123,14 @@ pub fn proto_code(p: Protocol) -> u32 {
 }
 
 /// Elements per schedule step: half of a FIFO's data (the schedule needs two chunks in
-/// flight per connection), at least one slot, capped by the plan's chunk size; the same rule
-/// as the host executor's `Executor::chunk_elems`.
+/// flight per connection), capped by the plan's chunk size, but at least one piece per warp
+/// group (`GROUPS`: a step of fewer pieces leaves groups idle, and the pipeline is the
+/// groups'); the host executor's `Executor::chunk_elems` has the same rule with one slot.
 pub fn chunk_elems(p: Protocol, chunk_bytes: usize, dt: DataType) -> usize {
     let f = Fifo::of(p);
     let half = f.data_bytes() / 2;
-    (chunk_bytes.clamp(f.piece_bytes as usize, half) / dt.size()).max(1)
+    let groups = (GROUPS as usize * f.piece_bytes as usize).min(half);
+    (chunk_bytes.clamp(groups, half) / dt.size()).max(1)
 }
 
 /// A rank's steps in the kernels' form: grouped by channel (each channel's order kept),
@@ -419,6 +420,8 @@ mod tests {
                 let c = chunk_elems(p, 512 << 10, dt) * dt.size();
                 assert!(2 * c <= f.data_bytes(), "{p:?} {dt:?}");
                 assert!(c >= f.piece_bytes as usize - dt.size());
+                // Every warp group has a piece of each step.
+                assert!(c + dt.size() > GROUPS as usize * f.piece_bytes as usize - dt.size());
             }
         }
         assert_eq!(
