@@ -193,10 +193,8 @@ __device__ __forceinline__ void fence_scoped(u32 sys) {
     if (sys) __threadfence_system();
     else __threadfence();
 }
-// Named barrier of warp group g (TOPO_GROUP_THREADS threads), and its OR-reduction.
-__device__ __forceinline__ void group_sync(u32 g) {
-    asm volatile("bar.sync %0, %1;" :: "r"(g + 1), "r"(TOPO_GROUP_THREADS) : "memory");
-}
+// The named barrier of warp group g (TOPO_GROUP_THREADS threads) with an OR over `v`: the
+// group meets and learns whether any thread failed (NCCL's barrier_red_or, 2.23-2.28).
 __device__ __forceinline__ bool group_any(u32 g, bool v) {
     u32 r;
     asm volatile("{ .reg .pred p, q;\n"
@@ -325,9 +323,10 @@ struct Piece {
 // combines and stores (one load at a time waits out the memory latency once per 16 bytes:
 // ~5 GB/s per channel on an H200, 2026-12-04). Whole 16-byte vectors when every pointer is
 // 16-byte aligned (the FIFO's always are; a buffer's are unless a step starts mid-vector),
-// element by element otherwise. 1- and 2-byte types keep 2 in flight: their combine unpacks
-// 8 or 16 elements per vector, and 4 vectors of them spill past the 64 registers that 2 CTAs
-// of 512 threads leave (cuobjdump's check found 24-72 bytes of stack at 4).
+// element by element otherwise. 4-byte types keep 4 in flight; 1-, 2- and 8-byte types 2
+// (a combine unpacking 8 or 16 elements per vector, or 64-bit arithmetic, at 4 vectors
+// spills past the 64 registers that 2 CTAs of 512 threads leave: cuobjdump's check found
+// 8-72 bytes of stack); AVG's finishing step 1 (`piece_simple`).
 template <typename T, typename Op, int SIMPLE_UNROLL, bool DIV>
 __device__ void simple_loop(const Ctx& x, const Piece& p) {
     int chunks = (p.len + 15) / 16;
