@@ -6,21 +6,40 @@
 // One launch runs a rank's whole schedule for one collective call: one CTA per channel walks
 // that channel's steps in order (the steps come from topo-runtime's `schedule`, packed by
 // `cuda::pack`). A connection (sender -> receiver, channel) is a ring of `nslots` slots in
-// the RECEIVER's memory (the sender writes remotely, the receiver reads locally) plus a head
-// counter in the SENDER's memory (the receiver returns credit remotely, the sender polls
-// locally); NCCL places P2P buffers the same way (src/transport/p2p.cc, 2.19+: the receiver
-// allocates, the sender writes). Pieces on a connection are numbered from 0 for the life of
-// the buffers, so the numbers (and LL/LL128 flags) carry over between launches.
+// the RECEIVER's memory (the sender writes remotely, the receiver reads locally), one tail
+// flag per slot beside it, and one head flag per slot in the SENDER's memory (the receiver
+// returns credit remotely, the sender polls locally); NCCL places P2P buffers the same way
+// (src/transport/p2p.cc, 2.19+: the receiver allocates, the sender writes). Pieces on a
+// connection are numbered from 0 for the life of the buffers, so the numbers (and the flags,
+// piece + 1) carry over between launches.
 //
-// Protocols (NCCL's src/device/prims_{simple,ll,ll128}.h, 2.19-2.23, for what each signals):
-//   Simple: slot = data; the sender stores the data, fences (system scope: the FIFO may be
-//           pinned host memory), then bumps the receiver's tail counter.
+// Pipelining (issue 47): a channel's CTA is TOPO_GROUPS warp groups; a step's pieces go round
+// the groups (piece k to group k % TOPO_GROUPS), each group waits, copies and posts its own
+// pieces with its own named barrier, so up to TOPO_GROUPS pieces of a connection are in flight
+// at once. NCCL splits a block into groups with their own barriers the same way
+// (src/device/prims_simple.h, 2.23-2.28: barrier_sync(15 - group, nthreads)); its Simple
+// protocol keeps one step counter per connection because its slices post in order, where
+// here the groups finish out of order, hence a flag per slot. All groups meet at the end of
+// every step (a later step may read what an earlier one wrote), and there the piece counters
+// move on by the step's pieces.
+//
+// Fences: a flag is stored after a fence of the scope the transport needs (`fence_release`):
+// the GPU's when every rank of the job is on this GPU and the FIFOs are device memory, the
+// system's otherwise (another GPU over P2P, pinned host memory); `sys_fence` in the launch
+// arguments says which. NCCL always fences at system scope (prims_simple.h, 2.23-2.28:
+// fence_acq_rel_sys before st_relaxed_sys_global of the step).
+//
+// Protocols (NCCL's src/device/prims_{simple,ll,ll128}.h, 2.19-2.28, for what each signals):
+//   Simple: slot = data, copied in 16-byte vectors (NCCL's reduceCopyPacks over BytePack<16>,
+//           src/device/common_kernel.h, 2.19-2.28); the group meets, one thread fences and
+//           stores the slot's tail flag.
 //   LL:     16-byte lines {data0, flag, data1, flag}: 8 data bytes, each 4 bytes paired with
 //           the flag in one 8-byte word, so a flag seen means its data is there. No fence.
 //   LL128:  128-byte lines: 120 data bytes + an 8-byte flag, 8 threads per line. The sender
 //           stores the data, fences once per round of lines, then stores each line's last 16 bytes
 //           (8 data + flag). NCCL relies on NVLink delivering a warp's 128-byte store whole
-//           and skips the fence; the fence here keeps this correct over PCIe and host memory.
+//           and skips the fence (prims_ll128.h, 2.19-2.28); the fence here, of the transport's
+//           scope, keeps this correct over PCIe and host memory.
 // Every wait is bounded: it checks the shared abort word and a deadline (%globaltimer), and
 // on failure records (code, channel, step) in `status` and sets the abort word.
 
@@ -32,6 +51,11 @@ typedef unsigned long long u64;
 typedef long long i64;
 
 #define TOPO_THREADS 512
+// Warp groups per channel CTA, each with TOPO_GROUP_THREADS threads and named barrier g + 1
+// (barrier 0 is __syncthreads'). Must divide TOPO_THREADS into whole warps and be at most
+// `nslots` (cuda::pack::GROUPS, SLOTS).
+#define TOPO_GROUPS 4
+#define TOPO_GROUP_THREADS (TOPO_THREADS / TOPO_GROUPS)
 #define TOPO_NONE 0xffffffffffffffffull
 #define TOPO_FINISH 1u
 
@@ -53,11 +77,11 @@ struct DevStep {
 // Must match `cuda::pack::DevConn` (24 bytes). One per (peer, channel), in each direction.
 struct DevConn {
     u8* fifo;   // recv: this rank's FIFO from the peer; send: the peer's FIFO from this rank
-    u64* tail;  // Simple: recv: local tail; send: the peer's tail (remote)
-    u64* head;  // recv: the sender's head (remote); send: local head
+    u64* tail;  // Simple, `nslots` flags: recv: local; send: the peer's (remote)
+    u64* head;  // `nslots` flags: recv: the sender's (remote); send: local
 };
 
-// Must match `cuda::pack::DevArgs` (104 bytes).
+// Must match `cuda::pack::DevArgs` (112 bytes).
 struct DevArgs {
     const DevStep* steps;
     const u32* chan_start;  // nch + 1 entries
@@ -75,6 +99,8 @@ struct DevArgs {
     u32 nslots;
     u32 slot_bytes;   // FIFO bytes per slot (lines included)
     u32 piece_bytes;  // data bytes per slot
+    u32 sys_fence;    // 1: flags need system-scope fences (another GPU, host memory)
+    u32 pad;
 };
 
 // ---------------------------------------------------------------- element types
@@ -136,14 +162,21 @@ struct OpAvg { template <typename C> static __device__ __forceinline__ C f(C a, 
 
 // ---------------------------------------------------------------- memory helpers
 
-__device__ __forceinline__ uint4 ld_volatile16(const void* p) {
+__device__ __forceinline__ void st_volatile16(void* p, uint4 v) {
+    asm volatile("st.volatile.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+// The FIFO's data: volatile so a slot reused by a later piece is not read from a stale L1
+// line (NCCL's ld_volatile_global, src/device/op128.h, 2.19-2.28), in the global state space
+// so the load is one LDG.E.128 (cuobjdump checks it).
+__device__ __forceinline__ uint4 ld_volatile_global16(const void* p) {
     uint4 v;
-    asm volatile("ld.volatile.v4.u32 {%0,%1,%2,%3}, [%4];"
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void st_volatile16(void* p, uint4 v) {
-    asm volatile("st.volatile.v4.u32 [%0], {%1,%2,%3,%4};"
+__device__ __forceinline__ void st_global16(void* p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1,%2,%3,%4};"
                  :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 __device__ __forceinline__ u64 ld_volatile64(const u64* p) {
@@ -154,6 +187,23 @@ __device__ __forceinline__ u64 ld_volatile64(const u64* p) {
 __device__ __forceinline__ void st_volatile64(u64* p, u64 v) {
     asm volatile("st.volatile.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
+// A fence of the scope the transport needs: GPU scope between ranks of this GPU, system
+// scope when a peer is another GPU or the FIFO is host memory.
+__device__ __forceinline__ void fence_scoped(u32 sys) {
+    if (sys) __threadfence_system();
+    else __threadfence();
+}
+// The named barrier of warp group g (TOPO_GROUP_THREADS threads) with an OR over `v`: the
+// group meets and learns whether any thread failed (NCCL's barrier_red_or, 2.23-2.28).
+__device__ __forceinline__ bool group_any(u32 g, bool v) {
+    u32 r;
+    asm volatile("{ .reg .pred p, q;\n"
+                 "  setp.ne.u32 p, %1, 0;\n"
+                 "  bar.red.or.pred q, %2, %3, p;\n"
+                 "  selp.u32 %0, 1, 0, q; }"
+                 : "=r"(r) : "r"((u32)v), "r"(g + 1), "r"(TOPO_GROUP_THREADS) : "memory");
+    return r != 0;
+}
 __device__ __forceinline__ u64 now_ns() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -161,23 +211,31 @@ __device__ __forceinline__ u64 now_ns() {
 }
 
 // `n` bytes (a multiple of the element size, at most 16) from `p`: one 16-byte load when
-// aligned and whole, element by element otherwise.
+// aligned and whole, element by element otherwise. The element loops run to a constant
+// bound, fully unrolled, so the union stays in registers (a loop to `n` indexes it
+// dynamically, which puts it in local memory: cuobjdump checks there is none).
 template <typename T>
 __device__ __forceinline__ uint4 load_bytes(const u8* p, int n) {
     if (n == 16 && (((u64)p) & 15) == 0) return *(const uint4*)p;
-    union { uint4 v; typename T::S e[16 / sizeof(typename T::S)]; } u;
+    typedef typename T::S S;
+    union { uint4 v; S e[16 / sizeof(S)]; } u;
     u.v = make_uint4(0, 0, 0, 0);
-    const typename T::S* q = (const typename T::S*)p;
-    for (int k = 0; k < n / (int)sizeof(typename T::S); k++) u.e[k] = q[k];
+    const S* q = (const S*)p;
+#pragma unroll
+    for (int k = 0; k < (int)(16 / sizeof(S)); k++)
+        if (k * (int)sizeof(S) < n) u.e[k] = q[k];
     return u.v;
 }
 template <typename T>
 __device__ __forceinline__ void store_bytes(u8* p, uint4 v, int n) {
     if (n == 16 && (((u64)p) & 15) == 0) { *(uint4*)p = v; return; }
-    union { uint4 v; typename T::S e[16 / sizeof(typename T::S)]; } u;
+    typedef typename T::S S;
+    union { uint4 v; S e[16 / sizeof(S)]; } u;
     u.v = v;
-    typename T::S* q = (typename T::S*)p;
-    for (int k = 0; k < n / (int)sizeof(typename T::S); k++) q[k] = u.e[k];
+    S* q = (S*)p;
+#pragma unroll
+    for (int k = 0; k < (int)(16 / sizeof(S)); k++)
+        if (k * (int)sizeof(S) < n) q[k] = u.e[k];
 }
 
 // v = recv (op) input, then the post-op (AVG divides by nranks) when finishing.
@@ -191,7 +249,9 @@ __device__ __forceinline__ uint4 combine(uint4 r, bool have_r, uint4 in, bool ha
     b.v = in;
     o.v = have_r ? r : in;
     int m = n / (int)sizeof(S);
-    for (int k = 0; k < m; k++) {
+#pragma unroll
+    for (int k = 0; k < (int)(16 / sizeof(S)); k++) {
+        if (k >= m) break;
         typename T::C c;
         if (have_r && have_in) c = Op::f(T::ld(a.e[k]), T::ld(b.e[k]));
         else c = T::ld(o.e[k]);
@@ -210,6 +270,8 @@ struct Ctx {
     u32 chan;
     u32 step;
     u64 deadline;
+    u32 g;     // warp group
+    u32 gtid;  // thread within the group
 };
 
 // Record the first failure and tell every rank to stop.
@@ -229,19 +291,19 @@ __device__ __forceinline__ bool give_up(const Ctx& x, u32 spins) {
     return false;
 }
 
-// Thread 0 waits until `*p >= want`; every thread learns whether it failed.
-__device__ bool wait_counter_ge(const Ctx& x, const u64* p, u64 want) {
-    __shared__ int bad;
-    if (threadIdx.x == 0) {
-        bad = 0;
+// The group's thread 0 waits until the flag `*p >= want`, then fences (acquire) so the
+// group's loads after the barrier see what the flag published; every thread of the group
+// learns whether it failed (the barrier's OR).
+__device__ bool wait_flag_ge(const Ctx& x, const u64* p, u64 want) {
+    bool bad = false;
+    if (x.gtid == 0) {
         u32 spins = 0;
         while (ld_volatile64(p) < want) {
-            if (give_up(x, ++spins)) { bad = 1; break; }
+            if (give_up(x, ++spins)) { bad = true; break; }
         }
-        __threadfence();
+        fence_scoped(x.a->sys_fence);
     }
-    __syncthreads();
-    return bad == 0;
+    return !group_any(x.g, bad);
 }
 
 // ---------------------------------------------------------------- one piece per protocol
@@ -257,39 +319,56 @@ struct Piece {
     u64 sflag;      // ... and of the sent piece
 };
 
-// Each thread keeps SIMPLE_UNROLL 16-byte loads in flight before it combines and stores:
-// the volatile loads are ordered, so one load per iteration would wait out the memory
-// latency once per 16 bytes (measured on an H200, 2026-12-04: ~5 GB/s per channel).
-#define SIMPLE_UNROLL 4
-template <typename T, typename Op>
-__device__ void piece_simple(const Ctx& x, const Piece& p) {
+// Simple over one group: each thread keeps SIMPLE_UNROLL 16-byte loads in flight before it
+// combines and stores (one load at a time waits out the memory latency once per 16 bytes:
+// ~5 GB/s per channel on an H200, 2026-12-04). Whole 16-byte vectors when every pointer is
+// 16-byte aligned (the FIFO's always are; a buffer's are unless a step starts mid-vector),
+// element by element otherwise. 4-byte types keep 4 in flight; 1-, 2- and 8-byte types 2
+// (a combine unpacking 8 or 16 elements per vector, or 64-bit arithmetic, at 4 vectors
+// spills past the 64 registers that 2 CTAs of 512 threads leave: cuobjdump's check found
+// 8-72 bytes of stack); AVG's finishing step 1 (`piece_simple`).
+template <typename T, typename Op, int SIMPLE_UNROLL, bool DIV>
+__device__ void simple_loop(const Ctx& x, const Piece& p) {
     int chunks = (p.len + 15) / 16;
-    int stride = blockDim.x;
-    for (int c0 = threadIdx.x; c0 < chunks; c0 += SIMPLE_UNROLL * stride) {
+    const int stride = TOPO_GROUP_THREADS;
+    bool vec = ((((u64)p.in) | ((u64)p.out) | ((u64)p.src) | ((u64)p.dst)) & 15) == 0;
+    for (int c0 = x.gtid; c0 < chunks; c0 += SIMPLE_UNROLL * stride) {
         uint4 r[SIMPLE_UNROLL], in[SIMPLE_UNROLL];
         int n[SIMPLE_UNROLL];
 #pragma unroll
         for (int u = 0; u < SIMPLE_UNROLL; u++) {
             int c = c0 + u * stride;
             n[u] = c < chunks ? (p.len - c * 16 < 16 ? p.len - c * 16 : 16) : 0;
-            // Volatile: the slot held an older piece, which may still sit in this SM's L1.
-            r[u] = (p.src && n[u] > 0) ? ld_volatile16(p.src + c * 16) : make_uint4(0, 0, 0, 0);
+            r[u] = (p.src && n[u] > 0) ? ld_volatile_global16(p.src + c * 16) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < SIMPLE_UNROLL; u++) {
             int c = c0 + u * stride;
-            in[u] = (p.in && n[u] > 0) ? load_bytes<T>(p.in + c * 16, n[u]) : make_uint4(0, 0, 0, 0);
+            if (!p.in || n[u] == 0) in[u] = make_uint4(0, 0, 0, 0);
+            else if (vec && n[u] == 16) in[u] = *(const uint4*)(p.in + c * 16);
+            else in[u] = load_bytes<T>(p.in + c * 16, n[u]);
         }
 #pragma unroll
         for (int u = 0; u < SIMPLE_UNROLL; u++) {
             if (n[u] == 0) continue;
             int c = c0 + u * stride;
-            uint4 v = combine<T, Op>(r[u], p.src != 0, in[u], p.in != 0, n[u], p.fin, x.a->nranks);
-            if (p.out) store_bytes<T>(p.out + c * 16, v, n[u]);
-            if (p.dst) *(uint4*)(p.dst + c * 16) = v;
+            uint4 v = combine<T, Op>(r[u], p.src != 0, in[u], p.in != 0, n[u], DIV, x.a->nranks);
+            if (p.out) {
+                if (vec && n[u] == 16) *(uint4*)(p.out + c * 16) = v;
+                else store_bytes<T>(p.out + c * 16, v, n[u]);
+            }
+            if (p.dst) st_global16(p.dst + c * 16, v);
         }
     }
-    if (p.dst) __threadfence_system();
+}
+
+// AVG's finishing division runs one vector at a time: its slow path (a subroutine for
+// float and 64-bit integer division) beside several vectors in flight spills.
+template <typename T, typename Op>
+__device__ void piece_simple(const Ctx& x, const Piece& p) {
+    if (Op::AVG && p.fin) simple_loop<T, Op, 1, true>(x, p);
+    else if (sizeof(typename T::S) == 4) simple_loop<T, Op, 4, false>(x, p);
+    else simple_loop<T, Op, 2, false>(x, p);
 }
 
 // LL: line l carries data bytes [8l, 8l+8).
@@ -298,15 +377,15 @@ __device__ bool piece_ll(const Ctx& x, const Piece& p) {
     int lines = (p.len + 7) / 8;
     u32 f = (u32)p.flag, sf = (u32)p.sflag;
     bool ok = true;
-    for (int l = threadIdx.x; l < lines; l += blockDim.x) {
+    for (int l = x.gtid; l < lines; l += TOPO_GROUP_THREADS) {
         int n = p.len - l * 8 < 8 ? p.len - l * 8 : 8;
         uint4 r = make_uint4(0, 0, 0, 0);
         if (p.src) {
             u32 spins = 0;
-            uint4 line = ld_volatile16(p.src + l * 16);
+            uint4 line = ld_volatile_global16(p.src + l * 16);
             while (line.y != f || line.w != f) {
                 if (give_up(x, ++spins)) { ok = false; break; }
-                line = ld_volatile16(p.src + l * 16);
+                line = ld_volatile_global16(p.src + l * 16);
             }
             if (!ok) break;
             r = make_uint4(line.x, line.z, 0, 0);
@@ -319,17 +398,18 @@ __device__ bool piece_ll(const Ctx& x, const Piece& p) {
     return ok;
 }
 
-// LL128: line l carries data bytes [120l, 120l+120); thread j of a group of 8 holds bytes
-// [16j, 16j+16) of the line, the 8th holds 8 data bytes and the flag.
+// LL128: line l carries data bytes [120l, 120l+120); thread j of a team of 8 holds bytes
+// [16j, 16j+16) of the line, the 8th holds 8 data bytes and the flag word (NCCL's layout:
+// NCCL_LL128_LINEELEMS 16 u64 per line, the last one the flag, prims_ll128.h 2.19-2.28).
 template <typename T, typename Op>
 __device__ bool piece_ll128(const Ctx& x, const Piece& p) {
     int lines = (p.len + 119) / 120;
-    int lane = threadIdx.x & 31, j = lane & 7;
-    int group = threadIdx.x >> 3, groups = blockDim.x >> 3;
-    int rounds = (lines + groups - 1) / groups;
+    int j = x.gtid & 7;
+    int team = x.gtid >> 3, teams = TOPO_GROUP_THREADS >> 3;
+    int rounds = (lines + teams - 1) / teams;
     bool ok = true;
     for (int k = 0; k < rounds; k++) {
-        int l = k * groups + group;
+        int l = k * teams + team;
         bool valid = l < lines;
         int off = l * 120 + j * 16;  // data byte of this thread
         int want = j == 7 ? 8 : 16;
@@ -343,19 +423,19 @@ __device__ bool piece_ll128(const Ctx& x, const Piece& p) {
                 while (ld_volatile64((const u64*)(line + 120)) != p.flag) {
                     if (give_up(x, ++spins)) { ok = false; break; }
                 }
-                __threadfence();  // acquire: the group's data loads come after the flag
+                fence_scoped(x.a->sys_fence);  // acquire: the team's loads come after the flag
             }
         }
-        // The flag thread's wait orders the group's reads after the sender's fence.
+        // The flag thread's wait orders the team's reads after the sender's fence.
         if (__any_sync(0xffffffffu, !ok)) { ok = false; break; }
         __syncwarp();
-        if (p.src && valid) r = ld_volatile16(p.src + l * 128 + j * 16);
+        if (p.src && valid) r = ld_volatile_global16(p.src + l * 128 + j * 16);
         uint4 in = (p.in && n > 0) ? load_bytes<T>(p.in + off, n) : make_uint4(0, 0, 0, 0);
         uint4 v = combine<T, Op>(r, p.src != 0, in, p.in != 0, n, p.fin, x.a->nranks);
         if (p.out && n > 0) store_bytes<T>(p.out + off, v, n);
         if (p.dst && valid && j < 7) st_volatile16(p.dst + l * 128 + j * 16, v);
         if (p.dst) {
-            __threadfence_system();
+            fence_scoped(x.a->sys_fence);
             __syncwarp();
             if (valid && j == 7) {
                 u64 fl = p.sflag;
@@ -369,58 +449,78 @@ __device__ bool piece_ll128(const Ctx& x, const Piece& p) {
 
 // ---------------------------------------------------------------- the schedule walker
 
+// Piece `k` of a step on group x.g: wait for credit and data, copy, post. Returns false on
+// a failure the whole group agrees on.
+template <typename T, typename Op>
+__device__ bool one_piece(const Ctx& x, const DevStep& st, int ri, int si, u64 rbase, u64 sbase,
+                          u64 k) {
+    const DevArgs& a = *x.a;
+    u64 bytes = st.count * sizeof(typename T::S);
+    u64 done = k * a.piece_bytes;
+    u64 rseq = rbase + k, sseq = sbase + k;
+    // nslots is a power of two (cuda::pack::SLOTS): a mask, not a 64-bit remainder, whose
+    // subroutine call costs a stack frame (cuobjdump's check).
+    u32 rslot = (u32)rseq & (a.nslots - 1), sslot = (u32)sseq & (a.nslots - 1);
+    Piece p;
+    p.len = (int)(bytes - done < a.piece_bytes ? bytes - done : a.piece_bytes);
+    p.fin = (st.flags & TOPO_FINISH) != 0;
+    p.in = st.in_off != TOPO_NONE ? a.base + st.in_off + done : 0;
+    p.out = st.out_off != TOPO_NONE ? a.base + st.out_off + done : 0;
+    p.src = ri >= 0 ? a.recv[ri].fifo + (u64)rslot * a.slot_bytes : 0;
+    p.dst = si >= 0 ? a.send[si].fifo + (u64)sslot * a.slot_bytes : 0;
+    p.flag = rseq + 1;
+    p.sflag = sseq + 1;
+    // Credit: the piece that last used this slot (sseq - nslots) was consumed.
+    if (si >= 0 && sseq >= a.nslots &&
+        !wait_flag_ge(x, a.send[si].head + sslot, sseq - a.nslots + 1)) return false;
+    if (a.proto == 0 && ri >= 0 && !wait_flag_ge(x, a.recv[ri].tail + rslot, rseq + 1))
+        return false;
+    bool ok = true;
+    if (a.proto == 0) piece_simple<T, Op>(x, p);
+    else if (a.proto == 1) ok = piece_ll<T, Op>(x, p);
+    else ok = piece_ll128<T, Op>(x, p);
+    // The group's copies are done (and, for a receive, its loads returned) before one thread
+    // posts: the barrier orders them, the fence publishes them at the transport's scope.
+    if (group_any(x.g, !ok)) return false;
+    if (x.gtid == 0) {
+        if (si >= 0 && a.proto == 0) {
+            fence_scoped(a.sys_fence);
+            st_volatile64(a.send[si].tail + sslot, sseq + 1);
+        }
+        if (ri >= 0) st_volatile64(a.recv[ri].head + rslot, rseq + 1);
+    }
+    return true;
+}
+
 template <typename T, typename Op>
 __device__ void run_steps(const DevArgs& a) {
     Ctx x;
     x.a = &a;
     x.chan = blockIdx.x;
     x.deadline = now_ns() + a.timeout_ns;
-    u32 first = a.chan_start[x.chan], last = a.chan_start[x.chan + 1];
+    x.g = threadIdx.x / TOPO_GROUP_THREADS;
+    x.gtid = threadIdx.x % TOPO_GROUP_THREADS;
     const u64 es = sizeof(typename T::S);
-    __shared__ int bad;
-    for (u32 s = first; s < last; s++) {
+    // The step range is read where it is used, not kept: a register held across the loop
+    // is the one 2-byte AVG spilled at 64 registers (cuobjdump's check).
+    for (u32 s = a.chan_start[x.chan]; s < *(volatile const u32*)&a.chan_start[x.chan + 1]; s++) {
         x.step = s;
         DevStep st = a.steps[s];
-        u64 bytes = st.count * es;
-        int ri = st.recv_from >= 0 ? st.recv_from * a.nch + x.chan : -1;
-        int si = st.send_to >= 0 ? st.send_to * a.nch + x.chan : -1;
-        for (u64 done = 0; done < bytes; done += a.piece_bytes) {
-            int len = (int)(bytes - done < a.piece_bytes ? bytes - done : a.piece_bytes);
-            u64 rseq = ri >= 0 ? a.recv_seq[ri] : 0, sseq = si >= 0 ? a.send_seq[si] : 0;
-            Piece p;
-            p.len = len;
-            p.fin = (st.flags & TOPO_FINISH) != 0;
-            p.in = st.in_off != TOPO_NONE ? a.base + st.in_off + done : 0;
-            p.out = st.out_off != TOPO_NONE ? a.base + st.out_off + done : 0;
-            p.src = ri >= 0 ? a.recv[ri].fifo + (rseq % a.nslots) * a.slot_bytes : 0;
-            p.dst = si >= 0 ? a.send[si].fifo + (sseq % a.nslots) * a.slot_bytes : 0;
-            p.flag = rseq + 1;
-            p.sflag = sseq + 1;
-            // Credit: the slot being overwritten was consumed (its head moved past it).
-            if (si >= 0 && sseq >= a.nslots &&
-                !wait_counter_ge(x, a.send[si].head, sseq - a.nslots + 1)) return;
-            if (a.proto == 0 && ri >= 0 && !wait_counter_ge(x, a.recv[ri].tail, rseq + 1)) return;
-            bool ok = true;
-            if (a.proto == 0) piece_simple<T, Op>(x, p);
-            else if (a.proto == 1) ok = piece_ll<T, Op>(x, p);
-            else ok = piece_ll128<T, Op>(x, p);
-            if (threadIdx.x == 0) bad = 0;
-            __syncthreads();
-            if (!ok) bad = 1;
-            __syncthreads();
-            if (bad) return;
-            if (threadIdx.x == 0) {
-                if (si >= 0) {
-                    if (a.proto == 0) st_volatile64(a.send[si].tail, sseq + 1);
-                    a.send_seq[si] = sseq + 1;
-                }
-                if (ri >= 0) {
-                    st_volatile64(a.recv[ri].head, rseq + 1);
-                    a.recv_seq[ri] = rseq + 1;
-                }
-            }
-            __syncthreads();
+        u64 pieces = (st.count * es + a.piece_bytes - 1) / a.piece_bytes;
+        int ri = st.recv_from >= 0 ? (int)(st.recv_from * a.nch + x.chan) : -1;
+        int si = st.send_to >= 0 ? (int)(st.send_to * a.nch + x.chan) : -1;
+        u64 rbase = ri >= 0 ? a.recv_seq[ri] : 0, sbase = si >= 0 ? a.send_seq[si] : 0;
+        bool bad = false;
+        for (u64 k = x.g; k < pieces && !bad; k += TOPO_GROUPS)
+            bad = !one_piece<T, Op>(x, st, ri, si, rbase, sbase, k);
+        // Every group is done with this step (or one failed and set the abort word, which
+        // ends the others' waits) before the counters move and the next step starts.
+        if (__syncthreads_or(bad)) return;
+        if (threadIdx.x == 0) {
+            if (si >= 0) a.send_seq[si] = sbase + pieces;
+            if (ri >= 0) a.recv_seq[ri] = rbase + pieces;
         }
+        __syncthreads();
     }
 }
 

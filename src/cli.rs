@@ -812,8 +812,8 @@ pub struct VerifyArgs {
     /// NCCL version to model for --from/--profile plans (2.18 … 2.30).
     #[arg(long, value_name = "V")]
     pub nccl_version: Option<String>,
-    /// Channels per rank when the plan gives none (host default 1; CUDA default: enough CTAs
-    /// to fill the GPU, half its SMs shared by the ranks on it, at most 32).
+    /// Channels per rank when the plan gives none (host default 1; CUDA default: the kernel
+    /// model's, the fewest that reach 0.8 of the copy ceiling with every CTA resident).
     #[arg(long, value_name = "N", value_parser = nchannels_arg)]
     pub nchannels: Option<usize>,
     /// CUDA backend: ranks per GPU, to run every kernel and protocol on a one-GPU machine
@@ -829,7 +829,8 @@ pub struct VerifyArgs {
     /// run time; TOPO_NCCL names it) and print both busbw columns.
     #[arg(long, value_enum, value_name = "LIB")]
     pub compare: Option<Compare>,
-    /// CUDA backend: measure the device-to-device copy ceiling on GPU 0 first.
+    /// CUDA backend: measure the device-to-device copy ceiling on GPU 0 first; with every
+    /// rank on one GPU, each row shows the ceiling in busbw and measured/ceiling.
     #[arg(long)]
     pub copy_ceiling: bool,
 }

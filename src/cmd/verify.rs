@@ -20,6 +20,10 @@ use topo_runtime::verify::{PlannedRow, VerifyRequest};
 use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
 
 pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
+    // Before the CUDA driver starts (issue 47 item 4): the hardware queues ranks sharing a
+    // GPU as threads need, and MPS for processes that share one (the driver reads both when
+    // it initialises). The MPS server this run starts, if any, lives until the run ends.
+    let (sharing, _mps, queue_note) = prepare_sharing(a)?;
     let cuda = choose_backend(a, style)?;
     let mut req = request(a)?;
     let foreign = !a.source.from.is_empty() || a.source.profile.is_some();
@@ -29,8 +33,17 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             req.ranks = probe.gpus.len() * k;
         }
         if a.nchannels.is_none() {
-            let sms = probe.gpus.iter().map(|g| g.sms).min().unwrap_or(2);
-            req.nchannels = (sms as usize / k / 2).clamp(1, 32);
+            // The kernel model's choice (issue 47): the fewest channels whose modelled busbw
+            // reaches 0.8 of the copy ceiling, all ranks' CTAs resident, on the smallest GPU.
+            let model = topo_runtime::cuda::model::COSTS;
+            req.nchannels = probe
+                .gpus
+                .iter()
+                .map(|g| {
+                    topo_runtime::cuda::model::channels(&model, &g.name, g.sms.max(1) as u32, k)
+                })
+                .min()
+                .unwrap_or(1);
         }
         if foreign {
             plan_foreign(a, &mut req, style)?;
@@ -42,8 +55,13 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
             copy_ceiling: a.copy_ceiling,
             force_shm: transport == "shm",
             force_ipc: transport == "ipc",
+            sharing,
         };
-        run_cuda(a, &mut req, &opts)?
+        let mut report = run_cuda(a, &mut req, &opts)?;
+        if let (Some(r), Some(n)) = (report.as_mut(), queue_note) {
+            r.notes.insert(0, n);
+        }
+        report
     } else {
         let launch = launch(a.launch)?;
         // Under torchrun/srun/mpirun the launcher started the ranks: without --ranks the
@@ -119,6 +137,38 @@ fn nccl_tests_header(a: &VerifyArgs) -> topo_runtime::verify::nccl_tests::Header
 /// Which backend runs: `Some(gpus)` for CUDA, `None` for the host. `--backend cuda` without
 /// a driver, a GPU or NVRTC is one error naming what is missing (exit 3); `auto` then says
 /// why it runs the host backend. The CUDA backend's own options need it.
+/// How ranks will share a GPU, decided before the driver starts: `CUDA_DEVICE_MAX_CONNECTIONS`
+/// set (or the run refused) for threads, MPS used or started for processes (not under a
+/// launcher, whose other ranks topo does not start). Nothing for the host backend or one rank
+/// per GPU.
+fn prepare_sharing(
+    a: &VerifyArgs,
+) -> Result<(
+    topo_runtime::cuda::sharing::Sharing,
+    Option<topo_runtime::cuda::sharing::MpsServer>,
+    Option<String>,
+)> {
+    use topo_runtime::cuda::sharing;
+    let rpg = a.ranks_per_gpu.max(1);
+    if a.backend == Backend::Host || rpg < 2 {
+        return Ok((sharing::Sharing::Alone, None, None));
+    }
+    let launcher = || {
+        topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())
+            .ok()
+            .flatten()
+            .is_some()
+    };
+    let processes = match a.launch {
+        LaunchKind::Threads => false,
+        LaunchKind::Processes | LaunchKind::Env => true,
+        LaunchKind::Auto => launcher(),
+    };
+    let note = sharing::prepare_queues(rpg, !processes)?;
+    let (s, server) = sharing::prepare_mps(processes, rpg, a.launch == LaunchKind::Processes);
+    Ok((s, server, note))
+}
+
 fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::cuda::Probe>> {
     let cuda_only = a.ranks_per_gpu != 1 || a.compare.is_some() || a.copy_ceiling;
     if a.backend == Backend::Host {

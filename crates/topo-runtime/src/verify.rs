@@ -300,6 +300,11 @@ pub struct VerifyRow {
     /// The placement of the fit that priced the prediction (`None`: every placement pooled).
     #[serde(default)]
     pub priced_as: Option<Placement>,
+    /// The CUDA backend with every rank on one GPU and `--copy-ceiling`: the busbw at which
+    /// the ranks move as many bytes of the GPU's memory as the measured copy does
+    /// (`cuda::model::ceiling_busbw`); the text prints it and measured busbw over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_busbw_gbps: Option<f64>,
 }
 
 /// The sweep's result, on rank 0.
@@ -896,6 +901,7 @@ pub(crate) fn measured_row(
         c2c_ns: None,
         placement: None,
         priced_as: None,
+        ceiling_busbw_gbps: None,
     }
 }
 
@@ -984,6 +990,12 @@ pub struct JsonRow {
     /// calibration has no fit of that placement (it never saw it, or the row is mixed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_for: Option<String>,
+    /// The CUDA backend, every rank on one GPU, `--copy-ceiling`: the copy ceiling in busbw
+    /// (`cuda::model::ceiling_busbw`) and measured busbw over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_busbw_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling_ratio: Option<f64>,
 }
 
 /// `topo verify --format json` (`topo.verify/v1`).
@@ -1060,6 +1072,11 @@ impl VerifyReport {
                         .placement
                         .and(r.predicted_time_us)
                         .map(|_| r.priced_as.map_or("pooled", |p| p.name()).into()),
+                    ceiling_busbw_gbps: r.ceiling_busbw_gbps,
+                    ceiling_ratio: r
+                        .ceiling_busbw_gbps
+                        .filter(|&c| c > 0.0)
+                        .map(|c| r.out_of_place.busbw_gbps / c),
                 })
                 .collect(),
             avg_busbw_gbps: self.avg_busbw_gbps(),
@@ -1452,6 +1469,7 @@ mod tests {
             c2c_ns: None,
             placement: None,
             priced_as: None,
+            ceiling_busbw_gbps: None,
         }
     }
 

@@ -33,6 +33,9 @@ pub struct CudaOptions {
     pub force_shm: bool,
     /// Process jobs: legacy IPC handles even where cuMem works (`TOPO_CUDA_TRANSPORT=ipc`).
     pub force_ipc: bool,
+    /// How processes that share a GPU run (`sharing::prepare_mps`, decided before any
+    /// context); the report says it.
+    pub sharing: super::sharing::Sharing,
 }
 
 fn check(r: CUresult, what: &str) -> Result<()> {
@@ -142,26 +145,18 @@ fn occupancy(f: sys::CUfunction) -> Result<usize> {
 /// (8 unless set, at most 32), and streams beyond that share one: a rank's kernel then waits
 /// behind another rank's kernel that waits for it. One queue stays for the default stream.
 /// Measured on an H200 (2026-12-04): 2 and 4 ranks per GPU ran every check; 8 stalled.
+/// `sharing::prepare_queues` sets the variable before the context where it can; this is the
+/// check, after, that the context got enough (the variable unset and the default too few
+/// means it could not be set: refused, naming the value).
 pub(super) fn check_connections(rpg: usize, var: Option<String>) -> Result<()> {
-    let queues = var
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(8)
-        .clamp(1, 32);
-    if rpg < queues {
-        return Ok(());
+    use super::sharing::{Queues, queues};
+    match queues(rpg, var.as_deref()) {
+        Queues::Enough(_) => Ok(()),
+        Queues::Set(n) => Err(RuntimeError::InvalidPlan(format!(
+            "{rpg} ranks per GPU need {n} hardware queues and the driver gives 8: set CUDA_DEVICE_MAX_CONNECTIONS={n} (at most 32)"
+        ))),
+        Queues::Refuse(e) => Err(RuntimeError::InvalidPlan(e)),
     }
-    let hint = if queues < 32 && rpg < 32 {
-        format!(
-            "set CUDA_DEVICE_MAX_CONNECTIONS={} (at most 32)",
-            (rpg + 1).max(queues)
-        )
-    } else {
-        "use at most 31 --ranks-per-gpu".to_string()
-    };
-    Err(RuntimeError::InvalidPlan(format!(
-        "{rpg} ranks per GPU need {} hardware queues and the driver gives {queues}: {hint}",
-        rpg + 1
-    )))
 }
 
 /// Ranks that share a GPU wait on each other inside their kernels, so all their CTAs must be
@@ -282,6 +277,15 @@ pub(super) struct Shared<'a> {
     pub(super) comm: Vec<u64>,
     pub(super) abort: u64,
     pub(super) gate: &'a dyn Barrier,
+    /// Whether the kernels publish flags at system scope (`DevArgs::sys_fence`).
+    pub(super) sys_fence: bool,
+}
+
+/// System-scope fences where a peer is another GPU or the FIFOs are pinned host memory; GPU
+/// scope when every rank of the job runs on one GPU with device-memory FIFOs (issue 47: the
+/// fence no wider than the transport needs).
+pub(super) fn needs_sys_fence(ngpu: usize, host_fifos: bool) -> bool {
+    ngpu > 1 || host_fifos
 }
 
 /// `topo verify --backend cuda`: the whole sweep on this machine's GPUs.
@@ -325,8 +329,11 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
             CommMem::Device(DevMem::zeroed(arena.comm_total)?)
         });
     }
+    let mut copy_gbps = None;
     if opts.copy_ceiling {
-        notes.push(copy_ceiling(&gpus[0], req.max_bytes)?);
+        let (note, gbps) = copy_ceiling(&gpus[0], req.max_bytes)?;
+        notes.push(note);
+        copy_gbps = Some(gbps);
     }
     let comm: Vec<u64> = comm_mem.iter().map(|c| c.ptr()).collect();
     let gate = Gate::new(n, Duration::from_secs_f64(req.timeout_s.max(1.0) * 2.0));
@@ -341,6 +348,7 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
         comm,
         gpu_base: 0,
         gate: &gate,
+        sys_fence: needs_sys_fence(ngpu, transport == TransportKind::Shm),
     };
     let per_rank: Vec<Result<Vec<Vec<f64>>>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
@@ -386,6 +394,11 @@ fn run(req: &VerifyRequest, opts: &CudaOptions, probe: &Probe) -> Result<VerifyR
         return Err(e);
     }
     let mut report = assemble(req, &rows, &results, transport, "threads", notes);
+    if ngpu == 1
+        && let Some(copy) = copy_gbps
+    {
+        with_ceiling(&mut report, copy, n);
+    }
     if opts.compare_nccl {
         compare_nccl(req, &gpus, rpg, &rows, &mut report)?;
     }
@@ -438,6 +451,14 @@ pub(super) fn open_gpus(
         gpus.push(Gpu::open(info, &image, req.op, req.dtype)?);
     }
     Ok((gpus, notes))
+}
+
+/// Each row's copy ceiling in busbw, for `ranks` ranks that share one GPU whose copy rate is
+/// `copy_gbps` (issue 47: the text prints it and measured busbw over it).
+pub(super) fn with_ceiling(report: &mut VerifyReport, copy_gbps: f64, ranks: usize) {
+    for r in &mut report.rows {
+        r.ceiling_busbw_gbps = Some(super::model::ceiling_busbw(copy_gbps, r.collective, ranks));
+    }
 }
 
 /// The report from every rank's per-row figures (`results[rank][row]`).
@@ -665,6 +686,7 @@ pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
             let (_tables, [a_steps, a_starts, a_recv, a_send]) =
                 upload_tables(&dsteps, &starts_full, &recv_t, &send_t)?;
             let mut args: DevArgs = sh.arena.args(
+                sh.sys_fence,
                 data,
                 sh.comm[rank],
                 sh.abort,
@@ -777,7 +799,7 @@ fn count_wrong_on_device(
 
 /// The device-to-device copy ceiling on one GPU: cuMemcpyDtoD and topo's own copy kernel
 /// over the sweep's largest size (at least 64 MiB, at most 1 GiB), bytes copied per second.
-pub(super) fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
+pub(super) fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<(String, f64)> {
     let bytes = max_bytes.clamp(64 << 20, 1 << 30) / 16 * 16;
     g.ctx.bind_to_thread().map_err(drv("cuCtxSetCurrent"))?;
     let stream = g.ctx.new_stream().map_err(drv("cuStreamCreate"))?;
@@ -819,14 +841,15 @@ pub(super) fn copy_ceiling(g: &Gpu, max_bytes: usize) -> Result<String> {
         // SAFETY: topo_copy(uint4*, const uint4*, u64).
         unsafe { launch(g.copy, 1024, &stream, &mut p) }
     })?;
-    Ok(format!(
+    let note = format!(
         "copy ceiling on gpu {} ({}): cuMemcpyDtoD {:.1} GB/s, topo_copy {:.1} GB/s ({} MiB, bytes copied per second, memory traffic is twice that)",
         g.ordinal,
         g.name,
         memcpy,
         kernel,
         bytes >> 20
-    ))
+    );
+    Ok((note, memcpy))
 }
 
 /// `--compare nccl`: NCCL's collective on buffers of the same sizes, one rank per GPU, timed
@@ -980,6 +1003,14 @@ mod tests {
 #[cfg(test)]
 mod residency_tests {
     use super::check_residency;
+
+    #[test]
+    fn fences_are_system_wide_only_off_this_gpu() {
+        use super::needs_sys_fence;
+        assert!(!needs_sys_fence(1, false));
+        assert!(needs_sys_fence(1, true));
+        assert!(needs_sys_fence(2, false));
+    }
 
     #[test]
     fn ranks_sharing_a_gpu_must_fit_its_resident_ctas() {

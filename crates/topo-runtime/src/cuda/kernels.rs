@@ -19,6 +19,47 @@ pub const OPTIONS: &[&str] = &["--std=c++17", "-lineinfo"];
 /// Threads per CTA (`TOPO_THREADS` in the source).
 pub const THREADS: u32 = 512;
 
+/// Warp groups per channel CTA (`TOPO_GROUPS`): the pieces of a connection in flight at once
+/// (at most `pack::SLOTS`).
+pub const GROUPS: u32 = 4;
+
+/// CTAs of a primitive one SM must hold at once (`TOPO_MIN_CTAS`, the launch bounds): ranks
+/// that share a GPU spin-wait on each other, so every rank's CTAs must be resident together.
+pub const MIN_CTAS: u32 = 2;
+
+/// Stack frame allowed to AVG's primitives: the IEEE division of its finishing step (and
+/// f64's, i64's) is a subroutine, and the call keeps one live register in an 8-byte frame
+/// outside the copy loop (one STL at entry, one LDL per step: sm_80 and sm_90, NVRTC 12.9).
+pub const AVG_FRAME: u32 = 8;
+
+/// What cuobjdump must find in each hot kernel's image (`sass::check`): the primitives keep
+/// everything in registers (AVG's within `AVG_FRAME`), copy in 128-bit accesses (Simple) and
+/// fit `MIN_CTAS` CTAs per SM; the copy kernel of the copy ceiling keeps the first two. The
+/// check kernel runs once per size and is not held to them.
+pub fn hot_rules(kernel: &str) -> Option<super::sass::Rules> {
+    use super::sass::Rules;
+    if kernel.starts_with("topo_prim_") {
+        let frame = if kernel.starts_with("topo_prim_avg_") {
+            AVG_FRAME
+        } else {
+            0
+        };
+        Some(Rules {
+            max_stack: Some(frame),
+            vector_128: true,
+            resident: Some((THREADS, MIN_CTAS)),
+        })
+    } else if kernel == "topo_copy" {
+        Some(Rules {
+            max_stack: Some(0),
+            vector_128: true,
+            resident: None,
+        })
+    } else {
+        None
+    }
+}
+
 /// The kernel name's part for a type.
 pub fn type_tag(dt: DataType) -> &'static str {
     match dt {
@@ -207,6 +248,8 @@ mod tests {
         assert!(src.contains("topo_copy("));
         assert!(src.contains("topo_count_wrong("));
         assert_eq!(all_kernels().len(), 37);
+        assert!(src.contains(&format!("#define TOPO_THREADS {THREADS}\n")));
+        assert!(src.contains(&format!("#define TOPO_MIN_CTAS {MIN_CTAS}\n")));
         assert_eq!(
             prim_kernel(RedOp::Avg, DataType::Bf16),
             "topo_prim_avg_bf16"
@@ -304,6 +347,106 @@ mod tests {
                 t.elapsed().as_secs_f64()
             );
         }
+    }
+
+    /// A kernel that must fail the local-memory rule: a large array indexed by a value the
+    /// compiler cannot know lives in local memory whatever the register budget.
+    const SPILLED: &str = r#"
+extern "C" __global__ void __launch_bounds__(512, 2) topo_prim_spilled(float* out, const int* idx) {
+    float a[256];
+    for (int i = 0; i < 256; i++) a[i] = out[i * blockDim.x + threadIdx.x];
+    out[threadIdx.x] = a[idx[threadIdx.x] & 255];
+}
+"#;
+
+    /// The cuobjdump checks of issue 47 (no GPU needed): every hot kernel (35 primitives and
+    /// the copy) compiled by NVRTC for sm_80/90/100 keeps `hot_rules`; a deliberately
+    /// spilled kernel compiled through the same NVRTC fails them, named.
+    #[test]
+    fn kernels_pass_the_cuobjdump_checks() {
+        use super::super::sass::{self, Cuobjdump};
+        let nvrtc = match Nvrtc::load() {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("skipped: no NVRTC here ({e}); set TOPO_NVRTC to libnvrtc.so.12 or .13");
+                return;
+            }
+        };
+        let dump = match Cuobjdump::find(&|k| std::env::var(k).ok()) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!(
+                    "skipped: {e} (set TOPO_CUOBJDUMP to the cuobjdump of NVIDIA's wheel nvidia-cuda-cuobjdump, with nvdisasm beside it)"
+                );
+                return;
+            }
+        };
+        eprintln!("cuobjdump {}", dump.path.display());
+        let dir = std::env::temp_dir().join(format!("topo-sass-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let listings = |image: &[u8], tag: &str| {
+            let f = dir.join(format!("{tag}.cubin"));
+            std::fs::write(&f, image).unwrap();
+            let u = dump.run("-res-usage", &f).unwrap_or_else(|e| panic!("{e}"));
+            let s = dump.run("-sass", &f).unwrap_or_else(|e| panic!("{e}"));
+            (sass::parse_res_usage(&u), sass::parse_sass(&s))
+        };
+        let supported = nvrtc.supported_archs();
+        let mut failures = Vec::new();
+        for arch in [80u32, 90, 100] {
+            if !supported.is_empty() && !supported.contains(&(arch as i32)) {
+                eprintln!("skipped sm_{arch}: this NVRTC compiles for {supported:?}");
+                continue;
+            }
+            // Every primitive at once: the image of the whole source holds the same code as
+            // the one-primitive images a run loads (each entry point is compiled alone).
+            let t = std::time::Instant::now();
+            let (name, src) = SOURCES[0];
+            let c = nvrtc
+                .compile(src, name, &format!("sm_{arch}"), OPTIONS)
+                .unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
+            let (usage, code) = listings(&c.image, &format!("all-sm{arch}"));
+            let mut worst = (0, String::new());
+            for k in all_kernels() {
+                let Some(rules) = hot_rules(&k) else { continue };
+                let bad = sass::check(arch, &k, &usage, &code, rules);
+                if let Some(u) = usage.get(&k)
+                    && u.reg > worst.0
+                {
+                    worst = (u.reg, k.clone());
+                }
+                failures.extend(bad);
+            }
+            eprintln!(
+                "sm_{arch}: {} kernels checked in {:.1} s; most registers: {} ({})",
+                all_kernels().len() - 1,
+                t.elapsed().as_secs_f64(),
+                worst.0,
+                worst.1
+            );
+            // The same path must catch a spill.
+            let c = nvrtc
+                .compile(SPILLED, "spilled.cu", &format!("sm_{arch}"), OPTIONS)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let (usage, code) = listings(&c.image, &format!("spilled-sm{arch}"));
+            let k = "topo_prim_spilled";
+            let bad = sass::check(arch, k, &usage, &code, hot_rules(k).unwrap());
+            assert!(
+                bad.iter()
+                    .any(|b| b.starts_with(&format!("{k} on sm_{arch}: uses local memory"))),
+                "the spilled kernel passed on sm_{arch}: {bad:?}"
+            );
+            eprintln!(
+                "the spilled kernel fails on sm_{arch} as it must: {}",
+                bad[0]
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            failures.is_empty(),
+            "cuobjdump checks failed:\n{}",
+            failures.join("\n")
+        );
     }
 
     #[test]

@@ -9,6 +9,12 @@
 //! * [`loader`]: where the libraries are looked for (`TOPO_NVRTC`, `TOPO_NCCL`, toolkit, wheels).
 //! * [`nvrtc`]: compiling `kernels/*.cu` for the device's `sm_XY`.
 //! * [`kernels`]: the embedded sources, entry-point names, the CUBIN cache.
+//! * [`sass`]: cuobjdump's listings of a CUBIN read, and the rules the hot kernels keep (no GPU).
+//! * [`model`]: the kernel's throughput from its handshake and piece size; the piece and
+//!   channel choice, the copy ceiling in busbw (pure, its figures in tables).
+//! * [`sharing`]: ranks sharing a GPU: the hardware queue count set before the context, MPS
+//!   used or started for process jobs, or time slices, and the report's line saying which.
+//! * `emulate` (tests only): the kernel's pipelined walker as CPU threads over real schedules.
 //! * [`pack`]: steps, connections, launch arguments and memory layout in the kernels' form (pure).
 //! * [`device`]: the verify sweep on GPUs: one thread per rank, `--ranks-per-gpu K`, CUDA events.
 //! * [`peer`]: how ranks reach each other's memory: P2P in one process, cuMem VMM exported as
@@ -17,14 +23,19 @@
 //! * [`procs`]: process jobs (`--launch processes`, `--launch env` on one host), one rank each.
 //! * [`nccl`]: NCCL opened at run time for `--compare nccl`.
 pub mod device;
+#[cfg(test)]
+mod emulate;
 pub mod exchange;
 pub mod kernels;
 pub mod loader;
+pub mod model;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pack;
 pub mod peer;
 pub mod procs;
+pub mod sass;
+pub mod sharing;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

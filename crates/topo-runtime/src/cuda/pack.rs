@@ -5,6 +5,9 @@ use crate::error::{Result, RuntimeError};
 use crate::schedule::{Buf, Layout, Loc, Step};
 use crate::types::{DataType, Protocol};
 
+// Warp groups per channel CTA: a step holds one piece for each, at most `SLOTS`.
+use super::kernels::GROUPS;
+
 /// `TOPO_NONE` in the kernel: no input or no output.
 pub const NONE: u64 = u64::MAX;
 
@@ -21,7 +24,10 @@ pub struct DevStep {
     pub pad: u32,
 }
 
-/// One direction of one (peer, channel) connection (`DevConn`).
+/// One direction of one (peer, channel) connection (`DevConn`): the FIFO, and the first of
+/// its `nslots` tail flags (Simple: a piece's data is in its slot) and head flags (the slot
+/// was consumed). One flag per slot because a channel's warp groups finish pieces out of
+/// order (kernels/collective.cu, "Pipelining").
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DevConn {
@@ -50,6 +56,10 @@ pub struct DevArgs {
     pub nslots: u32,
     pub slot_bytes: u32,
     pub piece_bytes: u32,
+    /// 1 when a flag must be published at system scope: a peer on another GPU or FIFOs in
+    /// host memory; 0 when every rank is on this GPU (GPU scope suffices).
+    pub sys_fence: u32,
+    pub pad: u32,
 }
 
 /// FIFO geometry of one protocol: slots per connection, bytes per slot, data bytes per slot.
@@ -60,20 +70,25 @@ pub struct Fifo {
     pub piece_bytes: u32,
 }
 
-/// Slots per connection (NCCL_STEPS in NCCL's src/include/device.h: 8).
+/// Slots per connection (NCCL_STEPS in NCCL's src/include/device.h: 8). A power of two: the
+/// kernel takes a piece's slot with a mask.
 pub const SLOTS: u32 = 8;
 
 impl Fifo {
-    /// Simple: 128 KiB slots of data (NCCL's 4 MiB buffer / 8 steps is 512 KiB; smaller here
-    /// because every (peer, channel) of a rank has one). LL: 16-byte lines carrying 8 bytes.
-    /// LL128: 128-byte lines carrying 120 (NCCL's NCCL_LL128_LINEELEMS x 8 of 16 x 8).
+    /// Simple: slots of data, the piece `cuda::model::simple_piece` computes from the
+    /// kernel's costs (at most NCCL's 4 MiB buffer / 8 steps, 512 KiB). LL: 16-byte lines
+    /// carrying 8 bytes. LL128: 128-byte lines carrying 120 (NCCL's NCCL_LL128_LINEELEMS x 8
+    /// of 16 x 8).
     pub fn of(p: Protocol) -> Fifo {
         match p {
-            Protocol::Simple => Fifo {
-                nslots: SLOTS,
-                slot_bytes: 128 << 10,
-                piece_bytes: 128 << 10,
-            },
+            Protocol::Simple => {
+                let piece = super::model::simple_piece(&super::model::COSTS);
+                Fifo {
+                    nslots: SLOTS,
+                    slot_bytes: piece,
+                    piece_bytes: piece,
+                }
+            }
             Protocol::Ll => Fifo {
                 nslots: SLOTS,
                 slot_bytes: 16 << 10,
@@ -108,12 +123,14 @@ pub fn proto_code(p: Protocol) -> u32 {
 }
 
 /// Elements per schedule step: half of a FIFO's data (the schedule needs two chunks in
-/// flight per connection), at least one slot, capped by the plan's chunk size; the same rule
-/// as the host executor's `Executor::chunk_elems`.
+/// flight per connection), capped by the plan's chunk size, but at least one piece per warp
+/// group (`GROUPS`: a step of fewer pieces leaves groups idle, and the pipeline is the
+/// groups'); the host executor's `Executor::chunk_elems` has the same rule with one slot.
 pub fn chunk_elems(p: Protocol, chunk_bytes: usize, dt: DataType) -> usize {
     let f = Fifo::of(p);
     let half = f.data_bytes() / 2;
-    (chunk_bytes.clamp(f.piece_bytes as usize, half) / dt.size()).max(1)
+    let groups = (GROUPS as usize * f.piece_bytes as usize).min(half);
+    (chunk_bytes.clamp(groups, half) / dt.size()).max(1)
 }
 
 /// A rank's steps in the kernels' form: grouped by channel (each channel's order kept),
@@ -235,18 +252,19 @@ impl Arena {
             let fifo = Fifo::of(p);
             let fifo_off = at;
             at = align(at + conns * fifo.bytes(), 4096);
-            let mut table = || {
+            let mut table = |per_conn: usize| {
                 let o = at;
-                at = align(at + conns * 8, 256);
+                at = align(at + conns * per_conn * 8, 256);
                 o
             };
+            let slots = fifo.nslots as usize;
             ProtoArea {
                 fifo,
                 fifo_off,
-                tail_off: table(),
-                head_off: table(),
-                recv_seq_off: table(),
-                send_seq_off: table(),
+                tail_off: table(slots),
+                head_off: table(slots),
+                recv_seq_off: table(1),
+                send_seq_off: table(1),
             }
         });
         let status_off = at;
@@ -289,8 +307,9 @@ impl Arena {
         let fifo_of = |owner: u64, from: usize, c: usize| {
             owner + (a.fifo_off + self.conn(from, c) * a.fifo.bytes()) as u64
         };
+        let slots = a.fifo.nslots as usize;
         let table = |owner: u64, off: usize, peer: usize, c: usize| {
-            owner + (off + self.conn(peer, c) * 8) as u64
+            owner + (off + self.conn(peer, c) * slots * 8) as u64
         };
         let mut recv = Vec::with_capacity(self.nranks * self.nch);
         let mut send = Vec::with_capacity(self.nranks * self.nch);
@@ -312,10 +331,11 @@ impl Arena {
     }
 
     /// The launch arguments of a rank whose allocations are at `data` and `comm` (tables
-    /// and steps already uploaded at the given addresses).
+    /// and steps already uploaded at the given addresses); `sys_fence` as [`DevArgs`] says.
     #[allow(clippy::too_many_arguments)]
     pub fn args(
         &self,
+        sys_fence: bool,
         data: u64,
         comm: u64,
         abort: u64,
@@ -344,6 +364,8 @@ impl Arena {
             nslots: a.fifo.nslots,
             slot_bytes: a.fifo.slot_bytes,
             piece_bytes: a.fifo.piece_bytes,
+            sys_fence: sys_fence as u32,
+            pad: 0,
         }
     }
 }
@@ -373,14 +395,19 @@ mod tests {
         // kernels/collective.cu states these sizes next to each struct.
         assert_eq!(size_of::<DevStep>(), 40);
         assert_eq!(size_of::<DevConn>(), 24);
-        assert_eq!(size_of::<DevArgs>(), 104);
+        assert_eq!(size_of::<DevArgs>(), 112);
         assert_eq!(offset_of!(DevArgs, timeout_ns), 72);
         assert_eq!(offset_of!(DevArgs, nch), 80);
         assert_eq!(offset_of!(DevArgs, piece_bytes), 100);
+        assert_eq!(offset_of!(DevArgs, sys_fence), 104);
         let src = super::super::kernels::SOURCES[0].1;
         assert!(src.contains("`cuda::pack::DevStep` (40 bytes)"));
         assert!(src.contains("`cuda::pack::DevConn` (24 bytes)"));
-        assert!(src.contains("`cuda::pack::DevArgs` (104 bytes)"));
+        assert!(src.contains("`cuda::pack::DevArgs` (112 bytes)"));
+        // The slot of a piece is a mask; every slot can hold a group's piece.
+        assert!(SLOTS.is_power_of_two() && GROUPS <= SLOTS);
+        assert!(src.contains(&format!("#define TOPO_GROUPS {GROUPS}\n")));
+        assert_eq!(super::super::kernels::THREADS % (GROUPS * 32), 0);
     }
 
     #[test]
@@ -393,6 +420,8 @@ mod tests {
                 let c = chunk_elems(p, 512 << 10, dt) * dt.size();
                 assert!(2 * c <= f.data_bytes(), "{p:?} {dt:?}");
                 assert!(c >= f.piece_bytes as usize - dt.size());
+                // Every warp group has a piece of each step.
+                assert!(c + dt.size() > GROUPS as usize * f.piece_bytes as usize - dt.size());
             }
         }
         assert_eq!(
@@ -497,6 +526,10 @@ mod tests {
                             |x: u64, r: usize| x >= bases[r] && x < bases[r] + a.comm_total as u64;
                         assert!(inside(recv.fifo, d) && inside(recv.tail, d));
                         assert!(inside(send.head, s));
+                        // Each connection has one tail and one head flag per slot, the last
+                        // of them inside the arena too.
+                        let last = (SLOTS as u64 - 1) * 8;
+                        assert!(inside(recv.tail + last, d) && inside(send.head + last, s));
                     }
                 }
             }
@@ -506,7 +539,10 @@ mod tests {
         let mut spans = vec![];
         for pa in &a.proto {
             spans.push((pa.fifo_off, n * nch * pa.fifo.bytes()));
-            for o in [pa.tail_off, pa.head_off, pa.recv_seq_off, pa.send_seq_off] {
+            for o in [pa.tail_off, pa.head_off] {
+                spans.push((o, n * nch * pa.fifo.nslots as usize * 8));
+            }
+            for o in [pa.recv_seq_off, pa.send_seq_off] {
                 spans.push((o, n * nch * 8));
             }
         }
@@ -523,7 +559,23 @@ mod tests {
     #[test]
     fn args_point_into_the_rank_arena() {
         let a = Arena::new(2, 1, 4096);
-        let g = a.args(0x10000, 0x40000, 0x20000, Protocol::Ll, 1, 2, 3, 4, 5);
+        let g = a.args(
+            false,
+            0x10000,
+            0x40000,
+            0x20000,
+            Protocol::Ll,
+            1,
+            2,
+            3,
+            4,
+            5,
+        );
+        assert_eq!(g.sys_fence, 0);
+        assert_eq!(
+            a.args(true, 0, 0, 0, Protocol::Ll, 1, 2, 3, 4, 5).sys_fence,
+            1
+        );
         assert_eq!(g.base, 0x10000 + a.storage_off as u64);
         assert_eq!(g.recv_seq, 0x40000 + a.proto[1].recv_seq_off as u64);
         assert_eq!(g.proto, 1);

@@ -152,6 +152,9 @@ fn lead(
     let (transport, notes) = extra.unwrap_or((TransportKind::CudaCuMem, Vec::new()));
     let rows = device::plan_rows(req)?;
     let mut rep = device::assemble(req, &rows, &results, transport, launch_name, notes);
+    if let Some(n) = super::sharing::sharing_note(opts.ranks_per_gpu.max(1), &opts.sharing) {
+        rep.notes.push(n);
+    }
     if opts.compare_nccl {
         rep.notes.push(
             "--compare nccl: runs with --launch threads (one process drives NCCL on every GPU)"
@@ -363,7 +366,7 @@ fn rank_body(
     // Everyone has mapped everyone's memory before any kernel touches it.
     link.barrier()?;
     if copy_ceiling && rank == 0 {
-        notes.push(device::copy_ceiling(g, req.max_bytes)?);
+        notes.push(device::copy_ceiling(g, req.max_bytes)?.0);
     }
     let sh = Shared {
         req,
@@ -376,6 +379,7 @@ fn rank_body(
         abort: comm[0] + arena.abort_off as u64,
         comm,
         gate: &link,
+        sys_fence: device::needs_sys_fence(ngpu, kind == TransportKind::Shm),
     };
     let out = guarded("cuda rank", || device::rank_main(&sh, rank));
     let mine = match out {
@@ -392,13 +396,8 @@ fn rank_body(
         kind.name()
     ));
     notes.push(peer::pairs_note(n, rpg, kind));
-    if rpg > 1 {
-        // Measured on an H200 (2026-12-04): 2 processes on one GPU take ~4 ms per AllReduce
-        // at any size from 8 B to 16 MB, against ~20 us as 2 threads of one process.
-        notes.push(format!(
-            "{rpg} processes share each GPU: without MPS their contexts take turns in time slices of a few ms, so these times measure the GPU's scheduler, not the transport"
-        ));
-    }
+    // How processes that share a GPU ran (MPS or time slices) is rank 0's to say: it
+    // decided before any context (`sharing::prepare_mps`); `lead` adds the line.
     drop(data_mem);
     drop(mapped);
     drop(own);

@@ -1,6 +1,8 @@
 //! `topo verify`'s text: nccl-tests' table (its column names, order and units, the
 //! out-of-place and in-place halves under their titles), followed by topo's columns (the
-//! algorithm, protocol and channels it ran, the predicted time and busbw, measured/predicted).
+//! algorithm, protocol and channels it ran, the predicted time and busbw, measured/predicted;
+//! on the CUDA backend with `--copy-ceiling` and every rank on one GPU, the copy ceiling in
+//! busbw and measured/ceiling, a group the other backends' text does not have).
 //!
 //! The whole row is about 165 columns. When it does not fit the width, each collective's
 //! table is split into blocks of whole column groups: the first block is nccl-tests' own left
@@ -44,7 +46,7 @@ const SIZE: Group = Group {
     gap: 0,
     cols: &[("size", "(B)", 11)],
 };
-const GROUPS: [Group; 4] = [
+const GROUPS: [Group; 5] = [
     Group {
         title: "out-of-place",
         gap: 2,
@@ -70,7 +72,22 @@ const GROUPS: [Group; 4] = [
             ("place", "", 6),
         ],
     },
+    Group {
+        title: "copy ceiling",
+        gap: 2,
+        cols: &[("ceiling", "(GB/s)", 7), ("ratio", "m/c", 5)],
+    },
 ];
+
+/// The index of the copy-ceiling group in [`GROUPS`].
+const CEILING: usize = 4;
+
+/// The groups `rows` have: all but the copy ceiling's unless a row has one.
+fn present(rows: &[VerifyRow]) -> Vec<usize> {
+    (0..GROUPS.len())
+        .filter(|&g| g != CEILING || rows.iter().any(|r| r.ceiling_busbw_gbps.is_some()))
+        .collect()
+}
 
 impl Group {
     /// Columns the group takes after the line's first character with its columns `w` wide,
@@ -138,6 +155,13 @@ fn cells(r: &VerifyRow, g: Option<usize>) -> Vec<String> {
             r.proto.macro_name().to_string(),
             r.nchannels.to_string(),
         ],
+        Some(CEILING) => match r.ceiling_busbw_gbps {
+            Some(c) if c > 0.0 => vec![
+                format!("{c:.2}"),
+                format!("{:.2}", r.out_of_place.busbw_gbps / c),
+            ],
+            _ => vec!["-".into(); 2],
+        },
         _ => {
             let mut v = match (r.predicted_time_us, r.predicted_busbw_gbps) {
                 (Some(t), Some(b)) => vec![
@@ -173,12 +197,17 @@ fn unmatched(r: &VerifyRow) -> bool {
 /// The groups of [`GROUPS`] in each block: as many whole groups as fit after the key (the
 /// first block, 80 columns with the out-of-place group) or the size column (the others); at
 /// least one group in every block but the first.
-fn blocks(width: usize, key: &[usize], groups: &[Vec<usize>]) -> Vec<Vec<usize>> {
+fn blocks(
+    width: usize,
+    key: &[usize],
+    groups: &[Vec<usize>],
+    present: &[usize],
+) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = vec![];
     let mut cur = vec![];
     let mut used = 1 + KEY.width_of(key, true);
-    for (i, g) in GROUPS.iter().enumerate() {
-        let w = g.width_of(&groups[i], false);
+    for &i in present {
+        let w = GROUPS[i].width_of(&groups[i], false);
         if (out.is_empty() || !cur.is_empty()) && used + w > width {
             out.push(std::mem::take(&mut cur));
             used = 1 + SIZE.width_of(&key[..1], true);
@@ -297,7 +326,7 @@ impl VerifyReport {
             s.push_str(&comment(n, width));
         }
         let (key_w, group_w) = widths(&self.rows);
-        let layout = blocks(width, &key_w, &group_w);
+        let layout = blocks(width, &key_w, &group_w, &present(&self.rows));
         let mut start = 0;
         while start < self.rows.len() {
             let coll = self.rows[start].collective;
@@ -410,7 +439,8 @@ mod tests {
     fn blocks_follow_the_width() {
         let key = KEY.own();
         let g: Vec<Vec<usize>> = GROUPS.iter().map(Group::own).collect();
-        let blocks = |w| blocks(w, &key, &g);
+        let old = [0, 1, 2, 3];
+        let blocks = |w| blocks(w, &key, &g, &old);
         assert_eq!(blocks(usize::MAX), vec![vec![0, 1, 2, 3]]);
         assert_eq!(blocks(165), vec![vec![0, 1, 2, 3]]);
         assert_eq!(blocks(160), vec![vec![0, 1, 2], vec![3]]);
@@ -421,12 +451,97 @@ mod tests {
         let mut wide = g.clone();
         wide[0][0] = 10;
         assert_eq!(
-            super::blocks(80, &key, &wide),
+            super::blocks(80, &key, &wide, &old),
             vec![vec![], vec![0, 1], vec![2, 3]]
         );
         assert_eq!(1 + KEY.width(true) + GROUPS[0].width(false), 80);
-        let all = 1 + KEY.width(true) + GROUPS.iter().map(|g| g.width(false)).sum::<usize>();
+        let all = 1 + KEY.width(true) + old.iter().map(|&g| GROUPS[g].width(false)).sum::<usize>();
         assert!(all <= 165, "{all}");
+        // The copy ceiling's group, where rows have it, goes last and on a block of its own
+        // when the rest fills the line.
+        let five = [0, 1, 2, 3, CEILING];
+        assert_eq!(
+            super::blocks(usize::MAX, &key, &g, &five),
+            vec![vec![0, 1, 2, 3, 4]]
+        );
+        assert_eq!(
+            super::blocks(165, &key, &g, &five),
+            vec![vec![0, 1, 2, 3], vec![4]]
+        );
+    }
+
+    /// How the CUDA backend's text looks with `--copy-ceiling` on one GPU (issue 47), shown
+    /// here because no GPU runs in CI: the ceiling and measured/ceiling after the prediction,
+    /// the README's 2-rank figures (179 GB/s against 2 x 2076 / (3 x 2) = 692 GB/s: 0.26).
+    #[test]
+    fn the_copy_ceiling_follows_each_gpu_row() {
+        use crate::transport::TransportKind;
+        use crate::types::{Algorithm, Collective, DataType, Protocol, RedOp};
+        let row = |bytes: usize, busbw: f64| VerifyRow {
+            collective: Collective::AllReduce,
+            bytes,
+            count: bytes / 4,
+            dtype: DataType::F32,
+            redop: Some(RedOp::Sum),
+            root: -1,
+            algo: Algorithm::Ring,
+            proto: Protocol::Simple,
+            nchannels: 22,
+            out_of_place: Measured {
+                time_us: bytes as f64 / (busbw * 1e3),
+                algbw_gbps: busbw,
+                busbw_gbps: busbw,
+                wrong: Some(0),
+            },
+            in_place: None,
+            predicted_time_us: None,
+            predicted_busbw_gbps: None,
+            c2c_ns: None,
+            placement: None,
+            priced_as: None,
+            ceiling_busbw_gbps: Some(crate::cuda::model::ceiling_busbw(
+                2076.0,
+                Collective::AllReduce,
+                2,
+            )),
+        };
+        let mut rep = VerifyReport {
+            backend: "cuda".into(),
+            launch: "threads".into(),
+            transport: TransportKind::CudaP2p,
+            ranks: 2,
+            rows: vec![row(1 << 20, 20.0), row(256 << 20, 179.0)],
+            foreign_machine: None,
+            notes: vec![],
+            nccl: vec![],
+        };
+        let text = rep.render_text();
+        let tail: Vec<&str> = text
+            .lines()
+            .skip(3)
+            .map(|l| &l[l.len().saturating_sub(46)..])
+            .collect();
+        assert_eq!(
+            tail[..5],
+            [
+                "                 topo predicted   copy ceiling",
+                "     pred p.busbw  ratio  place  ceiling ratio",
+                "     (us)  (GB/s)    m/p          (GB/s)   m/c",
+                "        -       -      -      -   692.00  0.03",
+                "        -       -      -      -   692.00  0.26",
+            ],
+            "{text}"
+        );
+        // At 80 columns the group joins the in-place block after the size.
+        let narrow = rep.render_text_fit(80);
+        assert!(narrow.contains("ceiling ratio\n"), "{narrow}");
+        assert!(narrow.contains("  692.00  0.26\n"), "{narrow}");
+        assert!(narrow.lines().all(|l| l.len() <= 80), "{narrow}");
+        // Without a ceiling (the host backend, several GPUs) the text has no such group.
+        for r in &mut rep.rows {
+            r.ceiling_busbw_gbps = None;
+        }
+        assert!(!rep.render_text().contains("ceiling"));
     }
 
     #[test]
