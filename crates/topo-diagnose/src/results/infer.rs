@@ -603,7 +603,7 @@ fn version(f: &ResultsFile, flag: Option<NcclVersion>) -> (NcclVersion, String) 
         None => (
             DEFAULT_VERSION,
             format!(
-                "the result names no NCCL version, so it is unknown; modelled as NCCL {DEFAULT_VERSION} (pass --nccl-version)"
+                "the result names no NCCL version, so it is unknown: modelled with topo's default, {DEFAULT_VERSION}; pass --nccl-version for the one it ran"
             ),
         ),
     }

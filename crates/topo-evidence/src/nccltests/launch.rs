@@ -49,8 +49,12 @@ const LAUNCHERS: [&str; 10] = [
     "sbatch",
 ];
 
-/// Whether `line` runs a launcher or an nccl-tests program (`./build/all_reduce_perf`).
+/// Whether `line` runs a launcher or an nccl-tests program (`./build/all_reduce_perf`); an
+/// NCCL log line that names one is not a command.
 pub fn is_command(line: &str) -> bool {
+    if line.contains(" NCCL INFO ") || line.contains(" NCCL WARN ") {
+        return false;
+    }
     words(line).iter().any(|w| {
         let base = w.rsplit('/').next().unwrap_or(w);
         LAUNCHERS.contains(&base) || is_program(base)
