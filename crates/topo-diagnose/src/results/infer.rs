@@ -668,7 +668,7 @@ mod tests {
         assert_eq!(v, DEFAULT_VERSION);
         assert!(why.contains("names no NCCL version"), "{why}");
         assert!(
-            why.contains(&format!("modelled as NCCL {DEFAULT_VERSION}")),
+            why.contains(&format!("modelled with topo's default, {DEFAULT_VERSION}")),
             "{why}"
         );
         assert!(!why.contains("libnccl"), "{why}");
