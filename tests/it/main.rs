@@ -22,6 +22,7 @@ mod mnnvl;
 mod model;
 mod multihost;
 mod nccl_tests;
+mod nccl_tests_corpus;
 mod oracle;
 mod oracle_corpus;
 mod parity;

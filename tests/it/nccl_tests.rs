@@ -603,3 +603,98 @@ fn impossible_rows_are_named_and_fail_the_gate() {
         assert!(!doc.to_string().contains("0000000000000000000000"), "{why}");
     }
 }
+
+/// `rows` of a fidelity fixture under `head`, written to a temporary file.
+fn under(head: &str, fixture_name: &str) -> (tempfile::TempDir, String) {
+    let rows: String =
+        std::fs::read_to_string(fixture(&format!("fixtures/fidelity/{fixture_name}")))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" float "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("run.txt");
+    std::fs::write(&p, format!("{head}\n{rows}")).unwrap();
+    let p = p.to_string_lossy().into_owned();
+    (dir, p)
+}
+
+/// Settings in prose keep going (issue 43): `NCCL_PROTO=Simple.` is Simple, and a value NCCL
+/// does not take is left out with a warning naming it, where both once stopped the diagnosis.
+#[test]
+fn a_setting_in_prose_or_a_bad_value_does_not_stop_the_diagnosis() {
+    let (_d, p) = under(
+        "node1:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda12.9\nWe ran it with NCCL_PROTO=Simple. and NCCL_ALGO=Rnig, as below.",
+        "h100-1x8-nvls-issue290.txt",
+    );
+    let (code, doc, err) = diagnose(&["--profile", "dgx-h100", "--nccl-tests", &p]);
+    assert_eq!(code, 0, "{err}");
+    let f = finding(&doc, "nccl-tests-setting-ignored");
+    assert!(
+        f["title"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_ALGO=Rnig is not a value NCCL takes"),
+        "{f}"
+    );
+    assert!(
+        ids(&doc).contains(&"nccl-tests-in-band".to_string()),
+        "{:?}",
+        ids(&doc)
+    );
+}
+
+/// A one-line mpirun's `-x NCCL_IB_HCA=mlx5_0,mlx5_3` on a profile whose NICs are named
+/// otherwise (aws-p5's `rdmap*`): said, and the profile's EFA judged, not NET/Socket.
+#[test]
+fn an_hca_list_the_profile_lacks_does_not_make_the_run_socket() {
+    let (_d, p) = under(
+        "$ mpirun -np 16 -x NCCL_DEBUG=WARN -x NCCL_IB_HCA=mlx5_0,mlx5_3 ./all_reduce_perf -b 8M -e 8G -g 1",
+        "h100-2x8-ib-default-issue290.txt",
+    );
+    let (code, doc, err) = diagnose(&["--profile", "aws-p5", "--nodes", "2", "--nccl-tests", &p]);
+    assert_eq!(code, 0, "{err}");
+    let f = finding(&doc, "nccl-tests-setting-ignored");
+    assert!(
+        f["title"]
+            .as_str()
+            .unwrap()
+            .contains("NCCL_IB_HCA=mlx5_0,mlx5_3 names none of the NICs"),
+        "{f}"
+    );
+    assert!(
+        !ids(&doc).contains(&"nccl-tests-not-judged".to_string()),
+        "{:?}",
+        ids(&doc)
+    );
+    assert_eq!(doc["results"][0]["nranks"], 16);
+    // Stated by the user, the same list is the user's word: sockets, not judged.
+    let (_, doc, _) = diagnose(&[
+        "--profile",
+        "aws-p5",
+        "--nodes",
+        "2",
+        "--env",
+        "NCCL_IB_HCA=mlx5_0",
+        "--nccl-tests",
+        &p,
+    ]);
+    assert!(
+        ids(&doc).contains(&"nccl-tests-not-judged".to_string()),
+        "{:?}",
+        ids(&doc)
+    );
+}
+
+/// aws-p5's Gen4 switches above Gen5 GPUs are the profile's layout: not a finding on every
+/// run judged against it (issue 43).
+#[test]
+fn a_profile_s_own_pcie_layout_is_not_a_finding() {
+    let (_, doc, err) = diagnose(&["--profile", "aws-p5"]);
+    assert!(
+        !ids(&doc).contains(&"pcie-upstream-slower".to_string()),
+        "{err} {:?}",
+        ids(&doc)
+    );
+}

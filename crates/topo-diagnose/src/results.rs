@@ -7,6 +7,8 @@ use crate::{Finding, Report, Severity};
 use topo_model::message::Code;
 use topo_nccl::plan::Row as PlanRow;
 
+pub mod infer;
+mod ranks;
 mod sense;
 mod types;
 pub use sense::MAX_BUSBW_GBPS;
@@ -14,6 +16,9 @@ pub use types::{JudgedRow, Measured, RefusedRow, ResultsInput, ResultsReport, Ve
 
 /// Judges `input` against the plan rows of the same sizes and adds the verdict findings.
 pub fn judge(input: &ResultsInput, plan: &[PlanRow], r: &mut Report) -> ResultsReport {
+    for n in &input.notes {
+        r.add(n.clone());
+    }
     let impossible = sense::check(input, r);
     let by_size: std::collections::HashMap<u64, &PlanRow> =
         plan.iter().rev().map(|p| (p.bytes, p)).collect();
@@ -95,9 +100,14 @@ fn judged(m: &Measured, p: &PlanRow) -> JudgedRow {
     }
 }
 
-/// A shortfall at one size below 16 MB between two sizes that are not short is noise; two in
-/// a row, or any at 16 MB and up, are the machine. A table of one or two sizes has no
-/// neighbours to tell noise by, so its shortfalls count.
+/// A verdict needs more than one row out of band. A shortfall at one size between two that
+/// are not short is not the machine, at any size: it is where NCCL switches algorithm or
+/// protocol (a crossover), which the model can place one size off the real NCCL's (its
+/// tuning moves between versions), or one row's timing noise. At the ends of the table a
+/// lone row counts as before: under 16 MB it is noise (the first size carries launch
+/// overhead), at 16 MB and up it is the bandwidth the run peaks at, which users quote. Two
+/// short sizes in a row are the machine. A table of one or two sizes has no neighbours to
+/// tell noise by, so its shortfalls count.
 fn mark_isolated(rows: &mut [JudgedRow]) {
     if rows.len() < 3 {
         return;
@@ -106,7 +116,8 @@ fn mark_isolated(rows: &mut [JudgedRow]) {
     for i in 0..rows.len() {
         let prev = i > 0 && below[i - 1];
         let next = i + 1 < rows.len() && below[i + 1];
-        if below[i] && !prev && !next && rows[i].bytes < LARGE {
+        let interior = i > 0 && i + 1 < rows.len();
+        if below[i] && !prev && !next && (interior || rows[i].bytes < LARGE) {
             rows[i].verdict = Verdict::Isolated;
         }
     }
@@ -177,7 +188,7 @@ fn findings(input: &ResultsInput, rows: &[JudgedRow], causes: &[String], r: &mut
         }
         if isolated > 0 {
             title.push_str(&format!(
-                ", {isolated} alone below it (one row's timing noise)"
+                ", {isolated} alone below it (a crossover size or one row's timing noise)"
             ));
         }
         if above > 0 {
@@ -282,6 +293,8 @@ fn is_results_code(c: Code) -> bool {
             | Code::NcclTestsNotJudged
             | Code::NcclTestsWrongResults
             | Code::NcclTestsImpossibleRows
+            | Code::NcclTestsRanksDisagree
+            | Code::NcclTestsSettingIgnored
     )
 }
 

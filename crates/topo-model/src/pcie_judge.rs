@@ -221,6 +221,7 @@ fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
         }
     }
     if let Some(p) = topo.node(n).parent
+        && !by_design(topo)
         && let NodeKind::PciSwitch(ps) = &topo.node(p).kind
         && !is_virtual_bridge(topo, p)
         && ps.pcie.speed.is_some()
@@ -237,6 +238,15 @@ fn upstream_flags(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Vec<Flag> {
         ));
     }
     out
+}
+
+/// Whether the links are a profile's design as it stands: a profile is written from the
+/// machine's documentation or its vendor's topology file (aws-p5's Gen4 x16 switches above
+/// Gen5 GPUs are how the instance is built, and what NCCL sees there), so a slower switch
+/// above a device is the machine, not something to fix on it. Facts stated or faults put
+/// over it (`source.stated`) are judged as on any machine.
+fn by_design(topo: &Topology) -> bool {
+    topo.source.kind == crate::SourceKind::Profile && topo.source.stated.is_empty()
 }
 
 /// The PCIe verdicts over `nodes` (a host's, or a whole topology's), in a fixed order.

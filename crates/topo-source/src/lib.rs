@@ -13,7 +13,8 @@ pub mod live;
 pub mod nccl_lib;
 pub use topo_evidence::hang;
 pub use topo_evidence::nccllog;
-pub mod nccltests;
+/// The nccl-tests reader lives with the other evidence readers; the old path stays.
+pub use topo_evidence::nccltests;
 pub mod ncclxml;
 pub mod nvml;
 pub mod pciids;

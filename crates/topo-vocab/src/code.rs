@@ -149,6 +149,8 @@ codes! {
     HangRasMismatch => "hang-ras-mismatch" [Warning],
     HangRasTeardown => "hang-ras-teardown" [Info],
     HangRasInconsistent => "hang-ras-inconsistent" [Warning],
+    NcclTestsRanksDisagree => "nccl-tests-ranks-disagree" [Warning],
+    NcclTestsSettingIgnored => "nccl-tests-setting-ignored" [Warning],
 }
 
 impl Code {

@@ -123,7 +123,7 @@ fn algbw_range(bytes: u64, time_us: f64) -> (f64, f64) {
 /// Half the last printed digit of `v` in a field of `width`, as nccl-tests' `getFloatStr`
 /// (src/util.cu, 2.19.6) prints it: two decimals, else one, else none, else `%.1e` (width 7)
 /// or `%.0e`. Older nccl-tests printed `%6.2f`, finer, so this bound holds for them too.
-fn half_ulp(v: f64, width: i32) -> f64 {
+pub(super) fn half_ulp(v: f64, width: i32) -> f64 {
     let v = v.abs();
     let power = if v < 1.0 {
         0

@@ -3,6 +3,7 @@
 //! without the judge and the report using each other.
 
 use serde::Serialize;
+use topo_model::message::Finding;
 
 /// One measured size.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,6 +52,9 @@ pub struct ResultsInput {
     pub refused: Vec<RefusedRow>,
     /// Settings the run had (`NCCL_ALGO=Ring`), from the file or `--env`.
     pub env: Vec<(String, String)>,
+    /// What reading the run found unclear (rank counts that disagree, a setting left out),
+    /// reported before the verdict.
+    pub notes: Vec<Finding>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -58,8 +62,9 @@ pub struct ResultsInput {
 pub enum Verdict {
     InBand,
     Below,
-    /// Below the band at one size under 16 MB whose neighbours are not: the timing noise of
-    /// one nccl-tests row (the first size, a scheduler hiccup), not a property of the machine.
+    /// Below the band at one size whose neighbours are not (at the table's ends, only under
+    /// 16 MB): a crossover the model places one size off, or the timing noise of one
+    /// nccl-tests row (the first size, a scheduler hiccup), not a property of the machine.
     Isolated,
     Above,
     /// No band: no published result was measured under the run's conditions (the socket

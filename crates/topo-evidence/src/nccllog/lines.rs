@@ -890,8 +890,12 @@ fn other_line(log: &mut NcclLog, line: &str, n: usize) {
         let after_x =
             i > 0 && (toks[i - 1] == "-x" || toks[i - 1] == "--env" || toks[i - 1] == "export");
         let tok = tok.trim_matches(['"', '\'', ';']);
+        // A sentence's punctuation after a value (`NCCL_ALGO=Ring,`) is not part of it.
         let (name, val) = match tok.split_once('=') {
-            Some((k, v)) => (k, Some(v.to_string())),
+            Some((k, v)) => (
+                k,
+                Some(v.trim_end_matches(['.', ',', ':', ')']).to_string()),
+            ),
             None if after_x => (tok, None),
             None => continue,
         };

@@ -112,6 +112,9 @@ fn strip_launcher(s: &str) -> &str {
     if let Some(rest) = word_rank(t) {
         return rest;
     }
+    if let Some(rest) = ray_actor(t) {
+        return rest;
+    }
     if let Some(rest) = rfc3339(t) {
         return rest;
     }
@@ -164,6 +167,19 @@ fn word_rank(t: &str) -> Option<&str> {
         return None;
     }
     Some(rest.trim_start_matches(' '))
+}
+
+/// Ray's worker prefix, which SkyPilot prints too: `(head, rank=0, pid=3808) `,
+/// `(worker1, rank=1, pid=2769, ip=10.100.10.12) `, `(pid=123) `: parentheses holding a
+/// `pid=`, then a space. A parenthesis of prose holds no `pid=`.
+fn ray_actor(t: &str) -> Option<&str> {
+    let inner_end = t.strip_prefix('(')?.find(')')?;
+    let inner = &t[1..1 + inner_end];
+    let rest = t[inner_end + 2..].strip_prefix(' ')?;
+    let pid = inner
+        .split([',', ' '])
+        .any(|w| w.strip_prefix("pid=").is_some_and(all_digits));
+    (pid && inner.len() <= 128).then_some(rest)
 }
 
 /// srun `--label` and pdsh: `0: `, `12: `.
@@ -238,6 +254,8 @@ mod tests {
             format!("12: [rank3]: \x1b[1;31m{LINE}"),
             format!("> {LINE}"),
             format!("[vllm]: {LINE}"),
+            format!("(head, rank=0, pid=3808) [1,0]<stdout>:{LINE}"),
+            format!("(worker1, rank=1, pid=2769, ip=10.100.10.12) {LINE}"),
         ] {
             assert_eq!(clean(&wrapped), LINE, "{wrapped:?}");
         }
@@ -260,6 +278,7 @@ mod tests {
             "rank0:77:77 [0] NCCL INFO x",
             "   AllReduce |  6.8/ 0.0 |",
             "Channel 00/02 : 0 1",
+            "(see the log) NCCL INFO x",
         ] {
             assert_eq!(clean(s), s);
         }

@@ -86,3 +86,16 @@ fn a_slower_switch_above_is_its_own_fact() {
     let (t, _, _) = one(link("16.0 GT/s PCIe", 16), None, link("32.0 GT/s PCIe", 16));
     assert_eq!(codes(&t), vec![(UPSTREAM_SLOWER, Severity::Warning)]);
 }
+
+/// aws-p5's Gen4 switches above Gen5 GPUs are the profile's layout, by design: no finding
+/// (issue 43); the same profile with a stated fault over it is judged again.
+#[test]
+fn a_profile_s_own_slower_switch_is_not_a_finding() {
+    let (mut t, _, _) = one(link("16.0 GT/s PCIe", 16), None, link("32.0 GT/s PCIe", 16));
+    t.source.kind = crate::SourceKind::Profile;
+    assert_eq!(codes(&t), vec![]);
+    t.source
+        .stated
+        .push("degraded pcie:0000:01:00.0 to gen4x16".into());
+    assert_eq!(codes(&t), vec![(UPSTREAM_SLOWER, Severity::Warning)]);
+}

@@ -317,3 +317,73 @@ fn cr_only_line_endings_are_lines() {
     assert_eq!(r.tests[0].rows.len(), 2);
     assert_eq!(r.tests[0].ranks.len(), 2);
 }
+
+/// nccl#340's transcription dropped the redop column: the figures start right after the type,
+/// not one column later.
+#[test]
+fn a_row_without_its_redop_column_is_read_from_the_figure_on() {
+    let text = "\
+#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+           8             2   float     sum     7.18    0.00    0.00  0e+00     7.02    0.00    0.00  0e+00
+       65536          8192   float    16.57    1.98    1.98  0e+00    13.83    2.37    2.37  0e+00
+";
+    let t = &parse(text).unwrap().tests[0];
+    assert_eq!(t.rows.len(), 2);
+    assert_eq!(t.rows[0].reduces, Some(true));
+    let r = &t.rows[1];
+    assert_eq!((r.redop.as_str(), r.reduces), ("", None));
+    assert_eq!(r.out_of_place.as_ref().unwrap().time_us, 16.57);
+    assert_eq!(r.out_of_place.as_ref().unwrap().busbw_gbps, 1.98);
+    assert_eq!(r.in_place.as_ref().unwrap().time_us, 13.83);
+    assert_eq!(r.elem_bytes, Some(4));
+}
+
+/// nccl#527: one 1 GiB row per instance count under a `p4dn` column is several runs.
+#[test]
+fn a_condensed_table_of_several_runs_is_refused() {
+    let text = "\
+ p4dn        size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+   1   1073741824     268435456     float     sum   8142.6  131.87  230.77  2e-07   8141.2  131.89  230.81  2e-07
+   2   1073741824     268435456     float     sum    35215   30.49   57.17  4e-07    35198   30.51   57.20  4e-07
+";
+    let err = parse(text).unwrap_err();
+    assert!(
+        err.starts_with("line 2: a row with `1` before its size"),
+        "{err}"
+    );
+    assert!(err.contains("condensed from several runs"), "{err}");
+}
+
+/// A README that shows five rank lines of 128 and `...`; the launch command before the
+/// table belongs to it; SkyPilot's prefix hides neither.
+#[test]
+fn cut_rank_lists_launch_commands_and_ray_prefixes_are_kept() {
+    let cut = "\
+#   Rank  0 Pid     33 on w-0 device  0 [0x27] NVIDIA A100-SXM4-80GB
+#   Rank  1 Pid     34 on w-0 device  1 [0x2a] NVIDIA A100-SXM4-80GB
+...
+           8             2     float     sum    57.89    0.00    0.00  5e-07    57.63    0.00    0.00  7e-07
+";
+    let t = &parse(cut).unwrap().tests[0];
+    assert!(t.ranks_excerpt);
+    assert_eq!(t.ranks.len(), 2);
+    let launched = "\
+$ mpirun -np 16 -x NCCL_ALGO=Ring, -x NCCL_IB_HCA=mlx5_0,mlx5_1 ./all_reduce_perf -b 8 -e 8G -g 1
+(head, rank=0, pid=3808) [1,0]<stdout>:#  Rank  0 Group  0 Pid   7774 on head device  0 [0000:8f:00] NVIDIA H200
+(head, rank=0, pid=3808) [1,0]<stdout>:           8             2     float     sum      -1    12.90    0.00    0.00      0    12.87    0.00    0.00      0
+";
+    let r = parse(launched).unwrap();
+    let t = &r.tests[0];
+    assert_eq!(t.ranks.len(), 1);
+    assert!(!t.ranks_excerpt);
+    let l = t.launch.as_ref().unwrap();
+    assert_eq!((l.line, l.ranks()), (1, Some(16)));
+    assert_eq!(l.program.as_deref(), Some("all_reduce_perf"));
+    assert_eq!(
+        r.env,
+        [
+            ("NCCL_ALGO".to_string(), "Ring".to_string()),
+            ("NCCL_IB_HCA".to_string(), "mlx5_0,mlx5_1".to_string())
+        ]
+    );
+}

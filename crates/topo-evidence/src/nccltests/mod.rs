@@ -10,13 +10,19 @@
 //! in-place `time algbw busbw #wrong` groups, and the footer (`# Out of bounds values`,
 //! `# Avg bus bandwidth`). NCCL INFO lines mixed in are left to the log reader.
 
+use crate::nccllog::paste;
 use serde::Serialize;
-use topo_evidence::nccllog::paste;
+use topo_vocab::{DataType, Reduction};
+
+pub mod launch;
+pub use launch::Launch;
 
 /// The most result rows and tests one input may hold: nccl-tests prints at most 64 sizes per
 /// factor-2 sweep, so this leaves room for step sweeps while bounding the work a file causes.
 pub const MAX_ROWS: usize = 4096;
 pub const MAX_TESTS: usize = 256;
+/// The most settings kept from a text's lines (each `-x NCCL_X=...` of its commands and prose).
+pub const MAX_SETTINGS: usize = 1024;
 /// The most rank lines kept per test (a 131,072-GPU job prints one per rank).
 pub const MAX_RANK_LINES: usize = 1 << 17;
 /// The largest `size` a row may state: 16 TiB, far above any GPU's memory (nccl-tests'
@@ -46,6 +52,12 @@ pub struct Row {
     pub count: u64,
     pub dtype: String,
     pub redop: String,
+    /// Bytes per element of `dtype`, parsed where it is read; `None` for a name nccl-tests
+    /// does not print.
+    pub elem_bytes: Option<u64>,
+    /// Whether the row reduces (`sum`, `max`, ...: `Some(true)`; `none`: `Some(false)`);
+    /// `None` where the row has no redop column (a transcription that dropped it).
+    pub reduces: Option<bool>,
     /// `None` in nccl-tests before the `root` column (2.0-2.1) and in JSON where unparsable.
     pub root: Option<i64>,
     pub out_of_place: Option<Sample>,
@@ -87,6 +99,13 @@ pub struct Test {
     pub refused: Vec<Refused>,
     pub avg_busbw_gbps: Option<f64>,
     pub out_of_bounds: Option<u64>,
+    /// The rank lines are an excerpt: a `...` line follows them (a README that shows the first
+    /// ranks of 128), so they do not count the ranks or hosts.
+    pub ranks_excerpt: bool,
+    /// The launch command of the run: the last one before the test's first line.
+    pub launch: Option<Launch>,
+    /// The line (1-based) the test starts on.
+    pub first_line: usize,
 }
 
 /// A row refused for its figures.
@@ -105,7 +124,8 @@ pub struct Results {
     /// The NCCL the tests ran with (`nccl-library=22703` or the JSON's `nccl_version`).
     pub nccl_version: Option<String>,
     pub tests: Vec<Test>,
-    /// `NCCL_*` and `CUDA_VISIBLE_DEVICES` from the JSON's `env` list.
+    /// `NCCL_*` and `CUDA_VISIBLE_DEVICES` from the JSON's `env` list, or given on the text's
+    /// lines (`-x NCCL_ALGO=Ring` in a command, `export`, prose), in order.
     pub env: Vec<(String, String)>,
     /// What was dropped or could not be read, in words.
     pub missing: Vec<String>,
@@ -167,7 +187,7 @@ pub fn parse(text: &str) -> Result<Results, String> {
     let r = if text.trim_start().starts_with('{') {
         parse_json(text)?
     } else {
-        parse_text(text)
+        parse_text(text)?
     };
     if r.all_rows() == 0 {
         return Err(
@@ -177,20 +197,111 @@ pub fn parse(text: &str) -> Result<Results, String> {
     Ok(r)
 }
 
-fn parse_text(text: &str) -> Results {
+fn parse_text(text: &str) -> Result<Results, String> {
     let mut r = Results::default();
     let mut cols: Option<Columns> = None;
     let mut ranks = RanksSeen::default();
-    for (i, raw) in paste::lines(text).enumerate() {
-        let line = paste::clean(raw.trim_start());
-        let line = line.trim();
+    let mut launches: Vec<Launch> = vec![];
+    let mut lines = paste::lines(text).enumerate();
+    while let Some((i, raw)) = lines.next() {
+        let cleaned = paste::clean(raw.trim_start());
+        let line = cleaned.trim();
+        settings(&mut r, line);
+        if launch::is_command(line) && launches.len() < launch::MAX_LAUNCHES {
+            let cmd = continued(&mut r, line, &mut lines);
+            launches.push(launch::read(
+                cmd.trim_start_matches(['#', '>', '$', ' ']),
+                i + 1,
+            ));
+        }
         if let Some(body) = line.strip_prefix('#') {
             header_line(&mut r, &mut cols, &mut ranks, body.trim());
+        } else if is_ellipsis(line) {
+            mark_excerpt(&mut r);
+        } else if let Some(first) = condensed(line) {
+            return Err(format!(
+                "line {}: a row with `{first}` before its size, a column nccl-tests does not print: a table condensed from several runs (one row per node count or setting) is not one nccl-tests run; pass each run's output as nccl-tests printed it",
+                i + 1
+            ));
         } else if let Some(row) = data_row(line, cols.as_ref(), i + 1) {
             push_row(&mut r, row);
         }
+        if let Some(t) = r.tests.last_mut().filter(|t| t.first_line == 0) {
+            t.first_line = i + 1;
+        }
     }
-    r
+    attach_launches(&mut r, launches);
+    Ok(r)
+}
+
+/// A command continued with `\` on the next lines, joined; their settings are read too.
+fn continued<'a>(
+    r: &mut Results,
+    first: &str,
+    lines: &mut impl Iterator<Item = (usize, &'a str)>,
+) -> String {
+    let mut cmd = first.to_string();
+    for _ in 0..launch::MAX_CONTINUED {
+        let Some(head) = cmd.strip_suffix('\\') else {
+            break;
+        };
+        cmd = head.to_string();
+        let Some((_, raw)) = lines.next() else { break };
+        let next = paste::clean(raw.trim_start());
+        settings(r, next.trim());
+        cmd.push(' ');
+        cmd.push_str(next.trim());
+    }
+    cmd
+}
+
+fn settings(r: &mut Results, line: &str) {
+    for kv in launch::settings(line) {
+        if r.env.len() >= MAX_SETTINGS {
+            note(
+                r,
+                format!("more than {MAX_SETTINGS} settings: the rest are not read"),
+            );
+            return;
+        }
+        r.env.push(kv);
+    }
+}
+
+/// Each test's launch: the last command before its first line (several tests of one script
+/// share the command that ran them).
+fn attach_launches(r: &mut Results, launches: Vec<Launch>) {
+    let mut k = 0;
+    for t in &mut r.tests {
+        while k < launches.len() && launches[k].line < t.first_line {
+            k += 1;
+        }
+        t.launch = k.checked_sub(1).map(|j| launches[j].clone());
+    }
+}
+
+/// `...` or `…` alone on a line (a `#` line's body too): something was left out here.
+fn is_ellipsis(body: &str) -> bool {
+    let b = body.trim();
+    !b.is_empty() && b.chars().all(|c| c == '.' || c == '…') && (b.len() >= 3 || b == "…")
+}
+
+/// Rank lines followed by `...` before any row: the list is an excerpt.
+fn mark_excerpt(r: &mut Results) {
+    if let Some(t) = r.tests.last_mut()
+        && !t.ranks.is_empty()
+        && t.rows.is_empty()
+    {
+        t.ranks_excerpt = true;
+    }
+}
+
+/// The first column of a row that has numbers before its size (`1 1073741824 268435456
+/// float sum ...`): a user's table of several runs, one per row.
+fn condensed(line: &str) -> Option<&str> {
+    let toks: Vec<&str> = line.split_whitespace().collect();
+    let i = toks.iter().position(|t| DTYPES.contains(t))?;
+    (i > 2 && toks[..i].iter().all(|t| t.parse::<u64>().is_ok())).then(|| toks[0])
 }
 
 fn current(r: &mut Results) -> &mut Test {
@@ -256,6 +367,8 @@ fn header_line(r: &mut Results, cols: &mut Option<Columns>, ranks: &mut RanksSee
         }
     } else if body.starts_with("Rank ") {
         rank_line(r, ranks, body);
+    } else if is_ellipsis(body) {
+        mark_excerpt(r);
     } else if let Some(c) = Columns::from_header(body) {
         *cols = Some(c);
     } else if let Some(v) = body.strip_prefix("Avg bus bandwidth") {
@@ -359,8 +472,14 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Result<
     }
     let bytes: u64 = toks[i - 2].parse().ok()?;
     let count: u64 = toks[i - 1].parse().ok()?;
-    let redop = toks.get(i + 1)?.to_string();
-    let rest = &toks[i + 2..];
+    // A transcription that dropped the redop column has a figure where the name goes: the
+    // groups start there, not one column later (nccl#340's rows read as 6,599 GB/s).
+    let printed = toks.get(i + 1)?.parse::<f64>().is_err();
+    let (redop, rest) = if printed {
+        (toks[i + 1].to_string(), &toks[i + 2..])
+    } else {
+        (String::new(), &toks[i + 1..])
+    };
     // Without a header, a root column makes the groups after redop odd in number.
     let has_root = cols.map_or(rest.len() % 4 == 1, |c| c.root);
     let (root, groups) = if has_root {
@@ -396,6 +515,8 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Result<
         bytes,
         count,
         dtype: toks[i].to_string(),
+        elem_bytes: elem_bytes(toks[i]),
+        reduces: printed.then(|| reduces(&redop)).flatten(),
         redop,
         root,
         out_of_place,
@@ -403,6 +524,29 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Result<
         line: lineno,
         text: line.to_string(),
     }))
+}
+
+/// Bytes per element of an nccl-tests type name (src/common.cu `test_typenames`, 2.17): the
+/// vocabulary's types, and the few nccl-tests prints that topo's runtime does not run.
+pub fn elem_bytes(name: &str) -> Option<u64> {
+    if let Some(d) = DataType::parse(name) {
+        return Some(d.size() as u64);
+    }
+    match name {
+        "int8" | "f8e4m3" | "f8e5m2" => Some(1),
+        "uint32" => Some(4),
+        "uint64" => Some(8),
+        _ => None,
+    }
+}
+
+/// Whether an nccl-tests redop name reduces (src/common.cu `test_opnames`: `sum`, `prod`,
+/// `max`, `min`, `avg`, `mulsum`; `none` for the tests without a reduction).
+pub fn reduces(name: &str) -> Option<bool> {
+    if name == "none" {
+        return Some(false);
+    }
+    (Reduction::parse(name).is_some() || name == "mulsum" || name == "premulsum").then_some(true)
 }
 
 /// One `time algbw busbw #wrong` group as nccl-tests prints it (src/util.cu
@@ -574,6 +718,8 @@ fn json_row(x: &serde_json::Value, n: usize) -> Option<Result<Row, Refused>> {
         bytes,
         count: x["count"].as_u64().unwrap_or(0),
         dtype: x["type"].as_str().unwrap_or("").to_string(),
+        elem_bytes: x["type"].as_str().and_then(elem_bytes),
+        reduces: x["redop"].as_str().and_then(reduces),
         redop: x["redop"].as_str().unwrap_or("").to_string(),
         root: x["root"].as_str().and_then(|s| s.trim().parse().ok()),
         out_of_place,
