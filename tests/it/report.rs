@@ -6,7 +6,7 @@
 use crate::util::{fixture, realdata, topo_clean_env};
 
 #[path = "../../crates/topo-report/src/html/strict.rs"]
-mod strict;
+pub(crate) mod strict;
 use strict::Checked;
 
 /// The strict reading, and every section of a full report present.

@@ -38,6 +38,10 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
 /// (`Topology::warning_messages`, code `source-warning`), as one finding with each as
 /// evidence, last among the topology's findings (they qualify the others, they do not cause).
 fn source_warnings(t: &Topology, r: &mut Report) {
+    // A topology a log implies is the log's reading, whose gaps the log notes already say.
+    if t.source.kind == topo_model::SourceKind::NcclLog {
+        return;
+    }
     let all: Vec<String> = t.warning_messages().map(|w| w.text).collect();
     let Some(first) = all.first() else {
         return;

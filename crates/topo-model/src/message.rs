@@ -120,7 +120,8 @@ pub fn rank(code: Code, severity: Severity) -> (std::cmp::Reverse<Severity>, u8)
         | Code::SourceWarning
         | Code::P2pAssumed
         | Code::NetSocketSpeed
-        | Code::EnvUnknown => 2,
+        | Code::EnvUnknown
+        | Code::PcieUpstreamSlower => 2,
         _ => 1,
     };
     (std::cmp::Reverse(severity), tier)

@@ -311,8 +311,6 @@ struct Builder<'a> {
     skeleton_ib: Vec<NodeIndex>,
     /// GPUs with a `<gpu>` entry but no `<nvlink>` in a file NCCL did not write.
     handwritten_no_nvlink: usize,
-    /// GPUs of an NVSwitch board part (by PCI id) listed without NVLink.
-    trimmed_nvlink: usize,
     /// Devices whose link speed is empty or width 0 / empty (virtual machines).
     unknown_pcie: usize,
     /// Speed strings NCCL's table does not know (it then uses Gen3).
@@ -349,7 +347,6 @@ impl<'a> Builder<'a> {
             skeleton_nics: 0,
             skeleton_ib: Vec::new(),
             handwritten_no_nvlink: 0,
-            trimmed_nvlink: 0,
             unknown_pcie: 0,
             odd_speeds: BTreeSet::new(),
             gpu_devs: HashMap::new(),
@@ -798,17 +795,6 @@ impl<'a> Builder<'a> {
         if !has_nvlink && ids[0].is_none() && ids[1].is_none() {
             g.nvlink = NvlinkInfo::Unknown(HANDWRITTEN_NVLINK_REASON.into());
             self.handwritten_no_nvlink += 1;
-        } else if !has_nvlink && let Some(m) = nvswitch_part(ids[0], ids[1]) {
-            // A board NVIDIA builds only with NVLink to NVSwitches (an SXM part) listed without
-            // any: the model is read from the PCI id, so "no NVLink" would rest on a guess
-            // against the file; a trimmed file is likelier than an SXM board without NVLink.
-            g.nvlink = NvlinkInfo::Unknown(format!(
-                "the file lists no NVLink for it, but its PCI id {:#06x} is the {} (an NVSwitch board part, {} lanes), so the entries were likely trimmed",
-                m.device.unwrap_or(0),
-                m.name,
-                m.nvlink_lanes
-            ));
-            self.trimmed_nvlink += 1;
         }
         let n = self.topo.add_child(parent, NodeKind::gpu(g));
         self.nvlinks
@@ -1186,12 +1172,6 @@ impl<'a> Builder<'a> {
                 self.handwritten_no_nvlink
             ));
         }
-        if self.trimmed_nvlink > 0 {
-            self.topo.warn(format!(
-                "{} GPU(s) of an NVSwitch board part (by PCI id) have no <nvlink> entries: NVLink is unknown rather than absent; state it (--nvlink nvswitch, or --nvlink none if the board really has none)",
-                self.trimmed_nvlink
-            ));
-        }
         if self.unknown_pcie > 0 {
             self.topo.warn(format!(
                 "{} device(s) have an empty link_speed or a link_width of 0/empty (unknown or virtual PCIe link): NCCL counts an empty speed as Gen3 and width 0 as x16",
@@ -1219,23 +1199,6 @@ enum Tclass {
     Nvs,
 }
 
-/// The GPU model `--gpu` knows by this NVIDIA PCI id when it is an NVSwitch board part (SXM:
-/// NVLink to NVSwitches on every board built).
-fn nvswitch_part(
-    vendor: Option<u16>,
-    device: Option<u16>,
-) -> Option<&'static topo_model::stated::GpuModel> {
-    if vendor != Some(0x10de) {
-        return None;
-    }
-    topo_model::stated::GPU_MODELS.iter().find(|m| {
-        m.device.is_some()
-            && m.device == device
-            && m.nvlink == topo_model::stated::NvlinkShape::NvSwitch
-            && m.nvlink_lanes > 0
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1249,38 +1212,6 @@ mod tests {
         format!(
             "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n{body}\n  </cpu>\n</system>\n"
         )
-    }
-
-    /// An NVSwitch board part (H100 SXM5, 0x2330) listed without NVLink: "no NVLink" would
-    /// rest on the model its PCI id names against the file, so NVLink is unknown and said so;
-    /// a PCIe card of the same age (an A10, 0x2236) listed without NVLink has none.
-    #[test]
-    fn an_sxm_part_without_nvlink_entries_is_unknown_not_none() {
-        let gpu = |bus: &str, dev: &str, id: &str| {
-            format!(
-                r#"    <pci busid="0000:{bus}:00.0" class="0x030200" vendor="0x10de" device="{id}" link_speed="32.0 GT/s PCIe" link_width="16">
-      <gpu dev="{dev}" sm="90" rank="{dev}" gdr="1"/>
-    </pci>"#
-            )
-        };
-        let t = parse(&wrap(
-            &[gpu("18", "0", "0x2330"), gpu("2a", "1", "0x2330")].join("\n"),
-        ));
-        for n in t.gpus() {
-            let g = t.gpu(n).unwrap();
-            assert!(
-                matches!(&g.nvlink, NvlinkInfo::Unknown(why) if why.contains("H100 SXM5")),
-                "{:?}",
-                g.nvlink
-            );
-        }
-        assert!(t.warnings.iter().any(|w| w.contains("NVSwitch board part")));
-        let t = parse(&wrap(
-            &[gpu("18", "0", "0x2236"), gpu("2a", "1", "0x2236")].join("\n"),
-        ));
-        for n in t.gpus() {
-            assert_eq!(t.gpu(n).unwrap().nvlink, NvlinkInfo::Known);
-        }
     }
 
     /// NCCL reads `arch` by prefix against x86_64, arm64 and ppc64 (topo.cc kvDictCpuArch):
