@@ -1252,12 +1252,14 @@ fn source_name(topo: &Topology) -> String {
 /// one node's count), and over the hosts where it joins several.
 fn gpus_of(topo: &Topology, some: usize, all: usize) -> String {
     match topo.copies() {
-        Some(c) if c.count > 1 && some % c.count == 0 && all % c.count == 0 => format!(
-            "{} of {} GPU(s) per node x {} nodes ({all} GPUs)",
-            some / c.count,
-            all / c.count,
-            c.count
-        ),
+        Some(c) if c.count > 1 && some.is_multiple_of(c.count) && all.is_multiple_of(c.count) => {
+            format!(
+                "{} of {} GPU(s) per node x {} nodes ({all} GPUs)",
+                some / c.count,
+                all / c.count,
+                c.count
+            )
+        }
         _ if topo.host_count() > 1 => {
             format!("{some} of {all} GPU(s) over {} hosts", topo.host_count())
         }
