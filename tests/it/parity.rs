@@ -4,14 +4,18 @@
 //! (`topo_model::p2p_judge`), NVLS stated off (`topo_model::nvls_judge`) and NIC placement
 //! problems (`topo_model::nic_judge`), NVLink fabric registration problems
 //! (`topo_model::fabric_judge`) and the NVLink shape's problems (`topo_model::nvlink_shape`:
-//! islands, unknown) with the same code and the same severity, or all leave them out.
+//! islands, unknown), a VM's flattened PCIe tree (`topology-flattened`) and what the source's
+//! reader assumed or repaired (`source-warning`) with the same code and the same severity, or
+//! all leave them out.
 
 use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 16] = [
+const SHARED: [&str; 18] = [
     "virtualized-topology",
+    "topology-flattened",
+    "source-warning",
     "pcie-downtrained",
     "pcie-upstream-slower",
     "gdr-unavailable",
@@ -73,6 +77,32 @@ pub(crate) fn json(cmd: &str, src: &[String]) -> Option<Value> {
     Some(serde_json::from_slice(&o.stdout).unwrap())
 }
 
+/// The codes and severities of the findings `topo report` shows for `src`; `None` where it
+/// cannot report (a source without what a plan needs).
+fn report_codes(src: &[String]) -> Option<BTreeMap<String, String>> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.html");
+    let o = topo()
+        .arg("report")
+        .args(src)
+        .arg("-o")
+        .arg(&path)
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        return None;
+    }
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let checked = crate::report::strict::check(&doc);
+    Some(
+        checked
+            .findings
+            .into_iter()
+            .map(|(code, sev, _)| (code, sev))
+            .collect(),
+    )
+}
+
 /// Every code a document reports (`list` of entries keyed `code`), with its severity.
 pub(crate) fn severities(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
     doc[list]
@@ -129,6 +159,7 @@ fn host_fact_gdr(diag: &Value) -> bool {
 fn show_plan_and_diagnose_state_each_shared_fact_alike() {
     let mut compared = 0;
     let mut stated = 0;
+    let mut reported = 0;
     for src in sources() {
         let Some(show) = json("show", &src) else {
             continue;
@@ -157,17 +188,30 @@ fn show_plan_and_diagnose_state_each_shared_fact_alike() {
             d.remove("nvlink-degraded");
         }
         assert_eq!(s, d, "show vs diagnose on {src:?}");
-        if let Some(plan) = json("plan", &src) {
+        // The report shows diagnose's findings (it is built from the same diagnosis).
+        if let Some(r) = report_codes(&src) {
             assert_eq!(
-                s,
-                shared(&plan, "messages", "code"),
-                "show vs plan on {src:?}"
+                r,
+                severities(&diag, "findings", "id"),
+                "report vs diagnose on {src:?}"
             );
+            reported += 1;
+        }
+        if let Some(plan) = json("plan", &src) {
+            let mut p = shared(&plan, "messages", "code");
+            // The plan's analysis notes what it decided under the source's code too (GPU
+            // groups NCCL splits into nodes): beyond show's scope, so only the source's own
+            // warnings are compared.
+            if !s.contains_key("source-warning") {
+                p.remove("source-warning");
+            }
+            assert_eq!(s, p, "show vs plan on {src:?}");
         }
         compared += 1;
         stated += s.len();
     }
     assert!(compared > 30, "{compared}");
+    assert!(reported > 20, "{reported}");
     // Not a test that cannot fail: the fixtures include VMs and degraded links.
     assert!(stated >= 3, "{stated}");
 }
@@ -232,4 +276,124 @@ fn nvls_stated_off_is_one_warning_everywhere() {
             "{cmd}"
         );
     }
+}
+
+/// Every view of one input, as (command, the list its findings are in, their code key).
+const VIEWS: [(&str, &str, &str); 3] = [
+    ("show", "messages", "code"),
+    ("plan", "messages", "code"),
+    ("diagnose", "findings", "id"),
+];
+
+/// A VM's flattened tree (every GPU and NIC behind one host bridge, PHB everywhere, one NUMA
+/// node) was named by no view: show printed a tie as the nearest NIC, diagnose advised moving
+/// NICs under switches. Now one warning everywhere, from one rule, with a guest's fix.
+#[test]
+fn a_flattened_vm_is_one_warning_everywhere() {
+    let src: Vec<String> = vec![
+        "--from".into(),
+        fixture("fixtures/synthetic/vm-flattened-4gpu-matrix.txt")
+            .to_string_lossy()
+            .into_owned(),
+        "--gpu".into(),
+        "l40s".into(),
+        "--nvlink".into(),
+        "none".into(),
+    ];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "topology-flattened").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+    }
+    let diag = json("diagnose", &src).unwrap();
+    let f = diag["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "topology-flattened")
+        .unwrap();
+    assert!(f["fix"].as_str().unwrap().contains("NCCL_TOPO_FILE"), "{f}");
+    // The NIC placement's fix fits a guest: no "put NICs under the GPUs' PCIe switches".
+    let near = diag["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "nic-none-near")
+        .unwrap();
+    assert!(
+        !near["fix"].as_str().unwrap().contains("put NICs under"),
+        "{near}"
+    );
+}
+
+/// The same judgement on a flattened matrix made from a real one (NVIDIA/DeepEP#590's B300
+/// box with every PCIe class set to PHB and one NUMA node, as a VM shows it), and none on the
+/// real one.
+#[test]
+fn a_real_matrix_flattened_as_a_vm_shows_it_is_named_everywhere() {
+    let Some(real) = crate::util::realdata("smi-topo/deepep-590-hgx-b300-cx8-bond.txt") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&real).unwrap();
+    let flat: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(['S', 'N', 'P']) || !l.contains('='))
+        .map(|l| {
+            let l = ["PXB", "NODE", "SYS", "PIX"]
+                .iter()
+                .fold(l.to_string(), |l, c| l.replace(c, "PHB"));
+            l.replace("64-127,192-255  1 ", "0-63,128-191    0 ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flat.txt");
+    std::fs::write(&path, flat).unwrap();
+    let with = |p: &std::path::Path| -> Vec<String> {
+        vec![
+            "--from".into(),
+            p.to_string_lossy().into_owned(),
+            "--gpu".into(),
+            "b300".into(),
+        ]
+    };
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &with(&path)).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "topology-flattened").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+        let doc = json(cmd, &with(&real)).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "topology-flattened"),
+            None,
+            "{cmd}"
+        );
+    }
+}
+
+/// What the source's reader repaired (a cut file here) was said by show and plan only;
+/// `diagnose --from` said "no problem found".
+#[test]
+fn a_cut_file_is_said_by_diagnose_too() {
+    let Some(cut) =
+        crate::util::realdata("topo-xml/nccl-tests-256-h200-baremetal-dump-TRUNCATED.xml")
+    else {
+        return;
+    };
+    let src = vec!["--from".to_string(), cut.to_string_lossy().into_owned()];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "source-warning").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+    }
+    let diag = json("diagnose", &src).unwrap();
+    assert!(diag["verdict"].as_str().unwrap().contains("cut"), "{diag}");
 }

@@ -108,8 +108,9 @@ pub fn diagnose(input: &Input) -> Report {
 /// Where a finding stands among those of its severity when logs were read: the cause first,
 /// then its symptoms, then the rest; noise goes last whatever its severity (issue 49).
 fn rank(c: Code, sev: Severity) -> (bool, std::cmp::Reverse<Severity>, u8) {
-    let noise =
-        c == Code::NvlinkUnknown || (c == Code::UnknownNcclVariable && sev == Severity::Info);
+    // What a source's reader assumed qualifies the other findings; it causes nothing.
+    let noise = matches!(c, Code::NvlinkUnknown | Code::SourceWarning)
+        || (c == Code::UnknownNcclVariable && sev == Severity::Info);
     // Lines harmless where they stand (no IB device on one node) come after everything else.
     let benign = sev == Severity::Info
         && matches!(
@@ -133,7 +134,8 @@ fn rank(c: Code, sev: Severity) -> (bool, std::cmp::Reverse<Severity>, u8) {
             | Code::SingleGpuVisible
             | Code::NvlsRequestedUnavailable
             | Code::SocketOnLoopback
-            | Code::VirtualizedTopology => 0,
+            | Code::VirtualizedTopology
+            | Code::TopologyFlattened => 0,
             Code::GdrUnavailable
             | Code::GdrDistance
             | Code::GdrReadOff
@@ -237,7 +239,8 @@ fn finish(r: &mut Report, logs: bool) {
             (noise || echo, sev, tier)
         });
     } else {
-        merged.sort_by_key(|f| std::cmp::Reverse(f.severity));
+        // The order show and plan give the same findings (`topo_model::message::rank`).
+        topo_model::message::order(&mut merged);
     }
     r.findings = merged;
     r.worst = r.findings.iter().map(|f| f.severity).max();

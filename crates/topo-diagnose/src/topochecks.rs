@@ -30,6 +30,35 @@ pub fn run(t: &Topology, input: &Input, r: &mut Report) {
     p2p_support(t, r);
     rails(t, r);
     paths(t, input, r);
+    source_warnings(t, r);
+}
+
+/// What the source's reader assumed or repaired (cells run together, a cut file, a
+/// self-loop NVLink, devices listed by PCI class only): the warnings show and plan print
+/// (`Topology::warning_messages`, code `source-warning`), as one finding with each as
+/// evidence, last among the topology's findings (they qualify the others, they do not cause).
+fn source_warnings(t: &Topology, r: &mut Report) {
+    // A topology a log implies is the log's reading, whose gaps the log notes already say.
+    if t.source.kind == topo_model::SourceKind::NcclLog {
+        return;
+    }
+    let all: Vec<String> = t.warning_messages().map(|w| w.text).collect();
+    let Some(first) = all.first() else {
+        return;
+    };
+    let text = if all.len() == 1 {
+        format!("the source's reader assumed or repaired: {first}")
+    } else {
+        format!(
+            "the source's reader assumed or repaired {} things, first: {first}",
+            all.len()
+        )
+    };
+    let evidence = if all.len() > 1 { all } else { vec![] };
+    r.add(finding_of(
+        Finding::new(topo_model::message::SOURCE_WARNING, text).evidence(evidence),
+        "check what was assumed against the machine; state what the source leaves out (--gpu, --nvlink, --nic-speed, --gdr) or read the machine itself (`topo snapshot` there, or an XML NCCL dumped there with NCCL_TOPO_DUMP_FILE)",
+    ));
 }
 
 /// The ports' GPUDirect RDMA as show and plan state it (`topo_model::net_judge`), with what
@@ -66,9 +95,8 @@ fn pcie(t: &Topology, r: &mut Report) {
     use topo_model::pcie_judge::{self as judge, DOWNTRAINED, UPSTREAM_SLOWER, VIRTUAL};
     for v in judge::verdicts(t, t.graph.node_indices()) {
         let fix = match v.code {
-            VIRTUAL => {
-                "give NCCL the bare-metal topology: `topo snapshot` on the host, `topo xml --from host.tar.gz -o host-topo.xml`, NCCL_TOPO_FILE=host-topo.xml in the guest (bus ids must match the guest's)"
-            }
+            // A VM's tree: the judge's own fix (`judge::VM_FIX`), which every view states.
+            VIRTUAL | judge::FLATTENED => judge::VM_FIX,
             DOWNTRAINED => {
                 "reseat the card or riser, check the slot's BIOS bifurcation and lane settings; `lspci -vv` LnkSta against LnkCap shows it (`topo show --view pci` flags it)"
             }
@@ -152,8 +180,17 @@ fn p2p_support(t: &Topology, r: &mut Report) {
 /// Where the NICs sit against the GPUs, as show states it (`topo_model::nic_judge`: one rule,
 /// code and severity); the problems only, with what to do about each.
 fn rails(t: &Topology, r: &mut Report) {
+    // In a VM the guest's PCIe tree is the hypervisor's: moving cards is not the fix there.
+    let vm = r
+        .findings
+        .iter()
+        .any(|f| matches!(f.code, Code::VirtualizedTopology | Code::TopologyFlattened));
     for v in topo_model::nic_judge::every_host(t, &topo_model::nic_judge::PlainNames(t), true) {
-        let fix = placement_fix(v.code);
+        let fix = if vm {
+            "this is a virtual machine's PCIe tree (see virtualized-topology or topology-flattened): where the NICs sit here is the hypervisor's view, so give NCCL the host's topology (NCCL_TOPO_FILE from the cloud provider) before moving anything"
+        } else {
+            placement_fix(v.code)
+        };
         r.add(finding_of(v, fix));
     }
 }
@@ -202,6 +239,22 @@ fn paths(t: &Topology, input: &Input, r: &mut Report) {
         }
     };
     r.checked(format!("P2P paths and transports (NCCL {version} model)"));
+    // What the plan says of the same machine beyond its PCIe and NVLink: NCCL's init stopping
+    // on it, and hosts that decide apart (`topo_nccl::plan`, the findings plan prints).
+    for f in topo_nccl::plan::init_stops(&a)
+        .into_iter()
+        .chain(topo_nccl::plan::host_findings(&a))
+    {
+        let fix = match f.code {
+            Code::NcclInitFails | Code::NetNone => {
+                "plan it with `topo plan` (it names the NCCL version that runs it), or use an NCCL version the finding says runs it"
+            }
+            _ => {
+                "make the hosts alike (same GPUs, NICs, NVLink and driver), or run the job on hosts of one kind; `topo diff` lists what differs"
+            }
+        };
+        r.add(finding_of(f, fix));
+    }
     let shm: Vec<&topo_nccl::transport::PairTransport> = a
         .transports
         .iter()

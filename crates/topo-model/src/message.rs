@@ -94,6 +94,44 @@ pub fn serialize_diagnosed<S: Serializer>(fs: &[Finding], s: S) -> Result<S::Ok,
     s.collect_seq(fs.iter().map(AsDiagnosed))
 }
 
+/// Where a finding stands in every view's list of problems (issue 44): by severity, then the
+/// cause before its symptoms and the generic last. A cause is a fact that explains others: a
+/// VM's tree (its NIC distances and PCIe figures follow), NVLink islands or missing lanes,
+/// a driver refusing P2P (SHM follows), init that stops. Generic: what the source leaves
+/// unknown (GPUDirect RDMA, port speed, NVLink), what the reader assumed, and the plan's
+/// standing assumptions. Show (among its summary's problems), plan and `diagnose --from`
+/// order by this key (a stable sort); diagnose with logs refines it (`topo_diagnose`).
+pub fn rank(code: Code, severity: Severity) -> (std::cmp::Reverse<Severity>, u8) {
+    let tier = match code {
+        Code::VirtualizedTopology
+        | Code::TopologyFlattened
+        | Code::NvlinkIslands
+        | Code::NvlinkDegraded
+        | Code::P2pRefusedByDriver
+        | Code::P2pDenied
+        | Code::FabricManagerNotReady
+        | Code::NcclInitFails
+        | Code::NetNone
+        | Code::P2pDisabledByEnv
+        | Code::HostsChoicesDiffer => 0,
+        Code::NetGdrUnknown
+        | Code::NetSpeedUnknown
+        | Code::NvlinkUnknown
+        | Code::SourceWarning
+        | Code::P2pAssumed
+        | Code::NetSocketSpeed
+        | Code::EnvUnknown
+        | Code::PcieUpstreamSlower => 2,
+        _ => 1,
+    };
+    (std::cmp::Reverse(severity), tier)
+}
+
+/// `findings` in [`rank`] order, each tier keeping the order it was raised in.
+pub fn order(findings: &mut [Finding]) {
+    findings.sort_by_key(|f| rank(f.code, f.severity));
+}
+
 /// Code of a warning the source raised while reading its input (`Topology::warnings`): those
 /// are free text about what the input could not say or had to repair, one code for all.
 pub const SOURCE_WARNING: Code = Code::SourceWarning;

@@ -11,6 +11,9 @@ use crate::{LinkKind, NodeKind, NvlinkInfo, Topology};
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeMap;
 
+/// What an NVLink's bandwidth is said as where the GPU generation is unknown.
+pub const SPEED_UNKNOWN: &str = "speed unknown: the source names no GPU model";
+
 /// What a GPU's NVLinks reach, summed over the model's per-chip links.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NvlinkSummary {
@@ -25,11 +28,18 @@ pub struct NvlinkSummary {
     /// Peer GPUs reached directly: (gpu, lanes, bw).
     pub peers: Vec<(NodeIndex, u32, f64)>,
     pub cpu_lanes: u32,
+    /// Whether the bandwidths rest on a known GPU generation (its compute capability, stated
+    /// or read): NCCL prices a lane by it, so without it the lanes are known and their speed
+    /// is not (a matrix's NV4 may be 4 lanes of any NVLink generation).
+    pub speed_known: bool,
 }
 
 /// [`NvlinkSummary`] of one GPU.
 pub fn summary(topo: &Topology, gpu: NodeIndex) -> NvlinkSummary {
-    let mut s = NvlinkSummary::default();
+    let mut s = NvlinkSummary {
+        speed_known: topo.gpu(gpu).is_some_and(|g| g.sm.is_some_and(|x| x > 0)),
+        ..Default::default()
+    };
     if let Some(g) = topo.gpu(gpu)
         && let NvlinkInfo::Unknown(reason) = &g.nvlink
     {
@@ -130,11 +140,16 @@ fn nvswitch(known: &[&(NodeIndex, NvlinkSummary)]) -> Option<Option<Finding>> {
         .iter()
         .map(|(_, s)| s.switch_bw)
         .fold(f64::INFINITY, f64::min);
+    let speed = if known.iter().all(|(_, s)| s.speed_known) {
+        format!("{bw:.1} GB/s")
+    } else {
+        SPEED_UNKNOWN.to_string()
+    };
     Some((min == max).then(|| {
         Finding::new(
             Code::NvswitchFull,
             format!(
-                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({bw:.1} GB/s)",
+                "{} GPUs fully connected through NVSwitch, {min} NVLink lanes each ({speed})",
                 known.len()
             ),
         )

@@ -16,6 +16,20 @@ pub const VIRTUAL: Code = Code::VirtualizedTopology;
 pub const DOWNTRAINED: Code = Code::PcieDowntrained;
 /// A device that can do more than the link above it gives.
 pub const UPSTREAM_SLOWER: Code = Code::PcieUpstreamSlower;
+/// A host whose GPUs and NICs all hang off one host bridge: a hypervisor's flattened tree.
+pub const FLATTENED: Code = Code::TopologyFlattened;
+
+/// The fewest GPUs a host needs before one host bridge for all of them reads as a
+/// hypervisor's flattening: a workstation's two or three cards on the CPU's root ports are
+/// PHB apart on bare metal, while no bare-metal server of four or more GPUs puts them and its
+/// NICs behind one host bridge without a PCIe switch.
+const FLAT_MIN_GPUS: usize = 4;
+/// Above this many GPUs on one host the pairwise check is not run (linear work per input).
+const FLAT_MAX_GPUS: usize = 256;
+
+/// What to do about a VM's topology, from inside the guest: the host's tree is the cloud's
+/// to give (Azure and AWS publish NCCL topology files for their GPU VMs).
+pub const VM_FIX: &str = "ask the cloud provider for the host's NCCL topology file (Azure and AWS publish theirs for their GPU VMs) and set NCCL_TOPO_FILE to it in the guest (its bus ids must match the guest's); where you run the hypervisor, `topo snapshot` on the host and `topo xml --from host.tar.gz -o host-topo.xml` write one; until then read P2P, NVLink and NIC distances here as the hypervisor's view, not the hardware's";
 
 /// A bridge whose own link is below this (GB/s, NCCL's PCI bandwidth) while a GPU or a NIC
 /// below it links at least 4x faster is an emulated bridge: NCCL prices x1 Gen1 at 0.19 GB/s
@@ -253,7 +267,13 @@ fn by_design(topo: &Topology) -> bool {
 pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let (mut virt, mut down, mut up) = (vec![], vec![], vec![]);
     let (mut bridges, mut width0, mut narrower) = (0, 0, false);
+    let (mut seen_gpus, mut seen_nics) = (vec![], vec![]);
     for n in nodes {
+        match topo.node(n).kind {
+            NodeKind::Gpu(_) => seen_gpus.push(n),
+            NodeKind::Nic(_) => seen_nics.push(n),
+            _ => {}
+        }
         for f in link_flags(topo, n) {
             let line = format!("{}: {}", label(topo, n), f.text);
             match f.kind {
@@ -274,6 +294,7 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     if !virt.is_empty() {
         out.push(virtual_verdict(bridges, width0, virt));
     }
+    out.extend(flattened(topo, &seen_gpus, &seen_nics));
     if !down.is_empty() {
         out.push(downtrained_verdict(narrower, down));
     }
@@ -291,6 +312,66 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     out
 }
 
+/// Hosts whose GPUs (at least [`FLAT_MIN_GPUS`]) and NICs all sit behind one PCIe host bridge
+/// with no switch between any two of them (nvidia-smi's PHB for every GPU-GPU and GPU-NIC
+/// pair), on one NUMA node: the tree a hypervisor gives its guest (QEMU/KVM's root bus), not
+/// the host's. One finding over all such hosts, which every view selects.
+pub fn flattened(topo: &Topology, gpus: &[NodeIndex], nics: &[NodeIndex]) -> Option<Finding> {
+    use std::collections::BTreeMap;
+    let mut by_host: BTreeMap<crate::HostId, (Vec<NodeIndex>, Vec<NodeIndex>)> = BTreeMap::new();
+    for &g in gpus {
+        by_host.entry(topo.node(g).host).or_default().0.push(g);
+    }
+    for &n in nics {
+        if let Some(h) = by_host.get_mut(&topo.node(n).host) {
+            h.1.push(n);
+        }
+    }
+    let classes = crate::pci_class::PciClasses::of(topo);
+    let phb =
+        |a: NodeIndex, b: NodeIndex| classes.between(topo, a, b) == crate::pci_class::PciClass::Phb;
+    let flat: Vec<(usize, usize)> = by_host
+        .values()
+        .filter(|(g, _)| (FLAT_MIN_GPUS..=FLAT_MAX_GPUS).contains(&g.len()))
+        .filter(|(g, n)| {
+            g.iter().enumerate().all(|(i, &a)| {
+                g[i + 1..].iter().all(|&b| phb(a, b)) && n.iter().all(|&x| phb(a, x))
+            })
+        })
+        .map(|(g, n)| (g.len(), n.len()))
+        .collect();
+    let &(g, n) = flat.first()?;
+    let nics = match n {
+        0 => String::new(),
+        1 => " and the host's NIC".to_string(),
+        n => format!(" and the host's {n} NICs"),
+    };
+    let tie = if n > 1 {
+        "; every NIC is as near every GPU as any other (the nearest NIC is a tie)"
+    } else {
+        ""
+    };
+    let hosts = if flat.len() > 1 {
+        format!(" (on {} hosts)", flat.len())
+    } else {
+        String::new()
+    };
+    // GPUDirect RDMA's default reach is PXB (ncclTopoCheckGdr, src/graph/paths.cc, NCCL
+    // 2.28.9-1: netGdrLevel defaults to PATH_PXB), so PHB alone turns it off.
+    let gdr = if n > 0 {
+        "; PHB is beyond NCCL's default GPUDirect RDMA level (PXB), so NCCL stages network traffic through host memory unless NCCL_NET_GDR_LEVEL says otherwise"
+    } else {
+        ""
+    };
+    Some(
+        Finding::new(FLATTENED, format!(
+            "Flattened PCIe topology: all {g} GPUs{nics} hang off one PCIe host bridge with no switch between them (PHB for every pair) on one NUMA node, the view a hypervisor gives a virtual machine rather than the host's PCIe tree{tie}{gdr}; NCCL plans from this view{hosts}"
+        ))
+        .evidence(flat.iter().map(|(g, n)| format!("{g} GPUs, {n} NICs: PHB between every GPU pair and every GPU-NIC pair, no PCIe switch shared")))
+        .fix(VM_FIX),
+    )
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -306,7 +387,7 @@ fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Find
     Finding::at(VIRTUAL, Severity::Warning, format!(
             "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",
             parts.join(", ")
-        )).evidence(evidence)
+        )).evidence(evidence).fix(VM_FIX)
 }
 
 fn downtrained_verdict(narrower: bool, evidence: Vec<String>) -> Finding {

@@ -43,7 +43,25 @@ pub fn plan(
     whatif::vm_effects(topo, req, &facts, &mut p);
     whatif::unknown_effects(topo, req, &facts, &mut p);
     vm::pcie_messages(topo, &mut p);
+    ordered(&mut p);
     Ok(p)
+}
+
+/// The plan's messages in the order every view gives findings (`topo_model::message::rank`:
+/// severity, then the cause before its symptoms, the generic last), and its v1 `warnings[]`
+/// in the order of the messages they repeat.
+fn ordered(p: &mut plan::Plan) {
+    topo_model::message::order(&mut p.messages);
+    let at: std::collections::HashMap<&str, usize> = p
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, m)| (m.text.as_str(), i))
+        .collect();
+    let mut warnings = std::mem::take(&mut p.warnings);
+    warnings.sort_by_key(|w| at.get(w.as_str()).copied().unwrap_or(usize::MAX));
+    p.warnings = warnings;
 }
 
 /// [`plan`] of a topology the caller gives up, so the analysis need not copy it (over 100 MB
@@ -72,5 +90,6 @@ pub fn plan_owned(
     debug_assert!(p.env.is_empty());
     whatif::env_effects(&analysis.topo, req, &facts, &analysis, &mut p);
     vm::pcie_messages(&analysis.topo, &mut p);
+    ordered(&mut p);
     Ok((p, Some(analysis)))
 }

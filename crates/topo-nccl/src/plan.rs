@@ -938,7 +938,7 @@ pub fn init_stops(a: &Analysis) -> Vec<Finding> {
 }
 
 /// What dissimilar hosts decide apart (`hetero::findings`).
-pub(crate) fn host_findings(a: &Analysis) -> Vec<Finding> {
+pub fn host_findings(a: &Analysis) -> Vec<Finding> {
     super::hetero::findings(&super::hetero::Reconciled {
         hosts: &a.hosts,
         version: a.version,
@@ -1190,9 +1190,8 @@ fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
     Err(Error::new(
         ErrorKind::NvlinkUnknown,
         format!(
-            "cannot plan {origin}: NVLink is unknown for {} of {} GPU(s) ({why}), and every figure of a plan depends on it",
-            unknown.len(),
-            gpus.len()
+            "cannot plan {origin}: NVLink is unknown for {} ({why}), and every figure of a plan depends on it",
+            gpus_of(topo, unknown.len(), gpus.len())
         ),
     )
     .help(stating_hint(topo)))
@@ -1248,6 +1247,26 @@ fn source_name(topo: &Topology) -> String {
         .unwrap_or_else(|| topo.source.kind.to_string())
 }
 
+/// `some` of `all` GPUs, counted per node where the topology is copies of one machine
+/// (`--nodes 2`: "8 of 8 GPU(s) per node x 2 nodes (16 GPUs)", not "16 of 16", which reads as
+/// one node's count), and over the hosts where it joins several.
+fn gpus_of(topo: &Topology, some: usize, all: usize) -> String {
+    match topo.copies() {
+        Some(c) if c.count > 1 && some.is_multiple_of(c.count) && all.is_multiple_of(c.count) => {
+            format!(
+                "{} of {} GPU(s) per node x {} nodes ({all} GPUs)",
+                some / c.count,
+                all / c.count,
+                c.count
+            )
+        }
+        _ if topo.host_count() > 1 => {
+            format!("{some} of {all} GPU(s) over {} hosts", topo.host_count())
+        }
+        _ => format!("{some} of {all} GPU(s)"),
+    }
+}
+
 /// The compute capability decides NVLink bandwidth, the speed arrays of the search and the
 /// cost table; NCCL reads it from the CUDA driver at run time (`ncclTopoFillGpu`), so a file
 /// whose `<gpu>` lacks `sm` (a hand-trimmed XML with only `dev`) is refused the way a file
@@ -1266,8 +1285,8 @@ fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
     Err(Error::new(
         ErrorKind::NvlinkUnknown,
         format!(
-            "cannot plan {origin}: {unknown} of {} GPU(s) have no compute capability (sm), which NCCL reads from the CUDA driver at run time and which sets NVLink bandwidth, the search's speeds and the cost table",
-            gpus.len()
+            "cannot plan {origin}: {} have no compute capability (sm), which NCCL reads from the CUDA driver at run time and which sets NVLink bandwidth, the search's speeds and the cost table",
+            gpus_of(topo, unknown, gpus.len())
         ),
     )
     .help(stating_hint(topo)))

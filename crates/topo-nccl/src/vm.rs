@@ -118,18 +118,12 @@ fn busids(topo: &Topology, nodes: &[(NodeIndex, PcieLink)]) -> String {
 
 /// One message per kind of artefact: what it is, and what NCCL does with it.
 pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Finding> {
-    let mut m = vec![];
-    if let Some((n, _)) = a.bridges.first() {
-        let own = topo.node(*n).pcie().cloned().unwrap_or_default();
-        m.push(Finding::at(topo_model::pcie_judge::VIRTUAL, Severity::Warning, format!(
-            "{} PCI bridge(s) above GPUs or NICs report a {:.2} GB/s link ({}, {} x{}): an emulated bridge (virtual machine); NCCL takes the link as reported, so paths through it toward the CPU (SHM, NET through the CPU) are priced at that bandwidth",
-            a.bridges.len(),
-            own.bw(),
-            busids(topo, &a.bridges),
-            own.speed.as_deref().unwrap_or("?").trim_end_matches(" PCIe"),
-            own.width.unwrap_or(0),
-        )));
-    }
+    // The VM's tree is the judge's verdict, the one show and diagnose state too
+    // (`topo_model::pcie_judge`: emulated bridges, width-0 links, a flattened tree).
+    let mut m: Vec<Finding> = topo_model::pcie_judge::verdicts(topo, topo.graph.node_indices())
+        .into_iter()
+        .filter(|v| matches!(v.code, Code::VirtualizedTopology | Code::TopologyFlattened))
+        .collect();
     if !a.gpu_links.is_empty() {
         m.push(Finding::new(Code::VmGpuLinkSlow, format!(
             "{} GPU(s) report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",

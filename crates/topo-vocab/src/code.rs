@@ -151,6 +151,7 @@ codes! {
     HangRasInconsistent => "hang-ras-inconsistent" [Warning],
     NcclTestsRanksDisagree => "nccl-tests-ranks-disagree" [Warning],
     NcclTestsSettingIgnored => "nccl-tests-setting-ignored" [Warning],
+    TopologyFlattened => "topology-flattened" [Warning],
 }
 
 impl Code {

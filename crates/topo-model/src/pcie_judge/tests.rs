@@ -99,3 +99,64 @@ fn a_profile_s_own_slower_switch_is_not_a_finding() {
         .push("degraded pcie:0000:01:00.0 to gen4x16".into());
     assert_eq!(codes(&t), vec![(UPSTREAM_SLOWER, Severity::Warning)]);
 }
+
+/// `gpus` GPUs and one NIC hanging straight off one CPU of NUMA id -1 (a VM's NCCL XML), or
+/// each GPU under a switch of its own when `switches`.
+fn one_root(gpus: u8, switches: bool) -> Topology {
+    let mut t = Topology::default();
+    let cpu = t.add_node(
+        0,
+        None,
+        NodeKind::Cpu(Cpu {
+            numa: -1,
+            ..Default::default()
+        }),
+    );
+    for i in 0..gpus {
+        let parent = if switches {
+            t.add_child(
+                cpu,
+                NodeKind::PciSwitch(PciSwitch {
+                    busid: format!("0000:{:02x}:00.0", 0x10 + i).parse().unwrap(),
+                    pcie: link("16.0 GT/s PCIe", 16),
+                    ..Default::default()
+                }),
+            )
+        } else {
+            cpu
+        };
+        let g = Gpu::new(
+            format!("0000:{:02x}:00.0", 0x20 + i).parse().unwrap(),
+            i as i32,
+        );
+        t.add_child(parent, NodeKind::gpu(g));
+    }
+    t.add_child(
+        cpu,
+        NodeKind::Nic(crate::Nic {
+            busid: Some("0000:30:00.0".parse().unwrap()),
+            ..Default::default()
+        }),
+    );
+    t
+}
+
+#[test]
+fn four_gpus_and_a_nic_behind_one_host_bridge_are_a_flattened_vm() {
+    let t = one_root(4, false);
+    let v = verdicts(&t, t.graph.node_indices());
+    let f = v.iter().find(|v| v.code == FLATTENED).unwrap();
+    assert_eq!(f.severity, Severity::Warning);
+    assert!(
+        f.text.contains("all 4 GPUs and the host's NIC"),
+        "{}",
+        f.text
+    );
+    assert!(f.fix.contains("NCCL_TOPO_FILE"));
+    // A workstation's two or three cards on the CPU's root ports are real hardware.
+    let t = one_root(3, false);
+    assert!(codes(&t).iter().all(|(c, _)| *c != FLATTENED));
+    // GPUs under switches of their own are a real tree.
+    let t = one_root(4, true);
+    assert!(codes(&t).iter().all(|(c, _)| *c != FLATTENED));
+}

@@ -548,7 +548,7 @@ fn gpu_docs(ctx: &Ctx, names: &Names, hv: &HostView) -> Vec<GpuDoc> {
                 state: if known { "known" } else { "unknown" },
                 reason: nv.unknown.clone(),
                 lanes: known.then_some(nv.lanes),
-                bw_gbps: known.then_some(nv.bw),
+                bw_gbps: (known && nv.speed_known).then_some(nv.bw),
                 links,
             },
             c2c: x.c2c.clone(),

@@ -44,8 +44,12 @@ pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
         }
         if parts.is_empty() {
             "none".to_string()
-        } else {
+        } else if s.speed_known {
             format!("{} ({:.1} GB/s)", parts.join(", "), s.bw)
+        } else {
+            // Lanes without a GPU generation: counted, not priced (the summary's NVLink
+            // verdict says why).
+            format!("{} (speed unknown)", parts.join(", "))
         }
     };
     match c2c {
@@ -114,7 +118,22 @@ pub(crate) fn coded_verdicts(ctx: &Ctx, hv: &HostView) -> Vec<Finding> {
         v.text.push_str(" (see --view pci)");
         out.out.push(v);
     }
+    problems_in_order(&mut out.out);
     out.out
+}
+
+/// The problems (warnings and errors) in the order plan and diagnose give them
+/// (`topo_model::message::rank`), in the places problems hold: the descriptions (info) stay
+/// where the summary puts them.
+fn problems_in_order(all: &mut [Finding]) {
+    let slots: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].severity > Severity::Info)
+        .collect();
+    let mut problems: Vec<Finding> = slots.iter().map(|&i| all[i].clone()).collect();
+    topo_model::message::order(&mut problems);
+    for (i, f) in slots.into_iter().zip(problems) {
+        all[i] = f;
+    }
 }
 
 /// The shape of the host's NVLink: the rule plan and diagnose state the problems of
@@ -468,6 +487,13 @@ fn numa_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 }
 
 fn nvswitch_table(ctx: &Ctx, switches: &[NodeIndex], style: Style) -> String {
+    // A switch without a bus id: NVML hides it on a live VM or container; a matrix or a log
+    // never names one, which says nothing of a VM.
+    let no_bus = match ctx.topo.source.kind {
+        topo_model::SourceKind::Live | topo_model::SourceKind::Snapshot => "hidden (VM/container)",
+        topo_model::SourceKind::NvidiaSmi => "not in a matrix",
+        _ => "not in the source",
+    };
     let rows: Vec<Vec<Cell>> = switches
         .iter()
         .map(|&s| {
@@ -481,7 +507,7 @@ fn nvswitch_table(ctx: &Ctx, switches: &[NodeIndex], style: Style) -> String {
                     .node(s)
                     .busid()
                     .map(|b| b.to_string())
-                    .unwrap_or_else(|| "hidden (VM/container)".into())
+                    .unwrap_or_else(|| no_bus.into())
                     .into(),
                 gpus.len().to_string().into(),
                 l.join("/").into(),

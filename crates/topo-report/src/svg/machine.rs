@@ -873,6 +873,18 @@ fn notes(
         line(svg, y, "note", &format!("NVLink unknown: {reason}"));
         y += 18.0;
     }
+    // A VM's tree, as every view states it (`topo_model::pcie_judge`): the picture is the
+    // hypervisor's, not the hardware's.
+    for v in topo_model::pcie_judge::verdicts(ctx.topo, hv.nodes.iter().copied()) {
+        if matches!(
+            v.code,
+            topo_model::message::Code::VirtualizedTopology
+                | topo_model::message::Code::TopologyFlattened
+        ) {
+            line(svg, y, "warn", &format!("{}: {}", v.code, v.text));
+            y += 16.0;
+        }
+    }
     let list: &[Anomaly] = anomalies.map(|v| v.as_slice()).unwrap_or(&[]);
     for an in list.iter().take(MAX_NOTES) {
         let s = format!(
