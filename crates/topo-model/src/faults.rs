@@ -282,18 +282,25 @@ fn drop_port(t: &mut Topology, name: &str, host: HostId) -> Result<String, Strin
         ));
     }
     for &p in &ports {
-        let nic = t.node(p).parent;
-        let busid = nic.and_then(|n| t.node(n).busid()).unwrap_or(BusId(0));
-        t.node_mut(p).kind = NodeKind::PciDevice(PciDevice {
-            busid,
-            class: crate::class::IB,
-            vendor: None,
-            device: None,
-            driver: None,
-            pcie: PcieLink::default(),
-        });
+        unplug_port(t, p);
     }
     Ok(format!("without network port {name} on host {host}"))
+}
+
+/// The port `p` as a PCI function with no net plugin device behind it: NCCL no longer
+/// lists it, while the node and its links stay (so copies of one machine stay copies when
+/// every copy loses the same port).
+pub(crate) fn unplug_port(t: &mut Topology, p: NodeIndex) {
+    let nic = t.node(p).parent;
+    let busid = nic.and_then(|n| t.node(n).busid()).unwrap_or(BusId(0));
+    t.node_mut(p).kind = NodeKind::PciDevice(PciDevice {
+        busid,
+        class: crate::class::IB,
+        vendor: None,
+        device: None,
+        driver: None,
+        pcie: PcieLink::default(),
+    });
 }
 
 fn pcie_mut(k: &mut NodeKind) -> Option<&mut PcieLink> {

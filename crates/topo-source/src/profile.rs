@@ -753,6 +753,20 @@ fn build(p: &Profile) -> Result<Topology, String> {
     let gpu_node = add_items(&mut topo, p, items, &cpu_nodes);
     add_nvlinks(&mut topo, p, &links, &gpu_node)?;
     topo.connect_cpus();
+    if let Some(f) = &p.host.fabric {
+        let facts = topo_vocab::FabricFacts {
+            fabric: Some(
+                f.name
+                    .parse()
+                    .map_err(|e| format!("host.fabric.name: {e}"))?,
+            ),
+            latency_us: f.latency,
+            sharp: f.sharp,
+            ..Default::default()
+        };
+        let notes = topo_model::netfacts::apply(&mut topo, &facts, Some("profile"));
+        topo.source.stated.extend(notes);
+    }
     Ok(topo)
 }
 
