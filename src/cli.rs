@@ -157,9 +157,26 @@ pub struct SourceArgs {
     /// (bridges, in bus-id order) or none; `:LANES` sets the lanes per GPU (nvswitch:18).
     #[arg(long, value_name = "SHAPE[:LANES]", value_parser = nvlink_shape)]
     pub nvlink: Option<(topo_model::stated::NvlinkShape, Option<u32>)>,
-    /// The speed of network ports whose source does not say, in Gb/s (400, 400G).
+    /// The speed of each network port, in Gb/s (400, 400G): fills ports whose source does
+    /// not say and overrides the compute ports' speed where it does (the plan says so).
     #[arg(long, value_name = "GBPS", value_parser = nic_speed)]
     pub nic_speed: Option<u64>,
+    /// The fabric between nodes: ib, roce, efa, slingshot, tcpx, tcpxo or socket. NCCL's NET
+    /// then runs over its transport (a net plugin's, or sockets) with the latency its plugin
+    /// reports, over the source's and the profile's.
+    #[arg(long, value_name = "NAME")]
+    pub fabric: Option<topo_vocab::Fabric>,
+    /// NICs per node: each node keeps its first N compute ports (NCCL's device order) and
+    /// loses the others, over what the source lists.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub nics: Option<u32>,
+    /// GPUs per node: each node keeps its first N GPUs (NVML order), as a 4-GPU node stated
+    /// on an 8-GPU profile.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=640))]
+    pub gpus_per_node: Option<u32>,
+    /// Whether the fabric offers SHARP in-network reduction (CollNet) (on, off).
+    #[arg(long, value_name = "on|off", value_parser = on_off)]
+    pub sharp: Option<bool>,
     /// Whether GPUDirect RDMA works on network ports whose source does not say (yes, no).
     #[arg(long, value_name = "yes|no", value_parser = on_off)]
     pub gdr: Option<bool>,
@@ -352,6 +369,7 @@ impl SourceArgs {
             return Ok(SourceSpec {
                 profile: Some(name.to_string()),
                 nodes: self.nodes,
+                node: self.node_facts(),
                 ..Default::default()
             });
         }
@@ -363,7 +381,23 @@ impl SourceArgs {
             sysfs_root: non_empty(&self.sysfs_root),
             escape_text: false,
             regular_only: false,
+            node: self.node_facts(),
         })
+    }
+
+    /// What the flags state about each node (`--gpus-per-node`, `--fabric`, `--nics`,
+    /// `--nic-speed`, `--sharp`), laid onto the source before `--nodes` copies it.
+    pub fn node_facts(&self) -> topo_model::netfacts::NodeFacts {
+        topo_model::netfacts::NodeFacts {
+            fabric: topo_vocab::FabricFacts {
+                fabric: self.fabric,
+                nics: self.nics,
+                nic_speed_mbps: self.nic_speed,
+                latency_us: None,
+                sharp: self.sharp,
+            },
+            gpus: self.gpus_per_node,
+        }
     }
 
     /// One source per host where several are named (`--from` repeated, `--hosts`), in node
@@ -395,6 +429,9 @@ impl SourceArgs {
         for s in specs.iter_mut().skip(named) {
             s.regular_only = true;
         }
+        for s in specs.iter_mut() {
+            s.node = self.node_facts();
+        }
         Ok(Some(specs))
     }
 
@@ -412,8 +449,19 @@ impl SourceArgs {
             gdr: self.gdr,
             via: None,
         };
+        // An override said at load (`netfacts`) makes the fill's "0 ports" note noise.
+        let overrode = topo
+            .source
+            .stated
+            .iter()
+            .any(|s| s.starts_with("--nic-speed ") && s.contains(" overrides the source's "));
         if !stated.is_empty() {
             stated.apply(topo);
+        }
+        if overrode {
+            topo.source.stated.retain(|s| {
+                !(s.starts_with("--nic-speed ") && s.contains(" for 0 network port(s) "))
+            });
         }
         if let (Some(_), Some(name)) = (self.first_from(), &self.profile) {
             let base = topo_source::profile::load_builtin(name)?;

@@ -177,7 +177,10 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     }
     // A result judged alone is judged against the machine it names, not this host.
     let (spec, machine) = if !results.is_empty() && spec.from.is_none() && spec.profile.is_none() {
-        super::diagnose_results::inferred_spec(&results)?
+        let (inferred, how) = super::diagnose_results::inferred_spec(&results)?;
+        // The stated node facts hold for the inferred machine as for a named one.
+        let node = a.source.node_facts();
+        (source::SourceSpec { node, ..inferred }, how)
     } else {
         let m = machine_words(&spec);
         (spec, m)

@@ -1745,3 +1745,105 @@ fn azure_ndv5_skeleton_hcas_are_ib_of_unknown_speed() {
         s["messages"]
     );
 }
+
+/// The profiles for the shared nccl-tests machines (issue 43): what `topo show` and a
+/// two-node `topo plan` say of each, fabric and NICs included. Read them.
+#[test]
+fn snapshot_fabric_profiles() {
+    for p in [
+        "alcf-polaris",
+        "nrel-kestrel-h100",
+        "alps-gh200",
+        "aws-p4de",
+        "aws-p5en",
+        "aws-p6-b200",
+        "gcp-a3-high",
+        "pcie-2x-l40s",
+    ] {
+        let out = topo()
+            .args(["show", "--profile", p])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{p}");
+        insta::assert_snapshot!(
+            format!("show_{p}"),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        );
+        let mut args = vec!["--profile", p, "--nodes", "2"];
+        if p == "pcie-2x-l40s" {
+            args.extend(["--nic-speed", "100", "--fabric", "roce"]);
+        }
+        insta::assert_snapshot!(format!("plan_{p}"), plan(&snap_args(&args)));
+    }
+}
+
+/// Stated facts over a profile: fewer GPUs and NICs, a slower NIC, another fabric; each
+/// said once in the plan, and the plan follows them.
+#[test]
+fn stated_node_facts_change_the_plan_and_say_so() {
+    let j = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--nics",
+        "2",
+        "--nic-speed",
+        "200",
+        "--fabric",
+        "efa",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    let stated = j["source"]["stated"].to_string();
+    for want in [
+        "--gpus-per-node 4: 4 of 8 GPU(s) per node in use",
+        "--nics 2: 2 of 4 compute port(s) kept per node (mlx5_0, mlx5_1)",
+        "--nic-speed 200 Gb/s overrides the source's 400 Gb/s on 2 compute port(s)",
+        "fabric efa: NCCL's network is NET/AWS Libfabric, 75 us per network step",
+    ] {
+        assert!(stated.contains(want), "{want}: {stated}");
+    }
+    assert!(!stated.contains("for 0 network port(s)"), "{stated}");
+    assert_eq!(j["source"]["fabric"], "efa");
+    assert_eq!(j["nranks"], 8, "{}", j["nranks"]);
+    let text = j.to_string();
+    assert!(text.contains("NET/AWS Libfabric"));
+    // Fewer, slower NICs: the same plan without them is faster at 1G.
+    let healthy = plan_json(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "-b",
+        "1G",
+        "-e",
+        "1G",
+    ]);
+    let bw = |p: &Value| p["table"][0]["busbw_gbps"].as_f64().unwrap();
+    assert!(bw(&j) < bw(&healthy), "{} vs {}", bw(&j), bw(&healthy));
+    // A bad count is one clear error.
+    let out = topo()
+        .args(["plan", "--profile", "dgx-h100", "--gpus-per-node", "9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--gpus-per-node 9: the source has 8 GPU(s) per node"),
+        "{err}"
+    );
+    let out = topo()
+        .args(["plan", "--profile", "dgx-h100", "--fabric", "omnipath"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown fabric 'omnipath'"));
+}

@@ -209,7 +209,48 @@ fn names(input: &Input) -> Vec<(String, String)> {
 /// them; its plugin does.
 const PLUGIN: &[&str] = &["NCCL_IBEXT_DISABLE"];
 
+/// Every `(KEY, VALUE)` of the inputs' environments, NCCL's and its plugins' (`FI_*`).
+fn pairs(input: &Input) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = input
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(f) = input.facts {
+        out.extend(f.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    for l in &input.logs {
+        let log = &l.log;
+        for (k, (v, _)) in &log.launch_env {
+            out.extend(v.as_ref().map(|v| (k.clone(), v.clone())));
+        }
+        for (k, (v, _)) in &log.env {
+            out.push((k.clone(), v.clone()));
+        }
+    }
+    out
+}
+
+/// An `NCCL_NET` no fabric models: its plugin's speed and latency are unknown, so the run
+/// must not be priced as InfiniBand (issue 43: `NCCL_NET="AWS Libfabric"` was taken silently).
+fn net_not_modelled(input: &Input, r: &mut Report) {
+    let env = pairs(input);
+    let read = topo_vocab::fabric::from_env(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if let Some(net) = read.unknown_net {
+        let known: Vec<&str> = topo_vocab::Fabric::ALL.iter().map(|f| f.name()).collect();
+        r.add(
+            Finding::new(
+                Code::NetNotModelled,
+                format!("NCCL_NET={net} names a network topo does not model: its speed and latency are unknown, and the plan does not price it as InfiniBand"),
+            )
+            .evidence([format!("NCCL_NET={net}")])
+            .fix(format!("state the fabric it is with --fabric ({}), and its NICs with --nics and --nic-speed", known.join(", "))),
+        );
+    }
+}
+
 pub fn run(input: &Input, r: &mut Report) {
+    net_not_modelled(input, r);
     let all = names(input);
     // A name a log shows as `set by environment` was read, by NCCL or its plugin.
     let read_in_log = |k: &str| input.logs.iter().any(|l| l.log.env.contains_key(k));
@@ -251,6 +292,32 @@ pub fn run(input: &Input, r: &mut Report) {
         .evidence(typo.into_iter().chain(unknown))
         .fix("correct the spelling or remove the variable (`NCCL_DEBUG=INFO` logs each variable NCCL did read as `set by environment`)"),
     );
+}
+
+#[cfg(test)]
+mod fabric_tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn an_unknown_ncc_net_is_said_and_a_known_one_is_not() {
+        let judge = |net: &str| {
+            let env: BTreeMap<String, String> = [("NCCL_NET".to_string(), net.to_string())].into();
+            let input = Input {
+                env,
+                ..Default::default()
+            };
+            let r = crate::diagnose(&input);
+            r.findings
+                .iter()
+                .map(|f| f.code)
+                .filter(|&c| c == Code::NetNotModelled)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(judge("MyVendorNet"), vec![Code::NetNotModelled]);
+        assert!(judge("\"AWS Libfabric\"").is_empty());
+        assert!(judge("IB").is_empty());
+    }
 }
 
 #[cfg(test)]

@@ -205,11 +205,22 @@ fn joined_source(parts: &[Topology]) -> crate::SourceInfo {
             crate::SourceKind::Hosts
         },
         origin: Some(origins.join(", ")),
-        stated: parts
-            .iter()
-            .flat_map(|p| p.source.stated.iter().cloned())
-            .collect(),
+        // Facts stated once per host (`--nics` over a host list) are said once.
+        stated: {
+            let mut seen = std::collections::HashSet::new();
+            parts
+                .iter()
+                .flat_map(|p| p.source.stated.iter())
+                .filter(|s| seen.insert(s.as_str()))
+                .cloned()
+                .collect()
+        },
         cut: parts.iter().find_map(|p| p.source.cut.clone()),
+        // One fabric between hosts: the one every host states, else none.
+        fabric: parts[0]
+            .source
+            .fabric
+            .filter(|f| parts.iter().all(|p| p.source.fabric == Some(*f))),
     }
 }
 

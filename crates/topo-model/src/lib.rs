@@ -27,6 +27,7 @@ pub mod faults;
 pub mod inventory;
 pub mod message;
 pub mod net_judge;
+pub mod netfacts;
 pub mod nic_judge;
 pub mod numa_judge;
 pub mod nvlink_judge;
@@ -659,6 +660,10 @@ pub struct SourceInfo {
     /// devices after it are unknown rather than absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut: Option<String>,
+    /// The fabric between nodes where a flag or profile stated it (`netfacts::apply`): NCCL's
+    /// NET then runs over that fabric's transport. `None`: not stated, NCCL's default choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<topo_vocab::Fabric>,
 }
 
 /// How [`Topology::replicate`] laid the topology out: `count` copies of its first

@@ -935,6 +935,7 @@ fn transport_policy(
         p2p_read_enable: env.p2p_read_enable,
         p2p_use_cuda_memcpy: env.p2p_use_cuda_memcpy,
         net: env.net.clone(),
+        fabric: topo.source.fabric,
         ib_disable: env.ib_disable,
         placement: req.placement.clone(),
         cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),

@@ -150,6 +150,9 @@ pub struct SourceSpec {
     /// host list): only a regular file or a folder is read, never a FIFO, which another user
     /// may have planted in a shared folder and hold open.
     pub regular_only: bool,
+    /// What the user stated about each node (`--gpus-per-node`, `--fabric`, `--nics`,
+    /// `--nic-speed` over a stated speed): laid onto the source before `--nodes` copies it.
+    pub node: topo_model::netfacts::NodeFacts,
 }
 
 /// Hardware facts stated on the command line (`--p2p`, `--nvls`), applied over what the
@@ -345,6 +348,11 @@ pub fn load(spec: &SourceSpec) -> Result<Topology> {
     if spec.escape_text {
         // Before replicating: once per machine, not once per node.
         escape::topology(&mut topo);
+    }
+    if !spec.node.is_empty() {
+        let notes = topo_model::netfacts::apply_node(&mut topo, &spec.node, None)
+            .map_err(|e| Error::new(ErrorKind::Input, e))?;
+        topo.source.stated.extend(notes);
     }
     Ok(match spec.nodes {
         Some(n) if n > 1 => {

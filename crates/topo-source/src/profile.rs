@@ -33,8 +33,22 @@ const BUILTIN: &[(&str, &str)] = &[
         "8x-rtx-pro-6000",
         include_str!("../../../profiles/8x-rtx-pro-6000.yaml"),
     ),
+    (
+        "alcf-polaris",
+        include_str!("../../../profiles/alcf-polaris.yaml"),
+    ),
+    (
+        "alps-gh200",
+        include_str!("../../../profiles/alps-gh200.yaml"),
+    ),
     ("aws-p4d", include_str!("../../../profiles/aws-p4d.yaml")),
+    ("aws-p4de", include_str!("../../../profiles/aws-p4de.yaml")),
     ("aws-p5", include_str!("../../../profiles/aws-p5.yaml")),
+    ("aws-p5en", include_str!("../../../profiles/aws-p5en.yaml")),
+    (
+        "aws-p6-b200",
+        include_str!("../../../profiles/aws-p6-b200.yaml"),
+    ),
     (
         "azure-nd-gb200-v6",
         include_str!("../../../profiles/azure-nd-gb200-v6.yaml"),
@@ -60,6 +74,10 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../profiles/gb300-nvl72.yaml"),
     ),
     (
+        "gcp-a3-high",
+        include_str!("../../../profiles/gcp-a3-high.yaml"),
+    ),
+    (
         "gcp-a3-mega",
         include_str!("../../../profiles/gcp-a3-mega.yaml"),
     ),
@@ -68,6 +86,14 @@ const BUILTIN: &[(&str, &str)] = &[
     ("hgx-b300", include_str!("../../../profiles/hgx-b300.yaml")),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
     ("hgx-h800", include_str!("../../../profiles/hgx-h800.yaml")),
+    (
+        "nrel-kestrel-h100",
+        include_str!("../../../profiles/nrel-kestrel-h100.yaml"),
+    ),
+    (
+        "pcie-2x-l40s",
+        include_str!("../../../profiles/pcie-2x-l40s.yaml"),
+    ),
     (
         "pcie-8x-a100-nvbridge",
         include_str!("../../../profiles/pcie-8x-a100-nvbridge.yaml"),
@@ -201,9 +227,12 @@ pub fn load_str(text: &str, file: &str, origin: &str) -> Result<Topology> {
             format!("invalid profile {file}: {msg}"),
         )
     })?;
+    // The origin is known here; what `build` stated (a profile's fabric) stays.
     topo.source = SourceInfo {
         kind: topo_model::SourceKind::Profile,
         origin: Some(origin.to_string()),
+        stated: std::mem::take(&mut topo.source.stated),
+        fabric: topo.source.fabric,
         ..Default::default()
     };
     Ok(topo)
@@ -753,6 +782,21 @@ fn build(p: &Profile) -> Result<Topology, String> {
     let gpu_node = add_items(&mut topo, p, items, &cpu_nodes);
     add_nvlinks(&mut topo, p, &links, &gpu_node)?;
     topo.connect_cpus();
+    if let Some(f) = &p.host.fabric {
+        let facts = topo_vocab::FabricFacts {
+            fabric: Some(
+                f.name
+                    .parse()
+                    .map_err(|e| format!("host.fabric.name: {e}"))?,
+            ),
+            latency_us: f.latency,
+            sharp: f.sharp,
+            ..Default::default()
+        };
+        let via = format!("profile {}", p.name);
+        let notes = topo_model::netfacts::apply(&mut topo, &facts, Some(&via));
+        topo.source.stated.extend(notes);
+    }
     Ok(topo)
 }
 

@@ -152,6 +152,7 @@ codes! {
     NcclTestsRanksDisagree => "nccl-tests-ranks-disagree" [Warning],
     NcclTestsSettingIgnored => "nccl-tests-setting-ignored" [Warning],
     TopologyFlattened => "topology-flattened" [Warning],
+    NetNotModelled => "net-not-modelled" [Warning],
 }
 
 impl Code {

@@ -9,6 +9,7 @@ mod algorithm;
 mod code;
 mod collective;
 mod data;
+pub mod fabric;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod severity;
@@ -19,6 +20,7 @@ pub use algorithm::{Algorithm, Protocol};
 pub use code::Code;
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
+pub use fabric::{Fabric, FabricFacts};
 #[cfg(feature = "serde")]
 pub use serde_impl::printed;
 pub use severity::Severity;

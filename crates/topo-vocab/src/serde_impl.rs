@@ -1,7 +1,9 @@
 //! Serialize and Deserialize as the names topo's documents carried before these types
 //! existed (derived field names, lowercase where the derive renamed them).
 
-use crate::{Algorithm, Code, Collective, DataType, Protocol, Reduction, Severity, Transport};
+use crate::{
+    Algorithm, Code, Collective, DataType, Fabric, Protocol, Reduction, Severity, Transport,
+};
 use serde::de::{Deserializer, Error, Unexpected};
 use serde::{Deserialize, Serialize, Serializer};
 use std::borrow::Cow;
@@ -50,6 +52,7 @@ by_name!(DataType, DataType::ALL, DataType::short_name);
 by_name!(Reduction, Reduction::ALL, Reduction::name);
 by_name!(Code, Code::ALL.iter().copied(), Code::name);
 by_name!(Severity, Severity::ALL.iter().copied(), Severity::name);
+by_name!(Fabric, Fabric::ALL, Fabric::name);
 
 /// For `#[serde(serialize_with)]`: a value by its printed name where a document carries
 /// that rather than the type's serde name (a plan row's `algo: "NVLSTree"`).

@@ -77,6 +77,10 @@ pub struct TransportPolicy {
     /// `NCCL_NET`: the network to use, matched case-insensitively (`IB`, `Socket`, or a plugin
     /// name such as `NCCL RDMA Plugin v8`); `None` = the first that works (IB, then Socket).
     pub net: Option<String>,
+    /// The fabric a flag or profile stated (`topo_model::netfacts`): its net plugin comes
+    /// before NCCL's built-in IB transport, as a loaded plugin does (NVIDIA/nccl v2.28.9-1
+    /// src/net.cc, `ncclNetInit` tries the external plugin first). `NCCL_NET` still wins.
+    pub fabric: Option<topo_vocab::Fabric>,
     /// `NCCL_IB_DISABLE=1`: the built-in IB transport is off, sockets are used.
     pub ib_disable: bool,
     /// Whether the hosts have IB verbs devices the IB transport can use (IB or RoCE ports).
@@ -110,6 +114,7 @@ impl Default for TransportPolicy {
             p2p_read_enable: None,
             p2p_use_cuda_memcpy: false,
             net: None,
+            fabric: None,
             ib_disable: false,
             ib_available: None,
             placement: RankPlacement::default(),
@@ -200,6 +205,14 @@ impl TransportPolicy {
                 n.to_string()
             };
             return (name, format!("NCCL_NET={n} selects it"));
+        }
+        if let Some(f) = self.fabric
+            && let Some(name) = f.net_name()
+        {
+            return (
+                name.to_string(),
+                format!("the {f} fabric is stated: its transport is NET/{name}"),
+            );
         }
         if self.ib_disable {
             return (

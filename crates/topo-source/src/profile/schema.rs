@@ -47,6 +47,22 @@ pub struct HostSpec {
     pub nvls: Option<bool>,
     /// The multi-node NVLink domain the host's GPUs belong to (GB200/GB300 NVL72 trays).
     pub nvlink_domain: Option<NvlinkDomainSpec>,
+    /// The fabric between nodes, where it is not NCCL's IB transport over the ports listed
+    /// (EFA, Slingshot, TCPX/TCPXO, sockets) or has SHARP.
+    pub fabric: Option<FabricSpec>,
+}
+
+/// `host.fabric`: the transport NCCL's NET runs over and what its plugin reports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricSpec {
+    /// `ib`, `roce`, `efa`, `slingshot`, `tcpx`, `tcpxo` or `socket`.
+    pub name: String,
+    /// The plugin's per-device latency in us where it is not the fabric's default (aws-ofi-nccl
+    /// gives p5en and later 35).
+    pub latency: Option<f64>,
+    /// SHARP (CollNet) in-network reduction available.
+    pub sharp: Option<bool>,
 }
 
 /// `host.nvlink_domain`: every GPU of the host is registered with the NVLink fabric under
