@@ -261,10 +261,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let alike = given.copies().is_some() || given.host_count() < 2;
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
-    let keep_net = |n: &topo_model::Net| {
-        hca.as_ref()
-            .is_none_or(|h| h.keeps(&n.name, i64::from(n.port)))
-    };
+    let keep_net = |n: &topo_model::Net| hca.as_ref().is_none_or(|h| hca_keeps(h, n));
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
@@ -859,11 +856,24 @@ fn select_ib_ports(
         let total = nets.len();
         let kept = nets
             .iter()
-            .filter(|&&n| {
-                topo.net(n)
-                    .is_some_and(|x| h.keeps(&x.name, i64::from(x.port)))
-            })
+            .filter(|&&n| topo.net(n).is_some_and(|x| hca_keeps(h, x)))
             .count();
+        let unnamed = nets
+            .iter()
+            .filter(|&&n| topo.net(n).is_some_and(|x| x.assumed))
+            .count();
+        if unnamed > 0 {
+            // The filter matches device names (`ncclParseStringList`/`matchIfList`,
+            // src/misc/utils.cc, ncclIbInitDevices, src/transport/net_ib.cc, NCCL 2.28.9-1),
+            // and an assumed port has none: whether it passes is unknown, so it is kept
+            // rather than silently dropped.
+            env.note_effect(
+                "NCCL_IB_HCA",
+                format!(
+                    "cannot be checked against {unnamed} IB port(s) whose device names the source does not give (named hca@<bus id> here): the plan keeps them; NCCL opens only those whose verbs names (ibv_devices) match"
+                ),
+            );
+        }
         if total > 0 && kept == 0 {
             // No IB device: NCCL falls back to the socket plugin, whose devices are the IP
             // interfaces, not IB ports; the ports stay in the system (the interfaces sit on
@@ -886,7 +896,7 @@ fn select_ib_ports(
         for n in nets {
             let host = topo.node(n).host;
             if let topo_model::NodeKind::Net(x) = &mut topo.node_mut(n).kind
-                && h.keeps(&x.name, i64::from(x.port))
+                && hca_keeps(h, x)
             {
                 let d = next.entry(host).or_insert(0);
                 x.dev = *d;
@@ -905,6 +915,12 @@ fn select_ib_ports(
         );
     }
     (hca, ib_none_selected)
+}
+
+/// Whether NCCL_IB_HCA keeps a port: by its name and port number, except a port topo assumed,
+/// whose device name is unknown, so the filter cannot be checked against it and it stays.
+fn hca_keeps(h: &crate::env::HcaFilter, x: &topo_model::Net) -> bool {
+    x.assumed || h.keeps(&x.name, i64::from(x.port))
 }
 
 /// Every port is a plain IP interface with no RDMA device behind it (a live host's `eth0`,

@@ -1094,6 +1094,11 @@ fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(
     Some((names.len(), format!("{}{more}", shown.join(", "))))
 }
 
+/// How the plan priced GPUDirect RDMA on ports topo assumed (a skeleton file's InfiniBand
+/// controllers): as NCCL's IB plugin answers on a GPU image (`ncclIbGdrSupport`,
+/// `ncclIbDmaBufSupport`, net_ib.cc, NCCL 2.28.9-1), with NCCL's own per-GPU distance rule.
+const ASSUMED_GDR: &str = "the plan assumed it does, as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works (GPU cloud images ship them), and NCCL then uses it for each GPU whose NIC is within NCCL_NET_GDR_LEVEL";
+
 /// The ports' GPUDirect RDMA as show and diagnose state it (`topo_model::net_judge`). An
 /// unstated one is what NCCL's net plugin says at run time (topo.cc, NCCL 2.28: a `<net>`
 /// without `gdr` gets the plugin's answer); the plan took the XML reader's default of none.
@@ -1101,11 +1106,20 @@ fn gdr_warnings(a: &Analysis, w: &mut Vec<Finding>) {
     let nets = a.topo.nets();
     for v in topo_model::net_judge::verdicts(&a.topo, nets) {
         let text = if v.code == Code::NetGdrUnknown {
-            format!(
-                "{}; the plan assumed it does not: {}",
-                v.text,
+            let (assumed, listed) = crate::whatif::gdr_unknown_kinds(&a.topo);
+            let priced = match (assumed, listed) {
+                (true, false) => ASSUMED_GDR,
+                (true, true) => {
+                    "the plan assumed it does on the ports topo assumed (as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works) and does not on the listed ones"
+                }
+                _ => "the plan assumed it does not",
+            };
+            let fix = if (assumed, listed) == (true, false) {
+                "--gdr no states where it does not"
+            } else {
                 topo_model::net_judge::STATE_GDR
-            )
+            };
+            format!("{}; {priced}: {fix}", v.text)
         } else {
             v.text
         };

@@ -353,6 +353,22 @@ pub(crate) fn gdr_unknown(topo: &Topology) -> bool {
         .any(|n| topo.net(n).is_some_and(|x| x.gdr_unstated))
 }
 
+/// Among the ports whose GPUDirect RDMA the source leaves unstated: whether some are ports
+/// topo assumed (priced with it), and whether some are listed ports (priced without it).
+pub(crate) fn gdr_unknown_kinds(topo: &Topology) -> (bool, bool) {
+    let (mut assumed, mut listed) = (false, false);
+    for n in topo.nets() {
+        if let Some(x) = topo.net(n).filter(|x| x.gdr_unstated) {
+            if x.assumed {
+                assumed = true;
+            } else {
+                listed = true;
+            }
+        }
+    }
+    (assumed, listed)
+}
+
 /// Whether some network port's speed is left unstated by the source.
 pub(crate) fn speed_unknown(topo: &Topology) -> bool {
     topo.nets()
@@ -366,7 +382,7 @@ pub(crate) fn speed_unknown(topo: &Topology) -> bool {
 const FAST_PORT_MBPS: u64 = 400_000;
 
 /// A plan that took a default for a fact its source leaves out also gives the other outcome,
-/// so the assumption is never silently decisive: ports without `gdr` were planned without
+/// so the assumption is never silently decisive: ports without `gdr` were planned without (ports topo assumed: with)
 /// GPUDirect RDMA, and the same machine with it is planned too (`net-gdr-unknown`); ports
 /// without a speed were planned at NCCL's slow default, and the same machine at
 /// FAST_PORT_MBPS is planned too (`net-speed-unknown`). Each message then says what the
@@ -378,9 +394,17 @@ pub(crate) fn unknown_effects(
     plan: &mut Plan,
 ) {
     use topo_model::stated::Stated;
+    // The other outcome of an unknown GDR is the one the plan did not price: without it
+    // where every unknown port is one topo assumed (priced with it), else with it.
+    let gdr_priced_on = gdr_unknown_kinds(topo) == (true, false);
     let gdr = Stated {
-        gdr: Some(true),
+        gdr: Some(!gdr_priced_on),
         ..Default::default()
+    };
+    let gdr_label = if gdr_priced_on {
+        "Without GPUDirect RDMA on those ports"
+    } else {
+        "With GPUDirect RDMA on those ports"
     };
     let speed = Stated {
         nic_speed_mbps: Some(FAST_PORT_MBPS),
@@ -388,12 +412,7 @@ pub(crate) fn unknown_effects(
     };
     let fast = format!("With {} Gb/s on those ports", FAST_PORT_MBPS / 1000);
     let cases = [
-        (
-            gdr_unknown(topo),
-            gdr,
-            Code::NetGdrUnknown,
-            "With GPUDirect RDMA on those ports",
-        ),
+        (gdr_unknown(topo), gdr, Code::NetGdrUnknown, gdr_label),
         (
             speed_unknown(topo),
             speed,

@@ -304,6 +304,16 @@ impl<'a> Ctx<'a> {
         best(Some(NetRole::Compute)).or_else(|| n.and_then(|n| Some((n, self.path(gpu, n)?))))
     }
 
+    /// The ports tied with the GPU's nearest NIC, where that is NCCL's channel-0 choice among
+    /// several equally near ports (`ncclTopoGetLocal`): `None` without a tie.
+    pub fn nearest_tie(&self, gpu: NodeIndex) -> Option<Vec<NodeIndex>> {
+        let (n, _) = self.nearest_nic(gpu)?;
+        let local = self.local_nets(gpu);
+        let chosen = self.channel0.get(&gpu) == Some(&n);
+        let shown = self.nearest_nic_shown(gpu).is_some_and(|(x, _, _)| x == n);
+        (chosen && shown && local.len() > 1).then_some(local)
+    }
+
     /// The nearest compute port as the views show it: [`Ctx::nearest_nic`] with its NCCL path
     /// type and bandwidth, except where the source leaves GPUDirect RDMA unstated (a matrix, a
     /// `<net>` without `gdr`). NCCL's path then depends on what its plugin finds at run time,
@@ -313,7 +323,9 @@ impl<'a> Ctx<'a> {
         use topo_model::NetRole;
         let (n, p) = self.nearest_nic(gpu)?;
         let net = self.topo.net(n);
-        if !net.is_some_and(|x| x.gdr_unstated) {
+        // A port topo assumed is priced the way NCCL's plugin answers at run time, so NCCL's
+        // own choice stands for it as it does for a stated port (the plan's, `nic_choice`).
+        if !net.is_some_and(|x| x.gdr_unstated && !x.assumed) {
             // A port of unknown speed makes the path's bandwidth NCCL's 10 Gb/s default.
             let bw = net.and_then(|x| x.speed_mbps).map(|_| p.bw);
             return Some((n, p.ty.to_string(), bw));

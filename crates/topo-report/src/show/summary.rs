@@ -300,12 +300,15 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 Paint::None
             };
             r.push(Cell::paint(nv, paint));
+            let tie = ctx.nearest_tie(g).map_or("", |_| ", tie");
             r.push(match ctx.nearest_nic_shown(g) {
-                Some((n, ty, Some(bw))) => format!("{} ({ty}, {bw:.1} GB/s)", ctx.label(n)).into(),
-                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
-                    format!("{} ({ty}, GDR ?)", ctx.label(n)).into()
+                Some((n, ty, Some(bw))) => {
+                    format!("{} ({ty}, {bw:.1} GB/s{tie})", ctx.label(n)).into()
                 }
-                Some((n, ty, None)) => format!("{} ({ty}, speed ?)", ctx.label(n)).into(),
+                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
+                    format!("{} ({ty}, GDR ?{tie})", ctx.label(n)).into()
+                }
+                Some((n, ty, None)) => format!("{} ({ty}, speed ?{tie})", ctx.label(n)).into(),
                 None => "—".into(),
             });
             r
@@ -325,7 +328,52 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             style.yellow("note:")
         ));
     }
+    for n in tie_notes(ctx, hv) {
+        out.push_str(&format!("  {} {n}\n", style.yellow("note:")));
+    }
     out
+}
+
+/// One note per set of equally near NICs: which GPUs share the tie, and which NIC NCCL's
+/// channel 0 takes for each (the GPU's device index, bit-mirrored when the count is a power
+/// of two: ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28), the rule the plan states too.
+fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
+    let mut groups: Vec<(Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>)> = vec![];
+    for &g in &hv.gpus {
+        let (Some(tied), Some((n, _))) = (ctx.nearest_tie(g), ctx.nearest_nic(g)) else {
+            continue;
+        };
+        match groups.iter_mut().find(|(t, _)| *t == tied) {
+            Some((_, picks)) => picks.push((g, n)),
+            None => groups.push((tied, vec![(g, n)])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(tied, picks)| {
+            let names: Vec<String> = tied.iter().map(|&x| ctx.label(x)).collect();
+            let how = if tied.len().is_power_of_two() {
+                "bit-mirrored"
+            } else {
+                "modulo the count"
+            };
+            let takes: Vec<String> = picks
+                .iter()
+                .map(|&(g, n)| format!("{} for GPU {}", ctx.label(n), ctx.index(g)))
+                .collect();
+            format!(
+                "tie: {} NICs equally near GPU(s) {} ({}); NCCL's channel 0 takes {} (the GPU's device index, {how}, picks among them: ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28)",
+                tied.len(),
+                picks
+                    .iter()
+                    .map(|&(g, _)| ctx.index(g).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                names.join(", "),
+                takes.join(", ")
+            )
+        })
+        .collect()
 }
 
 fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
