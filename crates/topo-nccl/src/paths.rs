@@ -472,6 +472,9 @@ pub struct NicChoice {
     pub place: usize,
     /// The device index was bit-mirrored (`mirrorBits`: the tie count is a power of two).
     pub mirrored: bool,
+    /// How many of the tied NICs the GPU's channels take in turn (`netsPerGpu` of the AUTO
+    /// policy: the tied NICs over the GPUs that share them, rounded up).
+    pub nets_per_gpu: usize,
 }
 
 impl NicChoice {
@@ -494,8 +497,16 @@ impl NicChoice {
                 self.dev, self.place
             )
         };
+        let spread = if self.nets_per_gpu > 1 {
+            format!(
+                "NCCL spreads the GPU's channels over {} of them in turn, and channel 0",
+                self.nets_per_gpu
+            )
+        } else {
+            "NCCL's channel 0".to_string()
+        };
         Some(format!(
-            "a tie: {n} NICs are equally near ({}); NCCL's channel 0 takes {} because {how} (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28)",
+            "a tie: {n} NICs are equally near ({}); {spread} takes {} because {how} (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28)",
             names.join(", "),
             name(self.net)
         ))
@@ -533,6 +544,7 @@ pub fn nic_choice(
         dev,
         place,
         mirrored,
+        nets_per_gpu: g.nets.len().div_ceil(g.gpus_of_net.max(1)),
     })
 }
 

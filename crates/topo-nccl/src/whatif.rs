@@ -353,22 +353,6 @@ pub(crate) fn gdr_unknown(topo: &Topology) -> bool {
         .any(|n| topo.net(n).is_some_and(|x| x.gdr_unstated))
 }
 
-/// Among the ports whose GPUDirect RDMA the source leaves unstated: whether some are ports
-/// topo assumed (priced with it), and whether some are listed ports (priced without it).
-pub(crate) fn gdr_unknown_kinds(topo: &Topology) -> (bool, bool) {
-    let (mut assumed, mut listed) = (false, false);
-    for n in topo.nets() {
-        if let Some(x) = topo.net(n).filter(|x| x.gdr_unstated) {
-            if x.assumed {
-                assumed = true;
-            } else {
-                listed = true;
-            }
-        }
-    }
-    (assumed, listed)
-}
-
 /// Whether some network port's speed is left unstated by the source.
 pub(crate) fn speed_unknown(topo: &Topology) -> bool {
     topo.nets()
@@ -396,7 +380,7 @@ pub(crate) fn unknown_effects(
     use topo_model::stated::Stated;
     // The other outcome of an unknown GDR is the one the plan did not price: without it
     // where every unknown port is one topo assumed (priced with it), else with it.
-    let gdr_priced_on = gdr_unknown_kinds(topo) == (true, false);
+    let gdr_priced_on = crate::plan::gdr_unknown_kinds(topo) == (true, false);
     let gdr = Stated {
         gdr: Some(!gdr_priced_on),
         ..Default::default()

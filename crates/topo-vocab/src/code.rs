@@ -149,6 +149,7 @@ codes! {
     HangRasMismatch => "hang-ras-mismatch" [Warning],
     HangRasTeardown => "hang-ras-teardown" [Info],
     HangRasInconsistent => "hang-ras-inconsistent" [Warning],
+    SocketInterfaces => "socket-interfaces" [Info, Warning],
 }
 
 impl Code {

@@ -258,6 +258,24 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         header.push("Memory");
     }
     header.extend(["NVLink", "Nearest NIC"]);
+    // A tied set shared by fewer GPUs than it has NICs is spread over, not tied (`tie_notes`).
+    let ties: Vec<(NodeIndex, Vec<NodeIndex>)> = hv
+        .gpus
+        .iter()
+        .filter_map(|&g| Some((g, ctx.nearest_tie(g)?)))
+        .collect();
+    let sharing = |t: &Vec<NodeIndex>| ties.iter().filter(|(_, x)| x == t).count();
+    let marks: std::collections::HashMap<NodeIndex, String> = ties
+        .iter()
+        .map(|(g, t)| {
+            let m = if t.len() > sharing(t) {
+                format!(", 1 of {}", t.len())
+            } else {
+                ", tie".to_string()
+            };
+            (*g, m)
+        })
+        .collect();
     let rows: Vec<Vec<Cell>> = hv
         .gpus
         .iter()
@@ -300,7 +318,7 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 Paint::None
             };
             r.push(Cell::paint(nv, paint));
-            let tie = ctx.nearest_tie(g).map_or("", |_| ", tie");
+            let tie = marks.get(&g).map_or("", String::as_str);
             r.push(match ctx.nearest_nic_shown(g) {
                 Some((n, ty, Some(bw))) => {
                     format!("{} ({ty}, {bw:.1} GB/s{tie})", ctx.label(n)).into()
@@ -334,9 +352,11 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     out
 }
 
-/// One note per set of equally near NICs: which GPUs share the tie, and which NIC NCCL's
-/// channel 0 takes for each (the GPU's device index, bit-mirrored when the count is a power
-/// of two: ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28), the rule the plan states too.
+/// The ties between equally near NICs, as notes: which GPUs share a tied set and which NIC
+/// NCCL's channel 0 takes for each (the GPU's device index, bit-mirrored when the count is a
+/// power of two), or, where a GPU has several NICs to itself, that NCCL spreads its channels
+/// over them (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28), the rule the plan states too.
+/// Hosts where every GPU has its own tied set of one size get one note.
 fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
     let mut groups: Vec<(Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>)> = vec![];
     for &g in &hv.gpus {
@@ -348,28 +368,49 @@ fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
             None => groups.push((tied, vec![(g, n)])),
         }
     }
+    const WHY: &str = "ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28";
+    let names = |t: &[NodeIndex]| {
+        t.iter()
+            .map(|&x| ctx.label(x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let own = groups
+        .iter()
+        .all(|(t, p)| p.len() == 1 && t.len() == groups[0].0.len());
+    if groups.len() > 1 && own {
+        let (t, p) = &groups[0];
+        return vec![format!(
+            "tie: each GPU has {} equally near NICs of its own (GPU {}: {}); NCCL spreads each GPU's channels over its {} in turn, channel 0 on the one the GPU's device index picks ({WHY})",
+            t.len(),
+            ctx.index(p[0].0),
+            names(t),
+            t.len()
+        )];
+    }
     groups
         .into_iter()
         .map(|(tied, picks)| {
-            let names: Vec<String> = tied.iter().map(|&x| ctx.label(x)).collect();
+            let gpus: Vec<String> = picks.iter().map(|&(g, _)| ctx.index(g).to_string()).collect();
+            let takes: Vec<String> = picks
+                .iter()
+                .map(|&(g, n)| format!("{} for GPU {}", ctx.label(n), ctx.index(g)))
+                .collect();
             let how = if tied.len().is_power_of_two() {
                 "bit-mirrored"
             } else {
                 "modulo the count"
             };
-            let takes: Vec<String> = picks
-                .iter()
-                .map(|&(g, n)| format!("{} for GPU {}", ctx.label(n), ctx.index(g)))
-                .collect();
+            let spread = if tied.len() > picks.len() {
+                "NCCL spreads each GPU's channels over them in turn; channel 0 takes"
+            } else {
+                "NCCL's channel 0 takes"
+            };
             format!(
-                "tie: {} NICs equally near GPU(s) {} ({}); NCCL's channel 0 takes {} (the GPU's device index, {how}, picks among them: ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28)",
+                "tie: {} NICs equally near GPU(s) {} ({}); {spread} {} (the GPU's device index, {how}, picks: {WHY})",
                 tied.len(),
-                picks
-                    .iter()
-                    .map(|&(g, _)| ctx.index(g).to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                names.join(", "),
+                gpus.join(", "),
+                names(&tied),
                 takes.join(", ")
             )
         })
@@ -456,7 +497,31 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             style.dim("*")
         ));
     }
+    if let Some(text) = socket_interfaces(ctx, hv) {
+        out.push_str(&format!("  {} {text}\n", style.yellow("note:")));
+    }
     out
+}
+
+/// Which of the host's plain IP interfaces NCCL's sockets would take under the default
+/// NCCL_SOCKET_IFNAME rule (`topo_nccl::ifaces`, the rule the plan applies), where the source
+/// lists plain interfaces; show reads no environment, so the variable's own list is the plan's.
+fn socket_interfaces(ctx: &Ctx, hv: &HostView) -> Option<String> {
+    let mut plain = false;
+    let names: Vec<&str> = hv
+        .nets
+        .iter()
+        .filter_map(|&n| ctx.topo.net(n))
+        .filter_map(|x| {
+            plain |= x.socket;
+            if x.socket {
+                Some(x.name.as_str())
+            } else {
+                x.netdev.as_deref()
+            }
+        })
+        .collect();
+    plain.then(|| topo_nccl::ifaces::find_interfaces(&names, None).text())
 }
 
 /// `compute`, `storage*`: an inferred role is marked with `*` (the JSON says why).
