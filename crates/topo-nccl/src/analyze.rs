@@ -268,19 +268,10 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
     let socket_net = transport_policy.ib_available == Some(false)
         || env.ib_disable
-        || env
-            .net
-            .as_deref()
-            .is_some_and(|n| n.trim().eq_ignore_ascii_case("socket"));
+        || (env.net.as_deref()).is_some_and(|n| n.trim().eq_ignore_ascii_case("socket"));
     let (socket_dropped, socket_ifaces) = select_socket_ifaces(&topo, &mut env, socket_net);
-    let keep_net = |n: &topo_model::Net| {
-        if n.socket {
-            // A plain interface is a device of the socket plugin only, and then only where
-            // ncclFindInterfaces takes it (`crate::ifaces`).
-            return socket_net && !socket_dropped.contains(&n.name);
-        }
-        hca.as_ref().is_none_or(|h| hca_keeps(h, n))
-    };
+    let keep_net =
+        |n: &topo_model::Net| keeps_net(n, hca.as_ref(), socket_net.then_some(&socket_dropped));
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
     let trays = super::mnnvl::trays(&topo);
@@ -1010,6 +1001,20 @@ fn select_socket_ifaces(
         }
     }
     (dropped, texts)
+}
+
+/// Whether a port is a NET device of NCCL's: a plain interface only for the socket plugin
+/// (`socket`: the interfaces `ncclFindInterfaces` left out, `crate::ifaces`), an IB port where
+/// NCCL_IB_HCA keeps it.
+fn keeps_net(
+    n: &topo_model::Net,
+    hca: Option<&crate::env::HcaFilter>,
+    socket: Option<&std::collections::HashSet<String>>,
+) -> bool {
+    if n.socket {
+        return socket.is_some_and(|dropped| !dropped.contains(&n.name));
+    }
+    hca.is_none_or(|h| hca_keeps(h, n))
 }
 
 /// Whether NCCL_IB_HCA keeps a port: by its name and port number, except a port topo assumed,

@@ -358,7 +358,9 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
 /// over them (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28), the rule the plan states too.
 /// Hosts where every GPU has its own tied set of one size get one note.
 fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
-    let mut groups: Vec<(Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>)> = vec![];
+    // (the tied NICs, and each GPU sharing them with the NIC its channel 0 takes)
+    type Group = (Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>);
+    let mut groups: Vec<Group> = vec![];
     for &g in &hv.gpus {
         let (Some(tied), Some((n, _))) = (ctx.nearest_tie(g), ctx.nearest_nic(g)) else {
             continue;
