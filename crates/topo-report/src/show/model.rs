@@ -73,6 +73,8 @@ pub(crate) struct Ctx<'a> {
     local: HashMap<NodeIndex, Vec<NodeIndex>>,
     /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
     channel0: HashMap<NodeIndex, NodeIndex>,
+    /// Per GPU, how many of its equally near ports NCCL's channels take in turn (`netsPerGpu`).
+    spread: HashMap<NodeIndex, usize>,
     /// The number a GPU is shown with: its NVML index where every GPU of its host has a
     /// distinct one (what the JSON's `dev` and nvidia-smi say), else its position.
     number: HashMap<NodeIndex, usize>,
@@ -182,6 +184,7 @@ impl<'a> Ctx<'a> {
             paths: HashMap::default(),
             local: HashMap::default(),
             channel0: HashMap::default(),
+            spread: HashMap::default(),
             number,
             roles,
             copies: None,
@@ -302,6 +305,11 @@ impl<'a> Ctx<'a> {
                 .min_by(|(_, a), (_, b)| b.bw.total_cmp(&a.bw).then(a.ty.cmp(&b.ty)))
         };
         best(Some(NetRole::Compute)).or_else(|| n.and_then(|n| Some((n, self.path(gpu, n)?))))
+    }
+
+    /// How many equally near ports the GPU's channels take in turn (1: channel 0's only).
+    pub fn nets_per_gpu(&self, gpu: NodeIndex) -> usize {
+        self.spread.get(&gpu).copied().unwrap_or(1)
     }
 
     /// The ports tied with the GPU's nearest NIC, where that is NCCL's channel-0 choice among
@@ -428,6 +436,7 @@ fn nccl_paths(ctx: &mut Ctx, sys: &System, paths: &Paths) {
         ctx.paths.extend(f.paths);
         ctx.local.extend(f.local);
         ctx.channel0.extend(f.channel0);
+        ctx.spread.extend(f.spread);
     }
 }
 
@@ -437,6 +446,7 @@ struct HostPaths {
     paths: Vec<((NodeIndex, NodeIndex), PathInfo)>,
     local: Vec<(NodeIndex, Vec<NodeIndex>)>,
     channel0: Vec<(NodeIndex, NodeIndex)>,
+    spread: Vec<(NodeIndex, usize)>,
 }
 
 fn host_nccl_paths(
@@ -472,10 +482,12 @@ fn host_nccl_paths(
             .collect();
         out.local.push((g, local));
         let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
-        if let Some(net) = rank.and_then(|r| nccl::paths::local_net(sys, paths, &policy, r, 0))
-            && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
+        // The plan's rule (`nic_choice`): channel 0's NIC and how many the GPU spreads over.
+        if let Some(c) = rank.and_then(|r| nccl::paths::nic_choice(sys, paths, &policy, r))
+            && let Some(n) = sys.nets.get(c.net).and_then(|&i| model(i))
         {
             out.channel0.push((g, n));
+            out.spread.push((g, c.nets_per_gpu));
         }
     }
     out

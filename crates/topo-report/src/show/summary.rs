@@ -258,22 +258,17 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         header.push("Memory");
     }
     header.extend(["NVLink", "Nearest NIC"]);
-    // A tied set shared by fewer GPUs than it has NICs is spread over, not tied (`tie_notes`).
-    let ties: Vec<(NodeIndex, Vec<NodeIndex>)> = hv
+    // Tied NICs a GPU's channels take in turn are spread over, not a tie (`tie_notes`).
+    let marks: std::collections::HashMap<NodeIndex, String> = hv
         .gpus
         .iter()
-        .filter_map(|&g| Some((g, ctx.nearest_tie(g)?)))
-        .collect();
-    let sharing = |t: &Vec<NodeIndex>| ties.iter().filter(|(_, x)| x == t).count();
-    let marks: std::collections::HashMap<NodeIndex, String> = ties
-        .iter()
-        .map(|(g, t)| {
-            let m = if t.len() > sharing(t) {
-                format!(", 1 of {}", t.len())
-            } else {
-                ", tie".to_string()
+        .filter(|&&g| ctx.nearest_tie(g).is_some())
+        .map(|&g| {
+            let m = match ctx.nets_per_gpu(g) {
+                k if k > 1 => format!(", 1 of {k}"),
+                _ => ", tie".to_string(),
             };
-            (*g, m)
+            (g, m)
         })
         .collect();
     let rows: Vec<Vec<Cell>> = hv
@@ -403,10 +398,11 @@ fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
             } else {
                 "modulo the count"
             };
-            let spread = if tied.len() > picks.len() {
-                "NCCL spreads each GPU's channels over them in turn; channel 0 takes"
+            let k = ctx.nets_per_gpu(picks[0].0);
+            let spread = if k > 1 {
+                format!("NCCL spreads each GPU's channels over {k} of them in turn; channel 0 takes")
             } else {
-                "NCCL's channel 0 takes"
+                "NCCL's channel 0 takes".to_string()
             };
             format!(
                 "tie: {} NICs equally near GPU(s) {} ({}); {spread} {} (the GPU's device index, {how}, picks: {WHY})",
