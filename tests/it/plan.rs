@@ -1847,3 +1847,105 @@ fn stated_node_facts_change_the_plan_and_say_so() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown fabric 'omnipath'"));
 }
+
+/// Issue 44: plan and show name the same NIC for every GPU of the Azure NDv5 skeleton, by one
+/// rule (NCCL's channel-0 NIC, `topo_nccl::paths::nic_choice`). Its HCAs' GPUDirect RDMA is
+/// unknown: the plan prices it as NCCL's IB plugin answers on a GPU image and says so, never
+/// "gdr=0"; `--gdr no` gives the other outcome, where every NIC on a CPU is equally far and
+/// the plan names the tie and NCCL's pick. Before, the plan priced gdr=0 and sent GPU1 over
+/// hca@0103 (PHB) while show named hca@0102 (PIX). NCCL_IB_HCA cannot be checked against the
+/// assumed names, so it keeps them instead of falling back to sockets.
+#[test]
+fn azure_ndv5_plan_and_show_agree_on_each_gpus_nic() {
+    let path = fixture("fixtures/xml/azure-ndv5-topo.xml");
+    let p = path.to_str().unwrap();
+    let base = [
+        "--from",
+        p,
+        "--gpu",
+        "h100",
+        "--nvlink",
+        "nvswitch",
+        "--nodes",
+        "2",
+        "--nccl-version",
+        V,
+    ];
+    let nic_of = |j: &Value| -> Vec<(u64, String)> {
+        let mut v: Vec<(u64, String)> = j["transports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| {
+                t["transport"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("NET/"))
+            })
+            .flat_map(|t| {
+                let nic = t["nic"].as_str().unwrap().to_string();
+                t["pairs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| u(&p[0]))
+                    .filter(|&r| r < 8)
+                    .map(move |r| (r, nic.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let j = plan_json(&base);
+    let plan_nics = nic_of(&j);
+    let out = topo()
+        .args(["show", "--from", p, "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let show_nics: Vec<(u64, String)> = s["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            (
+                u(&g["index"]),
+                g["nearest_nic"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(plan_nics, show_nics);
+    assert_eq!(plan_nics[1].1, "hca@0102:00:00.0");
+    let reasons = j["reasons"].to_string();
+    assert!(!reasons.contains("gdr=0"), "{reasons}");
+    assert!(reasons.contains("support assumed"), "{reasons}");
+    let messages = j["messages"].to_string();
+    assert!(
+        messages.contains("the plan assumed it does, as NCCL's IB plugin"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("Without GPUDirect RDMA on those ports"),
+        "{messages}"
+    );
+
+    let mut no_gdr = base.to_vec();
+    no_gdr.extend(["--gdr", "no"]);
+    let n = plan_json(&no_gdr);
+    let tie = n["reasons"].to_string();
+    assert!(tie.contains("a tie: 4 NICs are equally near"), "{tie}");
+    assert!(tie.contains("bit-mirrored over 4, gives place 2"), "{tie}");
+
+    let mut hca = base.to_vec();
+    hca.extend(["--env", "NCCL_IB_HCA=mlx5"]);
+    let h = plan_json(&hca);
+    assert_eq!(nic_of(&h), plan_nics, "the filter drops no assumed HCA");
+    assert!(
+        h.to_string()
+            .contains("cannot be checked against 16 IB port(s)"),
+        "{}",
+        h["env"]
+    );
+}

@@ -300,11 +300,14 @@ fn cross_nic_reports_what_it_changed_in_the_rings() {
 }
 
 #[test]
-fn socket_ifname_is_listed_as_not_modelled() {
+fn socket_ifname_against_a_source_without_interfaces_is_unknown() {
+    // Modelled since issue 44 (`topo_nccl::ifaces`); a profile lists RDMA ports only.
     let j = plan_json(&["--profile", "dgx-h100", "--env", "NCCL_SOCKET_IFNAME=eth0"]);
     let e = entry(&j, "NCCL_SOCKET_IFNAME");
-    assert_eq!(e["status"], "not_modelled");
-    assert!(e["effect"].as_str().unwrap().contains("IP interfaces"));
+    assert_eq!(e["status"], "unchanged");
+    let effect = e["effect"].as_str().unwrap();
+    assert!(effect.contains("lists no plain IP interface"), "{effect}");
+    assert!(effect.contains("unknown"), "{effect}");
 }
 
 /// A JSON plan for `args` (all but the last two) at the second-last version, against the last.

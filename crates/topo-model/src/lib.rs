@@ -357,7 +357,9 @@ pub struct Net {
     pub gdr: bool,
     /// The source did not say whether the port has GPUDirect RDMA (no `gdr` attribute or
     /// field): `gdr` holds the default NCCL's XML reader uses (0), and at run time NCCL
-    /// asks its net plugin instead, so the plan's no-GDR answer is an assumption.
+    /// asks its net plugin instead, so the plan's no-GDR answer is an assumption. A port topo
+    /// `assumed` holds the IB plugin's usual answer on a GPU image instead (1): NCCL reads no
+    /// file for it, only the plugin.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gdr_unstated: bool,
     pub coll: bool,

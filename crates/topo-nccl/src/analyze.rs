@@ -69,6 +69,10 @@ pub struct Analysis {
     /// Pairs of a split host's node that NCCL 2.30 finds connected through a GPU of another
     /// node (launcher ranks `[a, b, relay]`): its init stops there ([`trimmed_relays`]).
     pub trimmed_relays: Vec<[usize; 3]>,
+    /// Which IP interfaces NCCL's sockets take (`ifaces`), one sentence per distinct answer
+    /// over the hosts; empty where the source lists no plain interface.
+    /// The bool: none taken (NCCL's init fails there).
+    pub socket_ifaces: Vec<(bool, String)>,
     /// Dissimilar hosts: each host's own view before AllGather3 (`hetero::views`); empty
     /// where the hosts are alike.
     pub hosts: Vec<super::hetero::HostView>,
@@ -261,11 +265,13 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let alike = given.copies().is_some() || given.host_count() < 2;
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
-    let keep_net = |n: &topo_model::Net| {
-        hca.as_ref()
-            .is_none_or(|h| h.keeps(&n.name, i64::from(n.port)))
-    };
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
+    let socket_net = transport_policy.ib_available == Some(false)
+        || env.ib_disable
+        || (env.net.as_deref()).is_some_and(|n| n.trim().eq_ignore_ascii_case("socket"));
+    let (socket_dropped, socket_ifaces) = select_socket_ifaces(&topo, &mut env, socket_net);
+    let keep_net =
+        |n: &topo_model::Net| keeps_net(n, hca.as_ref(), socket_net.then_some(&socket_dropped));
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
     let trays = super::mnnvl::trays(&topo);
@@ -395,6 +401,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         mnnvl,
         trays,
         trimmed_relays: relays,
+        socket_ifaces,
         hosts,
         node_p2p,
         host_costs,
@@ -859,11 +866,24 @@ fn select_ib_ports(
         let total = nets.len();
         let kept = nets
             .iter()
-            .filter(|&&n| {
-                topo.net(n)
-                    .is_some_and(|x| h.keeps(&x.name, i64::from(x.port)))
-            })
+            .filter(|&&n| topo.net(n).is_some_and(|x| hca_keeps(h, x)))
             .count();
+        let unnamed = nets
+            .iter()
+            .filter(|&&n| topo.net(n).is_some_and(|x| x.assumed))
+            .count();
+        if unnamed > 0 {
+            // The filter matches device names (`ncclParseStringList`/`matchIfList`,
+            // src/misc/utils.cc, ncclIbInitDevices, src/transport/net_ib.cc, NCCL 2.28.9-1),
+            // and an assumed port has none: whether it passes is unknown, so it is kept
+            // rather than silently dropped.
+            env.note_effect(
+                "NCCL_IB_HCA",
+                format!(
+                    "cannot be checked against {unnamed} IB port(s) whose device names the source does not give (named hca@<bus id> here): the plan keeps them; NCCL opens only those whose verbs names (ibv_devices) match"
+                ),
+            );
+        }
         if total > 0 && kept == 0 {
             // No IB device: NCCL falls back to the socket plugin, whose devices are the IP
             // interfaces, not IB ports; the ports stay in the system (the interfaces sit on
@@ -886,7 +906,7 @@ fn select_ib_ports(
         for n in nets {
             let host = topo.node(n).host;
             if let topo_model::NodeKind::Net(x) = &mut topo.node_mut(n).kind
-                && h.keeps(&x.name, i64::from(x.port))
+                && hca_keeps(h, x)
             {
                 let d = next.entry(host).or_insert(0);
                 x.dev = *d;
@@ -905,6 +925,102 @@ fn select_ib_ports(
         );
     }
     (hca, ib_none_selected)
+}
+
+/// The interfaces NCCL's sockets take on each host (`crate::ifaces`), over the plain
+/// interfaces the source lists and the IB ports' interfaces: the socket transport's devices
+/// where the network is sockets, and the bootstrap's interface. The names of plain interfaces
+/// it leaves out on some host (NCCL's socket plugin never lists them), and one sentence per
+/// distinct answer. Nothing where the source lists no plain interface: which interfaces a
+/// host has is then unknown.
+fn select_socket_ifaces(
+    topo: &Topology,
+    env: &mut EnvPolicy,
+    socket_net: bool,
+) -> (std::collections::HashSet<String>, Vec<(bool, String)>) {
+    let mut per_host: std::collections::BTreeMap<HostId, (Vec<&str>, Vec<&str>)> =
+        Default::default();
+    for n in topo.nets() {
+        let Some(x) = topo.net(n) else { continue };
+        let e = per_host.entry(topo.node(n).host).or_default();
+        if x.socket {
+            e.0.push(x.name.as_str());
+            e.1.push(x.name.as_str());
+        } else if let Some(d) = x.netdev.as_deref() {
+            e.1.push(d);
+        }
+    }
+    let ifname = env.socket_ifname.clone();
+    let (mut dropped, mut texts) = (std::collections::HashSet::new(), vec![]);
+    for (plain, all) in per_host.values() {
+        if plain.is_empty() {
+            continue;
+        }
+        let pick =
+            crate::ifaces::find_interfaces(all, ifname.as_ref().map(|(r, f)| (r.as_str(), f)));
+        // Where none is taken NCCL's init fails (the text says so); the ports stay, so the
+        // rest of the plan still has a network to describe.
+        if plain.iter().any(|n| pick.kept.iter().any(|k| k == n)) {
+            dropped.extend(
+                plain
+                    .iter()
+                    .filter(|n| !pick.kept.iter().any(|k| k == *n))
+                    .map(|n| n.to_string()),
+            );
+        }
+        let mut text = pick.text();
+        if socket_net {
+            let used: Vec<&str> = plain
+                .iter()
+                .copied()
+                .filter(|n| pick.kept.iter().any(|k| k == n))
+                .collect();
+            text.push_str(&format!(
+                "; NET/Socket sends over {}",
+                if used.is_empty() {
+                    "none of the listed interfaces".to_string()
+                } else {
+                    used.join(", ")
+                }
+            ));
+        }
+        let entry = (pick.kept.is_empty(), text);
+        if !texts.contains(&entry) {
+            texts.push(entry);
+        }
+    }
+    if ifname.is_some() {
+        for (_, t) in &texts {
+            env.note_effect("NCCL_SOCKET_IFNAME", t.clone());
+        }
+        if texts.is_empty() {
+            env.note_effect(
+                "NCCL_SOCKET_IFNAME",
+                "the source lists no plain IP interface, so which interfaces it matches is unknown",
+            );
+        }
+    }
+    (dropped, texts)
+}
+
+/// Whether a port is a NET device of NCCL's: a plain interface only for the socket plugin
+/// (`socket`: the interfaces `ncclFindInterfaces` left out, `crate::ifaces`), an IB port where
+/// NCCL_IB_HCA keeps it.
+fn keeps_net(
+    n: &topo_model::Net,
+    hca: Option<&crate::env::HcaFilter>,
+    socket: Option<&std::collections::HashSet<String>>,
+) -> bool {
+    if n.socket {
+        return socket.is_some_and(|dropped| !dropped.contains(&n.name));
+    }
+    hca.is_none_or(|h| hca_keeps(h, n))
+}
+
+/// Whether NCCL_IB_HCA keeps a port: by its name and port number, except a port topo assumed,
+/// whose device name is unknown, so the filter cannot be checked against it and it stays.
+fn hca_keeps(h: &crate::env::HcaFilter, x: &topo_model::Net) -> bool {
+    x.assumed || h.keeps(&x.name, i64::from(x.port))
 }
 
 /// Every port is a plain IP interface with no RDMA device behind it (a live host's `eth0`,
@@ -1404,6 +1520,81 @@ mod tests {
                 .all(|x| *x == Transport::Net(crate::transport::Net::Socket)),
             "{:?}",
             inter(&plain)
+        );
+    }
+
+    /// An HGX whose ports are plain interfaces named `names` (the rest stay IB ports where
+    /// `names` is shorter), on two hosts.
+    fn interfaces(names: &[&str]) -> Topology {
+        let mut t = hgx(8, 90);
+        for (n, name) in t.nets().into_iter().zip(names) {
+            if let topo_model::NodeKind::Net(x) = &mut t.node_mut(n).kind {
+                x.socket = true;
+                x.name = name.to_string();
+            }
+        }
+        t.replicate(2)
+    }
+
+    fn system_nets(a: &Analysis) -> Vec<String> {
+        let mut v: Vec<String> = a
+            .system
+            .nets
+            .iter()
+            .filter_map(|&i| a.system.nodes[i].net.as_ref().map(|x| x.name.clone()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// ncclFindInterfaces (NVIDIA/nccl v2.28.9-1 src/misc/socket.cc): without
+    /// NCCL_SOCKET_IFNAME, no `ib*` interface, so every interface but docker*/lo*/virbr*;
+    /// veth* and cali* are not left out. Before, docker0 was a NET device of the plan.
+    #[test]
+    fn socket_plans_use_the_interfaces_nccl_finds() {
+        let names = [
+            "docker0", "eth0", "veth1", "cali2", "lo", "virbr0", "eth1", "eth2",
+        ];
+        let t = interfaces(&names);
+        let a = run(&t, &[], "2.28");
+        assert_eq!(system_nets(&a), ["cali2", "eth0", "eth1", "eth2", "veth1"]);
+        assert_eq!(a.socket_ifaces.len(), 1, "{:?}", a.socket_ifaces);
+        let (none, text) = &a.socket_ifaces[0];
+        assert!(!none);
+        assert!(
+            text.contains("every interface but docker*, lo* and virbr*"),
+            "{text}"
+        );
+        assert!(text.contains("the bootstrap uses eth0"), "{text}");
+        assert!(text.contains("left out docker0, lo, virbr0"), "{text}");
+        let d = run(&t, &[("NCCL_SOCKET_IFNAME", "docker")], "2.28");
+        assert_eq!(system_nets(&d), ["docker0"]);
+        assert!(d.env.notes("NCCL_SOCKET_IFNAME")[0].contains("kept docker0"));
+        let x = run(&t, &[("NCCL_SOCKET_IFNAME", "^eth,veth,cali")], "2.28");
+        assert_eq!(system_nets(&x), ["docker0", "lo", "virbr0"]);
+        // Nothing matches: NCCL's init fails; the plan keeps the ports and warns.
+        let f = run(&t, &[("NCCL_SOCKET_IFNAME", "=bond0")], "2.28");
+        assert!(f.socket_ifaces[0].0);
+        assert!(f.socket_ifaces[0].1.contains("init fails"));
+    }
+
+    /// With IB ports present NCCL's IB plugin is the network and lists verbs devices only
+    /// (ncclIbInitDevices, net_ib.cc, NCCL 2.28.9-1): a plain interface beside them is no
+    /// NET device, though the bootstrap may still use it.
+    #[test]
+    fn plain_interfaces_beside_ib_ports_are_not_net_devices() {
+        let t = interfaces(&["eth0"]);
+        let a = run(&t, &[], "2.28");
+        let nets = system_nets(&a);
+        assert!(!nets.contains(&"eth0".to_string()), "{nets:?}");
+        assert_eq!(nets.len(), 7, "{nets:?}");
+        assert!(a.socket_ifaces[0].1.contains("the bootstrap uses eth0"));
+        assert!(
+            a.transports
+                .iter()
+                .filter(|p| p.inter_node)
+                .all(|p| p.transport == Transport::Net(crate::transport::Net::Ib))
         );
     }
 

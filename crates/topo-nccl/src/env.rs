@@ -132,6 +132,9 @@ pub struct EnvPolicy {
     pub ll128_c2c: Option<bool>,
     /// NCCL_IB_HCA, parsed: exclude (`^`), exact (`=`), and `(name, port)` entries.
     pub ib_hca: Option<HcaFilter>,
+    /// NCCL_SOCKET_IFNAME as written and parsed (`crate::ifaces`); `None` when unset or a
+    /// single character, which NCCL ignores.
+    pub socket_ifname: Option<(String, HcaFilter)>,
     /// CUDA_VISIBLE_DEVICES entries up to the first invalid one (CUDA stops there).
     pub cuda_visible_devices: Option<Vec<String>>,
     /// Multi-node NVLink (init.cc and mnnvl.cc, NCCL 2.28.9): NCCL_MNNVL_ENABLE (0 off, 1
@@ -146,7 +149,7 @@ pub struct EnvPolicy {
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 56] = [
+pub const VARIABLES: [&str; 57] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -198,6 +201,7 @@ pub const VARIABLES: [&str; 56] = [
     "NCCL_TUNER_PLUGIN",
     "NCCL_NET_PLUGIN",
     "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
     "NCCL_MNNVL_ENABLE",
     "NCCL_MNNVL_UUID",
     "NCCL_MNNVL_CLIQUE_ID",
@@ -738,6 +742,10 @@ impl EnvPolicy {
         let (p, get) = (self, |n: &str| set.get(n));
         if let Some(v) = get("NCCL_IB_HCA") {
             p.ib_hca = Some(HcaFilter::parse(v));
+        }
+        if let Some(v) = get("NCCL_SOCKET_IFNAME") {
+            // socket.cc (ncclFindInterfaces, NCCL 2.28) ignores a value of one character.
+            p.socket_ifname = (v.len() > 1).then(|| (v.to_string(), HcaFilter::parse(v)));
         }
         if let Some(v) = get("CUDA_VISIBLE_DEVICES") {
             let (list, stopped) = cuda_visible(v);

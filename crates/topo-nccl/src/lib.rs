@@ -13,6 +13,7 @@ pub mod error;
 pub mod graph;
 pub mod graphfile;
 pub mod hetero;
+pub mod ifaces;
 pub mod measured;
 pub mod mnnvl;
 pub mod paths;

@@ -4,7 +4,7 @@
 //! Paths never cross hosts (NET nodes are leaves), so tables are kept per host: a 1024-GPU
 //! what-if stays as cheap as 128 single machines.
 
-use super::system::{LinkType, NodeType, System};
+use super::system::{GdrFact, LinkType, NodeType, System};
 use super::types::PathType;
 use replica::Replicas;
 use serde::Serialize;
@@ -458,6 +458,96 @@ pub fn local_net(
     net_for_channel(paths, policy, &gpu_nets(sys, paths, rank)?, channel)
 }
 
+/// A GPU's channel-0 NIC as NCCL picks it, with the NICs tied with it: the one rule show's
+/// nearest NIC and the plan's NIC of each rank are both stated from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NicChoice {
+    /// The NET NCCL's channel 0 uses (index into `System::nets`).
+    pub net: usize,
+    /// Every NET equally near the GPU (highest path bandwidth, then best path type,
+    /// `ncclTopoGetLocal`), in NCCL's order; `net` is one of them.
+    pub tied: Vec<usize>,
+    /// The GPU's device index and the place among `tied` it maps to.
+    pub dev: usize,
+    pub place: usize,
+    /// The device index was bit-mirrored (`mirrorBits`: the tie count is a power of two).
+    pub mirrored: bool,
+    /// How many of the tied NICs the GPU's channels take in turn (`netsPerGpu` of the AUTO
+    /// policy: the tied NICs over the GPUs that share them, rounded up).
+    pub nets_per_gpu: usize,
+}
+
+impl NicChoice {
+    /// Why NCCL takes `net` among the tied NICs, or `None` without a tie. `name` names a NET
+    /// (index into `System::nets`).
+    pub fn tie_text(&self, name: impl Fn(usize) -> String) -> Option<String> {
+        if self.tied.len() < 2 {
+            return None;
+        }
+        let names: Vec<String> = self.tied.iter().map(|&x| name(x)).collect();
+        let n = self.tied.len();
+        let how = if self.mirrored {
+            format!(
+                "the GPU's device index {}, bit-mirrored over {n}, gives place {}",
+                self.dev, self.place
+            )
+        } else {
+            format!(
+                "the GPU's device index {}, modulo {n}, gives place {}",
+                self.dev, self.place
+            )
+        };
+        let spread = if self.nets_per_gpu > 1 {
+            format!(
+                "NCCL spreads the GPU's channels over {} of them in turn, and channel 0",
+                self.nets_per_gpu
+            )
+        } else {
+            "NCCL's channel 0".to_string()
+        };
+        Some(format!(
+            "a tie: {n} NICs are equally near ({}); {spread} takes {} because {how} (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28)",
+            names.join(", "),
+            name(self.net)
+        ))
+    }
+}
+
+/// NCCL's channel-0 NIC of `rank` and the NICs tied with it (`ncclTopoGetLocalNet`).
+pub fn nic_choice(
+    sys: &System,
+    paths: &Paths,
+    policy: &PathPolicy,
+    rank: usize,
+) -> Option<NicChoice> {
+    let g = gpu_nets(sys, paths, rank)?;
+    let net = net_for_channel(paths, policy, &g, 0)?;
+    let tied: Vec<usize> = g
+        .nets
+        .iter()
+        .filter_map(|&x| paths.net_pos.get(x).copied().flatten())
+        .collect();
+    let dev = if policy.minor >= 30 {
+        g.dev % g.gpus_of_net.max(1)
+    } else {
+        g.dev
+    };
+    let mirrored = g.nets.len().is_power_of_two();
+    let place = if mirrored {
+        mirror_bits(dev, g.nets.len())
+    } else {
+        dev
+    } % g.nets.len().max(1);
+    Some(NicChoice {
+        net,
+        tied,
+        dev,
+        place,
+        mirrored,
+        nets_per_gpu: g.nets.len().div_ceil(g.gpus_of_net.max(1)),
+    })
+}
+
 /// What [`local_net`] needs of a GPU that does not depend on the channel: computed once, so
 /// scanning channels does not search every NET again (with 600 NICs that was 600 NETs ×
 /// channels × NETs).
@@ -726,11 +816,15 @@ pub fn check_gdr(
         level,
         reason,
     };
+    let fact = na.map_or(GdrFact::Stated, |x| x.gdr_fact);
     if !na.is_some_and(|x| x.gdr) {
-        return mk(
-            false,
-            "the NIC does not support GPUDirect RDMA (gdr=0)".into(),
-        );
+        // Unknown stays unknown: a port listed without `gdr` is not a port without GDR.
+        let why = if fact == GdrFact::Stated {
+            "the NIC does not support GPUDirect RDMA (gdr=0)"
+        } else {
+            "GPUDirect RDMA unknown on the NIC (the source does not say; planned without it, as NCCL reads a <net> without gdr)"
+        };
+        return mk(false, why.into());
     }
     if !ga.is_some_and(|x| x.gdr) {
         return mk(
@@ -772,9 +866,14 @@ pub fn check_gdr(
             format!("GPU→NIC distance {distance} exceeds the GDR level {level}"),
         );
     }
+    let assumed = if fact == GdrFact::Assumed {
+        " (support assumed: the source does not say; NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works, as on GPU cloud images)"
+    } else {
+        ""
+    };
     mk(
         true,
-        format!("GPU→NIC distance {distance} within the GDR level {level}"),
+        format!("GPU→NIC distance {distance} within the GDR level {level}{assumed}"),
     )
 }
 

@@ -994,10 +994,24 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Finding> {
     if socket > 0 {
         // The socket plugin reports each interface's link speed (ncclNetSocketGetSpeed,
         // NVIDIA/nccl v2.28.9-1 src/transport/net_socket.cc) and NCCL tunes with it; which
-        // interfaces it picks (NCCL_SOCKET_IFNAME, `ib*` first) is not modelled.
+        // interfaces it picks are known only where the source lists them (`socket-interfaces`).
+        let ifaces = if a.socket_ifaces.is_empty() {
+            ", and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
+        } else {
+            ""
+        };
         w.push(Finding::new(Code::NetSocketSpeed, format!(
-            "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less, and the interfaces it uses (NCCL_SOCKET_IFNAME) are not modelled"
+            "NET/Socket for {socket} connection(s): predicted times use the network ports' line rate, as NCCL's own tuning does, without GPUDirect RDMA; the socket transport copies through host memory and usually reaches far less{ifaces}"
         )));
+    }
+    // Which interfaces NCCL's sockets take (`crate::ifaces`): NET/Socket's and the bootstrap's.
+    for (none, text) in &a.socket_ifaces {
+        let sev = if *none {
+            Severity::Warning
+        } else {
+            Severity::Info
+        };
+        w.push(Finding::at(Code::SocketInterfaces, sev, text.clone()));
     }
     hardware_fact_warnings(a, &mut w);
     w.extend(init_stops(a));
@@ -1094,6 +1108,27 @@ fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(
     Some((names.len(), format!("{}{more}", shown.join(", "))))
 }
 
+/// Among the ports whose GPUDirect RDMA the source leaves unstated: whether some are ports
+/// topo assumed (priced with it), and whether some are listed ports (priced without it).
+pub(crate) fn gdr_unknown_kinds(topo: &topo_model::Topology) -> (bool, bool) {
+    let (mut assumed, mut listed) = (false, false);
+    for n in topo.nets() {
+        if let Some(x) = topo.net(n).filter(|x| x.gdr_unstated) {
+            if x.assumed {
+                assumed = true;
+            } else {
+                listed = true;
+            }
+        }
+    }
+    (assumed, listed)
+}
+
+/// How the plan priced GPUDirect RDMA on ports topo assumed (a skeleton file's InfiniBand
+/// controllers): as NCCL's IB plugin answers on a GPU image (`ncclIbGdrSupport`,
+/// `ncclIbDmaBufSupport`, net_ib.cc, NCCL 2.28.9-1), with NCCL's own per-GPU distance rule.
+const ASSUMED_GDR: &str = "the plan assumed it does, as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works (GPU cloud images ship them), and NCCL then uses it for each GPU whose NIC is within NCCL_NET_GDR_LEVEL";
+
 /// The ports' GPUDirect RDMA as show and diagnose state it (`topo_model::net_judge`). An
 /// unstated one is what NCCL's net plugin says at run time (topo.cc, NCCL 2.28: a `<net>`
 /// without `gdr` gets the plugin's answer); the plan took the XML reader's default of none.
@@ -1101,11 +1136,20 @@ fn gdr_warnings(a: &Analysis, w: &mut Vec<Finding>) {
     let nets = a.topo.nets();
     for v in topo_model::net_judge::verdicts(&a.topo, nets) {
         let text = if v.code == Code::NetGdrUnknown {
-            format!(
-                "{}; the plan assumed it does not: {}",
-                v.text,
+            let (assumed, listed) = gdr_unknown_kinds(&a.topo);
+            let priced = match (assumed, listed) {
+                (true, false) => ASSUMED_GDR,
+                (true, true) => {
+                    "the plan assumed it does on the ports topo assumed (as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works) and does not on the listed ones"
+                }
+                _ => "the plan assumed it does not",
+            };
+            let fix = if (assumed, listed) == (true, false) {
+                "--gdr no states where it does not"
+            } else {
                 topo_model::net_judge::STATE_GDR
-            )
+            };
+            format!("{}; {priced}: {fix}", v.text)
         } else {
             v.text
         };

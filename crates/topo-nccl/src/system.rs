@@ -93,12 +93,31 @@ pub struct CpuAttrs {
     pub model: Option<u32>,
 }
 
+/// Where a port's GPUDirect RDMA answer comes from. Unknown stays unknown in what the plan
+/// says, whatever it had to price.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GdrFact {
+    /// The source states it (`gdr` in the XML, a profile's `gdr`, a live scan, `--gdr`).
+    #[default]
+    Stated,
+    /// The source lists the port without `gdr`: priced as NCCL's XML reader reads a missing
+    /// attribute (0, topo.cc `ncclTopoAddNet`, NCCL 2.28.9-1).
+    Unstated,
+    /// A port topo assumed (a skeleton file's InfiniBand controller): priced as NCCL's IB
+    /// plugin answers at run time on a GPU image (GPUDirect RDMA through nvidia-peermem or
+    /// DMA-BUF, `ncclIbGdrSupport`/`ncclIbDmaBufSupport`, net_ib.cc, NCCL 2.28.9-1).
+    Assumed,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct NetAttrs {
     pub name: String,
     pub dev: i32,
     pub bw: f64,
     pub gdr: bool,
+    /// Whether `gdr` is the source's word or the plan's assumption (`GdrFact`).
+    #[serde(skip)]
+    pub gdr_fact: GdrFact,
     pub coll: bool,
     pub guid: u64,
     pub port: u32,
@@ -355,6 +374,19 @@ impl System {
         let g = &topo.graph;
         let mut map: Vec<usize> = vec![NONE; g.node_count()];
         let mut nvs_of_host: HashMap<HostId, usize> = HashMap::default();
+        // A GPU whose file has no `<gpu>` gets its GPUDirect RDMA support from NCCL at run
+        // time: the net plugin's answer (`gdrSupport` of the peer info, init.cc, filled into
+        // the XML by topo.cc, NCCL 2.28.9-1). On a host whose ports topo assumed, the plan
+        // prices that answer as it prices the ports' (`GdrFact::Assumed`).
+        let assumed_gdr_hosts: std::collections::HashSet<HostId> = topo
+            .nets()
+            .into_iter()
+            .filter(|&x| {
+                topo.net(x)
+                    .is_some_and(|y| y.assumed && y.gdr_unstated && y.gdr)
+            })
+            .map(|x| g[x].host)
+            .collect();
         for &n in order {
             if bare_nic.contains_key(&n) {
                 continue;
@@ -395,7 +427,7 @@ impl System {
                         dev: gpu.dev,
                         rank: rank_of[n.index()],
                         sm: gpu.sm.unwrap_or(0),
-                        gdr: gpu.gdr.unwrap_or(false),
+                        gdr: gpu.gdr.unwrap_or_else(|| assumed_gdr_hosts.contains(&host)),
                         no_p2p: {
                             let a = gpu.peer_access();
                             (!a.allowed).then_some(a.why)
@@ -422,6 +454,11 @@ impl System {
                         dev: net.dev,
                         bw: net.bw(),
                         gdr: net.gdr,
+                        gdr_fact: match (net.gdr_unstated, net.assumed) {
+                            (false, _) => GdrFact::Stated,
+                            (true, false) => GdrFact::Unstated,
+                            (true, true) => GdrFact::Assumed,
+                        },
                         coll: net.coll,
                         guid: net_guid(net, host),
                         port: net.port,

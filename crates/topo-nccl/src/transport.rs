@@ -1086,12 +1086,13 @@ impl<'a> Ctx<'a> {
                 "sockets never use GPUDirect RDMA".into(),
             );
         }
-        let Some(ni) = paths::local_net(sys, self.paths, &self.pp, rank, 0) else {
+        let Some(choice) = paths::nic_choice(sys, self.paths, &self.pp, rank) else {
             return (
                 NetSide::default(),
                 "no network device is local to this GPU".into(),
             );
         };
+        let ni = choice.net;
         let g = sys.gpus[rank];
         let n = sys.nets[ni];
         let attrs = sys.nodes[n].net.as_ref();
@@ -1126,6 +1127,15 @@ impl<'a> Ctx<'a> {
                 nic_path.map(|t| t.name()).unwrap_or("?")
             ),
         };
+        let net_name = |i: usize| {
+            sys.nodes[sys.nets[i]]
+                .net
+                .as_ref()
+                .map_or_else(|| format!("NET {i}"), |x| x.name.clone())
+        };
+        if let Some(tie) = choice.tie_text(net_name) {
+            why.push_str(&format!(", {tie}"));
+        }
         if gc.enabled {
             why.push_str(&format!("; GPUDirect RDMA: {}", gc.reason));
             if gdr_pci {

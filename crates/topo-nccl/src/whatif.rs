@@ -366,7 +366,7 @@ pub(crate) fn speed_unknown(topo: &Topology) -> bool {
 const FAST_PORT_MBPS: u64 = 400_000;
 
 /// A plan that took a default for a fact its source leaves out also gives the other outcome,
-/// so the assumption is never silently decisive: ports without `gdr` were planned without
+/// so the assumption is never silently decisive: ports without `gdr` were planned without (ports topo assumed: with)
 /// GPUDirect RDMA, and the same machine with it is planned too (`net-gdr-unknown`); ports
 /// without a speed were planned at NCCL's slow default, and the same machine at
 /// FAST_PORT_MBPS is planned too (`net-speed-unknown`). Each message then says what the
@@ -378,9 +378,17 @@ pub(crate) fn unknown_effects(
     plan: &mut Plan,
 ) {
     use topo_model::stated::Stated;
+    // The other outcome of an unknown GDR is the one the plan did not price: without it
+    // where every unknown port is one topo assumed (priced with it), else with it.
+    let gdr_priced_on = crate::plan::gdr_unknown_kinds(topo) == (true, false);
     let gdr = Stated {
-        gdr: Some(true),
+        gdr: Some(!gdr_priced_on),
         ..Default::default()
+    };
+    let gdr_label = if gdr_priced_on {
+        "Without GPUDirect RDMA on those ports"
+    } else {
+        "With GPUDirect RDMA on those ports"
     };
     let speed = Stated {
         nic_speed_mbps: Some(FAST_PORT_MBPS),
@@ -388,12 +396,7 @@ pub(crate) fn unknown_effects(
     };
     let fast = format!("With {} Gb/s on those ports", FAST_PORT_MBPS / 1000);
     let cases = [
-        (
-            gdr_unknown(topo),
-            gdr,
-            Code::NetGdrUnknown,
-            "With GPUDirect RDMA on those ports",
-        ),
+        (gdr_unknown(topo), gdr, Code::NetGdrUnknown, gdr_label),
         (
             speed_unknown(topo),
             speed,

@@ -1143,6 +1143,8 @@ impl<'a> Builder<'a> {
                 name,
                 dev: *dev,
                 port: 1,
+                // Unknown, and priced as the IB plugin answers on a GPU image (`Net::gdr`).
+                gdr: true,
                 gdr_unstated: true,
                 link_layer: Some("InfiniBand".into()),
                 assumed: true,
@@ -1153,7 +1155,7 @@ impl<'a> Builder<'a> {
         }
         if !hcas.is_empty() {
             self.topo.warn(format!(
-                "{} InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry: each is assumed to be an IB HCA with one active port, as NCCL's IB plugin opens every verbs device whose port is up; the port names (hca@<bus id>), device numbers in bus-id order, speed (unknown; --nic-speed states it) and GPUDirect RDMA support are assumptions",
+                "{} InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry: each is assumed to be an IB HCA with one active port, as NCCL's IB plugin opens every verbs device whose port is up; the port names (hca@<bus id>), device numbers in bus-id order, speed (unknown; --nic-speed states it) and GPUDirect RDMA support (unknown; planned as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works; --gdr states it) are assumptions",
                 hcas.len()
             ));
         }

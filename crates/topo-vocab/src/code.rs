@@ -153,6 +153,7 @@ codes! {
     NcclTestsSettingIgnored => "nccl-tests-setting-ignored" [Warning],
     TopologyFlattened => "topology-flattened" [Warning],
     NetNotModelled => "net-not-modelled" [Warning],
+    SocketInterfaces => "socket-interfaces" [Info, Warning],
 }
 
 impl Code {

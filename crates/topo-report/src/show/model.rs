@@ -73,6 +73,8 @@ pub(crate) struct Ctx<'a> {
     local: HashMap<NodeIndex, Vec<NodeIndex>>,
     /// Per GPU, the network port NCCL uses for channel 0 (`ncclTopoGetLocalNet`).
     channel0: HashMap<NodeIndex, NodeIndex>,
+    /// Per GPU, how many of its equally near ports NCCL's channels take in turn (`netsPerGpu`).
+    spread: HashMap<NodeIndex, usize>,
     /// The number a GPU is shown with: its NVML index where every GPU of its host has a
     /// distinct one (what the JSON's `dev` and nvidia-smi say), else its position.
     number: HashMap<NodeIndex, usize>,
@@ -182,6 +184,7 @@ impl<'a> Ctx<'a> {
             paths: HashMap::default(),
             local: HashMap::default(),
             channel0: HashMap::default(),
+            spread: HashMap::default(),
             number,
             roles,
             copies: None,
@@ -304,6 +307,21 @@ impl<'a> Ctx<'a> {
         best(Some(NetRole::Compute)).or_else(|| n.and_then(|n| Some((n, self.path(gpu, n)?))))
     }
 
+    /// How many equally near ports the GPU's channels take in turn (1: channel 0's only).
+    pub fn nets_per_gpu(&self, gpu: NodeIndex) -> usize {
+        self.spread.get(&gpu).copied().unwrap_or(1)
+    }
+
+    /// The ports tied with the GPU's nearest NIC, where that is NCCL's channel-0 choice among
+    /// several equally near ports (`ncclTopoGetLocal`): `None` without a tie.
+    pub fn nearest_tie(&self, gpu: NodeIndex) -> Option<Vec<NodeIndex>> {
+        let (n, _) = self.nearest_nic(gpu)?;
+        let local = self.local_nets(gpu);
+        let chosen = self.channel0.get(&gpu) == Some(&n);
+        let shown = self.nearest_nic_shown(gpu).is_some_and(|(x, _, _)| x == n);
+        (chosen && shown && local.len() > 1).then_some(local)
+    }
+
     /// The nearest compute port as the views show it: [`Ctx::nearest_nic`] with its NCCL path
     /// type and bandwidth, except where the source leaves GPUDirect RDMA unstated (a matrix, a
     /// `<net>` without `gdr`). NCCL's path then depends on what its plugin finds at run time,
@@ -313,7 +331,9 @@ impl<'a> Ctx<'a> {
         use topo_model::NetRole;
         let (n, p) = self.nearest_nic(gpu)?;
         let net = self.topo.net(n);
-        if !net.is_some_and(|x| x.gdr_unstated) {
+        // A port topo assumed is priced the way NCCL's plugin answers at run time, so NCCL's
+        // own choice stands for it as it does for a stated port (the plan's, `nic_choice`).
+        if !net.is_some_and(|x| x.gdr_unstated && !x.assumed) {
             // A port of unknown speed makes the path's bandwidth NCCL's 10 Gb/s default.
             let bw = net.and_then(|x| x.speed_mbps).map(|_| p.bw);
             return Some((n, p.ty.to_string(), bw));
@@ -416,6 +436,7 @@ fn nccl_paths(ctx: &mut Ctx, sys: &System, paths: &Paths) {
         ctx.paths.extend(f.paths);
         ctx.local.extend(f.local);
         ctx.channel0.extend(f.channel0);
+        ctx.spread.extend(f.spread);
     }
 }
 
@@ -425,6 +446,7 @@ struct HostPaths {
     paths: Vec<((NodeIndex, NodeIndex), PathInfo)>,
     local: Vec<(NodeIndex, Vec<NodeIndex>)>,
     channel0: Vec<(NodeIndex, NodeIndex)>,
+    spread: Vec<(NodeIndex, usize)>,
 }
 
 fn host_nccl_paths(
@@ -460,10 +482,12 @@ fn host_nccl_paths(
             .collect();
         out.local.push((g, local));
         let rank = sys.nodes[sg].gpu.as_ref().map(|a| a.rank);
-        if let Some(net) = rank.and_then(|r| nccl::paths::local_net(sys, paths, &policy, r, 0))
-            && let Some(n) = sys.nets.get(net).and_then(|&i| model(i))
+        // The plan's rule (`nic_choice`): channel 0's NIC and how many the GPU spreads over.
+        if let Some(c) = rank.and_then(|r| nccl::paths::nic_choice(sys, paths, &policy, r))
+            && let Some(n) = sys.nets.get(c.net).and_then(|&i| model(i))
         {
             out.channel0.push((g, n));
+            out.spread.push((g, c.nets_per_gpu));
         }
     }
     out

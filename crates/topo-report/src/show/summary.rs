@@ -277,6 +277,19 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
         header.push("Memory");
     }
     header.extend(["NVLink", "Nearest NIC"]);
+    // Tied NICs a GPU's channels take in turn are spread over, not a tie (`tie_notes`).
+    let marks: std::collections::HashMap<NodeIndex, String> = hv
+        .gpus
+        .iter()
+        .filter(|&&g| ctx.nearest_tie(g).is_some())
+        .map(|&g| {
+            let m = match ctx.nets_per_gpu(g) {
+                k if k > 1 => format!(", 1 of {k}"),
+                _ => ", tie".to_string(),
+            };
+            (g, m)
+        })
+        .collect();
     let rows: Vec<Vec<Cell>> = hv
         .gpus
         .iter()
@@ -319,12 +332,15 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
                 Paint::None
             };
             r.push(Cell::paint(nv, paint));
+            let tie = marks.get(&g).map_or("", String::as_str);
             r.push(match ctx.nearest_nic_shown(g) {
-                Some((n, ty, Some(bw))) => format!("{} ({ty}, {bw:.1} GB/s)", ctx.label(n)).into(),
-                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
-                    format!("{} ({ty}, GDR ?)", ctx.label(n)).into()
+                Some((n, ty, Some(bw))) => {
+                    format!("{} ({ty}, {bw:.1} GB/s{tie})", ctx.label(n)).into()
                 }
-                Some((n, ty, None)) => format!("{} ({ty}, speed ?)", ctx.label(n)).into(),
+                Some((n, ty, None)) if ctx.topo.net(n).is_some_and(|x| x.gdr_unstated) => {
+                    format!("{} ({ty}, GDR ?{tie})", ctx.label(n)).into()
+                }
+                Some((n, ty, None)) => format!("{} ({ty}, speed ?{tie})", ctx.label(n)).into(),
                 None => "—".into(),
             });
             r
@@ -344,7 +360,78 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             style.yellow("note:")
         ));
     }
+    for n in tie_notes(ctx, hv) {
+        out.push_str(&format!("  {} {n}\n", style.yellow("note:")));
+    }
     out
+}
+
+/// The ties between equally near NICs, as notes: which GPUs share a tied set and which NIC
+/// NCCL's channel 0 takes for each (the GPU's device index, bit-mirrored when the count is a
+/// power of two), or, where a GPU has several NICs to itself, that NCCL spreads its channels
+/// over them (ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28), the rule the plan states too.
+/// Hosts where every GPU has its own tied set of one size get one note.
+fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
+    // (the tied NICs, and each GPU sharing them with the NIC its channel 0 takes)
+    type Group = (Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>);
+    let mut groups: Vec<Group> = vec![];
+    for &g in &hv.gpus {
+        let (Some(tied), Some((n, _))) = (ctx.nearest_tie(g), ctx.nearest_nic(g)) else {
+            continue;
+        };
+        match groups.iter_mut().find(|(t, _)| *t == tied) {
+            Some((_, picks)) => picks.push((g, n)),
+            None => groups.push((tied, vec![(g, n)])),
+        }
+    }
+    const WHY: &str = "ncclTopoGetLocalNet, src/graph/topo.cc, NCCL 2.28";
+    let names = |t: &[NodeIndex]| {
+        t.iter()
+            .map(|&x| ctx.label(x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let own = groups
+        .iter()
+        .all(|(t, p)| p.len() == 1 && t.len() == groups[0].0.len());
+    if groups.len() > 1 && own {
+        let (t, p) = &groups[0];
+        return vec![format!(
+            "tie: each GPU has {} equally near NICs of its own (GPU {}: {}); NCCL spreads each GPU's channels over its {} in turn, channel 0 on the one the GPU's device index picks ({WHY})",
+            t.len(),
+            ctx.index(p[0].0),
+            names(t),
+            t.len()
+        )];
+    }
+    groups
+        .into_iter()
+        .map(|(tied, picks)| {
+            let gpus: Vec<String> = picks.iter().map(|&(g, _)| ctx.index(g).to_string()).collect();
+            let takes: Vec<String> = picks
+                .iter()
+                .map(|&(g, n)| format!("{} for GPU {}", ctx.label(n), ctx.index(g)))
+                .collect();
+            let how = if tied.len().is_power_of_two() {
+                "bit-mirrored"
+            } else {
+                "modulo the count"
+            };
+            let k = ctx.nets_per_gpu(picks[0].0);
+            let spread = if k > 1 {
+                format!("NCCL spreads each GPU's channels over {k} of them in turn; channel 0 takes")
+            } else {
+                "NCCL's channel 0 takes".to_string()
+            };
+            format!(
+                "tie: {} NICs equally near GPU(s) {} ({}); {spread} {} (the GPU's device index, {how}, picks: {WHY})",
+                tied.len(),
+                gpus.join(", "),
+                names(&tied),
+                takes.join(", ")
+            )
+        })
+        .collect()
 }
 
 fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
@@ -427,7 +514,31 @@ fn nic_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             style.dim("*")
         ));
     }
+    if let Some(text) = socket_interfaces(ctx, hv) {
+        out.push_str(&format!("  {} {text}\n", style.yellow("note:")));
+    }
     out
+}
+
+/// Which of the host's plain IP interfaces NCCL's sockets would take under the default
+/// NCCL_SOCKET_IFNAME rule (`topo_nccl::ifaces`, the rule the plan applies), where the source
+/// lists plain interfaces; show reads no environment, so the variable's own list is the plan's.
+fn socket_interfaces(ctx: &Ctx, hv: &HostView) -> Option<String> {
+    let mut plain = false;
+    let names: Vec<&str> = hv
+        .nets
+        .iter()
+        .filter_map(|&n| ctx.topo.net(n))
+        .filter_map(|x| {
+            plain |= x.socket;
+            if x.socket {
+                Some(x.name.as_str())
+            } else {
+                x.netdev.as_deref()
+            }
+        })
+        .collect();
+    plain.then(|| topo_nccl::ifaces::find_interfaces(&names, None).text())
 }
 
 /// `compute`, `storage*`: an inferred role is marked with `*` (the JSON says why).
