@@ -954,15 +954,17 @@ pub struct JsonForm {
 /// contract lists them; the in-place figures nested).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JsonRow {
-    pub collective: String,
+    pub collective: Collective,
     pub bytes: usize,
     pub count: usize,
-    #[serde(rename = "type")]
-    pub dtype: String,
-    pub redop: Option<String>,
+    #[serde(rename = "type", with = "topo_vocab::nccl_tests_name")]
+    pub dtype: DataType,
+    pub redop: Option<RedOp>,
     pub root: i64,
-    pub algo: String,
-    pub proto: String,
+    #[serde(with = "topo_vocab::macro_name")]
+    pub algo: Algorithm,
+    #[serde(with = "topo_vocab::macro_name")]
+    pub proto: Protocol,
     pub nchannels: usize,
     pub time_us: f64,
     pub algbw_gbps: f64,
@@ -976,7 +978,7 @@ pub struct JsonRow {
     /// `near`, `far` or `mixed`: where the two ranks' CPUs were during the out-of-place
     /// measurement (absent where it is not probed: other than 2 ranks sharing memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<String>,
+    pub placement: Option<Placement>,
     /// The probes' one-way cache-to-cache latency before and after it, ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c2c_ns: Option<[f64; 2]>,
@@ -1029,14 +1031,14 @@ impl VerifyReport {
                 .rows
                 .iter()
                 .map(|r| JsonRow {
-                    collective: r.collective.cli_name().into(),
+                    collective: r.collective,
                     bytes: r.bytes,
                     count: r.count,
-                    dtype: r.dtype.name().into(),
-                    redop: r.redop.map(|o| o.name().into()),
+                    dtype: r.dtype,
+                    redop: r.redop,
                     root: r.root,
-                    algo: r.algo.macro_name().into(),
-                    proto: r.proto.macro_name().into(),
+                    algo: r.algo,
+                    proto: r.proto,
                     nchannels: r.nchannels,
                     time_us: r.out_of_place.time_us,
                     algbw_gbps: r.out_of_place.algbw_gbps,
@@ -1054,7 +1056,7 @@ impl VerifyReport {
                         .predicted_time_us
                         .filter(|&p| p > 0.0)
                         .map(|p| r.out_of_place.time_us / p),
-                    placement: r.placement.map(|p| p.name().into()),
+                    placement: r.placement,
                     c2c_ns: r.c2c_ns.map(|(a, b)| [a.round(), b.round()]),
                     predicted_for: r
                         .placement
