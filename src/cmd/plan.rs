@@ -12,7 +12,7 @@ use topo_model::Topology;
 use topo_nccl::analyze::{self, RuntimeFacts};
 use topo_nccl::plan::PlanRequest;
 use topo_nccl::transport::RankPlacement;
-use topo_nccl::types::Func;
+use topo_nccl::types::Collective;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
@@ -146,7 +146,7 @@ fn render(
 /// machine's environment under `overrides`.
 pub(crate) fn plain_request(
     topo: &Topology,
-    funcs: Vec<Func>,
+    funcs: Vec<Collective>,
     sizes: Vec<u64>,
     nccl_version: Option<&str>,
     overrides: &[(String, String)],
@@ -261,13 +261,13 @@ fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
     Ok(v)
 }
 
-fn funcs(s: &str) -> Result<Vec<Func>> {
+fn funcs(s: &str) -> Result<Vec<Collective>> {
     if s.eq_ignore_ascii_case("all") {
-        return Ok(Func::TUNED.to_vec());
+        return Ok(Collective::TUNED.to_vec());
     }
     let mut out = vec![];
     for tok in s.split(',') {
-        let f = Func::parse(tok).ok_or_else(|| {
+        let f = Collective::parse(tok).ok_or_else(|| {
             error::usage(
                 format!("unknown collective '{tok}'"),
                 "use allreduce, allgather, reducescatter, broadcast, reduce, or all",
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn collectives_parse() {
-        assert_eq!(funcs("allreduce").unwrap(), vec![Func::AllReduce]);
+        assert_eq!(funcs("allreduce").unwrap(), vec![Collective::AllReduce]);
         assert_eq!(funcs("all").unwrap().len(), 5);
         assert!(funcs("alltoall").is_err());
         assert!(funcs("bogus").is_err());

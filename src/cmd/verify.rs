@@ -12,12 +12,13 @@ use crate::util::Style;
 use anyhow::Result;
 use std::io::IsTerminal;
 use topo_nccl::plan::{Plan, Row};
-use topo_nccl::types::Func;
 use topo_runtime::calibrate::{HostModel, LinkMode, Placement};
 use topo_runtime::job::Job;
 use topo_runtime::launch::Launch;
 use topo_runtime::verify::{PlannedRow, VerifyRequest};
-use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
+use topo_runtime::{
+    Algorithm, Collective, CollectivePlan, DataType, Protocol, Reduction, TreeNode,
+};
 
 pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     let cuda = choose_backend(a, style)?;
@@ -227,7 +228,7 @@ fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
             "-d",
             "float, double, half, bfloat16, int32, int64, uint8",
         )?,
-        op: parse_or(&a.op, RedOp::parse, "-o", "sum, prod, min, max, avg")?,
+        op: parse_or(&a.op, Reduction::parse, "-o", "sum, prod, min, max, avg")?,
         root: a.root,
         min_bytes: min,
         max_bytes: max,
@@ -436,7 +437,7 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result
     let mut topo = topo_source::load(&a.source.spec()?)?;
     a.source.apply_facts(&mut topo)?;
     a.source.apply_faults(&mut topo)?;
-    let funcs: Vec<Func> = req
+    let funcs: Vec<Collective> = req
         .collectives
         .iter()
         .copied()

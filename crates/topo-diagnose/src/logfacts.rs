@@ -110,10 +110,12 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
         return;
     };
     let wants = !algo.0.starts_with('^')
-        && algo
-            .0
-            .split(',')
-            .any(|a| matches!(Algorithm::from_name(a), Some(Algorithm::Nvls | Algorithm::NvlsTree)));
+        && algo.0.split(',').any(|a| {
+            matches!(
+                Algorithm::from_name(a),
+                Some(Algorithm::Nvls | Algorithm::NvlsTree)
+            )
+        });
     let zero = log.channels.as_ref().filter(|c| c.nvls == Some(0));
     let off: Vec<_> = log.nvls_support.iter().filter(|(ok, _)| !ok).collect();
     if !wants || (zero.is_none() && off.is_empty()) {

@@ -102,6 +102,11 @@ impl Analysis {
         let name = |r| self.launcher_rank(r);
         super::search::print_graph(g, &self.system, &self.version, self.graphs.inter, &name)
     }
+
+    /// The NETs each channel of `g` enters and leaves by, as its print names them.
+    pub fn graph_net_ends(&self, g: &super::graph::Graph) -> Vec<Option<(String, String)>> {
+        super::search::graph_net_ends(g, &self.system, &self.version, self.graphs.inter)
+    }
 }
 
 /// `cudaDriverVersion` from a `12.4`-style string.

@@ -10,7 +10,7 @@ use crate::hostmodel::Placement;
 use crate::kernels;
 use crate::schedule::{Layout, schedule};
 use crate::transport::{Transport, TransportKind};
-use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp};
+use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, Reduction};
 
 /// nccl-tests' layout of a report; it uses the report's types and is not used back.
 pub mod nccl_tests;
@@ -40,7 +40,7 @@ pub struct VerifyRequest {
     /// `-d`
     pub dtype: DataType,
     /// `-o`
-    pub op: RedOp,
+    pub op: Reduction,
     /// `-r`: root of Broadcast and Reduce.
     pub root: usize,
     /// `-b`, `-e` in bytes, `-f`.
@@ -98,7 +98,7 @@ impl Default for VerifyRequest {
             ranks: 2,
             collectives: vec![Collective::AllReduce],
             dtype: DataType::F32,
-            op: RedOp::Sum,
+            op: Reduction::Sum,
             root: 0,
             min_bytes: 8,
             max_bytes: 32 << 20,
@@ -280,7 +280,7 @@ pub struct VerifyRow {
     pub count: usize,
     #[serde(rename = "type")]
     pub dtype: DataType,
-    pub redop: Option<RedOp>,
+    pub redop: Option<Reduction>,
     /// -1 for collectives without a root.
     pub root: i64,
     pub algo: Algorithm,
@@ -477,32 +477,32 @@ fn placed_predictions(
 
 /// Input value of element `i` on rank `r`: small integers, so every reduction is exact in
 /// every type (sums stay below 256 for up to 85 ranks, products are at most 4).
-fn input_value(coll: Collective, op: RedOp, r: usize, i: usize) -> f64 {
+fn input_value(coll: Collective, op: Reduction, r: usize, i: usize) -> f64 {
     if !coll.reduces() {
         return ((r * 7 + i) % 11) as f64;
     }
     match op {
-        RedOp::Sum | RedOp::Avg => ((r + i) % 4) as f64,
-        RedOp::Prod => {
+        Reduction::Sum | Reduction::Avg => ((r + i) % 4) as f64,
+        Reduction::Prod => {
             if (r + i).is_multiple_of(7) {
                 2.0
             } else {
                 1.0
             }
         }
-        RedOp::Min | RedOp::Max => ((r * 3 + i) % 5) as f64,
+        Reduction::Min | Reduction::Max => ((r * 3 + i) % 5) as f64,
     }
 }
 
-fn fold(op: RedOp, n: usize, f: impl Fn(usize) -> f64) -> f64 {
+fn fold(op: Reduction, n: usize, f: impl Fn(usize) -> f64) -> f64 {
     let mut a = f(0);
     for r in 1..n {
         let b = f(r);
         a = match op {
-            RedOp::Sum | RedOp::Avg => a + b,
-            RedOp::Prod => a * b,
-            RedOp::Min => a.min(b),
-            RedOp::Max => a.max(b),
+            Reduction::Sum | Reduction::Avg => a + b,
+            Reduction::Prod => a * b,
+            Reduction::Min => a.min(b),
+            Reduction::Max => a.max(b),
         };
     }
     a
@@ -514,7 +514,7 @@ pub(crate) fn fill(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
 ) {
     let es = dt.size();
@@ -535,7 +535,7 @@ pub(crate) fn expected(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
     n: usize,
     root: usize,
@@ -574,7 +574,7 @@ fn count_wrong(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
     n: usize,
     root: usize,
@@ -959,7 +959,7 @@ pub struct JsonRow {
     pub count: usize,
     #[serde(rename = "type", with = "topo_vocab::nccl_tests_name")]
     pub dtype: DataType,
-    pub redop: Option<RedOp>,
+    pub redop: Option<Reduction>,
     pub root: i64,
     #[serde(with = "topo_vocab::macro_name")]
     pub algo: Algorithm,
@@ -1301,7 +1301,7 @@ mod tests {
         .unwrap();
     }
 
-    fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: RedOp) -> VerifyRequest {
+    fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: Reduction) -> VerifyRequest {
         VerifyRequest {
             ranks,
             collectives: colls,
@@ -1324,7 +1324,12 @@ mod tests {
                     if algo == Algorithm::Direct && proto != Protocol::Simple {
                         continue;
                     }
-                    let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, RedOp::Sum);
+                    let mut r = req(
+                        n,
+                        Collective::RUN_ORDER.to_vec(),
+                        DataType::F32,
+                        Reduction::Sum,
+                    );
                     r.algorithm = Some(algo);
                     r.protocol = Some(proto);
                     r.nchannels = 2;
@@ -1345,7 +1350,7 @@ mod tests {
     #[test]
     fn every_dtype_and_op_is_right_with_threads() {
         for dt in DataType::ALL {
-            for op in RedOp::ALL {
+            for op in Reduction::ALL {
                 let mut r = req(
                     3,
                     vec![
@@ -1375,7 +1380,12 @@ mod tests {
 
     #[test]
     fn two_ranks_sharing_memory_are_probed_and_priced_by_their_placement() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         r.min_bytes = 1 << 10;
         r.max_bytes = 1 << 10;
         let plan = CollectivePlan::host_default(
@@ -1437,7 +1447,7 @@ mod tests {
             bytes,
             count: bytes / 4,
             dtype: DataType::F32,
-            redop: Some(RedOp::Sum),
+            redop: Some(Reduction::Sum),
             root: -1,
             algo: Algorithm::Direct,
             proto: Protocol::Simple,
@@ -1461,7 +1471,12 @@ mod tests {
     /// plan row's prediction in sweep order, and a probed row its placement's.
     #[test]
     fn rows_are_priced_after_the_run_in_sweep_order() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         (r.min_bytes, r.max_bytes, r.step_factor) = (1 << 20, 2 << 20, 2.0);
         let plan = CollectivePlan::host_default(
             Collective::AllReduce,
@@ -1544,7 +1559,12 @@ mod tests {
 
     #[test]
     fn text_and_json_follow_the_contract() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         r.plans = vec![PlannedRow {
             collective: Collective::AllReduce,
             bytes: 0,
@@ -1609,7 +1629,7 @@ mod tests {
                 Collective::Broadcast,
             ],
             DataType::F32,
-            RedOp::Sum,
+            Reduction::Sum,
         );
         r.min_bytes = 8 << 20;
         r.max_bytes = (8 << 20) + 4;
@@ -1623,7 +1643,7 @@ mod tests {
     #[test]
     fn shared_single_copy_work_is_right_for_every_collective() {
         for n in [1, 2, 3, 8] {
-            for op in [RedOp::Sum, RedOp::Avg] {
+            for op in [Reduction::Sum, Reduction::Avg] {
                 let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, op);
                 r.algorithm = Some(Algorithm::Direct);
                 r.shared_min_bytes = 0;

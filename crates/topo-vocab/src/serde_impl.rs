@@ -157,7 +157,10 @@ mod tests {
         assert_eq!(a, Algorithm::NvlsTree);
         let p: Protocol = macro_name::deserialize(d("SIMPLE")).unwrap();
         assert_eq!(p, Protocol::Simple);
-        assert_eq!(nccl_tests_name::deserialize(d("bfloat16")).unwrap(), DataType::Bf16);
+        assert_eq!(
+            nccl_tests_name::deserialize(d("bfloat16")).unwrap(),
+            DataType::Bf16
+        );
         assert!(macro_name::deserialize::<Algorithm, _>(d("nope")).is_err());
     }
 }

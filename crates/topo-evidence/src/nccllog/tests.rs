@@ -100,7 +100,11 @@ h:1:1 [0] NCCL INFO 2 coll channels, 2 nvls channels, 2 p2p channels, 2 p2p chan
         (Collective::Broadcast, 4.3, 20.0)
     );
     // 2.12's `CollNet` is CollNetDirect, which 2.12 split it into.
-    assert!(log.tuning.iter().any(|c| c.algorithm == Algorithm::CollnetDirect));
+    assert!(
+        log.tuning
+            .iter()
+            .any(|c| c.algorithm == Algorithm::CollnetDirect)
+    );
     assert_eq!(log.connections[0].transport, Transport::Shm);
     assert_eq!(log.connections[1].transport, Transport::P2p(P2p::Ipc));
     assert_eq!(log.ring_links[&(1, 0)], (1, 1));

@@ -17,7 +17,7 @@ use super::{Probe, drv, guarded};
 use crate::error::{Result, RuntimeError};
 use crate::schedule::{Layout, schedule};
 use crate::transport::TransportKind;
-use crate::types::{Collective, CollectivePlan, DataType, RedOp};
+use crate::types::{Collective, CollectivePlan, DataType, Reduction};
 use crate::verify::{self, NcclRow, VerifyReport, VerifyRequest};
 
 /// What the CUDA backend adds to a [`VerifyRequest`].
@@ -77,7 +77,7 @@ impl Gpu {
     pub(super) fn open(
         info: &super::GpuInfo,
         image: &[u8],
-        op: RedOp,
+        op: Reduction,
         dt: DataType,
     ) -> Result<Gpu> {
         let ctx = CudaContext::new(info.ordinal).map_err(drv("cuDevicePrimaryCtxRetain"))?;
@@ -733,7 +733,7 @@ pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
 }
 
 /// The host's check pattern for this rank's buffers (the same values `--backend host` uses).
-fn filled(layout: &Layout, coll: Collective, dt: DataType, op: RedOp, rank: usize) -> Vec<u8> {
+fn filled(layout: &Layout, coll: Collective, dt: DataType, op: Reduction, rank: usize) -> Vec<u8> {
     let bytes = layout.total * dt.size();
     let mut words = vec![0u64; bytes.div_ceil(8)];
     let buf = &mut bytemuck_bytes(&mut words)[..bytes];
