@@ -35,6 +35,25 @@ pub struct CudaOptions {
     pub force_ipc: bool,
 }
 
+/// Forces a CUDA transport for measuring it: `shm` (pinned host memory FIFOs) or `ipc`
+/// (legacy IPC handles); any other value forces nothing.
+pub const ENV_CUDA_TRANSPORT: &str = "TOPO_CUDA_TRANSPORT";
+
+impl CudaOptions {
+    /// The options of `ranks_per_gpu`, `compare_nccl` and `copy_ceiling`, with the transport
+    /// `TOPO_CUDA_TRANSPORT` forces (read here alone).
+    pub fn new(ranks_per_gpu: usize, compare_nccl: bool, copy_ceiling: bool) -> CudaOptions {
+        let forced = std::env::var(ENV_CUDA_TRANSPORT).unwrap_or_default();
+        CudaOptions {
+            ranks_per_gpu: ranks_per_gpu.max(1),
+            compare_nccl,
+            copy_ceiling,
+            force_shm: forced == "shm",
+            force_ipc: forced == "ipc",
+        }
+    }
+}
+
 fn check(r: CUresult, what: &str) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {
         Ok(())
