@@ -211,7 +211,13 @@ mod tests {
         let m = r.load(false, true).unwrap();
         let healthy = m.healthy.expect("kept before the failure");
         assert_eq!(healthy.gpus().len(), m.topo.gpus().len() + 1);
-        assert!(m.topo.source.stated.iter().any(|s| s.contains("without GPU 7")));
+        assert!(
+            m.topo
+                .source
+                .stated
+                .iter()
+                .any(|s| s.contains("without GPU 7"))
+        );
         let p2p_off = |t: &Topology| {
             t.gpus().iter().all(|&n| match &t.node(n).kind {
                 topo_model::NodeKind::Gpu(g) => g.p2p == Some(false),

@@ -856,7 +856,7 @@ fn select_ib_ports(
         && env
             .net
             .as_deref()
-            .is_none_or(|n| n.trim().eq_ignore_ascii_case("ib"));
+            .is_none_or(|n| topo_vocab::Net::from_nccl_net(n) == topo_vocab::Net::Ib);
     let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
     let mut ib_none_selected = false;
     if let Some(h) = &hca {

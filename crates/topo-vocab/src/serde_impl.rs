@@ -60,7 +60,10 @@ pub fn printed<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok
 /// For `#[serde(with = "topo_vocab::macro_name")]`: an algorithm or protocol as the suffix
 /// of NCCL's constant (`RING`, `NVLS_TREE`, `SIMPLE`), the form `topo.verify/v1` carries.
 pub mod macro_name {
-    use super::*;
+    use crate::{Algorithm, Protocol};
+    use serde::de::{Deserializer, Error, Unexpected};
+    use serde::{Deserialize, Serializer};
+    use std::borrow::Cow;
 
     /// The types NCCL names by a `NCCL_ALGO_*` / `NCCL_PROTO_*` constant.
     pub trait MacroName: Sized + Copy {
@@ -100,7 +103,10 @@ pub mod macro_name {
 /// For `#[serde(with = "topo_vocab::nccl_tests_name")]`: a data type by nccl-tests' name
 /// (`float`, `bfloat16`) rather than the short serde name (`f32`).
 pub mod nccl_tests_name {
-    use super::*;
+    use crate::DataType;
+    use serde::de::{Deserializer, Error, Unexpected};
+    use serde::{Deserialize, Serializer};
+    use std::borrow::Cow;
 
     pub fn serialize<S: Serializer>(v: &DataType, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(v.name())
