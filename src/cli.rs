@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use topo_source::SourceSpec;
+use topo_vocab::{Algorithm, Collective, DataType, Protocol, Reduction};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -317,6 +318,115 @@ fn on_off(s: &str) -> std::result::Result<bool, String> {
     }
 }
 
+/// A flag's value the vocabulary does not take, as the contract's one `error:` line and its
+/// `hint:`. Clap keeps it as the source of its error, and `cmd::main_entry` prints it as it
+/// stands instead of clap's "invalid value" wording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadValue {
+    pub line: String,
+    pub hint: String,
+}
+
+impl std::fmt::Display for BadValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.line)
+    }
+}
+
+impl std::error::Error for BadValue {}
+
+/// The collectives of `--collective` (a comma-separated list, or `all`), in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Collectives(pub Vec<Collective>);
+
+/// A word of the vocabulary through its `FromStr`, or `{flag} {s}: unknown` with the accepted
+/// words.
+fn word<T: std::str::FromStr>(
+    s: &str,
+    flag: &str,
+    accepted: &str,
+) -> std::result::Result<T, BadValue> {
+    s.parse().map_err(|_| BadValue {
+        line: format!("{flag} {s}: unknown"),
+        hint: format!("use one of {accepted}"),
+    })
+}
+
+fn dtype_arg(s: &str) -> std::result::Result<DataType, BadValue> {
+    word(
+        s,
+        "-d",
+        "float, double, half, bfloat16, int32, int64, uint8",
+    )
+}
+
+fn op_arg(s: &str) -> std::result::Result<Reduction, BadValue> {
+    word(s, "-o", "sum, prod, min, max, avg")
+}
+
+fn proto_arg(s: &str) -> std::result::Result<Protocol, BadValue> {
+    word(s, "--proto", "simple, ll, ll128")
+}
+
+/// `--algo` of verify: an algorithm the host backend runs.
+fn host_algo_arg(s: &str) -> std::result::Result<Algorithm, BadValue> {
+    let a: Algorithm = word(s, "--algo", "ring, tree, direct")?;
+    if !matches!(a, Algorithm::Ring | Algorithm::Tree | Algorithm::Direct) {
+        return Err(BadValue {
+            line: format!(
+                "--algo {}: the host backend runs ring, tree or direct",
+                a.macro_name().to_lowercase()
+            ),
+            hint: "NVLS, CollNet and PAT need NVSwitch multicast, a network plugin or NCCL's own kernels; topo plan models them".into(),
+        });
+    }
+    Ok(a)
+}
+
+/// `--collective` of verify: any collective, `all` in nccl-tests' usual order.
+fn verify_collectives(s: &str) -> std::result::Result<Collectives, BadValue> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Collectives(Collective::RUN_ORDER.to_vec()));
+    }
+    s.split(',')
+        .map(|t| {
+            t.trim().parse().map_err(|_| BadValue {
+                line: format!("unknown collective '{t}'"),
+                hint: "use allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all".into(),
+            })
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map(Collectives)
+}
+
+/// `--collective` of plan: the collectives NCCL's cost model covers, each once; `all` is
+/// every one of them.
+fn plan_collectives(s: &str) -> std::result::Result<Collectives, BadValue> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Collectives(Collective::TUNED.to_vec()));
+    }
+    let mut out = vec![];
+    for tok in s.split(',') {
+        let f: Collective = tok.parse().map_err(|_| BadValue {
+            line: format!("unknown collective '{tok}'"),
+            hint: "use allreduce, allgather, reducescatter, broadcast, reduce, or all".into(),
+        })?;
+        if !f.is_tuned() {
+            return Err(BadValue {
+                line: format!(
+                    "{} has no NCCL cost model: NCCL runs it as point-to-point sends and receives",
+                    f.cli_name()
+                ),
+                hint: "topo plan predicts allreduce, allgather, reducescatter, broadcast and reduce; the plan's p2p channel counts apply to sends".into(),
+            });
+        }
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(Collectives(out))
+}
+
 /// `--nodes` within 1 ..= `topo_source::MAX_NODES`, for every command that replicates.
 pub fn check_nodes(nodes: Option<usize>) -> Result<()> {
     if let Some(0) = nodes {
@@ -435,65 +545,6 @@ impl SourceArgs {
         Ok(Some(specs))
     }
 
-    /// Apply what the flags state over the source: `--p2p`, `--nvls` and the stated facts
-    /// (`--gpu`, `--sm`, `--nvlink`, `--nic-speed`, `--gdr`), which the topology's source
-    /// info records.
-    /// With `--from` and `--profile`, the profile's facts fill what the flags left unknown.
-    pub fn apply_facts(&self, topo: &mut topo_model::Topology) -> Result<()> {
-        topo_source::apply_facts(topo, self.p2p, self.nvls);
-        let stated = topo_model::stated::Stated {
-            gpu: self.gpu_model,
-            sm: self.sm,
-            nvlink: self.nvlink,
-            nic_speed_mbps: self.nic_speed,
-            gdr: self.gdr,
-            via: None,
-        };
-        // An override said at load (`netfacts`) makes the fill's "0 ports" note noise.
-        let overrode = topo
-            .source
-            .stated
-            .iter()
-            .any(|s| s.starts_with("--nic-speed ") && s.contains(" overrides the source's "));
-        if !stated.is_empty() {
-            stated.apply(topo);
-        }
-        if overrode {
-            topo.source.stated.retain(|s| {
-                !(s.starts_with("--nic-speed ") && s.contains(" for 0 network port(s) "))
-            });
-        }
-        if let (Some(_), Some(name)) = (self.first_from(), &self.profile) {
-            let base = topo_source::profile::load_builtin(name)?;
-            let via = format!("profile {name}");
-            topo_model::stated::Stated::from_reference(&base, &via).apply(topo);
-        }
-        Ok(())
-    }
-
-    /// Apply `--without` and then `--degrade`, in order; a note per part, or one error naming the
-    /// part that does not exist.
-    pub fn apply_faults(&self, topo: &mut topo_model::Topology) -> Result<Vec<String>> {
-        let faults: Vec<topo_model::faults::Fault> =
-            self.without.iter().chain(&self.degrade).cloned().collect();
-        if faults.is_empty() {
-            return Ok(vec![]);
-        }
-        let notes = topo_model::faults::apply_all(topo, &faults).map_err(|(i, e)| {
-            let (flag, n) = if i < self.without.len() {
-                ("--without", i + 1)
-            } else {
-                ("--degrade", i - self.without.len() + 1)
-            };
-            error::usage(
-                format!("{flag} (the {}): {e}", ordinal(n)),
-                "name a part the machine has, once (topo show --from ... lists GPUs, ports and bus ids)",
-            )
-        })?;
-        topo.source.stated.extend(notes.iter().cloned());
-        Ok(notes)
-    }
-
     /// `--env` settings parsed into (key, value) pairs.
     pub fn env_overrides(&self) -> Result<Vec<(String, String)>> {
         self.env
@@ -579,8 +630,8 @@ pub struct PlanArgs {
     pub source: SourceArgs,
     /// allreduce, allgather, reducescatter, broadcast, reduce, or all (comma-separated);
     /// alltoall and sendrecv have no NCCL cost model to plan (`topo verify` runs them).
-    #[arg(long, default_value = "allreduce")]
-    pub collective: String,
+    #[arg(long, default_value = "allreduce", value_parser = plan_collectives)]
+    pub collective: Collectives,
     /// Algorithms to consider, NCCL_ALGO grammar (auto = all): ring, tree, nvls, nvlstree, collnetdirect, collnetchain, pat.
     #[arg(long, default_value = "auto")]
     pub algo: String,
@@ -785,8 +836,8 @@ pub struct VerifyArgs {
     #[command(flatten)]
     pub source: SourceArgs,
     /// allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all.
-    #[arg(long, default_value = "allreduce")]
-    pub collective: String,
+    #[arg(long, default_value = "allreduce", value_parser = verify_collectives)]
+    pub collective: Collectives,
     #[arg(long, value_enum, default_value = "auto")]
     pub backend: Backend,
     /// Ranks (default: this host's CPUs, 2 to 8; with --from/--profile, that machine's GPUs).
@@ -838,20 +889,20 @@ pub struct VerifyArgs {
     #[arg(short = 'c', long = "check", default_value = "1")]
     pub check: u8,
     /// Reduction: sum, prod, min, max, avg.
-    #[arg(short = 'o', long = "op", default_value = "sum")]
-    pub op: String,
+    #[arg(short = 'o', long = "op", default_value = "sum", value_parser = op_arg)]
+    pub op: Reduction,
     /// Data type: float, double, half, bfloat16, int32, int64, uint8.
-    #[arg(short = 'd', long = "datatype", default_value = "float")]
-    pub dtype: String,
+    #[arg(short = 'd', long = "datatype", default_value = "float", value_parser = dtype_arg)]
+    pub dtype: DataType,
     /// Root rank of broadcast and reduce.
     #[arg(short = 'r', long = "root", default_value = "0")]
     pub root: usize,
     /// Force an algorithm: ring, tree, direct (host backend).
-    #[arg(long)]
-    pub algo: Option<String>,
+    #[arg(long, value_parser = host_algo_arg)]
+    pub algo: Option<Algorithm>,
     /// Force a protocol: simple, ll, ll128.
-    #[arg(long)]
-    pub proto: Option<String>,
+    #[arg(long, value_parser = proto_arg)]
+    pub proto: Option<Protocol>,
     /// Seconds a rank waits for a peer before failing.
     #[arg(long, default_value = "60", value_parser = timeout_arg)]
     pub timeout: f64,
@@ -982,17 +1033,6 @@ pub fn buffer_size_arg(s: &str) -> std::result::Result<String, String> {
 }
 
 /// `1st`, `2nd`, `3rd`, `4th`: which of a repeated flag.
-fn ordinal(n: usize) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,6 +1060,42 @@ mod tests {
         assert_eq!(nchannels_arg("64"), Ok(64));
         assert!(ranks_per_gpu_arg("0").is_err());
         assert!(ranks_per_gpu_arg("65").is_err());
+    }
+
+    #[test]
+    fn vocabulary_flags_parse_through_from_str_with_one_line_errors() {
+        assert_eq!(dtype_arg("bf16"), Ok(DataType::Bf16));
+        assert_eq!(dtype_arg("float8").unwrap_err().line, "-d float8: unknown");
+        assert_eq!(
+            op_arg("xor").unwrap_err().hint,
+            "use one of sum, prod, min, max, avg"
+        );
+        assert_eq!(proto_arg("LL128"), Ok(Protocol::Ll128));
+        assert_eq!(
+            host_algo_arg("nvls-tree").unwrap_err().line,
+            "--algo nvls_tree: the host backend runs ring, tree or direct"
+        );
+        assert_eq!(host_algo_arg("Direct"), Ok(Algorithm::Direct));
+        assert_eq!(
+            verify_collectives("allreduce, all_gather").unwrap().0,
+            [Collective::AllReduce, Collective::AllGather]
+        );
+        assert_eq!(verify_collectives("ALL").unwrap().0, Collective::RUN_ORDER);
+        assert_eq!(
+            verify_collectives("gather").unwrap_err().line,
+            "unknown collective 'gather'"
+        );
+        assert_eq!(
+            plan_collectives("allreduce,allreduce,bcast").unwrap().0,
+            [Collective::AllReduce, Collective::Broadcast]
+        );
+        assert!(
+            plan_collectives("sendrecv")
+                .unwrap_err()
+                .line
+                .starts_with("sendrecv has no NCCL cost model")
+        );
+        assert_eq!(plan_collectives("all").unwrap().0, Collective::TUNED);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod cmd;
 mod error;
 mod output;
 mod progress;
+mod request;
 mod util;
 
 /// The graph search recurses once per GPU of a channel and once per channel, as NCCL's does:

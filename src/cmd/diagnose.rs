@@ -4,6 +4,7 @@
 use crate::cli::{DiagnoseArgs, DiagnoseFormat, FailOn};
 use crate::error;
 use crate::output::emit;
+use crate::request::{Hosts, Request};
 use crate::util::Style;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -157,8 +158,9 @@ fn checked_nothing(loaded: &Loaded, report: &diagnose::Report) -> Option<String>
 }
 
 fn load(a: &DiagnoseArgs) -> Result<Loaded> {
-    let overrides: BTreeMap<String, String> = a.source.env_overrides()?.into_iter().collect();
-    let spec = a.source.spec()?;
+    let source = Request::build(&a.source, Hosts::One)?;
+    let overrides: BTreeMap<String, String> = source.env.iter().cloned().collect();
+    let spec = source.spec().clone();
     // Every log is parsed and kept at once: their total is bounded, not only each one.
     let named = a
         .nccl_log
@@ -242,8 +244,7 @@ fn load(a: &DiagnoseArgs) -> Result<Loaded> {
     // Stated facts, a profile lent to a file, --p2p/--nvls, failed parts: the machine the
     // findings judge is the one the flags describe, as for show and plan.
     if let Some(t) = out.topo.as_mut() {
-        a.source.apply_facts(t)?;
-        a.source.apply_faults(t)?;
+        source.state(t)?;
     }
     out.logs = logs;
     Ok(out)

@@ -11,7 +11,7 @@ use anyhow::Result;
 use topo_model::Topology;
 use topo_nccl::analyze::RuntimeFacts;
 use topo_nccl::plan::{Plan, PlanRequest};
-use topo_nccl::types::Func;
+use topo_vocab::Collective;
 use topo_report::html::InputFile;
 use topo_source::SourceSpec;
 
@@ -37,7 +37,7 @@ fn spec(arg: &str, nodes: Option<usize>) -> Result<SourceSpec> {
 fn request(topo: &Topology, a: &DiffArgs) -> Result<PlanRequest> {
     let sizes = (10..=33).map(|p| 1u64 << p).collect();
     let v = a.nccl_version.as_deref();
-    super::plan::plain_request(topo, vec![Func::AllReduce], sizes, v, &[])
+    super::plan::plain_request(topo, vec![Collective::AllReduce], sizes, v, &[])
 }
 
 /// One side's plan, or why it has none.

@@ -171,6 +171,14 @@ pub fn main_entry() -> i32 {
                     0
                 };
             }
+            // A vocabulary flag's own line and hint, as the command's other errors read.
+            if let Some(bad) =
+                std::error::Error::source(&e).and_then(|s| s.downcast_ref::<crate::cli::BadValue>())
+            {
+                crate::output::say_fitted("error:", &escape_controls(&bad.line));
+                crate::output::say_fitted("hint:", &escape_controls(&bad.hint));
+                return Exit::Usage as i32;
+            }
             let (line, hint) = clap_error_lines(&e.render().to_string());
             let line = escape_controls(&line);
             match line.strip_prefix("error: ") {

@@ -6,40 +6,26 @@ use crate::cli::{PlanArgs, PlanFormat, TransportListing};
 use crate::error;
 use crate::output::{emit, emit_with};
 use crate::progress::Progress;
+use crate::request::{Hosts, Machine, Request};
 use crate::util::{Style, escape_document, parse_size};
 use anyhow::Result;
 use topo_model::Topology;
 use topo_nccl::analyze::{self, RuntimeFacts};
 use topo_nccl::plan::PlanRequest;
 use topo_nccl::transport::RankPlacement;
-use topo_nccl::types::Func;
+use topo_nccl::types::Collective;
 use topo_nccl::version::{DEFAULT_VERSION, NcclVersion};
 
 pub fn run(a: &PlanArgs, style: Style) -> Result<()> {
     let progress = Progress::start("topo plan: modelling");
-    let escape_text = a.format == PlanFormat::Text;
-    let mut topo = match a.source.host_specs()? {
-        Some(mut hosts) => {
-            hosts.iter_mut().for_each(|s| s.escape_text = escape_text);
-            topo_source::hosts::load_hosts(&hosts)?
-        }
-        None => {
-            let mut spec = a.source.spec()?;
-            spec.escape_text = escape_text;
-            topo_source::load(&spec)?
-        }
-    };
-    a.source.apply_facts(&mut topo)?;
-    let healthy =
-        (!a.source.without.is_empty() || !a.source.degrade.is_empty()).then(|| topo.clone());
-    a.source.apply_faults(&mut topo)?;
-    let env = a.source.env_overrides()?;
+    let req = Request::build(&a.source, Hosts::Several)?;
+    let machine = req.load(a.format == PlanFormat::Text, true)?;
     let style = if a.output.is_some() {
         crate::util::file_style()
     } else {
         style
     };
-    let text = match render(topo, healthy, a, &env, style)? {
+    let text = match render(machine, &req, a, style)? {
         Rendered::Json(plan) => {
             drop(progress);
             let written = emit_with(a.output.as_ref(), |w| topo_report::doc::json_to(w, &*plan));
@@ -65,7 +51,7 @@ enum Rendered {
 
 /// The request the flags, `--env` overrides and process environment describe.
 fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Result<PlanRequest> {
-    let funcs = funcs(&a.collective)?;
+    let funcs = a.collective.0.clone();
     let sizes = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
     let (version, version_source) = version_choice(a.nccl_version.as_deref())?;
     let placement = placement_of(&a.placement)?;
@@ -88,14 +74,9 @@ fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Res
     })
 }
 
-fn render(
-    topo: Topology,
-    healthy: Option<Topology>,
-    a: &PlanArgs,
-    overrides: &[(String, String)],
-    style: Style,
-) -> Result<Rendered> {
-    let req = request(a, overrides, &topo)?;
+fn render(machine: Machine, source: &Request, a: &PlanArgs, style: Style) -> Result<Rendered> {
+    let Machine { topo, healthy } = machine;
+    let req = request(a, &source.env, &topo)?;
     let facts = RuntimeFacts {
         cuda_driver_version: topo
             .hosts
@@ -124,7 +105,7 @@ fn render(
     if let Some(h) = healthy {
         let base = topo_nccl::plan(&h, &req, facts)?;
         plan.faults = Some(topo_nccl::plan::FaultEffects {
-            parts: a.source.without.len() + a.source.degrade.len(),
+            parts: source.failed_parts(),
             changes: topo_nccl::whatif::compare(&base, &plan),
         });
     }
@@ -146,7 +127,7 @@ fn render(
 /// machine's environment under `overrides`.
 pub(crate) fn plain_request(
     topo: &Topology,
-    funcs: Vec<Func>,
+    funcs: Vec<Collective>,
     sizes: Vec<u64>,
     nccl_version: Option<&str>,
     overrides: &[(String, String)],
@@ -261,34 +242,6 @@ fn sizes(min: &str, max: &str, factor: u64) -> Result<Vec<u64>> {
     Ok(v)
 }
 
-fn funcs(s: &str) -> Result<Vec<Func>> {
-    if s.eq_ignore_ascii_case("all") {
-        return Ok(Func::TUNED.to_vec());
-    }
-    let mut out = vec![];
-    for tok in s.split(',') {
-        let f = Func::parse(tok).ok_or_else(|| {
-            error::usage(
-                format!("unknown collective '{tok}'"),
-                "use allreduce, allgather, reducescatter, broadcast, reduce, or all",
-            )
-        })?;
-        if !f.is_tuned() {
-            return Err(error::usage(
-                format!(
-                    "{} has no NCCL cost model: NCCL runs it as point-to-point sends and receives",
-                    f.cli_name()
-                ),
-                "topo plan predicts allreduce, allgather, reducescatter, broadcast and reduce; the plan's p2p channel counts apply to sends",
-            ));
-        }
-        if !out.contains(&f) {
-            out.push(f);
-        }
-    }
-    Ok(out)
-}
-
 /// Which NCCL version to model: the flag, else the library on this machine, else the default.
 pub(crate) fn version_choice(flag: Option<&str>) -> Result<(NcclVersion, String)> {
     if let Some(v) = flag {
@@ -364,13 +317,5 @@ mod tests {
         assert!(sizes("64", "8", 2).is_err());
         assert!(sizes("8", "64", 1).is_err());
         assert!(sizes("8", "1Q", 2).is_err());
-    }
-
-    #[test]
-    fn collectives_parse() {
-        assert_eq!(funcs("allreduce").unwrap(), vec![Func::AllReduce]);
-        assert_eq!(funcs("all").unwrap().len(), 5);
-        assert!(funcs("alltoall").is_err());
-        assert!(funcs("bogus").is_err());
     }
 }

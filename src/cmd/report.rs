@@ -11,7 +11,7 @@ use topo_model::Topology;
 use topo_nccl::analyze::{self, RuntimeFacts};
 use topo_nccl::plan::{Plan, PlanRequest};
 use topo_nccl::transport::RankPlacement;
-use topo_nccl::types::Func;
+use topo_nccl::types::Collective;
 use topo_nccl::version::NcclVersion;
 use topo_report::html::{InputFile, Provenance};
 use topo_report::svg::plot::{Panel, Series};
@@ -77,9 +77,9 @@ fn planned(
     named: Option<&str>,
     diagnosis: &topo_diagnose::Report,
 ) -> Result<(Plan, Vec<Panel>)> {
-    let mut funcs = vec![Func::AllReduce];
+    let mut funcs = vec![Collective::AllReduce];
     for r in &diagnosis.results {
-        if let Some(f) = Func::parse(&r.collective).filter(|f| f.is_tuned())
+        if let Some(f) = Collective::parse(&r.collective).filter(|f| f.is_tuned())
             && !funcs.contains(&f)
         {
             funcs.push(f);
@@ -109,7 +109,7 @@ fn planned(
     let mut panels = topo_report::svg::plot::panels(&analysis, &plan)?;
     crate::util::drop_aside(analysis);
     for r in &diagnosis.results {
-        let Some(f) = Func::parse(&r.collective) else {
+        let Some(f) = Collective::parse(&r.collective) else {
             continue;
         };
         let Some(i) = plan.table.iter().position(|row| row.collective == f) else {
@@ -118,7 +118,7 @@ fn planned(
         // Panels follow the table's collectives in order of first appearance.
         let nth = plan.table[..i]
             .iter()
-            .fold(vec![], |mut seen: Vec<Func>, row| {
+            .fold(vec![], |mut seen: Vec<Collective>, row| {
                 if !seen.contains(&row.collective) {
                     seen.push(row.collective);
                 }

@@ -3,6 +3,7 @@
 use crate::cli::{DataFormat, ShowArgs};
 use crate::output::{emit, emit_with, warn_unused_env};
 use crate::progress::Progress;
+use crate::request::{Hosts, Request};
 use crate::util::{Style, escape_document};
 use anyhow::Result;
 use clap::ValueEnum;
@@ -10,7 +11,8 @@ use clap::ValueEnum;
 pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
     // show describes hardware and does not apply --env, but a malformed one is still a
     // mistake worth stopping on.
-    warn_unused_env("show", &a.source.env_overrides()?, style);
+    let req = Request::build(&a.source, Hosts::One)?;
+    warn_unused_env("show", &req.env, style);
     if a.source.wants_profile_list() {
         let json = a.format == DataFormat::Json;
         return emit(a.output.as_ref(), &crate::cli::profile_listing(json));
@@ -32,11 +34,7 @@ pub fn run(a: &ShowArgs, style: Style) -> Result<()> {
             "leave --view out with --format svg",
         ));
     }
-    let mut spec = a.source.spec()?;
-    spec.escape_text = a.format == DataFormat::Text;
-    let mut topo = topo_source::load(&spec)?;
-    a.source.apply_facts(&mut topo)?;
-    a.source.apply_faults(&mut topo)?;
+    let mut topo = req.load(a.format == DataFormat::Text, false)?.topo;
     if a.each_host {
         topo.forget_copies();
     }

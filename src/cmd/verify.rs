@@ -2,112 +2,139 @@
 //!
 //! On this host the prediction is the calibrated host model (`topo calibrate`, cached per
 //! host); with `--from`/`--profile` the schedule is that machine's plan (its rings, trees,
-//! channels and rank count), run here to check it, and timings are this host's.
+//! channels and rank count), run here to check it, and timings are this host's. What runs
+//! for a plan, and how this host's rows are priced, is `topo_runtime::adapt`'s; this module
+//! reads the flags once ([`Verify::build`]), chooses the backend and launcher, and prints.
 
-use crate::cli::{Backend, Compare, LaunchKind, VerifyArgs, VerifyFormat};
+use crate::cli::{Backend, BindTo, Compare, LaunchKind, VerifyArgs, VerifyFormat};
 use crate::cmd::calibrate;
 use crate::error::{self, Exit, Failure};
 use crate::output::{emit, warn};
+use crate::request::{Hosts, Request};
 use crate::util::Style;
 use anyhow::Result;
 use std::io::IsTerminal;
-use topo_nccl::plan::{Plan, Row};
-use topo_nccl::types::Func;
-use topo_runtime::calibrate::{HostModel, LinkMode, Placement};
+use topo_nccl::plan::Plan;
+use topo_runtime::adapt::{self, ForeignPlan, ForeignRow};
+use topo_runtime::cuda::device::CudaOptions;
+use topo_runtime::cuda::sharing::{self, Sharing};
 use topo_runtime::job::Job;
-use topo_runtime::launch::Launch;
-use topo_runtime::verify::{PlannedRow, VerifyRequest};
-use topo_runtime::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp, TreeNode};
+use topo_runtime::launch::{EnvInfo, Launch};
+use topo_runtime::verify::{VerifyReport, VerifyRequest, nccl_tests};
+use topo_runtime::{Collective, TreeNode};
 
-pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
-    // Before the CUDA driver starts (issue 47 item 4): the hardware queues ranks sharing a
-    // GPU as threads need, and MPS for processes that share one (the driver reads both when
-    // it initialises). The MPS server this run starts, if any, lives until the run ends.
-    let (sharing, _mps, queue_note) = prepare_sharing(a)?;
-    let cuda = choose_backend(a, style)?;
-    let mut req = request(a)?;
-    let foreign = !a.source.from.is_empty() || a.source.profile.is_some();
-    let report = if let Some(probe) = cuda {
-        let k = a.ranks_per_gpu.max(1);
-        if a.ranks.is_none() {
-            req.ranks = probe.gpus.len() * k;
-        }
-        if a.nchannels.is_none() {
-            // The kernel model's choice (issue 47): the fewest channels whose modelled busbw
-            // reaches 0.8 of the copy ceiling, all ranks' CTAs resident, on the smallest GPU.
-            let model = topo_runtime::cuda::model::COSTS;
-            req.nchannels = probe
-                .gpus
-                .iter()
-                .map(|g| {
-                    topo_runtime::cuda::model::channels(&model, &g.name, g.sms.max(1) as u32, k)
-                })
-                .min()
-                .unwrap_or(1);
-        }
-        if foreign {
-            plan_foreign(a, &mut req, style)?;
-        }
-        let transport = std::env::var("TOPO_CUDA_TRANSPORT").unwrap_or_default();
-        let opts = topo_runtime::cuda::device::CudaOptions {
+/// What the flags ask, read once at the entry; nothing below it reads the flags.
+struct Verify {
+    /// The sweep; its `ranks` are `--ranks` or this host's default until [`world`] decides.
+    req: VerifyRequest,
+    /// `--ranks` as given.
+    ranks: Option<usize>,
+    /// `--nchannels` as given.
+    nchannels: Option<usize>,
+    backend: Backend,
+    launch: LaunchKind,
+    /// `--ranks-per-gpu`, `--compare nccl`, `--copy-ceiling`: the CUDA backend's own.
+    ranks_per_gpu: usize,
+    compare_nccl: bool,
+    copy_ceiling: bool,
+    /// `--from`/`--profile`: the machine whose plan runs here.
+    foreign: Option<Request>,
+    nccl_version: Option<String>,
+    format: VerifyFormat,
+    header: nccl_tests::Header,
+}
+
+impl Verify {
+    /// The one reading of the flags: the sweep (sizes bounded by what one host holds, checked
+    /// as the runtime will), the backend's and launcher's choices, the other machine's source.
+    fn build(a: &VerifyArgs) -> Result<Verify> {
+        let (min, max) = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
+        let req = VerifyRequest {
+            ranks: a.ranks.unwrap_or_else(default_ranks),
+            collectives: a.collective.0.clone(),
+            dtype: a.dtype,
+            op: a.op,
+            root: a.root,
+            min_bytes: min,
+            max_bytes: max,
+            step_factor: a.step_factor as f64,
+            iters: a.iters.max(1),
+            warmup: a.warmup,
+            check: a.check != 0,
+            in_place: true,
+            algorithm: a.algo,
+            protocol: a.proto,
+            timeout_s: a.timeout,
+            nchannels: a.nchannels.unwrap_or(1).clamp(1, 64),
+            pin_cpus: a.bind_to == BindTo::Cpu,
+            ..VerifyRequest::default()
+        };
+        req.validate()?;
+        let named = !a.source.from.is_empty() || a.source.profile.is_some();
+        Ok(Verify {
+            req,
+            ranks: a.ranks,
+            nchannels: a.nchannels,
+            backend: a.backend,
+            launch: a.launch,
             ranks_per_gpu: a.ranks_per_gpu.max(1),
             compare_nccl: a.compare == Some(Compare::Nccl),
             copy_ceiling: a.copy_ceiling,
-            force_shm: transport == "shm",
-            force_ipc: transport == "ipc",
-            sharing,
-        };
-        let mut report = run_cuda(a, &mut req, &opts)?;
-        if let (Some(r), Some(n)) = (report.as_mut(), queue_note) {
-            r.notes.insert(0, n);
+            foreign: named
+                .then(|| Request::build(&a.source, Hosts::One))
+                .transpose()?,
+            nccl_version: a.nccl_version.clone(),
+            format: a.format,
+            header: nccl_tests::Header {
+                step_factor: a.step_factor,
+                warmup_iters: a.warmup,
+                iters: a.iters,
+                check: a.check != 0,
+                hostname: crate::util::host_name(),
+                pid: std::process::id(),
+                topo_version: env!("CARGO_PKG_VERSION").into(),
+            },
+        })
+    }
+
+    /// Options only the CUDA backend takes.
+    fn cuda_only(&self) -> bool {
+        self.ranks_per_gpu != 1 || self.compare_nccl || self.copy_ceiling
+    }
+}
+
+pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
+    let mut v = Verify::build(a)?;
+    // A launcher's variables are read once, and only where the launch may be a launcher's.
+    let env = match v.launch {
+        LaunchKind::Auto | LaunchKind::Env => {
+            topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?
         }
-        report
-    } else {
-        let launch = launch(a.launch)?;
-        // Under torchrun/srun/mpirun the launcher started the ranks: without --ranks the
-        // world size is its, not this host's CPU count (the CUDA path does the same above).
-        if a.ranks.is_none()
-            && matches!(launch, Launch::Env | Launch::Auto)
-            && let Some(e) = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?
-        {
-            req.ranks = e.world;
+        LaunchKind::Threads | LaunchKind::Processes => None,
+    };
+    // Before the CUDA driver starts (issue 47 item 4): the hardware queues ranks sharing a
+    // GPU as threads need, and MPS for processes that share one (the driver reads both when
+    // it initialises). The MPS server this run starts, if any, lives until the run ends.
+    let (sharing, _mps, queue_note) = prepare_sharing(&v, env.is_some())?;
+    let cuda = choose_backend(&v, style)?;
+    let report = match cuda {
+        Some(probe) => {
+            let mut report = run_cuda(&mut v, &probe, env, sharing, style)?;
+            if let (Some(r), Some(n)) = (report.as_mut(), queue_note) {
+                r.notes.insert(0, n);
+            }
+            report
         }
-        if foreign {
-            plan_foreign(a, &mut req, style)?;
-        }
-        check_host_memory(&req, &launch)?;
-        // Under a launcher only rank 0 prints, and a calibration before the rendezvous made
-        // every rank of an empty cache measure at once (155 s for 2 ranks): rank 0 prices
-        // the rows after the run, one calibration, and the others never calibrate.
-        let after = !foreign && under_launcher(&launch)?;
-        if !foreign {
-            let model = if after {
-                None
-            } else {
-                Some(calibrate::cached_or_measure(style)?)
-            };
-            plan_rows(&mut req, &launch, model.as_ref())?;
-        }
-        let mut report = run_with_progress(&req, &launch, a.format)?;
-        if after && let Some(r) = report.as_mut() {
-            req.plans.clear();
-            plan_rows(
-                &mut req,
-                &launch,
-                Some(&calibrate::cached_or_measure(style)?),
-            )?;
-            r.price(&req)?;
-        }
-        report
+        None => run_host(&mut v, env, style)?,
     };
     let Some(report) = report else {
         // A rank other than 0 under torchrun/srun/mpirun: rank 0 prints.
         return Ok(0);
     };
-    let text = match a.format {
+    let text = match v.format {
         VerifyFormat::Text => report.render_text_fit(style.width),
         VerifyFormat::Json => topo_report::doc::json(&report.to_json())?,
-        VerifyFormat::NcclTests => report.render_nccl_tests(&nccl_tests_header(a)),
+        VerifyFormat::NcclTests => report.render_nccl_tests(&v.header),
     };
     emit(None, &text)?;
     if report.wrong_total() > 0 {
@@ -121,58 +148,131 @@ pub fn run(a: &VerifyArgs, style: Style) -> Result<i32> {
     Ok(0)
 }
 
-/// What nccl-tests' run header says that the report does not hold.
-fn nccl_tests_header(a: &VerifyArgs) -> topo_runtime::verify::nccl_tests::Header {
-    topo_runtime::verify::nccl_tests::Header {
-        step_factor: a.step_factor,
-        warmup_iters: a.warmup,
-        iters: a.iters,
-        check: a.check != 0,
-        hostname: crate::util::host_name(),
-        pid: std::process::id(),
-        topo_version: env!("CARGO_PKG_VERSION").into(),
+/// The world size, decided once: another machine's plan sets its own (`--ranks` must agree,
+/// checked where it is planned); else `--ranks`; else a launcher's world; else the CUDA
+/// GPUs times `--ranks-per-gpu`, or this host's CPUs. On the CUDA backend a launcher's world
+/// goes before the plan's, as the ranks it started are the ranks there are.
+fn world(v: &Verify, env: Option<&EnvInfo>, plan: Option<usize>, gpus: Option<usize>) -> usize {
+    let launched = env.map(|e| e.world);
+    match gpus {
+        None => plan.or(v.ranks).or(launched).unwrap_or_else(default_ranks),
+        Some(g) => v.ranks.or(launched).or(plan).unwrap_or(g * v.ranks_per_gpu),
     }
 }
 
-/// Which backend runs: `Some(gpus)` for CUDA, `None` for the host. `--backend cuda` without
-/// a driver, a GPU or NVRTC is one error naming what is missing (exit 3); `auto` then says
-/// why it runs the host backend. The CUDA backend's own options need it.
+/// The host backend, with the launcher the flags name.
+fn run_host(v: &mut Verify, env: Option<EnvInfo>, style: Style) -> Result<Option<VerifyReport>> {
+    let launch = launch(v.launch)?;
+    let foreign = foreign_plan(v, style)?;
+    v.req.ranks = world(v, env.as_ref(), foreign.as_ref().map(|p| p.nranks), None);
+    let under_launcher = match launch {
+        Launch::Env => true,
+        Launch::Auto => env.is_some(),
+        Launch::Threads | Launch::Processes(_) => false,
+    };
+    // Under a launcher the runtime sizes the arena from its world.
+    if !under_launcher {
+        v.req.check_memory()?;
+    }
+    let (tcp, mode) = (
+        adapt::over_tcp(env.as_ref()),
+        adapt::link_mode(&launch, env.as_ref()),
+    );
+    // Under a launcher only rank 0 prints, and a calibration before the rendezvous made
+    // every rank of an empty cache measure at once (155 s for 2 ranks): rank 0 prices the
+    // rows after the run, one calibration, and the others never calibrate.
+    let after = foreign.is_none() && under_launcher;
+    v.req.plans = match &foreign {
+        Some(p) => {
+            v.req.foreign_machine = Some(p.machine.clone());
+            adapt::foreign_rows(p)
+        }
+        None if after => adapt::host_rows(&v.req, None, tcp, mode)?,
+        None => {
+            let model = calibrate::cached_or_measure(style)?;
+            adapt::host_rows(&v.req, Some(&model), tcp, mode)?
+        }
+    };
+    let job = match env {
+        Some(e) => Job::new(&v.req, Launch::Env).as_rank(e),
+        None => Job::new(&v.req, launch),
+    };
+    let mut report = run_with_progress(job, v.format)?;
+    if after && let Some(r) = report.as_mut() {
+        let model = calibrate::cached_or_measure(style)?;
+        v.req.plans = adapt::host_rows(&v.req, Some(&model), tcp, mode)?;
+        r.price(&v.req)?;
+    }
+    Ok(report)
+}
+
+/// The CUDA sweep with the chosen launcher: threads of this process (one per rank), worker
+/// processes (`--launch processes`), or the ranks of torchrun/srun/mpirun on one host
+/// (`--launch env`, or `auto` under a launcher). Ranks other than 0 of `env` return `None`.
+fn run_cuda(
+    v: &mut Verify,
+    probe: &topo_runtime::cuda::Probe,
+    env: Option<EnvInfo>,
+    sharing: Sharing,
+    style: Style,
+) -> Result<Option<VerifyReport>> {
+    if v.nchannels.is_none() {
+        let gpus = probe.gpus.iter().map(|g| (g.name.as_str(), g.sms as u32));
+        v.req.nchannels = adapt::cuda_nchannels(gpus, v.ranks_per_gpu);
+    }
+    let foreign = foreign_plan(v, style)?;
+    if v.launch == LaunchKind::Env && env.is_none() {
+        return Err(error::usage(
+            "--launch env: no torchrun, Slurm or Open MPI variables",
+            "start topo under torchrun/srun/mpirun, or use --launch processes",
+        ));
+    }
+    let nranks = foreign.as_ref().map(|p| p.nranks);
+    v.req.ranks = world(v, env.as_ref(), nranks, Some(probe.gpus.len()));
+    if let Some(p) = &foreign {
+        v.req.foreign_machine = Some(p.machine.clone());
+        v.req.plans = adapt::foreign_rows(p);
+    }
+    let opts = CudaOptions::new(v.ranks_per_gpu, v.compare_nccl, v.copy_ceiling, sharing);
+    if let Some(e) = env {
+        return Ok(Job::new(&v.req, Launch::Env).cuda(opts).as_rank(e).run()?);
+    }
+    let launch = if v.launch == LaunchKind::Processes {
+        Launch::Processes(calibrate::worker_spec()?)
+    } else {
+        Launch::Threads
+    };
+    Ok(Job::new(&v.req, launch).cuda(opts).run()?)
+}
+
 /// How ranks will share a GPU, decided before the driver starts: `CUDA_DEVICE_MAX_CONNECTIONS`
 /// set (or the run refused) for threads, MPS used or started for processes (not under a
 /// launcher, whose other ranks topo does not start). Nothing for the host backend or one rank
 /// per GPU.
 fn prepare_sharing(
-    a: &VerifyArgs,
-) -> Result<(
-    topo_runtime::cuda::sharing::Sharing,
-    Option<topo_runtime::cuda::sharing::MpsServer>,
-    Option<String>,
-)> {
-    use topo_runtime::cuda::sharing;
-    let rpg = a.ranks_per_gpu.max(1);
-    if a.backend == Backend::Host || rpg < 2 {
-        return Ok((sharing::Sharing::Alone, None, None));
+    v: &Verify,
+    launched: bool,
+) -> Result<(Sharing, Option<sharing::MpsServer>, Option<String>)> {
+    let rpg = v.ranks_per_gpu;
+    if v.backend == Backend::Host || rpg < 2 {
+        return Ok((Sharing::Alone, None, None));
     }
-    let launcher = || {
-        topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())
-            .ok()
-            .flatten()
-            .is_some()
-    };
-    let processes = match a.launch {
+    let processes = match v.launch {
         LaunchKind::Threads => false,
         LaunchKind::Processes | LaunchKind::Env => true,
-        LaunchKind::Auto => launcher(),
+        LaunchKind::Auto => launched,
     };
     let note = sharing::prepare_queues(rpg, !processes)?;
-    let (s, server) = sharing::prepare_mps(processes, rpg, a.launch == LaunchKind::Processes);
+    let (s, server) = sharing::prepare_mps(processes, rpg, v.launch == LaunchKind::Processes);
     Ok((s, server, note))
 }
 
-fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::cuda::Probe>> {
-    let cuda_only = a.ranks_per_gpu != 1 || a.compare.is_some() || a.copy_ceiling;
-    if a.backend == Backend::Host {
-        if cuda_only {
+/// Which backend runs: `Some(gpus)` for CUDA, `None` for the host. `--backend cuda` without
+/// a driver, a GPU or NVRTC is one error naming what is missing (exit 3); `auto` then says
+/// why it runs the host backend. The CUDA backend's own options need it.
+fn choose_backend(v: &Verify, style: Style) -> Result<Option<topo_runtime::cuda::Probe>> {
+    if v.backend == Backend::Host {
+        if v.cuda_only() {
             return Err(error::usage(
                 "--ranks-per-gpu, --compare and --copy-ceiling belong to the cuda backend",
                 "drop them, or run --backend cuda on a machine with a GPU",
@@ -184,7 +284,7 @@ fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::c
         Ok(gpus) => return Ok(Some(gpus)),
         Err(why) => why,
     };
-    if a.backend == Backend::Cuda || cuda_only {
+    if v.backend == Backend::Cuda || v.cuda_only() {
         return Err(Failure::new(
             Exit::MissingRuntime,
             format!("cuda backend unavailable: {why}"),
@@ -206,121 +306,11 @@ fn choose_backend(a: &VerifyArgs, style: Style) -> Result<Option<topo_runtime::c
     Ok(None)
 }
 
-/// The CUDA sweep with the chosen launcher: threads of this process (one per rank), worker
-/// processes (`--launch processes`), or the ranks of torchrun/srun/mpirun on one host
-/// (`--launch env`, or `auto` under a launcher). Ranks other than 0 of `env` return `None`.
-fn run_cuda(
-    a: &VerifyArgs,
-    req: &mut VerifyRequest,
-    opts: &topo_runtime::cuda::device::CudaOptions,
-) -> Result<Option<topo_runtime::verify::VerifyReport>> {
-    let env = || topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok());
-    let env_info = match a.launch {
-        LaunchKind::Threads | LaunchKind::Processes => None,
-        LaunchKind::Auto => env()?,
-        LaunchKind::Env => Some(env()?.ok_or_else(|| {
-            error::usage(
-                "--launch env: no torchrun, Slurm or Open MPI variables",
-                "start topo under torchrun/srun/mpirun, or use --launch processes",
-            )
-        })?),
-    };
-    if let Some(e) = env_info {
-        if a.ranks.is_none() {
-            req.ranks = e.world;
-        }
-        return Ok(Job::new(req, Launch::Env)
-            .cuda(opts.clone())
-            .as_rank(e)
-            .run()?);
-    }
-    let launch = if a.launch == LaunchKind::Processes {
-        Launch::Processes(calibrate::worker_spec()?)
-    } else {
-        Launch::Threads
-    };
-    Ok(Job::new(req, launch).cuda(opts.clone()).run()?)
-}
-
 /// GPUs the CUDA backend can use: the driver, a GPU and NVRTC (probed before any cudarc call).
 fn cuda_ready() -> std::result::Result<topo_runtime::cuda::Probe, String> {
     let p = topo_runtime::cuda::probe()?;
     topo_runtime::cuda::nvrtc::Nvrtc::load()?;
     Ok(p)
-}
-
-fn request(a: &VerifyArgs) -> Result<VerifyRequest> {
-    let (min, max) = sizes(&a.min_bytes, &a.max_bytes, a.step_factor)?;
-    let algorithm = opt_parse(
-        a.algo.as_deref(),
-        Algorithm::parse,
-        "--algo",
-        "ring, tree, direct",
-    )?;
-    if let Some(al) = algorithm
-        && !matches!(al, Algorithm::Ring | Algorithm::Tree | Algorithm::Direct)
-    {
-        return Err(error::usage(
-            format!(
-                "--algo {}: the host backend runs ring, tree or direct",
-                al.macro_name().to_lowercase()
-            ),
-            "NVLS, CollNet and PAT need NVSwitch multicast, a network plugin or NCCL's own kernels; topo plan models them",
-        ));
-    }
-    let req = VerifyRequest {
-        ranks: a.ranks.unwrap_or_else(default_ranks),
-        collectives: collectives(&a.collective)?,
-        dtype: parse_or(
-            &a.dtype,
-            DataType::parse,
-            "-d",
-            "float, double, half, bfloat16, int32, int64, uint8",
-        )?,
-        op: parse_or(&a.op, RedOp::parse, "-o", "sum, prod, min, max, avg")?,
-        root: a.root,
-        min_bytes: min,
-        max_bytes: max,
-        step_factor: a.step_factor as f64,
-        iters: a.iters.max(1),
-        warmup: a.warmup,
-        check: a.check != 0,
-        in_place: true,
-        algorithm: opt_parse(
-            a.algo.as_deref(),
-            Algorithm::parse,
-            "--algo",
-            "ring, tree, direct",
-        )?,
-        protocol: opt_parse(
-            a.proto.as_deref(),
-            Protocol::from_name,
-            "--proto",
-            "simple, ll, ll128",
-        )?,
-        timeout_s: a.timeout,
-        nchannels: a.nchannels.unwrap_or(1).clamp(1, 64),
-        pin_cpus: a.bind_to == crate::cli::BindTo::Cpu,
-        ..VerifyRequest::default()
-    };
-    req.validate()?;
-    Ok(req)
-}
-
-/// Refuses, before calibrating or starting a rank, a host run whose ranks share an arena
-/// this host cannot hold. Under a launcher the runtime sizes the arena from its world.
-fn check_host_memory(req: &VerifyRequest, launch: &Launch) -> Result<()> {
-    let under_launcher = match launch {
-        Launch::Threads | Launch::Processes(_) => false,
-        Launch::Env => true,
-        Launch::Auto => {
-            topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?.is_some()
-        }
-    };
-    if !under_launcher {
-        req.check_memory()?;
-    }
-    Ok(())
 }
 
 /// This host's CPUs, at least 2 ranks (a collective needs a peer) and at most 8.
@@ -342,40 +332,6 @@ fn sizes(min: &str, max: &str, factor: u64) -> Result<(usize, usize)> {
     Ok((lo as usize, hi as usize))
 }
 
-fn collectives(s: &str) -> Result<Vec<Collective>> {
-    if s.eq_ignore_ascii_case("all") {
-        return Ok(Collective::RUN_ORDER.to_vec());
-    }
-    s.split(',')
-        .map(|t| {
-            Collective::parse(t.trim()).ok_or_else(|| {
-                error::usage(
-                    format!("unknown collective '{t}'"),
-                    "use allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, or all",
-                )
-            })
-        })
-        .collect()
-}
-
-fn parse_or<T>(s: &str, parse: fn(&str) -> Option<T>, flag: &str, accepted: &str) -> Result<T> {
-    parse(s).ok_or_else(|| {
-        error::usage(
-            format!("{flag} {s}: unknown"),
-            format!("use one of {accepted}"),
-        )
-    })
-}
-
-fn opt_parse<T>(
-    s: Option<&str>,
-    parse: fn(&str) -> Option<T>,
-    flag: &str,
-    accepted: &str,
-) -> Result<Option<T>> {
-    s.map(|s| parse_or(s, parse, flag, accepted)).transpose()
-}
-
 fn launch(k: LaunchKind) -> Result<Launch> {
     Ok(match k {
         LaunchKind::Auto => Launch::Auto,
@@ -385,119 +341,21 @@ fn launch(k: LaunchKind) -> Result<Launch> {
     })
 }
 
-/// Whether a launcher (torchrun, srun, mpirun) started the ranks.
-fn under_launcher(launch: &Launch) -> Result<bool> {
-    Ok(match launch {
-        Launch::Env => true,
-        Launch::Auto => {
-            topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?.is_some()
-        }
-        Launch::Threads | Launch::Processes(_) => false,
-    })
-}
-
-/// One plan row per collective and size, priced by the calibrated host `model` where given
-/// (without it, the schedule alone: forced algorithms and protocols still hold).
-fn plan_rows(req: &mut VerifyRequest, launch: &Launch, model: Option<&HostModel>) -> Result<()> {
-    let tcp = over_tcp(launch)?;
-    let mode = link_mode(launch)?;
-    let sizes = req.sizes()?;
-    for &c in &req.collectives {
-        let algo = host_algorithm(req.algorithm, c, tcp);
-        let proto = req.protocol.unwrap_or(Protocol::Simple);
-        for &b in &sizes {
-            let plan = CollectivePlan::host_default(c, algo, proto, req.ranks, req.nchannels);
-            let Some(model) = model else {
-                req.plans.push(PlannedRow {
-                    collective: c,
-                    bytes: b,
-                    plan,
-                    predicted_time_us: None,
-                    by_placement: Vec::new(),
-                });
-                continue;
-            };
-            let by_placement = Placement::FITTED
-                .into_iter()
-                .filter_map(|p| {
-                    match model.predict_at(c, algo, req.ranks, b, tcp, mode, Some(p))? {
-                        (t, Some(q)) if q == p => Some((p, t)),
-                        _ => None,
-                    }
-                })
-                .collect();
-            req.plans.push(PlannedRow {
-                collective: c,
-                bytes: b,
-                plan,
-                // A checked model gives finite positive times; anything else is no prediction.
-                predicted_time_us: model
-                    .predict_us(c, algo, req.ranks, b, tcp, mode)
-                    .filter(|t| t.is_finite() && *t > 0.0),
-                by_placement,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Which calibration prices the run: ranks as threads of this process, or as processes
-/// (started by topo or by a launcher).
-fn link_mode(launch: &Launch) -> Result<LinkMode> {
-    Ok(match launch {
-        Launch::Threads => LinkMode::Threads,
-        Launch::Processes(_) | Launch::Env => LinkMode::Processes,
-        Launch::Auto => {
-            let env = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?;
-            if env.is_some() {
-                LinkMode::Processes
-            } else {
-                LinkMode::Threads
-            }
-        }
-    })
-}
-
-/// Whether the ranks will talk over TCP: several hosts under a launcher, or forced.
-fn over_tcp(launch: &Launch) -> Result<bool> {
-    if topo_runtime::launch::tcp_forced() {
-        return Ok(true);
-    }
-    if !matches!(launch, Launch::Env | Launch::Auto) {
-        return Ok(false);
-    }
-    let env = topo_runtime::launch::EnvInfo::detect(&|k| std::env::var(k).ok())?;
-    Ok(env.is_some_and(|e| !e.single_host))
-}
-
-/// What the runtime runs on this host when nothing is forced: single copy through shared
-/// memory, ring over TCP; NCCL runs trees for AllReduce only.
-fn host_algorithm(forced: Option<Algorithm>, c: Collective, tcp: bool) -> Algorithm {
-    match forced {
-        Some(Algorithm::Tree) if c != Collective::AllReduce => Algorithm::Ring,
-        Some(a) => a,
-        None if tcp => Algorithm::Ring,
-        None => Algorithm::Direct,
-    }
-}
-
-/// The plan of another machine (`--from`, `--profile`) as the runtime's schedule.
-fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result<()> {
-    let mut topo = topo_source::load(&a.source.spec()?)?;
-    a.source.apply_facts(&mut topo)?;
-    a.source.apply_faults(&mut topo)?;
-    let funcs: Vec<Func> = req
-        .collectives
-        .iter()
-        .copied()
+/// The plan of another machine (`--from`, `--profile`), as the runtime reads it, with the
+/// notes said once per run; `None` on this host.
+fn foreign_plan(v: &Verify, style: Style) -> Result<Option<ForeignPlan>> {
+    let Some(source) = &v.foreign else {
+        return Ok(None);
+    };
+    let topo = source.load(false, false)?.topo;
+    let funcs: Vec<Collective> = (v.req.collectives.iter().copied())
         .filter(|c| c.is_tuned())
         .collect();
-    let sizes: Vec<u64> = req.sizes()?.into_iter().map(|s| s as u64).collect();
-    let overrides = a.source.env_overrides()?;
-    let preq =
-        super::plan::plain_request(&topo, funcs, sizes, a.nccl_version.as_deref(), &overrides)?;
+    let sizes: Vec<u64> = v.req.sizes()?.into_iter().map(|s| s as u64).collect();
+    let version = v.nccl_version.as_deref();
+    let preq = super::plan::plain_request(&topo, funcs, sizes, version, &source.env)?;
     let plan = topo_nccl::plan(&topo, &preq, Default::default())?;
-    if let Some(n) = a.ranks
+    if let Some(n) = v.ranks
         && n != plan.nranks
     {
         return Err(error::usage(
@@ -508,118 +366,60 @@ fn plan_foreign(a: &VerifyArgs, req: &mut VerifyRequest, style: Style) -> Result
             "leave --ranks out with --from/--profile: the schedule is that machine's",
         ));
     }
-    req.ranks = plan.nranks;
-    req.foreign_machine = Some(describe(&topo, &plan));
-    for row in &plan.table {
-        if let Some(r) = planned_row(&plan, row) {
-            req.plans.push(r);
-        }
-    }
-    for note in substitution_notes(&plan) {
+    let foreign = runtime_view(&topo, &plan);
+    for note in adapt::substitution_notes(&foreign) {
         warn(style, &note);
     }
-    Ok(())
+    Ok(Some(foreign))
 }
 
-/// Said once per run: which of the plan's algorithms run as Ring here (over the plan's ring
-/// orders: the same data; the host runtime has no multicast, network plugin or NCCL kernels),
-/// and why the predicted column stays empty (the plan's times are the other machine's). Each
-/// line fits 80 columns: scripts and terminals read warnings whole.
-fn substitution_notes(plan: &Plan) -> Vec<String> {
-    let mut swapped: Vec<&str> = plan
-        .table
-        .iter()
-        .map(|r| r.algo)
-        .filter(|a| !matches!(a, Algorithm::Ring | Algorithm::Tree))
-        .map(Algorithm::name)
-        .collect();
-    swapped.sort_unstable();
-    swapped.dedup();
-    let mut notes = vec![];
-    if !swapped.is_empty() {
-        notes.push(format!(
-            "run here as Ring, the same data moved: {}",
-            swapped.join(", ")
-        ));
-    }
-    notes.push("no predicted times: the plan is another machine's (topo plan has them)".into());
-    notes
-}
-
-fn describe(topo: &topo_model::Topology, plan: &Plan) -> String {
+/// The fields of `plan` the runtime's schedule reads, copied into its own types (the runtime
+/// does not depend on the model).
+fn runtime_view(topo: &topo_model::Topology, plan: &Plan) -> ForeignPlan {
     let name = topo
         .source
         .origin
         .clone()
         .unwrap_or_else(|| topo.source.kind.to_string());
-    format!(
-        "{name} ({} ranks on {} node(s), NCCL {} plan)",
-        plan.nranks, plan.nnodes, plan.nccl_version
-    )
-}
-
-/// One row of the plan's table as a runtime schedule. Algorithms the host cannot run
-/// (NVLS, CollNet, PAT need NVSwitch multicast, a network plugin or NCCL's PAT kernels) run
-/// as rings over the plan's own ring orders, which checks the same data movement.
-fn planned_row(plan: &Plan, row: &Row) -> Option<PlannedRow> {
-    let collective = row.collective;
-    let algorithm = match row.algo {
-        Algorithm::Tree => Algorithm::Tree,
-        _ => Algorithm::Ring,
-    };
-    let protocol = row.proto;
-    let nchannels = row.nchannels.max(1);
-    let rings = (0..nchannels)
-        .map(|c| plan.rings.get(c % plan.rings.len().max(1)).cloned())
-        .collect::<Option<Vec<_>>>()?;
-    let trees = (0..nchannels)
-        .map(|c| tree_of(plan, c))
-        .collect::<Option<Vec<_>>>()
-        .unwrap_or_default();
-    Some(PlannedRow {
-        collective,
-        bytes: row.bytes as usize,
-        plan: CollectivePlan {
-            collective,
-            algorithm,
-            protocol,
-            nranks: plan.nranks,
-            ranks_per_node: plan.ranks_per_node.first().copied().unwrap_or(plan.nranks),
-            nchannels,
-            rings,
-            trees,
-            chunk_bytes: 512 << 10,
-            root: 0,
-        },
-        predicted_time_us: None,
-        by_placement: vec![],
-    })
-}
-
-/// The plan's tree of channel `c` (its channels repeat when there are fewer), by rank.
-fn tree_of(plan: &Plan, c: usize) -> Option<Vec<TreeNode>> {
-    let t = plan.trees.get(c % plan.trees.len().max(1))?;
-    (0..plan.nranks)
-        .map(|r| {
-            Some(TreeNode {
-                parent: usize::try_from(*t.up.get(r)?).ok(),
-                children: (t.children(r)?.iter())
-                    .filter_map(|&d| usize::try_from(d).ok())
-                    .collect(),
+    ForeignPlan {
+        machine: format!(
+            "{name} ({} ranks on {} node(s), NCCL {} plan)",
+            plan.nranks, plan.nnodes, plan.nccl_version
+        ),
+        nranks: plan.nranks,
+        ranks_per_node: plan.ranks_per_node.first().copied().unwrap_or(plan.nranks),
+        rings: plan.rings.clone(),
+        trees: (plan.trees.iter())
+            .map(|t| {
+                (0..plan.nranks)
+                    .map(|r| {
+                        Some(TreeNode {
+                            parent: usize::try_from(*t.up.get(r)?).ok(),
+                            children: (t.children(r)?.iter())
+                                .filter_map(|&d| usize::try_from(d).ok())
+                                .collect(),
+                        })
+                    })
+                    .collect()
             })
-        })
-        .collect()
+            .collect(),
+        rows: (plan.table.iter())
+            .map(|r| ForeignRow {
+                collective: r.collective,
+                bytes: r.bytes as usize,
+                algorithm: r.algo,
+                protocol: r.proto,
+                nchannels: r.nchannels,
+            })
+            .collect(),
+    }
 }
 
 /// Runs the sweep with a progress bar on stderr when it is a terminal and the output is text.
-fn run_with_progress(
-    req: &VerifyRequest,
-    launch: &Launch,
-    format: VerifyFormat,
-) -> Result<Option<topo_runtime::verify::VerifyReport>> {
+fn run_with_progress(job: Job, format: VerifyFormat) -> Result<Option<VerifyReport>> {
     let show = format == VerifyFormat::Text && std::io::stderr().is_terminal();
     if !show {
-        return Ok(Job::new(req, launch.clone()).run()?);
+        return Ok(job.run()?);
     }
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
@@ -630,7 +430,7 @@ fn run_with_progress(
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let out = Job::new(req, launch.clone()).progress(&tick).run();
+    let out = job.progress(&tick).run();
     bar.finish_and_clear();
     Ok(out?)
 }
@@ -640,19 +440,62 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn req(args: &[&str]) -> VerifyRequest {
+    fn verify(args: &[&str]) -> Verify {
         let cli = crate::cli::Cli::try_parse_from(args).unwrap();
         let crate::cli::Command::Verify(a) = cli.command else {
             panic!("not verify: {args:?}");
         };
-        request(&a).unwrap()
+        Verify::build(&a).unwrap()
     }
 
     #[test]
     fn ranks_topo_starts_are_bound_unless_told_not_to() {
-        assert!(req(&["topo", "verify"]).pin_cpus);
-        assert!(req(&["topo", "verify", "--bind-to", "cpu"]).pin_cpus);
-        assert!(!req(&["topo", "verify", "--bind-to", "none"]).pin_cpus);
+        assert!(verify(&["topo", "verify"]).req.pin_cpus);
+        assert!(verify(&["topo", "verify", "--bind-to", "cpu"]).req.pin_cpus);
+        assert!(
+            !verify(&["topo", "verify", "--bind-to", "none"])
+                .req
+                .pin_cpus
+        );
         assert!(crate::cli::Cli::try_parse_from(["topo", "verify", "--bind-to", "core"]).is_err());
+    }
+
+    #[test]
+    fn the_flags_are_read_once_into_typed_values() {
+        let v = verify(&[
+            "topo",
+            "verify",
+            "--algo",
+            "tree",
+            "--proto",
+            "ll128",
+            "-d",
+            "half",
+            "-o",
+            "max",
+            "--collective",
+            "all",
+        ]);
+        assert_eq!(v.req.algorithm, Some(topo_runtime::Algorithm::Tree));
+        assert_eq!(v.req.protocol, Some(topo_runtime::Protocol::Ll128));
+        assert_eq!(v.req.dtype, topo_runtime::DataType::F16);
+        assert_eq!(v.req.op, topo_runtime::Reduction::Max);
+        assert_eq!(v.req.collectives, Collective::RUN_ORDER);
+        assert!(v.foreign.is_none() && !v.cuda_only());
+        let v = verify(&["topo", "verify", "--profile", "dgx-h100", "--ranks", "8"]);
+        assert!(v.foreign.is_some());
+    }
+
+    #[test]
+    fn the_world_is_decided_in_one_place() {
+        let v = verify(&["topo", "verify", "--ranks", "3"]);
+        assert_eq!(world(&v, None, None, None), 3);
+        // Another machine's plan sets the host's world; a launcher's goes first on CUDA.
+        assert_eq!(world(&v, None, Some(8), None), 8);
+        let v = verify(&["topo", "verify", "--ranks-per-gpu", "2"]);
+        assert_eq!(world(&v, None, None, Some(4)), 8);
+        assert_eq!(world(&v, None, Some(16), Some(4)), 16);
+        let v = verify(&["topo", "verify"]);
+        assert_eq!(world(&v, None, None, None), default_ranks());
     }
 }

@@ -2,14 +2,14 @@
 
 use crate::cli::XmlArgs;
 use crate::output::{emit, print_warnings, warn, warn_unused_env};
+use crate::request::{Hosts, Request};
 use crate::util::{Style, escape_document};
 use anyhow::Result;
 
 pub fn run(a: &XmlArgs, style: Style) -> Result<()> {
-    warn_unused_env("xml", &a.source.env_overrides()?, style);
-    let mut topo = topo_source::load(&a.source.spec()?)?;
-    a.source.apply_facts(&mut topo)?;
-    a.source.apply_faults(&mut topo)?;
+    let req = Request::build(&a.source, Hosts::One)?;
+    warn_unused_env("xml", &req.env, style);
+    let topo = req.load(false, false)?.topo;
     print_warnings(&topo, style);
     if let Some(at) = &topo.source.cut {
         // NCCL takes a topology file as the whole machine: the devices after the cut would

@@ -431,7 +431,7 @@ fn nodes_without_nets_search_as_one_before_2_28_7() {
 /// nccl-oracle 2.30.7's AllReduce Tree/LL cell: 1.235 GB/s (topo had 1.453).
 #[test]
 fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
-    use topo_nccl::types::{Algo, Func, Proto};
+    use topo_nccl::types::{Algorithm, Collective, Protocol};
     let m = topo_nccl::testgen::generate(75);
     let a = analyze_machine(&m.xml, &m.env, m.nodes, "2.30").unwrap();
     assert!(a.nnodes > 1);
@@ -440,7 +440,10 @@ fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
         1,
         "rank 0's own tree is balanced"
     );
-    let bw = a.costs.bw(Func::AllReduce, Algo::Tree, Proto::Ll).unwrap();
+    let bw = a
+        .costs
+        .bw(Collective::AllReduce, Algorithm::Tree, Protocol::Ll)
+        .unwrap();
     assert!((bw - 1.235).abs() < 0.001, "{bw}");
 }
 
@@ -450,15 +453,18 @@ fn tree_bandwidth_reads_the_largest_tree_pattern_over_ranks() {
 /// Ring cells: LL 0.04 and Simple 0.08 GB/s (topo had 0.4 and 0.8).
 #[test]
 fn ring_bandwidth_reads_the_channels_left_after_the_tree() {
-    use topo_nccl::types::{Algo, Func, Proto};
+    use topo_nccl::types::{Algorithm, Collective, Protocol};
     let xml = include_str!("../../fixtures/oracle/hetero-seed66-host0.xml");
     let a = analyze_machine(xml, &[], 2, "2.28").unwrap();
     assert_eq!(
         (a.graphs.ring.n_channels, a.graphs.tree.n_channels),
         (10, 1)
     );
-    for (proto, want) in [(Proto::Ll, 0.04), (Proto::Simple, 0.08)] {
-        let bw = a.costs.bw(Func::AllReduce, Algo::Ring, proto).unwrap();
+    for (proto, want) in [(Protocol::Ll, 0.04), (Protocol::Simple, 0.08)] {
+        let bw = a
+            .costs
+            .bw(Collective::AllReduce, Algorithm::Ring, proto)
+            .unwrap();
         assert!((bw - want).abs() < 0.001, "{proto:?}: {bw}");
     }
 }

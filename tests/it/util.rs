@@ -150,7 +150,7 @@ pub fn strs(v: &serde_json::Value) -> Vec<&str> {
 /// An AllReduce plan request at NCCL 2.28 over `sizes`, one process per GPU, no environment.
 pub fn allreduce_request(sizes: Vec<u64>) -> topo_nccl::plan::PlanRequest {
     topo_nccl::plan::PlanRequest {
-        funcs: vec![topo_nccl::types::Func::AllReduce],
+        funcs: vec![topo_nccl::types::Collective::AllReduce],
         sizes,
         version: topo_nccl::version::NcclVersion::parse("2.28").unwrap(),
         version_source: "test".into(),

@@ -3,6 +3,7 @@
 
 use super::{Finding, Input, LogInput, Report, quote, quote_some};
 use topo_model::message::Code;
+use topo_vocab::Algorithm;
 
 /// What the evidence says about NVLS on the machine: it needs Hopper-or-newer GPUs on
 /// NVSwitches (and the fabric manager); anything else cannot have it.
@@ -109,10 +110,12 @@ pub fn nvls_requested(l: &LogInput, input: &Input, r: &mut Report) {
         return;
     };
     let wants = !algo.0.starts_with('^')
-        && algo
-            .0
-            .split(',')
-            .any(|a| a.trim().to_ascii_lowercase().starts_with("nvls"));
+        && algo.0.split(',').any(|a| {
+            matches!(
+                Algorithm::from_name(a),
+                Some(Algorithm::Nvls | Algorithm::NvlsTree)
+            )
+        });
     let zero = log.channels.as_ref().filter(|c| c.nvls == Some(0));
     let off: Vec<_> = log.nvls_support.iter().filter(|(ok, _)| !ok).collect();
     if !wants || (zero.is_none() && off.is_empty()) {
@@ -157,7 +160,7 @@ pub fn tuning_nvls_zero(l: &LogInput) -> Option<String> {
         .log
         .tuning
         .iter()
-        .filter(|c| c.algorithm.to_ascii_uppercase().starts_with("NVLS"))
+        .filter(|c| matches!(c.algorithm, Algorithm::Nvls | Algorithm::NvlsTree))
         .collect();
     (!cells.is_empty() && cells.iter().all(|c| c.bw_gbps == 0.0)).then(|| {
         format!(

@@ -3,6 +3,7 @@
 //! phrasings and the versions that print them are in docs/diagnose.md ("Log phrasings").
 
 use topo_evidence::nccllog::NcclLog;
+use topo_vocab::Algorithm;
 
 /// A wording and the NCCL versions that print it: (words, range, the model version to use or
 /// `None` when the range is older than topo models).
@@ -44,7 +45,7 @@ fn implied(log: &NcclLog) -> Option<&'static (&'static str, &'static str, Option
         && log
             .tuning
             .iter()
-            .all(|c| c.algorithm == "Tree" || c.algorithm == "Ring")
+            .all(|c| matches!(c.algorithm, Algorithm::Tree | Algorithm::Ring))
     {
         return Some(&("a TUNING table of Tree and Ring only", "2.4-2.5", None));
     }

@@ -106,6 +106,11 @@ impl Analysis {
         let name = |r| self.launcher_rank(r);
         super::search::print_graph(g, &self.system, &self.version, self.graphs.inter, &name)
     }
+
+    /// The NETs each channel of `g` enters and leaves by, as its print names them.
+    pub fn graph_net_ends(&self, g: &super::graph::Graph) -> Vec<Option<(String, String)>> {
+        super::search::graph_net_ends(g, &self.system, &self.version, self.graphs.inter)
+    }
 }
 
 /// `cudaDriverVersion` from a `12.4`-style string.
@@ -858,7 +863,7 @@ fn select_ib_ports(
         && env
             .net
             .as_deref()
-            .is_none_or(|n| n.trim().eq_ignore_ascii_case("ib"));
+            .is_none_or(|n| topo_vocab::Net::from_nccl_net(n) == topo_vocab::Net::Ib);
     let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
     let mut ib_none_selected = false;
     if let Some(h) = &hca {

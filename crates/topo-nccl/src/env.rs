@@ -8,12 +8,12 @@
 //! `env[]` with `name`, `value`, `effect`.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::types::{Algo, Func, PathType, Proto};
+use crate::types::{Algorithm, Collective, PathType, Protocol};
 use crate::version::{AlgoProtoGrammar, VersionData};
 use serde::Serialize;
 
 /// Functions with their own NCCL_ALGO / NCCL_PROTO entry, in NCCL's order.
-const TUNED: [Func; 5] = Func::TUNED;
+const TUNED: [Collective; 5] = Collective::TUNED;
 
 /// Per function, which algorithms and protocols the user allows (`algoEnable`/`protoEnable`).
 /// Protocol values: 0 off, 1 on, 2 auto (LL128's default: decided by the topology).
@@ -33,17 +33,17 @@ impl Default for EnableMatrix {
 }
 
 impl EnableMatrix {
-    pub fn algo(&self, f: Func, a: Algo) -> u8 {
+    pub fn algo(&self, f: Collective, a: Algorithm) -> u8 {
         func_index(f).map(|i| self.algo[i][a as usize]).unwrap_or(1)
     }
-    pub fn proto(&self, f: Func, p: Proto) -> u8 {
+    pub fn proto(&self, f: Collective, p: Protocol) -> u8 {
         func_index(f)
             .map(|i| self.proto[i][p as usize])
             .unwrap_or(1)
     }
 }
 
-fn func_index(f: Func) -> Option<usize> {
+fn func_index(f: Collective) -> Option<usize> {
     TUNED.iter().position(|x| *x == f)
 }
 
@@ -767,7 +767,7 @@ impl EnvPolicy {
         let mut enable = EnableMatrix::default();
         let mut ignored = vec![];
         if let Some(v) = get("NCCL_PROTO") {
-            let protos: Vec<&str> = Proto::ALL.iter().map(|p| p.name()).collect();
+            let protos: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
             parse_list(
                 "NCCL_PROTO",
                 v,

@@ -6,7 +6,7 @@ use super::env::EnvPolicy;
 use super::search::Graphs;
 use super::system::System;
 use super::tuning::{CostTable, OpContext};
-use super::types::Func;
+use super::types::Collective;
 use super::version::NcclVersion;
 use topo_model::message::{Finding, Severity};
 use topo_model::{CpuArch, CpuVendor, HostId};
@@ -400,7 +400,7 @@ pub fn choice_findings(
     rank0: &CostTable,
     others: &[OwnTable],
     version: NcclVersion,
-    (funcs, sizes): (&[Func], &[u64]),
+    (funcs, sizes): (&[Collective], &[u64]),
 ) -> Vec<Finding> {
     let mut out = vec![];
     for OwnTable {
@@ -457,7 +457,7 @@ fn tuned_with(rank0: &CostTable, costs: &CostTable, own_cpu: bool) -> String {
 fn choice_difference(
     mine: &CostTable,
     other: &CostTable,
-    f: Func,
+    f: Collective,
     sizes: &[u64],
 ) -> Option<String> {
     let op = OpContext::default();
@@ -579,7 +579,10 @@ mod tests {
     }
 
     fn choices(a: &crate::analyze::Analysis) -> Vec<String> {
-        let funcs = [crate::types::Func::AllReduce, crate::types::Func::AllGather];
+        let funcs = [
+            crate::types::Collective::AllReduce,
+            crate::types::Collective::AllGather,
+        ];
         crate::plan::choice_findings(a, &funcs, &sizes())
             .into_iter()
             .map(|m| m.text)

@@ -13,7 +13,7 @@
 //! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
 
 use crate::tuning::Choice;
-use crate::types::{Algo, Func, Proto};
+use crate::types::{Algorithm, Collective, Protocol};
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -21,11 +21,11 @@ use std::sync::OnceLock;
 #[serde(deny_unknown_fields)]
 struct Rule {
     arch: String,
-    collective: Func,
+    collective: Collective,
     /// By NCCL's printed name (`NVLSTree`), as the data file and the basis text write it.
     #[serde(deserialize_with = "algo_by_name")]
-    algo: Algo,
-    proto: Proto,
+    algo: Algorithm,
+    proto: Protocol,
     nodes: String,
     lat_us: f64,
     bw_efficiency: f64,
@@ -152,9 +152,10 @@ impl Rule {
     }
 }
 
-fn algo_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Algo, D::Error> {
+fn algo_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Algorithm, D::Error> {
     let s = String::deserialize(d)?;
-    Algo::from_name(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown algorithm {s}")))
+    Algorithm::from_name(&s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown algorithm {s}")))
 }
 
 fn data() -> &'static Rules {
@@ -302,11 +303,11 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{Algo, Func, Proto};
+    use crate::types::{Algorithm, Collective, Protocol};
 
-    fn choice(algo: Algo, proto: Proto, bytes: u64, lat_us: f64, bw: f64) -> Choice {
+    fn choice(algo: Algorithm, proto: Protocol, bytes: u64, lat_us: f64, bw: f64) -> Choice {
         Choice {
-            func: Func::AllReduce,
+            func: Collective::AllReduce,
             bytes,
             algo,
             proto,
@@ -383,10 +384,10 @@ mod tests {
     fn a_rule_applies_only_near_the_rank_counts_it_was_fitted_on() {
         let r = rules()
             .iter()
-            .find(|r| r.arch == "sm90" && r.algo == Algo::Nvls && r.nodes == "single")
+            .find(|r| r.arch == "sm90" && r.algo == Algorithm::Nvls && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let (lo, hi) = r.rank_range().unwrap();
-        let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
+        let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
         assert_ne!(expected(&c, 90, 1, lo, &[]).time_us, c.time_us);
         let far = expected(&c, 90, 1, hi * RANK_SPAN + 1, &[]);
         assert_eq!(far.time_us, c.time_us);
@@ -397,9 +398,9 @@ mod tests {
     fn a_rule_replaces_nccls_latency_and_scales_its_bandwidth() {
         let r = rules()
             .iter()
-            .find(|r| r.arch == "sm90" && r.algo == Algo::Nvls && r.nodes == "single")
+            .find(|r| r.arch == "sm90" && r.algo == Algorithm::Nvls && r.nodes == "single")
             .expect("an H100 NVLS rule");
-        let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
+        let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
         let e = expected(&c, 90, 1, 8, &[]);
         let tb = (1u64 << 30) as f64 / (1000.0 * 272.0);
         let want = r.lat_us + tb / r.bw_efficiency + r.ramp * tb.sqrt();
@@ -409,7 +410,7 @@ mod tests {
 
     #[test]
     fn no_rule_keeps_nccls_time_and_says_so() {
-        let c = choice(Algo::Ring, Proto::Simple, 1 << 20, 10.0, 100.0);
+        let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
         let e = expected(&c, 75, 1, 8, &[]);
         assert_eq!(e.time_us, c.time_us);
         assert!(
@@ -437,7 +438,7 @@ mod tests {
 
     #[test]
     fn outside_the_fits_no_rule_applies_and_there_is_no_band() {
-        let c = choice(Algo::Nvls, Proto::Simple, 1 << 30, 25.0, 272.0);
+        let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
         assert!(expected(&c, 90, 1, 8, &[]).band.is_some());
         let e = expected(&c, 90, 1, 8, &outside_fits(&[], 8));
         assert_eq!(e.time_us, c.time_us);

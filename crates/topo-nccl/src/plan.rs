@@ -11,7 +11,7 @@ use crate::measured;
 use crate::transport::view::{self as transport_view, TransportSummary};
 use crate::transport::{PairTransport, RankPlacement, Transport};
 use crate::tuning::{self, Choice, Costs, OpContext};
-use crate::types::{Algo, Func, PathType, Proto};
+use crate::types::{Algorithm, Collective, PathType, Protocol};
 use crate::version::NcclVersion;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ use topo_model::{SourceInfo, SourceKind, Topology};
 /// What the user asked for, parsed and checked.
 #[derive(Clone, Debug)]
 pub struct PlanRequest {
-    pub funcs: Vec<Func>,
+    pub funcs: Vec<Collective>,
     pub sizes: Vec<u64>,
     pub version: NcclVersion,
     pub version_source: String,
@@ -65,6 +65,10 @@ pub struct GraphOut {
     pub nets: Vec<(String, String)>,
     /// NCCL's graph print.
     pub log: Vec<String>,
+    /// Per channel, the first and last NET the print names (`None`: it names none); what the
+    /// what-if compares, so that it never reads the printed lines back.
+    #[serde(skip)]
+    pub net_ends: Vec<Option<(String, String)>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -96,13 +100,13 @@ impl TreeOut {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    pub collective: Func,
+    pub collective: Collective,
     pub bytes: u64,
     /// Elements per rank as nccl-tests prints `count` (float32).
     pub count: u64,
     #[serde(serialize_with = "topo_vocab::printed")]
-    pub algo: Algo,
-    pub proto: Proto,
+    pub algo: Algorithm,
+    pub proto: Protocol,
     pub nchannels: usize,
     pub nthreads: u32,
     /// NCCL's cost-model time, what NCCL selects by (not a measurement).
@@ -127,11 +131,11 @@ pub struct Row {
 /// One line of the tuner CSV: sizes `min..=max` of one collective get one choice.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunerRow {
-    pub collective: Func,
+    pub collective: Collective,
     pub min: u64,
     pub max: u64,
-    pub algo: Algo,
-    pub proto: Proto,
+    pub algo: Algorithm,
+    pub proto: Protocol,
     pub nchannels: usize,
 }
 
@@ -368,6 +372,7 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
             .map(|&(x, y)| (net_name(x), net_name(y)))
             .collect(),
         log: a.graph_lines(g),
+        net_ends: a.graph_net_ends(g),
     }
 }
 
@@ -377,15 +382,15 @@ fn searched(g: &Graph) -> bool {
     g.n_channels > 0
 }
 
-fn label(a: Algo, p: Proto) -> String {
+fn label(a: Algorithm, p: Protocol) -> String {
     format!("{}/{}", a.name(), p.name())
 }
 
 /// nccl-tests' per-rank element count for a float32 buffer of `bytes`.
-fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
+fn count_of(f: Collective, bytes: u64, nranks: usize) -> u64 {
     let elems = bytes / 4;
     match f {
-        Func::AllGather | Func::ReduceScatter => elems / nranks.max(1) as u64,
+        Collective::AllGather | Collective::ReduceScatter => elems / nranks.max(1) as u64,
         _ => elems,
     }
 }
@@ -446,8 +451,8 @@ fn row(a: &Analysis, c: &Choice, outside: &[String]) -> Row {
 /// between two planned sizes whose choices differ, bisection finds each size where the
 /// choice changes (channel counts step several times between sizes far apart). The first run
 /// starts at 0 and the last ends at `u64::MAX`, so the rows cover every size.
-fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Vec<TunerRow>> {
-    let key = |b: u64| -> Result<(Algo, Proto, usize)> {
+fn tuner_runs(a: &Analysis, f: Collective, sizes: &[u64], op: &OpContext) -> Result<Vec<TunerRow>> {
+    let key = |b: u64| -> Result<(Algorithm, Protocol, usize)> {
         let c = select(a, f, b, op)?;
         Ok((c.algo, c.proto, c.nchannels))
     };
@@ -455,7 +460,7 @@ fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Ve
     let Some(&first) = sizes.first() else {
         return Ok(rows);
     };
-    let row = |min: u64, max: u64, k: (Algo, Proto, usize)| TunerRow {
+    let row = |min: u64, max: u64, k: (Algorithm, Protocol, usize)| TunerRow {
         collective: f,
         min,
         max,
@@ -488,14 +493,14 @@ fn tuner_runs(a: &Analysis, f: Func, sizes: &[u64], op: &OpContext) -> Result<Ve
 
 /// Why no (algorithm, protocol) is left for `f`, beyond the user's NCCL_ALGO/NCCL_PROTO:
 /// the rules that turned off the combinations the user did allow.
-fn unusable_reasons(a: &Analysis, f: Func) -> String {
+fn unusable_reasons(a: &Analysis, f: Collective) -> String {
     let mut out: Vec<String> = vec![];
     for &al in a.data.algorithms() {
         if a.env.enable.algo(f, al) == 0 {
             continue;
         }
         let mut why: Vec<&str> = vec![];
-        for p in Proto::ALL {
+        for p in Protocol::ALL {
             if a.env.enable.proto(f, p) == 0 {
                 continue;
             }
@@ -516,7 +521,7 @@ fn unusable_reasons(a: &Analysis, f: Func) -> String {
 }
 
 /// `CostTable::select`, with the reasons behind a "no algorithm" error.
-fn select(a: &Analysis, f: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
+fn select(a: &Analysis, f: Collective, bytes: u64, op: &OpContext) -> Result<Choice> {
     a.costs.select(f, bytes, op).map_err(|e| {
         let why = unusable_reasons(a, f);
         if why.is_empty() {
@@ -762,9 +767,9 @@ fn rings_and_trees(a: &Analysis) -> (Vec<Vec<usize>>, Vec<TreeOut>) {
 fn cost_notes(a: &Analysis) -> (CellNotes, CellNotes) {
     let mut costs_explain: CellNotes = BTreeMap::new();
     let mut costs_disabled = costs_explain.clone();
-    for f in Func::TUNED {
+    for f in Collective::TUNED {
         for &al in a.data.algorithms() {
-            for p in Proto::ALL {
+            for p in Protocol::ALL {
                 let Some(cell) = a.costs.cell(f, al, p) else {
                     continue;
                 };
@@ -877,17 +882,17 @@ fn graphs_out(a: &Analysis) -> Graphs {
 
 /// Algorithm names as the example tuner plugin parses them (`parseAlgorithm` in
 /// plugins/tuner/example/plugin.c); it reads any other name, `nvlstree` included, as ring.
-fn tuner_algo_name(a: Algo) -> &'static str {
+fn tuner_algo_name(a: Algorithm) -> &'static str {
     match a {
-        Algo::Tree => "tree",
-        Algo::Ring => "ring",
-        Algo::CollnetDirect => "collnet_direct",
-        Algo::CollnetChain => "collnet_chain",
-        Algo::Nvls => "nvls",
-        Algo::NvlsTree => "nvls_tree",
-        Algo::Pat => "pat",
+        Algorithm::Tree => "tree",
+        Algorithm::Ring => "ring",
+        Algorithm::CollnetDirect => "collnet_direct",
+        Algorithm::CollnetChain => "collnet_chain",
+        Algorithm::Nvls => "nvls",
+        Algorithm::NvlsTree => "nvls_tree",
+        Algorithm::Pat => "pat",
         // The host runtime's; the plugin would read it as ring, as any unknown name.
-        Algo::Direct => "direct",
+        Algorithm::Direct => "direct",
     }
 }
 
@@ -955,7 +960,7 @@ pub fn host_findings(a: &Analysis) -> Vec<Finding> {
 
 /// Where dissimilar hosts' own cost tables choose otherwise than rank 0's at the planned
 /// sizes (`hetero::choice_findings`).
-pub(crate) fn choice_findings(a: &Analysis, funcs: &[Func], sizes: &[u64]) -> Vec<Finding> {
+pub(crate) fn choice_findings(a: &Analysis, funcs: &[Collective], sizes: &[u64]) -> Vec<Finding> {
     let others: Vec<super::hetero::OwnTable> = a
         .host_costs
         .iter()

@@ -432,42 +432,20 @@ pub fn print_graph(
             NodeType::Gpu if !gpu_ids => {
                 format!("GPU/{}", n.gpu.as_ref().map_or(0, |a| rank_name(a.rank)))
             }
-            NodeType::Net if v.minor <= 20 => format!("NET/{}", n.id),
-            NodeType::Net if v.minor <= 22 => {
-                let local = n.id & ((1 << 56) - 1);
-                format!(
-                    "NET/{:x}",
-                    ((u64::from(n.host) + (n.id >> 56)) << 56) | local
-                )
-            }
-            _ => n.label(),
+            _ => node_label(sys, v, node),
         }
     };
-    let zeroed_ends = inter && v.includes("2.28.7");
-    // A rank's system holds its own host's NICs only: a fallback channel of a host without
-    // any has no NET of its own, whatever index its zeroed slot holds.
-    let host = g
-        .intra
-        .first()
-        .and_then(|o| o.first())
-        .and_then(|&r| sys.gpus.get(r))
-        .map(|&gn| sys.nodes[gn].host);
-    let own = |n: &usize| host.is_none_or(|h| sys.nodes[*n].host == h);
-    let end = |line: &mut String, net: Option<usize>| match net
-        .and_then(|x| sys.nets.get(x))
-        .filter(|n| own(n))
-    {
-        Some(&n) => {
+    let ends = NetEnds::new(g, sys, v, inter);
+    let end = |line: &mut String, net: Option<usize>| {
+        if let Some(l) = ends.label(net) {
             line.push(' ');
-            line.push_str(&label(n));
+            line.push_str(&l);
         }
-        None if zeroed_ends => line.push_str(" NET/0-0"),
-        None => {}
     };
     for c in 0..g.n_channels {
         let mut line = format!("{c:2} :");
-        let ends = g.inter.get(c);
-        end(&mut line, ends.map(|e| e.0));
+        let inter = g.inter.get(c);
+        end(&mut line, inter.map(|e| e.0));
         if let Some(order) = g.intra.get(c) {
             for &r in order {
                 if let Some(&gn) = sys.gpus.get(r) {
@@ -486,10 +464,89 @@ pub fn print_graph(
                 line.push_str(&" GPU/0".repeat(ngpus.saturating_sub(1)));
             }
         }
-        end(&mut line, ends.map(|e| e.1));
+        end(&mut line, inter.map(|e| e.1));
         out.push(line);
     }
     out
+}
+
+/// A node as NCCL's graph print names it, GPUs by their node label (a NET's name changed
+/// with the version: its index to 2.20, the host-tagged hex id in 2.21 and 2.22, then the
+/// node's label).
+fn node_label(sys: &System, v: &NcclVersion, node: usize) -> String {
+    let n = &sys.nodes[node];
+    match n.kind {
+        NodeType::Net if v.minor <= 20 => format!("NET/{}", n.id),
+        NodeType::Net if v.minor <= 22 => {
+            let local = n.id & ((1 << 56) - 1);
+            format!(
+                "NET/{:x}",
+                ((u64::from(n.host) + (n.id >> 56)) << 56) | local
+            )
+        }
+        _ => n.label(),
+    }
+}
+
+/// The NETs a graph's channels enter and leave by, named as [`print_graph`] prints them.
+struct NetEnds<'a> {
+    sys: &'a System,
+    v: &'a NcclVersion,
+    /// From 2.28.7 an inter-node graph's channel without a NET of its own prints its zeroed
+    /// slot, `NET/0-0`.
+    zeroed_ends: bool,
+    /// The host of the graph's first GPU: a rank's system holds its own host's NICs only.
+    host: Option<HostId>,
+}
+
+impl<'a> NetEnds<'a> {
+    fn new(g: &Graph, sys: &'a System, v: &'a NcclVersion, inter: bool) -> NetEnds<'a> {
+        let host = g
+            .intra
+            .first()
+            .and_then(|o| o.first())
+            .and_then(|&r| sys.gpus.get(r))
+            .map(|&gn| sys.nodes[gn].host);
+        NetEnds {
+            sys,
+            v,
+            zeroed_ends: inter && v.includes("2.28.7"),
+            host,
+        }
+    }
+
+    /// The printed name of the NET at index `net` of `System::nets`, where the print has one.
+    fn label(&self, net: Option<usize>) -> Option<String> {
+        let own = |n: &usize| self.host.is_none_or(|h| self.sys.nodes[*n].host == h);
+        match net.and_then(|x| self.sys.nets.get(x)).filter(|n| own(n)) {
+            Some(&n) => Some(node_label(self.sys, self.v, n)),
+            None if self.zeroed_ends => Some("NET/0-0".into()),
+            None => None,
+        }
+    }
+}
+
+/// Per channel of `g`, the first and last NET its print names (one NET printed: both ends),
+/// `None` for a channel whose print names none; what the what-if compares.
+pub fn graph_net_ends(
+    g: &Graph,
+    sys: &System,
+    v: &NcclVersion,
+    inter: bool,
+) -> Vec<Option<(String, String)>> {
+    let ends = NetEnds::new(g, sys, v, inter);
+    (0..g.n_channels)
+        .map(|c| {
+            let e = g.inter.get(c);
+            let first = ends.label(e.map(|e| e.0));
+            let last = ends.label(e.map(|e| e.1));
+            match (first, last) {
+                (Some(a), Some(b)) => Some((a, b)),
+                (Some(a), None) | (None, Some(a)) => Some((a.clone(), a)),
+                (None, None) => None,
+            }
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------

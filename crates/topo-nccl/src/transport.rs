@@ -569,10 +569,7 @@ impl<'a> Ctx<'a> {
             paths,
             raw: OnceLock::new(),
             cumem: tp.cumem_enabled(),
-            net: {
-                let (name, why) = tp.net_name(!sys.nets.is_empty());
-                (Net::from_name(&name), why)
-            },
+            net: tp.net_name(!sys.nets.is_empty()),
             sides: (0..sys.gpus.len()).map(|_| Default::default()).collect(),
             side_texts: Default::default(),
             pp,

@@ -9,7 +9,7 @@
 use crate::env::EnvPolicy;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Graph;
-use crate::types::{Algo, Func, GraphId, PathType, Pattern, Proto};
+use crate::types::{Algorithm, Collective, GraphId, PathType, Pattern, Protocol};
 use crate::version::{
     AlgbwSkip, ChannelThreadLoop, CollnetAgRsRule, HwLatency, Ll128InterRule, Ll128MixedCcRule,
     NvlsAlgbwRatio, NvlsBwRule, NvlsLatencyRule, PerAlgo, RingBackup, RingInterStepsRule,
@@ -115,18 +115,18 @@ impl<'a> TuningInput<'a> {
 
     /// The graph an algorithm runs on (NVLSTree on the NVLS graph, PAT on the tree graph); an
     /// absent graph reads like NCCL's zeroed one.
-    pub fn graph(&self, a: Algo) -> Graph {
+    pub fn graph(&self, a: Algorithm) -> Graph {
         let (g, id, pat) = match a {
-            Algo::Tree | Algo::Pat => (&self.tree, GraphId::Tree, Pattern::BalancedTree),
+            Algorithm::Tree | Algorithm::Pat => (&self.tree, GraphId::Tree, Pattern::BalancedTree),
             // Direct is the host runtime's, not NCCL's: no graph of its own.
-            Algo::Ring | Algo::Direct => (&self.ring, GraphId::Ring, Pattern::Ring),
-            Algo::CollnetDirect => (
+            Algorithm::Ring | Algorithm::Direct => (&self.ring, GraphId::Ring, Pattern::Ring),
+            Algorithm::CollnetDirect => (
                 &self.collnet_direct,
                 GraphId::CollnetDirect,
                 Pattern::CollnetDirect,
             ),
-            Algo::CollnetChain => (&self.collnet_chain, GraphId::CollnetChain, Pattern::Tree),
-            Algo::Nvls | Algo::NvlsTree => (&self.nvls, GraphId::Nvls, Pattern::Nvls),
+            Algorithm::CollnetChain => (&self.collnet_chain, GraphId::CollnetChain, Pattern::Tree),
+            Algorithm::Nvls | Algorithm::NvlsTree => (&self.nvls, GraphId::Nvls, Pattern::Nvls),
         };
         g.clone().unwrap_or_else(|| {
             let mut e = Graph::empty(id, pat);
@@ -188,8 +188,8 @@ pub struct CostTable {
     pub min_cc: u32,
     pub cpu_x86: bool,
     /// Algorithms of this version, in index order.
-    pub algorithms: Vec<Algo>,
-    /// `[func][algo][proto]`, functions in `Func::TUNED` order.
+    pub algorithms: Vec<Algorithm>,
+    /// `[func][algo][proto]`, functions in `Collective::TUNED` order.
     cells: Vec<Cell>,
     /// `maxThreads[algo][proto]`.
     pub max_threads: [[u32; 3]; 7],
@@ -219,8 +219,8 @@ pub struct CostTable {
     pub env_effects: Vec<(String, String)>,
 }
 
-fn fidx(f: Func) -> Option<usize> {
-    Func::TUNED.iter().position(|x| *x == f)
+fn fidx(f: Collective) -> Option<usize> {
+    Collective::TUNED.iter().position(|x| *x == f)
 }
 
 fn log2i(n: u64) -> i64 {
@@ -278,7 +278,7 @@ impl CostTable {
         let mut env_effects: Vec<(String, String)> = vec![];
 
         // Threads per block.
-        let ring = inp.graph(Algo::Ring);
+        let ring = inp.graph(Algorithm::Ring);
         let ring_bw = ring.bw_intra * ring.n_channels as f64;
         let simple_def = if ring_bw <= mt.pci_bw {
             mt.simple_low_bw
@@ -303,13 +303,13 @@ impl CostTable {
             mt.warp,
         );
         let mut max_threads = [[0u32; 3]; 7];
-        max_threads[Algo::Ring as usize] = [ll, ll128, ring_simple];
-        max_threads[Algo::Tree as usize] = [ll, ll128, tree_simple];
+        max_threads[Algorithm::Ring as usize] = [ll, ll128, ring_simple];
+        max_threads[Algorithm::Tree as usize] = [ll, ll128, tree_simple];
         for a in [
-            Algo::CollnetDirect,
-            Algo::CollnetChain,
-            Algo::Nvls,
-            Algo::NvlsTree,
+            Algorithm::CollnetDirect,
+            Algorithm::CollnetChain,
+            Algorithm::Nvls,
+            Algorithm::NvlsTree,
         ] {
             max_threads[a as usize][2] = mt.max;
         }
@@ -331,9 +331,9 @@ impl CostTable {
         // Thread thresholds.
         let th = &t.thread_thresholds;
         let mut thread_thresholds = [[th.ll, th.ll128, th.simple]; 7];
-        thread_thresholds[Algo::Ring as usize][0] *= inp.nranks.max(1) as u64;
-        thread_thresholds[Algo::CollnetDirect as usize][2] = th.collnet_simple;
-        thread_thresholds[Algo::CollnetChain as usize][2] = th.collnet_simple;
+        thread_thresholds[Algorithm::Ring as usize][0] *= inp.nranks.max(1) as u64;
+        thread_thresholds[Algorithm::CollnetDirect as usize][2] = th.collnet_simple;
+        thread_thresholds[Algorithm::CollnetChain as usize][2] = th.collnet_simple;
         if let Some(u) = inp.env.thread_thresholds {
             for (i, v) in u.iter().enumerate() {
                 if *v >= 0 {
@@ -392,14 +392,14 @@ impl CostTable {
             }
             return table;
         }
-        let missing: Vec<Algo> = Algo::ALL
+        let missing: Vec<Algorithm> = Algorithm::ALL
             .iter()
             .copied()
             .filter(|a| !table.algorithms.contains(a))
             .collect();
         for a in missing {
             for fi in 0..5 {
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     table.cell_mut(fi, a, p).disabled.push(format!(
                         "{} does not exist in NCCL {}",
                         a.name(),
@@ -413,22 +413,22 @@ impl CostTable {
         table
     }
 
-    pub fn cell(&self, f: Func, a: Algo, p: Proto) -> Option<&Cell> {
+    pub fn cell(&self, f: Collective, a: Algorithm, p: Protocol) -> Option<&Cell> {
         let fi = fidx(f)?;
         self.cells.get(fi * 21 + a as usize * 3 + p as usize)
     }
 
-    fn cell_mut(&mut self, fi: usize, a: Algo, p: Proto) -> &mut Cell {
+    fn cell_mut(&mut self, fi: usize, a: Algorithm, p: Protocol) -> &mut Cell {
         &mut self.cells[fi * 21 + a as usize * 3 + p as usize]
     }
 
     /// Usable algorithm bandwidth (GB/s) of a combination.
-    pub fn bw(&self, f: Func, a: Algo, p: Proto) -> Option<f64> {
+    pub fn bw(&self, f: Collective, a: Algorithm, p: Protocol) -> Option<f64> {
         self.cell(f, a, p).and_then(|c| c.bw)
     }
 
     /// Latency (us) of a usable combination.
-    pub fn lat(&self, f: Func, a: Algo, p: Proto) -> Option<f64> {
+    pub fn lat(&self, f: Collective, a: Algorithm, p: Protocol) -> Option<f64> {
         self.cell(f, a, p)
             .filter(|c| c.bw.is_some())
             .map(|c| c.lat_us)
@@ -438,11 +438,11 @@ impl CostTable {
     /// `None` where disabled (CLI names: `allreduce`, `nvlstree`, `ll128`).
     pub fn costs(&self) -> Costs {
         let mut out = Costs::new();
-        for f in Func::TUNED {
+        for f in Collective::TUNED {
             let per_algo = out.entry(f.cli_name()).or_default();
             for a in &self.algorithms {
                 let per_proto = per_algo.entry(a.cli_name()).or_default();
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     let c = self.cell(f, *a, p).and_then(|c| {
                         c.bw.map(|bw| Cost {
                             bw_gbps: bw,
@@ -468,10 +468,10 @@ impl CostTable {
     /// NCCL does not evaluate it.
     fn model(&mut self, inp: &TuningInput) {
         let m = Model::new(self, inp);
-        for (fi, f) in Func::TUNED.iter().copied().enumerate() {
+        for (fi, f) in Collective::TUNED.iter().copied().enumerate() {
             for a in inp.data.algorithms().iter().copied() {
                 let g = inp.graph(a);
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     let site = Site::new(&m, f, a, p, &g);
                     let cell = self.cell_mut(fi, a, p);
                     if let Some(why) = m.not_evaluated(&site) {
@@ -536,22 +536,22 @@ impl CostTable {
         // Ring protocols that resolved to off (user or LL128 auto), per function: the 2.22–2.23
         // Ring backup does not bring those back.
         let mut ring_proto_off = [[false; 3]; 5];
-        for (fi, f) in Func::TUNED.iter().copied().enumerate() {
+        for (fi, f) in Collective::TUNED.iter().copied().enumerate() {
             for a in algos.iter().copied() {
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     let pi = p as usize;
                     let mut why: Vec<String> = vec![];
                     let pe = proto_en[fi][pi];
                     if pe == 0 {
                         why.push(format!("NCCL_PROTO excludes {}", p.name()));
                     }
-                    if pe == 2 && p == Proto::Ll128 {
+                    if pe == 2 && p == Protocol::Ll128 {
                         let reasons = self.ll128_auto(inp, f, a);
-                        if a == Algo::Ring && !reasons.is_empty() {
+                        if a == Algorithm::Ring && !reasons.is_empty() {
                             ring_proto_off[fi][pi] = true;
                         }
                         why.extend(reasons);
-                    } else if p == Proto::Ll128 && pe == 1 && env.proto.is_some() {
+                    } else if p == Protocol::Ll128 && pe == 1 && env.proto.is_some() {
                         let reasons = self.ll128_auto(inp, f, a);
                         if !reasons.is_empty()
                             && self.cell(f, a, p).is_some_and(|c| c.model_bw > 0.0)
@@ -565,8 +565,8 @@ impl CostTable {
                         }
                     }
                     let ring_kept = r.ring_never_disabled_non_allreduce
-                        && a == Algo::Ring
-                        && f != Func::AllReduce;
+                        && a == Algorithm::Ring
+                        && f != Collective::AllReduce;
                     if algo_en[fi][a as usize] == 0 && !ring_kept {
                         let forced_why = forced[fi]
                             .iter()
@@ -589,7 +589,7 @@ impl CostTable {
                             }
                         }
                     }
-                    if a == Algo::Pat && env.pat_enable.is_some() && cell.evaluated {
+                    if a == Algorithm::Pat && env.pat_enable.is_some() && cell.evaluated {
                         pat_user = true;
                     }
                     if !cell.evaluated {
@@ -622,50 +622,58 @@ impl CostTable {
 
     /// NCCL_ALGO's matrix with what the machine rules out (NVLSTree on one node, CollNet
     /// without CollNet, CollNetDirect without NVSwitch), and why, per function.
-    fn forced_off(inp: &TuningInput) -> (AlgoMatrix, Vec<Vec<(Algo, String)>>) {
+    fn forced_off(inp: &TuningInput) -> (AlgoMatrix, Vec<Vec<(Algorithm, String)>>) {
         let r = &inp.data.rules;
         let mut algo_en = inp.env.enable.algo;
-        let mut forced: Vec<Vec<(Algo, String)>> = vec![vec![]; 5];
+        let mut forced: Vec<Vec<(Algorithm, String)>> = vec![vec![]; 5];
         for (fi, row) in algo_en.iter_mut().enumerate() {
-            let mut off = |a: Algo, why: String, row: &mut [u8; 7]| {
+            let mut off = |a: Algorithm, why: String, row: &mut [u8; 7]| {
                 row[a as usize] = 0;
                 forced[fi].push((a, why));
             };
             if inp.nnodes == 1 {
                 off(
-                    Algo::NvlsTree,
+                    Algorithm::NvlsTree,
                     "NVLSTree needs more than one node".into(),
                     row,
                 );
             }
             if !inp.collnet_enabled {
-                off(Algo::CollnetDirect, "CollNet is not enabled".into(), row);
-                off(Algo::CollnetChain, "CollNet is not enabled".into(), row);
+                off(
+                    Algorithm::CollnetDirect,
+                    "CollNet is not enabled".into(),
+                    row,
+                );
+                off(
+                    Algorithm::CollnetChain,
+                    "CollNet is not enabled".into(),
+                    row,
+                );
                 if inp.nnodes > 1 {
-                    off(Algo::Nvls, "multi-node NVLS needs CollNet".into(), row);
+                    off(Algorithm::Nvls, "multi-node NVLS needs CollNet".into(), row);
                 }
                 if r.collnet_forced_fallback
-                    && row[Algo::Ring as usize] == 0
-                    && row[Algo::Tree as usize] == 0
-                    && row[Algo::Nvls as usize] == 0
-                    && row[Algo::NvlsTree as usize] == 0
+                    && row[Algorithm::Ring as usize] == 0
+                    && row[Algorithm::Tree as usize] == 0
+                    && row[Algorithm::Nvls as usize] == 0
+                    && row[Algorithm::NvlsTree as usize] == 0
                 {
                     // NCCL_ALGO asked for CollNet only: NCCL ignores it and brings Ring and Tree back.
-                    row[Algo::Ring as usize] = 1;
-                    row[Algo::Tree as usize] = 1;
+                    row[Algorithm::Ring as usize] = 1;
+                    row[Algorithm::Tree as usize] = 1;
                 }
             }
             if inp.collnet_enabled && r.collnet_chain_support_check && !inp.collnet_chain_supported
             {
                 off(
-                    Algo::CollnetChain,
+                    Algorithm::CollnetChain,
                     "CollNetChain is not supported by the CollNet plugin".into(),
                     row,
                 );
             }
             if !inp.has_nvswitch {
                 off(
-                    Algo::CollnetDirect,
+                    Algorithm::CollnetDirect,
                     "CollNetDirect needs an NVSwitch".into(),
                     row,
                 );
@@ -689,11 +697,11 @@ impl CostTable {
             let any = (0..nalgos)
                 .any(|ai| (0..3).any(|pi| self.cells[fi * 21 + ai * 3 + pi].bw.is_some()));
             if !any {
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     let pi = p as usize;
                     let keep = r.ring_backup == RingBackup::AllProtocols
                         || (proto_on[pi] != 0 && !ring_proto_off[pi]);
-                    let c = self.cell_mut(fi, Algo::Ring, p);
+                    let c = self.cell_mut(fi, Algorithm::Ring, p);
                     if keep && c.evaluated && c.model_bw > 0.0 {
                         c.bw = Some(c.model_bw);
                         c.disabled.clear();
@@ -752,7 +760,7 @@ impl CostTable {
     }
 
     /// Why LL128 "auto" resolves to off for this (function, algorithm); empty when on.
-    fn ll128_auto(&self, inp: &TuningInput, f: Func, a: Algo) -> Vec<String> {
+    fn ll128_auto(&self, inp: &TuningInput, f: Collective, a: Algorithm) -> Vec<String> {
         let d = inp.data;
         let r = &d.rules;
         let g = inp.graph(a);
@@ -814,8 +822,8 @@ impl CostTable {
         }
         if inp.min_cc == 90
             && inp.cuda_11_8
-            && f == Func::AllReduce
-            && a == Algo::Ring
+            && f == Collective::AllReduce
+            && a == Algorithm::Ring
             && inp.nranks == 2
         {
             why.push("LL128 disabled: Ring AllReduce on 2 Hopper ranks with CUDA 11.8".into());
@@ -839,7 +847,7 @@ pub type Costs = std::collections::BTreeMap<
     >,
 >;
 
-fn model_zero_reason(g: &Graph, a: Algo) -> String {
+fn model_zero_reason(g: &Graph, a: Algorithm) -> String {
     if g.n_channels == 0 {
         format!("no {} graph (0 channels)", a.name())
     } else {
@@ -895,10 +903,10 @@ impl Default for OpContext {
 /// What NCCL picks for one collective.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Choice {
-    pub func: Func,
+    pub func: Collective,
     pub bytes: u64,
-    pub algo: Algo,
-    pub proto: Proto,
+    pub algo: Algorithm,
+    pub proto: Protocol,
     /// Predicted time (us).
     pub time_us: f64,
     /// Algorithm bandwidth used in the time (after size correction), GB/s.
@@ -909,9 +917,9 @@ pub struct Choice {
     pub nchannels: usize,
     pub nthreads: u32,
     /// Every usable (algorithm, protocol) with its time, in NCCL's scan order.
-    pub considered: Vec<(Algo, Proto, f64)>,
+    pub considered: Vec<(Algorithm, Protocol, f64)>,
     /// Combinations not usable for this operation, with why.
-    pub rejected: Vec<(Algo, Proto, String)>,
+    pub rejected: Vec<(Algorithm, Protocol, String)>,
     pub explain: Vec<String>,
 }
 
@@ -919,7 +927,7 @@ impl CostTable {
     /// The algorithm, protocol, channels and threads NCCL picks for `bytes` (NCCL's nBytes:
     /// the whole buffer, count × nRanks × type size for AllGather/ReduceScatter, which is also
     /// the nccl-tests size column).
-    pub fn select(&self, func: Func, bytes: u64, op: &OpContext) -> Result<Choice> {
+    pub fn select(&self, func: Collective, bytes: u64, op: &OpContext) -> Result<Choice> {
         let Some(fi) = fidx(func) else {
             return Err(Error::new(
                 ErrorKind::Request,
@@ -935,22 +943,22 @@ impl CostTable {
             return Ok(Choice {
                 func,
                 bytes,
-                algo: Algo::Ring,
-                proto: Proto::Simple,
+                algo: Algorithm::Ring,
+                proto: Protocol::Simple,
                 time_us: 0.0,
                 bw: 0.0,
                 lat_us: 0.0,
                 nchannels: self.comm_channels.max(1),
-                nthreads: self.max_threads[Algo::Ring as usize][2],
-                considered: vec![(Algo::Ring, Proto::Simple, 0.0)],
+                nthreads: self.max_threads[Algorithm::Ring as usize][2],
+                considered: vec![(Algorithm::Ring, Protocol::Simple, 0.0)],
                 rejected,
                 explain: vec!["a single rank: a copy".into()],
             });
         }
-        let mut best: Option<(Algo, Proto, f64, f64, f64)> = None;
+        let mut best: Option<(Algorithm, Protocol, f64, f64, f64)> = None;
         for a in self.algorithms.iter().copied() {
             let skip = self.op_filter(func, a, op);
-            for p in Proto::ALL {
+            for p in Protocol::ALL {
                 let Some(cell) = self.cell(func, a, p) else {
                     continue;
                 };
@@ -984,21 +992,21 @@ impl CostTable {
                     }
                 };
                 let mut ex = vec![];
-                if a == Algo::Tree && func == Func::AllReduce {
+                if a == Algorithm::Tree && func == Collective::AllReduce {
                     corr(&mut bw, self.tree_correction_len, "tree", &mut ex);
                 }
-                if a == Algo::NvlsTree
-                    && func == Func::AllReduce
+                if a == Algorithm::NvlsTree
+                    && func == Collective::AllReduce
                     && self.nvls_tree_correction
                     && self.min_cc >= 100
                     && self.cpu_x86
                 {
                     corr(&mut bw, self.tree_correction_len + 1, "NVLSTree", &mut ex);
                 }
-                if a == Algo::Ring
-                    && p == Proto::Simple
+                if a == Algorithm::Ring
+                    && p == Protocol::Simple
                     && self.nnodes > 1
-                    && func == Func::AllReduce
+                    && func == Collective::AllReduce
                     && self.comm_channels > 0
                     && bytes / (self.comm_channels as u64 * self.nranks as u64) >= 64
                 {
@@ -1007,13 +1015,13 @@ impl CostTable {
                     ex.push(format!("Ring Simple multi-node plateau: latency × {f}"));
                 }
                 let n = op.num_pipe_ops.max(1) as u64;
-                let lat_count = if a == Algo::Ring {
+                let lat_count = if a == Algorithm::Ring {
                     n
                 } else {
                     n.div_ceil(self.max_colls_per_batch as u64)
                 };
                 let mut time = lat * lat_count as f64 + bytes as f64 / (1000.0 * bw);
-                if op.fp8 && a == Algo::Ring && self.nranks > 8 {
+                if op.fp8 && a == Algorithm::Ring && self.nranks > 8 {
                     time *= 1024.0;
                 }
                 considered.push((a, p, time));
@@ -1071,8 +1079,8 @@ impl CostTable {
     }
 
     /// Enqueue-time filters (`updateCollCostTable`): why `a` cannot run this operation.
-    fn op_filter(&self, func: Func, a: Algo, op: &OpContext) -> Option<String> {
-        let collnet = matches!(a, Algo::CollnetDirect | Algo::CollnetChain);
+    fn op_filter(&self, func: Collective, a: Algorithm, op: &OpContext) -> Option<String> {
+        let collnet = matches!(a, Algorithm::CollnetDirect | Algorithm::CollnetChain);
         if collnet && !(self.collnet_enabled && op.collnet_op) {
             return Some("CollNet does not support this operation".into());
         }
@@ -1083,12 +1091,12 @@ impl CostTable {
                 self.max_direct_arity + 1
             ));
         }
-        if matches!(a, Algo::Nvls | Algo::NvlsTree) {
-            let nvls_ok = self.nvls_supported && (op.nvls_op || func == Func::AllGather);
+        if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) {
+            let nvls_ok = self.nvls_supported && (op.nvls_op || func == Collective::AllGather);
             if !nvls_ok {
                 return Some("NVLS does not support this operation".into());
             }
-            if func != Func::AllReduce && self.max_local_ranks > self.max_nvls_arity {
+            if func != Collective::AllReduce && self.max_local_ranks > self.max_nvls_arity {
                 return Some(format!(
                     "NVLS {} supports at most {} local ranks",
                     func.name(),
@@ -1096,24 +1104,29 @@ impl CostTable {
                 ));
             }
         }
-        if a == Algo::Nvls && !self.collnet_enabled && self.nnodes > 1 {
+        if a == Algorithm::Nvls && !self.collnet_enabled && self.nnodes > 1 {
             return Some("multi-node NVLS needs CollNet".into());
         }
-        if a == Algo::Pat && func == Func::ReduceScatter && op.scaling_op {
+        if a == Algorithm::Pat && func == Collective::ReduceScatter && op.scaling_op {
             return Some("PAT ReduceScatter does not support scaling ops".into());
         }
         None
     }
 
     /// Channels and threads for one operation (`topoGetAlgoInfo`).
-    pub fn channels_threads(&self, a: Algo, p: Proto, bytes: u64) -> (usize, u32, Vec<String>) {
+    pub fn channels_threads(
+        &self,
+        a: Algorithm,
+        p: Protocol,
+        bytes: u64,
+    ) -> (usize, u32, Vec<String>) {
         let mut ex = vec![];
         let mut nc = self.algo_channels.max(1) as u64;
         let mut nt = self.max_threads[a as usize][p as usize] as u64;
         let mut th = self.thread_thresholds[a as usize][p as usize];
         let b = bytes;
         match a {
-            Algo::CollnetDirect => {
+            Algorithm::CollnetDirect => {
                 let heads = self.collnet_heads.max(1) as u64;
                 let mut sw = 16u64;
                 let mut flag = true;
@@ -1132,9 +1145,9 @@ impl CostTable {
                 }
                 ex.push(format!("CollNetDirect channels {nc}"));
             }
-            Algo::Nvls | Algo::NvlsTree => {
+            Algorithm::Nvls | Algorithm::NvlsTree => {
                 nc = self.nvls_channels.max(1) as u64;
-                if self.nvls_multinode_channels_min && self.nnodes > 1 && a == Algo::Nvls {
+                if self.nvls_multinode_channels_min && self.nnodes > 1 && a == Algorithm::Nvls {
                     nc = nc.min(self.comm_channels.max(1) as u64);
                 }
                 ex.push(format!("NVLS channels {nc}"));
@@ -1159,30 +1172,36 @@ impl CostTable {
             },
         }
         if self.channel_thread_loop == ChannelThreadLoop::Split
-            && !matches!(a, Algo::Nvls | Algo::NvlsTree | Algo::CollnetDirect)
+            && !matches!(
+                a,
+                Algorithm::Nvls | Algorithm::NvlsTree | Algorithm::CollnetDirect
+            )
         {
             while b < nc * nt * th && nt.is_multiple_of(128) && nt > 0 {
                 nt /= 2;
             }
         }
-        if !matches!(a, Algo::CollnetDirect | Algo::Nvls | Algo::NvlsTree) {
+        if !matches!(
+            a,
+            Algorithm::CollnetDirect | Algorithm::Nvls | Algorithm::NvlsTree
+        ) {
             ex.push(format!(
                 "channels {nc} (threshold {th} B/thread × {nt} threads per channel)"
             ));
         }
         let w = self.warp as u64;
-        if p == Proto::Simple {
-            if a == Algo::Ring {
+        if p == Protocol::Simple {
+            if a == Algorithm::Ring {
                 nt += w;
             }
-            if a == Algo::Tree {
+            if a == Algorithm::Tree {
                 nt += 4 * w;
             }
         }
         if nt / w < 3 {
             nt = 3 * w;
         }
-        if self.tree_full_threads && matches!(a, Algo::Tree | Algo::Pat) {
+        if self.tree_full_threads && matches!(a, Algorithm::Tree | Algorithm::Pat) {
             nt = self.max_nthreads as u64;
         }
         ex.push(format!("{nt} threads"));
@@ -1203,7 +1222,7 @@ pub fn algbw_gbps(bytes: u64, time_us: f64) -> f64 {
 }
 
 /// nccl-tests busbw in GB/s.
-pub fn busbw_gbps(func: Func, nranks: usize, bytes: u64, time_us: f64) -> f64 {
+pub fn busbw_gbps(func: Collective, nranks: usize, bytes: u64, time_us: f64) -> f64 {
     algbw_gbps(bytes, time_us) * busbw_factor(func, nranks)
 }
 
@@ -1215,7 +1234,7 @@ pub fn render_tuning_log(t: &CostTable) -> String {
     let nblocks = algos.len().div_ceil(3);
     let fmt = |v: f64| v as f32;
     for block in 0..nblocks {
-        let in_block: Vec<Algo> = (0..3)
+        let in_block: Vec<Algorithm> = (0..3)
             .filter_map(|i| algos.get(block * 3 + i).copied())
             .collect();
         let mut line = String::from("  Algorithm   |");
@@ -1226,7 +1245,7 @@ pub fn render_tuning_log(t: &CostTable) -> String {
         out.push('\n');
         let mut line = String::from("  Protocol    |");
         for _ in 0..3 {
-            for p in Proto::ALL {
+            for p in Protocol::ALL {
                 line += &format!(" {:>14} |", p.name());
             }
         }
@@ -1234,16 +1253,16 @@ pub fn render_tuning_log(t: &CostTable) -> String {
         out.push('\n');
         let mut line = String::from(" Max NThreads |");
         for a in &in_block {
-            for p in Proto::ALL {
+            for p in Protocol::ALL {
                 line += &format!(" {:>14} |", t.max_threads[*a as usize][p as usize]);
             }
         }
         out += &line;
         out.push('\n');
-        for f in Func::TUNED {
+        for f in Collective::TUNED {
             let mut line = format!("{:>13} |", f.name());
             for a in &in_block {
-                for p in Proto::ALL {
+                for p in Protocol::ALL {
                     let (lat, bw) = t
                         .cell(f, *a, p)
                         .map(|c| (if c.evaluated { c.lat_us } else { 0.0 }, c.bw_or_zero()))
@@ -1270,7 +1289,7 @@ pub fn render_enable_matrix(env: &EnvPolicy, data: &VersionData) -> Option<Strin
     }
     let algos = data.algorithms();
     let mut out = String::from("Enabled NCCL Func/Proto/Algo Matrix:\n     Function | ");
-    for p in Proto::ALL {
+    for p in Protocol::ALL {
         out += &format!("{:>8}  ", p.name());
     }
     out += " | ";
@@ -1278,9 +1297,9 @@ pub fn render_enable_matrix(env: &EnvPolicy, data: &VersionData) -> Option<Strin
         out += &format!("{:>13}  ", a.name());
     }
     out.push('\n');
-    for f in Func::TUNED {
+    for f in Collective::TUNED {
         out += &format!("{:>13} | ", f.name());
-        for p in Proto::ALL {
+        for p in Protocol::ALL {
             out += &format!("{:>8}  ", env.enable.proto(f, p));
         }
         out += " | ";
@@ -1336,9 +1355,9 @@ struct Model<'a> {
 
 /// One cell: the collective, algorithm and protocol, and the graph it runs on.
 struct Site<'g> {
-    f: Func,
-    a: Algo,
-    p: Proto,
+    f: Collective,
+    a: Algorithm,
+    p: Protocol,
     pi: usize,
     g: &'g Graph,
     nch: f64,
@@ -1348,11 +1367,11 @@ struct Site<'g> {
 }
 
 impl<'g> Site<'g> {
-    fn new(m: &Model, f: Func, a: Algo, p: Proto, g: &'g Graph) -> Site<'g> {
+    fn new(m: &Model, f: Collective, a: Algorithm, p: Protocol, g: &'g Graph) -> Site<'g> {
         let nranks = m.nranks;
         let nsteps = match f {
-            Func::AllReduce => 2 * (nranks - 1),
-            Func::AllGather | Func::ReduceScatter => nranks - 1,
+            Collective::AllReduce => 2 * (nranks - 1),
+            Collective::AllGather | Collective::ReduceScatter => nranks - 1,
             _ => nranks,
         } as f64;
         Site {
@@ -1363,8 +1382,8 @@ impl<'g> Site<'g> {
             g,
             nch: g.n_channels as f64,
             nsteps,
-            ag_rs: matches!(f, Func::AllGather | Func::ReduceScatter),
-            collnet: matches!(a, Algo::CollnetDirect | Algo::CollnetChain),
+            ag_rs: matches!(f, Collective::AllGather | Collective::ReduceScatter),
+            collnet: matches!(a, Algorithm::CollnetDirect | Algorithm::CollnetChain),
         }
     }
 }
@@ -1457,9 +1476,9 @@ impl<'a> Model<'a> {
     fn not_evaluated(&self, s: &Site) -> Option<String> {
         let (f, a, p) = (s.f, s.a, s.p);
         let evaluated_for_func = match f {
-            Func::Broadcast | Func::Reduce => a == Algo::Ring,
-            Func::AllGather | Func::ReduceScatter => self.r.ag_rs_algos.contains(&a),
-            _ => a != Algo::Pat,
+            Collective::Broadcast | Collective::Reduce => a == Algorithm::Ring,
+            Collective::AllGather | Collective::ReduceScatter => self.r.ag_rs_algos.contains(&a),
+            _ => a != Algorithm::Pat,
         };
         if !evaluated_for_func {
             return Some(format!(
@@ -1469,11 +1488,11 @@ impl<'a> Model<'a> {
                 f.name()
             ));
         }
-        if matches!(a, Algo::Nvls | Algo::NvlsTree) && p != Proto::Simple {
+        if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) && p != Protocol::Simple {
             return Some(format!("{} runs Simple only", a.name()));
         }
-        if s.ag_rs && a == Algo::Pat && (p != Proto::Simple || !self.pat_on.0) {
-            return Some(if p != Proto::Simple {
+        if s.ag_rs && a == Algorithm::Pat && (p != Protocol::Simple || !self.pat_on.0) {
+            return Some(if p != Protocol::Simple {
                 "PAT runs Simple only".to_string()
             } else {
                 self.pat_on.1.clone()
@@ -1502,7 +1521,7 @@ impl<'a> Model<'a> {
                 "bwInter, > 2 nodes"
             }
         ));
-        if matches!(a, Algo::Nvls | Algo::NvlsTree) {
+        if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) {
             bw = self.nvls_channel_bw(s, bw, ex)?;
         }
         let mut bus = s.nch * bw;
@@ -1526,12 +1545,13 @@ impl<'a> Model<'a> {
     ) -> std::result::Result<f64, String> {
         let (f, a, g, r, nnodes, ppn, nch) = (s.f, s.a, s.g, self.r, self.nnodes, self.ppn, s.nch);
         let (nvls_eff, ch_nvls_tree) = (self.nvls_eff, self.ch_nvls_tree);
-        if matches!(a, Algo::Nvls | Algo::NvlsTree) {
-            let tree = a == Algo::NvlsTree;
+        if matches!(a, Algorithm::Nvls | Algorithm::NvlsTree) {
+            let tree = a == Algorithm::NvlsTree;
             match r.nvls_bw_rule {
                 NvlsBwRule::V2_18 => {}
                 NvlsBwRule::V2_21 | NvlsBwRule::V2_27 => {
-                    if !tree && (f == Func::AllReduce || r.nvls_bw_rule == NvlsBwRule::V2_21) {
+                    if !tree && (f == Collective::AllReduce || r.nvls_bw_rule == NvlsBwRule::V2_21)
+                    {
                         bw = g.bw_intra.min(g.bw_inter);
                         ex.push(format!(
                             "per-channel min(bwIntra {}, bwInter {}) = {}",
@@ -1579,7 +1599,7 @@ impl<'a> Model<'a> {
                         g.n_channels - 1,
                         g.n_channels
                     );
-                    if f == Func::AllReduce {
+                    if f == Collective::AllReduce {
                         intra *= 2.0;
                         s += " × 2";
                     } else {
@@ -1611,11 +1631,11 @@ impl<'a> Model<'a> {
             self.ch_tree,
             self.ch_tree_ll128,
         );
-        if a == Algo::Ring && p == Proto::Ll {
+        if a == Algorithm::Ring && p == Protocol::Ll {
             let fac = match r.ring_ll_factor {
                 RingLlFactor::Half => 0.5,
                 RingLlFactor::QuarterOrThird => {
-                    if nnodes > 1 || matches!(f, Func::AllReduce | Func::Reduce) {
+                    if nnodes > 1 || matches!(f, Collective::AllReduce | Collective::Reduce) {
                         0.25
                     } else {
                         1.0 / 3.0
@@ -1632,7 +1652,7 @@ impl<'a> Model<'a> {
             ));
             bus = v;
         }
-        if a == Algo::Ring && p == Proto::Ll128 {
+        if a == Algorithm::Ring && p == Protocol::Ll128 {
             let fac = match r.ring_ll128_low_ppn_factor {
                 Some(x) if ppn < 2.0 => x,
                 _ => 0.92,
@@ -1649,8 +1669,8 @@ impl<'a> Model<'a> {
             ));
             bus = v;
         }
-        let tree_rules =
-            a == Algo::Tree && (!r.tree_correction_allreduce_only || f == Func::AllReduce);
+        let tree_rules = a == Algorithm::Tree
+            && (!r.tree_correction_allreduce_only || f == Collective::AllReduce);
         if tree_rules {
             let cap = nch * ch_tree;
             let v = (bus * 0.92).min(cap);
@@ -1663,7 +1683,7 @@ impl<'a> Model<'a> {
             ));
             bus = v;
         }
-        if a == Algo::Tree && p == Proto::Ll {
+        if a == Algorithm::Tree && p == Protocol::Ll {
             let v = (bus / 3.8).min(ll_max);
             ex.push(format!(
                 "LL min({} / 3.8, llMaxBw {}) = {}",
@@ -1673,7 +1693,7 @@ impl<'a> Model<'a> {
             ));
             bus = v;
         }
-        if a == Algo::Tree && p == Proto::Ll128 {
+        if a == Algorithm::Tree && p == Protocol::Ll128 {
             let (fac, fs) = if nnodes == 1 {
                 (7.0 / 9.0, "7/9")
             } else {
@@ -1696,7 +1716,7 @@ impl<'a> Model<'a> {
             }
             _ => g.pattern.number(),
         };
-        if a == Algo::Tree && tree_pattern == Pattern::Tree.number() {
+        if a == Algorithm::Tree && tree_pattern == Pattern::Tree.number() {
             bus *= 0.85;
             let src = match r.tree_pattern_source {
                 TreePatternSource::OwnGraph => "tree graph",
@@ -1707,7 +1727,7 @@ impl<'a> Model<'a> {
                 r2(bus)
             ));
         }
-        if a == Algo::Pat {
+        if a == Algorithm::Pat {
             let fac = r.pat_bw_factor.unwrap_or(1.0);
             bus *= fac;
             ex.push(format!("PAT × {} = {}", r2(fac), r2(bus)));
@@ -1730,11 +1750,11 @@ impl<'a> Model<'a> {
             s.collnet,
         );
         let inp = self.inp;
-        if collnet && p != Proto::Simple {
+        if collnet && p != Protocol::Simple {
             bus = 0.0;
             ex.push(format!("{} runs Simple only: 0", a.name()));
         }
-        if a == Algo::CollnetDirect && p == Proto::Simple {
+        if a == Algorithm::CollnetDirect && p == Protocol::Simple {
             if ag_rs {
                 match r.collnet_ag_rs_rule {
                     CollnetAgRsRule::V2_27 => {
@@ -1750,7 +1770,7 @@ impl<'a> Model<'a> {
                     _ => {
                         bus = ppn * bw;
                         let heads = inp.collnet_heads as f64;
-                        let plugin = if f == Func::AllGather {
+                        let plugin = if f == Collective::AllGather {
                             inp.collnet_allgather
                         } else {
                             inp.collnet_reducescatter
@@ -1785,12 +1805,12 @@ impl<'a> Model<'a> {
             }
         }
         if r.collnet_ag_rs_rule == CollnetAgRsRule::V2_27
-            && matches!(a, Algo::Nvls | Algo::CollnetDirect)
-            && p == Proto::Simple
+            && matches!(a, Algorithm::Nvls | Algorithm::CollnetDirect)
+            && p == Protocol::Simple
             && ag_rs
             && nnodes > 1
         {
-            let plugin = if f == Func::AllGather {
+            let plugin = if f == Collective::AllGather {
                 inp.collnet_allgather
             } else {
                 inp.collnet_reducescatter
@@ -1839,8 +1859,8 @@ impl<'a> Model<'a> {
         );
         let skip = match r.algbw_skip {
             AlgbwSkip::None => false,
-            AlgbwSkip::CollnetDirectAgRs => a == Algo::CollnetDirect && ag_rs,
-            AlgbwSkip::NonRingAgRs => a != Algo::Ring && ag_rs,
+            AlgbwSkip::CollnetDirectAgRs => a == Algorithm::CollnetDirect && ag_rs,
+            AlgbwSkip::NonRingAgRs => a != Algorithm::Ring && ag_rs,
         };
         let mut algbw = bus;
         if skip {
@@ -1848,12 +1868,12 @@ impl<'a> Model<'a> {
         } else {
             let ring_like = format!("{nranks}/{}", nsteps as usize);
             let (ratio, rs) = match a {
-                Algo::Ring => (nranks as f64 / nsteps, ring_like),
-                Algo::Nvls | Algo::NvlsTree => match r.nvls_algbw_ratio {
+                Algorithm::Ring => (nranks as f64 / nsteps, ring_like),
+                Algorithm::Nvls | Algorithm::NvlsTree => match r.nvls_algbw_ratio {
                     NvlsAlgbwRatio::RingLike => (nranks as f64 / nsteps, ring_like),
                     NvlsAlgbwRatio::FiveSixths => (5.0 / 6.0, "5/6".into()),
                     NvlsAlgbwRatio::V2_18 => {
-                        if a == Algo::Nvls {
+                        if a == Algorithm::Nvls {
                             (5.0 / 6.0, "5/6".into())
                         } else if nnodes > 1 {
                             let n = nnodes as f64;
@@ -1912,7 +1932,7 @@ impl<'a> Model<'a> {
             hw.net.get(a)[pi]
         };
         inter_lat += g.latency_inter;
-        if p == Proto::Simple {
+        if p == Protocol::Simple {
             inter_lat += g.latency_inter;
         }
         let inter_s = format!(
@@ -1922,14 +1942,14 @@ impl<'a> Model<'a> {
         );
         let mut lx = format!("lat base {}", r2(base));
         match a {
-            Algo::Ring => {
+            Algorithm::Ring => {
                 let (l, lxr) =
                     self.ring_latency(s, (hw_a, hw_a_name), intra_lat, (inter_lat, &inter_s));
                 lat += l;
                 lx += &lxr;
             }
-            Algo::Tree => {
-                if !r.tree_correction_allreduce_only || f == Func::AllReduce {
+            Algorithm::Tree => {
+                if !r.tree_correction_allreduce_only || f == Collective::AllReduce {
                     let l2 = log2i(nnodes as u64) as f64;
                     lat += 2.0 * ((ppn_i - 1.0) * intra_lat + l2 * inter_lat);
                     lx += &format!(
@@ -1941,7 +1961,7 @@ impl<'a> Model<'a> {
                     );
                 }
             }
-            Algo::CollnetDirect => {
+            Algorithm::CollnetDirect => {
                 let ar = r.collnet_direct_arity_latency;
                 lat += 2.0 * ((ppn_i - 1.0).min(1.0) * intra_lat + (ppn_i - 1.0) * ar) + inter_lat;
                 lx += &format!(
@@ -1953,11 +1973,11 @@ impl<'a> Model<'a> {
                     inter_s
                 );
             }
-            Algo::CollnetChain => {
+            Algorithm::CollnetChain => {
                 lat += 2.0 * (ppn_i - 1.0) * intra_lat + inter_lat;
                 lx += &format!(" + 2 × {} × {} + {}", ppn_i - 1.0, r2(intra_lat), inter_s);
             }
-            Algo::Nvls => match r.nvls_latency_rule {
+            Algorithm::Nvls => match r.nvls_latency_rule {
                 NvlsLatencyRule::V2_19 => {
                     lat = intra_lat;
                     lx = format!("lat intraLat {}", r2(intra_lat));
@@ -1973,7 +1993,7 @@ impl<'a> Model<'a> {
                     }
                 }
             },
-            Algo::NvlsTree => match r.nvls_latency_rule {
+            Algorithm::NvlsTree => match r.nvls_latency_rule {
                 NvlsLatencyRule::V2_19 => {
                     let l2 = log2i(nnodes as u64) as f64;
                     lat += intra_lat + 2.0 * l2 * inter_lat;
@@ -1984,7 +2004,7 @@ impl<'a> Model<'a> {
                     lx += &format!(" + 2 × {} × NET {}", nnodes - 1, r2(hw.net.nvls_tree[pi]));
                 }
             },
-            Algo::Pat => {
+            Algorithm::Pat => {
                 if ag_rs {
                     let l2 = log2i(nnodes as u64) as f64;
                     lat += l2 * (inter_lat / 3.5) + nranks as f64 * 2.8;
@@ -1992,7 +2012,7 @@ impl<'a> Model<'a> {
                 }
             }
             // The host runtime's algorithm: NCCL adds nothing for it.
-            Algo::Direct => {}
+            Algorithm::Direct => {}
         }
         lx += &format!(" = {}", r1(lat));
         (lat, lx)
@@ -2012,19 +2032,23 @@ impl<'a> Model<'a> {
         let mut lat = 0.0;
         let mut lx = String::new();
         let l = hw_a.ring[pi];
-        if matches!(f, Func::Broadcast | Func::Reduce) {
+        if matches!(f, Collective::Broadcast | Collective::Reduce) {
             if g.same_channels {
                 lat += l;
                 lx += &format!(" + {hw_a_name} {} (sameChannels)", r2(l));
             } else {
-                let l = if p == Proto::Simple { hw_a.tree[2] } else { l };
+                let l = if p == Protocol::Simple {
+                    hw_a.tree[2]
+                } else {
+                    l
+                };
                 lat += nsteps * l;
                 lx += &format!(" + {} steps × {hw_a_name} {}", nsteps as usize, r2(l));
             }
         } else {
             let mut ovh = 0.0;
             if nnodes > 1 {
-                ovh = net_overhead.0 * if p == Proto::Simple { 3.0 } else { 1.0 };
+                ovh = net_overhead.0 * if p == Protocol::Simple { 3.0 } else { 1.0 };
             }
             let raised = ovh > intra_lat;
             intra_lat = intra_lat.max(ovh);
@@ -2032,14 +2056,14 @@ impl<'a> Model<'a> {
                 RingInterStepsRule::V2_23 => {
                     if nnodes == 1 {
                         0
-                    } else if f == Func::AllReduce {
+                    } else if f == Collective::AllReduce {
                         2 * (nnodes - 1)
                     } else {
                         nnodes - 1
                     }
                 }
                 RingInterStepsRule::V2_18 => {
-                    if f == Func::AllReduce {
+                    if f == Collective::AllReduce {
                         if nnodes > 1 { 2 * nnodes } else { 0 }
                     } else {
                         nnodes - 1

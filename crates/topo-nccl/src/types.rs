@@ -128,8 +128,8 @@ pub enum GraphId {
 }
 
 // Algorithms, protocols and collectives are the vocabulary the log reader and the runtime
-// share (topo-vocab); the model keeps its short names for them.
-pub use topo_vocab::{Algorithm as Algo, Collective as Func, Protocol as Proto};
+// share (topo-vocab), under their one name.
+pub use topo_vocab::{Algorithm, Collective, Protocol};
 
 #[cfg(test)]
 mod tests {
@@ -151,10 +151,13 @@ mod tests {
 
     #[test]
     fn names_parse() {
-        assert_eq!(Func::parse("all_reduce"), Some(Func::AllReduce));
-        assert_eq!(Func::parse("ReduceScatter"), Some(Func::ReduceScatter));
-        assert_eq!(Algo::from_name("nvlstree"), Some(Algo::NvlsTree));
-        assert_eq!(Proto::from_name("ll128"), Some(Proto::Ll128));
-        assert!(Func::parse("bogus").is_none());
+        assert_eq!(Collective::parse("all_reduce"), Some(Collective::AllReduce));
+        assert_eq!(
+            Collective::parse("ReduceScatter"),
+            Some(Collective::ReduceScatter)
+        );
+        assert_eq!(Algorithm::from_name("nvlstree"), Some(Algorithm::NvlsTree));
+        assert_eq!(Protocol::from_name("ll128"), Some(Protocol::Ll128));
+        assert!(Collective::parse("bogus").is_none());
     }
 }

@@ -10,7 +10,7 @@
 //! say so in `note`.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::types::{Algo, PathType};
+use crate::types::{Algorithm, PathType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use topo_model::BwConstants;
@@ -183,17 +183,17 @@ pub struct PerAlgo {
 }
 
 impl PerAlgo {
-    pub fn get(&self, a: Algo) -> PerProto {
+    pub fn get(&self, a: Algorithm) -> PerProto {
         match a {
-            Algo::Tree => self.tree,
-            Algo::Ring => self.ring,
-            Algo::CollnetDirect => self.collnet_direct,
-            Algo::CollnetChain => self.collnet_chain,
-            Algo::Nvls => self.nvls,
-            Algo::NvlsTree => self.nvls_tree,
-            Algo::Pat => self.pat.unwrap_or([0.0; 3]),
+            Algorithm::Tree => self.tree,
+            Algorithm::Ring => self.ring,
+            Algorithm::CollnetDirect => self.collnet_direct,
+            Algorithm::CollnetChain => self.collnet_chain,
+            Algorithm::Nvls => self.nvls,
+            Algorithm::NvlsTree => self.nvls_tree,
+            Algorithm::Pat => self.pat.unwrap_or([0.0; 3]),
             // The host runtime's algorithm: NCCL has no figures for it.
-            Algo::Direct => [0.0; 3],
+            Algorithm::Direct => [0.0; 3],
         }
     }
 }
@@ -488,7 +488,7 @@ pub struct Rules {
     pub tree_correction_allreduce_only: bool,
     pub tree_pattern_source: TreePatternSource,
     /// Algorithms evaluated for AllGather/ReduceScatter.
-    pub ag_rs_algos: Vec<Algo>,
+    pub ag_rs_algos: Vec<Algorithm>,
     pub pat_available: bool,
     pub pat_bw_factor: Option<f64>,
     pub nvls_bw_rule: NvlsBwRule,
@@ -697,8 +697,8 @@ impl VersionData {
     }
 
     /// Algorithms of this version in NCCL's index order.
-    pub fn algorithms(&self) -> &'static [Algo] {
-        &Algo::ALL[..self.rules.num_algorithms.min(Algo::ALL.len())]
+    pub fn algorithms(&self) -> &'static [Algorithm] {
+        &Algorithm::ALL[..self.rules.num_algorithms.min(Algorithm::ALL.len())]
     }
 
     /// Path-type names NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL accept (LOC up to SYS).

@@ -128,21 +128,16 @@ fn graph_nets(without: &Plan, with: &Plan) -> Vec<String> {
         ("ring", &without.graphs.ring, &with.graphs.ring),
         ("tree", &without.graphs.tree, &with.graphs.tree),
     ];
-    // ` 0 : NET/0-0 GPU/… NET/1-0` -> `NET/0-0 -> NET/1-0`
-    let ends = |line: &str| {
-        let mut t = line.split_whitespace().filter(|w| w.starts_with("NET/"));
-        let first = t.next()?;
-        Some(format!("{first} -> {}", t.next_back().unwrap_or(first)))
-    };
+    let ends = |e: &Option<(String, String)>| e.as_ref().map(|(a, b)| format!("{a} -> {b}"));
     let mut out = vec![];
     for (name, a, b) in pairs {
-        if a.nchannels != b.nchannels || a.log.len() != b.log.len() {
+        if a.nchannels != b.nchannels || a.net_ends.len() != b.net_ends.len() {
             continue;
         }
         let moved: Vec<(String, String)> = a
-            .log
+            .net_ends
             .iter()
-            .zip(&b.log)
+            .zip(&b.net_ends)
             .filter_map(|(x, y)| Some((ends(x)?, ends(y)?)))
             .filter(|(x, y)| x != y)
             .collect();

@@ -151,12 +151,12 @@ fn table(out: &mut String, style: Style, rows: &[&Row], explain: bool) {
 /// algorithms in every block (160 columns) and prints nine protocol cells over a last
 /// block of one algorithm; here each algorithm has its three.
 fn cost_table(log: &str, style: Style) -> String {
-    struct Algo {
+    struct Algorithm {
         name: String,
         // (row label, three cells): Protocol, Max NThreads, then one row per collective.
         rows: Vec<(String, Vec<String>)>,
     }
-    let mut algos: Vec<Algo> = vec![];
+    let mut algos: Vec<Algorithm> = vec![];
     let mut block: Vec<usize> = vec![];
     for line in log.lines() {
         let mut parts = line.split('|').map(str::trim);
@@ -169,7 +169,7 @@ fn cost_table(log: &str, style: Style) -> String {
             block.clear();
             for name in cells {
                 block.push(algos.len());
-                algos.push(Algo { name, rows: vec![] });
+                algos.push(Algorithm { name, rows: vec![] });
             }
             continue;
         }

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use topo_runtime::kernels;
-use topo_runtime::{DataType, RedOp};
+use topo_runtime::{DataType, Reduction};
 
 fn main() {
     for size in [32 << 10, 64 << 20] {
@@ -15,7 +15,7 @@ fn main() {
             bytemuck::cast_slice::<u64, u8>(&b),
         );
         for dt in DataType::ALL {
-            for op in [RedOp::Sum, RedOp::Max] {
+            for op in [Reduction::Sum, Reduction::Max] {
                 let reps = (1usize << 31) / size;
                 let o8 = bytemuck::cast_slice_mut::<u64, u8>(&mut o);
                 kernels::reduce(dt, op, o8, a8, b8);

@@ -8,7 +8,7 @@ use topo_runtime::job::Job;
 use topo_runtime::job::worker_main;
 use topo_runtime::launch::{Launch, ProcessSpec};
 use topo_runtime::verify::VerifyRequest;
-use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp};
+use topo_runtime::{Algorithm, Collective, DataType, Protocol, Reduction};
 
 fn size(s: &str) -> usize {
     topo_vocab::parse_size(s).expect("size") as usize
@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             "-n" => req.iters = v.parse().unwrap(),
             "-w" => req.warmup = v.parse().unwrap(),
             "-c" => req.check = v != "0",
-            "-o" => req.op = RedOp::parse(&v).unwrap(),
+            "-o" => req.op = Reduction::parse(&v).unwrap(),
             "-d" => req.dtype = DataType::parse(&v).unwrap(),
             "--channels" => req.nchannels = v.parse().unwrap(),
             "--in-place" => req.in_place = v != "0",

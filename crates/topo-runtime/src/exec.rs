@@ -3,7 +3,7 @@ use crate::error::{Result, RuntimeError};
 use crate::kernels;
 use crate::schedule::{Buf, Direct, Layout, Prim, Step};
 use crate::transport::Transport;
-use crate::types::{Collective, DataType, Protocol, RedOp};
+use crate::types::{Collective, DataType, Protocol, Reduction};
 
 /// Bytes per block of a single-copy step (stays in L2 between the reduce and the copies).
 const DIRECT_BLOCK: usize = 64 * 1024;
@@ -16,7 +16,7 @@ const NT_BYTES: usize = 4 << 20;
 pub struct OpCtx {
     pub collective: Collective,
     pub dtype: DataType,
-    pub op: RedOp,
+    pub op: Reduction,
     pub protocol: Protocol,
     pub count: usize,
     pub in_place: bool,
@@ -476,7 +476,7 @@ unsafe fn direct_block(
     let at = |p: *mut u8| unsafe { p.add(off) };
     let o0 = at(outs[0]);
     let disjoint = outs.iter().all(|&o| ins.iter().all(|&i| i != o));
-    if ins.len() == 2 && outs.len() == 2 && disjoint && ctx.op != RedOp::Avg {
+    if ins.len() == 2 && outs.len() == 2 && disjoint && ctx.op != Reduction::Avg {
         // SAFETY: four distinct, non-overlapping len-byte ranges in bounds (caller's contract
         // plus the disjointness checked above).
         let (a, b, x, y) = unsafe {

@@ -5,13 +5,13 @@
 //! are 64-byte aligned and offsets are whole elements); misaligned input panics in bytemuck.
 use half::{bf16, f16};
 
-use crate::types::{DataType, RedOp};
+use crate::types::{DataType, Reduction};
 
 /// Elements per block of the in-place f16/bf16 reduction.
 const HALF_BLOCK: usize = 256;
 
 trait Elem: Copy + bytemuck::Pod {
-    fn op(op: RedOp, a: Self, b: Self) -> Self;
+    fn op(op: Reduction, a: Self, b: Self) -> Self;
     fn div(self, n: usize) -> Self;
 }
 
@@ -19,18 +19,18 @@ macro_rules! float_elem {
     ($t:ty) => {
         impl Elem for $t {
             #[inline(always)]
-            fn op(op: RedOp, a: Self, b: Self) -> Self {
+            fn op(op: Reduction, a: Self, b: Self) -> Self {
                 match op {
-                    RedOp::Sum | RedOp::Avg => a + b,
-                    RedOp::Prod => a * b,
-                    RedOp::Min => {
+                    Reduction::Sum | Reduction::Avg => a + b,
+                    Reduction::Prod => a * b,
+                    Reduction::Min => {
                         if b < a {
                             b
                         } else {
                             a
                         }
                     }
-                    RedOp::Max => {
+                    Reduction::Max => {
                         if b > a {
                             b
                         } else {
@@ -50,12 +50,12 @@ macro_rules! int_elem {
     ($t:ty) => {
         impl Elem for $t {
             #[inline(always)]
-            fn op(op: RedOp, a: Self, b: Self) -> Self {
+            fn op(op: Reduction, a: Self, b: Self) -> Self {
                 match op {
-                    RedOp::Sum | RedOp::Avg => a.wrapping_add(b),
-                    RedOp::Prod => a.wrapping_mul(b),
-                    RedOp::Min => a.min(b),
-                    RedOp::Max => a.max(b),
+                    Reduction::Sum | Reduction::Avg => a.wrapping_add(b),
+                    Reduction::Prod => a.wrapping_mul(b),
+                    Reduction::Min => a.min(b),
+                    Reduction::Max => a.max(b),
                 }
             }
             #[inline(always)]
@@ -73,7 +73,7 @@ int_elem!(u8);
 
 /// `out[i] = a[i] op b[i]`, one monomorphic loop per operator so each vectorises.
 #[inline(always)]
-fn zip3<T: Elem>(op: RedOp, out: &mut [T], a: &[T], b: &[T]) {
+fn zip3<T: Elem>(op: Reduction, out: &mut [T], a: &[T], b: &[T]) {
     let n = out.len();
     let (a, b) = (&a[..n], &b[..n]);
     macro_rules! run {
@@ -84,15 +84,15 @@ fn zip3<T: Elem>(op: RedOp, out: &mut [T], a: &[T], b: &[T]) {
         };
     }
     match op {
-        RedOp::Sum | RedOp::Avg => run!(RedOp::Sum),
-        RedOp::Prod => run!(RedOp::Prod),
-        RedOp::Min => run!(RedOp::Min),
-        RedOp::Max => run!(RedOp::Max),
+        Reduction::Sum | Reduction::Avg => run!(Reduction::Sum),
+        Reduction::Prod => run!(Reduction::Prod),
+        Reduction::Min => run!(Reduction::Min),
+        Reduction::Max => run!(Reduction::Max),
     }
 }
 
 #[inline(always)]
-fn acc2<T: Elem>(op: RedOp, acc: &mut [T], b: &[T]) {
+fn acc2<T: Elem>(op: Reduction, acc: &mut [T], b: &[T]) {
     let n = acc.len();
     let b = &b[..n];
     macro_rules! run {
@@ -103,10 +103,10 @@ fn acc2<T: Elem>(op: RedOp, acc: &mut [T], b: &[T]) {
         };
     }
     match op {
-        RedOp::Sum | RedOp::Avg => run!(RedOp::Sum),
-        RedOp::Prod => run!(RedOp::Prod),
-        RedOp::Min => run!(RedOp::Min),
-        RedOp::Max => run!(RedOp::Max),
+        Reduction::Sum | Reduction::Avg => run!(Reduction::Sum),
+        Reduction::Prod => run!(Reduction::Prod),
+        Reduction::Min => run!(Reduction::Min),
+        Reduction::Max => run!(Reduction::Max),
     }
 }
 
@@ -129,7 +129,7 @@ fn f32_to_bf16(x: f32) -> u16 {
 
 /// bf16 through f32 in one fused loop that LLVM vectorises (shifts, adds, selects); built
 /// for AVX2 as well and picked at run time.
-fn bf16_zip(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn bf16_zip(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
@@ -140,12 +140,12 @@ fn bf16_zip(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn bf16_zip_avx2(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn bf16_zip_avx2(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     bf16_zip_generic(op, out, a, b)
 }
 
 #[inline(always)]
-fn bf16_zip_generic(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn bf16_zip_generic(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     let n = out.len();
     let (a, b) = (&a[..n], &b[..n]);
     macro_rules! run {
@@ -156,17 +156,17 @@ fn bf16_zip_generic(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
         };
     }
     match op {
-        RedOp::Sum | RedOp::Avg => run!(RedOp::Sum),
-        RedOp::Prod => run!(RedOp::Prod),
-        RedOp::Min => run!(RedOp::Min),
-        RedOp::Max => run!(RedOp::Max),
+        Reduction::Sum | Reduction::Avg => run!(Reduction::Sum),
+        Reduction::Prod => run!(Reduction::Prod),
+        Reduction::Min => run!(Reduction::Min),
+        Reduction::Max => run!(Reduction::Max),
     }
 }
 
 /// f16 with the F16C conversions, 8 lanes at a time (runtime-detected; x86-64 only).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx,f16c")]
-fn f16_zip_f16c(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn f16_zip_f16c(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     use std::arch::x86_64::*;
     let n = out.len();
     let (a, b) = (&a[..n], &b[..n]);
@@ -177,10 +177,10 @@ fn f16_zip_f16c(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
             let va = _mm256_cvtph_ps(_mm_loadu_si128(a.as_ptr().add(i) as *const __m128i));
             let vb = _mm256_cvtph_ps(_mm_loadu_si128(b.as_ptr().add(i) as *const __m128i));
             let v = match op {
-                RedOp::Sum | RedOp::Avg => _mm256_add_ps(va, vb),
-                RedOp::Prod => _mm256_mul_ps(va, vb),
-                RedOp::Min => _mm256_min_ps(vb, va),
-                RedOp::Max => _mm256_max_ps(vb, va),
+                Reduction::Sum | Reduction::Avg => _mm256_add_ps(va, vb),
+                Reduction::Prod => _mm256_mul_ps(va, vb),
+                Reduction::Min => _mm256_min_ps(vb, va),
+                Reduction::Max => _mm256_max_ps(vb, va),
             };
             let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
             _mm_storeu_si128(out.as_mut_ptr().add(i) as *mut __m128i, h);
@@ -190,14 +190,14 @@ fn f16_zip_f16c(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
     f16_zip_scalar(op, &mut out[i..], &a[i..], &b[i..]);
 }
 
-fn f16_zip_scalar(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn f16_zip_scalar(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     for i in 0..out.len() {
         let (x, y) = (f16::from_bits(a[i]).to_f32(), f16::from_bits(b[i]).to_f32());
         out[i] = f16::from_f32(f32::op(op, x, y)).to_bits();
     }
 }
 
-fn f16_zip(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
+fn f16_zip(op: Reduction, out: &mut [u16], a: &[u16], b: &[u16]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("f16c") && std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU has AVX and F16C (checked just above).
@@ -207,7 +207,7 @@ fn f16_zip(op: RedOp, out: &mut [u16], a: &[u16], b: &[u16]) {
 }
 
 /// `out = a op b` over bytes of type `dt` (`out`, `a`, `b` the same length).
-pub fn reduce(dt: DataType, op: RedOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+pub fn reduce(dt: DataType, op: Reduction, out: &mut [u8], a: &[u8], b: &[u8]) {
     use bytemuck::{cast_slice as c, cast_slice_mut as m};
     match dt {
         DataType::F32 => zip3::<f32>(op, m(out), c(a), c(b)),
@@ -221,7 +221,7 @@ pub fn reduce(dt: DataType, op: RedOp, out: &mut [u8], a: &[u8], b: &[u8]) {
 }
 
 #[inline(always)]
-fn zip3x2<T: Elem>(op: RedOp, o0: &mut [T], o1: &mut [T], a: &[T], b: &[T]) {
+fn zip3x2<T: Elem>(op: Reduction, o0: &mut [T], o1: &mut [T], a: &[T], b: &[T]) {
     let n = o0.len();
     let (o1, a, b) = (&mut o1[..n], &a[..n], &b[..n]);
     macro_rules! run {
@@ -234,15 +234,15 @@ fn zip3x2<T: Elem>(op: RedOp, o0: &mut [T], o1: &mut [T], a: &[T], b: &[T]) {
         };
     }
     match op {
-        RedOp::Sum | RedOp::Avg => run!(RedOp::Sum),
-        RedOp::Prod => run!(RedOp::Prod),
-        RedOp::Min => run!(RedOp::Min),
-        RedOp::Max => run!(RedOp::Max),
+        Reduction::Sum | Reduction::Avg => run!(Reduction::Sum),
+        Reduction::Prod => run!(Reduction::Prod),
+        Reduction::Min => run!(Reduction::Min),
+        Reduction::Max => run!(Reduction::Max),
     }
 }
 
 /// `o0 = o1 = a op b` in one pass (the two-rank single-copy AllReduce). No post-op.
-pub fn reduce_to2(dt: DataType, op: RedOp, o0: &mut [u8], o1: &mut [u8], a: &[u8], b: &[u8]) {
+pub fn reduce_to2(dt: DataType, op: Reduction, o0: &mut [u8], o1: &mut [u8], a: &[u8], b: &[u8]) {
     use bytemuck::{cast_slice as c, cast_slice_mut as m};
     match dt {
         DataType::F32 => zip3x2::<f32>(op, m(o0), m(o1), c(a), c(b)),
@@ -258,7 +258,7 @@ pub fn reduce_to2(dt: DataType, op: RedOp, o0: &mut [u8], o1: &mut [u8], a: &[u8
 }
 
 /// `acc = acc op b`.
-pub fn reduce_acc(dt: DataType, op: RedOp, acc: &mut [u8], b: &[u8]) {
+pub fn reduce_acc(dt: DataType, op: Reduction, acc: &mut [u8], b: &[u8]) {
     use bytemuck::{cast_slice as c, cast_slice_mut as m};
     match dt {
         DataType::F32 => acc2::<f32>(op, m(acc), c(b)),
@@ -322,8 +322,8 @@ pub fn store_fence() {
 }
 
 /// The operator's post-op on a finished reduction: Avg divides by `nranks`, others do nothing.
-pub fn finish(dt: DataType, op: RedOp, buf: &mut [u8], nranks: usize) {
-    if op != RedOp::Avg {
+pub fn finish(dt: DataType, op: Reduction, buf: &mut [u8], nranks: usize) {
+    if op != Reduction::Avg {
         return;
     }
     fn go<T: Elem>(b: &mut [T], n: usize) {
@@ -398,7 +398,7 @@ mod tests {
         let a: Vec<f64> = (0..601).map(|i| (i % 7) as f64 + 1.0).collect();
         let b: Vec<f64> = (0..601).map(|i| (i % 5) as f64 + 1.0).collect();
         for dt in DataType::ALL {
-            for op in RedOp::ALL {
+            for op in Reduction::ALL {
                 let (ba, bb) = (buf(dt, &a), buf(dt, &b));
                 let mut out = vec![0u8; ba.len()];
                 reduce(dt, op, &mut out, &ba, &bb);
@@ -417,16 +417,16 @@ mod tests {
                 finish(dt, op, &mut out, 2);
                 for i in 0..a.len() {
                     let want = match op {
-                        RedOp::Sum => a[i] + b[i],
-                        RedOp::Prod => a[i] * b[i],
-                        RedOp::Min => a[i].min(b[i]),
-                        RedOp::Max => a[i].max(b[i]),
-                        RedOp::Avg
+                        Reduction::Sum => a[i] + b[i],
+                        Reduction::Prod => a[i] * b[i],
+                        Reduction::Min => a[i].min(b[i]),
+                        Reduction::Max => a[i].max(b[i]),
+                        Reduction::Avg
                             if matches!(dt, DataType::I32 | DataType::I64 | DataType::U8) =>
                         {
                             ((a[i] + b[i]) / 2.0).floor()
                         }
-                        RedOp::Avg => (a[i] + b[i]) / 2.0,
+                        Reduction::Avg => (a[i] + b[i]) / 2.0,
                     };
                     assert_eq!(load(dt, &out, i), want, "{dt:?} {op:?} at {i}");
                 }

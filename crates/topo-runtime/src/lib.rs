@@ -7,6 +7,7 @@
 //! returns typed rows, a text renderer and the `topo.verify/v1` JSON struct.
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod adapt;
 mod auth;
 pub mod calibrate;
 pub mod cuda;

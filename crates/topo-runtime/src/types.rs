@@ -6,9 +6,8 @@ use crate::error::{Result, RuntimeError};
 /// The most ranks a job may have: launchers, received jobs and arenas are checked against it.
 pub const MAX_RANKS: usize = 4096;
 
-// The vocabulary is shared with the NCCL model (topo-vocab); the runtime's historical name
-// for a reduction stays.
-pub use topo_vocab::{Algorithm, Collective, DataType, Protocol, Reduction as RedOp};
+// The vocabulary is shared with the NCCL model (topo-vocab), under its one name.
+pub use topo_vocab::{Algorithm, Collective, DataType, Protocol, Reduction};
 
 /// One rank's place in a tree of one channel.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

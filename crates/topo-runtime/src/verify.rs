@@ -10,7 +10,7 @@ use crate::hostmodel::Placement;
 use crate::kernels;
 use crate::schedule::{Layout, schedule};
 use crate::transport::{Transport, TransportKind};
-use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, RedOp};
+use crate::types::{Algorithm, Collective, CollectivePlan, DataType, Protocol, Reduction};
 
 /// nccl-tests' layout of a report; it uses the report's types and is not used back.
 pub mod nccl_tests;
@@ -40,7 +40,7 @@ pub struct VerifyRequest {
     /// `-d`
     pub dtype: DataType,
     /// `-o`
-    pub op: RedOp,
+    pub op: Reduction,
     /// `-r`: root of Broadcast and Reduce.
     pub root: usize,
     /// `-b`, `-e` in bytes, `-f`.
@@ -98,7 +98,7 @@ impl Default for VerifyRequest {
             ranks: 2,
             collectives: vec![Collective::AllReduce],
             dtype: DataType::F32,
-            op: RedOp::Sum,
+            op: Reduction::Sum,
             root: 0,
             min_bytes: 8,
             max_bytes: 32 << 20,
@@ -280,7 +280,7 @@ pub struct VerifyRow {
     pub count: usize,
     #[serde(rename = "type")]
     pub dtype: DataType,
-    pub redop: Option<RedOp>,
+    pub redop: Option<Reduction>,
     /// -1 for collectives without a root.
     pub root: i64,
     pub algo: Algorithm,
@@ -482,32 +482,32 @@ fn placed_predictions(
 
 /// Input value of element `i` on rank `r`: small integers, so every reduction is exact in
 /// every type (sums stay below 256 for up to 85 ranks, products are at most 4).
-fn input_value(coll: Collective, op: RedOp, r: usize, i: usize) -> f64 {
+fn input_value(coll: Collective, op: Reduction, r: usize, i: usize) -> f64 {
     if !coll.reduces() {
         return ((r * 7 + i) % 11) as f64;
     }
     match op {
-        RedOp::Sum | RedOp::Avg => ((r + i) % 4) as f64,
-        RedOp::Prod => {
+        Reduction::Sum | Reduction::Avg => ((r + i) % 4) as f64,
+        Reduction::Prod => {
             if (r + i).is_multiple_of(7) {
                 2.0
             } else {
                 1.0
             }
         }
-        RedOp::Min | RedOp::Max => ((r * 3 + i) % 5) as f64,
+        Reduction::Min | Reduction::Max => ((r * 3 + i) % 5) as f64,
     }
 }
 
-fn fold(op: RedOp, n: usize, f: impl Fn(usize) -> f64) -> f64 {
+fn fold(op: Reduction, n: usize, f: impl Fn(usize) -> f64) -> f64 {
     let mut a = f(0);
     for r in 1..n {
         let b = f(r);
         a = match op {
-            RedOp::Sum | RedOp::Avg => a + b,
-            RedOp::Prod => a * b,
-            RedOp::Min => a.min(b),
-            RedOp::Max => a.max(b),
+            Reduction::Sum | Reduction::Avg => a + b,
+            Reduction::Prod => a * b,
+            Reduction::Min => a.min(b),
+            Reduction::Max => a.max(b),
         };
     }
     a
@@ -519,7 +519,7 @@ pub(crate) fn fill(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
 ) {
     let es = dt.size();
@@ -540,7 +540,7 @@ pub(crate) fn expected(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
     n: usize,
     root: usize,
@@ -579,7 +579,7 @@ fn count_wrong(
     layout: &Layout,
     coll: Collective,
     dt: DataType,
-    op: RedOp,
+    op: Reduction,
     rank: usize,
     n: usize,
     root: usize,
@@ -960,15 +960,17 @@ pub struct JsonForm {
 /// contract lists them; the in-place figures nested).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JsonRow {
-    pub collective: String,
+    pub collective: Collective,
     pub bytes: usize,
     pub count: usize,
-    #[serde(rename = "type")]
-    pub dtype: String,
-    pub redop: Option<String>,
+    #[serde(rename = "type", with = "topo_vocab::nccl_tests_name")]
+    pub dtype: DataType,
+    pub redop: Option<Reduction>,
     pub root: i64,
-    pub algo: String,
-    pub proto: String,
+    #[serde(with = "topo_vocab::macro_name")]
+    pub algo: Algorithm,
+    #[serde(with = "topo_vocab::macro_name")]
+    pub proto: Protocol,
     pub nchannels: usize,
     pub time_us: f64,
     pub algbw_gbps: f64,
@@ -982,7 +984,7 @@ pub struct JsonRow {
     /// `near`, `far` or `mixed`: where the two ranks' CPUs were during the out-of-place
     /// measurement (absent where it is not probed: other than 2 ranks sharing memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<String>,
+    pub placement: Option<Placement>,
     /// The probes' one-way cache-to-cache latency before and after it, ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub c2c_ns: Option<[f64; 2]>,
@@ -1041,14 +1043,14 @@ impl VerifyReport {
                 .rows
                 .iter()
                 .map(|r| JsonRow {
-                    collective: r.collective.cli_name().into(),
+                    collective: r.collective,
                     bytes: r.bytes,
                     count: r.count,
-                    dtype: r.dtype.name().into(),
-                    redop: r.redop.map(|o| o.name().into()),
+                    dtype: r.dtype,
+                    redop: r.redop,
                     root: r.root,
-                    algo: r.algo.macro_name().into(),
-                    proto: r.proto.macro_name().into(),
+                    algo: r.algo,
+                    proto: r.proto,
                     nchannels: r.nchannels,
                     time_us: r.out_of_place.time_us,
                     algbw_gbps: r.out_of_place.algbw_gbps,
@@ -1066,7 +1068,7 @@ impl VerifyReport {
                         .predicted_time_us
                         .filter(|&p| p > 0.0)
                         .map(|p| r.out_of_place.time_us / p),
-                    placement: r.placement.map(|p| p.name().into()),
+                    placement: r.placement,
                     c2c_ns: r.c2c_ns.map(|(a, b)| [a.round(), b.round()]),
                     predicted_for: r
                         .placement
@@ -1316,7 +1318,7 @@ mod tests {
         .unwrap();
     }
 
-    fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: RedOp) -> VerifyRequest {
+    fn req(ranks: usize, colls: Vec<Collective>, dt: DataType, op: Reduction) -> VerifyRequest {
         VerifyRequest {
             ranks,
             collectives: colls,
@@ -1339,7 +1341,12 @@ mod tests {
                     if algo == Algorithm::Direct && proto != Protocol::Simple {
                         continue;
                     }
-                    let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, RedOp::Sum);
+                    let mut r = req(
+                        n,
+                        Collective::RUN_ORDER.to_vec(),
+                        DataType::F32,
+                        Reduction::Sum,
+                    );
                     r.algorithm = Some(algo);
                     r.protocol = Some(proto);
                     r.nchannels = 2;
@@ -1360,7 +1367,7 @@ mod tests {
     #[test]
     fn every_dtype_and_op_is_right_with_threads() {
         for dt in DataType::ALL {
-            for op in RedOp::ALL {
+            for op in Reduction::ALL {
                 let mut r = req(
                     3,
                     vec![
@@ -1390,7 +1397,12 @@ mod tests {
 
     #[test]
     fn two_ranks_sharing_memory_are_probed_and_priced_by_their_placement() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         r.min_bytes = 1 << 10;
         r.max_bytes = 1 << 10;
         let plan = CollectivePlan::host_default(
@@ -1452,7 +1464,7 @@ mod tests {
             bytes,
             count: bytes / 4,
             dtype: DataType::F32,
-            redop: Some(RedOp::Sum),
+            redop: Some(Reduction::Sum),
             root: -1,
             algo: Algorithm::Direct,
             proto: Protocol::Simple,
@@ -1477,7 +1489,12 @@ mod tests {
     /// plan row's prediction in sweep order, and a probed row its placement's.
     #[test]
     fn rows_are_priced_after_the_run_in_sweep_order() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         (r.min_bytes, r.max_bytes, r.step_factor) = (1 << 20, 2 << 20, 2.0);
         let plan = CollectivePlan::host_default(
             Collective::AllReduce,
@@ -1560,7 +1577,12 @@ mod tests {
 
     #[test]
     fn text_and_json_follow_the_contract() {
-        let mut r = req(2, vec![Collective::AllReduce], DataType::F32, RedOp::Sum);
+        let mut r = req(
+            2,
+            vec![Collective::AllReduce],
+            DataType::F32,
+            Reduction::Sum,
+        );
         r.plans = vec![PlannedRow {
             collective: Collective::AllReduce,
             bytes: 0,
@@ -1625,7 +1647,7 @@ mod tests {
                 Collective::Broadcast,
             ],
             DataType::F32,
-            RedOp::Sum,
+            Reduction::Sum,
         );
         r.min_bytes = 8 << 20;
         r.max_bytes = (8 << 20) + 4;
@@ -1639,7 +1661,7 @@ mod tests {
     #[test]
     fn shared_single_copy_work_is_right_for_every_collective() {
         for n in [1, 2, 3, 8] {
-            for op in [RedOp::Sum, RedOp::Avg] {
+            for op in [Reduction::Sum, Reduction::Avg] {
                 let mut r = req(n, Collective::RUN_ORDER.to_vec(), DataType::F32, op);
                 r.algorithm = Some(Algorithm::Direct);
                 r.shared_min_bytes = 0;

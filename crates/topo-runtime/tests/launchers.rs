@@ -7,7 +7,7 @@ use std::time::Duration;
 use topo_runtime::job::Job;
 use topo_runtime::launch::{self, EnvInfo, Launch, ProcessSpec};
 use topo_runtime::verify::{VerifyReport, VerifyRequest};
-use topo_runtime::{Algorithm, Collective, DataType, Protocol, RedOp, RuntimeError};
+use topo_runtime::{Algorithm, Collective, DataType, Protocol, Reduction, RuntimeError};
 
 /// `req` with this process as rank 0 of worker processes started from `spec`.
 fn run_processes(req: &VerifyRequest, spec: &ProcessSpec) -> Result<VerifyReport, RuntimeError> {
@@ -106,7 +106,7 @@ fn processes_run_every_collective_right() {
         if n == 8 {
             req.collectives = vec![Collective::AllReduce, Collective::AllToAll];
             req.dtype = DataType::Bf16;
-            req.op = RedOp::Max;
+            req.op = Reduction::Max;
         }
         if algo == Algorithm::Direct {
             req.shared_min_bytes = 0;

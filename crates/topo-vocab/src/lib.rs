@@ -15,6 +15,7 @@ mod serde_impl;
 mod severity;
 mod size;
 mod transport;
+mod unknown;
 
 pub use algorithm::{Algorithm, Protocol};
 pub use code::Code;
@@ -22,7 +23,8 @@ pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 pub use fabric::{Fabric, FabricFacts};
 #[cfg(feature = "serde")]
-pub use serde_impl::printed;
+pub use serde_impl::{macro_name, nccl_tests_name, printed};
 pub use severity::Severity;
 pub use size::{parse_size, size_label};
 pub use transport::{Net, P2p, Transport};
+pub use unknown::Unknown;

@@ -60,6 +60,68 @@ pub fn printed<T: std::fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok
     s.collect_str(v)
 }
 
+/// For `#[serde(with = "topo_vocab::macro_name")]`: an algorithm or protocol as the suffix
+/// of NCCL's constant (`RING`, `NVLS_TREE`, `SIMPLE`), the form `topo.verify/v1` carries.
+pub mod macro_name {
+    use crate::{Algorithm, Protocol};
+    use serde::de::{Deserializer, Error, Unexpected};
+    use serde::{Deserialize, Serializer};
+    use std::borrow::Cow;
+
+    /// The types NCCL names by a `NCCL_ALGO_*` / `NCCL_PROTO_*` constant.
+    pub trait MacroName: Sized + Copy {
+        fn macro_name(self) -> &'static str;
+        fn from_macro_name(s: &str) -> Option<Self>;
+    }
+
+    impl MacroName for Algorithm {
+        fn macro_name(self) -> &'static str {
+            Algorithm::macro_name(self)
+        }
+        fn from_macro_name(s: &str) -> Option<Self> {
+            Algorithm::parse(s)
+        }
+    }
+
+    impl MacroName for Protocol {
+        fn macro_name(self) -> &'static str {
+            Protocol::macro_name(self)
+        }
+        fn from_macro_name(s: &str) -> Option<Self> {
+            Protocol::from_name(s)
+        }
+    }
+
+    pub fn serialize<T: MacroName, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.macro_name())
+    }
+
+    pub fn deserialize<'de, T: MacroName, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let s = Cow::<str>::deserialize(d)?;
+        T::from_macro_name(&s)
+            .ok_or_else(|| D::Error::invalid_value(Unexpected::Str(&s), &"an NCCL macro name"))
+    }
+}
+
+/// For `#[serde(with = "topo_vocab::nccl_tests_name")]`: a data type by nccl-tests' name
+/// (`float`, `bfloat16`) rather than the short serde name (`f32`).
+pub mod nccl_tests_name {
+    use crate::DataType;
+    use serde::de::{Deserializer, Error, Unexpected};
+    use serde::{Deserialize, Serializer};
+    use std::borrow::Cow;
+
+    pub fn serialize<S: Serializer>(v: &DataType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DataType, D::Error> {
+        let s = Cow::<str>::deserialize(d)?;
+        DataType::parse(&s)
+            .ok_or_else(|| D::Error::invalid_value(Unexpected::Str(&s), &"an nccl-tests type"))
+    }
+}
+
 impl Serialize for Transport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -95,5 +157,19 @@ mod tests {
         assert_eq!(back::<DataType>("bf16"), DataType::Bf16);
         assert_eq!(back::<Reduction>("avg"), Reduction::Avg);
         assert_eq!(back::<Transport>("NET/IB"), Transport::Net(crate::Net::Ib));
+    }
+
+    #[test]
+    fn macro_and_nccl_tests_names_deserialize() {
+        let d = |s: &'static str| -> StrDeserializer<'static, DeError> { s.into_deserializer() };
+        let a: Algorithm = macro_name::deserialize(d("NVLS_TREE")).unwrap();
+        assert_eq!(a, Algorithm::NvlsTree);
+        let p: Protocol = macro_name::deserialize(d("SIMPLE")).unwrap();
+        assert_eq!(p, Protocol::Simple);
+        assert_eq!(
+            nccl_tests_name::deserialize(d("bfloat16")).unwrap(),
+            DataType::Bf16
+        );
+        assert!(macro_name::deserialize::<Algorithm, _>(d("nope")).is_err());
     }
 }

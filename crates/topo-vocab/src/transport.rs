@@ -81,6 +81,20 @@ impl Net {
         }
     }
 
+    /// `NCCL_NET`'s value: NCCL matches it against each network's name in any case
+    /// (src/init.cc, `strcasecmp`), so `ib` and `socket` name the built-in ones; surrounding
+    /// blanks are not part of it.
+    pub fn from_nccl_net(s: &str) -> Net {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case(Net::Ib.name()) {
+            Net::Ib
+        } else if s.eq_ignore_ascii_case(Net::Socket.name()) {
+            Net::Socket
+        } else {
+            Net::Plugin(s.to_string())
+        }
+    }
+
     /// NCCL's network name (`IB`, `Socket`, else a plugin's).
     pub fn from_name(s: &str) -> Net {
         match s {
@@ -237,6 +251,16 @@ mod tests {
         names.sort();
         let back: Vec<String> = sorted.iter().map(|t| t.to_string()).collect();
         assert_eq!(back, names);
+    }
+
+    #[test]
+    fn nccl_net_values_name_the_built_in_networks_in_any_case() {
+        assert_eq!(Net::from_nccl_net(" ib "), Net::Ib);
+        assert_eq!(Net::from_nccl_net("SOCKET"), Net::Socket);
+        assert_eq!(
+            Net::from_nccl_net("NCCL RDMA Plugin v8"),
+            Net::Plugin("NCCL RDMA Plugin v8".into())
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@ use super::*;
 use crate::{Input, diagnose};
 use topo_nccl::plan::PlanRequest;
 use topo_nccl::transport::RankPlacement;
-use topo_nccl::types::Func;
+use topo_vocab::Collective;
 use topo_nccl::version::NcclVersion;
 
 fn plan_rows(profile: &str, nodes: usize, sizes: &[u64], env: &[(&str, &str)]) -> Vec<PlanRow> {
@@ -11,7 +11,7 @@ fn plan_rows(profile: &str, nodes: usize, sizes: &[u64], env: &[(&str, &str)]) -
         topo = topo.replicate(nodes);
     }
     let req = PlanRequest {
-        funcs: vec![Func::AllReduce],
+        funcs: vec![Collective::AllReduce],
         sizes: sizes.to_vec(),
         version: NcclVersion::parse("2.28").unwrap(),
         version_source: "test".into(),

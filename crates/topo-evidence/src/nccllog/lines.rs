@@ -9,7 +9,7 @@ use super::log::{
 };
 use super::paste;
 use std::collections::BTreeMap;
-use topo_vocab::{Net, P2p, Transport};
+use topo_vocab::{Algorithm, Collective, Net, P2p, Protocol, Transport};
 
 /// Reads a whole log as one job. Never fails: unknown lines are skipped, and what is missing
 /// is noted.
@@ -138,8 +138,9 @@ enum Level {
 struct State {
     system: SystemCollector,
     /// TUNING block header: algorithm and protocol per column.
-    tuning_algos: Vec<String>,
-    tuning_protos: Vec<String>,
+    /// A column whose name is none of NCCL's is `None`, and its cells are skipped.
+    tuning_algos: Vec<Option<Algorithm>>,
+    tuning_protos: Vec<Option<Protocol>>,
     hosts_seen: std::collections::HashSet<String>,
     /// Connection lines kept with their text, per (transport, GDR).
     quoted: std::collections::HashMap<Transport, [usize; 2]>,
@@ -739,13 +740,40 @@ fn tuning_choice(log: &mut NcclLog, t: &str, n: usize) {
     let (func, rest) = t.split_once(':').unwrap_or(("", t));
     let toks: Vec<&str> = rest.split_whitespace().collect();
     let bytes = toks.first().and_then(|b| b.parse().ok()).unwrap_or(0);
+    let word = |key: &str| toks.windows(2).find(|w| w[0] == key).map(|w| w[1]);
+    // 2.24+ print names (`RING`, and `NVLS` or `Simple` as NCCL's tables spell them); 2.21 to
+    // 2.23 print NCCL's indices (enqueue.cc), whose order `ALL` keeps.
+    let algorithm = word("Algo").and_then(|a| {
+        a.parse::<usize>().ok().map_or_else(
+            || Algorithm::parse(a).or_else(|| tuning_algorithm(a)),
+            |i| Algorithm::ALL.get(i).copied(),
+        )
+    });
+    let protocol = word("proto").and_then(|p| {
+        p.parse::<usize>()
+            .ok()
+            .map_or_else(|| Protocol::from_name(p), |i| Protocol::ALL.get(i).copied())
+    });
+    let (Some(algorithm), Some(protocol)) = (algorithm, protocol) else {
+        return;
+    };
     log.tuning_choices.push(TuningChoice {
-        function: func.trim().to_string(),
+        function: Collective::parse(func.trim()),
         bytes,
-        algorithm: value::<String>(&toks, "Algo").unwrap_or_default(),
-        protocol: value::<String>(&toks, "proto").unwrap_or_default(),
+        algorithm,
+        protocol,
         line: n,
     });
+}
+
+/// An algorithm as the TUNING table names its columns: NCCL's printed names, and 2.7 to
+/// 2.11's `CollNet`, which 2.12 split into CollNetDirect (its old self) and CollNetChain
+/// (src/graph/tuning.cc).
+fn tuning_algorithm(name: &str) -> Option<Algorithm> {
+    if name.eq_ignore_ascii_case("CollNet") {
+        return Some(Algorithm::CollnetDirect);
+    }
+    Algorithm::from_name(name)
 }
 
 /// TUNING table lines: the 2.2x block layout (`Algorithm |`, `Protocol |`, rows) and the old
@@ -759,7 +787,7 @@ fn tuning_line(log: &mut NcclLog, st: &mut State, t: &str) -> bool {
             st.tuning_algos = cells
                 .iter()
                 .filter(|c| !c.is_empty())
-                .flat_map(|c| std::iter::repeat_n(c.to_string(), 3))
+                .flat_map(|c| std::iter::repeat_n(tuning_algorithm(c), 3))
                 .collect();
             st.tuning_protos.clear();
         }
@@ -767,14 +795,14 @@ fn tuning_line(log: &mut NcclLog, st: &mut State, t: &str) -> bool {
             st.tuning_protos = cells
                 .iter()
                 .filter(|c| !c.is_empty())
-                .map(|c| c.to_string())
+                .map(|c| Protocol::from_name(c))
                 .collect();
         }
         "Latency/AlgBw" => {
-            let (a, p): (Vec<String>, Vec<String>) = cells
+            let (a, p): (Vec<_>, Vec<_>) = cells
                 .iter()
                 .filter_map(|c| c.split_once('/'))
-                .map(|(a, p)| (a.trim().to_string(), p.trim().to_string()))
+                .map(|(a, p)| (tuning_algorithm(a.trim()), Protocol::from_name(p)))
                 .unzip();
             st.tuning_algos = a;
             st.tuning_protos = p;
@@ -784,8 +812,13 @@ fn tuning_line(log: &mut NcclLog, st: &mut State, t: &str) -> bool {
             if st.tuning_algos.is_empty() || !cells.iter().any(|c| c.contains('/')) {
                 return false;
             }
+            // A row of a function NCCL's table does not have is no row of the table.
+            let Some(function) = Collective::parse(head) else {
+                return true;
+            };
             for (i, c) in cells.iter().enumerate() {
-                let (Some(algo), Some(proto)) = (st.tuning_algos.get(i), st.tuning_protos.get(i))
+                let (Some(Some(algorithm)), Some(Some(protocol))) =
+                    (st.tuning_algos.get(i), st.tuning_protos.get(i))
                 else {
                     continue;
                 };
@@ -796,9 +829,9 @@ fn tuning_line(log: &mut NcclLog, st: &mut State, t: &str) -> bool {
                     continue;
                 };
                 log.tuning.push(TuningCell {
-                    function: head.to_string(),
-                    algorithm: algo.clone(),
-                    protocol: proto.clone(),
+                    function,
+                    algorithm: *algorithm,
+                    protocol: *protocol,
                     lat_us: l,
                     bw_gbps: b,
                 });

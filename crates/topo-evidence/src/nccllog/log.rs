@@ -5,7 +5,7 @@ use super::dump::SystemDump;
 use super::evidence::Evidence;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use topo_vocab::Transport;
+use topo_vocab::{Algorithm, Collective, Protocol, Transport};
 
 /// The longest log line NCCL prints: its logger formats into a 1024-byte buffer and drops
 /// the rest (src/debug.cc, 2.18.5-1 to 2.30.7-1). A line this long may have been cut.
@@ -118,9 +118,9 @@ pub struct GraphLine {
 /// One cell of the TUNING table: latency (us) and algorithm bandwidth (GB/s).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TuningCell {
-    pub function: String,
-    pub algorithm: String,
-    pub protocol: String,
+    pub function: Collective,
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
     pub lat_us: f64,
     pub bw_gbps: f64,
 }
@@ -128,10 +128,11 @@ pub struct TuningCell {
 /// A per-collective choice (`AllReduce: 1048576 Bytes -> Algo NVLS proto Simple ...`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TuningChoice {
-    pub function: String,
+    /// `None` where the line does not name it (2.21 and 2.22 print the size first).
+    pub function: Option<Collective>,
     pub bytes: u64,
-    pub algorithm: String,
-    pub protocol: String,
+    pub algorithm: Algorithm,
+    pub protocol: Protocol,
     pub line: usize,
 }
 

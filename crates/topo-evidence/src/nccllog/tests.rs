@@ -2,6 +2,7 @@
 
 use super::*;
 use proptest::prelude::*;
+use topo_vocab::{Algorithm, Collective, Protocol};
 
 const TUNING: &str = include_str!(
     "../../../../fixtures/logs/nccl-ebpf-rtx5090-2rank-socket-tuning-table-nccl2.29.7-EXCERPT.log"
@@ -56,17 +57,22 @@ fn nccllog_reads_the_tuning_table_and_choices() {
     let cell = log
         .tuning
         .iter()
-        .find(|c| c.function == "AllReduce" && c.algorithm == "Ring" && c.protocol == "Simple")
+        .find(|c| {
+            c.function == Collective::AllReduce
+                && c.algorithm == Algorithm::Ring
+                && c.protocol == Protocol::Simple
+        })
         .unwrap();
     assert_eq!((cell.lat_us, cell.bw_gbps), (36.4, 2.4));
-    assert!(log.tuning.iter().any(|c| c.algorithm == "PAT"));
+    assert!(log.tuning.iter().any(|c| c.algorithm == Algorithm::Pat));
     assert!(
         log.tuning
             .iter()
-            .any(|c| c.algorithm == "NVLSTree" && c.protocol == "LL128")
+            .any(|c| c.algorithm == Algorithm::NvlsTree && c.protocol == Protocol::Ll128)
     );
     assert_eq!(log.tuning_choices.len(), 18);
-    assert_eq!(log.tuning_choices[0].algorithm, "RING");
+    assert_eq!(log.tuning_choices[0].algorithm, Algorithm::Ring);
+    assert_eq!(log.tuning_choices[0].function, Some(Collective::Broadcast));
     assert_eq!(log.env["NCCL_P2P_DISABLE"].0, "1");
 }
 
@@ -87,11 +93,17 @@ h:1:1 [0] NCCL INFO 2 coll channels, 2 nvls channels, 2 p2p channels, 2 p2p chan
     let c = log
         .tuning
         .iter()
-        .find(|c| c.algorithm == "Ring" && c.protocol == "LL")
+        .find(|c| c.algorithm == Algorithm::Ring && c.protocol == Protocol::Ll)
         .unwrap();
     assert_eq!(
-        (c.function.as_str(), c.lat_us, c.bw_gbps),
-        ("Broadcast", 4.3, 20.0)
+        (c.function, c.lat_us, c.bw_gbps),
+        (Collective::Broadcast, 4.3, 20.0)
+    );
+    // 2.12's `CollNet` is CollNetDirect, which 2.12 split it into.
+    assert!(
+        log.tuning
+            .iter()
+            .any(|c| c.algorithm == Algorithm::CollnetDirect)
     );
     assert_eq!(log.connections[0].transport, Transport::Shm);
     assert_eq!(log.connections[1].transport, Transport::P2p(P2p::Ipc));

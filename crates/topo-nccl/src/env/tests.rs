@@ -17,7 +17,7 @@ fn err(pairs: &[(&str, &str)], v: &str) -> String {
     env(pairs, v).unwrap_err().message
 }
 
-const F: [Func; 5] = Func::TUNED;
+const F: [Collective; 5] = Collective::TUNED;
 
 #[test]
 fn empty_environment_is_all_defaults() {
@@ -221,55 +221,55 @@ fn cuda_visible_devices_stops_at_the_first_invalid_entry() {
 fn algo_grammar_2_24_and_later() {
     let d = data("2.30");
     // (value, function, algorithm, expected enable)
-    type Check = (Func, Algo, u8);
+    type Check = (Collective, Algorithm, u8);
     let cases: &[(&str, &[Check])] = &[
         (
             "ring",
             &[
-                (Func::AllReduce, Algo::Ring, 1),
-                (Func::AllReduce, Algo::Tree, 0),
-                (Func::Broadcast, Algo::Ring, 1),
+                (Collective::AllReduce, Algorithm::Ring, 1),
+                (Collective::AllReduce, Algorithm::Tree, 0),
+                (Collective::Broadcast, Algorithm::Ring, 1),
             ],
         ),
         (
             "RING,tree",
             &[
-                (Func::AllGather, Algo::Tree, 1),
-                (Func::AllGather, Algo::Nvls, 0),
+                (Collective::AllGather, Algorithm::Tree, 1),
+                (Collective::AllGather, Algorithm::Nvls, 0),
             ],
         ),
         (
             "^nvls,nvlstree",
             &[
-                (Func::AllReduce, Algo::Nvls, 0),
-                (Func::AllReduce, Algo::NvlsTree, 0),
-                (Func::AllReduce, Algo::Ring, 1),
+                (Collective::AllReduce, Algorithm::Nvls, 0),
+                (Collective::AllReduce, Algorithm::NvlsTree, 0),
+                (Collective::AllReduce, Algorithm::Ring, 1),
             ],
         ),
         (
             "ring,collnetdirect;allreduce:tree,collnetdirect;broadcast:ring",
             &[
-                (Func::AllReduce, Algo::Tree, 1),
-                (Func::AllReduce, Algo::Ring, 0),
-                (Func::AllReduce, Algo::CollnetDirect, 1),
-                (Func::Reduce, Algo::Ring, 1),
-                (Func::Reduce, Algo::CollnetDirect, 1),
-                (Func::Broadcast, Algo::CollnetDirect, 0),
+                (Collective::AllReduce, Algorithm::Tree, 1),
+                (Collective::AllReduce, Algorithm::Ring, 0),
+                (Collective::AllReduce, Algorithm::CollnetDirect, 1),
+                (Collective::Reduce, Algorithm::Ring, 1),
+                (Collective::Reduce, Algorithm::CollnetDirect, 1),
+                (Collective::Broadcast, Algorithm::CollnetDirect, 0),
             ],
         ),
         (
             "allreduce:^ring",
             &[
-                (Func::AllReduce, Algo::Ring, 0),
-                (Func::AllReduce, Algo::Tree, 1),
-                (Func::AllGather, Algo::Ring, 1),
+                (Collective::AllReduce, Algorithm::Ring, 0),
+                (Collective::AllReduce, Algorithm::Tree, 1),
+                (Collective::AllGather, Algorithm::Ring, 1),
             ],
         ),
         (
             "ring;;allgather:pat",
             &[
-                (Func::AllGather, Algo::Pat, 1),
-                (Func::AllGather, Algo::Ring, 0),
+                (Collective::AllGather, Algorithm::Pat, 1),
+                (Collective::AllGather, Algorithm::Ring, 0),
             ],
         ),
     ];
@@ -297,18 +297,18 @@ fn algo_grammar_2_24_and_later() {
 fn proto_grammar_per_function() {
     let p = env(&[("NCCL_PROTO", "^LL128;allreduce:LL128")], "2.30").unwrap();
     for f in F {
-        let want = if f == Func::AllReduce {
+        let want = if f == Collective::AllReduce {
             [0, 1, 0]
         } else {
             [1, 0, 1]
         };
-        for (i, pr) in Proto::ALL.iter().enumerate() {
+        for (i, pr) in Protocol::ALL.iter().enumerate() {
             assert_eq!(p.enable.proto(f, *pr), want[i], "{f:?} {pr:?}");
         }
     }
     let p = env(&[("NCCL_PROTO", "simple")], "2.30").unwrap();
-    assert_eq!(p.enable.proto(Func::AllReduce, Proto::Ll128), 0);
-    assert_eq!(p.enable.proto(Func::AllReduce, Proto::Simple), 1);
+    assert_eq!(p.enable.proto(Collective::AllReduce, Protocol::Ll128), 0);
+    assert_eq!(p.enable.proto(Collective::AllReduce, Protocol::Simple), 1);
     let e = err(&[("NCCL_PROTO", "LL,LL256")], "2.30");
     assert!(
         e.contains("unknown name 'LL256'") && e.contains("NCCL_PROTO"),
@@ -320,8 +320,8 @@ fn proto_grammar_per_function() {
 fn algo_grammar_up_to_2_23_is_one_list_and_ignores_unknown_names() {
     let p = env(&[("NCCL_ALGO", "Tree,bogus")], "2.23").unwrap();
     for f in F {
-        assert_eq!(p.enable.algo(f, Algo::Tree), 1);
-        assert_eq!(p.enable.algo(f, Algo::Ring), 0);
+        assert_eq!(p.enable.algo(f, Algorithm::Tree), 1);
+        assert_eq!(p.enable.algo(f, Algorithm::Ring), 0);
     }
     assert_eq!(p.ignored_tokens, vec!["NCCL_ALGO: 'bogus'".to_string()]);
     assert!(
@@ -333,11 +333,11 @@ fn algo_grammar_up_to_2_23_is_one_list_and_ignores_unknown_names() {
     );
     // a per-function entry is just an unknown token there
     let p = env(&[("NCCL_ALGO", "allreduce:tree")], "2.23").unwrap();
-    assert_eq!(p.enable.algo(Func::AllReduce, Algo::Tree), 0);
-    assert_eq!(p.enable.algo(Func::AllReduce, Algo::Ring), 0);
+    assert_eq!(p.enable.algo(Collective::AllReduce, Algorithm::Tree), 0);
+    assert_eq!(p.enable.algo(Collective::AllReduce, Algorithm::Ring), 0);
     let p = env(&[("NCCL_PROTO", "^LL128")], "2.18").unwrap();
-    assert_eq!(p.enable.proto(Func::Broadcast, Proto::Ll128), 0);
-    assert_eq!(p.enable.proto(Func::Broadcast, Proto::Ll), 1);
+    assert_eq!(p.enable.proto(Collective::Broadcast, Protocol::Ll128), 0);
+    assert_eq!(p.enable.proto(Collective::Broadcast, Protocol::Ll), 1);
     // PAT does not exist in 2.21: ignored
     let p = env(&[("NCCL_ALGO", "ring,pat")], "2.21").unwrap();
     assert_eq!(p.ignored_tokens.len(), 1);

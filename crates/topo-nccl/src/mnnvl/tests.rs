@@ -5,7 +5,7 @@ use super::*;
 use crate::analyze::{Analysis, RuntimeFacts};
 use crate::transport::RankPlacement;
 use crate::tuning::OpContext;
-use crate::types::{Algo, Func};
+use crate::types::{Algorithm, Collective};
 use crate::version::NcclVersion;
 use topo_model::testing::hgx;
 use topo_model::{FabricInfo, NvlinkDomain};
@@ -36,9 +36,9 @@ fn run(n: usize, domain: u32, env: &[(&str, &str)]) -> Analysis {
     run_on(&trays(n, domain, "completed"), env, "2.28")
 }
 
-fn algo_at(a: &Analysis, bytes: u64) -> Algo {
+fn algo_at(a: &Analysis, bytes: u64) -> Algorithm {
     a.costs
-        .select(Func::AllReduce, bytes, &OpContext::default())
+        .select(Collective::AllReduce, bytes, &OpContext::default())
         .unwrap()
         .algo
 }
@@ -229,9 +229,9 @@ fn one_tray_is_a_plain_nvswitch_node() {
 #[test]
 fn algorithm_choice_follows_clique_count() {
     let one = run(2, 72, &[]);
-    assert_eq!(algo_at(&one, 1 << 30), Algo::Nvls);
+    assert_eq!(algo_at(&one, 1 << 30), Algorithm::Nvls);
     let two = run(4, 8, &[]);
-    assert_ne!(algo_at(&two, 1 << 30), Algo::Nvls);
+    assert_ne!(algo_at(&two, 1 << 30), Algorithm::Nvls);
 }
 
 /// search.cc ncclTopoSelectNets: GPU-first NET order on a system fused from several hosts
@@ -367,7 +367,7 @@ fn rail_per_host_what_if_names_the_moved_nets() {
     let t = one_nic_trays(4);
     let plan = |env: &[(&str, &str)]| {
         let req = crate::plan::PlanRequest {
-            funcs: vec![Func::AllReduce],
+            funcs: vec![Collective::AllReduce],
             sizes: vec![1 << 30],
             version: NcclVersion::parse("2.28").unwrap(),
             version_source: "test".into(),

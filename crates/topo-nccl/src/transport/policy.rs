@@ -3,6 +3,7 @@
 //! driver facts. The integrator fills it from the environment; nothing here reads it.
 
 use std::collections::BTreeMap;
+use topo_vocab::Net;
 
 /// How the ranks of a host map onto processes and containers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -195,36 +196,29 @@ impl TransportPolicy {
     }
 
     /// The network NCCL uses (`ncclNet->name`) and why.
-    pub(super) fn net_name(&self, have_nets: bool) -> (String, String) {
+    pub(super) fn net_name(&self, have_nets: bool) -> (Net, String) {
         if let Some(n) = self.net.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
-            let name = if n.eq_ignore_ascii_case("ib") {
-                "IB".to_string()
-            } else if n.eq_ignore_ascii_case("socket") {
-                "Socket".to_string()
-            } else {
-                n.to_string()
-            };
-            return (name, format!("NCCL_NET={n} selects it"));
+            return (Net::from_nccl_net(n), format!("NCCL_NET={n} selects it"));
         }
         if let Some(f) = self.fabric
             && let Some(name) = f.net_name()
         {
             return (
-                name.to_string(),
+                Net::from_nccl_net(name),
                 format!("the {f} fabric is stated: its transport is NET/{name}"),
             );
         }
         if self.ib_disable {
             return (
-                "Socket".into(),
+                Net::Socket,
                 "NCCL_IB_DISABLE=1 turns the IB transport off, so sockets are used".into(),
             );
         }
         if self.ib_available.unwrap_or(have_nets) {
-            ("IB".into(), "IB verbs devices are present".into())
+            (Net::Ib, "IB verbs devices are present".into())
         } else {
             (
-                "Socket".into(),
+                Net::Socket,
                 "no IB device is visible, so NCCL falls back to sockets".into(),
             )
         }
@@ -268,15 +262,18 @@ mod tests {
         assert!(p.peers_visible(1));
         p.cuda_visible_devices = Some("0,1,2,3".into());
         assert!(p.peers_visible(8));
-        assert_eq!(p.net_name(true).0, "IB");
-        assert_eq!(p.net_name(false).0, "Socket");
+        assert_eq!(p.net_name(true).0, Net::Ib);
+        assert_eq!(p.net_name(false).0, Net::Socket);
         p.net = Some("socket".into());
-        assert_eq!(p.net_name(true).0, "Socket");
+        assert_eq!(p.net_name(true).0, Net::Socket);
         p.net = Some("NCCL RDMA Plugin v8".into());
-        assert_eq!(p.net_name(true).0, "NCCL RDMA Plugin v8");
+        assert_eq!(
+            p.net_name(true).0,
+            Net::Plugin("NCCL RDMA Plugin v8".into())
+        );
         p.net = None;
         p.ib_disable = true;
-        assert_eq!(p.net_name(true).0, "Socket");
+        assert_eq!(p.net_name(true).0, Net::Socket);
         assert!(
             RankPlacement::ContainerPerGpu {
                 common_host_id: true,

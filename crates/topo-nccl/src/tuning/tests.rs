@@ -112,12 +112,12 @@ fn h100_nodes<'a>(env: &'a EnvPolicy, d: &'a VersionData, nodes: usize) -> Tunin
     i
 }
 
-fn cell(t: &CostTable, f: Func, a: Algo, p: Proto) -> (f64, f64) {
+fn cell(t: &CostTable, f: Collective, a: Algorithm, p: Protocol) -> (f64, f64) {
     let c = t.cell(f, a, p).unwrap();
     (c.lat_us, c.bw_or_zero())
 }
 
-fn assert_cell(t: &CostTable, f: Func, a: Algo, p: Proto, lat: f64, bw: f64) {
+fn assert_cell(t: &CostTable, f: Collective, a: Algorithm, p: Protocol, lat: f64, bw: f64) {
     let (l, b) = cell(t, f, a, p);
     assert!(
         (l - lat).abs() < 0.051 && (b - bw).abs() < 0.051,
@@ -134,27 +134,62 @@ fn worked_example_8x_h100_nccl_2_30() {
     let d = data("2.30");
     let env = policy(&d, &[]);
     let t = CostTable::build(&h100(&env, &d));
-    let rows: &[(Algo, Proto, f64, f64)] = &[
-        (Algo::Tree, Proto::Ll, 15.2, 43.6),
-        (Algo::Tree, Proto::Ll128, 31.5, 128.8),
-        (Algo::Tree, Proto::Simple, 64.4, 165.6),
-        (Algo::Ring, Proto::Ll, 15.0, 80.6),
-        (Algo::Ring, Proto::Ll128, 40.6, 189.3),
-        (Algo::Ring, Proto::Simple, 56.0, 205.7),
-        (Algo::Nvls, Proto::Simple, 25.0, 272.0),
+    let rows: &[(Algorithm, Protocol, f64, f64)] = &[
+        (Algorithm::Tree, Protocol::Ll, 15.2, 43.6),
+        (Algorithm::Tree, Protocol::Ll128, 31.5, 128.8),
+        (Algorithm::Tree, Protocol::Simple, 64.4, 165.6),
+        (Algorithm::Ring, Protocol::Ll, 15.0, 80.6),
+        (Algorithm::Ring, Protocol::Ll128, 40.6, 189.3),
+        (Algorithm::Ring, Protocol::Simple, 56.0, 205.7),
+        (Algorithm::Nvls, Protocol::Simple, 25.0, 272.0),
     ];
     for (a, p, lat, bw) in rows {
-        assert_cell(&t, Func::AllReduce, *a, *p, *lat, *bw);
+        assert_cell(&t, Collective::AllReduce, *a, *p, *lat, *bw);
     }
     // Other functions: Ring only for Broadcast/Reduce, NVLS for AllGather/ReduceScatter.
-    assert_cell(&t, Func::Broadcast, Algo::Ring, Proto::Ll, 7.2, 141.0);
-    assert_cell(&t, Func::Broadcast, Algo::Ring, Proto::Simple, 11.8, 360.0);
-    assert_cell(&t, Func::AllGather, Algo::Ring, Proto::Ll, 10.8, 161.1);
-    assert_cell(&t, Func::AllGather, Algo::Ring, Proto::Simple, 32.2, 411.4);
-    assert_cell(&t, Func::AllGather, Algo::Nvls, Proto::Simple, 25.0, 208.25);
+    assert_cell(
+        &t,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
+        7.2,
+        141.0,
+    );
+    assert_cell(
+        &t,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Simple,
+        11.8,
+        360.0,
+    );
+    assert_cell(
+        &t,
+        Collective::AllGather,
+        Algorithm::Ring,
+        Protocol::Ll,
+        10.8,
+        161.1,
+    );
+    assert_cell(
+        &t,
+        Collective::AllGather,
+        Algorithm::Ring,
+        Protocol::Simple,
+        32.2,
+        411.4,
+    );
+    assert_cell(
+        &t,
+        Collective::AllGather,
+        Algorithm::Nvls,
+        Protocol::Simple,
+        25.0,
+        208.25,
+    );
     // Disabled cells say why.
     let c = t
-        .cell(Func::AllReduce, Algo::NvlsTree, Proto::Simple)
+        .cell(Collective::AllReduce, Algorithm::NvlsTree, Protocol::Simple)
         .unwrap();
     assert_eq!(c.bw, None);
     assert!(
@@ -163,14 +198,20 @@ fn worked_example_8x_h100_nccl_2_30() {
             .contains("NVLSTree needs more than one node")
     );
     let c = t
-        .cell(Func::AllReduce, Algo::CollnetDirect, Proto::Simple)
+        .cell(
+            Collective::AllReduce,
+            Algorithm::CollnetDirect,
+            Protocol::Simple,
+        )
         .unwrap();
     assert!(c.reason().unwrap().contains("CollNet is not enabled"));
-    let c = t.cell(Func::AllGather, Algo::Pat, Proto::Simple).unwrap();
+    let c = t
+        .cell(Collective::AllGather, Algorithm::Pat, Protocol::Simple)
+        .unwrap();
     assert!(c.reason().unwrap().contains("one rank per node"));
     // Explanations carry the constants.
     let ex = t
-        .cell(Func::AllReduce, Algo::Ring, Proto::Ll)
+        .cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll)
         .unwrap()
         .explanation();
     assert!(
@@ -180,8 +221,8 @@ fn worked_example_8x_h100_nccl_2_30() {
     );
     // Threads and thresholds as the real logs show them.
     assert_eq!(render_thread_thresholds(&t), "8/8/64 | 64/8/64 | 512 | 512");
-    assert_eq!(t.max_threads[Algo::Ring as usize], [512, 640, 512]);
-    assert_eq!(t.max_threads[Algo::Pat as usize], [0, 0, 0]);
+    assert_eq!(t.max_threads[Algorithm::Ring as usize], [512, 640, 512]);
+    assert_eq!(t.max_threads[Algorithm::Pat as usize], [0, 0, 0]);
 }
 
 #[test]
@@ -267,13 +308,13 @@ fn real_log_rtx5090_two_ranks_nccl_2_29() {
     // And the per-size choices of that log: Broadcast Ring LL up to 16 KiB, then Simple.
     let op = OpContext::default();
     for (bytes, proto) in [
-        (1024u64, Proto::Ll),
-        (16384, Proto::Ll),
-        (32768, Proto::Simple),
-        (1 << 27, Proto::Simple),
+        (1024u64, Protocol::Ll),
+        (16384, Protocol::Ll),
+        (32768, Protocol::Simple),
+        (1 << 27, Protocol::Simple),
     ] {
-        let c = t.select(Func::Broadcast, bytes, &op).unwrap();
-        assert_eq!((c.algo, c.proto), (Algo::Ring, proto), "{bytes}");
+        let c = t.select(Collective::Broadcast, bytes, &op).unwrap();
+        assert_eq!((c.algo, c.proto), (Algorithm::Ring, proto), "{bytes}");
     }
 }
 
@@ -286,15 +327,15 @@ fn selection_on_the_h100_table_and_crossovers() {
     let mut picks = vec![];
     for k in 3..=33 {
         let bytes = 1u64 << k;
-        let c = t.select(Func::AllReduce, bytes, &op).unwrap();
+        let c = t.select(Collective::AllReduce, bytes, &op).unwrap();
         picks.push((bytes, c.algo, c.proto));
     }
     // small: an LL variant; large: NVLS
-    assert_eq!(picks[0].2, Proto::Ll);
-    assert!(matches!(picks[0].1, Algo::Ring | Algo::Tree));
-    assert_eq!(picks.last().unwrap().1, Algo::Nvls);
-    let first_nvls = picks.iter().find(|p| p.1 == Algo::Nvls).unwrap().0;
-    let last_ll = picks.iter().rev().find(|p| p.2 == Proto::Ll).unwrap().0;
+    assert_eq!(picks[0].2, Protocol::Ll);
+    assert!(matches!(picks[0].1, Algorithm::Ring | Algorithm::Tree));
+    assert_eq!(picks.last().unwrap().1, Algorithm::Nvls);
+    let first_nvls = picks.iter().find(|p| p.1 == Algorithm::Nvls).unwrap().0;
+    let last_ll = picks.iter().rev().find(|p| p.2 == Protocol::Ll).unwrap().0;
     // Crossovers with this model (reported): Ring LL up to 1 MiB, NVLS Simple from 2 MiB;
     // Ring LL128 and Tree never win on one H100 board.
     assert_eq!(last_ll, 1 << 20, "{picks:?}");
@@ -302,14 +343,14 @@ fn selection_on_the_h100_table_and_crossovers() {
     assert!(
         picks
             .iter()
-            .all(|p| (p.1, p.2) == (Algo::Ring, Proto::Ll) || p.1 == Algo::Nvls),
+            .all(|p| (p.1, p.2) == (Algorithm::Ring, Protocol::Ll) || p.1 == Algorithm::Nvls),
         "{picks:?}"
     );
     // exact crossover: 15.0 + x/80571 = 25.0 + x/272000 → x ≈ 1.145 MB
     let (mut lo, mut hi) = (1u64 << 20, 2u64 << 20);
     while hi - lo > 1 {
         let m = (lo + hi) / 2;
-        if t.select(Func::AllReduce, m, &op).unwrap().algo == Algo::Nvls {
+        if t.select(Collective::AllReduce, m, &op).unwrap().algo == Algorithm::Nvls {
             hi = m
         } else {
             lo = m
@@ -317,42 +358,42 @@ fn selection_on_the_h100_table_and_crossovers() {
     }
     assert!((1_144_000..1_146_000).contains(&hi), "NVLS from {hi} B");
     // ties go to the earlier pair; considered is in scan order
-    let c = t.select(Func::AllReduce, 8, &op).unwrap();
+    let c = t.select(Collective::AllReduce, 8, &op).unwrap();
     assert_eq!(
         c.considered.first().map(|x| (x.0, x.1)),
-        Some((Algo::Tree, Proto::Ll))
+        Some((Algorithm::Tree, Protocol::Ll))
     );
     assert!(c.time_us <= c.considered.iter().map(|x| x.2).fold(f64::MAX, f64::min));
     // channels and threads per op
-    let c = t.select(Func::AllReduce, 1 << 30, &op).unwrap();
+    let c = t.select(Collective::AllReduce, 1 << 30, &op).unwrap();
     assert_eq!(
         (c.nchannels, c.nthreads),
         (16, 640),
         "NVLS: nvlsChannels, 640 threads"
     );
     // AllGather: NVLS 208.25 GB/s (no algbw conversion) loses to Ring Simple 411.4
-    let c = t.select(Func::AllGather, 1 << 30, &op).unwrap();
-    assert_eq!((c.algo, c.proto), (Algo::Ring, Proto::Simple));
-    let c = t.select(Func::Broadcast, 1 << 30, &op).unwrap();
+    let c = t.select(Collective::AllGather, 1 << 30, &op).unwrap();
+    assert_eq!((c.algo, c.proto), (Algorithm::Ring, Protocol::Simple));
+    let c = t.select(Collective::Broadcast, 1 << 30, &op).unwrap();
     assert_eq!(
         (c.algo, c.proto, c.nchannels, c.nthreads),
-        (Algo::Ring, Proto::Simple, 24, 544)
+        (Algorithm::Ring, Protocol::Simple, 24, 544)
     );
     // Ring LL 8 B: channels drop to 1 (8 < 1 × 512 × 64), threads halve while a multiple of 128.
-    let (nc, nt, _) = t.channels_threads(Algo::Ring, Proto::Ll, 8);
+    let (nc, nt, _) = t.channels_threads(Algorithm::Ring, Protocol::Ll, 8);
     assert_eq!((nc, nt), (1, 96));
-    let (nc, nt, _) = t.channels_threads(Algo::Ring, Proto::Simple, 1 << 20);
+    let (nc, nt, _) = t.channels_threads(Algorithm::Ring, Protocol::Simple, 1 << 20);
     assert_eq!(
         (nc, nt),
         (24, 544),
         "1 MiB ≥ 24 × 512 × 64 → no reduction; +32 sync warp"
     );
-    let (nc, _, _) = t.channels_threads(Algo::Ring, Proto::Simple, 256 << 10);
+    let (nc, _, _) = t.channels_threads(Algorithm::Ring, Protocol::Simple, 256 << 10);
     assert_eq!(nc, 8, "256 KiB / (512 × 64) = 8 channels");
-    let (nc, nt, _) = t.channels_threads(Algo::Tree, Proto::Ll, 4096);
+    let (nc, nt, _) = t.channels_threads(Algorithm::Tree, Protocol::Ll, 4096);
     assert_eq!((nc, nt), (1, 640), "tree always 640 threads (2.22+)");
     // not tuned
-    assert!(t.select(Func::SendRecv, 8, &op).is_err());
+    assert!(t.select(Collective::SendRecv, 8, &op).is_err());
 }
 
 #[test]
@@ -362,33 +403,37 @@ fn tree_correction_and_ring_plateau() {
     let t = CostTable::build(&h100_nodes(&env, &d, 2));
     let op = OpContext::default();
     // Tree AllReduce at 4 KiB: index log2(4096/64) = 6 → LL factor 0.7.
-    let c = t.cell(Func::AllReduce, Algo::Tree, Proto::Ll).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Tree, Protocol::Ll)
+        .unwrap();
     let want = c.lat_us + 4096.0 / (1000.0 * c.bw.unwrap() * 0.7);
-    let got = t.select(Func::AllReduce, 4096, &op).unwrap();
+    let got = t.select(Collective::AllReduce, 4096, &op).unwrap();
     let tree_ll = got
         .considered
         .iter()
-        .find(|x| x.0 == Algo::Tree && x.1 == Proto::Ll)
+        .find(|x| x.0 == Algorithm::Tree && x.1 == Protocol::Ll)
         .unwrap()
         .2;
     assert!((tree_ll - want).abs() < 1e-9);
     // Ring Simple multi-node: latency × 1.4 once bytes/(nChannels × nRanks) ≥ 64.
-    let c = t.cell(Func::AllReduce, Algo::Ring, Proto::Simple).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Ring, Protocol::Simple)
+        .unwrap();
     let bytes = 64 * 32 * 16;
     let want = c.lat_us * 1.4 + bytes as f64 / (1000.0 * c.bw.unwrap());
-    let got = t.select(Func::AllReduce, bytes, &op).unwrap();
+    let got = t.select(Collective::AllReduce, bytes, &op).unwrap();
     let ring_s = got
         .considered
         .iter()
-        .find(|x| x.0 == Algo::Ring && x.1 == Proto::Simple)
+        .find(|x| x.0 == Algorithm::Ring && x.1 == Protocol::Simple)
         .unwrap()
         .2;
     assert!((ring_s - want).abs() < 1e-9);
-    let below = t.select(Func::AllReduce, bytes - 1, &op).unwrap();
+    let below = t.select(Collective::AllReduce, bytes - 1, &op).unwrap();
     let ring_s = below
         .considered
         .iter()
-        .find(|x| x.0 == Algo::Ring && x.1 == Proto::Simple)
+        .find(|x| x.0 == Algorithm::Ring && x.1 == Protocol::Simple)
         .unwrap()
         .2;
     assert!((ring_s - (c.lat_us + (bytes - 1) as f64 / (1000.0 * c.bw.unwrap()))).abs() < 1e-9);
@@ -402,10 +447,12 @@ fn multi_node_2_and_16_nodes() {
     let t16 = CostTable::build(&h100_nodes(&env, &d, 16));
     // NVLSTree exists from 2 nodes; multi-node NVLS needs CollNet.
     assert!(
-        t2.bw(Func::AllReduce, Algo::NvlsTree, Proto::Simple)
+        t2.bw(Collective::AllReduce, Algorithm::NvlsTree, Protocol::Simple)
             .is_some()
     );
-    let c = t2.cell(Func::AllReduce, Algo::Nvls, Proto::Simple).unwrap();
+    let c = t2
+        .cell(Collective::AllReduce, Algorithm::Nvls, Protocol::Simple)
+        .unwrap();
     assert!(
         c.reason()
             .unwrap()
@@ -414,18 +461,18 @@ fn multi_node_2_and_16_nodes() {
     // NVLSTree 2 nodes: min(40 × 0.85 × 7/8 × 2 = 59.5, 2 × 40, cap 57.7) × 8 ch × 16/30
     assert_cell(
         &t2,
-        Func::AllReduce,
-        Algo::NvlsTree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::NvlsTree,
+        Protocol::Simple,
         25.0 + 2.0 * 20.9,
         57.7 * 8.0 * 16.0 / 30.0,
     );
     // 16 nodes: min(59.5, 40, 45.5) × 8 × 128/254; latency 25 + 2 × log2(16) × 20.9
     assert_cell(
         &t16,
-        Func::AllReduce,
-        Algo::NvlsTree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::NvlsTree,
+        Protocol::Simple,
         25.0 + 8.0 * 20.9,
         40.0 * 8.0 * 128.0 / 254.0,
     );
@@ -433,58 +480,58 @@ fn multi_node_2_and_16_nodes() {
     // llMaxBw multi-node, Intel: row 0 (39.0 for 2 nodes, 20.4 above)
     assert_cell(
         &t2,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 28.0 * 1.0 + 2.0 * 2.7,
         39.0 * 16.0 / 30.0,
     );
     assert_cell(
         &t2,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Simple,
         8.4 + 28.0 * 3.4 + 2.0 * 14.0,
         384.0 * 16.0 / 30.0,
     );
     assert_cell(
         &t16,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 224.0 * 1.0 + 30.0 * 2.7,
         20.4 * 128.0 / 254.0,
     );
     assert_cell(
         &t16,
-        Func::AllGather,
-        Algo::Ring,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Ring,
+        Protocol::Simple,
         8.4 + 112.0 * 3.4 + 15.0 * 14.0,
         384.0 * 128.0 / 127.0,
     );
     // Tree: 2 × ((ppn−1) intra + log2(nNodes) inter)
     assert_cell(
         &t2,
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Ll,
         6.8 + 2.0 * (7.0 * 0.6 + 5.0),
         39.0 * 0.5,
     );
     assert_cell(
         &t16,
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Ll,
         6.8 + 2.0 * (7.0 * 0.6 + 4.0 * 5.0),
         20.4 * 0.5,
     );
     assert_cell(
         &t16,
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Simple,
         8.4 + 2.0 * (7.0 * 4.0 + 4.0 * 14.0),
         353.28 * 0.5,
     );
@@ -494,24 +541,27 @@ fn multi_node_2_and_16_nodes() {
     let ta = CostTable::build(&i);
     assert_cell(
         &ta,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 224.0 * 2.0 + 30.0 * 2.7,
         19.0 * 128.0 / 254.0,
     );
     // Large AllReduce: NVLSTree on 2 nodes (246.2 GB/s vs Tree 176.6); Tree Simple on 16
     // nodes, where NVLSTree drops to 161.3 GB/s.
     let c = t2
-        .select(Func::AllReduce, 1 << 30, &OpContext::default())
+        .select(Collective::AllReduce, 1 << 30, &OpContext::default())
         .unwrap();
-    assert_eq!((c.algo, c.nchannels, c.nthreads), (Algo::NvlsTree, 16, 640));
+    assert_eq!(
+        (c.algo, c.nchannels, c.nthreads),
+        (Algorithm::NvlsTree, 16, 640)
+    );
     let c = t16
-        .select(Func::AllReduce, 1 << 30, &OpContext::default())
+        .select(Collective::AllReduce, 1 << 30, &OpContext::default())
         .unwrap();
     assert_eq!(
         (c.algo, c.proto, c.nchannels, c.nthreads),
-        (Algo::Tree, Proto::Simple, 32, 640)
+        (Algorithm::Tree, Protocol::Simple, 32, 640)
     );
 }
 
@@ -527,13 +577,20 @@ fn env_overrides_in_the_table() {
         ],
     );
     let t = CostTable::build(&h100(&env, &d));
-    let c = t.cell(Func::AllReduce, Algo::Tree, Proto::Simple).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Tree, Protocol::Simple)
+        .unwrap();
     assert_eq!(c.reason().unwrap(), "NCCL_ALGO excludes Tree");
-    let c = t.cell(Func::AllReduce, Algo::Ring, Proto::Ll).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll)
+        .unwrap();
     assert_eq!(c.reason().unwrap(), "NCCL_PROTO excludes LL");
-    assert!(t.bw(Func::Broadcast, Algo::Ring, Proto::Ll).is_some());
+    assert!(
+        t.bw(Collective::Broadcast, Algorithm::Ring, Protocol::Ll)
+            .is_some()
+    );
     assert_eq!(
-        t.max_threads[Algo::Ring as usize],
+        t.max_threads[Algorithm::Ring as usize],
         [512, 640, 512],
         "100 is not a multiple of 32: max"
     );
@@ -552,13 +609,15 @@ fn env_overrides_in_the_table() {
         get("NCCL_NTHREADS").contains("not a multiple of 32"),
         "{fx:?}"
     );
-    let c = t.select(Func::AllReduce, 8, &OpContext::default()).unwrap();
-    assert_eq!(c.proto, Proto::Simple);
+    let c = t
+        .select(Collective::AllReduce, 8, &OpContext::default())
+        .unwrap();
+    assert_eq!(c.proto, Protocol::Simple);
     // nothing left
     let env = policy(&d, &[("NCCL_ALGO", "collnetdirect")]);
     let t = CostTable::build(&h100(&env, &d));
     let e = t
-        .select(Func::AllReduce, 8, &OpContext::default())
+        .select(Collective::AllReduce, 8, &OpContext::default())
         .unwrap_err()
         .message;
     assert_eq!(
@@ -578,7 +637,10 @@ fn env_overrides_in_the_table() {
         PathType::Pix,
     ));
     let t = CostTable::build(&i);
-    assert!(t.bw(Func::AllReduce, Algo::Ring, Proto::Ll128).is_some());
+    assert!(
+        t.bw(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
+            .is_some()
+    );
     assert!(
         t.env_effects
             .iter()
@@ -601,13 +663,15 @@ fn ll128_auto_reasons() {
         PathType::Pix,
     ));
     let t = CostTable::build(&i);
-    let c = t.cell(Func::AllReduce, Algo::Ring, Proto::Ll128).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
+        .unwrap();
     assert_eq!(
         c.reason().unwrap(),
         "LL128 disabled: intra path type PXB > NVB"
     );
     assert_eq!(
-        t.max_threads[Algo::Ring as usize][2],
+        t.max_threads[Algorithm::Ring as usize][2],
         256,
         "ring 1 × 12 ≤ PCI_BW: 256 Simple threads"
     );
@@ -622,7 +686,9 @@ fn ll128_auto_reasons() {
         PathType::Phb,
     ));
     let t = CostTable::build(&i);
-    let c = t.cell(Func::AllReduce, Algo::Ring, Proto::Ll128).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
+        .unwrap();
     assert_eq!(
         c.reason().unwrap(),
         "LL128 disabled: inter path type PHB > PXN"
@@ -641,7 +707,7 @@ fn ll128_auto_reasons() {
     ));
     let t = CostTable::build(&i);
     assert_eq!(
-        t.cell(Func::AllReduce, Algo::Ring, Proto::Ll128)
+        t.cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
             .unwrap()
             .reason()
             .unwrap(),
@@ -684,46 +750,53 @@ fn v_ring_ll_factor_quarter_third_then_half() {
     let t21 = single("2.21", &[], small);
     assert_cell(
         &t18,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 14.0 * 0.6,
         40.0 / 4.0 * 8.0 / 14.0,
     );
     assert_cell(
         &t18,
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
         7.2,
         40.0 / 3.0,
     );
     assert_cell(
         &t21,
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 14.0 * 0.6,
         20.0 * 8.0 / 14.0,
     );
-    assert_cell(&t21, Func::Broadcast, Algo::Ring, Proto::Ll, 7.2, 20.0);
+    assert_cell(
+        &t21,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
+        7.2,
+        20.0,
+    );
 }
 
 #[test]
 fn v_hopper_ll_max_bw_87_7_then_141() {
     assert_cell(
         &single("2.18", &[], |_| {}),
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
         7.2,
         87.7,
     );
     assert_cell(
         &single("2.21", &[], |_| {}),
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
         7.2,
         141.0,
     );
@@ -739,34 +812,40 @@ fn v_ring_ll128_low_ppn_factor_until_2_22() {
     let a = multi("2.21", 2, one);
     let b = multi("2.23", 2, one);
     let want = |f: f64| (384.0 * f).min(16.0 * 36.7);
-    assert!((cell(&a, Func::Broadcast, Algo::Ring, Proto::Ll128).1 - want(0.7)).abs() < 0.01);
-    assert!((cell(&b, Func::Broadcast, Algo::Ring, Proto::Ll128).1 - want(0.92)).abs() < 0.01);
+    assert!(
+        (cell(&a, Collective::Broadcast, Algorithm::Ring, Protocol::Ll128).1 - want(0.7)).abs()
+            < 0.01
+    );
+    assert!(
+        (cell(&b, Collective::Broadcast, Algorithm::Ring, Protocol::Ll128).1 - want(0.92)).abs()
+            < 0.01
+    );
 }
 
 #[test]
 fn v_tree_simple_latency_28_then_4_and_base_8_4() {
     assert_cell(
         &single("2.21", &[], |_| {}),
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Simple,
         2.0 * 7.0 * 28.0,
         165.6,
     );
     assert_cell(
         &single("2.23", &[], |_| {}),
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Simple,
         64.4,
         165.6,
     );
     // 2.18: Tree Simple NVLink 4, base 0
     assert_cell(
         &single("2.18", &[], |_| {}),
-        Func::AllReduce,
-        Algo::Tree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Tree,
+        Protocol::Simple,
         56.0,
         165.6,
     );
@@ -783,9 +862,9 @@ fn v_pat_added_in_2_23_factor_0_85_then_0_75() {
     let t23 = multi("2.23", 4, one);
     let t24 = multi("2.24", 4, one);
     let t28 = multi("2.28", 4, one);
-    assert!(!t21.algorithms.contains(&Algo::Pat));
+    assert!(!t21.algorithms.contains(&Algorithm::Pat));
     assert!(
-        t21.cell(Func::AllGather, Algo::Pat, Proto::Simple)
+        t21.cell(Collective::AllGather, Algorithm::Pat, Protocol::Simple)
             .unwrap()
             .reason()
             .unwrap()
@@ -795,25 +874,25 @@ fn v_pat_added_in_2_23_factor_0_85_then_0_75() {
     let lat = 8.0 + 2.0 * 14.0 / 3.5 + 4.0 * 2.8;
     assert_cell(
         &t23,
-        Func::AllGather,
-        Algo::Pat,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Pat,
+        Protocol::Simple,
         lat,
         384.0 * 0.85,
     );
     assert_cell(
         &t24,
-        Func::AllGather,
-        Algo::Pat,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Pat,
+        Protocol::Simple,
         lat,
         384.0 * 0.75,
     );
     assert_cell(
         &t28,
-        Func::AllGather,
-        Algo::Pat,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Pat,
+        Protocol::Simple,
         lat,
         384.0 * 0.75,
     );
@@ -834,7 +913,7 @@ fn v_pat_added_in_2_23_factor_0_85_then_0_75() {
     one(&mut i);
     let t = CostTable::build(&i);
     assert!(
-        t.cell(Func::AllGather, Algo::Pat, Proto::Simple)
+        t.cell(Collective::AllGather, Algorithm::Pat, Protocol::Simple)
             .unwrap()
             .reason()
             .unwrap()
@@ -852,17 +931,17 @@ fn v_inter_latency_with_one_rank_per_node_uses_tree_from_2_23() {
     // → compare LL: Ring NET 2.7 (2.21) vs Tree NET 5.0 (2.23).
     assert_cell(
         &multi("2.21", 2, one),
-        Func::AllGather,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllGather,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 2.7,
         39.0 * 2.0,
     );
     assert_cell(
         &multi("2.23", 2, one),
-        Func::AllGather,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllGather,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 5.0,
         39.0 * 2.0,
     );
@@ -873,17 +952,17 @@ fn v_ring_inter_steps_2_nnodes_until_2_22() {
     // 2 nodes × 8: nsteps 30; 2.21: nInter 4; 2.23: nInter 2.
     assert_cell(
         &multi("2.21", 2, |_| {}),
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 26.0 + 4.0 * 2.7,
         39.0 * 16.0 / 30.0,
     );
     assert_cell(
         &multi("2.23", 2, |_| {}),
-        Func::AllReduce,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::AllReduce,
+        Algorithm::Ring,
+        Protocol::Ll,
         6.6 + 28.0 + 2.0 * 2.7,
         39.0 * 16.0 / 30.0,
     );
@@ -899,72 +978,72 @@ fn v_nvls_bandwidth_rules() {
     let t28 = single("2.28", &[], |_| {});
     assert_cell(
         &t18,
-        Func::AllReduce,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Nvls,
+        Protocol::Simple,
         23.0,
         320.0 * 5.0 / 6.0,
     );
     assert_cell(
         &t21,
-        Func::AllReduce,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         320.0 * 5.0 / 6.0,
     );
     assert_cell(
         &t27,
-        Func::AllReduce,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         320.0 * 5.0 / 6.0,
     );
     assert_cell(
         &t28,
-        Func::AllReduce,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         272.0,
     );
     // AllGather: 2.18 not modelled; 2.21 min(40,60) × 8 × 5/6; 2.23 no conversion: 320;
     // 2.27 min(40 × 7/8, 54) × 8 = 280; 2.28 26.03 × 8.
     assert!(
-        !t18.cell(Func::AllGather, Algo::Nvls, Proto::Simple)
+        !t18.cell(Collective::AllGather, Algorithm::Nvls, Protocol::Simple)
             .unwrap()
             .evaluated
     );
     assert_cell(
         &t21,
-        Func::AllGather,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         320.0 * 5.0 / 6.0,
     );
     assert_cell(
         &single("2.23", &[], |_| {}),
-        Func::AllGather,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         320.0,
     );
     assert_cell(
         &t27,
-        Func::AllGather,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         280.0,
     );
     assert_cell(
         &t28,
-        Func::AllGather,
-        Algo::Nvls,
-        Proto::Simple,
+        Collective::AllGather,
+        Algorithm::Nvls,
+        Protocol::Simple,
         25.0,
         208.25,
     );
@@ -980,22 +1059,24 @@ fn v_nvls_bandwidth_rules() {
             PathType::Pix,
         ))
     });
-    let c = t.cell(Func::AllReduce, Algo::Nvls, Proto::Simple).unwrap();
+    let c = t
+        .cell(Collective::AllReduce, Algorithm::Nvls, Protocol::Simple)
+        .unwrap();
     assert!(!c.evaluated && c.reason().unwrap().contains("at least 2 channels"));
     // NVLSTree: 2.18 0.7 × n/(2(n−1)); 2.21 min(bwI, bwE/2 above 2 nodes) × 5/6
     assert_cell(
         &multi("2.18", 4, |_| {}),
-        Func::AllReduce,
-        Algo::NvlsTree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::NvlsTree,
+        Protocol::Simple,
         23.0 + 6.0 * 19.0,
         8.0 * 40.0 * 0.7 * 4.0 / 6.0,
     );
     assert_cell(
         &multi("2.21", 4, |_| {}),
-        Func::AllReduce,
-        Algo::NvlsTree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::NvlsTree,
+        Protocol::Simple,
         25.0 + 4.0 * 14.0,
         8.0 * 20.0 * 5.0 / 6.0,
     );
@@ -1005,15 +1086,22 @@ fn v_nvls_bandwidth_rules() {
 fn v_nvlstree_net_latency_14_then_20_9() {
     assert_cell(
         &multi("2.27", 2, |_| {}),
-        Func::AllReduce,
-        Algo::NvlsTree,
-        Proto::Simple,
+        Collective::AllReduce,
+        Algorithm::NvlsTree,
+        Protocol::Simple,
         25.0 + 2.0 * 14.0,
         8.0 * 40.0 * 5.0 / 6.0,
     );
     let t28 = multi("2.28", 2, |_| {});
     assert!(
-        (cell(&t28, Func::AllReduce, Algo::NvlsTree, Proto::Simple).0 - (25.0 + 2.0 * 20.9)).abs()
+        (cell(
+            &t28,
+            Collective::AllReduce,
+            Algorithm::NvlsTree,
+            Protocol::Simple
+        )
+        .0 - (25.0 + 2.0 * 20.9))
+            .abs()
             < 1e-9
     );
 }
@@ -1027,7 +1115,7 @@ fn v_ll128_compute_capability_rules() {
         }
     };
     let ll128 = |t: &CostTable| {
-        t.cell(Func::AllReduce, Algo::Ring, Proto::Ll128)
+        t.cell(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
             .unwrap()
             .reason()
     };
@@ -1095,26 +1183,26 @@ fn v_blackwell_tables_from_2_25() {
     // single-node Ring LL: llMaxBw Hopper row 141 (2.24, cc 100 → index 2) vs Blackwell 282.
     assert_cell(
         &single("2.24", &[], bw),
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
         7.2,
         141.0,
     );
     assert_cell(
         &single("2.25", &[], bw),
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll,
         7.2,
         180.0,
     );
     // Ring LL128 per-channel caps: 73.4 (2.25–2.28 at 1 node) vs 40 (2.29+): 12 ch × 40 = 480 > 331.2
     assert_cell(
         &single("2.28", &[], bw),
-        Func::Broadcast,
-        Algo::Ring,
-        Proto::Ll128,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll128,
         15.9,
         331.2,
     );
@@ -1130,18 +1218,33 @@ fn v_blackwell_tables_from_2_25() {
             PathType::Pix,
         ));
     });
-    assert_cell(&t29, Func::Broadcast, Algo::Ring, Proto::Ll128, 15.9, 480.0);
+    assert_cell(
+        &t29,
+        Collective::Broadcast,
+        Algorithm::Ring,
+        Protocol::Ll128,
+        15.9,
+        480.0,
+    );
 }
 
 #[test]
 fn v_algorithm_sets_for_allgather() {
-    let ev = |t: &CostTable, a: Algo| t.cell(Func::AllGather, a, Proto::Simple).unwrap().evaluated;
+    let ev = |t: &CostTable, a: Algorithm| {
+        t.cell(Collective::AllGather, a, Protocol::Simple)
+            .unwrap()
+            .evaluated
+    };
     let t18 = single("2.18", &[], |_| {});
     let t19 = single("2.19", &[], |_| {});
     let t21 = single("2.21", &[], |_| {});
-    assert!(ev(&t18, Algo::Ring) && !ev(&t18, Algo::Nvls) && !ev(&t18, Algo::CollnetDirect));
-    assert!(ev(&t19, Algo::Nvls) && !ev(&t19, Algo::CollnetDirect));
-    assert!(ev(&t21, Algo::Nvls) && ev(&t21, Algo::CollnetDirect));
+    assert!(
+        ev(&t18, Algorithm::Ring)
+            && !ev(&t18, Algorithm::Nvls)
+            && !ev(&t18, Algorithm::CollnetDirect)
+    );
+    assert!(ev(&t19, Algorithm::Nvls) && !ev(&t19, Algorithm::CollnetDirect));
+    assert!(ev(&t21, Algorithm::Nvls) && ev(&t21, Algorithm::CollnetDirect));
 }
 
 #[test]
@@ -1163,19 +1266,32 @@ fn v_collnet_direct_arity_latency_0_5_then_0_4() {
     let t18 = multi("2.18", 2, cn);
     let t21 = multi("2.21", 2, cn);
     assert!(
-        (cell(&t18, Func::AllReduce, Algo::CollnetDirect, Proto::Simple).0
-            - (2.0 * (8.0 + 3.5) + 10.7))
+        (cell(
+            &t18,
+            Collective::AllReduce,
+            Algorithm::CollnetDirect,
+            Protocol::Simple
+        )
+        .0 - (2.0 * (8.0 + 3.5) + 10.7))
             .abs()
             < 1e-9
     );
     assert!(
-        (cell(&t21, Func::AllReduce, Algo::CollnetDirect, Proto::Simple).0
-            - (2.0 * (3.7 + 2.8) + 31.0))
+        (cell(
+            &t21,
+            Collective::AllReduce,
+            Algorithm::CollnetDirect,
+            Protocol::Simple
+        )
+        .0 - (2.0 * (3.7 + 2.8) + 31.0))
             .abs()
             < 1e-9
     );
     // with CollNet, multi-node NVLS comes back
-    assert!(t21.bw(Func::AllReduce, Algo::Nvls, Proto::Simple).is_some());
+    assert!(
+        t21.bw(Collective::AllReduce, Algorithm::Nvls, Protocol::Simple)
+            .is_some()
+    );
 }
 
 #[test]
@@ -1189,8 +1305,10 @@ fn v_no_algorithm_left_fallbacks() {
     // 2.22: Ring comes back (backup); 2.24: error
     let t22 = single("2.22", &[("NCCL_ALGO", "NVLS")], no_nvls);
     assert_eq!(
-        t22.select(Func::AllReduce, 1 << 20, &op).unwrap().algo,
-        Algo::Ring
+        t22.select(Collective::AllReduce, 1 << 20, &op)
+            .unwrap()
+            .algo,
+        Algorithm::Ring
     );
     // 2.21 restores every Ring protocol, 2.22 only the enabled ones (LL128 auto is off on PCIe)
     let pcie = |i: &mut TuningInput| {
@@ -1206,22 +1324,43 @@ fn v_no_algorithm_left_fallbacks() {
         ));
     };
     let t21 = single("2.21", &[("NCCL_ALGO", "NVLS")], pcie);
-    assert!(t21.bw(Func::AllReduce, Algo::Ring, Proto::Ll128).is_some());
+    assert!(
+        t21.bw(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
+            .is_some()
+    );
     let t22 = single("2.22", &[("NCCL_ALGO", "NVLS")], pcie);
-    assert!(t22.bw(Func::AllReduce, Algo::Ring, Proto::Ll128).is_none());
-    assert!(t22.bw(Func::AllReduce, Algo::Ring, Proto::Simple).is_some());
+    assert!(
+        t22.bw(Collective::AllReduce, Algorithm::Ring, Protocol::Ll128)
+            .is_none()
+    );
+    assert!(
+        t22.bw(Collective::AllReduce, Algorithm::Ring, Protocol::Simple)
+            .is_some()
+    );
     let t24 = single("2.24", &[("NCCL_ALGO", "NVLS")], no_nvls);
-    assert!(t24.select(Func::AllReduce, 1 << 20, &op).is_err());
+    assert!(t24.select(Collective::AllReduce, 1 << 20, &op).is_err());
     // NCCL_ALGO=CollNetDirect without CollNet: ≤2.23 ignores it (Ring+Tree back)
     let t23 = single("2.23", &[("NCCL_ALGO", "CollNetDirect")], |_| {});
-    assert!(t23.bw(Func::AllReduce, Algo::Tree, Proto::Simple).is_some());
-    assert!(t23.bw(Func::AllReduce, Algo::Nvls, Proto::Simple).is_none());
+    assert!(
+        t23.bw(Collective::AllReduce, Algorithm::Tree, Protocol::Simple)
+            .is_some()
+    );
+    assert!(
+        t23.bw(Collective::AllReduce, Algorithm::Nvls, Protocol::Simple)
+            .is_none()
+    );
     // 2.18: NCCL_ALGO never disables Ring for non-AllReduce
     let t18 = single("2.18", &[("NCCL_ALGO", "Tree")], |_| {});
-    assert!(t18.bw(Func::Broadcast, Algo::Ring, Proto::Simple).is_some());
-    assert!(t18.bw(Func::AllReduce, Algo::Ring, Proto::Simple).is_none());
+    assert!(
+        t18.bw(Collective::Broadcast, Algorithm::Ring, Protocol::Simple)
+            .is_some()
+    );
+    assert!(
+        t18.bw(Collective::AllReduce, Algorithm::Ring, Protocol::Simple)
+            .is_none()
+    );
     let t20 = single("2.20", &[("NCCL_ALGO", "Tree")], |_| {});
-    assert!(t20.select(Func::Broadcast, 1 << 20, &op).is_err());
+    assert!(t20.select(Collective::Broadcast, 1 << 20, &op).is_err());
 }
 
 #[test]
@@ -1230,10 +1369,16 @@ fn v_threads_and_channels_per_op() {
     let t21 = single("2.21", &[], |_| {});
     let t22 = single("2.22", &[], |_| {});
     // 2.18 single loop: channels first, then threads in the same loop → same as split here
-    assert_eq!(t18.channels_threads(Algo::Ring, Proto::Ll, 8).0, 1);
+    assert_eq!(t18.channels_threads(Algorithm::Ring, Protocol::Ll, 8).0, 1);
     // Tree LL at 1 KiB: 1 channel, threads halved 512 → 128 (1024 < 1 × 256 × 8); 2.22+ forces 640
-    assert_eq!(t21.channels_threads(Algo::Tree, Proto::Ll, 1024).1, 128);
-    assert_eq!(t22.channels_threads(Algo::Tree, Proto::Ll, 1024).1, 640);
+    assert_eq!(
+        t21.channels_threads(Algorithm::Tree, Protocol::Ll, 1024).1,
+        128
+    );
+    assert_eq!(
+        t22.channels_threads(Algorithm::Tree, Protocol::Ll, 1024).1,
+        640
+    );
     // multi-node NVLS channels: min(nvlsChannels, nChannels) from 2.28
     let cn = |i: &mut TuningInput| {
         i.collnet_enabled = true;
@@ -1242,8 +1387,16 @@ fn v_threads_and_channels_per_op() {
     };
     let a = multi("2.27", 2, cn);
     let b = multi("2.28", 2, cn);
-    assert_eq!(a.channels_threads(Algo::Nvls, Proto::Simple, 1 << 30).0, 16);
-    assert_eq!(b.channels_threads(Algo::Nvls, Proto::Simple, 1 << 30).0, 8);
+    assert_eq!(
+        a.channels_threads(Algorithm::Nvls, Protocol::Simple, 1 << 30)
+            .0,
+        16
+    );
+    assert_eq!(
+        b.channels_threads(Algorithm::Nvls, Protocol::Simple, 1 << 30)
+            .0,
+        8
+    );
 }
 
 #[test]
@@ -1255,16 +1408,16 @@ fn v_nvlstree_size_correction_on_blackwell_x86_from_2_29() {
     let t28 = multi("2.28", 2, bw);
     let t29 = multi("2.29", 2, bw);
     let time = |t: &CostTable| {
-        t.select(Func::AllReduce, 1 << 20, &OpContext::default())
+        t.select(Collective::AllReduce, 1 << 20, &OpContext::default())
             .unwrap()
             .considered
             .iter()
-            .find(|x| x.0 == Algo::NvlsTree)
+            .find(|x| x.0 == Algorithm::NvlsTree)
             .unwrap()
             .2
     };
     let c = t28
-        .cell(Func::AllReduce, Algo::NvlsTree, Proto::Simple)
+        .cell(Collective::AllReduce, Algorithm::NvlsTree, Protocol::Simple)
         .unwrap();
     let base = c.lat_us + (1 << 20) as f64 / (1000.0 * c.bw.unwrap());
     assert!((time(&t28) - base).abs() < 1e-9);
@@ -1275,20 +1428,22 @@ fn v_nvlstree_size_correction_on_blackwell_x86_from_2_29() {
 
 #[test]
 fn busbw_factors_per_nccl_tests() {
-    assert_eq!(busbw_factor(Func::AllReduce, 8), 1.75);
-    assert_eq!(busbw_factor(Func::AllGather, 8), 0.875);
-    assert_eq!(busbw_factor(Func::ReduceScatter, 16), 15.0 / 16.0);
-    assert_eq!(busbw_factor(Func::AllToAll, 4), 0.75);
-    assert_eq!(busbw_factor(Func::Broadcast, 8), 1.0);
-    assert_eq!(busbw_factor(Func::SendRecv, 8), 1.0);
+    assert_eq!(busbw_factor(Collective::AllReduce, 8), 1.75);
+    assert_eq!(busbw_factor(Collective::AllGather, 8), 0.875);
+    assert_eq!(busbw_factor(Collective::ReduceScatter, 16), 15.0 / 16.0);
+    assert_eq!(busbw_factor(Collective::AllToAll, 4), 0.75);
+    assert_eq!(busbw_factor(Collective::Broadcast, 8), 1.0);
+    assert_eq!(busbw_factor(Collective::SendRecv, 8), 1.0);
     assert_eq!(algbw_gbps(1_000_000, 10.0), 100.0);
-    assert_eq!(busbw_gbps(Func::AllReduce, 8, 1_000_000, 10.0), 175.0);
+    assert_eq!(busbw_gbps(Collective::AllReduce, 8, 1_000_000, 10.0), 175.0);
     // the model's ring conversion is the inverse: Ring Simple algbw × factor = busBw
     let d = data("2.30");
     let env = policy(&d, &[]);
     let t = CostTable::build(&h100(&env, &d));
-    let bw = t.bw(Func::AllReduce, Algo::Ring, Proto::Simple).unwrap();
-    assert!((bw * busbw_factor(Func::AllReduce, 8) - 360.0).abs() < 1e-9);
+    let bw = t
+        .bw(Collective::AllReduce, Algorithm::Ring, Protocol::Simple)
+        .unwrap();
+    assert!((bw * busbw_factor(Collective::AllReduce, 8) - 360.0).abs() < 1e-9);
 }
 
 #[test]
@@ -1298,11 +1453,11 @@ fn single_rank_needs_no_algorithm() {
     let i = TuningInput::new(&env, &d, 1, 1);
     let t = CostTable::build(&i);
     let c = t
-        .select(Func::AllReduce, 1 << 20, &OpContext::default())
+        .select(Collective::AllReduce, 1 << 20, &OpContext::default())
         .unwrap();
     assert_eq!(
         (c.algo, c.proto, c.time_us),
-        (Algo::Ring, Proto::Simple, 0.0)
+        (Algorithm::Ring, Protocol::Simple, 0.0)
     );
 }
 

@@ -12,7 +12,7 @@ use topo_nccl::version::NcclVersion;
 
 fn request() -> PlanRequest {
     PlanRequest {
-        funcs: vec![topo_nccl::types::Func::AllReduce],
+        funcs: vec![topo_nccl::types::Collective::AllReduce],
         sizes: (3..=33).map(|k| 1u64 << k).collect(),
         version: NcclVersion::parse("2.28").unwrap(),
         version_source: "test".into(),

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use topo_nccl::analyze::Analysis;
 use topo_nccl::plan::Plan;
 use topo_nccl::tuning::{self, OpContext};
-use topo_nccl::types::{Algo, Func, Proto};
+use topo_nccl::types::{Algorithm, Collective, Protocol};
 
 /// One curve: busbw (GB/s) per message size (bytes).
 #[derive(Clone, Debug, PartialEq)]
@@ -48,7 +48,7 @@ pub fn panels(
     analysis: &Analysis,
     plan: &Plan,
 ) -> std::result::Result<Vec<Panel>, topo_nccl::Error> {
-    let mut by_func: Vec<(Func, Vec<&topo_nccl::plan::Row>)> = vec![];
+    let mut by_func: Vec<(Collective, Vec<&topo_nccl::plan::Row>)> = vec![];
     for r in &plan.table {
         match by_func.iter_mut().find(|(c, _)| *c == r.collective) {
             Some((_, v)) => v.push(r),
@@ -187,19 +187,19 @@ const COLOURS: [RGBColor; 10] = [
 /// so a curve looks the same in every panel; an unknown label takes a colour by position.
 fn line_style(label: &str, i: usize) -> (RGBColor, Option<(u32, u32)>) {
     let (algo, proto) = label.split_once('/').unwrap_or((label, ""));
-    let colour = match Algo::from_name(algo) {
-        Some(Algo::Ring) => 0,
-        Some(Algo::Tree) => 1,
-        Some(Algo::Nvls) => 2,
-        Some(Algo::NvlsTree) => 3,
-        Some(Algo::CollnetDirect) => 4,
-        Some(Algo::CollnetChain) => 5,
-        Some(Algo::Pat) => 6,
+    let colour = match Algorithm::from_name(algo) {
+        Some(Algorithm::Ring) => 0,
+        Some(Algorithm::Tree) => 1,
+        Some(Algorithm::Nvls) => 2,
+        Some(Algorithm::NvlsTree) => 3,
+        Some(Algorithm::CollnetDirect) => 4,
+        Some(Algorithm::CollnetChain) => 5,
+        Some(Algorithm::Pat) => 6,
         _ => 7 + i,
     };
-    let dash = match Proto::from_name(proto) {
-        Some(Proto::Ll) => Some((2, 4)),
-        Some(Proto::Ll128) => Some((8, 4)),
+    let dash = match Protocol::from_name(proto) {
+        Some(Protocol::Ll) => Some((2, 4)),
+        Some(Protocol::Ll128) => Some((8, 4)),
         _ => None,
     };
     (COLOURS[colour % COLOURS.len()], dash)

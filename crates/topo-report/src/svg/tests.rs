@@ -151,8 +151,8 @@ fn small_machine_snapshot() {
 fn request(sizes: Vec<u64>) -> PlanRequest {
     PlanRequest {
         funcs: vec![
-            topo_nccl::types::Func::AllReduce,
-            topo_nccl::types::Func::AllGather,
+            topo_nccl::types::Collective::AllReduce,
+            topo_nccl::types::Collective::AllGather,
         ],
         sizes,
         version: NcclVersion::parse("2.28").unwrap(),

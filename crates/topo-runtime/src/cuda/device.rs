@@ -17,7 +17,7 @@ use super::{Probe, drv, guarded};
 use crate::error::{Result, RuntimeError};
 use crate::schedule::{Layout, schedule};
 use crate::transport::TransportKind;
-use crate::types::{Collective, CollectivePlan, DataType, RedOp};
+use crate::types::{Collective, CollectivePlan, DataType, Reduction};
 use crate::verify::{self, NcclRow, VerifyReport, VerifyRequest};
 
 /// What the CUDA backend adds to a [`VerifyRequest`].
@@ -36,6 +36,32 @@ pub struct CudaOptions {
     /// How processes that share a GPU run (`sharing::prepare_mps`, decided before any
     /// context); the report says it.
     pub sharing: super::sharing::Sharing,
+}
+
+/// Forces a CUDA transport for measuring it: `shm` (pinned host memory FIFOs) or `ipc`
+/// (legacy IPC handles); any other value forces nothing.
+pub const ENV_CUDA_TRANSPORT: &str = "TOPO_CUDA_TRANSPORT";
+
+impl CudaOptions {
+    /// The options of `ranks_per_gpu`, `compare_nccl` and `copy_ceiling`, how ranks share a
+    /// GPU (decided before the driver starts), with the transport `TOPO_CUDA_TRANSPORT`
+    /// forces (read here alone).
+    pub fn new(
+        ranks_per_gpu: usize,
+        compare_nccl: bool,
+        copy_ceiling: bool,
+        sharing: super::sharing::Sharing,
+    ) -> CudaOptions {
+        let forced = std::env::var(ENV_CUDA_TRANSPORT).unwrap_or_default();
+        CudaOptions {
+            ranks_per_gpu: ranks_per_gpu.max(1),
+            compare_nccl,
+            copy_ceiling,
+            force_shm: forced == "shm",
+            force_ipc: forced == "ipc",
+            sharing,
+        }
+    }
 }
 
 fn check(r: CUresult, what: &str) -> Result<()> {
@@ -80,7 +106,7 @@ impl Gpu {
     pub(super) fn open(
         info: &super::GpuInfo,
         image: &[u8],
-        op: RedOp,
+        op: Reduction,
         dt: DataType,
     ) -> Result<Gpu> {
         let ctx = CudaContext::new(info.ordinal).map_err(drv("cuDevicePrimaryCtxRetain"))?;
@@ -755,7 +781,7 @@ pub(super) fn rank_main(sh: &Shared, rank: usize) -> Result<Vec<Vec<f64>>> {
 }
 
 /// The host's check pattern for this rank's buffers (the same values `--backend host` uses).
-fn filled(layout: &Layout, coll: Collective, dt: DataType, op: RedOp, rank: usize) -> Vec<u8> {
+fn filled(layout: &Layout, coll: Collective, dt: DataType, op: Reduction, rank: usize) -> Vec<u8> {
     let bytes = layout.total * dt.size();
     let mut words = vec![0u64; bytes.div_ceil(8)];
     let buf = &mut bytemuck_bytes(&mut words)[..bytes];

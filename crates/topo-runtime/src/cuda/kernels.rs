@@ -2,7 +2,7 @@
 //! on-disk cache of compiled images keyed by (architecture, driver, NVRTC, source hash).
 use std::path::{Path, PathBuf};
 
-use crate::types::{DataType, RedOp};
+use crate::types::{DataType, Reduction};
 
 use super::nvrtc::Nvrtc;
 
@@ -74,31 +74,31 @@ pub fn type_tag(dt: DataType) -> &'static str {
 }
 
 /// The kernel name's part for an operator.
-pub fn op_tag(op: RedOp) -> &'static str {
+pub fn op_tag(op: Reduction) -> &'static str {
     match op {
-        RedOp::Sum => "sum",
-        RedOp::Prod => "prod",
-        RedOp::Min => "min",
-        RedOp::Max => "max",
-        RedOp::Avg => "avg",
+        Reduction::Sum => "sum",
+        Reduction::Prod => "prod",
+        Reduction::Min => "min",
+        Reduction::Max => "max",
+        Reduction::Avg => "avg",
     }
 }
 
 /// The primitive kernel for `op` over `dt` (copy-only collectives use `sum`: with no input
 /// and a received value, or the reverse, the operator is never applied).
-pub fn prim_kernel(op: RedOp, dt: DataType) -> String {
+pub fn prim_kernel(op: Reduction, dt: DataType) -> String {
     format!("topo_prim_{}_{}", op_tag(op), type_tag(dt))
 }
 
 /// The defines that make the source instantiate only `op` over `dt` (plus the copy and the
 /// check kernels).
-pub fn one_kernel_defines(op: RedOp, dt: DataType) -> Vec<String> {
+pub fn one_kernel_defines(op: Reduction, dt: DataType) -> Vec<String> {
     let op_struct = match op {
-        RedOp::Sum => "OpSum",
-        RedOp::Prod => "OpProd",
-        RedOp::Min => "OpMin",
-        RedOp::Max => "OpMax",
-        RedOp::Avg => "OpAvg",
+        Reduction::Sum => "OpSum",
+        Reduction::Prod => "OpProd",
+        Reduction::Min => "OpMin",
+        Reduction::Max => "OpMax",
+        Reduction::Avg => "OpAvg",
     };
     let ty_struct = match dt {
         DataType::F32 => "TF32",
@@ -121,7 +121,13 @@ pub fn one_kernel_defines(op: RedOp, dt: DataType) -> Vec<String> {
 /// Every entry point the sources define: 35 primitives, the copy and the check.
 pub fn all_kernels() -> Vec<String> {
     let mut v = Vec::new();
-    for op in [RedOp::Sum, RedOp::Prod, RedOp::Min, RedOp::Max, RedOp::Avg] {
+    for op in [
+        Reduction::Sum,
+        Reduction::Prod,
+        Reduction::Min,
+        Reduction::Max,
+        Reduction::Avg,
+    ] {
         for dt in DataType::ALL {
             v.push(prim_kernel(op, dt));
         }
@@ -158,7 +164,7 @@ pub struct CacheKey {
     pub nvrtc: (i32, i32),
     pub source: u64,
     /// The one primitive compiled in.
-    pub op: RedOp,
+    pub op: Reduction,
     pub dtype: DataType,
 }
 
@@ -251,7 +257,7 @@ mod tests {
         assert!(src.contains(&format!("#define TOPO_THREADS {THREADS}\n")));
         assert!(src.contains(&format!("#define TOPO_MIN_CTAS {MIN_CTAS}\n")));
         assert_eq!(
-            prim_kernel(RedOp::Avg, DataType::Bf16),
+            prim_kernel(Reduction::Avg, DataType::Bf16),
             "topo_prim_avg_bf16"
         );
     }
@@ -263,7 +269,7 @@ mod tests {
             driver: 13000,
             nvrtc: (13, 0),
             source: 0xabc,
-            op: RedOp::Sum,
+            op: Reduction::Sum,
             dtype: DataType::Bf16,
         };
         assert_eq!(
@@ -273,7 +279,7 @@ mod tests {
         assert_ne!(
             k.file_name(),
             CacheKey {
-                op: RedOp::Max,
+                op: Reduction::Max,
                 ..k
             }
             .file_name()
@@ -327,13 +333,13 @@ mod tests {
                 driver: 0,
                 nvrtc: nvrtc.version,
                 source: source_hash(),
-                op: RedOp::Avg,
+                op: Reduction::Avg,
                 dtype: DataType::Bf16,
             };
             let (cubin, _) = cubin(&nvrtc, &key, None).unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
             assert!(cubin.starts_with(b"\x7fELF"), "sm_{arch}: not a CUBIN");
             // The name the runtime asks cuModuleGetFunction for must be in the image.
-            let entry = prim_kernel(RedOp::Avg, DataType::Bf16);
+            let entry = prim_kernel(Reduction::Avg, DataType::Bf16);
             assert!(
                 cubin
                     .windows(entry.len() + 1)
@@ -461,7 +467,7 @@ extern "C" __global__ void __launch_bounds__(512, 2) topo_prim_spilled(float* ou
             driver: 0,
             nvrtc: nvrtc.version,
             source: source_hash(),
-            op: RedOp::Sum,
+            op: Reduction::Sum,
             dtype: DataType::U8,
         };
         let (a, cached) = cubin(&nvrtc, &key, Some(&dir)).unwrap();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::loader::{self, Lib};
 use crate::error::{Result, RuntimeError};
-use crate::types::{Collective, DataType, RedOp};
+use crate::types::{Collective, DataType, Reduction};
 
 type Comm = *mut c_void;
 type Stream = *mut c_void;
@@ -35,13 +35,13 @@ pub fn nccl_dtype(dt: DataType) -> c_int {
 }
 
 /// `ncclRedOp_t` (ncclAvg since 2.10).
-pub fn nccl_op(op: RedOp) -> c_int {
+pub fn nccl_op(op: Reduction) -> c_int {
     match op {
-        RedOp::Sum => 0,
-        RedOp::Prod => 1,
-        RedOp::Max => 2,
-        RedOp::Min => 3,
-        RedOp::Avg => 4,
+        Reduction::Sum => 0,
+        Reduction::Prod => 1,
+        Reduction::Max => 2,
+        Reduction::Min => 3,
+        Reduction::Avg => 4,
     }
 }
 
@@ -158,7 +158,7 @@ impl Nccl {
         recv: &[u64],
         count: usize,
         dt: DataType,
-        op: RedOp,
+        op: Reduction,
         root: usize,
     ) -> Result<()> {
         type Group = unsafe extern "C" fn() -> Res;
@@ -256,8 +256,8 @@ mod tests {
     fn nccl_enums_and_versions() {
         assert_eq!(nccl_dtype(DataType::F32), 7);
         assert_eq!(nccl_dtype(DataType::Bf16), 9);
-        assert_eq!(nccl_op(RedOp::Min), 3);
-        assert_eq!(nccl_op(RedOp::Avg), 4);
+        assert_eq!(nccl_op(Reduction::Min), 3);
+        assert_eq!(nccl_op(Reduction::Avg), 4);
         assert_eq!(version_string(22703), "2.27.3");
         assert_eq!(version_string(2803), "2.8.3");
         assert!(comparable(Collective::ReduceScatter));

@@ -476,13 +476,13 @@ mod tests {
     #[test]
     fn the_copy_ceiling_follows_each_gpu_row() {
         use crate::transport::TransportKind;
-        use crate::types::{Algorithm, Collective, DataType, Protocol, RedOp};
+        use crate::types::{Algorithm, Collective, DataType, Protocol, Reduction};
         let row = |bytes: usize, busbw: f64| VerifyRow {
             collective: Collective::AllReduce,
             bytes,
             count: bytes / 4,
             dtype: DataType::F32,
-            redop: Some(RedOp::Sum),
+            redop: Some(Reduction::Sum),
             root: -1,
             algo: Algorithm::Ring,
             proto: Protocol::Simple,
