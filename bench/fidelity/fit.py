@@ -355,11 +355,15 @@ def load(paths):
     index = yaml.safe_load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sources.yaml")))
     gaps = {e["dup_of"] for e in index["results"]
             if e.get("dup_of") and str(e.get("expect", "")).startswith("xfail: fabric")}
+    # A fixture's fabric is its shared twin's (the fixtures predate fabrics; the others are
+    # InfiniBand or one node).
+    fabric = {e["dup_of"]: e["fabric"] for e in index["results"] if e.get("dup_of")}
     rows = []
     for p in paths:
         for r in csv.DictReader(open(p), delimiter="\t"):
             if r["fixture"] in gaps:
                 r["role"] = "gap"
+            r.setdefault("fabric", fabric.get(r["fixture"], "ib"))
             rows.append(r)
     return rows
 

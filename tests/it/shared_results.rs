@@ -167,3 +167,138 @@ fn every_index_entry_states_what_the_test_needs() {
         );
     }
 }
+
+/// One nccl-tests row of `busbw` GB/s at `bytes` on `nranks` ranks, as all_reduce_perf prints
+/// it, with its header: what the summary tables of the shared set publish, in the form the
+/// reader takes (built here from the published figure, never stored).
+fn one_row_table(bytes: u64, nranks: u64, busbw: f64) -> String {
+    let algbw = busbw / (2.0 * (nranks - 1) as f64 / nranks as f64);
+    let time_us = bytes as f64 / (algbw * 1e3);
+    format!(
+        "# nThread 1 nGpus 1 minBytes {bytes} maxBytes {bytes} step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0\n\
+         #\n\
+         #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n\
+         #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n\
+         {bytes:>12} {:>13}     float     sum      -1 {time_us:>8.1} {algbw:>7.2} {busbw:>7.2}      0 {time_us:>8.1} {algbw:>7.2} {busbw:>7.2}      0\n\
+         # Out of bounds values : 0 OK\n",
+        bytes / 4
+    )
+}
+
+/// The misconfigured-versus-tuned pair of the shared set (Together's 4 x 8 B200 over NDR:
+/// an NCCL_IB_HCA list with 4 good rails of 8, then the fixed list with the IB settings tuned),
+/// read from its published table in place: the misconfigured run is below the band at 8 GB
+/// with the rails named among its likely causes, the tuned one in band.
+#[test]
+fn the_misconfigured_and_the_tuned_b200_runs_are_told_apart() {
+    let Some(path) = realdata(
+        "nccl-tests/repos/together-b200-slinky-4x8-ndr-ib-misconfig-vs-tuned-20260711-EXCERPT.md",
+    ) else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    // `| all_reduce | ring | 192.8 | 307.3 | **384.0** | **1.99×** |`
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| all_reduce | ring |"))
+        .expect("the all_reduce ring row");
+    let cells: Vec<f64> = row
+        .split('|')
+        .filter_map(|c| c.trim().trim_matches('*').parse().ok())
+        .collect();
+    let (buggy, tuned) = (cells[0], cells[2]);
+    assert!(buggy < tuned, "{row}");
+    let dir = tempfile::tempdir().unwrap();
+    let judge = |busbw: f64, name: &str| -> serde_json::Value {
+        let file = dir.path().join(name);
+        std::fs::write(&file, one_row_table(8 << 30, 32, busbw)).unwrap();
+        let o = topo_clean_env()
+            .args(["diagnose", "--nccl-tests"])
+            .arg(&file)
+            .args([
+                "--profile",
+                "dgx-b200",
+                "--nodes",
+                "4",
+                "--nccl-version",
+                "2.28",
+            ])
+            .args(["--env", "NCCL_ALGO=Ring", "--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            !o.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let ids = |d: &serde_json::Value| -> Vec<String> {
+        d["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let bad = judge(buggy, "misconfigured.txt");
+    assert!(
+        ids(&bad).contains(&"nccl-tests-below-band".to_string()),
+        "{bad}"
+    );
+    let causes = bad["results"][0]["causes"].as_array().unwrap();
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.as_str().unwrap().starts_with("rails, ACS or a VM: at ")),
+        "{causes:?}"
+    );
+    let good = judge(tuned, "tuned.txt");
+    assert!(
+        ids(&good).contains(&"nccl-tests-in-band".to_string()),
+        "{good}"
+    );
+    assert!(
+        !ids(&good).contains(&"nccl-tests-below-band".to_string()),
+        "{good}"
+    );
+}
+
+/// A shortfall's depth ranks its causes: the Polaris runs without the libfabric plugin went
+/// over TCP sockets (ALCF's README, setup 1) and reach a few percent of the RDMA rate, which
+/// names the fabric first among the depth causes; the misconfigured rails of the B200 pair
+/// above reach half and name the rails.
+#[test]
+fn a_socket_fallback_is_named_by_the_depth_of_its_shortfall() {
+    let Some(path) = realdata(
+        "nccl-tests/repos/alcf-polaris-a100-8x4-slingshot11-nccl2.18-setup1-allreduce.dat",
+    ) else {
+        return;
+    };
+    let o = topo_clean_env()
+        .args(["diagnose", "--nccl-tests"])
+        .arg(&path)
+        .args(["--profile", "dgx-a100", "--nodes", "8"])
+        .args(["--env", "CUDA_VISIBLE_DEVICES=0,1,2,3", "--format", "json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let causes: Vec<&str> = doc["results"][0]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let depth = causes
+        .iter()
+        .position(|c| c.starts_with("fabric: at "))
+        .unwrap_or_else(|| panic!("{causes:?}"));
+    assert!(causes[depth].contains("TCP socket transport"), "{causes:?}");
+    // The depth comes before the shape of the shortfall by size, the least specific.
+    assert!(
+        causes
+            .last()
+            .unwrap()
+            .starts_with("large sizes under the band")
+    );
+}

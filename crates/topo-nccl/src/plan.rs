@@ -392,13 +392,15 @@ fn count_of(f: Func, bytes: u64, nranks: usize) -> u64 {
 
 /// The fabric between the plan's nodes, by the names of `data/measured.yaml`: the socket
 /// transport where NCCL uses it; else what the network ports say (EFA devices `rdmap*`/`efa*`,
-/// Slingshot CXI `cxi*`/`hsn*`, an Ethernet link layer RoCE); else InfiniBand. A fabric stated
-/// by flag or profile takes precedence once the topology carries one.
+/// Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it, RoCE where every port with
+/// a stated link layer is Ethernet: a machine's storage and front-end ports are often Ethernet
+/// beside InfiniBand compute rails); else InfiniBand. A fabric stated by flag or profile takes
+/// precedence once the topology carries one.
 fn fabric_of(a: &Analysis) -> &'static str {
     if a.transports.iter().any(|t| t.transport.is_socket()) {
         return "socket";
     }
-    let mut fabric = "ib";
+    let (mut ib, mut ethernet) = (false, false);
     for n in a.topo.graph.node_indices() {
         if let topo_model::NodeKind::Net(net) = &a.topo.graph[n].kind {
             let name = net.name.as_str();
@@ -408,16 +410,14 @@ fn fabric_of(a: &Analysis) -> &'static str {
             if name.starts_with("cxi") || name.starts_with("hsn") {
                 return "slingshot";
             }
-            if net
-                .link_layer
-                .as_deref()
-                .is_some_and(|l| l.eq_ignore_ascii_case("ethernet"))
-            {
-                fabric = "roce";
+            match net.link_layer.as_deref() {
+                Some(l) if l.eq_ignore_ascii_case("ethernet") => ethernet = true,
+                Some(l) if l.eq_ignore_ascii_case("infiniband") => ib = true,
+                _ => {}
             }
         }
     }
-    fabric
+    if ethernet && !ib { "roce" } else { "ib" }
 }
 
 /// Where this plan leaves the conditions of the published results (`measured::outside_fits`).
