@@ -277,7 +277,9 @@ def bands(rows, pts=None):
         cells[(band_fabric(r), "rule" if ruled else "nccl", size_band(r["bytes"]))].append((q, source_of(r)))
     out = []
     for fab in ["any"] + FABRICS:
-        for basis in ("rule", "nccl"):
+        # NCCL's time first: a rule's cell without enough held-out points of its own takes it,
+        # since a fitted expectation is no further off than NCCL's own.
+        for basis in ("nccl", "rule"):
             fab_pooled = [(q, s) for (f, b, _), v in cells.items() if f == fab and b == basis for q, s in v]
             for sb in ("small", "mid", "large"):
                 multi = [q for (f, b, z), v in cells.items() if f != "any" and b == basis and z == sb for q, _ in v]
@@ -285,12 +287,16 @@ def bands(rows, pts=None):
                 qs = [q for q, _ in v]
                 srcs = len({s for _, s in v})
                 fab_srcs = len({s for _, s in fab_pooled})
+                nccl = next((b for b in out if (b["fabric"], b["basis"], b["sizes"]) == (fab, "nccl", sb)), None)
                 if len(qs) >= MIN_POINTS and srcs >= MIN_SOURCES:
                     lo, hi = band_of(qs)
                     how = "held-out points"
                 elif len(fab_pooled) >= MIN_POINTS and fab_srcs >= MIN_SOURCES:
                     lo, hi = widen(*band_of([q for q, _ in fab_pooled]), WIDEN)
                     how = f"pooled over sizes, widened x{WIDEN} (only {len(qs)} points of {srcs} sources here)"
+                elif basis == "rule" and nccl is not None:
+                    lo, hi = nccl["lo"], nccl["hi"]
+                    how = f"the band of NCCL's time here (only {len(qs)} held-out points with a rule, of {srcs} sources)"
                 elif len(multi) >= MIN_POINTS:
                     lo, hi = widen(*band_of(multi), WIDEN * WIDEN)
                     how = (f"no published result for this fabric from two sources ({len(fab_pooled)} points of "

@@ -248,9 +248,10 @@ fn the_misconfigured_and_the_tuned_b200_runs_are_told_apart() {
     );
     let causes = bad["results"][0]["causes"].as_array().unwrap();
     assert!(
-        causes
-            .iter()
-            .any(|c| c.as_str().unwrap().starts_with("rails, ACS or a VM: at ")),
+        causes.iter().any(|c| c
+            .as_str()
+            .unwrap()
+            .starts_with("rails, ACS or a VM on the network path: at ")),
         "{causes:?}"
     );
     let good = judge(tuned, "tuned.txt");

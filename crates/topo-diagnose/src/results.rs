@@ -330,7 +330,7 @@ fn magnitude_cause(input: &ResultsInput, rows: &[JudgedRow]) -> Option<String> {
             "fabric or GPUDirect RDMA: {at}, what the socket transport or host-staged copies reach (GPUDirect RDMA off: nvidia-peermem not loaded, NCCL_NET_GDR_LEVEL, ACS redirecting peer traffic); NCCL_DEBUG=INFO's `via NET/` lines and `GDRDMA` tags say which; then a part of the rails"
         ),
         (true, r) if r < 0.75 => format!(
-            "rails, ACS or a VM: {at}, a part of the rails carries the traffic (NICs left out or wrong in NCCL_IB_HCA, ports trained down: ibstat's rate), ACS on the NIC's PCIe path (halves it), or NICs passed into a VM (56-83% of the same machine bare); `ibstat` on every node and NCCL_DEBUG=INFO's `NET/IB` device list"
+            "rails, ACS or a VM on the network path: {at}, a part of the rails carries the traffic (NICs left out or wrong in NCCL_IB_HCA, ports trained down: ibstat's rate), ACS on the NIC's PCIe path (halves it), or NICs passed into a VM (56-83% of the same machine bare); `ibstat` on every node and NCCL_DEBUG=INFO's `NET/IB` device list"
         ),
         (true, _) => format!(
             "a VM or the network: {at}, every rail runs but under its rate: NICs passed into a VM, adaptive routing off, one QP per connection (NCCL_IB_QPS_PER_CONNECTION), an oversubscribed spine; ib_write_bw between two nodes"
