@@ -1,27 +1,39 @@
 #!/usr/bin/env python3
 """Fit topo's measured-behaviour constants (crates/topo-nccl/data/measured.yaml) to the points
-bench/fidelity/run.sh wrote: for each (GPU generation, algorithm, protocol, one node or several)
-that NCCL chose at some measured size, the latency L (us), bandwidth efficiency E and ramp R that make
-    expected_time = L + tb / E + R * sqrt(tb),   tb = bytes / (1000 * bw)
+bench/fidelity/run.sh wrote: the fixtures of fixtures/fidelity/ (points.tsv) and the published
+results of the shared set read in place (results/shared-points.tsv, collect.py). For each
+(GPU generation, collective, algorithm, protocol, one node or several, fabric between nodes) that
+NCCL chose at some measured size, the latency L (us), node latency N (us per step), bandwidth
+efficiency E and ramp R that make
+    expected_time = L + N * steps(nodes) + tb / E + R * sqrt(tb),   tb = bytes / (1000 * bw)
 closest to the measured time in relative terms (weighted least squares on time / measured - 1),
-where bw is NCCL's own algorithm bandwidth for that choice. Only healthy results with role fit
-are used; held-out results are reported by run.sh against the fitted constants.
+where bw is NCCL's own algorithm bandwidth for that choice and steps(nodes) the network steps of
+NCCL's own latency model (`steps` below). Only healthy results with role fit are used.
 
-usage: fit.py points.tsv > crates/topo-nccl/data/measured.yaml   (then review the diff)
-       fit.py --report points.tsv   (the leave-one-source-out table of bench/fidelity/loso.md)
+Validation is leave-one-source-out: every healthy result is predicted by the rules fitted on
+every *other* source (a thread, a repository, a site: `source` of sources.yaml; a fixture is its
+own source), and the band is the spread of those held-out residuals, per fabric, basis and size
+range, wider where they are few.
+
+usage: fit.py points.tsv [shared-points.tsv] > crates/topo-nccl/data/measured.yaml
+       fit.py --report points.tsv [shared-points.tsv]   (the held-out table, results/loso.md)
 """
 import csv
 import math
 import sys
 from collections import defaultdict
 
-ARCH = {"dgx-a100": "sm80", "dgx-h100": "sm90", "hgx-h200": "sm90", "dgx-b200": "sm100", "gb200-nvl72": "sm100"}
+ARCH = {"dgx-a100": "sm80", "aws-p4d": "sm80", "dgx-h100": "sm90", "aws-p5": "sm90",
+        "gcp-a3-mega": "sm90", "hgx-h200": "sm90", "pcie-8x-h100-nvbridge": "sm90",
+        "pcie-8x-l40s": "sm89", "2x-rtx4090": "sm89", "dgx-b200": "sm100", "gb200-nvl72": "sm100"}
+# The fabric names of the fabric vocabulary; a fabric with no held-out point still gets a band.
+FABRICS = ["ib", "roce", "efa", "slingshot", "tcpx", "tcpxo", "socket"]
 
 
 def arch_of(topo):
-    for prof, sm in ARCH.items():
-        if prof in topo:
-            return sm
+    prof = topo.split("--profile", 1)[1].split()[0] if "--profile" in topo else ""
+    if prof in ARCH:
+        return ARCH[prof]
     raise SystemExit(f"no architecture known for `{topo}`")
 
 
@@ -29,6 +41,30 @@ def nodes_of(nnodes):
     """NCCL's node count as the plan reports it: the trays of one NVLink clique (GB200 NVL72)
     are one node to NCCL, so a full rack is "single" and two racks "multi"."""
     return "multi" if int(nnodes) > 1 else "single"
+
+
+def fabric_key(r):
+    """The fabric between nodes; on one node there is none, and every rule there is `ib`, the
+    key the rules had before fabrics were told apart."""
+    return r.get("fabric") or "ib" if int(r["nnodes"]) > 1 else "ib"
+
+
+def log2i(n):
+    return max(int(n), 1).bit_length() - 1
+
+
+def steps(algo, coll, nnodes):
+    """Network steps of NCCL's latency model (src/graph/tuning.cc, ncclTopoTuneModel, NCCL
+    2.23-2.28): Ring 2(n-1) inter-node steps for allreduce, n-1 otherwise; Tree and NVLSTree
+    2 log2i(n); NVLS and CollNet one inter-node hop. measured.rs mirrors this."""
+    n = int(nnodes)
+    if n <= 1:
+        return 0.0
+    if algo == "Ring":
+        return 2.0 * (n - 1) if coll == "allreduce" else float(n - 1)
+    if algo in ("Tree", "NVLSTree"):
+        return 2.0 * log2i(n)
+    return 1.0
 
 
 def solve(a, b):
@@ -48,12 +84,13 @@ def solve(a, b):
 
 
 def lsq(points, feats, fixed=0.0):
-    """Weighted least squares on relative error: minimise sum((fixed + sum c_i f_i(s, bw)) / t - 1)^2."""
+    """Weighted least squares on relative error: minimise sum((fixed + sum c_i f_i(p)) / t - 1)^2."""
     k = len(feats)
     a = [[0.0] * k for _ in range(k)]
     b = [0.0] * k
-    for s, t, bw, _ in points:
-        x = [f(s, bw) / t for f in feats]
+    for p in points:
+        t = p["t"]
+        x = [f(p) / t for f in feats]
         y = 1.0 - fixed / t
         for i in range(k):
             b[i] += x[i] * y
@@ -72,61 +109,83 @@ def tb(s, bw):
 # and would be wrong by 10x at small sizes, where NCCL makes the same choice on NVL72).
 LAT_VISIBLE_BYTES = 16 << 20
 
+ONE = lambda p: 1.0  # noqa: E731
+LIN = lambda p: tb(p["s"], p["bw"])  # noqa: E731
+ROOT = lambda p: math.sqrt(tb(p["s"], p["bw"]))  # noqa: E731
+STEP = lambda p: p["steps"]  # noqa: E731
+
 
 def fit(points):
-    """(lat_us, bw_efficiency, ramp) of expected = lat + tb / eff + ramp * sqrt(tb).
+    """(lat_us, lat_node_us, bw_efficiency, ramp) of the rule's time.
 
-    The three-term form when the sizes span at least 16x and every term comes out physical
+    The node term only where the points span two node counts and sizes where latency shows;
+    then the three-term form when the sizes span at least 16x and every term comes out physical
     (non-negative latency and ramp, positive efficiency); else the same without the ramp; else
     NCCL's bandwidth with a fitted latency alone. A rule whose smallest size is at least
-    LAT_VISIBLE_BYTES keeps NCCL's latency and fits the other two terms."""
-    sizes = [p[0] for p in points]
+    LAT_VISIBLE_BYTES keeps NCCL's latency and fits the bandwidth terms."""
+    sizes = [p["s"] for p in points]
     span = max(sizes) / min(sizes)
-    one, lin, root = (lambda s, bw: 1.0), tb, (lambda s, bw: math.sqrt(tb(s, bw)))
     if min(sizes) >= LAT_VISIBLE_BYTES:
-        lat = sum(p[3] for p in points) / len(points)
+        lat = sum(p["lat"] for p in points) / len(points)
         if len(points) >= 3 and span >= 4:
-            c = lsq(points, [lin, root], fixed=lat)
+            c = lsq(points, [LIN, ROOT], fixed=lat)
             if c and c[0] > 0 and c[1] >= 0:
-                return lat, 1.0 / c[0], c[1]
-        c = lsq(points, [lin], fixed=lat)
-        return lat, 1.0 / c[0], 0.0
+                return lat, 0.0, 1.0 / c[0], c[1]
+        c = lsq(points, [LIN], fixed=lat)
+        return lat, 0.0, 1.0 / c[0], 0.0
+    if len({p["steps"] for p in points}) >= 2 and len(points) >= 8 and span >= 16:
+        c = lsq(points, [ONE, STEP, LIN, ROOT])
+        if c and c[0] >= 0 and c[1] >= 0 and c[2] > 0 and c[3] >= 0:
+            return c[0], c[1], 1.0 / c[2], c[3]
+        c = lsq(points, [ONE, STEP, LIN])
+        if c and c[0] >= 0 and c[1] >= 0 and c[2] > 0:
+            return c[0], c[1], 1.0 / c[2], 0.0
     if len(points) >= 4 and span >= 16:
-        c = lsq(points, [one, lin, root])
+        c = lsq(points, [ONE, LIN, ROOT])
         if c and c[0] >= 0 and c[1] > 0 and c[2] >= 0:
-            return c[0], 1.0 / c[1], c[2]
+            return c[0], 0.0, 1.0 / c[1], c[2]
     if len(points) >= 3 and span >= 4:
-        c = lsq(points, [one, lin])
+        c = lsq(points, [ONE, LIN])
         if c and c[0] >= 0 and c[1] > 0:
-            return c[0], 1.0 / c[1], 0.0
-    lat = sum((t - tb(s, bw)) / t for s, t, bw, _ in points) / sum(1.0 / t for s, t, bw, _ in points)
-    return max(lat, 0.0), 1.0, 0.0
+            return c[0], 0.0, 1.0 / c[1], 0.0
+    lat = sum((p["t"] - tb(p["s"], p["bw"])) / p["t"] for p in points) / sum(1.0 / p["t"] for p in points)
+    return max(lat, 0.0), 0.0, 1.0, 0.0
 
 
 def key_of(r):
     algo, proto = r["choice"].split("/")
-    return (arch_of(r["topo"]), r["collective"], algo, proto, nodes_of(r["nnodes"]))
+    return (arch_of(r["topo"]), r["collective"], algo, proto, nodes_of(r["nnodes"]), fabric_key(r))
+
+
+def usable(r):
+    try:
+        return float(r["bw_gbps"]) > 0 and not math.isnan(float(r["lat_us"]))
+    except ValueError:
+        return False
 
 
 def rules_from(rows):
-    """The fitted rules of the healthy, role-fit rows: key -> dict."""
+    """The fitted rules of the healthy, role-fit rows: key -> dict. (A rule over every GPU
+    generation, for a generation with none of its own, was tried: it halves the held-out error
+    at <= 64 KB but worsens 64 KB - 16 MB and the band coverage, so generations stay apart.)"""
     groups = defaultdict(list)
     sources = defaultdict(set)
     ranks = defaultdict(set)
     for r in rows:
-        if r["health"] != "ok" or r["role"] != "fit":
+        if r["health"] != "ok" or r["role"] != "fit" or not usable(r):
             continue
         key = key_of(r)
-        groups[key].append(
-            (float(r["bytes"]), float(r["measured_us"]), float(r["bw_gbps"]), float(r["lat_us"]))
-        )
-        sources[key].add(r["fixture"].removesuffix(".txt"))
-        ranks[key].add(int(r["nranks"]))
+        algo = key[2]
+        for k in (key,):
+            groups[k].append({"s": float(r["bytes"]), "t": float(r["measured_us"]), "bw": float(r["bw_gbps"]),
+                              "lat": float(r["lat_us"]), "steps": steps(algo, r["collective"], r["nnodes"])})
+            sources[k].add(r["fixture"].removesuffix(".txt"))
+            ranks[k].add(int(r["nranks"]))
     out = {}
     for key, pts in groups.items():
-        lat, eff, ramp = fit(pts)
-        out[key] = {"lat": lat, "eff": eff, "ramp": ramp, "points": len(pts),
-                    "lo": min(p[0] for p in pts), "hi": max(p[0] for p in pts),
+        lat, node, eff, ramp = fit(pts)
+        out[key] = {"lat": lat, "node": node, "eff": eff, "ramp": ramp, "points": len(pts),
+                    "lo": min(p["s"] for p in pts), "hi": max(p["s"] for p in pts),
                     "rlo": min(ranks[key]), "rhi": max(ranks[key]), "from": sorted(sources[key])}
     return out
 
@@ -139,17 +198,20 @@ BELOW_FITTED, RANK_SPAN = 4, 2
 def expected_us(rules, r):
     """(expected time, True when a rule gave it) as measured.rs computes it; the rule's constants
     are the file's rounded ones, so a held-out prediction equals the binary's."""
-    rule = rules.get(key_of(r))
-    s, n, bw = float(r["bytes"]), int(r["nranks"]), float(r["bw_gbps"])
-    if rule is None or bw <= 0:
+    key = key_of(r)
+    rule = rules.get(key)
+    s, n = float(r["bytes"]), int(r["nranks"])
+    if rule is None or not usable(r):
         return float(r["model_us"]), False
     size_ok = rule["lo"] < LAT_VISIBLE_BYTES or s * BELOW_FITTED >= rule["lo"]
     ranks_ok = n * RANK_SPAN >= rule["rlo"] and n <= rule["rhi"] * RANK_SPAN
     if not (size_ok and ranks_ok):
         return float(r["model_us"]), False
-    lat, eff, ramp = round(rule["lat"], 1), round(rule["eff"], 3), round(rule["ramp"], 3)
-    t = tb(s, bw)
-    return lat + t / eff + ramp * math.sqrt(t), True
+    lat, node = round(rule["lat"], 1), round(rule["node"], 2)
+    eff, ramp = round(rule["eff"], 3), round(rule["ramp"], 3)
+    t = tb(s, float(r["bw_gbps"]))
+    st = steps(key_of(r)[2], r["collective"], r["nnodes"])
+    return lat + node * st + t / eff + ramp * math.sqrt(t), True
 
 
 def size_band(b):
@@ -157,14 +219,17 @@ def size_band(b):
     return "small" if b <= 65536 else ("large" if b >= 16 << 20 else "mid")
 
 
+def source_of(r):
+    return r.get("source") or r["fixture"].removesuffix(".txt")
+
+
 def held_out(rows):
     """Leave one source out: for every healthy result, its points predicted by the rules fitted
-    on every other source (a held-out fixture is never fitted on, so it is its own case).
-    Yields (row, measured busbw / expected busbw, whether a rule gave the expected)."""
+    on every other source. Yields (row, measured busbw / expected busbw, whether a rule gave it)."""
     healthy = [r for r in rows if r["health"] == "ok"]
-    for fx in sorted({r["fixture"] for r in healthy}):
-        rules = rules_from([r for r in rows if r["fixture"] != fx])
-        for r in (r for r in healthy if r["fixture"] == fx):
+    for src in sorted({source_of(r) for r in healthy}):
+        rules = rules_from([r for r in rows if source_of(r) != src])
+        for r in (r for r in healthy if source_of(r) == src):
             e, ruled = expected_us(rules, r)
             yield r, e / float(r["measured_us"]), ruled
 
@@ -177,9 +242,14 @@ def quantile(xs, q):
 
 
 # The band keeps the middle BAND_SHARE of held-out ratios; never narrower than MIN_HALF_WIDTH
-# each side (run-to-run spread of nccl-tests itself), and a cell with fewer than MIN_POINTS
-# held-out points takes the pooled band of its basis, widened by WIDEN.
-BAND_SHARE, MIN_HALF_WIDTH, MIN_POINTS, WIDEN = 0.8, 0.10, 8, 1.5
+# each side (run-to-run spread of nccl-tests itself). A cell with fewer than MIN_POINTS held-out
+# points or fewer than MIN_SOURCES sources takes the band of its fabric and basis pooled over
+# sizes, widened by WIDEN (on a log scale); a fabric whose held-out points come from fewer than
+# MIN_SOURCES sources takes the band of every fabric's multi-node points of its basis and size
+# range, widened by WIDEN twice, saying that no (other) published result was measured on it.
+# Results predicted from a stand-in machine (role gap: a profile or fabric topo cannot state
+# yet) are reported but never shape a band.
+BAND_SHARE, MIN_HALF_WIDTH, MIN_POINTS, MIN_SOURCES, WIDEN = 0.8, 0.10, 8, 2, 1.5
 
 
 def band_of(qs):
@@ -188,93 +258,168 @@ def band_of(qs):
     return min(lo, 1 - MIN_HALF_WIDTH), max(hi, 1 + MIN_HALF_WIDTH)
 
 
-def bands(rows):
+def widen(lo, hi, k):
+    """The band k times as wide on a log scale (lo**k, hi**k): a ratio band stays positive."""
+    return lo ** k, hi ** k
+
+
+def band_fabric(r):
+    """`any` for one node (no fabric), else the row's fabric."""
+    return r.get("fabric") or "ib" if int(r["nnodes"]) > 1 else "any"
+
+
+def bands(rows, pts=None):
+    pts = list(held_out(rows)) if pts is None else pts
     cells = defaultdict(list)
-    for r, q, ruled in held_out(rows):
-        cells[("rule" if ruled else "nccl", size_band(r["bytes"]))].append((q, r["fixture"]))
+    for r, q, ruled in pts:
+        if r["role"] == "gap":
+            continue
+        cells[(band_fabric(r), "rule" if ruled else "nccl", size_band(r["bytes"]))].append((q, source_of(r)))
     out = []
-    for basis in ("rule", "nccl"):
-        pooled = [q for (b, _), v in cells.items() if b == basis for q, _ in v]
-        for sb in ("small", "mid", "large"):
-            v = cells.get((basis, sb), [])
-            qs = [q for q, _ in v]
-            if len(qs) >= MIN_POINTS:
-                lo, hi = band_of(qs)
-                how = "held-out points"
-            elif len(pooled) >= MIN_POINTS:
-                lo, hi = band_of(pooled)
-                lo, hi = 1 - (1 - lo) * WIDEN, 1 + (hi - 1) * WIDEN
-                how = f"pooled over sizes, widened x{WIDEN} (only {len(qs)} points here)"
-            else:
-                lo, hi = 0.5, 1.5
-                how = "no held-out data: +-50%"
-            out.append({"basis": basis, "sizes": sb, "lo": lo, "hi": hi, "points": len(qs),
-                        "sources": len({f for _, f in v}), "how": how})
+    for fab in ["any"] + FABRICS:
+        # NCCL's time first: a rule's cell without enough held-out points of its own takes it,
+        # since a fitted expectation is no further off than NCCL's own.
+        for basis in ("nccl", "rule"):
+            fab_pooled = [(q, s) for (f, b, _), v in cells.items() if f == fab and b == basis for q, s in v]
+            for sb in ("small", "mid", "large"):
+                multi = [q for (f, b, z), v in cells.items() if f != "any" and b == basis and z == sb for q, _ in v]
+                v = cells.get((fab, basis, sb), [])
+                qs = [q for q, _ in v]
+                srcs = len({s for _, s in v})
+                fab_srcs = len({s for _, s in fab_pooled})
+                nccl = next((b for b in out if (b["fabric"], b["basis"], b["sizes"]) == (fab, "nccl", sb)), None)
+                if len(qs) >= MIN_POINTS and srcs >= MIN_SOURCES:
+                    lo, hi = band_of(qs)
+                    how = "held-out points"
+                elif len(fab_pooled) >= MIN_POINTS and fab_srcs >= MIN_SOURCES:
+                    lo, hi = widen(*band_of([q for q, _ in fab_pooled]), WIDEN)
+                    how = f"pooled over sizes, widened x{WIDEN} (only {len(qs)} points of {srcs} sources here)"
+                elif basis == "rule" and nccl is not None:
+                    lo, hi = nccl["lo"], nccl["hi"]
+                    how = f"the band of NCCL's time here (only {len(qs)} held-out points with a rule, of {srcs} sources)"
+                elif len(multi) >= MIN_POINTS:
+                    lo, hi = widen(*band_of(multi), WIDEN * WIDEN)
+                    how = (f"no published result for this fabric from two sources ({len(fab_pooled)} points of "
+                           f"{fab_srcs}): every fabric's multi-node points of these sizes pooled, widened x{WIDEN * WIDEN:g}")
+                else:
+                    lo, hi = 0.5, 1.5
+                    how = "no held-out data: +-50%"
+                out.append({"fabric": fab, "basis": basis, "sizes": sb, "lo": lo, "hi": hi, "points": len(qs),
+                            "sources": srcs, "how": how})
     return out
 
 
+def band_for(bs, r, ruled):
+    return bs[(band_fabric(r), "rule" if ruled else "nccl", size_band(r["bytes"]))]
+
+
+def summary_row(label, v, bs):
+    """| label | points | sources | median |err| >= 16 MB | 64 KB-16 MB | <= 64 KB | in band |"""
+    def med(sb):
+        e = [abs(1 / q - 1) for r, q, _ in v if size_band(r["bytes"]) == sb]
+        return f"{quantile(e, 0.5):.1%} ({len(e)})" if e else "-"
+    inside = sum(1 for r, q, ruled in v if band_for(bs, r, ruled)["lo"] <= q <= band_for(bs, r, ruled)["hi"])
+    return (f"| {label} | {len(v)} | {len({source_of(r) for r, _, _ in v})} | {med('large')} | {med('mid')} | "
+            f"{med('small')} | {inside}/{len(v)} ({inside / max(len(v), 1):.0%}) |")
+
+
 def report(rows):
-    """Markdown: the held-out error per size range, the band coverage, the worst points."""
+    """Markdown: the held-out error per fabric and size range, the band coverage, per source."""
     pts = list(held_out(rows))
-    bs = {(b["basis"], b["sizes"]): b for b in bands(rows)}
-    print("| sizes | held-out points | sources | median abs error | worst | points in band |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for sb, label in (("small", "<= 64 KB"), ("mid", "64 KB - 16 MB"), ("large", ">= 16 MB")):
-        v = [(r, q, ruled) for r, q, ruled in pts if size_band(r["bytes"]) == sb]
-        if not v:
-            continue
-        errs = [1 / q - 1 for _, q, _ in v]
-        inside = sum(1 for r, q, ruled in v
-                     if bs[("rule" if ruled else "nccl", sb)]["lo"] <= q <= bs[("rule" if ruled else "nccl", sb)]["hi"])
-        worst = max(errs, key=abs)
-        print(f"| {label} | {len(v)} | {len({r['fixture'] for r, _, _ in v})} | "
-              f"{quantile([abs(e) for e in errs], 0.5):.1%} | {worst:+.1%} | {inside}/{len(v)} ({inside / len(v):.0%}) |")
+    bs = {(b["fabric"], b["basis"], b["sizes"]): b for b in bands(rows, pts)}
+    print("| fabric | held-out points | sources | median abs error >= 16 MB (points) | 64 KB - 16 MB | <= 64 KB | inside band |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    known = [p for p in pts if p[0]["role"] != "gap"]
+    print(summary_row("all, machines topo can state", known, bs))
+    for fab in ["any"] + FABRICS:
+        v = [p for p in known if band_fabric(p[0]) == fab]
+        if v:
+            print(summary_row("one node" if fab == "any" else fab, v, bs))
+    gaps = [p for p in pts if p[0]["role"] == "gap"]
+    if gaps:
+        print(summary_row("machines not yet stateable (stand-ins)", gaps, bs))
+    print(summary_row("every healthy result", pts, bs))
     print()
     print("Per source (held out: predicted by the rules fitted without it):")
     print()
-    print("| source | points | with a rule | median abs error | worst |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for fx in sorted({r["fixture"] for r, _, _ in pts}):
-        v = [(r, q, ruled) for r, q, ruled in pts if r["fixture"] == fx]
+    print("| source | fabric | points | with a rule | median abs error | worst | inside band |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for src in sorted({source_of(r) for r, _, _ in pts}):
+        v = [(r, q, ruled) for r, q, ruled in pts if source_of(r) == src]
         errs = [1 / q - 1 for _, q, _ in v]
-        print(f"| {fx} | {len(v)} | {sum(1 for *_, ru in v if ru)} | "
-              f"{quantile([abs(e) for e in errs], 0.5):.1%} | {max(errs, key=abs):+.1%} |")
+        inside = sum(1 for r, q, ruled in v if band_for(bs, r, ruled)["lo"] <= q <= band_for(bs, r, ruled)["hi"])
+        fabs = ",".join(sorted({band_fabric(r) for r, _, _ in v}))
+        print(f"| {src} | {fabs} | {len(v)} | {sum(1 for *_, ru in v if ru)} | "
+              f"{quantile([abs(e) for e in errs], 0.5):.1%} | {max(errs, key=abs):+.1%} | {inside}/{len(v)} |")
+
+
+def load(paths):
+    """The points of every file; a fixture that is the same published table as a shared result
+    topo cannot state yet (sources.yaml: dup_of, expect xfail: fabric) is a gap too."""
+    import os
+    import yaml
+    index = yaml.safe_load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "sources.yaml")))
+    gaps = {e["dup_of"] for e in index["results"]
+            if e.get("dup_of") and str(e.get("expect", "")).startswith("xfail: fabric")}
+    # A fixture's fabric is its shared twin's (the fixtures predate fabrics; the others are
+    # InfiniBand or one node).
+    fabric = {e["dup_of"]: e["fabric"] for e in index["results"] if e.get("dup_of")}
+    rows = []
+    for p in paths:
+        for r in csv.DictReader(open(p), delimiter="\t"):
+            if r["fixture"] in gaps:
+                r["role"] = "gap"
+            r.setdefault("fabric", fabric.get(r["fixture"], "ib"))
+            rows.append(r)
+    return rows
 
 
 def main():
-    rows = list(csv.DictReader(open(sys.argv[-1]), delimiter="\t"))
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rows = load(paths)
     if "--report" in sys.argv:
         report(rows)
         return
-    print("# topo's measured-behaviour layer: corrections of NCCL's cost-model time to what")
-    print("# nccl-tests measures, per (GPU generation, collective, algorithm, protocol, one node or several).")
-    print("#   expected_time_us = lat_us + tb / bw_efficiency + ramp * sqrt(tb),  tb = bytes / (1000 * bw)")
-    print("# with bw NCCL's own algorithm bandwidth for the chosen pair (tuning.rs), so tb is NCCL's")
-    print("# bandwidth term in us; ramp (sqrt-us) models the pipeline ramp-up of mid sizes. NCCL's choice")
-    print("# is not changed. Written by bench/fidelity/fit.py from bench/fidelity/points.tsv (healthy,")
-    print("# role: fit fixtures of fixtures/fidelity/); `from` names the fixtures of each rule.")
+    write_yaml(rows)
+
+
+def write_yaml(rows):
+    print("# topo's measured-behaviour layer: corrections of NCCL's cost-model time to what nccl-tests")
+    print("# measures, per (GPU generation, collective, algorithm, protocol, one node or several, fabric).")
+    print("#   expected_time_us = lat_us + lat_node_us * steps(nodes) + tb / bw_efficiency + ramp * sqrt(tb)")
+    print("# with tb = bytes / (1000 * bw), bw NCCL's own algorithm bandwidth for the chosen pair (tuning.rs),")
+    print("# so tb is NCCL's bandwidth term in us; ramp (sqrt-us) models the pipeline ramp-up of mid sizes;")
+    print("# steps(nodes) counts the network steps of NCCL's latency model (Ring 2(n-1) for allreduce, n-1")
+    print("# otherwise; Tree and NVLSTree 2 log2(n); NVLS and CollNet 1; none on one node: tuning.cc).")
+    print("# NCCL's choice is not changed. Written by bench/fidelity/fit.py from bench/fidelity/points.tsv")
+    print("# (fixtures/fidelity/) and bench/fidelity/results/shared-points.tsv (the shared set, read in")
+    print("# place: bench/fidelity/sources.yaml); `from` names the results of each rule. `fabric` is the")
+    print("# fabric between nodes (ib when absent; one-node rules have none).")
     print("# A rule fitted only at sizes >= 16 MB keeps NCCL's latency as lat_us (no measurement sees it);")
     print("# measured.rs applies it from a quarter of its smallest size up, and every rule to rank counts")
     print("# within 2x of `ranks`, the rank counts it was fitted on.")
-    print("# Sizes no rule matches keep NCCL's time. NCCL versions are not told apart: the fixtures")
-    print("# span 2.18 to 2.26 and too few of each to fit per version.")
+    print("# Sizes no rule matches keep NCCL's time. NCCL versions are not told apart: the results")
+    print("# span 2.18 to 2.28 and too few of each to fit per version.")
     print("rules:")
     rules = rules_from(rows)
     for key in sorted(rules):
         r = rules[key]
-        arch, coll, algo, proto, nodes = key
-        print(f"  - {{arch: {arch}, collective: {coll}, algo: {algo}, proto: {proto}, nodes: {nodes}, "
-              f"lat_us: {r['lat']:.1f}, bw_efficiency: {r['eff']:.3f}, ramp: {r['ramp']:.3f}, points: {r['points']}, "
+        arch, coll, algo, proto, nodes, fab = key
+        fabric = f", fabric: {fab}" if fab != "ib" else ""
+        node = f", lat_node_us: {r['node']:.2f}" if round(r["node"], 2) > 0 else ""
+        print(f"  - {{arch: {arch}, collective: {coll}, algo: {algo}, proto: {proto}, nodes: {nodes}{fabric}, "
+              f"lat_us: {r['lat']:.1f}{node}, bw_efficiency: {r['eff']:.3f}, ramp: {r['ramp']:.3f}, points: {r['points']}, "
               f"sizes: \"{int(r['lo'])}-{int(r['hi'])}\", ranks: \"{r['rlo']}-{r['rhi']}\", "
               f"from: [{', '.join(r['from'])}]}}")
     print("# The band a healthy measurement falls in: measured busbw / expected busbw between lo and hi,")
-    print("# per basis (a rule gave the expected value, or NCCL's own time) and size range (small <= 64 KB,")
-    print("# large >= 16 MB), from leave-one-source-out residuals: every healthy result predicted by the")
-    print(f"# rules fitted without it; the middle {BAND_SHARE:.0%} of them, at least +-{MIN_HALF_WIDTH:.0%}.")
+    print("# per fabric (`any` on one node), basis (a rule gave the expected value, or NCCL's own time) and")
+    print("# size range (small <= 64 KB, large >= 16 MB), from leave-one-source-out residuals: every healthy")
+    print("# result predicted by the rules fitted without its source; the middle")
+    print(f"# {BAND_SHARE:.0%} of them, at least +-{MIN_HALF_WIDTH:.0%}; wider where they are few (`how`).")
     print("bands:")
     for b in bands(rows):
-        print(f"  - {{basis: {b['basis']}, sizes: {b['sizes']}, lo: {b['lo']:.3f}, hi: {b['hi']:.3f}, "
-              f"points: {b['points']}, sources: {b['sources']}, how: \"{b['how']}\"}}")
+        print(f"  - {{fabric: {b['fabric']}, basis: {b['basis']}, sizes: {b['sizes']}, lo: {b['lo']:.3f}, "
+              f"hi: {b['hi']:.3f}, points: {b['points']}, sources: {b['sources']}, how: \"{b['how']}\"}}")
 
 
 if __name__ == "__main__":

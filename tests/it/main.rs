@@ -32,6 +32,7 @@ mod profiles;
 mod qa;
 mod report;
 mod schema;
+mod shared_results;
 mod show;
 mod show_facts;
 mod stated;

@@ -308,8 +308,54 @@ fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
         .map(|f| format!("{} ({}): {}", f.code, f.severity.name(), f.text))
         .collect();
     out.extend(setting_causes(&input.env));
+    out.extend(magnitude_cause(input, rows));
     out.push(shape_cause(input, rows));
     out
+}
+
+/// What the depth of a shortfall at 16 MB and up points at, most likely first: each layer
+/// between two nodes caps the rate at its own fraction, so the fraction ranks the candidates.
+/// From the shared set's published results: NCCL's TCP socket transport on Slingshot nodes
+/// reaches 9-26% of what the libfabric plugin reaches on the same nodes (ALCF Polaris setups 1-2
+/// against 3-5), host-staged RoCE without GPUDirect about 20% of the line rate (gt-violet); a
+/// NIC list with 4 good rails of 8 reaches 50% (the misconfigured Together B200 pair), ACS on
+/// the NIC path about half (nccl-tests#112); VMs with passed-through NICs 56-83% of the same
+/// machines bare (nccl-tests#380, #156, nccl#2171). On one node: P2P through host memory under
+/// 35%, else NVLink or PCIe lanes. The median ratio of the large sizes below the band decides;
+/// a shortfall only under 16 MB is latency, left to `shape_cause`.
+fn magnitude_cause(input: &ResultsInput, rows: &[JudgedRow]) -> Option<String> {
+    let mut large: Vec<f64> = rows
+        .iter()
+        .filter(|x| x.bytes >= LARGE && x.verdict == Verdict::Below)
+        .map(|x| x.ratio)
+        .collect();
+    if large.is_empty() {
+        return None;
+    }
+    large.sort_by(f64::total_cmp);
+    let r = large[large.len() / 2];
+    let at = format!("at {:.0}% of the expected rate", r * 100.0);
+    let text = match (input.nnodes > 1, r) {
+        (true, r) if r < 0.15 => format!(
+            "fabric: {at} the data most likely did not travel over RDMA: NCCL's TCP socket transport (no net plugin for EFA or Slingshot loaded: NCCL_NET, the aws-ofi-nccl plugin; NCCL_IB_DISABLE=1; no verbs device) reaches a few GB/s; then GPUDirect RDMA off; NCCL_DEBUG=INFO's `via NET/` lines name the transport"
+        ),
+        (true, r) if r < 0.35 => format!(
+            "fabric or GPUDirect RDMA: {at}, what the socket transport or host-staged copies reach (GPUDirect RDMA off: nvidia-peermem not loaded, NCCL_NET_GDR_LEVEL, ACS redirecting peer traffic); NCCL_DEBUG=INFO's `via NET/` lines and `GDRDMA` tags say which; then a part of the rails"
+        ),
+        (true, r) if r < 0.75 => format!(
+            "rails, ACS or a VM on the network path: {at}, a part of the rails carries the traffic (NICs left out or wrong in NCCL_IB_HCA, ports trained down: ibstat's rate), ACS on the NIC's PCIe path (halves it), or NICs passed into a VM (56-83% of the same machine bare); `ibstat` on every node and NCCL_DEBUG=INFO's `NET/IB` device list"
+        ),
+        (true, _) => format!(
+            "a VM or the network: {at}, every rail runs but under its rate: NICs passed into a VM, adaptive routing off, one QP per connection (NCCL_IB_QPS_PER_CONNECTION), an oversubscribed spine; ib_write_bw between two nodes"
+        ),
+        (false, r) if r < 0.35 => format!(
+            "P2P through the host: {at} on one node, GPU pairs copy through host memory (P2P disabled or refused, a VM without P2P, ACS on the PCIe switches)"
+        ),
+        (false, _) => format!(
+            "NVLink or PCIe lanes: {at} on one node, some links run under their width or speed (`nvidia-smi nvlink -s`, `lspci -vv` LnkSta)"
+        ),
+    };
+    Some(text)
 }
 
 fn setting_causes(env: &[(String, String)]) -> Vec<String> {
@@ -320,6 +366,14 @@ fn setting_causes(env: &[(String, String)]) -> Vec<String> {
             .map(|(_, v)| v.as_str())
     };
     let mut out = vec![];
+    if let Some(v) = get("NCCL_NET")
+        .filter(|v| !v.eq_ignore_ascii_case("socket") && !v.eq_ignore_ascii_case("ib"))
+    {
+        out.push(format!("NCCL_NET={v}: the run went through a net plugin (EFA, Slingshot or another fabric), which the expected value prices as the machine's own NICs unless the fabric is stated"));
+    }
+    if let Some(v) = get("NCCL_IB_HCA") {
+        out.push(format!("NCCL_IB_HCA={v} chooses the NICs NCCL uses: a NIC missing from it, or one listed that is slower (a port trained down, an Ethernet port in an InfiniBand list), caps every rail; compare it with `ibstat` on each node"));
+    }
     if get("NCCL_NET").is_some_and(|v| v.eq_ignore_ascii_case("socket"))
         || get("NCCL_IB_DISABLE") == Some("1")
     {

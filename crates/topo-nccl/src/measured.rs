@@ -4,11 +4,13 @@
 //! pairs; its time leaves out launch overheads and pipeline ramp-up, so it is 1.5-3x fast at
 //! small and mid sizes against published nccl-tests tables. This layer keeps the choice (algorithm,
 //! protocol, channels, and NCCL's bandwidth `bw` for it) and replaces the time by
-//! `lat_us + tb / bw_efficiency + ramp × sqrt(tb)`, `tb = bytes / (1000 × bw)` being NCCL's own
-//! bandwidth term in us, with `lat_us`, `bw_efficiency` and `ramp` fitted per
-//! (GPU generation, collective, algorithm, protocol, one node or several) to the published results
-//! in `fixtures/fidelity/` by `bench/fidelity/fit.py`. The constants are data
-//! (`data/measured.yaml`), each rule naming the fixtures and rank counts it came from. A choice no
+//! `lat_us + lat_node_us × steps(nodes) + tb / bw_efficiency + ramp × sqrt(tb)`,
+//! `tb = bytes / (1000 × bw)` being NCCL's own bandwidth term in us and `steps` the network steps
+//! of NCCL's latency model, with the constants fitted per (GPU generation, collective, algorithm,
+//! protocol, one node or several, fabric between nodes) to the published results in
+//! `fixtures/fidelity/` and the shared set (`bench/fidelity/sources.yaml`) by
+//! `bench/fidelity/fit.py`. The constants are data (`data/measured.yaml`), each rule naming the
+//! results and rank counts it came from, and the band is per fabric. A choice no
 //! rule matches, a rank count more than 2x from the rule's, or a size more than 4x below the
 //! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
 
@@ -27,7 +29,15 @@ struct Rule {
     algo: Algorithm,
     proto: Protocol,
     nodes: String,
+    /// The fabric between nodes (`ib`, `roce`, `efa`, ...); one-node rules are `ib`, the key
+    /// every rule had before fabrics were told apart, and are looked up without it.
+    #[serde(default = "ib")]
+    fabric: String,
     lat_us: f64,
+    /// Latency per network step of NCCL's model (`steps`), where a rule's results span
+    /// several node counts; 0 otherwise.
+    #[serde(default)]
+    lat_node_us: f64,
     bw_efficiency: f64,
     /// Coefficient of sqrt(NCCL's bandwidth term in us): the pipeline ramp of mid sizes.
     ramp: f64,
@@ -43,6 +53,9 @@ struct Rule {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BandRow {
+    /// `any` (one node: no fabric) or the fabric between nodes.
+    #[serde(default = "any")]
+    fabric: String,
     /// `rule` (a rule gave the expected time) or `nccl` (NCCL's own time).
     basis: String,
     /// `small` (<= 64 KB), `mid`, `large` (>= 16 MB).
@@ -71,6 +84,31 @@ pub struct Band {
     pub basis: String,
 }
 
+fn ib() -> String {
+    "ib".into()
+}
+
+fn any() -> String {
+    "any".into()
+}
+
+/// The network steps of NCCL's latency model for `nnodes` nodes (src/graph/tuning.cc,
+/// `ncclTopoTuneModel`, NCCL 2.23-2.28): a ring allreduce crosses the network 2(n-1) times and
+/// other ring collectives n-1; Tree and NVLSTree 2 log2(n) (NCCL's `log2i`, the floor); NVLS
+/// and CollNet one hop; none on one node. `bench/fidelity/fit.py` counts the same.
+fn steps(algo: Algorithm, func: Collective, nnodes: usize) -> f64 {
+    if nnodes <= 1 {
+        return 0.0;
+    }
+    let log2i = (usize::BITS - 1 - nnodes.leading_zeros()) as f64;
+    match algo {
+        Algorithm::Ring if func == Collective::AllReduce => 2.0 * (nnodes - 1) as f64,
+        Algorithm::Ring => (nnodes - 1) as f64,
+        Algorithm::Tree | Algorithm::NvlsTree => 2.0 * log2i,
+        _ => 1.0,
+    }
+}
+
 fn size_range(bytes: u64) -> &'static str {
     if bytes <= 64 << 10 {
         "small"
@@ -81,22 +119,28 @@ fn size_range(bytes: u64) -> &'static str {
     }
 }
 
-fn band(ruled: bool, bytes: u64) -> Band {
+/// The band of a fabric (`any` on one node), basis and size range.
+fn band(ruled: bool, bytes: u64, fabric: &str) -> Band {
     let basis = if ruled { "rule" } else { "nccl" };
     let sizes = size_range(bytes);
     match data()
         .bands
         .iter()
-        .find(|b| b.basis == basis && b.sizes == sizes)
+        .find(|b| b.fabric == fabric && b.basis == basis && b.sizes == sizes)
     {
         Some(b) => Band {
             lo: b.lo,
             hi: b.hi,
             basis: format!(
-                "{}: {} held-out points of {} sources, {} sizes, expected from {}",
+                "{}: {} held-out points of {} sources, {}, {} sizes, expected from {}",
                 b.how,
                 b.points,
                 b.sources,
+                if fabric == "any" {
+                    "one node".to_string()
+                } else {
+                    format!("{fabric} between nodes")
+                },
                 sizes,
                 if ruled {
                     "a fitted rule"
@@ -108,7 +152,9 @@ fn band(ruled: bool, bytes: u64) -> Band {
         None => Band {
             lo: 0.5,
             hi: 1.5,
-            basis: "no held-out data: +-50%".into(),
+            basis: format!(
+                "no published result for the {fabric} fabric and no held-out data: +-50%"
+            ),
         },
     }
 }
@@ -126,8 +172,8 @@ const RANK_SPAN: usize = 2;
 
 impl Rule {
     /// `tb` is NCCL's bandwidth term of the time (bytes / bw), us.
-    fn time_us(&self, tb: f64) -> f64 {
-        self.lat_us + tb / self.bw_efficiency + self.ramp * tb.sqrt()
+    fn time_us(&self, tb: f64, steps: f64) -> f64 {
+        self.lat_us + self.lat_node_us * steps + tb / self.bw_efficiency + self.ramp * tb.sqrt()
     }
 
     /// The smallest size the rule was fitted on (`sizes: "lo-hi"`).
@@ -219,11 +265,29 @@ pub fn outside_fits(settings: &[(String, String)], socket_connections: usize) ->
     out
 }
 
-/// `sm` is the GPUs' compute capability as NCCL reads it (90 for H100), `nnodes` NCCL's node
-/// count, `nranks` the communicator's rank count.
+/// What the expected value of a plan depends on besides NCCL's choice.
+#[derive(Clone, Copy, Debug)]
+pub struct Conditions<'a> {
+    /// The GPUs' compute capability as NCCL reads it (90 for H100).
+    pub sm: u32,
+    /// NCCL's node count and the communicator's rank count.
+    pub nnodes: usize,
+    pub nranks: usize,
+    /// The fabric between nodes, by the fabric vocabulary's names (`ib`, `roce`, `efa`,
+    /// `slingshot`, `tcpx`, `tcpxo`, `socket`); unused on one node.
+    pub fabric: &'a str,
+}
+
 /// `outside` lists where the plan leaves the fitted conditions (`outside_fits`): no rule
 /// applies there and the value has no band.
-pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[String]) -> Expected {
+pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
+    let Conditions {
+        sm,
+        nnodes,
+        nranks,
+        fabric,
+    } = at;
+    let band_fabric = if nnodes > 1 { fabric } else { "any" };
     if !outside.is_empty() {
         let why = format!(
             "no published result was measured under {}",
@@ -246,25 +310,38 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
             && r.algo == c.algo
             && r.proto == c.proto
             && r.nodes == nodes
+            && (nnodes <= 1 || r.fabric == fabric)
     });
     let where_ = if nnodes > 1 {
-        "several nodes"
+        format!("several nodes over {fabric}")
     } else {
-        "one node"
+        "one node".to_string()
     };
     match hit {
         Some(r) if c.bw > 0.0 && r.covers(c.bytes, nranks) => Expected {
-            time_us: r.time_us(c.bytes as f64 / (1000.0 * c.bw)),
-            band: Some(band(true, c.bytes)),
+            time_us: r.time_us(
+                c.bytes as f64 / (1000.0 * c.bw),
+                steps(c.algo, c.func, nnodes),
+            ),
+            band: Some(band(true, c.bytes, band_fabric)),
             no_band: None,
             basis: format!(
-                "{} {} {}/{} {}: lat {} us, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
+                "{} {} {}/{} {}: lat {} us{}, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
                 r.arch,
                 r.collective.cli_name(),
                 r.algo.name(),
                 r.proto.name(),
                 where_,
                 r.lat_us,
+                if r.lat_node_us > 0.0 {
+                    format!(
+                        " + {} us x {} network steps",
+                        r.lat_node_us,
+                        steps(c.algo, c.func, nnodes)
+                    )
+                } else {
+                    String::new()
+                },
                 r.bw_efficiency,
                 r.ramp,
                 r.points,
@@ -275,7 +352,7 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
         },
         Some(r) if c.bw > 0.0 => Expected {
             time_us: c.time_us,
-            band: Some(band(false, c.bytes)),
+            band: Some(band(false, c.bytes, band_fabric)),
             no_band: None,
             basis: format!(
                 "NCCL's time: the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
@@ -288,7 +365,7 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
         },
         _ => Expected {
             time_us: c.time_us,
-            band: Some(band(false, c.bytes)),
+            band: Some(band(false, c.bytes, band_fabric)),
             no_band: None,
             basis: format!(
                 "NCCL's time: no published result calibrates {arch} {} {}/{} on {where_}",
@@ -304,6 +381,15 @@ pub fn expected(c: &Choice, sm: u32, nnodes: usize, nranks: usize, outside: &[St
 mod tests {
     use super::*;
     use crate::types::{Algorithm, Collective, Protocol};
+
+    fn at(sm: u32, nnodes: usize, nranks: usize) -> Conditions<'static> {
+        Conditions {
+            sm,
+            nnodes,
+            nranks,
+            fabric: "ib",
+        }
+    }
 
     fn choice(algo: Algorithm, proto: Protocol, bytes: u64, lat_us: f64, bw: f64) -> Choice {
         Choice {
@@ -347,14 +433,14 @@ mod tests {
     fn every_basis_and_size_range_has_a_band_around_one() {
         for ruled in [true, false] {
             for bytes in [8, 1 << 20, 1 << 30] {
-                let b = band(ruled, bytes);
+                let b = band(ruled, bytes, "any");
                 assert!(0.0 < b.lo && b.lo < 1.0 && 1.0 < b.hi, "{b:?}");
                 assert!(!b.basis.starts_with("no held-out"), "{b:?}");
             }
         }
         // Expected values from NCCL's own time are looser than fitted ones: they are 1.5-3x
         // optimistic at small and mid sizes.
-        assert!(band(false, 1 << 20).lo < band(true, 1 << 20).lo);
+        assert!(band(false, 1 << 20, "any").lo < band(true, 1 << 20, "any").lo);
     }
 
     #[test]
@@ -367,17 +453,17 @@ mod tests {
         let sm: u32 = r.arch.trim_start_matches("sm").parse().unwrap();
         let nnodes = if r.nodes == "multi" { 2 } else { 1 };
         let (lo, ranks) = (r.min_bytes().unwrap(), r.rank_range().unwrap().0);
+        let cond = Conditions {
+            fabric: &r.fabric,
+            ..at(sm, nnodes, ranks)
+        };
         let small = choice(algo, proto, lo / 8, 25.0, 500.0);
-        let e = expected(&small, sm, nnodes, ranks, &[]);
+        let e = expected(&small, cond, &[]);
         assert_eq!(e.time_us, small.time_us);
         assert!(e.basis.contains("is fitted on sizes"), "{}", e.basis);
-        let at = choice(algo, proto, lo, 25.0, 500.0);
-        assert!(
-            expected(&at, sm, nnodes, ranks, &[])
-                .basis
-                .contains("fitted on")
-        );
-        assert_ne!(expected(&at, sm, nnodes, ranks, &[]).time_us, at.time_us);
+        let fitted = choice(algo, proto, lo, 25.0, 500.0);
+        assert!(expected(&fitted, cond, &[]).basis.contains("fitted on"));
+        assert_ne!(expected(&fitted, cond, &[]).time_us, fitted.time_us);
     }
 
     #[test]
@@ -388,8 +474,8 @@ mod tests {
             .expect("an H100 NVLS rule");
         let (lo, hi) = r.rank_range().unwrap();
         let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
-        assert_ne!(expected(&c, 90, 1, lo, &[]).time_us, c.time_us);
-        let far = expected(&c, 90, 1, hi * RANK_SPAN + 1, &[]);
+        assert_ne!(expected(&c, at(90, 1, lo), &[]).time_us, c.time_us);
+        let far = expected(&c, at(90, 1, hi * RANK_SPAN + 1), &[]);
         assert_eq!(far.time_us, c.time_us);
         assert!(far.basis.contains("ranks only"), "{}", far.basis);
     }
@@ -401,9 +487,10 @@ mod tests {
             .find(|r| r.arch == "sm90" && r.algo == Algorithm::Nvls && r.nodes == "single")
             .expect("an H100 NVLS rule");
         let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
-        let e = expected(&c, 90, 1, 8, &[]);
+        let e = expected(&c, at(90, 1, 8), &[]);
         let tb = (1u64 << 30) as f64 / (1000.0 * 272.0);
         let want = r.lat_us + tb / r.bw_efficiency + r.ramp * tb.sqrt();
+        assert_eq!(steps(Algorithm::Nvls, Collective::AllReduce, 1), 0.0);
         assert!((e.time_us - want).abs() < 1e-9, "{e:?}");
         assert!(e.basis.contains("fitted on"), "{}", e.basis);
     }
@@ -411,7 +498,7 @@ mod tests {
     #[test]
     fn no_rule_keeps_nccls_time_and_says_so() {
         let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
-        let e = expected(&c, 75, 1, 8, &[]);
+        let e = expected(&c, at(75, 1, 8), &[]);
         assert_eq!(e.time_us, c.time_us);
         assert!(
             e.basis.starts_with("NCCL's time: no published result"),
@@ -439,11 +526,72 @@ mod tests {
     #[test]
     fn outside_the_fits_no_rule_applies_and_there_is_no_band() {
         let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
-        assert!(expected(&c, 90, 1, 8, &[]).band.is_some());
-        let e = expected(&c, 90, 1, 8, &outside_fits(&[], 8));
+        assert!(expected(&c, at(90, 1, 8), &[]).band.is_some());
+        let e = expected(&c, at(90, 1, 8), &outside_fits(&[], 8));
         assert_eq!(e.time_us, c.time_us);
         assert!(e.band.is_none());
         assert!(e.basis.contains("NET/Socket"), "{}", e.basis);
         assert!(e.no_band.unwrap().starts_with("no band:"));
+    }
+
+    #[test]
+    fn network_steps_follow_nccls_latency_model() {
+        assert_eq!(steps(Algorithm::Ring, Collective::AllReduce, 1), 0.0);
+        assert_eq!(steps(Algorithm::Ring, Collective::AllReduce, 8), 14.0);
+        assert_eq!(steps(Algorithm::Ring, Collective::AllGather, 8), 7.0);
+        assert_eq!(steps(Algorithm::Tree, Collective::AllReduce, 540), 18.0);
+        assert_eq!(steps(Algorithm::NvlsTree, Collective::AllReduce, 2), 2.0);
+        assert_eq!(steps(Algorithm::Nvls, Collective::AllReduce, 4), 1.0);
+    }
+
+    #[test]
+    fn a_multi_node_rule_applies_only_to_its_fabric() {
+        let r = rules()
+            .iter()
+            .find(|r| r.nodes == "multi" && r.fabric != "ib" && r.min_bytes() < Some(16 << 20))
+            .expect("a multi-node rule fitted on another fabric");
+        let sm: u32 = r.arch.trim_start_matches("sm").parse().unwrap();
+        let ranks = r.rank_range().unwrap().0;
+        let mut c = choice(r.algo, r.proto, r.min_bytes().unwrap(), 25.0, 100.0);
+        c.func = r.collective;
+        let on = Conditions {
+            fabric: &r.fabric,
+            ..at(sm, 2, ranks)
+        };
+        assert!(expected(&c, on, &[]).basis.contains("fitted on"));
+        let ib = expected(&c, at(sm, 2, ranks), &[]);
+        assert!(
+            !ib.basis.contains(&format!("over {}", r.fabric)),
+            "{}",
+            ib.basis
+        );
+        // One node has no fabric: the one-node band, whatever the fabric.
+        let one = Conditions {
+            fabric: "efa",
+            ..at(90, 1, 8)
+        };
+        let b = expected(
+            &choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0),
+            one,
+            &[],
+        );
+        assert!(b.band.unwrap().basis.contains("one node"));
+    }
+
+    #[test]
+    fn a_fabric_without_published_results_has_a_wide_band_that_says_so() {
+        let tcpx = Conditions {
+            fabric: "tcpx",
+            ..at(90, 2, 16)
+        };
+        let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 30, 25.0, 100.0);
+        let b = expected(&c, tcpx, &[]).band.unwrap();
+        assert!(
+            b.basis.contains("no published result for this fabric"),
+            "{}",
+            b.basis
+        );
+        let ib = expected(&c, at(90, 2, 16), &[]).band.unwrap();
+        assert!(b.lo < ib.lo && b.hi >= ib.hi, "{b:?} against {ib:?}");
     }
 }

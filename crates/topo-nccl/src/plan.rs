@@ -395,6 +395,36 @@ fn count_of(f: Collective, bytes: u64, nranks: usize) -> u64 {
     }
 }
 
+/// The fabric between the plan's nodes, by the names of `data/measured.yaml`: the socket
+/// transport where NCCL uses it; else what the network ports say (EFA devices `rdmap*`/`efa*`,
+/// Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it, RoCE where every port with
+/// a stated link layer is Ethernet: a machine's storage and front-end ports are often Ethernet
+/// beside InfiniBand compute rails); else InfiniBand. A fabric stated by flag or profile takes
+/// precedence once the topology carries one.
+fn fabric_of(a: &Analysis) -> &'static str {
+    if a.transports.iter().any(|t| t.transport.is_socket()) {
+        return "socket";
+    }
+    let (mut ib, mut ethernet) = (false, false);
+    for n in a.topo.graph.node_indices() {
+        if let topo_model::NodeKind::Net(net) = &a.topo.graph[n].kind {
+            let name = net.name.as_str();
+            if name.starts_with("rdmap") || name.starts_with("efa") {
+                return "efa";
+            }
+            if name.starts_with("cxi") || name.starts_with("hsn") {
+                return "slingshot";
+            }
+            match net.link_layer.as_deref() {
+                Some(l) if l.eq_ignore_ascii_case("ethernet") => ethernet = true,
+                Some(l) if l.eq_ignore_ascii_case("infiniband") => ib = true,
+                _ => {}
+            }
+        }
+    }
+    if ethernet && !ib { "roce" } else { "ib" }
+}
+
 /// Where this plan leaves the conditions of the published results (`measured::outside_fits`).
 fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     let socket = a
@@ -405,9 +435,15 @@ fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     measured::outside_fits(&req.env, socket)
 }
 
-fn row(a: &Analysis, c: &Choice, outside: &[String]) -> Row {
+fn row(a: &Analysis, c: &Choice, fabric: &str, outside: &[String]) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
-    let expected = measured::expected(c, a.system.min_sm(), a.nnodes, a.nranks, outside);
+    let at = measured::Conditions {
+        sm: a.system.min_sm(),
+        nnodes: a.nnodes,
+        nranks: a.nranks,
+        fabric,
+    };
+    let expected = measured::expected(c, at, outside);
     let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);
     let runner_up = c
         .considered
@@ -698,6 +734,7 @@ fn build_with(
 fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>, Vec<TunerRow>)> {
     let op = OpContext::default();
     let outside = fit_departures(a, req);
+    let fabric = fabric_of(a);
     let mut table = vec![];
     let mut crossovers = vec![];
     let mut tuner_rows = vec![];
@@ -717,7 +754,7 @@ fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>,
         }
         tuner_rows.extend(runs);
         for &b in &req.sizes {
-            table.push(row(a, &select(a, f, b, &op)?, &outside));
+            table.push(row(a, &select(a, f, b, &op)?, fabric, &outside));
         }
     }
 
