@@ -20,6 +20,8 @@ mod util;
 const STACK_BYTES: usize = 256 << 20;
 
 fn main() {
+    // The renderers read no file or environment: the PCI ID database is named here.
+    topo_report::show::use_pci_names(topo_source::pciids::names);
     let code = std::thread::Builder::new()
         .name("topo".into())
         .stack_size(STACK_BYTES)

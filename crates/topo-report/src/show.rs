@@ -13,6 +13,7 @@ pub(crate) mod matrix;
 pub(crate) mod model;
 mod paths;
 pub(crate) mod pci;
+pub use pci::use_pci_names;
 mod summary;
 #[cfg(test)]
 mod testing;

@@ -6,17 +6,27 @@ use super::model::{Ctx, HostView};
 use crate::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
+use std::sync::OnceLock;
+use topo_source::pciids::PciNames;
 use topo_model::bw::{pcie_generation, pcie_gts};
 use topo_model::{NodeKind, PcieLink, class};
 
-/// The PCI ID database (`topo_source::pciids`); unit tests use the embedded subset alone so
-/// their snapshots do not depend on the machine's pci.ids.
-fn pci_names() -> &'static topo_source::pciids::PciNames {
-    if cfg!(test) {
-        topo_source::pciids::embedded_names()
-    } else {
-        topo_source::pciids::names()
-    }
+/// Where the caller's PCI ID database comes from. topo-report reads no file and no
+/// environment (issue 42): the binary names its reader (`topo_source::pciids::names`: the
+/// system's pci.ids or `TOPO_PCI_IDS`), called only when a name is first needed; without one,
+/// as in unit tests, names come from the embedded subset, so snapshots do not depend on the
+/// machine's pci.ids.
+static PCI_NAMES: OnceLock<fn() -> &'static PciNames> = OnceLock::new();
+
+/// Use `names` for vendor and device names from now on; a second call changes nothing.
+pub fn use_pci_names(names: fn() -> &'static PciNames) {
+    let _ = PCI_NAMES.set(names);
+}
+
+fn pci_names() -> &'static PciNames {
+    PCI_NAMES
+        .get()
+        .map_or_else(topo_source::pciids::embedded_names, |names| names())
 }
 
 /// The vendor's short name from the PCI ID database.
