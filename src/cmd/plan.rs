@@ -116,7 +116,7 @@ fn render(machine: Machine, source: &Request, a: &PlanArgs, style: Style) -> Res
         PlanFormat::Text => topo_report::plan::render(&plan, style),
         PlanFormat::Json => return Ok(Rendered::Json(Box::new(plan))),
         PlanFormat::Yaml => topo_report::doc::yaml(&plan)?,
-        PlanFormat::TunerCsv => plan.tuner_csv.clone(),
+        PlanFormat::TunerCsv => topo_nccl::plan::tuner_csv(&plan),
         PlanFormat::NcclGraph => plan.graph_xml.clone(),
         PlanFormat::Svg => unreachable!("drawn above"),
     }))

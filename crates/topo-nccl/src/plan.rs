@@ -254,8 +254,6 @@ pub struct Plan {
     #[serde(skip)]
     pub tuner_rows: Vec<TunerRow>,
     #[serde(skip)]
-    pub tuner_csv: String,
-    #[serde(skip)]
     pub graph_xml: String,
 }
 
@@ -714,7 +712,6 @@ fn build_with(
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix,
         tuner_rows,
-        tuner_csv: String::new(),
         graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
     };
     plan.messages
@@ -726,7 +723,6 @@ fn build_with(
         .filter(|m| !ANOMALIES.contains(&m.code))
         .map(|m| m.text.clone())
         .collect();
-    plan.tuner_csv = tuner_csv(&plan);
     Ok(plan)
 }
 
