@@ -10,23 +10,8 @@ use topo_source::ErrorKind as SourceKind;
 
 pub use topo_source::error::{io_reason, one_line};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Exit {
-    CheckFailed = 1,
-    Usage = 2,
-    MissingRuntime = 3,
-    /// A collective run that failed while running: a rank lost, a wait past its deadline, a
-    /// rendezvous broken, a device error. Not the user's input, so not 2.
-    RuntimeFault = 4,
-    /// stdout is a pipe its reader closed (`topo show | head -1`): exit quietly with the
-    /// status a shell reports for a command killed by SIGPIPE (128 + 13), as `cat` or `grep`
-    /// would, so the reader's choice to stop is not an error message but a pipeline with
-    /// `set -o pipefail` still sees that the output was not all read.
-    BrokenPipe = 141,
-    /// A panic: a bug in topo, reported as an `internal error` line with a hint to report it.
-    /// 101, as Rust's own runtime exits for a panicking `main`.
-    Internal = 101,
-}
+/// The exit codes live with the schema ids in the vocabulary (`topo_vocab::Exit`).
+pub use topo_vocab::Exit;
 
 /// An error the binary itself raises (a bad flag value), with its exit code and hint.
 #[derive(Debug)]

@@ -240,3 +240,24 @@ fn plan_anomalies_are_coded_and_counted() {
             .all(|w| !w.contains("NVLink-connected"))
     );
 }
+
+/// The vocabulary's schema ids (`topo_vocab::schema`) and docs/schema/ name the same
+/// documents: a version bumped in one place and not the other fails here. `topo.nvml/v1` is
+/// the NVML part a snapshot carries, described by the snapshot's schema.
+#[test]
+fn every_schema_id_has_its_schema_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    let mut ids: Vec<String> = topo_vocab::schema::ALL
+        .iter()
+        .filter(|id| **id != topo_vocab::schema::NVML)
+        .map(|id| format!("{}.json", id.replace('/', ".")))
+        .collect();
+    ids.sort();
+    assert_eq!(files, ids);
+}

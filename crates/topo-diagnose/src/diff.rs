@@ -8,7 +8,7 @@ use topo_model::Topology;
 use topo_model::inventory;
 use topo_nccl::plan::Plan;
 
-pub const SCHEMA: &str = "topo.diff/v1";
+pub const SCHEMA: &str = topo_vocab::schema::DIFF;
 
 /// One side as named on the command line.
 #[derive(Clone, Debug, Serialize)]

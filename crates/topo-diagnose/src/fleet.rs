@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::inventory::{self, Facts};
 
-pub const SCHEMA: &str = "topo.fleet/v1";
+pub const SCHEMA: &str = topo_vocab::schema::FLEET;
 
 /// One fact that differs from the reference group.
 #[derive(Clone, Debug, Serialize)]

@@ -9,7 +9,7 @@ use topo_evidence::nccllog::NcclLog;
 use topo_model::Topology;
 use topo_vocab::Transport;
 
-pub const SCHEMA: &str = "topo.diagnose/v1";
+pub const SCHEMA: &str = topo_vocab::schema::DIAGNOSE;
 
 /// The one judge shape every command shares (`topo_model::message`).
 pub use topo_model::message::{Code, Finding, Severity};

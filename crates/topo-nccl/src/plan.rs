@@ -658,7 +658,7 @@ fn build_with(
     let mut plan = Plan {
         against: None,
         faults: None,
-        schema: "topo.plan/v3",
+        schema: topo_vocab::schema::PLAN,
         topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),
         nccl_version_source: req.version_source.clone(),

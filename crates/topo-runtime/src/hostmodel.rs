@@ -738,7 +738,7 @@ pub struct HostModel {
 
 /// The schema of [`HostModel`]; a cache of another schema is measured again. v3 added
 /// [`LinkFit::mode`] and times sizes from 256 KiB as the mean of the loop, as verify does.
-pub const SCHEMA: &str = "topo.calibrate/v3";
+pub const SCHEMA: &str = topo_vocab::schema::CALIBRATE;
 
 /// Physical bounds a calibrated fit must keep; a cache outside them is measured again
 /// rather than priced from (a hand-edited or damaged cache once predicted -1000699 µs and

@@ -1028,7 +1028,7 @@ impl VerifyReport {
         let colls: std::collections::BTreeSet<&str> =
             self.rows.iter().map(|r| r.collective.cli_name()).collect();
         VerifyJson {
-            schema: "topo.verify/v1".into(),
+            schema: topo_vocab::schema::VERIFY.into(),
             topo_version: env!("CARGO_PKG_VERSION").into(),
             backend: self.backend.clone(),
             launch: self.launch.clone(),

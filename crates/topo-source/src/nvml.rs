@@ -12,7 +12,7 @@ use topo_model::{
     BusId, FabricInfo, Gpu, HostId, NodeKind, NvSwitch, NvlinkInfo, P2pCaps, PcieLink, Topology, bw,
 };
 
-pub const SCHEMA: &str = "topo.nvml/v1";
+pub const SCHEMA: &str = topo_vocab::schema::NVML;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NvmlReport {

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use topo_model::{SourceInfo, Topology};
 
-pub const SCHEMA: &str = "topo.snapshot/v1";
+pub const SCHEMA: &str = topo_vocab::schema::SNAPSHOT;
 pub(crate) use crate::META;
 const NVML: &str = "nvml.json";
 

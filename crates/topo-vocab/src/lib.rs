@@ -9,6 +9,7 @@ mod algorithm;
 mod code;
 mod collective;
 mod data;
+pub mod documents;
 pub mod fabric;
 #[cfg(feature = "serde")]
 mod serde_impl;
@@ -21,6 +22,7 @@ pub use algorithm::{Algorithm, Protocol};
 pub use code::Code;
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
+pub use documents::{Exit, schema};
 pub use fabric::{Fabric, FabricFacts};
 #[cfg(feature = "serde")]
 pub use serde_impl::{macro_name, nccl_tests_name, printed};

@@ -7,7 +7,7 @@ use serde::Serialize;
 use topo_evidence::hang::{InputSummary, Quote};
 use topo_vocab::Code;
 
-pub const SCHEMA: &str = "topo.hang/v1";
+pub const SCHEMA: &str = topo_vocab::schema::HANG;
 
 /// The class of cause, strongest evidence first (docs/diagnose.md, "Hang triage").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -7,9 +7,9 @@ use crate::Style;
 use petgraph::graph::NodeIndex;
 use serde::Serialize;
 use std::sync::OnceLock;
-use topo_source::pciids::PciNames;
 use topo_model::bw::{pcie_generation, pcie_gts};
 use topo_model::{NodeKind, PcieLink, class};
+use topo_source::pciids::PciNames;
 
 /// Where the caller's PCI ID database comes from. topo-report reads no file and no
 /// environment (issue 42): the binary names its reader (`topo_source::pciids::names`: the
