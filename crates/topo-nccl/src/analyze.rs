@@ -343,7 +343,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let (merged, hosts) = reconcile(
         (&topo, &system, &paths),
         &graphs,
-        &own_search_hosts(&topo, &system, domains.len() > hosts_with_gpus, alike),
+        alike,
         domains.len() > hosts_with_gpus,
         |h| {
             let mut p = search_params(&data, &env, nvls_on(h), collnet_enabled);
@@ -467,12 +467,20 @@ fn own_costs(
     tune: &dyn Fn(&ChannelCounts, HostId) -> CostTable,
 ) -> Vec<HostCosts> {
     type Key = (String, Option<(topo_model::CpuArch, topo_model::CpuVendor)>);
-    let key = |h: HostId| {
-        let counts = channels::comm_channels_of(system, paths, merged, params, h);
+    // Counted once per distinct host part: a count reads every host.
+    let mut counted: HashMap<channels::OwnChannelKey, (String, ChannelCounts)> = HashMap::new();
+    let mut key = |h: HostId| {
+        let (line, counts) = counted
+            .entry(channels::own_channel_key(system, h))
+            .or_insert_with_key(|&own| {
+                let c = channels::comm_channels_own(system, paths, merged, params, own);
+                (c.log_line(), c)
+            })
+            .clone();
         let cpu = (params.minor < 24)
             .then(|| system.host_cpu(h).map(|c| (c.arch, c.vendor)))
             .flatten();
-        ((counts.log_line(), cpu), counts)
+        ((line, cpu), counts)
     };
     let Some(first) = system.gpus.first().map(|&g| system.nodes[g].host) else {
         return vec![];
@@ -1093,7 +1101,12 @@ fn path_policy(env: &EnvPolicy, data: &VersionData, req: &Inputs) -> PathPolicy 
 /// `ncclTopoTrimSystem`), and every host whose hardware differs from host 0's (each rank
 /// searches its own host's topology, `ncclTopoCompute`) where the source holds several
 /// hosts that are not copies of one (`alike` otherwise).
-fn own_search_hosts(topo: &Topology, system: &System, split: bool, alike: bool) -> Vec<HostId> {
+fn own_search_hosts(
+    (topo, prints): (&Topology, &std::cell::OnceCell<Vec<u64>>),
+    system: &System,
+    split: bool,
+    alike: bool,
+) -> Vec<HostId> {
     let with_gpus = (1..system.nhosts as HostId).filter(|&h| !system.host_gpus(h).is_empty());
     if split {
         return with_gpus.collect();
@@ -1101,22 +1114,27 @@ fn own_search_hosts(topo: &Topology, system: &System, split: bool, alike: bool) 
     if alike || system.nhosts < 2 {
         return vec![];
     }
-    let prints = topo.host_fingerprints();
+    let prints = prints.get_or_init(|| topo.host_fingerprints());
     with_gpus
         .filter(|&h| prints.get(h as usize) != prints.first())
         .collect()
 }
 
-/// The other hosts' own searches (`own`, under `params_of`) reconciled with host 0's
-/// `graphs`, and each host's view for the findings (none for the parts of a split host).
+/// The other hosts' own searches ([`own_search_hosts`], under `params_of`) reconciled with
+/// host 0's `graphs`, and each host's view for the findings (none for the parts of a split
+/// host).
 fn reconcile(
     (topo, system, paths): (&Topology, &System, &Paths),
     graphs: &Graphs,
-    own: &[HostId],
+    alike: bool,
     split: bool,
     params_of: impl Fn(HostId) -> SearchParams,
     nvls_on: impl Fn(HostId) -> bool,
 ) -> (Graphs, Vec<super::hetero::HostView>) {
+    // Read by both the choice of hosts that search and their searches: one pass over the
+    // machine, made once.
+    let prints = std::cell::OnceCell::new();
+    let own = &own_search_hosts((topo, &prints), system, split, alike);
     if own.is_empty() {
         return (graphs.clone(), vec![]);
     }
@@ -1126,7 +1144,8 @@ fn reconcile(
             vec![],
         );
     }
-    let host_graphs = own_searches((topo, system, paths), own, &params_of);
+    let prints = prints.get_or_init(|| topo.host_fingerprints());
+    let host_graphs = own_searches((prints, system, paths), own, &params_of);
     let merged = node_graphs(system, graphs, &host_graphs);
     let nvls: Vec<(HostId, bool)> = (0..system.nhosts as HostId)
         .filter(|&h| !system.host_gpus(h).is_empty())
@@ -1144,11 +1163,10 @@ fn reconcile(
 /// hosts took 395 s; issue 45). What the reconciliation reads of the others' graphs is their
 /// orders and AllGather3's per-graph figures, which such a copy shares.
 fn own_searches(
-    (topo, system, paths): (&Topology, &System, &Paths),
+    (prints, system, paths): (&[u64], &System, &Paths),
     own: &[HostId],
     params_of: &impl Fn(HostId) -> SearchParams,
 ) -> Vec<(HostId, Graphs)> {
-    let prints = topo.host_fingerprints();
     let mut first: HashMap<u64, usize> = HashMap::new();
     let mut out: Vec<(HostId, Graphs)> = Vec::with_capacity(own.len());
     for &h in own {

@@ -258,6 +258,43 @@ pub fn comm_channels_of(
     params: &ChannelParams,
     own: HostId,
 ) -> ChannelCounts {
+    comm_channels_own(sys, paths, graphs, params, own_channel_key(sys, own))
+}
+
+/// All that [`comm_channels_of`] reads of its host: the host's rank count and its first
+/// rank's SM (`comm->compCap`; none when the host has no GPU). Hosts with equal
+/// keys count alike, so a caller asking for every host of a cluster counts once per key:
+/// each count reads every host (nodes, SMs, NICs), and once per host grew with the square
+/// of the hosts (issue 43: one host with a NIC lost, 16,384 nodes, 125 s).
+pub fn own_channel_key(sys: &System, own: HostId) -> OwnChannelKey {
+    let local = sys.host_gpus(own);
+    // `ncclNvlsInit` and 2.30's `ncclNvlsTuning` start from the rank's own GPU
+    // (`comm->compCap`, src/transport/nvls.cc); dissimilar hosts can differ.
+    let cc_own = local
+        .first()
+        .and_then(|&r| sys.gpu(r).gpu.as_ref())
+        .map(|g| g.sm);
+    OwnChannelKey {
+        local_ranks: local.len(),
+        cc_own,
+    }
+}
+
+/// A host's part in its channel counts ([`own_channel_key`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OwnChannelKey {
+    local_ranks: usize,
+    cc_own: Option<u32>,
+}
+
+/// [`comm_channels_of`] for a host whose part is `own`.
+pub fn comm_channels_own(
+    sys: &System,
+    paths: &Paths,
+    graphs: &Graphs,
+    params: &ChannelParams,
+    own: OwnChannelKey,
+) -> ChannelCounts {
     let minor = params.minor;
     let maxch = params.max_channels.max(1);
     let n_ranks = sys.gpus.len();
@@ -265,14 +302,12 @@ pub fn comm_channels_of(
         .filter(|&h| !sys.host_gpus(h).is_empty())
         .count()
         .max(1);
-    let local = sys.host_gpus(own);
     let cc_min = sys.min_sm();
-    // `ncclNvlsInit` and 2.30's `ncclNvlsTuning` start from the rank's own GPU
-    // (`comm->compCap`, src/transport/nvls.cc); dissimilar hosts can differ.
-    let cc_own = local
-        .first()
-        .and_then(|&r| sys.gpu(r).gpu.as_ref())
-        .map_or(cc_min, |g| g.sm);
+    let OwnChannelKey {
+        local_ranks,
+        cc_own,
+    } = own;
+    let cc_own = cc_own.unwrap_or(cc_min);
 
     // Reconciled graphs: identical on every host, so the min/max over ranks is the graph.
     let search = graphs.tree.n_channels.min(graphs.ring.n_channels);
@@ -292,11 +327,11 @@ pub fn comm_channels_of(
             min_net_bw: min_net_bw(sys, paths, &net_policy(params)),
             min_cc: cc_min,
         };
-        nvls_tuned_channels(params, local.len(), cc_own, facts)
+        nvls_tuned_channels(params, local_ranks, cc_own, facts)
     } else {
         nvls_default_channels(
             params,
-            local.len(),
+            local_ranks,
             cc_own,
             params.nvls_multi_host.unwrap_or(n_nodes > 1),
         )
