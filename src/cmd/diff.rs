@@ -11,9 +11,9 @@ use anyhow::Result;
 use topo_model::Topology;
 use topo_nccl::analyze::RuntimeFacts;
 use topo_nccl::plan::{Plan, PlanRequest};
-use topo_vocab::Collective;
 use topo_report::html::InputFile;
 use topo_source::SourceSpec;
+use topo_vocab::Collective;
 
 /// A source named on the command line: a file or folder, `profile:NAME` or a built-in
 /// profile name, or `live` for this machine.

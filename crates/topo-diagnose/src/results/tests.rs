@@ -2,8 +2,8 @@ use super::*;
 use crate::{Input, diagnose};
 use topo_nccl::plan::PlanRequest;
 use topo_nccl::transport::RankPlacement;
-use topo_vocab::Collective;
 use topo_nccl::version::NcclVersion;
+use topo_vocab::Collective;
 
 fn plan_rows(profile: &str, nodes: usize, sizes: &[u64], env: &[(&str, &str)]) -> Vec<PlanRow> {
     let mut topo = topo_source::profile::load_builtin(profile).unwrap();
