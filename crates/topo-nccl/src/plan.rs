@@ -19,6 +19,7 @@ use topo_model::message::Code;
 use topo_model::message::{Finding, Severity};
 use topo_model::stated::GpuModel;
 use topo_model::{SourceInfo, SourceKind, Topology};
+use topo_vocab::Fabric;
 
 /// What the user asked for, parsed and checked.
 #[derive(Clone, Debug)]
@@ -393,25 +394,35 @@ fn count_of(f: Collective, bytes: u64, nranks: usize) -> u64 {
     }
 }
 
-/// The fabric between the plan's nodes, by the names of `data/measured.yaml`: the socket
-/// transport where NCCL uses it; else what the network ports say (EFA devices `rdmap*`/`efa*`,
-/// Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it, RoCE where every port with
-/// a stated link layer is Ethernet: a machine's storage and front-end ports are often Ethernet
-/// beside InfiniBand compute rails); else InfiniBand. A fabric stated by flag or profile takes
-/// precedence once the topology carries one.
-fn fabric_of(a: &Analysis) -> &'static str {
+/// The fabric between the plan's nodes, whose `name()` keys `data/measured.yaml`: the socket
+/// transport where NCCL uses it (an `NCCL_NET=Socket` or no usable NIC outranks whatever the
+/// machine has); else the fabric stated by flag, profile or the result's environment (the
+/// topology's `source.fabric`, laid on by `netfacts`); only where nothing is stated, the guess
+/// from the network ports ([`guess_fabric`]).
+fn fabric_of(a: &Analysis) -> Fabric {
     if a.transports.iter().any(|t| t.transport.is_socket()) {
-        return "socket";
+        return Fabric::Socket;
     }
+    a.topo
+        .source
+        .fabric
+        .unwrap_or_else(|| guess_fabric(&a.topo))
+}
+
+/// The fabric the ports suggest where none is stated, the one place topo guesses it: EFA
+/// devices `rdmap*`/`efa*`, Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it,
+/// RoCE where every port with a stated link layer is Ethernet (a machine's storage and
+/// front-end ports are often Ethernet beside InfiniBand compute rails); else InfiniBand.
+fn guess_fabric(t: &Topology) -> Fabric {
     let (mut ib, mut ethernet) = (false, false);
-    for n in a.topo.graph.node_indices() {
-        if let topo_model::NodeKind::Net(net) = &a.topo.graph[n].kind {
+    for n in t.graph.node_indices() {
+        if let topo_model::NodeKind::Net(net) = &t.graph[n].kind {
             let name = net.name.as_str();
             if name.starts_with("rdmap") || name.starts_with("efa") {
-                return "efa";
+                return Fabric::Efa;
             }
             if name.starts_with("cxi") || name.starts_with("hsn") {
-                return "slingshot";
+                return Fabric::Slingshot;
             }
             match net.link_layer.as_deref() {
                 Some(l) if l.eq_ignore_ascii_case("ethernet") => ethernet = true,
@@ -420,7 +431,11 @@ fn fabric_of(a: &Analysis) -> &'static str {
             }
         }
     }
-    if ethernet && !ib { "roce" } else { "ib" }
+    if ethernet && !ib {
+        Fabric::Roce
+    } else {
+        Fabric::Ib
+    }
 }
 
 /// Where this plan leaves the conditions of the published results (`measured::outside_fits`).
@@ -433,13 +448,13 @@ fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     measured::outside_fits(&req.env, socket)
 }
 
-fn row(a: &Analysis, c: &Choice, fabric: &str, outside: &[String]) -> Row {
+fn row(a: &Analysis, c: &Choice, fabric: Fabric, outside: &[String]) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
     let at = measured::Conditions {
         sm: a.system.min_sm(),
         nnodes: a.nnodes,
         nranks: a.nranks,
-        fabric,
+        fabric: fabric.name(),
     };
     let expected = measured::expected(c, at, outside);
     let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);
@@ -1474,5 +1489,55 @@ mod hint_tests {
             none.contains("--gpu l40s --nvlink none without NVLink"),
             "{none}"
         );
+    }
+}
+
+#[cfg(test)]
+mod fabric_tests {
+    use super::{fabric_of, guess_fabric};
+    use crate::analyze::{Analysis, Request, RuntimeFacts, analyze};
+    use crate::transport::RankPlacement;
+    use crate::version::NcclVersion;
+    use topo_model::testing::hgx;
+    use topo_model::{NodeKind, Topology};
+    use topo_vocab::Fabric;
+
+    fn analysis(t: &Topology) -> Analysis {
+        analyze(&Request {
+            topo: t,
+            env: Default::default(),
+            version: NcclVersion::parse("2.28").unwrap(),
+            placement: RankPlacement::ProcessPerGpu,
+            facts: RuntimeFacts {
+                cuda_driver_version: Some(12040),
+            },
+        })
+        .unwrap()
+    }
+
+    fn name_ports(t: &mut Topology, prefix: &str) {
+        for (i, n) in t.nets().into_iter().enumerate() {
+            if let NodeKind::Net(x) = &mut t.node_mut(n).kind {
+                x.name = format!("{prefix}{i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_stated_fabric_outranks_what_the_ports_suggest() {
+        let mut t = hgx(8, 90);
+        name_ports(&mut t, "cxi");
+        assert_eq!(guess_fabric(&t), Fabric::Slingshot);
+        assert_eq!(fabric_of(&analysis(&t)), Fabric::Slingshot);
+        t.source.fabric = Some(Fabric::Efa);
+        assert_eq!(fabric_of(&analysis(&t)), Fabric::Efa, "stated: not guessed");
+    }
+
+    #[test]
+    fn nothing_stated_is_guessed_from_the_ports() {
+        let mut t = hgx(8, 90);
+        assert_eq!(fabric_of(&analysis(&t)), guess_fabric(&t));
+        name_ports(&mut t, "rdmap");
+        assert_eq!(fabric_of(&analysis(&t)), Fabric::Efa);
     }
 }
