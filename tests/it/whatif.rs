@@ -445,33 +445,48 @@ fn a_fault_on_a_part_already_removed_is_refused() {
     }
 }
 
+/// The wall time of one successful plan.
+fn plan_time(mut cmd: assert_cmd::Command) -> std::time::Duration {
+    let t0 = std::time::Instant::now();
+    let out = cmd.output().unwrap();
+    let took = t0.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
+/// `plan(large)` under six times `plan(small)`, each the best of two runs.
+fn assert_linear(small: usize, large: usize, plan: impl Fn(usize) -> assert_cmd::Command) {
+    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..2 {
+        a = a.min(plan_time(plan(small)));
+        b = b.min(plan_time(plan(large)));
+    }
+    assert!(b < a * 6, "{a:?} -> {b:?}");
+}
+
+/// A dgx-a100 plan of `n` nodes in JSON to /dev/null.
+fn a100_plan(n: usize) -> assert_cmd::Command {
+    let mut cmd = crate::util::topo_clean_env();
+    cmd.args(["plan", "--profile", "dgx-a100", "--format", "json", "-o"])
+        .arg("/dev/null")
+        .args(["--nodes", &n.to_string()]);
+    cmd
+}
+
 /// One host that differs from the others costs that host's own work, not work per pair of
 /// hosts (issue 43: `--without` on host 0 of 16,384 nodes took 125 s, each host's channel
 /// count reading every host): four times the nodes under six times the time.
 #[test]
 fn one_odd_host_plans_in_linear_time() {
-    let run = |n: usize| {
-        let t0 = std::time::Instant::now();
-        let out = crate::util::topo_clean_env()
-            .args(["plan", "--profile", "dgx-a100", "--format", "json", "-o"])
-            .arg("/dev/null")
-            .args(["--nodes", &n.to_string(), "--without", "nic:mlx5_7"])
-            .output()
-            .unwrap();
-        let took = t0.elapsed();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        took
-    };
-    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
-    for _ in 0..2 {
-        a = a.min(run(128));
-        b = b.min(run(512));
-    }
-    assert!(b < a * 6, "{a:?} -> {b:?}");
+    assert_linear(128, 512, |n| {
+        let mut cmd = a100_plan(n);
+        cmd.args(["--without", "nic:mlx5_7"]);
+        cmd
+    });
 }
 
 /// A failed part on every host costs one pass over the machine, not one per part (issue 43:
@@ -479,29 +494,12 @@ fn one_odd_host_plans_in_linear_time() {
 /// under six times the time.
 #[test]
 fn a_fault_on_every_host_plans_in_linear_time() {
-    let run = |n: usize| {
-        let mut cmd = crate::util::topo_clean_env();
-        cmd.args(["plan", "--profile", "dgx-a100", "--format", "json", "-o"])
-            .arg("/dev/null")
-            .args(["--nodes", &n.to_string()]);
+    assert_linear(64, 256, |n| {
+        let mut cmd = a100_plan(n);
         for h in 0..n {
             cmd.arg("--without").arg(format!("nic:mlx5_7@{h}"));
             cmd.arg("--without").arg(format!("gpu:7@{h}"));
         }
-        let t0 = std::time::Instant::now();
-        let out = cmd.output().unwrap();
-        let took = t0.elapsed();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        took
-    };
-    let (mut a, mut b) = (std::time::Duration::MAX, std::time::Duration::MAX);
-    for _ in 0..2 {
-        a = a.min(run(64));
-        b = b.min(run(256));
-    }
-    assert!(b < a * 6, "{a:?} -> {b:?}");
+        cmd
+    });
 }
