@@ -54,14 +54,8 @@ pub fn diff(
     d: &topo_diagnose::diff::Diff,
     p: &Provenance,
 ) -> crate::Result<()> {
-    let mut h = Html::default();
-    open(
-        &mut h,
-        &p.topo_version,
-        &format!("topo diff: {} against {}", d.b.arg, d.a.arg),
-    );
-    diff::render(&mut h, d, p);
-    close(h, w)
+    let title = format!("topo diff: {} against {}", d.b.arg, d.a.arg);
+    page(w, &p.topo_version, &title, |h| diff::render(h, d, p))
 }
 
 /// `topo diagnose --fleet DIR --format html`: the document `--format json` prints, as a page.
@@ -70,17 +64,23 @@ pub fn fleet(
     d: &topo_diagnose::fleet::Fleet,
     p: &Provenance,
 ) -> crate::Result<()> {
+    let title = format!("topo fleet: {} ({} hosts)", d.folder, d.hosts);
+    page(w, &p.topo_version, &title, |h| fleet::render(h, d, p))
+}
+
+/// One page of a document: the shared head, the document's body, the shared close.
+fn page(
+    w: &mut dyn std::io::Write,
+    version: &str,
+    title: &str,
+    body: impl FnOnce(&mut Html),
+) -> crate::Result<()> {
     let mut h = Html::default();
-    open(
-        &mut h,
-        &p.topo_version,
-        &format!("topo fleet: {} ({} hosts)", d.folder, d.hosts),
-    );
-    fleet::render(&mut h, d, p);
+    open(&mut h, version, title);
+    body(&mut h);
     close(h, w)
 }
 
-/// Every page's head: the doctype, the generator, the title and the page's style.
 fn open(h: &mut Html, version: &str, title: &str) {
     h.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n");
     h.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n");
