@@ -54,7 +54,7 @@ if [ -z "${NCCL_ORACLE:-}" ]; then
   "$TOOL/build.sh" --tag "$TAG" --mirror "$NCCL_MIRROR" --out "${TMPDIR:-/tmp}/nccl-oracle-build-$VERSION" >&2
   NCCL_ORACLE="${TMPDIR:-/tmp}/nccl-oracle-build-$VERSION/nccl-oracle"
 fi
-cargo build --release --example oracle_sweep >&2
+cargo build --release --features bench --example oracle_sweep >&2
 BIN="$ROOT/target/release/examples/oracle_sweep"
 
 start=$(date +%s)

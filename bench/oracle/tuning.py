@@ -7,7 +7,7 @@ For seeds 1..N, takes each machine as `oracle_sweep --show SEED --reuse` wrote i
 the sweep first: bench/oracle/sweep.rs), with its variables and node count, and runs the
 oracle's compare.py on it (the oracle with its tuning replay against `topo plan --collective
 all`). Prints the cells and choices equal per tag and the seeds that differ or that a tool
-refused. Run from the repository root after `cargo build --release --example oracle_sweep`.
+refused. Run from the repository root after `cargo build --release --features bench --example oracle_sweep`.
 """
 import argparse
 import ast

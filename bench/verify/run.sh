@@ -47,7 +47,7 @@ BUILD=$(mktemp -d)
 cp "$PEERS"/Makefile "$PEERS"/*.c "$BUILD"/
 make -s -C "$BUILD" all
 log "building topo-runtime's verify driver (release)"
-(cd "$ROOT/crates/topo-runtime" && cargo build --release --example verify -q)
+(cd "$ROOT/crates/topo-runtime" && cargo build --release --features bench --example verify -q)
 TARGET=$(cd "$ROOT/crates/topo-runtime" && cargo metadata --format-version 1 --no-deps 2>/dev/null | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')
 OURS=$TARGET/release/examples/verify
 mkdir -p "$OUT"
