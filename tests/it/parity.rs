@@ -447,3 +447,62 @@ fn a_cut_file_is_said_by_diagnose_too() {
     let diag = json("diagnose", &src).unwrap();
     assert!(diag["verdict"].as_str().unwrap().contains("cut"), "{diag}");
 }
+
+/// The VM rules on the shared real files (issue 44): the IBM Cloud guest (emulated x1 bridges,
+/// width-0 links) is a VM in every view, with the guest's fix; no bare-metal matrix or dump
+/// (the smi-topo pastes, the cut H200 dump, the Switchtec and RTX 4090 workstations) is
+/// called one, and neither are the clouds' own skeleton files.
+#[test]
+fn the_shared_guest_is_a_vm_and_no_bare_metal_file_is() {
+    const VM: [&str; 2] = ["virtualized-topology", "topology-flattened"];
+    let Some(ibm) = crate::util::realdata("topo-xml/ibm-cloud-gx3d-h100-topo.xml") else {
+        return;
+    };
+    let src = vec!["--from".to_string(), ibm.to_string_lossy().into_owned()];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "virtualized-topology").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+    }
+    let diag = json("diagnose", &src).unwrap();
+    let f = diag["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "virtualized-topology")
+        .unwrap();
+    assert!(f["fix"].as_str().unwrap().contains("NCCL_TOPO_FILE"), "{f}");
+    let bare = [
+        "smi-topo/deepep-590-hgx-b300-cx8-bond.txt",
+        "smi-topo/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt",
+        "smi-topo/nccl-557-2gpu-nvlink-bridge-nv3.txt",
+        "smi-topo/nccl-tests-178-8xa100-pcie-nvlink-bridge-pairs.txt",
+        "topo-xml/nccl-tests-256-h200-baremetal-dump-TRUNCATED.xml",
+        "topo-xml/panlichen-8x-rtx3090-switchtec.xml",
+        "topo-xml/rwkvinllama-2x-rtx4090-cx4.xml",
+        "topo-xml/nccl-miner-2x-rtxa6000-nvlink-bridge.xml",
+        "topo-xml/azure-ndv4-topo.xml",
+        "topo-xml/azure-ndv5-topo.xml",
+        "topo-xml/aws-p4d-24xl-topo.xml",
+        "topo-xml/aws-p5-48xl-topo.xml",
+    ];
+    for rel in bare {
+        let Some(p) = crate::util::realdata(rel) else {
+            continue;
+        };
+        let src = vec!["--from".to_string(), p.to_string_lossy().into_owned()];
+        for (cmd, list, key) in [VIEWS[0], VIEWS[2]] {
+            let doc = json(cmd, &src).unwrap();
+            for code in VM {
+                assert_eq!(
+                    severity_of(&doc, list, key, code),
+                    None,
+                    "{cmd} {rel}: {code}"
+                );
+            }
+        }
+    }
+}
