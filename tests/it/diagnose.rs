@@ -986,3 +986,40 @@ fn a_gate_that_checked_nothing_fails() {
         assert_eq!(o.status.code(), Some(0), "{stdin:?} {extra:?}");
     }
 }
+
+/// An NCCL 2.5-2.7 excerpt (Init lines print `cudaDev N busId X`, no `nvmlDev`) with one
+/// rank's Init line and a `direct shared memory` pair: diagnose named the GPUs "-1, -1" and
+/// show found 1 of the 2 GPUs. Both GPUs now, numbered, in every view.
+#[test]
+fn an_old_log_s_shm_pair_is_two_numbered_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("old.log");
+    std::fs::write(
+        &log,
+        "host1:100:100 [0] NCCL INFO NCCL version 2.5.6+cuda10.1
+host1:100:110 [0] NCCL INFO Ring 00 : 0[1a000] -> 1[1b000] via direct shared memory
+host1:101:111 [1] NCCL INFO Ring 00 : 1[1b000] -> 0[1a000] via direct shared memory
+host1:100:110 [0] NCCL INFO comm 0x7f0 rank 0 nranks 2 cudaDev 0 busId 1a000 - Init COMPLETE
+",
+    )
+    .unwrap();
+    let log = log.to_str().unwrap();
+    let show = run(&["show", "--format", "json", "--from", log]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let show: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(show["gpus"].as_array().unwrap().len(), 2, "{show}");
+    let text = run(&["show", "--from", log]).stdout;
+    assert!(text.contains("0000:1b:00.0"), "{text}");
+    for args in [["--nccl-log", log], ["--from", log]] {
+        let out = run(&[&["diagnose"][..], &args[..]].concat());
+        assert!(
+            !out.stdout.contains("-1,") && !out.stdout.contains("GPU -1"),
+            "{}",
+            out.stdout
+        );
+        assert!(!out.stdout.contains("GPUs -1"), "{}", out.stdout);
+    }
+    let v = diagnose_json(&["--from", log]);
+    let f = finding(&v, "nvlink-unknown").expect("NVLink is unknown from a log");
+    assert!(f["title"].as_str().unwrap().contains("GPUs 0–1"), "{f}");
+}

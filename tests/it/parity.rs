@@ -77,9 +77,9 @@ pub(crate) fn json(cmd: &str, src: &[String]) -> Option<Value> {
     Some(serde_json::from_slice(&o.stdout).unwrap())
 }
 
-/// The codes and severities of the findings `topo report` shows for `src`; `None` where it
-/// cannot report (a source without what a plan needs).
-fn report_codes(src: &[String]) -> Option<BTreeMap<String, String>> {
+/// The codes and severities of the findings `topo report` shows for `src`, in its order;
+/// `None` where it cannot report (a source without what a plan needs).
+fn report_findings(src: &[String]) -> Option<Vec<(String, String)>> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.html");
     let o = topo()
@@ -101,6 +101,49 @@ fn report_codes(src: &[String]) -> Option<BTreeMap<String, String>> {
             .map(|(code, sev, _)| (code, sev))
             .collect(),
     )
+}
+
+/// The codes of a document's problems (warnings and errors) in the order it lists them, each
+/// once (diagnose says a code once, show and plan once per text).
+fn problem_order(entries: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    let mut out: Vec<String> = vec![];
+    for (code, sev) in entries {
+        if sev != "info" && !out.contains(&code) {
+            out.push(code);
+        }
+    }
+    out
+}
+
+/// `(code, severity)` of each entry of a document's `list`, in its order.
+fn listed(doc: &Value, list: &str, key: &str) -> Vec<(String, String)> {
+    doc[list]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                m[key].as_str()?.to_string(),
+                m["severity"].as_str().unwrap_or("").to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The views list the problems they share in one order (issue 44): `message::key` is a total
+/// order, so two warnings of one tier no longer come out in the order each view raised them.
+/// Compared over the codes every view names (which codes each names is the test above's).
+fn assert_same_order(views: &[(&str, Vec<String>)], src: &[String]) {
+    let common: Vec<&String> = views[0]
+        .1
+        .iter()
+        .filter(|c| views.iter().all(|(_, v)| v.contains(c)))
+        .collect();
+    let first: Vec<&String> = views[0].1.iter().filter(|c| common.contains(c)).collect();
+    for (name, v) in &views[1..] {
+        let got: Vec<&String> = v.iter().filter(|c| common.contains(c)).collect();
+        assert_eq!(got, first, "{name} vs {} order on {src:?}", views[0].0);
+    }
 }
 
 /// Every code a document reports (`list` of entries keyed `code`), with its severity.
@@ -188,16 +231,22 @@ fn show_plan_and_diagnose_state_each_shared_fact_alike() {
             d.remove("nvlink-degraded");
         }
         assert_eq!(s, d, "show vs diagnose on {src:?}");
+        let mut views = vec![
+            ("show", problem_order(listed(&show, "messages", "code"))),
+            ("diagnose", problem_order(listed(&diag, "findings", "id"))),
+        ];
         // The report shows diagnose's findings (it is built from the same diagnosis).
-        if let Some(r) = report_codes(&src) {
+        if let Some(r) = report_findings(&src) {
             assert_eq!(
-                r,
+                r.iter().cloned().collect::<BTreeMap<_, _>>(),
                 severities(&diag, "findings", "id"),
                 "report vs diagnose on {src:?}"
             );
+            views.push(("report", problem_order(r)));
             reported += 1;
         }
         if let Some(plan) = json("plan", &src) {
+            views.push(("plan", problem_order(listed(&plan, "messages", "code"))));
             let mut p = shared(&plan, "messages", "code");
             // The plan's analysis notes what it decided under the source's code too (GPU
             // groups NCCL splits into nodes): beyond show's scope, so only the source's own
@@ -207,6 +256,7 @@ fn show_plan_and_diagnose_state_each_shared_fact_alike() {
             }
             assert_eq!(s, p, "show vs plan on {src:?}");
         }
+        assert_same_order(&views, &src);
         compared += 1;
         stated += s.len();
     }
@@ -396,4 +446,63 @@ fn a_cut_file_is_said_by_diagnose_too() {
     }
     let diag = json("diagnose", &src).unwrap();
     assert!(diag["verdict"].as_str().unwrap().contains("cut"), "{diag}");
+}
+
+/// The VM rules on the shared real files (issue 44): the IBM Cloud guest (emulated x1 bridges,
+/// width-0 links) is a VM in every view, with the guest's fix; no bare-metal matrix or dump
+/// (the smi-topo pastes, the cut H200 dump, the Switchtec and RTX 4090 workstations) is
+/// called one, and neither are the clouds' own skeleton files.
+#[test]
+fn the_shared_guest_is_a_vm_and_no_bare_metal_file_is() {
+    const VM: [&str; 2] = ["virtualized-topology", "topology-flattened"];
+    let Some(ibm) = crate::util::realdata("topo-xml/ibm-cloud-gx3d-h100-topo.xml") else {
+        return;
+    };
+    let src = vec!["--from".to_string(), ibm.to_string_lossy().into_owned()];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "virtualized-topology").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+    }
+    let diag = json("diagnose", &src).unwrap();
+    let f = diag["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "virtualized-topology")
+        .unwrap();
+    assert!(f["fix"].as_str().unwrap().contains("NCCL_TOPO_FILE"), "{f}");
+    let bare = [
+        "smi-topo/deepep-590-hgx-b300-cx8-bond.txt",
+        "smi-topo/fastdeploy-8xa100-sxm4-40gb-4numa-3nic.txt",
+        "smi-topo/nccl-557-2gpu-nvlink-bridge-nv3.txt",
+        "smi-topo/nccl-tests-178-8xa100-pcie-nvlink-bridge-pairs.txt",
+        "topo-xml/nccl-tests-256-h200-baremetal-dump-TRUNCATED.xml",
+        "topo-xml/panlichen-8x-rtx3090-switchtec.xml",
+        "topo-xml/rwkvinllama-2x-rtx4090-cx4.xml",
+        "topo-xml/nccl-miner-2x-rtxa6000-nvlink-bridge.xml",
+        "topo-xml/azure-ndv4-topo.xml",
+        "topo-xml/azure-ndv5-topo.xml",
+        "topo-xml/aws-p4d-24xl-topo.xml",
+        "topo-xml/aws-p5-48xl-topo.xml",
+    ];
+    for rel in bare {
+        let Some(p) = crate::util::realdata(rel) else {
+            continue;
+        };
+        let src = vec!["--from".to_string(), p.to_string_lossy().into_owned()];
+        for (cmd, list, key) in [VIEWS[0], VIEWS[2]] {
+            let doc = json(cmd, &src).unwrap();
+            for code in VM {
+                assert_eq!(
+                    severity_of(&doc, list, key, code),
+                    None,
+                    "{cmd} {rel}: {code}"
+                );
+            }
+        }
+    }
 }

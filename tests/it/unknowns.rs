@@ -168,3 +168,103 @@ fn no_show_verdict_states_a_fact_its_source_leaves_unknown() {
     assert!(read >= 15, "only {read} sources were read");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A shared NCCL dump trimmed by hand as users trim them (issue 44): every `<nvlink>` and
+/// every `sm` removed, so the GPU model is only what the PCI device id suggests. `None` where
+/// the shared data is absent.
+fn trimmed(rel: &str, dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let real = crate::util::realdata(rel)?;
+    let text = std::fs::read_to_string(real).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("<nvlink"))
+        .map(|l| {
+            let mut l = l.to_string();
+            while let Some(at) = l.find(" sm=\"") {
+                let end = l[at + 5..].find('"').map_or(l.len(), |e| at + 5 + e + 1);
+                l.replace_range(at..end, "");
+            }
+            l + "\n"
+        })
+        .collect();
+    assert!(!cut.contains("<nvlink") && !cut.contains(" sm=\""));
+    let path = dir.join(rel.rsplit('/').next().unwrap());
+    std::fs::write(&path, cut).unwrap();
+    Some(path)
+}
+
+/// The trimmed file's GPU model is a guess from the PCI id: no view concludes a negative from
+/// it ("No NVLink", SHM for the GPU pairs, P2P too far), each says NVLink is unknown, show
+/// marks the name as a guess, and the plan's refusal names the guess as one.
+#[test]
+fn a_hand_trimmed_dump_gives_no_negative_from_a_guessed_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for rel in [
+        "topo-xml/ibm-cloud-gx3d-h100-topo.xml",
+        "topo-xml/nccl-tests-256-h200-baremetal-dump-TRUNCATED.xml",
+    ] {
+        let Some(path) = trimmed(rel, dir.path()) else {
+            continue;
+        };
+        let src = path.to_string_lossy().into_owned();
+        let run = |args: &[&str]| topo().args(args).args(["--from", &src]).output().unwrap();
+        let show = run(&["show", "--format", "json"]);
+        assert!(show.status.success(), "{rel}");
+        let show: Value = serde_json::from_slice(&show.stdout).unwrap();
+        let diag = run(&["diagnose", "--format", "json"]);
+        let diag: Value = serde_json::from_slice(&diag.stdout).unwrap();
+        let said: Vec<(String, String)> = all(&show, "messages")
+            .iter()
+            .map(|m| {
+                (
+                    m["code"].as_str().unwrap().into(),
+                    m["text"].as_str().unwrap().into(),
+                )
+            })
+            .chain(all(&diag, "findings").iter().map(|f| {
+                (
+                    f["id"].as_str().unwrap().into(),
+                    f["title"].as_str().unwrap().into(),
+                )
+            }))
+            .collect();
+        for (code, text) in &said {
+            assert!(
+                ![
+                    "nvlink-none",
+                    "p2p-path-too-far",
+                    "p2p-refused",
+                    "shm-pcie-path"
+                ]
+                .contains(&code.as_str()),
+                "{rel}: {code}: {text}"
+            );
+            assert!(
+                !text.contains("No NVLink") && !text.contains("SHM"),
+                "{rel}: {text}"
+            );
+        }
+        let guessed = |list: &str, code: &str, text: &str, doc: &Value| {
+            all(doc, list).iter().any(|m| {
+                m[code] == "nvlink-unknown" && m[text].as_str().unwrap().contains("a guess")
+            })
+        };
+        assert!(guessed("messages", "code", "text", &show), "{rel}: {show}");
+        assert!(guessed("findings", "id", "title", &diag), "{rel}: {diag}");
+        let text = run(&["show"]);
+        let text = String::from_utf8(text.stdout).unwrap();
+        assert!(
+            text.contains("GB?") && text.contains("a name ending in ?"),
+            "{text}"
+        );
+        let plan = run(&["plan", "--nodes", "2"]);
+        let err = String::from_utf8(plan.stderr).unwrap();
+        assert_eq!(plan.status.code(), Some(2), "{err}");
+        assert!(err.contains("as their PCI device id suggests"), "{err}");
+        checked += 1;
+    }
+    if checked == 0 {
+        eprintln!("skipped: no shared XML to trim");
+    }
+}

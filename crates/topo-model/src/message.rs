@@ -99,8 +99,10 @@ pub fn serialize_diagnosed<S: Serializer>(fs: &[Finding], s: S) -> Result<S::Ok,
 /// VM's tree (its NIC distances and PCIe figures follow), NVLink islands or missing lanes,
 /// a driver refusing P2P (SHM follows), init that stops. Generic: what the source leaves
 /// unknown (GPUDirect RDMA, port speed, NVLink), what the reader assumed, and the plan's
-/// standing assumptions. Show (among its summary's problems), plan and `diagnose --from`
-/// order by this key (a stable sort); diagnose with logs refines it (`topo_diagnose`).
+/// standing assumptions; last, what the source's reader assumed or repaired (`source-warning`),
+/// which qualifies every other finding and which show lists after its verdicts. Show (among its
+/// summary's problems), plan and `diagnose --from` order by [`key`]; diagnose with logs
+/// refines it (`topo_diagnose`).
 pub fn rank(code: Code, severity: Severity) -> (std::cmp::Reverse<Severity>, u8) {
     let tier = match code {
         Code::VirtualizedTopology
@@ -114,10 +116,10 @@ pub fn rank(code: Code, severity: Severity) -> (std::cmp::Reverse<Severity>, u8)
         | Code::NetNone
         | Code::P2pDisabledByEnv
         | Code::HostsChoicesDiffer => 0,
+        Code::SourceWarning => 3,
         Code::NetGdrUnknown
         | Code::NetSpeedUnknown
         | Code::NvlinkUnknown
-        | Code::SourceWarning
         | Code::P2pAssumed
         | Code::NetSocketSpeed
         | Code::EnvUnknown
@@ -127,9 +129,19 @@ pub fn rank(code: Code, severity: Severity) -> (std::cmp::Reverse<Severity>, u8)
     (std::cmp::Reverse(severity), tier)
 }
 
-/// `findings` in [`rank`] order, each tier keeping the order it was raised in.
+/// Where a finding stands in every view, a total order (issue 44): [`rank`] (severity, then
+/// cause, symptom, generic, the reader's notes), then within a tier the code in docs/codes.md's
+/// order, then the text. The order raised is not part of it: show, plan and diagnose raise the
+/// same findings in different orders, and a tier kept in raised order listed two warnings one
+/// way in show and the other way in plan.
+pub fn key(f: &Finding) -> (std::cmp::Reverse<Severity>, u8, Code, &str) {
+    let (severity, tier) = rank(f.code, f.severity);
+    (severity, tier, f.code, f.text.as_str())
+}
+
+/// `findings` in [`key`] order.
 pub fn order(findings: &mut [Finding]) {
-    findings.sort_by_key(|f| rank(f.code, f.severity));
+    findings.sort_by(|a, b| key(a).cmp(&key(b)));
 }
 
 /// Code of a warning the source raised while reading its input (`Topology::warnings`): those
@@ -192,6 +204,39 @@ mod tests {
     #[should_panic(expected = "does not list")]
     fn a_severity_the_table_does_not_list_is_caught() {
         let _ = Finding::at(Code::NvlinkMesh, Severity::Error, "x");
+    }
+
+    /// Raised in any order, the same findings come out in one order: by severity, tier,
+    /// code, then text.
+    #[test]
+    fn the_order_is_total_whatever_the_order_raised() {
+        let raised = vec![
+            Finding::new(Code::NetGdrUnknown, "b"),
+            Finding::new(Code::SourceWarning, "a"),
+            Finding::new(Code::NicNoneNear, "z"),
+            Finding::new(Code::NicMissing, "y"),
+            Finding::new(Code::PcieUpstreamSlower, "c"),
+            Finding::new(Code::NvlinkIslands, "x"),
+            Finding::new(Code::NicNoneNear, "a"),
+            Finding::new(Code::NcclInitFails, "e"),
+        ];
+        let want = [
+            (Code::NcclInitFails, "e"),
+            (Code::NvlinkIslands, "x"),
+            (Code::NicNoneNear, "a"),
+            (Code::NicNoneNear, "z"),
+            (Code::NicMissing, "y"),
+            (Code::PcieUpstreamSlower, "c"),
+            (Code::NetGdrUnknown, "b"),
+            (Code::SourceWarning, "a"),
+        ];
+        let mut one = raised.clone();
+        order(&mut one);
+        let mut other: Vec<Finding> = raised.into_iter().rev().collect();
+        order(&mut other);
+        assert_eq!(one, other);
+        let got: Vec<(Code, &str)> = one.iter().map(|f| (f.code, f.text.as_str())).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

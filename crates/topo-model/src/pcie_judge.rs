@@ -37,8 +37,17 @@ pub const VM_FIX: &str = "ask the cloud provider for the host's NCCL topology fi
 /// BMC's VGA bridge is x1 Gen1 too, but has no GPU or NIC below it).
 const VIRTUAL_BRIDGE_MAX_GBPS: f64 = 1.0;
 /// PCI ids of bridges only hypervisors show: 104c:8232 is the XIO3130 switch QEMU emulates
-/// (`x3130-upstream`/`xio3130-downstream`), which KVM guests put GPUs behind.
-const EMULATED_BRIDGE_IDS: [(u16, u16); 1] = [(0x104c, 0x8232)];
+/// (`x3130-upstream`/`xio3130-downstream`), which KVM guests put GPUs behind; 1b36:000c,
+/// 1b36:0001 and 1b36:000e are QEMU's own PCIe root port, PCI-PCI bridge and PCIe-to-PCI
+/// bridge (QEMU docs/specs/pci-ids.rst), a guest's "one root port per device"; 15ad:07a0 is
+/// VMware's virtual PCIe root port.
+const EMULATED_BRIDGE_IDS: [(u16, u16); 5] = [
+    (0x104c, 0x8232),
+    (0x1b36, 0x000c),
+    (0x1b36, 0x0001),
+    (0x1b36, 0x000e),
+    (0x15ad, 0x07a0),
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -49,6 +58,8 @@ pub enum FlagKind {
     VmBridge,
     /// A link reporting width 0.
     VmWidth0,
+    /// A GPU placed as only a hypervisor places one: on a bus as a device other than 0.
+    VmPlacement,
 }
 
 impl FlagKind {
@@ -57,7 +68,7 @@ impl FlagKind {
         match self {
             FlagKind::Downtrained => DOWNTRAINED,
             FlagKind::UpstreamSlower => UPSTREAM_SLOWER,
-            FlagKind::VmBridge | FlagKind::VmWidth0 => VIRTUAL,
+            FlagKind::VmBridge | FlagKind::VmWidth0 | FlagKind::VmPlacement => VIRTUAL,
         }
     }
 }
@@ -155,6 +166,7 @@ pub fn link_flags(topo: &Topology, n: NodeIndex) -> Vec<Flag> {
     if let Some(f) = vm_bridge_flag(topo, n, l) {
         out.push(f);
     }
+    out.extend(vm_placement_flag(topo, node));
     out.extend(downtrained_flag(node, l));
     out.extend(upstream_flags(topo, n, l));
     out
@@ -177,6 +189,33 @@ fn vm_bridge_flag(topo: &Topology, n: NodeIndex, l: &PcieLink) -> Option<Flag> {
         format!(
             "emulated (VM) bridge: {what}; not real hardware, and NCCL still models paths through it at {:.2} GB/s",
             l.bw()
+        ),
+    ))
+}
+
+/// A discrete GPU is always device 0 of its bus: a PCIe link joins one port to one device,
+/// so a GPU behind a root port or a switch port is `bb:00.f`. One at another device number
+/// sits on a root bus, where a hypervisor puts passed-through devices (QEMU's i440fx, a
+/// cloud's `0000:10:1c.0`) and a physical machine never puts a GPU. Only where the source
+/// states the GPU's PCI ids (a dump or the machine itself): a hand-written file's bus ids are
+/// whatever its author chose, and a matrix's are placeholders. Not on a profile: it is a
+/// cloud's VM layout on purpose (aws-p4d), the reference a guest is compared with.
+fn vm_placement_flag(topo: &Topology, node: &crate::Node) -> Option<Flag> {
+    let NodeKind::Gpu(g) = &node.kind else {
+        return None;
+    };
+    if topo.source.kind == crate::SourceKind::Profile {
+        return None;
+    }
+    if g.device.is_none() || g.busid.is_placeholder() || g.busid.device() == 0 {
+        return None;
+    }
+    Some(Flag::new(
+        FlagKind::VmPlacement,
+        format!(
+            "a GPU at device {:#04x} of bus {:02x}: on a physical machine every GPU is device 0 behind its own port, only a hypervisor puts one on a root bus beside others",
+            g.busid.device(),
+            g.busid.bus()
         ),
     ))
 }
@@ -266,7 +305,7 @@ fn by_design(topo: &Topology) -> bool {
 /// The PCIe verdicts over `nodes` (a host's, or a whole topology's), in a fixed order.
 pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> Vec<Finding> {
     let (mut virt, mut down, mut up) = (vec![], vec![], vec![]);
-    let (mut bridges, mut width0, mut narrower) = (0, 0, false);
+    let (mut bridges, mut width0, mut placed, mut narrower) = (0, 0, 0, false);
     let (mut seen_gpus, mut seen_nics) = (vec![], vec![]);
     for n in nodes {
         match topo.node(n).kind {
@@ -277,9 +316,10 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
         for f in link_flags(topo, n) {
             let line = format!("{}: {}", label(topo, n), f.text);
             match f.kind {
-                FlagKind::VmBridge | FlagKind::VmWidth0 => {
+                FlagKind::VmBridge | FlagKind::VmWidth0 | FlagKind::VmPlacement => {
                     bridges += usize::from(f.kind == FlagKind::VmBridge);
                     width0 += usize::from(f.kind == FlagKind::VmWidth0);
+                    placed += usize::from(f.kind == FlagKind::VmPlacement);
                     virt.push(line);
                 }
                 FlagKind::Downtrained => {
@@ -292,7 +332,7 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     }
     let mut out = vec![];
     if !virt.is_empty() {
-        out.push(virtual_verdict(bridges, width0, virt));
+        out.push(virtual_verdict([bridges, width0, placed], virt));
     }
     out.extend(flattened(topo, &seen_gpus, &seen_nics));
     if !down.is_empty() {
@@ -376,13 +416,18 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn virtual_verdict(bridges: usize, width0: usize, evidence: Vec<String>) -> Finding {
+/// The VM verdict from the counts of emulated bridges, width-0 links and GPUs placed on a
+/// root bus.
+fn virtual_verdict([bridges, width0, placed]: [usize; 3], evidence: Vec<String>) -> Finding {
     let mut parts = vec![];
     if bridges > 0 {
         parts.push(plural(bridges, "emulated bridge", "emulated bridges"));
     }
     if width0 > 0 {
         parts.push(plural(width0, "link of width 0", "links of width 0"));
+    }
+    if placed > 0 {
+        parts.push(plural(placed, "GPU on a root bus", "GPUs on a root bus"));
     }
     Finding::at(VIRTUAL, Severity::Warning, format!(
             "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",

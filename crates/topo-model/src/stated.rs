@@ -72,8 +72,9 @@ macro_rules! gpu {
 /// The GPU models `--gpu` knows. Lanes: NVLink 2 (V100) 6 per GPU, NVLink 3 (A100) 12 on
 /// SXM and over the PCIe card's three bridges, NVLink 4 (H100/H200) 18 on SXM and 12 over
 /// the H100 PCIe/NVL bridges, NVLink 5 (B200/B300) 18; the A800/H800 export parts keep 8;
-/// A40, A30 and RTX A6000 bridges carry 4 NVLink 3 lanes (112.5 to 200 GB/s); the V100
-/// PCIe, T4, A10/A10G, L4, L40/L40S and the GeForce and RTX Ada/Blackwell cards have none.
+/// A40, A30, RTX A6000 and GeForce RTX 3090 bridges carry 4 NVLink 3 lanes (112.5 to 200
+/// GB/s); the V100 PCIe, T4, A10/A10G, L4, L40/L40S and the GeForce and RTX Ada/Blackwell
+/// cards have none.
 pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("v100", "Tesla V100-SXM2", 70, 6, NvSwitch, None),
     gpu!("v100-pcie", "Tesla V100-PCIE", 70, 0, None, None),
@@ -90,6 +91,7 @@ pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("l40", "L40", 89, 0, None, None),
     gpu!("l4", "L4", 89, 0, None, None),
     gpu!("rtx6000-ada", "RTX 6000 Ada Generation", 89, 0, None, None),
+    gpu!("rtx3090", "GeForce RTX 3090", 86, 4, Pairs, Some(0x2204)),
     gpu!("rtx4090", "GeForce RTX 4090", 89, 0, None, Some(0x2684)),
     gpu!("h100", "H100 SXM5 80GB", 90, 18, NvSwitch, Some(0x2330)),
     gpu!("h100-pcie", "H100 PCIe", 90, 12, Pairs, None),
@@ -156,6 +158,18 @@ pub fn gpu_model(name: &str) -> Option<&'static GpuModel> {
     GPU_MODELS
         .iter()
         .find(|m| key.map_or_else(|| squash(m.key) == want, |k| m.key == k))
+}
+
+/// The model a PCI id suggests where a source states the id but no model: a guess (one id
+/// can be several boards, and the table keys one board per id), for hints and for saying what
+/// was assumed, never for a conclusion the source does not state.
+pub fn model_by_pci_id(vendor: Option<u16>, device: Option<u16>) -> Option<&'static GpuModel> {
+    if vendor != Some(0x10de) {
+        return None;
+    }
+    GPU_MODELS
+        .iter()
+        .find(|m| m.device.is_some() && m.device == device)
 }
 
 /// NVLink lanes per GPU when only the compute capability is known (the SXM boards).
@@ -463,6 +477,8 @@ mod tests {
             ("NVIDIA RTX A6000", "a6000"),
             ("NVIDIA RTX 6000 Ada Generation", "rtx6000-ada"),
             ("NVIDIA GeForce RTX 4090", "rtx4090"),
+            ("NVIDIA GeForce RTX 3090", "rtx3090"),
+            ("RTX 3090", "rtx3090"),
             (
                 "NVIDIA RTX PRO 6000 Blackwell Server Edition",
                 "rtx-pro-6000",

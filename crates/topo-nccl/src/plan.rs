@@ -17,7 +17,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::message::Code;
 use topo_model::message::{Finding, Severity};
-use topo_model::stated::GpuModel;
+use topo_model::stated::{GpuModel, NvlinkShape};
 use topo_model::{SourceInfo, SourceKind, Topology};
 use topo_vocab::Fabric;
 
@@ -1305,10 +1305,9 @@ fn named_model(topo: &Topology) -> Option<(&'static GpuModel, bool)> {
     if let Some(m) = by_name {
         return Some((m, true));
     }
-    let dev = gpus.iter().find_map(|g| g.device)?;
-    let m = topo_model::stated::GPU_MODELS
+    let m = gpus
         .iter()
-        .find(|m| m.device == Some(dev))?;
+        .find_map(|g| topo_model::stated::model_by_pci_id(g.vendor, g.device))?;
     Some((m, false))
 }
 
@@ -1330,10 +1329,105 @@ fn stating_hint(topo: &Topology) -> String {
             };
             format!("state what the source leaves out ({flags}: {basis}), {rest}")
         }
-        None => format!(
-            "state what the source leaves out: the GPU model and how NVLink joins the GPUs (--gpu h100 --nvlink nvswitch on an HGX board, --gpu a100-pcie --nvlink pairs for bridged cards, --gpu l40s --nvlink none without NVLink; or --sm 90 --nvlink pairs:4), {rest}"
-        ),
+        None => match (known_nvlink(topo), known_sm(topo)) {
+            // A matrix: NVLink stated, the model not; name the models its NVLink fits.
+            (Some((shape, lanes)), _) => format!(
+                "state the GPU model or its compute capability (--gpu MODEL or --sm N; the source gives the NVLink, {}), {rest}",
+                fitting_models(shape, lanes)
+            ),
+            // A file with `sm` but no NVLink (aws-p5's): only the NVLink is missing.
+            (None, Some(sm)) => format!(
+                "state how NVLink joins the GPUs (the source gives sm {sm}): {}, {rest}",
+                nvlink_examples(sm)
+            ),
+            (None, None) => format!(
+                "state what the source leaves out: the GPU model and how NVLink joins the GPUs (--gpu h100 --nvlink nvswitch on an HGX board, --gpu a100-pcie --nvlink pairs for bridged cards, --gpu l40s --nvlink none without NVLink; or --sm 90 --nvlink pairs:4), {rest}"
+            ),
+        },
     }
+}
+
+/// The NVLink every GPU's source states, as the model table words it: the shape and the
+/// most lanes a GPU has; `None` where any GPU's NVLink is unknown.
+fn known_nvlink(topo: &Topology) -> Option<(NvlinkShape, u32)> {
+    let mut out = (NvlinkShape::None, 0);
+    for n in topo.gpus() {
+        let s = topo_model::nvlink_shape::summary(topo, n);
+        if s.unknown.is_some() {
+            return None;
+        }
+        let shape = if s.switch_lanes > 0 {
+            NvlinkShape::NvSwitch
+        } else if !s.peers.is_empty() {
+            NvlinkShape::Pairs
+        } else {
+            NvlinkShape::None
+        };
+        if s.lanes >= out.1 {
+            out = (shape, s.lanes);
+        }
+    }
+    Some(out)
+}
+
+/// The compute capability the source gives every GPU, where it gives one to all alike.
+fn known_sm(topo: &Topology) -> Option<u32> {
+    let mut sms = topo
+        .gpus()
+        .into_iter()
+        .map(|n| topo.gpu(n).and_then(|g| g.sm));
+    let first = sms.next()??;
+    sms.all(|s| s == Some(first)).then_some(first)
+}
+
+/// `--gpu` keys whose usual board has this NVLink (the same lanes where any has them, else
+/// the same shape), as a clause of the hint.
+fn fitting_models(shape: NvlinkShape, lanes: u32) -> String {
+    let same_shape: Vec<&GpuModel> = topo_model::stated::GPU_MODELS
+        .iter()
+        .filter(|m| m.nvlink == shape)
+        .collect();
+    let exact: Vec<&&GpuModel> = same_shape
+        .iter()
+        .filter(|m| shape == NvlinkShape::None || m.nvlink_lanes == lanes)
+        .collect();
+    let keys: Vec<&str> = if exact.is_empty() {
+        same_shape.iter().map(|m| m.key).collect()
+    } else {
+        exact.iter().map(|m| m.key).collect()
+    };
+    let what = match shape {
+        NvlinkShape::NvSwitch => format!("{lanes} lanes per GPU to NVSwitch"),
+        NvlinkShape::Pairs => format!("{lanes} lanes to peer GPUs"),
+        NvlinkShape::None => "none".to_string(),
+    };
+    let shown: Vec<&str> = keys.iter().take(8).copied().collect();
+    let more = if keys.len() > shown.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!("{what}, which fits --gpu {}{more}", shown.join(", "))
+}
+
+/// How to state NVLink for GPUs of compute capability `sm`: the shape of each model of that
+/// generation the table knows, else one example per shape.
+fn nvlink_examples(sm: u32) -> String {
+    let of_sm: Vec<String> = topo_model::stated::GPU_MODELS
+        .iter()
+        .filter(|m| m.sm == sm)
+        .map(|m| format!("--nvlink {} on {}", m.nvlink.name(), m.name))
+        .collect();
+    if of_sm.is_empty() {
+        return "--nvlink nvswitch, --nvlink pairs or --nvlink none".to_string();
+    }
+    let shown: Vec<&str> = of_sm.iter().take(6).map(String::as_str).collect();
+    let more = if of_sm.len() > shown.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!("{}{more}", shown.join(", "))
 }
 
 /// Where the topology came from, as a refusal names it: the file, else the kind of source.
@@ -1484,11 +1578,36 @@ mod hint_tests {
         let none = stating_hint(&with(|g| {
             g.name = None;
             g.device = None;
+            g.sm = None;
+            g.nvlink = topo_model::NvlinkInfo::Unknown("x".into());
         }));
         assert!(
             none.contains("--gpu l40s --nvlink none without NVLink"),
             "{none}"
         );
+        // A matrix: NVLink given (18 lanes to NVSwitch), the model not: only the model is
+        // asked for, with the models that NVLink fits.
+        let matrix = stating_hint(&with(|g| {
+            g.name = None;
+            g.device = None;
+            g.sm = None;
+        }));
+        assert!(
+            matrix.contains("(--gpu MODEL or --sm N; the source gives the NVLink, 18 lanes per GPU to NVSwitch, which fits --gpu h100, "),
+            "{matrix}"
+        );
+        assert!(!matrix.contains("--nvlink"), "{matrix}");
+        // sm given, NVLink not (aws-p5's file): only NVLink is asked for, by that generation.
+        let p5 = stating_hint(&with(|g| {
+            g.name = None;
+            g.device = None;
+            g.nvlink = topo_model::NvlinkInfo::Unknown("x".into());
+        }));
+        assert!(
+            p5.contains("state how NVLink joins the GPUs (the source gives sm 90): --nvlink nvswitch on H100 SXM5 80GB, --nvlink pairs on H100 PCIe"),
+            "{p5}"
+        );
+        assert!(!p5.contains("--gpu l40s"), "{p5}");
     }
 }
 

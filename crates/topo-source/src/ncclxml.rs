@@ -49,6 +49,9 @@ pub const SKELETON_NVLINK_REASON: &str =
 pub const HANDWRITTEN_NVLINK_REASON: &str = "the file lists no NVLink for this GPU and was not written by NCCL \
      (no PCI vendor/device ids); NCCL detects NVLink at run time for a GPU without <nvlink> entries";
 
+/// Why a GPU with PCI ids but neither `sm` nor `<nvlink>` is not "no NVLink".
+pub const TRIMMED_NVLINK_REASON: &str = "the file lists neither sm nor NVLink for this GPU, which NCCL writes for every GPU it dumps, so it was trimmed or written by hand; NCCL detects NVLink at run time for a GPU without <nvlink> entries";
+
 /// Reads and converts an NCCL topology XML file.
 pub fn load_file(path: &Path) -> Result<Topology> {
     let unreadable = |reason: String| {
@@ -311,6 +314,8 @@ struct Builder<'a> {
     skeleton_ib: Vec<NodeIndex>,
     /// GPUs with a `<gpu>` entry but no `<nvlink>` in a file NCCL did not write.
     handwritten_no_nvlink: usize,
+    /// GPUs with PCI ids but neither `sm` nor `<nvlink>`: a dump trimmed by hand.
+    trimmed_no_nvlink: usize,
     /// Devices whose link speed is empty or width 0 / empty (virtual machines).
     unknown_pcie: usize,
     /// Speed strings NCCL's table does not know (it then uses Gen3).
@@ -347,6 +352,7 @@ impl<'a> Builder<'a> {
             skeleton_nics: 0,
             skeleton_ib: Vec::new(),
             handwritten_no_nvlink: 0,
+            trimmed_no_nvlink: 0,
             unknown_pcie: 0,
             odd_speeds: BTreeSet::new(),
             gpu_devs: HashMap::new(),
@@ -795,6 +801,21 @@ impl<'a> Builder<'a> {
         if !has_nvlink && ids[0].is_none() && ids[1].is_none() {
             g.nvlink = NvlinkInfo::Unknown(HANDWRITTEN_NVLINK_REASON.into());
             self.handwritten_no_nvlink += 1;
+        } else if !has_nvlink && g.sm.is_none() {
+            // NCCL writes `sm` on every GPU it dumps (ncclTopoGetXmlFromGpu, src/graph/xml.cc,
+            // 2.7 to 2.28), so a GPU without it was trimmed or written by hand, and its missing
+            // <nvlink> entries are NCCL's to find at run time, not a statement of none. The
+            // model its PCI id suggests is named as a guess, never as the reason for "none".
+            let guess = topo_model::stated::model_by_pci_id(ids[0], ids[1])
+                .map(|m| {
+                    format!(
+                        "; its PCI id suggests {} (a guess: one id can be several boards)",
+                        m.name
+                    )
+                })
+                .unwrap_or_default();
+            g.nvlink = NvlinkInfo::Unknown(format!("{TRIMMED_NVLINK_REASON}{guess}"));
+            self.trimmed_no_nvlink += 1;
         }
         let n = self.topo.add_child(parent, NodeKind::gpu(g));
         self.nvlinks
@@ -1174,6 +1195,12 @@ impl<'a> Builder<'a> {
                 self.handwritten_no_nvlink
             ));
         }
+        if self.trimmed_no_nvlink > 0 {
+            self.topo.warn(format!(
+                "{} GPU(s) have neither sm nor <nvlink> entries, which NCCL writes for every GPU it dumps: the file was trimmed or written by hand, so NVLink is unknown rather than absent (NCCL detects it at run time); state it (--nvlink, --gpu)",
+                self.trimmed_no_nvlink
+            ));
+        }
         if self.unknown_pcie > 0 {
             self.topo.warn(format!(
                 "{} device(s) have an empty link_speed or a link_width of 0/empty (unknown or virtual PCIe link): NCCL counts an empty speed as Gen3 and width 0 as x16",
@@ -1214,6 +1241,41 @@ mod tests {
         format!(
             "<system version=\"1\">\n  <cpu numaid=\"0\" arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">\n{body}\n  </cpu>\n</system>\n"
         )
+    }
+
+    /// A dump's GPU without NVLink has none (NCCL wrote what NVML found); a GPU with PCI ids
+    /// but neither `sm` nor `<nvlink>` was trimmed (NCCL writes `sm` on every GPU), so its
+    /// NVLink is unknown and the model its PCI id suggests is named as a guess only.
+    #[test]
+    fn a_gpu_without_sm_or_nvlink_was_trimmed_and_its_nvlink_is_unknown() {
+        let gpu = |bus: &str, dev: &str, sm: &str| {
+            format!(
+                r#"    <pci busid="0000:{bus}:00.0" class="0x030200" vendor="0x10de" device="0x2335" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="{dev}"{sm} rank="{dev}" gdr="1"/>
+    </pci>"#
+            )
+        };
+        let t = parse(&wrap(&[gpu("18", "0", ""), gpu("2a", "1", "")].join("\n")));
+        for n in t.gpus() {
+            let g = t.gpu(n).unwrap();
+            assert!(
+                matches!(&g.nvlink, NvlinkInfo::Unknown(why) if why.contains("trimmed") && why.contains("H200 (a guess")),
+                "{:?}",
+                g.nvlink
+            );
+        }
+        assert!(
+            t.warnings
+                .iter()
+                .any(|w| w.contains("neither sm nor <nvlink>"))
+        );
+        let t = parse(&wrap(
+            &[gpu("18", "0", r#" sm="90""#), gpu("2a", "1", r#" sm="90""#)].join("\n"),
+        ));
+        for n in t.gpus() {
+            assert_eq!(t.gpu(n).unwrap().nvlink, NvlinkInfo::Known);
+        }
+        assert!(!t.warnings.iter().any(|w| w.contains("neither sm")));
     }
 
     /// NCCL reads `arch` by prefix against x86_64, arm64 and ppc64 (topo.cc kvDictCpuArch):

@@ -420,19 +420,20 @@ fn rank_line(log: &mut NcclLog, p: &Prefix, t: &str, n: usize, line: &str) {
     }
 }
 
-/// `a[x]` → (a, x): x is the CUDA or NVML device (2.4, 2.18+) or, from 2.5 to 2.17, the
-/// bus id in hex (`0[1b000]`), kept as -1. NCCL 2.3/2.4 NET lines have a bare rank (`0`).
-fn rank_dev(s: &str) -> Option<(u32, i32)> {
+/// `a[x]` → (a, x, bus): x is the CUDA or NVML device (2.4, 2.18+) or, from 2.5 to 2.17,
+/// the bus id in hex (`0[1b000]`), kept as device -1 and as the bus id. NCCL 2.3/2.4 NET lines
+/// have a bare rank (`0`).
+fn rank_dev(s: &str) -> Option<(u32, i32, Option<u64>)> {
     let Some((r, d)) = s.split_once('[') else {
-        return Some((s.parse().ok()?, -1));
+        return Some((s.parse().ok()?, -1, None));
     };
     let d = d.trim_end_matches(']');
-    let dev = match d.parse::<i32>() {
-        Ok(v) if d.len() < 4 => v,
-        _ if d.bytes().all(|c| c.is_ascii_hexdigit()) => -1,
+    let (dev, bus) = match d.parse::<i32>() {
+        Ok(v) if d.len() < 4 => (v, None),
+        _ if d.bytes().all(|c| c.is_ascii_hexdigit()) => (-1, u64::from_str_radix(d, 16).ok()),
         _ => return None,
     };
-    Some((r.parse().ok()?, dev))
+    Some((r.parse().ok()?, dev, bus))
 }
 
 /// `P2P is disabled between connected GPUs 4 and 7` (INFO, a PCIe pair) or `... between
@@ -530,7 +531,7 @@ fn connection(
         Some("[receive]") => Direction::Receive,
         _ => Direction::Both,
     };
-    let (Some((from, from_dev)), Some((to, to_dev))) = (from, to) else {
+    let (Some((from, from_dev, from_busid)), Some((to, to_dev, to_busid))) = (from, to) else {
         return;
     };
     let detail = via.trim();
@@ -553,6 +554,8 @@ fn connection(
         from_dev,
         to,
         to_dev,
+        from_busid,
+        to_busid,
         direction: dir,
         gdr,
         transport,

@@ -53,6 +53,10 @@ pub struct Connection {
     pub from_dev: i32,
     pub to: u32,
     pub to_dev: i32,
+    /// The bus ids NCCL 2.5 to 2.17 print in the brackets instead of a device (`0[1b000]`),
+    /// which place a rank's GPU where its Init line is cut off.
+    pub from_busid: Option<u64>,
+    pub to_busid: Option<u64>,
     pub direction: Direction,
     /// Contract name: `P2P/CUMEM`, `P2P/IPC`, `P2P/direct`, `P2P/indirect`, `P2P/MNNVL`, `SHM`,
     /// `NET/IB`, `NET/Socket`, `NET/<plugin>`, `COLLNET`.

@@ -306,10 +306,13 @@ impl Builder<'_> {
 }
 
 /// What a log without a `=== System` block implies: per host, the GPUs its ranks used (bus
-/// ids from the Init lines), NVLink unknown.
+/// ids from the Init lines, and from the P2P and SHM lines of NCCL 2.5 to 2.17 for a rank
+/// whose Init line the excerpt lacks), NVLink unknown. GPUs whose NVML index the log does not
+/// print (Init lines before `nvmlDev` was added) are numbered in bus-id order, as NVML numbers
+/// them, and a warning says so.
 pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topology> {
-    let ranks: Vec<_> = log.ranks.values().filter(|r| r.busid.is_some()).collect();
-    if ranks.is_empty() {
+    let placed = implied_gpus(log);
+    if placed.is_empty() {
         return None;
     }
     let mut t = Topology::new(SourceInfo {
@@ -318,10 +321,10 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
         ..Default::default()
     });
     let mut cpus: HashMap<String, NodeIndex> = HashMap::new();
-    for r in ranks {
-        let name = r.host.clone().unwrap_or_default();
+    let mut unnumbered: Vec<NodeIndex> = vec![];
+    for p in placed {
         let next = cpus.len() as HostId;
-        let cpu = *cpus.entry(name.clone()).or_insert_with(|| {
+        let cpu = *cpus.entry(p.host.clone()).or_insert_with(|| {
             let c = t.add_node(
                 next,
                 None,
@@ -330,21 +333,111 @@ pub fn implied_topology(log: &NcclLog, origin: Option<String>) -> Option<Topolog
                     ..Default::default()
                 }),
             );
-            t.hosts[next as usize].name = Some(name.clone());
+            t.hosts[next as usize].name = Some(p.host.clone());
             c
         });
-        let busid = BusId(r.busid.unwrap_or(0));
+        let busid = BusId(p.busid);
         if t.find(t.node(cpu).host, busid).is_some() {
             continue;
         }
-        let mut g = Gpu::new(busid, r.nvml_dev.unwrap_or(-1));
-        g.rank = Some(r.rank as i32);
+        let mut g = Gpu::new(busid, p.nvml_dev.unwrap_or(-1));
+        g.rank = Some(p.rank as i32);
         g.nvlink = NvlinkInfo::Unknown("an NCCL log without a `=== System` block".into());
-        t.add_child(cpu, NodeKind::gpu(g));
+        let n = t.add_child(cpu, NodeKind::gpu(g));
+        if p.nvml_dev.is_none() {
+            unnumbered.push(n);
+        }
     }
+    number_in_bus_order(&mut t, &unnumbered);
     t.connect_cpus();
     t.warn("the log has no `=== System` block (NCCL_DEBUG_SUBSYS=GRAPH): only the GPUs its ranks used are known, not how they connect");
+    if !unnumbered.is_empty() {
+        t.warn(format!(
+            "the log gives no NVML index for {} GPU(s) (its Init lines print `cudaDev N busId X` without `nvmlDev`): numbered in bus-id order among the GPUs the log names, as NVML numbers a host's GPUs",
+            unnumbered.len()
+        ));
+    }
     Some(t)
+}
+
+/// A GPU a log's lines place on a host.
+struct Placed {
+    host: String,
+    busid: u64,
+    rank: u32,
+    nvml_dev: Option<i32>,
+}
+
+/// The GPUs of the ranks whose Init lines give a bus id, then those of ranks an intra-host
+/// connection line names by bus id (NCCL 2.5 to 2.17 print `0[1b000] -> 1[3d000] via P2P/IPC`
+/// or `... via direct shared memory`): such a rank is on its peer's host. A log with no Init
+/// bus id at all implies no topology (its ranks' hosts are unknown).
+fn implied_gpus(log: &NcclLog) -> Vec<Placed> {
+    let mut out: Vec<Placed> = log
+        .ranks
+        .values()
+        .filter_map(|r| {
+            Some(Placed {
+                host: r.host.clone().unwrap_or_default(),
+                busid: r.busid?,
+                rank: r.rank,
+                nvml_dev: r.nvml_dev,
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        return out;
+    }
+    let mut host_of: HashMap<u32, String> = out.iter().map(|p| (p.rank, p.host.clone())).collect();
+    for c in &log.connections {
+        if !(c.transport.is_p2p() || c.transport.is_shm()) {
+            continue;
+        }
+        for (rank, busid, peer) in [(c.from, c.from_busid, c.to), (c.to, c.to_busid, c.from)] {
+            let Some(busid) = busid else { continue };
+            if host_of.contains_key(&rank) {
+                continue;
+            }
+            let Some(host) = host_of.get(&peer).cloned() else {
+                continue;
+            };
+            host_of.insert(rank, host.clone());
+            out.push(Placed {
+                host,
+                busid,
+                rank,
+                nvml_dev: log.ranks.get(&rank).and_then(|r| r.nvml_dev),
+            });
+        }
+    }
+    out
+}
+
+/// Numbers `gpus` (NVML index unknown) per host in bus-id order, with the numbers no other
+/// GPU of the host holds, so no view names a GPU "-1".
+fn number_in_bus_order(t: &mut Topology, gpus: &[NodeIndex]) {
+    let mut by_host: std::collections::BTreeMap<HostId, Vec<NodeIndex>> = Default::default();
+    for &n in gpus {
+        by_host.entry(t.node(n).host).or_default().push(n);
+    }
+    // One pass over every GPU, not one per host: a log of thousands of hosts stays linear.
+    let mut used: HashMap<HostId, std::collections::HashSet<i32>> = HashMap::new();
+    for n in t.gpus() {
+        if let Some(g) = t.gpu(n).filter(|g| g.dev >= 0) {
+            used.entry(t.node(n).host).or_default().insert(g.dev);
+        }
+    }
+    for (host, mut v) in by_host {
+        v.sort_by_key(|&n| t.gpu(n).map(|g| g.busid));
+        let used = used.remove(&host).unwrap_or_default();
+        let mut free = (0..).filter(|d| !used.contains(d));
+        for n in v {
+            let dev = free.next().unwrap_or(-1);
+            if let NodeKind::Gpu(g) = &mut t.node_mut(n).kind {
+                g.dev = dev;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -540,3 +540,57 @@ fn many_jobs_are_read_in_linear_time() {
         "{a:?} -> {b:?}"
     );
 }
+
+/// An NCCL 2.5-2.7 log prints `cudaDev N busId X` without `nvmlDev`, and a pasted excerpt may
+/// keep one rank's Init line only: the GPUs were "GPU -1" and the implied topology had 1 of
+/// the 2 GPUs its `direct shared memory` lines name. Both GPUs now, numbered in bus-id order.
+#[test]
+fn an_old_log_s_shm_pair_places_both_gpus_with_numbers() {
+    let text = "\
+host1:100:100 [0] NCCL INFO NCCL version 2.5.6+cuda10.1
+host1:100:110 [0] NCCL INFO Ring 00 : 0[1b000] -> 1[3d000] via direct shared memory
+host1:101:111 [1] NCCL INFO Ring 00 : 1[3d000] -> 0[1b000] via direct shared memory
+host1:100:110 [0] NCCL INFO comm 0x7f0 rank 0 nranks 2 cudaDev 0 busId 1b000 - Init COMPLETE
+";
+    let log = parse(text);
+    assert_eq!(log.connections[0].from_busid, Some(0x1b000));
+    assert_eq!(log.connections[0].to_busid, Some(0x3d000));
+    let t = system::implied_topology(&log, None).unwrap();
+    let mut gpus: Vec<(u64, i32, Option<i32>)> = t
+        .gpus()
+        .into_iter()
+        .filter_map(|n| t.gpu(n))
+        .map(|g| (g.busid.0, g.dev, g.rank))
+        .collect();
+    gpus.sort();
+    assert_eq!(gpus, [(0x1b000, 0, Some(0)), (0x3d000, 1, Some(1))]);
+    assert_eq!(t.hosts.len(), 1);
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("no NVML index for 2 GPU(s)"))
+    );
+    // 2.4 prints the device in the brackets: no bus id is taken from it.
+    let log = parse("h:1:1 [0] NCCL INFO Ring 00 : 0[0] -> 1[1] via direct shared memory\n");
+    assert_eq!(log.connections[0].from_busid, None);
+}
+
+/// A known NVML index keeps its number; an unknown one takes the first free number.
+#[test]
+fn a_known_nvml_index_is_kept_and_the_others_fill_the_gaps() {
+    let text = "\
+h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 3 cudaDev 0 nvmlDev 0 busId 3d000 - Init COMPLETE
+h:1:1 [0] NCCL INFO Channel 00 : 0[3d000] -> 1[1b000] via P2P/IPC
+h:1:1 [0] NCCL INFO Channel 00 : 0[3d000] -> 2[5e000] [send] via NET/IB/0
+";
+    let t = system::implied_topology(&parse(text), None).unwrap();
+    let mut gpus: Vec<(u64, i32)> = t
+        .gpus()
+        .into_iter()
+        .filter_map(|n| t.gpu(n))
+        .map(|g| (g.busid.0, g.dev))
+        .collect();
+    gpus.sort();
+    // The NET peer is on another host: not placed here.
+    assert_eq!(gpus, [(0x1b000, 1), (0x3d000, 0)]);
+}

@@ -160,3 +160,50 @@ fn four_gpus_and_a_nic_behind_one_host_bridge_are_a_flattened_vm() {
     let t = one_root(4, true);
     assert!(codes(&t).iter().all(|(c, _)| *c != FLATTENED));
 }
+
+/// A guest that gives each device a root port of its own (QEMU's pcie-root-port, 1b36:000c)
+/// or puts GPUs on its root bus (device numbers other than 0) is a VM; a physical machine's
+/// GPUs at device 0 behind real root ports are not.
+#[test]
+fn a_guest_s_root_ports_or_root_bus_gpus_are_a_vm_and_bare_metal_is_not() {
+    let fast = || link("32.0 GT/s PCIe", 16);
+    let (t, br, _) = one(fast(), Some((0x1b36, 0x000c)), fast());
+    assert!(is_virtual_bridge(&t, br));
+    assert_eq!(codes(&t), vec![(VIRTUAL, Severity::Warning)]);
+    let (t, _, _) = one(fast(), Some((0x8086, 0x347a)), fast());
+    assert!(codes(&t).is_empty());
+    let root_bus = |bus: &str, device: Option<u16>, kind: crate::SourceKind| {
+        let mut t = Topology::default();
+        t.source.kind = kind;
+        let cpu = t.add_node(0, None, NodeKind::Cpu(Cpu::default()));
+        let mut g = Gpu::new(bus.parse().unwrap(), 0);
+        g.device = device;
+        g.pcie = fast();
+        t.add_child(cpu, NodeKind::gpu(g));
+        t
+    };
+    let t = root_bus("0000:00:05.0", Some(0x2330), crate::SourceKind::Xml);
+    let v = verdicts(&t, t.graph.node_indices());
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].code, VIRTUAL);
+    assert!(v[0].text.contains("1 GPU on a root bus"), "{}", v[0].text);
+    assert_eq!(v[0].fix, VM_FIX);
+    // Device 0: a physical machine's. No PCI ids (a hand-written file) or a profile: not judged.
+    assert!(
+        codes(&root_bus(
+            "0000:18:00.0",
+            Some(0x2330),
+            crate::SourceKind::Xml
+        ))
+        .is_empty()
+    );
+    assert!(codes(&root_bus("0000:10:1c.0", None, crate::SourceKind::Xml)).is_empty());
+    assert!(
+        codes(&root_bus(
+            "0000:10:1c.0",
+            Some(0x20b0),
+            crate::SourceKind::Profile
+        ))
+        .is_empty()
+    );
+}

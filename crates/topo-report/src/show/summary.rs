@@ -298,13 +298,7 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
             let mut r: Vec<Cell> = vec![
                 ctx.number(g).to_string().into(),
                 x.map(|x| x.busid.to_string()).unwrap_or_default().into(),
-                x.and_then(|x| x.name.clone())
-                    .or_else(|| {
-                        x.and_then(|x| super::pci::model_name(x.vendor, x.device))
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_else(|| "?".into())
-                    .into(),
+                gpu_name(x).into(),
                 x.and_then(|x| x.sm)
                     .map(|sm| format!("{}.{}", sm / 10, sm % 10))
                     .unwrap_or_else(|| "?".into())
@@ -363,7 +357,36 @@ fn gpu_table(ctx: &Ctx, hv: &HostView, style: Style) -> String {
     for n in tie_notes(ctx, hv) {
         out.push_str(&format!("  {} {n}\n", style.yellow("note:")));
     }
+    if hv.gpus.iter().any(|&g| name_guessed(ctx.topo.gpu(g))) {
+        out.push_str(&format!(
+            "  {} a name ending in ? is the PCI database's for the device id: the source states no model and no compute capability, and one id can be several boards\n",
+            style.yellow("note:")
+        ));
+    }
     out
+}
+
+/// The Name cell: the source's name, else the PCI database's name for the device id, with a
+/// `?` where nothing else in the source (a compute capability) backs it (issue 44: a guessed
+/// model is shown as a guess).
+fn gpu_name(x: Option<&topo_model::Gpu>) -> String {
+    let Some(x) = x else { return "?".into() };
+    if let Some(n) = &x.name {
+        return n.clone();
+    }
+    match super::pci::model_name(x.vendor, x.device) {
+        Some(m) if name_guessed(Some(x)) => format!("{m}?"),
+        Some(m) => m.to_string(),
+        None => "?".into(),
+    }
+}
+
+/// Whether the Name cell is a guess: no name and no compute capability from the source, only
+/// a device id the PCI database names.
+fn name_guessed(x: Option<&topo_model::Gpu>) -> bool {
+    x.is_some_and(|x| {
+        x.name.is_none() && x.sm.is_none() && super::pci::model_name(x.vendor, x.device).is_some()
+    })
 }
 
 /// The ties between equally near NICs, as notes: which GPUs share a tied set and which NIC
