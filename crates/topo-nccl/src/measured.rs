@@ -10,9 +10,11 @@
 //! protocol, one node or several, fabric between nodes) to the published results in
 //! `fixtures/fidelity/` and the shared set (`bench/fidelity/sources.yaml`) by
 //! `bench/fidelity/fit.py`. The constants are data (`data/measured.yaml`), each rule naming the
-//! results and rank counts it came from, and the band is per fabric. A choice no
+//! results and rank counts it came from, and the band is per fabric and basis. A choice no
 //! rule matches, a rank count more than 2x from the rule's, or a size more than 4x below the
-//! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
+//! smallest one of a rule fitted only from 16 MB up takes the pooled level (`Pooled`: NCCL's
+//! time plus latencies fitted over every source of its collective and protocol) where one is
+//! fitted, else keeps NCCL's time, and says which.
 
 use crate::tuning::Choice;
 use crate::types::{Algorithm, Collective, Protocol};
@@ -450,16 +452,28 @@ fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expec
     );
     // NCCL's own latency and bandwidth terms, as fit.py adds the pooled latencies to them.
     let nccl = c.lat_us + c.bytes as f64 / (1000.0 * c.bw);
+    let mut terms = vec![];
+    if p.lat_us > 0.0 {
+        terms.push(format!("{} us", p.lat_us));
+    }
+    if p.net_step_us > 0.0 {
+        terms.push(format!("{} us x {net} network steps", p.net_step_us));
+    }
+    if p.intra_step_us > 0.0 {
+        terms.push(format!("{} us x {intra} intra-node steps", p.intra_step_us));
+    }
+    let added = if terms.is_empty() {
+        " (the level adds no latency at these sizes)".to_string()
+    } else {
+        format!(" + {}", terms.join(" + "))
+    };
     Expected {
         time_us: nccl + p.lat_us + p.net_step_us * net + p.intra_step_us * intra,
         band: Some(band("pooled", c.bytes, band_fabric)),
         no_band: None,
         basis: format!(
-            "NCCL's time + {} us + {} us x {net} network steps + {} us x {intra} intra-node steps, \
-             the {} {} latencies pooled over {} sizes of {} sources ({}), since {why}",
-            p.lat_us,
-            p.net_step_us,
-            p.intra_step_us,
+            "NCCL's time{added}, the {} {} latencies pooled over {} sizes of {} sources ({}), \
+             since {why}",
             c.func.cli_name(),
             c.proto.name(),
             p.points,
