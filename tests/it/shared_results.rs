@@ -89,7 +89,12 @@ fn right(health: &str, said: &Said) -> bool {
     };
     let has = |c: &str| codes.iter().any(|x| x == c);
     match health {
-        "healthy" => has("nccl-tests-in-band") && !has("nccl-tests-below-band"),
+        // A healthy run called corrupt is not judged healthy, whatever its speed.
+        "healthy" => {
+            has("nccl-tests-in-band")
+                && !has("nccl-tests-below-band")
+                && !has("nccl-tests-wrong-results")
+        }
         "degraded" => has("nccl-tests-below-band"),
         // No verdict to hold it to: judged at all is all that is asked.
         _ => !codes.is_empty(),

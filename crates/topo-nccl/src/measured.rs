@@ -10,9 +10,11 @@
 //! protocol, one node or several, fabric between nodes) to the published results in
 //! `fixtures/fidelity/` and the shared set (`bench/fidelity/sources.yaml`) by
 //! `bench/fidelity/fit.py`. The constants are data (`data/measured.yaml`), each rule naming the
-//! results and rank counts it came from, and the band is per fabric. A choice no
+//! results and rank counts it came from, and the band is per fabric and basis. A choice no
 //! rule matches, a rank count more than 2x from the rule's, or a size more than 4x below the
-//! smallest one of a rule fitted only from 16 MB up keeps NCCL's time and says so.
+//! smallest one of a rule fitted only from 16 MB up takes the pooled level (`Pooled`: NCCL's
+//! time plus latencies fitted over every source of its collective and protocol) where one is
+//! fitted, else keeps NCCL's time, and says which.
 
 use crate::tuning::Choice;
 use crate::types::{Algorithm, Collective, Protocol};
@@ -67,10 +69,35 @@ struct BandRow {
     how: String,
 }
 
+/// The fallback where no rule of the cell covers a size: NCCL's time plus latencies fitted over
+/// every source of one collective and protocol, one node or several (GPU generations,
+/// algorithms and fabrics pooled, NCCL's bandwidth kept). Fitted only where two sources or more
+/// have points (`fit.py`, `pooled_from`): one machine's latency pooled is what did not carry
+/// over to another.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Pooled {
+    collective: Collective,
+    proto: Protocol,
+    nodes: String,
+    /// Added once per call (launch and synchronisation nccl-tests sees, NCCL's model does not).
+    lat_us: f64,
+    /// Added per network step of NCCL's latency model (`steps`).
+    net_step_us: f64,
+    /// Added per intra-node step of NCCL's latency model (`intra_steps`).
+    intra_step_us: f64,
+    points: usize,
+    sizes: String,
+    /// The sources (threads, repositories, sites) it was fitted on.
+    from: Vec<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Rules {
     rules: Vec<Rule>,
+    #[serde(default)]
+    pooled: Vec<Pooled>,
     bands: Vec<BandRow>,
 }
 
@@ -109,6 +136,21 @@ fn steps(algo: Algorithm, func: Collective, nnodes: usize) -> f64 {
     }
 }
 
+/// The intra-node steps of NCCL's latency model (src/graph/tuning.cc, `ncclTopoTuneModel`,
+/// NCCL 2.23-2.28): a ring allreduce takes 2(nRanks-1) steps of which 2(nNodes-1) cross the
+/// network, other ring collectives nRanks-1 of which nNodes-1; Tree 2(ppn-1) (`intraLat`
+/// times ppn-1, up and down); NVLS, NVLSTree and CollNet one. `fit.py` counts the same.
+fn intra_steps(algo: Algorithm, func: Collective, nranks: usize, nnodes: usize) -> f64 {
+    let nodes = nnodes.max(1);
+    let intra = nranks.saturating_sub(nodes) as f64;
+    match algo {
+        Algorithm::Ring if func == Collective::AllReduce => 2.0 * intra,
+        Algorithm::Ring => intra,
+        Algorithm::Tree => 2.0 * ((nranks / nodes).max(1) - 1) as f64,
+        _ => 1.0,
+    }
+}
+
 fn size_range(bytes: u64) -> &'static str {
     if bytes <= 64 << 10 {
         "small"
@@ -119,9 +161,8 @@ fn size_range(bytes: u64) -> &'static str {
     }
 }
 
-/// The band of a fabric (`any` on one node), basis and size range.
-fn band(ruled: bool, bytes: u64, fabric: &str) -> Band {
-    let basis = if ruled { "rule" } else { "nccl" };
+/// The band of a fabric (`any` on one node), basis (`rule`, `pooled`, `nccl`) and size range.
+fn band(basis: &str, bytes: u64, fabric: &str) -> Band {
     let sizes = size_range(bytes);
     match data()
         .bands
@@ -142,10 +183,10 @@ fn band(ruled: bool, bytes: u64, fabric: &str) -> Band {
                     format!("{fabric} between nodes")
                 },
                 sizes,
-                if ruled {
-                    "a fitted rule"
-                } else {
-                    "NCCL's time"
+                match basis {
+                    "rule" => "a fitted rule",
+                    "pooled" => "NCCL's time with the pooled latencies",
+                    _ => "NCCL's time",
                 }
             ),
         },
@@ -169,6 +210,27 @@ const LAT_FITTED_BELOW: u64 = 16 << 20;
 /// A rule applies to rank counts within a factor RANK_SPAN of those it was fitted on: the
 /// pipeline ramp of a 72-GPU NVLS rack is no measure of an 8-GPU one.
 const RANK_SPAN: usize = 2;
+
+impl Pooled {
+    /// Applied from a quarter of its smallest fitted size up where that is >= 16 MB (then it
+    /// has seen no latency), like a rule.
+    fn covers(&self, bytes: u64) -> bool {
+        self.sizes
+            .split_once('-')
+            .and_then(|(lo, _)| lo.parse::<u64>().ok())
+            .is_some_and(|lo| lo < LAT_FITTED_BELOW || bytes.saturating_mul(BELOW_FITTED) >= lo)
+    }
+}
+
+/// The pooled level for a choice, where one is fitted and covers its size.
+fn pooled_for(c: &Choice, nnodes: usize) -> Option<&'static Pooled> {
+    let nodes = if nnodes > 1 { "multi" } else { "single" };
+    data()
+        .pooled
+        .iter()
+        .find(|p| p.collective == c.func && p.proto == c.proto && p.nodes == nodes)
+        .filter(|p| p.covers(c.bytes))
+}
 
 impl Rule {
     /// `tb` is NCCL's bandwidth term of the time (bytes / bw), us.
@@ -323,7 +385,7 @@ pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
                 c.bytes as f64 / (1000.0 * c.bw),
                 steps(c.algo, c.func, nnodes),
             ),
-            band: Some(band(true, c.bytes, band_fabric)),
+            band: Some(band("rule", c.bytes, band_fabric)),
             no_band: None,
             basis: format!(
                 "{} {} {}/{} {}: lat {} us{}, bandwidth x {}, ramp {} (fitted on {} sizes {} at {} ranks of {})",
@@ -350,30 +412,74 @@ pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
                 r.from.join(", ")
             ),
         },
-        Some(r) if c.bw > 0.0 => Expected {
-            time_us: c.time_us,
-            band: Some(band(false, c.bytes, band_fabric)),
-            no_band: None,
-            basis: format!(
-                "NCCL's time: the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
+        Some(r) => {
+            let why = format!(
+                "the {arch} {} {}/{} rule on {where_} is fitted on sizes {} at {} ranks only",
                 c.func.cli_name(),
                 c.algo.name(),
                 c.proto.name(),
                 r.sizes,
                 r.ranks
-            ),
-        },
-        _ => Expected {
-            time_us: c.time_us,
-            band: Some(band(false, c.bytes, band_fabric)),
-            no_band: None,
-            basis: format!(
-                "NCCL's time: no published result calibrates {arch} {} {}/{} on {where_}",
+            );
+            fallback(c, at, band_fabric, why)
+        }
+        None => {
+            let why = format!(
+                "no published result calibrates {arch} {} {}/{} on {where_}",
                 c.func.cli_name(),
                 c.algo.name(),
                 c.proto.name()
-            ),
-        },
+            );
+            fallback(c, at, band_fabric, why)
+        }
+    }
+}
+
+/// Where no rule of the cell covers the choice (`why`): the pooled level of its collective and
+/// protocol where one is fitted, else NCCL's time.
+fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expected {
+    let Some(p) = pooled_for(c, at.nnodes).filter(|_| c.bw > 0.0) else {
+        return Expected {
+            time_us: c.time_us,
+            band: Some(band("nccl", c.bytes, band_fabric)),
+            no_band: None,
+            basis: format!("NCCL's time: {why}"),
+        };
+    };
+    let (net, intra) = (
+        steps(c.algo, c.func, at.nnodes),
+        intra_steps(c.algo, c.func, at.nranks, at.nnodes),
+    );
+    // NCCL's own latency and bandwidth terms, as fit.py adds the pooled latencies to them.
+    let nccl = c.lat_us + c.bytes as f64 / (1000.0 * c.bw);
+    let mut terms = vec![];
+    if p.lat_us > 0.0 {
+        terms.push(format!("{} us", p.lat_us));
+    }
+    if p.net_step_us > 0.0 {
+        terms.push(format!("{} us x {net} network steps", p.net_step_us));
+    }
+    if p.intra_step_us > 0.0 {
+        terms.push(format!("{} us x {intra} intra-node steps", p.intra_step_us));
+    }
+    let added = if terms.is_empty() {
+        " (the level adds no latency at these sizes)".to_string()
+    } else {
+        format!(" + {}", terms.join(" + "))
+    };
+    Expected {
+        time_us: nccl + p.lat_us + p.net_step_us * net + p.intra_step_us * intra,
+        band: Some(band("pooled", c.bytes, band_fabric)),
+        no_band: None,
+        basis: format!(
+            "NCCL's time{added}, the {} {} latencies pooled over {} sizes of {} sources ({}), \
+             since {why}",
+            c.func.cli_name(),
+            c.proto.name(),
+            p.points,
+            p.from.len(),
+            p.from.join(", ")
+        ),
     }
 }
 
@@ -433,14 +539,14 @@ mod tests {
     fn every_basis_and_size_range_has_a_band_around_one() {
         for ruled in [true, false] {
             for bytes in [8, 1 << 20, 1 << 30] {
-                let b = band(ruled, bytes, "any");
+                let b = band(if ruled { "rule" } else { "nccl" }, bytes, "any");
                 assert!(0.0 < b.lo && b.lo < 1.0 && 1.0 < b.hi, "{b:?}");
                 assert!(!b.basis.starts_with("no held-out"), "{b:?}");
             }
         }
         // Expected values from NCCL's own time are looser than fitted ones: they are 1.5-3x
         // optimistic at small and mid sizes.
-        assert!(band(false, 1 << 20, "any").lo < band(true, 1 << 20, "any").lo);
+        assert!(band("nccl", 1 << 20, "any").lo < band("rule", 1 << 20, "any").lo);
     }
 
     #[test]
@@ -457,9 +563,11 @@ mod tests {
             fabric: &r.fabric,
             ..at(sm, nnodes, ranks)
         };
-        let small = choice(algo, proto, lo / 8, 25.0, 500.0);
+        let mut small = choice(algo, proto, lo / 8, 25.0, 500.0);
+        small.func = r.collective;
         let e = expected(&small, cond, &[]);
-        assert_eq!(e.time_us, small.time_us);
+        // Not the rule: NCCL's time, or the pooled level where one covers the size.
+        assert!(!e.basis.starts_with(&r.arch), "{}", e.basis);
         assert!(e.basis.contains("is fitted on sizes"), "{}", e.basis);
         let fitted = choice(algo, proto, lo, 25.0, 500.0);
         assert!(expected(&fitted, cond, &[]).basis.contains("fitted on"));
@@ -476,7 +584,7 @@ mod tests {
         let c = choice(Algorithm::Nvls, Protocol::Simple, 1 << 30, 25.0, 272.0);
         assert_ne!(expected(&c, at(90, 1, lo), &[]).time_us, c.time_us);
         let far = expected(&c, at(90, 1, hi * RANK_SPAN + 1), &[]);
-        assert_eq!(far.time_us, c.time_us);
+        assert!(!far.basis.starts_with("sm90"), "{}", far.basis);
         assert!(far.basis.contains("ranks only"), "{}", far.basis);
     }
 
@@ -497,7 +605,9 @@ mod tests {
 
     #[test]
     fn no_rule_keeps_nccls_time_and_says_so() {
-        let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
+        let mut c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
+        // No published result of any machine measures reducescatter: no pooled level either.
+        c.func = Collective::ReduceScatter;
         let e = expected(&c, at(75, 1, 8), &[]);
         assert_eq!(e.time_us, c.time_us);
         assert!(
@@ -532,6 +642,63 @@ mod tests {
         assert!(e.band.is_none());
         assert!(e.basis.contains("NET/Socket"), "{}", e.basis);
         assert!(e.no_band.unwrap().starts_with("no band:"));
+    }
+
+    #[test]
+    fn without_a_rule_the_pooled_latencies_are_added_to_nccls_time() {
+        // sm75 has no rule; allreduce Simple on several nodes has a pooled level.
+        let p = data()
+            .pooled
+            .iter()
+            .find(|p| {
+                p.collective == Collective::AllReduce
+                    && p.proto == Protocol::Simple
+                    && p.nodes == "multi"
+            })
+            .expect("a pooled multi-node allreduce Simple level");
+        assert!(p.from.len() >= 2, "{p:?}");
+        let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
+        let e = expected(&c, at(75, 4, 32), &[]);
+        let want = c.time_us + p.lat_us + p.net_step_us * 6.0 + p.intra_step_us * 56.0;
+        assert!((e.time_us - want).abs() < 1e-9, "{e:?} against {want}");
+        assert!(e.basis.contains("pooled over"), "{}", e.basis);
+        assert!(e.band.unwrap().basis.contains("pooled latencies"));
+    }
+
+    #[test]
+    fn every_pooled_level_is_physical_and_from_two_sources() {
+        for p in &data().pooled {
+            assert!(p.nodes == "single" || p.nodes == "multi", "{p:?}");
+            for v in [p.lat_us, p.net_step_us, p.intra_step_us] {
+                assert!(v.is_finite() && v >= 0.0, "{p:?}");
+            }
+            assert!(p.points > 0 && p.from.len() >= 2, "{p:?}");
+            assert!(p.covers(u64::MAX), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn intra_node_steps_follow_nccls_latency_model() {
+        assert_eq!(
+            intra_steps(Algorithm::Ring, Collective::AllReduce, 8, 1),
+            14.0
+        );
+        assert_eq!(
+            intra_steps(Algorithm::Ring, Collective::AllReduce, 32, 4),
+            56.0
+        );
+        assert_eq!(
+            intra_steps(Algorithm::Ring, Collective::AllGather, 32, 4),
+            28.0
+        );
+        assert_eq!(
+            intra_steps(Algorithm::Tree, Collective::AllReduce, 32, 4),
+            14.0
+        );
+        assert_eq!(
+            intra_steps(Algorithm::Nvls, Collective::AllReduce, 8, 1),
+            1.0
+        );
     }
 
     #[test]
