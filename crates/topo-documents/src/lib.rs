@@ -1,4 +1,4 @@
-//! What scripts rely on: every machine-readable document topo writes, as plain data that
+//! What scripts rely on: the machine-readable documents topo writes, as plain data that
 //! serializes to the document and deserializes back from it, each with its schema id, and the
 //! binary's exit codes (issue 42 item 4, in the manner of nextest-metadata). A script or a
 //! test reads a document typed through these types, and a change to a document is a change to
@@ -7,6 +7,9 @@
 //! Only serde and the vocabulary: no model, no reader, no renderer. The crates that build a
 //! document fill these types (their builders and the judgements behind them stay there) and
 //! re-export them where they used to live.
+//!
+//! Not here yet: `topo.show/v1` (topo-report's `show/doc.rs` streams it from borrowed views) and
+//! `topo.plan/v3` (topo-nccl's `Plan` is the domain object and the document at once).
 #![forbid(unsafe_code)]
 
 pub mod calibrate;
