@@ -243,7 +243,7 @@ pub fn profile_listing(json: bool) -> String {
             .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
             .collect();
         let doc = serde_json::json!({
-            "schema": topo_vocab::schema::PROFILES,
+            "schema": topo_documents::schema::PROFILES,
             "topo_version": env!("CARGO_PKG_VERSION"),
             "profiles": v,
         });

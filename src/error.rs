@@ -10,8 +10,8 @@ use topo_source::ErrorKind as SourceKind;
 
 pub use topo_source::error::{io_reason, one_line};
 
-/// The exit codes live with the schema ids in the vocabulary (`topo_vocab::Exit`).
-pub use topo_vocab::Exit;
+/// The exit codes live with the documents (`topo_documents::Exit`).
+pub use topo_documents::Exit;
 
 /// An error the binary itself raises (a bad flag value), with its exit code and hint.
 #[derive(Debug)]

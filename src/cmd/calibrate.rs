@@ -10,7 +10,9 @@ use crate::util::{Style, parse_size};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use topo_runtime::calibrate::{CalibrateRequest, HostModel, LinkMode, SCHEMA, calibrate};
+use topo_runtime::calibrate::{
+    CalibrateRequest, HostModel, HostModelExt, LinkMode, SCHEMA, calibrate,
+};
 use topo_runtime::launch::ProcessSpec;
 
 pub fn run(a: &CalibrateArgs, style: Style) -> Result<()> {

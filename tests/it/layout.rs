@@ -150,6 +150,7 @@ fn the_model_and_the_judges_do_no_io_and_link_nothing_of_the_machine() {
         "topo-evidence",
         "topo-model",
         "topo-vocab",
+        "topo-documents",
     ] {
         let src = root().join("crates").join(krate).join("src");
         let mut files = vec![];
@@ -188,6 +189,23 @@ fn the_model_and_the_judges_do_no_io_and_link_nothing_of_the_machine() {
             assert!(!deps.contains(dep), "{krate} depends on {dep}");
         }
     }
+}
+
+/// The documents sit just above the vocabulary: a script that reads them links serde and the
+/// words, nothing of the model, the readers or the renderers (issue 42 item 4).
+#[test]
+fn the_documents_depend_on_the_vocabulary_and_serde_only() {
+    let manifest =
+        std::fs::read_to_string(root().join("crates/topo-documents/Cargo.toml")).unwrap();
+    let deps: Vec<&str> = manifest
+        .split("[dependencies]")
+        .nth(1)
+        .map_or("", |d| d.split("\n[").next().unwrap_or(""))
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split(['.', ' ', '=']).next())
+        .collect();
+    assert_eq!(deps, ["topo-vocab", "serde", "serde_json"]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod copies;
 mod diagnose;
 mod diagnose_corpus;
 mod diagnose_paste;
+mod documents;
 mod facts;
 mod fidelity;
 mod fifos;

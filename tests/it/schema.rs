@@ -241,7 +241,7 @@ fn plan_anomalies_are_coded_and_counted() {
     );
 }
 
-/// The vocabulary's schema ids (`topo_vocab::schema`) and docs/schema/ name the same
+/// The vocabulary's schema ids (`topo_documents::schema`) and docs/schema/ name the same
 /// documents: a version bumped in one place and not the other fails here. `topo.nvml/v1` is
 /// the NVML part a snapshot carries, described by the snapshot's schema.
 #[test]
@@ -253,9 +253,9 @@ fn every_schema_id_has_its_schema_file() {
         .filter(|n| n.ends_with(".json"))
         .collect();
     files.sort();
-    let mut ids: Vec<String> = topo_vocab::schema::ALL
+    let mut ids: Vec<String> = topo_documents::schema::ALL
         .iter()
-        .filter(|id| **id != topo_vocab::schema::NVML)
+        .filter(|id| **id != topo_documents::schema::NVML)
         .map(|id| format!("{}.json", id.replace('/', ".")))
         .collect();
     ids.sort();

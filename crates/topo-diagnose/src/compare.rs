@@ -3,6 +3,7 @@
 //! `nccl::analyze`, the entry point `topo plan` uses).
 
 use super::{Comparison, Input, LogInput, Report, TransportRow};
+use crate::ReportExt;
 use std::collections::BTreeMap;
 use topo_evidence::nccllog::NcclLog;
 use topo_model::message::Code;

@@ -3,58 +3,20 @@
 //! the what-if compares (`topo_nccl::whatif::compare`). The binary loads both sides and plans
 //! them; this puts the two together.
 
-use serde::Serialize;
 use topo_model::Topology;
 use topo_model::inventory;
 use topo_nccl::plan::Plan;
 
-pub const SCHEMA: &str = topo_vocab::schema::DIFF;
+pub const SCHEMA: &str = topo_documents::schema::DIFF;
 
-/// One side as named on the command line.
-#[derive(Clone, Debug, Serialize)]
-pub struct Side {
-    pub arg: String,
-    pub kind: topo_model::SourceKind,
-    pub hosts: usize,
-}
+pub use topo_documents::diff::{Diff, DiffRow, Side};
 
-impl Side {
-    pub fn new(arg: &str, t: &Topology) -> Side {
-        Side {
-            arg: arg.to_string(),
-            kind: t.source.kind,
-            hosts: t.hosts.len(),
-        }
-    }
-}
-
-/// One fact that differs.
-#[derive(Clone, Debug, Serialize)]
-pub struct DiffRow {
-    pub fact: String,
-    pub a: Option<String>,
-    pub b: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Diff {
-    pub schema: &'static str,
-    pub topo_version: &'static str,
-    pub a: Side,
-    pub b: Side,
-    /// Host 0 of each side, fact by fact.
-    pub hardware: Vec<DiffRow>,
-    pub nccl_version: String,
-    /// What the differences change in the plan (B against A); empty: nothing.
-    pub plan_changes: Vec<String>,
-    /// Why the plans could not be compared, when they could not.
-    pub plan_error: Option<String>,
-}
-
-impl Diff {
-    /// Whether the two differ in hardware or in the plan (diff(1)'s exit 1).
-    pub fn differ(&self) -> bool {
-        !self.hardware.is_empty() || !self.plan_changes.is_empty()
+/// The side named `arg` on the command line, read as `t`.
+pub fn side(arg: &str, t: &Topology) -> Side {
+    Side {
+        arg: arg.to_string(),
+        kind: t.source.kind,
+        hosts: t.hosts.len(),
     }
 }
 
@@ -91,10 +53,10 @@ pub fn build(
         ),
     };
     Diff {
-        schema: SCHEMA,
-        topo_version: env!("CARGO_PKG_VERSION"),
-        a: Side::new(a, ta),
-        b: Side::new(b, tb),
+        schema: SCHEMA.into(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
+        a: side(a, ta),
+        b: side(b, tb),
         hardware,
         nccl_version,
         plan_changes,

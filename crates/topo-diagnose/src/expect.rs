@@ -3,6 +3,7 @@
 //! GPUs are matched in NVML index order.
 
 use super::{Finding, Report, Severity};
+use crate::ReportExt;
 use petgraph::graph::NodeIndex;
 use topo_model::message::Code;
 use topo_model::{NodeKind, Topology, bw};

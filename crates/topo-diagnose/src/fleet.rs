@@ -4,53 +4,12 @@
 //! cluster's burn-in. The binary lists the folder and `topo_source::hosts::read_facts` reads
 //! each entry; this groups what they gave.
 
-use serde::Serialize;
 use std::collections::BTreeMap;
 use topo_model::inventory::{self, Facts};
 
-pub const SCHEMA: &str = topo_vocab::schema::FLEET;
+pub const SCHEMA: &str = topo_documents::schema::FLEET;
 
-/// One fact that differs from the reference group.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub fact: String,
-    pub reference: Option<String>,
-    pub here: Option<String>,
-}
-
-/// Hosts with the same facts.
-#[derive(Clone, Debug, Serialize)]
-pub struct Group {
-    pub fingerprint: String,
-    pub hosts: Vec<String>,
-    /// Against the reference group; empty for the reference itself.
-    pub differences: Vec<Row>,
-}
-
-/// An entry that could not be read as a source.
-#[derive(Clone, Debug, Serialize)]
-pub struct Unreadable {
-    pub host: String,
-    pub error: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Fleet {
-    pub schema: &'static str,
-    pub topo_version: &'static str,
-    pub folder: String,
-    pub hosts: usize,
-    /// The largest group first: the reference.
-    pub groups: Vec<Group>,
-    pub unreadable: Vec<Unreadable>,
-}
-
-impl Fleet {
-    /// Whether any host stands out: a second group or an entry that could not be read.
-    pub fn has_outliers(&self) -> bool {
-        self.groups.len() > 1 || !self.unreadable.is_empty()
-    }
-}
+pub use topo_documents::fleet::{Fleet, Group, Row, Unreadable};
 
 /// One entry read: its facts' fingerprint, and the facts themselves only where its reader met
 /// that fingerprint first (`topo_source::hosts::FactsRead`). Keeping every entry's facts held
@@ -108,8 +67,8 @@ pub fn group(folder: String, entries: impl IntoIterator<Item = (String, Read)>) 
         })
         .collect();
     Fleet {
-        schema: SCHEMA,
-        topo_version: env!("CARGO_PKG_VERSION"),
+        schema: SCHEMA.into(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
         folder,
         hosts,
         groups,

@@ -153,8 +153,8 @@ fn finish(ev: &HangEvidence, mut acc: Acc) -> HangReport {
     }
     notes.extend(acc.notes);
     HangReport {
-        schema: SCHEMA,
-        topo_version: env!("CARGO_PKG_VERSION"),
+        schema: SCHEMA.into(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
         verdict,
         cause,
         worst,

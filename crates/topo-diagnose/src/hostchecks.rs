@@ -2,6 +2,7 @@
 //! containers, /dev/shm, ACS, IOMMU, NVLink states, fabric, MIG, NVML P2P, GPUDirect RDMA.
 
 use super::{Finding, Input, Report, Severity};
+use crate::ReportExt;
 use topo_evidence::hostfacts::HostFacts;
 use topo_model::message::Code;
 

@@ -27,14 +27,14 @@ mod report;
 pub use report::{
     Comparison, Finding, Input, LogInput, Report, SCHEMA, Severity, Skipped, TransportRow,
 };
-pub(crate) use report::{quote, quote_some};
+pub(crate) use report::{ReportExt, quote, quote_some};
 use topo_model::message::Code;
 
 /// Runs every check that its inputs allow.
 pub fn diagnose(input: &Input) -> Report {
     let mut r = Report {
-        schema: SCHEMA,
-        topo_version: env!("CARGO_PKG_VERSION"),
+        schema: SCHEMA.into(),
+        topo_version: env!("CARGO_PKG_VERSION").into(),
         verdict: String::new(),
         worst: None,
         findings: vec![],
@@ -44,10 +44,11 @@ pub fn diagnose(input: &Input) -> Report {
         skipped: vec![],
         log_notes: vec![],
         nccl_versions: vec![],
-        from_log_topology: vec![],
         model: None,
         results: vec![],
     };
+    // Codes the checks of a topology implied by a log raised (ranked after the log's own).
+    let mut from_log_topology = vec![];
     for l in &input.logs {
         logchecks::run(l, input, &mut r);
         for m in &l.log.missing {
@@ -61,7 +62,7 @@ pub fn diagnose(input: &Input) -> Report {
             // A topology the log itself implies (its dump, its Init lines) restates the log:
             // its findings come after what the log's lines say.
             if t.source.kind == topo_model::SourceKind::NcclLog {
-                r.from_log_topology = r.findings[before..].iter().map(|f| f.code).collect();
+                from_log_topology = r.findings[before..].iter().map(|f| f.code).collect();
             }
         }
         None => r.skipped.push(Skipped {
@@ -99,9 +100,9 @@ pub fn diagnose(input: &Input) -> Report {
             .filter(|l| !l.log.is_empty())
             .map(|l| format!("{}: {}", l.name, logversion::read(l.log)))
             .collect();
-        no_failure(input, &mut r);
+        no_failure(input, &mut r, &from_log_topology);
     }
-    finish(&mut r, logs);
+    finish(&mut r, logs, &from_log_topology);
     r
 }
 
@@ -150,7 +151,7 @@ fn rank(c: Code, sev: Severity) -> (bool, std::cmp::Reverse<Severity>, u8) {
 
 /// Logs that show no failure: say what they show and that the cause of what was reported is
 /// not in them, rather than "no problem found" (issue 49).
-fn no_failure(input: &Input, r: &mut Report) {
+fn no_failure(input: &Input, r: &mut Report, from_log_topology: &[Code]) {
     // Info findings that explain what the log shows (an expected SHM, GDR off by design).
     const EXPLAINS: [Code; 6] = [
         Code::P2pDisabledPcie,
@@ -162,7 +163,7 @@ fn no_failure(input: &Input, r: &mut Report) {
     ];
     let failed = r.findings.iter().any(|f| {
         let (noise, _, tier) = rank(f.code, f.severity);
-        let echo = r.from_log_topology.contains(&f.code) && tier >= 3;
+        let echo = from_log_topology.contains(&f.code) && tier >= 3;
         !noise && !echo && (f.severity > Severity::Info || EXPLAINS.contains(&f.code))
     });
     if failed {
@@ -227,12 +228,11 @@ fn merge(findings: Vec<Finding>) -> Vec<Finding> {
 
 /// Merges findings of one code, sorts them (by severity; with logs, the cause before its
 /// symptoms and noise last) and writes the verdict.
-fn finish(r: &mut Report, logs: bool) {
+fn finish(r: &mut Report, logs: bool, later: &[Code]) {
     let mut merged = merge(std::mem::take(&mut r.findings));
     let mut kept = std::collections::HashSet::new();
     r.checked.retain(|c| kept.insert(c.clone()));
     if logs {
-        let later = std::mem::take(&mut r.from_log_topology);
         merged.sort_by_key(|f| {
             let (noise, sev, tier) = rank(f.code, f.severity);
             let echo = later.contains(&f.code) && tier >= 3;

@@ -2,6 +2,7 @@
 //! hosts, one GPU per process, NVLS off, NET without GPUDirect RDMA, a virtual PCI tree, WARNs.
 
 use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
+use crate::ReportExt;
 use topo_evidence::nccllog::{Connection, Evidence, NcclLog};
 use topo_model::message::Code;
 

@@ -2,6 +2,7 @@
 //! refused by the driver on a PCIe pair (expected) or an NVLink pair (a fault).
 
 use super::{Finding, Input, LogInput, Report, quote, quote_some};
+use crate::ReportExt;
 use topo_model::message::Code;
 use topo_vocab::Algorithm;
 

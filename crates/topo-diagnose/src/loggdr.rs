@@ -7,6 +7,7 @@
 //! for what the log shows.
 
 use super::{Finding, LogInput, Report, Severity, quote, quote_some};
+use crate::ReportExt;
 use topo_evidence::nccllog::{Connection, Direction, Evidence, NcclLog};
 use topo_model::message::Code;
 

@@ -1,91 +1,19 @@
 //! The diagnosis' vocabulary: a finding with its evidence and fix, the report that gathers
 //! them, and the input every check reads. The checks use it; it uses none of them.
 
-use crate::results::{ResultsInput, ResultsReport};
-use serde::Serialize;
+use crate::results::ResultsInput;
 use std::collections::{BTreeMap, HashMap};
 use topo_evidence::hostfacts::HostFacts;
 use topo_evidence::nccllog::NcclLog;
 use topo_model::Topology;
-use topo_vocab::Transport;
 
-pub const SCHEMA: &str = topo_vocab::schema::DIAGNOSE;
+pub const SCHEMA: &str = topo_documents::schema::DIAGNOSE;
 
 /// The one judge shape every command shares (`topo_model::message`).
-pub use topo_model::message::{Code, Finding, Severity};
+pub use topo_model::message::{Finding, Severity};
 
-/// A check that could not run, and why.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Skipped {
-    pub check: String,
-    pub why: String,
-}
-
-/// One ordered rank pair: what the log shows against what the model expects.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TransportRow {
-    pub log: String,
-    pub from: u32,
-    pub to: u32,
-    pub observed: Vec<Transport>,
-    /// The model's transport, `None` when the pair is outside the modelled machine.
-    pub expected: Option<Transport>,
-    /// Observed and expected differ in kind (P2P, SHM, NET).
-    pub differs: bool,
-    /// The model's reason for its choice.
-    pub reason: Option<String>,
-}
-
-impl TransportRow {
-    /// `log P2P/CUMEM+SHM, model NET/IB`: what the log shows against the model, as the
-    /// finding's evidence and the text report both print it.
-    pub fn log_against_model(&self) -> String {
-        let observed: Vec<String> = self.observed.iter().map(|x| x.to_string()).collect();
-        let expected = self.expected.as_ref().map_or("-".into(), |x| x.to_string());
-        format!("log {}, model {expected}", observed.join("+"))
-    }
-}
-
-/// A logged count or structure against the model's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Comparison {
-    pub log: String,
-    pub what: String,
-    pub observed: String,
-    pub expected: String,
-    pub differs: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Report {
-    pub schema: &'static str,
-    /// The topo that wrote the document (the crate version).
-    pub topo_version: &'static str,
-    /// One sentence: the answer.
-    pub verdict: String,
-    /// The most severe finding's severity, `null` when there is none.
-    pub worst: Option<Severity>,
-    #[serde(serialize_with = "topo_model::message::serialize_diagnosed")]
-    pub findings: Vec<Finding>,
-    pub transports: Vec<TransportRow>,
-    pub comparisons: Vec<Comparison>,
-    /// Checks that ran.
-    pub checked: Vec<String>,
-    pub skipped: Vec<Skipped>,
-    /// What each log lacks (`log: no NCCL version line`).
-    pub log_notes: Vec<String>,
-    /// Per log, the NCCL version it names (or the range its wording implies), and where.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub nccl_versions: Vec<String>,
-    /// The NCCL version the plan was modelled for, and why.
-    pub model: Option<String>,
-    /// Codes the checks of a topology implied by a log raised (ranked after the log's own).
-    #[serde(skip)]
-    pub(crate) from_log_topology: Vec<Code>,
-    /// nccl-tests results measured against expected (`--nccl-tests`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub results: Vec<ResultsReport>,
-}
+/// The document's types (`topo.diagnose/v1`) are `topo_documents::diagnose`'s.
+pub use topo_documents::diagnose::{Comparison, Report, Skipped, TransportRow};
 
 /// One NCCL log and the name to quote it by.
 pub struct LogInput<'a> {
@@ -185,22 +113,25 @@ pub(crate) fn quote_some<'a>(
     out
 }
 
-impl Report {
-    pub(crate) fn add(&mut self, f: Finding) {
+/// How the checks fill a report: the document is plain data, its builders are here.
+pub(crate) trait ReportExt {
+    fn add(&mut self, f: Finding);
+    fn checked(&mut self, what: impl Into<String>);
+    fn skip(&mut self, check: impl Into<String>, why: impl Into<String>);
+}
+
+impl ReportExt for Report {
+    fn add(&mut self, f: Finding) {
         self.findings.push(f);
     }
     /// Duplicates are dropped once, by a hash set, when the report is finished.
-    pub(crate) fn checked(&mut self, what: impl Into<String>) {
+    fn checked(&mut self, what: impl Into<String>) {
         self.checked.push(what.into());
     }
-    pub(crate) fn skip(&mut self, check: impl Into<String>, why: impl Into<String>) {
+    fn skip(&mut self, check: impl Into<String>, why: impl Into<String>) {
         self.skipped.push(Skipped {
             check: check.into(),
             why: why.into(),
         });
-    }
-    /// Whether a finding with this id was raised.
-    pub fn has(&self, id: Code) -> bool {
-        self.findings.iter().any(|f| f.code == id)
     }
 }

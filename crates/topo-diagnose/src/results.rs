@@ -3,6 +3,7 @@
 //! published results fall in (`topo-nccl/src/measured.rs`). Below the band it says which sizes,
 //! how far, and the likely causes ranked by the evidence the rest of the diagnosis found.
 
+use crate::ReportExt;
 use crate::{Finding, Report, Severity};
 use topo_model::message::Code;
 use topo_nccl::plan::Row as PlanRow;

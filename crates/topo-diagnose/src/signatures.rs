@@ -9,6 +9,7 @@ mod table;
 mod types;
 
 use super::{Finding, LogInput, Report, quote_some};
+use crate::ReportExt;
 use topo_evidence::nccllog::{Evidence, NcclLog};
 use topo_model::message::Code;
 

@@ -116,7 +116,7 @@ fn findings_of_one_id_merge_and_sort_by_severity() {
         Finding::new(Code::NvlinkDegraded, "y2").evidence(["2".to_string()]),
     ];
     r.checked("something");
-    finish(&mut r, false);
+    finish(&mut r, false, &[]);
     assert_eq!(r.findings.len(), 2);
     assert_eq!(r.findings[0].code, Code::NvlinkDegraded);
     assert_eq!(r.findings[0].severity, Severity::Error);

@@ -3,6 +3,7 @@
 //! near NIC, pairs too far for P2P.
 
 use super::{Finding, Input, Report};
+use crate::ReportExt;
 use topo_model::Topology;
 use topo_model::message::Code;
 use topo_nccl::analyze::{self, Request, RuntimeFacts};

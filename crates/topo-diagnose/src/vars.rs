@@ -2,6 +2,7 @@
 //! nothing, found against the variables NCCL 2.18–2.30 read.
 
 use super::{Finding, Input, Report, Severity};
+use crate::ReportExt;
 use topo_model::message::Code;
 
 /// Variables NCCL (and the PyTorch wrappers people set beside them) read.

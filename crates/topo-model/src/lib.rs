@@ -176,25 +176,8 @@ pub struct FabricInfo {
     pub status: Option<String>,
 }
 
-/// What the CUDA driver says about one GPU (`cuDeviceGetAttribute`), where a live probe or a
-/// snapshot recorded it; each `None` when the driver did not know the attribute.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CudaAttrs {
-    /// The CUDA device ordinal (which may differ from NVML's index).
-    pub ordinal: u32,
-    /// `VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`: cuMem allocations (NCCL's P2P/CUMEM).
-    pub vmm: Option<bool>,
-    /// `HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED`: cuMem memory shareable as an fd.
-    pub posix_fd: Option<bool>,
-    /// `HANDLE_TYPE_FABRIC_SUPPORTED`: cuMem fabric handles (multi-node NVLink).
-    pub fabric_handle: Option<bool>,
-    /// `MULTICAST_SUPPORTED`: NVLink SHARP multicast objects (NCCL's NVLS).
-    pub multicast: Option<bool>,
-    /// `UNIFIED_ADDRESSING`: one address space for host and devices.
-    pub unified_addressing: Option<bool>,
-    /// `GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED` (CUMEM auto required it in NCCL 2.19-2.23).
-    pub gdr_with_vmm: Option<bool>,
-}
+/// What the CUDA driver says about one GPU: plain data a snapshot records (`nvml.json`).
+pub use topo_documents::snapshot::CudaAttrs;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct C2cInfo {
@@ -591,63 +574,8 @@ pub struct P2pCaps {
     pub atomics: Option<bool>,
 }
 
-/// What a topology was read from: judged as a value (a profile's layout is by design, a live
-/// machine's facts are measured), printed as documents name it (`source.kind`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SourceKind {
-    /// This machine, through sysfs, procfs and NVML.
-    Live,
-    /// A `topo snapshot` archive or folder.
-    Snapshot,
-    /// An NCCL topology XML (`NCCL_TOPO_DUMP_FILE`, `topo xml`).
-    Xml,
-    /// An `nvidia-smi topo -m` matrix.
-    NvidiaSmi,
-    /// A hardware profile (`--profile`).
-    Profile,
-    /// The `=== System` dump of an NCCL_DEBUG=INFO log.
-    NcclLog,
-    /// Dissimilar hosts joined from sources of different kinds.
-    Hosts,
-    /// A machine built in code by a test.
-    Test,
-    /// Not stated (a topology built without a source).
-    #[default]
-    Unknown,
-}
-
-impl SourceKind {
-    pub const fn name(self) -> &'static str {
-        match self {
-            SourceKind::Live => "live",
-            SourceKind::Snapshot => "snapshot",
-            SourceKind::Xml => "xml",
-            SourceKind::NvidiaSmi => "nvidia-smi",
-            SourceKind::Profile => "profile",
-            SourceKind::NcclLog => "nccl-log",
-            SourceKind::Hosts => "hosts",
-            SourceKind::Test => "test",
-            SourceKind::Unknown => "unknown",
-        }
-    }
-
-    /// Whether the source lists every device of the host (a scan of it, or a profile), so a
-    /// device it does not name is absent; a matrix lists only what nvidia-smi sees, and an
-    /// XML or a log may be cut, so there a missing device is unknown.
-    pub const fn lists_every_device(self) -> bool {
-        matches!(
-            self,
-            SourceKind::Live | SourceKind::Snapshot | SourceKind::Profile
-        )
-    }
-}
-
-impl std::fmt::Display for SourceKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// What a topology was read from; plain data, so the documents that print it hold it.
+pub use topo_documents::SourceKind;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceInfo {

@@ -5,94 +5,13 @@
 //! same type and differ only in which findings they select and how they print them
 //! (`topo.show/v1` and `topo.plan/v3` carry `{code, severity, text}`, `topo.diagnose/v1`
 //! `{id, severity, title, evidence, fix}`). The text may change between versions; the code
-//! does not.
+//! does not. The type itself is a document's (`topo_documents::finding`, re-exported here); the
+//! order every view lists findings in is the model's, below.
 
-use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
+pub use topo_documents::finding::{
+    AsDiagnosed, Finding, deserialize_diagnosed, serialize_diagnosed,
+};
 pub use topo_vocab::{Code, Severity};
-
-/// One judged fact.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    pub code: Code,
-    pub severity: Severity,
-    /// One sentence: what was found (a show/plan message's text, a diagnose finding's title).
-    pub text: String,
-    /// What proves it: quoted log lines (`file:line: text`), one line per node it rests on
-    /// (`GPU0 (0000:18:00.0): downtrained: ...`), files and values.
-    pub evidence: Vec<String>,
-    /// What to do about it; empty where nothing needs doing.
-    pub fix: String,
-}
-
-impl Finding {
-    /// `code` at its usual severity (the code table's first).
-    pub fn new(code: Code, text: impl Into<String>) -> Finding {
-        Finding {
-            code,
-            severity: code.severity(),
-            text: text.into(),
-            evidence: vec![],
-            fix: String::new(),
-        }
-    }
-
-    /// `code` at `severity`, which the code's table must list: a code raised at a severity
-    /// docs/codes.md does not give is a defect the test suite catches here.
-    pub fn at(code: Code, severity: Severity, text: impl Into<String>) -> Finding {
-        debug_assert!(
-            code.allows(severity),
-            "{code} raised at {severity}, which crates/topo-vocab/src/code.rs does not list"
-        );
-        Finding {
-            severity,
-            ..Finding::new(code, text)
-        }
-    }
-
-    pub fn evidence(mut self, e: impl IntoIterator<Item = String>) -> Finding {
-        self.evidence.extend(e);
-        self
-    }
-
-    pub fn fix(mut self, f: impl Into<String>) -> Finding {
-        self.fix = f.into();
-        self
-    }
-}
-
-/// A finding in show's and plan's documents: `{code, severity, text}`; evidence and fix are
-/// the diagnosis' to print.
-impl Serialize for Finding {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_struct("Finding", 3)?;
-        m.serialize_field("code", &self.code)?;
-        m.serialize_field("severity", &self.severity)?;
-        m.serialize_field("text", &self.text)?;
-        m.end()
-    }
-}
-
-/// `topo.diagnose/v1`'s shape of a finding: `{id, severity, title, evidence, fix}`.
-pub struct AsDiagnosed<'a>(pub &'a Finding);
-
-impl Serialize for AsDiagnosed<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let f = self.0;
-        let mut m = s.serialize_struct("Finding", 5)?;
-        m.serialize_field("id", &f.code)?;
-        m.serialize_field("severity", &f.severity)?;
-        m.serialize_field("title", &f.text)?;
-        m.serialize_field("evidence", &f.evidence)?;
-        m.serialize_field("fix", &f.fix)?;
-        m.end()
-    }
-}
-
-/// For `#[serde(serialize_with)]` on a diagnosis' findings.
-pub fn serialize_diagnosed<S: Serializer>(fs: &[Finding], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(fs.iter().map(AsDiagnosed))
-}
 
 /// Where a finding stands in every view's list of problems (issue 44): by severity, then the
 /// cause before its symptoms and the generic last. A cause is a fact that explains others: a
@@ -187,25 +106,6 @@ impl OnHosts {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_finding_takes_its_code_s_usual_severity() {
-        assert_eq!(
-            Finding::new(Code::P2pDisabledByEnv, "x").severity,
-            Severity::Error
-        );
-        assert_eq!(
-            Finding::at(Code::PcieDowntrained, Severity::Info, "x").severity,
-            Severity::Info
-        );
-    }
-
-    #[test]
-    #[cfg(debug_assertions)]
-    #[should_panic(expected = "does not list")]
-    fn a_severity_the_table_does_not_list_is_caught() {
-        let _ = Finding::at(Code::NvlinkMesh, Severity::Error, "x");
-    }
-
     /// Raised in any order, the same findings come out in one order: by severity, tier,
     /// code, then text.
     #[test]
@@ -237,20 +137,5 @@ mod tests {
         assert_eq!(one, other);
         let got: Vec<(Code, &str)> = one.iter().map(|f| (f.code, f.text.as_str())).collect();
         assert_eq!(got, want);
-    }
-
-    #[test]
-    fn the_two_document_shapes() {
-        let f = Finding::new(Code::ShmTooSmall, "t")
-            .evidence(["e".to_string()])
-            .fix("f");
-        assert_eq!(
-            serde_json::to_string(&f).unwrap(),
-            r#"{"code":"shm-too-small","severity":"warning","text":"t"}"#
-        );
-        assert_eq!(
-            serde_json::to_string(&AsDiagnosed(&f)).unwrap(),
-            r#"{"id":"shm-too-small","severity":"warning","title":"t","evidence":["e"],"fix":"f"}"#
-        );
     }
 }

@@ -673,7 +673,7 @@ fn build_with(
     let mut plan = Plan {
         against: None,
         faults: None,
-        schema: topo_vocab::schema::PLAN,
+        schema: topo_documents::schema::PLAN,
         topo_version: env!("CARGO_PKG_VERSION"),
         nccl_version: a.version.short(),
         nccl_version_source: req.version_source.clone(),

@@ -7,7 +7,7 @@
 //! the chunk size, the channel count a GPU gets, how the launch decides the link a
 //! prediction prices.
 
-use crate::hostmodel::{HostModel, LinkMode, Placement};
+use crate::hostmodel::{HostModel, HostModelExt, LinkMode, Placement};
 use crate::launch::{EnvInfo, Launch};
 use crate::types::{Algorithm, Collective, CollectivePlan, Protocol, TreeNode};
 use crate::verify::{PlannedRow, VerifyRequest};

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Result, RuntimeError};
 pub use crate::hostmodel::{
-    BANDWIDTH_MIN_BYTES, HostModel, Link, LinkFit, LinkMode, PlacedPoint, Placement,
-    REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, traffic, wants_another_sweep,
+    BANDWIDTH_MIN_BYTES, HostModel, HostModelExt, Link, LinkFit, LinkFitExt, LinkMode, PlacedPoint,
+    Placement, REGIME_MIN_POINTS, SCHEMA, Traffic, fit, fit_mode, fit_placed, traffic,
+    wants_another_sweep,
 };
 use crate::job::Job;
 use crate::launch::{EnvInfo, Launch, ProcessSpec};
@@ -373,6 +374,7 @@ fn tcp_sweep(r: &VerifyRequest) -> Result<VerifyReport> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hostmodel::HostModelExt;
 
     #[test]
     fn fastest_keeps_the_minimum_per_size() {

@@ -15,56 +15,13 @@
 //! buffers the operation touches (what has to fit in the last-level cache), and `m` the share
 //! of the traffic that misses it: none up to the knee, all from twice the knee on.
 
-use serde::{Deserialize, Serialize};
-
 use crate::types::{Algorithm, Collective};
 
-/// A host link the runtime uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Link {
-    /// memcpy inside one process (one thread).
-    Copy,
-    /// Single-copy access to other ranks' mapped buffers, copy kernel (DIRECT AllGather,
-    /// Broadcast, AlltoAll, SendRecv).
-    ShmDirect,
-    /// Single-copy access, reduce kernel: each element read from every input, reduced, and
-    /// written to every output (DIRECT AllReduce, Reduce, ReduceScatter).
-    ShmDirectReduce,
-    /// Shared-memory FIFOs (ring and tree steps: copy in, copy out).
-    ShmFifo,
-    /// TCP over loopback.
-    TcpLoopback,
-}
+/// The calibration document's types (`topo.calibrate/v3`): plain data in `topo_documents`.
+pub use topo_documents::calibrate::{HostModel, Link, LinkFit, LinkMode};
 
-/// How the ranks that used a link were started. Threads of one process and separate
-/// processes run the same kernels over the same byte counts at different speeds on the same
-/// host (process-shared mappings, and peers that sleep in another address space and wake
-/// later), so the shared-memory links are fitted once per mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LinkMode {
-    /// Measured one way and used for every launch (copy, TCP loopback).
-    #[default]
-    Any,
-    Threads,
-    Processes,
-}
-
-/// Where the hypervisor (or the scheduler) put the two ranks' CPUs, as the ranks' own
-/// cache-to-cache latency tells it: on cores that share a last-level cache (`near`), on cores
-/// that do not (`far`), one then the other (`mixed`: the placement changed during the
-/// measurement), or not running at once (`loaded`: another process held a CPU, so the probe
-/// measured the scheduler's time slices, not the hardware). On this kind of 2-vCPU VM the
-/// hypervisor moves the vCPUs while a run goes on (bench/verify/README.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Placement {
-    Near,
-    Far,
-    Mixed,
-    Loaded,
-}
+/// Where the two ranks' CPUs were, as verify's and calibrate's documents name it.
+pub use topo_documents::verify::Placement;
 
 /// A one-way cache-to-cache latency below this is two cores sharing a cache: on the VM's
 /// near placement 20-60 ns by `membw -c` (bench/peers) and 70-90 ns by verify's barrier
@@ -74,37 +31,24 @@ pub const NEAR_MAX_NS: f64 = 100.0;
 /// barrier took about 500 µs on the VM: a time slice of another process).
 pub const PLACEMENT_MAX_NS: f64 = 1000.0;
 
-impl Placement {
-    pub const FITTED: [Placement; 2] = [Placement::Near, Placement::Far];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Placement::Near => "near",
-            Placement::Far => "far",
-            Placement::Mixed => "mixed",
-            Placement::Loaded => "loaded",
-        }
+/// One probe's latency, ns (anything but a positive number counts as load).
+fn of_probe(ns: f64) -> Placement {
+    if ns > 0.0 && ns < NEAR_MAX_NS {
+        Placement::Near
+    } else if (NEAR_MAX_NS..PLACEMENT_MAX_NS).contains(&ns) {
+        Placement::Far
+    } else {
+        Placement::Loaded
     }
+}
 
-    /// One probe's latency, ns (anything but a positive number counts as load).
-    fn of_probe(ns: f64) -> Placement {
-        if ns > 0.0 && ns < NEAR_MAX_NS {
-            Placement::Near
-        } else if (NEAR_MAX_NS..PLACEMENT_MAX_NS).contains(&ns) {
-            Placement::Far
-        } else {
-            Placement::Loaded
-        }
-    }
-
-    /// The placement of a measurement from the probes taken right before and right after
-    /// it: near or far when both say so, loaded when either measured load, else mixed.
-    pub fn classify(before_ns: f64, after_ns: f64) -> Placement {
-        match (Self::of_probe(before_ns), Self::of_probe(after_ns)) {
-            (Placement::Loaded, _) | (_, Placement::Loaded) => Placement::Loaded,
-            (a, b) if a == b => a,
-            _ => Placement::Mixed,
-        }
+/// The placement of a measurement from the probes taken right before and right after
+/// it: near or far when both say so, loaded when either measured load, else mixed.
+pub fn placement(before_ns: f64, after_ns: f64) -> Placement {
+    match (of_probe(before_ns), of_probe(after_ns)) {
+        (Placement::Loaded, _) | (_, Placement::Loaded) => Placement::Loaded,
+        (a, b) if a == b => a,
+        _ => Placement::Mixed,
     }
 }
 
@@ -189,58 +133,22 @@ pub fn traffic(
     }
 }
 
-/// One fitted link.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinkFit {
-    pub link: Link,
-    /// The launch mode it was measured in.
-    #[serde(default)]
-    pub mode: LinkMode,
-    /// The placement its points were all measured in; absent for the fit of every point,
-    /// whatever the placement (the fastest per size).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<Placement>,
-    /// Latency of the calibration operation, microseconds.
-    pub alpha_us: f64,
-    /// Bandwidth while the footprint fits in the cache, GB/s (1e9 bytes/s) of bytes one
-    /// worker reads plus writes.
-    pub beta_gbps: f64,
-    /// Bandwidth once the footprint is twice the knee or more (memory-bound), same unit.
-    pub beta_mem_gbps: f64,
-    /// Footprint (bytes of all ranks' buffers) up to which the cache holds it.
-    pub knee_bytes: f64,
-    /// The calibration operation's traffic per byte (see [`traffic`]).
-    pub moved_per_byte: f64,
-    pub footprint_per_byte: f64,
-    /// Measured (bytes, microseconds): per size the fastest of the repeats.
-    pub points: Vec<(usize, f64)>,
-    /// Largest relative error of the fit over the points of 1 MiB and above.
-    pub max_rel_err_1mb: f64,
-    /// Sizes from here on are the regime the bandwidths above were fitted on; 0 when one
-    /// regime covers every size.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub regime_min_bytes: usize,
-    /// The one bandwidth of the sizes from 256 KiB up to `regime_min_bytes` (a DIRECT
-    /// link's static split), same unit as `beta_gbps`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub below_regime_gbps: Option<f64>,
-    /// Measured (bytes, µs) with the DIRECT schedule that the size does not run in the
-    /// calibration operation: the dynamic shares below `regime_min_bytes`, the static split
-    /// from it. A collective whose block is a fraction of its size (AllGather,
-    /// ReduceScatter, AlltoAll) runs the static split at footprints the calibration
-    /// operation reaches only with the dynamic one, and the reverse; these points give
-    /// [`Self::residual`] the other schedule's error at those footprints.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cross_points: Vec<(usize, f64)>,
+/// A fit's pricing and its bounds: the document's type is plain data
+/// (`topo_documents::calibrate`), the arithmetic is the runtime's.
+pub trait LinkFitExt {
+    fn time_us(&self, bytes: usize) -> f64;
+    fn in_regime(&self, size: usize) -> bool;
+    fn time_at(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64;
+    fn time_on(&self, in_regime: bool, latencies: f64, moved: f64, footprint: f64) -> f64;
+    fn priced(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64;
+    fn residual(&self, size: usize, footprint: f64) -> f64;
+    fn time_of(&self, latencies: f64, moved: f64, footprint: f64) -> f64;
+    fn check(&self) -> Result<(), String>;
 }
 
-fn is_zero(x: &usize) -> bool {
-    *x == 0
-}
-
-impl LinkFit {
+impl LinkFitExt for LinkFit {
     /// Predicted time of moving `bytes` through the calibration operation once.
-    pub fn time_us(&self, bytes: usize) -> f64 {
+    fn time_us(&self, bytes: usize) -> f64 {
         let b = bytes as f64;
         self.time_at(
             bytes,
@@ -252,13 +160,13 @@ impl LinkFit {
 
     /// Whether a collective whose blocks are `size` bytes runs the fitted regime (the DIRECT
     /// dynamic shares) rather than the static split below it.
-    pub fn in_regime(&self, size: usize) -> bool {
+    fn in_regime(&self, size: usize) -> bool {
         self.below_regime_gbps.is_none() || size >= self.regime_min_bytes
     }
 
     /// [`Self::time_of`] for a collective whose blocks are `size` bytes: below the fitted
     /// regime, with the bandwidth measured there.
-    pub fn time_at(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
+    fn time_at(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
         self.time_on(self.in_regime(size), latencies, moved, footprint)
     }
 
@@ -279,7 +187,7 @@ impl LinkFit {
     /// 1-64 MiB in calibration and in verify alike, while noise between the two runs is
     /// about 10 %; over the 13 committed predict runs the sizes within 25 % went from 163
     /// to 173 of 234 (bench/verify/README.md).
-    pub fn priced(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
+    fn priced(&self, size: usize, latencies: f64, moved: f64, footprint: f64) -> f64 {
         self.time_at(size, latencies, moved, footprint) * self.residual(size, footprint)
     }
 
@@ -289,7 +197,7 @@ impl LinkFit {
     /// [`Self::cross_points`] on the other), the nearest one's beyond them; 1 below 256 KiB
     /// or without such points. Keyed by footprint because what one knee misses is the cache
     /// the buffers fit in.
-    pub fn residual(&self, size: usize, footprint: f64) -> f64 {
+    fn residual(&self, size: usize, footprint: f64) -> f64 {
         if size < BANDWIDTH_MIN_BYTES || !footprint.is_finite() || footprint <= 0.0 {
             return 1.0;
         }
@@ -314,10 +222,50 @@ impl LinkFit {
     }
 
     /// Time of `latencies` latencies plus `moved` bytes per worker at `footprint`.
-    pub fn time_of(&self, latencies: f64, moved: f64, footprint: f64) -> f64 {
+    fn time_of(&self, latencies: f64, moved: f64, footprint: f64) -> f64 {
         let m = miss_share(footprint, self.knee_bytes);
         latencies * self.alpha_us
             + moved * ((1.0 - m) / self.beta_gbps + m / self.beta_mem_gbps) / 1e3
+    }
+
+    /// Every figure finite and within physical bounds: bandwidths above 0 and below
+    /// 10 TB/s, latency from 0 to 1 s, measured times from 0 to 1000 s.
+    fn check(&self) -> Result<(), String> {
+        let bw = [
+            ("beta_gbps", self.beta_gbps),
+            ("beta_mem_gbps", self.beta_mem_gbps),
+        ]
+        .into_iter()
+        .chain(self.below_regime_gbps.map(|b| ("below_regime_gbps", b)));
+        for (what, v) in bw {
+            if !within(v, 0.0, MAX_GBPS, true) {
+                return Err(format!(
+                    "{what} {v} is not above 0 and below {MAX_GBPS} GB/s"
+                ));
+            }
+        }
+        if !within(self.alpha_us, 0.0, MAX_ALPHA_US, false) {
+            return Err(format!("alpha_us {} is not from 0 to 1 s", self.alpha_us));
+        }
+        let sizes = [
+            ("knee_bytes", self.knee_bytes, MAX_CACHE_BYTES),
+            ("moved_per_byte", self.moved_per_byte, MAX_PER_BYTE),
+            ("footprint_per_byte", self.footprint_per_byte, MAX_PER_BYTE),
+            ("max_rel_err_1mb", self.max_rel_err_1mb, MAX_PER_BYTE),
+        ];
+        for (what, v, hi) in sizes {
+            if !within(v, 0.0, hi, false) {
+                return Err(format!("{what} {v} is not from 0 to {hi}"));
+            }
+        }
+        let points = self.points.iter().chain(&self.cross_points);
+        if let Some((b, t)) = points
+            .copied()
+            .find(|&(_, t)| !within(t, 0.0, MAX_POINT_US, false))
+        {
+            return Err(format!("the point of {b} bytes took {t} µs"));
+        }
+        Ok(())
     }
 }
 
@@ -720,25 +668,9 @@ fn solve(s: &[Sample], keep: &[bool], alpha: f64, k: f64) -> (f64, f64) {
     (u, v)
 }
 
-/// The calibrated host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HostModel {
-    pub schema: String,
-    /// The topo (crate version) that measured it.
-    #[serde(default)]
-    pub topo_version: String,
-    /// CPUs the ranks ran on when measured.
-    pub cpus: usize,
-    /// Last-level cache from sysfs, bytes (the knee tried first).
-    pub cache_bytes: Option<f64>,
-    pub links: Vec<LinkFit>,
-    /// Seconds since the epoch when measured.
-    pub measured_at: u64,
-}
-
 /// The schema of [`HostModel`]; a cache of another schema is measured again. v3 added
 /// [`LinkFit::mode`] and times sizes from 256 KiB as the mean of the loop, as verify does.
-pub const SCHEMA: &str = topo_vocab::schema::CALIBRATE;
+pub const SCHEMA: &str = topo_documents::schema::CALIBRATE;
 
 /// Physical bounds a calibrated fit must keep; a cache outside them is measured again
 /// rather than priced from (a hand-edited or damaged cache once predicted -1000699 µs and
@@ -754,52 +686,43 @@ fn within(v: f64, lo: f64, hi: f64, lo_open: bool) -> bool {
     v.is_finite() && v < hi && if lo_open { v > lo } else { v >= lo }
 }
 
-impl LinkFit {
-    /// Every figure finite and within physical bounds: bandwidths above 0 and below
-    /// 10 TB/s, latency from 0 to 1 s, measured times from 0 to 1000 s.
-    pub fn check(&self) -> Result<(), String> {
-        let bw = [
-            ("beta_gbps", self.beta_gbps),
-            ("beta_mem_gbps", self.beta_mem_gbps),
-        ]
-        .into_iter()
-        .chain(self.below_regime_gbps.map(|b| ("below_regime_gbps", b)));
-        for (what, v) in bw {
-            if !within(v, 0.0, MAX_GBPS, true) {
-                return Err(format!(
-                    "{what} {v} is not above 0 and below {MAX_GBPS} GB/s"
-                ));
-            }
-        }
-        if !within(self.alpha_us, 0.0, MAX_ALPHA_US, false) {
-            return Err(format!("alpha_us {} is not from 0 to 1 s", self.alpha_us));
-        }
-        let sizes = [
-            ("knee_bytes", self.knee_bytes, MAX_CACHE_BYTES),
-            ("moved_per_byte", self.moved_per_byte, MAX_PER_BYTE),
-            ("footprint_per_byte", self.footprint_per_byte, MAX_PER_BYTE),
-            ("max_rel_err_1mb", self.max_rel_err_1mb, MAX_PER_BYTE),
-        ];
-        for (what, v, hi) in sizes {
-            if !within(v, 0.0, hi, false) {
-                return Err(format!("{what} {v} is not from 0 to {hi}"));
-            }
-        }
-        let points = self.points.iter().chain(&self.cross_points);
-        if let Some((b, t)) = points
-            .copied()
-            .find(|&(_, t)| !within(t, 0.0, MAX_POINT_US, false))
-        {
-            return Err(format!("the point of {b} bytes took {t} µs"));
-        }
-        Ok(())
-    }
+/// What a calibrated host answers: its bounds, its fits, and the predictions priced by them.
+pub trait HostModelExt {
+    fn check(&self) -> Result<(), String>;
+    fn link(&self, link: Link, mode: LinkMode) -> Option<&LinkFit>;
+    fn link_at(
+        &self,
+        link: Link,
+        mode: LinkMode,
+        placement: Option<Placement>,
+    ) -> Option<(&LinkFit, Option<Placement>)>;
+    fn placements_fitted(&self, link: Link, mode: LinkMode) -> Vec<Placement>;
+    fn predict_us(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        nranks: usize,
+        bytes: usize,
+        tcp: bool,
+        mode: LinkMode,
+    ) -> Option<f64>;
+    #[allow(clippy::too_many_arguments)]
+    fn predict_at(
+        &self,
+        collective: Collective,
+        algorithm: Algorithm,
+        nranks: usize,
+        bytes: usize,
+        tcp: bool,
+        mode: LinkMode,
+        placement: Option<Placement>,
+    ) -> Option<(f64, Option<Placement>)>;
 }
 
-impl HostModel {
+impl HostModelExt for HostModel {
     /// Whether a model read back from a cache can price predictions: this schema, at least
     /// one link, every fit within [`LinkFit::check`]'s bounds.
-    pub fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), String> {
         if self.schema != SCHEMA {
             return Err(format!("schema {:?}, not {SCHEMA}", self.schema));
         }
@@ -816,12 +739,10 @@ impl HostModel {
         }
         Ok(())
     }
-}
 
-impl HostModel {
     /// The fit of `link` for ranks started as `mode`: the one measured that way, else one
     /// measured for any mode, else the link's first fit in another mode.
-    pub fn link(&self, link: Link, mode: LinkMode) -> Option<&LinkFit> {
+    fn link(&self, link: Link, mode: LinkMode) -> Option<&LinkFit> {
         let pooled = |l: &&LinkFit| l.link == link && l.placement.is_none();
         let of = |m: LinkMode| self.links.iter().filter(pooled).find(|l| l.mode == m);
         of(mode)
@@ -834,7 +755,7 @@ impl HostModel {
     /// measured in that placement when calibration saw it, else [`Self::link`] (every
     /// placement pooled). The second value is the placement of the fit chosen (`None`:
     /// pooled).
-    pub fn link_at(
+    fn link_at(
         &self,
         link: Link,
         mode: LinkMode,
@@ -854,7 +775,7 @@ impl HostModel {
     }
 
     /// The placements calibration fitted `link` in for `mode` (near, far, both or none).
-    pub fn placements_fitted(&self, link: Link, mode: LinkMode) -> Vec<Placement> {
+    fn placements_fitted(&self, link: Link, mode: LinkMode) -> Vec<Placement> {
         Placement::FITTED
             .into_iter()
             .filter(|&p| {
@@ -868,7 +789,7 @@ impl HostModel {
     /// Predicted time (µs) of `collective` at nccl-tests `bytes` on `nranks` host ranks
     /// started as `mode` with `algorithm`: the [`traffic`] of that collective priced by its
     /// link's fit and calibration's measurements ([`LinkFit::priced`]).
-    pub fn predict_us(
+    fn predict_us(
         &self,
         collective: Collective,
         algorithm: Algorithm,
@@ -884,7 +805,7 @@ impl HostModel {
     /// [`Self::predict_us`] priced with the fit of `placement` where calibration has one
     /// ([`Self::link_at`]): (µs, the placement of the fit that priced it, `None` for pooled).
     #[allow(clippy::too_many_arguments)]
-    pub fn predict_at(
+    fn predict_at(
         &self,
         collective: Collective,
         algorithm: Algorithm,
@@ -1203,15 +1124,15 @@ mod tests {
     #[test]
     fn probes_classify_the_placement() {
         use Placement::*;
-        assert_eq!(Placement::classify(45.0, 52.0), Near);
-        assert_eq!(Placement::classify(240.0, 260.0), Far);
+        assert_eq!(placement(45.0, 52.0), Near);
+        assert_eq!(placement(240.0, 260.0), Far);
         // It moved during the measurement.
-        assert_eq!(Placement::classify(45.0, 250.0), Mixed);
+        assert_eq!(placement(45.0, 250.0), Mixed);
         // A descheduled peer: the probe measured scheduling, not the hardware.
-        assert_eq!(Placement::classify(45.0, 500e3), Loaded);
-        assert_eq!(Placement::classify(250.0, 1000.0), Loaded);
-        assert_eq!(Placement::classify(f64::NAN, 45.0), Loaded);
-        assert_eq!(Placement::classify(0.0, 45.0), Loaded);
+        assert_eq!(placement(45.0, 500e3), Loaded);
+        assert_eq!(placement(250.0, 1000.0), Loaded);
+        assert_eq!(placement(f64::NAN, 45.0), Loaded);
+        assert_eq!(placement(0.0, 45.0), Loaded);
     }
 
     /// Sweeps of the synthetic link: near runs at `truth`, far 30 % slower from 1 MiB;

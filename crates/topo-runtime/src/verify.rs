@@ -324,17 +324,6 @@ pub struct VerifyReport {
     pub nccl: Vec<NcclRow>,
 }
 
-/// NCCL's measurement of one row, for `--compare nccl`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NcclRow {
-    pub collective: Collective,
-    pub bytes: usize,
-    pub time_us: f64,
-    pub busbw_gbps: f64,
-    /// topo's busbw / NCCL's (out-of-place).
-    pub ratio: f64,
-}
-
 impl VerifyReport {
     /// Price rows measured before `req` had predictions: a `--launch env` job's rank 0
     /// calibrates after the run, not every rank before the rendezvous (issue 45). The rows
@@ -909,7 +898,7 @@ impl VerifyRow {
     /// Record the placement probes and price the row with the prediction of the placement
     /// they tell, where `planned` has one; else the pooled prediction stays.
     pub fn place(&mut self, c2c: (f64, f64), planned: &[(Placement, f64)], n: usize) {
-        let p = Placement::classify(c2c.0, c2c.1);
+        let p = crate::hostmodel::placement(c2c.0, c2c.1);
         self.c2c_ns = Some(c2c);
         self.placement = Some(p);
         if let Some(&(q, t)) = planned.iter().find(|x| x.0 == p && x.1 > 0.0) {
@@ -947,80 +936,7 @@ fn probe_c2c(t: &mut dyn Transport) -> Result<f64> {
     Ok(v[v.len() / 2])
 }
 
-/// `topo.verify/v1` form of one measurement.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JsonForm {
-    pub time_us: f64,
-    pub algbw_gbps: f64,
-    pub busbw_gbps: f64,
-    pub wrong: Option<u64>,
-}
-
-/// One row of `topo.verify/v1` `results[]` (out-of-place figures at the top level, as the
-/// contract lists them; the in-place figures nested).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JsonRow {
-    pub collective: Collective,
-    pub bytes: usize,
-    pub count: usize,
-    #[serde(rename = "type", with = "topo_vocab::nccl_tests_name")]
-    pub dtype: DataType,
-    pub redop: Option<Reduction>,
-    pub root: i64,
-    #[serde(with = "topo_vocab::macro_name")]
-    pub algo: Algorithm,
-    #[serde(with = "topo_vocab::macro_name")]
-    pub proto: Protocol,
-    pub nchannels: usize,
-    pub time_us: f64,
-    pub algbw_gbps: f64,
-    pub busbw_gbps: f64,
-    pub wrong: Option<u64>,
-    pub in_place: Option<JsonForm>,
-    pub predicted_time_us: Option<f64>,
-    pub predicted_busbw_gbps: Option<f64>,
-    /// measured time / predicted time.
-    pub ratio: Option<f64>,
-    /// `near`, `far` or `mixed`: where the two ranks' CPUs were during the out-of-place
-    /// measurement (absent where it is not probed: other than 2 ranks sharing memory).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<Placement>,
-    /// The probes' one-way cache-to-cache latency before and after it, ns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub c2c_ns: Option<[f64; 2]>,
-    /// The placement of the calibration fit that priced the prediction; `pooled` where
-    /// calibration has no fit of that placement (it never saw it, or the row is mixed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted_for: Option<String>,
-    /// The CUDA backend, every rank on one GPU, `--copy-ceiling`: the copy ceiling in busbw
-    /// (`cuda::model::ceiling_busbw`) and measured busbw over it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ceiling_busbw_gbps: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ceiling_ratio: Option<f64>,
-}
-
-/// `topo verify --format json` (`topo.verify/v1`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct VerifyJson {
-    pub schema: String,
-    /// The topo that measured it (the crate version).
-    #[serde(default)]
-    pub topo_version: String,
-    pub backend: String,
-    pub launch: String,
-    pub transport: String,
-    pub ranks: usize,
-    /// The collective, or `all` when several ran.
-    pub collective: String,
-    pub results: Vec<JsonRow>,
-    pub avg_busbw_gbps: f64,
-    pub wrong_total: u64,
-    pub note: Option<String>,
-    /// `--compare nccl` (absent otherwise).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nccl: Vec<NcclRow>,
-}
+pub use topo_documents::verify::{JsonForm, JsonRow, NcclRow, VerifyJson};
 
 impl VerifyReport {
     /// The `topo.verify/v1` document.
@@ -1028,7 +944,7 @@ impl VerifyReport {
         let colls: std::collections::BTreeSet<&str> =
             self.rows.iter().map(|r| r.collective.cli_name()).collect();
         VerifyJson {
-            schema: topo_vocab::schema::VERIFY.into(),
+            schema: topo_documents::schema::VERIFY.into(),
             topo_version: env!("CARGO_PKG_VERSION").into(),
             backend: self.backend.clone(),
             launch: self.launch.clone(),
@@ -1426,7 +1342,7 @@ mod tests {
         let (before, after) = row.c2c_ns.unwrap();
         assert!(before > 0.0 && after > 0.0, "{:?}", row.c2c_ns);
         let p = row.placement.unwrap();
-        assert_eq!(p, Placement::classify(before, after));
+        assert_eq!(p, crate::hostmodel::placement(before, after));
         let want = match p {
             Placement::Near => (Some(p), 1.0),
             Placement::Far => (Some(p), 3.0),

@@ -6,96 +6,28 @@
 //! exactly as live discovery applies a fresh one.
 
 use petgraph::graph::NodeIndex;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use topo_model::{
     BusId, FabricInfo, Gpu, HostId, NodeKind, NvSwitch, NvlinkInfo, P2pCaps, PcieLink, Topology, bw,
 };
 
-pub const SCHEMA: &str = topo_vocab::schema::NVML;
+pub const SCHEMA: &str = topo_documents::schema::NVML;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlReport {
-    pub schema: String,
-    pub driver_version: Option<String>,
-    /// `12.4` (from NVML's integer 12040).
-    pub cuda_driver_version: Option<String>,
-    pub nvml_version: Option<String>,
-    pub gpus: Vec<NvmlGpu>,
-    /// One entry per ordered pair of GPUs.
-    #[serde(default)]
-    pub p2p: Vec<NvmlP2p>,
-    /// Queries that failed in a way worth telling the user (a GPU that could not be opened…).
-    #[serde(default)]
-    pub errors: Vec<String>,
-    /// Why the CUDA driver's attributes are missing (no libcuda, cuInit failed), when they are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cuda_error: Option<String>,
+/// `nvml.json`: NVML's answer as a snapshot records it (`topo_documents::snapshot`).
+pub use topo_documents::snapshot::{NvmlFabric, NvmlGpu, NvmlLink, NvmlP2p, NvmlReport};
+
+/// What the reader takes from a recorded GPU: its bus id and compute capability as numbers.
+pub trait NvmlGpuExt {
+    fn busid(&self) -> Option<BusId>;
+    /// Compute capability × 10 + minor (`9.0` → 90).
+    fn sm(&self) -> Option<u32>;
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlGpu {
-    pub index: u32,
-    pub name: Option<String>,
-    /// As NVML prints it: `00000000:18:00.0`.
-    pub bus_id: String,
-    /// `9.0`.
-    pub compute_capability: Option<String>,
-    pub memory_bytes: Option<u64>,
-    pub uuid: Option<String>,
-    /// PCI device id (upper 16 bits) and vendor (lower 16 bits), NVML's `pciDeviceId`.
-    pub pci_device_id: Option<u32>,
-    pub numa_node: Option<i32>,
-    pub max_pcie_gen: Option<u32>,
-    pub max_pcie_width: Option<u32>,
-    #[serde(default)]
-    pub nvlinks: Vec<NvmlLink>,
-    pub fabric: Option<NvmlFabric>,
-    /// The CUDA driver's attributes of this GPU ([`crate::cudadrv`]), matched by bus id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cuda: Option<topo_model::CudaAttrs>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlLink {
-    pub link: u32,
-    pub active: bool,
-    /// NVLink capability "P2P supported"; `None` when NVML could not say.
-    pub p2p_supported: Option<bool>,
-    pub remote_bus_id: Option<String>,
-    /// `gpu`, `switch`, `ibmnpu`, `unknown`; `None` when NVML could not say.
-    pub remote_type: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlP2p {
-    pub from: String,
-    pub to: String,
-    /// NVML P2P status per capability: `ok`, `chipset_not_supported`, `gpu_not_supported`,
-    /// `ioh_topology_not_supported`, `disabled_by_regkey`, `not_supported`, `unknown`;
-    /// `None` when the query failed.
-    pub read: Option<String>,
-    pub write: Option<String>,
-    pub nvlink: Option<String>,
-    pub atomics: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlFabric {
-    pub cluster_uuid: String,
-    pub clique_id: u32,
-    /// `not_started`, `in_progress`, `completed`.
-    pub state: String,
-    /// NVML return code of the registration (`success` or the error name).
-    pub status: Option<String>,
-}
-
-impl NvmlGpu {
-    pub fn busid(&self) -> Option<BusId> {
+impl NvmlGpuExt for NvmlGpu {
+    fn busid(&self) -> Option<BusId> {
         BusId::parse(&self.bus_id).ok()
     }
-    /// Compute capability × 10 + minor (`9.0` → 90).
-    pub fn sm(&self) -> Option<u32> {
+    fn sm(&self) -> Option<u32> {
         let (ma, mi) = self.compute_capability.as_deref()?.split_once('.')?;
         Some(ma.trim().parse::<u32>().ok()? * 10 + mi.trim().parse::<u32>().ok()?)
     }

@@ -15,46 +15,16 @@ use super::sysfs::Sysfs;
 use super::tree::{self, Disk, Kind, Tree};
 use crate::error::{self, ErrorKind};
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use topo_model::{SourceInfo, Topology};
 
-pub const SCHEMA: &str = topo_vocab::schema::SNAPSHOT;
+pub const SCHEMA: &str = topo_documents::schema::SNAPSHOT;
 pub(crate) use crate::META;
 const NVML: &str = "nvml.json";
 
-/// `meta.json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Meta {
-    pub schema: String,
-    /// The topo version that captured it.
-    pub topo_version: String,
-    /// UTC, `2026-11-29T08:00:00Z`.
-    pub captured_at: String,
-    pub host: Option<String>,
-    pub kernel: Option<String>,
-    /// NCCL's spelling: `x86_64`, `arm64`, `ppc64`.
-    pub arch: String,
-    pub driver_version: Option<String>,
-    pub cuda_driver_version: Option<String>,
-    /// NCCL_* and CUDA_VISIBLE_DEVICES at capture time.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    #[serde(default)]
-    pub nvml: NvmlStatus,
-    /// Written last by a capture that finished: a snapshot without it is refused.
-    #[serde(default)]
-    pub complete: bool,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct NvmlStatus {
-    /// NVML answered; its answer is `nvml.json`.
-    pub available: bool,
-    /// Why not, when it did not (`NVML not found (libnvidia-ml.so.1 could not be loaded)`).
-    pub reason: Option<String>,
-}
+/// `meta.json`: the snapshot document's types (`topo_documents::snapshot`).
+pub use topo_documents::snapshot::{Meta, NvmlStatus};
 
 const NOT_RECORDED: &str = "NVML was not recorded with this tree (no nvml.json)";
 

@@ -9,7 +9,6 @@ mod algorithm;
 mod code;
 mod collective;
 mod data;
-pub mod documents;
 pub mod fabric;
 #[cfg(feature = "serde")]
 mod serde_impl;
@@ -22,7 +21,6 @@ pub use algorithm::{Algorithm, Protocol};
 pub use code::Code;
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
-pub use documents::{Exit, schema};
 pub use fabric::{Fabric, FabricFacts};
 #[cfg(feature = "serde")]
 pub use serde_impl::{macro_name, nccl_tests_name, printed};

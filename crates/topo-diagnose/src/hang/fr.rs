@@ -64,7 +64,7 @@ fn collective(c: &FrCollective, acc: &mut Acc) {
         acc.findings.push(f);
         acc.claim(Cause::Desync, 80, title);
         acc.stuck.push(Stuck {
-            source: "flight-recorder",
+            source: "flight-recorder".into(),
             group: pg.clone(),
             seq: c.seq,
             op: c.op.clone(),
@@ -170,7 +170,7 @@ fn dumps_judge(dumps: &[FrPgStatus], acc: &mut Acc) -> bool {
             .filter_map(|d| d.rank)
             .collect();
         acc.stuck.push(Stuck {
-            source: "flight-recorder",
+            source: "flight-recorder".into(),
             group: name.clone(),
             seq: Some(top),
             op: Some(op.clone()),

@@ -385,7 +385,7 @@ fn one_group(
         rank_words(&reporters)
     );
     acc.stuck.push(Stuck {
-        source: "watchdog",
+        source: "watchdog".into(),
         group: pg.name.clone(),
         seq: Some(s),
         op: op.clone(),

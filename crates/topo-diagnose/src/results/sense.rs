@@ -5,6 +5,7 @@
 //! an error and left out of the verdict, never judged "above band".
 
 use super::types::{Measured, RefusedRow, ResultsInput};
+use crate::ReportExt;
 use crate::{Finding, Report};
 use std::collections::HashSet;
 use topo_model::message::Code;

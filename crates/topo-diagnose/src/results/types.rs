@@ -2,7 +2,6 @@
 //! and each size's verdict. Apart from the judge so the diagnosis' report can hold them
 //! without the judge and the report using each other.
 
-use serde::Serialize;
 use topo_model::message::Finding;
 
 /// One measured size.
@@ -57,61 +56,5 @@ pub struct ResultsInput {
     pub notes: Vec<Finding>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    InBand,
-    Below,
-    /// Below the band at one size whose neighbours are not (at the table's ends, only under
-    /// 16 MB): a crossover the model places one size off, or the timing noise of one
-    /// nccl-tests row (the first size, a scheduler hiccup), not a property of the machine.
-    Isolated,
-    Above,
-    /// No band: no published result was measured under the run's conditions (the socket
-    /// transport, changed channel counts), so the size is compared, not judged.
-    NotJudged,
-}
-
-impl Verdict {
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::InBand => "in band",
-            Verdict::Below => "below band",
-            Verdict::Isolated => "below band, isolated",
-            Verdict::Above => "above band",
-            Verdict::NotJudged => "not judged",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct JudgedRow {
-    pub bytes: u64,
-    pub measured_busbw_gbps: f64,
-    pub in_place_busbw_gbps: Option<f64>,
-    pub expected_busbw_gbps: f64,
-    /// The band; None where the plan has none (`Verdict::NotJudged`).
-    pub low_gbps: Option<f64>,
-    pub high_gbps: Option<f64>,
-    /// NCCL's choice for the size (`NVLS/Simple`), as the model predicts it.
-    pub choice: String,
-    pub verdict: Verdict,
-    /// measured / expected.
-    pub ratio: f64,
-    pub expected_basis: String,
-    pub band_basis: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ResultsReport {
-    pub name: String,
-    pub program: Option<String>,
-    pub collective: String,
-    pub collective_basis: String,
-    pub nranks: usize,
-    pub nnodes: usize,
-    pub machine: String,
-    pub rows: Vec<JudgedRow>,
-    /// Likely causes of a shortfall, most likely first (empty when every size is in band).
-    pub causes: Vec<String>,
-}
+/// Each size's verdict, as the diagnosis' document carries it (`topo_documents::diagnose`).
+pub use topo_documents::diagnose::{JudgedRow, ResultsReport, Verdict};

@@ -332,14 +332,8 @@ pub struct HangEvidence {
     pub notes: Vec<String>,
 }
 
-/// What one input held, for the report's list of inputs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct InputSummary {
-    pub name: String,
-    pub lines: usize,
-    /// The kinds of evidence found (`ras`, `watchdog`, `flight-recorder`, `net-error`).
-    pub kinds: Vec<String>,
-}
+/// What one input held: the hang document's (`topo_documents::hang`).
+pub use topo_documents::hang::InputSummary;
 
 impl HangEvidence {
     /// Whether one more record of a kind that already holds `len` fits; counts it if not.

@@ -258,8 +258,8 @@ fn diff_doc() -> topo_diagnose::diff::Diff {
         hosts: 1,
     };
     Diff {
-        schema: topo_diagnose::diff::SCHEMA,
-        topo_version: "0.0.0-test",
+        schema: topo_diagnose::diff::SCHEMA.into(),
+        topo_version: "0.0.0-test".into(),
         a: side(&format!("a{HOSTILE}.tar.gz")),
         b: side("b"),
         hardware: vec![
@@ -348,8 +348,8 @@ fn fleet_doc(hosts: usize, groups: usize, facts: usize, bad: usize) -> topo_diag
     use topo_diagnose::fleet::{Fleet, Group, Row, Unreadable};
     let per = hosts / groups;
     Fleet {
-        schema: topo_diagnose::fleet::SCHEMA,
-        topo_version: "0.0.0-test",
+        schema: topo_diagnose::fleet::SCHEMA.into(),
+        topo_version: "0.0.0-test".into(),
         folder: format!("snaps{HOSTILE}"),
         hosts: per * groups + bad,
         groups: (0..groups)

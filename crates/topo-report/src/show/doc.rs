@@ -19,7 +19,7 @@ use topo_model::bw::{pcie_generation, pcie_gts};
 use topo_model::message::Finding;
 use topo_model::{BwConstants, C2cInfo, FabricInfo, LinkKind, NodeKind, PcieLink, class};
 
-pub const SCHEMA: &str = topo_vocab::schema::SHOW;
+pub const SCHEMA: &str = topo_documents::schema::SHOW;
 
 #[derive(Serialize)]
 struct Doc<'a> {
