@@ -1464,6 +1464,69 @@ mod tests {
         );
     }
 
+    /// Skeleton network controllers: an Amazon EFA function is an assumed EFA port; an
+    /// anonymous Ethernet controller beside a GPU a port of unknown kind; one elsewhere, or
+    /// with another vendor's ids, gets none. A listed net with the socket transport's answers
+    /// is marked socket, an IB HCA's is not.
+    #[test]
+    fn skeleton_efa_and_unknown_ports_and_socket_devices() {
+        let t = parse(&wrap(
+            r#"<pci busid="ffff:ff:01.0" class="0x060400" link_speed="8 GT/s" link_width="16">
+      <pci busid="0000:10:1c.0" class="0x030200" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:10:1b.0" class="0x020000" vendor="0x1d0f" device="0xefa1" link_speed="8 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="ffff:ff:02.0" class="0x060400" link_speed="8 GT/s" link_width="16">
+      <pci busid="0000:20:1c.0" class="0x030200" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:20:1b.0" class="0x020000" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:20:1a.0" class="0x020000" vendor="0x15b3" device="0x101b" link_speed="8 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="0000:30:00.0" class="0x020000" link_speed="8 GT/s" link_width="16"/>"#,
+        ));
+        let nets: Vec<_> = t
+            .nets()
+            .into_iter()
+            .map(|n| t.net(n).unwrap().clone())
+            .collect();
+        let names: Vec<&str> = nets.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["efa@0000:10:1b.0", "nic@0000:20:1b.0"]);
+        assert!(
+            nets.iter()
+                .all(|x| x.assumed && x.gdr_unstated && x.link_layer.is_none())
+        );
+        assert_eq!(nets[0].latency, 75.0);
+        assert_eq!(nets[1].latency, 0.0);
+        let kinds: Vec<_> = t
+            .nets()
+            .into_iter()
+            .map(|n| net_kind::of_port(&t, n).unwrap().kind)
+            .collect();
+        assert_eq!(kinds, [net_kind::NetKind::Efa, net_kind::NetKind::Unknown]);
+        for needle in [
+            "1 Amazon EFA function(s)",
+            "1 network controller(s) (PCI class 0x0200",
+        ] {
+            assert!(
+                t.warnings.iter().any(|w| w.contains(needle)),
+                "{needle}: {:?}",
+                t.warnings
+            );
+        }
+
+        let listed = parse(&wrap(
+            r#"<nic><net name="ib0" dev="0" speed="10000" port="0" latency="0" guid="0x0" maxconn="65536" gdr="0"/></nic>
+    <pci busid="0000:02:00.0" class="0x020700" vendor="0x15b3" device="0x1013">
+      <nic><net name="mlx5_0" dev="1" speed="100000" port="1" guid="0x84c36d000390fe7c" maxconn="262144" gdr="0"/></nic>
+    </pci>"#,
+        ));
+        let socket: Vec<(String, bool)> = listed
+            .nets()
+            .into_iter()
+            .map(|n| listed.net(n).map(|x| (x.name.clone(), x.socket)).unwrap())
+            .collect();
+        assert!(socket.contains(&("ib0".into(), true)), "{socket:?}");
+        assert!(socket.contains(&("mlx5_0".into(), false)), "{socket:?}");
+    }
+
     #[test]
     fn skeletons_hosts_and_duplicates() {
         let t = parse(

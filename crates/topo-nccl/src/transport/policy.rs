@@ -224,7 +224,9 @@ impl TransportPolicy {
                 format!("the {f} fabric is stated: its transport is NET/{name}"),
             );
         }
-        if let Some(SourceNet::Efa(why)) = &self.source_net {
+        // A stated fabric outranks whatever the devices suggest, IB and RoCE included.
+        let source_net = self.source_net.as_ref().filter(|_| self.fabric.is_none());
+        if let Some(SourceNet::Efa(why)) = source_net {
             // aws-ofi-nccl registers "AWS Libfabric" up to 1.11 and "Libfabric" from 1.12
             // (src/nccl_ofi_interface_nvidia.cpp); a loaded plugin comes before NCCL's IB and
             // socket transports, which NCCL_IB_DISABLE alone turns off.
@@ -244,7 +246,7 @@ impl TransportPolicy {
                 "NCCL_IB_DISABLE=1 turns the IB transport off, so sockets are used".into(),
             );
         }
-        if let Some(SourceNet::Unknown(why)) = &self.source_net {
+        if let Some(SourceNet::Unknown(why)) = source_net {
             return (
                 Net::Plugin(topo_model::net_kind::NetKind::Unknown.name().into()),
                 format!(
@@ -252,7 +254,7 @@ impl TransportPolicy {
                 ),
             );
         }
-        if let Some(SourceNet::Socket(why)) = &self.source_net {
+        if let Some(SourceNet::Socket(why)) = source_net {
             return (
                 Net::Socket,
                 format!("the source's NET devices are NCCL's socket transport's ({why})"),
@@ -318,6 +320,27 @@ mod tests {
         p.net = None;
         p.ib_disable = true;
         assert_eq!(p.net_name(true).0, Net::Socket);
+        // What the source's devices say: EFA before NCCL_IB_DISABLE (a plugin comes first),
+        // the stated fabric and NCCL_NET before EFA; unknown and socket after it.
+        p.source_net = Some(SourceNet::Efa("rdmap79s0: an EFA verbs device name".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Plugin("AWS Libfabric".into()));
+        assert!(why.contains("inferred, not stated (rdmap79s0"), "{why}");
+        p.fabric = Some(topo_vocab::Fabric::Ib);
+        p.ib_disable = false;
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Ib);
+        assert!(!why.contains("inferred"), "{why}");
+        p.fabric = None;
+        p.ib_disable = false;
+        p.source_net = Some(SourceNet::Unknown("nic@0000:10:1b.0".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Plugin("unknown".into()));
+        assert!(why.contains("kind is unknown"), "{why}");
+        p.source_net = Some(SourceNet::Socket("eno1: port 0 and maxconn 65536".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Socket);
+        assert!(why.contains("socket transport's (eno1"), "{why}");
         assert!(
             RankPlacement::ContainerPerGpu {
                 common_host_id: true,
