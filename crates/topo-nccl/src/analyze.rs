@@ -867,7 +867,13 @@ fn select_ib_ports(
     topo: &mut Topology,
     env: &mut EnvPolicy,
 ) -> (Option<crate::env::HcaFilter>, bool) {
+    // EFA, inferred from the devices with nothing stated, is the aws-ofi-nccl plugin's: a
+    // loaded plugin comes before NCCL's IB transport, and NCCL_IB_HCA is that transport's.
+    let efa = env.net.is_none()
+        && topo.source.fabric.is_none()
+        && matches!(source_net(topo), Some(crate::transport::SourceNet::Efa(_)));
     let ib_in_use = !env.ib_disable
+        && !efa
         && env
             .net
             .as_deref()
@@ -930,6 +936,11 @@ fn select_ib_ports(
         env.note_effect(
             "NCCL_IB_HCA",
             format!("selects {kept} of {total} IB port(s)"),
+        );
+    } else if env.ib_hca.is_some() && efa {
+        env.note_effect(
+            "NCCL_IB_HCA",
+            "ignored: the ports are EFA (inferred from the source), which NCCL reaches through the aws-ofi-nccl plugin, not its IB transport",
         );
     } else if env.ib_hca.is_some() && !ib_in_use {
         env.note_effect(
