@@ -24,6 +24,7 @@ mod model;
 mod multihost;
 mod nccl_tests;
 mod nccl_tests_corpus;
+mod net_kind;
 mod oracle;
 mod oracle_corpus;
 mod parity;

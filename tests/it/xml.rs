@@ -177,10 +177,13 @@ fn aws_p4d_comments_skeleton_two_gpus_per_nic() {
     );
     assert_eq!(t.nvswitches().count(), 0);
     assert_eq!(t.nics().count(), 4);
-    assert_eq!(
-        t.nets().len(),
-        0,
-        "EFA ports are filled by the plugin at run time"
+    // No vendor or device id: each NIC beside the GPUs is one assumed port of unknown kind
+    // (EFA, RoCE or Ethernet; the plugin that opens it at run time says which), issue 44.
+    let nets: Vec<_> = t.nets().into_iter().map(|n| t.net(n).unwrap()).collect();
+    assert_eq!(nets.len(), 4);
+    assert!(
+        nets.iter()
+            .all(|x| x.assumed && x.name.starts_with("nic@") && x.speed_mbps.is_none())
     );
     assert_eq!(numas(&t), vec![0, 0, 0, 0, 1, 1, 1, 1]);
     // dev in bus-id order: 10:1c, 10:1d, 20:1c, ...
@@ -200,7 +203,7 @@ fn aws_p4d_comments_skeleton_two_gpus_per_nic() {
         "0000:a0:1b.0",
     ];
     for (s, e) in share.iter().zip(expect) {
-        assert_eq!(s, &vec![e.to_string()]);
+        assert_eq!(s, &vec![format!("nic@{e}")]);
     }
     // "8 GT/s" is Gen3: 12 GB/s at x16
     let g0 = t.gpus()[0];

@@ -27,6 +27,7 @@ pub mod faults;
 pub mod inventory;
 pub mod message;
 pub mod net_judge;
+pub mod net_kind;
 pub mod netfacts;
 pub mod nic_judge;
 pub mod numa_judge;

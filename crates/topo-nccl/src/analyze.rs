@@ -867,7 +867,13 @@ fn select_ib_ports(
     topo: &mut Topology,
     env: &mut EnvPolicy,
 ) -> (Option<crate::env::HcaFilter>, bool) {
+    // EFA, inferred from the devices with nothing stated, is the aws-ofi-nccl plugin's: a
+    // loaded plugin comes before NCCL's IB transport, and NCCL_IB_HCA is that transport's.
+    let efa = env.net.is_none()
+        && topo.source.fabric.is_none()
+        && matches!(source_net(topo), Some(crate::transport::SourceNet::Efa(_)));
     let ib_in_use = !env.ib_disable
+        && !efa
         && env
             .net
             .as_deref()
@@ -930,6 +936,11 @@ fn select_ib_ports(
         env.note_effect(
             "NCCL_IB_HCA",
             format!("selects {kept} of {total} IB port(s)"),
+        );
+    } else if env.ib_hca.is_some() && efa {
+        env.note_effect(
+            "NCCL_IB_HCA",
+            "ignored: the ports are EFA (inferred from the source), which NCCL reaches through the aws-ofi-nccl plugin, not its IB transport",
         );
     } else if env.ib_hca.is_some() && !ib_in_use {
         env.note_effect(
@@ -1044,6 +1055,54 @@ fn only_plain_interfaces(topo: &Topology) -> bool {
     !nets.is_empty() && nets.iter().all(|&n| topo.net(n).is_some_and(|x| x.socket))
 }
 
+/// What the source's ports say of NCCL's network (`topo_model::net_kind`, the one rule):
+/// EFA where some port is EFA and none is IB (an EFA host's front-end interface beside it
+/// changes nothing, as the plugin comes first); unknown where every port is one topo assumed
+/// without knowing its kind. Else nothing: the default choice stands.
+fn source_net(topo: &Topology) -> Option<crate::transport::SourceNet> {
+    use crate::transport::SourceNet;
+    use topo_model::net_kind::{self, NetKind};
+    // Every host alike is the usual case; the evidence is counted on the first host's ports.
+    let mut nets = topo.nets();
+    if let Some(&first) = nets.first() {
+        let host = topo.node(first).host;
+        nets.retain(|&n| topo.node(n).host == host);
+    }
+    let calls: Vec<_> = nets
+        .iter()
+        .filter_map(|&n| net_kind::of_port(topo, n))
+        .collect();
+    let count = |k: NetKind| calls.iter().filter(|c| c.kind == k).count();
+    let first = |k: NetKind| calls.iter().find(|c| c.kind == k).map(|c| c.why.clone());
+    let efa = count(NetKind::Efa);
+    if efa > 0 && count(NetKind::Ib) == 0 {
+        let why = first(NetKind::Efa).unwrap_or_default();
+        return Some(SourceNet::Efa(format!(
+            "{why}, {efa} such port(s) per host"
+        )));
+    }
+    // A reader marks a socket device `socket`; the properties behind that mark (port 0,
+    // maxconn 65536) are the evidence worth naming, where the source has them.
+    let by_properties = |n: petgraph::graph::NodeIndex| {
+        let mut x = topo.net(n)?.clone();
+        x.socket = false;
+        Some(net_kind::classify(&x, None)).filter(|c| c.kind == NetKind::Socket)
+    };
+    let socket: Vec<_> = nets.iter().filter_map(|&n| by_properties(n)).collect();
+    if !nets.is_empty() && socket.len() == nets.len() {
+        return Some(SourceNet::Socket(socket[0].why.clone()));
+    }
+    let all_assumed = nets.iter().all(|&n| topo.net(n).is_some_and(|x| x.assumed));
+    if !calls.is_empty() && all_assumed && count(NetKind::Unknown) == calls.len() {
+        let why = first(NetKind::Unknown).unwrap_or_default();
+        return Some(SourceNet::Unknown(format!(
+            "{why}: {} port(s) per host assumed on network controllers the source gives by PCI class only",
+            calls.len()
+        )));
+    }
+    None
+}
+
 fn transport_policy(
     env: &EnvPolicy,
     req: &Inputs,
@@ -1070,6 +1129,7 @@ fn transport_policy(
         cuda_visible_devices: env.cuda_visible_devices.as_ref().map(|v| v.join(",")),
         cuda_driver_version: req.facts.cuda_driver_version,
         ib_available: (ib_none_selected || only_plain_interfaces(topo)).then_some(false),
+        source_net: source_net(topo),
         vmm_supported: cuda_attr(topo, |a| a.vmm),
         vmm_gdr_supported: cuda_attr(topo, |a| a.gdr_with_vmm),
         ..TransportPolicy::default()

@@ -410,7 +410,7 @@ fn fabric_of(a: &Analysis) -> Fabric {
 }
 
 /// The fabric the ports suggest where none is stated, the one place topo guesses it: EFA
-/// devices `rdmap*`/`efa*`, Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it,
+/// devices (`topo_model::net_kind`: `rdmap*`/`efa*` names, Amazon EFA PCI ids), Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it,
 /// RoCE where every port with a stated link layer is Ethernet (a machine's storage and
 /// front-end ports are often Ethernet beside InfiniBand compute rails); else InfiniBand.
 fn guess_fabric(t: &Topology) -> Fabric {
@@ -418,7 +418,9 @@ fn guess_fabric(t: &Topology) -> Fabric {
     for n in t.graph.node_indices() {
         if let topo_model::NodeKind::Net(net) = &t.graph[n].kind {
             let name = net.name.as_str();
-            if name.starts_with("rdmap") || name.starts_with("efa") {
+            if topo_model::net_kind::of_port(t, n)
+                .is_some_and(|c| c.kind == topo_model::net_kind::NetKind::Efa)
+            {
                 return Fabric::Efa;
             }
             if name.starts_with("cxi") || name.starts_with("hsn") {

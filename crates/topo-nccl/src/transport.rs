@@ -36,7 +36,7 @@ mod tests;
 // that uses the selection's types is not used back (tests/it/layout.rs).
 pub mod view;
 
-pub use policy::{RankPlacement, TransportPolicy};
+pub use policy::{RankPlacement, SourceNet, TransportPolicy};
 
 use super::paths::{self, LevelSource, PathPolicy, Paths};
 use super::system::System;

@@ -21,6 +21,7 @@ use anyhow::Result;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
+use topo_model::net_kind;
 use topo_model::{
     BusId, BwConstants, C2cInfo, Cpu, Gpu, HostId, Link, LinkKind, Net, Nic, NodeKind, NvSwitch,
     NvlinkInfo, PciDevice, PciSwitch, PcieLink, SourceInfo, Topology, bw, class,
@@ -310,8 +311,9 @@ struct Builder<'a> {
     nets_seen: HashSet<(HostId, String)>,
     skeleton_gpus: usize,
     skeleton_nics: usize,
-    /// Skeleton NICs of PCI class 0x0207 (InfiniBand controller), in file order.
-    skeleton_ib: Vec<NodeIndex>,
+    /// Skeleton NICs (class 0x02xx, no `<nic>`), in file order: the candidates for assumed
+    /// ports (`skeleton_ports`).
+    skeleton_net: Vec<NodeIndex>,
     /// GPUs with a `<gpu>` entry but no `<nvlink>` in a file NCCL did not write.
     handwritten_no_nvlink: usize,
     /// GPUs with PCI ids but neither `sm` nor `<nvlink>`: a dump trimmed by hand.
@@ -350,7 +352,7 @@ impl<'a> Builder<'a> {
             nets_seen: HashSet::new(),
             skeleton_gpus: 0,
             skeleton_nics: 0,
-            skeleton_ib: Vec::new(),
+            skeleton_net: Vec::new(),
             handwritten_no_nvlink: 0,
             trimmed_no_nvlink: 0,
             unknown_pcie: 0,
@@ -693,11 +695,8 @@ impl<'a> Builder<'a> {
                 subsystem_device: ids[3],
                 pcie,
             };
-            let is_ib = nic.class >> 8 == class::IB >> 8;
             let n = self.topo.add_child(parent, NodeKind::Nic(nic));
-            if is_ib {
-                self.skeleton_ib.push(n);
-            }
+            self.skeleton_net.push(n);
             n
         } else {
             // NCCL drops these; the model keeps the hardware (the writer trims them again).
@@ -877,7 +876,7 @@ impl<'a> Builder<'a> {
                 );
                 continue;
             }
-            let net = Net {
+            let mut net = Net {
                 name,
                 dev,
                 speed_mbps: self.int_as(el, "speed"),
@@ -890,6 +889,14 @@ impl<'a> Builder<'a> {
                 maxconn: self.int_as(el, "maxconn"),
                 ..Default::default()
             };
+            // A file NCCL wrote lists the devices of the transport it opened; one whose
+            // properties are the socket transport's is a socket device (`net_kind`), whatever
+            // its name, and GPUDirect RDMA is no question for it.
+            let pci = match &self.topo.node(nic).kind {
+                NodeKind::Nic(x) => Some(x),
+                _ => None,
+            };
+            net.socket = net_kind::classify(&net, pci).kind == net_kind::NetKind::Socket;
             self.topo.add_child(nic, NodeKind::Net(net));
         }
     }
@@ -908,7 +915,7 @@ impl<'a> Builder<'a> {
             self.pcilink(p);
         }
         self.topo.connect_cpus();
-        self.skeleton_ib_ports();
+        self.skeleton_ports();
         self.summarize();
     }
 
@@ -1136,17 +1143,25 @@ impl<'a> Builder<'a> {
     /// (ncclIbInitDevices, NVIDIA/nccl v2.28.9-1 src/transport/net_ib.cc), and attaches each
     /// to its PCI device by bus id (ncclTopoFillNet, src/graph/topo.cc): an InfiniBand
     /// controller there is an IB HCA with, as assumed here, one active port of unknown speed.
-    /// Only hosts with no `<net>` at all: a file that lists ports is NCCL's own account of
-    /// what it opened, and a 0x0207 device without ports there is one it did not open.
-    fn skeleton_ib_ports(&mut self) {
-        let mut hcas = std::mem::take(&mut self.skeleton_ib);
+    /// An Amazon EFA function (`net_kind::is_efa_pci`) is likewise one EFA port that the
+    /// aws-ofi-nccl plugin opens. An Ethernet controller with no ids at all beside a GPU under
+    /// one PCIe switch is a port of unknown kind: it could be EFA, RoCE or plain Ethernet, and
+    /// only the plugin that opens it at run time says which. Only hosts with no `<net>` at
+    /// all: a file that lists ports is NCCL's own account of what it opened, and a device
+    /// without ports there is one it did not open.
+    fn skeleton_ports(&mut self) {
+        let mut nics = std::mem::take(&mut self.skeleton_net);
         let host_has_ports: HashSet<HostId> = self
             .topo
             .nets()
             .into_iter()
             .map(|n| self.topo.node(n).host)
             .collect();
-        hcas.retain(|&n| !host_has_ports.contains(&self.topo.node(n).host));
+        nics.retain(|&n| !host_has_ports.contains(&self.topo.node(n).host));
+        let mut picked: Vec<(NodeIndex, Assumed)> = nics
+            .into_iter()
+            .filter_map(|n| self.assumed_kind(n).map(|k| (n, k)))
+            .collect();
         let key = |t: &Topology, n: NodeIndex| {
             let busid = match &t.node(n).kind {
                 NodeKind::Nic(x) => x.busid,
@@ -1154,30 +1169,56 @@ impl<'a> Builder<'a> {
             };
             (t.node(n).host, busid)
         };
-        hcas.sort_by_key(|&n| key(&self.topo, n));
+        picked.sort_by_key(|&(n, _)| key(&self.topo, n));
         let mut next: HashMap<HostId, i32> = HashMap::new();
-        for &n in &hcas {
+        let mut counts = [0usize; 3];
+        for &(n, kind) in &picked {
             let (host, busid) = key(&self.topo, n);
             let dev = next.entry(host).or_insert(0);
-            let name = busid.map_or_else(|| format!("hca{dev}"), |b| format!("hca@{b}"));
-            let net = Net {
-                name,
-                dev: *dev,
-                port: 1,
-                // Unknown, and priced as the IB plugin answers on a GPU image (`Net::gdr`).
-                gdr: true,
-                gdr_unstated: true,
-                link_layer: Some("InfiniBand".into()),
-                assumed: true,
-                ..Default::default()
-            };
+            let net = kind.port(busid, *dev);
+            counts[kind as usize] += 1;
             *dev += 1;
             self.topo.add_child(n, NodeKind::Net(net));
         }
-        if !hcas.is_empty() {
+        self.warn_assumed_ports(counts);
+    }
+
+    /// What kind of port a skeleton NIC is assumed to have, if any.
+    fn assumed_kind(&self, n: NodeIndex) -> Option<Assumed> {
+        let NodeKind::Nic(nic) = &self.topo.node(n).kind else {
+            return None;
+        };
+        if nic.class >> 8 == class::IB >> 8 {
+            return Some(Assumed::Ib);
+        }
+        if net_kind::is_efa_pci(nic.vendor, nic.device) {
+            return Some(Assumed::Efa);
+        }
+        let anonymous = nic.vendor.is_none() && nic.device.is_none();
+        let beside_gpu = self
+            .topo
+            .node(n)
+            .parent
+            .filter(|&p| matches!(self.topo.node(p).kind, NodeKind::PciSwitch(_)))
+            .is_some_and(|sw| (self.topo.children(sw).iter()).any(|&c| self.topo.gpu(c).is_some()));
+        (nic.class >> 8 == class::ETHERNET >> 8 && anonymous && beside_gpu)
+            .then_some(Assumed::Unknown)
+    }
+
+    fn warn_assumed_ports(&mut self, [ib, efa, unknown]: [usize; 3]) {
+        if ib > 0 {
             self.topo.warn(format!(
-                "{} InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry: each is assumed to be an IB HCA with one active port, as NCCL's IB plugin opens every verbs device whose port is up; the port names (hca@<bus id>), device numbers in bus-id order, speed (unknown; --nic-speed states it) and GPUDirect RDMA support (unknown; planned as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works; --gdr states it) are assumptions",
-                hcas.len()
+                "{ib} InfiniBand controller(s) (PCI class 0x0207) have no <nic> entry: each is assumed to be an IB HCA with one active port, as NCCL's IB plugin opens every verbs device whose port is up; the port names (hca@<bus id>), device numbers in bus-id order, speed (unknown; --nic-speed states it) and GPUDirect RDMA support (unknown; planned as NCCL's IB plugin reports it where nvidia-peermem or DMA-BUF works; --gdr states it) are assumptions"
+            ));
+        }
+        if efa > 0 {
+            self.topo.warn(format!(
+                "{efa} Amazon EFA function(s) (PCI 1d0f:efa*) have no <nic> entry: each is assumed to be one EFA port, which NCCL reaches through the aws-ofi-nccl plugin; the port names (efa@<bus id>), device numbers in bus-id order, speed (unknown: the device id does not give it; --nic-speed states it), the plugin's latency (75 us, its p4d/p5 entry) and GPUDirect RDMA support (unknown; planned as the plugin reports it on GPU instances; --gdr states it) are assumptions"
+            ));
+        }
+        if unknown > 0 {
+            self.topo.warn(format!(
+                "{unknown} network controller(s) (PCI class 0x0200, no vendor or device id) beside GPUs have no <nic> entry: each is assumed to be one network port of unknown kind (an EFA adapter runs NCCL's NET through aws-ofi-nccl, a RoCE NIC through NCCL's IB transport, plain Ethernet through sockets; --fabric states which); the port names (nic@<bus id>), speed (unknown; --nic-speed states it) and GPUDirect RDMA support (unknown; planned as an RDMA plugin, EFA's or IB's, reports it on a GPU image; --gdr states it) are assumptions"
             ));
         }
     }
@@ -1218,6 +1259,47 @@ impl<'a> Builder<'a> {
 
     fn finish(self) -> Topology {
         self.topo
+    }
+}
+
+/// The kind of port topo assumes on a skeleton NIC (`Builder::skeleton_ports`).
+#[derive(Clone, Copy)]
+enum Assumed {
+    Ib = 0,
+    Efa = 1,
+    Unknown = 2,
+}
+
+impl Assumed {
+    fn port(self, busid: Option<BusId>, dev: i32) -> Net {
+        let (prefix, link_layer, gdr, latency) = match self {
+            // Unknown, and priced as the IB plugin answers on a GPU image (`Net::gdr`).
+            Assumed::Ib => ("hca", Some("InfiniBand".to_string()), true, 0.0),
+            // NCCL keeps a file's latency and takes the plugin's where the file has none
+            // (xmlInitAttr in ncclTopoPopulateNics, NVIDIA/nccl v2.28.9-1 src/graph/topo.cc):
+            // aws-ofi-nccl reports its platform entry's (`Fabric::plugin_latency_us`).
+            Assumed::Efa => (
+                "efa",
+                None,
+                true,
+                topo_vocab::Fabric::Efa.plugin_latency_us().unwrap_or(0.0),
+            ),
+            // Where GPUDirect RDMA matters the port is an RDMA plugin's (EFA's or IB's), which
+            // reports it on a GPU image as the IB plugin does; on sockets it is no question.
+            Assumed::Unknown => ("nic", None, true, 0.0),
+        };
+        let name = busid.map_or_else(|| format!("{prefix}{dev}"), |b| format!("{prefix}@{b}"));
+        Net {
+            name,
+            dev,
+            port: 1,
+            gdr,
+            gdr_unstated: true,
+            link_layer,
+            latency,
+            assumed: true,
+            ..Default::default()
+        }
     }
 }
 
@@ -1442,6 +1524,69 @@ mod tests {
             "{:?}",
             t.warnings
         );
+    }
+
+    /// Skeleton network controllers: an Amazon EFA function is an assumed EFA port; an
+    /// anonymous Ethernet controller beside a GPU a port of unknown kind; one elsewhere, or
+    /// with another vendor's ids, gets none. A listed net with the socket transport's answers
+    /// is marked socket, an IB HCA's is not.
+    #[test]
+    fn skeleton_efa_and_unknown_ports_and_socket_devices() {
+        let t = parse(&wrap(
+            r#"<pci busid="ffff:ff:01.0" class="0x060400" link_speed="8 GT/s" link_width="16">
+      <pci busid="0000:10:1c.0" class="0x030200" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:10:1b.0" class="0x020000" vendor="0x1d0f" device="0xefa1" link_speed="8 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="ffff:ff:02.0" class="0x060400" link_speed="8 GT/s" link_width="16">
+      <pci busid="0000:20:1c.0" class="0x030200" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:20:1b.0" class="0x020000" link_speed="8 GT/s" link_width="16"/>
+      <pci busid="0000:20:1a.0" class="0x020000" vendor="0x15b3" device="0x101b" link_speed="8 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="0000:30:00.0" class="0x020000" link_speed="8 GT/s" link_width="16"/>"#,
+        ));
+        let nets: Vec<_> = t
+            .nets()
+            .into_iter()
+            .map(|n| t.net(n).unwrap().clone())
+            .collect();
+        let names: Vec<&str> = nets.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names, ["efa@0000:10:1b.0", "nic@0000:20:1b.0"]);
+        assert!(
+            nets.iter()
+                .all(|x| x.assumed && x.gdr_unstated && x.link_layer.is_none())
+        );
+        assert_eq!(nets[0].latency, 75.0);
+        assert_eq!(nets[1].latency, 0.0);
+        let kinds: Vec<_> = t
+            .nets()
+            .into_iter()
+            .map(|n| net_kind::of_port(&t, n).unwrap().kind)
+            .collect();
+        assert_eq!(kinds, [net_kind::NetKind::Efa, net_kind::NetKind::Unknown]);
+        for needle in [
+            "1 Amazon EFA function(s)",
+            "1 network controller(s) (PCI class 0x0200",
+        ] {
+            assert!(
+                t.warnings.iter().any(|w| w.contains(needle)),
+                "{needle}: {:?}",
+                t.warnings
+            );
+        }
+
+        let listed = parse(&wrap(
+            r#"<nic><net name="ib0" dev="0" speed="10000" port="0" latency="0" guid="0x0" maxconn="65536" gdr="0"/></nic>
+    <pci busid="0000:02:00.0" class="0x020700" vendor="0x15b3" device="0x1013">
+      <nic><net name="mlx5_0" dev="1" speed="100000" port="1" guid="0x84c36d000390fe7c" maxconn="262144" gdr="0"/></nic>
+    </pci>"#,
+        ));
+        let socket: Vec<(String, bool)> = listed
+            .nets()
+            .into_iter()
+            .map(|n| listed.net(n).map(|x| (x.name.clone(), x.socket)).unwrap())
+            .collect();
+        assert!(socket.contains(&("ib0".into(), true)), "{socket:?}");
+        assert!(socket.contains(&("mlx5_0".into(), false)), "{socket:?}");
     }
 
     #[test]

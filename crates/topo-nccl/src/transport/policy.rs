@@ -5,6 +5,18 @@
 use std::collections::BTreeMap;
 use topo_vocab::Net;
 
+/// The network the source's devices point at, with the evidence (`net_kind::KindCall::why`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceNet {
+    /// EFA devices and no IB one: the aws-ofi-nccl plugin's network, inferred.
+    Efa(String),
+    /// Only ports topo assumed, none of a known kind.
+    Unknown(String),
+    /// Every port reports what NCCL's socket transport reports (a file NCCL wrote while on
+    /// sockets).
+    Socket(String),
+}
+
 /// How the ranks of a host map onto processes and containers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum RankPlacement {
@@ -87,6 +99,9 @@ pub struct TransportPolicy {
     /// Whether the hosts have IB verbs devices the IB transport can use (IB or RoCE ports).
     /// `None` = assume the topology's network devices are verbs devices when there are any.
     pub ib_available: Option<bool>,
+    /// What the source's own network devices say of the transport where nothing states it
+    /// (`topo_model::net_kind`); `None` where they add nothing to the default.
+    pub source_net: Option<SourceNet>,
     pub placement: RankPlacement,
     /// `CUDA_VISIBLE_DEVICES` as each rank's process sees it. One entry with several ranks per
     /// host means one GPU per process (Slurm `--gpus-per-task=1`, one GPU per pod): peers are
@@ -118,6 +133,7 @@ impl Default for TransportPolicy {
             fabric: None,
             ib_disable: false,
             ib_available: None,
+            source_net: None,
             placement: RankPlacement::default(),
             cuda_visible_devices: None,
             cuda_driver_version: None,
@@ -208,10 +224,40 @@ impl TransportPolicy {
                 format!("the {f} fabric is stated: its transport is NET/{name}"),
             );
         }
+        // A stated fabric outranks whatever the devices suggest, IB and RoCE included.
+        let source_net = self.source_net.as_ref().filter(|_| self.fabric.is_none());
+        if let Some(SourceNet::Efa(why)) = source_net {
+            // aws-ofi-nccl registers "AWS Libfabric" up to 1.11 and "Libfabric" from 1.12
+            // (src/nccl_ofi_interface_nvidia.cpp); a loaded plugin comes before NCCL's IB and
+            // socket transports, which NCCL_IB_DISABLE alone turns off.
+            let name = topo_vocab::Fabric::Efa
+                .net_name()
+                .unwrap_or("AWS Libfabric");
+            return (
+                Net::from_nccl_net(name),
+                format!(
+                    "the ports are EFA, inferred, not stated ({why}): NCCL reaches EFA through the aws-ofi-nccl plugin (named Libfabric from 1.12); without it NCCL's IB transport skips EFA (link layer neither InfiniBand nor Ethernet) and falls back to sockets; --fabric efa states it"
+                ),
+            );
+        }
         if self.ib_disable {
             return (
                 Net::Socket,
                 "NCCL_IB_DISABLE=1 turns the IB transport off, so sockets are used".into(),
+            );
+        }
+        if let Some(SourceNet::Unknown(why)) = source_net {
+            return (
+                Net::Plugin(topo_model::net_kind::NetKind::Unknown.name().into()),
+                format!(
+                    "the network ports' kind is unknown ({why}): NCCL's NET is whichever transport opens them at run time (aws-ofi-nccl for EFA, IB for RoCE, sockets for plain Ethernet); --fabric states it"
+                ),
+            );
+        }
+        if let Some(SourceNet::Socket(why)) = source_net {
+            return (
+                Net::Socket,
+                format!("the source's NET devices are NCCL's socket transport's ({why})"),
             );
         }
         if self.ib_available.unwrap_or(have_nets) {
@@ -274,6 +320,27 @@ mod tests {
         p.net = None;
         p.ib_disable = true;
         assert_eq!(p.net_name(true).0, Net::Socket);
+        // What the source's devices say: EFA before NCCL_IB_DISABLE (a plugin comes first),
+        // the stated fabric and NCCL_NET before EFA; unknown and socket after it.
+        p.source_net = Some(SourceNet::Efa("rdmap79s0: an EFA verbs device name".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Plugin("AWS Libfabric".into()));
+        assert!(why.contains("inferred, not stated (rdmap79s0"), "{why}");
+        p.fabric = Some(topo_vocab::Fabric::Ib);
+        p.ib_disable = false;
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Ib);
+        assert!(!why.contains("inferred"), "{why}");
+        p.fabric = None;
+        p.ib_disable = false;
+        p.source_net = Some(SourceNet::Unknown("nic@0000:10:1b.0".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Plugin("unknown".into()));
+        assert!(why.contains("kind is unknown"), "{why}");
+        p.source_net = Some(SourceNet::Socket("eno1: port 0 and maxconn 65536".into()));
+        let (net, why) = p.net_name(true);
+        assert_eq!(net, Net::Socket);
+        assert!(why.contains("socket transport's (eno1"), "{why}");
         assert!(
             RankPlacement::ContainerPerGpu {
                 common_host_id: true,
