@@ -56,8 +56,8 @@ pub struct GraphOut {
     pub nchannels: usize,
     pub bw_intra: f64,
     pub bw_inter: f64,
-    pub type_intra: String,
-    pub type_inter: String,
+    pub type_intra: PathType,
+    pub type_inter: PathType,
     pub same_channels: bool,
     pub cross_nic: u8,
     /// GPU ranks of one node per channel, in order (NVLS: the head).
@@ -349,8 +349,8 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
         nchannels: g.n_channels,
         bw_intra: g.bw_intra,
         bw_inter: g.bw_inter,
-        type_intra: g.type_intra.name().into(),
-        type_inter: g.type_inter.name().into(),
+        type_intra: g.type_intra,
+        type_inter: g.type_inter,
         same_channels: g.same_channels,
         cross_nic: g.cross_nic,
         // NVLS channels hold their head GPU only; the rest of NCCL's per-channel array is unused.

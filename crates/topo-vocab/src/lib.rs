@@ -1,5 +1,5 @@
 //! The vocabulary shared by the NCCL model, the log reader, the diagnosis and the runtime:
-//! collectives, algorithms, protocols, transports, data types, reductions, nccl-tests' bus
+//! collectives, algorithms, protocols, transports, path types, data types, reductions, nccl-tests' bus
 //! factor and size strings, and the codes documents carry. No I/O and no dependencies (serde
 //! behind a feature), so every crate can name these things the same way and match on them
 //! instead of on their text.
@@ -11,6 +11,7 @@ mod collective;
 mod data;
 pub mod documents;
 pub mod fabric;
+mod path;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod severity;
@@ -24,6 +25,7 @@ pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 pub use documents::{Exit, schema};
 pub use fabric::{Fabric, FabricFacts};
+pub use path::PathType;
 #[cfg(feature = "serde")]
 pub use serde_impl::{macro_name, nccl_tests_name, printed};
 pub use severity::Severity;
