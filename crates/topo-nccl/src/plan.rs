@@ -1,5 +1,6 @@
 //! The Plan: everything the analysis decided for one machine, environment and NCCL version,
-//! as one serialisable document (`topo.plan/v3`), plus its exports (tuner CSV, NCCL graph XML).
+//! as one serialisable document (`topo.plan/v3`), plus its exports (tuner CSV, NCCL graph XML),
+//! each written only when asked.
 //! Pure: the caller gathers the request (flags, process environment, installed NCCL) and
 //! renders the result.
 
@@ -254,8 +255,9 @@ pub struct Plan {
     /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
     #[serde(skip)]
     pub tuner_rows: Vec<TunerRow>,
+    /// The graphs as NCCL's graph file lists them (host 0's devices), for [`graph_xml`].
     #[serde(skip)]
-    pub graph_xml: String,
+    pub graph_file: crate::graphfile::GraphFile,
 }
 
 /// Every connection with the same transport, path type, reason, sending NIC and anomaly.
@@ -727,7 +729,7 @@ fn build_with(
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix,
         tuner_rows,
-        graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
+        graph_file: crate::graphfile::GraphFile::of(&a.graphs, sys, a.data.minor()),
     };
     plan.messages
         .extend(choice_findings(a, &req.funcs, &req.sizes));
@@ -1264,6 +1266,12 @@ pub fn tuner_csv(plan: &Plan) -> String {
         ));
     }
     out
+}
+
+/// The NCCL graph file (`NCCL_GRAPH_FILE`) of the plan's graphs, written when asked for
+/// (`topo plan --format nccl-graph`).
+pub fn graph_xml(plan: &Plan) -> String {
+    plan.graph_file.xml()
 }
 
 /// A plan needs to know which GPUs NVLink joins: paths, transports, graphs, channel counts and
