@@ -273,7 +273,8 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
     let socket_net = transport_policy.ib_available == Some(false)
         || env.ib_disable
-        || (env.net.as_deref()).is_some_and(|n| n.trim().eq_ignore_ascii_case("socket"));
+        || (env.net.as_deref())
+            .is_some_and(|n| topo_vocab::Net::from_nccl_net(n) == topo_vocab::Net::Socket);
     let (socket_dropped, socket_ifaces) = select_socket_ifaces(&topo, &mut env, socket_net);
     let keep_net =
         |n: &topo_model::Net| keeps_net(n, hca.as_ref(), socket_net.then_some(&socket_dropped));
