@@ -52,6 +52,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/topo-vocab/src/data.rs", "f32"),
     ("crates/topo-vocab/src/data.rs", "f64"),
     ("crates/topo-vocab/src/data.rs", "float"),
+    ("crates/topo-vocab/src/data.rs", "fp16"),
+    ("crates/topo-vocab/src/data.rs", "fp32"),
     ("crates/topo-vocab/src/data.rs", "half"),
     ("crates/topo-vocab/src/data.rs", "int32"),
     ("crates/topo-vocab/src/data.rs", "int64"),
