@@ -73,7 +73,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("crates/topo-evidence/src/nccllog/lines.rs", "CollNet "),
     ("crates/topo-evidence/src/nccllog/lines.rs", "COLLNET"),
     ("crates/topo-evidence/src/nccllog/lines.rs", "CUMEM"),
-    ("crates/topo-evidence/src/nccllog/lines.rs", "Channel "),
     ("crates/topo-evidence/src/nccllog/lines.rs", "IPC"),
     ("crates/topo-evidence/src/nccllog/lines.rs", "NET/"),
     ("crates/topo-evidence/src/nccllog/lines.rs", "NVLS Head"),
