@@ -130,19 +130,8 @@ impl Request {
     /// with `--from` and `--profile`, the profile's facts fill what the flags left unknown.
     fn apply_facts(&self, topo: &mut Topology) -> Result<()> {
         topo_source::apply_facts(topo, self.p2p, self.nvls);
-        // An override said at load (`netfacts`) makes the fill's "0 ports" note noise.
-        let overrode = topo
-            .source
-            .stated
-            .iter()
-            .any(|s| s.starts_with("--nic-speed ") && s.contains(" overrides the source's "));
         if !self.stated.is_empty() {
             self.stated.apply(topo);
-        }
-        if overrode {
-            topo.source.stated.retain(|s| {
-                !(s.starts_with("--nic-speed ") && s.contains(" for 0 network port(s) "))
-            });
         }
         if let Some(name) = &self.lent_profile {
             let base = topo_source::profile::load_builtin(name)?;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Byte-identity check for the scale work: writes the outputs of one build for every profile
 # (plan and show, --nodes 1 2 5, JSON and text), every fixture XML (plan and show, --from) and the
-# 1,024-node plan JSON of hgx-h200 and gb200-nvl72 into a folder, each with its stderr and
-# exit status, so that two builds' folders can be compared with diff -r.
+# 1,024-node plan JSON of hgx-h200 and gb200-nvl72, the plan's exports and forced algorithms,
+# and the diagnosis of every NCCL log fixture (and ../shared/realdata's, where present) into a
+# folder, each with its stderr and exit status, so that two builds' folders can be compared with diff -r.
 #
 #   bench/scale/outputs.sh BIN DIR            # write BIN's outputs into DIR
 #   bench/scale/outputs.sh BIN DIR REF_DIR    # and diff them against REF_DIR (exit 1 if any differ)
@@ -47,6 +48,28 @@ done < <(find fixtures -name '*.xml' | sort)
 for prof in hgx-h200 gb200-nvl72; do
   one "plan-$prof-1024-json" plan --profile "$prof" --nodes 1024 --format json
 done
+# The exports, --algo/--proto in both of NCCL_ALGO's grammars and refused, --nic-speed over and
+# beside a stated speed, and the NCCL log reader with the diagnosis over every log at hand.
+for prof in dgx-h100 hgx-h200 gb200-nvl72; do
+  for n in 1 16; do
+    one "plan-$prof-$n-nccl-graph" plan --profile "$prof" --nodes "$n" --format nccl-graph
+    one "plan-$prof-$n-tuner-csv" plan --profile "$prof" --nodes "$n" --format tuner-csv
+  done
+done
+one plan-algo-ring-simple plan --profile dgx-h100 --nodes 2 --algo ring --proto simple --color never
+one plan-algo-not-tree plan --profile dgx-h100 --nodes 2 --algo '^tree' --proto '^ll128' --color never
+one plan-algo-per-function plan --profile dgx-h100 --nodes 2 --algo 'ring;allreduce:nvls,tree' --color never
+one plan-algo-bad plan --profile dgx-h100 --algo bogus --color never
+one plan-proto-bad plan --profile dgx-h100 --proto 'll;bogus:ll' --color never
+one plan-algo-2.21 plan --profile dgx-h100 --nodes 2 --algo 'ring,bogus' --nccl-version 2.21 --color never
+one plan-algo-none plan --profile dgx-h100 --algo collnetdirect --color never
+one plan-nic-speed-over plan --profile dgx-h100 --nodes 2 --nic-speed 200 --color never
+one plan-nic-speed-same plan --profile dgx-h100 --nodes 2 --nic-speed 400 --format json
+while IFS= read -r f; do
+  name=$(basename "$f")
+  one "diagnose-log-$name" diagnose --nccl-log "$f" --color never
+  one "diagnose-log-$name-json" diagnose --nccl-log "$f" --format json
+done < <(find fixtures/logs ../shared/realdata/nccl-logs -name '*.log' 2>/dev/null | sort)
 
 if [[ -n "$ref" ]]; then
   if diff -rq "$ref" "$dir"; then

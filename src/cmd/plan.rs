@@ -56,6 +56,11 @@ fn request(a: &PlanArgs, overrides: &[(String, String)], topo: &Topology) -> Res
     let (version, version_source) = version_choice(a.nccl_version.as_deref())?;
     let placement = placement_of(&a.placement)?;
     let (mut env, env_origin) = environment(topo, overrides);
+    // `--algo`/`--proto` are NCCL_ALGO/NCCL_PROTO under another name, and their grammar is the
+    // planned version's (one list before 2.24, `func:list` entries from it; PAT from 2.23), so
+    // they are parsed once, with that version, where the environment is: `topo_nccl::env`
+    // (`parse_list`, NCCL 2.28's `parseList` of src/graph/tuning.cc) turns them into NCCL's
+    // enable matrix per function, algorithm and protocol, and everything below compares those.
     if !a.algo.eq_ignore_ascii_case("auto") {
         env.push(("NCCL_ALGO".into(), a.algo.clone()));
     }
@@ -117,7 +122,7 @@ fn render(machine: Machine, source: &Request, a: &PlanArgs, style: Style) -> Res
         PlanFormat::Json => return Ok(Rendered::Json(Box::new(plan))),
         PlanFormat::Yaml => topo_report::doc::yaml(&plan)?,
         PlanFormat::TunerCsv => topo_nccl::plan::tuner_csv(&plan),
-        PlanFormat::NcclGraph => plan.graph_xml.clone(),
+        PlanFormat::NcclGraph => topo_nccl::plan::graph_xml(&plan),
         PlanFormat::Svg => unreachable!("drawn above"),
     }))
 }

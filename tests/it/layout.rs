@@ -3,6 +3,7 @@
 //! model, clap only in the binary.
 
 mod imports;
+mod vocab_text;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -221,4 +222,49 @@ fn clap_lives_only_in_the_binary() {
             src.display()
         );
     }
+}
+
+/// No vocabulary word is judged by its text outside parsing and printing (issue 42); see
+/// `vocab_text` for what counts and the places allowed.
+#[test]
+fn no_vocabulary_word_is_compared_as_text_outside_parsing_and_printing() {
+    let (bad, stale) = vocab_text::check(&root());
+    assert!(
+        bad.is_empty(),
+        "compared as text where a type exists (parse it at the edge, compare the type):\n{}",
+        bad.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "allowed comparisons no longer in the code (remove them from vocab_text::ALLOWED):\n{}",
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn the_vocabulary_scan_sees_comparisons_and_skips_tests_comments_and_printing() {
+    let src = r#"
+fn f(t: &str, k: &str) -> bool {
+    // t == "Ring" in a comment is not code
+    let s = format!("{} == \"NVL\"", t);
+    match k {
+        "LL128" => true,
+        _ => t.starts_with("NET/") || k == "cuda" || matches!(k, "PHB")
+    }
+}
+#[cfg(test)]
+mod tests {
+    fn g(t: &str) -> bool { t == "Simple" && '{' != '}' }
+}
+fn h(t: &str) -> bool { t != "allreduce" && t == "unrelated" }
+"#;
+    let found: Vec<(usize, String)> = vocab_text::comparisons_in(src);
+    let lits: Vec<&str> = found.iter().map(|(_, l)| l.as_str()).collect();
+    assert_eq!(
+        lits,
+        ["LL128", "NET/", "cuda", "PHB", "allreduce"],
+        "{found:?}"
+    );
+    assert_eq!(found[0].0, 6);
+    assert_eq!(found[4].0, 14);
 }

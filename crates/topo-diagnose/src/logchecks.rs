@@ -5,6 +5,7 @@ use super::{Finding, Input, LogInput, Report, Severity, quote, quote_some};
 use crate::ReportExt;
 use topo_evidence::nccllog::{Connection, Evidence, NcclLog};
 use topo_model::message::Code;
+use topo_vocab::PathType;
 
 /// The P2P switches whose presence turns NVLink pairs into SHM (NCCL_P2P_DISABLE=1, or a
 /// NCCL_P2P_LEVEL below the pair's path type).
@@ -99,7 +100,7 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
     let nvlink = input
         .topo
         .is_some_and(|t| t.gpus().iter().any(|&g| !t.nvlinks(g).is_empty()))
-        || log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB")
+        || log.gpu_paths_nvlink()
         || !nvlink_gpu_names(log).is_empty();
     if env.is_empty() && !nvlink && super::signatures::mixed_local_pairs(log).is_some() {
         // Some pairs of the host use P2P, these do not: their PCIe path is beyond NCCL's P2P
@@ -158,13 +159,13 @@ fn shm(l: &LogInput, input: &Input, r: &mut Report) {
 /// NCCL uses SHM there by design (src/graph/paths.cc ncclTopoCheckP2p).
 fn path_table(l: &LogInput, input: &Input, r: &mut Report) {
     let log = l.log;
-    if log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB") {
+    if log.gpu_paths_nvlink() {
         return;
     }
     let Some((kind, e)) = log
         .gpu_paths
         .iter()
-        .find(|(k, _)| matches!(k.as_str(), "PHB" | "NODE" | "SYS"))
+        .find(|(k, _)| matches!(k, PathType::Phb | PathType::Sys))
     else {
         return;
     };
@@ -373,7 +374,11 @@ fn one_gpu_dump(l: &LogInput, r: &mut Report) {
     let log = l.log;
     let Some(sys) = &log.system else { return };
     let gpus: Vec<_> = sys.nodes.iter().filter(|n| n.kind == "GPU").collect();
-    let Some(g) = log.graphs.iter().find(|g| g.type_intra == "LOC") else {
+    let Some(g) = log
+        .graphs
+        .iter()
+        .find(|g| g.type_intra == Some(PathType::Loc))
+    else {
         return;
     };
     // One GPU per node is a normal cluster; one per process on one host is not.

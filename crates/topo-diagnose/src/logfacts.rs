@@ -68,8 +68,11 @@ pub fn nvswitch(l: &LogInput, input: &Input) -> Fabric {
             quote(&l.name, e.line, &e.text)
         ));
     }
-    if !log.gpu_paths.is_empty() && !log.gpu_paths.keys().any(|k| k == "NVL" || k == "NVB") {
-        let (k, e) = log.gpu_paths.iter().next().expect("not empty");
+    if let Some((k, e)) = log
+        .gpu_paths_by_name()
+        .first()
+        .filter(|_| !log.gpu_paths_nvlink())
+    {
         return Fabric::NoNvls(format!(
             "{} (GPU-to-GPU paths are {k}, no NVLink)",
             quote(&l.name, e.line, &e.text)

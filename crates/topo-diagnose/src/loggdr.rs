@@ -10,9 +10,10 @@ use super::{Finding, LogInput, Report, Severity, quote, quote_some};
 use crate::ReportExt;
 use topo_evidence::nccllog::{Connection, Direction, Evidence, NcclLog};
 use topo_model::message::Code;
+use topo_vocab::PathType;
 
-/// GPU-to-NIC path types beyond NCCL's default GPUDirect RDMA level (PXB).
-const BEYOND_PXB: [&str; 4] = ["PHB", "NODE", "SYS", "CPU"];
+/// GPU-to-NIC path types through the CPU, beyond NCCL's default GPUDirect RDMA level (PXB).
+const BEYOND_PXB: [PathType; 2] = [PathType::Phb, PathType::Sys];
 
 fn lines<'a>(log: &'a NcclLog, all: &[&str]) -> Vec<&'a Evidence> {
     log.notable
@@ -64,15 +65,16 @@ pub fn run(l: &LogInput, r: &mut Report) {
             .iter()
             .any(|e| e.text.contains("Using network Socket"));
     let graph_far = log.graphs.iter().find(|g| {
-        BEYOND_PXB.contains(&g.type_inter.as_str())
+        g.type_inter.is_some_and(|t| BEYOND_PXB.contains(&t))
             && !sockets
             && super::signatures::nodes(log) == super::signatures::Nodes::Many
     });
     if let Some(g) = graph_far.filter(|_| !any_gdr && level_set(l).is_none()) {
+        let far = g.type_inter.map_or("", PathType::name);
         let mut ev = vec![quote(&l.name, g.evidence.line, &g.evidence.text)];
         ev.push(format!(
             "the graph's GPU-to-NIC path type is {}: beyond NCCL's default GPUDirect RDMA level (PXB: GPU and NIC under one PCIe switch), NCCL_NET_GDR_LEVEL not set",
-            g.type_inter
+            far
         ));
         ev.extend(
             lines(log, &["Topology detection : could not read"])
@@ -87,7 +89,7 @@ pub fn run(l: &LogInput, r: &mut Report) {
         );
         ev.extend(conns(l, &no_gdr, 2));
         r.add(
-            Finding::new(Code::GdrDistance, format!("GPUDirect RDMA is off by NCCL's distance rule: the GPU reaches its NIC through {} (the CPU), beyond the default level PXB, so network data is staged through host memory", g.type_inter))
+            Finding::new(Code::GdrDistance, format!("GPUDirect RDMA is off by NCCL's distance rule: the GPU reaches its NIC through {} (the CPU), beyond the default level PXB, so network data is staged through host memory", far))
             .evidence(ev)
             .fix("where the platform supports PCIe peer-to-peer through the CPU, allow it with NCCL_NET_GDR_LEVEL=PHB (or SYS) and measure; in a VM the emulated PCI tree sets this path: give NCCL the host's topology (NCCL_TOPO_FILE) instead; loading nvidia_peermem does not change this rule"),
         );

@@ -120,7 +120,11 @@ pub fn shows(log: &NcclLog) -> String {
         ));
     }
     if !log.gpu_paths.is_empty() {
-        let k: Vec<&str> = log.gpu_paths.keys().map(String::as_str).collect();
+        let k: Vec<&str> = log
+            .gpu_paths_by_name()
+            .iter()
+            .map(|(k, _)| k.name())
+            .collect();
         parts.push(format!("a GPU path table ({})", k.join(", ")));
     }
     if !log.tuning.is_empty() {

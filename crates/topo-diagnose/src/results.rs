@@ -7,6 +7,7 @@ use crate::ReportExt;
 use crate::{Finding, Report, Severity};
 use topo_model::message::Code;
 use topo_nccl::plan::Row as PlanRow;
+use topo_vocab::Net;
 
 pub mod infer;
 mod ranks;
@@ -367,17 +368,14 @@ fn setting_causes(env: &[(String, String)]) -> Vec<String> {
             .map(|(_, v)| v.as_str())
     };
     let mut out = vec![];
-    if let Some(v) = get("NCCL_NET")
-        .filter(|v| !v.eq_ignore_ascii_case("socket") && !v.eq_ignore_ascii_case("ib"))
-    {
+    let net = get("NCCL_NET").map(|v| (v, Net::from_nccl_net(v)));
+    if let Some((v, _)) = net.as_ref().filter(|(_, n)| matches!(n, Net::Plugin(_))) {
         out.push(format!("NCCL_NET={v}: the run went through a net plugin (EFA, Slingshot or another fabric), which the expected value prices as the machine's own NICs unless the fabric is stated"));
     }
     if let Some(v) = get("NCCL_IB_HCA") {
         out.push(format!("NCCL_IB_HCA={v} chooses the NICs NCCL uses: a NIC missing from it, or one listed that is slower (a port trained down, an Ethernet port in an InfiniBand list), caps every rail; compare it with `ibstat` on each node"));
     }
-    if get("NCCL_NET").is_some_and(|v| v.eq_ignore_ascii_case("socket"))
-        || get("NCCL_IB_DISABLE") == Some("1")
-    {
+    if net.as_ref().is_some_and(|(_, n)| *n == Net::Socket) || get("NCCL_IB_DISABLE") == Some("1") {
         out.push("the run used NCCL's socket transport (NCCL_NET=Socket or NCCL_IB_DISABLE=1): it copies through host memory and TCP, and the expected value assumes the NICs' RDMA rate, which sockets do not reach; use the IB/RoCE plugin".to_string());
     }
     for (k, why) in [

@@ -221,6 +221,7 @@ fn joined_source(parts: &[Topology]) -> crate::SourceInfo {
             .source
             .fabric
             .filter(|f| parts.iter().all(|p| p.source.fabric == Some(*f))),
+        nic_speed_override: parts.iter().find_map(|p| p.source.nic_speed_override),
     }
 }
 

@@ -595,6 +595,31 @@ pub struct SourceInfo {
     /// NET then runs over that fabric's transport. `None`: not stated, NCCL's default choice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<topo_vocab::Fabric>,
+    /// `--nic-speed` replaced a speed the source stated (`netfacts::apply`), as data for the
+    /// fill of unknown speeds that follows (`stated`); the note in `stated` says it in words.
+    #[serde(skip)]
+    pub nic_speed_override: Option<SpeedOverride>,
+}
+
+/// `--nic-speed` over ports whose source stated another speed: the stated speed, the largest
+/// speed it replaced and on how many compute ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpeedOverride {
+    pub mbps: u64,
+    pub was_mbps: u64,
+    pub ports: usize,
+}
+
+impl std::fmt::Display for SpeedOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--nic-speed {} Gb/s overrides the source's {} Gb/s on {} compute port(s)",
+            self.mbps / 1000,
+            self.was_mbps / 1000,
+            self.ports
+        )
+    }
 }
 
 /// How [`Topology::replicate`] laid the topology out: `count` copies of its first

@@ -4,7 +4,7 @@
 //! fabric's net plugin reports, sockets, SHARP. Every host gets the same change, so copies
 //! of one machine stay copies and the work is one pass over the ports.
 
-use crate::{LinkKind, NetRole, NodeKind, Topology};
+use crate::{LinkKind, NetRole, NodeKind, SpeedOverride, Topology};
 use petgraph::Direction;
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
@@ -84,8 +84,11 @@ pub fn apply(t: &mut Topology, facts: &FabricFacts, via: Option<&str>) -> Vec<St
         notes.push(keep_nics(t, &compute, &all, n as usize));
     }
     let (compute, _) = ports_of_hosts(t);
-    if let Some(mbps) = facts.nic_speed_mbps {
-        notes.extend(set_speed(t, &compute, mbps));
+    if let Some(mbps) = facts.nic_speed_mbps
+        && let Some(o) = set_speed(t, &compute, mbps)
+    {
+        notes.push(o.to_string());
+        t.source.nic_speed_override = Some(o);
     }
     if let Some(f) = facts.fabric {
         t.source.fabric = Some(f);
@@ -184,7 +187,8 @@ fn keep_nics(
 
 /// `--nic-speed` over a source that states a speed: the compute ports' speed is replaced
 /// (where the source left it unknown, [`crate::stated`] fills it, as the flag always did).
-fn set_speed(t: &mut Topology, compute: &[Vec<NodeIndex>], mbps: u64) -> Vec<String> {
+/// `None` when no port's stated speed differed.
+fn set_speed(t: &mut Topology, compute: &[Vec<NodeIndex>], mbps: u64) -> Option<SpeedOverride> {
     let mut overridden = 0usize;
     let mut was: Option<u64> = None;
     for &n in compute.iter().flatten() {
@@ -212,14 +216,11 @@ fn set_speed(t: &mut Topology, compute: &[Vec<NodeIndex>], mbps: u64) -> Vec<Str
             t.graph[e].bw = bw;
         }
     }
-    if overridden == 0 {
-        return vec![];
-    }
-    vec![format!(
-        "--nic-speed {} Gb/s overrides the source's {} Gb/s on {overridden} compute port(s)",
-        mbps / 1000,
-        was.unwrap_or(0) / 1000
-    )]
+    (overridden > 0).then(|| SpeedOverride {
+        mbps,
+        was_mbps: was.unwrap_or(0),
+        ports: overridden,
+    })
 }
 
 fn fabric_note(f: Fabric, facts: &FabricFacts) -> String {
@@ -281,6 +282,22 @@ mod tests {
             notes,
             vec!["--nic-speed 200 Gb/s overrides the source's 400 Gb/s on 8 compute port(s)"]
         );
+        assert_eq!(
+            t.source.nic_speed_override,
+            Some(SpeedOverride {
+                mbps: 200_000,
+                was_mbps: 400_000,
+                ports: 8
+            })
+        );
+        // The same speed again replaces nothing, and says nothing.
+        let mut same = testing::hgx(8, 90);
+        let facts = FabricFacts {
+            nic_speed_mbps: Some(400_000),
+            ..Default::default()
+        };
+        assert!(apply(&mut same, &facts, None).is_empty());
+        assert_eq!(same.source.nic_speed_override, None);
     }
 
     #[test]

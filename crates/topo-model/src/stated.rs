@@ -252,7 +252,12 @@ impl Stated {
         let keep =
             |(count, note): (usize, String)| (count > 0 || self.via.is_none()).then_some(note);
         if let Some(m) = self.nic_speed_mbps {
-            notes.extend(keep(apply_nic_speed(topo, m)));
+            let (count, note) = apply_nic_speed(topo, m);
+            // Where the load already replaced the source's speeds (`netfacts`), a fill that
+            // found no unknown speed is noise beside that note.
+            if count > 0 || topo.source.nic_speed_override.is_none() {
+                notes.extend(keep((count, note)));
+            }
         }
         if let Some(v) = self.gdr {
             notes.extend(keep(apply_gdr(topo, v)));
@@ -525,6 +530,34 @@ mod tests {
         }
         assert_eq!(t.source.stated.len(), 2, "{:?}", t.source.stated);
         assert!(t.source.stated[1].contains("18 lane(s) per GPU for 2 GPU(s)"));
+    }
+
+    #[test]
+    fn a_speed_fill_after_an_override_says_nothing_of_zero_ports() {
+        let speed = Stated {
+            nic_speed_mbps: Some(200_000),
+            ..Default::default()
+        };
+        // Every port's speed known: the fill sets none and says so...
+        let mut t = testing::hgx(8, 90);
+        speed.apply(&mut t);
+        assert_eq!(
+            t.source.stated,
+            ["--nic-speed 200 Gb/s for 0 network port(s) whose speed the source left unknown"]
+        );
+        // ...unless the load already replaced the source's speeds (`netfacts`).
+        let mut t = testing::hgx(8, 90);
+        let facts = topo_vocab::FabricFacts {
+            nic_speed_mbps: Some(200_000),
+            ..Default::default()
+        };
+        let notes = crate::netfacts::apply(&mut t, &facts, None);
+        t.source.stated.extend(notes);
+        speed.apply(&mut t);
+        assert_eq!(
+            t.source.stated,
+            ["--nic-speed 200 Gb/s overrides the source's 400 Gb/s on 8 compute port(s)"]
+        );
     }
 
     #[test]

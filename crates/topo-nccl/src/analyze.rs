@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use topo_model::{BusId, HostId, Topology};
+use topo_vocab::Net;
 
 /// Facts about the machine's software that change NCCL's choices, read by the caller.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -273,7 +274,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
     let socket_net = transport_policy.ib_available == Some(false)
         || env.ib_disable
-        || (env.net.as_deref()).is_some_and(|n| n.trim().eq_ignore_ascii_case("socket"));
+        || (env.net.as_deref()).is_some_and(|n| Net::from_nccl_net(n) == Net::Socket);
     let (socket_dropped, socket_ifaces) = select_socket_ifaces(&topo, &mut env, socket_net);
     let keep_net =
         |n: &topo_model::Net| keeps_net(n, hca.as_ref(), socket_net.then_some(&socket_dropped));
@@ -877,7 +878,7 @@ fn select_ib_ports(
         && env
             .net
             .as_deref()
-            .is_none_or(|n| topo_vocab::Net::from_nccl_net(n) == topo_vocab::Net::Ib);
+            .is_none_or(|n| Net::from_nccl_net(n) == Net::Ib);
     let mut hca = env.ib_hca.clone().filter(|_| ib_in_use);
     let mut ib_none_selected = false;
     if let Some(h) = &hca {

@@ -59,106 +59,166 @@ fn empty(id: GraphId, pattern: Pattern) -> Graph {
     g
 }
 
+/// What the graph file lists, as data: each graph's attributes and, per channel, its devices
+/// in order. Gathered with the plan (a copy of host 0's few channels), written out as XML
+/// only when asked ([`GraphFile::xml`], `topo plan --format nccl-graph`), as the tuner CSV is.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GraphFile {
+    graphs: Vec<FileGraph>,
+    /// NCCL's minor version: how devices are printed.
+    minor: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct FileGraph {
+    head: Graph,
+    /// Per channel, the devices the file names in order.
+    channels: Vec<Vec<Device>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Device {
+    Net(u64),
+    Gpu { dev: u64, rank: usize },
+}
+
 /// The graphs as NCCL dumps them: ring, tree, CollNet direct, CollNet chain, NVLS (graphs
 /// that were not computed appear empty, as in NCCL's dump). Devices are those of host 0.
 pub fn write(graphs: &Graphs, sys: &System, minor: u32) -> String {
-    let collnet_direct = graphs
-        .collnet_direct
-        .clone()
-        .unwrap_or_else(|| empty(GraphId::CollnetDirect, Pattern::CollnetDirect));
-    let collnet_chain = graphs
-        .collnet_chain
-        .clone()
-        .unwrap_or_else(|| empty(GraphId::CollnetChain, Pattern::Tree));
-    let nvls = graphs
-        .nvls
-        .clone()
-        .unwrap_or_else(|| empty(GraphId::Nvls, Pattern::Nvls));
-    let list = [
-        &graphs.ring,
-        &graphs.tree,
-        &collnet_direct,
-        &collnet_chain,
-        &nvls,
-    ];
-    let mut out = String::from("<graphs version=\"1\">\n");
-    for g in list {
-        write_graph(&mut out, g, sys, minor, graphs.inter);
-    }
-    out.push_str("</graphs>\n");
-    out
+    GraphFile::of(graphs, sys, minor).xml()
 }
 
-fn write_graph(out: &mut String, g: &Graph, sys: &System, minor: u32, inter: bool) {
-    let head = format!(
-        "  <graph id=\"{}\" pattern=\"{}\" crossnic=\"{}\" nchannels=\"{}\" speedintra=\"{}\" speedinter=\"{}\" latencyinter=\"{}\" typeintra=\"{}\" typeinter=\"{}\" samechannels=\"{}\"",
-        g.id as u32,
-        g.pattern.number(),
-        g.cross_nic,
-        g.n_channels,
-        fmt_g(g.bw_intra),
-        fmt_g(g.bw_inter),
-        fmt_g(g.latency_inter),
-        type_name(g.type_intra),
-        type_name(g.type_inter),
-        u8::from(g.same_channels)
-    );
-    out.push_str(&head);
-    if g.n_channels == 0 {
-        out.push_str("/>\n");
-        return;
+impl GraphFile {
+    /// The file's content for `graphs` on `sys`, in [`write`]'s order.
+    pub fn of(graphs: &Graphs, sys: &System, minor: u32) -> GraphFile {
+        let collnet_direct = graphs
+            .collnet_direct
+            .clone()
+            .unwrap_or_else(|| empty(GraphId::CollnetDirect, Pattern::CollnetDirect));
+        let collnet_chain = graphs
+            .collnet_chain
+            .clone()
+            .unwrap_or_else(|| empty(GraphId::CollnetChain, Pattern::Tree));
+        let nvls = graphs
+            .nvls
+            .clone()
+            .unwrap_or_else(|| empty(GraphId::Nvls, Pattern::Nvls));
+        let list = [
+            &graphs.ring,
+            &graphs.tree,
+            &collnet_direct,
+            &collnet_chain,
+            &nvls,
+        ];
+        GraphFile {
+            graphs: list
+                .into_iter()
+                .map(|g| FileGraph::of(g, sys, graphs.inter))
+                .collect(),
+            minor,
+        }
     }
-    out.push_str(">\n");
-    let net_dev = |i: usize| -> String {
-        let Some(n) = sys.nets.get(i).map(|&n| &sys.nodes[n]) else {
-            return "0".into();
+
+    /// The file as NCCL writes it (`ncclTopoDumpXmlRec`, xml.cc).
+    pub fn xml(&self) -> String {
+        let mut out = String::from("<graphs version=\"1\">\n");
+        for g in &self.graphs {
+            g.write(&mut out, self.minor);
+        }
+        out.push_str("</graphs>\n");
+        out
+    }
+}
+
+impl FileGraph {
+    fn of(g: &Graph, sys: &System, inter: bool) -> FileGraph {
+        let net_dev = |i: usize| -> u64 {
+            let Some(n) = sys.nets.get(i).map(|&n| &sys.nodes[n]) else {
+                return 0;
+            };
+            n.net.as_ref().map(|a| a.dev.max(0) as u64).unwrap_or(n.id)
         };
-        let dev = n.net.as_ref().map(|a| a.dev.max(0) as u64).unwrap_or(n.id);
-        if minor >= 21 {
-            hex(dev)
-        } else {
-            dev.to_string()
+        let channels = (0..g.n_channels)
+            .map(|c| {
+                let mut devs = vec![];
+                let ends = g.inter.get(c).copied().filter(|_| inter);
+                if let Some((a, _)) = ends {
+                    devs.push(Device::Net(net_dev(a)));
+                }
+                for &r in g.intra.get(c).map(Vec::as_slice).unwrap_or(&[]) {
+                    let dev = sys
+                        .gpus
+                        .get(r)
+                        .and_then(|&n| sys.nodes[n].gpu.as_ref())
+                        .map(|a| a.dev.max(0) as u64)
+                        .unwrap_or(r as u64);
+                    devs.push(Device::Gpu { dev, rank: r });
+                    if g.id == GraphId::Nvls {
+                        break;
+                    }
+                }
+                if let Some((_, b)) = ends {
+                    devs.push(Device::Net(net_dev(b)));
+                }
+                devs
+            })
+            .collect();
+        let mut head = g.clone();
+        // The channels above hold all the file needs of them.
+        head.intra = vec![];
+        head.inter = vec![];
+        FileGraph { head, channels }
+    }
+
+    fn write(&self, out: &mut String, minor: u32) {
+        let g = &self.head;
+        let head = format!(
+            "  <graph id=\"{}\" pattern=\"{}\" crossnic=\"{}\" nchannels=\"{}\" speedintra=\"{}\" speedinter=\"{}\" latencyinter=\"{}\" typeintra=\"{}\" typeinter=\"{}\" samechannels=\"{}\"",
+            g.id as u32,
+            g.pattern.number(),
+            g.cross_nic,
+            g.n_channels,
+            fmt_g(g.bw_intra),
+            fmt_g(g.bw_inter),
+            fmt_g(g.latency_inter),
+            type_name(g.type_intra),
+            type_name(g.type_inter),
+            u8::from(g.same_channels)
+        );
+        out.push_str(&head);
+        if g.n_channels == 0 {
+            out.push_str("/>\n");
+            return;
         }
-    };
-    for c in 0..g.n_channels {
-        let mut subs: Vec<String> = vec![];
-        let ends = g.inter.get(c).copied().filter(|_| inter);
-        if let Some((a, _)) = ends {
-            subs.push(format!("<net dev=\"{}\"/>", net_dev(a)));
-        }
-        for &r in g.intra.get(c).map(Vec::as_slice).unwrap_or(&[]) {
-            let dev = sys
-                .gpus
-                .get(r)
-                .and_then(|&n| sys.nodes[n].gpu.as_ref())
-                .map(|a| a.dev.max(0) as u64)
-                .unwrap_or(r as u64);
-            let d = if minor >= 21 {
+        out.push_str(">\n");
+        // 2.21 on print device numbers in hex (`%#lx`).
+        let num = |dev: u64| {
+            if minor >= 21 {
                 hex(dev)
             } else {
                 dev.to_string()
-            };
-            if minor >= 30 {
-                subs.push(format!("<gpu dev=\"{d}\" rank=\"{r}\"/>"));
-            } else {
-                subs.push(format!("<gpu dev=\"{d}\"/>"));
             }
-            if g.id == GraphId::Nvls {
-                break;
+        };
+        for devs in &self.channels {
+            out.push_str("    <channel>\n");
+            for d in devs {
+                out.push_str("      ");
+                match *d {
+                    Device::Net(dev) => out.push_str(&format!("<net dev=\"{}\"/>", num(dev))),
+                    // 2.30 writes each GPU's rank too.
+                    Device::Gpu { dev, rank } if minor >= 30 => {
+                        out.push_str(&format!("<gpu dev=\"{}\" rank=\"{rank}\"/>", num(dev)))
+                    }
+                    Device::Gpu { dev, .. } => {
+                        out.push_str(&format!("<gpu dev=\"{}\"/>", num(dev)))
+                    }
+                }
+                out.push('\n');
             }
+            out.push_str("    </channel>\n");
         }
-        if let Some((_, b)) = ends {
-            subs.push(format!("<net dev=\"{}\"/>", net_dev(b)));
-        }
-        out.push_str("    <channel>\n");
-        for s in subs {
-            out.push_str("      ");
-            out.push_str(&s);
-            out.push('\n');
-        }
-        out.push_str("    </channel>\n");
+        out.push_str("  </graph>\n");
     }
-    out.push_str("  </graph>\n");
 }
 
 #[cfg(test)]

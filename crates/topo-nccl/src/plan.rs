@@ -1,5 +1,6 @@
 //! The Plan: everything the analysis decided for one machine, environment and NCCL version,
-//! as one serialisable document (`topo.plan/v3`), plus its exports (tuner CSV, NCCL graph XML).
+//! as one serialisable document (`topo.plan/v3`), plus its exports (tuner CSV, NCCL graph XML),
+//! each written only when asked.
 //! Pure: the caller gathers the request (flags, process environment, installed NCCL) and
 //! renders the result.
 
@@ -56,8 +57,8 @@ pub struct GraphOut {
     pub nchannels: usize,
     pub bw_intra: f64,
     pub bw_inter: f64,
-    pub type_intra: String,
-    pub type_inter: String,
+    pub type_intra: PathType,
+    pub type_inter: PathType,
     pub same_channels: bool,
     pub cross_nic: u8,
     /// GPU ranks of one node per channel, in order (NVLS: the head).
@@ -254,8 +255,9 @@ pub struct Plan {
     /// Exact size ranges of each (algorithm, protocol, channels) choice, for the tuner CSV.
     #[serde(skip)]
     pub tuner_rows: Vec<TunerRow>,
+    /// The graphs as NCCL's graph file lists them (host 0's devices), for [`graph_xml`].
     #[serde(skip)]
-    pub graph_xml: String,
+    pub graph_file: crate::graphfile::GraphFile,
 }
 
 /// Every connection with the same transport, path type, reason, sending NIC and anomaly.
@@ -349,8 +351,8 @@ fn graph_out(a: &Analysis, g: &Graph) -> GraphOut {
         nchannels: g.n_channels,
         bw_intra: g.bw_intra,
         bw_inter: g.bw_inter,
-        type_intra: g.type_intra.name().into(),
-        type_inter: g.type_inter.name().into(),
+        type_intra: g.type_intra,
+        type_inter: g.type_inter,
         same_channels: g.same_channels,
         cross_nic: g.cross_nic,
         // NVLS channels hold their head GPU only; the rest of NCCL's per-channel array is unused.
@@ -729,7 +731,7 @@ fn build_with(
         tuning_log: tuning::render_tuning_log(&a.costs),
         transport_matrix,
         tuner_rows,
-        graph_xml: crate::graphfile::write(&a.graphs, sys, a.data.minor()),
+        graph_file: crate::graphfile::GraphFile::of(&a.graphs, sys, a.data.minor()),
     };
     plan.messages
         .extend(choice_findings(a, &req.funcs, &req.sizes));
@@ -1266,6 +1268,12 @@ pub fn tuner_csv(plan: &Plan) -> String {
         ));
     }
     out
+}
+
+/// The NCCL graph file (`NCCL_GRAPH_FILE`) of the plan's graphs, written when asked for
+/// (`topo plan --format nccl-graph`).
+pub fn graph_xml(plan: &Plan) -> String {
+    plan.graph_file.xml()
 }
 
 /// A plan needs to know which GPUs NVLink joins: paths, transports, graphs, channel counts and

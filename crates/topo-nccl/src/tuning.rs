@@ -541,9 +541,12 @@ impl CostTable {
                 for p in Protocol::ALL {
                     let pi = p as usize;
                     let mut why: Vec<String> = vec![];
+                    // Which of the reasons are the user's own NCCL_PROTO / NCCL_ALGO.
+                    let (mut by_proto, mut by_algo) = (false, false);
                     let pe = proto_en[fi][pi];
                     if pe == 0 {
                         why.push(format!("NCCL_PROTO excludes {}", p.name()));
+                        by_proto = true;
                     }
                     if pe == 2 && p == Protocol::Ll128 {
                         let reasons = self.ll128_auto(inp, f, a);
@@ -574,19 +577,20 @@ impl CostTable {
                             .map(|(_, w)| w.clone());
                         match forced_why {
                             Some(w) => why.push(w),
-                            None => why.push(format!("NCCL_ALGO excludes {}", a.name())),
+                            None => {
+                                why.push(format!("NCCL_ALGO excludes {}", a.name()));
+                                by_algo = true;
+                            }
                         }
                     }
                     let cell = self.cell_mut(fi, a, p);
                     let had_bw = cell.evaluated && cell.model_bw > 0.0;
                     if had_bw {
-                        for w in &why {
-                            if w.starts_with("NCCL_ALGO") {
-                                user_algo.push(format!("{} {}", f.name(), a.name()));
-                            }
-                            if w.starts_with("NCCL_PROTO") {
-                                user_proto.push(format!("{} {} {}", f.name(), a.name(), p.name()));
-                            }
+                        if by_algo {
+                            user_algo.push(format!("{} {}", f.name(), a.name()));
+                        }
+                        if by_proto {
+                            user_proto.push(format!("{} {} {}", f.name(), a.name(), p.name()));
                         }
                     }
                     if a == Algorithm::Pat && env.pat_enable.is_some() && cell.evaluated {

@@ -1,102 +1,11 @@
-//! The shared vocabulary of the NCCL model: path and link types, graph patterns,
-//! algorithms, protocols, functions. Internal order is NCCL HEAD's (2.27+) numbering; older
-//! numberings are only a matter of printing (`PathType::number`).
+//! The shared vocabulary of the NCCL model: graph patterns and graph ids here; path types,
+//! algorithms, protocols and functions from `topo-vocab`. Internal order is NCCL HEAD's
+//! (2.27+) numbering; older numberings are only a matter of printing (`PathType::number`).
 
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// Path types, best first (`src/graph/topo.h`, `PATH_*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum PathType {
-    #[serde(rename = "LOC")]
-    Loc,
-    #[serde(rename = "NVL")]
-    Nvl,
-    #[serde(rename = "NVB")]
-    Nvb,
-    #[serde(rename = "C2C")]
-    C2c,
-    #[serde(rename = "PIX")]
-    Pix,
-    #[serde(rename = "PXB")]
-    Pxb,
-    #[serde(rename = "P2C")]
-    P2c,
-    #[serde(rename = "PXN")]
-    Pxn,
-    #[serde(rename = "PHB")]
-    Phb,
-    #[serde(rename = "SYS")]
-    Sys,
-    #[serde(rename = "NET")]
-    Net,
-    #[serde(rename = "DIS")]
-    Dis,
-}
-
-impl PathType {
-    pub const ALL: [PathType; 12] = [
-        PathType::Loc,
-        PathType::Nvl,
-        PathType::Nvb,
-        PathType::C2c,
-        PathType::Pix,
-        PathType::Pxb,
-        PathType::P2c,
-        PathType::Pxn,
-        PathType::Phb,
-        PathType::Sys,
-        PathType::Net,
-        PathType::Dis,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PathType::Loc => "LOC",
-            PathType::Nvl => "NVL",
-            PathType::Nvb => "NVB",
-            PathType::C2c => "C2C",
-            PathType::Pix => "PIX",
-            PathType::Pxb => "PXB",
-            PathType::P2c => "P2C",
-            PathType::Pxn => "PXN",
-            PathType::Phb => "PHB",
-            PathType::Sys => "SYS",
-            PathType::Net => "NET",
-            PathType::Dis => "DIS",
-        }
-    }
-
-    /// Exact, case-sensitive name lookup (NCCL's level parser, `ncclGetLevel`).
-    pub fn from_name(s: &str) -> Option<PathType> {
-        PathType::ALL.iter().copied().find(|p| p.name() == s)
-    }
-
-    /// The numeric value NCCL `minor` prints in logs (distances in GDR lines, levels):
-    /// C2C was inserted in 2.26 and P2C in 2.27.
-    pub fn number(self, minor: u32) -> u32 {
-        let head = self as u32;
-        let mut n = head;
-        if minor < 27 && self > PathType::P2c {
-            n -= 1;
-        }
-        if minor < 26 && self > PathType::C2c {
-            n -= 1;
-        }
-        n
-    }
-
-    pub fn next(self) -> PathType {
-        let i = self as usize;
-        PathType::ALL[(i + 1).min(PathType::ALL.len() - 1)]
-    }
-}
-
-impl fmt::Display for PathType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+// Path types are the vocabulary's too: the log reader reads them from NCCL's logs.
+pub use topo_vocab::PathType;
 
 /// Graph search patterns (`NCCL_TOPO_PATTERN_*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -134,20 +43,6 @@ pub use topo_vocab::{Algorithm, Collective, Protocol};
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn path_numbers_follow_the_renumberings() {
-        assert_eq!(PathType::Pxb.number(30), 5);
-        assert_eq!(PathType::Pxb.number(26), 5);
-        assert_eq!(PathType::Pxb.number(21), 4);
-        assert_eq!(PathType::Phb.number(30), 8);
-        assert_eq!(PathType::Phb.number(26), 7);
-        assert_eq!(PathType::Phb.number(18), 6);
-        assert_eq!(PathType::Sys.number(18), 7);
-        assert_eq!(PathType::Net.number(26), 9);
-        assert_eq!(PathType::from_name("PXB"), Some(PathType::Pxb));
-        assert_eq!(PathType::from_name("pxb"), None);
-    }
 
     #[test]
     fn names_parse() {

@@ -1,5 +1,5 @@
 //! The vocabulary shared by the NCCL model, the log reader, the diagnosis and the runtime:
-//! collectives, algorithms, protocols, transports, data types, reductions, nccl-tests' bus
+//! collectives, algorithms, protocols, transports, path types, data types, reductions, nccl-tests' bus
 //! factor and size strings, and the codes documents carry. No I/O and no dependencies (serde
 //! behind a feature), so every crate can name these things the same way and match on them
 //! instead of on their text.
@@ -10,6 +10,7 @@ mod code;
 mod collective;
 mod data;
 pub mod fabric;
+mod path;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod severity;
@@ -22,6 +23,7 @@ pub use code::Code;
 pub use collective::{Collective, bus_factor};
 pub use data::{DataType, Reduction};
 pub use fabric::{Fabric, FabricFacts};
+pub use path::PathType;
 #[cfg(feature = "serde")]
 pub use serde_impl::{macro_name, nccl_tests_name, printed};
 pub use severity::Severity;

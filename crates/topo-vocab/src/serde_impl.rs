@@ -2,7 +2,8 @@
 //! existed (derived field names, lowercase where the derive renamed them).
 
 use crate::{
-    Algorithm, Code, Collective, DataType, Fabric, Protocol, Reduction, Severity, Transport,
+    Algorithm, Code, Collective, DataType, Fabric, PathType, Protocol, Reduction, Severity,
+    Transport,
 };
 use serde::de::{Deserializer, Error, Unexpected};
 use serde::{Deserialize, Serialize, Serializer};
@@ -53,6 +54,7 @@ by_name!(Reduction, Reduction::ALL, Reduction::name);
 by_name!(Code, Code::ALL.iter().copied(), Code::name);
 by_name!(Severity, Severity::ALL.iter().copied(), Severity::name);
 by_name!(Fabric, Fabric::ALL, Fabric::name);
+by_name!(PathType, PathType::ALL, PathType::name);
 
 /// For `#[serde(serialize_with)]`: a value by its printed name where a document carries
 /// that rather than the type's serde name (a plan row's `algo: "NVLSTree"`).
@@ -157,6 +159,9 @@ mod tests {
         assert_eq!(back::<DataType>("bf16"), DataType::Bf16);
         assert_eq!(back::<Reduction>("avg"), Reduction::Avg);
         assert_eq!(back::<Transport>("NET/IB"), Transport::Net(crate::Net::Ib));
+        for p in PathType::ALL {
+            assert_eq!(back::<PathType>(p.name()), p);
+        }
     }
 
     #[test]

@@ -471,11 +471,10 @@ fn path_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
         if !to.starts_with("GPU/") || to == from {
             continue;
         }
-        let kind = spec.rsplit('/').next().unwrap_or("").trim();
-        if !kind.is_empty() && kind.chars().all(|c| c.is_ascii_uppercase()) {
-            log.gpu_paths
-                .entry(kind.to_string())
-                .or_insert_with(|| ev(n, line));
+        // The third field is the path type as NCCL prints it (`topoPathTypeStr`, topo.cc);
+        // anything else is not one.
+        if let Ok(kind) = spec.rsplit('/').next().unwrap_or("").trim().parse() {
+            log.gpu_paths.entry(kind).or_insert_with(|| ev(n, line));
         }
     }
 }
@@ -733,8 +732,8 @@ fn graph_line(log: &mut NcclLog, t: &str, n: usize, line: &str) {
         nchannels: value(&toks, "nChannels").unwrap_or(0),
         bw_intra: bi.parse().unwrap_or(0.0),
         bw_inter: be.parse().unwrap_or(0.0),
-        type_intra: ti.to_string(),
-        type_inter: te.to_string(),
+        type_intra: ti.parse().ok(),
+        type_inter: te.parse().ok(),
         evidence: ev(n, line),
     });
 }

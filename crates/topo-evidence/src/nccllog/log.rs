@@ -5,7 +5,7 @@ use super::dump::SystemDump;
 use super::evidence::Evidence;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use topo_vocab::{Algorithm, Collective, Protocol, Transport};
+use topo_vocab::{Algorithm, Collective, PathType, Protocol, Transport};
 
 /// The longest log line NCCL prints: its logger formats into a 1024-byte buffer and drops
 /// the rest (src/debug.cc, 2.18.5-1 to 2.30.7-1). A line this long may have been cut.
@@ -114,8 +114,9 @@ pub struct GraphLine {
     pub nchannels: u32,
     pub bw_intra: f64,
     pub bw_inter: f64,
-    pub type_intra: String,
-    pub type_inter: String,
+    /// The `type INTRA/INTER` path types; `None` where the line names none NCCL prints.
+    pub type_intra: Option<PathType>,
+    pub type_inter: Option<PathType>,
     pub evidence: Evidence,
 }
 
@@ -184,7 +185,7 @@ pub struct NcclLog {
     pub p2p_disabled: Vec<P2pDisabled>,
     /// GPU-to-GPU path types of the GRAPH path table (`NVL`, `NVB`, `PIX`, `PXB`, `PHB`,
     /// `SYS`, ...), each with the first row that shows it.
-    pub gpu_paths: BTreeMap<String, Evidence>,
+    pub gpu_paths: BTreeMap<PathType, Evidence>,
     /// `CollNet NN/C : r [send] via COLLNET/...` lines (`Coll NN :` in 2.6-2.8).
     pub collnet: Vec<Evidence>,
     /// `NVLS multicast support is (not) available on dev N` per line.
@@ -244,6 +245,22 @@ impl NcclLog {
             }
         }
         out
+    }
+
+    /// The GPU-to-GPU path types of [`NcclLog::gpu_paths`] in the order of their names, as
+    /// the diagnosis lists them.
+    pub fn gpu_paths_by_name(&self) -> Vec<(PathType, &Evidence)> {
+        let mut v: Vec<(PathType, &Evidence)> =
+            self.gpu_paths.iter().map(|(k, e)| (*k, e)).collect();
+        v.sort_by_key(|(k, _)| k.name());
+        v
+    }
+
+    /// Whether the GRAPH path table joins any two GPUs by NVLink (directly or through a GPU).
+    pub fn gpu_paths_nvlink(&self) -> bool {
+        self.gpu_paths
+            .keys()
+            .any(|k| matches!(k, PathType::Nvl | PathType::Nvb))
     }
 
     /// True when the reader found nothing NCCL wrote.

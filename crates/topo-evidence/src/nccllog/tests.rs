@@ -401,7 +401,10 @@ fn nccllog_p2p_disabled_lines_and_path_table() {
         .collect();
     assert_eq!(d, [(false, (4, 7)), (true, (1, 2))]);
     assert_eq!(log.warnings.len(), 1);
-    assert_eq!(log.gpu_paths.keys().collect::<Vec<_>>(), ["NVL"]);
+    assert_eq!(
+        log.gpu_paths.keys().copied().collect::<Vec<_>>(),
+        [topo_vocab::PathType::Nvl]
+    );
     assert_eq!(log.nvls_heads.len(), 2);
 }
 
@@ -473,8 +476,13 @@ fn a_system_dump_without_prefixes_or_its_header_is_read() {
 fn path_rows_of_2_19_and_later_are_read() {
     let row = "h:84:98 [0] NCCL INFO GPU/2A000 :GPU/2A000 (0/5000.000000/LOC) GPU/AB000 (3/10.000000/SYS) CPU/0 (1/24.000000/PHB) \n";
     let log = parse(row);
-    assert!(log.gpu_paths.contains_key("SYS"), "{:?}", log.gpu_paths);
-    assert!(!log.gpu_paths.contains_key("LOC"));
+    use topo_vocab::PathType;
+    assert!(
+        log.gpu_paths.contains_key(&PathType::Sys),
+        "{:?}",
+        log.gpu_paths
+    );
+    assert!(!log.gpu_paths.contains_key(&PathType::Loc));
 }
 
 #[test]

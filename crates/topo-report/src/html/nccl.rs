@@ -209,8 +209,8 @@ fn channels(h: &mut Html, plan: &Plan) {
             x.nchannels.to_string(),
             gbps(x.bw_intra),
             gbps(x.bw_inter),
-            x.type_intra.clone(),
-            x.type_inter.clone(),
+            x.type_intra.to_string(),
+            x.type_inter.to_string(),
         ]);
     }
     h.raw("</tbody></table>\n");
