@@ -319,14 +319,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     // NVLS needs multicast (nvls_supported); CollNet needs a plugin, which only an explicit
     // NCCL_COLLNET_ENABLE=1 lets us assume. Every rank decides for its own domain; rank 0's
     // is host 0.
-    let nvls_env = env.nvls_enable_or(&data);
-    // Hosts with an NVSwitch, found once: every dissimilar host asks (issue 43).
-    let mut with_nvs = vec![false; system.nhosts];
-    for &n in &system.nvs {
-        if let Some(x) = with_nvs.get_mut(system.nodes[n].host as usize) {
-            *x = true;
-        }
-    }
+    let (nvls_env, with_nvs) = (env.nvls_enable_or(&data), hosts_with_nvswitch(&system));
     let nvls_on = |h: HostId| nvls_supported(&topo, (&system, &with_nvs), nvls_env, minor, h);
     let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
@@ -564,6 +557,18 @@ fn fuse_mnnvl(
             None
         }
     }
+}
+
+/// Per host, whether it has an NVSwitch: found once, as every dissimilar host asks
+/// [`nvls_supported`] (issue 43).
+fn hosts_with_nvswitch(system: &System) -> Vec<bool> {
+    let mut with_nvs = vec![false; system.nhosts];
+    for &n in &system.nvs {
+        if let Some(x) = with_nvs.get_mut(system.nodes[n].host as usize) {
+            *x = true;
+        }
+    }
+    with_nvs
 }
 
 /// Whether host `h`'s ranks find NVLS support. NCCL_NVLS_ENABLE=1 forces nvlsSupport; the
