@@ -2,8 +2,9 @@
 # Byte-identity check for the scale work: writes the outputs of one build for every profile
 # (plan and show, --nodes 1 2 5, JSON and text), every fixture XML (plan and show, --from) and the
 # 1,024-node plan JSON of hgx-h200 and gb200-nvl72, the plan's exports and forced algorithms,
-# and the diagnosis of every NCCL log fixture (and ../shared/realdata's, where present) into a
-# folder, each with its stderr and exit status, so that two builds' folders can be compared with diff -r.
+# the diagnosis of every NCCL log fixture (and ../shared/realdata's, where present), and plans
+# with faults on copies (one host, several, every host; each kind of part) into a folder, each
+# with its stderr and exit status, so that two builds' folders can be compared with diff -r.
 #
 #   bench/scale/outputs.sh BIN DIR            # write BIN's outputs into DIR
 #   bench/scale/outputs.sh BIN DIR REF_DIR    # and diff them against REF_DIR (exit 1 if any differ)
@@ -70,6 +71,23 @@ while IFS= read -r f; do
   one "diagnose-log-$name" diagnose --nccl-log "$f" --color never
   one "diagnose-log-$name-json" diagnose --nccl-log "$f" --format json
 done < <(find fixtures/logs ../shared/realdata/nccl-logs -name '*.log' 2>/dev/null | sort)
+# Faults on copies (issue 43): one host changed, a few, every host, each kind of part.
+every=()
+for h in 0 1 2 3 4 5 6 7; do every+=(--without "nic:mlx5_1@$h"); done
+faults=(
+  "--without nic:mlx5_7" "--without nic:mlx5_2@3" "--without gpu:5@1" "--without nvlink:GPU3@2"
+  "--without gpu:0 --without gpu:7@6" "--degrade nvlink:GPU1=6@5"
+  "--degrade pcie:0000:07:00.0=gen3x8@7" "--without nic:mlx5_0@0 --degrade nvlink:GPU2=4@7"
+  "${every[*]}"
+)
+for i in "${!faults[@]}"; do
+  read -ra f <<<"${faults[$i]}"
+  for prof in dgx-a100 hgx-h200 gb200-nvl72; do
+    one "plan-fault$i-$prof-8-json" plan --profile "$prof" --nodes 8 --format json "${f[@]}"
+    one "plan-fault$i-$prof-8-text" plan --profile "$prof" --nodes 8 --color never "${f[@]}"
+  done
+  one "plan-fault$i-dgx-a100-256-json" plan --profile dgx-a100 --nodes 256 --format json "${f[@]}"
+done
 
 if [[ -n "$ref" ]]; then
   if diff -rq "$ref" "$dir"; then

@@ -108,7 +108,12 @@ fn render(machine: Machine, source: &Request, a: &PlanArgs, style: Style) -> Res
         plan.against = Some(against(&plan, &topo, &req, facts.clone(), v)?);
     }
     if let Some(h) = healthy {
-        let base = topo_nccl::plan(&h, &req, facts)?;
+        // Owned and its analysis dropped aside, as the plan's own: a borrowed machine is
+        // copied first, and a 16,384-host analysis takes most of a second to free.
+        let (base, analysis) = topo_nccl::plan_owned(h, &req, facts)?;
+        if let Some(a) = analysis {
+            crate::util::drop_aside(a);
+        }
         plan.faults = Some(topo_nccl::plan::FaultEffects {
             parts: source.failed_parts(),
             changes: topo_nccl::whatif::compare(&base, &plan),

@@ -5,6 +5,22 @@
 use crate::{Copies, HostId, NodeKind, Topology};
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
+use std::collections::BTreeSet;
+
+/// Copies of one machine after faults changed some of them (issue 43: `--without` on one of
+/// 16,384 hosts made the whole machine dissimilar hosts, 3x the healthy plan). The other
+/// copies are still the layout [`Topology::replicate`] made, so the analysis can build one of
+/// them and repeat it, and build only the changed ones on their own.
+#[derive(Clone, Debug)]
+pub(crate) struct Changed {
+    copies: Copies,
+    /// The copies a fault changed (their hosts' nodes or links), or whose links a removal
+    /// reordered (a removed edge's slot takes the graph's last edge).
+    changed: BTreeSet<usize>,
+    /// The edge count after the last change: a later change that adds or removes links
+    /// ends the record, as [`Topology::copies`] checks the counts.
+    edges: usize,
+}
 
 impl Topology {
     /// How the topology repeats, where it is copies of one machine that nothing changed
@@ -22,35 +38,99 @@ impl Topology {
     /// The hosts are no longer all alike (a part failed on one of them).
     pub fn forget_copies(&mut self) {
         self.copies = None;
+        self.changed = None;
+    }
+
+    /// Copies of one machine some of which faults changed: the layout [`Topology::replicate`]
+    /// made and the copies that are no longer like the others. `None` where the topology was
+    /// not copies, or where something else added or removed nodes or links since. Every copy
+    /// not listed is, node for node and link for link in the same order, as it was made.
+    pub fn copies_except(&self) -> Option<(Copies, &BTreeSet<usize>)> {
+        let ch = self.changed.as_ref()?;
+        let c = ch.copies;
+        (self.graph.node_count() == c.count * c.nodes
+            && self.graph.edge_count() == ch.edges
+            && self.hosts.len() == c.count * c.per_copy)
+            .then_some((c, &ch.changed))
+    }
+
+    /// Before a fault changes some hosts: the topology is no longer copies of one machine,
+    /// and the record of which copies changed starts (or goes on, where it still holds).
+    pub(crate) fn begin_change(&mut self) {
+        let kept = match self.copies() {
+            Some(copies) => Some(Changed {
+                copies,
+                changed: BTreeSet::new(),
+                edges: self.graph.edge_count(),
+            }),
+            None => self
+                .copies_except()
+                .is_some()
+                .then(|| self.changed.take())
+                .flatten(),
+        };
+        self.copies = None;
+        self.changed = kept;
+    }
+
+    /// The copy holding `host` changes (between [`Topology::begin_change`] and
+    /// [`Topology::end_change`]).
+    pub(crate) fn mark_changed(&mut self, host: HostId) {
+        if let Some(ch) = &mut self.changed {
+            ch.changed.insert(host as usize / ch.copies.per_copy.max(1));
+        }
+    }
+
+    /// After the change: the links it left.
+    pub(crate) fn end_change(&mut self) {
+        let edges = self.graph.edge_count();
+        if let Some(ch) = &mut self.changed {
+            ch.edges = edges;
+        }
     }
 
     /// The first copy as a topology of its own: the same node indices, hosts, names and
     /// facts as in `self`. `None` unless the topology is copies ([`Topology::copies`]).
     pub fn first_copy(&self) -> Option<Topology> {
         let c = self.copies()?;
+        Some(self.copy_at(&c, 0))
+    }
+
+    /// Copy `k` of `c` as a topology of its own, moved to the first copy's place: its nodes
+    /// at the first copy's indices, its hosts numbered from 0, its links and P2P answers
+    /// in the order `self` holds them ([`Topology::first_copy`] for `k` = 0).
+    pub fn copy_at(&self, c: &Copies, k: usize) -> Topology {
+        let (node0, host0) = (k * c.nodes, (k * c.per_copy) as HostId);
         let mut out = Topology::new(self.source.clone());
-        out.hosts = self.hosts[..c.per_copy].to_vec();
+        out.hosts = self.hosts[k * c.per_copy..(k + 1) * c.per_copy].to_vec();
         out.warnings = self.warnings.clone();
         out.graph.reserve_exact_nodes(c.nodes);
         out.graph.reserve_exact_edges(c.edges);
-        for i in 0..c.nodes {
+        let mine = node0..node0 + c.nodes;
+        let local = |n: NodeIndex| NodeIndex::new(n.index() - node0);
+        for i in mine.clone() {
             let n = &self.graph[NodeIndex::new(i)];
-            let idx = out.add_node(n.host, None, n.kind.clone());
-            out.graph[idx].parent = n.parent;
+            let idx = out.add_node(n.host.saturating_sub(host0), None, n.kind.clone());
+            out.graph[idx].parent = n.parent.filter(|p| mine.contains(&p.index())).map(local);
         }
         for e in self.graph.edge_references() {
-            if e.source().index() < c.nodes && e.target().index() < c.nodes {
+            if mine.contains(&e.source().index()) && mine.contains(&e.target().index()) {
                 out.graph
-                    .add_edge(e.source(), e.target(), e.weight().clone());
+                    .add_edge(local(e.source()), local(e.target()), e.weight().clone());
             }
         }
-        let first = (c.per_copy as HostId, Default::default(), Default::default());
+        let from = (host0, Default::default(), Default::default());
+        let to = (
+            host0 + c.per_copy as HostId,
+            Default::default(),
+            Default::default(),
+        );
         out.p2p = self
             .p2p
-            .range(..first)
-            .map(|(k, v)| (*k, v.clone()))
+            .range(from..to)
+            .map(|(&(h, a, b), v)| ((h - host0, a, b), v.clone()))
             .collect();
-        Some(out)
+        out
     }
 
     /// The NVLink fabric cluster UUID of `host`'s GPUs where they share one (`None` for a

@@ -208,12 +208,15 @@ pub fn apply_all(t: &mut Topology, faults: &[Fault]) -> Result<Vec<String>, (usi
         let note = match f {
             Fault::Nic { name, host } if (*host as usize) < t.hosts.len().max(1) => {
                 // As `apply_at`: the hosts are no longer copies of one machine.
-                t.forget_copies();
+                t.begin_change();
+                t.mark_changed(*host);
                 let ports = idx
                     .ports
                     .get(&(*host, name.clone()))
                     .map_or(&[][..], Vec::as_slice);
-                drop_ports(t, ports, name, *host)
+                let note = drop_ports(t, ports, name, *host);
+                t.end_change();
+                note
             }
             _ => apply_at(t, f, bus),
         };
@@ -241,8 +244,16 @@ pub fn apply(t: &mut Topology, f: &Fault) -> Result<String, String> {
 /// [`apply`] with the GPU already resolved to its bus id.
 fn apply_at(t: &mut Topology, f: &Fault, bus: Option<BusId>) -> Result<String, String> {
     // A part fails on one host: the others stay as they were, so the hosts are no longer
-    // copies of one machine.
-    t.forget_copies();
+    // copies of one machine, but copies with one exception.
+    t.begin_change();
+    t.mark_changed(host_of(f));
+    let note = change(t, f, bus);
+    t.end_change();
+    note
+}
+
+/// [`apply_at`]'s change itself.
+fn change(t: &mut Topology, f: &Fault, bus: Option<BusId>) -> Result<String, String> {
     if !matches!(f, Fault::Pcie { .. }) && host_of(f) as usize >= t.hosts.len().max(1) {
         return Err(format!(
             "there is no host {} ({} hosts)",
@@ -325,6 +336,15 @@ fn remove_edges(t: &mut Topology, mut edges: Vec<petgraph::graph::EdgeIndex>) {
     edges.sort_unstable_by(|a, b| b.cmp(a));
     edges.dedup();
     for e in edges {
+        // The last edge moves into `e`'s slot: its host's links are no longer in the order
+        // the copies share.
+        let last = petgraph::graph::EdgeIndex::new(t.graph.edge_count().saturating_sub(1));
+        if last != e
+            && let Some((from, _)) = t.graph.edge_endpoints(last)
+        {
+            let host = t.graph[from].host;
+            t.mark_changed(host);
+        }
         t.graph.remove_edge(e);
     }
 }

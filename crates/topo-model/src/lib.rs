@@ -662,6 +662,8 @@ pub struct Topology {
     by_busid: fast::HashMap<(HostId, BusId), NodeIndex>,
     /// Set by [`Topology::replicate`], read through [`Topology::copies`].
     copies: Option<Copies>,
+    /// Copies some of which a fault changed, read through [`Topology::copies_except`].
+    changed: Option<copies::Changed>,
 }
 
 impl Topology {

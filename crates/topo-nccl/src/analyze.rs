@@ -320,8 +320,8 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     // NVLS needs multicast (nvls_supported); CollNet needs a plugin, which only an explicit
     // NCCL_COLLNET_ENABLE=1 lets us assume. Every rank decides for its own domain; rank 0's
     // is host 0.
-    let nvls_env = env.nvls_enable_or(&data);
-    let nvls_on = |h: HostId| nvls_supported(&topo, &system, nvls_env, minor, h);
+    let (nvls_env, with_nvs) = (env.nvls_enable_or(&data), hosts_with_nvswitch(&system));
+    let nvls_on = |h: HostId| nvls_supported(&topo, (&system, &with_nvs), nvls_env, minor, h);
     let nvls_enabled = nvls_on(0);
     let collnet_enabled = env.collnet_enable_or(&data) && nnodes >= 2;
     let mut search = search_params(&data, &env, nvls_enabled, collnet_enabled);
@@ -560,6 +560,18 @@ fn fuse_mnnvl(
     }
 }
 
+/// Per host, whether it has an NVSwitch: found once, as every dissimilar host asks
+/// [`nvls_supported`] (issue 43).
+fn hosts_with_nvswitch(system: &System) -> Vec<bool> {
+    let mut with_nvs = vec![false; system.nhosts];
+    for &n in &system.nvs {
+        if let Some(x) = with_nvs.get_mut(system.nodes[n].host as usize) {
+            *x = true;
+        }
+    }
+    with_nvs
+}
+
 /// Whether host `h`'s ranks find NVLS support. NCCL_NVLS_ENABLE=1 forces nvlsSupport; the
 /// default (2) asks the driver for multicast on the host's first GPU, which needs sm90+ and
 /// an NVSwitch; without support NCCL searches no NVLS graph (no `Pattern 5` line), and forced
@@ -567,7 +579,13 @@ fn fuse_mnnvl(
 /// (src/transport/nvls.cc) runs after ncclTopoTrimSystem, so it counts the GPUs of the
 /// rank's own domain: at least 2 in NCCL 2.28.9 and 2.29+ (`gpuCount < 2`), at least 3
 /// before (`gpuCount <= 2`, 2.18 to 2.28.3).
-fn nvls_supported(topo: &Topology, system: &System, nvls_env: i64, minor: u32, h: HostId) -> bool {
+fn nvls_supported(
+    topo: &Topology,
+    (system, with_nvs): (&System, &[bool]),
+    nvls_env: i64,
+    minor: u32,
+    h: HostId,
+) -> bool {
     let min_nvls_gpus = if minor >= 28 { 2 } else { 3 };
     let first_sm = system
         .host_gpus(h)
@@ -583,7 +601,7 @@ fn nvls_supported(topo: &Topology, system: &System, nvls_env: i64, minor: u32, h
         .map(|f| f.value);
     let multicast = stated != Some(false)
         && (nvls_env == 1
-            || (first_sm >= 90 && system.nvs.iter().any(|&n| system.nodes[n].host == h)));
+            || (first_sm >= 90 && with_nvs.get(h as usize).copied().unwrap_or(false)));
     nvls_env != 0 && multicast && system.host_gpus(h).len() >= min_nvls_gpus
 }
 

@@ -292,7 +292,18 @@ impl System {
             (Some(copies), Some(first)) => {
                 System::build_each(&first, c, keep_net).repeated(topo, &copies)
             }
-            _ => System::build_each(topo, c, keep_net),
+            // Copies a fault changed a few of (`--without` on one host): the others are
+            // still copies (issue 43: one faulted host of 16,384 built every host's own).
+            // A fused host's system ids are its place among the fused hosts, which a copy
+            // on its own would not have.
+            _ => topo
+                .copies_except()
+                .filter(|_| topo.system_id.is_empty())
+                .and_then(|(copies, changed)| {
+                    let build = |t: &Topology| System::build_each(t, c, keep_net);
+                    System::with_exceptions(topo, (&copies, changed), &build)
+                })
+                .unwrap_or_else(|| System::build_each(topo, c, keep_net)),
         }
     }
 

@@ -9,6 +9,7 @@
 
 use super::{System, net_guid, nic_id};
 use petgraph::graph::NodeIndex;
+use std::collections::{BTreeMap, BTreeSet};
 use topo_model::{Copies, HostId, NodeKind, Topology};
 
 /// What one copy adds to each kind of number.
@@ -41,23 +42,91 @@ impl System {
             index_order: Vec::new(),
         };
         for k in 0..c.count {
-            out.add_copy(&self, topo, step, k);
+            let at = Step {
+                sys: k * step.sys,
+                graph: k * step.graph,
+                hosts: k * step.hosts,
+                ranks: k * step.ranks,
+            };
+            out.add_copy(&self, topo, at);
         }
         out.host_ranks = per_host(&self.host_ranks, step, c.count);
         out.index_order = per_host(&self.index_order, step, c.count);
         out
     }
 
-    fn add_copy(&mut self, one: &System, topo: &Topology, step: Step, k: usize) {
+    /// `topo`'s system where it is copies of which faults changed a few (`changed`): one
+    /// unchanged copy's system repeated and each changed copy's own, each built on its copy
+    /// alone ([`Topology::copy_at`]) and laid at its place, as [`System::repeated`] does;
+    /// the changed copies move the later copies' system nodes and ranks by what they lost.
+    /// `None` where every copy changed.
+    pub(super) fn with_exceptions(
+        topo: &Topology,
+        (c, changed): (&Copies, &BTreeSet<usize>),
+        build: &dyn Fn(&Topology) -> System,
+    ) -> Option<System> {
+        let model = (0..c.count).find(|k| !changed.contains(k))?;
+        let one = build(&topo.copy_at(c, model));
+        let own: BTreeMap<usize, System> = changed
+            .iter()
+            .filter(|&&k| k < c.count)
+            .map(|&k| (k, build(&topo.copy_at(c, k))))
+            .collect();
+        let of = |k: usize| own.get(&k).unwrap_or(&one);
+        let mut out = System {
+            nodes: Vec::with_capacity(one.nodes.len() * c.count),
+            gpus: Vec::with_capacity(one.gpus.len() * c.count),
+            nets: Vec::with_capacity(one.nets.len() * c.count),
+            cpus: Vec::with_capacity(one.cpus.len() * c.count),
+            nvs: Vec::with_capacity(one.nvs.len() * c.count),
+            nhosts: (c.count - 1) * c.per_copy + of(c.count - 1).nhosts,
+            p2p: Default::default(),
+            host_ranks: Vec::new(),
+            index_order: Vec::new(),
+        };
+        let mut at = Step {
+            sys: 0,
+            graph: 0,
+            hosts: 0,
+            ranks: 0,
+        };
+        for k in 0..c.count {
+            let part = of(k);
+            at.graph = k * c.nodes;
+            at.hosts = k * c.per_copy;
+            out.add_copy(part, topo, at);
+            // Hosts without GPUs keep their empty lists, as a build over every copy makes.
+            for h in 0..c.per_copy {
+                let moved = |v: &[Vec<usize>]| -> Vec<usize> {
+                    let ranks = v.get(h).map(Vec::as_slice).unwrap_or_default();
+                    ranks.iter().map(|&r| r + at.ranks).collect()
+                };
+                out.host_ranks.push(moved(&part.host_ranks));
+                out.index_order.push(moved(&part.index_order));
+            }
+            at.sys += part.nodes.len();
+            at.ranks += part.gpus.len();
+        }
+        // The lists end at the last host with GPUs.
+        while out.host_ranks.last().is_some_and(Vec::is_empty) {
+            out.host_ranks.pop();
+            out.index_order.pop();
+        }
+        Some(out)
+    }
+
+    /// `one` laid at `at`: every number moved by `at`'s, the ids NCCL makes of a node's
+    /// place made again.
+    fn add_copy(&mut self, one: &System, topo: &Topology, at: Step) {
         for node in &one.nodes {
             let mut n = node.clone();
-            n.host += (k * step.hosts) as HostId;
-            n.topo = n.topo.map(|t| NodeIndex::new(t.index() + k * step.graph));
+            n.host += at.hosts as HostId;
+            n.topo = n.topo.map(|t| NodeIndex::new(t.index() + at.graph));
             for l in &mut n.links {
-                l.to += k * step.sys;
+                l.to += at.sys;
             }
             if let Some(g) = &mut n.gpu {
-                g.rank += k * step.ranks;
+                g.rank += at.ranks;
             }
             match n.topo.map(|t| &topo.graph[t].kind) {
                 Some(NodeKind::Nic(nic)) => n.id = nic_id(nic, n.topo.unwrap_or_default()),
@@ -70,12 +139,12 @@ impl System {
             }
             self.nodes.push(n);
         }
-        let moved = |v: &[usize]| v.iter().map(|&i| i + k * step.sys).collect::<Vec<_>>();
+        let moved = |v: &[usize]| v.iter().map(|&i| i + at.sys).collect::<Vec<_>>();
         self.gpus.extend(moved(&one.gpus));
         self.nets.extend(moved(&one.nets));
         self.cpus.extend(moved(&one.cpus));
         self.nvs.extend(moved(&one.nvs));
-        let r = k * step.ranks;
+        let r = at.ranks;
         self.p2p.extend(
             one.p2p
                 .iter()
@@ -123,6 +192,44 @@ mod tests {
         each.forget_copies();
         let c = BwConstants::default();
         (System::build(t, &c), System::build(&each, &c))
+    }
+
+    /// `faults` on copies of an HGX board: the system built with exceptions and the one
+    /// built host by host.
+    fn faulted_both_ways(copies: usize, faults: &[&str]) -> (System, System) {
+        let mut t = hgx(8, 90).replicate(copies);
+        let faults: Vec<_> = faults
+            .iter()
+            .map(|f| topo_model::faults::parse_without(f).unwrap())
+            .collect();
+        topo_model::faults::apply_all(&mut t, &faults).unwrap();
+        assert!(t.copies().is_none() && t.copies_except().is_some());
+        let mut each = t.clone();
+        each.forget_copies();
+        assert!(each.copies_except().is_none());
+        let c = BwConstants::default();
+        (System::build(&t, &c), System::build(&each, &c))
+    }
+
+    #[test]
+    fn copies_with_a_faulted_one_build_as_every_host_does() {
+        for faults in [
+            &["nic:mlx5_7"][..],
+            &["nic:mlx5_2@3"],
+            &["gpu:5@1"],
+            &["gpu:0", "gpu:7@4"],
+            // NVLinks removed: the last copy's last links move into their slots.
+            &["nvlink:GPU3@2"],
+            &["nic:mlx5_0@0", "nvlink:1@4", "gpu:2@2"],
+        ] {
+            let (with, each) = faulted_both_ways(5, faults);
+            assert_eq!(whole(&with), whole(&each), "{faults:?}");
+        }
+        // Every copy changed: built host by host.
+        let all = ["nic:mlx5_1@0", "nic:mlx5_1@1", "nic:mlx5_1@2"];
+        let (with, each) = faulted_both_ways(3, &all);
+        assert_eq!(whole(&with), whole(&each));
+        assert_eq!(with.gpus.len(), 24);
     }
 
     #[test]
