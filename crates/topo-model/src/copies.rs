@@ -2,25 +2,10 @@
 //! first copy and say how many there are, instead of paying for every copy (issue 28:
 //! 131,072 GPUs are 16,384 copies of one 8-GPU host).
 
-use crate::{Copies, HostId, NodeKind, Topology};
+use crate::{Changed, Copies, HostId, NodeKind, Topology};
 use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use std::collections::BTreeSet;
-
-/// Copies of one machine after faults changed some of them (issue 43: `--without` on one of
-/// 16,384 hosts made the whole machine dissimilar hosts, 3x the healthy plan). The other
-/// copies are still the layout [`Topology::replicate`] made, so the analysis can build one of
-/// them and repeat it, and build only the changed ones on their own.
-#[derive(Clone, Debug)]
-pub(crate) struct Changed {
-    copies: Copies,
-    /// The copies a fault changed (their hosts' nodes or links), or whose links a removal
-    /// reordered (a removed edge's slot takes the graph's last edge).
-    changed: BTreeSet<usize>,
-    /// The edge count after the last change: a later change that adds or removes links
-    /// ends the record, as [`Topology::copies`] checks the counts.
-    edges: usize,
-}
 
 impl Topology {
     /// How the topology repeats, where it is copies of one machine that nothing changed

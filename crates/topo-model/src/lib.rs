@@ -622,6 +622,21 @@ impl std::fmt::Display for SpeedOverride {
     }
 }
 
+/// Copies of one machine after faults changed some of them (issue 43: `--without` on one of
+/// 16,384 hosts made the whole machine dissimilar hosts, 3x the healthy plan). The other
+/// copies are still the layout [`Topology::replicate`] made, so the analysis can build one of
+/// them and repeat it, and build only the changed ones on their own.
+#[derive(Clone, Debug)]
+pub(crate) struct Changed {
+    pub(crate) copies: Copies,
+    /// The copies a fault changed (their hosts' nodes or links), or whose links a removal
+    /// reordered (a removed edge's slot takes the graph's last edge).
+    pub(crate) changed: std::collections::BTreeSet<usize>,
+    /// The edge count after the last change: a later change that adds or removes links
+    /// ends the record, as [`Topology::copies`] checks the counts.
+    pub(crate) edges: usize,
+}
+
 /// How [`Topology::replicate`] laid the topology out: `count` copies of its first
 /// `per_copy` hosts. Copy `c` holds hosts `c * per_copy ..` and nodes `c * nodes ..`, each
 /// the counterpart of the first copy's node `c * nodes` places before it. Copies differ only
@@ -663,7 +678,7 @@ pub struct Topology {
     /// Set by [`Topology::replicate`], read through [`Topology::copies`].
     copies: Option<Copies>,
     /// Copies some of which a fault changed, read through [`Topology::copies_except`].
-    changed: Option<copies::Changed>,
+    changed: Option<Changed>,
 }
 
 impl Topology {
