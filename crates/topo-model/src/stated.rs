@@ -172,6 +172,16 @@ pub fn model_by_pci_id(vendor: Option<u16>, device: Option<u16>) -> Option<&'sta
         .find(|m| m.device.is_some() && m.device == device)
 }
 
+/// The compute capability every GPU of the source states, when they agree on one.
+fn one_sm(topo: &Topology) -> Option<u32> {
+    let mut sms = topo
+        .gpus()
+        .into_iter()
+        .filter_map(|n| topo.gpu(n).and_then(|g| g.sm));
+    let first = sms.next()?;
+    sms.all(|s| s == first).then_some(first)
+}
+
 /// NVLink lanes per GPU when only the compute capability is known (the SXM boards).
 fn default_lanes(sm: u32) -> u32 {
     match sm {
@@ -243,9 +253,11 @@ impl Stated {
             refresh_nvlink_bw(topo);
         }
         if let Some((shape, lanes)) = self.nvlink {
+            // The source's own sm counts as much as a stated one (an NCCL XML gives it on
+            // every GPU), so `--nvlink nvswitch` on an sm 90 file is 18 lanes, not none.
             let lanes = lanes
                 .or(self.gpu.map(|g| g.nvlink_lanes))
-                .unwrap_or_else(|| sm.map_or(0, default_lanes));
+                .unwrap_or_else(|| sm.or_else(|| one_sm(topo)).map_or(0, default_lanes));
             notes.push(apply_nvlink(topo, shape, lanes));
         }
         // A flag that changed nothing is said; a reference's fact that had nothing to fill is not.
@@ -530,6 +542,27 @@ mod tests {
         }
         assert_eq!(t.source.stated.len(), 2, "{:?}", t.source.stated);
         assert!(t.source.stated[1].contains("18 lane(s) per GPU for 2 GPU(s)"));
+    }
+
+    /// `--nvlink nvswitch` alone on a file that gives each GPU's sm (AWS p5's XML, sm 90) takes
+    /// that generation's lanes; it once gave 0 and the plan ran over PCIe.
+    #[test]
+    fn the_sources_own_sm_sets_the_lanes_of_a_stated_shape() {
+        let mut t = testing::two_gpus_unknown_nvlink();
+        for n in t.gpus() {
+            if let NodeKind::Gpu(g) = &mut t.graph[n].kind {
+                g.sm = Some(90);
+            }
+        }
+        let s = Stated {
+            nvlink: Some((NvlinkShape::NvSwitch, None)),
+            ..Default::default()
+        };
+        s.apply(&mut t);
+        for n in t.gpus() {
+            assert_eq!(t.nvlinks(n)[0].1, 18);
+        }
+        assert!(t.source.stated[0].contains("18 lane(s) per GPU for 2 GPU(s)"));
     }
 
     #[test]
