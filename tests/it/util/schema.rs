@@ -101,8 +101,18 @@ fn pattern(p: &Value, doc: &Value, at: &str, out: &mut Vec<String>) {
     let Some(text) = doc.as_str() else {
         return;
     };
-    let re = regex::Regex::new(p.as_str().expect("pattern is a string")).expect("pattern");
-    if !re.is_match(text) {
+    // One compile per pattern, not per value: a plan has a pattern-checked field per GPU.
+    thread_local! {
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, regex::Regex>> =
+            Default::default();
+    }
+    let p_str = p.as_str().expect("pattern is a string");
+    let ok = COMPILED.with_borrow_mut(|c| {
+        c.entry(p_str.to_string())
+            .or_insert_with(|| regex::Regex::new(p_str).expect("pattern"))
+            .is_match(text)
+    });
+    if !ok {
         out.push(format!("{at}: {text:?} does not match {p}"));
     }
 }
