@@ -8,18 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// `topo plan --format json` of `file` on two nodes with `extra` flags.
 fn plan_json(file: &std::path::Path, extra: &[&str]) -> Value {
-    let out = topo_clean_env()
-        .args(["plan", "--nodes", "2", "--format", "json", "--from"])
-        .arg(file)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let file = file.to_str().unwrap();
+    let mut args = vec!["--nodes", "2", "--from", file];
+    args.extend(extra);
+    crate::util::plan_doc(&args).0
 }
 
 /// Every inter-node transport of the plan with its reason and the GPUs of node 0 that send
