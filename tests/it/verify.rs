@@ -750,13 +750,15 @@ fn an_env_rank_refuses_a_rendezvous_held_by_another_user() {
 
 #[test]
 fn another_machines_nvls_says_once_what_runs_instead_and_why_no_prediction() {
+    // 2M and 4M: the smallest sizes NCCL runs as NVLS on this machine (from 1.1M), two so
+    // that the note is seen to come once, not per size.
     let out = verify(&[
         "--profile",
         "dgx-h100",
         "-b",
-        "4M",
+        "2M",
         "-e",
-        "8M",
+        "4M",
         "-n",
         "1",
         "-w",

@@ -18,6 +18,7 @@ use super::system::{LinkType, NodeType, System};
 use super::types::{GraphId, PathType, Pattern};
 use super::version::NcclVersion;
 use serde::Serialize;
+use std::rc::Rc;
 use topo_model::{CpuArch, CpuVendor, HostId};
 
 /// Per-channel speeds (GB/s) tried by the search, best first.
@@ -1143,6 +1144,7 @@ impl Ctx {
             tmp: GState::new(self.ngpus, params.max_channels.max(max_ch)),
             save: GState::new(self.ngpus, 0),
             steps: 0,
+            net_order: vec![None; (self.ngpus + 1) * PathType::ALL.len()],
         };
         let st = s.run(pattern, collnet, min_ch, max_ch);
         self.steps.set(self.steps.get() + s.steps);
@@ -1308,6 +1310,10 @@ struct Search<'a> {
     save: GState,
     /// Search steps taken (one per `ncclTopoSearchRecGpu` call that had budget left).
     steps: u64,
+    /// `select_nets` per (GPU or none, `type_inter`): the answer reads only paths and
+    /// preferences, which a search never changes, and the search asks for it at every NET
+    /// step (more than half of a search's time when it was recomputed).
+    net_order: Vec<Option<Rc<[usize]>>>,
 }
 
 impl Ctx {
@@ -1382,6 +1388,13 @@ fn follow(link_bw: &mut [f32], p: &SPath, start_gpu: bool, max_steps: usize, bw:
     max_steps.min(p.hops.len())
 }
 
+/// `a` is a worse path type than `b`. The derived comparison is a call per use in an
+/// unoptimised build, and `charge` makes several per search step.
+#[inline(always)]
+fn worse(a: PathType, b: PathType) -> bool {
+    a as u8 > b as u8
+}
+
 /// The body of `ncclTopoFollowPath`: the number of hops charged, or None (nothing charged).
 /// A free function over the search's parts, so the path stays borrowed from the context
 /// while the link bandwidths change (the search runs this hundreds of thousands of times).
@@ -1401,10 +1414,10 @@ fn charge(
     } else {
         (tmp.bw_inter, tmp.type_inter)
     };
-    if p.ty >= PathType::Dis {
+    if !worse(PathType::Dis, p.ty) {
         return None;
     }
-    if mult == 1.0 && p.ty > ty {
+    if mult == 1.0 && worse(p.ty, ty) {
         return None;
     }
     if mult == 1.0
@@ -1412,7 +1425,7 @@ fn charge(
             tmp.pattern,
             Pattern::BalancedTree | Pattern::Tree | Pattern::SplitTree
         )
-        && ctx.rev_ty(from, to).is_none_or(|r| r > ty)
+        && ctx.rev_ty(from, to).is_none_or(|r| worse(r, ty))
     {
         return None;
     }
@@ -1454,7 +1467,19 @@ impl Search<'_> {
     }
 
     /// `ncclTopoSelectNets`: preferred NETs first, then any NET within `type_inter`.
-    fn select_nets(&self, gpu: Option<usize>) -> Vec<usize> {
+    fn select_nets(&mut self, gpu: Option<usize>) -> Rc<[usize]> {
+        let slot = gpu.map_or(0, |g| g + 1) * PathType::ALL.len() + self.tmp.type_inter as usize;
+        if let Some(nets) = self.net_order.get(slot).and_then(Option::as_ref) {
+            return nets.clone();
+        }
+        let nets: Rc<[usize]> = self.compute_nets(gpu).into();
+        if let Some(s) = self.net_order.get_mut(slot) {
+            *s = Some(nets.clone());
+        }
+        nets
+    }
+
+    fn compute_nets(&self, gpu: Option<usize>) -> Vec<usize> {
         let c = &self.ctx;
         let mut nets: Vec<usize> = match gpu {
             Some(g) => c.pref_nets.get(g).cloned().unwrap_or_default(),
@@ -1831,7 +1856,7 @@ impl Search<'_> {
             if self.ctx.inter {
                 let start = self.tmp.inter[nc * 2];
                 let nets = self.select_nets(Some(g));
-                for n in nets {
+                for &n in nets.iter() {
                     if !self.check_net(start, n, step) {
                         continue;
                     }
