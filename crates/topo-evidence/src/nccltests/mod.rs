@@ -641,10 +641,10 @@ fn is_magnitude(s: &str) -> bool {
 /// The largest error nccl-tests 2.0-2.12 let pass for a type (src/common.cu `DeltaMaxValue`,
 /// times `nranks - 1` in `CheckData`): over it, the size counted as wrong.
 pub fn max_error_allowed(dtype: &str, nranks: usize) -> f64 {
-    let per_rank = match dtype {
-        "half" | "bfloat16" => 1e-2,
-        "float" => 1e-5,
-        "double" => 1e-12,
+    let per_rank = match DataType::parse(dtype) {
+        Some(DataType::F16 | DataType::Bf16) => 1e-2,
+        Some(DataType::F32) => 1e-5,
+        Some(DataType::F64) => 1e-12,
         _ => 1e-200,
     };
     per_rank * nranks.saturating_sub(1).max(1) as f64
