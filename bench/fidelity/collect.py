@@ -38,6 +38,11 @@ def rows_of(text):
         if i < 2 or i + 1 >= len(toks) or toks[i + 1].startswith("#"):
             continue
         try:
+            float(toks[i + 1])
+            continue  # a figure where the redop goes: a transcription that dropped it
+        except ValueError:
+            pass
+        try:
             size, _ = int(toks[i - 2]), int(toks[i - 1])
         except ValueError:
             continue

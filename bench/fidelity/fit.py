@@ -205,13 +205,24 @@ def intra_steps(algo, coll, nranks, nnodes):
     return 1.0
 
 
+# The fabrics NCCL reaches through one network plugin, whose software path (not the wire) sets
+# the latency and the ramp of mid sizes: the aws-ofi-nccl plugin over libfabric, with its EFA
+# provider (AWS) and its CXI provider (HPE Slingshot: ALCF Polaris and NREL Kestrel both run it).
+# One fabric alone has one or two sources, so held out it has no level of its own; the
+# plugin's fabrics together have three.
+PLUGIN_FAMILY = {"efa": "libfabric", "slingshot": "libfabric"}
+
+
 def pooled_keys(r):
-    """The fallback levels, most specific first: one collective and protocol, one node or
-    several, pooled over GPU generations, algorithms and fabrics. (A level per fabric before it,
-    pooled over generations and algorithms, was tried: held out it changed no mid size and made
-    the sizes from 16 MB worse, 14.2% to 14.9%, so it is not kept; docs/fidelity.md.)"""
-    _, coll, _, proto, nodes, _ = key_of(r)
-    return [(coll, proto, nodes)]
+    """The fallback levels, most specific first: over several nodes through a network plugin,
+    one collective and protocol of the plugin's fabrics (PLUGIN_FAMILY); then one collective and
+    protocol, one node or several, pooled over GPU generations, algorithms and fabrics. (A level
+    per fabric before it, pooled over generations and algorithms, was tried: held out it changed
+    no mid size and made the sizes from 16 MB worse, 14.2% to 14.9%, so it is not kept: a fabric
+    alone has too few sources to leave one out; docs/fidelity.md.)"""
+    _, coll, _, proto, nodes, fab = key_of(r)
+    family = PLUGIN_FAMILY.get(fab) if nodes == "multi" else None
+    return ([(coll, proto, nodes, family)] if family else []) + [(coll, proto, nodes)]
 
 
 # The pooled level applies only where it was fitted on at least this many sources: one source
@@ -219,16 +230,18 @@ def pooled_keys(r):
 POOLED_MIN_SOURCES = 2
 
 
-def fit_pooled(points):
-    """(lat_us, net_us, intra_us) added to NCCL's own latency, with NCCL's bandwidth kept: the
+def fit_pooled(points, ramp=False):
+    """(lat_us, net_us, intra_us, ramp) added to NCCL's own time, with NCCL's bandwidth kept: the
     launch and synchronisation overhead nccl-tests sees, per call, per network step and per
-    intra-node step of NCCL's latency model. A term whose steps do not vary over the points, or
-    that comes out negative, is dropped and the rest refitted. A level fitted only from
-    LAT_VISIBLE_BYTES up has seen no latency and adds nothing."""
+    intra-node step of NCCL's latency model; with `ramp` (a plugin's level), also ramp x
+    sqrt(tb), the pipeline ramp-up of mid sizes the cell rules fit, here over the plugin's
+    sources. A term whose steps do not vary over the points, or that comes out negative, is
+    dropped and the rest refitted. A level fitted only from LAT_VISIBLE_BYTES up has seen no
+    latency and adds nothing."""
     if min(p["s"] for p in points) >= LAT_VISIBLE_BYTES:
-        return 0.0, 0.0, 0.0
-    terms = [("lat", ONE), ("net", STEP), ("intra", lambda p: p["intra"])]
-    terms = [t for t in terms if t[0] == "lat" or len({t[1](p) for p in points}) >= 2]
+        return 0.0, 0.0, 0.0, 0.0
+    terms = [("lat", ONE), ("net", STEP), ("intra", lambda p: p["intra"])] + ([("ramp", ROOT)] if ramp else [])
+    terms = [t for t in terms if t[0] in ("lat", "ramp") or len({t[1](p) for p in points}) >= 2]
     nccl = [dict(p, t0=p["lat"] + tb(p["s"], p["bw"])) for p in points]
     while terms:
         c = lsq_fixed(nccl, [f for _, f in terms])
@@ -236,10 +249,10 @@ def fit_pooled(points):
             break
         got = dict(zip([n for n, _ in terms], c))
         if all(v >= 0 for v in got.values()):
-            return got.get("lat", 0.0), got.get("net", 0.0), got.get("intra", 0.0)
+            return got.get("lat", 0.0), got.get("net", 0.0), got.get("intra", 0.0), got.get("ramp", 0.0)
         worst = min(got, key=got.get)
         terms = [t for t in terms if t[0] != worst]
-    return 0.0, 0.0, 0.0
+    return 0.0, 0.0, 0.0, 0.0
 
 
 def lsq_fixed(points, feats):
@@ -275,8 +288,8 @@ def pooled_from(rows):
         srcs = sorted({p["src"] for p in pts})
         if len(srcs) < POOLED_MIN_SOURCES:
             continue
-        lat, net, intra = fit_pooled(pts)
-        out[key] = {"lat": lat, "net": net, "intra": intra, "points": len(pts), "from": srcs,
+        lat, net, intra, ramp = fit_pooled(pts, ramp=len(key) == 4)
+        out[key] = {"lat": lat, "net": net, "intra": intra, "ramp": ramp, "points": len(pts), "from": srcs,
                     "lo": min(p["s"] for p in pts), "hi": max(p["s"] for p in pts)}
     return out
 
@@ -321,9 +334,11 @@ def pooled_us(lvl, r):
     if lvl is None or not (lvl["lo"] < LAT_VISIBLE_BYTES or s * BELOW_FITTED >= lvl["lo"]):
         return float(r["model_us"]), "nccl"
     algo = key_of(r)[2]
+    t = tb(s, float(r["bw_gbps"]))
     added = (round(lvl["lat"], 1) + round(lvl["net"], 2) * steps(algo, r["collective"], r["nnodes"])
-             + round(lvl["intra"], 2) * intra_steps(algo, r["collective"], r["nranks"], r["nnodes"]))
-    return float(r["lat_us"]) + added + tb(s, float(r["bw_gbps"])), "pooled"
+             + round(lvl["intra"], 2) * intra_steps(algo, r["collective"], r["nranks"], r["nnodes"])
+             + round(lvl.get("ramp", 0.0), 3) * math.sqrt(t))
+    return float(r["lat_us"]) + added + t, "pooled"
 
 
 def size_band(b):
@@ -538,11 +553,17 @@ def write_yaml(rows):
     print("# with intra_steps the intra-node steps of NCCL's latency model (Ring 2(nRanks - nNodes) for")
     print(f"# allreduce, nRanks - nNodes otherwise; Tree 2(ppn - 1); the others 1). Only levels of {POOLED_MIN_SOURCES} sources or")
     print("# more; applied from a quarter of the smallest fitted size up where that is >= 16 MB.")
+    print("# A level with `plugin` comes first for the fabrics NCCL reaches through that network plugin")
+    print("# (libfabric: aws-ofi-nccl's EFA and CXI providers; several nodes): fitted over those fabrics'")
+    print("# sources only, with `ramp` (sqrt-us) x sqrt(tb) added, as the rules' pipeline ramp-up")
+    print("# (https://github.com/aws/aws-ofi-nccl; https://docs.cscs.ch/software/communication/libfabric).")
     print("pooled:")
-    for key, lvl in sorted(pooled_from(rows).items()):
-        coll, proto, nodes = key
-        print(f"  - {{collective: {coll}, proto: {proto}, nodes: {nodes}, lat_us: {lvl['lat']:.1f}, "
-              f"net_step_us: {lvl['net']:.2f}, intra_step_us: {lvl['intra']:.2f}, points: {lvl['points']}, "
+    for key, lvl in sorted(pooled_from(rows).items(), key=lambda kv: (kv[0][:3], kv[0][3:])):
+        coll, proto, nodes = key[:3]
+        plugin = f", plugin: {key[3]}" if len(key) == 4 else ""
+        ramp = f", ramp: {lvl['ramp']:.3f}" if len(key) == 4 else ""
+        print(f"  - {{collective: {coll}, proto: {proto}, nodes: {nodes}{plugin}, lat_us: {lvl['lat']:.1f}, "
+              f"net_step_us: {lvl['net']:.2f}, intra_step_us: {lvl['intra']:.2f}{ramp}, points: {lvl['points']}, "
               f"sizes: \"{int(lvl['lo'])}-{int(lvl['hi'])}\", from: [{', '.join(lvl['from'])}]}}")
     print("# The band a healthy measurement falls in: measured busbw / expected busbw between lo and hi,")
     print("# per fabric (`any` on one node), basis (`rule`: a rule of the cell gave the expected value;")

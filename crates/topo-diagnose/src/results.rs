@@ -297,6 +297,7 @@ fn is_results_code(c: Code) -> bool {
             | Code::NcclTestsImpossibleRows
             | Code::NcclTestsRanksDisagree
             | Code::NcclTestsSettingIgnored
+            | Code::NcclTestsSizeFromCount
     )
 }
 

@@ -20,6 +20,7 @@ use crate::tuning::Choice;
 use crate::types::{Algorithm, Collective, Protocol};
 use serde::Deserialize;
 use std::sync::OnceLock;
+use topo_vocab::Fabric;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,10 +87,26 @@ struct Pooled {
     net_step_us: f64,
     /// Added per intra-node step of NCCL's latency model (`intra_steps`).
     intra_step_us: f64,
+    /// The network plugin whose fabrics alone the level was fitted on (`libfabric`: see
+    /// [`plugin_of`]); such a level comes before the one of every fabric.
+    #[serde(default)]
+    plugin: Option<String>,
+    /// Added times sqrt(NCCL's bandwidth term, us): the pipeline ramp-up of mid sizes, fitted
+    /// only on a plugin's level (0 elsewhere).
+    #[serde(default)]
+    ramp: f64,
     points: usize,
     sizes: String,
     /// The sources (threads, repositories, sites) it was fitted on.
     from: Vec<String>,
+}
+
+/// The network plugin NCCL reaches a fabric through, where its software path rather than the
+/// wire sets the latency and ramp of mid sizes: the aws-ofi-nccl plugin over libfabric, with
+/// its EFA provider (AWS) and its CXI provider (HPE Slingshot). `fit.py` `PLUGIN_FAMILY`.
+fn plugin_of(fabric: &str) -> Option<&'static str> {
+    let fabric: Fabric = fabric.parse().ok()?;
+    matches!(fabric, Fabric::Efa | Fabric::Slingshot).then_some("libfabric")
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,13 +239,22 @@ impl Pooled {
     }
 }
 
-/// The pooled level for a choice, where one is fitted and covers its size.
-fn pooled_for(c: &Choice, nnodes: usize) -> Option<&'static Pooled> {
+/// The pooled level for a choice, where one is fitted and covers its size: over several nodes
+/// through a network plugin, the plugin's level first; else the level of every fabric.
+fn pooled_for(c: &Choice, nnodes: usize, fabric: &str) -> Option<&'static Pooled> {
     let nodes = if nnodes > 1 { "multi" } else { "single" };
-    data()
-        .pooled
-        .iter()
-        .find(|p| p.collective == c.func && p.proto == c.proto && p.nodes == nodes)
+    let plugin = plugin_of(fabric).filter(|_| nnodes > 1);
+    let level = |plugin: Option<&str>| {
+        data().pooled.iter().find(|p| {
+            p.collective == c.func
+                && p.proto == c.proto
+                && p.nodes == nodes
+                && p.plugin.as_deref() == plugin
+        })
+    };
+    plugin
+        .and_then(|x| level(Some(x)))
+        .or_else(|| level(None))
         .filter(|p| p.covers(c.bytes))
 }
 
@@ -438,7 +464,7 @@ pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
 /// Where no rule of the cell covers the choice (`why`): the pooled level of its collective and
 /// protocol where one is fitted, else NCCL's time.
 fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expected {
-    let Some(p) = pooled_for(c, at.nnodes).filter(|_| c.bw > 0.0) else {
+    let Some(p) = pooled_for(c, at.nnodes, at.fabric).filter(|_| c.bw > 0.0) else {
         return Expected {
             time_us: c.time_us,
             band: Some(band("nccl", c.bytes, band_fabric)),
@@ -451,7 +477,8 @@ fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expec
         intra_steps(c.algo, c.func, at.nranks, at.nnodes),
     );
     // NCCL's own latency and bandwidth terms, as fit.py adds the pooled latencies to them.
-    let nccl = c.lat_us + c.bytes as f64 / (1000.0 * c.bw);
+    let tb = c.bytes as f64 / (1000.0 * c.bw);
+    let nccl = c.lat_us + tb;
     let mut terms = vec![];
     if p.lat_us > 0.0 {
         terms.push(format!("{} us", p.lat_us));
@@ -462,22 +489,33 @@ fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expec
     if p.intra_step_us > 0.0 {
         terms.push(format!("{} us x {intra} intra-node steps", p.intra_step_us));
     }
+    if p.ramp > 0.0 {
+        terms.push(format!("{} x sqrt(tb) ramp", p.ramp));
+    }
     let added = if terms.is_empty() {
         " (the level adds no latency at these sizes)".to_string()
     } else {
         format!(" + {}", terms.join(" + "))
     };
     Expected {
-        time_us: nccl + p.lat_us + p.net_step_us * net + p.intra_step_us * intra,
+        time_us: nccl
+            + p.lat_us
+            + p.net_step_us * net
+            + p.intra_step_us * intra
+            + p.ramp * tb.sqrt(),
         band: Some(band("pooled", c.bytes, band_fabric)),
         no_band: None,
         basis: format!(
-            "NCCL's time{added}, the {} {} latencies pooled over {} sizes of {} sources ({}), \
+            "NCCL's time{added}, the {} {} latencies pooled over {} sizes of {} sources{} ({}), \
              since {why}",
             c.func.cli_name(),
             c.proto.name(),
             p.points,
             p.from.len(),
+            p.plugin
+                .as_deref()
+                .map(|x| format!(" of the fabrics NCCL reaches through its {x} plugin"))
+                .unwrap_or_default(),
             p.from.join(", ")
         ),
     }
@@ -654,6 +692,7 @@ mod tests {
                 p.collective == Collective::AllReduce
                     && p.proto == Protocol::Simple
                     && p.nodes == "multi"
+                    && p.plugin.is_none()
             })
             .expect("a pooled multi-node allreduce Simple level");
         assert!(p.from.len() >= 2, "{p:?}");
@@ -666,12 +705,45 @@ mod tests {
     }
 
     #[test]
+    fn a_plugins_fabrics_take_the_plugins_level_with_its_ramp() {
+        let p = data()
+            .pooled
+            .iter()
+            .find(|p| {
+                p.collective == Collective::AllReduce
+                    && p.proto == Protocol::Simple
+                    && p.plugin.as_deref() == Some("libfabric")
+            })
+            .expect("a libfabric allreduce Simple level");
+        let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
+        let efa = Conditions {
+            fabric: "efa",
+            ..at(75, 4, 32)
+        };
+        let e = expected(&c, efa, &[]);
+        let tb = (1u64 << 20) as f64 / (1000.0 * 100.0);
+        let want = c.time_us
+            + p.lat_us
+            + p.net_step_us * 6.0
+            + p.intra_step_us * 56.0
+            + p.ramp * tb.sqrt();
+        assert!((e.time_us - want).abs() < 1e-9, "{e:?} against {want}");
+        assert!(e.basis.contains("libfabric plugin"), "{}", e.basis);
+        // InfiniBand, and one node, keep the level of every fabric.
+        let ib = expected(&c, at(75, 4, 32), &[]);
+        assert!(!ib.basis.contains("plugin"), "{}", ib.basis);
+    }
+
+    #[test]
     fn every_pooled_level_is_physical_and_from_two_sources() {
         for p in &data().pooled {
             assert!(p.nodes == "single" || p.nodes == "multi", "{p:?}");
-            for v in [p.lat_us, p.net_step_us, p.intra_step_us] {
+            for v in [p.lat_us, p.net_step_us, p.intra_step_us, p.ramp] {
                 assert!(v.is_finite() && v >= 0.0, "{p:?}");
             }
+            // Only a plugin's level fits a ramp, and only over several nodes.
+            assert!(p.ramp == 0.0 || p.plugin.is_some(), "{p:?}");
+            assert!(p.plugin.is_none() || p.nodes == "multi", "{p:?}");
             assert!(p.points > 0 && p.from.len() >= 2, "{p:?}");
             assert!(p.covers(u64::MAX), "{p:?}");
         }

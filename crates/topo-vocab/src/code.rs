@@ -154,6 +154,7 @@ codes! {
     TopologyFlattened => "topology-flattened" [Warning],
     NetNotModelled => "net-not-modelled" [Warning],
     SocketInterfaces => "socket-interfaces" [Info, Warning],
+    NcclTestsSizeFromCount => "nccl-tests-size-from-count" [Warning],
 }
 
 impl Code {

@@ -62,6 +62,13 @@ pub fn check(input: &ResultsInput, r: &mut Report) -> HashSet<usize> {
     bad.into_iter().map(|b| b.0).collect()
 }
 
+/// Whether a printed algbw is `bytes` over a printed time, both as rounded in print.
+pub(super) fn algbw_is(bytes: u64, time_us: f64, algbw: f64) -> bool {
+    let (lo, hi) = algbw_range(bytes, time_us);
+    let ua = half_ulp(algbw, 6);
+    algbw + ua >= lo && algbw - ua <= hi
+}
+
 fn row_fault(m: &Measured, coll: Option<Collective>, nranks: usize) -> Option<String> {
     for &[time, algbw, busbw] in &m.groups {
         if nranks > 1 && busbw > MAX_BUSBW_GBPS {
@@ -72,9 +79,8 @@ fn row_fault(m: &Measured, coll: Option<Collective>, nranks: usize) -> Option<St
             ));
         }
         let Some(c) = coll else { continue };
-        let (lo, hi) = algbw_range(m.bytes, time);
         let ua = half_ulp(algbw, 6);
-        if algbw + ua < lo || algbw - ua > hi {
+        if !algbw_is(m.bytes, time, algbw) {
             return Some(format!(
                 "algbw {} GB/s is not size / time ({} B / {} us = {} GB/s)",
                 fig(algbw),
@@ -109,7 +115,7 @@ fn fig(v: f64) -> String {
 }
 
 /// The algbw a size and a printed time allow, the time being rounded as printed.
-fn algbw_range(bytes: u64, time_us: f64) -> (f64, f64) {
+pub(super) fn algbw_range(bytes: u64, time_us: f64) -> (f64, f64) {
     let ut = half_ulp(time_us, 7);
     let b = bytes as f64 / 1e3;
     let lo = b / (time_us + ut) * (1.0 - SLACK);

@@ -42,8 +42,14 @@ pub struct Sample {
     pub time_us: f64,
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
-    /// `None` where nccl-tests printed `N/A` (no data check, `-c 0`).
+    /// `None` where nccl-tests printed `N/A` (no data check, `-c 0`), and where the column is
+    /// the largest error rather than a count ([`Sample::max_error`]).
     pub wrong: Option<u64>,
+    /// The `error` column of nccl-tests before 2.13 (src/common.cu up to 2.12: the largest
+    /// difference from the expected values, printed `%5.0le`, so `5e-07`): a magnitude, which
+    /// the judge holds to nccl-tests' own bound for the type and rank count, never a count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_error: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -218,11 +224,17 @@ fn parse_text(text: &str) -> Result<Results, String> {
             header_line(&mut r, &mut cols, &mut ranks, body.trim());
         } else if is_ellipsis(line) {
             mark_excerpt(&mut r);
-        } else if let Some(first) = condensed(line) {
-            return Err(format!(
-                "line {}: a row with `{first}` before its size, a column nccl-tests does not print: a table condensed from several runs (one row per node count or setting) is not one nccl-tests run; pass each run's output as nccl-tests printed it",
-                i + 1
-            ));
+        } else if let Some((first, rest)) = condensed(line) {
+            // One row per run (nccl#527: one 1 GiB row per instance count): each row that
+            // reads as nccl-tests' own is a run of its own, whose rank count its busbw/algbw
+            // says; a row that does not is refused, as a table nccl-tests never printed.
+            let Some(Ok(row)) = data_row(rest, cols.as_ref(), i + 1) else {
+                return Err(format!(
+                    "line {}: a row with `{first}` before its size, a column nccl-tests does not print, whose rest is not an nccl-tests row: a table condensed from several runs is not one nccl-tests run; pass each run's output as nccl-tests printed it",
+                    i + 1
+                ));
+            };
+            condensed_run(&mut r, row);
         } else if let Some(row) = data_row(line, cols.as_ref(), i + 1) {
             push_row(&mut r, row);
         }
@@ -297,11 +309,36 @@ fn mark_excerpt(r: &mut Results) {
 }
 
 /// The first column of a row that has numbers before its size (`1 1073741824 268435456
-/// float sum ...`): a user's table of several runs, one per row.
-fn condensed(line: &str) -> Option<&str> {
+/// float sum ...`), and the row from its size on: a user's table of several runs, one per row.
+fn condensed(line: &str) -> Option<(&str, &str)> {
     let toks: Vec<&str> = line.split_whitespace().collect();
     let i = toks.iter().position(|t| DTYPES.contains(t))?;
-    (i > 2 && toks[..i].iter().all(|t| t.parse::<u64>().is_ok())).then(|| toks[0])
+    if i <= 2 || !toks[..i].iter().all(|t| t.parse::<u64>().is_ok()) {
+        return None;
+    }
+    // The row from its size on: after the leading figures and the blanks that follow them.
+    let mut rest = line.trim_start();
+    for _ in 0..i - 2 {
+        rest = rest.split_once(char::is_whitespace)?.1.trim_start();
+    }
+    Some((toks[0], rest))
+}
+
+/// A row of a condensed table as a run of its own: a test holding that one row, said so.
+fn condensed_run(r: &mut Results, row: Row) {
+    note(
+        r,
+        "a table condensed from several runs (a column before the size): each row read as a run of its own".into(),
+    );
+    if r.all_rows() >= MAX_ROWS || r.tests.len() >= MAX_TESTS {
+        push_row(r, Ok(row));
+        return;
+    }
+    let fresh = r.tests.last().is_some_and(|t| t.rows.is_empty());
+    if !fresh {
+        r.tests.push(Test::default());
+    }
+    current(r).rows.push(row);
 }
 
 fn current(r: &mut Results) -> &mut Test {
@@ -450,6 +487,9 @@ fn parse_rank(body: &str) -> Option<RankLine> {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Columns {
     root: bool,
+    /// The last figure of each group is `error` (the largest error, nccl-tests 2.0-2.12), not
+    /// `#wrong` (a count, from 2.13: nccl-tests commit 51af557, "Resync with NCCL 2.13").
+    error: bool,
 }
 
 impl Columns {
@@ -458,6 +498,7 @@ impl Columns {
         let w: Vec<&str> = body.split_whitespace().collect();
         (w.first() == Some(&"size") && w.contains(&"busbw")).then(|| Columns {
             root: w.contains(&"root"),
+            error: w.contains(&"error") && !w.contains(&"#wrong"),
         })
     }
 }
@@ -493,8 +534,13 @@ fn data_row(line: &str, cols: Option<&Columns>, lineno: usize) -> Option<Result<
         why,
     };
     let first = groups.get(..4)?;
-    let out_of_place = sample(first);
-    let in_place = groups.get(4..8).map(sample).unwrap_or(Ok(None));
+    // Without a header, a figure strictly between 0 and 1 cannot be a count: the error column.
+    let error = cols.map_or_else(|| is_magnitude(first[3]), |c| c.error);
+    let out_of_place = sample(first, error);
+    let in_place = groups
+        .get(4..8)
+        .map(|g| sample(g, error))
+        .unwrap_or(Ok(None));
     // Nothing number-like at all: not a result row (a line of prose that names a type).
     if out_of_place.is_err() && !first.iter().any(|t| t.parse::<f64>().is_ok()) {
         return None;
@@ -553,8 +599,9 @@ pub fn reduces(name: &str) -> Option<bool> {
 /// `writeBenchmarkLineBody`, 2.19.6: `getFloatStr` figures, which turn to `1.2e+07` when
 /// wide, and `#wrong` with `%6g`, so a large count reads `1.07374e+09`). `Ok(None)` for a
 /// group not measured (`N/A` throughout, as `topo verify` prints an in-place it did not
-/// run); `Err` names a figure nccl-tests cannot print.
-fn sample(g: &[&str]) -> Result<Option<Sample>, String> {
+/// run); `Err` names a figure nccl-tests cannot print. `error`: the last figure is the largest
+/// error (before nccl-tests 2.13), not a count.
+fn sample(g: &[&str], error: bool) -> Result<Option<Sample>, String> {
     if g.iter().all(|t| *t == "N/A") {
         return Ok(None);
     }
@@ -572,12 +619,35 @@ fn sample(g: &[&str]) -> Result<Option<Sample>, String> {
             g[0]
         ));
     }
+    let (wrong, max_error) = if error && g[3] != "N/A" {
+        (None, Some(num("error", g[3])?))
+    } else {
+        (wrong_count(g[3])?, None)
+    };
     Ok(Some(Sample {
         time_us,
         algbw_gbps: num("algbw", g[1])?,
         busbw_gbps: num("busbw", g[2])?,
-        wrong: wrong_count(g[3])?,
+        wrong,
+        max_error,
     }))
+}
+
+/// A figure in (0, 1): `%g` prints a count as a whole number, so this is an error magnitude.
+fn is_magnitude(s: &str) -> bool {
+    s.parse::<f64>().is_ok_and(|v| v > 0.0 && v < 1.0)
+}
+
+/// The largest error nccl-tests 2.0-2.12 let pass for a type (src/common.cu `DeltaMaxValue`,
+/// times `nranks - 1` in `CheckData`): over it, the size counted as wrong.
+pub fn max_error_allowed(dtype: &str, nranks: usize) -> f64 {
+    let per_rank = match DataType::parse(dtype) {
+        Some(DataType::F16 | DataType::Bf16) => 1e-2,
+        Some(DataType::F32) => 1e-5,
+        Some(DataType::F64) => 1e-12,
+        _ => 1e-200,
+    };
+    per_rank * nranks.saturating_sub(1).max(1) as f64
 }
 
 /// `#wrong`: `N/A` when not checked (`-c 0`), else a count, written by `%g` (`1.07374e+09`
@@ -693,7 +763,7 @@ fn json_row(x: &serde_json::Value, n: usize) -> Option<Result<Row, Refused>> {
             return Ok(None);
         };
         let wrong = json_figure(&s["nwrong"]).unwrap_or_else(|| "N/A".into());
-        sample(&[&t, &a, &b, &wrong])
+        sample(&[&t, &a, &b, &wrong], false)
     };
     let text = format!("results[{}]", n - 1);
     let refuse = |why: String| Refused {

@@ -94,6 +94,27 @@ fn old_layouts_without_root_or_group_are_read() {
     assert_eq!(t.rows[0].root, None);
     assert_eq!(t.rows[1].out_of_place.as_ref().unwrap().time_us, 33.60);
     assert_eq!(t.rows[1].in_place.as_ref().unwrap().time_us, 33.36);
+    // `error` is the largest error (before nccl-tests 2.13), a magnitude, not a `#wrong` count.
+    let s = t.rows[0].out_of_place.as_ref().unwrap();
+    assert_eq!((s.wrong, s.max_error), (None, Some(1e-7)));
+}
+
+/// Without a header, a figure in (0, 1) where `#wrong` goes is the error column: `%g` prints
+/// every count as a whole number.
+#[test]
+fn an_error_magnitude_is_not_read_as_a_count() {
+    let row = "        1024           256     float     sum    56.74    0.02    0.03  5e-07    56.42    0.02    0.04  5e-07\n";
+    let s = parse(row).unwrap().tests[0].rows[0]
+        .out_of_place
+        .clone()
+        .unwrap();
+    assert_eq!((s.wrong, s.max_error), (None, Some(5e-7)));
+    let counted = "        1024           256     float     sum    56.74    0.02    0.03      3    56.42    0.02    0.04      0\n";
+    let s = parse(counted).unwrap().tests[0].rows[0]
+        .out_of_place
+        .clone()
+        .unwrap();
+    assert_eq!((s.wrong, s.max_error), (Some(3), None));
 }
 
 #[test]
@@ -338,17 +359,24 @@ fn a_row_without_its_redop_column_is_read_from_the_figure_on() {
     assert_eq!(r.elem_bytes, Some(4));
 }
 
-/// nccl#527: one 1 GiB row per instance count under a `p4dn` column is several runs.
+/// nccl#527: one 1 GiB row per instance count under a `p4dn` column is several runs, one per
+/// row; a condensed row whose rest is not an nccl-tests row is refused.
 #[test]
-fn a_condensed_table_of_several_runs_is_refused() {
+fn a_condensed_table_of_several_runs_is_read_as_one_run_per_row() {
     let text = "\
  p4dn        size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
    1   1073741824     268435456     float     sum   8142.6  131.87  230.77  2e-07   8141.2  131.89  230.81  2e-07
    2   1073741824     268435456     float     sum    35215   30.49   57.17  4e-07    35198   30.51   57.20  4e-07
 ";
-    let err = parse(text).unwrap_err();
+    let r = parse(text).unwrap();
+    assert_eq!(r.tests.len(), 2);
+    let row = &r.tests[1].rows[0];
+    assert_eq!((row.bytes, row.line), (1 << 30, 3));
+    assert_eq!(row.out_of_place.as_ref().unwrap().busbw_gbps, 57.17);
+    assert!(r.missing[0].contains("each row read as a run of its own"));
+    let err = parse("   1   1073741824     268435456     float     sum   fast\n").unwrap_err();
     assert!(
-        err.starts_with("line 2: a row with `1` before its size"),
+        err.starts_with("line 1: a row with `1` before its size"),
         "{err}"
     );
     assert!(err.contains("condensed from several runs"), "{err}");
