@@ -12,8 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod busid;
-mod copies;
-pub use copies::Standing;
+pub mod copies;
 mod join;
 /// Maps for the hot loops of a 32,768-GPU analysis: foldhash, randomly seeded per process
 /// like std's SipHash (keys come from files a user brings), hashes several times faster.
