@@ -118,6 +118,47 @@ impl Topology {
         out
     }
 
+    /// Where the topology is copies of one machine ([`Topology::copies`]), or copies that
+    /// faults changed a few of ([`Topology::copies_except`]): which hosts answer a question
+    /// asked of each host alone (a judge of its own nodes) for the others. `None` otherwise.
+    pub fn standing(&self) -> Option<Standing> {
+        if let Some(c) = self.copies() {
+            return Some(Standing {
+                copies: c,
+                model: 0,
+                changed: BTreeSet::new(),
+            });
+        }
+        let (c, changed) = self.copies_except()?;
+        let model = (0..c.count).find(|k| !changed.contains(k))?;
+        Some(Standing {
+            copies: c,
+            model,
+            changed: changed.clone(),
+        })
+    }
+
+    /// The nodes a yes-or-no question asked of each node alone needs asking of: every node,
+    /// or where [`Topology::standing`] says one copy answers for its unchanged copies, that
+    /// copy's and the changed ones'.
+    pub fn asked_nodes(&self) -> Vec<NodeIndex> {
+        match self.standing() {
+            Some(s) => s.asked_nodes().collect(),
+            None => self.graph.node_indices().collect(),
+        }
+    }
+
+    /// The network ports of the hosts that answer for themselves ([`Topology::standing`]),
+    /// in [`Topology::nets`]' order: enough for a question of which ports there are (their
+    /// distinct names, whether any lacks a fact), since an unchanged copy's ports repeat the
+    /// model copy's, which comes before it.
+    pub fn asked_nets(&self) -> Vec<NodeIndex> {
+        match self.standing() {
+            Some(s) => self.nets_among(s.asked_nodes()),
+            None => self.nets(),
+        }
+    }
+
     /// The NVLink fabric cluster UUID of `host`'s GPUs where they share one (`None` for a
     /// host whose GPUs are registered with no fabric, or with several).
     pub fn cluster_of(&self, host: HostId) -> Option<&str> {
@@ -176,6 +217,75 @@ mod tests {
         assert_eq!(first.find(0, first.node(g).busid().unwrap()), Some(g));
         assert_eq!(first.p2p.len(), t.p2p.len());
         assert!(first.copies().is_none());
+    }
+
+    /// Every judge that lets one copy answer for its unchanged copies says what asking every
+    /// host says: copies with faults on some, none, and on a machine whose every copy is
+    /// judged (a lane down and a NIC missing before `--nodes`).
+    #[test]
+    fn one_copy_answers_for_its_unchanged_copies_as_each_would() {
+        use crate::faults::{apply, parse_degrade, parse_without};
+        use crate::{nic_judge, nvlink_judge, nvlink_shape, pcie_judge};
+        let mut odd = crate::testing::hgx_board(&[0, 1, 2, 3], 90, |d| d != 2, false);
+        apply(&mut odd, &parse_degrade("nvlink:GPU1=6").unwrap()).unwrap();
+        let cases = [
+            (hgx(8, 90), vec![]),
+            (hgx(8, 90), vec!["w nic:mlx5_7", "d nvlink:GPU1=6@2"]),
+            (hgx(8, 90), vec!["w gpu:5@3", "w nvlink:GPU3@1"]),
+            (odd.clone(), vec![]),
+            (odd, vec!["w nic:mlx5_0@2", "d nvlink:GPU0=12@0"]),
+        ];
+        let (mut judged, mut found) = (0, 0);
+        for (machine, faults) in cases {
+            let mut t = machine.replicate(5);
+            for f in &faults {
+                let fault = match f.split_once(' ').unwrap() {
+                    ("w", x) => parse_without(x).unwrap(),
+                    (_, x) => parse_degrade(x).unwrap(),
+                };
+                apply(&mut t, &fault).unwrap();
+            }
+            let mut every = t.clone();
+            every.forget_copies();
+            assert!(every.standing().is_none());
+            if t.standing().is_none() {
+                // A fault that adds or removes nodes leaves no copies to answer for others.
+                continue;
+            }
+            let names = |t: &Topology, v: Vec<NodeIndex>| -> Vec<String> {
+                let mut n: Vec<String> = vec![];
+                for x in v.iter().filter_map(|&x| t.net(x)) {
+                    if !n.contains(&x.name) {
+                        n.push(x.name.clone());
+                    }
+                }
+                n
+            };
+            let pn = |t| nic_judge::every_host(t, &nic_judge::PlainNames(t), true);
+            assert_eq!(pn(&t), pn(&every), "{faults:?}");
+            let all = |t| nic_judge::every_host(t, &nic_judge::PlainNames(t), false);
+            assert_eq!(all(&t), all(&every), "{faults:?}");
+            judged += 1;
+            found += usize::from(!pn(&t).is_empty() && !nvlink_judge::every_gpu(&t).is_empty());
+            assert_eq!(
+                nvlink_judge::every_gpu(&t),
+                nvlink_judge::verdicts(&every, every.gpus())
+            );
+            assert_eq!(
+                nvlink_shape::problems(&t),
+                nvlink_shape::problems(&every),
+                "{faults:?}"
+            );
+            assert_eq!(
+                pcie_judge::every_node(&t),
+                pcie_judge::every_node(&every),
+                "{faults:?}"
+            );
+            assert_eq!(names(&t, t.asked_nets()), names(&every, every.nets()));
+            let asked: Vec<NodeIndex> = t.asked_nodes();
+            assert!(asked.len() < every.asked_nodes().len(), "{faults:?}");
+        }
+        assert!(judged >= 4 && found >= 2, "{judged} {found}");
     }
 
     #[test]
@@ -240,5 +350,69 @@ mod tests {
         );
         assert_eq!(r.cluster_of(2), Some("c-1"));
         assert_eq!(hgx(8, 90).cluster_of(0), None);
+    }
+}
+
+/// Which hosts of copies stand for which ([`Topology::standing`]): a host of an unchanged
+/// copy is, node by node, the model copy's host at its place (the same kinds, facts and
+/// links, its node and host numbers moved by whole copies), so a question asked of that
+/// host's own nodes has the model host's answer; a changed copy's hosts answer for
+/// themselves.
+#[derive(Clone, Debug)]
+pub struct Standing {
+    copies: Copies,
+    model: usize,
+    changed: BTreeSet<usize>,
+}
+
+impl Standing {
+    /// The host whose answer `host`'s is: itself, or the model copy's host at its place.
+    pub fn answered_by(&self, host: usize) -> usize {
+        let per = self.copies.per_copy.max(1);
+        let k = host / per;
+        if k == self.model || self.changed.contains(&k) || k >= self.copies.count {
+            host
+        } else {
+            self.model * per + host % per
+        }
+    }
+
+    /// How many hosts `host`'s answer stands for: the unchanged copies' for a host of the
+    /// model copy, 1 for a host of a changed copy, none for the others.
+    pub fn stands_for(&self, host: usize) -> usize {
+        let k = host / self.copies.per_copy.max(1);
+        if k == self.model {
+            let changed = self.changed.iter().filter(|&&c| c < self.copies.count);
+            self.copies.count - changed.count()
+        } else {
+            usize::from(self.changed.contains(&k) || k >= self.copies.count)
+        }
+    }
+
+    /// Whether node `n` is one of a host that answers for itself.
+    pub fn asks(&self, n: NodeIndex) -> bool {
+        let k = n.index() / self.copies.nodes.max(1);
+        k == self.model || self.changed.contains(&k) || k >= self.copies.count
+    }
+
+    /// The model copy's nodes, in index order.
+    pub fn model_nodes(&self) -> impl Iterator<Item = NodeIndex> + use<> {
+        let nodes = self.copies.nodes;
+        (self.model * nodes..(self.model + 1) * nodes).map(NodeIndex::new)
+    }
+
+    /// The nodes of the hosts that answer for themselves, in index order.
+    pub fn asked_nodes(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        let nodes = self.copies.nodes;
+        std::iter::once(self.model)
+            .chain(
+                self.changed
+                    .iter()
+                    .copied()
+                    .filter(|&k| k < self.copies.count),
+            )
+            .collect::<BTreeSet<usize>>()
+            .into_iter()
+            .flat_map(move |k| (k * nodes..(k + 1) * nodes).map(NodeIndex::new))
     }
 }

@@ -12,7 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod busid;
-mod copies;
+pub mod copies;
 mod join;
 /// Maps for the hot loops of a 32,768-GPU analysis: foldhash, randomly seeded per process
 /// like std's SipHash (keys come from files a user brings), hashes several times faster.
@@ -870,9 +870,12 @@ impl Topology {
     /// stable one: reading the graph twice per comparison made this a twentieth of a plan's
     /// time at 131,072 GPUs, where several stages ask for the list.
     pub fn gpus(&self) -> Vec<NodeIndex> {
-        let mut keyed: Vec<_> = self
-            .graph
-            .node_indices()
+        self.gpus_among(self.graph.node_indices())
+    }
+
+    /// The GPUs among `nodes`, in [`Topology::gpus`]' order.
+    pub fn gpus_among(&self, nodes: impl Iterator<Item = NodeIndex>) -> Vec<NodeIndex> {
+        let mut keyed: Vec<_> = nodes
             .filter_map(|n| {
                 let node = &self.graph[n];
                 match &node.kind {
@@ -887,8 +890,13 @@ impl Topology {
 
     /// Network ports in a stable order: host, then plugin device index, then name.
     pub fn nets(&self) -> Vec<NodeIndex> {
-        let mut v: Vec<NodeIndex> = self
-            .nodes_where(|k| matches!(k, NodeKind::Net(_)))
+        self.nets_among(self.graph.node_indices())
+    }
+
+    /// The network ports among `nodes`, in [`Topology::nets`]' order.
+    pub fn nets_among(&self, nodes: impl Iterator<Item = NodeIndex>) -> Vec<NodeIndex> {
+        let mut v: Vec<NodeIndex> = nodes
+            .filter(|&n| matches!(self.graph[n].kind, NodeKind::Net(_)))
             .collect();
         // Borrowed keys: cloning the name per comparison dominated at 32k ports.
         v.sort_by(|&a, &b| {

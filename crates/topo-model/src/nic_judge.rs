@@ -118,9 +118,12 @@ pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding
 
 /// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts
 /// (replicated machines) once, with the number of hosts, keeping info verdicts out when
-/// `problems_only`.
+/// `problems_only`. A host of an unchanged copy ([`Topology::standing`]) repeats the model
+/// copy's host's verdicts: at 16,384 hosts, judging each was a tenth of a plan.
 pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> Vec<Finding> {
     let n = topo.host_count();
+    let standing = topo.standing();
+    let asked = |x: NodeIndex| standing.as_ref().is_none_or(|s| s.asks(x));
     let bucket = |v: Vec<NodeIndex>| -> Vec<Vec<NodeIndex>> {
         let mut out = vec![vec![]; n];
         for x in v {
@@ -130,27 +133,45 @@ pub fn every_host(topo: &Topology, names: &impl Names, problems_only: bool) -> V
         }
         out
     };
-    let gpus = bucket(topo.gpus());
-    let nets = bucket(topo.nets());
+    let (gpus, nets) = match &standing {
+        Some(s) => (
+            topo.gpus_among(s.asked_nodes()),
+            topo.nets_among(s.asked_nodes()),
+        ),
+        None => (topo.gpus(), topo.nets()),
+    };
+    let (gpus, nets) = (bucket(gpus), bucket(nets));
     // NICs without a known port (a skeleton XML) are columns too, after the ports.
     let bare = bucket(
         topo.nics()
-            .filter(|&x| topo.children(x).is_empty())
+            .filter(|&x| asked(x) && topo.children(x).is_empty())
             .collect(),
     );
-    let cpus = bucket(topo.cpus().collect());
+    let cpus = bucket(topo.cpus().filter(|&x| asked(x)).collect());
     let mut merged = crate::message::OnHosts::default();
+    let mut answers: std::collections::HashMap<usize, Vec<Finding>> = Default::default();
     for h in 0..n {
+        let by = standing.as_ref().map_or(h, |s| s.answered_by(h));
+        if let Some(vs) = answers.get(&by).filter(|_| by != h) {
+            for v in vs {
+                merged.add(v.clone(), 1);
+            }
+            continue;
+        }
         let nics: Vec<NodeIndex> = nets[h].iter().chain(&bare[h]).copied().collect();
         let host = Host {
             gpus: &gpus[h],
             nics: &nics,
             sockets: cpus[h].len(),
         };
-        for v in verdicts(topo, &host, names) {
-            if problems_only && v.severity < Severity::Warning {
-                continue;
-            }
+        let vs: Vec<Finding> = verdicts(topo, &host, names)
+            .into_iter()
+            .filter(|v| !problems_only || v.severity >= Severity::Warning)
+            .collect();
+        if standing.is_some() {
+            answers.insert(h, vs.clone());
+        }
+        for v in vs {
             merged.add(v, 1);
         }
     }

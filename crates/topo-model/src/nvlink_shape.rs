@@ -309,19 +309,42 @@ pub fn problems(topo: &Topology) -> Vec<Finding> {
         Some(c) => (c.per_copy, c.count),
         None => (topo.host_count(), 1),
     };
+    // One copy's hosts answer for its unchanged copies' (`Topology::standing`): at 16,384
+    // hosts with a fault on one, judging each was a fortieth of a plan.
+    let standing = topo.standing();
+    let (gpus, classes) = match &standing {
+        Some(s) => (
+            topo.gpus_among(s.asked_nodes()),
+            PciClasses::among(topo, s.asked_nodes()),
+        ),
+        None => (topo.gpus(), PciClasses::of(topo)),
+    };
     let mut by_host = vec![vec![]; hosts];
-    for g in topo.gpus() {
+    for g in gpus {
         if let Some(v) = by_host.get_mut(topo.node(g).host as usize) {
             v.push(g);
         }
     }
-    let classes = PciClasses::of(topo);
     let mut merged = crate::message::OnHosts::default();
-    for gpus in by_host.iter().filter(|v| !v.is_empty()) {
-        for v in verdicts(topo, gpus, &names, &classes) {
-            if v.severity >= Severity::Warning {
-                merged.add(v, copies);
+    let mut answers: std::collections::HashMap<usize, Vec<Finding>> = Default::default();
+    for (h, gpus) in by_host.iter().enumerate() {
+        let by = standing.as_ref().map_or(h, |s| s.answered_by(h));
+        let found = match answers.get(&by) {
+            Some(vs) if by != h => vs.clone(),
+            _ if gpus.is_empty() => continue,
+            _ => {
+                let vs: Vec<Finding> = verdicts(topo, gpus, &names, &classes)
+                    .into_iter()
+                    .filter(|v| v.severity >= Severity::Warning)
+                    .collect();
+                if standing.is_some() {
+                    answers.insert(h, vs.clone());
+                }
+                vs
             }
+        };
+        for v in found {
+            merged.add(v, copies);
         }
     }
     merged.into_findings()

@@ -44,14 +44,24 @@ pub struct PciClasses {
 
 impl PciClasses {
     pub fn of(topo: &Topology) -> PciClasses {
-        let with_switch: HashSet<HostId> = topo.pci_switches().map(|n| topo.node(n).host).collect();
+        PciClasses::among(topo, topo.graph.node_indices())
+    }
+
+    /// [`PciClasses::of`] as far as the hosts of `nodes` go: where those are every node of
+    /// their hosts, those hosts' classes are the same as in [`PciClasses::of`].
+    pub fn among(topo: &Topology, nodes: impl Iterator<Item = NodeIndex>) -> PciClasses {
+        let mut with_switch: HashSet<HostId> = HashSet::new();
         let mut numa_known: HashSet<HostId> = HashSet::new();
-        let mut with_cpu: HashSet<HostId> = HashSet::new();
-        for c in topo.cpus() {
-            let h = topo.node(c).host;
-            with_cpu.insert(h);
-            if topo.cpu(c).is_none_or(|x| x.numa >= 0) {
-                numa_known.insert(h);
+        for n in nodes {
+            let node = topo.node(n);
+            match &node.kind {
+                NodeKind::PciSwitch(_) => {
+                    with_switch.insert(node.host);
+                }
+                NodeKind::Cpu(c) if c.numa >= 0 => {
+                    numa_known.insert(node.host);
+                }
+                _ => {}
             }
         }
         let hosts = topo.host_count().max(topo.hosts.len()).max(1);

@@ -352,6 +352,17 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
     out
 }
 
+/// [`verdicts`] over every node of `topo`. Each verdict gathers what single nodes and
+/// single hosts show, so where one copy answers for its unchanged copies
+/// ([`Topology::standing`]) and shows nothing, those copies show nothing either and are not
+/// asked.
+pub fn every_node(topo: &Topology) -> Vec<Finding> {
+    match topo.standing() {
+        Some(s) if verdicts(topo, s.model_nodes()).is_empty() => verdicts(topo, s.asked_nodes()),
+        _ => verdicts(topo, topo.graph.node_indices()),
+    }
+}
+
 /// Hosts whose GPUs (at least [`FLAT_MIN_GPUS`]) and NICs all sit behind one PCIe host bridge
 /// with no switch between any two of them (nvidia-smi's PHB for every GPU-GPU and GPU-NIC
 /// pair), on one NUMA node: the tree a hypervisor gives its guest (QEMU/KVM's root bus), not

@@ -207,10 +207,12 @@ fn cuda_attr(
     topo: &topo_model::Topology,
     f: fn(&topo_model::CudaAttrs) -> Option<bool>,
 ) -> Option<bool> {
+    // Whether any, or every, GPU has it: one copy's GPUs answer for its unchanged copies'.
     let vals: Vec<Option<bool>> = topo
-        .gpus()
+        .asked_nodes()
         .into_iter()
-        .map(|g| topo.gpu(g).and_then(|x| x.cuda.as_ref()).and_then(f))
+        .filter_map(|g| topo.gpu(g))
+        .map(|x| x.cuda.as_ref().and_then(f))
         .collect();
     if vals.contains(&Some(false)) {
         Some(false)
@@ -983,7 +985,9 @@ fn select_socket_ifaces(
 ) -> (std::collections::HashSet<String>, Vec<(bool, String)>) {
     let mut per_host: std::collections::BTreeMap<HostId, (Vec<&str>, Vec<&str>)> =
         Default::default();
-    for n in topo.nets() {
+    // An unchanged copy's hosts give the model copy's answers, which come before them: one
+    // copy's ports stand for theirs (`Topology::asked_nets`).
+    for n in topo.asked_nets() {
         let Some(x) = topo.net(n) else { continue };
         let e = per_host.entry(topo.node(n).host).or_default();
         if x.socket {
@@ -1070,7 +1074,8 @@ fn hca_keeps(h: &crate::env::HcaFilter, x: &topo_model::Net) -> bool {
 /// `bond0`): NCCL's IB plugin lists verbs devices only (ncclIbInitDevices, NVIDIA/nccl
 /// v2.28.9-1 src/transport/net_ib.cc), so it finds none and NCCL takes the socket plugin.
 fn only_plain_interfaces(topo: &Topology) -> bool {
-    let nets = topo.nets();
+    // One copy's ports answer for its unchanged copies' (`Topology::asked_nets`).
+    let nets = topo.asked_nets();
     !nets.is_empty() && nets.iter().all(|&n| topo.net(n).is_some_and(|x| x.socket))
 }
 
@@ -1081,8 +1086,9 @@ fn only_plain_interfaces(topo: &Topology) -> bool {
 fn source_net(topo: &Topology) -> Option<crate::transport::SourceNet> {
     use crate::transport::SourceNet;
     use topo_model::net_kind::{self, NetKind};
-    // Every host alike is the usual case; the evidence is counted on the first host's ports.
-    let mut nets = topo.nets();
+    // Every host alike is the usual case; the evidence is counted on the first host's ports,
+    // which are among those of the hosts that answer for themselves (`Topology::asked_nets`).
+    let mut nets = topo.asked_nets();
     if let Some(&first) = nets.first() {
         let host = topo.node(first).host;
         nets.retain(|&n| topo.node(n).host == host);

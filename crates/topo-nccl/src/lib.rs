@@ -80,7 +80,7 @@ pub fn plan_owned(
     facts: analyze::RuntimeFacts,
 ) -> Result<(plan::Plan, Option<analyze::Analysis>)> {
     if !req.env.is_empty()
-        || vm::find(&topo).any()
+        || vm::found(&topo)
         || whatif::gdr_unknown(&topo)
         || whatif::speed_unknown(&topo)
     {

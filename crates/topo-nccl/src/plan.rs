@@ -641,6 +641,17 @@ impl TransportMatrices {
 }
 
 impl TransportViews {
+    /// The counts alone, which is what [`crate::whatif::compare`] reads of the views.
+    fn summary_only(a: &Analysis) -> TransportViews {
+        TransportViews {
+            classes: vec![],
+            reasons: vec![],
+            summary: transport_view::summary(&a.transports),
+            messages: vec![],
+            matrix: TransportMatrices::default(),
+        }
+    }
+
     fn of(a: &Analysis) -> TransportViews {
         let (classes, reasons) = transport_classes(&a.transports);
         TransportViews {
@@ -1088,7 +1099,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Finding> {
     let fabric = topo_model::fabric_judge::verdicts(&a.topo, a.topo.gpus())
         .into_iter()
         .filter(|v| v.severity >= Severity::Warning);
-    for v in topo_model::nvlink_judge::verdicts(&a.topo, a.topo.gpus())
+    for v in topo_model::nvlink_judge::every_gpu(&a.topo)
         .into_iter()
         .chain(fabric)
     {
@@ -1151,7 +1162,7 @@ fn incomplete_net_warnings(a: &Analysis, w: &mut Vec<Finding>) {
 fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(usize, String)> {
     let names: std::collections::BTreeSet<&str> = a
         .topo
-        .nets()
+        .asked_nets()
         .into_iter()
         .filter_map(|n| a.topo.net(n))
         .filter(|x| pick(x))
@@ -1169,7 +1180,7 @@ fn port_names(a: &Analysis, pick: impl Fn(&topo_model::Net) -> bool) -> Option<(
 /// topo assumed (priced with it), and whether some are listed ports (priced without it).
 pub(crate) fn gdr_unknown_kinds(topo: &topo_model::Topology) -> (bool, bool) {
     let (mut assumed, mut listed) = (false, false);
-    for n in topo.nets() {
+    for n in topo.asked_nets() {
         if let Some(x) = topo.net(n).filter(|x| x.gdr_unstated) {
             if x.assumed {
                 assumed = true;
@@ -1190,7 +1201,8 @@ const ASSUMED_GDR: &str = "the plan assumed it does, as NCCL's IB plugin reports
 /// unstated one is what NCCL's net plugin says at run time (topo.cc, NCCL 2.28: a `<net>`
 /// without `gdr` gets the plugin's answer); the plan took the XML reader's default of none.
 fn gdr_warnings(a: &Analysis, w: &mut Vec<Finding>) {
-    let nets = a.topo.nets();
+    // The ports' distinct names, which one copy's ports give for its unchanged copies'.
+    let nets = a.topo.asked_nets();
     for v in topo_model::net_judge::verdicts(&a.topo, nets) {
         let text = if v.code == Code::NetGdrUnknown {
             let (assumed, listed) = gdr_unknown_kinds(&a.topo);
@@ -1281,6 +1293,11 @@ pub fn graph_xml(plan: &Plan) -> String {
 /// NCCL to detect at run time, so planning them as they stand would describe a PCIe-only
 /// machine that does not exist (SHM between H100s); refuse and say what to plan instead.
 fn refuse_unknown_nvlink(topo: &Topology) -> Result<()> {
+    // The usual answer without putting the GPUs in order (131,072 of them at 16,384 hosts).
+    let known = |g: &topo_model::Gpu| matches!(g.nvlink, topo_model::NvlinkInfo::Known);
+    if gpu_facts(topo).all(known) {
+        return Ok(());
+    }
     let gpus = topo.gpus();
     let unknown: Vec<&str> = gpus
         .iter()
@@ -1473,6 +1490,9 @@ fn gpus_of(topo: &Topology, some: usize, all: usize) -> String {
 /// whose `<gpu>` lacks `sm` (a hand-trimmed XML with only `dev`) is refused the way a file
 /// without NVLink information is, rather than planned as an sm 0 GPU.
 fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
+    if gpu_facts(topo).all(|g| g.sm.is_some_and(|s| s != 0)) {
+        return Ok(());
+    }
     let gpus = topo.gpus();
     let unknown = gpus
         .iter()
@@ -1493,9 +1513,14 @@ fn refuse_unknown_sm(topo: &Topology) -> Result<()> {
     .help(stating_hint(topo)))
 }
 
+/// Every GPU's facts, in no particular order.
+fn gpu_facts(topo: &Topology) -> impl Iterator<Item = &topo_model::Gpu> {
+    topo.graph.node_indices().filter_map(|n| topo.gpu(n))
+}
+
 /// Refuses a topology without GPUs, naming which source was empty (the caller words the fix).
 fn refuse_no_gpu(topo: &Topology) -> Result<()> {
-    if !topo.gpus().is_empty() {
+    if gpu_facts(topo).next().is_some() {
         return Ok(());
     }
     let (why, live) = match (topo.source.kind, &topo.source.origin) {
@@ -1553,6 +1578,27 @@ pub fn analyzed_owned(
     let mut analysis = analyze::analyze_owned(topo, &req.env, req.version, &req.placement, &facts)?;
     let plan = build(&mut analysis, req)?;
     Ok((analysis, plan))
+}
+
+/// The plan of a machine `topo` another plan is compared with ([`crate::whatif::compare`]):
+/// what the comparison reads (channels, graphs, rings, transports and their counts, the
+/// per-size table) made as [`analyzed_owned`] makes it, without what it does not read (the
+/// findings about the hardware, the transport classes and matrices, the environment's
+/// effects): at 16,384 hosts those are a second per plan, and the healthy machine of a fault
+/// plan is never shown. Not a plan to render. The analysis comes back for the caller to free
+/// when it suits, as [`crate::plan_owned`]'s.
+pub fn compared_owned(
+    topo: Topology,
+    req: &PlanRequest,
+    facts: RuntimeFacts,
+) -> Result<(Plan, Analysis)> {
+    refuse_no_gpu(&topo)?;
+    refuse_unknown_nvlink(&topo)?;
+    refuse_unknown_sm(&topo)?;
+    let mut a = analyze::analyze_owned(topo, &req.env, req.version, &req.placement, &facts)?;
+    let mut plan = build_with(&a, req, || TransportViews::summary_only(&a))?;
+    plan.transports = std::mem::take(&mut a.transports);
+    Ok((plan, a))
 }
 
 #[cfg(test)]

@@ -276,6 +276,9 @@ struct Ctx<'a> {
     sides: Vec<[OnceLock<Box<NetSide>>; 2]>,
     /// The sides' texts, shared: ranks at the same place on every host have the same ones.
     side_texts: std::sync::Mutex<Reasons>,
+    /// Per rank: the rank at its place on the host whose path tables its host reads, whose
+    /// NET sides are its own (empty, or the rank itself: none).
+    twin: Vec<usize>,
 }
 
 /// Every connection NCCL could set up (see the module comment for which pairs), in order:
@@ -290,7 +293,7 @@ pub fn select(
     path_policy: &PathPolicy,
     tp: &TransportPolicy,
 ) -> Vec<PairTransport> {
-    let ctx = Ctx::new(sys, paths, path_policy, tp);
+    let mut ctx = Ctx::new(sys, paths, path_policy, tp);
     let nhosts = host_count(sys);
     let hosts: Vec<Vec<usize>> = (0..nhosts).map(|h| sys.host_gpus(h as u16)).collect();
     // Sized once: at 32,768 GPUs the list is 262,144 entries, and growing it by doubling
@@ -312,10 +315,35 @@ pub fn select(
             false => h,
         })
         .collect();
+    ctx.twin = twins(&hosts, &sources, sys.gpus.len());
     // Hosts are independent: at 32,768 GPUs their 229,376 pairs were a fifth of the plan's
     // time on one core. Each worker takes a contiguous run of hosts and the runs are joined
     // in host order, so the list is the same whatever the number of workers.
     select_on(&ctx, &hosts, &sources, pairs + inter, workers_for(pairs))
+}
+
+/// Per rank, the rank at its place on its host's source (`sources`: the host whose path
+/// tables each host reads) where that source computes its own and has as many GPUs; else the
+/// rank itself. A NET side reads only its host's tables and nodes, which a replica's equal
+/// node by node (`paths::replica`), so the twin's side is the rank's: 16,384 hosts' inter-node
+/// entries choose 16 sides instead of 262,144.
+fn twins(hosts: &[Vec<usize>], sources: &[usize], nranks: usize) -> Vec<usize> {
+    let mut twin: Vec<usize> = (0..nranks).collect();
+    for (h, ranks) in hosts.iter().enumerate() {
+        let s = sources.get(h).copied().unwrap_or(h);
+        let Some(from) = hosts.get(s) else {
+            continue;
+        };
+        if s == h || sources.get(s) != Some(&s) || from.len() != ranks.len() {
+            continue;
+        }
+        for (&r, &t) in ranks.iter().zip(from) {
+            if let Some(x) = twin.get_mut(r) {
+                *x = t;
+            }
+        }
+    }
+    twin
 }
 
 /// Pairs a worker chooses in one round of [`select_on`] (a host is never split): a round's
@@ -572,6 +600,7 @@ impl<'a> Ctx<'a> {
             net: tp.net_name(!sys.nets.is_empty()),
             sides: (0..sys.gpus.len()).map(|_| Default::default()).collect(),
             side_texts: Default::default(),
+            twin: Vec::new(),
             pp,
             tp,
         }
@@ -1049,6 +1078,13 @@ impl<'a> Ctx<'a> {
     /// `rank`'s side of its NET connections, made on first use.
     fn side(&self, rank: usize, send: bool) -> &NetSide {
         self.sides[rank][usize::from(!send)].get_or_init(|| {
+            // A twin's side, unless a PXN relay names the twin's own host's rank.
+            if let Some(&t) = self.twin.get(rank).filter(|&&t| t != rank) {
+                let twin = self.side(t, send);
+                if twin.proxy.is_none() {
+                    return Box::new(twin.clone());
+                }
+            }
             let (side, why) = self.net_side(rank, send);
             let mut side = Box::new(side);
             let (name, net_why) = (&self.net.0, &self.net.1);
@@ -1178,7 +1214,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct NetSide {
     dev: i32,
     nic: Option<Arc<str>>,

@@ -65,6 +65,19 @@ pub fn find(topo: &Topology) -> Artefacts {
     a
 }
 
+/// Whether `topo` has any VM artefact (`find(topo).any()`), each node asked alone: one
+/// copy's nodes answer for its unchanged copies ([`Topology::asked_nodes`]).
+pub fn found(topo: &Topology) -> bool {
+    topo.asked_nodes()
+        .into_iter()
+        .any(|n| match &topo.node(n).kind {
+            NodeKind::PciSwitch(_) => topo_model::pcie_judge::virtual_bridge(topo, n).is_some(),
+            NodeKind::Gpu(_) => slow_gpu_link(topo, n).is_some(),
+            NodeKind::Cpu(c) => c.numa < 0,
+            _ => false,
+        })
+}
+
 /// A Gen5-class GPU (SM 90 and later) linked at 16 GT/s or less, or any GPU with an empty
 /// link speed (NCCL counts that as Gen3): the repaired link is its generation's at the
 /// stated width.
@@ -145,7 +158,7 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Finding> {
 /// downtrained link (NCCL plans with the link's capability, so the plan is optimistic there),
 /// a device behind a slower link. One code and severity per fact in every view.
 pub fn pcie_messages(topo: &Topology, plan: &mut crate::plan::Plan) {
-    for v in topo_model::pcie_judge::verdicts(topo, topo.graph.node_indices()) {
+    for v in topo_model::pcie_judge::every_node(topo) {
         if plan.messages.iter().any(|m| m.code == v.code) {
             continue;
         }

@@ -114,10 +114,9 @@ pub fn classify(name: &str) -> Option<EnvEntry> {
 }
 
 fn nics(p: &Plan) -> BTreeSet<String> {
-    p.transports
-        .iter()
-        .filter_map(|t| t.nic().map(String::from))
-        .collect::<BTreeSet<_>>()
+    // Each distinct name copied once: a 16,384-host plan has a million pairs.
+    let names: BTreeSet<&str> = p.transports.iter().filter_map(|t| t.nic()).collect();
+    names.into_iter().map(String::from).collect()
 }
 
 /// The NETs a ring or tree channel enters and leaves by, where they differ, as NCCL's graph
@@ -343,14 +342,15 @@ pub(crate) fn vm_effects(
 
 /// Whether some network port's GPUDirect RDMA is left unstated by the source.
 pub(crate) fn gdr_unknown(topo: &Topology) -> bool {
-    topo.nets()
+    // One copy's ports answer for its unchanged copies (`Topology::asked_nodes`).
+    topo.asked_nodes()
         .into_iter()
         .any(|n| topo.net(n).is_some_and(|x| x.gdr_unstated))
 }
 
 /// Whether some network port's speed is left unstated by the source.
 pub(crate) fn speed_unknown(topo: &Topology) -> bool {
-    topo.nets()
+    topo.asked_nodes()
         .into_iter()
         .any(|n| topo.net(n).is_some_and(|x| x.speed_mbps.is_none()))
 }

@@ -52,6 +52,32 @@ fn several_workers_list_what_one_lists() {
     }
 }
 
+/// A rank on a host that reads another's path tables takes its twin's NET sides: the list
+/// is the one every rank choosing its own sides gives, PXN (which names a rank) included.
+#[test]
+fn twins_sides_are_the_sides_each_rank_chooses() {
+    let mut pxn = 0;
+    let eight = [0, 1, 2, 3, 4, 5, 6, 7];
+    for t in [
+        hgx(8, 90).replicate(4),
+        board(&eight, 90, |d| d < 4, true).replicate(3),
+        dgx1_v100().replicate(3),
+    ] {
+        let r = run(&t, PathPolicy::default(), TransportPolicy::default());
+        let n = t.host_count();
+        let hosts: Vec<Vec<usize>> = (0..n).map(|h| r.sys.host_gpus(h as u16)).collect();
+        let sources: Vec<usize> = (0..n).map(|h| r.paths.tables_of(h)).collect();
+        let twin = twins(&hosts, &sources, r.sys.gpus.len());
+        assert!(twin.iter().enumerate().any(|(r, &t)| r != t), "{sources:?}");
+        // A context of its own, without twins: every side chosen by its rank.
+        let ctx = Ctx::new(&r.sys, &r.paths, &r.pp, &r.tp);
+        let own: Vec<usize> = (0..n).collect();
+        assert_eq!(select_on(&ctx, &hosts, &own, 0, 1), r.pairs);
+        pxn += r.pairs.iter().filter(|p| p.proxy().is_some()).count();
+    }
+    assert!(pxn > 0);
+}
+
 /// A host whose path tables repeat an earlier host's repeats its pairs: the list is the one
 /// every host computing its own gives, NVB relays (which name a rank) and PXN included.
 #[test]
