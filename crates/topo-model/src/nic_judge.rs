@@ -72,6 +72,19 @@ fn numa(topo: &Topology, n: NodeIndex) -> Option<i32> {
 /// The placement verdicts of one host: how GPUs and NICs pair (info) or which GPUs lack a
 /// near NIC (warnings), and GPUs on a socket without any NIC.
 pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding> {
+    // A fused device without a bus id hangs off a CPU for want of a PCI parent: where its
+    // ports sit is not in the source, so no placement verdict rests on it.
+    let placed: Vec<NodeIndex> = host
+        .nics
+        .iter()
+        .copied()
+        .filter(|&n| !unplaced_fused(topo, n))
+        .collect();
+    let host = &Host {
+        gpus: host.gpus,
+        nics: &placed,
+        sockets: host.sockets,
+    };
     if host.nics.is_empty() || host.gpus.is_empty() {
         return vec![];
     }
@@ -114,6 +127,60 @@ pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding
         .collect::<Vec<_>>();
     out.extend(socket(topo, &lonely, names));
     out
+}
+
+/// A fused NIC the source gives no bus id: its ports' PCIe places are unknown.
+fn unplaced_fused(topo: &Topology, n: NodeIndex) -> bool {
+    topo.net(n)
+        .is_some_and(|x| crate::net_kind::fused_ports(&x.name).is_some())
+        && topo.node(topo.pci_device(n)).busid().is_none()
+}
+
+/// Fused NICs among `nets` (`nic-fused`, info): a device NCCL made of several ports (named
+/// `mlx5_0+mlx5_1`, [`crate::net_kind::fused_ports`]) is one NET device to NCCL, with the
+/// ports' speeds summed, not an unknown device of that name. Each name once.
+pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
+    let mut seen: BTreeMap<&str, (Option<u64>, bool)> = BTreeMap::new();
+    for &n in nets {
+        if let Some(net) = topo.net(n)
+            && crate::net_kind::fused_ports(&net.name).is_some()
+        {
+            let unplaced = unplaced_fused(topo, n);
+            seen.entry(net.name.as_str())
+                .or_insert((net.speed_mbps, unplaced));
+        }
+    }
+    if seen.is_empty() {
+        return None;
+    }
+    let said: Vec<String> = seen
+        .iter()
+        .filter_map(|(name, (speed, unplaced))| {
+            let t = crate::net_kind::fused_text(name, *speed)?;
+            let place = if *unplaced {
+                " (the source gives it no bus id, so where its ports sit on PCIe is unknown)"
+            } else {
+                ""
+            };
+            Some(format!("{name} is {t}{place}"))
+        })
+        .collect();
+    // NCCL 2.21+ merges ports by NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card),
+    // ncclTopoMakeVNics in src/graph/topo.cc; NCCL_NET_MERGE_LEVEL=LOC turns it off.
+    let text = format!(
+        "{}: NCCL merged those ports into one network device (NCCL_NET_MERGE_LEVEL, default PORT: the ports of one card) and sends over it as one NIC; NCCL_NET_MERGE_LEVEL=LOC keeps them apart",
+        said.join("; ")
+    );
+    Some(
+        Finding::new(Code::NicFused, text)
+            .evidence(said)
+            .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
+    )
+}
+
+/// [`fused_on`] over every port of the topology (plan, diagnose).
+pub fn fused(topo: &Topology) -> Option<Finding> {
+    fused_on(topo, &topo.nets())
 }
 
 /// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts

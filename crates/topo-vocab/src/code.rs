@@ -154,6 +154,8 @@ codes! {
     TopologyFlattened => "topology-flattened" [Warning],
     NetNotModelled => "net-not-modelled" [Warning],
     SocketInterfaces => "socket-interfaces" [Info, Warning],
+    NvlinkOutside => "nvlink-outside" [Warning],
+    NicFused => "nic-fused" [Info],
 }
 
 impl Code {
