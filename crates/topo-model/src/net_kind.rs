@@ -151,9 +151,14 @@ pub fn fused_ports(name: &str) -> Option<Vec<&str>> {
 pub fn fused_text(name: &str, speed_mbps: Option<u64>) -> Option<String> {
     let ports = fused_ports(name)?;
     let speed = match speed_mbps {
+        // Mb/s as Gb/s, decimals only where needed (as the NIC table prints speeds).
+        Some(m) if m > 0 && m.is_multiple_of(1000) => format!(
+            " whose {} Gb/s is their speeds summed, as NCCL reports it",
+            m / 1000
+        ),
         Some(m) if m > 0 => format!(
             " whose {} Gb/s is their speeds summed, as NCCL reports it",
-            crate::ports_judge::gbps(m)
+            m as f64 / 1000.0
         ),
         _ => String::new(),
     };

@@ -168,9 +168,11 @@ fn outside_verdict(
         for (t, l) in &s.outside {
             lanes += l;
             targets.insert(*t);
+            let gpu = topo
+                .gpu(*g)
+                .map_or_else(String::new, |x| format!("GPU{} ({})", x.dev, x.busid));
             evidence.push(format!(
-                "{}: {l} NVLink lanes to GPU {t}, which the source does not hold",
-                crate::pcie_judge::label(topo, *g)
+                "{gpu}: {l} NVLink lanes to GPU {t}, which the source does not hold"
             ));
         }
     }

@@ -421,13 +421,11 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Fewest GPUs of a host for [`root_ported`]: an HGX/DGX baseboard of 8 NVSwitch GPUs.
-const ROOT_PORTED_MIN_GPUS: usize = 8;
-
-/// Hosts of at least [`ROOT_PORTED_MIN_GPUS`] NVSwitch GPUs none of which sits behind a PCIe
-/// switch: every GPU's PCI device hangs straight off its CPU (a root port of its own). An
-/// 8-GPU HGX/DGX baseboard (A100, H100, H200, B200) puts every GPU behind a PCIe switch it
-/// shares with a NIC or another GPU, so a bare-metal dump of one always shows switches; a KVM
+/// Hosts whose NVSwitch GPUs all hang straight off their CPU, none behind a PCIe switch (a
+/// root port of its own each). NVSwitch GPUs without C2C sit on 8-GPU HGX/DGX baseboards
+/// (V100, A100, H100, H200, B200, B300; the 4-GPU boards join their GPUs directly, without
+/// NVSwitch), and those put every GPU behind a PCIe switch it shares with a NIC or another
+/// GPU, so a bare-metal dump of one always shows switches, one rank's dump included; a KVM
 /// guest given a root port per device (QEMU's q35 `pcie-root-port`, expander buses for its
 /// NUMA nodes) shows none, and NCCL's dump skips the root ports (it starts a device's path at
 /// the bridge two levels up, `ncclTopoGetXmlFromSys`, src/graph/xml.cc), so no emulated id is
@@ -461,19 +459,29 @@ fn root_ported(topo: &Topology, gpus: &[NodeIndex]) -> Option<(usize, Vec<String
         topo.gpu(g)
             .is_some_and(|x| x.device.is_some() && !x.busid.is_placeholder())
             && !c2c(g)
-            && crate::nvlink_shape::summary(topo, g).switch_lanes > 0
+            && topo
+                .nvlinks(g)
+                .iter()
+                .any(|(to, _, _)| matches!(topo.node(*to).kind, NodeKind::NvSwitch(_)))
     };
     let (mut count, mut evidence) = (0, vec![]);
     for v in by_host.values() {
-        if v.len() < ROOT_PORTED_MIN_GPUS || !v.iter().all(|&g| stated(g) && on_cpu(g)) {
+        if !v.iter().all(|&g| stated(g) && on_cpu(g)) {
             continue;
         }
         count += v.len();
+        let which = match v.as_slice() {
+            [one] => format!("1 NVSwitch GPU ({})", label(topo, *one)),
+            [first, .., last] => format!(
+                "{} NVSwitch GPUs ({} ... {})",
+                v.len(),
+                label(topo, *first),
+                label(topo, *last)
+            ),
+            [] => continue,
+        };
         evidence.push(format!(
-            "{} NVSwitch GPUs ({} ... {}), none behind a PCIe switch: each hangs off its CPU on a root port of its own, where an 8-GPU NVSwitch baseboard puts every GPU behind a PCIe switch",
-            v.len(),
-            label(topo, v[0]),
-            label(topo, v[v.len() - 1])
+            "{which}, none behind a PCIe switch: straight off the CPU on a root port of its own, where an 8-GPU NVSwitch baseboard puts every GPU behind a PCIe switch"
         ));
     }
     (count > 0).then_some((count, evidence))
@@ -496,8 +504,10 @@ fn virtual_verdict(
         parts.push(plural(placed, "GPU on a root bus", "GPUs on a root bus"));
     }
     if ported > 0 {
-        parts.push(format!(
-            "{ported} NVSwitch GPUs each on a root port of its own, none behind a PCIe switch"
+        parts.push(plural(
+            ported,
+            "NVSwitch GPU on a root port of its own, not behind a PCIe switch",
+            "NVSwitch GPUs each on a root port of its own, none behind a PCIe switch",
         ));
     }
     Finding::at(VIRTUAL, Severity::Warning, format!(
