@@ -632,3 +632,34 @@ fn nvswitch_gpus_each_on_a_root_port_are_a_vm() {
         "{switched}"
     );
 }
+
+/// Where several NICs are equally near a GPU and the source leaves GPUDirect RDMA unstated (a
+/// matrix), show's Nearest NIC was the first of them for every GPU, unmarked: a tie printed as
+/// a fact, and not the NIC NCCL's channel 0 takes (the GPU's device index bit-mirrored over the
+/// tied NICs, ncclTopoGetLocalNet). Now each GPU shows NCCL's pick, marked as a tie.
+#[test]
+fn tied_nics_show_nccls_pick_for_every_gpu_and_say_tie() {
+    let f = fixture("fixtures/synthetic/vm-flattened-4gpu-matrix.txt");
+    let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
+    let doc = json("show", &src).unwrap();
+    let picks: Vec<&str> = doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["nearest_nic"].as_str().unwrap())
+        .collect();
+    assert_eq!(picks, ["mlx5_0", "mlx5_1", "mlx5_0", "mlx5_1"]);
+    let out = topo()
+        .args(["show", "--from"])
+        .arg(&f)
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric) && l.contains("PHB, GDR ?"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(rows.iter().all(|r| r.ends_with(", tie)")), "{text}");
+}
