@@ -150,10 +150,11 @@ pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
                 .or_insert((net.speed_mbps, unplaced));
         }
     }
-    if seen.is_empty() {
+    let cards = fusable_cards(topo, nets);
+    if seen.is_empty() && cards.is_empty() {
         return None;
     }
-    let said: Vec<String> = seen
+    let mut said: Vec<String> = seen
         .iter()
         .filter_map(|(name, (speed, unplaced))| {
             let t = crate::net_kind::fused_text(name, *speed)?;
@@ -165,6 +166,31 @@ pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
             Some(format!("{name} is {t}{place}"))
         })
         .collect();
+    let listed = said.len();
+    said.extend(cards.iter().map(|(card, ports, speed)| {
+        let sum = match speed {
+            Some(m) if m.is_multiple_of(1000) => format!(", {} Gb/s", m / 1000),
+            Some(m) => format!(", {} Gb/s", *m as f64 / 1000.0),
+            None => String::new(),
+        };
+        format!(
+            "{} are ports of one card ({card}), which NCCL 2.21 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and topo's plan keeps them as {} devices",
+            ports.join(" and "),
+            ports.join("+"),
+            ports.len()
+        )
+    }));
+    if listed == 0 {
+        let text = format!(
+            "{}: NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card) decides the fusion; NCCL_NET_MERGE_LEVEL=LOC or NCCL_IB_MERGE_NICS=0 keeps them apart",
+            said.join("; ")
+        );
+        return Some(
+            Finding::new(Code::NicFused, text)
+                .evidence(said)
+                .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
+        );
+    }
     // NCCL 2.21+ merges ports by NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card),
     // ncclTopoMakeVNics in src/graph/topo.cc; NCCL_NET_MERGE_LEVEL=LOC turns it off.
     let text = format!(
@@ -176,6 +202,49 @@ pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
             .evidence(said)
             .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
     )
+}
+
+/// IB ports that share a card (one `<nic>`, or PCI functions of one device), which NCCL 2.21
+/// and later fuse into one device by default: `ncclTopoGetPath` gives them PATH_PORT, within
+/// the default NCCL_NET_MERGE_LEVEL (src/graph/topo.cc, `ncclTopoAutoMerge`), and the IB
+/// plugin's `makeVDevice` joins their names with `+` and sums their speeds. NCCL dumps the
+/// physical ports (it runs detection once with them for the dump), so a dump lists them apart.
+/// `(card, ports, summed speed in Mb/s where every port states one)`, one per host's card.
+fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String>, Option<u64>)> {
+    type Card = (crate::HostId, String);
+    let mut cards: BTreeMap<Card, Vec<NodeIndex>> = BTreeMap::new();
+    for &n in nets {
+        let Some(net) = topo.net(n) else { continue };
+        let ib = crate::net_kind::of_port(topo, n)
+            .is_some_and(|k| k.kind == crate::net_kind::NetKind::Ib);
+        if !ib || crate::net_kind::fused_ports(&net.name).is_some() {
+            continue;
+        }
+        let dev = topo.pci_device(n);
+        let card = match topo.node(dev).busid() {
+            Some(b) => format!("{:04x}:{:02x}:{:02x}", b.domain(), b.bus(), b.device()),
+            None => continue,
+        };
+        cards.entry((topo.node(n).host, card)).or_default().push(n);
+    }
+    let mut out: Vec<(String, Vec<String>, Option<u64>)> = vec![];
+    for ((_, card), ports) in cards {
+        if ports.len() < 2 {
+            continue;
+        }
+        let names: Vec<String> = ports
+            .iter()
+            .filter_map(|&n| topo.net(n).map(|x| x.name.clone()))
+            .collect();
+        let speed = ports
+            .iter()
+            .map(|&n| topo.net(n).and_then(|x| x.speed_mbps))
+            .sum::<Option<u64>>();
+        if !out.iter().any(|(c, p, _)| *c == card && *p == names) {
+            out.push((card, names, speed));
+        }
+    }
+    out
 }
 
 /// [`fused_on`] over every port of the topology (plan, diagnose).
