@@ -666,15 +666,15 @@ fn tied_nics_show_nccls_pick_for_every_gpu_and_say_tie() {
 
 /// A dual-port card (the real dump of a 2× RTX 4090 box with one ConnectX-4, mlx5_0 and
 /// mlx5_1 under one `<nic>`): NCCL 2.21 and later fuse its two ports into one device by default
-/// (ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL=PORT). Every view says so, with the fused name and
-/// summed speed, and that the plan keeps them apart.
+/// (ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL=PORT). Show and plan, which describe the NIC
+/// choice, say so, with the fused name and summed speed, and that the plan keeps them apart.
 #[test]
 fn ports_of_one_card_are_said_to_be_fused_at_run_time() {
     let Some(f) = crate::util::realdata("topo-xml/rwkvinllama-2x-rtx4090-cx4.xml") else {
         return;
     };
     let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
-    for (cmd, list, key) in VIEWS {
+    for (cmd, list, key) in [VIEWS[0], VIEWS[1]] {
         let doc = json(cmd, &src).unwrap();
         assert_eq!(
             severity_of(&doc, list, key, "nic-fused").as_deref(),

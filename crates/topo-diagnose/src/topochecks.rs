@@ -196,7 +196,7 @@ fn rails(t: &Topology, r: &mut Report) {
         r.add(finding_of(v, fix));
     }
     // A fused NIC is a fact, not a problem: said as show and plan say it, with nothing to do.
-    if let Some(v) = topo_model::nic_judge::fused(t) {
+    if let Some(v) = topo_model::nic_judge::fused_named(t) {
         let fix = v.fix.clone();
         r.add(finding_of(v, fix));
     }

@@ -140,6 +140,13 @@ fn unplaced_fused(topo: &Topology, n: NodeIndex) -> bool {
 /// `mlx5_0+mlx5_1`, [`crate::net_kind::fused_ports`]) is one NET device to NCCL, with the
 /// ports' speeds summed, not an unknown device of that name. Each name once.
 pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
+    fused_among(topo, nets, true)
+}
+
+/// [`fused_on`] with or without the ports of one card listed apart (`cards`): those concern
+/// the plan's NIC choice, which show and plan describe; diagnose states only a device the
+/// source itself names fused.
+fn fused_among(topo: &Topology, nets: &[NodeIndex], cards: bool) -> Option<Finding> {
     let mut seen: BTreeMap<&str, (Option<u64>, bool)> = BTreeMap::new();
     for &n in nets {
         if let Some(net) = topo.net(n)
@@ -150,7 +157,11 @@ pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
                 .or_insert((net.speed_mbps, unplaced));
         }
     }
-    let cards = fusable_cards(topo, nets);
+    let cards = if cards {
+        fusable_cards(topo, nets)
+    } else {
+        vec![]
+    };
     if seen.is_empty() && cards.is_empty() {
         return None;
     }
@@ -211,7 +222,8 @@ pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
 /// physical ports (it runs detection once with them for the dump), so a dump lists them apart.
 /// `(card, ports, summed speed in Mb/s where every port states one)`, one per host's card.
 fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String>, Option<u64>)> {
-    type Card = (crate::HostId, String);
+    // A host fused from several (an MNNVL clique) holds the same bus ids once per system.
+    type Card = (crate::HostId, Option<crate::HostId>, String);
     let mut cards: BTreeMap<Card, Vec<NodeIndex>> = BTreeMap::new();
     for &n in nets {
         let Some(net) = topo.net(n) else { continue };
@@ -225,10 +237,15 @@ fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String
             Some(b) => format!("{:04x}:{:02x}:{:02x}", b.domain(), b.bus(), b.device()),
             None => continue,
         };
-        cards.entry((topo.node(n).host, card)).or_default().push(n);
+        let system = topo.system_id.get(&dev).copied();
+        cards
+            .entry((topo.node(n).host, system, card))
+            .or_default()
+            .push(n);
     }
     let mut out: Vec<(String, Vec<String>, Option<u64>)> = vec![];
-    for ((_, card), ports) in cards {
+    let mut seen = std::collections::BTreeSet::new();
+    for ((_, _, card), ports) in cards {
         if ports.len() < 2 {
             continue;
         }
@@ -240,16 +257,22 @@ fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String
             .iter()
             .map(|&n| topo.net(n).and_then(|x| x.speed_mbps))
             .sum::<Option<u64>>();
-        if !out.iter().any(|(c, p, _)| *c == card && *p == names) {
+        // The same card on every copy of a host is said once.
+        if seen.insert((card.clone(), names.clone())) {
             out.push((card, names, speed));
         }
     }
     out
 }
 
-/// [`fused_on`] over every port of the topology (plan, diagnose).
+/// [`fused_on`] over every port of the topology (plan).
 pub fn fused(topo: &Topology) -> Option<Finding> {
-    fused_on(topo, &topo.nets())
+    fused_among(topo, &topo.nets(), true)
+}
+
+/// The devices the source itself names fused, over every port (diagnose).
+pub fn fused_named(topo: &Topology) -> Option<Finding> {
+    fused_among(topo, &topo.nets(), false)
 }
 
 /// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts
