@@ -56,10 +56,14 @@ fn p5_efa_is_inferred_and_named_as_the_plugin_names_it() {
     };
     let plan = plan_json(&f, &["--gpu", "h100", "--nvlink", "nvswitch"]);
     let (names, why, per_nic) = net_rows(&plan);
-    assert_eq!(names, BTreeSet::from(["NET/AWS Libfabric".to_string()]));
+    assert_eq!(names, BTreeSet::from(["NET/Libfabric".to_string()]));
     for w in &why {
         assert!(w.contains("EFA, inferred, not stated"), "{w}");
         assert!(w.contains("rdmap79s0: an EFA verbs device name"), "{w}");
+        assert!(
+            w.contains("names itself Libfabric from v1.13.0 (AWS Libfabric up to v1.12.1"),
+            "{w}"
+        );
         assert!(w.contains("32 such port(s) per host"), "{w}");
         assert!(w.contains("falls back to sockets"), "{w}");
         // 1:4: every GPU has four NICs beside it, and channel 0 takes one of them.
@@ -138,7 +142,7 @@ fn an_efa_function_by_pci_id_is_an_assumed_efa_port() {
     std::fs::write(&f, xml).unwrap();
     let plan = plan_json(&f, &["--gpu", "a100", "--nvlink", "nvswitch"]);
     let (names, why, per_nic) = net_rows(&plan);
-    assert_eq!(names, BTreeSet::from(["NET/AWS Libfabric".to_string()]));
+    assert_eq!(names, BTreeSet::from(["NET/Libfabric".to_string()]));
     assert!(
         why.iter()
             .all(|w| w.contains("inferred, not stated") && w.contains("1d0f:efa0")),

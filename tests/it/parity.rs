@@ -12,7 +12,7 @@ use crate::util::{fixture, topo_clean_env as topo};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-const SHARED: [&str; 18] = [
+const SHARED: [&str; 19] = [
     "virtualized-topology",
     "topology-flattened",
     "source-warning",
@@ -31,6 +31,7 @@ const SHARED: [&str; 18] = [
     "nvlink-fabric-partial",
     "nvlink-islands",
     "nvlink-unknown",
+    "nvlink-outside",
 ];
 
 /// Every source among the fixtures that all three commands read, and the profiles.
@@ -504,5 +505,186 @@ fn the_shared_guest_is_a_vm_and_no_bare_metal_file_is() {
                 );
             }
         }
+    }
+}
+
+/// One rank's view of a machine (`fixtures/synthetic/rank-dump-nvlink-outside-fused-nic.xml`,
+/// after the real per-rank dumps of NVIDIA/nccl issue threads): each GPU's NVLink goes to a
+/// GPU the file lacks, and the one NIC is a fused `mlx5_0+mlx5_1`. Every view says the GPUs
+/// have NVLink outside the file (never "no NVLink"), and names the fused NIC with its ports
+/// and summed speed.
+#[test]
+fn nvlink_to_a_gpu_outside_the_file_is_stated_and_a_fused_nic_is_named() {
+    let f = fixture("fixtures/synthetic/rank-dump-nvlink-outside-fused-nic.xml");
+    let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "nvlink-outside").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+        assert_eq!(severity_of(&doc, list, key, "nvlink-none"), None, "{cmd}");
+        assert_eq!(
+            severity_of(&doc, list, key, "nic-fused").as_deref(),
+            Some("info"),
+            "{cmd}"
+        );
+        let text = doc.to_string();
+        assert!(text.contains("8 lanes in all"), "{cmd}: {text}");
+        assert!(
+            text.contains(
+                "a fused NIC of 2 ports (mlx5_0, mlx5_1) whose 200 Gb/s is their speeds summed"
+            ),
+            "{cmd}: {text}"
+        );
+        // No NIC placement is judged from a fused device without a bus id.
+        assert_eq!(severity_of(&doc, list, key, "nic-none-near"), None, "{cmd}");
+    }
+    let show = topo()
+        .args(["show", "--from"])
+        .arg(&f)
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(show.stdout).unwrap();
+    assert!(
+        text.contains("4 → GPU 0000:31:00.0 (not in the source)"),
+        "{text}"
+    );
+    let shown = json("show", &src).unwrap();
+    let lanes: Vec<u64> = shown["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["nvlink_lanes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lanes, [4, 4]);
+    // The pair reasons that send over it name its ports.
+    let mut c = topo();
+    c.args(["plan", "--from"])
+        .arg(&f)
+        .args(["--nodes", "2", "--format", "json"]);
+    let plan = String::from_utf8(c.output().unwrap().stdout).unwrap();
+    assert!(
+        plan.contains("mlx5_0+mlx5_1 (a fused NIC of 2 ports (mlx5_0, mlx5_1))"),
+        "{plan}"
+    );
+}
+
+/// A KVM guest given all eight GPUs of an HGX H100 board, each GPU and NIC on a root port of
+/// its own and two NUMA nodes (`fixtures/synthetic/vm-root-port-per-device-8xh100.xml`, the
+/// layout of the guest in NVIDIA/nccl-tests#256): no emulated bridge id is left in NCCL's
+/// dump, and the tree is not flattened, yet no bare-metal 8-GPU NVSwitch board has a GPU
+/// outside a PCIe switch. Every view calls it a VM, with the NCCL_TOPO_FILE fix; the bare-metal
+/// files stay clean (`the_shared_guest_is_a_vm_and_no_bare_metal_file_is`).
+#[test]
+fn nvswitch_gpus_each_on_a_root_port_are_a_vm() {
+    let f = fixture("fixtures/synthetic/vm-root-port-per-device-8xh100.xml");
+    let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
+    for (cmd, list, key) in VIEWS {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "virtualized-topology").as_deref(),
+            Some("warning"),
+            "{cmd}"
+        );
+        assert!(
+            doc.to_string()
+                .contains("8 NVSwitch GPUs each on a root port of its own"),
+            "{cmd}"
+        );
+    }
+    let diag = json("diagnose", &src).unwrap();
+    assert!(evidence_has(
+        &diag,
+        "virtualized-topology",
+        "none behind a PCIe switch"
+    ));
+    // The same GPUs behind PCIe switches, as on the bare board, are not a VM.
+    let text = std::fs::read_to_string(&f).unwrap();
+    let mut switched = String::new();
+    let mut in_gpu = false;
+    for line in text.lines() {
+        if line.contains("class=\"0x030200\"") {
+            // The GPU's own switch, one per GPU: a bus id beside the GPU's.
+            let bus = &line[line.find("busid=\"0000:").unwrap() + 12..][..2];
+            switched.push_str(&format!(
+                "    <pci busid=\"0000:{bus}:00.1\" class=\"0x060400\" vendor=\"0x1000\" device=\"0xc030\" link_speed=\"32.0 GT/s PCIe\" link_width=\"16\">\n"
+            ));
+            in_gpu = true;
+        }
+        switched.push_str(line);
+        switched.push('\n');
+        if in_gpu && line == "    </pci>" {
+            switched.push_str("    </pci>\n");
+            in_gpu = false;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bare.xml");
+    std::fs::write(&p, &switched).unwrap();
+    let src = vec!["--from".to_string(), p.to_string_lossy().into_owned()];
+    let doc = json("show", &src).unwrap();
+    assert_eq!(
+        severity_of(&doc, "messages", "code", "virtualized-topology"),
+        None,
+        "{switched}"
+    );
+}
+
+/// Where several NICs are equally near a GPU and the source leaves GPUDirect RDMA unstated (a
+/// matrix), show's Nearest NIC was the first of them for every GPU, unmarked: a tie printed as
+/// a fact, and not the NIC NCCL's channel 0 takes (the GPU's device index bit-mirrored over the
+/// tied NICs, ncclTopoGetLocalNet). Now each GPU shows NCCL's pick, marked as a tie.
+#[test]
+fn tied_nics_show_nccls_pick_for_every_gpu_and_say_tie() {
+    let f = fixture("fixtures/synthetic/vm-flattened-4gpu-matrix.txt");
+    let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
+    let doc = json("show", &src).unwrap();
+    let picks: Vec<&str> = doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["nearest_nic"].as_str().unwrap())
+        .collect();
+    assert_eq!(picks, ["mlx5_0", "mlx5_1", "mlx5_0", "mlx5_1"]);
+    let out = topo()
+        .args(["show", "--from"])
+        .arg(&f)
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric) && l.contains("PHB, GDR ?"))
+        .collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(rows.iter().all(|r| r.ends_with(", tie)")), "{text}");
+}
+
+/// A dual-port card (the real dump of a 2× RTX 4090 box with one ConnectX-4, mlx5_0 and
+/// mlx5_1 under one `<nic>`): NCCL 2.21 and later fuse its two ports into one device by default
+/// (ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL=PORT). Show and plan, which describe the NIC
+/// choice, say so, with the fused name and summed speed, and that the plan keeps them apart.
+#[test]
+fn ports_of_one_card_are_said_to_be_fused_at_run_time() {
+    let Some(f) = crate::util::realdata("topo-xml/rwkvinllama-2x-rtx4090-cx4.xml") else {
+        return;
+    };
+    let src = vec!["--from".to_string(), f.to_string_lossy().into_owned()];
+    for (cmd, list, key) in [VIEWS[0], VIEWS[1]] {
+        let doc = json(cmd, &src).unwrap();
+        assert_eq!(
+            severity_of(&doc, list, key, "nic-fused").as_deref(),
+            Some("info"),
+            "{cmd}"
+        );
+        let text = doc.to_string();
+        assert!(
+            text.contains("mlx5_0 and mlx5_1 are ports of one card (0000:02:00), which NCCL 2.21 and later fuse at run time into one device, mlx5_0+mlx5_1, 200 Gb/s"),
+            "{cmd}: {text}"
+        );
     }
 }

@@ -131,6 +131,7 @@ fn nvlink(t: &Topology, r: &mut Report) {
             Code::NvlinkUnknown => {
                 "state it: --nvlink nvswitch|pairs|none (or --gpu MODEL), or read the machine live or from `topo snapshot`, where NVML lists each GPU's NVLinks"
             }
+            Code::NvlinkOutside => topo_model::nvlink_shape::OUTSIDE_FIX,
             _ => {
                 "check `nvidia-smi nvlink -s` (inactive links) and `nvidia-smi nvlink -e` (errors); reseat bridges, reset the GPU, or have the board serviced"
             }
@@ -192,6 +193,11 @@ fn rails(t: &Topology, r: &mut Report) {
         } else {
             placement_fix(v.code)
         };
+        r.add(finding_of(v, fix));
+    }
+    // A fused NIC is a fact, not a problem: said as show and plan say it, with nothing to do.
+    if let Some(v) = topo_model::nic_judge::fused_named(t) {
+        let fix = v.fix.clone();
         r.add(finding_of(v, fix));
     }
 }

@@ -219,6 +219,18 @@ pub struct Gpu {
     /// The CUDA driver's attributes of this GPU (live discovery and snapshots only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda: Option<CudaAttrs>,
+    /// NVLinks the source states to GPUs it does not hold (one rank's dump, a trimmed file):
+    /// the lanes exist, NCCL's graph leaves them out (no node to join), and neither "no
+    /// NVLink" nor SHM may be concluded from their absence in the graph.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nvlink_outside: Vec<OutsideNvlink>,
+}
+
+/// NVLink lanes from a GPU to a GPU the source names but does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutsideNvlink {
+    pub target: BusId,
+    pub lanes: u32,
 }
 
 /// PCI device ids (NVIDIA, 0x10de) whose current drivers refuse peer access between two
@@ -302,6 +314,7 @@ impl Gpu {
             fabric: None,
             p2p: None,
             cuda: None,
+            nvlink_outside: Vec::new(),
         }
     }
 }

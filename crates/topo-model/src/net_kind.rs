@@ -136,8 +136,57 @@ pub fn of_port(t: &Topology, n: NodeIndex) -> Option<KindCall> {
     Some(classify(net, nic))
 }
 
+/// The ports of a fused (virtual) NIC, from the name NCCL gives it: NCCL 2.21 and later merge
+/// the ports NCCL_NET_MERGE_LEVEL allows (default PORT: the ports of one card) into one device
+/// (`ncclTopoMakeVNics`, src/graph/topo.cc) whose name joins the ports' names with `+` and
+/// whose speed is their sum (`ncclIbMakeVDeviceInternal`, src/transport/net_ib/init.cc,
+/// NVIDIA/nccl master after v2.30). `None` for a name that is not such a join.
+pub fn fused_ports(name: &str) -> Option<Vec<&str>> {
+    let parts: Vec<&str> = name.split('+').collect();
+    (parts.len() >= 2 && parts.iter().all(|p| !p.trim().is_empty())).then_some(parts)
+}
+
+/// A fused NIC said in words: `a fused NIC of 2 ports (mlx5_0, mlx5_1) whose 200 Gb/s is
+/// their speeds summed, as NCCL reports it`. `None` for a plain device.
+pub fn fused_text(name: &str, speed_mbps: Option<u64>) -> Option<String> {
+    let ports = fused_ports(name)?;
+    let speed = match speed_mbps {
+        // Mb/s as Gb/s, decimals only where needed (as the NIC table prints speeds).
+        Some(m) if m > 0 && m.is_multiple_of(1000) => format!(
+            " whose {} Gb/s is their speeds summed, as NCCL reports it",
+            m / 1000
+        ),
+        Some(m) if m > 0 => format!(
+            " whose {} Gb/s is their speeds summed, as NCCL reports it",
+            m as f64 / 1000.0
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "a fused NIC of {} ports ({}){speed}",
+        ports.len(),
+        ports.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fused_name_lists_its_ports_and_a_plain_one_is_none() {
+        assert_eq!(fused_ports("mlx5_0+mlx5_1"), Some(vec!["mlx5_0", "mlx5_1"]));
+        assert_eq!(fused_ports("mlx5_0"), None);
+        assert_eq!(fused_ports("mlx5_0+"), None);
+        let t = fused_text("mlx5_0+mlx5_1", Some(200_000)).unwrap();
+        assert_eq!(
+            t,
+            "a fused NIC of 2 ports (mlx5_0, mlx5_1) whose 200 Gb/s is their speeds summed, as NCCL reports it"
+        );
+        assert_eq!(
+            fused_text("a+b+c", None).unwrap(),
+            "a fused NIC of 3 ports (a, b, c)"
+        );
+    }
+
     use super::*;
 
     fn net(name: &str, port: u32, guid: u64, maxconn: u32) -> Net {

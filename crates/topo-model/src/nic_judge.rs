@@ -72,6 +72,19 @@ fn numa(topo: &Topology, n: NodeIndex) -> Option<i32> {
 /// The placement verdicts of one host: how GPUs and NICs pair (info) or which GPUs lack a
 /// near NIC (warnings), and GPUs on a socket without any NIC.
 pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding> {
+    // A fused device without a bus id hangs off a CPU for want of a PCI parent: where its
+    // ports sit is not in the source, so no placement verdict rests on it.
+    let placed: Vec<NodeIndex> = host
+        .nics
+        .iter()
+        .copied()
+        .filter(|&n| !unplaced_fused(topo, n))
+        .collect();
+    let host = &Host {
+        gpus: host.gpus,
+        nics: &placed,
+        sockets: host.sockets,
+    };
     if host.nics.is_empty() || host.gpus.is_empty() {
         return vec![];
     }
@@ -114,6 +127,152 @@ pub fn verdicts(topo: &Topology, host: &Host, names: &impl Names) -> Vec<Finding
         .collect::<Vec<_>>();
     out.extend(socket(topo, &lonely, names));
     out
+}
+
+/// A fused NIC the source gives no bus id: its ports' PCIe places are unknown.
+fn unplaced_fused(topo: &Topology, n: NodeIndex) -> bool {
+    topo.net(n)
+        .is_some_and(|x| crate::net_kind::fused_ports(&x.name).is_some())
+        && topo.node(topo.pci_device(n)).busid().is_none()
+}
+
+/// Fused NICs among `nets` (`nic-fused`, info): a device NCCL made of several ports (named
+/// `mlx5_0+mlx5_1`, [`crate::net_kind::fused_ports`]) is one NET device to NCCL, with the
+/// ports' speeds summed, not an unknown device of that name. Each name once.
+pub fn fused_on(topo: &Topology, nets: &[NodeIndex]) -> Option<Finding> {
+    fused_among(topo, nets, true)
+}
+
+/// [`fused_on`] with or without the ports of one card listed apart (`cards`): those concern
+/// the plan's NIC choice, which show and plan describe; diagnose states only a device the
+/// source itself names fused.
+fn fused_among(topo: &Topology, nets: &[NodeIndex], cards: bool) -> Option<Finding> {
+    let mut seen: BTreeMap<&str, (Option<u64>, bool)> = BTreeMap::new();
+    for &n in nets {
+        if let Some(net) = topo.net(n)
+            && crate::net_kind::fused_ports(&net.name).is_some()
+        {
+            let unplaced = unplaced_fused(topo, n);
+            seen.entry(net.name.as_str())
+                .or_insert((net.speed_mbps, unplaced));
+        }
+    }
+    let cards = if cards {
+        fusable_cards(topo, nets)
+    } else {
+        vec![]
+    };
+    if seen.is_empty() && cards.is_empty() {
+        return None;
+    }
+    let mut said: Vec<String> = seen
+        .iter()
+        .filter_map(|(name, (speed, unplaced))| {
+            let t = crate::net_kind::fused_text(name, *speed)?;
+            let place = if *unplaced {
+                " (the source gives it no bus id, so where its ports sit on PCIe is unknown)"
+            } else {
+                ""
+            };
+            Some(format!("{name} is {t}{place}"))
+        })
+        .collect();
+    let listed = said.len();
+    said.extend(cards.iter().map(|(card, ports, speed)| {
+        let sum = match speed {
+            Some(m) if m.is_multiple_of(1000) => format!(", {} Gb/s", m / 1000),
+            Some(m) => format!(", {} Gb/s", *m as f64 / 1000.0),
+            None => String::new(),
+        };
+        format!(
+            "{} are ports of one card ({card}), which NCCL 2.21 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and topo's plan keeps them as {} devices",
+            ports.join(" and "),
+            ports.join("+"),
+            ports.len()
+        )
+    }));
+    if listed == 0 {
+        let text = format!(
+            "{}: NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card) decides the fusion; NCCL_NET_MERGE_LEVEL=LOC or NCCL_IB_MERGE_NICS=0 keeps them apart",
+            said.join("; ")
+        );
+        return Some(
+            Finding::new(Code::NicFused, text)
+                .evidence(said)
+                .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
+        );
+    }
+    // NCCL 2.21+ merges ports by NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card),
+    // ncclTopoMakeVNics in src/graph/topo.cc; NCCL_NET_MERGE_LEVEL=LOC turns it off.
+    let text = format!(
+        "{}: NCCL merged those ports into one network device (NCCL_NET_MERGE_LEVEL, default PORT: the ports of one card) and sends over it as one NIC; NCCL_NET_MERGE_LEVEL=LOC keeps them apart",
+        said.join("; ")
+    );
+    Some(
+        Finding::new(Code::NicFused, text)
+            .evidence(said)
+            .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
+    )
+}
+
+/// IB ports that share a card (one `<nic>`, or PCI functions of one device), which NCCL 2.21
+/// and later fuse into one device by default: `ncclTopoGetPath` gives them PATH_PORT, within
+/// the default NCCL_NET_MERGE_LEVEL (src/graph/topo.cc, `ncclTopoAutoMerge`), and the IB
+/// plugin's `makeVDevice` joins their names with `+` and sums their speeds. NCCL dumps the
+/// physical ports (it runs detection once with them for the dump), so a dump lists them apart.
+/// `(card, ports, summed speed in Mb/s where every port states one)`, one per host's card.
+fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String>, Option<u64>)> {
+    // A host fused from several (an MNNVL clique) holds the same bus ids once per system.
+    type Card = (crate::HostId, Option<crate::HostId>, String);
+    let mut cards: BTreeMap<Card, Vec<NodeIndex>> = BTreeMap::new();
+    for &n in nets {
+        let Some(net) = topo.net(n) else { continue };
+        let ib = crate::net_kind::of_port(topo, n)
+            .is_some_and(|k| k.kind == crate::net_kind::NetKind::Ib);
+        if !ib || crate::net_kind::fused_ports(&net.name).is_some() {
+            continue;
+        }
+        let dev = topo.pci_device(n);
+        let card = match topo.node(dev).busid() {
+            Some(b) => format!("{:04x}:{:02x}:{:02x}", b.domain(), b.bus(), b.device()),
+            None => continue,
+        };
+        let system = topo.system_id.get(&dev).copied();
+        cards
+            .entry((topo.node(n).host, system, card))
+            .or_default()
+            .push(n);
+    }
+    let mut out: Vec<(String, Vec<String>, Option<u64>)> = vec![];
+    let mut seen = std::collections::BTreeSet::new();
+    for ((_, _, card), ports) in cards {
+        if ports.len() < 2 {
+            continue;
+        }
+        let names: Vec<String> = ports
+            .iter()
+            .filter_map(|&n| topo.net(n).map(|x| x.name.clone()))
+            .collect();
+        let speed = ports
+            .iter()
+            .map(|&n| topo.net(n).and_then(|x| x.speed_mbps))
+            .sum::<Option<u64>>();
+        // The same card on every copy of a host is said once.
+        if seen.insert((card.clone(), names.clone())) {
+            out.push((card, names, speed));
+        }
+    }
+    out
+}
+
+/// [`fused_on`] over every port of the topology (plan).
+pub fn fused(topo: &Topology) -> Option<Finding> {
+    fused_among(topo, &topo.nets(), true)
+}
+
+/// The devices the source itself names fused, over every port (diagnose).
+pub fn fused_named(topo: &Topology) -> Option<Finding> {
+    fused_among(topo, &topo.nets(), false)
 }
 
 /// [`verdicts`] for every host of `topo` (plan and diagnose): the same verdict on several hosts

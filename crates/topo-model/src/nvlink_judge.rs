@@ -108,7 +108,16 @@ fn name(topo: &Topology, g: NodeIndex, many: bool) -> String {
 fn missing_lanes(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<(String, String)> {
     let lanes: Vec<(NodeIndex, u32)> = gpus
         .iter()
-        .map(|&g| (g, topo.nvlinks(g).iter().map(|x| x.1).sum()))
+        .map(|&g| {
+            // Lanes to GPUs outside the source are lanes the GPU has, not missing ones.
+            let outside: u32 = topo
+                .gpu(g)
+                .map_or(0, |x| x.nvlink_outside.iter().map(|o| o.lanes).sum());
+            (
+                g,
+                topo.nvlinks(g).iter().map(|x| x.1).sum::<u32>() + outside,
+            )
+        })
         .collect();
     let max = lanes.iter().map(|x| x.1).max().unwrap_or(0);
     lanes

@@ -11,6 +11,9 @@ use crate::{LinkKind, NodeKind, NvlinkInfo, Topology};
 use petgraph::graph::NodeIndex;
 use std::collections::BTreeMap;
 
+/// What to do about NVLinks to GPUs outside the source (`nvlink-outside`).
+pub const OUTSIDE_FIX: &str = "dump the topology from a job that uses every GPU of the node (NCCL_TOPO_DUMP_FILE; NCCL 2.21 and later fuse the ranks' views into one file), or topo snapshot the machine";
+
 /// What an NVLink's bandwidth is said as where the GPU generation is unknown.
 pub const SPEED_UNKNOWN: &str = "speed unknown: the source names no GPU model";
 
@@ -27,6 +30,9 @@ pub struct NvlinkSummary {
     pub switches: Vec<(NodeIndex, u32)>,
     /// Peer GPUs reached directly: (gpu, lanes, bw).
     pub peers: Vec<(NodeIndex, u32, f64)>,
+    /// Lanes to GPUs the source names but does not hold (counted in `lanes`, not in `bw`:
+    /// NCCL's graph has no node to join them to).
+    pub outside: Vec<(crate::BusId, u32)>,
     pub cpu_lanes: u32,
     /// Whether the bandwidths rest on a known GPU generation (its compute capability, stated
     /// or read): NCCL prices a lane by it, so without it the lanes are known and their speed
@@ -40,10 +46,14 @@ pub fn summary(topo: &Topology, gpu: NodeIndex) -> NvlinkSummary {
         speed_known: topo.gpu(gpu).is_some_and(|g| g.sm.is_some_and(|x| x > 0)),
         ..Default::default()
     };
-    if let Some(g) = topo.gpu(gpu)
-        && let NvlinkInfo::Unknown(reason) = &g.nvlink
-    {
-        s.unknown = Some(reason.clone());
+    if let Some(g) = topo.gpu(gpu) {
+        if let NvlinkInfo::Unknown(reason) = &g.nvlink {
+            s.unknown = Some(reason.clone());
+        }
+        for o in &g.nvlink_outside {
+            s.lanes += o.lanes;
+            s.outside.push((o.target, o.lanes));
+        }
     }
     for (to, lanes, bw) in topo.nvlinks(gpu) {
         s.lanes += lanes;
@@ -116,6 +126,9 @@ pub fn verdicts(
     }
     let known: Vec<&(NodeIndex, NvlinkSummary)> =
         sums.iter().filter(|(_, s)| s.unknown.is_none()).collect();
+    let outside = outside_verdict(topo, &known, names);
+    let any_outside = outside.is_some();
+    out.extend(outside);
     if gpus.len() == 1 {
         return out;
     }
@@ -123,8 +136,60 @@ pub fn verdicts(
         out.extend(v);
         return out;
     }
-    out.push(direct_shape(topo, gpus, names, classes));
+    let shape = direct_shape(topo, gpus, names, classes);
+    // With lanes to GPUs the file lacks, "no NVLink" and "islands joined by PCIe" speak of a
+    // machine the file does not hold (the missing GPUs may be what joins them).
+    if !(any_outside && matches!(shape.code, Code::NvlinkNone | Code::NvlinkIslands)) {
+        out.push(shape);
+    }
     out
+}
+
+/// GPUs with NVLinks to GPUs the source names but does not hold (`nvlink-outside`): the
+/// file is part of a machine, so its NVLink is more than the graph shows. NCCL drops such a
+/// link too (`ncclTopoAddNvLinks`, src/graph/topo.cc, v2.28.9-1: no node for the target).
+fn outside_verdict(
+    topo: &Topology,
+    known: &[&(NodeIndex, NvlinkSummary)],
+    names: &impl Names,
+) -> Option<Finding> {
+    let with: Vec<&(NodeIndex, NvlinkSummary)> = known
+        .iter()
+        .copied()
+        .filter(|(_, s)| !s.outside.is_empty())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let mut evidence = vec![];
+    let mut targets = std::collections::BTreeSet::new();
+    let mut lanes = 0;
+    for (g, s) in &with {
+        for (t, l) in &s.outside {
+            lanes += l;
+            targets.insert(*t);
+            let gpu = topo
+                .gpu(*g)
+                .map_or_else(String::new, |x| format!("GPU{} ({})", x.dev, x.busid));
+            evidence.push(format!(
+                "{gpu}: {l} NVLink lanes to GPU {t}, which the source does not hold"
+            ));
+        }
+    }
+    let gpus: Vec<NodeIndex> = with.iter().map(|(g, _)| *g).collect();
+    let text = format!(
+        "{} {} NVLink to {} GPU{} outside the source ({lanes} lane{} in all): the source holds part of the machine (one rank's dump or a trimmed file); the lanes are real but NCCL's graph of this file leaves them out, so the machine has more NVLink than this view shows",
+        names.gpus(&gpus),
+        if gpus.len() == 1 { "has" } else { "have" },
+        targets.len(),
+        if targets.len() == 1 { "" } else { "s" },
+        if lanes == 1 { "" } else { "s" },
+    );
+    Some(
+        Finding::new(Code::NvlinkOutside, text)
+            .evidence(evidence)
+            .fix(OUTSIDE_FIX),
+    )
 }
 
 /// Every GPU with known NVLinks on NVSwitch: the same lanes everywhere is `nvswitch-full`

@@ -330,9 +330,14 @@ pub fn verdicts(topo: &Topology, nodes: impl IntoIterator<Item = NodeIndex>) -> 
             }
         }
     }
+    let ported = root_ported(topo, &seen_gpus);
+    if let Some((_, ev)) = &ported {
+        virt.extend(ev.iter().cloned());
+    }
+    let ported = ported.map_or(0, |(n, _)| n);
     let mut out = vec![];
     if !virt.is_empty() {
-        out.push(virtual_verdict([bridges, width0, placed], virt));
+        out.push(virtual_verdict([bridges, width0, placed, ported], virt));
     }
     out.extend(flattened(topo, &seen_gpus, &seen_nics));
     if !down.is_empty() {
@@ -427,9 +432,78 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// The VM verdict from the counts of emulated bridges, width-0 links and GPUs placed on a
-/// root bus.
-fn virtual_verdict([bridges, width0, placed]: [usize; 3], evidence: Vec<String>) -> Finding {
+/// Hosts whose NVSwitch GPUs all hang straight off their CPU, none behind a PCIe switch (a
+/// root port of its own each). NVSwitch GPUs without C2C sit on 8-GPU HGX/DGX baseboards
+/// (V100, A100, H100, H200, B200, B300; the 4-GPU boards join their GPUs directly, without
+/// NVSwitch), and those put every GPU behind a PCIe switch it shares with a NIC or another
+/// GPU, so a bare-metal dump of one always shows switches, one rank's dump included; a KVM
+/// guest given a root port per device (QEMU's q35 `pcie-root-port`, expander buses for its
+/// NUMA nodes) shows none, and NCCL's dump skips the root ports (it starts a device's path at
+/// the bridge two levels up, `ncclTopoGetXmlFromSys`, src/graph/xml.cc), so no emulated id is
+/// left to see. Only where the tree was read (an NCCL dump with the GPUs' PCI ids, a snapshot,
+/// the machine): a matrix places devices from its cells and a profile or a hand-written file
+/// from its author. `(GPUs, evidence)` over every such host.
+fn root_ported(topo: &Topology, gpus: &[NodeIndex]) -> Option<(usize, Vec<String>)> {
+    use crate::SourceKind as K;
+    if !matches!(topo.source.kind, K::Xml | K::Snapshot | K::Live) {
+        return None;
+    }
+    let mut by_host: std::collections::BTreeMap<crate::HostId, Vec<NodeIndex>> = Default::default();
+    for &g in gpus {
+        by_host.entry(topo.node(g).host).or_default().push(g);
+    }
+    let on_cpu = |g: NodeIndex| {
+        topo.node(g)
+            .parent
+            .is_some_and(|p| matches!(topo.node(p).kind, NodeKind::Cpu(_)))
+    };
+    // A Grace-attached GPU (GH200, GB200: C2C to its CPU) sits on the CPU's root port by
+    // design, in a tray of at most 4; an MNNVL clique fused into one host has many of them.
+    let c2c = |g: NodeIndex| {
+        topo.gpu(g).is_some_and(|x| x.c2c.is_some())
+            || topo
+                .graph
+                .edges_directed(g, petgraph::Direction::Outgoing)
+                .any(|e| e.weight().kind == crate::LinkKind::C2c)
+    };
+    let stated = |g: NodeIndex| {
+        topo.gpu(g)
+            .is_some_and(|x| x.device.is_some() && !x.busid.is_placeholder())
+            && !c2c(g)
+            && topo
+                .nvlinks(g)
+                .iter()
+                .any(|(to, _, _)| matches!(topo.node(*to).kind, NodeKind::NvSwitch(_)))
+    };
+    let (mut count, mut evidence) = (0, vec![]);
+    for v in by_host.values() {
+        if !v.iter().all(|&g| stated(g) && on_cpu(g)) {
+            continue;
+        }
+        count += v.len();
+        let which = match v.as_slice() {
+            [one] => format!("1 NVSwitch GPU ({})", label(topo, *one)),
+            [first, .., last] => format!(
+                "{} NVSwitch GPUs ({} ... {})",
+                v.len(),
+                label(topo, *first),
+                label(topo, *last)
+            ),
+            [] => continue,
+        };
+        evidence.push(format!(
+            "{which}, none behind a PCIe switch: straight off the CPU on a root port of its own, where an 8-GPU NVSwitch baseboard puts every GPU behind a PCIe switch"
+        ));
+    }
+    (count > 0).then_some((count, evidence))
+}
+
+/// The VM verdict from the counts of emulated bridges, width-0 links, GPUs placed on a root
+/// bus and NVSwitch GPUs each on a root port of its own.
+fn virtual_verdict(
+    [bridges, width0, placed, ported]: [usize; 4],
+    evidence: Vec<String>,
+) -> Finding {
     let mut parts = vec![];
     if bridges > 0 {
         parts.push(plural(bridges, "emulated bridge", "emulated bridges"));
@@ -439,6 +513,13 @@ fn virtual_verdict([bridges, width0, placed]: [usize; 3], evidence: Vec<String>)
     }
     if placed > 0 {
         parts.push(plural(placed, "GPU on a root bus", "GPUs on a root bus"));
+    }
+    if ported > 0 {
+        parts.push(plural(
+            ported,
+            "NVSwitch GPU on a root port of its own, not behind a PCIe switch",
+            "NVSwitch GPUs each on a root port of its own, none behind a PCIe switch",
+        ));
     }
     Finding::at(VIRTUAL, Severity::Warning, format!(
             "Virtual-machine PCIe topology ({}): these are not the real links, and NCCL's PCIe bandwidths from them are not real limits",

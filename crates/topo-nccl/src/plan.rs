@@ -1094,6 +1094,7 @@ pub(crate) fn messages_of(a: &Analysis) -> Vec<Finding> {
     ) {
         w.push(v);
     }
+    w.extend(topo_model::nic_judge::fused(&a.topo));
     // Missing NVLink lanes, as show and diagnose state them (`topo_model::nvlink_judge`);
     // fabric registration problems (`topo_model::fabric_judge`), likewise.
     let fabric = topo_model::fabric_judge::verdicts(&a.topo, a.topo.gpus())

@@ -1146,9 +1146,13 @@ impl<'a> Ctx<'a> {
         };
         let gc = paths::check_gdr(sys, self.paths, &self.pp, rank, ni, send);
         let gdr_pci = gc.enabled && self.pci_mode(g, gc.distance);
-        let name = nic
+        let mut name = nic
             .as_deref()
             .map_or_else(|| format!("NET {dev}"), String::from);
+        // A fused NIC is named as one: its ports and their summed speed.
+        if let Some(fused) = attrs.and_then(|x| topo_model::net_kind::fused_text(&x.name, None)) {
+            name = format!("{name} ({fused})");
+        }
         let side = if send { "sends on" } else { "receives on" };
         let mut why = match proxy {
             Some(p) => format!(

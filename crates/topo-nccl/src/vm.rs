@@ -137,16 +137,31 @@ pub fn messages(topo: &Topology, a: &Artefacts) -> Vec<Finding> {
         .into_iter()
         .filter(|v| matches!(v.code, Code::VirtualizedTopology | Code::TopologyFlattened))
         .collect();
+    // Counts over several hosts say so, as the other per-host facts do (`(on 2 hosts)`).
+    let on_hosts = |nodes: &mut dyn Iterator<Item = NodeIndex>| {
+        let hosts: BTreeSet<_> = nodes.map(|n| topo.node(n).host).collect();
+        if hosts.len() > 1 {
+            format!(" (on {} hosts)", hosts.len())
+        } else {
+            String::new()
+        }
+    };
     if !a.gpu_links.is_empty() {
+        let hosts = on_hosts(&mut a.gpu_links.iter().map(|(n, _)| *n));
         m.push(Finding::new(Code::VmGpuLinkSlow, format!(
-            "{} GPU(s) report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",
+            "{} GPU(s){hosts} report a link slower than their generation's or an empty speed ({}): a virtual machine, a riser or a slower slot; NCCL takes the link as reported (an empty speed as Gen3)",
             a.gpu_links.len(),
             busids(topo, &a.gpu_links),
         )));
     }
     if a.numa_unknown > 0 {
+        let hosts = on_hosts(
+            &mut topo
+                .cpus()
+                .filter(|&c| topo.cpu(c).is_some_and(|c| c.numa < 0)),
+        );
         m.push(Finding::new(Code::VmNumaUnknown, format!(
-            "{} CPU domain(s) with NUMA id -1: the kernel reports no NUMA node (a VM that hides it, or a machine without NUMA); NCCL treats each as one CPU domain, and the plan cannot say what the real sockets would change",
+            "{} CPU domain(s){hosts} with NUMA id -1: the kernel reports no NUMA node (a VM that hides it, or a machine without NUMA); NCCL treats each as one CPU domain, and the plan cannot say what the real sockets would change",
             a.numa_unknown
         )));
     }

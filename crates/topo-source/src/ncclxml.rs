@@ -1032,7 +1032,16 @@ impl<'a> Builder<'a> {
                         );
                     }
                     None => {
-                        self.warn_at(el.pos, format!("GPU {gpu_bus}: <nvlink> target GPU {b} is not in the file; link ignored"));
+                        // NCCL leaves such a link out of its graph (no node to join), but
+                        // the lanes are a fact about the GPU: kept beside the graph.
+                        if let NodeKind::Gpu(g) = &mut self.topo.node_mut(gpu).kind {
+                            let link = topo_model::OutsideNvlink {
+                                target: b,
+                                lanes: count,
+                            };
+                            g.nvlink_outside.push(link);
+                        }
+                        self.warn_at(el.pos, format!("GPU {gpu_bus}: <nvlink> target GPU {b} is not in the file: {count} NVLink lane(s) to a GPU outside the file, kept as a fact and left out of NCCL's graph as NCCL does"));
                     }
                 }
             }

@@ -155,6 +155,8 @@ codes! {
     NetNotModelled => "net-not-modelled" [Warning],
     SocketInterfaces => "socket-interfaces" [Info, Warning],
     NcclTestsSizeFromCount => "nccl-tests-size-from-count" [Warning],
+    NvlinkOutside => "nvlink-outside" [Warning],
+    NicFused => "nic-fused" [Info],
 }
 
 impl Code {

@@ -55,7 +55,8 @@ impl Fabric {
     /// choice: an external plugin's name, or `Socket`. `None` for IB and RoCE, which NCCL's
     /// built-in IB transport carries (the model's default when verbs devices are present).
     /// Plugin names as the plugins register them: aws-ofi-nccl `AWS Libfabric` (its
-    /// `ncclNetPlugin` name, also on Slingshot), Google's `GPUDirectTCPX` and `FasTrak`.
+    /// `ncclNetPlugin` name up to v1.12.1-aws, also on Slingshot; `Libfabric` from v1.13.0-aws,
+    /// which an inferred EFA port is planned with), Google's `GPUDirectTCPX` and `FasTrak`.
     pub fn net_name(self) -> Option<&'static str> {
         match self {
             Fabric::Ib | Fabric::Roce => None,

@@ -5,6 +5,10 @@
 use std::collections::BTreeMap;
 use topo_vocab::Net;
 
+/// The name aws-ofi-nccl v1.13.0 and later register for NVIDIA GPUs (`ncclNet->name`), which
+/// NCCL prints after `NET/`: what an inferred EFA port is planned with.
+const EFA_PLUGIN_NAME: &str = "Libfabric";
+
 /// The network the source's devices point at, with the evidence (`net_kind::KindCall::why`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SourceNet {
@@ -227,16 +231,17 @@ impl TransportPolicy {
         // A stated fabric outranks whatever the devices suggest, IB and RoCE included.
         let source_net = self.source_net.as_ref().filter(|_| self.fabric.is_none());
         if let Some(SourceNet::Efa(why)) = source_net {
-            // aws-ofi-nccl registers "AWS Libfabric" up to 1.11 and "Libfabric" from 1.12
-            // (src/nccl_ofi_interface_nvidia.cpp); a loaded plugin comes before NCCL's IB and
-            // socket transports, which NCCL_IB_DISABLE alone turns off.
-            let name = topo_vocab::Fabric::Efa
-                .net_name()
-                .unwrap_or("AWS Libfabric");
+            // aws-ofi-nccl's NVIDIA interface registers "AWS Libfabric" up to v1.12.1-aws and
+            // "Libfabric" from v1.13.0-aws (src/nccl_ofi_interface_nvidia.c, commit 7c014f0d,
+            // 2024-08); it takes the old name back when NCCL_NET="AWS Libfabric" asks for it
+            // (which goes through the NCCL_NET branch above), and its Neuron build keeps it. The
+            // plugin's version is not in any source, so the name is the current one, with the
+            // condition said. A loaded plugin comes before NCCL's IB and socket transports,
+            // which NCCL_IB_DISABLE alone turns off.
             return (
-                Net::from_nccl_net(name),
+                Net::from_nccl_net(EFA_PLUGIN_NAME),
                 format!(
-                    "the ports are EFA, inferred, not stated ({why}): NCCL reaches EFA through the aws-ofi-nccl plugin (named Libfabric from 1.12); without it NCCL's IB transport skips EFA (link layer neither InfiniBand nor Ethernet) and falls back to sockets; --fabric efa states it"
+                    "the ports are EFA, inferred, not stated ({why}): NCCL reaches EFA through the aws-ofi-nccl plugin, which names itself {EFA_PLUGIN_NAME} from v1.13.0 (AWS Libfabric up to v1.12.1 and when NCCL_NET=\"AWS Libfabric\" is set); without it NCCL's IB transport skips EFA (link layer neither InfiniBand nor Ethernet) and falls back to sockets; --fabric efa states it"
                 ),
             );
         }
@@ -324,8 +329,13 @@ mod tests {
         // the stated fabric and NCCL_NET before EFA; unknown and socket after it.
         p.source_net = Some(SourceNet::Efa("rdmap79s0: an EFA verbs device name".into()));
         let (net, why) = p.net_name(true);
-        assert_eq!(net, Net::Plugin("AWS Libfabric".into()));
+        assert_eq!(net, Net::Plugin("Libfabric".into()));
         assert!(why.contains("inferred, not stated (rdmap79s0"), "{why}");
+        // The plugin's name depends on its version, which the reason states.
+        assert!(
+            why.contains("from v1.13.0 (AWS Libfabric up to v1.12.1"),
+            "{why}"
+        );
         p.fabric = Some(topo_vocab::Fabric::Ib);
         p.ib_disable = false;
         let (net, why) = p.net_name(true);

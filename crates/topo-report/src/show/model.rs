@@ -351,9 +351,16 @@ impl<'a> Ctx<'a> {
             compute
         };
         let best = pool
-            .into_iter()
+            .iter()
+            .copied()
             .min_by_key(|&x| (pci_class(self, gpu, x), self.index(x)))?;
-        Some((best, pci_class(self, gpu, best).name().to_string(), None))
+        let class = pci_class(self, gpu, best);
+        // Among ports equally near, the one NCCL's channel 0 takes where it is one of them,
+        // so a tie is shown as NCCL breaks it (and marked as a tie), not as the first port.
+        let pick = Some(n)
+            .filter(|&x| pool.contains(&x) && pci_class(self, gpu, x) == class)
+            .unwrap_or(best);
+        Some((pick, class.name().to_string(), None))
     }
 
     /// A name for every node, unique within its host: `GPU0`, `mlx5_0`, `NUMA1`, bus ids for

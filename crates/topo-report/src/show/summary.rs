@@ -42,14 +42,26 @@ pub(crate) fn nvlink_text(ctx: &Ctx, g: NodeIndex) -> String {
         if s.cpu_lanes > 0 {
             parts.push(format!("{} → CPU", s.cpu_lanes));
         }
-        if parts.is_empty() {
-            "none".to_string()
+        // Lanes to GPUs the source does not hold: stated, never "none" (nvlink-outside).
+        let outside: Vec<String> = s
+            .outside
+            .iter()
+            .map(|(t, lanes)| format!("{lanes} → GPU {t} (not in the source)"))
+            .collect();
+        let graphed = if parts.is_empty() {
+            None
         } else if s.speed_known {
-            format!("{} ({:.1} GB/s)", parts.join(", "), s.bw)
+            Some(format!("{} ({:.1} GB/s)", parts.join(", "), s.bw))
         } else {
             // Lanes without a GPU generation: counted, not priced (the summary's NVLink
             // verdict says why).
-            format!("{} (speed unknown)", parts.join(", "))
+            Some(format!("{} (speed unknown)", parts.join(", ")))
+        };
+        match (graphed, outside.is_empty()) {
+            (None, true) => "none".to_string(),
+            (Some(g), true) => g,
+            (None, false) => outside.join(", "),
+            (Some(g), false) => format!("{g}, {}", outside.join(", ")),
         }
     };
     match c2c {
@@ -202,6 +214,9 @@ fn nic_port_verdicts(ctx: &Ctx, hv: &HostView, out: &mut Verdicts) {
         out.out.push(v);
     };
     if let Some(v) = topo_model::ports_judge::pci_only(hv.bare_nics.len()) {
+        said(v, out);
+    }
+    if let Some(v) = topo_model::nic_judge::fused_on(ctx.topo, &hv.nets) {
         said(v, out);
     }
     // GPUDirect RDMA: the rule plan and diagnose state too (`topo_model::net_judge`).
