@@ -61,7 +61,9 @@ fn p5_efa_is_inferred_and_named_as_the_plugin_names_it() {
         assert!(w.contains("EFA, inferred, not stated"), "{w}");
         assert!(w.contains("rdmap79s0: an EFA verbs device name"), "{w}");
         assert!(
-            w.contains("names itself Libfabric from v1.13.0 (AWS Libfabric up to v1.12.1"),
+            w.contains(
+                "NET/Libfabric (aws-ofi-nccl's name from v1.13.0; AWS Libfabric up to v1.12.1"
+            ),
             "{w}"
         );
         assert!(w.contains("32 such port(s) per host"), "{w}");
@@ -107,7 +109,7 @@ fn p4d_skeleton_nics_are_ports_of_unknown_kind_two_gpus_each() {
         &["--gpu", "a100", "--nvlink", "nvswitch", "--fabric", "efa"],
     );
     let (names, _, per_nic) = net_rows(&efa);
-    assert_eq!(names, BTreeSet::from(["NET/AWS Libfabric".to_string()]));
+    assert_eq!(names, BTreeSet::from(["NET/Libfabric".to_string()]));
     assert_eq!(per_nic.len(), 4, "{per_nic:?}");
 }
 

@@ -310,7 +310,7 @@ mod tests {
         let notes = apply(&mut t, &facts, Some("profile x"));
         assert!(ports(&t).iter().all(|p| p.2 == 75.0));
         assert_eq!(t.source.fabric, Some(Fabric::Efa));
-        assert!(notes[0].starts_with("profile x: fabric efa: NCCL's network is NET/AWS Libfabric"));
+        assert!(notes[0].starts_with("profile x: fabric efa: NCCL's network is NET/Libfabric"));
         let mut s = testing::hgx(8, 90);
         apply(
             &mut s,

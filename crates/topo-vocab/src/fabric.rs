@@ -54,16 +54,29 @@ impl Fabric {
     /// The network NCCL names after `NET/` on this fabric, where it is not NCCL's default
     /// choice: an external plugin's name, or `Socket`. `None` for IB and RoCE, which NCCL's
     /// built-in IB transport carries (the model's default when verbs devices are present).
-    /// Plugin names as the plugins register them: aws-ofi-nccl `AWS Libfabric` (its
-    /// `ncclNetPlugin` name up to v1.12.1-aws, also on Slingshot; `Libfabric` from v1.13.0-aws,
-    /// which an inferred EFA port is planned with), Google's `GPUDirectTCPX` and `FasTrak`.
+    /// Plugin names as the current plugins register them: aws-ofi-nccl `Libfabric` (its
+    /// `ncclNetPlugin` name from v1.13.0-aws, on EFA and on Slingshot; see
+    /// [`Fabric::net_name_caveat`]), Google's `GPUDirectTCPX` and `FasTrak`.
     pub fn net_name(self) -> Option<&'static str> {
         match self {
             Fabric::Ib | Fabric::Roce => None,
-            Fabric::Efa | Fabric::Slingshot => Some("AWS Libfabric"),
+            Fabric::Efa | Fabric::Slingshot => Some("Libfabric"),
             Fabric::Tcpx => Some("GPUDirectTCPX"),
             Fabric::Tcpxo => Some("FasTrak"),
             Fabric::Socket => Some("Socket"),
+        }
+    }
+
+    /// When the plugin goes by another name, said beside [`Fabric::net_name`]: aws-ofi-nccl's
+    /// NVIDIA interface registered `AWS Libfabric` up to v1.12.1-aws and `Libfabric` from
+    /// v1.13.0-aws (src/nccl_ofi_interface_nvidia.c, commit 7c014f0d, 2024-08), and takes the
+    /// old name back when NCCL_NET asks for it. No source states the plugin's version.
+    pub fn net_name_caveat(self) -> Option<&'static str> {
+        match self {
+            Fabric::Efa | Fabric::Slingshot => Some(
+                "aws-ofi-nccl's name from v1.13.0; AWS Libfabric up to v1.12.1 and when NCCL_NET=\"AWS Libfabric\" is set",
+            ),
+            _ => None,
         }
     }
 

@@ -44,7 +44,7 @@ pub enum P2p {
 pub enum Net {
     Ib,
     Socket,
-    /// An external net plugin's name (`AWS Libfabric`).
+    /// An external net plugin's name (`Libfabric`).
     Plugin(String),
 }
 

@@ -3,11 +3,10 @@
 //! driver facts. The integrator fills it from the environment; nothing here reads it.
 
 use std::collections::BTreeMap;
-use topo_vocab::Net;
+use topo_vocab::{Fabric, Net};
 
 /// The name aws-ofi-nccl v1.13.0 and later register for NVIDIA GPUs (`ncclNet->name`), which
 /// NCCL prints after `NET/`: what an inferred EFA port is planned with.
-const EFA_PLUGIN_NAME: &str = "Libfabric";
 
 /// The network the source's devices point at, with the evidence (`net_kind::KindCall::why`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -223,25 +222,28 @@ impl TransportPolicy {
         if let Some(f) = self.fabric
             && let Some(name) = f.net_name()
         {
+            let caveat = f
+                .net_name_caveat()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default();
             return (
                 Net::from_nccl_net(name),
-                format!("the {f} fabric is stated: its transport is NET/{name}"),
+                format!("the {f} fabric is stated: its transport is NET/{name}{caveat}"),
             );
         }
         // A stated fabric outranks whatever the devices suggest, IB and RoCE included.
         let source_net = self.source_net.as_ref().filter(|_| self.fabric.is_none());
         if let Some(SourceNet::Efa(why)) = source_net {
-            // aws-ofi-nccl's NVIDIA interface registers "AWS Libfabric" up to v1.12.1-aws and
-            // "Libfabric" from v1.13.0-aws (src/nccl_ofi_interface_nvidia.c, commit 7c014f0d,
-            // 2024-08); it takes the old name back when NCCL_NET="AWS Libfabric" asks for it
-            // (which goes through the NCCL_NET branch above), and its Neuron build keeps it. The
-            // plugin's version is not in any source, so the name is the current one, with the
-            // condition said. A loaded plugin comes before NCCL's IB and socket transports,
-            // which NCCL_IB_DISABLE alone turns off.
+            // The plugin's name and its caveat are the stated EFA fabric's (one rule: the
+            // vocabulary's `Fabric::net_name`). A loaded plugin comes before NCCL's IB and
+            // socket transports, which NCCL_IB_DISABLE alone turns off.
+            let efa = Fabric::Efa;
+            let name = efa.net_name().unwrap_or("Libfabric");
+            let caveat = efa.net_name_caveat().unwrap_or_default();
             return (
-                Net::from_nccl_net(EFA_PLUGIN_NAME),
+                Net::from_nccl_net(name),
                 format!(
-                    "the ports are EFA, inferred, not stated ({why}): NCCL reaches EFA through the aws-ofi-nccl plugin, which names itself {EFA_PLUGIN_NAME} from v1.13.0 (AWS Libfabric up to v1.12.1 and when NCCL_NET=\"AWS Libfabric\" is set); without it NCCL's IB transport skips EFA (link layer neither InfiniBand nor Ethernet) and falls back to sockets; --fabric efa states it"
+                    "the ports are EFA, inferred, not stated ({why}): NCCL reaches EFA through the aws-ofi-nccl plugin, NET/{name} ({caveat}); without it NCCL's IB transport skips EFA (link layer neither InfiniBand nor Ethernet) and falls back to sockets; --fabric efa states it"
                 ),
             );
         }
@@ -333,7 +335,9 @@ mod tests {
         assert!(why.contains("inferred, not stated (rdmap79s0"), "{why}");
         // The plugin's name depends on its version, which the reason states.
         assert!(
-            why.contains("from v1.13.0 (AWS Libfabric up to v1.12.1"),
+            why.contains(
+                "NET/Libfabric (aws-ofi-nccl's name from v1.13.0; AWS Libfabric up to v1.12.1"
+            ),
             "{why}"
         );
         p.fabric = Some(topo_vocab::Fabric::Ib);
