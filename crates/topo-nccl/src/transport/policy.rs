@@ -5,9 +5,6 @@
 use std::collections::BTreeMap;
 use topo_vocab::{Fabric, Net};
 
-/// The name aws-ofi-nccl v1.13.0 and later register for NVIDIA GPUs (`ncclNet->name`), which
-/// NCCL prints after `NET/`: what an inferred EFA port is planned with.
-
 /// The network the source's devices point at, with the evidence (`net_kind::KindCall::why`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SourceNet {
