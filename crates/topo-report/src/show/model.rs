@@ -503,12 +503,16 @@ fn host_nccl_paths(
 /// The sentence saying a host has no GPU, with the reason discovery gave
 /// (`Host::gpu_discovery`), without repeating "no NVIDIA GPU" when the reason starts with it.
 pub(crate) fn no_gpu_line(ctx: &Ctx, host: HostId) -> String {
-    let why = ctx
+    // Discovery gives a reason; a file, profile or snapshot without GPUs gives none, and NVML
+    // has nothing to do with it.
+    let Some(why) = ctx
         .topo
         .hosts
         .get(host as usize)
         .and_then(|h| h.gpu_discovery.clone())
-        .unwrap_or_else(|| "the source lists no GPUs".to_string());
+    else {
+        return "No GPU in the source: it lists none".to_string();
+    };
     if why.to_ascii_lowercase().starts_with("no nvidia gpu") {
         let mut c = why.chars();
         c.next()

@@ -1050,7 +1050,7 @@ mod no_gpu_tests {
         let ctx = Ctx::new(&t);
         assert_eq!(
             super::super::model::no_gpu_line(&ctx, 0),
-            "No NVIDIA GPU or NVML library found: the source lists no GPUs"
+            "No GPU in the source: it lists none"
         );
     }
 }
