@@ -682,19 +682,20 @@ mod tests {
         assert!(e.no_band.unwrap().starts_with("no band:"));
     }
 
+    /// The pooled allreduce Simple level that `pick` accepts; the data must have one.
+    fn allreduce_simple(pick: impl Fn(&&Pooled) -> bool) -> &'static Pooled {
+        data()
+            .pooled
+            .iter()
+            .filter(|p| p.collective == Collective::AllReduce && p.proto == Protocol::Simple)
+            .find(pick)
+            .expect("a pooled allreduce Simple level of that kind")
+    }
+
     #[test]
     fn without_a_rule_the_pooled_latencies_are_added_to_nccls_time() {
         // sm75 has no rule; allreduce Simple on several nodes has a pooled level.
-        let p = data()
-            .pooled
-            .iter()
-            .find(|p| {
-                p.collective == Collective::AllReduce
-                    && p.proto == Protocol::Simple
-                    && p.nodes == "multi"
-                    && p.plugin.is_none()
-            })
-            .expect("a pooled multi-node allreduce Simple level");
+        let p = allreduce_simple(|p| p.nodes == "multi" && p.plugin.is_none());
         assert!(p.from.len() >= 2, "{p:?}");
         let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
         let e = expected(&c, at(75, 4, 32), &[]);
@@ -706,15 +707,7 @@ mod tests {
 
     #[test]
     fn a_plugins_fabrics_take_the_plugins_level_with_its_ramp() {
-        let p = data()
-            .pooled
-            .iter()
-            .find(|p| {
-                p.collective == Collective::AllReduce
-                    && p.proto == Protocol::Simple
-                    && p.plugin.as_deref() == Some("libfabric")
-            })
-            .expect("a libfabric allreduce Simple level");
+        let p = allreduce_simple(|p| p.plugin.as_deref() == Some("libfabric"));
         let c = choice(Algorithm::Ring, Protocol::Simple, 1 << 20, 10.0, 100.0);
         let efa = Conditions {
             fabric: "efa",
