@@ -47,9 +47,15 @@ pub fn analyze_machine(
     if nodes > 1 {
         topo = topo.replicate(nodes);
     }
+    // The oracle's net plugin makes no virtual devices (no `makeVDevice`, its README): NCCL
+    // with it keeps every port apart, as NCCL_NET_MERGE_LEVEL=LOC does with the IB plugin.
+    let mut env = env.to_vec();
+    if !env.iter().any(|(k, _)| k == "NCCL_NET_MERGE_LEVEL") {
+        env.push(("NCCL_NET_MERGE_LEVEL".into(), "LOC".into()));
+    }
     Ok(analyze::analyze(&Request {
         topo: &topo,
-        env: env.to_vec(),
+        env,
         version: NcclVersion::parse(version)?,
         placement: RankPlacement::ProcessPerGpu,
         facts: RuntimeFacts::default(),

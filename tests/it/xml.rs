@@ -763,3 +763,37 @@ fn skeleton_infiniband_controllers_become_ib_ports_of_unknown_speed() {
         );
     }
 }
+
+/// The two ports of the fixture's ConnectX-4 card (one `<nic>`, as NCCL's dump lists them) are
+/// one network device from NCCL 2.21 (`ncclTopoMakeVNics`): its name joins the ports' and its
+/// speed is theirs summed. 2.20, `NCCL_NET_MERGE_LEVEL=LOC` and `NCCL_IB_MERGE_NICS=0` keep
+/// them apart, and the Environment section says what each setting changed.
+#[test]
+fn ports_of_one_card_are_one_device_from_2_21() {
+    let f = crate::util::fixture("fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
+    let f = f.to_string_lossy();
+    let ring_nets = |version: &str, env: &[&str]| -> (Vec<String>, serde_json::Value) {
+        let mut args = vec!["--from", &f, "--nodes", "2"];
+        for e in env {
+            args.extend(["--env", e]);
+        }
+        let (doc, _) = crate::util::plan_doc_at(version, &args);
+        let nets = doc["graphs"]["ring"]["nets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| c.as_array().unwrap().iter())
+            .filter_map(|n| n.as_str().map(String::from))
+            .collect();
+        (nets, doc["env"].clone())
+    };
+    let (fused, _) = ring_nets("2.28", &[]);
+    assert!(fused.iter().all(|n| n == "mlx5_0+mlx5_1"), "{fused:?}");
+    let (old, _) = ring_nets("2.20", &[]);
+    assert!(old.iter().all(|n| !n.contains('+')), "{old:?}");
+    for off in ["NCCL_NET_MERGE_LEVEL=LOC", "NCCL_IB_MERGE_NICS=0"] {
+        let (apart, env) = ring_nets("2.28", &[off]);
+        assert!(apart.iter().all(|n| !n.contains('+')), "{off}: {apart:?}");
+        assert_eq!(env[0]["status"], "changed", "{off}: {env}");
+    }
+}

@@ -185,10 +185,9 @@ fn fused_among(topo: &Topology, nets: &[NodeIndex], cards: bool) -> Option<Findi
             None => String::new(),
         };
         format!(
-            "{} are ports of one card ({card}), which NCCL 2.21 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and topo's plan keeps them as {} devices",
+            "{} are ports of one card ({card}), which NCCL 2.21 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and the plan joins them as NCCL does (its IB transport, from 2.21)",
             ports.join(" and "),
             ports.join("+"),
-            ports.len()
         )
     }));
     if listed == 0 {

@@ -9,11 +9,12 @@ use super::connect::Connection;
 use super::env::EnvPolicy;
 use super::paths::{self, PathPolicy, Paths};
 use super::search::{self, Graphs, SearchParams, SpeedArrays};
-use super::system::System;
+use super::system::{NetPlugin, System};
 use super::transport::{self, PairTransport, RankPlacement, TransportPolicy};
 use super::tuning::{CostTable, TuningInput};
 use super::types::PathType;
 use super::version::{NcclVersion, VersionData};
+use super::vnic::MergeLevel;
 use crate::error::Result;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -274,17 +275,17 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     let mut topo = what_nccl_sees(given, req)?;
     let (hca, ib_none_selected) = select_ib_ports(&mut topo, &mut env);
     let transport_policy = transport_policy(&env, req, &topo, minor, ib_none_selected);
-    let socket_net = transport_policy.ib_available == Some(false)
-        || env.ib_disable
-        || (env.net.as_deref()).is_some_and(|n| Net::from_nccl_net(n) == Net::Socket);
+    let socket_net = uses_sockets(&transport_policy, &env);
     let (socket_dropped, socket_ifaces) = select_socket_ifaces(&topo, &mut env, socket_net);
     let keep_net =
         |n: &topo_model::Net| keeps_net(n, hca.as_ref(), socket_net.then_some(&socket_dropped));
+    let merge = merge_level(&env, minor, socket_net, &transport_policy);
+    let plugin = NetPlugin::new(&keep_net, merge);
 
     // Multi-node NVLink: the trays of one fabric clique become one NCCL node (mnnvl.rs).
     let trays = super::mnnvl::trays(&topo);
     let mnnvl = fuse_mnnvl(&mut topo, &env, &data, &transport_policy);
-    let mut system = System::build_with(&topo, &data.bw, &keep_net);
+    let mut system = System::build_with(&topo, &data.bw, &plugin);
     let path_policy = path_policy(&env, &data, req);
     let mut paths = paths::compute(&system, &path_policy);
 
@@ -302,7 +303,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
             (&mut topo, &mut system, &mut paths),
             &domains,
             (&path_policy, &transport_policy),
-            |t| System::build_with(t, &data.bw, &keep_net),
+            |t| System::build_with(t, &data.bw, &plugin),
         );
     }
     let Split {
@@ -315,7 +316,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     if nnodes == 1 && !system.nets.is_empty() && !data.rules.has_system_inter(&req.version) {
         // Before v2.28.7-1 a single-node communicator loses its NETs in ncclTopoTrimSystem and
         // init computes the paths again (NCCL 2.27.7 src/init.cc, src/graph/paths.cc).
-        system = System::build_with(&topo, &data.bw, &|_| false);
+        system = System::build_with(&topo, &data.bw, &NetPlugin::NONE);
         paths = paths::compute(&system, &path_policy);
     }
 
@@ -1053,6 +1054,24 @@ fn select_socket_ifaces(
 /// Whether a port is a NET device of NCCL's: a plain interface only for the socket plugin
 /// (`socket`: the interfaces `ncclFindInterfaces` left out, `crate::ifaces`), an IB port where
 /// NCCL_IB_HCA keeps it.
+/// Whether NCCL's network is its socket transport: no IB device, or IB turned off, or
+/// NCCL_NET=Socket.
+fn uses_sockets(t: &TransportPolicy, env: &EnvPolicy) -> bool {
+    t.ib_available == Some(false)
+        || env.ib_disable
+        || (env.net.as_deref()).is_some_and(|n| Net::from_nccl_net(n) == Net::Socket)
+}
+
+/// How far NIC fusion joins ports (`crate::vnic`): only NCCL's IB transport makes virtual
+/// devices, from 2.21, unless NCCL_NET_MERGE_LEVEL=LOC or NCCL_IB_MERGE_NICS=0 says not to.
+fn merge_level(env: &EnvPolicy, minor: u32, socket: bool, t: &TransportPolicy) -> MergeLevel {
+    let ib = !socket && t.net_name(true).0 == Net::Ib;
+    if minor < 21 || !ib || env.ib_merge_nics == Some(false) {
+        return MergeLevel::Loc;
+    }
+    env.net_merge_level.unwrap_or(MergeLevel::Port)
+}
+
 fn keeps_net(
     n: &topo_model::Net,
     hca: Option<&crate::env::HcaFilter>,

@@ -145,11 +145,15 @@ pub struct EnvPolicy {
     pub mnnvl_clique_id: Option<i64>,
     pub mnnvl_scatter_nets: Option<bool>,
     pub mnnvl_rail_per_host: Option<bool>,
+    /// NIC fusion (2.21+, `crate::vnic`): NCCL_NET_MERGE_LEVEL, and NCCL_IB_MERGE_NICS=0,
+    /// with which the IB plugin refuses every join.
+    pub net_merge_level: Option<crate::vnic::MergeLevel>,
+    pub ib_merge_nics: Option<bool>,
     vars: Vec<SetVar>,
 }
 
 /// Variables the policy reads; anything else is ignored.
-pub const VARIABLES: [&str; 57] = [
+pub const VARIABLES: [&str; 59] = [
     "NCCL_P2P_DISABLE",
     "NCCL_P2P_LEVEL",
     "NCCL_SHM_DISABLE",
@@ -210,6 +214,8 @@ pub const VARIABLES: [&str; 57] = [
     // v2.30.7-1 src/init.cc: whether rank 0 goes on when hosts have different NET device
     // counts (dissimilar hosts, `hetero::findings`).
     "NCCL_IGNORE_NET_MISMATCH",
+    "NCCL_NET_MERGE_LEVEL",
+    "NCCL_IB_MERGE_NICS",
 ];
 
 /// NCCL_IB_HCA as `ncclIbInitDevices` reads it (NVIDIA/nccl v2.28.9-1
@@ -555,6 +561,7 @@ impl EnvPolicy {
         p.read_channels(&set, data)?;
         p.read_threads_and_buffers(&set)?;
         p.read_filters(&set);
+        p.read_fusion(&set, data)?;
         p.read_algo_proto(&set, data)?;
         p.unread_by_version(&set, data);
         Ok(p)
@@ -734,6 +741,39 @@ impl EnvPolicy {
         p.ll_buffsize = bytes("NCCL_LL_BUFFSIZE")?;
         p.ll128_buffsize = bytes("NCCL_LL128_BUFFSIZE")?;
 
+        Ok(())
+    }
+
+    /// NCCL_NET_MERGE_LEVEL and NCCL_IB_MERGE_NICS, read from 2.21 (`ncclTopoMakeVNics`,
+    /// src/graph/topo.cc; `ncclIbMakeVDeviceInternal`, src/transport/net_ib). NCCL keeps its
+    /// default level for a name it does not know (`kvConvertToInt`'s answer goes unchecked).
+    fn read_fusion(&mut self, set: &Latest, data: &VersionData) -> Result<()> {
+        let (p, get) = (self, |n: &str| set.get(n));
+        let minor = data.minor();
+        for name in ["NCCL_NET_MERGE_LEVEL", "NCCL_IB_MERGE_NICS"] {
+            if minor < 21 && get(name).is_some() {
+                p.note_effect(
+                    name,
+                    format!("ignored: NCCL 2.{minor} does not read it (NIC fusion came in 2.21)"),
+                );
+            }
+        }
+        if minor < 21 {
+            return Ok(());
+        }
+        if let Some(v) = get("NCCL_NET_MERGE_LEVEL") {
+            p.net_merge_level = crate::vnic::MergeLevel::parse(v.trim());
+            if p.net_merge_level.is_none() {
+                p.note_effect(
+                    "NCCL_NET_MERGE_LEVEL",
+                    "not a level NCCL knows (LOC PORT PIX PXB P2C PXN PHB SYS): it keeps the default, PORT",
+                );
+            }
+        }
+        if let Some(v) = get("NCCL_IB_MERGE_NICS") {
+            p.ib_merge_nics =
+                Some(int("NCCL_IB_MERGE_NICS", v, "an integer (0 keeps ports apart)")? != 0);
+        }
         Ok(())
     }
 

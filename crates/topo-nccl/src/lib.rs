@@ -28,6 +28,7 @@ pub mod types;
 pub mod version;
 pub mod visible;
 pub mod vm;
+pub mod vnic;
 pub mod whatif;
 
 pub use error::{Error, ErrorKind, Result};

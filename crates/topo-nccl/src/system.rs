@@ -16,6 +16,31 @@ use std::collections::BTreeMap;
 use topo_model::fast::HashMap;
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
 
+use crate::vnic::{MergeLevel, Place};
+
+type Places = std::collections::HashMap<NodeIndex, Place>;
+
+/// The network devices a net plugin exports to NCCL: the ports `keep` accepts (NCCL_IB_HCA,
+/// the socket interface rules), joined up to `merge` (NIC fusion, `crate::vnic`).
+pub struct NetPlugin<'a> {
+    pub keep: &'a dyn Fn(&topo_model::Net) -> bool,
+    pub merge: MergeLevel,
+}
+
+impl<'a> NetPlugin<'a> {
+    pub fn new(keep: &'a dyn Fn(&topo_model::Net) -> bool, merge: MergeLevel) -> NetPlugin<'a> {
+        NetPlugin { keep, merge }
+    }
+}
+
+impl NetPlugin<'static> {
+    /// No network device at all (a single-node communicator trimmed of its NETs).
+    pub const NONE: NetPlugin<'static> = NetPlugin {
+        keep: &|_| false,
+        merge: MergeLevel::Loc,
+    };
+}
+
 mod copies;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -272,25 +297,26 @@ impl System {
         links.sort_by(|a, b| b.bw.partial_cmp(&a.bw).unwrap_or(std::cmp::Ordering::Equal));
     }
 
-    /// Builds NCCL's system graph from the hardware model with `c`'s constants.
+    /// Builds NCCL's system graph from the hardware model with `c`'s constants, every port a
+    /// device of its own.
     pub fn build(topo: &Topology, c: &BwConstants) -> System {
-        System::build_with(topo, c, &|_| true)
+        let plugin = NetPlugin {
+            keep: &|_| true,
+            merge: MergeLevel::Loc,
+        };
+        System::build_with(topo, c, &plugin)
     }
 
-    /// [`System::build`] with only the network ports `keep_net` accepts (the net plugin
-    /// exports only those: NCCL_IB_HCA).
+    /// [`System::build`] with the network devices the net plugin exports: only the ports
+    /// `plugin.keep` accepts (NCCL_IB_HCA), joined as NIC fusion joins them (`crate::vnic`).
     ///
     /// Copies of one machine (`--nodes`) build the first copy's system and repeat it: every
     /// step of the build reads one host at a time, so the copies' systems differ only in
     /// their numbers (issue 28: 16,384 copies of a host were a third of the plan's time).
-    pub fn build_with(
-        topo: &Topology,
-        c: &BwConstants,
-        keep_net: &dyn Fn(&topo_model::Net) -> bool,
-    ) -> System {
+    pub fn build_with(topo: &Topology, c: &BwConstants, plugin: &NetPlugin) -> System {
         match (topo.copies(), topo.first_copy()) {
             (Some(copies), Some(first)) => {
-                System::build_each(&first, c, keep_net).repeated(topo, &copies)
+                System::build_each(&first, c, plugin).repeated(topo, &copies)
             }
             // Copies a fault changed a few of (`--without` on one host): the others are
             // still copies (issue 43: one faulted host of 16,384 built every host's own).
@@ -300,19 +326,15 @@ impl System {
                 .copies_except()
                 .filter(|_| topo.system_id.is_empty())
                 .and_then(|(copies, changed)| {
-                    let build = |t: &Topology| System::build_each(t, c, keep_net);
+                    let build = |t: &Topology| System::build_each(t, c, plugin);
                     System::with_exceptions(topo, (&copies, changed), &build)
                 })
-                .unwrap_or_else(|| System::build_each(topo, c, keep_net)),
+                .unwrap_or_else(|| System::build_each(topo, c, plugin)),
         }
     }
 
     /// [`System::build_with`] host by host, copies or not.
-    fn build_each(
-        topo: &Topology,
-        c: &BwConstants,
-        keep_net: &dyn Fn(&topo_model::Net) -> bool,
-    ) -> System {
+    fn build_each(topo: &Topology, c: &BwConstants, plugin: &NetPlugin) -> System {
         let mut sys = System {
             nodes: vec![],
             gpus: vec![],
@@ -342,7 +364,8 @@ impl System {
         }
         let fused = Fused::of(topo);
         let bare_nic = bare_nic_aliases(topo, &fused);
-        let mut map = sys.add_nodes(topo, keep_net, &order, &rank_of, &bare_nic);
+        let places = crate::vnic::places(topo, plugin.merge, plugin.keep);
+        let mut map = sys.add_nodes(topo, (plugin.keep, &places), &order, &rank_of, &bare_nic);
         for (&n, rep) in &bare_nic {
             if map[rep.index()] != NONE {
                 map[n.index()] = map[rep.index()];
@@ -362,7 +385,7 @@ impl System {
         // src/graph/topo.cc ncclTopoGetSystemFromXml). The search scans NETs in that order.
         sys.nets
             .sort_by_key(|&i| (sys.nodes[i].host, sys.nodes[i].topo, sys.nodes[i].id));
-        sys.add_links(topo, c, &fused, &map, &bare_nic);
+        sys.add_links(topo, c, &fused, (&map, &places), &bare_nic);
         sys.add_p2p(topo, &gpu_nodes);
         sys.flatten_bcm_switches(topo);
         sys.sort_up_links();
@@ -376,7 +399,7 @@ impl System {
     fn add_nodes(
         &mut self,
         topo: &Topology,
-        keep_net: &dyn Fn(&topo_model::Net) -> bool,
+        (keep_net, places): (&dyn Fn(&topo_model::Net) -> bool, &Places),
         order: &[NodeIndex],
         rank_of: &[usize],
         bare_nic: &HashMap<NodeIndex, NodeIndex>,
@@ -458,12 +481,18 @@ impl System {
                 }
                 NodeKind::Nic(nic) => sys.add(base(NodeType::Nic, nic_id(nic, n))),
                 NodeKind::Net(net) if !keep_net(net) => continue,
+                NodeKind::Net(_) if places.get(&n) == Some(&Place::Member) => continue,
                 NodeKind::Net(net) => {
-                    let mut s = base(NodeType::Net, net.dev.max(0) as u64);
+                    let fused = match places.get(&n) {
+                        Some(Place::Lead(f)) => Some(f),
+                        _ => None,
+                    };
+                    let dev = fused.map_or(net.dev, |f| f.dev);
+                    let mut s = base(NodeType::Net, dev.max(0) as u64);
                     s.net = Some(NetAttrs {
-                        name: net.name.clone(),
-                        dev: net.dev,
-                        bw: net.bw(),
+                        name: fused.map_or_else(|| net.name.clone(), |f| f.name.clone()),
+                        dev,
+                        bw: fused.map_or_else(|| net.bw(), |f| f.bw),
                         gdr: net.gdr,
                         gdr_fact: match (net.gdr_unstated, net.assumed) {
                             (false, _) => GdrFact::Stated,
@@ -494,10 +523,15 @@ impl System {
         topo: &Topology,
         c: &BwConstants,
         fused: &Fused,
-        map: &[usize],
+        (map, places): (&[usize], &Places),
         bare_nic: &HashMap<NodeIndex, NodeIndex>,
     ) {
         let sys = self;
+        // A fused device's link to its card carries the ports' summed speed.
+        let fused_bw = |n: NodeIndex| match places.get(&n) {
+            Some(Place::Lead(f)) => Some(f.bw),
+            _ => None,
+        };
         for e in creation_order(topo, fused) {
             let (a, b) = (map[e.source().index()], map[e.target().index()]);
             if a == NONE || b == NONE {
@@ -512,7 +546,10 @@ impl System {
             let (kind, bw) = match w.kind {
                 LinkKind::Pci => (LinkType::Pci, w.bw),
                 LinkKind::Loc => (LinkType::Loc, c.loc),
-                LinkKind::Net => (LinkType::Net, w.bw),
+                LinkKind::Net => {
+                    let bw = fused_bw(e.target()).or_else(|| fused_bw(e.source()));
+                    (LinkType::Net, bw.unwrap_or(w.bw))
+                }
                 LinkKind::C2c => (LinkType::C2c, w.bw),
                 LinkKind::Sys => {
                     let bw = topo

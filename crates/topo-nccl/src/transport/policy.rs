@@ -212,7 +212,7 @@ impl TransportPolicy {
     }
 
     /// The network NCCL uses (`ncclNet->name`) and why.
-    pub(super) fn net_name(&self, have_nets: bool) -> (Net, String) {
+    pub(crate) fn net_name(&self, have_nets: bool) -> (Net, String) {
         if let Some(n) = self.net.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
             return (Net::from_nccl_net(n), format!("NCCL_NET={n} selects it"));
         }
