@@ -27,7 +27,8 @@ ARCH = {"dgx-a100": "sm80", "aws-p4d": "sm80", "dgx-h100": "sm90", "aws-p5": "sm
         "gcp-a3-mega": "sm90", "hgx-h200": "sm90", "pcie-8x-h100-nvbridge": "sm90",
         "pcie-8x-l40s": "sm89", "2x-rtx4090": "sm89", "dgx-b200": "sm100", "gb200-nvl72": "sm100",
         "alcf-polaris": "sm80", "aws-p4de": "sm80", "nrel-kestrel-h100": "sm90", "aws-p5en": "sm90",
-        "gcp-a3-high": "sm90", "alps-gh200": "sm90", "pcie-2x-l40s": "sm89", "aws-p6-b200": "sm100"}
+        "gcp-a3-high": "sm90", "alps-gh200": "sm90", "pcie-2x-l40s": "sm89", "aws-p6-b200": "sm100",
+        "kalavai-rtx4090": "sm89", "2x-rtx2080ti-nvbridge": "sm75"}
 # The fabric names of the fabric vocabulary; a fabric with no held-out point still gets a band.
 FABRICS = ["ib", "roce", "efa", "slingshot", "tcpx", "tcpxo", "socket"]
 

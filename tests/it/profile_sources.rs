@@ -186,3 +186,91 @@ fn completions_offer_every_profile_name() {
         assert!(script.contains(n), "bash completion lacks {n}");
     }
 }
+
+/// `(bus number, GPU name)` of each `# Rank` line of an nccl-tests result, as all_reduce_perf
+/// prints them (`device 0 [0x1a] NVIDIA GeForce RTX 4090`).
+fn rank_gpus(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| l.trim_start_matches(['#', ' ']).starts_with("Rank"))
+        .filter_map(|l| {
+            let (_, tail) = l.split_once("[0x")?;
+            let (bus, name) = tail.split_once(']')?;
+            Some((bus.to_ascii_lowercase(), name.trim().to_string()))
+        })
+        .collect()
+}
+
+/// The profiles written from the shared results' own words (issue 43) hold the GPUs those
+/// results ran on: each rank line's bus number and name is the profile's GPU at the NVML
+/// index the result's `--env CUDA_VISIBLE_DEVICES` in bench/fidelity/sources.yaml names (read
+/// in place; skipped when the shared set is absent).
+#[test]
+fn rtx_box_profiles_hold_the_gpus_their_results_print() {
+    for (result, profile, visible) in [
+        (
+            "nccl-tests/repos/kalavai-rtx4090-1x2-pcie-docker-allreduce.txt",
+            "kalavai-rtx4090",
+            [0, 1],
+        ),
+        (
+            "nccl-tests/repos/kalavai-rtx4090-1x2-pcie-k8s-allreduce.txt",
+            "kalavai-rtx4090",
+            [0, 4],
+        ),
+        (
+            "nccl-tests/threads/nccl-340-rtx2080ti-1x2-nvlink-bridge-allreduce-EXCERPT.txt",
+            "2x-rtx2080ti-nvbridge",
+            [0, 1],
+        ),
+    ] {
+        let Some(path) = crate::util::realdata(result) else {
+            continue;
+        };
+        let ranks = rank_gpus(&std::fs::read_to_string(path).unwrap());
+        assert_eq!(ranks.len(), 2, "{result}");
+        let t = json(&["--profile", profile]);
+        let gpus = t["gpus"].as_array().unwrap();
+        for ((bus, name), dev) in ranks.iter().zip(visible) {
+            let g = &gpus[dev];
+            assert_eq!(g["dev"], dev, "{profile}");
+            assert_eq!(
+                g["busid"].as_str().unwrap(),
+                format!("0000:{bus}:00.0"),
+                "{result} rank on {bus}"
+            );
+            assert_eq!(g["name"].as_str(), Some(name.as_str()), "{result}");
+        }
+        // Both state what their thread and manifest say of the link between the two.
+        let lanes: Vec<u64> = visible
+            .iter()
+            .map(|&d| gpus[d]["nvlink"]["lanes"].as_u64().unwrap())
+            .collect();
+        let want = if profile == "2x-rtx2080ti-nvbridge" {
+            2
+        } else {
+            0
+        };
+        assert_eq!(lanes, [want, want], "{profile}");
+    }
+}
+
+/// nccl#340's desktop as its thread states it: PCIe 3.0 x8 each, one i5-9400F socket
+/// (Coffee Lake: CPUID family 6 model 158), the bridge's 2 lanes at NCCL's sm 7x rate.
+#[test]
+fn the_rtx2080ti_profile_states_its_thread() {
+    let t = json(&["--profile", "2x-rtx2080ti-nvbridge"]);
+    for g in t["gpus"].as_array().unwrap() {
+        assert_eq!(g["sm"], 75);
+        assert_eq!(
+            (&g["pcie"]["generation"], &g["pcie"]["width"]),
+            (&3.into(), &8.into())
+        );
+        assert_eq!(g["nvlink"]["bw_gbps"], 40.0);
+    }
+    let numa = t["numa"].as_array().unwrap();
+    assert_eq!(numa.len(), 1, "{numa:?}");
+    let text = show(&["--profile", "2x-rtx2080ti-nvbridge"]);
+    assert!(text.contains("family 6 model 158"), "{text}");
+    // A seated bridge is what its board gives: no degraded-NVLink verdict.
+    assert!(!text.contains("fewer NVLinks"), "{text}");
+}

@@ -407,6 +407,30 @@ const EXPECT: &[Expect] = &[
         gpus_sharing_switch_with_nic: 8,
     },
     Expect {
+        name: "2x-rtx2080ti-nvbridge",
+        gpus: 2,
+        lanes_per_gpu: 2,
+        nvswitch_chips: 0,
+        nics: 0,
+        ports: 0,
+        numa: 1,
+        gpu_pcie_bw: 6.0,
+        nvl_bw_per_gpu: 40.0,
+        gpus_sharing_switch_with_nic: 0,
+    },
+    Expect {
+        name: "kalavai-rtx4090",
+        gpus: 5,
+        lanes_per_gpu: 0,
+        nvswitch_chips: 0,
+        nics: 0,
+        ports: 0,
+        numa: 1,
+        gpu_pcie_bw: 24.0,
+        nvl_bw_per_gpu: 0.0,
+        gpus_sharing_switch_with_nic: 0,
+    },
+    Expect {
         name: "2x-rtx4090",
         gpus: 2,
         lanes_per_gpu: 0,
@@ -685,7 +709,7 @@ fn unknown_profile_lists_the_available_ones() {
     let err = fails(&["--profile", "nope"]);
     assert!(err.starts_with("error: unknown profile 'nope'\n"), "{err}");
     assert!(
-        err.contains("hint: available profiles: 2x-rtx4090, 4x-rtx5090, 8x-rtx-pro-6000, alcf-polaris, alps-gh200, aws-p4d"),
+        err.contains("hint: available profiles: 2x-rtx2080ti-nvbridge, 2x-rtx4090, 4x-rtx5090, 8x-rtx-pro-6000, alcf-polaris, alps-gh200, aws-p4d"),
         "{err}"
     );
 }

@@ -524,7 +524,7 @@ fn profile_names_ignore_case() {
     let err = fails(&["show", "--profile", "Nope"], 2);
     assert!(
         err.starts_with(
-            "error: unknown profile 'Nope'\nhint: available profiles: 2x-rtx4090, 4x-rtx5090"
+            "error: unknown profile 'Nope'\nhint: available profiles: 2x-rtx2080ti-nvbridge, 2x-rtx4090, 4x-rtx5090"
         ),
         "{err}"
     );

@@ -134,7 +134,24 @@ fn missing_lanes(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<(String
         .collect()
 }
 
-/// Pairs joined only to each other, by fewer than the 4 links an NVLink bridge gives.
+/// Links one NVLink bridge gives a GPU's board, with the board's name where it is not the 4
+/// of the NVLink 3 and 4 PCIe cards (A40, RTX A6000, RTX 3090, A100/H100 PCIe, which take up
+/// to three bridges of 4): a GeForce RTX 2080 Ti's bridge carries 2 (the model table in
+/// `stated.rs`). `None` for a Turing board the source does not name: its bridges carry 1
+/// (RTX 2080, 2070 Super) or 2 (RTX 2080 Ti, TITAN RTX), so a short one cannot be told.
+fn bridge_links(topo: &Topology, g: NodeIndex) -> Option<(u32, Option<&'static str>)> {
+    let gpu = topo.gpu(g)?;
+    let model = gpu.name.as_deref().and_then(crate::stated::gpu_model);
+    match model {
+        Some(m) if m.nvlink == crate::stated::NvlinkShape::Pairs && m.nvlink_lanes < 4 => {
+            Some((m.nvlink_lanes, Some(m.name)))
+        }
+        None if gpu.sm == Some(75) => None,
+        _ => Some((4, None)),
+    }
+}
+
+/// Pairs joined only to each other, by fewer links than one NVLink bridge gives their board.
 fn short_bridges(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<String> {
     let is_gpu = |n: NodeIndex| matches!(topo.node(n).kind, NodeKind::Gpu(_));
     let peers = |g: NodeIndex| -> Vec<(NodeIndex, u32, f64)> {
@@ -146,14 +163,20 @@ fn short_bridges(topo: &Topology, gpus: &[NodeIndex], many: bool) -> Vec<String>
     let mut out = vec![];
     for &g in gpus {
         if let [(p, l, _)] = peers(g)[..]
-            && l < 4
             && g < p
             && peers(p).len() == 1
+            && let Some((gives, board)) = bridge_links(topo, g)
+            && l < gives
         {
             let (a, b) = (name(topo, g, many), name(topo, p, many));
-            out.push(format!(
-                "{a} and {b}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)"
-            ));
+            out.push(match board {
+                Some(board) => format!(
+                    "{a} and {b}: NV{l} over a bridge; a {board} bridge gives {gives} links"
+                ),
+                None => format!(
+                    "{a} and {b}: NV{l} over a bridge; NVLink bridges give 4 links (12 for A100 PCIe with 3 bridges)"
+                ),
+            });
         }
     }
     out
@@ -186,5 +209,50 @@ mod tests {
             g.nvlink = NvlinkInfo::Unknown("no NVML".into());
         }
         assert!(verdicts(&t, t.graph.node_indices()).is_empty());
+    }
+
+    /// Two GPUs of `name` (sm `sm`) on one CPU, joined only by a bridge of `lanes` links.
+    fn bridged_pair(name: Option<&str>, sm: u32, lanes: u32) -> Topology {
+        let mut t = Topology::new(crate::SourceInfo::default());
+        let cpu = t.add_node(0, None, NodeKind::Cpu(crate::Cpu::default()));
+        let gpus: Vec<NodeIndex> = (0..2u8)
+            .map(|d| {
+                let mut g = crate::Gpu::new(crate::BusId::new(0, 1 + d, 0, 0), d.into());
+                g.name = name.map(String::from);
+                g.sm = Some(sm);
+                g.nvlink = NvlinkInfo::Known;
+                t.add_child(cpu, NodeKind::gpu(g))
+            })
+            .collect();
+        t.add_nvlink(gpus[0], gpus[1], lanes);
+        t.add_nvlink(gpus[1], gpus[0], lanes);
+        t
+    }
+
+    #[test]
+    fn a_bridge_is_short_against_what_its_board_gives() {
+        let says = |t: &Topology| {
+            verdicts(t, t.graph.node_indices())
+                .into_iter()
+                .flat_map(|f| f.evidence)
+                .collect::<Vec<_>>()
+        };
+        // An RTX 2080 Ti's bridge carries 2 links (nccl#340's machine once reseated): seated,
+        // nothing to say; one link, as with its bridge half in, short against its own 2.
+        let name = Some("GeForce RTX 2080 Ti");
+        assert!(says(&bridged_pair(name, 75, 2)).is_empty());
+        assert_eq!(
+            says(&bridged_pair(name, 75, 1)),
+            ["GPU0 and GPU1: NV1 over a bridge; a GeForce RTX 2080 Ti bridge gives 2 links"]
+        );
+        // A Turing board nobody names may be one whose bridge carries 1: not claimed.
+        assert!(says(&bridged_pair(None, 75, 1)).is_empty());
+        // The NVLink 3 cards' bridges give 4, named or not.
+        for name in [None, Some("NVIDIA RTX A6000")] {
+            let got = says(&bridged_pair(name, 86, 2));
+            assert_eq!(got.len(), 1, "{name:?}");
+            assert!(got[0].contains("NVLink bridges give 4 links"), "{got:?}");
+            assert!(says(&bridged_pair(name, 86, 4)).is_empty(), "{name:?}");
+        }
     }
 }

@@ -73,8 +73,11 @@ macro_rules! gpu {
 /// SXM and over the PCIe card's three bridges, NVLink 4 (H100/H200) 18 on SXM and 12 over
 /// the H100 PCIe/NVL bridges, NVLink 5 (B200/B300) 18; the A800/H800 export parts keep 8;
 /// A40, A30, RTX A6000 and GeForce RTX 3090 bridges carry 4 NVLink 3 lanes (112.5 to 200
-/// GB/s); the V100 PCIe, T4, A10/A10G, L4, L40/L40S and the GeForce and RTX Ada/Blackwell
-/// cards have none.
+/// GB/s); the GeForce RTX 2080 Ti's bridge 2 NVLink 2 lanes (TU102's two x8 links, 100 GB/s
+/// both ways; NVIDIA's Turing architecture whitepaper), which NCCL prices as Volta's
+/// (`ncclTopoNVLinkBw`: every sm 7x GPU at SM70_NVLINK_BW; 2.6's VOLTA_NVLINK_WIDTH, 21, for
+/// every GPU but sm 60); the V100 PCIe, T4, A10/A10G, L4, L40/L40S and the GeForce and RTX
+/// Ada/Blackwell cards have none.
 pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("v100", "Tesla V100-SXM2", 70, 6, NvSwitch, None),
     gpu!("v100-pcie", "Tesla V100-PCIE", 70, 0, None, None),
@@ -106,6 +109,9 @@ pub const GPU_MODELS: &[GpuModel] = &[
     gpu!("gb300", "GB300", 103, 18, NvSwitch, None),
     gpu!("rtx5090", "GeForce RTX 5090", 120, 0, None, Some(0x2b85)),
     gpu!("rtx-pro-6000", "RTX PRO 6000 Blackwell", 120, 0, None, None),
+    // Last, so that the hints listing models keep their order. Two PCI ids (0x1e04, 0x1e07
+    // "Rev. A"; pci.ids): no one board is meant.
+    gpu!("rtx2080ti", "GeForce RTX 2080 Ti", 75, 2, Pairs, None),
 ];
 
 /// Other names a model goes by, squashed as [`squash`] leaves them: NVML's product names
@@ -121,6 +127,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("rtxpro6000blackwellworkstationedition", "rtx-pro-6000"),
     ("rtxpro6000blackwellmaxqworkstationedition", "rtx-pro-6000"),
     ("h100nvlink", "h100"),
+    ("2080ti", "rtx2080ti"),
 ];
 
 /// A GPU name as the table keys it: lowercase, without spaces, `-`, `_`, the vendor and
@@ -496,6 +503,10 @@ mod tests {
             ("NVIDIA GeForce RTX 4090", "rtx4090"),
             ("NVIDIA GeForce RTX 3090", "rtx3090"),
             ("RTX 3090", "rtx3090"),
+            ("GeForce RTX 2080 Ti", "rtx2080ti"),
+            ("NVIDIA GeForce RTX 2080 Ti", "rtx2080ti"),
+            ("rtx-2080ti", "rtx2080ti"),
+            ("2080 Ti", "rtx2080ti"),
             (
                 "NVIDIA RTX PRO 6000 Blackwell Server Edition",
                 "rtx-pro-6000",
@@ -514,6 +525,7 @@ mod tests {
             "a10x",
             "h20 nvl",
             "rtx 6000",
+            "rtx 2080",
             "NVIDIA",
             "80GB",
             "",

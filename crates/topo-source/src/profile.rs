@@ -22,6 +22,10 @@ use topo_model::{
 /// Built-in profiles: (name, YAML text), sorted by name.
 const BUILTIN: &[(&str, &str)] = &[
     (
+        "2x-rtx2080ti-nvbridge",
+        include_str!("../../../profiles/2x-rtx2080ti-nvbridge.yaml"),
+    ),
+    (
         "2x-rtx4090",
         include_str!("../../../profiles/2x-rtx4090.yaml"),
     ),
@@ -86,6 +90,10 @@ const BUILTIN: &[(&str, &str)] = &[
     ("hgx-b300", include_str!("../../../profiles/hgx-b300.yaml")),
     ("hgx-h200", include_str!("../../../profiles/hgx-h200.yaml")),
     ("hgx-h800", include_str!("../../../profiles/hgx-h800.yaml")),
+    (
+        "kalavai-rtx4090",
+        include_str!("../../../profiles/kalavai-rtx4090.yaml"),
+    ),
     (
         "nrel-kestrel-h100",
         include_str!("../../../profiles/nrel-kestrel-h100.yaml"),
