@@ -390,7 +390,6 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     );
     costs.apply_env_effects(&mut env);
     note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
-
     Ok(Analysis {
         version: req.version,
         data,
