@@ -21,7 +21,8 @@ import yaml
 
 DTYPES = {"float", "half", "bfloat16", "double", "int8", "uint8", "int32", "int64"}
 COLUMNS = ["fixture", "source", "fabric", "collective", "topo", "health", "role", "nnodes", "nranks",
-           "bytes", "measured_us", "model_us", "choice", "lat_us", "bw_gbps", "expected_us", "gpn"]
+           "bytes", "measured_us", "model_us", "choice", "lat_us", "bw_gbps", "expected_us", "gpn",
+           "nranks2", "bw2_gbps"]
 
 
 def rows_of(text):
@@ -73,25 +74,45 @@ def runs(sizes):
     return [(s, s, 2) for s in sizes]
 
 
+def plan(topo, entry, args, extra):
+    cmd = [topo, "plan", *args, "--collective", entry.get("collective", "allreduce"), "--format", "json", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
+    if p.returncode != 0:
+        raise SystemExit(f"{entry['file']}: {' '.join(cmd)}: {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def two_nodes(topo, entry, args, nnodes, size, choice):
+    """For a Tree or NVLSTree choice above two NCCL nodes, the same plan on two of them
+    (`--nodes` scaled: the trays of one NVLink clique stay one node) with the choice forced:
+    (its rank count, NCCL's bandwidth there), which fit.py bounds the choice with as measured.rs
+    `tree_bound` does; else ("", "")."""
+    algo, proto = choice.split("/")
+    if int(nnodes) <= 2 or algo not in ("Tree", "NVLSTree") or "--nodes" not in args:
+        return "", ""
+    args = list(args)
+    at = args.index("--nodes") + 1
+    args[at] = str(int(args[at]) * 2 // int(nnodes))
+    doc = plan(topo, entry, args, ["--env", f"NCCL_ALGO={algo}", "--env", f"NCCL_PROTO={proto}",
+                                   "-b", str(size), "-e", str(size)])
+    return doc["nranks"], explain_terms(doc["table"][0])[1]
+
+
 def predict(topo, entry, sizes):
     args = shlex.split(entry["topo"])
     if "--nccl-version" not in args:
         args += ["--nccl-version", "2.28"]
-    coll = entry.get("collective", "allreduce")
     out = {}
     for b, e, f in runs(sizes):
-        cmd = [topo, "plan", *args, "--collective", coll, "--format", "json",
-               "-b", str(b), "-e", str(e), "-f", str(f)]
-        p = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": os.environ.get("PATH", "")})
-        if p.returncode != 0:
-            raise SystemExit(f"{entry['file']}: {' '.join(cmd)}: {p.stderr.strip()}")
-        doc = json.loads(p.stdout)
+        doc = plan(topo, entry, args, ["-b", str(b), "-e", str(e), "-f", str(f)])
         for row in doc["table"]:
             lat, bw = explain_terms(row)
+            choice = f"{row['algo']}/{row['proto']}"
+            n2, bw2 = two_nodes(topo, entry, args, doc["nnodes"], row["bytes"], choice)
             out[row["bytes"]] = {
                 "nnodes": doc["nnodes"], "nranks": doc["nranks"], "model_us": row["time_us"],
                 "expected_us": row.get("expected_time_us") or row["time_us"],
-                "choice": f"{row['algo']}/{row['proto']}", "lat_us": lat, "bw_gbps": bw,
+                "choice": choice, "lat_us": lat, "bw_gbps": bw, "nranks2": n2, "bw2_gbps": bw2,
             }
     return out
 
@@ -129,7 +150,8 @@ def main():
             p = pred[min(pred, key=lambda b: abs(b - size))]
             vals = [entry["file"], entry["source"], entry["fabric"], entry.get("collective", "allreduce"),
                     entry["topo"], health, role, p["nnodes"], p["nranks"], size, t, p["model_us"],
-                    p["choice"], p["lat_us"], p["bw_gbps"], p["expected_us"], entry["gpn"]]
+                    p["choice"], p["lat_us"], p["bw_gbps"], p["expected_us"], entry["gpn"],
+                    p["nranks2"], p["bw2_gbps"]]
             print("\t".join(str(v) for v in vals))
     if missing:
         print(f"collect.py: {missing} result(s) of sources.yaml not under {shared}", file=sys.stderr)

@@ -177,6 +177,9 @@ struct Predicted {
     /// NCCL's node count for the plan (trays of one NVLink clique count as one node).
     nnodes: u64,
     nranks: u64,
+    /// Tree and NVLSTree above two nodes: the rank count and NCCL's bandwidth (GB/s) of the
+    /// same algorithm and protocol on two nodes of the machine (measured.rs `TwoNodes`).
+    two_nodes: Option<(u64, f64)>,
 }
 
 /// `time 1646.45 = lat 114 + 127926280 B / (1000 × 83.478 GB/s)` -> (114, 83.478).
@@ -196,6 +199,44 @@ fn explain_terms(row: &serde_json::Value) -> (f64, f64) {
             .unwrap_or(f64::NAN)
     };
     (num("= lat ", " +"), num("× ", " GB/s"))
+}
+
+/// For a Tree or NVLSTree choice above two NCCL nodes, the same plan on two of them (`--nodes`
+/// scaled, trays of one NVLink clique staying one node) with the choice forced: its rank count
+/// and NCCL's bandwidth there, which `fit.py` bounds the choice with as measured.rs does.
+fn two_node_bw(
+    fx: &Fixture,
+    args: &[String],
+    (nnodes, bytes): (u64, u64),
+    choice: &str,
+) -> Option<(u64, f64)> {
+    let (algo, proto) = choice.split_once('/')?;
+    if nnodes <= 2 || !matches!(algo, "Tree" | "NVLSTree") {
+        return None;
+    }
+    let mut args = args.to_vec();
+    let at = args.iter().position(|a| a == "--nodes")? + 1;
+    let nodes: u64 = args.get(at)?.parse().ok()?;
+    args[at] = (nodes * 2 / nnodes).to_string();
+    let o = topo_clean_env()
+        .current_dir(fixture(""))
+        .arg("plan")
+        .args(&args)
+        .args(["--collective", fx.get("collective"), "--format", "json"])
+        .args(["--env", &format!("NCCL_ALGO={algo}")])
+        .args(["--env", &format!("NCCL_PROTO={proto}")])
+        .args(["-b", &bytes.to_string(), "-e", &bytes.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        fx.name,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (_, bw) = explain_terms(&doc["table"][0]);
+    Some((doc["nranks"].as_u64()?, bw))
 }
 
 /// Sizes that are one geometric run go in one call; others one call each.
@@ -254,6 +295,8 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
                 row["algo"].as_str().unwrap(),
                 row["proto"].as_str().unwrap()
             );
+            let bytes = row["bytes"].as_u64().unwrap();
+            let two_nodes = two_node_bw(fx, &args, (nnodes, bytes), &choice);
             let p = Predicted {
                 model_us,
                 expected_us,
@@ -262,6 +305,7 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
                 bw_gbps,
                 nnodes,
                 nranks,
+                two_nodes,
             };
             out.insert(row["bytes"].as_u64().unwrap(), p);
         }
@@ -551,13 +595,13 @@ fn write_report() {
 /// One line per compared size for the fit script: what NCCL chose and what was measured.
 fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
     let mut out = String::from(
-        "fixture\tcollective\ttopo\thealth\trole\tnnodes\tnranks\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\n",
+        "fixture\tcollective\ttopo\thealth\trole\tnnodes\tnranks\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\tnranks2\tbw2_gbps\n",
     );
     for p in pts {
         let fx = &fxs[p.fixture];
         writeln!(
             out,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             fx.name,
             fx.get("collective"),
             fx.get("topo"),
@@ -571,7 +615,9 @@ fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
             p.pred.choice,
             p.pred.lat_us,
             p.pred.bw_gbps,
-            p.pred.expected_us
+            p.pred.expected_us,
+            p.pred.two_nodes.map_or(String::new(), |t| t.0.to_string()),
+            p.pred.two_nodes.map_or(String::new(), |t| t.1.to_string())
         )
         .unwrap();
     }

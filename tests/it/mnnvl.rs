@@ -128,6 +128,34 @@ fn two_racks_are_two_nodes_over_the_network() {
     assert_ne!(algo_at(&v, 1 << 30), "NVLS");
 }
 
+/// Twenty racks are expected at no more than half the rate of two (measured.rs `tree_bound`):
+/// NCCL 2.26 gives NVLSTree the same bandwidth on 2 and 20 domains, where the double binary
+/// tree doubles each domain's network bytes above two; CoreWeave measured 820 and 406 GB/s.
+#[test]
+fn twenty_racks_are_held_to_half_the_rate_of_two() {
+    let row = |nodes: &str| -> Value {
+        let args = [
+            "--profile",
+            "gb200-nvl72",
+            "--nodes",
+            nodes,
+            "-b",
+            "16G",
+            "-e",
+            "16G",
+        ];
+        super::util::plan_doc_at("2.26", &args).0["table"][0].clone()
+    };
+    let (two, twenty) = (row("36"), row("360"));
+    assert_eq!(twenty["algo"].as_str(), Some("NVLSTree"));
+    let time = |r: &Value| r["expected_time_us"].as_f64().unwrap();
+    assert!(time(&twenty) >= 2.0 * time(&two), "{twenty} against {two}");
+    let basis = twenty["expected_basis"].as_str().unwrap();
+    assert!(basis.contains("above two nodes"), "{basis}");
+    // NCCL's own figure for 20 racks is above two racks' expected rate.
+    assert!(twenty["time_us"].as_f64().unwrap() < time(&two));
+}
+
 /// NCCL_MNNVL_ENABLE=0: the trays are two nodes again and talk over InfiniBand.
 #[test]
 fn mnnvl_enable_0_brings_the_network_back() {

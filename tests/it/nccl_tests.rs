@@ -137,12 +137,12 @@ fn every_published_table_gets_the_verdict_of_its_thread() {
     }
 }
 
-/// The 20-rack GB200 result is healthy (CoreWeave's published expectation) and topo calls it
-/// 84% short: NCCL's model prices NVLSTree across 20 racks at 938 GB/s and no published result
-/// at that scale calibrates it (docs/fidelity.md, worst cases). Kept as a test so a model
-/// that fixes it shows here.
+/// The 20-rack GB200 result is healthy (CoreWeave's published expectation) and judged so: NCCL's
+/// model prices NVLSTree across 20 racks above one rack's rate, and the measured layer holds
+/// tree algorithms above two nodes to half the two-rack rule's rate (measured.rs `tree_bound`;
+/// docs/fidelity.md, node scaling across NVLink domains). It was 62-82% "short" before.
 #[test]
-fn the_twenty_rack_gb200_result_is_the_known_wrong_verdict() {
+fn the_twenty_rack_gb200_result_is_judged_healthy() {
     let (_, doc, err) = diagnose(&[
         "--profile",
         "gb200-nvl72",
@@ -153,9 +153,15 @@ fn the_twenty_rack_gb200_result_is_the_known_wrong_verdict() {
         "--nccl-tests",
         "fixtures/fidelity/gb200-360x4-nvl72-20racks-coreweave.txt",
     ]);
+    let ids = ids(&doc);
+    assert!(ids.contains(&"nccl-tests-in-band".to_string()), "{err}");
+    assert!(!ids.contains(&"nccl-tests-below-band".to_string()), "{err}");
+    let rows = doc["results"][0]["rows"].as_array().unwrap();
     assert!(
-        ids(&doc).contains(&"nccl-tests-below-band".to_string()),
-        "{err}"
+        rows.iter().all(|r| r["expected_basis"]
+            .as_str()
+            .is_some_and(|b| b.contains("above two nodes"))),
+        "{rows:?}"
     );
 }
 

@@ -85,6 +85,10 @@ pub struct Analysis {
     /// (their own NVLS channels, their own CPU before 2.24), with the hosts that share each:
     /// NCCL does not reconcile the choices made from them ([`own_costs`]).
     pub host_costs: Vec<HostCosts>,
+    /// Above two nodes, rank 0's cost table for the same machine cut to its first two nodes:
+    /// the two-node bandwidth the measured layer bounds tree algorithms with
+    /// (`measured::TwoNodes`). None on two nodes or fewer.
+    pub two_node_costs: Option<CostTable>,
 }
 
 /// The cost table some dissimilar hosts tune with ([`own_costs`]).
@@ -379,7 +383,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         let parts = (&split_reasons, &orig_host_of_part[..]);
         relabel_split(&mut transports, parts, &system, &topo);
     }
-    let (costs, host_costs) = cost_tables(
+    let (costs, host_costs, two_node_costs) = cost_tables(
         (&env, &data, collnet_enabled),
         (&system, &paths, &merged),
         (&channel_params, &counts),
@@ -387,7 +391,6 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
     );
     costs.apply_env_effects(&mut env);
     note_path_effects(&mut env, &system, &paths, &path_policy, &transports);
-
     Ok(Analysis {
         version: req.version,
         data,
@@ -414,6 +417,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         hosts,
         node_p2p,
         host_costs,
+        two_node_costs,
     })
 }
 
@@ -444,20 +448,30 @@ fn node_p2p(
     out
 }
 
-/// Rank 0's cost table, and those of dissimilar hosts that tune otherwise ([`own_costs`]).
+/// Rank 0's cost table, those of dissimilar hosts that tune otherwise ([`own_costs`]) and,
+/// above two nodes, rank 0's for its first two nodes alone ([`Analysis::two_node_costs`]).
 fn cost_tables(
     (env, data, collnet_enabled): (&EnvPolicy, &VersionData, bool),
     (system, paths, merged): (&System, &Paths, &Graphs),
     (params, counts): (&ChannelParams, &ChannelCounts),
     hosts: &[super::hetero::HostView],
-) -> (CostTable, Vec<HostCosts>) {
-    let tune = |c: &ChannelCounts, own| {
-        let ti = tuning_input(env, data, (system, own), merged, c, collnet_enabled);
-        CostTable::build(&ti)
-    };
+) -> (CostTable, Vec<HostCosts>, Option<CostTable>) {
+    let input =
+        |c: &ChannelCounts, own| tuning_input(env, data, (system, own), merged, c, collnet_enabled);
+    let tune = |c: &ChannelCounts, own| CostTable::build(&input(c, own));
     let rank0_host = system.gpus.first().map_or(0, |&g| system.nodes[g].host);
     let others = own_costs(hosts, (system, paths, merged), params, &tune);
-    (tune(counts, rank0_host), others)
+    let ti = input(counts, rank0_host);
+    let two = (ti.nnodes > 2 && ti.local_ranks.len() >= 2).then(|| {
+        // The same graphs and channels on two nodes: NCCL's node-count terms are the only
+        // difference (nNodes, nRanks and the ranks per node, src/graph/tuning.cc).
+        let mut t2 = ti.clone();
+        t2.local_ranks.truncate(2);
+        t2.nranks = t2.local_ranks.iter().sum();
+        t2.nnodes = 2;
+        CostTable::build(&t2)
+    });
+    (CostTable::build(&ti), others, two)
 }
 
 /// What a dissimilar host's ranks tune with beside the reconciled graphs: their own NVLS

@@ -14,7 +14,8 @@
 //! rule matches, a rank count more than 2x from the rule's, or a size more than 4x below the
 //! smallest one of a rule fitted only from 16 MB up takes the pooled level (`Pooled`: NCCL's
 //! time plus latencies fitted over every source of its collective and protocol) where one is
-//! fitted, else keeps NCCL's time, and says which.
+//! fitted, else keeps NCCL's time, and says which. Tree algorithms above two nodes are held to
+//! at most half the rate a two-node rule measured (`tree_bound`).
 
 use crate::tuning::Choice;
 use crate::types::{Algorithm, Collective, Protocol};
@@ -353,6 +354,16 @@ pub fn outside_fits(settings: &[(String, String)], socket_connections: usize) ->
     out
 }
 
+/// NCCL's bandwidth for the plan's algorithm and protocol on two nodes of the same machine (the
+/// communicator cut to its first two nodes, NCCL's own model, same size correction), for the
+/// bound on tree algorithms above two nodes ([`tree_bound`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TwoNodes {
+    pub nranks: usize,
+    /// GB/s, as [`Choice::bw`].
+    pub bw: f64,
+}
+
 /// What the expected value of a plan depends on besides NCCL's choice.
 #[derive(Clone, Copy, Debug)]
 pub struct Conditions<'a> {
@@ -364,16 +375,106 @@ pub struct Conditions<'a> {
     /// The fabric between nodes, by the fabric vocabulary's names (`ib`, `roce`, `efa`,
     /// `slingshot`, `tcpx`, `tcpxo`, `socket`); unused on one node.
     pub fabric: &'a str,
+    /// Above two nodes: the same choice's bandwidth on two nodes, where the plan has it.
+    pub two_nodes: Option<TwoNodes>,
 }
 
 /// `outside` lists where the plan leaves the fitted conditions (`outside_fits`): no rule
-/// applies there and the value has no band.
+/// applies there and the value has no band. Tree algorithms above two nodes are held to half
+/// the rate a two-node rule of the machine measured ([`tree_bound`]).
 pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
+    let e = expected_here(c, at, outside);
+    if !outside.is_empty() {
+        return e;
+    }
+    match tree_bound(c, at) {
+        Some(b) if b.time_us > e.time_us => b,
+        _ => e,
+    }
+}
+
+/// The rule of the cell of `c` (GPU generation, collective, algorithm, protocol, one node or
+/// several, fabric between nodes), whether or not it covers the size and rank count.
+fn rule_of(c: &Choice, sm: u32, nnodes: usize, fabric: &str) -> Option<&'static Rule> {
+    let arch = format!("sm{sm}");
+    let nodes = if nnodes > 1 { "multi" } else { "single" };
+    rules().iter().find(|r| {
+        r.arch == arch
+            && r.collective == c.func
+            && r.algo == c.algo
+            && r.proto == c.proto
+            && r.nodes == nodes
+            && (nnodes <= 1 || r.fabric == fabric)
+    })
+}
+
+/// Tree and NVLSTree above two nodes: at most half the rate a rule fitted on two nodes of the
+/// machine alone measured. NCCL's double binary tree (src/graph/trees.cc, `ncclGetDtree`,
+/// NCCL 2.18-2.28) over more than two nodes makes every node an inner node of one tree and a
+/// leaf of the other, so each node's network sends and receives twice the bytes it does on two
+/// nodes (2S each way against S: on two nodes each tree is one edge). NCCL's model halves only
+/// bwInter, and only for NVLSTree (src/graph/tuning.cc, `ncclTopoTuneModel`, NCCL 2.21-2.28:
+/// min(bwIntra, nNodes <= 2 ? bwInter : bwInter / 2)), which binds nothing where bwIntra is the
+/// smaller, as on GB200 NVL72 (20 against 40 GB/s per channel): measured, NVLSTree goes from
+/// 820 GB/s on 2 racks to 406-433 on 20, and on B200 from 720 on 2 nodes to 388-390 on 4 to 64
+/// (Tree 339 to 192-196). The bound is the two-node rule at NCCL's two-node bandwidth with its
+/// bandwidth term doubled and its latency and pipeline ramp, one level of the tree on two nodes,
+/// times the tree's depth: NCCL's network steps grow as 2 log2(n) (tuning.cc), log2(n) times
+/// the two-node count. It applies only where NCCL's model gives the choice the same bandwidth
+/// above two nodes as on two: where its bandwidth drops (bwInter halved and binding, or Tree
+/// going from bwIntra to bwInter), the doubling is in NCCL's figure already, which the rule
+/// scales, and bounding again would count it twice. A rule whose results span several node
+/// counts carries its own scaling and is left as it is; without a two-node rule NCCL's own
+/// figure stands (its two-node rate is a model, not a measurement of the machine's network).
+fn tree_bound(c: &Choice, at: Conditions) -> Option<Expected> {
+    if at.nnodes <= 2 || !matches!(c.algo, Algorithm::Tree | Algorithm::NvlsTree) {
+        return None;
+    }
+    let two = at
+        .two_nodes
+        .filter(|t| t.bw > 0.0 && c.bw >= t.bw * (1.0 - 1e-9))?;
+    let r = rule_of(c, at.sm, 2, at.fabric)
+        .filter(|r| r.covers(c.bytes, two.nranks))
+        .filter(|r| r.rank_range().is_some_and(|(_, hi)| hi <= two.nranks))?;
+    let tb2 = c.bytes as f64 / (1000.0 * two.bw);
+    let steps2 = steps(c.algo, c.func, 2);
+    let depth = steps(c.algo, c.func, at.nnodes) / steps2;
+    let level = r.lat_us + r.lat_node_us * steps2 + r.ramp * tb2.sqrt();
+    Some(Expected {
+        time_us: 2.0 * tb2 / r.bw_efficiency + depth * level,
+        band: Some(band("rule", c.bytes, at.fabric)),
+        no_band: None,
+        basis: format!(
+            "{} {} {}/{} above two nodes over {}: at most half the two-node rate (a double \
+             binary tree over more than two nodes carries twice a node's two-node bytes): the \
+             two-node rule's bandwidth term x 2 at NCCL's two-node {} GB/s (efficiency {}), its \
+             latency {} us and ramp {} x {depth} (the tree's depth, log2 of {} nodes) (fitted on \
+             {} sizes {} at {} ranks of {})",
+            r.arch,
+            r.collective.cli_name(),
+            r.algo.name(),
+            r.proto.name(),
+            at.fabric,
+            (two.bw * 1000.0).round() / 1000.0,
+            r.bw_efficiency,
+            r.lat_us,
+            r.ramp,
+            at.nnodes,
+            r.points,
+            r.sizes,
+            r.ranks,
+            r.from.join(", ")
+        ),
+    })
+}
+
+fn expected_here(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
     let Conditions {
         sm,
         nnodes,
         nranks,
         fabric,
+        ..
     } = at;
     let band_fabric = if nnodes > 1 { fabric } else { "any" };
     if !outside.is_empty() {
@@ -391,15 +492,7 @@ pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
         };
     }
     let arch = format!("sm{sm}");
-    let nodes = if nnodes > 1 { "multi" } else { "single" };
-    let hit = rules().iter().find(|r| {
-        r.arch == arch
-            && r.collective == c.func
-            && r.algo == c.algo
-            && r.proto == c.proto
-            && r.nodes == nodes
-            && (nnodes <= 1 || r.fabric == fabric)
-    });
+    let hit = rule_of(c, sm, nnodes, fabric);
     let where_ = if nnodes > 1 {
         format!("several nodes over {fabric}")
     } else {
@@ -532,6 +625,7 @@ mod tests {
             nnodes,
             nranks,
             fabric: "ib",
+            two_nodes: None,
         }
     }
 
@@ -639,6 +733,134 @@ mod tests {
         assert_eq!(steps(Algorithm::Nvls, Collective::AllReduce, 1), 0.0);
         assert!((e.time_us - want).abs() < 1e-9, "{e:?}");
         assert!(e.basis.contains("fitted on"), "{}", e.basis);
+    }
+
+    /// The two-rack GB200 NVL72 NVLSTree rule: fitted on two NVLink domains (144 ranks) alone.
+    fn two_rack_rule() -> &'static Rule {
+        rules()
+            .iter()
+            .find(|r| r.arch == "sm100" && r.algo == Algorithm::NvlsTree && r.nodes == "multi")
+            .expect("the sm100 NVLSTree rule of two racks")
+    }
+
+    #[test]
+    fn a_tree_above_two_nodes_is_held_to_half_the_two_node_rate() {
+        let r = two_rack_rule();
+        let (_, two_ranks) = r.rank_range().unwrap();
+        // NCCL 2.26 gives NVLSTree the same 533 GB/s on 2 and on 20 domains (bwIntra binds).
+        let c = choice(
+            Algorithm::NvlsTree,
+            Protocol::Simple,
+            16 << 30,
+            137.0,
+            533.333,
+        );
+        let two = expected(&c, at(100, 2, two_ranks), &[]);
+        assert!(two.basis.contains("fitted on"), "{}", two.basis);
+        let free = Conditions {
+            two_nodes: None,
+            ..at(100, 20, 10 * two_ranks)
+        };
+        let bound = Conditions {
+            two_nodes: Some(TwoNodes {
+                nranks: two_ranks,
+                bw: 533.333,
+            }),
+            ..free
+        };
+        // Without the bound 20 domains are expected faster than two (NCCL's figure, pooled).
+        assert!(expected(&c, free, &[]).time_us < two.time_us);
+        let e = expected(&c, bound, &[]);
+        assert!(e.time_us >= 2.0 * two.time_us, "{e:?} against {two:?}");
+        let tb2 = (16u64 << 30) as f64 / (1000.0 * 533.333);
+        let level = r.lat_us + r.ramp * tb2.sqrt();
+        let want = 2.0 * tb2 / r.bw_efficiency + 4.0 * level;
+        assert!((e.time_us - want).abs() < 1e-6, "{e:?}");
+        assert!(e.basis.contains("above two nodes"), "{}", e.basis);
+        assert!(e.band.is_some());
+        // On three nodes the tree is no deeper than on two: the bandwidth term alone doubles.
+        let three = Conditions {
+            nnodes: 3,
+            nranks: 3 * two_ranks / 2,
+            ..bound
+        };
+        let want = 2.0 * tb2 / r.bw_efficiency + level;
+        assert!((expected(&c, three, &[]).time_us - want).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_tree_bound_leaves_rings_two_nodes_and_rules_of_several_node_counts_alone() {
+        let r = two_rack_rule();
+        let (_, two_ranks) = r.rank_range().unwrap();
+        let two_nodes = Some(TwoNodes {
+            nranks: two_ranks,
+            bw: 533.333,
+        });
+        let same = |c: &Choice, cond: Conditions| {
+            let free = Conditions {
+                two_nodes: None,
+                ..cond
+            };
+            assert_eq!(expected(c, cond, &[]), expected(c, free, &[]));
+        };
+        let tree = choice(
+            Algorithm::NvlsTree,
+            Protocol::Simple,
+            1 << 30,
+            137.0,
+            533.333,
+        );
+        let ring = choice(Algorithm::Ring, Protocol::Simple, 1 << 30, 137.0, 533.333);
+        let twenty = Conditions {
+            two_nodes,
+            ..at(100, 20, 10 * two_ranks)
+        };
+        same(&ring, twenty);
+        same(
+            &tree,
+            Conditions {
+                nnodes: 2,
+                nranks: two_ranks,
+                ..twenty
+            },
+        );
+        // Where NCCL's own bandwidth drops above two nodes, the doubling is in it already.
+        same(
+            &tree,
+            Conditions {
+                two_nodes: Some(TwoNodes {
+                    nranks: two_ranks,
+                    bw: 2.0 * 533.333,
+                }),
+                ..twenty
+            },
+        );
+        // Outside the fitted conditions nothing is bounded (and there is no band).
+        let e = expected(&tree, twenty, &outside_fits(&[], 8));
+        assert_eq!(e.time_us, tree.time_us);
+        // A rule whose results span node counts (Polaris Tree/Simple over Slingshot, 8 to 540
+        // nodes) carries its own node scaling.
+        let wide = rules()
+            .iter()
+            .find(|r| {
+                r.algo == Algorithm::Tree
+                    && r.nodes == "multi"
+                    && r.rank_range().is_some_and(|(lo, hi)| hi > 4 * lo)
+            })
+            .expect("a Tree rule over several node counts");
+        let (lo, _) = wide.rank_range().unwrap();
+        let sm: u32 = wide.arch.trim_start_matches("sm").parse().unwrap();
+        let mut c = choice(Algorithm::Tree, wide.proto, 1 << 20, 30.0, 20.0);
+        c.func = wide.collective;
+        let cond = Conditions {
+            fabric: &wide.fabric,
+            two_nodes: Some(TwoNodes {
+                nranks: lo,
+                bw: 40.0,
+            }),
+            ..at(sm, 16, 8 * lo)
+        };
+        same(&c, cond);
     }
 
     #[test]

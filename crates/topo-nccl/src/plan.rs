@@ -452,6 +452,19 @@ fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     measured::outside_fits(&req.env, socket)
 }
 
+/// The choice's bandwidth on two nodes of the same machine: NCCL's two-node figure for its
+/// algorithm and protocol, with the size correction the choice carries (the ratio of the
+/// choice's bandwidth to its table's, which depends on the size only).
+fn two_nodes(a: &Analysis, c: &Choice) -> Option<measured::TwoNodes> {
+    let two = a.two_node_costs.as_ref()?;
+    let here = a.costs.bw(c.func, c.algo, c.proto).filter(|&b| b > 0.0)?;
+    let there = two.bw(c.func, c.algo, c.proto)?;
+    Some(measured::TwoNodes {
+        nranks: two.nranks,
+        bw: c.bw * there / here,
+    })
+}
+
 fn row(a: &Analysis, c: &Choice, fabric: Fabric, outside: &[String]) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
     let at = measured::Conditions {
@@ -459,6 +472,7 @@ fn row(a: &Analysis, c: &Choice, fabric: Fabric, outside: &[String]) -> Row {
         nnodes: a.nnodes,
         nranks: a.nranks,
         fabric: fabric.name(),
+        two_nodes: two_nodes(a, c),
     };
     let expected = measured::expected(c, at, outside);
     let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);

@@ -397,3 +397,25 @@ fn rail_per_host_what_if_names_the_moved_nets() {
         "{changes:?}"
     );
 }
+
+/// Above two NVLink domains the analysis keeps NCCL's cost table of the same machine on two of
+/// them, which the measured layer bounds tree algorithms with (measured.rs `tree_bound`): it is
+/// the table a run on two domains tunes with.
+#[test]
+fn the_two_node_costs_are_those_of_two_domains() {
+    use crate::types::Protocol;
+    let four = run(8, 8, &[]);
+    let two = run(4, 8, &[]);
+    assert_eq!((four.nnodes, two.nnodes), (4, 2));
+    let t2 = four.two_node_costs.as_ref().expect("kept above two nodes");
+    assert_eq!((t2.nranks, t2.nnodes), (two.nranks, two.nnodes));
+    let f = Collective::AllReduce;
+    for a in [Algorithm::NvlsTree, Algorithm::Tree, Algorithm::Ring] {
+        assert_eq!(
+            t2.bw(f, a, Protocol::Simple),
+            two.costs.bw(f, a, Protocol::Simple),
+            "{a:?}"
+        );
+    }
+    assert!(two.two_node_costs.is_none());
+}
