@@ -664,10 +664,63 @@ fn tied_nics_show_nccls_pick_for_every_gpu_and_say_tie() {
     assert!(rows.iter().all(|r| r.ends_with(", tie)")), "{text}");
 }
 
+/// Each GPU one PCIe switch away from a NIC of its own and the other NICs of its socket across
+/// host bridges (NODE), GPUDirect RDMA unstated, as a real 8 x H200 matrix pasted in a public
+/// write-up (a bonded front-end port beside): each GPU's nearest NIC is its own, no tie. Only
+/// the plan's no-GPUDirect assumption would put every port of the socket at PHB, and show
+/// states the machine, not that assumption.
+#[test]
+fn a_nic_of_its_own_is_no_tie_where_gdr_is_unstated() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("m.txt");
+    let mut m = String::from(
+        "\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\tNIC4\tCPU Affinity\tNUMA Affinity\n",
+    );
+    for g in 0..4 {
+        let gpus: Vec<&str> = (0..4)
+            .map(|h| if h == g { " X " } else { "NV18" })
+            .collect();
+        let nics: Vec<&str> = (0..5)
+            .map(|n| if n == g { "PIX" } else { "NODE" })
+            .collect();
+        m += &format!(
+            "GPU{g}\t{}\t{}\t0-47\t0\n",
+            gpus.join("\t"),
+            nics.join("\t")
+        );
+    }
+    for n in 0..5 {
+        let gpus: Vec<&str> = (0..4)
+            .map(|g| if g == n { "PIX" } else { "NODE" })
+            .collect();
+        let nics: Vec<&str> = (0..5)
+            .map(|x| if x == n { " X " } else { "NODE" })
+            .collect();
+        m += &format!("NIC{n}\t{}\t{}\n", gpus.join("\t"), nics.join("\t"));
+    }
+    m += "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_3\n  NIC2: mlx5_4\n  NIC3: mlx5_5\n  NIC4: mlx5_bond_0\n";
+    std::fs::write(&f, m).unwrap();
+    let out = topo()
+        .args(["show", "--from"])
+        .arg(&f)
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("(PIX, GDR ?")).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    for (g, nic) in ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5"].iter().enumerate() {
+        assert!(rows[g].ends_with(&format!("{nic} (PIX, GDR ?)")), "{text}");
+    }
+    assert!(!text.contains("tie"), "{text}");
+}
+
 /// A dual-port card (the real dump of a 2× RTX 4090 box with one ConnectX-4, mlx5_0 and
 /// mlx5_1 under one `<nic>`): NCCL 2.21 and later fuse its two ports into one device by default
 /// (ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL=PORT). Show and plan, which describe the NIC
-/// choice, say so, with the fused name and summed speed, and that the plan keeps them apart.
+/// choice, say so, with the fused name and summed speed, and that the plan joins them as NCCL
+/// does.
 #[test]
 fn ports_of_one_card_are_said_to_be_fused_at_run_time() {
     let Some(f) = crate::util::realdata("topo-xml/rwkvinllama-2x-rtx4090-cx4.xml") else {

@@ -314,12 +314,53 @@ impl<'a> Ctx<'a> {
 
     /// The ports tied with the GPU's nearest NIC, where that is NCCL's channel-0 choice among
     /// several equally near ports (`ncclTopoGetLocal`): `None` without a tie.
+    ///
+    /// Where the source leaves GPUDirect RDMA unstated, the view is by PCI distance
+    /// ([`Ctx::nearest_nic_shown`]), and so is the tie: the ports as near as the shown one. The
+    /// plan's own NCCL paths assume no GPUDirect RDMA there, which puts every port of the
+    /// socket at PHB; that is the plan's stated assumption, not a fact of the machine.
     pub fn nearest_tie(&self, gpu: NodeIndex) -> Option<Vec<NodeIndex>> {
         let (n, _) = self.nearest_nic(gpu)?;
+        let (shown, _, _) = self.nearest_nic_shown(gpu)?;
+        if let Some(tied) = self.pci_tie(gpu, shown) {
+            return (tied.len() > 1).then_some(tied);
+        }
         let local = self.local_nets(gpu);
         let chosen = self.channel0.get(&gpu) == Some(&n);
-        let shown = self.nearest_nic_shown(gpu).is_some_and(|(x, _, _)| x == n);
-        (chosen && shown && local.len() > 1).then_some(local)
+        (chosen && shown == n && local.len() > 1).then_some(local)
+    }
+
+    /// The ports as near by PCI class as `shown`, where its GPUDirect RDMA is unstated.
+    fn pci_tie(&self, gpu: NodeIndex, shown: NodeIndex) -> Option<Vec<NodeIndex>> {
+        let net = self.topo.net(shown)?;
+        if !net.gdr_unstated || net.assumed {
+            return None;
+        }
+        let class = pci_class(self, gpu, shown);
+        let pool = self.shown_pool(gpu)?;
+        Some(
+            pool.into_iter()
+                .filter(|&x| pci_class(self, gpu, x) == class)
+                .collect(),
+        )
+    }
+
+    /// The ports the PCI-distance view picks from: the host's compute ports, or every port
+    /// where it has none.
+    fn shown_pool(&self, gpu: NodeIndex) -> Option<Vec<NodeIndex>> {
+        use topo_model::NetRole;
+        let host = self.topo.node(gpu).host;
+        let nets = &self.hosts.get(host as usize)?.nets;
+        let compute: Vec<NodeIndex> = nets
+            .iter()
+            .copied()
+            .filter(|&x| self.role(x) == NetRole::Compute)
+            .collect();
+        Some(if compute.is_empty() {
+            nets.clone()
+        } else {
+            compute
+        })
     }
 
     /// The nearest compute port as the views show it: [`Ctx::nearest_nic`] with its NCCL path
@@ -328,7 +369,6 @@ impl<'a> Ctx<'a> {
     /// so the port is the nearest by PCI distance (nvidia-smi's class) and no bandwidth is
     /// claimed.
     pub fn nearest_nic_shown(&self, gpu: NodeIndex) -> Option<(NodeIndex, String, Option<f64>)> {
-        use topo_model::NetRole;
         let (n, p) = self.nearest_nic(gpu)?;
         let net = self.topo.net(n);
         // A port topo assumed is priced the way NCCL's plugin answers at run time, so NCCL's
@@ -338,18 +378,7 @@ impl<'a> Ctx<'a> {
             let bw = net.and_then(|x| x.speed_mbps).map(|_| p.bw);
             return Some((n, p.ty.to_string(), bw));
         }
-        let host = self.topo.node(gpu).host;
-        let nets = &self.hosts.get(host as usize)?.nets;
-        let compute: Vec<NodeIndex> = nets
-            .iter()
-            .copied()
-            .filter(|&x| self.role(x) == NetRole::Compute)
-            .collect();
-        let pool = if compute.is_empty() {
-            nets.clone()
-        } else {
-            compute
-        };
+        let pool = self.shown_pool(gpu)?;
         let best = pool
             .iter()
             .copied()

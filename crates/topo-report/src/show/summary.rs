@@ -414,7 +414,7 @@ fn tie_notes(ctx: &Ctx, hv: &HostView) -> Vec<String> {
     type Group = (Vec<NodeIndex>, Vec<(NodeIndex, NodeIndex)>);
     let mut groups: Vec<Group> = vec![];
     for &g in &hv.gpus {
-        let (Some(tied), Some((n, _))) = (ctx.nearest_tie(g), ctx.nearest_nic(g)) else {
+        let (Some(tied), Some((n, _, _))) = (ctx.nearest_tie(g), ctx.nearest_nic_shown(g)) else {
             continue;
         };
         match groups.iter_mut().find(|(t, _)| *t == tied) {
