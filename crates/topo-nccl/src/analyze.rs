@@ -1354,6 +1354,9 @@ fn moved_orders(
     })
 }
 
+/// Per channel, a node's GPUs in ring or tree order.
+type Orders = Vec<Vec<usize>>;
+
 /// The ring and tree orders of [`moved_orders`], read from wherever the caller keeps them.
 /// Made once per host of a 16,384-host plan, so without copying the hosts' rank lists, and
 /// with a rank's place found by subtraction where `s`'s ranks run on one after another.
@@ -1362,7 +1365,7 @@ fn moved(
     s: HostId,
     h: HostId,
     (ring, tree): (&[Vec<usize>], &[Vec<usize>]),
-) -> Option<(Vec<Vec<usize>>, Vec<Vec<usize>>)> {
+) -> Option<(Orders, Orders)> {
     let (from, to) = (system.ranks_of(s), system.ranks_of(h));
     if from.len() != to.len() {
         return None;
@@ -1387,7 +1390,7 @@ fn moved(
     {
         return None;
     }
-    let move_all = |chs: &[Vec<usize>]| -> Option<Vec<Vec<usize>>> {
+    let move_all = |chs: &[Vec<usize>]| -> Option<Orders> {
         chs.iter().map(|c| c.iter().map(map).collect()).collect()
     };
     Some((move_all(ring)?, move_all(tree)?))
