@@ -117,6 +117,8 @@ fn render(machine: Machine, source: &Request, a: &PlanArgs, style: Style) -> Res
             parts: source.failed_parts(),
             changes: topo_nccl::whatif::compare(&base, &plan),
         });
+        // Its million transports freed beside the writing, as its analysis is.
+        crate::util::drop_aside(base);
     }
     if a.transports == TransportListing::Pairs {
         plan.transport_pairs = Some(plan.transports.clone());

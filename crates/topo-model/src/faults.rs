@@ -141,13 +141,32 @@ struct Index {
 }
 
 impl Index {
-    fn of(t: &Topology) -> Index {
+    /// Of the hosts `faults` name only: a fault on one host of 16,384 indexed every host's
+    /// GPUs and ports (a name copied per port), a twentieth of the fault plan.
+    fn of(t: &Topology, faults: &[Fault]) -> Index {
+        let hosts = t.hosts.len().max(1);
+        let (mut gpu_hosts, mut port_hosts) = (vec![false; hosts], vec![false; hosts]);
+        for f in faults {
+            let (marks, host) = match (f, gpu_target(f)) {
+                (Fault::Nic { host, .. }, _) => (&mut port_hosts, *host),
+                (_, Some((_, host))) => (&mut gpu_hosts, host),
+                _ => continue,
+            };
+            if let Some(m) = marks.get_mut(host as usize) {
+                *m = true;
+            }
+        }
+        let named = |marks: &[bool], host: HostId| marks.get(host as usize) == Some(&true);
         let mut idx = Index::default();
         for n in t.graph.node_indices() {
             let host = t.node(n).host;
             match &t.node(n).kind {
-                NodeKind::Gpu(_) => idx.gpus.entry(host).or_default().push(n),
-                NodeKind::Net(x) => idx.ports.entry((host, x.name.clone())).or_default().push(n),
+                NodeKind::Gpu(_) if named(&gpu_hosts, host) => {
+                    idx.gpus.entry(host).or_default().push(n)
+                }
+                NodeKind::Net(x) if named(&port_hosts, host) => {
+                    idx.ports.entry((host, x.name.clone())).or_default().push(n)
+                }
                 _ => {}
             }
         }
@@ -183,7 +202,7 @@ fn pick_gpu(
 /// degrade GPU 4. A fault naming a GPU an earlier fault removed is refused. `Err` carries
 /// the position of the fault that failed and why. Linear in the machine plus the faults.
 pub fn apply_all(t: &mut Topology, faults: &[Fault]) -> Result<Vec<String>, (usize, String)> {
-    let idx = Index::of(t);
+    let idx = Index::of(t, faults);
     let mut targets: Vec<Option<BusId>> = Vec::with_capacity(faults.len());
     for (i, f) in faults.iter().enumerate() {
         targets.push(match gpu_target(f) {

@@ -264,9 +264,11 @@ fn fusable_cards(topo: &Topology, nets: &[NodeIndex]) -> Vec<(String, Vec<String
     out
 }
 
-/// [`fused_on`] over every port of the topology (plan).
+/// [`fused_on`] over every port of the topology (plan). The ports of the hosts that answer
+/// for themselves ([`Topology::asked_nets`]) say it all: an unchanged copy's ports and cards
+/// repeat the model copy's, which come before them, and each name and card is said once.
 pub fn fused(topo: &Topology) -> Option<Finding> {
-    fused_among(topo, &topo.nets(), true)
+    fused_among(topo, &topo.asked_nets(), true)
 }
 
 /// The devices the source itself names fused, over every port (diagnose).
@@ -524,5 +526,41 @@ mod tests {
             t.connect_both(g, cpu, link);
         }
         assert!(verdicts(&t, &host, &PlainNames(&t)).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod fused_tests {
+    use super::*;
+    use crate::testing::hgx;
+
+    /// The fused-device finding of copies, some of them faulted, is the one every host's
+    /// ports give: it asks the hosts that answer for themselves only.
+    #[test]
+    fn copies_with_a_fault_say_what_every_host_does() {
+        let mut t = hgx(8, 90);
+        for (i, n) in t.nets().into_iter().take(2).enumerate() {
+            if let NodeKind::Net(x) = &mut t.node_mut(n).kind {
+                x.name = format!("mlx5_{}+mlx5_{}", 2 * i, 2 * i + 1);
+                x.speed_mbps = Some(400_000 * (i as u64 + 1));
+            }
+        }
+        for fault in [
+            None,
+            Some("nic:mlx5_0+mlx5_1@0"),
+            Some("nic:mlx5_2+mlx5_3@2"),
+        ] {
+            let mut r = t.replicate(4);
+            if let Some(f) = fault {
+                let f = crate::faults::parse_without(f).unwrap();
+                crate::faults::apply_all(&mut r, &[f]).unwrap();
+                assert!(r.standing().is_some(), "{fault:?}");
+            }
+            let mut each = r.clone();
+            each.forget_copies();
+            let (copies, every) = (fused(&r), fused(&each));
+            assert!(copies.is_some(), "{fault:?}");
+            assert_eq!(copies, every, "{fault:?}");
+        }
     }
 }

@@ -1295,10 +1295,10 @@ fn own_searches(
             if params_of(*s) != params {
                 return None;
             }
-            let moved = moved_orders(system, *s, h, &orders_of(g))?;
+            let (ring, tree) = moved(system, *s, h, (&g.ring.intra, &g.tree.intra))?;
             let mut g = g.clone();
-            g.ring.intra = moved.ring;
-            g.tree.intra = moved.tree;
+            g.ring.intra = ring;
+            g.tree.intra = tree;
             Some(g)
         });
         let g = match copied {
@@ -1378,31 +1378,61 @@ fn moved_orders(
     h: HostId,
     orders: &search::NodeOrders,
 ) -> Option<search::NodeOrders> {
-    let (from, to) = (system.host_gpus(s), system.host_gpus(h));
+    let (ring, tree) = moved(system, s, h, (&orders.ring, &orders.tree))?;
+    Some(search::NodeOrders {
+        ring,
+        tree,
+        tree_pattern: orders.tree_pattern,
+        ring_cross_nic: orders.ring_cross_nic,
+    })
+}
+
+/// Per channel, a node's GPUs in ring or tree order.
+type Orders = Vec<Vec<usize>>;
+
+/// The ring and tree orders of [`moved_orders`], read from wherever the caller keeps them.
+/// Made once per host of a 16,384-host plan, so without copying the hosts' rank lists, and
+/// with a rank's place found by subtraction where `s`'s ranks run on one after another.
+fn moved(
+    system: &System,
+    s: HostId,
+    h: HostId,
+    (ring, tree): (&[Vec<usize>], &[Vec<usize>]),
+) -> Option<(Orders, Orders)> {
+    let (from, to) = (system.ranks_of(s), system.ranks_of(h));
     if from.len() != to.len() {
         return None;
     }
-    let pos: HashMap<usize, usize> = from.iter().enumerate().map(|(i, &r)| (r, i)).collect();
-    let map = |r: &usize| pos.get(r).map(|&i| to[i]);
-    let index_moved: Option<Vec<usize>> = system.host_gpus_indexed(s).iter().map(map).collect();
-    if index_moved? != system.host_gpus_indexed(h) {
+    let first = from.first().copied().unwrap_or(0);
+    let runs_on = from.iter().enumerate().all(|(i, &r)| r == first + i);
+    let pos: HashMap<usize, usize> = if runs_on {
+        HashMap::new()
+    } else {
+        from.iter().enumerate().map(|(i, &r)| (r, i)).collect()
+    };
+    let map = |r: &usize| {
+        let i = match runs_on {
+            true => r.checked_sub(first).filter(|&i| i < from.len()),
+            false => pos.get(r).copied(),
+        };
+        i.map(|i| to[i])
+    };
+    let (index_s, index_h) = (system.index_order_of(s), system.index_order_of(h));
+    if index_s.len() != index_h.len()
+        || !index_s.iter().zip(index_h).all(|(r, &x)| map(r) == Some(x))
+    {
         return None;
     }
-    let move_all = |chs: &Vec<Vec<usize>>| -> Option<Vec<Vec<usize>>> {
+    let move_all = |chs: &[Vec<usize>]| -> Option<Orders> {
         chs.iter().map(|c| c.iter().map(map).collect()).collect()
     };
-    Some(search::NodeOrders {
-        ring: move_all(&orders.ring)?,
-        tree: move_all(&orders.tree)?,
-        ..orders.clone()
-    })
+    Some((move_all(ring)?, move_all(tree)?))
 }
 
 /// AllGather3 over host 0's graphs and the other nodes' own searches (`search::all_gather3`);
 /// each node that searched keeps its own ring and tree orders and tree pattern.
 fn node_graphs(system: &System, graphs: &Graphs, own: &[(HostId, Graphs)]) -> Graphs {
-    let others: Vec<Graphs> = own.iter().map(|(_, g)| g.clone()).collect();
-    let mut merged = search::all_gather3(graphs, &others);
+    let mut merged = search::all_gather3(graphs, own.iter().map(|(_, g)| g));
     merged.node_orders = vec![None; system.nhosts];
     let host0 = std::iter::once((0, graphs));
     for (h, g) in host0.chain(own.iter().map(|(h, g)| (*h, g))) {

@@ -12,6 +12,7 @@ use super::search::{Graphs, NodeOrders};
 use super::system::System;
 use super::types::Pattern;
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// Ranks per node, nodes numbered in order of their lowest rank (`firstRanks`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -157,8 +158,11 @@ pub struct Connection {
     pub prev: Vec<Vec<i64>>,
     pub next: Vec<Vec<i64>>,
     pub trees: Vec<Vec<TreeLinks>>,
-    /// `Tree %d : …` lines per rank, as printed while connecting trees.
-    pub tree_anchor_lines: Vec<Vec<String>>,
+    /// The `Tree %d : …` lines printed while connecting trees, in print order: the rank,
+    /// the channel and its links as they stood then. Written out only for the rank asked
+    /// ([`Connection::tree_anchor_lines`]): formatting every rank's was a twentieth of a
+    /// 16,384-node plan, which prints rank 0's.
+    pub tree_anchors: Vec<(usize, usize, TreeLinks)>,
     /// NVLS heads: `heads[h][node]`.
     pub nvls_heads: Vec<Vec<usize>>,
     /// Approximate tree depth (`nRanks/nNodes - 1 + log2i(nNodes)`).
@@ -233,7 +237,7 @@ pub fn connect(
     let mut prev = vec![vec![-1i64; nr]; 2 * n];
     let mut next = vec![vec![-1i64; nr]; 2 * n];
     let mut trees = vec![vec![TreeLinks::default(); nr]; 2 * n];
-    let mut anchor_lines = vec![vec![]; nr];
+    let mut anchors = vec![];
 
     // Preset: per node and channel, the intra-node ring and chain.
     // ring_recv/send[c][node], tree anchors [c][node].
@@ -247,9 +251,11 @@ pub fn connect(
         let swap = swaps[node];
         for c in 0..n {
             let src = if swap { c ^ 1 } else { c };
-            let r = match own(node) {
-                Some(o) => o.ring.get(src).cloned().unwrap_or_default(),
-                None => nodes.map(&ring.intra[src], node),
+            // A node's own orders are read in place (a copy per node and channel was most
+            // of this at 16,384 nodes that each searched).
+            let r: Cow<[usize]> = match own(node) {
+                Some(o) => Cow::Borrowed(o.ring.get(src).map_or(&[], Vec::as_slice)),
+                None => Cow::Owned(nodes.map(&ring.intra[src], node)),
             };
             if let (Some(&first), Some(&last)) = (r.first(), r.last()) {
                 recv[c][node] = first;
@@ -259,9 +265,9 @@ pub fn connect(
                 prev[c][rk] = if i == 0 { -1 } else { r[i - 1] as i64 };
                 next[c][rk] = r.get(i + 1).map(|&x| x as i64).unwrap_or(-1);
             }
-            let t = match own(node) {
-                Some(o) => o.tree.get(c).cloned().unwrap_or_default(),
-                None => nodes.map(&tree.intra[c], node),
+            let t: Cow<[usize]> = match own(node) {
+                Some(o) => Cow::Borrowed(o.tree.get(c).map_or(&[], Vec::as_slice)),
+                None => Cow::Owned(nodes.map(&tree.intra[c], node)),
             };
             if t.is_empty() {
                 continue;
@@ -327,11 +333,7 @@ pub fn connect(
                 }
                 seen.push(rk);
                 for ch in [c, c + n] {
-                    let t = trees[ch][rk];
-                    anchor_lines[rk].push(format!(
-                        "Tree {} : {} -> {} -> {}/{}/{}",
-                        ch, t.up, rk, t.down[0], t.down[1], t.down[2]
-                    ));
+                    anchors.push((rk, ch, trees[ch][rk]));
                 }
             }
         }
@@ -351,7 +353,7 @@ pub fn connect(
         prev,
         next,
         trees,
-        tree_anchor_lines: anchor_lines,
+        tree_anchors: anchors,
         nvls_heads,
         tree_depth: depth,
     }
@@ -466,11 +468,17 @@ impl Connection {
     }
 
     /// `Tree %d : up -> rank -> d0/d1/d2` lines of `rank` (only the node's tree anchors).
-    pub fn tree_anchor_lines(&self, rank: usize) -> &[String] {
-        self.tree_anchor_lines
-            .get(rank)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+    pub fn tree_anchor_lines(&self, rank: usize) -> Vec<String> {
+        self.tree_anchors
+            .iter()
+            .filter(|a| a.0 == rank)
+            .map(|&(rk, ch, t)| {
+                format!(
+                    "Tree {} : {} -> {} -> {}/{}/{}",
+                    ch, t.up, rk, t.down[0], t.down[1], t.down[2]
+                )
+            })
+            .collect()
     }
 
     /// `NVLS Head %2d:` lines printed by node 0 when there are several nodes.

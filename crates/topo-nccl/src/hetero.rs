@@ -140,19 +140,37 @@ fn at_most_six(names: impl Iterator<Item = String>) -> String {
 }
 
 /// Hosts grouped by a decision: `value (host, host)`, in the order first met.
+/// Each host's decision is made once (at 16,384 hosts, making it again per group was most
+/// of the findings' time).
 fn grouped<T: PartialEq + std::fmt::Display>(
     v: &[HostView],
     f: impl Fn(&HostView) -> T,
 ) -> Vec<String> {
-    let mut keys: Vec<T> = vec![];
-    for h in v {
-        let k = f(h);
-        if !keys.contains(&k) {
-            keys.push(k);
+    let all: Vec<T> = v.iter().map(f).collect();
+    // Per group, its first host; per host, its group.
+    let mut firsts: Vec<usize> = vec![];
+    let mut group: Vec<usize> = Vec::with_capacity(all.len());
+    for (i, k) in all.iter().enumerate() {
+        match firsts.iter().position(|&j| all[j] == *k) {
+            Some(g) => group.push(g),
+            None => {
+                group.push(firsts.len());
+                firsts.push(i);
+            }
         }
     }
-    keys.iter()
-        .map(|k| format!("{k} ({})", names(v, |h| f(h) == *k)))
+    firsts
+        .iter()
+        .enumerate()
+        .map(|(g, &first)| {
+            let names: Vec<&str> = v
+                .iter()
+                .zip(&group)
+                .filter(|&(_, &of)| of == g)
+                .map(|(h, _)| h.name.as_str())
+                .collect();
+            format!("{} ({})", all[first], names.join(", "))
+        })
         .collect()
 }
 
@@ -270,7 +288,9 @@ pub fn note_net_mismatch(env: &mut EnvPolicy, hosts: &[HostView], version: &Nccl
 /// meets a different rail on the other, whether the fabric connects them is not in NCCL's code.
 fn nic_finding(a: &Reconciled, out: &mut Vec<Finding>) {
     let v = a.hosts;
-    if !differ(v, |h| h.nets.len()) && !differ(v, nets_text) {
+    // The port speeds compared before their text, which is made only where they differ.
+    let same_nets = v.iter().all(|h| h.nets == v[0].nets);
+    if !differ(v, |h| h.nets.len()) && (same_nets || !differ(v, nets_text)) {
         return;
     }
     let alone = grouped(v, |h| h.ring_channels).join(", ");

@@ -187,7 +187,7 @@ fn skeleton(sys: &System) -> Paths {
 fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: &Replicas) {
     let loc_bw = 5000.0;
     let head_rule = policy.minor >= 30;
-    let has_back = reverse_links(sys);
+    let mut backs = Backs::new(sys);
 
     // Which BFS level last queued each node: `next.contains` made a CPU with 600 children
     // cost 600 × 600 per level (the same order, without the scan).
@@ -215,6 +215,7 @@ fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                     continue;
                 };
                 let nk = sys.nodes[node].kind;
+                let has_back = backs.of(node);
                 for (li, link) in sys.nodes[node].links.iter().enumerate() {
                     let rem = link.to;
                     if rem == node {
@@ -232,7 +233,7 @@ fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
                         continue;
                     }
                     // The route is stored from `rem` towards the base: it needs the reverse link.
-                    if !has_back[node][li] {
+                    if !has_back[li] {
                         continue;
                     }
                     let bw = p_node.bw.min(link.bw);
@@ -301,32 +302,50 @@ fn search_paths(sys: &System, policy: &PathPolicy, paths: &mut Paths, replicas: 
     }
 }
 
-/// For every link (by node, then position in its list), whether the far end links back with
-/// the same kind; looked up once, because scanning the far end's links on every BFS step made
-/// a CPU with 600 NIC children cost 600 × 600 per step.
-fn reverse_links(sys: &System) -> Vec<Vec<bool>> {
-    // Each node's links as sorted (far end, kind) keys, searched by bisection (a hash set of
-    // every link cost more than the path searches of the 32,768-GPU plan it served).
-    let key = |to: usize, kind: LinkType| (to, kind as u8);
-    let sorted: Vec<Vec<(usize, u8)>> = sys
-        .nodes
-        .iter()
-        .map(|n| {
-            let mut v: Vec<(usize, u8)> = n.links.iter().map(|l| key(l.to, l.kind)).collect();
-            v.sort_unstable();
-            v
-        })
-        .collect();
-    sys.nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            n.links
+/// For each link of a node (by position in its list), whether the far end links back with
+/// the same kind; looked up once per node, because scanning the far end's links on every BFS
+/// step made a CPU with 600 NIC children cost 600 × 600 per step. Found for the nodes the
+/// searches reach only: with `--nodes` copies those are one copy's (and a changed copy's),
+/// and finding them for all 16,384 hosts was a twentieth of a fault plan.
+struct Backs<'a> {
+    sys: &'a System,
+    /// Each reached node's far ends as sorted (far end, kind) keys, searched by bisection (a
+    /// hash set of every link cost more than the path searches of the 32,768-GPU plan it
+    /// served).
+    sorted: Vec<Option<Vec<(usize, u8)>>>,
+    has: Vec<Option<Vec<bool>>>,
+}
+
+impl<'a> Backs<'a> {
+    fn new(sys: &'a System) -> Backs<'a> {
+        Backs {
+            sys,
+            sorted: vec![None; sys.nodes.len()],
+            has: vec![None; sys.nodes.len()],
+        }
+    }
+
+    fn of(&mut self, node: usize) -> &[bool] {
+        let (sys, sorted) = (self.sys, &mut self.sorted);
+        self.has[node].get_or_insert_with(|| {
+            sys.nodes[node]
+                .links
                 .iter()
-                .map(|l| sorted[l.to].binary_search(&key(i, l.kind)).is_ok())
+                .map(|l| {
+                    let keys = sorted[l.to].get_or_insert_with(|| {
+                        let mut v: Vec<(usize, u8)> = sys.nodes[l.to]
+                            .links
+                            .iter()
+                            .map(|b| (b.to, b.kind as u8))
+                            .collect();
+                        v.sort_unstable();
+                        v
+                    });
+                    keys.binary_search(&(node, l.kind as u8)).is_ok()
+                })
                 .collect()
         })
-        .collect()
+    }
 }
 
 /// Joins `from → via` and `via → to` (`addInterStep`). A GPU relay makes the path PXN; from

@@ -415,9 +415,13 @@ fn fabric_of(a: &Analysis) -> Fabric {
 /// devices (`topo_model::net_kind`: `rdmap*`/`efa*` names, Amazon EFA PCI ids), Slingshot CXI `cxi*`/`hsn*`; InfiniBand where any port runs it,
 /// RoCE where every port with a stated link layer is Ethernet (a machine's storage and
 /// front-end ports are often Ethernet beside InfiniBand compute rails); else InfiniBand.
+///
+/// Only the hosts that answer for themselves are read ([`Topology::asked_nodes`]): an
+/// unchanged copy's ports repeat the model copy's, which come first in node order, so the
+/// first EFA or Slingshot port and the link layers seen are the same.
 fn guess_fabric(t: &Topology) -> Fabric {
     let (mut ib, mut ethernet) = (false, false);
-    for n in t.graph.node_indices() {
+    for n in t.asked_nodes() {
         if let topo_model::NodeKind::Net(net) = &t.graph[n].kind {
             let name = net.name.as_str();
             if topo_model::net_kind::of_port(t, n)
@@ -465,10 +469,12 @@ fn two_nodes(a: &Analysis, c: &Choice) -> Option<measured::TwoNodes> {
     })
 }
 
-fn row(a: &Analysis, c: &Choice, fabric: Fabric, outside: &[String]) -> Row {
+/// `sm` is the system's smallest compute capability, found once for every row (a scan of
+/// 131,072 GPUs per planned size was a twentieth of a 16,384-node plan).
+fn row(a: &Analysis, c: &Choice, (fabric, sm): (Fabric, u32), outside: &[String]) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
     let at = measured::Conditions {
-        sm: a.system.min_sm(),
+        sm,
         nnodes: a.nnodes,
         nranks: a.nranks,
         fabric: fabric.name(),
@@ -775,6 +781,7 @@ fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>,
     let op = OpContext::default();
     let outside = fit_departures(a, req);
     let fabric = fabric_of(a);
+    let sm = a.system.min_sm();
     let mut table = vec![];
     let mut crossovers = vec![];
     let mut tuner_rows = vec![];
@@ -794,7 +801,7 @@ fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>,
         }
         tuner_rows.extend(runs);
         for &b in &req.sizes {
-            table.push(row(a, &select(a, f, b, &op)?, fabric, &outside));
+            table.push(row(a, &select(a, f, b, &op)?, (fabric, sm), &outside));
         }
     }
 
@@ -901,7 +908,7 @@ fn init_log(a: &Analysis, p2p_type: Option<&str>) -> Vec<String> {
     }));
     log.extend(conn.ring_lines_named(0, &a.launcher_ranks));
     log.push(conn.trees_line_named(0, &a.launcher_ranks));
-    log.extend(conn.tree_anchor_lines(0).iter().cloned());
+    log.extend(conn.tree_anchor_lines(0));
     log.extend(conn.nvls_head_lines());
     if let Some(l) = p2p_type {
         log.push(l.to_string());
@@ -1721,6 +1728,34 @@ mod fabric_tests {
         assert_eq!(fabric_of(&analysis(&t)), Fabric::Slingshot);
         t.source.fabric = Some(Fabric::Efa);
         assert_eq!(fabric_of(&analysis(&t)), Fabric::Efa, "stated: not guessed");
+    }
+
+    #[test]
+    fn copies_with_a_fault_guess_as_every_host_does() {
+        // One EFA port among Slingshot ones: which comes first decides, and the fault takes
+        // host 0's EFA port away, so host 0 answers for itself and the others by copy 1.
+        let mut t = hgx(8, 90);
+        name_ports(&mut t, "cxi");
+        let first = t.nets()[0];
+        if let NodeKind::Net(x) = &mut t.node_mut(first).kind {
+            x.name = "rdmap0".into();
+        }
+        for (fault, copies) in [
+            (None, 3),
+            (Some("nic:rdmap0@0"), 3),
+            (Some("nic:rdmap0@1"), 3),
+        ] {
+            let mut r = t.replicate(copies);
+            if let Some(f) = fault {
+                let f = topo_model::faults::parse_without(f).unwrap();
+                topo_model::faults::apply_all(&mut r, &[f]).unwrap();
+                assert!(r.standing().is_some(), "{fault:?}");
+            }
+            let mut each = r.clone();
+            each.forget_copies();
+            assert!(each.standing().is_none());
+            assert_eq!(guess_fabric(&r), guess_fabric(&each), "{fault:?}");
+        }
     }
 
     #[test]

@@ -344,7 +344,7 @@ pub fn compute_all_on(sys: &System, paths: &Paths, params: &SearchParams, host: 
 /// bandwidths and the maximum path types and `crossNic` over all ranks' graphs. `nodes`
 /// are the other nodes' own searches; a graph a node did not search (NVLS without support
 /// there, CollNet) counts as an empty one, as NCCL's zeroed `ncclTopoGraph`.
-pub fn all_gather3(own: &Graphs, nodes: &[Graphs]) -> Graphs {
+pub fn all_gather3<'a>(own: &Graphs, nodes: impl IntoIterator<Item = &'a Graphs>) -> Graphs {
     let mut out = own.clone();
     for n in nodes {
         out.max_tree_pattern = out.max_tree_pattern.max(n.tree.pattern.number());

@@ -226,6 +226,18 @@ impl System {
             .cloned()
             .unwrap_or_default()
     }
+    /// [`System::host_gpus`] without a copy.
+    pub(crate) fn ranks_of(&self, host: HostId) -> &[usize] {
+        self.host_ranks
+            .get(host as usize)
+            .map_or(&[], Vec::as_slice)
+    }
+    /// [`System::host_gpus_indexed`] without a copy.
+    pub(crate) fn index_order_of(&self, host: HostId) -> &[usize] {
+        self.index_order
+            .get(host as usize)
+            .map_or(&[], Vec::as_slice)
+    }
     /// GPU ranks of one host in NCCL's GPU index order: the order the graph search tries
     /// GPUs in and `ncclTopoGetLocal` lists them in (see [`nccl_gpu_order`]).
     pub fn host_gpus_indexed(&self, host: HostId) -> Vec<usize> {

@@ -273,7 +273,8 @@ struct Ctx<'a> {
     net: (Net, String),
     /// Each rank's send and receive side, made once: a host split per socket has a NET
     /// connection for half its pairs, 1.6 million at 16,384 hosts.
-    sides: Vec<[OnceLock<Box<NetSide>>; 2]>,
+    /// A rank that takes its twin's side shares it (a copy each was 262,144 boxes).
+    sides: Vec<[OnceLock<Arc<NetSide>>; 2]>,
     /// The sides' texts, shared: ranks at the same place on every host have the same ones.
     side_texts: std::sync::Mutex<Reasons>,
     /// Per rank: the rank at its place on the host whose path tables its host reads, whose
@@ -1077,16 +1078,19 @@ impl<'a> Ctx<'a> {
 
     /// `rank`'s side of its NET connections, made on first use.
     fn side(&self, rank: usize, send: bool) -> &NetSide {
+        self.shared_side(rank, send)
+    }
+
+    fn shared_side(&self, rank: usize, send: bool) -> &Arc<NetSide> {
         self.sides[rank][usize::from(!send)].get_or_init(|| {
             // A twin's side, unless a PXN relay names the twin's own host's rank.
             if let Some(&t) = self.twin.get(rank).filter(|&&t| t != rank) {
-                let twin = self.side(t, send);
+                let twin = self.shared_side(t, send);
                 if twin.proxy.is_none() {
-                    return Box::new(twin.clone());
+                    return Arc::clone(twin);
                 }
             }
-            let (side, why) = self.net_side(rank, send);
-            let mut side = Box::new(side);
+            let (mut side, why) = self.net_side(rank, send);
             let (name, net_why) = (&self.net.0, &self.net.1);
             let proxy = side.proxy.map(|p| format!("({p})")).unwrap_or_default();
             let gdr = if side.gdr { "/GDRDMA" } else { "" };
@@ -1104,7 +1108,7 @@ impl<'a> Ctx<'a> {
             side.form = texts.share(&form);
             side.reason = texts.share(&reason);
             side.inter_reason = texts.share(&inter);
-            side
+            Arc::new(side)
         })
     }
 

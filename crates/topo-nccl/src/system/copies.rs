@@ -41,6 +41,7 @@ impl System {
             host_ranks: Vec::new(),
             index_order: Vec::new(),
         };
+        let kinds = kinds_of(&self, topo, 0);
         for k in 0..c.count {
             let at = Step {
                 sys: k * step.sys,
@@ -48,7 +49,7 @@ impl System {
                 hosts: k * step.hosts,
                 ranks: k * step.ranks,
             };
-            out.add_copy(&self, topo, at);
+            out.add_copy(&self, &kinds, at);
         }
         out.host_ranks = per_host(&self.host_ranks, step, c.count);
         out.index_order = per_host(&self.index_order, step, c.count);
@@ -73,6 +74,11 @@ impl System {
             .map(|&k| (k, build(&topo.copy_at(c, k))))
             .collect();
         let of = |k: usize| own.get(&k).unwrap_or(&one);
+        let one_kinds = kinds_of(&one, topo, model * c.nodes);
+        let own_kinds: BTreeMap<usize, Vec<Option<&NodeKind>>> = own
+            .iter()
+            .map(|(&k, part)| (k, kinds_of(part, topo, k * c.nodes)))
+            .collect();
         let mut out = System {
             nodes: Vec::with_capacity(one.nodes.len() * c.count),
             gpus: Vec::with_capacity(one.gpus.len() * c.count),
@@ -94,7 +100,7 @@ impl System {
             let part = of(k);
             at.graph = k * c.nodes;
             at.hosts = k * c.per_copy;
-            out.add_copy(part, topo, at);
+            out.add_copy(part, own_kinds.get(&k).unwrap_or(&one_kinds), at);
             // Hosts without GPUs keep their empty lists, as a build over every copy makes.
             for h in 0..c.per_copy {
                 let moved = |v: &[Vec<usize>]| -> Vec<usize> {
@@ -116,9 +122,9 @@ impl System {
     }
 
     /// `one` laid at `at`: every number moved by `at`'s, the ids NCCL makes of a node's
-    /// place made again.
-    fn add_copy(&mut self, one: &System, topo: &Topology, at: Step) {
-        for node in &one.nodes {
+    /// place made again from `kinds` ([`kinds_of`]), which every copy laid from `one` shares.
+    fn add_copy(&mut self, one: &System, kinds: &[Option<&NodeKind>], at: Step) {
+        for (node, kind) in one.nodes.iter().zip(kinds) {
             let mut n = node.clone();
             n.host += at.hosts as HostId;
             n.topo = n.topo.map(|t| NodeIndex::new(t.index() + at.graph));
@@ -128,7 +134,7 @@ impl System {
             if let Some(g) = &mut n.gpu {
                 g.rank += at.ranks;
             }
-            match n.topo.map(|t| &topo.graph[t].kind) {
+            match kind {
                 Some(NodeKind::Nic(nic)) => n.id = nic_id(nic, n.topo.unwrap_or_default()),
                 Some(NodeKind::Net(port)) => {
                     if let Some(a) = &mut n.net {
@@ -151,6 +157,21 @@ impl System {
                 .map(|(&(a, b), caps)| ((a + r, b + r), caps.clone())),
         );
     }
+}
+
+/// The hardware kind of each node of `one` whose ids are made of its place (NICs and ports),
+/// read on the copy whose graph nodes start at `graph_at`. Every copy laid from `one` has the
+/// same kinds node for node (an unchanged copy is as [`Topology::replicate`] made it, a changed
+/// one is laid from its own system), so they are read once and not in each of 16,384 copies,
+/// scattered over the whole graph.
+fn kinds_of<'t>(one: &System, topo: &'t Topology, graph_at: usize) -> Vec<Option<&'t NodeKind>> {
+    one.nodes
+        .iter()
+        .map(|n| {
+            let kind = &topo.graph[NodeIndex::new(n.topo?.index() + graph_at)].kind;
+            matches!(kind, NodeKind::Nic(_) | NodeKind::Net(_)).then_some(kind)
+        })
+        .collect()
 }
 
 /// A per-host list of ranks for every copy: hosts without GPUs in the middle get empty

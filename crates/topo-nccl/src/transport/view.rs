@@ -153,8 +153,12 @@ impl TransportSummary {
 
 pub fn summary(pairs: &[PairTransport]) -> TransportSummary {
     let mut s = TransportSummary::default();
+    // Counted by runs of one transport: neighbouring pairs mostly share theirs, and a map
+    // entry (a clone and a search) per pair was a fiftieth of a 16,384-node plan.
+    for run in pairs.chunk_by(|a, b| a.transport == b.transport) {
+        *s.counts.entry(run[0].transport.clone()).or_default() += run.len();
+    }
     for p in pairs {
-        *s.counts.entry(p.transport.clone()).or_default() += 1;
         s.read += usize::from(p.read);
         s.gdr += usize::from(p.gdr());
         s.pxn += usize::from(p.proxy().is_some());
