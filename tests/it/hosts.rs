@@ -262,16 +262,9 @@ fn an_odd_node_alternates_rings_by_its_own_cross_nic() {
     let b = dir.path().join("b.xml");
     std::fs::write(&b, xml.replace("speed=\"400000\"", "speed=\"200000\"")).unwrap();
     let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
-    // The oracle's plugin fuses no ports (`NCCL_NET_MERGE_LEVEL=LOC` with the IB plugin):
-    // the DGX's dual-port storage cards stay two devices each, as there.
-    let (doc, _) = plan_doc(&[
-        "--from",
-        &a,
-        "--from",
-        &b,
-        "--env",
-        "NCCL_NET_MERGE_LEVEL=LOC",
-    ]);
+    // The oracle's plugin fuses no ports (`NCCL_IB_MERGE_NICS=0` with the IB plugin): the
+    // DGX's dual-port storage cards stay two devices each, as there.
+    let (doc, _) = plan_doc(&["--from", &a, "--from", &b, "--env", "NCCL_IB_MERGE_NICS=0"]);
     let ring = |c: usize| -> Vec<u64> {
         doc["rings"][c]
             .as_array()
@@ -374,12 +367,12 @@ fn split_nodes_keeping_other_p2p_channel_counts_are_named() {
     };
     let (h0, h1, h2) = (host(0), host(1), host(2));
     let mut args = vec!["--from", &h0, "--from", &h1, "--from", &h2];
-    // NCCL_NET_MERGE_LEVEL=LOC: the oracle's plugin fuses no ports.
+    // NCCL_IB_MERGE_NICS=0: the oracle's plugin fuses no ports.
     for e in [
         "NCCL_MAX_NCHANNELS=9",
         "NCCL_MAX_CTAS=20",
         "NCCL_CROSS_NIC=0",
-        "NCCL_NET_MERGE_LEVEL=LOC",
+        "NCCL_IB_MERGE_NICS=0",
     ] {
         args.extend(["--env", e]);
     }

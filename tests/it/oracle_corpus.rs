@@ -47,11 +47,11 @@ pub fn analyze_machine(
     if nodes > 1 {
         topo = topo.replicate(nodes);
     }
-    // The oracle's net plugin makes no virtual devices (no `makeVDevice`, its README): NCCL
-    // with it keeps every port apart, as NCCL_NET_MERGE_LEVEL=LOC does with the IB plugin.
+    // The oracle's net plugin joins no ports (no `makeVDevice`, its README): NCCL with it keeps
+    // every port apart, as the IB plugin does with NCCL_IB_MERGE_NICS=0 (2.20 and later).
     let mut env = env.to_vec();
-    if !env.iter().any(|(k, _)| k == "NCCL_NET_MERGE_LEVEL") {
-        env.push(("NCCL_NET_MERGE_LEVEL".into(), "LOC".into()));
+    if !env.iter().any(|(k, _)| k == "NCCL_IB_MERGE_NICS") {
+        env.push(("NCCL_IB_MERGE_NICS".into(), "0".into()));
     }
     Ok(analyze::analyze(&Request {
         topo: &topo,

@@ -717,7 +717,7 @@ fn a_nic_of_its_own_is_no_tie_where_gdr_is_unstated() {
 }
 
 /// A dual-port card (the real dump of a 2× RTX 4090 box with one ConnectX-4, mlx5_0 and
-/// mlx5_1 under one `<nic>`): NCCL 2.21 and later fuse its two ports into one device by default
+/// mlx5_1 under one `<nic>`): NCCL 2.20 and later fuse its two ports into one device by default
 /// (ncclTopoMakeVNics, NCCL_NET_MERGE_LEVEL=PORT). Show and plan, which describe the NIC
 /// choice, say so, with the fused name and summed speed, and that the plan joins them as NCCL
 /// does.
@@ -736,7 +736,7 @@ fn ports_of_one_card_are_said_to_be_fused_at_run_time() {
         );
         let text = doc.to_string();
         assert!(
-            text.contains("mlx5_0 and mlx5_1 are ports of one card (0000:02:00), which NCCL 2.21 and later fuse at run time into one device, mlx5_0+mlx5_1, 200 Gb/s"),
+            text.contains("mlx5_0 and mlx5_1 are ports of one card (0000:02:00), which NCCL 2.20 and later fuse at run time into one device, mlx5_0+mlx5_1, 200 Gb/s"),
             "{cmd}: {text}"
         );
     }

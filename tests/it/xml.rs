@@ -765,11 +765,11 @@ fn skeleton_infiniband_controllers_become_ib_ports_of_unknown_speed() {
 }
 
 /// The two ports of the fixture's ConnectX-4 card (one `<nic>`, as NCCL's dump lists them) are
-/// one network device from NCCL 2.21 (`ncclTopoMakeVNics`): its name joins the ports' and its
-/// speed is theirs summed. 2.20, `NCCL_NET_MERGE_LEVEL=LOC` and `NCCL_IB_MERGE_NICS=0` keep
-/// them apart, and the Environment section says what each setting changed.
+/// one network device from NCCL 2.20 (its IB plugin, then from 2.21 `ncclTopoMakeVNics`): its
+/// name joins the ports' and its speed is theirs summed. 2.19, `NCCL_NET_MERGE_LEVEL=LOC` and
+/// `NCCL_IB_MERGE_NICS=0` keep them apart, and the Environment section says what each changed.
 #[test]
-fn ports_of_one_card_are_one_device_from_2_21() {
+fn ports_of_one_card_are_one_device_from_2_20() {
     let f = crate::util::fixture("fixtures/xml/rwkvinllama-2x-rtx4090-cx4.xml");
     let f = f.to_string_lossy();
     let ring_nets = |version: &str, env: &[&str]| -> (Vec<String>, serde_json::Value) {
@@ -787,12 +787,21 @@ fn ports_of_one_card_are_one_device_from_2_21() {
             .collect();
         (nets, doc["env"].clone())
     };
-    let (fused, _) = ring_nets("2.28", &[]);
-    assert!(fused.iter().all(|n| n == "mlx5_0+mlx5_1"), "{fused:?}");
-    let (old, _) = ring_nets("2.20", &[]);
+    for version in ["2.20", "2.28"] {
+        let (fused, _) = ring_nets(version, &[]);
+        assert!(
+            fused.iter().all(|n| n == "mlx5_0+mlx5_1"),
+            "{version}: {fused:?}"
+        );
+    }
+    let (old, _) = ring_nets("2.19", &[]);
     assert!(old.iter().all(|n| !n.contains('+')), "{old:?}");
-    for off in ["NCCL_NET_MERGE_LEVEL=LOC", "NCCL_IB_MERGE_NICS=0"] {
-        let (apart, env) = ring_nets("2.28", &[off]);
+    for (version, off) in [
+        ("2.28", "NCCL_NET_MERGE_LEVEL=LOC"),
+        ("2.28", "NCCL_IB_MERGE_NICS=0"),
+        ("2.20", "NCCL_IB_MERGE_NICS=0"),
+    ] {
+        let (apart, env) = ring_nets(version, &[off]);
         assert!(apart.iter().all(|n| !n.contains('+')), "{off}: {apart:?}");
         assert_eq!(env[0]["status"], "changed", "{off}: {env}");
     }

@@ -185,7 +185,7 @@ fn fused_among(topo: &Topology, nets: &[NodeIndex], cards: bool) -> Option<Findi
             None => String::new(),
         };
         format!(
-            "{} are ports of one card ({card}), which NCCL 2.21 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and the plan joins them as NCCL does (its IB transport, from 2.21)",
+            "{} are ports of one card ({card}), which NCCL 2.20 and later fuse at run time into one device, {}{sum} (their speeds summed), where both are up with one link layer; the source lists the physical ports (as NCCL's own dump does), and the plan joins them as NCCL does (its IB transport, from 2.20)",
             ports.join(" and "),
             ports.join("+"),
         )
@@ -201,8 +201,9 @@ fn fused_among(topo: &Topology, nets: &[NodeIndex], cards: bool) -> Option<Findi
                 .fix("none needed; NCCL_NET_MERGE_LEVEL=LOC (or NCCL_IB_MERGE_NICS=0) keeps the ports apart where each must be its own device"),
         );
     }
-    // NCCL 2.21+ merges ports by NCCL_NET_MERGE_LEVEL (default PORT: the ports of one card),
-    // ncclTopoMakeVNics in src/graph/topo.cc; NCCL_NET_MERGE_LEVEL=LOC turns it off.
+    // NCCL 2.20's IB plugin joins a card's ports (ncclIbFindMatchingDev, net_ib.cc); from 2.21
+    // NCCL_NET_MERGE_LEVEL does (default PORT: the ports of one card), ncclTopoMakeVNics in
+    // src/graph/topo.cc, and LOC turns it off.
     let text = format!(
         "{}: NCCL merged those ports into one network device (NCCL_NET_MERGE_LEVEL, default PORT: the ports of one card) and sends over it as one NIC; NCCL_NET_MERGE_LEVEL=LOC keeps them apart",
         said.join("; ")

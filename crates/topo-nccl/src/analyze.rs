@@ -14,7 +14,7 @@ use super::transport::{self, PairTransport, RankPlacement, TransportPolicy};
 use super::tuning::{CostTable, TuningInput};
 use super::types::PathType;
 use super::version::{NcclVersion, VersionData};
-use super::vnic::MergeLevel;
+use super::vnic::{Fusion, MergeLevel};
 use crate::error::Result;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -1076,14 +1076,18 @@ fn uses_sockets(t: &TransportPolicy, env: &EnvPolicy) -> bool {
         || (env.net.as_deref()).is_some_and(|n| Net::from_nccl_net(n) == Net::Socket)
 }
 
-/// How far NIC fusion joins ports (`crate::vnic`): only NCCL's IB transport makes virtual
-/// devices, from 2.21, unless NCCL_NET_MERGE_LEVEL=LOC or NCCL_IB_MERGE_NICS=0 says not to.
-fn merge_level(env: &EnvPolicy, minor: u32, socket: bool, t: &TransportPolicy) -> MergeLevel {
+/// How NIC fusion joins ports (`crate::vnic`): only NCCL's IB transport joins them, its
+/// plugin itself in 2.20, NCCL's topology from 2.21 (NCCL_NET_MERGE_LEVEL, default PORT);
+/// NCCL_IB_MERGE_NICS=0 makes the plugin refuse every join.
+fn merge_level(env: &EnvPolicy, minor: u32, socket: bool, t: &TransportPolicy) -> Fusion {
     let ib = !socket && t.net_name(true).0 == Net::Ib;
-    if minor < 21 || !ib || env.ib_merge_nics == Some(false) {
-        return MergeLevel::Loc;
+    if minor < 20 || !ib || env.ib_merge_nics == Some(false) {
+        return Fusion::Off;
     }
-    env.net_merge_level.unwrap_or(MergeLevel::Port)
+    if minor == 20 {
+        return Fusion::Plugin;
+    }
+    Fusion::Level(env.net_merge_level.unwrap_or(MergeLevel::Port))
 }
 
 fn keeps_net(

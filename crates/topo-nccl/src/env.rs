@@ -744,24 +744,25 @@ impl EnvPolicy {
         Ok(())
     }
 
-    /// NCCL_NET_MERGE_LEVEL and NCCL_IB_MERGE_NICS, read from 2.21 (`ncclTopoMakeVNics`,
-    /// src/graph/topo.cc; `ncclIbMakeVDeviceInternal`, src/transport/net_ib). NCCL keeps its
-    /// default level for a name it does not know (`kvConvertToInt`'s answer goes unchecked).
+    /// NCCL_IB_MERGE_NICS, read from 2.20 (`ncclIbInit`, src/transport/net_ib.cc, v2.20.5-1),
+    /// and NCCL_NET_MERGE_LEVEL, from 2.21 (`ncclTopoMakeVNics`, src/graph/topo.cc). NCCL keeps
+    /// its default level for a name it does not know (`kvConvertToInt`'s answer goes unchecked).
     fn read_fusion(&mut self, set: &Latest, data: &VersionData) -> Result<()> {
         let (p, get) = (self, |n: &str| set.get(n));
         let minor = data.minor();
-        for name in ["NCCL_NET_MERGE_LEVEL", "NCCL_IB_MERGE_NICS"] {
-            if minor < 21 && get(name).is_some() {
+        for (name, since) in [("NCCL_IB_MERGE_NICS", 20), ("NCCL_NET_MERGE_LEVEL", 21)] {
+            if minor < since && get(name).is_some() {
                 p.note_effect(
                     name,
-                    format!("ignored: NCCL 2.{minor} does not read it (NIC fusion came in 2.21)"),
+                    format!("ignored: NCCL 2.{minor} does not read it (added in 2.{since})"),
                 );
             }
         }
-        if minor < 21 {
-            return Ok(());
+        if let Some(v) = get("NCCL_IB_MERGE_NICS").filter(|_| minor >= 20) {
+            p.ib_merge_nics =
+                Some(int("NCCL_IB_MERGE_NICS", v, "an integer (0 keeps ports apart)")? != 0);
         }
-        if let Some(v) = get("NCCL_NET_MERGE_LEVEL") {
+        if let Some(v) = get("NCCL_NET_MERGE_LEVEL").filter(|_| minor >= 21) {
             p.net_merge_level = crate::vnic::MergeLevel::parse(v.trim());
             if p.net_merge_level.is_none() {
                 p.note_effect(
@@ -769,10 +770,6 @@ impl EnvPolicy {
                     "not a level NCCL knows (LOC PORT PIX PXB P2C PXN PHB SYS): it keeps the default, PORT",
                 );
             }
-        }
-        if let Some(v) = get("NCCL_IB_MERGE_NICS") {
-            p.ib_merge_nics =
-                Some(int("NCCL_IB_MERGE_NICS", v, "an integer (0 keeps ports apart)")? != 0);
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use topo_model::fast::HashMap;
 use topo_model::{BwConstants, HostId, LinkKind, NodeKind, P2pCaps, Topology};
 
-use crate::vnic::{MergeLevel, Place};
+use crate::vnic::{Fusion, Place};
 
 type Places = std::collections::HashMap<NodeIndex, Place>;
 
@@ -24,11 +24,11 @@ type Places = std::collections::HashMap<NodeIndex, Place>;
 /// the socket interface rules), joined up to `merge` (NIC fusion, `crate::vnic`).
 pub struct NetPlugin<'a> {
     pub keep: &'a dyn Fn(&topo_model::Net) -> bool,
-    pub merge: MergeLevel,
+    pub merge: Fusion,
 }
 
 impl<'a> NetPlugin<'a> {
-    pub fn new(keep: &'a dyn Fn(&topo_model::Net) -> bool, merge: MergeLevel) -> NetPlugin<'a> {
+    pub fn new(keep: &'a dyn Fn(&topo_model::Net) -> bool, merge: Fusion) -> NetPlugin<'a> {
         NetPlugin { keep, merge }
     }
 }
@@ -37,7 +37,7 @@ impl NetPlugin<'static> {
     /// No network device at all (a single-node communicator trimmed of its NETs).
     pub const NONE: NetPlugin<'static> = NetPlugin {
         keep: &|_| false,
-        merge: MergeLevel::Loc,
+        merge: Fusion::Off,
     };
 }
 
@@ -314,7 +314,7 @@ impl System {
     pub fn build(topo: &Topology, c: &BwConstants) -> System {
         let plugin = NetPlugin {
             keep: &|_| true,
-            merge: MergeLevel::Loc,
+            merge: Fusion::Off,
         };
         System::build_with(topo, c, &plugin)
     }

@@ -1,5 +1,8 @@
-//! NIC fusion: the IB ports NCCL 2.21 and later join into one network device.
+//! NIC fusion: the IB ports NCCL 2.20 and later join into one network device.
 //!
+//! 2.20's IB plugin joins the ports of one card itself (one PCI device, one system GUID, one
+//! link layer; `ncclIbFindMatchingDev`, src/transport/net_ib.cc, v2.20.5-1): its devices are the
+//! joined ones, numbered in the order it made them. From 2.21 NCCL's topology does it:
 //! NCCL's IB plugin lists every active verbs port as a device; NCCL then groups the ports that
 //! lie within NCCL_NET_MERGE_LEVEL of each other (default PORT: the ports of one card) and asks
 //! the plugin to make one virtual device of each group (`ncclTopoMakeVNics`,
@@ -50,6 +53,18 @@ impl MergeLevel {
     }
 }
 
+/// How NCCL joins a host's IB ports, by version and settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fusion {
+    /// No port joins another: 2.18-2.19, another transport, NCCL_NET_MERGE_LEVEL=LOC or
+    /// NCCL_IB_MERGE_NICS=0.
+    Off,
+    /// 2.20: the IB plugin joins the ports of one card with one GUID and link layer.
+    Plugin,
+    /// 2.21 and later: NCCL's topology joins the ports within the level.
+    Level(MergeLevel),
+}
+
 /// What fusion does to one port.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Place {
@@ -78,17 +93,57 @@ const MAX_IB_DEVS: usize = 32;
 /// has none. `exported` is the plugin's list (NCCL_IB_HCA already applied).
 pub fn places(
     topo: &Topology,
-    level: MergeLevel,
+    fusion: Fusion,
     exported: &dyn Fn(&topo_model::Net) -> bool,
 ) -> HashMap<NodeIndex, Place> {
     let mut out = HashMap::new();
-    if level == MergeLevel::Loc {
-        return out;
-    }
     for ports in ports_by_plugin(topo, exported) {
-        fuse_host(topo, level, &ports, &mut out);
+        match fusion {
+            Fusion::Off | Fusion::Level(MergeLevel::Loc) => return out,
+            Fusion::Plugin => fuse_in_plugin(topo, &ports, &mut out),
+            Fusion::Level(level) => fuse_host(topo, level, &ports, &mut out),
+        }
     }
     out
+}
+
+/// 2.20's IB plugin over one host's ports, in its order: a port joins the first device made
+/// of a port of its card with its GUID and link layer (while that has fewer than four), else
+/// makes a device of its own. Where some device joins several, every device is renumbered in
+/// the order the plugin made them, as the plugin lists them.
+fn fuse_in_plugin(topo: &Topology, ports: &[NodeIndex], out: &mut HashMap<NodeIndex, Place>) {
+    let ports = &ports[..ports.len().min(MAX_IB_DEVS)];
+    let mut devices: Vec<Vec<NodeIndex>> = vec![];
+    for &p in ports {
+        let joins = devices.iter_mut().find(|d| {
+            d.len() < MAX_DEVS_PER_NIC
+                && distance(topo, d[0], p, MergeLevel::Port) == MergeLevel::Port
+                && same_guid(topo, d[0], p)
+                && one_layer(topo, &[d[0], p], &[0, 1])
+        });
+        match joins {
+            Some(d) => d.push(p),
+            None => devices.push(vec![p]),
+        }
+    }
+    if devices.iter().all(|d| d.len() == 1) {
+        return;
+    }
+    for (k, d) in devices.iter().enumerate() {
+        out.insert(d[0], Place::Lead(fused(topo, d, k)));
+        for &m in &d[1..] {
+            out.insert(m, Place::Member);
+        }
+    }
+}
+
+/// Whether two ports have one system GUID, where the source states both.
+fn same_guid(topo: &Topology, a: NodeIndex, b: NodeIndex) -> bool {
+    let guid = |x: NodeIndex| topo.net(x).and_then(|n| n.guid);
+    match (guid(a), guid(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
 }
 
 /// Each host's IB ports in the plugin's order (device index, then the source's order). A
@@ -215,7 +270,7 @@ fn fused(topo: &Topology, members: &[NodeIndex], dev: usize) -> Fused {
             .join("+"),
         dev: i32::try_from(dev).unwrap_or(i32::MAX),
         bw: nets.iter().map(|x| x.bw()).sum(),
-        layer_assumed: nets.iter().any(|x| x.link_layer.is_none()),
+        layer_assumed: nets.len() > 1 && nets.iter().any(|x| x.link_layer.is_none()),
     }
 }
 
@@ -322,7 +377,7 @@ mod tests {
     #[test]
     fn ports_of_one_card_become_one_device_after_the_physical_ones() {
         let t = board(&[(0x61, &[("mlx5_2", None), ("mlx5_3", None)])]);
-        let got = named(&t, &places(&t, MergeLevel::Port, &all));
+        let got = named(&t, &places(&t, Fusion::Level(MergeLevel::Port), &all));
         let lead = Fused {
             name: "mlx5_2+mlx5_3".into(),
             dev: 4,
@@ -336,11 +391,32 @@ mod tests {
                 ("mlx5_3".into(), Place::Member)
             ]
         );
-        assert!(places(&t, MergeLevel::Loc, &all).is_empty());
+        assert!(places(&t, Fusion::Level(MergeLevel::Loc), &all).is_empty());
         assert_eq!(MergeLevel::parse("PORT"), Some(MergeLevel::Port));
         assert_eq!(MergeLevel::parse("P2C"), Some(MergeLevel::Pxn));
         assert_eq!(MergeLevel::parse("NVL"), None);
         assert_eq!(MergeLevel::parse("port"), None);
+    }
+
+    #[test]
+    fn the_2_20_plugin_joins_one_cards_ports_of_one_guid_and_renumbers_its_devices() {
+        let mut t = board(&[(0x61, &[("mlx5_2", None), ("mlx5_3", None)])]);
+        let got = named(&t, &places(&t, Fusion::Plugin, &all));
+        let dev = |name: &str| match &got.iter().find(|(n, _)| n == name).unwrap().1 {
+            Place::Lead(f) => (f.name.clone(), f.dev),
+            Place::Member => (String::new(), -1),
+        };
+        assert_eq!(dev("mlx5_0"), ("mlx5_0".into(), 0));
+        assert_eq!(dev("mlx5_2"), ("mlx5_2+mlx5_3".into(), 2));
+        assert_eq!(dev("mlx5_3"), (String::new(), -1));
+        // Ports of one card whose system GUIDs differ are two devices to the plugin.
+        for (k, n) in t.nets().into_iter().enumerate() {
+            if let NodeKind::Net(x) = &mut t.node_mut(n).kind {
+                x.guid = Some(k as u64);
+            }
+        }
+        assert!(places(&t, Fusion::Plugin, &all).is_empty());
+        assert!(places(&t, Fusion::Off, &all).is_empty());
     }
 
     #[test]
@@ -363,11 +439,11 @@ mod tests {
             let nic = t.add_child(sw, nic_at(bus, 0));
             t.add_child(nic, port(&format!("mlx5_{}", k + 1), k as i32 + 1, None));
         }
-        assert!(places(&t, MergeLevel::Port, &all).is_empty());
-        let pix = named(&t, &places(&t, MergeLevel::Pix, &all));
+        assert!(places(&t, Fusion::Level(MergeLevel::Port), &all).is_empty());
+        let pix = named(&t, &places(&t, Fusion::Level(MergeLevel::Pix), &all));
         assert_eq!(pix.len(), 2, "{pix:?}");
         // mlx5_0 sits under the GPU's switch: CPU apart from the two, so PHB joins it too.
-        let phb = named(&t, &places(&t, MergeLevel::Phb, &all));
+        let phb = named(&t, &places(&t, Fusion::Level(MergeLevel::Phb), &all));
         match &phb[0].1 {
             Place::Lead(f) => assert_eq!(f.name, "mlx5_0+mlx5_1+mlx5_2"),
             x => panic!("{x:?}"),
@@ -389,10 +465,10 @@ mod tests {
                 port(&format!("mlx5_{}", f + 1), i32::from(f) + 1, None),
             );
         }
-        assert_eq!(places(&t, MergeLevel::Port, &all).len(), 2);
+        assert_eq!(places(&t, Fusion::Level(MergeLevel::Port), &all).len(), 2);
         // A port NCCL_IB_HCA leaves out is no device, so nothing is left to join.
         let only_first = |n: &topo_model::Net| n.name != "mlx5_2";
-        assert!(places(&t, MergeLevel::Port, &only_first).is_empty());
+        assert!(places(&t, Fusion::Level(MergeLevel::Port), &only_first).is_empty());
     }
 
     #[test]
@@ -401,12 +477,12 @@ mod tests {
             0x61,
             &[("mlx5_2", Some("InfiniBand")), ("mlx5_3", Some("Ethernet"))],
         )]);
-        assert!(places(&t, MergeLevel::Port, &all).is_empty());
+        assert!(places(&t, Fusion::Level(MergeLevel::Port), &all).is_empty());
         let ports: Vec<(String, Option<&str>)> =
             (2..7).map(|k| (format!("mlx5_{k}"), None)).collect();
         let refs: Vec<(&str, Option<&str>)> = ports.iter().map(|(a, b)| (a.as_str(), *b)).collect();
         let t = board(&[(0x61, &refs)]);
-        let got = named(&t, &places(&t, MergeLevel::Port, &all));
+        let got = named(&t, &places(&t, Fusion::Level(MergeLevel::Port), &all));
         let leads: Vec<&Fused> = got
             .iter()
             .filter_map(|(_, p)| match p {
@@ -424,7 +500,10 @@ mod tests {
         use crate::system::{NetPlugin, System};
         let t = board(&[(0x61, &[("mlx5_2", None), ("mlx5_3", None)])]);
         let nets = |merge| {
-            let plugin = NetPlugin { keep: &all, merge };
+            let plugin = NetPlugin {
+                keep: &all,
+                merge: Fusion::Level(merge),
+            };
             let s = System::build_with(&t, &topo_model::BwConstants::default(), &plugin);
             let mut v: Vec<(String, f64)> = s
                 .nets
