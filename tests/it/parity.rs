@@ -676,27 +676,20 @@ fn a_nic_of_its_own_is_no_tie_where_gdr_is_unstated() {
     let mut m = String::from(
         "\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\tNIC4\tCPU Affinity\tNUMA Affinity\n",
     );
+    // `n` cells of a row: `hit` at index `own`, `rest` elsewhere.
+    let cells = |n: usize, own: usize, hit: &str, rest: &str| -> String {
+        (0..n)
+            .map(|i| if i == own { hit } else { rest })
+            .collect::<Vec<_>>()
+            .join("\t")
+    };
     for g in 0..4 {
-        let gpus: Vec<&str> = (0..4)
-            .map(|h| if h == g { " X " } else { "NV18" })
-            .collect();
-        let nics: Vec<&str> = (0..5)
-            .map(|n| if n == g { "PIX" } else { "NODE" })
-            .collect();
-        m += &format!(
-            "GPU{g}\t{}\t{}\t0-47\t0\n",
-            gpus.join("\t"),
-            nics.join("\t")
-        );
+        let (gpus, nics) = (cells(4, g, " X ", "NV18"), cells(5, g, "PIX", "NODE"));
+        m += &format!("GPU{g}\t{gpus}\t{nics}\t0-47\t0\n");
     }
     for n in 0..5 {
-        let gpus: Vec<&str> = (0..4)
-            .map(|g| if g == n { "PIX" } else { "NODE" })
-            .collect();
-        let nics: Vec<&str> = (0..5)
-            .map(|x| if x == n { " X " } else { "NODE" })
-            .collect();
-        m += &format!("NIC{n}\t{}\t{}\n", gpus.join("\t"), nics.join("\t"));
+        let (gpus, nics) = (cells(4, n, "PIX", "NODE"), cells(5, n, " X ", "NODE"));
+        m += &format!("NIC{n}\t{gpus}\t{nics}\n");
     }
     m += "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_3\n  NIC2: mlx5_4\n  NIC3: mlx5_5\n  NIC4: mlx5_bond_0\n";
     std::fs::write(&f, m).unwrap();

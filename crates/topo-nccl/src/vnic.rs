@@ -326,11 +326,7 @@ mod tests {
 
     fn board(cards: &[Card]) -> Topology {
         let mut t = topo_model::testing::hgx(2, 90);
-        let cpu = t
-            .graph
-            .node_indices()
-            .find(|&n| matches!(t.node(n).kind, NodeKind::Cpu(_)))
-            .unwrap();
+        let cpu = cpu_of(&t);
         let mut dev = 2;
         for &(bus, ports) in cards {
             let nic = t.add_child(cpu, nic_at(bus, 0));
@@ -340,6 +336,13 @@ mod tests {
             }
         }
         t
+    }
+
+    fn cpu_of(t: &Topology) -> NodeIndex {
+        t.graph
+            .node_indices()
+            .find(|&n| matches!(t.node(n).kind, NodeKind::Cpu(_)))
+            .unwrap()
     }
 
     fn nic_at(bus: u8, function: u8) -> NodeKind {
@@ -422,11 +425,7 @@ mod tests {
     #[test]
     fn cards_apart_join_only_at_a_level_that_reaches_them() {
         let mut t = topo_model::testing::hgx(1, 90);
-        let cpu = t
-            .graph
-            .node_indices()
-            .find(|&n| matches!(t.node(n).kind, NodeKind::Cpu(_)))
-            .unwrap();
+        let cpu = cpu_of(&t);
         let sw = t.add_child(
             cpu,
             NodeKind::PciSwitch(PciSwitch {
@@ -453,11 +452,7 @@ mod tests {
     #[test]
     fn functions_of_one_device_are_one_card_and_the_plugin_list_bounds_the_join() {
         let mut t = topo_model::testing::hgx(1, 90);
-        let cpu = t
-            .graph
-            .node_indices()
-            .find(|&n| matches!(t.node(n).kind, NodeKind::Cpu(_)))
-            .unwrap();
+        let cpu = cpu_of(&t);
         for f in 0..2u8 {
             let nic = t.add_child(cpu, nic_at(0x61, f));
             t.add_child(
