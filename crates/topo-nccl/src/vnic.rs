@@ -80,8 +80,6 @@ pub struct Fused {
     pub name: String,
     pub dev: i32,
     pub bw: f64,
-    /// Ports whose link layer the source does not state: the join assumes one layer.
-    pub layer_assumed: bool,
 }
 
 /// At most this many ports make one device (NCCL_NET_MAX_DEVS_PER_NIC, src/include/net.h).
@@ -270,7 +268,6 @@ fn fused(topo: &Topology, members: &[NodeIndex], dev: usize) -> Fused {
             .join("+"),
         dev: i32::try_from(dev).unwrap_or(i32::MAX),
         bw: nets.iter().map(|x| x.bw()).sum(),
-        layer_assumed: nets.len() > 1 && nets.iter().any(|x| x.link_layer.is_none()),
     }
 }
 
@@ -385,7 +382,6 @@ mod tests {
             name: "mlx5_2+mlx5_3".into(),
             dev: 4,
             bw: 50.0,
-            layer_assumed: true,
         };
         assert_eq!(
             got,
