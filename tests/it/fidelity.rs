@@ -218,14 +218,33 @@ fn two_node_bw(
     let at = args.iter().position(|a| a == "--nodes")? + 1;
     let nodes: u64 = args.get(at)?.parse().ok()?;
     args[at] = (nodes * 2 / nnodes).to_string();
+    let b = bytes.to_string();
+    let doc = plan_json(
+        fx,
+        &args,
+        &[
+            "--env",
+            &format!("NCCL_ALGO={algo}"),
+            "--env",
+            &format!("NCCL_PROTO={proto}"),
+            "-b",
+            &b,
+            "-e",
+            &b,
+        ],
+    );
+    let (_, bw) = explain_terms(&doc["table"][0]);
+    Some((doc["nranks"].as_u64()?, bw))
+}
+
+/// `topo plan` of the fixture's machine (`args`) for its collective, with `extra`, as JSON.
+fn plan_json(fx: &Fixture, args: &[String], extra: &[&str]) -> serde_json::Value {
     let o = topo_clean_env()
         .current_dir(fixture(""))
         .arg("plan")
-        .args(&args)
+        .args(args)
         .args(["--collective", fx.get("collective"), "--format", "json"])
-        .args(["--env", &format!("NCCL_ALGO={algo}")])
-        .args(["--env", &format!("NCCL_PROTO={proto}")])
-        .args(["-b", &bytes.to_string(), "-e", &bytes.to_string()])
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -234,9 +253,7 @@ fn two_node_bw(
         fx.name,
         String::from_utf8_lossy(&o.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let (_, bw) = explain_terms(&doc["table"][0]);
-    Some((doc["nranks"].as_u64()?, bw))
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// Sizes that are one geometric run go in one call; others one call each.
@@ -262,28 +279,8 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
     let sizes: Vec<u64> = fx.rows.iter().map(|r| r.bytes).collect();
     let mut out = BTreeMap::new();
     for (b, e, f) in size_runs(&sizes) {
-        let o = topo_clean_env()
-            .current_dir(fixture(""))
-            .arg("plan")
-            .args(&args)
-            .args(["--collective", fx.get("collective"), "--format", "json"])
-            .args([
-                "-b",
-                &b.to_string(),
-                "-e",
-                &e.to_string(),
-                "-f",
-                &f.to_string(),
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{}: {}",
-            fx.name,
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let (b, e, f) = (b.to_string(), e.to_string(), f.to_string());
+        let doc = plan_json(fx, &args, &["-b", &b, "-e", &e, "-f", &f]);
         let nnodes = doc["nnodes"].as_u64().unwrap();
         let nranks = doc["nranks"].as_u64().unwrap();
         for row in doc["table"].as_array().unwrap() {
