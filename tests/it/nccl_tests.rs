@@ -476,6 +476,30 @@ fn socket_and_cta_settings_are_compared_not_judged() {
     }
 }
 
+/// NCCL_BUFFSIZE at NCCL's own default (4 MiB) is NCCL's default run, judged as any other
+/// (dstack's TCPX example sets it so); another value leaves the published conditions.
+#[test]
+fn a_buffer_size_at_nccl_s_default_is_judged() {
+    for (size, judged) in [("4194304", true), ("8388608", false)] {
+        let env = format!("NCCL_BUFFSIZE={size}");
+        let (code, doc, err) = diagnose(&[
+            "--profile",
+            "dgx-h100",
+            "--nodes",
+            "2",
+            "--env",
+            &env,
+            "--nccl-tests",
+            "fixtures/fidelity/h100-2x8-ib-ring-issue290.txt",
+        ]);
+        assert_eq!(code, 0, "{env}: {err}");
+        let not_judged = ids(&doc).contains(&"nccl-tests-not-judged".to_string());
+        assert_eq!(not_judged, !judged, "{env}: {doc}");
+        let basis = doc["results"][0]["rows"][0]["band_basis"].as_str().unwrap();
+        assert_eq!(basis.contains("NCCL_BUFFSIZE"), !judged, "{env}: {basis}");
+    }
+}
+
 /// The in-band H100 table with `edit` applied, in a temporary file.
 fn edited_nvls_table(edit: impl Fn(&str) -> String) -> (tempfile::TempDir, String) {
     let text =

@@ -308,3 +308,28 @@ fn a_socket_fallback_is_named_by_the_depth_of_its_shortfall() {
             .starts_with("large sizes under the band")
     );
 }
+
+/// ALCF Polaris on NCCL 2.21 (8 nodes, setup 5), read in place: the sizes under the band are
+/// the ones where NCCL 2.21 picks Ring/LL, the Tree sizes around them are in band, and the
+/// first likely cause says so, naming the algorithm to rerun with (2.18 on the same nodes
+/// picks Tree/Simple there and runs 3-8x faster).
+#[test]
+fn a_shortfall_at_one_choice_s_sizes_names_that_choice() {
+    let Some(path) = realdata(
+        "nccl-tests/repos/alcf-polaris-a100-8x4-slingshot11-nccl2.21-setup5-allreduce.dat",
+    ) else {
+        return;
+    };
+    let o = topo_clean_env()
+        .args(["diagnose", "--format", "json", "--nccl-tests"])
+        .arg(&path)
+        .args(["--profile", "alcf-polaris", "--nodes", "8"])
+        .args(["--nccl-version", "2.21"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let causes = doc["results"][0]["causes"].as_array().unwrap();
+    let first = causes[0].as_str().unwrap();
+    assert!(first.starts_with("NCCL's choice of Ring/LL"), "{causes:?}");
+    assert!(first.contains("NCCL_ALGO=Tree"), "{first}");
+}

@@ -304,16 +304,79 @@ fn is_results_code(c: Code) -> bool {
 /// Likely causes, most likely first: what the diagnosis already proved, then the run's own
 /// settings, then what the shape of the shortfall points at.
 fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
-    let mut out: Vec<String> = r
-        .findings
+    let forced = input
+        .env
         .iter()
-        .filter(|f| f.severity >= Severity::Warning && !is_results_code(f.code))
-        .map(|f| format!("{} ({}): {}", f.code, f.severity.name(), f.text))
-        .collect();
+        .any(|(k, _)| k == "NCCL_ALGO" || k == "NCCL_PROTO");
+    // The most specific evidence first: the same run carried the other choices' rates.
+    let mut out: Vec<String> = choice_cause(rows).filter(|_| !forced).into_iter().collect();
+    out.extend(
+        r.findings
+            .iter()
+            .filter(|f| f.severity >= Severity::Warning && !is_results_code(f.code))
+            .map(|f| format!("{} ({}): {}", f.code, f.severity.name(), f.text)),
+    );
     out.extend(setting_causes(&input.env));
     out.extend(magnitude_cause(input, rows));
     out.push(shape_cause(input, rows));
     out
+}
+
+/// A shortfall that follows NCCL's choice: every size under the band is one where NCCL picks
+/// one algorithm and protocol, no size under another choice is under it, some are judged in
+/// band or above, and the choice is not the one of the largest size (a bandwidth shortfall
+/// reaches the largest sizes whatever the choice). The run's links carried the other choices'
+/// rates, so what is slow is that choice on this machine: NCCL's model prices it for a fabric
+/// or plugin it does not measure. Seen in the shared set on ALCF Polaris: NCCL 2.21 picks
+/// Ring/LL at 256 KB-4 MB on 8 nodes and takes 1-2 ms a call, where 2.18 on the same nodes and
+/// settings picks Tree/Simple and takes 0.25-1 ms.
+fn choice_cause(table: &[JudgedRow]) -> Option<String> {
+    // By size: an excerpt may list its rows out of order.
+    let mut rows: Vec<&JudgedRow> = table.iter().collect();
+    rows.sort_by_key(|x| x.bytes);
+    let below: Vec<&JudgedRow> = rows
+        .iter()
+        .copied()
+        .filter(|x| x.verdict == Verdict::Below)
+        .collect();
+    let c = below.first()?.choice.as_str();
+    if below.iter().any(|x| x.choice != c) || rows.last()?.choice == c {
+        return None;
+    }
+    let good = |x: &JudgedRow| matches!(x.verdict, Verdict::InBand | Verdict::Above);
+    let first = rows.iter().position(|x| x.choice == c)?;
+    let last = rows.iter().rposition(|x| x.choice == c)?;
+    // The nearest in-band size under another choice, above the choice's sizes first (the
+    // choice NCCL takes next as sizes grow), else below them.
+    let next = rows[last + 1..]
+        .iter()
+        .chain(rows[..first].iter().rev())
+        .copied()
+        .find(|x| x.choice != c && good(x))?;
+    let (algo, proto) = c.split_once('/')?;
+    let (n_algo, n_proto) = next.choice.split_once('/')?;
+    let force = if n_algo != algo {
+        format!("NCCL_ALGO={n_algo}")
+    } else {
+        format!("NCCL_PROTO={n_proto}")
+    };
+    let span = |keep: &dyn Fn(&JudgedRow) -> bool| {
+        let r: Vec<f64> = rows.iter().filter(|x| keep(x)).map(|x| x.ratio).collect();
+        let (lo, hi) = r
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        format!("{:.0}-{:.0}%", lo * 100.0, hi * 100.0)
+    };
+    Some(format!(
+        "NCCL's choice of {algo}/{proto}: the sizes under the band ({}) are {} of the {} where NCCL picks it, which run at {} of the expected rate, where every size judged under another choice is in band or above ({}; {} at {}): the links carry the rate, {algo}/{proto} is what is slow on this machine (NCCL's model prices it for a fabric or net plugin it does not measure, and its choices move between NCCL versions); rerun with {force} to compare (`topo plan --env {force}` gives what topo expects of it)",
+        ranges(table),
+        below.len(),
+        rows.iter().filter(|x| x.choice == c).count(),
+        span(&|x| x.choice == c),
+        span(&|x| x.choice != c && good(x)),
+        next.choice,
+        size_label(next.bytes),
+    ))
 }
 
 /// What the depth of a shortfall at 16 MB and up points at, most likely first: each layer

@@ -447,13 +447,36 @@ fn guess_fabric(t: &Topology) -> Fabric {
 }
 
 /// Where this plan leaves the conditions of the published results (`measured::outside_fits`).
+/// A setting at NCCL's own default leaves nothing: the run is NCCL's default run.
 fn fit_departures(a: &Analysis, req: &PlanRequest) -> Vec<String> {
     let socket = a
         .transports
         .iter()
         .filter(|t| t.transport.is_socket())
         .count();
-    measured::outside_fits(&req.env, socket)
+    let given: Vec<(String, String)> = req
+        .env
+        .iter()
+        .filter(|(k, _)| !at_nccl_default(a, k))
+        .cloned()
+        .collect();
+    measured::outside_fits(&given, socket)
+}
+
+/// Whether the plan's value of `key` is the one NCCL takes when it is unset. NCCL_BUFFSIZE: 4
+/// MiB, 1 MiB on an ARM host in 2.18 (`computeBuffSizes`, src/init.cc, v2.18.6-1; 2.19 dropped
+/// the ARM case), read from the host of rank 0 as NCCL reads its own.
+fn at_nccl_default(a: &Analysis, key: &str) -> bool {
+    let b = &a.data.buffers;
+    let arm = a
+        .system
+        .host_cpu(0)
+        .is_some_and(|c| c.arch == topo_model::CpuArch::Arm);
+    let simple = b.simple_arm.filter(|_| arm).unwrap_or(b.simple);
+    match key {
+        "NCCL_BUFFSIZE" => a.env.buffsize == i64::try_from(simple).ok(),
+        _ => false,
+    }
 }
 
 /// The choice's bandwidth on two nodes of the same machine: NCCL's two-node figure for its

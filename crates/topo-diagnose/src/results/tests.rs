@@ -252,3 +252,62 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
         r.results[0].rows
     );
 }
+
+/// A shortfall at exactly the sizes of one choice, with the other choices' sizes in band, is
+/// put on that choice first (the links carried the others' rates); not where the run forces
+/// the algorithm or protocol itself, and not for the choice of the largest sizes.
+#[test]
+fn a_shortfall_that_follows_one_choice_names_that_choice_first() {
+    let sizes: Vec<u64> = (10..=30).step_by(2).map(|k| 1u64 << k).collect();
+    let plan = plan_rows("dgx-h100", 2, &sizes, &[]);
+    let c = plan.iter().find(|p| p.bytes == 1 << 20).unwrap();
+    let c = format!("{}/{}", c.algo, c.proto);
+    let last = plan.last().unwrap();
+    assert_ne!(
+        c,
+        format!("{}/{}", last.algo, last.proto),
+        "the test needs a mid choice"
+    );
+    let slow = |b: u64| {
+        let p = plan.iter().find(|p| p.bytes == b).unwrap();
+        if format!("{}/{}", p.algo, p.proto) == c {
+            0.3
+        } else {
+            1.0
+        }
+    };
+    let r = run(input(measured(&plan, slow), 2, &[]), plan.clone());
+    let causes = &r.results[0].causes;
+    assert!(
+        causes[0].starts_with(&format!("NCCL's choice of {c}")),
+        "{causes:?}"
+    );
+    assert!(causes[0].contains("rerun with NCCL_"), "{causes:?}");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.code == "nccl-tests-below-band")
+        .unwrap();
+    assert_eq!(f.fix, causes[0]);
+    let forced = [("NCCL_ALGO", "Ring")];
+    let r = run(input(measured(&plan, slow), 2, &forced), plan.clone());
+    assert!(
+        !r.results[0].causes[0].starts_with("NCCL's choice"),
+        "{:?}",
+        r.results[0].causes
+    );
+    let r = run(
+        input(
+            measured(&plan, |b| if b >= 16 << 20 { 0.5 } else { 1.0 }),
+            2,
+            &[],
+        ),
+        plan,
+    );
+    assert!(
+        r.results[0]
+            .causes
+            .iter()
+            .all(|x| !x.starts_with("NCCL's choice"))
+    );
+}
