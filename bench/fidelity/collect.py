@@ -22,7 +22,7 @@ import yaml
 DTYPES = {"float", "half", "bfloat16", "double", "int8", "uint8", "int32", "int64"}
 COLUMNS = ["fixture", "source", "fabric", "collective", "topo", "health", "role", "nnodes", "nranks",
            "bytes", "measured_us", "model_us", "choice", "lat_us", "bw_gbps", "expected_us", "gpn",
-           "nranks2", "bw2_gbps"]
+           "nranks2", "bw2_gbps", "nranks1", "choice1", "lat1_us", "bw1_gbps", "model1_us"]
 
 
 def rows_of(text):
@@ -98,6 +98,22 @@ def two_nodes(topo, entry, args, nnodes, size, choice):
     return doc["nranks"], explain_terms(doc["table"][0])[1]
 
 
+def one_node(topo, entry, args, nnodes, size, choice):
+    """For an NVLS or NVLSTree choice above one NCCL node, NCCL node 0 alone (`--nodes`
+    scaled to one node's hosts: the trays of one NVLink clique), planned at the same size with
+    NCCL's own choice there: its rank count, choice, latency and bandwidth terms and time,
+    which fit.py bounds the choice with as measured.rs `one_node_bound` does; else blanks."""
+    if int(nnodes) <= 1 or choice.split("/")[0] not in ("NVLS", "NVLSTree") or "--nodes" not in args:
+        return ["", "", "", "", ""]
+    args = list(args)
+    at = args.index("--nodes") + 1
+    args[at] = str(int(args[at]) // int(nnodes))
+    doc = plan(topo, entry, args, ["-b", str(size), "-e", str(size)])
+    row = doc["table"][0]
+    lat, bw = explain_terms(row)
+    return [doc["nranks"], f"{row['algo']}/{row['proto']}", lat, bw, row["time_us"]]
+
+
 def predict(topo, entry, sizes):
     args = shlex.split(entry["topo"])
     if "--nccl-version" not in args:
@@ -113,6 +129,7 @@ def predict(topo, entry, sizes):
                 "nnodes": doc["nnodes"], "nranks": doc["nranks"], "model_us": row["time_us"],
                 "expected_us": row.get("expected_time_us") or row["time_us"],
                 "choice": choice, "lat_us": lat, "bw_gbps": bw, "nranks2": n2, "bw2_gbps": bw2,
+                "one": one_node(topo, entry, args, doc["nnodes"], row["bytes"], choice),
             }
     return out
 
@@ -151,7 +168,7 @@ def main():
             vals = [entry["file"], entry["source"], entry["fabric"], entry.get("collective", "allreduce"),
                     entry["topo"], health, role, p["nnodes"], p["nranks"], size, t, p["model_us"],
                     p["choice"], p["lat_us"], p["bw_gbps"], p["expected_us"], entry["gpn"],
-                    p["nranks2"], p["bw2_gbps"]]
+                    p["nranks2"], p["bw2_gbps"], *p["one"]]
             print("\t".join(str(v) for v in vals))
     if missing:
         print(f"collect.py: {missing} result(s) of sources.yaml not under {shared}", file=sys.stderr)

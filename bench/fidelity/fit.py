@@ -331,7 +331,25 @@ def expected_us(rules, r, pooled=None):
         st = steps(key_of(r)[2], r["collective"], r["nnodes"])
         e, basis = lat + node * st + t / eff + ramp * math.sqrt(t), "rule"
     bound = tree_bound_us(rules, r)
-    return (bound, "rule") if bound is not None and bound > e else (e, basis)
+    e, basis = (bound, "rule") if bound is not None and bound > e else (e, basis)
+    one = one_node_row(r)
+    if one is not None:
+        e1, basis1 = expected_us(rules, one, pooled)
+        if e1 > e:
+            return e1, basis1
+    return e, basis
+
+
+def one_node_row(r):
+    """measured.rs `one_node_bound`: an NVLS or NVLSTree point above one node as NCCL node 0
+    alone would run the same size (collect.py `one_node`: NCCL's choice there, its terms and
+    rank count), whose expected time bounds the point's (NVLS reduces within every node, so no
+    node outruns its own allreduce). None where it does not apply. The bound's band is the
+    point's own fabric's (band_fabric reads the point, not this row)."""
+    if int(r["nnodes"]) <= 1 or key_of(r)[2] not in ("NVLS", "NVLSTree") or not r.get("choice1"):
+        return None
+    return dict(r, nnodes="1", nranks=r["nranks1"], choice=r["choice1"], lat_us=r["lat1_us"],
+                bw_gbps=r["bw1_gbps"], model_us=r["model1_us"])
 
 
 def tree_bound_us(rules, r):

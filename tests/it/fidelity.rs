@@ -180,6 +180,9 @@ struct Predicted {
     /// Tree and NVLSTree above two nodes: the rank count and NCCL's bandwidth (GB/s) of the
     /// same algorithm and protocol on two nodes of the machine (measured.rs `TwoNodes`).
     two_nodes: Option<(u64, f64)>,
+    /// NVLS and NVLSTree above one node: NCCL node 0 alone at the same size (measured.rs
+    /// `OneNode`), as the `nranks1 choice1 lat1_us bw1_gbps model1_us` columns of points.tsv.
+    one_node: Option<String>,
 }
 
 /// `time 1646.45 = lat 114 + 127926280 B / (1000 × 83.478 GB/s)` -> (114, 83.478).
@@ -235,6 +238,37 @@ fn two_node_bw(
     );
     let (_, bw) = explain_terms(&doc["table"][0]);
     Some((doc["nranks"].as_u64()?, bw))
+}
+
+/// For an NVLS or NVLSTree choice above one NCCL node, the same machine's node 0 alone
+/// (`--nodes` scaled to one node's hosts) at the same size with NCCL's own choice there: its
+/// rank count, choice, cost-model terms and time, tab-separated for points.tsv, which `fit.py`
+/// bounds the choice with as measured.rs `one_node_bound` does.
+fn one_node_terms(
+    fx: &Fixture,
+    args: &[String],
+    (nnodes, bytes): (u64, u64),
+    choice: &str,
+) -> Option<String> {
+    let (algo, _) = choice.split_once('/')?;
+    if nnodes <= 1 || !matches!(algo, "NVLS" | "NVLSTree") {
+        return None;
+    }
+    let mut args = args.to_vec();
+    let at = args.iter().position(|a| a == "--nodes")? + 1;
+    let nodes: u64 = args.get(at)?.parse().ok()?;
+    args[at] = (nodes / nnodes).to_string();
+    let b = bytes.to_string();
+    let doc = plan_json(fx, &args, &["-b", &b, "-e", &b]);
+    let row = &doc["table"][0];
+    let (lat, bw) = explain_terms(row);
+    Some(format!(
+        "{}\t{}/{}\t{lat}\t{bw}\t{}",
+        doc["nranks"].as_u64()?,
+        row["algo"].as_str()?,
+        row["proto"].as_str()?,
+        row["time_us"].as_f64()?
+    ))
 }
 
 /// `topo plan` of the fixture's machine (`args`) for its collective, with `extra`, as JSON.
@@ -294,6 +328,7 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
             );
             let bytes = row["bytes"].as_u64().unwrap();
             let two_nodes = two_node_bw(fx, &args, (nnodes, bytes), &choice);
+            let one_node = one_node_terms(fx, &args, (nnodes, bytes), &choice);
             let p = Predicted {
                 model_us,
                 expected_us,
@@ -303,6 +338,7 @@ fn predict(fx: &Fixture) -> BTreeMap<u64, Predicted> {
                 nnodes,
                 nranks,
                 two_nodes,
+                one_node,
             };
             out.insert(row["bytes"].as_u64().unwrap(), p);
         }
@@ -592,13 +628,13 @@ fn write_report() {
 /// One line per compared size for the fit script: what NCCL chose and what was measured.
 fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
     let mut out = String::from(
-        "fixture\tcollective\ttopo\thealth\trole\tnnodes\tnranks\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\tnranks2\tbw2_gbps\n",
+        "fixture\tcollective\ttopo\thealth\trole\tnnodes\tnranks\tbytes\tmeasured_us\tmodel_us\tchoice\tlat_us\tbw_gbps\texpected_us\tnranks2\tbw2_gbps\tnranks1\tchoice1\tlat1_us\tbw1_gbps\tmodel1_us\n",
     );
     for p in pts {
         let fx = &fxs[p.fixture];
         writeln!(
             out,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             fx.name,
             fx.get("collective"),
             fx.get("topo"),
@@ -614,7 +650,8 @@ fn points_tsv(fxs: &[Fixture], pts: &[Point]) -> String {
             p.pred.bw_gbps,
             p.pred.expected_us,
             p.pred.two_nodes.map_or(String::new(), |t| t.0.to_string()),
-            p.pred.two_nodes.map_or(String::new(), |t| t.1.to_string())
+            p.pred.two_nodes.map_or(String::new(), |t| t.1.to_string()),
+            p.pred.one_node.as_deref().unwrap_or("\t\t\t\t")
         )
         .unwrap();
     }

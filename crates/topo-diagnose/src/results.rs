@@ -324,8 +324,9 @@ fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
 
 /// A shortfall that follows NCCL's choice: every size under the band is one where NCCL picks
 /// one algorithm and protocol, no size under another choice is under it, some are judged in
-/// band or above, and the choice is not the one of the largest size (a bandwidth shortfall
-/// reaches the largest sizes whatever the choice). The run's links carried the other choices'
+/// band or above, the choice is not the one of the largest size (a bandwidth shortfall
+/// reaches the largest sizes whatever the choice) and a size above 64 KB is short (below
+/// that it is latency). The run's links carried the other choices'
 /// rates, so what is slow is that choice on this machine: NCCL's model prices it for a fabric
 /// or plugin it does not measure. Seen in the shared set on ALCF Polaris: NCCL 2.21 picks
 /// Ring/LL at 256 KB-4 MB on 8 nodes and takes 1-2 ms a call, where 2.18 on the same nodes and
@@ -340,7 +341,9 @@ fn choice_cause(table: &[JudgedRow]) -> Option<String> {
         .filter(|x| x.verdict == Verdict::Below)
         .collect();
     let c = below.first()?.choice.as_str();
-    if below.iter().any(|x| x.choice != c) || rows.last()?.choice == c {
+    // Only small sizes short is latency (`shape_cause`), whatever protocol carries them.
+    let latency = below.iter().all(|x| x.bytes <= SMALL);
+    if latency || below.iter().any(|x| x.choice != c) || rows.last()?.choice == c {
         return None;
     }
     let good = |x: &JudgedRow| matches!(x.verdict, Verdict::InBand | Verdict::Above);

@@ -89,6 +89,10 @@ pub struct Analysis {
     /// the two-node bandwidth the measured layer bounds tree algorithms with
     /// (`measured::TwoNodes`). None on two nodes or fewer.
     pub two_node_costs: Option<CostTable>,
+    /// Above one node where NVLS runs, NCCL node 0 alone, analysed as a one-node
+    /// communicator: the rate the measured layer bounds NVLS and NVLSTree with (no
+    /// hierarchical allreduce outruns its own node's, `measured::OneNode`). None otherwise.
+    pub one_node: Option<Box<Analysis>>,
 }
 
 /// The cost table some dissimilar hosts tune with ([`own_costs`]).
@@ -229,7 +233,8 @@ fn cuda_attr(
 }
 
 pub fn analyze(req: &Request) -> Result<Analysis> {
-    analyze_in(Cow::Borrowed(req.topo), &Inputs::of(req))
+    let inputs = Inputs::of(req);
+    with_one_node(analyze_in(Cow::Borrowed(req.topo), &inputs)?, &inputs)
 }
 
 /// [`analyze`] of a topology the caller gives up: it is used as is where nothing changes it
@@ -248,7 +253,36 @@ pub fn analyze_owned(
         placement,
         facts,
     };
-    analyze_in(Cow::Owned(topo), &inputs)
+    with_one_node(analyze_in(Cow::Owned(topo), &inputs)?, &inputs)
+}
+
+/// `a` with [`Analysis::one_node`]: above one node, where NVLS has channels, NCCL node 0 (host
+/// 0 of the topology as NCCL sees it: the fused clique on multi-node NVLink) analysed alone with
+/// the same settings. CUDA_VISIBLE_DEVICES is left out: NCCL's view already applied it. A node
+/// that cannot be analysed alone gives no bound, not an error: the plan stands without it.
+fn with_one_node(mut a: Analysis, req: &Inputs) -> Result<Analysis> {
+    if a.nnodes <= 1 || a.counts.nvls == 0 {
+        return Ok(a);
+    }
+    let Some(host) = a.system.gpus.first().map(|&g| a.system.nodes[g].host) else {
+        return Ok(a);
+    };
+    let gpus: Vec<_> = a
+        .topo
+        .gpus()
+        .into_iter()
+        .filter(|&g| a.topo.node(g).host == host)
+        .collect();
+    let env: Vec<(String, String)> = req
+        .env
+        .iter()
+        .filter(|(k, _)| k != "CUDA_VISIBLE_DEVICES")
+        .cloned()
+        .collect();
+    let inputs = Inputs { env: &env, ..*req };
+    let one = analyze_in(Cow::Owned(a.topo.split_gpus(&[gpus])), &inputs).ok();
+    a.one_node = one.filter(|o| o.nnodes == 1).map(Box::new);
+    Ok(a)
 }
 
 /// A [`Request`] without its topology.
@@ -324,9 +358,8 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         paths = paths::compute(&system, &path_policy);
     }
 
-    // NVLS needs multicast (nvls_supported); CollNet needs a plugin, which only an explicit
-    // NCCL_COLLNET_ENABLE=1 lets us assume. Every rank decides for its own domain; rank 0's
-    // is host 0.
+    // NVLS needs multicast (nvls_supported); CollNet a plugin, assumed only on an explicit
+    // NCCL_COLLNET_ENABLE=1. Every rank decides for its own domain; rank 0's is host 0.
     let (nvls_env, with_nvs) = (env.nvls_enable_or(&data), hosts_with_nvswitch(&system));
     let nvls_on = |h: HostId| nvls_supported(&topo, (&system, &with_nvs), nvls_env, minor, h);
     let nvls_enabled = nvls_on(0);
@@ -418,6 +451,7 @@ fn analyze_in(given: Cow<'_, Topology>, req: &Inputs) -> Result<Analysis> {
         node_p2p,
         host_costs,
         two_node_costs,
+        one_node: None,
     })
 }
 

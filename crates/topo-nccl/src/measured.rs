@@ -310,6 +310,9 @@ fn rules() -> &'static [Rule] {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expected {
     pub time_us: f64,
+    /// What gave the time: `rule` (a fitted rule of the cell), `pooled` (NCCL's time with the
+    /// pooled latencies) or `nccl` (NCCL's own), the basis of its band.
+    pub kind: &'static str,
     /// The rule applied (`sm90 allreduce NVLS/Simple one node: ...`), or why none was.
     pub basis: String,
     /// None where no published result was measured under the plan's conditions: a
@@ -377,6 +380,17 @@ pub struct Conditions<'a> {
     pub fabric: &'a str,
     /// Above two nodes: the same choice's bandwidth on two nodes, where the plan has it.
     pub two_nodes: Option<TwoNodes>,
+    /// Above one node, for an NVLS or NVLSTree choice: NCCL's choice for the same size on
+    /// node 0 alone, where the plan has it ([`one_node_bound`]).
+    pub one_node: Option<OneNode<'a>>,
+}
+
+/// NCCL's choice on NCCL node 0 alone for the size of a multi-node NVLS or NVLSTree choice,
+/// and that communicator's rank count.
+#[derive(Clone, Copy, Debug)]
+pub struct OneNode<'a> {
+    pub choice: &'a Choice,
+    pub nranks: usize,
 }
 
 /// `outside` lists where the plan leaves the fitted conditions (`outside_fits`): no rule
@@ -387,10 +401,57 @@ pub fn expected(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
     if !outside.is_empty() {
         return e;
     }
-    match tree_bound(c, at) {
+    let e = match tree_bound(c, at) {
+        Some(b) if b.time_us > e.time_us => b,
+        _ => e,
+    };
+    match one_node_bound(c, at) {
         Some(b) if b.time_us > e.time_us => b,
         _ => e,
     }
+}
+
+/// NVLS and NVLSTree above one node: at least the time NCCL node 0 alone takes for the same
+/// size. Both reduce within a node through NVLink SHARP (NVLS reduce-scatter, then the network
+/// or nothing, then NVLS all-gather: src/device/all_reduce.h, NCCL 2.18-2.28), so every node
+/// does the whole of a one-node allreduce of the same bytes, and the communicator can be no
+/// faster than its own node alone. NCCL's model does not see it: on two GB200 NVL72 racks
+/// under NCCL 2.26 it gives NVLSTree 1,197 GB/s at 16 GB, above one rack's 864, where two racks
+/// measured 820 (CoreWeave). The one-node time is the expected value of NCCL's own choice on
+/// node 0 alone (rule, pooled level or NCCL's time, as that node would be planned); its band is
+/// the multi-node fabric's for that basis, where `fit.py` puts its held-out residuals.
+fn one_node_bound(c: &Choice, at: Conditions) -> Option<Expected> {
+    let one = at.one_node.filter(|_| at.nnodes > 1)?;
+    if !matches!(c.algo, Algorithm::Nvls | Algorithm::NvlsTree) {
+        return None;
+    }
+    let alone = Conditions {
+        nnodes: 1,
+        nranks: one.nranks,
+        two_nodes: None,
+        one_node: None,
+        ..at
+    };
+    let e = expected_here(one.choice, alone, &[]);
+    Some(Expected {
+        time_us: e.time_us,
+        kind: e.kind,
+        band: Some(band(e.kind, c.bytes, at.fabric)),
+        no_band: None,
+        basis: format!(
+            "{} {}/{} over {} nodes: at most one node's rate (NVLS reduces within each \
+             node, so no node outruns its own allreduce): node 0 alone, {} ranks, as NCCL \
+             plans it there, {}/{}: {}",
+            c.func.cli_name(),
+            c.algo.name(),
+            c.proto.name(),
+            at.nnodes,
+            one.nranks,
+            one.choice.algo.name(),
+            one.choice.proto.name(),
+            e.basis
+        ),
+    })
 }
 
 /// The rule of the cell of `c` (GPU generation, collective, algorithm, protocol, one node or
@@ -442,6 +503,7 @@ fn tree_bound(c: &Choice, at: Conditions) -> Option<Expected> {
     let level = r.lat_us + r.lat_node_us * steps2 + r.ramp * tb2.sqrt();
     Some(Expected {
         time_us: 2.0 * tb2 / r.bw_efficiency + depth * level,
+        kind: "rule",
         band: Some(band("rule", c.bytes, at.fabric)),
         no_band: None,
         basis: format!(
@@ -484,6 +546,7 @@ fn expected_here(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
         );
         return Expected {
             time_us: c.time_us,
+            kind: "nccl",
             basis: format!("NCCL's time: {why}"),
             band: None,
             no_band: Some(format!(
@@ -504,6 +567,7 @@ fn expected_here(c: &Choice, at: Conditions, outside: &[String]) -> Expected {
                 c.bytes as f64 / (1000.0 * c.bw),
                 steps(c.algo, c.func, nnodes),
             ),
+            kind: "rule",
             band: Some(band("rule", c.bytes, band_fabric)),
             no_band: None,
             basis: format!(
@@ -560,6 +624,7 @@ fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expec
     let Some(p) = pooled_for(c, at.nnodes, at.fabric).filter(|_| c.bw > 0.0) else {
         return Expected {
             time_us: c.time_us,
+            kind: "nccl",
             band: Some(band("nccl", c.bytes, band_fabric)),
             no_band: None,
             basis: format!("NCCL's time: {why}"),
@@ -596,6 +661,7 @@ fn fallback(c: &Choice, at: Conditions, band_fabric: &str, why: String) -> Expec
             + p.net_step_us * net
             + p.intra_step_us * intra
             + p.ramp * tb.sqrt(),
+        kind: "pooled",
         band: Some(band("pooled", c.bytes, band_fabric)),
         no_band: None,
         basis: format!(
@@ -626,6 +692,7 @@ mod tests {
             nranks,
             fabric: "ib",
             two_nodes: None,
+            one_node: None,
         }
     }
 
@@ -786,6 +853,56 @@ mod tests {
         };
         let want = 2.0 * tb2 / r.bw_efficiency + level;
         assert!((expected(&c, three, &[]).time_us - want).abs() < 1e-6);
+    }
+
+    /// Two GB200 NVL72 racks under NCCL 2.26's figure for NVLSTree (533 GB/s, above one
+    /// rack's NVLS) are held to one rack's expected time; with one rack faster than that, or
+    /// for a Ring choice, nothing changes.
+    #[test]
+    fn nvls_over_several_nodes_is_no_faster_than_one_node_alone() {
+        let rack = rules()
+            .iter()
+            .find(|r| r.arch == "sm100" && r.algo == Algorithm::Nvls && r.nodes == "single")
+            .expect("the one-rack sm100 NVLS rule");
+        let (_, rack_ranks) = rack.rank_range().unwrap();
+        let bytes = 8u64 << 30;
+        let one = choice(Algorithm::Nvls, Protocol::Simple, bytes, 25.0, 533.333);
+        let alone = expected(&one, at(100, 1, rack_ranks), &[]);
+        assert!(alone.basis.contains("fitted on"), "{}", alone.basis);
+        // Two racks as no rule calibrates them (another fabric): NCCL's figure, faster.
+        let c = choice(Algorithm::NvlsTree, Protocol::Simple, bytes, 137.0, 533.333);
+        let free = Conditions {
+            fabric: "roce",
+            ..at(100, 2, 2 * rack_ranks)
+        };
+        assert!(expected(&c, free, &[]).time_us < alone.time_us);
+        let bound = Conditions {
+            one_node: Some(OneNode {
+                choice: &one,
+                nranks: rack_ranks,
+            }),
+            ..free
+        };
+        let e = expected(&c, bound, &[]);
+        assert_eq!(e.time_us, alone.time_us);
+        assert_eq!(e.kind, "rule");
+        assert!(e.basis.contains("at most one node's rate"), "{}", e.basis);
+        assert!(e.band.is_some());
+        // A ring is not bounded so; nor is anything where node 0 alone is the slower.
+        let ring = Choice {
+            algo: Algorithm::Ring,
+            ..c.clone()
+        };
+        assert_eq!(expected(&ring, bound, &[]), expected(&ring, free, &[]));
+        let fast = choice(Algorithm::Nvls, Protocol::Simple, bytes, 25.0, 5000.0);
+        let quick = Conditions {
+            one_node: Some(OneNode {
+                choice: &fast,
+                nranks: rack_ranks,
+            }),
+            ..free
+        };
+        assert_eq!(expected(&c, quick, &[]), expected(&c, free, &[]));
     }
 
     #[test]

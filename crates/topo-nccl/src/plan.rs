@@ -492,9 +492,23 @@ fn two_nodes(a: &Analysis, c: &Choice) -> Option<measured::TwoNodes> {
     })
 }
 
+/// For a multi-node NVLS or NVLSTree choice, NCCL's choice for the same size on node 0 alone
+/// ([`Analysis::one_node`]), which the measured layer bounds it with.
+fn one_node_choice(a: &Analysis, c: &Choice, op: &OpContext) -> Option<Choice> {
+    if !matches!(c.algo, Algorithm::Nvls | Algorithm::NvlsTree) {
+        return None;
+    }
+    a.one_node.as_ref()?.costs.select(c.func, c.bytes, op).ok()
+}
+
 /// `sm` is the system's smallest compute capability, found once for every row (a scan of
 /// 131,072 GPUs per planned size was a twentieth of a 16,384-node plan).
-fn row(a: &Analysis, c: &Choice, (fabric, sm): (Fabric, u32), outside: &[String]) -> Row {
+fn row(
+    a: &Analysis,
+    (c, one): (&Choice, Option<&Choice>),
+    (fabric, sm): (Fabric, u32),
+    outside: &[String],
+) -> Row {
     let busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, c.time_us);
     let at = measured::Conditions {
         sm,
@@ -502,6 +516,12 @@ fn row(a: &Analysis, c: &Choice, (fabric, sm): (Fabric, u32), outside: &[String]
         nranks: a.nranks,
         fabric: fabric.name(),
         two_nodes: two_nodes(a, c),
+        one_node: one
+            .zip(a.one_node.as_ref())
+            .map(|(choice, o)| measured::OneNode {
+                choice,
+                nranks: o.nranks,
+            }),
     };
     let expected = measured::expected(c, at, outside);
     let expected_busbw = tuning::busbw_gbps(c.func, a.nranks, c.bytes, expected.time_us);
@@ -824,7 +844,9 @@ fn choices(a: &Analysis, req: &PlanRequest) -> Result<(Vec<Row>, Vec<Crossover>,
         }
         tuner_rows.extend(runs);
         for &b in &req.sizes {
-            table.push(row(a, &select(a, f, b, &op)?, (fabric, sm), &outside));
+            let c = select(a, f, b, &op)?;
+            let one = one_node_choice(a, &c, &op);
+            table.push(row(a, (&c, one.as_ref()), (fabric, sm), &outside));
         }
     }
 
