@@ -204,6 +204,15 @@ fn explain_terms(row: &serde_json::Value) -> (f64, f64) {
     (num("= lat ", " +"), num("× ", " GB/s"))
 }
 
+/// The machine arguments with `--nodes` (hosts) taken through `f`; None without `--nodes`.
+fn scaled_nodes(args: &[String], f: impl Fn(u64) -> u64) -> Option<Vec<String>> {
+    let mut args = args.to_vec();
+    let at = args.iter().position(|a| a == "--nodes")? + 1;
+    let nodes: u64 = args.get(at)?.parse().ok()?;
+    args[at] = f(nodes).to_string();
+    Some(args)
+}
+
 /// For a Tree or NVLSTree choice above two NCCL nodes, the same plan on two of them (`--nodes`
 /// scaled, trays of one NVLink clique staying one node) with the choice forced: its rank count
 /// and NCCL's bandwidth there, which `fit.py` bounds the choice with as measured.rs does.
@@ -217,10 +226,7 @@ fn two_node_bw(
     if nnodes <= 2 || !matches!(algo, "Tree" | "NVLSTree") {
         return None;
     }
-    let mut args = args.to_vec();
-    let at = args.iter().position(|a| a == "--nodes")? + 1;
-    let nodes: u64 = args.get(at)?.parse().ok()?;
-    args[at] = (nodes * 2 / nnodes).to_string();
+    let args = scaled_nodes(args, |n| n * 2 / nnodes)?;
     let b = bytes.to_string();
     let doc = plan_json(
         fx,
@@ -254,10 +260,7 @@ fn one_node_terms(
     if nnodes <= 1 || !matches!(algo, "NVLS" | "NVLSTree") {
         return None;
     }
-    let mut args = args.to_vec();
-    let at = args.iter().position(|a| a == "--nodes")? + 1;
-    let nodes: u64 = args.get(at)?.parse().ok()?;
-    args[at] = (nodes / nnodes).to_string();
+    let args = scaled_nodes(args, |n| n / nnodes)?;
     let b = bytes.to_string();
     let doc = plan_json(fx, &args, &["-b", &b, "-e", &b]);
     let row = &doc["table"][0];

@@ -441,22 +441,27 @@ fn verify_speaks_nccl_tests_and_its_output_reads_back() {
     }
 }
 
+/// The 2 x 8 H100 NCCL_ALGO=RING table of nccl-tests#290 judged with one setting `env`.
+fn ring_290_with(env: &str) -> (i32, serde_json::Value, String) {
+    diagnose(&[
+        "--profile",
+        "dgx-h100",
+        "--nodes",
+        "2",
+        "--env",
+        env,
+        "--nccl-tests",
+        "fixtures/fidelity/h100-2x8-ib-ring-issue290.txt",
+    ])
+}
+
 /// Outside the conditions of every published result (the socket transport, a changed CTA
 /// count), a result is compared with NCCL's model and not judged: no band, an info finding,
 /// and the JSON band null rather than a number no data backs.
 #[test]
 fn socket_and_cta_settings_are_compared_not_judged() {
     for env in ["NCCL_NET=Socket", "NCCL_MIN_CTAS=24"] {
-        let (code, doc, err) = diagnose(&[
-            "--profile",
-            "dgx-h100",
-            "--nodes",
-            "2",
-            "--env",
-            env,
-            "--nccl-tests",
-            "fixtures/fidelity/h100-2x8-ib-ring-issue290.txt",
-        ]);
+        let (code, doc, err) = ring_290_with(env);
         assert_eq!(code, 0, "{env}: {err}");
         assert_valid(&doc, "topo.diagnose.v1.json");
         assert_eq!(
@@ -482,16 +487,7 @@ fn socket_and_cta_settings_are_compared_not_judged() {
 fn a_buffer_size_at_nccl_s_default_is_judged() {
     for (size, judged) in [("4194304", true), ("8388608", false)] {
         let env = format!("NCCL_BUFFSIZE={size}");
-        let (code, doc, err) = diagnose(&[
-            "--profile",
-            "dgx-h100",
-            "--nodes",
-            "2",
-            "--env",
-            &env,
-            "--nccl-tests",
-            "fixtures/fidelity/h100-2x8-ib-ring-issue290.txt",
-        ]);
+        let (code, doc, err) = ring_290_with(&env);
         assert_eq!(code, 0, "{env}: {err}");
         let not_judged = ids(&doc).contains(&"nccl-tests-not-judged".to_string());
         assert_eq!(not_judged, !judged, "{env}: {doc}");
