@@ -170,6 +170,20 @@ fn shared(doc: &Value, list: &str, code: &str) -> BTreeMap<String, String> {
     all
 }
 
+/// `topo show --from f` as text 200 columns wide (the NIC column's notes unwrapped); it
+/// must succeed.
+fn show_wide(f: &std::path::Path) -> String {
+    let out = topo()
+        .args(["show", "--from"])
+        .arg(f)
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    text
+}
+
 /// The severity `doc` gives `code`, if it reports it.
 fn severity_of(doc: &Value, list: &str, key: &str, code: &str) -> Option<String> {
     severities(doc, list, key).remove(code)
@@ -541,13 +555,7 @@ fn nvlink_to_a_gpu_outside_the_file_is_stated_and_a_fused_nic_is_named() {
         // No NIC placement is judged from a fused device without a bus id.
         assert_eq!(severity_of(&doc, list, key, "nic-none-near"), None, "{cmd}");
     }
-    let show = topo()
-        .args(["show", "--from"])
-        .arg(&f)
-        .env("COLUMNS", "200")
-        .output()
-        .unwrap();
-    let text = String::from_utf8(show.stdout).unwrap();
+    let text = show_wide(&f);
     assert!(
         text.contains("4 → GPU 0000:31:00.0 (not in the source)"),
         "{text}"
@@ -649,13 +657,7 @@ fn tied_nics_show_nccls_pick_for_every_gpu_and_say_tie() {
         .map(|g| g["nearest_nic"].as_str().unwrap())
         .collect();
     assert_eq!(picks, ["mlx5_0", "mlx5_1", "mlx5_0", "mlx5_1"]);
-    let out = topo()
-        .args(["show", "--from"])
-        .arg(&f)
-        .env("COLUMNS", "200")
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = show_wide(&f);
     let rows: Vec<&str> = text
         .lines()
         .filter(|l| l.trim_start().starts_with(char::is_numeric) && l.contains("PHB, GDR ?"))
@@ -693,14 +695,7 @@ fn a_nic_of_its_own_is_no_tie_where_gdr_is_unstated() {
     }
     m += "\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_3\n  NIC2: mlx5_4\n  NIC3: mlx5_5\n  NIC4: mlx5_bond_0\n";
     std::fs::write(&f, m).unwrap();
-    let out = topo()
-        .args(["show", "--from"])
-        .arg(&f)
-        .env("COLUMNS", "200")
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{text}");
+    let text = show_wide(&f);
     let rows: Vec<&str> = text.lines().filter(|l| l.contains("(PIX, GDR ?")).collect();
     assert_eq!(rows.len(), 4, "{text}");
     for (g, nic) in ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5"].iter().enumerate() {

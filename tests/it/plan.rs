@@ -1949,3 +1949,38 @@ fn azure_ndv5_plan_and_show_agree_on_each_gpus_nic() {
         h["env"]
     );
 }
+
+/// NCCL_BUFFSIZE leaves the published conditions only where it is not NCCL's own default:
+/// 1 MiB on an ARM host (GH200) under 2.18, 4 MiB on every CPU from 2.19 (`computeBuffSizes`,
+/// src/init.cc, v2.18.6-1 and v2.19.4-1).
+#[test]
+fn the_buffer_size_default_follows_the_cpu_and_the_version() {
+    for (version, size, default) in [
+        ("2.18", "1048576", true),
+        ("2.18", "4194304", false),
+        ("2.19", "4194304", true),
+        ("2.19", "1048576", false),
+    ] {
+        let env = format!("NCCL_BUFFSIZE={size}");
+        let doc = plan_json(&[
+            "--profile",
+            "gh200",
+            "--nodes",
+            "2",
+            "--nccl-version",
+            version,
+            "--env",
+            &env,
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+        ]);
+        let basis = doc["table"][0]["expected_band_basis"].as_str().unwrap();
+        assert_eq!(
+            !basis.contains("NCCL_BUFFSIZE"),
+            default,
+            "{version} {env}: {basis}"
+        );
+    }
+}

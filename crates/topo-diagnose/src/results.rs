@@ -309,7 +309,10 @@ fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
         .iter()
         .any(|(k, _)| k == "NCCL_ALGO" || k == "NCCL_PROTO");
     // The most specific evidence first: the same run carried the other choices' rates.
-    let mut out: Vec<String> = choice_cause(rows).filter(|_| !forced).into_iter().collect();
+    let mut out: Vec<String> = choice_cause(rows, input.nnodes > 1)
+        .filter(|_| !forced)
+        .into_iter()
+        .collect();
     out.extend(
         r.findings
             .iter()
@@ -331,7 +334,7 @@ fn causes(input: &ResultsInput, rows: &[JudgedRow], r: &Report) -> Vec<String> {
 /// or plugin it does not measure. Seen in the shared set on ALCF Polaris: NCCL 2.21 picks
 /// Ring/LL at 256 KB-4 MB on 8 nodes and takes 1-2 ms a call, where 2.18 on the same nodes and
 /// settings picks Tree/Simple and takes 0.25-1 ms.
-fn choice_cause(table: &[JudgedRow]) -> Option<String> {
+fn choice_cause(table: &[JudgedRow], multi_node: bool) -> Option<String> {
     // By size: an excerpt may list its rows out of order.
     let mut rows: Vec<&JudgedRow> = table.iter().collect();
     rows.sort_by_key(|x| x.bytes);
@@ -371,7 +374,7 @@ fn choice_cause(table: &[JudgedRow]) -> Option<String> {
         format!("{:.0}-{:.0}%", lo * 100.0, hi * 100.0)
     };
     Some(format!(
-        "NCCL's choice of {algo}/{proto}: the sizes under the band ({}) are {} of the {} where NCCL picks it, which run at {} of the expected rate, where every size judged under another choice is in band or above ({}; {} at {}): the links carry the rate, {algo}/{proto} is what is slow on this machine (NCCL's model prices it for a fabric or net plugin it does not measure, and its choices move between NCCL versions); rerun with {force} to compare (`topo plan --env {force}` gives what topo expects of it)",
+        "NCCL's choice of {algo}/{proto}: the sizes under the band ({}) are {} of the {} where NCCL picks it, which run at {} of the expected rate, where every size judged under another choice is in band or above ({}; {} at {}): the links carry the rate, {algo}/{proto} is what is slow on this machine (NCCL's model prices it {}, and its choices move between NCCL versions); rerun with {force} to compare (`topo plan --env {force}` gives what topo expects of it)",
         ranges(table),
         below.len(),
         rows.iter().filter(|x| x.choice == c).count(),
@@ -379,6 +382,11 @@ fn choice_cause(table: &[JudgedRow]) -> Option<String> {
         span(&|x| x.choice != c && good(x)),
         next.choice,
         size_label(next.bytes),
+        if multi_node {
+            "for a fabric or net plugin it does not measure"
+        } else {
+            "from the links' bandwidths, not from a measurement of this box"
+        },
     ))
 }
 

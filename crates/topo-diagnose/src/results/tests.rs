@@ -253,6 +253,33 @@ fn one_short_small_size_between_good_ones_is_noise_two_are_not() {
     );
 }
 
+/// On one node the same cause names no fabric: one H100 box picks Ring/LL up to 1 MB and
+/// NVLS/Simple above; Ring/LL slow at 256 KB-1 MB with the NVLS sizes in band is put on
+/// Ring/LL, priced by NCCL from the links alone.
+#[test]
+fn on_one_node_a_choice_bound_shortfall_names_no_fabric() {
+    let sizes: Vec<u64> = (10..=30).step_by(2).map(|k| 1u64 << k).collect();
+    let plan = plan_rows("dgx-h100", 1, &sizes, &[]);
+    let at = |b: u64| plan.iter().find(|p| p.bytes == b).unwrap();
+    assert_eq!(
+        (at(1 << 20).algo.name(), at(1 << 30).algo.name()),
+        ("Ring", "NVLS")
+    );
+    let slow = |b: u64| {
+        if (256 << 10..=1 << 20).contains(&b) {
+            0.3
+        } else {
+            1.0
+        }
+    };
+    let r = run(input(measured(&plan, slow), 1, &[]), plan.clone());
+    let first = &r.results[0].causes[0];
+    assert!(first.starts_with("NCCL's choice of Ring/LL"), "{first}");
+    assert!(first.contains("from the links' bandwidths"), "{first}");
+    assert!(!first.contains("fabric"), "{first}");
+    assert!(first.contains("NCCL_ALGO=NVLS"), "{first}");
+}
+
 /// A shortfall at exactly the sizes of one choice, with the other choices' sizes in band, is
 /// put on that choice first (the links carried the others' rates); not where the run forces
 /// the algorithm or protocol itself, and not for the choice of the largest sizes.
